@@ -1,0 +1,227 @@
+"""The `xpusim` command: a thin layer that parses options, calls the API and formats results.
+
+Heavy modules are imported inside the commands so that `xpusim --help` stays fast. Every
+user mistake ends as one line on stderr and exit status 2; `--json` prints exactly one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+PRECISIONS = ["int8", "fp8", "bf16", "fp16", "fp32"]
+WEIGHT_PRECISIONS = ["int4", "int8", "fp8", "bf16", "fp16", "fp32"]
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, allow_nan=False))
+
+
+def _print(*renderables: Any) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for r in renderables:
+        console.print(r)
+
+
+def _workload_options(f: Callable) -> Callable:
+    """Options shared by run and compare (and later sweep)."""
+    options = [
+        click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Sequences decoded together."),
+        click.option("--prompt", type=click.IntRange(min=1), default=128, show_default=True,
+                     help="Input tokens per sequence."),
+        click.option("--gen", type=click.IntRange(min=1), default=128, show_default=True,
+                     help="Output tokens per sequence."),
+        click.option("--precision", type=click.Choice(PRECISIONS), default=None,
+                     help="Weights, activations and KV cache. Default: the chip's bf16, "
+                          "else fp16, else int8 (reported in the output)."),
+        click.option("--weight-precision", type=click.Choice(WEIGHT_PRECISIONS), default=None,
+                     help="Weight-only quantization: weights stored narrower than --precision."),
+        click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
+                     show_default=True),
+        click.option("--chips", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Chips in the system (only 1 is modelled so far)."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _check_scope(mode: str, chips: int) -> None:
+    from xpusim.errors import UserError
+
+    if mode != "inference":
+        raise UserError("--mode training is not modelled yet; only --mode inference")
+    if chips != 1:
+        raise UserError(f"--chips {chips}: multi-chip systems are not modelled yet; use --chips 1")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="xpusim")
+def cli() -> None:
+    """Simulate ML models on AI accelerators: latency, throughput, energy, memory fit."""
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def chips(as_json: bool) -> None:
+    """List the chip catalog."""
+    from xpusim.hardware.catalog import chip_ids, load_chip
+    from xpusim.report.tables import chips_table
+
+    specs = [load_chip(i) for i in chip_ids()]
+    if as_json:
+        _emit_json({"chips": [_chip_summary(c) for c in specs]})
+    else:
+        _print(chips_table(specs))
+
+
+def _chip_summary(chip: Any) -> dict:
+    return {
+        "id": chip.id,
+        "name": chip.name,
+        "vendor": chip.vendor,
+        "year": chip.year,
+        "process": chip.process,
+        "peak_ops_per_s": {d.value: f.value for d, f in chip.peak_ops_per_s.items()},
+        "memory_capacity_bytes": chip.capacity_bytes,
+        "tdp_w": chip.tdp_w.value,
+    }
+
+
+@cli.command()
+@click.argument("chip_id")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def chip(chip_id: str, as_json: bool) -> None:
+    """One chip in full, with the source of every figure (CHIP_ID: catalog id or TOML path)."""
+    from xpusim.hardware.catalog import load_chip
+    from xpusim.report.tables import chip_table, sources_table
+
+    spec = load_chip(chip_id)
+    if as_json:
+        _emit_json(spec.model_dump(mode="json"))
+    else:
+        _print(chip_table(spec), sources_table(spec))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def models(as_json: bool) -> None:
+    """List the model zoo."""
+    from xpusim.report.tables import models_table
+    from xpusim.workloads.zoo import model_ids, zoo_entry
+
+    entries = [zoo_entry(i) for i in model_ids()]
+    if as_json:
+        _emit_json({"models": [
+            {"id": e.id, "params": e.config.param_count, "active_params":
+             e.config.active_param_count, "published_params": e.published_params,
+             "params_source": e.params_source, "source": e.source}
+            for e in entries
+        ]})  # fmt: skip
+    else:
+        _print(models_table(entries))
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--chip", "chip_id", required=True, help="Catalog id or path to a chip TOML.")
+@_workload_options
+@click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
+def run(model: str, chip_id: str, mode: str, chips: int, as_json: bool, show_ops: bool,
+        **options: Any) -> None:  # fmt: skip
+    """Simulate MODEL (zoo id or HF config.json) on one chip."""
+    from xpusim import api
+    from xpusim.report.tables import ops_table, results_table
+
+    _check_scope(mode, chips)
+    result = api.simulate(model, chip_id, **options)
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    title = (f"{result.model} on {result.chip}: batch {result.batch}, prompt {result.prompt}, "
+             f"gen {result.gen}")  # fmt: skip
+    _print(results_table([result], title), *(ops_table(result),) * show_ops)
+    for line in [*result.notes, result.reason]:
+        if line:
+            _print(f"note: {line}")
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--chip", "chip_ids", multiple=True, required=True,
+              help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
+@_workload_options
+def compare(model: str, chip_ids: tuple[str, ...], mode: str, chips: int, as_json: bool,
+            **options: Any) -> None:  # fmt: skip
+    """The same workload on several chips, side by side, with performance per watt."""
+    from xpusim import api
+    from xpusim.report.tables import results_table
+
+    _check_scope(mode, chips)
+    results = api.compare(model, list(chip_ids), **options)
+    if as_json:
+        _emit_json({"results": [r.to_dict() for r in results]})
+        return
+    first = results[0]
+    title = (f"{first.model}: batch {first.batch}, prompt {first.prompt}, gen {first.gen} "
+             f"(tok/J is performance per watt)")  # fmt: skip
+    _print(results_table(results, title))
+    for r in results:
+        for line in [*r.notes, r.reason]:
+            if line:
+                _print(f"note: {r.chip}: {line}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo(as_json: bool) -> None:
+    """MTIA v1, TPU v4, Groq, Apple's ANE and an H100 on a 7B model, int8 and 16-bit."""
+    from xpusim.report.tables import results_table
+    from xpusim.scenarios.demo import run_demo
+
+    result = run_demo()
+    if as_json:
+        _emit_json({
+            "model": result.model, **result.shape, "summary": result.summary,
+            "notes": result.notes, "results": [r.to_dict() for r in result.results],
+        })  # fmt: skip
+        return
+    shape = ", ".join(f"{k} {v}" for k, v in result.shape.items())
+    _print(results_table(result.results, f"{result.model} on one chip each ({shape})"))
+    for line in result.summary + [f"note: {n}" for n in result.notes]:
+        _print(line)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: runs the click group and maps user errors to one line and exit 2."""
+    from click.exceptions import Abort, ClickException, Exit
+
+    try:
+        cli.main(args=argv, prog_name="xpusim", standalone_mode=False)
+    except Exit as e:
+        sys.exit(e.exit_code)
+    except Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except ClickException as e:
+        hint = ""
+        if isinstance(e, click.UsageError) and e.ctx is not None:
+            hint = f" (see '{e.ctx.command_path} --help')"
+        click.echo(f"error: {e.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except Exception as e:  # a UserError is ours to word; anything else is a bug
+        from xpusim.errors import UserError
+
+        if not isinstance(e, UserError):
+            raise
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)

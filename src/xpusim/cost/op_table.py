@@ -1,0 +1,84 @@
+"""A graph's ops as columns of numbers, one column entry per distinct op signature.
+
+Identical layers collapse to one entry with a count, so an 80-layer model costs no more to
+evaluate than one layer, and every formula in cost/ runs over numpy arrays: one op or
+thousands, one configuration or a whole sweep, with the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import ROLES, Role
+
+
+@dataclass(frozen=True)
+class OpTable:
+    names: tuple[str, ...]  # the first op of each signature, for reports
+    kinds: tuple[OpKind, ...]
+    dtypes: tuple[DType, ...]  # compute format of each op's matrix work
+    count: np.ndarray  # (n,) how many ops share the signature
+    matrix_flops: np.ndarray  # (..., n)
+    vector_flops: np.ndarray  # (..., n)
+    role_bytes: np.ndarray  # (..., roles, n), roles in ROLES order
+    weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's weight; 0 for other kinds
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def activation_bytes(self) -> np.ndarray:
+        return self.role_bytes[..., ROLES.index(Role.ACTIVATION), :]
+
+    def lerp(self, other: OpTable, fraction: np.ndarray) -> OpTable:
+        """Tables between self (fraction 0) and other (1), stacked on a new leading axis.
+
+        Decode-step costs are affine in the KV length, so two built graphs give every step
+        exactly; the nonlinear roofline is then evaluated per step.
+        """
+        if self.names != other.names:
+            raise ValueError("lerp needs tables of the same ops")
+        f = np.asarray(fraction, dtype=float)[:, None]
+
+        def mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return a + (b - a) * (f if a.ndim == 1 else f[:, None])
+
+        return replace(
+            self,
+            matrix_flops=mix(self.matrix_flops, other.matrix_flops),
+            vector_flops=mix(self.vector_flops, other.vector_flops),
+            role_bytes=mix(self.role_bytes, other.role_bytes),
+        )
+
+
+def op_table(graph: Graph) -> OpTable:
+    groups: dict[tuple, int] = {}
+    first: list = []
+    count: list[int] = []
+    for op in graph.ops:
+        key = op.signature
+        index = groups.setdefault(key, len(first))
+        if index == len(first):
+            first.append(op)
+            count.append(0)
+        count[index] += 1
+    role_bytes = np.array([[op.bytes_by_role()[r] for op in first] for r in ROLES], dtype=float)
+    tiles = np.array(
+        [op.inputs[1].shape[-2:] if op.kind is OpKind.MATMUL else (0, 0) for op in first],
+        dtype=float,
+    ).T.reshape(2, len(first))
+    return OpTable(
+        names=tuple(op.name for op in first),
+        kinds=tuple(op.kind for op in first),
+        dtypes=tuple(op.compute_dtype for op in first),
+        count=np.array(count, dtype=float),
+        matrix_flops=np.array([op.matrix_flops for op in first], dtype=float),
+        vector_flops=np.array([op.vector_flops for op in first], dtype=float),
+        role_bytes=role_bytes,
+        weight_tile_kn=tiles,
+    )

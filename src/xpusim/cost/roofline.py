@@ -1,0 +1,128 @@
+"""Time and energy of ops on one chip: a roofline per memory level plus a fixed overhead.
+
+    compute_s  = padded matrix FLOPs / (peak[dtype] x matmul efficiency)
+               + vector FLOPs / (vector peak x vector efficiency)
+    memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
+    time_s     = max(compute_s, memory_s) + overhead per op
+    energy_j   = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
+               + sum over levels of bytes x pJ/B + static power x time_s
+
+Compute and memory overlap (max, not sum) because accelerators stream operands while they
+compute; the overhead does not, because it is dispatch time when nothing streams.
+The efficiencies are below 1 and named in the chip file with their origin, so every op's time
+is at least FLOPs/peak and bytes/bandwidth (the physics floor). Energy per op is the chip's
+compute power budget over its peak rate (hardware/spec.py), which makes average power at most
+TDP whatever the op: each term is bounded by its share of the budget times time_s.
+
+Everything is numpy arrays with ops on the last axis: any leading axes (decode steps,
+configurations of a sweep) broadcast through unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Placement
+from xpusim.cost.op_table import OpTable
+from xpusim.hardware.spec import Chip
+from xpusim.ir.tensor import ROLES
+
+
+class Bottleneck(IntEnum):
+    COMPUTE = 0
+    MEMORY = 1
+    OVERHEAD = 2
+    INTERCONNECT = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class HardwareArrays:
+    """A chip's numbers as arrays aligned with an OpTable (ops last, levels second-last)."""
+
+    matrix_rate: np.ndarray  # (n,) achievable matrix ops/s of each op's format
+    e_matrix_j: np.ndarray  # (n,) energy per matrix op of each op's format
+    vector_rate: float
+    e_vector_j: float
+    level_rate: np.ndarray  # (L, 1) achievable bytes/s per level
+    e_byte_j: np.ndarray  # (L, 1)
+    overhead_s: float
+    static_w: float
+    tile_rc: tuple[float, float]  # matrix unit rows x cols
+
+    @classmethod
+    def build(cls, chip: Chip, table: OpTable) -> HardwareArrays:
+        has_matrix = np.atleast_2d(table.matrix_flops).max(axis=0) > 0
+        peaks = np.array(
+            [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
+        )
+        budget = chip.compute_power_budget_w
+        levels = chip.memory
+        return cls(
+            matrix_rate=peaks * chip.efficiency.matmul.value,
+            e_matrix_j=budget / peaks,
+            vector_rate=chip.vector_ops_per_s.value * chip.efficiency.vector.value,
+            e_vector_j=budget / chip.vector_ops_per_s.value,
+            level_rate=np.array(
+                [[m.bandwidth_bytes_per_s.value * chip.efficiency.memory.value] for m in levels]
+            ),
+            e_byte_j=np.array([[m.energy_pj_per_byte.value * 1e-12] for m in levels]),
+            overhead_s=chip.overhead.per_op_s.value,
+            static_w=chip.energy.static_power_w.value,
+            tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
+        )
+
+
+@dataclass(frozen=True)
+class OpCosts:
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    level_bytes: np.ndarray  # (..., L, n)
+
+    @property
+    def bottleneck(self) -> np.ndarray:
+        return np.argmax(np.stack([self.compute_s, self.memory_s, self.overhead_s]), axis=0)
+
+
+def level_bytes(table: OpTable, placement: Placement, n_levels: int) -> np.ndarray:
+    """Bytes each op moves at each memory level: (..., L, n)."""
+    act_bytes = np.atleast_2d(table.activation_bytes).max(axis=0)
+    where = np.array(
+        [[placement.level_of(role, a) for a in act_bytes] for role in ROLES]
+    )  # (roles, n)
+    onehot = where[None, :, :] == np.arange(n_levels)[:, None, None]  # (L, roles, n)
+    return np.einsum("...rn,lrn->...ln", table.role_bytes, onehot)
+
+
+def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:
+    """Work done over work needed once a matmul's K x N weight is tiled onto the unit."""
+    k, n = table.weight_tile_kn
+    is_matmul = k > 0
+    k, n = np.where(is_matmul, k, 1.0), np.where(is_matmul, n, 1.0)
+    factor = (np.ceil(k / rows) * rows / k) * (np.ceil(n / cols) * cols / n)
+    return np.where(is_matmul, factor, 1.0)
+
+
+def evaluate(table: OpTable, hw: HardwareArrays, placement: Placement) -> OpCosts:
+    matrix_work = table.matrix_flops * padding_factor(table, *hw.tile_rc)
+    compute_s = matrix_work / hw.matrix_rate + table.vector_flops / hw.vector_rate
+    by_level = level_bytes(table, placement, hw.level_rate.shape[0])
+    memory_s = (by_level / hw.level_rate).max(axis=-2)
+    overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
+    time_s = np.maximum(compute_s, memory_s) + overhead_s
+    energy_j = (
+        matrix_work * hw.e_matrix_j
+        + table.vector_flops * hw.e_vector_j
+        + (by_level * hw.e_byte_j).sum(axis=-2)
+        + hw.static_w * time_s
+    )
+    return OpCosts(compute_s, memory_s, overhead_s, time_s, energy_j, by_level)

@@ -1,0 +1,24 @@
+"""The one exception type that means "the user gave us something wrong".
+
+The CLI turns it into a one-line message and exit status 2; anything else escaping is our bug
+and is allowed to show a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class UserError(ValueError):
+    """Bad input from a user: unknown names, malformed files, impossible options."""
+
+
+def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """A 'did you mean' suffix listing the closest valid names (or all of them if few)."""
+    options = sorted(choices)
+    near = difflib.get_close_matches(name, options, n=n, cutoff=0.4)
+    if near:
+        return f"; did you mean {', '.join(near)}?"
+    shown = ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
+    return f"; valid choices: {shown}"

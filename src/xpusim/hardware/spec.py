@@ -1,0 +1,217 @@
+"""The chip specification: what one accelerator can do, every figure with its origin.
+
+A chip file is TOML. Every number is a *figure*: an inline table with the value, the key of
+a source in the file's `[sources]` table, a confidence word, and an optional note saying how
+a derived figure was derived. Carrying the source beside the number is the point: a user who
+doubts a prediction can trace each input to a datasheet, a paper or a measurement.
+
+Validation happens on load (pydantic); a missing, negative or mistyped field is a
+`UserError` naming the file and the field path.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType
+
+Confidence = Literal["published", "third-party", "measured", "derived", "assumed"]
+"""How much to trust a figure.
+
+published: read in the vendor's datasheet or the designers' paper.
+third-party: a vendor figure quoted by press or a third party, not read at the origin.
+measured: a microbenchmark (ours or a cited one).
+derived: computed from other figures; the note says how.
+assumed: no public figure exists; the note says why this value is reasonable.
+"""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Figure(_Strict):
+    value: float = Field(ge=0)
+    source: str
+    confidence: Confidence = "published"
+    note: str = ""
+
+
+class PositiveFigure(Figure):
+    value: float = Field(gt=0)
+
+
+class Fraction(Figure):
+    """An efficiency: achieved over peak, in (0, 1]."""
+
+    value: float = Field(gt=0, le=1)
+
+
+class MemoryKind(StrEnum):
+    LOCAL = "local"  # per-core scratchpad: holds tiles in flight, never a tensor's home
+    CACHE = "cache"  # hardware-managed on-chip cache: speeds working sets, adds no capacity
+    SRAM = "sram"  # software-managed on-chip memory that can hold tensors (MTIA, Groq, CMEM)
+    DRAM = "dram"  # off-chip (or in-package) memory: HBM, LPDDR, GDDR
+
+    @property
+    def on_chip(self) -> bool:
+        return self is not MemoryKind.DRAM
+
+    @property
+    def holds_tensors(self) -> bool:
+        return self in (MemoryKind.SRAM, MemoryKind.DRAM)
+
+
+class MemoryLevel(_Strict):
+    name: str
+    kind: MemoryKind
+    capacity_bytes: PositiveFigure
+    bandwidth_bytes_per_s: PositiveFigure
+    energy_pj_per_byte: Figure
+
+
+class MatrixUnit(_Strict):
+    """Geometry of the matrix engine: `count` units of `rows` x `cols` MACs each.
+
+    Padding waste follows from it: a weight tile of K x N is rounded up to rows x cols.
+    """
+
+    count: PositiveFigure
+    rows: PositiveFigure
+    cols: PositiveFigure
+
+
+class Link(_Strict):
+    name: str
+    count: PositiveFigure
+    bandwidth_bytes_per_s: PositiveFigure  # per link, per direction
+    latency_s: Figure
+
+
+class Efficiency(_Strict):
+    """Achievable fractions of peak for large, well-shaped work; each with its origin."""
+
+    matmul: Fraction
+    vector: Fraction
+    memory: Fraction
+
+
+class Overhead(_Strict):
+    per_op_s: Figure  # launch/dispatch cost paid by every op, however small
+
+
+class Energy(_Strict):
+    static_power_w: Figure  # drawn whenever the chip is busy, whatever it computes
+
+
+class Chip(_Strict):
+    id: str
+    name: str
+    vendor: str
+    year: int = Field(ge=1990, le=2100)
+    process: str
+    description: str = ""
+    sources: dict[str, str]
+    clock_hz: PositiveFigure
+    tdp_w: PositiveFigure
+    peak_ops_per_s: dict[DType, PositiveFigure]
+    vector_ops_per_s: PositiveFigure
+    matrix_unit: MatrixUnit
+    memory: list[MemoryLevel] = Field(min_length=1)
+    host_link: Link
+    chip_to_chip: Link | None = None
+    efficiency: Efficiency
+    overhead: Overhead
+    energy: Energy
+
+    @model_validator(mode="after")
+    def _check(self) -> Chip:
+        missing = sorted({f.source for f in self.figures() if f.source not in self.sources})
+        if missing:
+            raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
+        if not any(level.kind.holds_tensors for level in self.memory):
+            raise ValueError("memory: no level of kind 'sram' or 'dram' can hold tensors")
+        if self.compute_power_budget_w <= 0:
+            raise ValueError(
+                f"energy: static power plus every memory level at full bandwidth draws "
+                f"{self.tdp_w.value - self.compute_power_budget_w:.1f} W, not below "
+                f"tdp_w {self.tdp_w.value:g} W: a figure is wrong"
+            )
+        return self
+
+    def figures(self) -> list[Figure]:
+        """Every figure in the spec, for source checks and for `xpusim chip ID`."""
+        return [f for _, f in self.figure_items()]
+
+    def figure_items(self) -> list[tuple[str, Figure]]:
+        return list(_walk_figures(self, ""))
+
+    # --- derived views the cost model uses -------------------------------------------
+    @property
+    def capacity_bytes(self) -> float:
+        """Bytes that can hold tensors: SRAM and DRAM levels (caches and scratchpads don't)."""
+        return sum(m.capacity_bytes.value for m in self.memory if m.kind.holds_tensors)
+
+    @property
+    def compute_power_budget_w(self) -> float:
+        """Power left for arithmetic when static draw and every memory runs flat out.
+
+        Energy per op is derived from it (cost/energy.py): a chip at peak throughput on every
+        unit at once draws exactly its TDP, so no op can average above TDP. That is the
+        physical meaning of a thermal design power; where a measured pJ/op exists it should
+        replace this derivation.
+        """
+        memory_w = sum(
+            m.bandwidth_bytes_per_s.value * m.energy_pj_per_byte.value * 1e-12 for m in self.memory
+        )
+        return self.tdp_w.value - self.energy.static_power_w.value - memory_w
+
+    def peak(self, dtype: DType) -> float:
+        fig = self.peak_ops_per_s.get(dtype)
+        if fig is None:
+            supported = ", ".join(d.value for d in self.peak_ops_per_s)
+            raise UserError(
+                f"{self.id} has no {dtype.value} matrix peak (supported: {supported}); "
+                f"pick one of those with --precision"
+            )
+        return fig.value
+
+
+def _walk_figures(node: object, path: str):
+    if isinstance(node, Figure):
+        yield path, node
+    elif isinstance(node, BaseModel):
+        for name in type(node).model_fields:
+            yield from _walk_figures(getattr(node, name), f"{path}.{name}" if path else name)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk_figures(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk_figures(value, f"{path}[{i}]")
+
+
+def load_chip_file(path: Path) -> Chip:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: malformed TOML: {e}") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read chip file: {e.strerror}") from None
+    return parse_chip(data, str(path))
+
+
+def parse_chip(data: dict, origin: str) -> Chip:
+    try:
+        return Chip.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise UserError(f"{origin}: field {where}: {err['msg']}{more}") from None

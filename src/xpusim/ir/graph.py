@@ -1,0 +1,55 @@
+"""A graph of ops in execution order.
+
+Edges are implicit: an op reads tensors that earlier ops wrote (matched by name). Workload
+builders emit ops in a valid order, which is all the single-stream cost model needs; the
+liveness analysis in compiler/memory_plan.py reads the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from xpusim.ir.op import Op
+from xpusim.ir.tensor import Role, Tensor
+
+
+@dataclass
+class Graph:
+    name: str
+    ops: list[Op] = field(default_factory=list)
+
+    def add(self, op: Op) -> Tensor:
+        """Appends an op and returns its first output, so builders can chain calls."""
+        self.ops.append(op)
+        return op.outputs[0]
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def tensors(self, role: Role) -> dict[str, Tensor]:
+        """Distinct tensors of a role by name (a tied embedding read twice counts once)."""
+        found: dict[str, Tensor] = {}
+        for op in self.ops:
+            for t in op.inputs + op.outputs:
+                if t.role is role:
+                    found.setdefault(t.name, t)
+        return found
+
+    def tensor_bytes(self, role: Role) -> float:
+        return sum(t.nbytes for t in self.tensors(role).values())
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    @property
+    def matrix_flops(self) -> float:
+        return sum(op.matrix_flops for op in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return sum(op.bytes for op in self.ops)

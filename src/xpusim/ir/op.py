@@ -1,0 +1,159 @@
+"""Primitive ops: the small set of kinds every workload lowers to.
+
+Each kind knows its arithmetic (FLOPs on the matrix unit and on the vector unit) and the
+bytes it must move, from its tensors' shapes alone. Nothing here knows about chips: the cost
+model (cost/) turns these counts into time on a given chip.
+
+FLOP conventions: a multiply-add is 2 FLOPs; matrix FLOPs are the ones a matrix unit can run,
+vector FLOPs the element-wise remainder (norms, softmax, activations) that runs on vector
+or SIMD units.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from xpusim.ir.dtypes import DType
+from xpusim.ir.tensor import ROLES, Role, Tensor
+
+
+class OpKind(StrEnum):
+    MATMUL = "matmul"  # [..., M, K] x [..., K, N]; batched when both carry batch dims
+    ATTENTION = "attention"  # flash-style: scores never leave the chip
+    ELEMENTWISE = "elementwise"
+    NORM = "norm"
+    SOFTMAX = "softmax"
+    EMBEDDING = "embedding"  # gather rows of a table
+    COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
+
+
+# Vector FLOPs per element for ops whose formula is fixed by the algorithm:
+# softmax = max, subtract, exp, sum, divide; attention's online softmax does the same per score.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    kind: OpKind
+    name: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    attrs: tuple[tuple[str, object], ...] = field(default=())
+
+    def attr(self, key: str, default: object = None) -> object:
+        return dict(self.attrs).get(key, default)
+
+    @property
+    def compute_dtype(self) -> DType:
+        """Format the matrix unit runs in: the op's activations, not its (maybe packed) weights."""
+        return DType(self.attr("compute", self.outputs[0].dtype))
+
+    @property
+    def signature(self) -> tuple:
+        """Identity for memoization: two ops with equal signatures cost the same on any chip."""
+        return (
+            self.kind,
+            self.attrs,
+            tuple(t.signature for t in self.inputs),
+            tuple(t.signature for t in self.outputs),
+        )
+
+    @property
+    def matrix_flops(self) -> float:
+        return _MATRIX_FLOPS.get(self.kind, _zero)(self)
+
+    @property
+    def vector_flops(self) -> float:
+        return _VECTOR_FLOPS.get(self.kind, _per_output_element)(self)
+
+    @property
+    def flops(self) -> float:
+        return self.matrix_flops + self.vector_flops
+
+    def bytes_by_role(self) -> dict[Role, float]:
+        """Bytes this op reads and writes, split by tensor role (placement decides the level)."""
+        counts = dict.fromkeys(ROLES, 0.0)
+        for t in self.inputs + self.outputs:
+            counts[t.role] += t.nbytes
+        if self.kind is OpKind.EMBEDDING:  # a gather reads only the rows it looks up
+            table, ids = self.inputs
+            counts[table.role] -= table.nbytes
+            counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
+        return counts
+
+    @property
+    def bytes(self) -> float:
+        return sum(self.bytes_by_role().values())
+
+    def padded_matrix_flops(self, rows: int, cols: int) -> float:
+        """Matrix FLOPs after rounding the weight tile (K x N) up to the matrix unit's shape."""
+        if self.kind is not OpKind.MATMUL:
+            return self.matrix_flops
+        k, n = self.inputs[1].shape[-2:]
+        return self.matrix_flops * (_round_up(k, rows) / k) * (_round_up(n, cols) / n)
+
+
+def _zero(op: Op) -> float:
+    return 0.0
+
+
+def _per_output_element(op: Op) -> float:
+    return float(op.outputs[0].numel * op.attr("flops_per_element", 1))
+
+
+def _matmul_flops(op: Op) -> float:
+    a, b = op.inputs[:2]
+    *batch, m, k = a.shape
+    n = b.shape[-1]
+    if b.shape[-2] != k:
+        raise ValueError(f"{op.name}: inner dims differ: {a.shape} x {b.shape}")
+    return 2.0 * math.prod(batch) * m * n * k
+
+
+def attention_pairs(q_len: int, kv_len: int, causal: bool) -> float:
+    """Query-key pairs scored per (sequence, head).
+
+    Causal queries are the last `q_len` positions of `kv_len`: query i sees
+    kv_len - q_len + 1 + i keys. This covers prefill (q_len == kv_len: s(s+1)/2) and decode
+    against a cache (q_len == 1: kv_len) with one formula.
+    """
+    if not causal:
+        return float(q_len * kv_len)
+    return q_len * (kv_len - q_len + 1) + q_len * (q_len - 1) / 2
+
+
+def _attention_dims(op: Op) -> tuple[int, int, int, int, int]:
+    q, k = op.inputs[:2]
+    batch, q_len, heads, head_dim = q.shape
+    return batch, heads, head_dim, q_len, k.shape[1]
+
+
+def _attention_matrix_flops(op: Op) -> float:
+    batch, heads, head_dim, q_len, kv_len = _attention_dims(op)
+    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    return 4.0 * batch * heads * head_dim * pairs  # QK^T and PV, 2 FLOPs per MAC each
+
+
+def _attention_vector_flops(op: Op) -> float:
+    batch, heads, _, q_len, kv_len = _attention_dims(op)
+    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    return SOFTMAX_FLOPS_PER_ELEMENT * batch * heads * pairs
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+_MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
+    OpKind.MATMUL: _matmul_flops,
+    OpKind.ATTENTION: _attention_matrix_flops,
+}
+_VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
+    OpKind.MATMUL: _zero,
+    OpKind.ATTENTION: _attention_vector_flops,
+    OpKind.EMBEDDING: _zero,
+    OpKind.COLLECTIVE: _zero,
+}

@@ -1,0 +1,100 @@
+"""Rich tables for the terminal. Only formatting: every number comes from a result object."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from xpusim.hardware.spec import Chip
+from xpusim.ir.dtypes import DType
+from xpusim.report.units import gigabytes, seconds, si
+from xpusim.scenarios.llm_inference import LLMInferenceResult
+from xpusim.workloads.zoo import ZooEntry
+
+_PRECISION_ORDER = [DType.INT8, DType.FP8, DType.BF16, DType.FP16, DType.FP32]
+
+
+def chips_table(chips: Sequence[Chip]) -> Table:
+    table = Table(title="xpusim chip catalog (dense peaks)")
+    for col in ["id", "vendor", "year", *(d.value for d in _PRECISION_ORDER), "memory", "TDP"]:
+        table.add_column(col, justify="left" if col in ("id", "vendor") else "right")
+    for chip in chips:
+        peaks = [
+            si(chip.peak_ops_per_s[d].value, "") if d in chip.peak_ops_per_s else "—"
+            for d in _PRECISION_ORDER
+        ]
+        memory = " + ".join(
+            f"{gigabytes(m.capacity_bytes.value)} {m.name}"
+            for m in chip.memory
+            if m.kind.holds_tensors
+        )
+        table.add_row(
+            chip.id, chip.vendor, str(chip.year), *peaks, memory, f"{chip.tdp_w.value:g} W"
+        )
+    return table
+
+
+def chip_table(chip: Chip) -> Table:
+    table = Table(title=f"{chip.name} ({chip.id}), {chip.process}, {chip.year}")
+    for col in ["field", "value", "confidence", "source", "note"]:
+        table.add_column(col, overflow="fold")
+    for path, fig in chip.figure_items():
+        table.add_row(path, f"{fig.value:.6g}", fig.confidence, fig.source, fig.note)
+    return table
+
+
+def sources_table(chip: Chip) -> Table:
+    table = Table(title="sources")
+    table.add_column("key")
+    table.add_column("source", overflow="fold")
+    for key, text in chip.sources.items():
+        table.add_row(key, text)
+    return table
+
+
+def models_table(entries: Sequence[ZooEntry]) -> Table:
+    table = Table(title="xpusim model zoo")
+    for col in ["id", "params", "published", "layers", "hidden", "heads/kv", "experts", "vocab"]:
+        table.add_column(col, justify="left" if col == "id" else "right")
+    for e in entries:
+        c = e.config
+        experts = f"{c.experts_per_token}/{c.num_experts}" if c.is_moe else "—"
+        table.add_row(
+            e.id, si(c.param_count), si(e.published_params), str(c.num_layers),
+            str(c.hidden_size), f"{c.num_heads}/{c.num_kv_heads}", experts, str(c.vocab_size),
+        )  # fmt: skip
+    return table
+
+
+def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
+    """Side by side: one row per result; timings only where the model fits."""
+    table = Table(title=title)
+    columns = ["chip", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
+               "J/token", "tok/J", "power", "bound by"]  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
+    for r in results:
+        fits = "yes" if r.fits else f"no: needs {r.min_chips} chips"
+        if not r.fits:
+            table.add_row(r.chip, r.precision, fits, *["—"] * (len(columns) - 3))
+            continue
+        table.add_row(
+            r.chip, r.precision, fits, seconds(r.ttft_s), seconds(r.tpot_s),
+            f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", f"{r.joules_per_token:.3g}",
+            f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
+        )  # fmt: skip
+    return table
+
+
+def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
+    table = Table(title=f"where the time goes (top {top} ops by share of their phase)")
+    for col in ["phase", "op", "kind", "count", "time each", "share", "bound by"]:
+        table.add_column(col, justify="left" if col in ("phase", "op", "kind") else "right")
+    ranked = sorted(result.ops, key=lambda o: (o.phase != "decode", -o.share))[:top]
+    for op in ranked:
+        table.add_row(
+            op.phase, op.name, op.kind, str(op.count), seconds(op.time_s),
+            f"{op.share:.1%}", op.bottleneck,
+        )  # fmt: skip
+    return table

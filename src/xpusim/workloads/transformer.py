@@ -1,0 +1,203 @@
+"""Lowers a decoder-only transformer forward pass to IR ops.
+
+One call builds one step: prefill (q_len == kv_len == prompt) or one decode step (q_len == 1
+against a cache of kv_len tokens, the new one included). The op sequence per layer follows
+the kernels a serving engine launches (vLLM's Llama path): fused residual-add + norm, one
+fused QKV projection, rotary embedding, attention that also writes the new K/V into the
+cache, output projection, fused add + norm, fused gate/up projection, activation-and-
+multiply, down projection. Logits are computed for the last position only, as servers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
+
+# Vector FLOPs per element, counted from each formula (see the op docstrings).
+RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, scale by weight
+LAYERNORM_FLOPS = 7  # mean, subtract, square, accumulate, rsqrt scale, weight, bias
+RESIDUAL_ADD_FLOPS = 1
+ROTARY_FLOPS = 3  # x*cos + rotate(x)*sin
+SILU_MUL_FLOPS = 5  # x / (1 + exp(-x)) is 4, times the up projection is 1
+GELU_FLOPS = 8  # tanh approximation: cube, 2 mul-adds, tanh, add, 2 mul
+
+
+@dataclass(frozen=True)
+class StepShape:
+    batch: int
+    q_len: int
+    kv_len: int
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.q_len
+
+
+class _Builder:
+    """Keeps the naming and dtypes consistent while one step is emitted."""
+
+    def __init__(self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType):
+        self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
+        self.graph = Graph(f"{cfg.name}[b={step.batch},q={step.q_len},kv={step.kv_len}]")
+
+    def t(self, name: str, *shape: int, role: Role = Role.ACTIVATION) -> Tensor:
+        dtype = self.weight if role is Role.WEIGHT else self.act
+        return Tensor(name, tuple(shape), dtype, role)
+
+    def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
+        return self.graph.add(Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items()))))
+
+    def matmul(self, name: str, x: Tensor, n: int, bias: bool = False) -> Tensor:
+        k = x.shape[-1]
+        ins = [x, self.t(f"{name}.w", k, n, role=Role.WEIGHT)]
+        if bias:
+            ins.append(self.t(f"{name}.b", n, role=Role.WEIGHT))
+        out = self.t(f"{name}.out", *x.shape[:-1], n)
+        return self.op(OpKind.MATMUL, name, ins, [out], compute=self.act.value)
+
+    def vector(
+        self, kind: OpKind, name: str, ins: list[Tensor], width: int, flops: float
+    ) -> Tensor:
+        out = self.t(f"{name}.out", *ins[0].shape[:-1], width)
+        return self.op(kind, name, ins, [out], flops_per_element=flops)
+
+    def norm(self, name: str, x: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Norm of x, or of x + residual fused (which also writes the new residual stream).
+
+        Returns (normed, residual stream after this op).
+        """
+        cfg = self.cfg
+        ins = [x] if residual is None else [x, residual]
+        ins.append(self.t(f"{name}.w", cfg.hidden_size, role=Role.WEIGHT))
+        if cfg.norm == "layernorm":
+            ins.append(self.t(f"{name}.b", cfg.hidden_size, role=Role.WEIGHT))
+        flops = LAYERNORM_FLOPS if cfg.norm == "layernorm" else RMSNORM_FLOPS
+        outs = [self.t(f"{name}.out", *x.shape)]
+        if residual is not None:
+            flops += RESIDUAL_ADD_FLOPS
+            outs.append(self.t(f"{name}.residual", *x.shape))
+        normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops)
+        return normed, outs[-1] if residual is not None else x
+
+    def attention_block(self, p: str, x: Tensor) -> Tensor:
+        cfg, s = self.cfg, self.step
+        q_width = cfg.num_heads * cfg.head_dim
+        kv_width = cfg.num_kv_heads * cfg.head_dim
+        qkv = self.matmul(f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias)
+        roped = self.vector(
+            OpKind.ELEMENTWISE,
+            f"{p}.rope",
+            [qkv],
+            q_width + kv_width,
+            ROTARY_FLOPS * cfg.rotary_fraction,
+        )
+        q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
+        cache = (s.batch, s.kv_len, cfg.num_kv_heads, cfg.head_dim)
+        new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
+        kv = Role.KV_CACHE
+        attn = self.op(
+            OpKind.ATTENTION, f"{p}.attention",
+            [q, self.t(f"{p}.k_cache", *cache, role=kv), self.t(f"{p}.v_cache", *cache, role=kv),
+             roped],
+            [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
+             self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
+            causal=True, compute=self.act.value,
+        )  # fmt: skip
+        return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias)
+
+    def mlp(self, p: str, x: Tensor) -> Tensor:
+        cfg = self.cfg
+        if not cfg.gated_mlp:
+            h = self.matmul(f"{p}.fc_in", x, cfg.intermediate_size, bias=cfg.mlp_bias)
+            h = self.vector(OpKind.ELEMENTWISE, f"{p}.gelu", [h], cfg.intermediate_size, GELU_FLOPS)
+            return self.matmul(f"{p}.fc_out", h, cfg.hidden_size, bias=cfg.mlp_bias)
+        if cfg.is_moe:
+            return self.moe(p, x)
+        h = self.matmul(f"{p}.gate_up", x, 2 * cfg.intermediate_size, bias=cfg.mlp_bias)
+        h = self.vector(
+            OpKind.ELEMENTWISE, f"{p}.silu_mul", [h], cfg.intermediate_size, SILU_MUL_FLOPS
+        )
+        return self.matmul(f"{p}.down", h, cfg.hidden_size, bias=cfg.mlp_bias)
+
+    def moe(self, p: str, x: Tensor) -> Tensor:
+        """Routed experts as batched matmuls over the experts a batch is expected to touch.
+
+        Tokens are assumed spread evenly over those experts, so each runs ceil(T k / E_used)
+        rows; decode at batch 1 reads k experts' weights, a long prefill reads all of them.
+        """
+        cfg, tokens = self.cfg, self.step.tokens
+        e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.intermediate_size
+        logits = self.matmul(f"{p}.router", x, e)
+        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
+        used = expected_active_experts(tokens, e, k)
+        rows = -(-tokens * k // used)
+        routed = self.t(f"{p}.routed", used, rows, h)
+        w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
+        gu = self.op(
+            OpKind.MATMUL,
+            f"{p}.experts.gate_up",
+            [routed, w1],
+            [self.t(f"{p}.experts.gate_up.out", used, rows, 2 * i)],
+            compute=self.act.value,
+        )
+        act = self.vector(OpKind.ELEMENTWISE, f"{p}.experts.silu_mul", [gu], i, SILU_MUL_FLOPS)
+        w2 = self.t(f"{p}.experts.down.w", used, i, h, role=Role.WEIGHT)
+        down = self.op(
+            OpKind.MATMUL,
+            f"{p}.experts.down",
+            [act, w2],
+            [self.t(f"{p}.experts.down.out", used, rows, h)],
+            compute=self.act.value,
+        )
+        combined = self.t(f"{p}.moe.out", *x.shape)
+        return self.op(OpKind.ELEMENTWISE, f"{p}.combine", [down], [combined],
+                       flops_per_element=2 * k)  # fmt: skip
+
+    def build(self) -> Graph:
+        cfg, s = self.cfg, self.step
+        table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
+        ids = Tensor("ids", (s.batch, s.q_len), DType.INT32)
+        x = self.op(OpKind.EMBEDDING, "embed", [table, ids],
+                    [self.t("embed.out", s.batch, s.q_len, cfg.hidden_size)])  # fmt: skip
+        residual: Tensor | None = None
+        for layer in range(cfg.num_layers):
+            p = f"layers.{layer}"
+            h, residual = self.norm(f"{p}.norm_attn", x, residual)
+            if cfg.parallel_block:  # GPT-J: x + attn(ln(x)) + mlp(ln(x)) in one add
+                a, m = self.attention_block(p, h), self.mlp(p, h)
+                x = self.op(OpKind.ELEMENTWISE, f"{p}.add3", [a, m, residual],
+                            [self.t(f"{p}.out", *a.shape)], flops_per_element=2)  # fmt: skip
+                residual = None
+                continue
+            x = self.attention_block(p, h)
+            h, residual = self.norm(f"{p}.norm_mlp", x, residual)
+            x = self.mlp(p, h)
+        h, _ = self.norm("final_norm", x, residual)
+        last = Tensor(f"{h.name}[:, -1]", (s.batch, 1, cfg.hidden_size), self.act)  # a view
+        if cfg.tie_word_embeddings:  # the embedding table read as K x N: same bytes
+            head = Tensor(table.name, (cfg.hidden_size, cfg.vocab_size), table.dtype, Role.WEIGHT)
+        else:
+            head = self.t("lm_head.w", cfg.hidden_size, cfg.vocab_size, role=Role.WEIGHT)
+        ins = [last, head]
+        if cfg.lm_head_bias:
+            ins.append(self.t("lm_head.b", cfg.vocab_size, role=Role.WEIGHT))
+        logits = self.op(
+            OpKind.MATMUL,
+            "lm_head",
+            ins,
+            [self.t("logits", s.batch, 1, cfg.vocab_size)],
+            compute=self.act.value,
+        )
+        self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
+        return self.graph
+
+
+def build_step(
+    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType | None = None
+) -> Graph:
+    return _Builder(cfg, step, act, weight or act).build()

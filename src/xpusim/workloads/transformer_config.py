@@ -1,0 +1,215 @@
+"""A decoder-only transformer's architecture, read from a Hugging Face style config.
+
+Two config dialects are understood: the llama family's keys (llama, mistral, mixtral, qwen2
+and the many models that copy them) and GPT-J's (n_embd, n_layer, ...). Everything the cost
+of a forward pass depends on is here; nothing about training or checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from xpusim.errors import UserError
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = True  # SwiGLU (llama) has gate and up projections; GPT-J's MLP has one
+    norm: str = "rmsnorm"  # or "layernorm" (has a bias: 2 parameters per channel)
+    parallel_block: bool = False  # GPT-J: attention and MLP read the same normed input
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    lm_head_bias: bool = False
+    rotary_fraction: float = 1.0  # share of head_dim that rotary embedding touches
+    num_experts: int = 1  # MoE: experts per layer (1 = dense)
+    experts_per_token: int = 1
+    max_position_embeddings: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    # --- parameter counts (exact for the architectures above) ----------------------------
+    @property
+    def attention_params(self) -> int:
+        q = self.hidden_size * self.num_heads * self.head_dim
+        kv = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
+        o = self.num_heads * self.head_dim * self.hidden_size
+        bias = (
+            (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.attention_bias else 0
+        )
+        return q + kv + o + bias
+
+    @property
+    def expert_params(self) -> int:
+        """One MLP (one expert of an MoE layer)."""
+        h, i = self.hidden_size, self.intermediate_size
+        mats = (3 if self.gated_mlp else 2) * h * i
+        bias = (i * (2 if self.gated_mlp else 1) + h) if self.mlp_bias else 0
+        return mats + bias
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden_size * self.num_experts if self.is_moe else 0
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
+        return per_norm * (1 if self.parallel_block else 2)
+
+    @property
+    def layer_params(self) -> int:
+        return (
+            self.attention_params
+            + self.num_experts * self.expert_params
+            + self.router_params
+            + self.norm_params_per_layer
+        )
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        """Parameters of the output projection that are not shared with the embedding."""
+        bias = self.vocab_size if self.lm_head_bias else 0
+        return bias + (0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size)
+
+    @property
+    def final_norm_params(self) -> int:
+        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+
+    @property
+    def param_count(self) -> int:
+        return (
+            self.num_layers * self.layer_params
+            + self.embedding_params
+            + self.lm_head_params
+            + self.final_norm_params
+        )
+
+    @property
+    def active_param_count(self) -> int:
+        """Parameters one token touches (MoE: only its routed experts)."""
+        idle_experts = self.num_experts - self.experts_per_token if self.is_moe else 0
+        return self.param_count - self.num_layers * idle_experts * self.expert_params
+
+    def kv_cache_bytes_per_token(self, itemsize: float) -> float:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * itemsize
+
+
+# HF keys per dialect: our field -> (their key, default or _REQUIRED).
+_REQUIRED = object()
+_LLAMA_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "intermediate_size": ("intermediate_size", _REQUIRED),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "num_heads": ("num_attention_heads", _REQUIRED),
+    "num_kv_heads": ("num_key_value_heads", None),
+    "head_dim": ("head_dim", None),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "attention_bias": ("attention_bias", False),
+    "mlp_bias": ("mlp_bias", False),
+    "num_experts": ("num_local_experts", 1),
+    "experts_per_token": ("num_experts_per_tok", 1),
+    "max_position_embeddings": ("max_position_embeddings", 0),
+}
+_GPTJ_KEYS = {
+    "hidden_size": ("n_embd", _REQUIRED),
+    "intermediate_size": ("n_inner", None),
+    "num_layers": ("n_layer", _REQUIRED),
+    "num_heads": ("n_head", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "rotary_dim": ("rotary_dim", None),
+    "max_position_embeddings": ("n_positions", 0),
+}
+_BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "mlp_bias"}
+_GPTJ_FIXED = dict(
+    gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
+)
+_QWEN2_FIXED = dict(attention_bias=True)
+
+
+def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
+    """Reads a Hugging Face config dict; a missing or bad field is a UserError naming it."""
+    if not isinstance(data, dict):
+        raise UserError(f"{origin}: expected a JSON object")
+    model_type = str(data.get("model_type", "llama"))
+    keys = _GPTJ_KEYS if model_type == "gptj" else _LLAMA_KEYS
+    fields: dict[str, object] = {}
+    for ours, (theirs, default) in keys.items():
+        value = data.get(theirs, default)
+        if value is _REQUIRED:
+            raise UserError(f"{origin}: missing field {theirs!r} (model_type {model_type!r})")
+        fields[ours] = value
+    for ours, (theirs, _) in keys.items():
+        value = fields[ours]
+        if ours in _BOOL_FIELDS:
+            if not isinstance(value, bool):
+                raise UserError(f"{origin}: field {theirs!r} must be true or false, got {value!r}")
+        elif value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 0
+            or (value == 0 and ours != "max_position_embeddings")
+        ):
+            raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got {value!r}")
+
+    hidden, heads = int(fields["hidden_size"]), int(fields["num_heads"])
+    if model_type == "gptj":
+        rotary_dim = fields.pop("rotary_dim")
+        head_dim = hidden // heads
+        fields.update(_GPTJ_FIXED)
+        fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
+        fields["rotary_fraction"] = (rotary_dim or head_dim) / head_dim
+        fields["num_kv_heads"] = heads
+    elif model_type == "qwen2":
+        fields.update(_QWEN2_FIXED)
+    fields["num_kv_heads"] = fields["num_kv_heads"] or heads
+    fields["head_dim"] = fields.get("head_dim") or hidden // heads
+    if heads % int(fields["num_kv_heads"]):
+        raise UserError(
+            f"{origin}: field 'num_key_value_heads' ({fields['num_kv_heads']}) "
+            f"must divide num_attention_heads ({heads})"
+        )
+    if int(fields.get("experts_per_token", 1)) > int(fields.get("num_experts", 1)):
+        raise UserError(f"{origin}: field 'num_experts_per_tok' exceeds 'num_local_experts'")
+    return TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
+
+
+def load_hf_config(path: Path) -> TransformerConfig:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: malformed JSON: {e}") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read config: {e.strerror}") from None
+    name = data.get("_name_or_path") or path.parent.name or path.stem
+    return config_from_hf(data, str(name), str(path))
+
+
+def expected_active_experts(tokens: int, experts: int, per_token: int) -> int:
+    """Distinct experts a batch of tokens touches, if routing is uniform and independent.
+
+    Each expert is missed by one token with probability 1 - k/E, so by all tokens with
+    (1 - k/E)^T; the expected count is E (1 - that), rounded up (an expert is used or not).
+    """
+    if experts <= 1:
+        return 1
+    used = experts * (1 - (1 - per_token / experts) ** tokens)
+    return max(per_token, min(experts, math.ceil(used - 1e-9)))

@@ -1,0 +1,50 @@
+"""The workload zoo: well-known models as Hugging Face style config files, plus user paths."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from xpusim.errors import UserError, closest
+from xpusim.workloads.transformer_config import TransformerConfig, config_from_hf, load_hf_config
+
+ZOO_DIR = Path(__file__).parent / "zoo"
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    id: str
+    config: TransformerConfig
+    published_params: float
+    params_source: str
+    source: str
+
+
+def model_ids() -> list[str]:
+    return sorted(p.stem for p in ZOO_DIR.glob("*.json"))
+
+
+@cache
+def zoo_entry(model_id: str) -> ZooEntry:
+    path = ZOO_DIR / f"{model_id}.json"
+    data = json.loads(path.read_text())
+    meta = data.pop("_xpusim")
+    return ZooEntry(
+        id=model_id,
+        config=config_from_hf(data, model_id, str(path)),
+        published_params=float(meta["published_params"]),
+        params_source=meta["params_source"],
+        source=meta["source"],
+    )
+
+
+def load_model(id_or_path: str | Path) -> TransformerConfig:
+    """A zoo id (`llama-2-7b`) or a path to a Hugging Face `config.json`."""
+    text = str(id_or_path)
+    if text.endswith(".json") or Path(text).is_file():
+        return load_hf_config(Path(text))
+    if text not in model_ids():
+        raise UserError(f"unknown model {text!r}" + closest(text, model_ids()))
+    return zoo_entry(text).config

@@ -1,0 +1,144 @@
+"""The transformer builder against published parameter counts and hand-counted FLOPs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind, attention_pairs
+from xpusim.ir.tensor import Role
+from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer_config import (
+    config_from_hf,
+    expected_active_experts,
+    load_hf_config,
+)
+from xpusim.workloads.zoo import ZOO_DIR, load_model, model_ids, zoo_entry
+
+REQUIRED_ZOO = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-65b", "llama-3-8b",
+                "llama-3-70b", "mixtral-8x7b", "gpt-j-6b"}  # fmt: skip
+
+
+def test_zoo_has_the_required_models():
+    assert set(model_ids()) >= REQUIRED_ZOO
+
+
+@pytest.mark.parametrize("model_id", sorted(REQUIRED_ZOO))
+def test_parameter_counts_within_one_percent(model_id):
+    entry = zoo_entry(model_id)
+    assert entry.config.param_count == pytest.approx(entry.published_params, rel=0.01)
+
+
+def test_llama_2_7b_exact_count():
+    # 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 2 x 32000 x 4096 + 4096
+    assert load_model("llama-2-7b").param_count == 6_738_415_616
+
+
+def test_mixtral_active_parameters():
+    cfg = load_model("mixtral-8x7b")
+    assert cfg.active_param_count == pytest.approx(12.9e9, rel=0.01)  # paper: 13B active
+
+
+def _attention_flops(cfg, batch, q, kv):
+    return 4 * batch * cfg.num_heads * cfg.head_dim * attention_pairs(q, kv, True) * cfg.num_layers
+
+
+@pytest.mark.parametrize("model_id", ["llama-2-7b", "llama-3-8b", "gpt-j-6b", "llama-2-70b"])
+def test_prefill_flops_are_two_per_parameter_per_token_plus_attention(model_id):
+    cfg = load_model(model_id)
+    batch, prompt = 2, 64
+    graph = build_step(cfg, StepShape(batch, prompt, prompt), DType.BF16)
+    # every parameter multiplies once per token, except the embedding table (a lookup, no
+    # FLOPs), norms (vector work) and the LM head, which runs on the last position only
+    body = cfg.param_count - cfg.embedding_params - cfg.lm_head_params - cfg.final_norm_params
+    body -= cfg.num_layers * cfg.norm_params_per_layer
+    head = cfg.hidden_size * cfg.vocab_size
+    biases = cfg.num_layers * (cfg.intermediate_size + cfg.hidden_size) if cfg.mlp_bias else 0
+    expected = (2 * (body - biases) * batch * prompt + 2 * head * batch
+                + _attention_flops(cfg, batch, prompt, prompt))  # fmt: skip
+    assert graph.matrix_flops == pytest.approx(expected, rel=1e-9)
+    assert graph.flops - graph.matrix_flops < 0.01 * graph.flops  # vector work is small
+
+
+def test_decode_flops_grow_with_context(llama7b):
+    short = build_step(llama7b, StepShape(1, 1, 100), DType.BF16)
+    long = build_step(llama7b, StepShape(1, 1, 1100), DType.BF16)
+    assert long.matrix_flops - short.matrix_flops == pytest.approx(
+        _attention_flops(llama7b, 1, 1, 1100) - _attention_flops(llama7b, 1, 1, 100)
+    )
+
+
+def test_decode_reads_the_kv_cache_and_all_weights_once(llama7b):
+    kv_len = 500
+    graph = build_step(llama7b, StepShape(1, 1, kv_len), DType.FP16)
+    kv_read = sum(t.nbytes for op in graph if op.kind is OpKind.ATTENTION for t in op.inputs[1:3])
+    assert kv_read == kv_len * llama7b.kv_cache_bytes_per_token(2)
+    weight_bytes = sum(op.bytes_by_role()[Role.WEIGHT] for op in graph)
+    # all weights once, minus the embedding table (one row is gathered per token)
+    table = llama7b.embedding_params * 2
+    assert weight_bytes == pytest.approx(llama7b.param_count * 2 - table + 4096 * 2)
+
+
+def test_weight_only_quantization_shrinks_weights_not_activations(llama7b):
+    full = build_step(llama7b, StepShape(1, 1, 10), DType.BF16)
+    quant = build_step(llama7b, StepShape(1, 1, 10), DType.BF16, DType.INT4)
+    w = lambda g: sum(op.bytes_by_role()[Role.WEIGHT] for op in g)  # noqa: E731
+    a = lambda g: sum(op.bytes_by_role()[Role.ACTIVATION] for op in g)  # noqa: E731
+    assert w(quant) == pytest.approx(w(full) / 4)
+    assert a(quant) == a(full)
+    assert all(op.compute_dtype is DType.BF16 for op in quant if op.kind is OpKind.MATMUL)
+
+
+def test_moe_decode_touches_only_routed_experts():
+    cfg = load_model("mixtral-8x7b")
+    graph = build_step(cfg, StepShape(1, 1, 10), DType.BF16)
+    expert_weights = sum(op.bytes_by_role()[Role.WEIGHT] for op in graph if ".experts." in op.name)
+    assert expert_weights == cfg.num_layers * cfg.experts_per_token * cfg.expert_params * 2
+
+
+@pytest.mark.parametrize(("tokens", "expected"), [(1, 2), (2, 4), (1000, 8)])
+def test_expected_active_experts(tokens, expected):
+    assert expected_active_experts(tokens, 8, 2) == expected
+
+
+def _hf(**overrides):
+    """The llama-2-7b zoo config with fields replaced (None removes a field)."""
+    base = json.loads((ZOO_DIR / "llama-2-7b.json").read_text())
+    base.pop("_xpusim")
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def test_config_missing_field_names_it():
+    with pytest.raises(UserError, match="missing field 'hidden_size'"):
+        config_from_hf(_hf(hidden_size=None), "m", "config.json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("num_hidden_layers", 0), ("vocab_size", -5), ("hidden_size", "big")]
+)
+def test_config_bad_values_name_the_field(field, value):
+    with pytest.raises(UserError, match=field):
+        config_from_hf(_hf(**{field: value}), "m", "config.json")
+
+
+def test_config_kv_heads_must_divide_heads():
+    with pytest.raises(UserError, match="num_key_value_heads"):
+        config_from_hf(_hf(num_key_value_heads=5), "m", "config.json")
+
+
+def test_config_from_a_path(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_hf()))
+    assert load_hf_config(path).param_count == load_model("llama-2-7b").param_count
+    path.write_text("{not json")
+    with pytest.raises(UserError, match="malformed JSON"):
+        load_hf_config(path)
+
+
+def test_unknown_model_suggests_close_names():
+    with pytest.raises(UserError, match="llama-2-7b"):
+        load_model("llama-2-7")

@@ -25,7 +25,8 @@ def _emit_json(obj: Any) -> None:
 def _print(*renderables: Any) -> None:
     from rich.console import Console
 
-    console = Console()
+    # rich assumes 80 columns when piped; tables of a dozen columns need more to stay legible
+    console = Console(width=None if sys.stdout.isatty() else 160)
     for r in renderables:
         console.print(r)
 

@@ -1,0 +1,132 @@
+"""The command line: exit codes, one-line errors, and JSON that carries the contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xpusim.cli import main
+from xpusim.hardware.catalog import CATALOG_DIR
+
+
+def run(capsys, *argv):
+    """Runs `xpusim argv...` in-process; returns (exit code, stdout, stderr)."""
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def assert_user_error(capsys, *argv, mentions=()):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    for word in mentions:
+        assert word in err, err
+    return err
+
+
+def test_run_json_contract(capsys):
+    d = run_json(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", "--batch", "1",
+                 "--prompt", "128", "--gen", "128", "--precision", "fp16")  # fmt: skip
+    floor = d["memory_bytes"]["weights"] / 3.35e12
+    assert floor <= d["tpot_s"] <= 1.6 * floor
+    assert d["ops"] and {"name", "time_s", "bottleneck"} <= set(d["ops"][0])
+
+
+def test_mtia_65b_questions(capsys):
+    big = run_json(capsys, "run", "llama-65b", "--chip", "mtia-v1-128gb", "--precision", "int8")
+    assert big["fits"] and big["tpot_s"] >= 65e9 / 176e9
+    small = run_json(capsys, "run", "llama-65b", "--chip", "mtia-v1", "--precision", "int8")
+    assert not small["fits"] and "memory" in small["reason"] and small["min_chips"] == 2
+
+
+def test_groq_70b(capsys):
+    d = run_json(capsys, "run", "llama-2-70b", "--chip", "groq-lpu", "--precision", "int8")
+    assert not d["fits"] and "memory" in d["reason"] and d["min_chips"] >= 300
+
+
+def test_listing_commands(capsys):
+    chips = run_json(capsys, "chips")["chips"]
+    assert {"mtia-v1", "tpu-v4", "groq-lpu", "h100-sxm"} <= {c["id"] for c in chips}
+    models = run_json(capsys, "models")["models"]
+    assert "llama-2-70b" in {m["id"] for m in models}
+    chip = run_json(capsys, "chip", "tpu-v4")
+    assert chip["sources"] and chip["tdp_w"]["source"] in chip["sources"]
+    for argv in (["chips"], ["models"], ["chip", "h100-sxm"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and out
+
+
+def test_compare_and_demo(capsys):
+    d = run_json(capsys, "compare", "llama-2-7b", "--chip", "h100-sxm", "--chip", "mtia-v1",
+                 "--precision", "int8")  # fmt: skip
+    assert [r["chip"] for r in d["results"]] == ["h100-sxm", "mtia-v1"]
+    demo = run_json(capsys, "demo")
+    assert {r["chip"] for r in demo["results"]} == {
+        "mtia-v1", "tpu-v4", "groq-lpu", "apple-m2-ane", "h100-sxm"}  # fmt: skip
+    assert demo["summary"]
+    code, out, _ = run(capsys, "demo")
+    assert code == 0 and "groq-lpu" in out
+
+
+@pytest.mark.parametrize(("argv", "mentions"), [
+    (["run", "llama-2-7b", "--chip", "h100"], ["h100-sxm"]),
+    (["run", "llama2-7b", "--chip", "h100-sxm"], ["llama-2-7b"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--batch", "0"], ["--batch"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--prompt", "-3"], ["--prompt"]),
+    (["run", "llama-2-7b", "--chip", "mtia-v1", "--precision", "fp8"], ["fp8", "int8"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--precision", "fp9"], ["--precision"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--chips", "8"], ["--chips"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--mode", "training"], ["training"]),
+    (["chip", "tpu-v9"], ["tpu-v4"]),
+    (["compare", "llama-2-7b"], ["--chip"]),
+    (["frobnicate"], ["frobnicate"]),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, mentions):
+    assert_user_error(capsys, *argv, mentions=mentions)
+
+
+def test_malformed_chip_toml(capsys, tmp_path):
+    good = (CATALOG_DIR / "h100-sxm.toml").read_text()
+    broken = tmp_path / "broken.toml"
+    broken.write_text(good.replace("tdp_w = { value = 700", "tdp_w = { value = -700"))
+    assert_user_error(capsys, "run", "llama-2-7b", "--chip", str(broken),
+                      mentions=["broken.toml", "tdp_w"])  # fmt: skip
+    broken.write_text(good + "\n[[[ nonsense")
+    assert_user_error(capsys, "chip", str(broken), mentions=["malformed TOML"])
+
+
+def test_config_json_missing_a_field(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64,
+                                "num_attention_heads": 4, "num_hidden_layers": 2,
+                                "vocab_size": 100}))  # fmt: skip
+    assert_user_error(capsys, "run", str(path), "--chip", "h100-sxm",
+                      mentions=["intermediate_size"])  # fmt: skip
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64,
+                                "intermediate_size": 128, "num_attention_heads": 4,
+                                "num_hidden_layers": 2, "vocab_size": 100}))  # fmt: skip
+    d = run_json(capsys, "run", str(path), "--chip", "h100-sxm")
+    assert d["fits"]
+
+
+def test_help_starts_without_heavy_imports():
+    code = ("import sys, xpusim.cli; heavy = {'numpy', 'pydantic', 'rich'} & set(sys.modules);"
+            "print(sorted(heavy))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,115 @@
+"""Physics the cost model must obey for any op on any chip (property tests).
+
+Floors: no op runs faster than its FLOPs at peak or its bytes at any level's bandwidth.
+Power: no op, hence no workload, averages more than the chip's TDP.
+Monotonicity: more bandwidth or more peak never makes anything slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost.op_table import op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, level_bytes
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+
+dims = st.integers(min_value=1, max_value=8192)
+small = st.integers(min_value=1, max_value=64)
+
+
+@st.composite
+def random_op(draw, dtype):
+    kind = draw(st.sampled_from([OpKind.MATMUL, OpKind.ATTENTION, OpKind.ELEMENTWISE, OpKind.NORM]))
+    weight_role = draw(st.sampled_from([Role.WEIGHT, Role.ACTIVATION]))
+    if kind is OpKind.MATMUL:
+        m, k, n = draw(dims), draw(dims), draw(dims)
+        ins = (Tensor("x", (m, k), dtype), Tensor("w", (k, n), dtype, weight_role))
+        return Op(kind, "mm", ins, (Tensor("y", (m, n), dtype),), (("compute", dtype.value),))
+    if kind is OpKind.ATTENTION:
+        b, kvh, group, d = draw(small), draw(st.integers(1, 16)), draw(st.integers(1, 8)), 64
+        kv = draw(dims)
+        q = draw(st.integers(1, kv))
+        cache = Tensor("k", (b, kv, kvh, d), dtype, Role.KV_CACHE)
+        ins = (Tensor("q", (b, q, kvh * group, d), dtype), cache, dataclasses.replace(cache))
+        outs = (Tensor("o", (b, q, kvh * group * d), dtype),)
+        return Op(kind, "attn", ins, outs, (("causal", draw(st.booleans())),))
+    shape = (draw(small), draw(dims))
+    flops = draw(st.integers(1, 10))
+    return Op(kind, "vec", (Tensor("a", shape, dtype),), (Tensor("b", shape, dtype),),
+              (("flops_per_element", flops),))  # fmt: skip
+
+
+@st.composite
+def workload(draw, chip):
+    dtype = draw(st.sampled_from(sorted(chip.peak_ops_per_s)))
+    graph = Graph("random", [draw(random_op(dtype)) for _ in range(draw(st.integers(1, 4)))])
+    capacity = chip.capacity_bytes
+    fractions = [draw(st.floats(0, 1.5)) for _ in range(3)]
+    footprint = Footprint(*(f * capacity for f in fractions))
+    return graph, place(chip, footprint)
+
+
+PROPERTY = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+
+
+@PROPERTY
+@given(data=st.data())
+def test_time_is_at_least_every_physics_floor(any_chip, data):
+    graph, placement = data.draw(workload(any_chip))
+    table = op_table(graph)
+    costs = evaluate(table, HardwareArrays.build(any_chip, table), placement)
+    peaks = np.array([any_chip.peak(d) for d in table.dtypes])
+    floor_compute = table.matrix_flops / peaks + table.vector_flops / any_chip.vector_ops_per_s.value
+    assert np.all(costs.time_s >= floor_compute * (1 - 1e-12))
+    bandwidth = np.array([[m.bandwidth_bytes_per_s.value] for m in any_chip.memory])
+    assert np.all(costs.time_s >= (costs.level_bytes / bandwidth).max(axis=0) * (1 - 1e-12))
+    # every byte is charged to exactly one level
+    assert np.allclose(costs.level_bytes.sum(axis=0), table.role_bytes.sum(axis=0))
+
+
+@PROPERTY
+@given(data=st.data())
+def test_average_power_never_exceeds_tdp(any_chip, data):
+    graph, placement = data.draw(workload(any_chip))
+    table = op_table(graph)
+    costs = evaluate(table, HardwareArrays.build(any_chip, table), placement)
+    power = costs.energy_j / costs.time_s
+    assert np.all(power <= any_chip.tdp_w.value * (1 + 1e-9)), power.max()
+    assert np.all(power >= any_chip.energy.static_power_w.value * (1 - 1e-9))
+
+
+@PROPERTY
+@given(data=st.data(), factor=st.floats(1.0, 16.0))
+def test_more_bandwidth_or_peak_is_never_slower(any_chip, data, factor):
+    graph, placement = data.draw(workload(any_chip))
+    table = op_table(graph)
+    hw = HardwareArrays.build(any_chip, table)
+    base = evaluate(table, hw, placement).time_s
+    faster_memory = dataclasses.replace(hw, level_rate=hw.level_rate * factor)
+    faster_compute = dataclasses.replace(
+        hw, matrix_rate=hw.matrix_rate * factor, vector_rate=hw.vector_rate * factor
+    )
+    assert np.all(evaluate(table, faster_memory, placement).time_s <= base)
+    assert np.all(evaluate(table, faster_compute, placement).time_s <= base)
+
+
+def test_level_bytes_follow_placement(llama7b):
+    from xpusim.hardware.catalog import load_chip
+    from xpusim.ir.dtypes import DType
+    from xpusim.workloads.transformer import StepShape, build_step
+
+    chip = load_chip("h100-sxm")
+    table = op_table(build_step(llama7b, StepShape(1, 1, 64), DType.FP16))
+    placement = place(chip, Footprint(13.5e9, 1e8, 1e7))
+    by_level = level_bytes(table, placement, len(chip.memory))
+    hbm = [m.name for m in chip.memory].index("hbm3")
+    weights = table.role_bytes[0]
+    assert np.all(by_level[hbm] >= weights)  # weights stream from HBM

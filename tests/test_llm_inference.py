@@ -1,0 +1,141 @@
+"""The LLM inference scenario: the issue's acceptance checks and internal consistency."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpusim
+from xpusim.errors import UserError
+from xpusim.hardware.catalog import load_chip
+from xpusim.hardware.whatif import override
+from xpusim.ir.dtypes import DType
+from xpusim.workloads.transformer import StepShape, build_step
+
+
+def hbm(chip):
+    return next(m for m in chip.memory if m.kind.value == "dram")
+
+
+def test_h100_decode_is_near_the_weight_streaming_floor():
+    chip = xpusim.chip("h100-sxm")
+    r = xpusim.simulate("llama-2-7b", chip, batch=1, prompt=128, gen=128, precision="fp16")
+    floor = r.memory_bytes.weights / hbm(chip).bandwidth_bytes_per_s.value
+    assert floor <= r.tpot_s <= 1.6 * floor
+    assert r.fits and r.bottleneck == "memory"
+
+
+def test_llama_65b_int8_fits_mtia_128gb_and_streams_from_lpddr5():
+    chip = xpusim.chip("mtia-v1-128gb")
+    r = xpusim.simulate("llama-65b", chip, precision="int8")
+    assert r.fits
+    assert r.tpot_s >= 65e9 / 176e9
+
+
+def test_llama_65b_int8_does_not_fit_mtia_64gb():
+    r = xpusim.simulate("llama-65b", "mtia-v1", precision="int8")
+    assert r.memory_bytes.capacity < 65e9
+    assert not r.fits
+    assert "memory" in r.reason
+    assert r.min_chips == 2
+
+
+def test_llama_70b_int8_needs_hundreds_of_groq_chips():
+    r = xpusim.simulate("llama-2-70b", "groq-lpu", precision="int8")
+    assert not r.fits and "memory" in r.reason
+    assert r.min_chips >= 300
+
+
+def test_tpot_is_the_mean_over_the_growing_cache(llama7b):
+    """Decode steps are interpolated between two built graphs; check a middle step exactly."""
+    chip = xpusim.chip("h100-sxm")
+    prompt, gen = 1000, 9
+    r = xpusim.simulate(llama7b, chip, prompt=prompt, gen=gen, precision="bf16")
+    from xpusim.compiler.memory_plan import Footprint, place
+    from xpusim.cost.op_table import op_table
+    from xpusim.cost.roofline import HardwareArrays, evaluate
+
+    placement = place(chip, Footprint(r.memory_bytes.weights, r.memory_bytes.kv_cache,
+                                      r.memory_bytes.activations))  # fmt: skip
+    steps = []
+    for kv in range(prompt + 1, prompt + gen):
+        table = op_table(build_step(llama7b, StepShape(1, 1, kv), DType.BF16))
+        steps.append(table.count @ evaluate(table, HardwareArrays.build(chip, table),
+                                            placement).time_s)  # fmt: skip
+    assert r.tpot_s == pytest.approx(np.mean(steps), rel=1e-12)
+    assert r.latency_s == pytest.approx(r.ttft_s + (gen - 1) * r.tpot_s)
+
+
+def test_rates_and_energy_are_consistent(llama7b):
+    r = xpusim.simulate(llama7b, "h100-sxm", batch=8, prompt=256, gen=64, precision="bf16")
+    assert r.tokens_per_s == pytest.approx(8 * 64 / r.latency_s)
+    assert r.tokens_per_s_per_user == pytest.approx(1 / r.tpot_s)
+    assert r.joules_per_token == pytest.approx(r.energy_j / (8 * 64))
+    assert r.avg_power_w == pytest.approx(r.energy_j / r.latency_s)
+    assert r.avg_power_w <= r.tdp_w
+
+
+def test_every_chip_stays_under_tdp_on_every_demo_precision(any_chip, llama7b):
+    for dtype in any_chip.peak_ops_per_s:
+        if dtype in (DType.INT8, DType.FP8, DType.BF16, DType.FP16, DType.FP32):
+            r = xpusim.simulate(llama7b, any_chip, batch=4, prompt=512, gen=16, precision=dtype)
+            assert r.avg_power_w <= any_chip.tdp_w.value
+
+
+def test_batching_raises_throughput_and_costs_per_user_speed(llama7b):
+    one = xpusim.simulate(llama7b, "h100-sxm", batch=1, precision="bf16")
+    many = xpusim.simulate(llama7b, "h100-sxm", batch=32, precision="bf16")
+    assert many.tokens_per_s > 10 * one.tokens_per_s
+    assert many.tpot_s >= one.tpot_s
+
+
+def test_more_bandwidth_never_slows_a_run(llama7b):
+    chip = load_chip("h100-sxm")
+    faster = override(chip, "memory.dram.bandwidth_bytes_per_s", 4.8e12)
+    a = xpusim.simulate(llama7b, chip, batch=4, precision="bf16")
+    b = xpusim.simulate(llama7b, faster, batch=4, precision="bf16")
+    assert b.tpot_s < a.tpot_s and b.ttft_s <= a.ttft_s
+
+
+def test_small_model_lives_in_sram_when_it_fits():
+    """A model that fits MTIA's 128 MB SRAM is placed there, not in LPDDR5."""
+    tiny = xpusim.model("llama-2-7b").__class__(
+        name="tiny", hidden_size=512, intermediate_size=1376, num_layers=4, num_heads=8,
+        num_kv_heads=8, head_dim=64, vocab_size=8000,
+    )  # fmt: skip
+    r = xpusim.simulate(tiny, "mtia-v1", precision="int8", prompt=32, gen=8)
+    assert r.placement["weight"] == "sram"
+
+
+def test_unsupported_precision_is_an_error_naming_the_choices():
+    with pytest.raises(UserError, match="no fp8 .*supported: "):
+        xpusim.simulate("llama-2-7b", "mtia-v1", precision="fp8")
+
+
+def test_default_precision_is_reported():
+    r = xpusim.simulate("llama-2-7b", "h100-sxm")
+    assert r.precision == "bf16" and r.notes
+
+
+@pytest.mark.parametrize("bad", [dict(batch=0), dict(prompt=-1), dict(gen=0), dict(batch=1.5)])
+def test_non_positive_sizes_are_user_errors(bad):
+    with pytest.raises(UserError):
+        xpusim.simulate("llama-2-7b", "h100-sxm", **bad)
+
+
+def test_weight_only_int4_streams_fewer_bytes():
+    bf16 = xpusim.simulate("llama-2-7b", "h100-sxm", precision="bf16")
+    int4 = xpusim.simulate("llama-2-7b", "h100-sxm", precision="bf16", weight_precision="int4")
+    assert int4.memory_bytes.weights == pytest.approx(bf16.memory_bytes.weights / 4)
+    assert int4.tpot_s < bf16.tpot_s
+
+
+def test_result_serializes_with_the_contract_keys():
+    d = xpusim.simulate("llama-2-7b", "h100-sxm").to_dict()
+    keys = {"model", "chip", "chips", "batch", "prompt", "gen", "precision", "mode", "fits",
+            "reason", "min_chips", "memory_bytes", "ttft_s", "tpot_s", "latency_s",
+            "tokens_per_s", "tokens_per_s_per_user", "energy_j", "joules_per_token",
+            "avg_power_w", "bottleneck", "ops"}  # fmt: skip
+    assert keys <= set(d)
+    assert set(d["memory_bytes"]) == {"weights", "kv_cache", "activations", "total", "capacity"}
+    assert d["bottleneck"] in {"compute", "memory", "interconnect", "overhead"}

@@ -67,7 +67,9 @@ def test_time_is_at_least_every_physics_floor(any_chip, data):
     table = op_table(graph)
     costs = evaluate(table, HardwareArrays.build(any_chip, table), placement)
     peaks = np.array([any_chip.peak(d) for d in table.dtypes])
-    floor_compute = table.matrix_flops / peaks + table.vector_flops / any_chip.vector_ops_per_s.value
+    floor_compute = (
+        table.matrix_flops / peaks + table.vector_flops / any_chip.vector_ops_per_s.value
+    )
     assert np.all(costs.time_s >= floor_compute * (1 - 1e-12))
     bandwidth = np.array([[m.bandwidth_bytes_per_s.value] for m in any_chip.memory])
     assert np.all(costs.time_s >= (costs.level_bytes / bandwidth).max(axis=0) * (1 - 1e-12))

@@ -108,7 +108,7 @@ def test_small_model_lives_in_sram_when_it_fits():
 
 
 def test_unsupported_precision_is_an_error_naming_the_choices():
-    with pytest.raises(UserError, match="no fp8 .*supported: "):
+    with pytest.raises(UserError, match=r"no fp8 .*supported: "):
         xpusim.simulate("llama-2-7b", "mtia-v1", precision="fp8")
 
 

@@ -168,7 +168,9 @@ class Chip(_Strict):
         replace this derivation.
         """
         memory_w = sum(
-            m.bandwidth_bytes_per_s.value * m.energy_pj_per_byte.value * 1e-12 for m in self.memory
+            m.bandwidth_bytes_per_s.value * m.energy_pj_per_byte.value * 1e-12
+            for m in self.memory
+            if m.kind is not MemoryKind.LOCAL  # tile traffic is not charged per byte (cost/)
         )
         return self.tdp_w.value - self.energy.static_power_w.value - memory_w
 
@@ -177,7 +179,7 @@ class Chip(_Strict):
         if fig is None:
             supported = ", ".join(d.value for d in self.peak_ops_per_s)
             raise UserError(
-                f"{self.id} has no {dtype.value} matrix peak (supported: {supported}); "
+                f"{self.id} has no {dtype.value} peak (supported: {supported}); "
                 f"pick one of those with --precision"
             )
         return fig.value

@@ -26,4 +26,4 @@ def seconds(value: float, digits: int = 3) -> str:
 
 
 def gigabytes(value: float) -> str:
-    return f"{value / 1e9:.3g} GB" if value >= 1e8 else f"{value / 1e6:.3g} MB"
+    return f"{value / 1e9:.3g} GB" if value >= 1e9 else f"{value / 1e6:.3g} MB"

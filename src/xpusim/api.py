@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from xpusim.hardware.catalog import chip_ids, load_chip
 from xpusim.hardware.spec import Chip
-from xpusim.scenarios.llm_inference import LLMInferenceResult
-from xpusim.scenarios.llm_inference import simulate as _simulate_llm
+from xpusim.scenarios.llm_inference import simulate as simulate_llm
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import load_model, model_ids
+
+# Workload type -> the scenario that simulates it (first isinstance match wins).
+SCENARIOS: dict[type, Callable[..., Any]] = {TransformerConfig: simulate_llm}
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -17,33 +21,26 @@ def chip(id_or_path: str | Path) -> Chip:
     return load_chip(id_or_path)
 
 
-def model(id_or_path: str | Path) -> TransformerConfig:
+def model(id_or_path: str | Path) -> Any:
     """A model from the zoo by id (`xpusim.model("llama-2-7b")`) or a HF `config.json` path."""
     return load_model(id_or_path)
 
 
-def simulate(
-    model: TransformerConfig | str,
-    chip: Chip | str,
-    *,
-    batch: int = 1,
-    prompt: int = 128,
-    gen: int = 128,
-    precision: str | None = None,
-    weight_precision: str | None = None,
-) -> LLMInferenceResult:
-    """LLM inference of one request batch on one chip; see scenarios/llm_inference.py."""
-    cfg = load_model(model) if isinstance(model, str | Path) else model
+def simulate(model: Any, chip: Chip | str | Path, **options: Any) -> Any:
+    """Simulates a workload on a chip; the workload's type picks the scenario.
+
+    A transformer config (zoo id or config.json) runs LLM inference: options `batch`,
+    `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm_inference.py).
+    """
+    workload = load_model(model) if isinstance(model, str | Path) else model
     spec = load_chip(chip) if isinstance(chip, str | Path) else chip
-    return _simulate_llm(
-        cfg, spec, batch=batch, prompt=prompt, gen=gen,
-        precision=precision, weight_precision=weight_precision,
-    )  # fmt: skip
+    for kind, scenario in SCENARIOS.items():
+        if isinstance(workload, kind):
+            return scenario(workload, spec, **options)
+    raise TypeError(f"no scenario simulates a {type(workload).__name__}")
 
 
-def compare(
-    model: TransformerConfig | str, chips: list[Chip | str], **options
-) -> list[LLMInferenceResult]:
+def compare(model: Any, chips: list[Chip | str], **options: Any) -> list[Any]:
     """The same workload on several chips, in the order given."""
     return [simulate(model, c, **options) for c in chips]
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from xpusim.errors import UserError, closest
-from xpusim.workloads.transformer_config import TransformerConfig, config_from_hf, load_hf_config
+from xpusim.workloads.transformer_config import config_from_hf, load_hf_config
 
 ZOO_DIR = Path(__file__).parent / "zoo"
 
@@ -16,7 +18,7 @@ ZOO_DIR = Path(__file__).parent / "zoo"
 @dataclass(frozen=True)
 class ZooEntry:
     id: str
-    config: TransformerConfig
+    config: Any  # TransformerConfig, or what the kind's reader returns
     published_params: float
     params_source: str
     source: str
@@ -26,6 +28,11 @@ def model_ids() -> list[str]:
     return sorted(p.stem for p in ZOO_DIR.glob("*.json"))
 
 
+# How to read a zoo file, by its `_xpusim.kind` (default "transformer").
+# Each reader takes (config dict, model id, origin for error messages).
+READERS: dict[str, Callable[[dict, str, str], Any]] = {"transformer": config_from_hf}
+
+
 @cache
 def zoo_entry(model_id: str) -> ZooEntry:
     path = ZOO_DIR / f"{model_id}.json"
@@ -33,14 +40,14 @@ def zoo_entry(model_id: str) -> ZooEntry:
     meta = data.pop("_xpusim")
     return ZooEntry(
         id=model_id,
-        config=config_from_hf(data, model_id, str(path)),
+        config=READERS[meta.get("kind", "transformer")](data, model_id, str(path)),
         published_params=float(meta["published_params"]),
         params_source=meta["params_source"],
         source=meta["source"],
     )
 
 
-def load_model(id_or_path: str | Path) -> TransformerConfig:
+def load_model(id_or_path: str | Path) -> Any:
     """A zoo id (`llama-2-7b`) or a path to a Hugging Face `config.json`."""
     text = str(id_or_path)
     if text.endswith(".json") or Path(text).is_file():

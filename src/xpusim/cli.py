@@ -47,8 +47,21 @@ def _workload_options(f: Callable) -> Callable:
                      help="Weight-only quantization: weights stored narrower than --precision."),
         click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
                      show_default=True),
-        click.option("--chips", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Chips in the system (only 1 is modelled so far)."),
+        click.option("--chips", type=click.IntRange(min=1), default=None,
+                     help="Chips in the system; on a chip id, builds its default system. "
+                          "Without --tp/--pp/--dp/--ep the best plan is searched for."),
+        click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor parallel."),
+        click.option("--pp", type=click.IntRange(min=1), default=None, help="Pipeline stages."),
+        click.option("--dp", type=click.IntRange(min=1), default=None,
+                     help="Data-parallel replicas (default: the chips the others leave)."),
+        click.option("--ep", type=click.IntRange(min=1), default=None,
+                     help="Expert parallel (MoE)."),
+        click.option("--microbatches", type=click.IntRange(min=1), default=None,
+                     help="Microbatches of --batch sequences in flight (default: --pp)."),
+        click.option("--objective", type=click.Choice(["latency", "throughput"]),
+                     default="latency", show_default=True, help="What the plan search optimizes."),
+        click.option("--overlap", is_flag=True,
+                     help="Overlap collectives with compute (ideal; default: they serialize)."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
     ]  # fmt: skip
     for option in reversed(options):
@@ -56,13 +69,11 @@ def _workload_options(f: Callable) -> Callable:
     return f
 
 
-def _check_scope(mode: str, chips: int) -> None:
+def _check_scope(mode: str) -> None:
     from xpusim.errors import UserError
 
     if mode != "inference":
         raise UserError("--mode training is not modelled yet; only --mode inference")
-    if chips != 1:
-        raise UserError(f"--chips {chips}: multi-chip systems are not modelled yet; use --chips 1")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -115,6 +126,20 @@ def chip(chip_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def systems(as_json: bool) -> None:
+    """List the multi-chip systems: chips, topology levels and link figures."""
+    from xpusim.hardware.system import load_system, system_ids
+    from xpusim.report.tables import systems_table
+
+    found = [load_system(i) for i in system_ids()]
+    if as_json:
+        _emit_json({"systems": [s.model_dump(mode="json", exclude={"spec"}) for s in found]})
+    else:
+        _print(systems_table(found))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def models(as_json: bool) -> None:
     """List the model zoo."""
     from xpusim.report.tables import models_table
@@ -134,16 +159,21 @@ def models(as_json: bool) -> None:
 
 @cli.command()
 @click.argument("model")
-@click.option("--chip", "chip_id", required=True, help="Catalog id or path to a chip TOML.")
+@click.option(
+    "--chip",
+    "chip_id",
+    required=True,
+    help="Chip or system id (xpusim chips / xpusim systems), or a chip TOML path.",
+)
 @_workload_options
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
-def run(model: str, chip_id: str, mode: str, chips: int, as_json: bool, show_ops: bool,
+def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
         **options: Any) -> None:  # fmt: skip
     """Simulate MODEL (zoo id or HF config.json) on one chip."""
     from xpusim import api
     from xpusim.report.tables import ops_table, results_table
 
-    _check_scope(mode, chips)
+    _check_scope(mode)
     result = api.simulate(model, chip_id, **options)
     if as_json:
         _emit_json(result.to_dict())
@@ -161,13 +191,13 @@ def run(model: str, chip_id: str, mode: str, chips: int, as_json: bool, show_ops
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
 @_workload_options
-def compare(model: str, chip_ids: tuple[str, ...], mode: str, chips: int, as_json: bool,
+def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
             **options: Any) -> None:  # fmt: skip
     """The same workload on several chips, side by side, with performance per watt."""
     from xpusim import api
     from xpusim.report.tables import results_table
 
-    _check_scope(mode, chips)
+    _check_scope(mode)
     results = api.compare(model, list(chip_ids), **options)
     if as_json:
         _emit_json({"results": [r.to_dict() for r in results]})

@@ -13,15 +13,14 @@ import numpy as np
 
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import OpKind
+from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import ROLES, Role
 
 
 @dataclass(frozen=True)
 class OpTable:
-    names: tuple[str, ...]  # the first op of each signature, for reports
-    kinds: tuple[OpKind, ...]
-    dtypes: tuple[DType, ...]  # compute format of each op's matrix work
+    ops: tuple[Op, ...]  # the first op of each signature
+    index: np.ndarray  # (graph ops,) row of each op of the graph, in execution order
     count: np.ndarray  # (n,) how many ops share the signature
     matrix_flops: np.ndarray  # (..., n)
     vector_flops: np.ndarray  # (..., n)
@@ -29,7 +28,20 @@ class OpTable:
     weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's weight; 0 for other kinds
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.ops)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.ops)
+
+    @property
+    def kinds(self) -> tuple[OpKind, ...]:
+        return tuple(op.kind for op in self.ops)
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        """Compute format of each op's matrix work."""
+        return tuple(op.compute_dtype for op in self.ops)
 
     @property
     def activation_bytes(self) -> np.ndarray:
@@ -41,7 +53,7 @@ class OpTable:
         Decode-step costs are affine in the KV length, so two built graphs give every step
         exactly; the nonlinear roofline is then evaluated per step.
         """
-        if self.names != other.names:
+        if len(self) != len(other) or not np.array_equal(self.index, other.index):
             raise ValueError("lerp needs tables of the same ops")
         f = np.asarray(fraction, dtype=float)[:, None]
 
@@ -58,25 +70,22 @@ class OpTable:
 
 def op_table(graph: Graph) -> OpTable:
     groups: dict[tuple, int] = {}
-    first: list = []
-    count: list[int] = []
-    for op in graph.ops:
-        key = op.signature
-        index = groups.setdefault(key, len(first))
-        if index == len(first):
+    first: list[Op] = []
+    index = np.empty(len(graph.ops), dtype=np.intp)
+    for i, op in enumerate(graph.ops):
+        row = groups.setdefault(op.signature, len(first))
+        if row == len(first):
             first.append(op)
-            count.append(0)
-        count[index] += 1
+        index[i] = row
     role_bytes = np.array([[op.bytes_by_role()[r] for op in first] for r in ROLES], dtype=float)
     tiles = np.array(
         [op.inputs[1].shape[-2:] if op.kind is OpKind.MATMUL else (0, 0) for op in first],
         dtype=float,
     ).T.reshape(2, len(first))
     return OpTable(
-        names=tuple(op.name for op in first),
-        kinds=tuple(op.kind for op in first),
-        dtypes=tuple(op.compute_dtype for op in first),
-        count=np.array(count, dtype=float),
+        ops=tuple(first),
+        index=index,
+        count=np.bincount(index, minlength=len(first)).astype(float),
         matrix_flops=np.array([op.matrix_flops for op in first], dtype=float),
         vector_flops=np.array([op.vector_flops for op in first], dtype=float),
         role_bytes=role_bytes,

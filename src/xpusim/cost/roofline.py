@@ -3,12 +3,13 @@
     compute_s  = padded matrix FLOPs / (peak[dtype] x matmul efficiency)
                + vector FLOPs / (vector peak x vector efficiency)
     memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
-    time_s     = max(compute_s, memory_s) + overhead per op
+    time_s     = max(compute_s, memory_s) + overhead per op + comm_s
     energy_j   = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
                + sum over levels of bytes x pJ/B + static power x time_s
 
 Compute and memory overlap (max, not sum) because accelerators stream operands while they
-compute; the overhead does not, because it is dispatch time when nothing streams.
+compute; the overhead does not, because it is dispatch time when nothing streams. comm_s is
+the link time of collective ops (cost/collectives.py), zero for every other op.
 The efficiencies are below 1 and named in the chip file with their origin, so every op's time
 is at least FLOPs/peak and bytes/bandwidth (the physics floor). Energy per op is the chip's
 compute power budget over its peak rate (hardware/spec.py), which makes average power at most
@@ -84,13 +85,15 @@ class OpCosts:
     compute_s: np.ndarray
     memory_s: np.ndarray
     overhead_s: np.ndarray
+    comm_s: np.ndarray
     time_s: np.ndarray
     energy_j: np.ndarray
     level_bytes: np.ndarray  # (..., L, n)
 
     @property
     def bottleneck(self) -> np.ndarray:
-        return np.argmax(np.stack([self.compute_s, self.memory_s, self.overhead_s]), axis=0)
+        terms = [self.compute_s, self.memory_s, self.overhead_s, self.comm_s]
+        return np.argmax(np.stack(np.broadcast_arrays(*terms)), axis=0)
 
 
 def level_bytes(table: OpTable, placement: Placement, n_levels: int) -> np.ndarray:
@@ -112,17 +115,20 @@ def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:
     return np.where(is_matmul, factor, 1.0)
 
 
-def evaluate(table: OpTable, hw: HardwareArrays, placement: Placement) -> OpCosts:
+def evaluate(
+    table: OpTable, hw: HardwareArrays, placement: Placement, comm_s: np.ndarray | float = 0.0
+) -> OpCosts:
     matrix_work = table.matrix_flops * padding_factor(table, *hw.tile_rc)
     compute_s = matrix_work / hw.matrix_rate + table.vector_flops / hw.vector_rate
     by_level = level_bytes(table, placement, hw.level_rate.shape[0])
     memory_s = (by_level / hw.level_rate).max(axis=-2)
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
-    time_s = np.maximum(compute_s, memory_s) + overhead_s
+    comm_s = np.broadcast_to(comm_s, compute_s.shape)
+    time_s = np.maximum(compute_s, memory_s) + overhead_s + comm_s
     energy_j = (
         matrix_work * hw.e_matrix_j
         + table.vector_flops * hw.e_vector_j
         + (by_level * hw.e_byte_j).sum(axis=-2)
         + hw.static_w * time_s
     )
-    return OpCosts(compute_s, memory_s, overhead_s, time_s, energy_j, by_level)
+    return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j, by_level)

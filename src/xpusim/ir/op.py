@@ -22,6 +22,7 @@ from xpusim.ir.tensor import ROLES, Role, Tensor
 
 class OpKind(StrEnum):
     MATMUL = "matmul"  # [..., M, K] x [..., K, N]; batched when both carry batch dims
+    CONV = "conv"  # x [N, Cin, *spatial] * w [Cout, Cin / groups, *kernel] -> [N, Cout, *out]
     ATTENTION = "attention"  # flash-style: scores never leave the chip
     ELEMENTWISE = "elementwise"
     NORM = "norm"
@@ -42,6 +43,9 @@ class Op:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     attrs: tuple[tuple[str, object], ...] = field(default=())
+    # Which repeated block the op belongs to (-1 before the first, num_layers after the
+    # last); pipeline partitioning cuts stages by it. Not part of the cost signature.
+    layer: int = -1
 
     def attr(self, key: str, default: object = None) -> object:
         return dict(self.attrs).get(key, default)
@@ -88,11 +92,25 @@ class Op:
     def bytes(self) -> float:
         return sum(self.bytes_by_role().values())
 
+    @property
+    def weight_tile(self) -> tuple[int, int]:
+        """K x N of the weight a matrix unit holds; (0, 0) for ops without one.
+
+        A convolution runs as a matmul over im2col patches: K = Cin / groups x kernel, N = Cout.
+        """
+        if self.kind is OpKind.MATMUL:
+            k, n = self.inputs[1].shape[-2:]
+            return k, n
+        if self.kind is OpKind.CONV:
+            w = self.inputs[1].shape
+            return math.prod(w[1:]), w[0]
+        return 0, 0
+
     def padded_matrix_flops(self, rows: int, cols: int) -> float:
         """Matrix FLOPs after rounding the weight tile (K x N) up to the matrix unit's shape."""
-        if self.kind is not OpKind.MATMUL:
+        k, n = self.weight_tile
+        if not k:
             return self.matrix_flops
-        k, n = self.inputs[1].shape[-2:]
         return self.matrix_flops * (_round_up(k, rows) / k) * (_round_up(n, cols) / n)
 
 
@@ -111,6 +129,12 @@ def _matmul_flops(op: Op) -> float:
     if b.shape[-2] != k:
         raise ValueError(f"{op.name}: inner dims differ: {a.shape} x {b.shape}")
     return 2.0 * math.prod(batch) * m * n * k
+
+
+def _conv_flops(op: Op) -> float:
+    """2 x N x Cout x out positions x Cin / groups x kernel positions; the bias add is free."""
+    out, w = op.outputs[0], op.inputs[1]
+    return 2.0 * out.numel * math.prod(w.shape[1:])
 
 
 def attention_pairs(q_len: int, kv_len: int, causal: bool) -> float:
@@ -143,17 +167,26 @@ def _attention_vector_flops(op: Op) -> float:
     return SOFTMAX_FLOPS_PER_ELEMENT * batch * heads * pairs
 
 
+def _embedding_vector_flops(op: Op) -> float:
+    """Pooling work of an embedding bag: `flops_per_row_element` per element of every gathered
+    row (accumulate; dequantize too for int8 rows). A plain gather (no attr) computes nothing."""
+    ids = op.inputs[1]
+    return float(ids.numel * op.outputs[0].shape[-1] * op.attr("flops_per_row_element", 0))
+
+
 def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 
 
 _MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _matmul_flops,
+    OpKind.CONV: _conv_flops,
     OpKind.ATTENTION: _attention_matrix_flops,
 }
 _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _zero,
+    OpKind.CONV: _zero,
     OpKind.ATTENTION: _attention_vector_flops,
-    OpKind.EMBEDDING: _zero,
+    OpKind.EMBEDDING: _embedding_vector_flops,
     OpKind.COLLECTIVE: _zero,
 }

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.units import gigabytes, seconds, si
 from xpusim.scenarios.llm_inference import LLMInferenceResult
@@ -53,6 +54,20 @@ def sources_table(chip: Chip) -> Table:
     return table
 
 
+def systems_table(systems: Sequence[System]) -> Table:
+    table = Table(title="xpusim systems (a collective over p chips runs on the first level >= p)")
+    for col in ["id", "chip", "default for chip", "levels: name kind size, links x GB/s, latency"]:
+        table.add_column(col)
+    for s in systems:
+        levels = "; ".join(
+            f"{lv.name} {lv.kind} {lv.size}, {lv.links_per_chip.value:g} x "
+            f"{lv.bandwidth_bytes_per_s.value / 1e9:g} GB/s, {seconds(lv.latency_s.value)}"
+            for lv in s.levels
+        )
+        table.add_row(s.id, s.chip_id, "yes" if s.default_for_chip else "", levels)
+    return table
+
+
 def models_table(entries: Sequence[ZooEntry]) -> Table:
     table = Table(title="xpusim model zoo")
     for col in ["id", "params", "published", "layers", "hidden", "heads/kv", "experts", "vocab"]:
@@ -67,20 +82,26 @@ def models_table(entries: Sequence[ZooEntry]) -> Table:
     return table
 
 
+def _plan(r: LLMInferenceResult) -> str:
+    degrees = " x ".join(f"{k}{v}" for k, v in r.plan.items() if v > 1)
+    return f"{r.chips} ({degrees})" if degrees else str(r.chips)
+
+
 def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     """Side by side: one row per result; timings only where the model fits."""
     table = Table(title=title)
-    columns = ["chip", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
-               "J/token", "tok/J", "power", "bound by"]  # fmt: skip
+    columns = ["chip", "chips", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
+               "J/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
-        fits = "yes" if r.fits else f"no: needs {r.min_chips} chips"
+        head = [r.chip, _plan(r), r.precision]
         if not r.fits:
-            table.add_row(r.chip, r.precision, fits, *["—"] * (len(columns) - 3))
+            head.append(f"no: needs {r.min_chips}+ chips")
+            table.add_row(*head, *["—"] * (len(columns) - len(head)))
             continue
         table.add_row(
-            r.chip, r.precision, fits, seconds(r.ttft_s), seconds(r.tpot_s),
+            *head, "yes", seconds(r.ttft_s), seconds(r.tpot_s),
             f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", f"{r.joules_per_token:.3g}",
             f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
         )  # fmt: skip

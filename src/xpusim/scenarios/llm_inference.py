@@ -1,25 +1,45 @@
-"""LLM inference on one chip: a prefill, then decode steps against a growing KV cache.
+"""LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
-Timeline: the prefill of batch x prompt tokens yields the first output token (TTFT); each of
-the remaining gen - 1 tokens takes one decode step whose new token attends to the whole cache
-so far (prompt + 1 ... prompt + gen - 1 keys). TPOT is the mean step time over that growth,
-so latency = TTFT + (gen - 1) x TPOT. With gen = 1 there is no decode; TPOT is then reported
-for the one step that would follow, so the rate is still known.
+Timeline of one microbatch (`batch` sequences): its prefill crosses every pipeline stage and
+yields the first token (TTFT); each of the other gen - 1 tokens takes one decode step, the
+new token attending to prompt + 1 ... prompt + gen - 1 keys, and crosses every stage again.
+A pipeline of pp stages keeps `microbatches` (default pp) of them in flight, so the time
+between a sequence's tokens (TPOT) is
+
+    max(sum of the stage times + sends,  microbatches x slowest stage)
+
+the first term being a token's trip through the pipeline and the second the stages' turn
+at each microbatch. More stages therefore add sequences in flight (throughput) but never
+shorten a token's trip (per-user speed): Groq's explanation of its design. Tensor
+parallelism shortens every stage until its all-reduces dominate; data parallelism adds
+replicas. latency = TTFT + (microbatches - 1) x slowest prefill stage + (gen - 1) x TPOT.
+With gen = 1 TPOT is still reported for the step that would follow.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
-from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
-from xpusim.cost.op_table import OpTable, op_table
-from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
+from xpusim.compiler.memory_plan import Footprint, min_chips, place
+from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_per_chip_bytes
+from xpusim.cost.collectives import Collective, collective_time
+from xpusim.cost.op_table import OpTable
+from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
-from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.scenarios.rank_costs import (
+    PhaseCosts,
+    RankGraphs,
+    Request,
+    collective_algorithms,
+    cost_phases,
+    rank_graphs,
+)
 from xpusim.workloads.transformer_config import TransformerConfig
 
 DEFAULT_PRECISIONS = (DType.BF16, DType.FP16, DType.INT8)
@@ -31,16 +51,17 @@ class OpReport:
     phase: str
     name: str
     kind: str
-    count: int
+    count: int  # in the graph one chip group runs, all pipeline stages together
     flops: float
     bytes: float
     time_s: float
     compute_s: float
     memory_s: float
     overhead_s: float
+    comm_s: float
     energy_j: float
     bottleneck: str
-    share: float  # of the phase's total time, all instances included
+    share: float  # of the phase's critical path, all instances included
 
 
 @dataclass
@@ -51,12 +72,20 @@ class MemoryBytes:
     total: float
     capacity: float
 
+    @classmethod
+    def of(cls, fp: Footprint, capacity: float) -> MemoryBytes:
+        return cls(fp.weights, fp.kv_cache, fp.activations, fp.total, capacity)
+
 
 @dataclass
 class LLMInferenceResult:
     model: str
     chip: str
     chips: int
+    system: str
+    plan: dict[str, int]
+    microbatches: int
+    sequences_in_flight: int
     batch: int
     prompt: int
     gen: int
@@ -66,7 +95,8 @@ class LLMInferenceResult:
     fits: bool
     reason: str
     min_chips: int
-    memory_bytes: MemoryBytes
+    memory_bytes: MemoryBytes  # the whole system
+    per_chip_memory_bytes: MemoryBytes  # the fullest chip
     placement: dict[str, str]
     ttft_s: float
     tpot_s: float
@@ -75,11 +105,15 @@ class LLMInferenceResult:
     tokens_per_s_per_user: float
     energy_j: float
     joules_per_token: float
-    avg_power_w: float
+    avg_power_w: float  # per chip, to compare with tdp_w
     tdp_w: float
     bottleneck: str
+    comm_s: float  # communication on one token's path through the system
+    comm_share: float  # of that path's time
     prefill_flops: float
     decode_flops_per_step: float
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    plan_search: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 
@@ -95,108 +129,205 @@ def resolve_precision(chip: Chip, precision: str | DType | None) -> tuple[DType,
     dtype = next((d for d in DEFAULT_PRECISIONS if d in chip.peak_ops_per_s), None)
     if dtype is None:
         raise UserError(f"{chip.id}: none of bf16, fp16, int8 is supported; pass --precision")
-    return dtype, [
-        f"precision not given: used {dtype.value}, the first of bf16/fp16/int8 "
-        f"that {chip.id} supports"
-    ]
+    note = f"precision not given: used {dtype.value}, the first of bf16/fp16/int8 {chip.id} has"
+    return dtype, [note]
 
 
-def _check_positive(**values: int) -> None:
+def _check_positive(**values: int | None) -> None:
     for name, value in values.items():
+        if value is None:
+            continue
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
             raise UserError(f"{name} must be a positive integer, got {value!r}")
 
 
+def resolve_system(target: Chip | System, chips: int | None) -> System:
+    """A chip with --chips N becomes its default system; a system takes --chips as its size."""
+    if isinstance(target, System):
+        return target.with_chips(chips) if chips else target
+    if chips and chips > 1:
+        return default_system(target, chips)
+    return host_system(target, 1)
+
+
+def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
+                  ep: int | None) -> Plan:  # fmt: skip
+    """Missing degrees are 1, except dp, which takes up the chips the others leave."""
+    tp, pp, ep = tp or 1, pp or 1, ep or 1
+    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
+
+
 def simulate(
     model: TransformerConfig,
-    chip: Chip,
+    chip: Chip | System,
     *,
     batch: int = 1,
     prompt: int = 128,
     gen: int = 128,
     precision: str | DType | None = None,
     weight_precision: str | DType | None = None,
+    chips: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    dp: int | None = None,
+    ep: int | None = None,
+    microbatches: int | None = None,
+    objective: str = "latency",
+    overlap: bool = False,
 ) -> LLMInferenceResult:
-    _check_positive(batch=batch, prompt=prompt, gen=gen)
-    act, notes = resolve_precision(chip, precision)
+    """Simulates serving one batch; with many chips and no plan, searches for the best plan."""
+    _check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
+                    ep=ep, microbatches=microbatches)  # fmt: skip
+    system = resolve_system(chip, chips)
+    act, notes = resolve_precision(system.chip, precision)
     weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
     if weight.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "
             f"weight-only quantization narrows weights"
         )
+    req = Request(batch, prompt, gen, act, weight)
+    if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
+        from xpusim.scenarios.plan_search import search
 
-    prefill = build_step(model, StepShape(batch, prompt, prompt), act, weight)
-    first_kv, last_kv = prompt + 1, prompt + max(gen - 1, 1)
-    decode_a = build_step(model, StepShape(batch, 1, first_kv), act, weight)
-    decode_b = build_step(model, StepShape(batch, 1, last_kv), act, weight)
+        return search(model, system, req, microbatches, objective, overlap, notes)
+    plan = complete_plan(system.chips, tp, pp, dp, ep)
+    check_plan(plan, model, system.chips)
+    return run_plan(model, system, plan, req, microbatches, overlap, notes)
 
-    footprint = Footprint(
-        weights=model.param_count * weight.itemsize,
-        kv_cache=batch * (prompt + gen) * model.kv_cache_bytes_per_token(act.itemsize),
-        activations=max(peak_activation_bytes(prefill), peak_activation_bytes(decode_b)),
-    )
+
+def stage_footprints(
+    cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int, activations: float
+) -> list[Footprint]:
+    """What one chip of each pipeline stage holds."""
+    weights = weights_per_chip_bytes(cfg, plan, req.weight.itemsize)
+    layers = stage_of_layer(cfg.num_layers, plan.pp)
+    kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
+    kv_per_layer = (req.batch * microbatches * (req.prompt + req.gen)
+                    * 2 * kv_heads * cfg.head_dim * req.act.itemsize)  # fmt: skip
+    return [
+        Footprint(weights[s], kv_per_layer * layers.count(s), activations) for s in range(plan.pp)
+    ]
+
+
+def run_plan(
+    cfg: TransformerConfig,
+    system: System,
+    plan: Plan,
+    req: Request,
+    microbatches: int | None,
+    overlap: bool,
+    notes: list[str],
+    graphs: RankGraphs | None = None,
+) -> LLMInferenceResult:
+    """One plan, costed. `graphs` lets a plan search reuse a rank's graphs across pp and dp."""
+    chip, pp = system.chip, plan.pp
+    m = microbatches or pp
+    graphs = graphs or rank_graphs(cfg, req, plan)
+    stages = stage_footprints(cfg, plan, req, m, graphs.activation_bytes)
+    fullest = max(stages, key=lambda f: f.total)
     capacity = chip.capacity_bytes
-    fits = footprint.total <= capacity
-    placement = place(chip, footprint)
+    fits = fullest.total <= capacity
+    placement = place(chip, fullest)
+    prefill, decode = cost_phases(graphs, cfg, system, plan, placement)
 
-    pre_table = op_table(prefill)
-    pre_costs = evaluate(pre_table, HardwareArrays.build(chip, pre_table), placement)
-    ttft_s = float(pre_table.count @ pre_costs.time_s)
-    pre_energy = float(pre_table.count @ pre_costs.energy_j)
+    def stage_times(phase: PhaseCosts) -> np.ndarray:
+        total = phase.stage_sums(phase.costs.time_s, pp)
+        if not overlap:
+            return total
+        comm = phase.stage_sums(phase.costs.time_s, pp, phase.is_comm)
+        return np.maximum(total - comm, comm)
 
-    dec_a, dec_b = op_table(decode_a), op_table(decode_b)
-    steps = max(gen - 1, 1)
-    span = last_kv - first_kv
-    fraction = np.arange(steps) / span if span else np.zeros(steps)
-    dec_table = dec_a.lerp(dec_b, fraction)
-    dec_costs = evaluate(dec_table, HardwareArrays.build(chip, dec_a), placement)
-    step_time = dec_costs.time_s @ dec_a.count  # (steps,)
-    step_energy = dec_costs.energy_j @ dec_a.count
-    tpot_s = float(step_time.mean())
-    decode_steps = gen - 1
-    latency_s = ttft_s + decode_steps * tpot_s
-    energy_j = pre_energy + decode_steps * float(step_energy.mean())
+    def send_s(tokens: int) -> float:
+        nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
+        span = plan.tp * plan.ep * pp
+        return collective_time(system, Collective.SEND_RECV, nbytes, 2, span).time_s
 
-    ops = _op_reports("prefill", pre_table, pre_costs, ttft_s) + _op_reports(
-        "decode", dec_a, _mean_over_steps(dec_costs), tpot_s, dec_table
+    pre, dec = stage_times(prefill), stage_times(decode)  # (pp,), (steps, pp)
+    send_pre, send_dec = (send_s(req.prompt), send_s(1)) if pp > 1 else (0.0, 0.0)
+    ttft_s = float(pre.sum()) + (pp - 1) * send_pre
+    trip = dec.sum(axis=-1) + (pp - 1) * send_dec
+    tpot_s = float(np.maximum(trip, m * dec.max(axis=-1)).mean())
+    decode_steps = req.gen - 1
+    latency_s = ttft_s + (m - 1) * float(pre.max()) + decode_steps * tpot_s
+
+    # Energy: every chip's ops, then static power for the time each chip waits.
+    group_chips = plan.tp * plan.ep * plan.dp
+    static_w = chip.energy.static_power_w.value
+    busy_s = m * (float(pre.sum()) + decode_steps * float(dec.sum(axis=-1).mean()))
+    op_energy = m * (_phase_energy(prefill, pre, static_w, pp)
+                     + decode_steps * _phase_energy(decode, dec, static_w, pp))  # fmt: skip
+    idle_s = system.chips * latency_s - group_chips * busy_s
+    energy_j = group_chips * op_energy + static_w * idle_s
+    tokens = req.batch * m * plan.dp * req.gen
+
+    send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
+    comm_s = float(decode.stage_sums(decode.costs.time_s, pp, decode.is_comm).sum(-1).mean())
+    comm_s += (pp - 1) * send_dec
+    ops = _op_reports("prefill", prefill.table, prefill.costs, ttft_s)
+    ops += _op_reports("decode", decode.table, _mean_over_steps(decode.costs), float(trip.mean()),
+                       graphs.decode_table)  # fmt: skip
+    level_names = [level.name for level in chip.memory]
+    kv_bytes = (
+        req.batch * m * (req.prompt + req.gen) * cfg.kv_cache_bytes_per_token(req.act.itemsize)
     )
-    bottleneck = _overall_bottleneck(ops, decode_steps)
-    level_names = [m.name for m in chip.memory]
+    single_copy = Footprint(
+        cfg.param_count * req.weight.itemsize, kv_bytes, graphs.activation_bytes
+    )
+    system_fp = Footprint(
+        sum(s.weights for s in stages) * plan.tp * plan.ep * plan.dp,
+        sum(s.kv_cache for s in stages) * plan.tp * plan.ep * plan.dp,
+        graphs.activation_bytes * system.chips,
+    )
     return LLMInferenceResult(
-        model=model.name,
+        model=cfg.name,
         chip=chip.id,
-        chips=1,
-        batch=batch,
-        prompt=prompt,
-        gen=gen,
-        precision=act.value,
-        weight_precision=weight.value,
+        chips=system.chips,
+        system=system.id,
+        plan=plan.to_dict(),
+        microbatches=m,
+        sequences_in_flight=req.batch * m * plan.dp,
+        batch=req.batch,
+        prompt=req.prompt,
+        gen=req.gen,
+        precision=req.act.value,
+        weight_precision=req.weight.value,
         mode="inference",
         fits=fits,
-        reason="" if fits else _not_fit_reason(chip, footprint),
-        min_chips=min_chips(footprint, capacity),
-        memory_bytes=MemoryBytes(
-            footprint.weights, footprint.kv_cache, footprint.activations, footprint.total, capacity
-        ),
+        reason="" if fits else _not_fit_reason(chip, fullest, system.chips),
+        min_chips=min_chips(single_copy, capacity),
+        memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
+        per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
         placement={role.value: level_names[i] for role, i in placement.home.items()},
         ttft_s=ttft_s,
         tpot_s=tpot_s,
         latency_s=latency_s,
-        tokens_per_s=batch * gen / latency_s,
+        tokens_per_s=tokens / latency_s,
         tokens_per_s_per_user=1.0 / tpot_s,
         energy_j=energy_j,
-        joules_per_token=energy_j / (batch * gen),
-        avg_power_w=energy_j / latency_s,
+        joules_per_token=energy_j / tokens,
+        avg_power_w=energy_j / latency_s / system.chips,
         tdp_w=chip.tdp_w.value,
-        bottleneck=bottleneck,
-        prefill_flops=prefill.flops,
-        decode_flops_per_step=float(
-            (dec_table.matrix_flops + dec_table.vector_flops).mean(0) @ dec_a.count
-        ),
+        bottleneck=_overall_bottleneck(ops, decode_steps, send_total_s),
+        comm_s=comm_s,
+        comm_share=comm_s / float(trip.mean()),
+        prefill_flops=graphs.prefill.flops * plan.tp * plan.ep,
+        decode_flops_per_step=graphs.decode_first.flops * plan.tp * plan.ep,
+        collectives=collective_algorithms(decode.table, system, plan),
         notes=notes,
         ops=ops,
     )
+
+
+def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: float, pp: int) -> float:
+    """Energy of one microbatch's pass through all stages, on one chip of each stage.
+
+    With overlap, a stage takes less than the sum of its ops' times; the static energy of
+    the hidden time was counted in both overlapped ops and is taken back once.
+    """
+    energy = phase.stage_sums(phase.costs.energy_j, pp)
+    hidden = phase.stage_sums(phase.costs.time_s, pp) - stage_s
+    return float((energy - static_w * hidden).sum(axis=-1).mean())
 
 
 def _mean_over_steps(costs: OpCosts) -> OpCosts:
@@ -213,8 +344,8 @@ def _op_reports(
     return [
         OpReport(
             phase=phase,
-            name=table.names[i],
-            kind=table.kinds[i].value,
+            name=op.name,
+            kind=op.kind.value,
             count=int(table.count[i]),
             flops=float(flops[i]),
             bytes=float(moved[i]),
@@ -222,27 +353,29 @@ def _op_reports(
             compute_s=float(costs.compute_s[i]),
             memory_s=float(costs.memory_s[i]),
             overhead_s=float(costs.overhead_s[i]),
+            comm_s=float(costs.comm_s[i]),
             energy_j=float(costs.energy_j[i]),
             bottleneck=Bottleneck(int(labels[i])).label,
             share=float(table.count[i] * costs.time_s[i] / phase_s) if phase_s else 0.0,
         )
-        for i in range(len(table))
+        for i, op in enumerate(table.ops)
     ]
 
 
-def _overall_bottleneck(ops: list[OpReport], decode_steps: int) -> str:
-    """The label carrying the most time over the whole request."""
-    totals: dict[str, float] = {}
+def _overall_bottleneck(ops: list[OpReport], decode_steps: int, send_s: float) -> str:
+    """The label carrying the most time over one request's path through the system."""
+    totals = {Bottleneck.INTERCONNECT.label: send_s}
     for op in ops:
         weight = decode_steps if op.phase == "decode" else 1
         totals[op.bottleneck] = totals.get(op.bottleneck, 0.0) + op.count * op.time_s * weight
     return max(totals, key=totals.__getitem__)
 
 
-def _not_fit_reason(chip: Chip, fp: Footprint) -> str:
+def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:
     gb = 1e9
+    where = f"{chip.id} holds" if chips == 1 else f"each of the {chips} {chip.id} chips holds"
     return (
-        f"memory: needs {fp.total / gb:.1f} GB (weights {fp.weights / gb:.1f}, KV cache "
-        f"{fp.kv_cache / gb:.2f}, activations {fp.activations / gb:.2f}) but {chip.id} holds "
+        f"memory: the fullest chip needs {fp.total / gb:.1f} GB (weights {fp.weights / gb:.1f}, "
+        f"KV cache {fp.kv_cache / gb:.2f}, activations {fp.activations / gb:.2f}) but {where} "
         f"{chip.capacity_bytes / gb:.2f} GB"
     )

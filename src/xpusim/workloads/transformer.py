@@ -44,27 +44,35 @@ class _Builder:
     def __init__(self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType):
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.graph = Graph(f"{cfg.name}[b={step.batch},q={step.q_len},kv={step.kv_len}]")
+        self.layer = -1
+        self.heads = dict(heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim)
 
     def t(self, name: str, *shape: int, role: Role = Role.ACTIVATION) -> Tensor:
         dtype = self.weight if role is Role.WEIGHT else self.act
         return Tensor(name, tuple(shape), dtype, role)
 
     def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
-        return self.graph.add(Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items()))))
+        """Appends an op; `tp` in attrs says how tensor parallelism splits it (partition.py)."""
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        op = Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items())), self.layer)
+        return self.graph.add(op)
 
-    def matmul(self, name: str, x: Tensor, n: int, bias: bool = False) -> Tensor:
+    def matmul(
+        self, name: str, x: Tensor, n: int, bias: bool = False, tp: str | None = None, **attrs
+    ) -> Tensor:
         k = x.shape[-1]
         ins = [x, self.t(f"{name}.w", k, n, role=Role.WEIGHT)]
         if bias:
             ins.append(self.t(f"{name}.b", n, role=Role.WEIGHT))
         out = self.t(f"{name}.out", *x.shape[:-1], n)
-        return self.op(OpKind.MATMUL, name, ins, [out], compute=self.act.value)
+        return self.op(OpKind.MATMUL, name, ins, [out], compute=self.act.value, tp=tp, **attrs)
 
     def vector(
-        self, kind: OpKind, name: str, ins: list[Tensor], width: int, flops: float
-    ) -> Tensor:
+        self, kind: OpKind, name: str, ins: list[Tensor], width: int, flops: float,
+        tp: str | None = None, **attrs,
+    ) -> Tensor:  # fmt: skip
         out = self.t(f"{name}.out", *ins[0].shape[:-1], width)
-        return self.op(kind, name, ins, [out], flops_per_element=flops)
+        return self.op(kind, name, ins, [out], flops_per_element=flops, tp=tp, **attrs)
 
     def norm(self, name: str, x: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
         """Norm of x, or of x + residual fused (which also writes the new residual stream).
@@ -88,14 +96,14 @@ class _Builder:
         cfg, s = self.cfg, self.step
         q_width = cfg.num_heads * cfg.head_dim
         kv_width = cfg.num_kv_heads * cfg.head_dim
-        qkv = self.matmul(f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias)
+        qkv = self.matmul(
+            f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias, tp="heads",
+            **self.heads,
+        )  # fmt: skip
         roped = self.vector(
-            OpKind.ELEMENTWISE,
-            f"{p}.rope",
-            [qkv],
-            q_width + kv_width,
-            ROTARY_FLOPS * cfg.rotary_fraction,
-        )
+            OpKind.ELEMENTWISE, f"{p}.rope", [qkv], q_width + kv_width,
+            ROTARY_FLOPS * cfg.rotary_fraction, tp="heads", **self.heads,
+        )  # fmt: skip
         q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
         cache = (s.batch, s.kv_len, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
@@ -106,23 +114,26 @@ class _Builder:
              roped],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
-            causal=True, compute=self.act.value,
+            causal=True, compute=self.act.value, tp="heads", **self.heads,
         )  # fmt: skip
-        return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias)
+        return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row")
 
     def mlp(self, p: str, x: Tensor) -> Tensor:
         cfg = self.cfg
         if not cfg.gated_mlp:
-            h = self.matmul(f"{p}.fc_in", x, cfg.intermediate_size, bias=cfg.mlp_bias)
-            h = self.vector(OpKind.ELEMENTWISE, f"{p}.gelu", [h], cfg.intermediate_size, GELU_FLOPS)
-            return self.matmul(f"{p}.fc_out", h, cfg.hidden_size, bias=cfg.mlp_bias)
+            h = self.matmul(f"{p}.fc_in", x, cfg.intermediate_size, cfg.mlp_bias, tp="column")
+            h = self.vector(
+                OpKind.ELEMENTWISE, f"{p}.gelu", [h], cfg.intermediate_size, GELU_FLOPS, tp="split"
+            )
+            return self.matmul(f"{p}.fc_out", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
         if cfg.is_moe:
             return self.moe(p, x)
-        h = self.matmul(f"{p}.gate_up", x, 2 * cfg.intermediate_size, bias=cfg.mlp_bias)
+        h = self.matmul(f"{p}.gate_up", x, 2 * cfg.intermediate_size, cfg.mlp_bias, tp="column")
         h = self.vector(
-            OpKind.ELEMENTWISE, f"{p}.silu_mul", [h], cfg.intermediate_size, SILU_MUL_FLOPS
-        )
-        return self.matmul(f"{p}.down", h, cfg.hidden_size, bias=cfg.mlp_bias)
+            OpKind.ELEMENTWISE, f"{p}.silu_mul", [h], cfg.intermediate_size, SILU_MUL_FLOPS,
+            tp="split",
+        )  # fmt: skip
+        return self.matmul(f"{p}.down", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
 
     def moe(self, p: str, x: Tensor) -> Tensor:
         """Routed experts as batched matmuls over the experts a batch is expected to touch.
@@ -136,6 +147,7 @@ class _Builder:
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
         used = expected_active_experts(tokens, e, k)
         rows = -(-tokens * k // used)
+        routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value)
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -143,16 +155,21 @@ class _Builder:
             f"{p}.experts.gate_up",
             [routed, w1],
             [self.t(f"{p}.experts.gate_up.out", used, rows, 2 * i)],
-            compute=self.act.value,
+            tp="expert_column",
+            **routing,
         )
-        act = self.vector(OpKind.ELEMENTWISE, f"{p}.experts.silu_mul", [gu], i, SILU_MUL_FLOPS)
+        act = self.vector(
+            OpKind.ELEMENTWISE, f"{p}.experts.silu_mul", [gu], i, SILU_MUL_FLOPS,
+            tp="expert_split", **routing,
+        )  # fmt: skip
         w2 = self.t(f"{p}.experts.down.w", used, i, h, role=Role.WEIGHT)
         down = self.op(
             OpKind.MATMUL,
             f"{p}.experts.down",
             [act, w2],
             [self.t(f"{p}.experts.down.out", used, rows, h)],
-            compute=self.act.value,
+            tp="expert_row",
+            **routing,
         )
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", [down], [combined],
@@ -162,10 +179,11 @@ class _Builder:
         cfg, s = self.cfg, self.step
         table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
         ids = Tensor("ids", (s.batch, s.q_len), DType.INT32)
-        x = self.op(OpKind.EMBEDDING, "embed", [table, ids],
-                    [self.t("embed.out", s.batch, s.q_len, cfg.hidden_size)])  # fmt: skip
+        out = self.t("embed.out", s.batch, s.q_len, cfg.hidden_size)
+        x = self.op(OpKind.EMBEDDING, "embed", [table, ids], [out], tp="vocab")
         residual: Tensor | None = None
         for layer in range(cfg.num_layers):
+            self.layer = layer
             p = f"layers.{layer}"
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
             if cfg.parallel_block:  # GPT-J: x + attn(ln(x)) + mlp(ln(x)) in one add
@@ -177,6 +195,7 @@ class _Builder:
             x = self.attention_block(p, h)
             h, residual = self.norm(f"{p}.norm_mlp", x, residual)
             x = self.mlp(p, h)
+        self.layer = cfg.num_layers
         h, _ = self.norm("final_norm", x, residual)
         last = Tensor(f"{h.name}[:, -1]", (s.batch, 1, cfg.hidden_size), self.act)  # a view
         if cfg.tie_word_embeddings:  # the embedding table read as K x N: same bytes
@@ -192,6 +211,7 @@ class _Builder:
             ins,
             [self.t("logits", s.batch, 1, cfg.vocab_size)],
             compute=self.act.value,
+            tp="vocab",
         )
         self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
         return self.graph

@@ -1,0 +1,77 @@
+"""Time of collective communication on a system's topology, in closed form.
+
+For a group of p chips on one level, with per-chip injection bandwidth B (bytes/s per
+direction) and per-step latency a, and S the bytes of the full tensor:
+
+    ring all-reduce          2 (p-1)/p S/B + 2 (p-1) a
+    halving-doubling (tree)  2 (p-1)/p S/B + 2 log2(p) a   (switch or full mesh, p a power of 2)
+    all-gather, reduce-scatter: half of the above (one pass instead of two)
+    all-to-all               (p-1)/p S/B x mean hops + (p-1) a   (S: what one chip sends)
+    send/recv                S/B + a
+
+These are the standard alpha-beta costs (Thakur, Rabenseifner and Gropp, "Optimization of
+Collective Communication Operations in MPICH", IJHPCA 2005; NCCL uses the same ring and
+tree schedules). The cheaper algorithm wins and is reported. On a torus a halving-doubling
+schedule would cross many hops per step, so only rings are offered there, and an all-to-all
+pays the torus's mean hop count (k/4 per spanned ring of k chips).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from xpusim.hardware.system import System, TopologyLevel
+
+
+class Collective(StrEnum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    SEND_RECV = "send_recv"
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    time_s: float
+    algorithm: str
+    level: str
+
+
+def _mean_hops(level: TopologyLevel, group: int) -> float:
+    if level.kind != "torus":
+        return 1.0
+    spanned = level.dims[: level.torus_dims_spanned(group)]
+    return max(1.0, sum(k / 4 for k in spanned))
+
+
+def collective_time(
+    system: System, kind: Collective, nbytes: float, group: int, span: int | None = None
+) -> CollectiveCost:
+    """Time of one collective over `group` chips that sit `span` contiguous chips apart.
+
+    `span` is how many consecutive chips the group stretches over (a pipeline's stages are
+    tp chips apart, so its sends span tp x pp chips); it picks the level, and defaults to
+    the group itself.
+    """
+    level = system.level_for(span or group)
+    name = level.name
+    if group <= 1 or nbytes <= 0:
+        return CollectiveCost(0.0, "none", name)
+    bw = level.injection_bytes_per_s(group)
+    a = level.latency_s.value
+    p = group
+    if kind is Collective.SEND_RECV:
+        return CollectiveCost(nbytes / bw + a, "p2p", name)
+    if kind is Collective.ALL_TO_ALL:
+        t = (p - 1) / p * nbytes / bw * _mean_hops(level, p) + (p - 1) * a
+        return CollectiveCost(t, "pairwise", name)
+    passes = 2 if kind is Collective.ALL_REDUCE else 1
+    volume = passes * (p - 1) / p * nbytes / bw
+    options = {"ring": volume + passes * (p - 1) * a}
+    if level.kind != "torus" and p & (p - 1) == 0:  # halving-doubling needs a power of two
+        options["tree"] = volume + passes * math.ceil(math.log2(p)) * a
+    algorithm = min(options, key=options.__getitem__)
+    return CollectiveCost(options[algorithm], algorithm, name)

@@ -1,0 +1,178 @@
+"""Systems: N chips of one kind joined by a hierarchy of interconnect levels.
+
+A level is a set of chips that talk to each other over the same kind of link: an NVLink
+switch inside a DGX node, a 3D torus of TPU v4 ICI links, a fully connected Groq node. Levels
+are listed innermost first and each is a group size: chips 0..size-1 share the first level,
+and a collective over p chips runs on the smallest level that holds p contiguous chips. That
+covers the common systems with one concept and keeps collective costs closed-form.
+
+Like chips, system files are TOML with a source beside every figure.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from xpusim.errors import UserError, closest
+from xpusim.hardware.catalog import chip_ids, load_chip
+from xpusim.hardware.spec import Chip, Figure, PositiveFigure, _Strict
+
+SYSTEMS_DIR = Path(__file__).parent / "systems"
+
+
+class TopologyLevel(_Strict):
+    name: str
+    kind: Literal["switch", "fully-connected", "torus"]
+    size: int = Field(ge=1)  # chips in one group at this level
+    dims: tuple[int, ...] = ()  # torus only: the group's shape, product == size
+    links_per_chip: PositiveFigure  # links a chip has into this level
+    bandwidth_bytes_per_s: PositiveFigure  # per link, per direction
+    latency_s: Figure  # one step of a collective: link, switch and software latency
+
+    @model_validator(mode="after")
+    def _check(self) -> TopologyLevel:
+        if self.kind == "torus" and math.prod(self.dims) != self.size:
+            raise ValueError(f"level {self.name}: torus dims {self.dims} do not multiply to size")
+        return self
+
+    def torus_dims_spanned(self, group: int) -> int:
+        """Dimensions a contiguous group of `group` chips spans in this torus."""
+        spanned, covered = 0, 1
+        for d in self.dims:
+            if covered >= group:
+                break
+            covered *= d
+            spanned += 1
+        return max(spanned, 1)
+
+    def injection_bytes_per_s(self, group: int) -> float:
+        """Bandwidth one chip can push into a collective over `group` chips, per direction.
+
+        A switch or a full mesh lets a chip use all its links at once; on a torus a ring
+        collective uses the two links of each dimension the group spans.
+        """
+        link = self.bandwidth_bytes_per_s.value
+        if self.kind == "torus":
+            links = min(2 * self.torus_dims_spanned(group), self.links_per_chip.value)
+            return links * link
+        return self.links_per_chip.value * link
+
+
+class System(_Strict):
+    id: str
+    name: str
+    chip_id: str
+    chips: int = Field(ge=1)
+    default_for_chip: bool = False  # `--chips N` on the chip builds this system
+    description: str = ""
+    sources: dict[str, str]
+    levels: list[TopologyLevel] = Field(min_length=1)
+    spec: Chip | None = None  # the chip itself when it is not the catalog's (a what-if copy)
+
+    @model_validator(mode="after")
+    def _check(self) -> System:
+        sizes = [level.size for level in self.levels]
+        if sizes != sorted(sizes):
+            raise ValueError("levels: sizes must grow from the innermost level outwards")
+        cited = {
+            f.source
+            for level in self.levels
+            for f in (level.links_per_chip, level.bandwidth_bytes_per_s, level.latency_s)
+        }
+        if missing := sorted(cited - set(self.sources)):
+            raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
+        if self.chips > self.max_chips:
+            raise ValueError(f"chips: {self.chips} exceeds the outermost level's size")
+        return self
+
+    @property
+    def max_chips(self) -> int:
+        return self.levels[-1].size
+
+    @property
+    def chip(self) -> Chip:
+        return self.spec or load_chip(self.chip_id)
+
+    def level_for(self, group: int) -> TopologyLevel:
+        """The innermost level holding `group` contiguous chips."""
+        return next((lv for lv in self.levels if lv.size >= group), self.levels[-1])
+
+    def with_chips(self, chips: int) -> System:
+        if chips > self.max_chips:
+            raise UserError(
+                f"--chips {chips}: system {self.id} holds at most {self.max_chips} chips"
+            )
+        return self.model_copy(update={"chips": chips})
+
+
+def system_ids() -> list[str]:
+    return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
+
+
+def load_system_file(path: Path) -> System:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: malformed TOML: {e}") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read system file: {e.strerror}") from None
+    try:
+        system = System.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UserError(f"{path}: field {where}: {err['msg']}") from None
+    if system.chip_id not in chip_ids():
+        raise UserError(f"{path}: field chip_id: unknown chip {system.chip_id!r}")
+    return system
+
+
+@cache
+def _catalog_system(system_id: str) -> System:
+    return load_system_file(SYSTEMS_DIR / f"{system_id}.toml")
+
+
+def load_system(system_id: str) -> System:
+    if system_id not in system_ids():
+        raise UserError(f"unknown system {system_id!r}" + closest(system_id, system_ids()))
+    return _catalog_system(system_id)
+
+
+def host_system(chip: Chip, chips: int) -> System:
+    """Chips without a chip-to-chip fabric talk through their host link (PCIe) and a switch.
+
+    Used for chips no system file names as their default (MTIA, the ANE, ...); the host
+    link's own figures and sources carry over.
+    """
+    link = chip.host_link
+    return System(
+        id=f"{chip.id}-over-{link.name.replace(' ', '-').lower()}",
+        name=f"{chips} x {chip.name} over {link.name} through the host",
+        chip_id=chip.id,
+        chips=chips,
+        spec=chip,
+        sources=chip.sources,
+        levels=[
+            TopologyLevel(
+                name="host", kind="switch", size=max(chips, 1),
+                links_per_chip=link.count, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s,
+                latency_s=link.latency_s,
+            )
+        ],
+    )  # fmt: skip
+
+
+def default_system(chip: Chip, chips: int) -> System:
+    """The system `--chips N` builds for a chip: its default system file, else the host."""
+    base = chip.id.split("[", 1)[0]  # what-if copies ("id[field=value]") keep their system
+    for system_id in system_ids():
+        system = _catalog_system(system_id)
+        if system.default_for_chip and system.chip_id == base:
+            return system.with_chips(chips).model_copy(update={"spec": chip})
+    return host_system(chip, chips)

@@ -1,0 +1,85 @@
+"""Plan search: every feasible way to spread a model over N chips, costed, best one chosen.
+
+Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows (tp divides
+the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
+ep only, so they are built once per pair and every pipeline depth reuses them; that keeps a
+search over 576 chips to a few dozen graph builds. A plan that does not fit is never chosen
+while one that fits exists.
+"""
+
+from __future__ import annotations
+
+import time
+
+from xpusim.compiler.partition import Plan
+from xpusim.errors import UserError
+from xpusim.hardware.system import System
+from xpusim.scenarios.llm_inference import LLMInferenceResult, Request, run_plan
+from xpusim.scenarios.rank_costs import RankGraphs, rank_graphs
+from xpusim.workloads.transformer_config import TransformerConfig
+
+OBJECTIVES = ("latency", "throughput")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
+    plans = []
+    for tp in _divisors(chips):
+        if cfg.num_heads % tp:
+            continue
+        for ep in _divisors(chips // tp):
+            if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):
+                continue
+            for pp in _divisors(chips // (tp * ep)):
+                if pp <= cfg.num_layers:
+                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * ep * pp), ep=ep))
+    return plans
+
+
+def _score(result: LLMInferenceResult, objective: str) -> tuple:
+    """Smaller is better: fitting first, then the objective, then the other one."""
+    if objective == "latency":
+        return (not result.fits, result.tpot_s, result.ttft_s, -result.tokens_per_s)
+    return (not result.fits, -result.tokens_per_s, result.tpot_s)
+
+
+def search(
+    cfg: TransformerConfig,
+    system: System,
+    req: Request,
+    microbatches: int | None,
+    objective: str,
+    overlap: bool,
+    notes: list[str],
+) -> LLMInferenceResult:
+    if objective not in OBJECTIVES:
+        raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
+    start = time.perf_counter()
+    graphs: dict[tuple[int, int], RankGraphs] = {}
+    results = []
+    for plan in candidate_plans(cfg, system.chips):
+        key = (plan.tp, plan.ep)
+        if key not in graphs:
+            graphs[key] = rank_graphs(cfg, req, plan)
+        results.append(run_plan(cfg, system, plan, req, microbatches, overlap, list(notes),
+                                graphs[key]))  # fmt: skip
+    if not results:
+        raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
+    results.sort(key=lambda r: _score(r, objective))
+    best = results[0]
+    runner_up = results[1] if len(results) > 1 else None
+    best.plan_search = {
+        "objective": objective,
+        "candidates": len(results),
+        "feasible": sum(r.fits for r in results),
+        "chosen": best.plan,
+        "runner_up": runner_up and {
+            "plan": runner_up.plan, "fits": runner_up.fits, "tpot_s": runner_up.tpot_s,
+            "ttft_s": runner_up.ttft_s, "tokens_per_s": runner_up.tokens_per_s,
+        },
+        "search_s": time.perf_counter() - start,
+    }  # fmt: skip
+    return best

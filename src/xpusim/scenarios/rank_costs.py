@@ -1,0 +1,148 @@
+"""Per-op time and energy of the graph one chip runs, for a prefill and for every decode step.
+
+A rank's graph (one tensor/expert-parallel rank, all pipeline stages) is built and costed
+once; pipeline stages are then contiguous slices of its ops, so any pipeline depth costs a
+few array sums. That is what makes a plan search over hundreds of chips cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Placement, peak_activation_bytes
+from xpusim.compiler.partition import Plan, op_stages, partition
+from xpusim.cost.collectives import Collective, CollectiveCost, collective_time
+from xpusim.cost.op_table import OpTable, op_table
+from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate
+from xpusim.hardware.system import System
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer_config import TransformerConfig
+
+
+@dataclass(frozen=True)
+class Request:
+    """What is asked of the system: shapes and formats of one batch of sequences."""
+
+    batch: int  # sequences per microbatch
+    prompt: int
+    gen: int
+    act: DType
+    weight: DType
+
+    @property
+    def decode_kv(self) -> tuple[int, int]:
+        """KV length of the first and last decode step (one step when gen == 1)."""
+        return self.prompt + 1, self.prompt + max(self.gen - 1, 1)
+
+    @property
+    def decode_steps(self) -> int:
+        return max(self.gen - 1, 1)
+
+
+@dataclass(frozen=True)
+class RankGraphs:
+    """The graphs one rank runs; they depend on the plan's tp and ep only."""
+
+    prefill: Graph
+    decode_first: Graph
+    decode_last: Graph
+
+    @cached_property
+    def tables(self) -> tuple[OpTable, OpTable]:
+        return op_table(self.prefill), op_table(self.decode_first)
+
+    decode_steps: int
+
+    @cached_property
+    def decode_table(self) -> OpTable:
+        """Every decode step's op counts, interpolated (they are affine in the KV length)."""
+        n = self.decode_steps
+        fraction = np.arange(n) / (n - 1) if n > 1 else np.zeros(n)
+        return self.tables[1].lerp(op_table(self.decode_last), fraction)
+
+    @cached_property
+    def activation_bytes(self) -> float:
+        return max(peak_activation_bytes(self.prefill), peak_activation_bytes(self.decode_last))
+
+
+def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
+    def step(q: int, kv: int) -> Graph:
+        return partition(build_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
+
+    first, last = req.decode_kv
+    return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last), req.decode_steps)
+
+
+@dataclass(frozen=True)
+class PhaseCosts:
+    """One phase's costs: per distinct op (for reports) and per op in execution order."""
+
+    table: OpTable
+    costs: OpCosts  # (..., distinct ops)
+    stage_of_op: np.ndarray  # (ops,)
+    is_comm: np.ndarray  # (ops,) collective ops
+
+    def per_op(self, values: np.ndarray) -> np.ndarray:
+        return values[..., self.table.index]
+
+    def stage_sums(self, values: np.ndarray, pp: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """Sum of a per-distinct-op quantity over each pipeline stage: (..., pp)."""
+        ordered = self.per_op(values)
+        if mask is not None:
+            ordered = ordered * mask
+        onehot = self.stage_of_op[:, None] == np.arange(pp)[None, :]
+        return ordered @ onehot
+
+
+def _collective_cost(op: Op, system: System, plan: Plan) -> CollectiveCost:
+    """A collective op on the system; tp groups span tp chips, ep groups tp x ep (tp inner)."""
+    span = {"tp": plan.tp, "ep": plan.tp * plan.ep}[str(op.attr("group"))]
+    kind = Collective(str(op.attr("collective")))
+    return collective_time(system, kind, op.inputs[0].nbytes, int(op.attr("size")), span)
+
+
+def _comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
+    """Link time of each collective op in the table (zero for other ops)."""
+    return np.array([
+        _collective_cost(op, system, plan).time_s if op.kind is OpKind.COLLECTIVE else 0.0
+        for op in table.ops
+    ])  # fmt: skip
+
+
+def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[dict]:
+    """The algorithm and level chosen for each distinct collective, for reports."""
+    found = []
+    for op in table.ops:
+        if op.kind is OpKind.COLLECTIVE:
+            cost = _collective_cost(op, system, plan)
+            found.append({
+                "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
+                "size": op.attr("size"), "bytes": op.inputs[0].nbytes,
+                "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
+            })  # fmt: skip
+    return found
+
+
+def cost_phases(
+    graphs: RankGraphs, cfg: TransformerConfig, system: System, plan: Plan, placement: Placement
+) -> tuple[PhaseCosts, PhaseCosts]:
+    """(prefill, decode) costs of one rank under a placement; decode has a leading step axis."""
+    chip = system.chip
+    prefill_table, decode_table = graphs.tables
+    phases = []
+    for graph, table, values in (
+        (graphs.prefill, prefill_table, prefill_table),
+        (graphs.decode_first, decode_table, graphs.decode_table),
+    ):
+        hw = HardwareArrays.build(chip, table)
+        costs = evaluate(values, hw, placement, _comm_times(table, system, plan))
+        stages = np.array(op_stages(graph, cfg.num_layers, plan.pp))
+        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
+        phases.append(PhaseCosts(table, costs, stages, is_comm))
+    return phases[0], phases[1]

@@ -1,0 +1,200 @@
+"""Multi-chip systems: collective formulas, partitioning, plan search, pipeline semantics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import xpusim
+from xpusim.compiler.partition import Plan, partition, stage_graphs, stage_of_layer
+from xpusim.cost.collectives import Collective, collective_time
+from xpusim.hardware.system import default_system, load_system, system_ids
+from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind
+from xpusim.workloads.transformer import StepShape, build_step
+
+MB = 1e6
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return load_system("dgx-h100")
+
+
+def test_every_system_loads_and_cites_its_sources():
+    for system_id in system_ids():
+        system = load_system(system_id)
+        assert system.chip.id == system.chip_id
+        assert system.levels[-1].size >= system.chips
+
+
+def test_ring_all_reduce_by_hand(dgx):
+    # 6 chips is not a power of two, so the ring runs: 2 (p-1)/p S/B + 2 (p-1) a
+    s, b, a = 64 * MB, 18 * 25e9, 2e-6
+    cost = collective_time(dgx, Collective.ALL_REDUCE, s, 6)
+    assert cost.algorithm == "ring" and cost.level == "nvlink"
+    assert cost.time_s == pytest.approx(2 * 5 / 6 * s / b + 2 * 5 * a)
+
+
+def test_tree_wins_small_all_reduce_on_eight(dgx):
+    s, b, a = 16e3, 18 * 25e9, 2e-6
+    cost = collective_time(dgx, Collective.ALL_REDUCE, s, 8)
+    assert cost.algorithm == "tree"
+    assert cost.time_s == pytest.approx(2 * 7 / 8 * s / b + 2 * 3 * a)
+
+
+def test_all_gather_reduce_scatter_send_and_all_to_all_by_hand(dgx):
+    s, b, a = 8 * MB, 18 * 25e9, 2e-6
+    assert collective_time(dgx, Collective.ALL_GATHER, s, 6).time_s == pytest.approx(
+        5 / 6 * s / b + 5 * a
+    )
+    assert collective_time(dgx, Collective.REDUCE_SCATTER, s, 6).time_s == pytest.approx(
+        5 / 6 * s / b + 5 * a
+    )
+    assert collective_time(dgx, Collective.SEND_RECV, s, 2).time_s == pytest.approx(s / b + a)
+    assert collective_time(dgx, Collective.ALL_TO_ALL, s, 8).time_s == pytest.approx(
+        7 / 8 * s / b + 7 * a
+    )
+
+
+def test_groups_beyond_a_node_use_the_slower_fabric(dgx):
+    inside = collective_time(dgx, Collective.ALL_REDUCE, 64 * MB, 8)
+    across = collective_time(dgx.with_chips(16), Collective.ALL_REDUCE, 64 * MB, 16)
+    assert across.level == "infiniband" and across.time_s > 5 * inside.time_s
+
+
+def test_torus_uses_two_links_per_spanned_dimension():
+    pod = load_system("tpu-v4-pod")
+    s, link, a = 64 * MB, 45e9, 1e-6
+    one_dim = collective_time(pod, Collective.ALL_REDUCE, s, 16)
+    assert one_dim.algorithm == "ring"
+    assert one_dim.time_s == pytest.approx(2 * 15 / 16 * s / (2 * link) + 2 * 15 * a)
+    three_dims = collective_time(pod, Collective.ALL_REDUCE, s, 4096)
+    assert three_dims.time_s == pytest.approx(2 * 4095 / 4096 * s / (6 * link) + 2 * 4095 * a)
+    # all-to-all on a ring of 16 pays a mean of 16/4 hops
+    assert collective_time(pod, Collective.ALL_TO_ALL, s, 16).time_s == pytest.approx(
+        15 / 16 * s / (2 * link) * 4 + 15 * a
+    )
+
+
+def test_chips_without_a_fabric_talk_over_the_host():
+    system = default_system(xpusim.chip("mtia-v1"), 4)
+    assert system.levels[0].bandwidth_bytes_per_s.value == 16e9
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_partitioning_conserves_matrix_flops(tp):
+    cfg = xpusim.model("llama-2-70b")
+    graph = build_step(cfg, StepShape(2, 64, 64), DType.BF16)
+    rank = partition(graph, Plan(tp=tp, pp=1))
+    assert rank.matrix_flops * tp == pytest.approx(graph.matrix_flops, rel=1e-12)
+    collectives = [op for op in rank if op.kind is OpKind.COLLECTIVE]
+    # per layer two all-reduces, plus the embedding's all-reduce and the logits' all-gather
+    assert len(collectives) == (2 * cfg.num_layers + 2 if tp > 1 else 0)
+
+
+def test_pipeline_stages_add_up_to_the_rank_and_send_between_them():
+    cfg = xpusim.model("llama-2-7b")
+    rank = partition(build_step(cfg, StepShape(1, 1, 100), DType.BF16), Plan(tp=2, pp=4))
+    stages = stage_graphs(rank, cfg.num_layers, 4)
+    compute = [op for g in stages for op in g if op.kind is not OpKind.COLLECTIVE]
+    assert sum(op.flops for op in compute) == pytest.approx(
+        sum(op.flops for op in rank if op.kind is not OpKind.COLLECTIVE)
+    )
+    sends = [op for g in stages for op in g if op.attr("collective") == "send_recv"]
+    assert len(sends) == 3
+
+
+def test_moe_expert_parallel_holds_fewer_experts_and_adds_all_to_all():
+    cfg = xpusim.model("mixtral-8x7b")
+    graph = build_step(cfg, StepShape(8, 256, 256), DType.BF16)
+    rank = partition(graph, Plan(ep=4))
+    experts = [op for op in rank if op.name.endswith("experts.gate_up")]
+    assert experts[0].inputs[1].shape[0] == 2  # 8 experts over 4 chips
+    assert sum(op.attr("collective") == "all_to_all" for op in rank) == 2 * cfg.num_layers
+
+
+def test_uneven_stages_give_the_extra_layers_to_inner_stages():
+    stages = stage_of_layer(80, 72)
+    counts = [stages.count(s) for s in range(72)]
+    assert sum(counts) == 80 and max(counts) == 2 and counts[0] == counts[-1] == 1
+
+
+def test_memory_per_chip_falls_with_tp_and_pp():
+    def per_chip(**plan):
+        r = xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=8, **plan)
+        return r.per_chip_memory_bytes.weights
+
+    assert per_chip(tp=8) < per_chip(tp=4, dp=2) < per_chip(tp=2, dp=4)
+    assert per_chip(pp=8) < per_chip(pp=4, dp=2)
+
+
+def test_70b_fits_eight_h100s_but_not_one():
+    eight = xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=8, tp=8)
+    assert eight.fits and eight.plan == {"tp": 8, "pp": 1, "dp": 1, "ep": 1}
+    one = xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=1)
+    assert not one.fits and one.min_chips >= 2
+
+
+def test_groq_serves_70b_from_576_chips():
+    r = xpusim.simulate("llama-2-70b", "groq-lpu", chips=576, precision="int8")
+    assert r.fits and r.chips == 576 and r.system == "groq-system"
+    assert r.tokens_per_s_per_user > 0 and r.ttft_s > 0
+    search = r.plan_search
+    assert search["chosen"] == r.plan and search["runner_up"] is not None
+    assert search["feasible"] < search["candidates"]  # some plans do not fit, none is chosen
+
+
+def test_plan_search_never_chooses_a_plan_that_does_not_fit():
+    r = xpusim.simulate("llama-2-70b", "groq-lpu", chips=576, precision="int8",
+                        objective="throughput")  # fmt: skip
+    assert r.fits
+
+
+@pytest.mark.parametrize(("chip", "precision", "tp", "depths"), [
+    ("h100-sxm", "fp16", 1, (4, 8)),
+    ("groq-lpu", "int8", 16, (40, 80)),
+])  # fmt: skip
+def test_pipelining_adds_throughput_not_per_token_speed(chip, precision, tp, depths):
+    """Going deeper cuts TPOT at batch 1 by at most 10%, but aggregate tokens/s rises."""
+    shallow, deep = (
+        xpusim.simulate("llama-2-70b", chip, precision=precision, chips=tp * pp, tp=tp, pp=pp)
+        for pp in depths
+    )
+    assert shallow.fits and deep.fits
+    assert deep.tpot_s >= 0.9 * shallow.tpot_s
+    batch = 64 if chip == "h100-sxm" else 1
+    busy = [
+        xpusim.simulate(
+            "llama-2-70b", chip, precision=precision, chips=tp * pp, tp=tp, pp=pp, batch=batch
+        )
+        for pp in depths
+    ]
+    assert busy[1].tokens_per_s > busy[0].tokens_per_s
+
+
+def test_tensor_parallelism_cuts_tpot_until_collectives_dominate():
+    tpots = [
+        xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=tp, tp=tp).tpot_s
+        for tp in (2, 4, 8)
+    ]
+    assert tpots[0] > tpots[1] > tpots[2]
+    comm = xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=8, tp=8)
+    assert 0 < comm.comm_share < 1
+
+
+def test_overlap_never_slows_and_power_stays_under_tdp():
+    serial = xpusim.simulate("llama-2-70b", "dgx-h100", precision="fp16", tp=8)
+    hidden = xpusim.simulate("llama-2-70b", "dgx-h100", precision="fp16", tp=8, overlap=True)
+    assert hidden.tpot_s <= serial.tpot_s
+    for r in (serial, hidden):
+        assert r.avg_power_w <= r.tdp_w
+
+
+def test_data_parallel_replicas_multiply_throughput():
+    one = xpusim.simulate("llama-2-7b", "h100-sxm", precision="fp16", chips=1)
+    four = xpusim.simulate("llama-2-7b", "h100-sxm", precision="fp16", chips=4, dp=4)
+    assert four.tokens_per_s == pytest.approx(4 * one.tokens_per_s, rel=1e-9)
+    assert four.tpot_s == pytest.approx(one.tpot_s, rel=1e-9)
+    assert math.isclose(four.joules_per_token, one.joules_per_token, rel_tol=1e-9)

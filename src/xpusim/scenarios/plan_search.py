@@ -40,7 +40,12 @@ def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
 
 
 def _score(result: LLMInferenceResult, objective: str) -> tuple:
-    """Smaller is better: fitting first, then the objective, then the other one."""
+    """Smaller is better: fitting first, then the objective, then the other one.
+
+    When nothing fits, the plan closest to fitting is the useful answer, not the fastest.
+    """
+    if not result.fits:
+        return (True, result.per_chip_memory_bytes.total)
     if objective == "latency":
         return (not result.fits, result.tpot_s, result.ttft_s, -result.tokens_per_s)
     return (not result.fits, -result.tokens_per_s, result.tpot_s)

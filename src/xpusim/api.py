@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,23 @@ from xpusim.errors import UserError, closest
 from xpusim.hardware.catalog import chip_ids, load_chip
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.scenarios.graph_inference import simulate as simulate_graph
 from xpusim.scenarios.llm_inference import simulate as simulate_llm
+from xpusim.scenarios.recsys import simulate as simulate_recsys
+from xpusim.workloads.dlrm_config import DLRMConfig
+from xpusim.workloads.imported import ImportedModel
+from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import load_model, model_ids
 
 # Workload type -> the scenario that simulates it (first isinstance match wins).
-SCENARIOS: dict[type, Callable[..., Any]] = {TransformerConfig: simulate_llm}
+SCENARIOS: dict[type, Callable[..., Any]] = {
+    TransformerConfig: simulate_llm,
+    DLRMConfig: simulate_recsys,
+    ImportedModel: simulate_graph,
+}
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -38,23 +50,75 @@ def target(id_or_path: str | Path) -> Chip | System:
     raise UserError(f"unknown chip or system {text!r}" + closest(text, chip_ids() + system_ids()))
 
 
-def model(id_or_path: str | Path) -> Any:
-    """A model from the zoo by id (`xpusim.model("llama-2-7b")`) or a HF `config.json` path."""
-    return load_model(id_or_path)
+def model(id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
+    """A model from the zoo by id (`xpusim.model("llama-2-7b")`), a HF `config.json` path, or
+    an exported model: a `.onnx` file (`input_shapes` fixes its symbolic input dimensions) or
+    a torch.export `.pt2` file."""
+    return load_model(id_or_path, input_shapes)
+
+
+def from_torch(
+    module: Any, example_inputs: tuple | list, example_kwargs: dict[str, Any] | None = None,
+    *, name: str | None = None,
+) -> ImportedModel:  # fmt: skip
+    """A PyTorch module traced by torch.export at the example inputs' shapes (build it under
+    `torch.device("meta")` to trace without weights); simulate it like any model."""
+    from xpusim.workloads.torch_import import from_torch as trace
+
+    return trace(module, example_inputs, example_kwargs, name=name)
+
+
+def graph(
+    model: Any, *, batch: int = 1, prompt: int = 128, precision: str | DType | None = None,
+    fused: bool = True,
+) -> Graph:  # fmt: skip
+    """The IR `xpusim inspect` prints: a transformer's prefill step of `batch` x `prompt`
+    tokens (in `precision`, default bf16), or an imported model's graph (in its own dtypes
+    unless `precision` recasts it), compiled the way a simulation compiles it unless
+    `fused` is False."""
+    from xpusim.compiler.fusion import fuse
+    from xpusim.compiler.precision import recast
+
+    workload = load_model(model) if isinstance(model, str | Path) else model
+    dtype = DType.parse(str(precision)) if precision is not None else None
+    if isinstance(workload, TransformerConfig):
+        return build_step(workload, StepShape(batch, prompt, prompt), dtype or DType.BF16)
+    if isinstance(workload, ImportedModel):
+        lowered = recast(workload.graph, dtype) if dtype else workload.graph
+        return fuse(lowered) if fused else lowered
+    raise UserError(f"inspect shows transformers and imported models, not a {type(workload)}")
 
 
 def simulate(model: Any, chip: Chip | System | str | Path, **options: Any) -> Any:
     """Simulates a workload on a chip; the workload's type picks the scenario.
 
     A transformer config (zoo id or config.json) runs LLM inference: options `batch`,
-    `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm_inference.py).
+    `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm_inference.py). A DLRM
+    config runs recommendation serving: `batch`, `precision`, `weight_precision`, `sla_ms`
+    (scenarios/recsys.py). An option the scenario does not take is a UserError.
     """
     workload = load_model(model) if isinstance(model, str | Path) else model
     spec = target(chip) if isinstance(chip, str | Path) else chip
     for kind, scenario in SCENARIOS.items():
         if isinstance(workload, kind):
+            _check_options(scenario, options)
             return scenario(workload, spec, **options)
     raise TypeError(f"no scenario simulates a {type(workload).__name__}")
+
+
+def _check_options(scenario: Callable[..., Any], options: dict[str, Any]) -> None:
+    """Refuses options the workload's scenario does not take (`--prompt` on a DLRM)."""
+    taken = [
+        name
+        for name, p in inspect.signature(scenario).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    for name in options:
+        if name not in taken:
+            flags = ", ".join(f"--{t.replace('_', '-')}" for t in taken)
+            raise UserError(
+                f"--{name.replace('_', '-')} does not apply to this model; its options: {flags}"
+            )
 
 
 def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> list[Any]:
@@ -63,6 +127,6 @@ def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> l
 
 
 __all__ = [
-    "chip", "chip_ids", "compare", "model", "model_ids", "simulate", "system", "system_ids",
-    "target",
+    "chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "simulate",
+    "system", "system_ids", "target",
 ]  # fmt: skip

@@ -35,7 +35,11 @@ def _workload_options(f: Callable) -> Callable:
     """Options shared by run and compare (and later sweep)."""
     options = [
         click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Sequences decoded together."),
+                     help="Sequences decoded together (recommendation models: samples scored "
+                          "together)."),
+        click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Recommendation models: find the largest batch whose latency is "
+                          "within this bound (instead of --batch)."),
         click.option("--prompt", type=click.IntRange(min=1), default=128, show_default=True,
                      help="Input tokens per sequence."),
         click.option("--gen", type=click.IntRange(min=1), default=128, show_default=True,
@@ -69,11 +73,63 @@ def _workload_options(f: Callable) -> Callable:
     return f
 
 
+def _parse_shapes(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, tuple[int, ...]]:
+    """NAME=D0,D1,... (repeatable) -> {NAME: (D0, D1, ...)}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in values:
+        name, _, dims = value.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 1:
+            raise click.BadParameter(f"{value!r} is not NAME=D0,D1,... with positive sizes")
+        shapes[name] = shape
+    return shapes
+
+
+_input_shape_option = click.option(
+    "--input-shape", "input_shapes", multiple=True, callback=_parse_shapes,
+    metavar="NAME=D0,D1,...", help="ONNX models: the shape of an input with symbolic "
+    "dimensions (repeat for each input).",
+)  # fmt: skip
+
+
 def _check_scope(mode: str) -> None:
     from xpusim.errors import UserError
 
     if mode != "inference":
         raise UserError("--mode training is not modelled yet; only --mode inference")
+
+
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options the user typed: the rest take the scenario's defaults, and an option that
+    does not apply to the model (--prompt on a DLRM) is refused only when it was typed."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return {k: v for k, v in options.items()
+            if ctx.get_parameter_source(k) is not ParameterSource.DEFAULT}  # fmt: skip
+
+
+def _results_view(results: list, title: str) -> Any:
+    """The table for the results' kind, titled with the shape they share."""
+    from xpusim.report.graph_tables import graph_results_table
+    from xpusim.report.tables import recsys_table, results_table
+    from xpusim.scenarios.graph_inference import GraphInferenceResult
+    from xpusim.scenarios.recsys import RecsysResult
+
+    first = results[0]
+    if isinstance(first, GraphInferenceResult):
+        inputs = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in first.inputs.items())
+        return graph_results_table(results, f"{title}: one pass ({inputs})")
+    if isinstance(first, RecsysResult):  # with --sla-ms each chip has its own batch: a column
+        shape = f"largest batch within {first.sla_ms:g} ms" if first.sla_ms else "one batch"
+        return recsys_table(results, f"{title}: {shape}")
+    return results_table(results, f"{title}: batch {first.batch}, prompt {first.prompt}, "
+                                  f"gen {first.gen}")  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -166,21 +222,21 @@ def models(as_json: bool) -> None:
     help="Chip or system id (xpusim chips / xpusim systems), or a chip TOML path.",
 )
 @_workload_options
+@_input_shape_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
 def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
-        **options: Any) -> None:  # fmt: skip
-    """Simulate MODEL (zoo id or HF config.json) on one chip."""
+        input_shapes: dict, **options: Any) -> None:  # fmt: skip
+    """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on one chip."""
     from xpusim import api
-    from xpusim.report.tables import ops_table, results_table
+    from xpusim.report.tables import ops_table
 
     _check_scope(mode)
-    result = api.simulate(model, chip_id, **options)
+    result = api.simulate(api.model(model, input_shapes), chip_id, **_given(options))
     if as_json:
         _emit_json(result.to_dict())
         return
-    title = (f"{result.model} on {result.chip}: batch {result.batch}, prompt {result.prompt}, "
-             f"gen {result.gen}")  # fmt: skip
-    _print(results_table([result], title), *(ops_table(result),) * show_ops)
+    title = f"{result.model} on {result.chip}"
+    _print(_results_view([result], title), *(ops_table(result),) * show_ops)
     for line in [*result.notes, result.reason]:
         if line:
             _print(f"note: {line}")
@@ -191,25 +247,136 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
 @_workload_options
+@_input_shape_option
 def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
-            **options: Any) -> None:  # fmt: skip
+            input_shapes: dict, **options: Any) -> None:  # fmt: skip
     """The same workload on several chips, side by side, with performance per watt."""
     from xpusim import api
-    from xpusim.report.tables import results_table
 
     _check_scope(mode)
-    results = api.compare(model, list(chip_ids), **options)
+    results = api.compare(api.model(model, input_shapes), list(chip_ids), **_given(options))
     if as_json:
         _emit_json({"results": [r.to_dict() for r in results]})
         return
-    first = results[0]
-    title = (f"{first.model}: batch {first.batch}, prompt {first.prompt}, gen {first.gen} "
-             f"(tok/J is performance per watt)")  # fmt: skip
-    _print(results_table(results, title))
+    _print(_results_view(results, f"{results[0].model} (per joule is performance per watt)"))
     for r in results:
         for line in [*r.notes, r.reason]:
             if line:
                 _print(f"note: {r.chip}: {line}")
+
+
+@cli.command()
+@click.argument("model")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Zoo transformers: sequences in the prefill shown.",
+)
+@click.option(
+    "--prompt",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="Zoo transformers: tokens per sequence.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default=None,
+    help="Recast to this format (default: bf16 for zoo models, an imported model's own dtypes).",
+)
+@_input_shape_option
+@click.option(
+    "--unfused", is_flag=True, help="Imported models: one IR op per framework op, before fusion."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def inspect(model: str, batch: int, prompt: int, precision: str | None, input_shapes: dict,
+            unfused: bool, as_json: bool) -> None:  # fmt: skip
+    """Print MODEL's IR: every op with its shapes, FLOPs and bytes (a zoo model's prefill)."""
+    from xpusim import api
+    from xpusim.report.graph_tables import ir_table, op_row
+
+    graph = api.graph(api.model(model, input_shapes), batch=batch, prompt=prompt,
+                      precision=precision, fused=not unfused)  # fmt: skip
+    if as_json:
+        _emit_json({"model": graph.name, "ops": [op_row(op) for op in graph],
+                    "total_flops": graph.flops, "total_matrix_flops": graph.matrix_flops,
+                    "total_bytes": graph.bytes})  # fmt: skip
+    else:
+        _print(ir_table(graph, graph.name))
+
+
+@cli.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="validation-report",
+    show_default=True,
+    help="Folder for the Markdown report and the parity plot.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def validate(out: str, as_json: bool) -> None:
+    """Score predictions against published measurements; report error per point."""
+    from pathlib import Path
+
+    from xpusim.report.tables import validation_table
+    from xpusim.validation.report import write
+    from xpusim.validation.score import reason
+    from xpusim.validation.score import validate as run_validation
+
+    result = run_validation()
+    written = write(result, Path(out))
+    if as_json:
+        _emit_json({**result.to_dict(), "written": [str(p) for p in written]})
+        return
+    _print(validation_table(result))
+    _print(
+        f"median absolute error {result.median_ape:.1%}, mean {result.mean_ape:.1%} "
+        f"over {result.n_points} points; {result.n_skipped} not expressible yet"
+    )
+    for p in result.worst:
+        _print(f"worst: {p.id}: {reason(p)}")
+    for skipped in result.skipped:
+        _print(f"skipped: {skipped.id}: {skipped.reason}")
+    _print("wrote " + ", ".join(str(p) for p in written))
+
+
+@cli.command()
+@click.argument("csv_path", type=click.Path(dir_okay=False))
+@click.option("--chip", "chip_id", required=True, help="Catalog id or chip TOML the CSV measured.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Calibration JSON to write (default: <chip>.calibration.json).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> None:
+    """Fit a chip's efficiencies from your microbenchmark CSV (benchmarks/device/)."""
+    from pathlib import Path
+
+    from xpusim.cost.calibration import calibrate as fit
+    from xpusim.cost.calibration import write_calibration
+    from xpusim.hardware.catalog import load_chip
+
+    spec = load_chip(chip_id)
+    cal = fit(Path(csv_path), spec)
+    target = Path(out or f"{spec.id}.calibration.json")
+    write_calibration(cal, target)
+    if as_json:
+        _emit_json({**cal.to_dict(), "written": str(target)})
+        return
+    for dtype, f in cal.matmul.items():
+        fixed = "not separable (fewer than 3 shapes)" if f.fixed_s is None else f"{f.fixed_s:.3g} s"
+        _print(
+            f"{dtype}: matmul efficiency {f.efficiency:.3f}, fixed time {fixed}, "
+            f"{f.rows} rows, fit error {f.rms_rel_error:.1%} rms"
+        )
+    if cal.memory_efficiency is not None:
+        _print(f"memory: {cal.memory_efficiency:.3f} of DRAM bandwidth")
+    _print(f"wrote {target}")
 
 
 @cli.command()

@@ -25,7 +25,7 @@ class OpTable:
     matrix_flops: np.ndarray  # (..., n)
     vector_flops: np.ndarray  # (..., n)
     role_bytes: np.ndarray  # (..., roles, n), roles in ROLES order
-    weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's weight; 0 for other kinds
+    weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's or conv's weight; else 0
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -78,10 +78,7 @@ def op_table(graph: Graph) -> OpTable:
             first.append(op)
         index[i] = row
     role_bytes = np.array([[op.bytes_by_role()[r] for op in first] for r in ROLES], dtype=float)
-    tiles = np.array(
-        [op.inputs[1].shape[-2:] if op.kind is OpKind.MATMUL else (0, 0) for op in first],
-        dtype=float,
-    ).T.reshape(2, len(first))
+    tiles = np.array([op.weight_tile for op in first], dtype=float).T.reshape(2, len(first))
     return OpTable(
         ops=tuple(first),
         index=index,

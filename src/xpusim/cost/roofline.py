@@ -27,8 +27,10 @@ from enum import IntEnum
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
+from xpusim.cost.calibration import catalog_calibration
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip
+from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES
 
 
@@ -53,28 +55,36 @@ class HardwareArrays:
     e_vector_j: float
     level_rate: np.ndarray  # (L, 1) achievable bytes/s per level
     e_byte_j: np.ndarray  # (L, 1)
-    overhead_s: float
+    overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls
     static_w: float
     tile_rc: tuple[float, float]  # matrix unit rows x cols
 
     @classmethod
     def build(cls, chip: Chip, table: OpTable) -> HardwareArrays:
+        """The chip's figures, with its calibration file's fitted ones where it has them."""
+        cal = catalog_calibration(chip.id)
         has_matrix = np.atleast_2d(table.matrix_flops).max(axis=0) > 0
         peaks = np.array(
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )
+        efficiency = np.array([
+            (cal and cal.matmul_efficiency(d)) or chip.efficiency.matmul.value
+            for d in table.dtypes
+        ])  # fmt: skip
+        is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
+        assumed_fixed = chip.overhead.matmul_fixed_s
+        fixed_s = (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
+        memory_eff = (cal and cal.memory_efficiency) or chip.efficiency.memory.value
         budget = chip.compute_power_budget_w
         levels = chip.memory
         return cls(
-            matrix_rate=peaks * chip.efficiency.matmul.value,
+            matrix_rate=peaks * efficiency,
             e_matrix_j=budget / peaks,
             vector_rate=chip.vector_ops_per_s.value * chip.efficiency.vector.value,
             e_vector_j=budget / chip.vector_ops_per_s.value,
-            level_rate=np.array(
-                [[m.bandwidth_bytes_per_s.value * chip.efficiency.memory.value] for m in levels]
-            ),
+            level_rate=np.array([[m.bandwidth_bytes_per_s.value * memory_eff] for m in levels]),
             e_byte_j=np.array([[m.energy_pj_per_byte.value * 1e-12] for m in levels]),
-            overhead_s=chip.overhead.per_op_s.value,
+            overhead_s=chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
             static_w=chip.energy.static_power_w.value,
             tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
         )

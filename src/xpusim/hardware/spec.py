@@ -74,6 +74,23 @@ class MemoryLevel(_Strict):
     capacity_bytes: PositiveFigure
     bandwidth_bytes_per_s: PositiveFigure
     energy_pj_per_byte: Figure
+    # Random row reads (embedding lookups): the smallest transfer, to which every row read is
+    # rounded up, and the fraction of peak bandwidth such reads reach. Both optional; the
+    # defaults, and why, are in cost/embedding.py.
+    access_granularity_bytes: PositiveFigure | None = None
+    random_access_efficiency: Fraction | None = None
+
+
+class SparseCore(_Strict):
+    """Embedding engines beside the matrix units (TPU v4's SparseCores).
+
+    They gather and pool embedding rows while the matrix units run the dense layers, so the
+    two overlap; their power is part of the TDP, so it is taken out of the compute budget.
+    """
+
+    count: PositiveFigure
+    vector_ops_per_s: PositiveFigure  # pooling arithmetic, all sparse cores together
+    power_w: Figure  # drawn at their full rate
 
 
 class MatrixUnit(_Strict):
@@ -104,6 +121,9 @@ class Efficiency(_Strict):
 
 class Overhead(_Strict):
     per_op_s: Figure  # launch/dispatch cost paid by every op, however small
+    # Fixed time inside every matmul kernel (block launch, prologue, epilogue, last wave),
+    # when no calibration file fits it (cost/calibration.py); absent means none is known.
+    matmul_fixed_s: Figure | None = None
 
 
 class Energy(_Strict):
@@ -129,6 +149,7 @@ class Chip(_Strict):
     efficiency: Efficiency
     overhead: Overhead
     energy: Energy
+    sparse_core: SparseCore | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Chip:
@@ -160,7 +181,8 @@ class Chip(_Strict):
 
     @property
     def compute_power_budget_w(self) -> float:
-        """Power left for arithmetic when static draw and every memory runs flat out.
+        """Power left for arithmetic when static draw, every memory and any sparse cores run
+        flat out.
 
         Energy per op is derived from it (cost/energy.py): a chip at peak throughput on every
         unit at once draws exactly its TDP, so no op can average above TDP. That is the
@@ -172,7 +194,8 @@ class Chip(_Strict):
             for m in self.memory
             if m.kind is not MemoryKind.LOCAL  # tile traffic is not charged per byte (cost/)
         )
-        return self.tdp_w.value - self.energy.static_power_w.value - memory_w
+        sparse_w = self.sparse_core.power_w.value if self.sparse_core else 0.0
+        return self.tdp_w.value - self.energy.static_power_w.value - memory_w - sparse_w
 
     def peak(self, dtype: DType) -> float:
         fig = self.peak_ops_per_s.get(dtype)

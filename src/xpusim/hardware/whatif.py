@@ -46,10 +46,12 @@ def override(chip: Chip, path: str, value: float) -> Chip:
         node = container
     leaf = parts[-1]
     figure = node.get(leaf) if isinstance(node, dict) else None
-    if not (isinstance(figure, dict) and "value" in figure):
+    unset = isinstance(node, dict) and leaf in node and figure is None  # an optional figure
+    if not (unset or (isinstance(figure, dict) and "value" in figure)):
         raise UserError(f"--set {path}: {leaf!r} is not a figure of {chip.id}")
-    node[leaf] = {**figure, "value": value, "source": "what-if", "confidence": "assumed",
-                  "note": f"what-if: was {figure['value']:g}"}  # fmt: skip
+    was = "unset (its default applied)" if unset else f"was {figure['value']:g}"
+    node[leaf] = {"value": value, "source": "what-if", "confidence": "assumed",
+                  "note": f"what-if: {was}"}  # fmt: skip
     data["sources"] = {**data["sources"], "what-if": "a user's what-if override"}
     data["id"] = f"{chip.id}[{path}={value:g}]"
     return parse_chip(data, f"--set {path}")

@@ -19,6 +19,8 @@ class DType(StrEnum):
     TF32 = "tf32"
     FP32 = "fp32"
     INT32 = "int32"  # token ids and indices; never a compute precision
+    INT64 = "int64"  # indices as PyTorch and ONNX store them; never a compute precision
+    BOOL = "bool"  # masks; stored one per byte
 
     @property
     def bits(self) -> int:
@@ -50,4 +52,6 @@ _BITS = {
     DType.TF32: 32,
     DType.FP32: 32,
     DType.INT32: 32,
+    DType.INT64: 64,
+    DType.BOOL: 8,
 }

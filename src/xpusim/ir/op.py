@@ -131,6 +131,25 @@ def _matmul_flops(op: Op) -> float:
     return 2.0 * math.prod(batch) * m * n * k
 
 
+# Vector work to widen one stored weight to the compute format, counted from the formula:
+# int8 (symmetric, per channel): convert, multiply by the scale = 2;
+# int4 (grouped, with zero point): shift and mask to unpack, convert, subtract the zero
+# point, multiply by the scale = 5. Formats as wide as the compute format need none.
+DEQUANT_FLOPS_PER_WEIGHT = {DType.INT8: 2, DType.FP8: 2, DType.INT4: 5}
+
+
+def _dequant_flops(op: Op) -> float:
+    """Weight-only quantization: every stored weight is widened once per call.
+
+    Once per call, not per row: a decode step (M = 1) pays it for every weight, a long
+    prefill amortizes it over many rows, which is why int4 helps decode less than 4x.
+    """
+    weight = op.inputs[1]
+    if weight.dtype.bits >= op.compute_dtype.bits:
+        return 0.0
+    return float(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype, 2))
+
+
 def _conv_flops(op: Op) -> float:
     """2 x N x Cout x out positions x Cin / groups x kernel positions; the bias add is free."""
     out, w = op.outputs[0], op.inputs[1]
@@ -184,7 +203,7 @@ _MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.ATTENTION: _attention_matrix_flops,
 }
 _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
-    OpKind.MATMUL: _zero,
+    OpKind.MATMUL: _dequant_flops,
     OpKind.CONV: _zero,
     OpKind.ATTENTION: _attention_vector_flops,
     OpKind.EMBEDDING: _embedding_vector_flops,

@@ -11,6 +11,9 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.units import gigabytes, seconds, si
 from xpusim.scenarios.llm_inference import LLMInferenceResult
+from xpusim.scenarios.recsys import RecsysResult
+from xpusim.validation.score import Validation
+from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import ZooEntry
 
 _PRECISION_ORDER = [DType.INT8, DType.FP8, DType.BF16, DType.FP16, DType.FP32]
@@ -74,9 +77,13 @@ def models_table(entries: Sequence[ZooEntry]) -> Table:
         table.add_column(col, justify="left" if col == "id" else "right")
     for e in entries:
         c = e.config
+        published = si(e.published_params) if e.published_params else "—"
+        if not isinstance(c, TransformerConfig):  # a recommendation model has none of these
+            table.add_row(e.id, si(c.param_count), published, *["—"] * 5)
+            continue
         experts = f"{c.experts_per_token}/{c.num_experts}" if c.is_moe else "—"
         table.add_row(
-            e.id, si(c.param_count), si(e.published_params), str(c.num_layers),
+            e.id, si(c.param_count), published, str(c.num_layers),
             str(c.hidden_size), f"{c.num_heads}/{c.num_kv_heads}", experts, str(c.vocab_size),
         )  # fmt: skip
     return table
@@ -108,6 +115,28 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     return table
 
 
+def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
+    """Recommendation serving side by side; timings only where the model fits."""
+    table = Table(title=title)
+    columns = ["chip", "precision", "fits", "batch", "latency", "queries/s", "queries/J",
+               "J/query", "power", "lookups", "bound by"]  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
+    for r in results:
+        head = [r.chip, f"{r.precision}/{r.weight_precision}"]
+        if not r.fits:
+            head.append(f"no: needs {r.min_chips} chips")
+            table.add_row(*head, *["—"] * (len(columns) - len(head)))
+            continue
+        lookups = "sparse core" if r.sparse_core else f"{r.embedding_s / r.latency_s:.0%} of time"
+        table.add_row(
+            *head, "yes", str(r.batch), seconds(r.latency_s), si(r.queries_per_s),
+            si(r.queries_per_joule), f"{r.joules_per_query:.3g}",
+            f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", lookups, r.bottleneck,
+        )  # fmt: skip
+    return table
+
+
 def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
     table = Table(title=f"where the time goes (top {top} ops by share of their phase)")
     for col in ["phase", "op", "kind", "count", "time each", "share", "bound by"]:
@@ -117,5 +146,21 @@ def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
         table.add_row(
             op.phase, op.name, op.kind, str(op.count), seconds(op.time_s),
             f"{op.share:.1%}", op.bottleneck,
+        )  # fmt: skip
+    return table
+
+
+def validation_table(v: Validation) -> Table:
+    table = Table(title="predicted vs published, grouped by chip and workload")
+    for col in ["chip", "workload", "point", "metric", "measured", "predicted", "error",
+                "plan", "bound by"]:  # fmt: skip
+        table.add_column(
+            col, justify="right" if col in ("measured", "predicted", "error") else "left"
+        )
+    for p in sorted(v.points, key=lambda p: (p.chip, p.workload, p.id)):
+        sign = "+" if p.ratio > 1 else "-"
+        table.add_row(
+            p.chip, p.workload, p.id, p.metric, f"{p.measured:.4g}", f"{p.predicted:.4g}",
+            f"{sign}{p.ape:.0%}", p.detail, p.bottleneck,
         )  # fmt: skip
     return table

@@ -19,6 +19,7 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
 
 
 def seconds(value: float, digits: int = 3) -> str:
+    value = float(f"{value:.{digits}g}")  # round first: 999.9995 µs prints as 1 ms
     for scale, unit in _SMALL:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {unit}"

@@ -192,13 +192,21 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     return TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
 
 
-def load_hf_config(path: Path) -> TransformerConfig:
+def read_config_json(path: Path) -> dict:
+    """A config file's JSON; unreadable or malformed files are a UserError naming the file."""
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: malformed JSON: {e}") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read config: {e.strerror}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_hf_config(path: Path) -> TransformerConfig:
+    data = read_config_json(path)
     name = data.get("_name_or_path") or path.parent.name or path.stem
     return config_from_hf(data, str(name), str(path))
 

@@ -1,4 +1,5 @@
-"""The workload zoo: well-known models as Hugging Face style config files, plus user paths."""
+"""The workload zoo: well-known models as config files (Hugging Face style for transformers,
+xpusim's own format for DLRMs), plus user paths."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
-from xpusim.workloads.transformer_config import config_from_hf, load_hf_config
+from xpusim.workloads.dlrm_config import config_from_json as dlrm_from_json
+from xpusim.workloads.transformer_config import config_from_hf, load_hf_config, read_config_json
 
 ZOO_DIR = Path(__file__).parent / "zoo"
 
@@ -19,7 +21,7 @@ ZOO_DIR = Path(__file__).parent / "zoo"
 class ZooEntry:
     id: str
     config: Any  # TransformerConfig, or what the kind's reader returns
-    published_params: float
+    published_params: float | None  # None for synthetic configs: nothing was published
     params_source: str
     source: str
 
@@ -30,7 +32,10 @@ def model_ids() -> list[str]:
 
 # How to read a zoo file, by its `_xpusim.kind` (default "transformer").
 # Each reader takes (config dict, model id, origin for error messages).
-READERS: dict[str, Callable[[dict, str, str], Any]] = {"transformer": config_from_hf}
+READERS: dict[str, Callable[[dict, str, str], Any]] = {
+    "transformer": config_from_hf,
+    "dlrm": dlrm_from_json,
+}
 
 
 @cache
@@ -41,17 +46,42 @@ def zoo_entry(model_id: str) -> ZooEntry:
     return ZooEntry(
         id=model_id,
         config=READERS[meta.get("kind", "transformer")](data, model_id, str(path)),
-        published_params=float(meta["published_params"]),
+        published_params=float(meta["published_params"]) if "published_params" in meta else None,
         params_source=meta["params_source"],
         source=meta["source"],
     )
 
 
-def load_model(id_or_path: str | Path) -> Any:
-    """A zoo id (`llama-2-7b`) or a path to a Hugging Face `config.json`."""
+def load_model(
+    id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+) -> Any:
+    """A zoo id (`llama-2-7b`), a path to a config file (see load_config_file), or an exported
+    model: `.onnx` (its symbolic input dimensions from `input_shapes`) or torch.export `.pt2`."""
     text = str(id_or_path)
+    if text.endswith(".onnx"):
+        from xpusim.workloads.onnx_import import load_onnx
+
+        return load_onnx(Path(text), input_shapes)
+    if input_shapes:
+        raise UserError("--input-shape applies to ONNX models (.onnx files) only")
+    if text.endswith(".pt2"):
+        from xpusim.workloads.torch_import import load_exported
+
+        return load_exported(Path(text))
     if text.endswith(".json") or Path(text).is_file():
-        return load_hf_config(Path(text))
+        return load_config_file(Path(text))
     if text not in model_ids():
         raise UserError(f"unknown model {text!r}" + closest(text, model_ids()))
     return zoo_entry(text).config
+
+
+def load_config_file(path: Path) -> Any:
+    """A Hugging Face `config.json`, or any kind READERS knows marked `"_xpusim": {"kind": ...}`."""
+    data = read_config_json(path)
+    meta = data.pop("_xpusim", {})
+    kind = meta.get("kind", "transformer") if isinstance(meta, dict) else None
+    if kind not in READERS:
+        raise UserError(f"{path}: field '_xpusim.kind' must be one of {', '.join(READERS)}")
+    if kind == "transformer":
+        return load_hf_config(path)
+    return READERS[kind](data, path.stem, str(path))

@@ -1,0 +1,148 @@
+"""One forward pass of an imported graph on one chip: a ResNet on a batch of images, a
+traced LLM prefill, any model brought in through torch.export or ONNX.
+
+The graph is compiled for the run (recast to the precision, then fused, as an inference
+compiler would: compiler/precision.py, compiler/fusion.py), planned like every workload
+(compiler/memory_plan.py) and costed op by op with the roofline (cost/roofline.py):
+
+    latency = sum over ops of time,  throughput = batch / latency
+    energy  = sum over ops of energy (static power included),  avg_power = energy / latency
+
+`batch` is the leading dimension of the graph's first input, fixed when it was traced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from xpusim.compiler.fusion import fuse
+from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
+from xpusim.compiler.precision import recast
+from xpusim.cost.op_table import op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.ir.dtypes import DType
+from xpusim.ir.tensor import Role
+from xpusim.scenarios.llm_inference import OpReport, _op_reports, resolve_precision
+from xpusim.workloads.imported import ImportedModel
+
+
+@dataclass
+class GraphMemory:
+    weights: float
+    activations: float
+    total: float
+    capacity: float
+
+
+@dataclass
+class GraphInferenceResult:
+    model: str
+    source: str  # "torch.export" or "onnx"
+    chip: str
+    chips: int
+    batch: int
+    inputs: dict[str, list[int]]
+    precision: str
+    weight_precision: str
+    mode: str
+    fits: bool
+    reason: str
+    min_chips: int
+    memory_bytes: GraphMemory
+    placement: dict[str, str]
+    latency_s: float
+    throughput: float  # batch items (images, sequences) per second
+    energy_j: float
+    joules_per_item: float
+    avg_power_w: float
+    tdp_w: float
+    bottleneck: str
+    total_flops: float
+    total_bytes: float
+    notes: list[str] = field(default_factory=list)
+    ops: list[OpReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def simulate(
+    model: ImportedModel,
+    chip: Chip | System,
+    *,
+    precision: str | DType | None = None,
+    weight_precision: str | DType | None = None,
+    chips: int | None = None,
+) -> GraphInferenceResult:
+    """One pass at the traced shapes; precision defaults to the chip's bf16/fp16/int8."""
+    spec = _one_chip(chip, chips)
+    act, notes = resolve_precision(spec, precision)
+    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
+    graph = fuse(recast(model.graph, act, weight))
+
+    footprint = Footprint(
+        weights=graph.tensor_bytes(Role.WEIGHT),
+        kv_cache=graph.tensor_bytes(Role.KV_CACHE),
+        activations=peak_activation_bytes(graph),
+    )
+    capacity = spec.capacity_bytes
+    fits = footprint.total <= capacity
+    placement = place(spec, footprint)
+    table = op_table(graph)
+    costs = evaluate(table, HardwareArrays.build(spec, table), placement)
+    latency_s = float(table.count @ costs.time_s)
+    energy_j = float(table.count @ costs.energy_j)
+    ops = _op_reports("forward", table, costs, latency_s)
+    by_label: dict[str, float] = {}
+    for op in ops:
+        by_label[op.bottleneck] = by_label.get(op.bottleneck, 0.0) + op.count * op.time_s
+    levels = [m.name for m in spec.memory]
+    return GraphInferenceResult(
+        model=model.name,
+        source=model.source,
+        chip=spec.id,
+        chips=1,
+        batch=model.batch,
+        inputs={name: list(shape) for name, shape in model.inputs.items()},
+        precision=act.value,
+        weight_precision=weight.value,
+        mode="inference",
+        fits=fits,
+        reason="" if fits else _not_fit_reason(spec, footprint),
+        min_chips=min_chips(footprint, capacity),
+        memory_bytes=GraphMemory(
+            footprint.weights, footprint.activations, footprint.total, capacity
+        ),
+        placement={role.value: levels[i] for role, i in placement.home.items()},
+        latency_s=latency_s,
+        throughput=model.batch / latency_s,
+        energy_j=energy_j,
+        joules_per_item=energy_j / model.batch,
+        avg_power_w=energy_j / latency_s,
+        tdp_w=spec.tdp_w.value,
+        bottleneck=max(by_label, key=by_label.__getitem__),
+        total_flops=graph.flops,
+        total_bytes=graph.bytes,
+        notes=notes,
+        ops=ops,
+    )
+
+
+def _one_chip(target: Chip | System, chips: int | None) -> Chip:
+    if (chips or 1) > 1 or (isinstance(target, System) and target.chips > 1):
+        raise UserError(
+            "an imported graph runs on one chip for now: partitioning it over chips is not "
+            "modelled yet; a one-chip run reports min_chips"
+        )
+    return target.chip if isinstance(target, System) else target
+
+
+def _not_fit_reason(chip: Chip, fp: Footprint) -> str:
+    gb = 1e9
+    return (
+        f"memory: needs {fp.total / gb:.2f} GB (weights {fp.weights / gb:.2f}, activations "
+        f"{fp.activations / gb:.2f}) but {chip.id} holds {chip.capacity_bytes / gb:.2f} GB"
+    )

@@ -1,0 +1,303 @@
+"""Recommendation serving on one chip: batches of queries through a DLRM-style model.
+
+A query is one sample (one user-item pair scored); a batch of B of them is one forward pass
+(MLPerf's DLRM-v2 queries aggregate 100-700 samples each). The dense part (MLPs, interaction)
+is costed op by op with the roofline (cost/roofline.py); the embedding bags as one fused
+lookup kernel (cost/embedding.py). On a chip with sparse cores the lookups run there, beside
+the dense part; otherwise one after the other:
+
+    latency = dense + lookups                                   (no sparse core)
+            = max(dense, lookups, busy time of the busiest memory level under both)
+    energy  = dense and lookup energy without static power + static power x latency
+    queries_per_s = B / latency,  queries_per_joule = B / energy
+
+Overlap shares memory: both read the same DRAM, so no level can be busier than the latency.
+`sla_ms` searches the largest batch whose latency is within the bound (latency grows with the
+batch: doubling, then bisection) and reports that batch. Sharding tables over several chips
+(with its all-to-all) is not modelled yet: a model that does not fit says how many chips its
+footprint needs (`min_chips`), and its timings are those of one chip as if memory sufficed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
+from xpusim.cost.embedding import EmbeddingBags, EmbeddingCost, evaluate_bags, place_tables
+from xpusim.cost.op_table import OpTable, op_table
+from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import Role
+from xpusim.scenarios.llm_inference import OpReport, resolve_precision
+from xpusim.workloads.dlrm import build_batch
+from xpusim.workloads.dlrm_config import DLRMConfig
+
+MAX_SLA_BATCH = 1 << 16  # the search's ceiling: MLPerf DLRM-v2 trains at global batch 65,536
+
+
+@dataclass
+class RecsysMemory:
+    embeddings: float
+    dense_weights: float
+    activations: float
+    total: float
+    capacity: float
+
+
+@dataclass
+class RecsysResult:
+    model: str
+    chip: str
+    chips: int
+    batch: int
+    precision: str
+    weight_precision: str
+    mode: str
+    fits: bool
+    reason: str
+    min_chips: int
+    memory_bytes: RecsysMemory
+    placement: dict[str, str]  # home level of the dense weights and activations
+    lookups_served: dict[str, float]  # share of gathered rows each memory level serves
+    latency_s: float
+    queries_per_s: float
+    queries_per_joule: float
+    energy_j: float
+    joules_per_query: float
+    avg_power_w: float
+    tdp_w: float
+    bottleneck: str
+    dense_s: float
+    embedding_s: float
+    sparse_core: bool  # lookups ran on sparse cores, overlapped with the dense part
+    flops_per_query: float
+    embedding_bytes_per_query: float  # whole bursts moved
+    sla_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+    ops: list[OpReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def simulate(
+    model: DLRMConfig,
+    chip: Chip | System,
+    *,
+    batch: int = 1,
+    precision: str | DType | None = None,
+    weight_precision: str | DType | None = None,
+    sla_ms: float | None = None,
+    chips: int | None = None,
+) -> RecsysResult:
+    """One batch of `batch` queries; with `sla_ms`, the largest batch within that latency.
+
+    `weight_precision` stores the embedding tables and dense weights narrower than
+    `precision` (int8 tables are the serving norm); `chips` above 1 is refused until tables
+    can be sharded.
+    """
+    spec = _single_chip(chip, chips)
+    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
+        raise UserError(f"batch must be a positive integer, got {batch!r}")
+    act, notes = resolve_precision(spec, precision)
+    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
+    if weight.bits > act.bits:
+        raise UserError(
+            f"weight precision {weight.value} is wider than precision {act.value}; "
+            f"it stores tables and weights narrower"
+        )
+
+    def at(b: int) -> RecsysResult:
+        return _serve(model, spec, b, act, weight, notes)
+
+    if sla_ms is None:
+        return at(batch)
+    if not sla_ms > 0:
+        raise UserError(f"--sla-ms must be positive, got {sla_ms!r}")
+    result = _largest_batch_within(sla_ms * 1e-3, at)
+    result.sla_ms = sla_ms
+    return result
+
+
+def _single_chip(target: Chip | System, chips: int | None) -> Chip:
+    many = (chips or 1) > 1 or (isinstance(target, System) and target.chips > 1)
+    if many:
+        raise UserError(
+            "recommendation models run on one chip for now: sharding embedding tables over "
+            "chips (and the all-to-all it needs) is not modelled yet; a one-chip run reports "
+            "min_chips"
+        )
+    return target.chip if isinstance(target, System) else target
+
+
+def _largest_batch_within(bound_s: float, at: Callable[[int], RecsysResult]) -> RecsysResult:
+    best = at(1)
+    if best.latency_s > bound_s:
+        best.notes.append(
+            f"no batch meets {bound_s * 1e3:g} ms: batch 1 takes {best.latency_s * 1e3:.3g} ms"
+        )
+        return best
+    low, high = 1, 2
+    while high <= MAX_SLA_BATCH and (trial := at(high)).latency_s <= bound_s:
+        best, low, high = trial, high, high * 2
+    high = min(high, MAX_SLA_BATCH + 1)
+    while high - low > 1:  # latency(low) meets the bound, latency(high) does not (or is capped)
+        mid = (low + high) // 2
+        if (trial := at(mid)).latency_s <= bound_s:
+            best, low = trial, mid
+        else:
+            high = mid
+    if best.batch == MAX_SLA_BATCH:
+        best.notes.append(f"the batch search stops at {MAX_SLA_BATCH}")
+    return best
+
+
+def _serve(
+    model: DLRMConfig, chip: Chip, batch: int, act: DType, weight: DType, notes: list[str]
+) -> RecsysResult:
+    graph = build_batch(model, batch, act, weight)
+    bags = EmbeddingBags.of(graph)
+    dense = Graph(graph.name, [op for op in graph if op.kind is not OpKind.EMBEDDING])
+    tables = float(bags.table_bytes.sum())
+    footprint = Footprint(
+        graph.tensor_bytes(Role.WEIGHT) - tables, 0.0, peak_activation_bytes(graph)
+    )
+    placement = place(chip, footprint)
+    home = np.zeros(len(chip.memory))
+    for role, need in footprint.by_role().items():
+        home[placement.home[role]] += need
+    where = place_tables(chip, bags, home, footprint.total)
+    lookups = evaluate_bags(chip, bags, where, placement.level_of(Role.ACTIVATION, bags.io_bytes))
+
+    table = op_table(dense)
+    hw = HardwareArrays.build(chip, table)
+    costs = evaluate(table, hw, placement)
+    dense_s = float(table.count @ costs.time_s)
+    static_w = chip.energy.static_power_w.value
+    dense_dynamic_j = float(table.count @ costs.energy_j) - static_w * dense_s
+    if lookups.on_sparse_core:
+        dense_busy = (costs.level_bytes / hw.level_rate) @ table.count  # (L,)
+        shared_s = float((dense_busy + lookups.level_s).max())
+        latency_s = max(dense_s, lookups.time_s, shared_s)
+    else:
+        shared_s, latency_s = 0.0, dense_s + lookups.time_s
+    energy_j = dense_dynamic_j + lookups.dynamic_j + static_w * latency_s
+
+    capacity = chip.capacity_bytes
+    total = Footprint(footprint.weights + tables, 0.0, footprint.activations)
+    fits = total.total <= capacity
+    names = [m.name for m in chip.memory]
+    served = (where.served * bags.lookups).sum(axis=-1) / bags.lookups.sum()
+    ops = _op_reports(table, costs, lookups, latency_s, float(bags.pool_flops.sum()))
+    return RecsysResult(
+        model=model.name,
+        chip=chip.id,
+        chips=1,
+        batch=batch,
+        precision=act.value,
+        weight_precision=weight.value,
+        mode="inference",
+        fits=fits,
+        reason="" if fits else _not_fit_reason(chip, footprint, tables, min_chips(total, capacity)),
+        min_chips=min_chips(total, capacity),
+        memory_bytes=RecsysMemory(
+            tables, footprint.weights, footprint.activations, total.total, capacity
+        ),
+        placement={
+            "dense_weights": names[placement.home[Role.WEIGHT]],
+            "activations": names[placement.home[Role.ACTIVATION]],
+        },
+        lookups_served={names[i]: float(s) for i, s in enumerate(served) if s > 0},
+        latency_s=latency_s,
+        queries_per_s=batch / latency_s,
+        queries_per_joule=batch / energy_j,
+        energy_j=energy_j,
+        joules_per_query=energy_j / batch,
+        avg_power_w=energy_j / latency_s,
+        tdp_w=chip.tdp_w.value,
+        bottleneck=_bottleneck(ops, lookups, shared_s, latency_s),
+        dense_s=dense_s,
+        embedding_s=lookups.time_s,
+        sparse_core=lookups.on_sparse_core,
+        flops_per_query=graph.flops / batch,
+        embedding_bytes_per_query=float(lookups.level_bytes.sum()) / batch,
+        notes=list(notes),
+        ops=ops,
+    )
+
+
+def _op_reports(
+    table: OpTable, costs: OpCosts, lookups: EmbeddingCost, latency_s: float, pool_flops: float
+) -> list[OpReport]:
+    """The dense ops, then the fused lookup kernel; shares are of the batch's latency."""
+    labels = costs.bottleneck
+    dense = [
+        OpReport(
+            phase="dense",
+            name=op.name,
+            kind=op.kind.value,
+            count=int(table.count[i]),
+            flops=op.flops,
+            bytes=op.bytes,
+            time_s=float(costs.time_s[i]),
+            compute_s=float(costs.compute_s[i]),
+            memory_s=float(costs.memory_s[i]),
+            overhead_s=float(costs.overhead_s[i]),
+            comm_s=0.0,
+            energy_j=float(costs.energy_j[i]),
+            bottleneck=Bottleneck(int(labels[i])).label,
+            share=float(table.count[i] * costs.time_s[i] / latency_s),
+        )
+        for i, op in enumerate(table.ops)
+    ]
+    bags = OpReport(
+        phase="embedding",
+        name="embedding_bags",
+        kind=OpKind.EMBEDDING.value,
+        count=1,
+        flops=pool_flops,
+        bytes=float(lookups.level_bytes.sum()),
+        time_s=lookups.time_s,
+        compute_s=lookups.compute_s,
+        memory_s=lookups.memory_s,
+        overhead_s=lookups.overhead_s,
+        comm_s=0.0,
+        energy_j=lookups.dynamic_j,
+        bottleneck=lookups.bottleneck.label,
+        share=lookups.time_s / latency_s,
+    )
+    return [*dense, bags]
+
+
+def _bottleneck(
+    ops: list[OpReport], lookups: EmbeddingCost, shared_s: float, latency_s: float
+) -> str:
+    """The label carrying the most time; under overlap, that of whatever set the latency."""
+    if shared_s >= latency_s:
+        return Bottleneck.MEMORY.label
+    if lookups.on_sparse_core:
+        setter = "embedding" if lookups.time_s >= latency_s else "dense"
+        ops = [op for op in ops if op.phase == setter]
+    totals: dict[str, float] = {}
+    for op in ops:
+        totals[op.bottleneck] = totals.get(op.bottleneck, 0.0) + op.count * op.time_s
+    return max(totals, key=totals.__getitem__)
+
+
+def _not_fit_reason(chip: Chip, dense: Footprint, tables: float, chips_needed: int) -> str:
+    gb = 1e9
+    need = dense.total + tables
+    return (
+        f"memory: needs {need / gb:.1f} GB (embeddings {tables / gb:.1f}, dense weights "
+        f"{dense.weights / gb:.2f}, activations {dense.activations / gb:.2f}) but {chip.id} holds "
+        f"{chip.capacity_bytes / gb:.2f} GB; the tables need {chips_needed} chips (sharding "
+        f"and its all-to-all are not modelled yet: timings are one chip's as if memory sufficed)"
+    )

@@ -1,0 +1,66 @@
+"""Turns a published point into a simulator call, or says why it cannot yet.
+
+One adapter per workload kind; a point whose kind has no adapter, or whose setup the
+simulator cannot express, is skipped with its reason instead of being dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xpusim.validation.points import Point
+
+
+class Unexpressible(Exception):
+    """The simulator cannot express this point yet; the message says why."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    value: float
+    bottleneck: str
+    detail: str  # what the simulator chose (plan, precision), for the report
+
+
+def _llm_inference(point: Point) -> Prediction:
+    import xpusim
+
+    if point.get("model") is None:
+        raise Unexpressible("no model in the point's setup")
+    chips = int(point.get("chips", 1))
+    tp = int(point.get("tp", 1))
+    plan: dict[str, Any] = {}
+    if chips > 1 and tp > 1:
+        plan = {"tp": tp, "dp": chips // tp}
+    result = xpusim.simulate(
+        point.get("model"), point.chip, chips=chips, batch=int(point.get("batch", 1)),
+        prompt=int(point.get("prompt", 128)), gen=int(point.get("gen", 128)),
+        precision=point.get("precision"), weight_precision=point.get("weight_precision"), **plan,
+    )  # fmt: skip
+    if not result.fits:
+        raise Unexpressible(f"does not fit as specified: {result.reason}")
+    metrics = {
+        "tokens_per_s_per_user": result.tokens_per_s_per_user,
+        "ttft_s": result.ttft_s,
+        "tokens_per_s_per_chip": result.tokens_per_s / result.chips,
+    }
+    if point.metric not in metrics:
+        raise Unexpressible(f"metric {point.metric!r} is not an LLM inference output")
+    plan_text = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
+    searched = " (searched: plan not published)" if result.plan_search else ""
+    return Prediction(metrics[point.metric], result.bottleneck, f"{plan_text}{searched}")
+
+
+ADAPTERS: dict[str, Callable[[Point], Prediction]] = {"llm-inference": _llm_inference}
+"""Workload kind -> adapter. Other scenarios register theirs here as they land."""
+
+
+def predict(point: Point) -> Prediction:
+    if not isinstance(point.value, int | float):
+        raise Unexpressible("a published range or qualitative claim, discussed in the docs")
+    adapter = ADAPTERS.get(point.workload)
+    if adapter is None:
+        raise Unexpressible(f"no {point.workload} scenario in the simulator yet")
+    return adapter(point)

@@ -1,0 +1,104 @@
+"""Scores every published point: predicted beside measured, and the error statistics.
+
+Error is the absolute percentage error |predicted - measured| / measured, the figure peers
+publish (LLMCompass, Calculon, GenZ, Vidur). Which way a prediction misses is kept too:
+a simulator that is always optimistic says something different from a noisy one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from xpusim.errors import UserError
+from xpusim.validation.adapters import Unexpressible, predict
+from xpusim.validation.points import Point, load_points
+
+
+@dataclass
+class ScoredPoint:
+    id: str
+    chip: str
+    workload: str
+    metric: str
+    measured: float
+    predicted: float
+    ape: float  # absolute percentage error, as a fraction
+    ratio: float  # predicted / measured
+    bottleneck: str
+    detail: str
+    source: str
+    notes: str
+
+
+@dataclass
+class SkippedPoint:
+    id: str
+    chip: str
+    workload: str
+    metric: str
+    reason: str
+
+
+@dataclass
+class Validation:
+    points: list[ScoredPoint]
+    skipped: list[SkippedPoint]
+    median_ape: float
+    mean_ape: float
+    n_points: int
+    n_skipped: int
+    worst: list[ScoredPoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def ape(predicted: float, measured: float) -> float:
+    if measured == 0:
+        raise ValueError("a measured value of 0 has no percentage error")
+    return abs(predicted - measured) / abs(measured)
+
+
+def summarize(points: list[ScoredPoint], skipped: list[SkippedPoint], worst: int = 3) -> Validation:
+    errors = [p.ape for p in points]
+    return Validation(
+        points=points,
+        skipped=skipped,
+        median_ape=statistics.median(errors) if errors else float("nan"),
+        mean_ape=statistics.fmean(errors) if errors else float("nan"),
+        n_points=len(points),
+        n_skipped=len(skipped),
+        worst=sorted(points, key=lambda p: -p.ape)[:worst],
+    )
+
+
+def score_point(point: Point) -> ScoredPoint:
+    prediction = predict(point)
+    measured = float(point.value)
+    return ScoredPoint(
+        id=point.id, chip=point.chip, workload=point.workload, metric=point.metric,
+        measured=measured, predicted=prediction.value, ape=ape(prediction.value, measured),
+        ratio=prediction.value / measured, bottleneck=prediction.bottleneck,
+        detail=prediction.detail, source=point.source, notes=point.notes,
+    )  # fmt: skip
+
+
+def validate(points: tuple[Point, ...] | None = None) -> Validation:
+    scored, skipped = [], []
+    for point in points if points is not None else load_points():
+        try:
+            scored.append(score_point(point))
+        except (Unexpressible, UserError) as why:
+            skipped.append(SkippedPoint(point.id, point.chip, point.workload, point.metric,
+                                        str(why)))  # fmt: skip
+    return summarize(scored, skipped)
+
+
+def reason(point: ScoredPoint) -> str:
+    """A one-line account of a miss: its direction, the predicted bottleneck, the setup notes."""
+    direction = "optimistic" if point.ratio > 1 else "pessimistic"
+    if point.metric == "ttft_s":  # a shorter time is the optimistic side
+        direction = "optimistic" if point.ratio < 1 else "pessimistic"
+    notes = f"; measured: {point.notes}" if point.notes else ""
+    return f"{direction} by {point.ape:.0%}, predicted {point.bottleneck}-bound{notes}"

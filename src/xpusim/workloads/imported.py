@@ -1,0 +1,27 @@
+"""A model brought in through torch.export or ONNX: the IR of one forward pass at fixed shapes.
+
+Unlike a zoo transformer, whose steps are rebuilt for every batch and prompt, an imported
+graph is traced at the shapes of its inputs; it is simulated as one pass
+(scenarios/graph_inference.py). Kept free of torch and onnx so that dispatching on it never
+imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xpusim.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    name: str
+    graph: Graph  # as lowered, in the model's own dtypes; compiler passes run per simulation
+    source: str  # "torch.export" or "onnx"
+    inputs: dict[str, tuple[int, ...]]  # the model's tensor inputs and the shapes traced
+
+    @property
+    def batch(self) -> int:
+        """Leading dimension of the first input: the items (images, sequences) of one pass."""
+        first = next(iter(self.inputs.values()), ())
+        return first[0] if first else 1

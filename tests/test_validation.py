@@ -1,0 +1,125 @@
+"""Validation scoring, calibration fitting, and the wall between them and the scored points."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xpusim
+from xpusim.cli import main
+from xpusim.cost.calibration import calibrate, catalog_calibration, fit_gemm
+from xpusim.errors import UserError
+from xpusim.validation.points import DATA, Point, load_points
+from xpusim.validation.score import ScoredPoint, ape, reason, summarize, validate
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "device"
+
+
+def _scored(
+    id_: str, measured: float, predicted: float, metric: str = "tokens_per_s"
+) -> ScoredPoint:
+    return ScoredPoint(
+        id_, "h100-sxm", "llm-inference", metric, measured, predicted,
+        ape(predicted, measured), predicted / measured, "memory", "1 chip", "src", "",
+    )  # fmt: skip
+
+
+def test_ape_and_summary_by_hand():
+    assert ape(110, 100) == pytest.approx(0.10)
+    assert ape(80, 100) == pytest.approx(0.20)
+    v = summarize([_scored("a", 100, 110), _scored("b", 100, 80), _scored("c", 10, 40)], [])
+    assert v.median_ape == pytest.approx(0.20)
+    assert v.mean_ape == pytest.approx((0.10 + 0.20 + 3.0) / 3)
+    assert [p.id for p in v.worst] == ["c", "b", "a"]
+
+
+def test_reason_knows_which_way_is_optimistic():
+    assert reason(_scored("r", 100, 150)).startswith("optimistic")
+    assert reason(_scored("t", 0.1, 0.05, "ttft_s")).startswith("optimistic")
+    assert reason(_scored("t", 0.1, 0.2, "ttft_s")).startswith("pessimistic")
+
+
+def test_every_published_point_is_scored_or_skipped_with_a_reason():
+    v = validate()
+    assert v.n_points + v.n_skipped == len(load_points())
+    assert v.n_points >= 10
+    assert all(s.reason for s in v.skipped)
+    assert all(np.isfinite(p.predicted) and p.predicted > 0 for p in v.points)
+
+
+def test_unexpressible_setups_are_skipped_not_dropped():
+    odd = Point("odd", "llm-inference", "h100-sxm", "joules", 1.0, "test",
+                setup={"model": "llama-2-7b"})  # fmt: skip
+    v = validate((odd,))
+    assert v.n_points == 0 and "metric" in v.skipped[0].reason
+
+
+def test_validate_command_writes_report_and_json(capsys, tmp_path):
+    main(["validate", "--out", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert {"median_ape", "mean_ape", "n_points", "n_skipped", "points"} <= set(out)
+    assert (tmp_path / "validation.md").read_text().startswith("# xpusim validation")
+
+
+def test_gemm_fit_recovers_known_efficiency_and_fixed_time():
+    peak, e, t0 = 1e15, 0.75, 5e-6
+    flops = np.array([2 * s**3 for s in (256, 512, 1024, 2048, 4096)], dtype=float)
+    fit = fit_gemm(flops, flops / (peak * e) + t0, peak)
+    assert fit.efficiency == pytest.approx(e, rel=1e-9)
+    assert fit.fixed_s == pytest.approx(t0, rel=1e-6)
+    one = fit_gemm(flops[-1:], flops[-1:] / (peak * e), peak)
+    assert one.efficiency == pytest.approx(e) and one.fixed_s is None
+
+
+def test_committed_h100_calibration_matches_its_csv():
+    fitted = calibrate(BENCH / "h100-sxm-published-gemm.csv", xpusim.chip("h100-sxm"))
+    committed = catalog_calibration("h100-sxm")
+    assert committed is not None
+    for dtype, fit in fitted.matmul.items():
+        assert committed.matmul[dtype].efficiency == pytest.approx(fit.efficiency)
+
+
+def test_calibration_never_reads_the_scored_points(monkeypatch, tmp_path):
+    """Efficiencies come from microbenchmarks: fitting and simulating must not open the data."""
+    real_open = builtins.open
+
+    def guarded(file, *args, **kwargs):
+        if Path(str(file)).resolve() == DATA.resolve():
+            raise AssertionError("calibration or the cost model read the validation points")
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded)
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: guarded(self).read())
+    catalog_calibration.cache_clear()
+    calibrate(BENCH / "h100-sxm-published-gemm.csv", xpusim.chip("h100-sxm"))
+    xpusim.simulate("llama-2-7b", "h100-sxm", precision="bf16")
+    catalog_calibration.cache_clear()
+
+
+def test_calibrate_command_and_bad_csv(capsys, tmp_path):
+    csv = tmp_path / "mine.csv"
+    csv.write_text("kind,dtype,batch,m,n,k,bytes,seconds,source\n"
+                   "gemm,bf16,1,4096,4096,4096,,0.0002,me\n"
+                   "copy,,,,,,8e9,0.003,me\n")  # fmt: skip
+    out = tmp_path / "cal.json"
+    main(["calibrate", str(csv), "--chip", "h100-sxm", "--out", str(out), "--json"])
+    cal = json.loads(out.read_text())
+    assert cal["matmul"]["bf16"]["efficiency"] == pytest.approx(2 * 4096**3 / 2e-4 / 989.5e12)
+    assert cal["memory_efficiency"] == pytest.approx(8e9 / 0.003 / 3.35e12)
+    capsys.readouterr()
+    csv.write_text("kind,dtype,batch,m,n,k,bytes,seconds\ngemm,bf16,1,x,1,1,,1\n")
+    with pytest.raises(UserError, match="column 'm'"):
+        calibrate(csv, xpusim.chip("h100-sxm"))
+
+
+def test_calibration_only_slows_ops_down_from_the_floor():
+    """Fitted efficiencies stay at most 1 and fixed times non-negative."""
+    for chip_id in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):
+        cal = catalog_calibration(chip_id)
+        assert cal is not None
+        for fit in cal.matmul.values():
+            assert 0 < fit.efficiency <= 1 and (fit.fixed_s is None or fit.fixed_s >= 0)

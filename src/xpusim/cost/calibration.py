@@ -13,7 +13,11 @@ achievable memory bandwidth the same way. The result is a versioned JSON file pe
 own error) that the cost model reads when it exists; the chip's TOML figures apply otherwise.
 
 Input is a CSV with columns kind, dtype, batch, m, n, k, bytes, seconds (kind: gemm, copy,
-attention or decode). `benchmarks/device/measure.py` writes one on an NVIDIA GPU.
+attention or decode). For attention rows, batch counts (sequence, head) pairs, m and n are
+the query and key lengths, k the head dimension, and the kernel is non-causal, so it does
+4 x batch x m x n x k FLOPs; attention kernels reach a lower fraction of peak than GEMMs
+(FlashAttention-2: about 37% on an H100), which is why they get their own fit. Decode rows
+are kept for comparison and never fitted. `benchmarks/device/measure.py` writes such a CSV.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Calibration:
     source: str
     method: str
     matmul: dict[str, MatmulFit] = field(default_factory=dict)
+    attention: MatmulFit | None = None  # as a fraction of the peak of the kernel's precision
     memory_efficiency: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -100,10 +105,11 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
         date=dt.date.today().isoformat(),
         source=f"{csv_path.name}: "
         + "; ".join(sorted({r.get("source") or "" for r in rows} - {""})),
-        method="least-squares fit of t = F/(peak x e) + t0 per precision to GEMM rows; "
-        "copy rows give the achievable fraction of DRAM bandwidth (best row)",
+        method="least-squares fit of t = F/(peak x e) + t0 per precision to GEMM rows, and "
+        "to attention rows; copy rows give the achievable fraction of DRAM bandwidth (best row)",
     )
     gemms: dict[str, list[tuple[float, float]]] = {}
+    attention: list[tuple[float, float, float]] = []  # flops, seconds, peak
     for i, row in enumerate(rows, start=2):
         where = f"{csv_path}:{i}"
         kind = row["kind"]
@@ -117,11 +123,19 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
             achieved = _float(row, "bytes", where) / _float(row, "seconds", where)
             share = achieved / dram.bandwidth_bytes_per_s.value
             cal.memory_efficiency = min(1.0, max(cal.memory_efficiency or 0.0, share))
-        elif kind not in ("attention", "decode"):
+        elif kind == "attention":
+            dtype = DType.parse(row["dtype"], f"dtype at {where}")
+            flops = 4 * _float(row, "batch", where) * _float(row, "m", where) * _float(
+                row, "n", where) * _float(row, "k", where)  # fmt: skip
+            attention.append((flops, _float(row, "seconds", where), chip.peak(dtype)))
+        elif kind != "decode":
             raise UserError(f"{where}: kind must be gemm, copy, attention or decode, not {kind!r}")
     for dtype, pairs in gemms.items():
         flops, seconds = (np.array(v) for v in zip(*pairs, strict=True))
         cal.matmul[dtype] = fit_gemm(flops, seconds, chip.peak(DType(dtype)))
+    if attention:
+        flops, seconds, peaks = (np.array(v) for v in zip(*attention, strict=True))
+        cal.attention = fit_gemm(flops / peaks, seconds, 1.0)  # in fractions of each row's peak
     if not cal.matmul and cal.memory_efficiency is None:
         raise UserError(f"{csv_path}: no gemm or copy rows to fit")
     return cal
@@ -135,6 +149,8 @@ def read_calibration(path: Path) -> Calibration:
     try:
         data = json.loads(path.read_text())
         data["matmul"] = {k: MatmulFit(**v) for k, v in data.get("matmul", {}).items()}
+        if data.get("attention"):
+            data["attention"] = MatmulFit(**data["attention"])
         return Calibration(**data)
     except (OSError, ValueError, TypeError) as e:
         raise UserError(f"{path}: not a calibration file: {e}") from None

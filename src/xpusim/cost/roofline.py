@@ -67,9 +67,11 @@ class HardwareArrays:
         peaks = np.array(
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )
+        attention_eff = cal.attention.efficiency if cal and cal.attention else None
         efficiency = np.array([
-            (cal and cal.matmul_efficiency(d)) or chip.efficiency.matmul.value
-            for d in table.dtypes
+            attention_eff if k is OpKind.ATTENTION and attention_eff
+            else (cal and cal.matmul_efficiency(d)) or chip.efficiency.matmul.value
+            for d, k in zip(table.dtypes, table.kinds, strict=True)
         ])  # fmt: skip
         is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
         assumed_fixed = chip.overhead.matmul_fixed_s

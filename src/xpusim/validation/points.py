@@ -26,6 +26,7 @@ class Point:
     value: Any  # a number, or [low, high] for a published range
     source: str
     notes: str = ""
+    known_gap: str = ""  # why xpusim is expected to miss it: what the measurement includes
     setup: dict[str, Any] = field(default_factory=dict)  # model, chips, tp, batch, ...
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -33,7 +34,7 @@ class Point:
         return default if value is None else value
 
 
-_CORE = {"id", "workload", "chip", "metric", "value", "source", "notes"}
+_CORE = {"id", "workload", "chip", "metric", "value", "source", "notes", "known_gap"}
 
 
 @cache

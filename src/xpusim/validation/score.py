@@ -29,6 +29,7 @@ class ScoredPoint:
     detail: str
     source: str
     notes: str
+    known_gap: str = ""
 
 
 @dataclass
@@ -81,6 +82,7 @@ def score_point(point: Point) -> ScoredPoint:
         measured=measured, predicted=prediction.value, ape=ape(prediction.value, measured),
         ratio=prediction.value / measured, bottleneck=prediction.bottleneck,
         detail=prediction.detail, source=point.source, notes=point.notes,
+        known_gap=point.known_gap,
     )  # fmt: skip
 
 
@@ -101,4 +103,5 @@ def reason(point: ScoredPoint) -> str:
     if point.metric == "ttft_s":  # a shorter time is the optimistic side
         direction = "optimistic" if point.ratio < 1 else "pessimistic"
     notes = f"; measured: {point.notes}" if point.notes else ""
-    return f"{direction} by {point.ape:.0%}, predicted {point.bottleneck}-bound{notes}"
+    gap = f"; known gap: {point.known_gap}" if point.known_gap else ""
+    return f"{direction} by {point.ape:.0%}, predicted {point.bottleneck}-bound{notes}{gap}"

@@ -1,0 +1,157 @@
+"""Measure the microbenchmarks `xpusim calibrate` fits, on an NVIDIA GPU with PyTorch.
+
+    python benchmarks/device/measure.py --out h200-measured.csv [--quick]
+    xpusim calibrate h200-measured.csv --chip h200-sxm \
+        --out src/xpusim/hardware/calibration/h200-sxm.json
+
+Rows (CSV columns kind, dtype, batch, m, n, k, bytes, seconds, source):
+* gemm: a sweep of matmul shapes in bf16 (and fp8 through torch._scaled_mm where the GPU has
+  it), from 256^3 to 8192^3, including the skinny shapes of decode (m = 1..64);
+* copy: device-to-device copies of 256 MB to 4 GB (bytes counts the read and the write);
+* attention: scaled_dot_product_attention forward (flash backend), non-causal, 16 heads of
+  128, batch x seq = 16k, as in the FlashAttention papers;
+* decode: one llama-2-7b-shaped decode step (32 layers of the four projections as GEMVs,
+  bf16, random weights); kept for comparison with xpusim's prediction, never fitted.
+
+Times are CUDA-event medians over repeated launches after warm-up. Needs torch with CUDA;
+nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import statistics
+import sys
+from collections.abc import Callable
+
+SOURCE = f"benchmarks/device/measure.py, {dt.date.today().isoformat()}"
+GEMM_SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (64, 4096, 11008), (256, 2048, 4096),
+               (512, 4096, 4096), (1024, 2048, 2048), (2048, 2048, 2048), (4096, 4096, 4096),
+               (8192, 8192, 8192), (4096, 512, 512), (256, 1024, 256)]  # fmt: skip
+COPY_BYTES = [256 << 20, 1 << 30, 4 << 30]
+ATTENTION_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
+
+
+def time_cuda(fn: Callable[[], object], repeats: int) -> float:
+    import torch
+
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def row(kind: str, dtype: str, batch: int, m: int, n: int, k: int, nbytes: float,
+        seconds: float) -> dict:  # fmt: skip
+    return dict(kind=kind, dtype=dtype, batch=batch, m=m, n=n, k=k, bytes=nbytes or "",
+                seconds=seconds, source=SOURCE)  # fmt: skip
+
+
+def gemms(repeats: int) -> list[dict]:
+    import torch
+
+    rows = []
+    for m, n, k in GEMM_SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        seconds = time_cuda(lambda a=a, b=b: a @ b, repeats)
+        rows.append(row("gemm", "bf16", 1, m, n, k, 0, seconds))
+        if hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability() >= (8, 9):
+            a8 = a.to(torch.float8_e4m3fn)
+            b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major second operand
+            one = torch.ones((), device="cuda")
+            if m % 16 == 0:  # _scaled_mm needs dimensions divisible by 16
+
+                def fp8(a8=a8, b8=b8, one=one):
+                    return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                                            out_dtype=torch.bfloat16)  # fmt: skip
+
+                rows.append(row("gemm", "fp8", 1, m, n, k, 0, time_cuda(fp8, repeats)))
+    return rows
+
+
+def copies(repeats: int) -> list[dict]:
+    import torch
+
+    rows = []
+    for nbytes in COPY_BYTES:
+        src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        seconds = time_cuda(lambda src=src, dst=dst: dst.copy_(src), repeats)
+        rows.append(row("copy", "", 1, 0, 0, 0, 2 * nbytes, seconds))  # read + write
+    return rows
+
+
+def attention(repeats: int) -> list[dict]:
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for seq in ATTENTION_SEQS:
+        batch = 16384 // seq
+        q, k, v = (torch.randn(batch, 16, seq, 128, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))  # fmt: skip
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+            seconds = time_cuda(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v),
+                                repeats)  # fmt: skip
+        rows.append(row("attention", "bf16", batch * 16, seq, seq, 128, 0, seconds))
+    return rows
+
+
+def decode_step(repeats: int) -> list[dict]:
+    """One llama-2-7b decode step's projections: 32 x (QKV, O, gate+up, down) GEMVs."""
+    import torch
+
+    hidden, ffn, layers = 4096, 11008, 32
+    shapes = [(hidden, 3 * hidden), (hidden, hidden), (hidden, 2 * ffn), (ffn, hidden)]
+    weights = [[torch.randn(k, n, device="cuda", dtype=torch.bfloat16) for k, n in shapes]
+               for _ in range(layers)]  # fmt: skip
+    x = torch.randn(1, hidden, device="cuda", dtype=torch.bfloat16)
+    xf = torch.randn(1, ffn, device="cuda", dtype=torch.bfloat16)
+
+    def step() -> None:
+        for qkv, o, gate_up, down in weights:
+            x @ qkv
+            x @ o
+            x @ gate_up
+            xf @ down
+
+    nbytes = sum(w.numel() * 2 for layer in weights for w in layer)
+    return [row("decode", "bf16", 1, 1, hidden, hidden, nbytes, time_cuda(step, repeats))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("measure.py needs PyTorch with CUDA (pip install torch)")
+    if not torch.cuda.is_available():
+        sys.exit("measure.py needs an NVIDIA GPU: torch.cuda.is_available() is False")
+    repeats = 5 if args.quick else 20
+    rows = []
+    for name, part in (("gemm", gemms), ("copy", copies), ("attention", attention),
+                       ("decode", decode_step)):  # fmt: skip
+        print(f"measuring {name} on {torch.cuda.get_device_name()}...", file=sys.stderr)
+        rows += part(repeats)
+    with open(args.out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {len(rows)} rows to {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -155,9 +155,19 @@ def test_lookups_overlap_dense_work_only_on_a_sparse_core():
     model = api.model("dlrm-v2")
     tpu = api.simulate(model, "tpu-v4", batch=2048)
     assert tpu.sparse_core and tpu.latency_s == pytest.approx(max(tpu.dense_s, tpu.embedding_s))
+    assert tpu.avg_power_w <= tpu.tdp_w  # the sparse cores' power is inside the budget
     a100 = api.simulate(model, "a100-sxm-80gb", batch=2048)
     assert not a100.sparse_core
     assert a100.latency_s == pytest.approx(a100.dense_s + a100.embedding_s)
+
+
+def test_random_access_efficiency_is_a_what_if():
+    chip = load_chip("mtia-v1")
+    slower = override(chip, "memory.dram.random_access_efficiency", 0.3)  # unset: a default
+    base, what_if = (
+        api.simulate("dlrm-v2", c, batch=1024, precision="fp16") for c in (chip, slower)
+    )
+    assert what_if.embedding_s > base.embedding_s and what_if.dense_s == base.dense_s
 
 
 def test_small_tables_are_served_from_mtia_sram():

@@ -10,12 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import xpusim
 from xpusim import api
 from xpusim.cli import main
 from xpusim.cost.embedding import EmbeddingBags, TablePlacement, evaluate_bags, granularity
 from xpusim.hardware.catalog import load_chip
 from xpusim.hardware.spec import MemoryKind
 from xpusim.hardware.whatif import override
+from xpusim.ir.dtypes import DType
 from xpusim.workloads.dlrm_config import config_from_json
 
 PROPERTY = settings(max_examples=40, deadline=None,
@@ -42,7 +44,8 @@ def bags(draw):
         row_bytes=np.array([draw(st.sampled_from(ROW_BYTES)) for _ in range(n)], dtype=float),
         lookups=np.array([draw(st.integers(1, 10**6)) for _ in range(n)], dtype=float),
         pool_flops=np.array([draw(st.integers(0, 10**8)) for _ in range(n)], dtype=float),
-        io_bytes=float(draw(st.integers(0, 10**7))),
+        io=np.array([draw(st.integers(0, 10**6)) for _ in range(n)], dtype=float),
+        pooled_bytes=np.array([draw(st.integers(0, 10**5)) for _ in range(n)], dtype=float),
     )
 
 
@@ -103,7 +106,8 @@ def test_more_bandwidth_is_never_slower(any_chip, data, factor):
 @given(data=st.data())
 def test_an_sram_resident_table_is_never_slower_than_a_dram_one(chip_id, data):
     chip = load_chip(chip_id)
-    b = dataclasses.replace(data.draw(bags()), io_bytes=0.0)  # the table's reads alone
+    b = data.draw(bags())
+    b = dataclasses.replace(b, io=np.zeros_like(b.io))  # the table's reads alone
     near, far = onchip(chip), dram(chip)
     fast = evaluate_bags(chip, b, served_at(chip, near, len(b.rows)), near)
     slow = evaluate_bags(chip, b, served_at(chip, far, len(b.rows)), near)
@@ -115,7 +119,7 @@ def test_lookup_cost_scales_with_pooling_and_row_size():
     chip = load_chip("mtia-v1")
     level = dram(chip)
     base = EmbeddingBags(("t",), np.array([1e6]), np.array([256.0]), np.array([1e5]),
-                         np.array([0.0]), 0.0)  # fmt: skip
+                         np.array([0.0]), np.array([0.0]), np.array([0.0]))  # fmt: skip
     where = served_at(chip, level, 1)
 
     def memory_s(bag):
@@ -221,7 +225,7 @@ def test_compare_the_family(capsys):
 
 @pytest.mark.parametrize(("argv", "mentions"), [
     (["--prompt", "64"], ["--prompt", "--batch"]),
-    (["--chips", "2"], ["sharding"]),
+    (["--sharding", "diagonal"], ["--sharding"]),
     (["--sla-ms", "0"], ["--sla-ms"]),
 ])  # fmt: skip
 def test_options_that_do_not_apply_are_refused(capsys, argv, mentions):
@@ -231,3 +235,37 @@ def test_options_that_do_not_apply_are_refused(capsys, argv, mentions):
     assert e.value.code == 2 and len(err.strip().splitlines()) == 1
     for word in mentions:
         assert word in err
+
+
+def test_tables_shard_over_chips_with_their_exchange():
+    """DLRM-v2 on 8 H100s: each chip holds an eighth of the tables; pooled rows are exchanged."""
+    one = xpusim.simulate("dlrm-v2", "h100-sxm", batch=2048, precision="fp16",
+                          weight_precision="int8")  # fmt: skip
+    for how in ("table", "row"):
+        eight = xpusim.simulate("dlrm-v2", "h100-sxm", batch=2048, precision="fp16",
+                                weight_precision="int8", chips=8, sharding=how)  # fmt: skip
+        assert eight.chips == 8 and eight.sharding == how
+        assert eight.exchange_s > 0
+        assert eight.memory_bytes.embeddings < one.memory_bytes.embeddings / 4
+        assert eight.avg_power_w <= eight.tdp_w
+
+
+def test_sharding_makes_a_model_that_needs_more_chips_fit():
+    alone = xpusim.simulate("dlrm-v2", "mtia-v1", batch=512, precision="fp32")
+    assert not alone.fits and alone.min_chips >= 2
+    spread = xpusim.simulate("dlrm-v2", "mtia-v1", batch=512, precision="fp32",
+                             chips=alone.min_chips + 1)  # fmt: skip
+    assert spread.fits
+
+
+def test_table_wise_sharding_balances_bytes():
+    from xpusim.scenarios.recsys import shard_tables
+    from xpusim.workloads.dlrm import build_batch
+
+    cfg = xpusim.model("dlrm-v2")
+    bags = EmbeddingBags.of(build_batch(cfg, 4, DType.FP16, DType.FP16))
+    shards = shard_tables(bags, 4, "table")
+    assert sorted(n for s in shards for n in s.names) == sorted(bags.names)
+    assert sum(float(s.table_bytes.sum()) for s in shards) == pytest.approx(bags.table_bytes.sum())
+    rows = shard_tables(bags, 4, "row")
+    assert float(rows[0].lookups.sum()) == pytest.approx(float(bags.lookups.sum()) / 4)

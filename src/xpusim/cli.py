@@ -40,6 +40,9 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Recommendation models: find the largest batch whose latency is "
                           "within this bound (instead of --batch)."),
+        click.option("--sharding", type=click.Choice(["auto", "table", "row"]), default="auto",
+                     show_default=True,
+                     help="Recommendation models on several chips: how tables are sharded."),
         click.option("--prompt", type=click.IntRange(min=1), default=128, show_default=True,
                      help="Input tokens per sequence."),
         click.option("--gen", type=click.IntRange(min=1), default=128, show_default=True,

@@ -34,7 +34,7 @@ hits for TBE); these are the hit rates of uniform traffic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,7 +56,8 @@ class EmbeddingBags:
     row_bytes: np.ndarray  # (t,) bytes of one stored row, scale and bias included
     lookups: np.ndarray  # (t,) rows gathered in the batch
     pool_flops: np.ndarray  # (t,)
-    io_bytes: float  # ids read and pooled rows written, all tables
+    io: np.ndarray  # (t,) ids read and pooled rows written
+    pooled_bytes: np.ndarray  # (t,) the pooled rows alone: what sharding sends between chips
 
     @classmethod
     def of(cls, graph: Graph) -> EmbeddingBags:
@@ -70,12 +71,39 @@ class EmbeddingBags:
             row_bytes=np.array([t.shape[-1] * t.dtype.itemsize for t in tables]),
             lookups=np.array([op.inputs[1].numel for op in ops], dtype=float),
             pool_flops=np.array([op.vector_flops for op in ops]),
-            io_bytes=float(sum(op.inputs[1].nbytes + op.outputs[0].nbytes for op in ops)),
+            io=np.array([op.inputs[1].nbytes + op.outputs[0].nbytes for op in ops]),
+            pooled_bytes=np.array([op.outputs[0].nbytes for op in ops], dtype=float),
         )
+
+    @property
+    def io_bytes(self) -> float:
+        return float(self.io.sum())
 
     @property
     def table_bytes(self) -> np.ndarray:
         return self.rows * self.row_bytes
+
+    def subset(self, tables: list[int]) -> EmbeddingBags:
+        """Some of the tables, whole: what one chip holds under table-wise sharding."""
+        pick = np.array(tables, dtype=int)
+        return EmbeddingBags(
+            names=tuple(self.names[i] for i in pick), rows=self.rows[pick],
+            row_bytes=self.row_bytes[pick], lookups=self.lookups[pick],
+            pool_flops=self.pool_flops[pick], io=self.io[pick],
+            pooled_bytes=self.pooled_bytes[pick],
+        )  # fmt: skip
+
+    def row_shard(self, parts: int) -> EmbeddingBags:
+        """One of `parts` row-wise shards of every table: 1/parts of the rows and lookups.
+
+        Lookups are uniform over rows, so each shard serves its share of them; it writes a
+        partial pooled sum for every sample, which a reduce-scatter then adds up.
+        """
+        return replace(
+            self, rows=np.ceil(self.rows / parts), lookups=self.lookups / parts,
+            pool_flops=self.pool_flops / parts,
+            io=self.io / parts + self.pooled_bytes * (1 - 1 / parts),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -118,12 +118,13 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
 def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
     """Recommendation serving side by side; timings only where the model fits."""
     table = Table(title=title)
-    columns = ["chip", "precision", "fits", "batch", "latency", "queries/s", "queries/J",
-               "J/query", "power", "lookups", "bound by"]  # fmt: skip
+    columns = ["chip", "chips", "precision", "fits", "batch", "latency", "queries/s",
+               "queries/J", "J/query", "power/chip", "lookups", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
-        head = [r.chip, f"{r.precision}/{r.weight_precision}"]
+        chips = f"{r.chips} ({r.sharding}-wise)" if r.sharding else str(r.chips)
+        head = [r.chip, chips, f"{r.precision}/{r.weight_precision}"]
         if not r.fits:
             head.append(f"no: needs {r.min_chips} chips")
             table.add_row(*head, *["—"] * (len(columns) - len(head)))

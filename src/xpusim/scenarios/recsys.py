@@ -13,9 +13,15 @@ the dense part; otherwise one after the other:
 
 Overlap shares memory: both read the same DRAM, so no level can be busier than the latency.
 `sla_ms` searches the largest batch whose latency is within the bound (latency grows with the
-batch: doubling, then bisection) and reports that batch. Sharding tables over several chips
-(with its all-to-all) is not modelled yet: a model that does not fit says how many chips its
-footprint needs (`min_chips`), and its timings are those of one chip as if memory sufficed.
+batch: doubling, then bisection) and reports that batch.
+
+On N chips (`chips`, or a system) the dense part is data parallel (each chip scores
+ceil(B / N) samples) and the tables are sharded: table-wise (whole tables, spread by size)
+or row-wise (a slice of every table on every chip). Each chip looks up its shard for the
+whole batch, then the pooled rows are exchanged: an all-to-all (table-wise) or a
+reduce-scatter of partial sums (row-wise), costed on the system's topology
+(cost/collectives.py) and added to the slowest chip's time: TorchRec's schedule without
+pipelining. A model that does not fit says how many chips its footprint needs (`min_chips`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
+from xpusim.cost.collectives import Collective, collective_time
 from xpusim.cost.embedding import EmbeddingBags, EmbeddingCost, evaluate_bags, place_tables
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
@@ -36,15 +43,18 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.scenarios.llm_inference import OpReport, resolve_precision
+from xpusim.scenarios.llm_inference import OpReport, resolve_precision, resolve_system
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import DLRMConfig
 
+SHARDINGS = ("table", "row")
 MAX_SLA_BATCH = 1 << 16  # the search's ceiling: MLPerf DLRM-v2 trains at global batch 65,536
 
 
 @dataclass
 class RecsysMemory:
+    """What one chip holds (the fullest one when tables are sharded)."""
+
     embeddings: float
     dense_weights: float
     activations: float
@@ -80,6 +90,8 @@ class RecsysResult:
     sparse_core: bool  # lookups ran on sparse cores, overlapped with the dense part
     flops_per_query: float
     embedding_bytes_per_query: float  # whole bursts moved
+    sharding: str | None = None  # "table" or "row" across chips; None on one chip
+    exchange_s: float = 0.0  # the all-to-all (or reduce-scatter) of pooled embeddings
     sla_ms: float | None = None
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
@@ -97,26 +109,32 @@ def simulate(
     weight_precision: str | DType | None = None,
     sla_ms: float | None = None,
     chips: int | None = None,
+    sharding: str = "auto",
 ) -> RecsysResult:
     """One batch of `batch` queries; with `sla_ms`, the largest batch within that latency.
 
     `weight_precision` stores the embedding tables and dense weights narrower than
-    `precision` (int8 tables are the serving norm); `chips` above 1 is refused until tables
-    can be sharded.
+    `precision` (int8 tables are the serving norm). On several chips the tables are sharded
+    table-wise or row-wise (`sharding`; "auto" keeps whichever serves the batch faster
+    among those that fit) and the dense part is data parallel.
     """
-    spec = _single_chip(chip, chips)
+    system = resolve_system(chip, chips)
     if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
         raise UserError(f"batch must be a positive integer, got {batch!r}")
-    act, notes = resolve_precision(spec, precision)
+    if sharding not in ("auto", *SHARDINGS):
+        raise UserError(f"--sharding must be auto, table or row, not {sharding!r}")
+    act, notes = resolve_precision(system.chip, precision)
     weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
     if weight.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "
             f"it stores tables and weights narrower"
         )
+    choices = SHARDINGS if sharding == "auto" and system.chips > 1 else (sharding,)
 
     def at(b: int) -> RecsysResult:
-        return _serve(model, spec, b, act, weight, notes)
+        tried = [_serve(model, system, b, act, weight, notes, how) for how in choices]
+        return min(tried, key=lambda r: (not r.fits, r.latency_s))
 
     if sla_ms is None:
         return at(batch)
@@ -125,17 +143,6 @@ def simulate(
     result = _largest_batch_within(sla_ms * 1e-3, at)
     result.sla_ms = sla_ms
     return result
-
-
-def _single_chip(target: Chip | System, chips: int | None) -> Chip:
-    many = (chips or 1) > 1 or (isinstance(target, System) and target.chips > 1)
-    if many:
-        raise UserError(
-            "recommendation models run on one chip for now: sharding embedding tables over "
-            "chips (and the all-to-all it needs) is not modelled yet; a one-chip run reports "
-            "min_chips"
-        )
-    return target.chip if isinstance(target, System) else target
 
 
 def _largest_batch_within(bound_s: float, at: Callable[[int], RecsysResult]) -> RecsysResult:
@@ -160,22 +167,61 @@ def _largest_batch_within(bound_s: float, at: Callable[[int], RecsysResult]) -> 
     return best
 
 
+def shard_tables(bags: EmbeddingBags, chips: int, sharding: str) -> list[EmbeddingBags]:
+    """Each chip's tables: whole tables spread by size (table-wise), or a slice of every one.
+
+    Table-wise places the largest table first on the chip holding the fewest bytes so far
+    (longest-processing-time first), which balances memory; a chip may get no table at all.
+    """
+    if chips == 1:
+        return [bags]
+    if sharding == "row":
+        return [bags.row_shard(chips)] * chips
+    loads, groups = np.zeros(chips), [[] for _ in range(chips)]
+    for t in np.argsort(-bags.table_bytes, kind="stable"):
+        c = int(np.argmin(loads))
+        groups[c].append(int(t))
+        loads[c] += bags.table_bytes[t]
+    return [bags.subset(g) for g in groups if g]
+
+
+def _exchange_s(system: System, bags: EmbeddingBags, shards: list[EmbeddingBags],
+                sharding: str) -> float:  # fmt: skip
+    """Sending pooled embeddings to the chips that own the samples' dense part.
+
+    Table-wise: an all-to-all of each chip's pooled rows (for every sample of the batch);
+    row-wise: a reduce-scatter that adds the partial sums and leaves each chip its samples.
+    """
+    n = system.chips
+    if n == 1:
+        return 0.0
+    if sharding == "row":
+        total = float(bags.pooled_bytes.sum())
+        return collective_time(system, Collective.REDUCE_SCATTER, total, n).time_s
+    largest = max(float(shard.pooled_bytes.sum()) for shard in shards)
+    return collective_time(system, Collective.ALL_TO_ALL, largest, n).time_s
+
+
 def _serve(
-    model: DLRMConfig, chip: Chip, batch: int, act: DType, weight: DType, notes: list[str]
-) -> RecsysResult:
+    model: DLRMConfig, system: System, batch: int, act: DType, weight: DType,
+    notes: list[str], sharding: str,
+) -> RecsysResult:  # fmt: skip
+    """One batch over the system: each chip runs the dense part for its share of the samples
+    and the lookups of its tables for all of them; then the pooled rows are exchanged."""
+    chip, n = system.chip, system.chips
     graph = build_batch(model, batch, act, weight)
     bags = EmbeddingBags.of(graph)
-    dense = Graph(graph.name, [op for op in graph if op.kind is not OpKind.EMBEDDING])
+    local = graph if n == 1 else build_batch(model, -(-batch // n), act, weight)
+    dense = Graph(local.name, [op for op in local if op.kind is not OpKind.EMBEDDING])
     tables = float(bags.table_bytes.sum())
+    local_tables = float(EmbeddingBags.of(local).table_bytes.sum())
     footprint = Footprint(
-        graph.tensor_bytes(Role.WEIGHT) - tables, 0.0, peak_activation_bytes(graph)
+        local.tensor_bytes(Role.WEIGHT) - local_tables, 0.0, peak_activation_bytes(local)
     )
     placement = place(chip, footprint)
     home = np.zeros(len(chip.memory))
     for role, need in footprint.by_role().items():
         home[placement.home[role]] += need
-    where = place_tables(chip, bags, home, footprint.total)
-    lookups = evaluate_bags(chip, bags, where, placement.level_of(Role.ACTIVATION, bags.io_bytes))
 
     table = op_table(dense)
     hw = HardwareArrays.build(chip, table)
@@ -183,33 +229,53 @@ def _serve(
     dense_s = float(table.count @ costs.time_s)
     static_w = chip.energy.static_power_w.value
     dense_dynamic_j = float(table.count @ costs.energy_j) - static_w * dense_s
-    if lookups.on_sparse_core:
-        dense_busy = (costs.level_bytes / hw.level_rate) @ table.count  # (L,)
-        shared_s = float((dense_busy + lookups.level_s).max())
-        latency_s = max(dense_s, lookups.time_s, shared_s)
-    else:
-        shared_s, latency_s = 0.0, dense_s + lookups.time_s
-    energy_j = dense_dynamic_j + lookups.dynamic_j + static_w * latency_s
+    dense_busy = (costs.level_bytes / hw.level_rate) @ table.count  # (L,)
+
+    shards = shard_tables(bags, n, sharding)
+    per_chip = []  # (latency, shared_s, lookups, placement) of each chip holding tables
+    for shard in shards:
+        where = place_tables(chip, shard, home, footprint.total)
+        io_level = placement.level_of(Role.ACTIVATION, shard.io_bytes)
+        lookups = evaluate_bags(chip, shard, where, io_level)
+        if lookups.on_sparse_core:
+            shared_s = float((dense_busy + lookups.level_s).max())
+            latency_s = max(dense_s, lookups.time_s, shared_s)
+        else:
+            shared_s, latency_s = 0.0, dense_s + lookups.time_s
+        per_chip.append((latency_s, shared_s, lookups, where))
+    latency_s, shared_s, lookups, where = max(per_chip, key=lambda c: c[0])
+    exchange_s = _exchange_s(system, bags, shards, sharding)
+    latency_s += exchange_s
+    energy_j = (n * dense_dynamic_j + sum(c[2].dynamic_j for c in per_chip)
+                + static_w * latency_s * n)  # fmt: skip
 
     capacity = chip.capacity_bytes
-    total = Footprint(footprint.weights + tables, 0.0, footprint.activations)
-    fits = total.total <= capacity
+    fullest = Footprint(footprint.weights + max(float(s.table_bytes.sum()) for s in shards),
+                        0.0, footprint.activations)  # fmt: skip
+    whole = Footprint(footprint.weights + tables, 0.0, footprint.activations)
+    fits = fullest.total <= capacity
     names = [m.name for m in chip.memory]
-    served = (where.served * bags.lookups).sum(axis=-1) / bags.lookups.sum()
-    ops = _op_reports(table, costs, lookups, latency_s, float(bags.pool_flops.sum()))
+    slowest = max(range(len(shards)), key=lambda c: per_chip[c][0])
+    served = (where.served * shards[slowest].lookups).sum(axis=-1) / shards[slowest].lookups.sum()
+    ops = _op_reports(table, costs, lookups, latency_s, float(shards[slowest].pool_flops.sum()))
+    needed = min_chips(whole, capacity)
     return RecsysResult(
         model=model.name,
         chip=chip.id,
-        chips=1,
+        chips=n,
         batch=batch,
         precision=act.value,
         weight_precision=weight.value,
         mode="inference",
         fits=fits,
-        reason="" if fits else _not_fit_reason(chip, footprint, tables, min_chips(total, capacity)),
-        min_chips=min_chips(total, capacity),
+        reason="" if fits else _not_fit_reason(chip, fullest, footprint.weights, n, needed),
+        min_chips=needed,
         memory_bytes=RecsysMemory(
-            tables, footprint.weights, footprint.activations, total.total, capacity
+            fullest.weights - footprint.weights,
+            footprint.weights,
+            footprint.activations,
+            fullest.total,
+            capacity,
         ),
         placement={
             "dense_weights": names[placement.home[Role.WEIGHT]],
@@ -221,14 +287,16 @@ def _serve(
         queries_per_joule=batch / energy_j,
         energy_j=energy_j,
         joules_per_query=energy_j / batch,
-        avg_power_w=energy_j / latency_s,
+        avg_power_w=energy_j / latency_s / n,
         tdp_w=chip.tdp_w.value,
-        bottleneck=_bottleneck(ops, lookups, shared_s, latency_s),
+        bottleneck=_bottleneck(ops, lookups, shared_s, latency_s, exchange_s),
         dense_s=dense_s,
         embedding_s=lookups.time_s,
         sparse_core=lookups.on_sparse_core,
         flops_per_query=graph.flops / batch,
-        embedding_bytes_per_query=float(lookups.level_bytes.sum()) / batch,
+        embedding_bytes_per_query=float(sum(c[2].level_bytes.sum() for c in per_chip)) / batch,
+        sharding=sharding if n > 1 else None,
+        exchange_s=exchange_s,
         notes=list(notes),
         ops=ops,
     )
@@ -278,9 +346,13 @@ def _op_reports(
 
 
 def _bottleneck(
-    ops: list[OpReport], lookups: EmbeddingCost, shared_s: float, latency_s: float
-) -> str:
+    ops: list[OpReport], lookups: EmbeddingCost, shared_s: float, latency_s: float,
+    exchange_s: float,
+) -> str:  # fmt: skip
     """The label carrying the most time; under overlap, that of whatever set the latency."""
+    if exchange_s >= latency_s / 2:
+        return Bottleneck.INTERCONNECT.label
+    latency_s -= exchange_s
     if shared_s >= latency_s:
         return Bottleneck.MEMORY.label
     if lookups.on_sparse_core:
@@ -292,12 +364,14 @@ def _bottleneck(
     return max(totals, key=totals.__getitem__)
 
 
-def _not_fit_reason(chip: Chip, dense: Footprint, tables: float, chips_needed: int) -> str:
+def _not_fit_reason(
+    chip: Chip, fullest: Footprint, dense_weights: float, chips: int, chips_needed: int
+) -> str:
     gb = 1e9
-    need = dense.total + tables
+    where = f"{chip.id} holds" if chips == 1 else f"each of the {chips} {chip.id} chips holds"
     return (
-        f"memory: needs {need / gb:.1f} GB (embeddings {tables / gb:.1f}, dense weights "
-        f"{dense.weights / gb:.2f}, activations {dense.activations / gb:.2f}) but {chip.id} holds "
-        f"{chip.capacity_bytes / gb:.2f} GB; the tables need {chips_needed} chips (sharding "
-        f"and its all-to-all are not modelled yet: timings are one chip's as if memory sufficed)"
+        f"memory: the fullest chip needs {fullest.total / gb:.1f} GB (embeddings "
+        f"{(fullest.weights - dense_weights) / gb:.1f}, dense weights {dense_weights / gb:.2f}, "
+        f"activations {fullest.activations / gb:.2f}) but {where} "
+        f"{chip.capacity_bytes / gb:.2f} GB; the model needs at least {chips_needed} chips"
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -51,6 +51,12 @@ class Fraction(Figure):
     """An efficiency: achieved over peak, in (0, 1]."""
 
     value: float = Field(gt=0, le=1)
+
+
+class Flag(Figure):
+    """A yes/no property of the hardware, sourced like any figure."""
+
+    value: bool
 
 
 class MemoryKind(StrEnum):
@@ -102,6 +108,11 @@ class MatrixUnit(_Strict):
     count: PositiveFigure
     rows: PositiveFigure
     cols: PositiveFigure
+    # True when the unit cannot read an operand transposed, so the transposed operands of
+    # backpropagation (W^T in dX = dY W^T, X^T in dW = X^T dY) are copied by a separate op
+    # first (compiler/transpose.py). Absent: it reads either layout at no cost, as GPU
+    # tensor cores do (BLAS transpose flags, ldmatrix.trans).
+    explicit_transpose: Flag | None = None
 
 
 class Link(_Strict):
@@ -222,21 +233,33 @@ def _walk_figures(node: object, path: str):
             yield from _walk_figures(value, f"{path}[{i}]")
 
 
-def load_chip_file(path: Path) -> Chip:
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def read_toml(path: Path, what: str) -> dict:
+    """A spec file's TOML; unreadable or malformed files are a UserError naming the file."""
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: malformed TOML: {e}") from None
     except OSError as e:
-        raise UserError(f"{path}: cannot read chip file: {e.strerror}") from None
-    return parse_chip(data, str(path))
+        raise UserError(f"{path}: cannot read {what} file: {e.strerror}") from None
 
 
-def parse_chip(data: dict, origin: str) -> Chip:
+def validated(model: type[ModelT], data: dict, origin: str) -> ModelT:
+    """The data as a validated spec; the first problem is one line naming its field path."""
     try:
-        return Chip.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
         raise UserError(f"{origin}: field {where}: {err['msg']}{more}") from None
+
+
+def load_chip_file(path: Path) -> Chip:
+    return parse_chip(read_toml(path, "chip"), str(path))
+
+
+def parse_chip(data: dict, origin: str) -> Chip:
+    return validated(Chip, data, origin)

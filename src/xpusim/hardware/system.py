@@ -12,16 +12,15 @@ Like chips, system files are TOML with a source beside every figure.
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from xpusim.errors import UserError, closest
 from xpusim.hardware.catalog import chip_ids, load_chip
-from xpusim.hardware.spec import Chip, Figure, PositiveFigure, _Strict
+from xpusim.hardware.spec import Chip, Figure, PositiveFigure, _Strict, read_toml, validated
 
 SYSTEMS_DIR = Path(__file__).parent / "systems"
 
@@ -116,18 +115,7 @@ def system_ids() -> list[str]:
 
 
 def load_system_file(path: Path) -> System:
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: malformed TOML: {e}") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read system file: {e.strerror}") from None
-    try:
-        system = System.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UserError(f"{path}: field {where}: {err['msg']}") from None
+    system = validated(System, read_toml(path, "system"), str(path))
     if system.chip_id not in chip_ids():
         raise UserError(f"{path}: field chip_id: unknown chip {system.chip_id!r}")
     return system

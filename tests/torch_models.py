@@ -24,6 +24,7 @@ LLAMA_CONFIG = dict(
     num_hidden_layers=2, vocab_size=1000, max_position_embeddings=512, use_cache=False,
 )  # fmt: skip
 LLAMA_INPUT = (2, 16)  # batch, tokens
+ONNX_SHAPES = {"resnet50": None, "llama": {"input_ids": LLAMA_INPUT}}  # what --input-shape gives
 LLAMA_KWARGS = {"logits_to_keep": 1}  # logits of the last position only, as servers and the zoo
 
 
@@ -107,7 +108,8 @@ def _randomized(module: nn.Module) -> nn.Module:
 
 @cache
 def onnx_files(folder: Path) -> dict[str, Path]:
-    """ResNet-50 and the Llama exported by torch.onnx (opset 23: its Attention op)."""
+    """ResNet-50 and the Llama exported by torch.onnx (opset 23: its Attention op); the
+    Llama with symbolic batch and sequence dimensions, as models are usually exported."""
     with torch.device("cpu"):
         resnet = _randomized(ResNet50())
         llama_module = _randomized(LlamaForCausalLM(LlamaConfig(**LLAMA_CONFIG)))
@@ -116,6 +118,8 @@ def onnx_files(folder: Path) -> dict[str, Path]:
         torch.onnx.export(resnet, (torch.zeros(RESNET_INPUT),), paths["resnet50"], dynamo=True,
                           opset_version=23, external_data=True, verbose=False)  # fmt: skip
         ids = torch.zeros(LLAMA_INPUT, dtype=torch.long)
+        dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", min=2, max=512)}
         torch.onnx.export(llama_module, (ids,), paths["llama"], kwargs=LLAMA_KWARGS, dynamo=True,
-                          opset_version=23, external_data=True, verbose=False)  # fmt: skip
+                          opset_version=23, external_data=True, verbose=False,
+                          dynamic_shapes={"input_ids": dims, "logits_to_keep": None})  # fmt: skip
     return paths

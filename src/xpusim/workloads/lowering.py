@@ -14,9 +14,11 @@ together by `finish`, never dropped.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections import Counter
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -75,10 +77,6 @@ class Lowering:
     def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, role: Role) -> Value:
         shape = tuple(int(d) for d in shape)
         return Value(Tensor(name, shape, dtype, role), shape)
-
-    def fold(self, name: str, shape: tuple[int, ...], dtype: DType) -> Value:
-        """A constant computed from constants at compile time: a weight, not an op."""
-        return self.tensor(name, shape, dtype, Role.WEIGHT)
 
     def skip(self, op_name: str) -> None:
         self.unsupported[op_name] += 1
@@ -185,8 +183,9 @@ class Lowering:
         """The graph, or one error naming every op that could not be lowered, with counts."""
         if self.unsupported:
             listed = ", ".join(f"{op} x{n}" for op, n in self.unsupported.most_common())
+            count = self.unsupported.total()
             raise UserError(
-                f"{self.graph.name}: {self.unsupported.total()} ops xpusim cannot cost yet: "
+                f"{self.graph.name}: {count} op{'s' * (count > 1)} xpusim cannot cost yet: "
                 f"{listed} (supported ops: docs/importers.md)"
             )
         return self.graph
@@ -196,3 +195,11 @@ def reason(e: Exception) -> str:
     """A framework's exception as one line: its type and the first line of its message."""
     text = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
     return f"{type(e).__name__}: {text[:300]}"
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """An importer's optional dependency, or a UserError naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UserError(f"this needs {module}: pip install 'xpusim[{extra}]'") from None

@@ -20,7 +20,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
 from xpusim.workloads import onnx_ops
 from xpusim.workloads.imported import ImportedModel
-from xpusim.workloads.lowering import Lowering, Value, reason
+from xpusim.workloads.lowering import Lowering, Value, reason, require
 
 _DTYPES = {
     "FLOAT": DType.FP32, "FLOAT16": DType.FP16, "BFLOAT16": DType.BF16,
@@ -34,7 +34,7 @@ Shapes = dict[str, tuple[int, ...]]
 
 def load_onnx(path: Path, input_shapes: Shapes | None = None) -> ImportedModel:
     """Reads, checks and shape-infers an ONNX file, then lowers its graph."""
-    import onnx
+    onnx = require("onnx", "onnx")
 
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -43,10 +43,28 @@ def load_onnx(path: Path, input_shapes: Shapes | None = None) -> ImportedModel:
         raise UserError(f"{path}: not a valid ONNX model: {reason(e)}") from None
     inputs = _set_input_shapes(model.graph, input_shapes or {}, path)
     try:
+        model = _fold_constants(model, path.parent)
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as e:  # inconsistent shapes, given or stored
         raise UserError(f"{path}: shape inference failed: {reason(e)}") from None
     return ImportedModel(path.stem, _lower(model.graph, path.stem), "onnx", inputs)
+
+
+def _fold_constants(model: Any, folder: Path) -> Any:
+    """Folds shape arithmetic (Shape, Gather, Range, ... on sizes) into constants.
+
+    A graph exported with symbolic dimensions computes sizes at run time; once the inputs'
+    shapes are fixed, those computations are constants, and folding them lets shape
+    inference give every tensor a static shape. onnxscript's optimizer (the one torch.onnx
+    runs) does it; it folds only small tensors, so weights stay on disk.
+    """
+    onnx_ir = require("onnx_ir", "onnx")
+    optimizer = require("onnxscript.optimizer", "onnx")
+
+    graph = onnx_ir.from_proto(model)
+    onnx_ir.external_data.set_base_dir(graph.graph, folder)
+    optimizer.optimize(graph)
+    return onnx_ir.to_proto(graph)
 
 
 def _set_input_shapes(graph: Any, shapes: Shapes, path: Path) -> Shapes:

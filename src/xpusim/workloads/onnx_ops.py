@@ -8,7 +8,12 @@ compound functions, 0 for ops that only move data.
 from __future__ import annotations
 
 from xpusim.workloads.lowering import BATCHNORM_FLOPS, SIGMOID_FLOPS, SILU_FLOPS
-from xpusim.workloads.transformer import GELU_FLOPS, LAYERNORM_FLOPS, RMSNORM_FLOPS
+from xpusim.workloads.transformer import (
+    GELU_FLOPS,
+    LAYERNORM_FLOPS,
+    RMSNORM_FLOPS,
+    ROTARY_FLOPS,
+)
 
 
 def _names(text: str) -> list[str]:
@@ -43,6 +48,7 @@ ELEMENTWISE: dict[str, float] = {
     "Swish": SILU_FLOPS,
     "HardSwish": SILU_FLOPS,
     "Gelu": GELU_FLOPS,
+    "RotaryEmbedding": ROTARY_FLOPS,
     "Softplus": SIGMOID_FLOPS,
 }
 """Vector FLOPs per output element."""

@@ -23,7 +23,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
 from xpusim.workloads import torch_ops
 from xpusim.workloads.imported import ImportedModel
-from xpusim.workloads.lowering import Lowering, Value, reason
+from xpusim.workloads.lowering import Lowering, Value, reason, require
 
 _DTYPES = {
     "torch.float32": DType.FP32, "torch.float16": DType.FP16, "torch.bfloat16": DType.BF16,
@@ -53,7 +53,7 @@ def from_torch(
 
 def load_exported(path: Path) -> ImportedModel:
     """A program saved by torch.export.save (a .pt2 file)."""
-    import torch
+    torch = require("torch", "torch")
 
     try:
         program = torch.export.load(path)
@@ -77,29 +77,40 @@ def lower_program(program: Any, name: str) -> ImportedModel:
             values[node.name] = lw.tensor(tensor_name, _shape(val), _dtype(val), role)
             if role is Role.ACTIVATION:
                 inputs[node.name] = values[node.name].shape
-        elif node.op == "call_function":
-            values[node.name] = _call(lw, node, values)
+        elif node.op != "placeholder":
+            _lower_node(lw, node, values, program.graph_module, "")
     return ImportedModel(name, lw.finish(), "torch.export", inputs)
 
 
-def _call(lw: Lowering, node: Any, values: dict[str, Any]) -> Any:
+def _lower_node(lw: Lowering, node: Any, values: dict[str, Any], root: Any, prefix: str) -> None:
+    """Records what a node produces; `prefix` keeps an inlined subgraph's names apart."""
+    if node.op == "get_attr":  # a subgraph, read by the higher-order op that calls it
+        values[node.name] = None
+    elif node.op == "call_function":
+        values[node.name] = _call(lw, node, values, root, prefix)
+
+
+def _call(lw: Lowering, node: Any, values: dict[str, Any], root: Any, prefix: str) -> Any:
     """The Value(s) a node produces, emitting its IR op unless it is a view or a constant."""
     from torch.fx.node import map_arg
 
     val = node.meta.get("val")
+    op = _op_name(node.target)
     if node.target is operator.getitem:
         got = values[node.args[0].name]
         return got[node.args[1]] if isinstance(got, list) else None
+    if op in torch_ops.INLINED:
+        return _inline(lw, node, values, root, prefix)
     if not _has_tensor(val):  # asserts, symbolic sizes, scalars
         return None
     args, kwargs = map_arg((node.args, node.kwargs), lambda n: values[n.name])
-    op = _op_name(node.target)
     ins = [v for v in _leaves((args, kwargs)) if isinstance(v, Value)]
     if op in torch_ops.VIEWS and ins:
         return _map(val, lambda v, _: ins[0].view(_shape(v)))
     constant = op in torch_ops.CREATION or all(v.constant for v in ins)
     role = Role.WEIGHT if constant else Role.ACTIVATION
-    out = _map(val, lambda v, i: _new(lw, node.name if i == 0 else f"{node.name}.{i}", v, role))
+    name = prefix + node.name
+    out = _map(val, lambda v, i: _new(lw, name if i == 0 else f"{name}.{i}", v, role))
     if constant:
         return out
     handler = HANDLERS.get(op)
@@ -107,6 +118,24 @@ def _call(lw: Lowering, node: Any, values: dict[str, Any]) -> Any:
         lw.skip(op if "." in op else f"aten.{op}")
         return out
     return handler(lw, _label(node), f"aten.{op}", args, kwargs, out) or out
+
+
+def _inline(lw: Lowering, node: Any, values: dict[str, Any], root: Any, prefix: str) -> list:
+    """Lowers the subgraph a context manager's higher-order op calls, in place."""
+    from torch.fx import Node
+
+    at = next(i for i, a in enumerate(node.args) if isinstance(a, Node) and a.op == "get_attr")
+    sub = getattr(root, node.args[at].target)
+    operands = iter([values[a.name] if isinstance(a, Node) else a for a in node.args[at + 1 :]])
+    inner: dict[str, Any] = {}
+    for inner_node in sub.graph.nodes:
+        if inner_node.op == "placeholder":
+            inner[inner_node.name] = next(operands)
+        elif inner_node.op == "output":
+            return [inner[n.name] if isinstance(n, Node) else None for n in inner_node.args[0]]
+        else:
+            _lower_node(lw, inner_node, inner, sub, f"{prefix}{node.name}/")
+    return []
 
 
 def _new(lw: Lowering, name: str, val: Any, role: Role) -> Value:
@@ -129,10 +158,11 @@ def _leaves(tree: Any) -> list[Any]:
 
 
 def _op_name(target: Any) -> str:
-    """`linear` for aten.linear.default, in-place `relu_` as `relu`; other namespaces kept."""
+    """`linear` for aten.linear.default, in-place `relu_` as `relu`; other namespaces kept
+    (`higher_order.cond`)."""
     packet = getattr(target, "overloadpacket", None)
     if packet is None:
-        return str(target)
+        return f"{target.namespace}.{target}" if hasattr(target, "namespace") else str(target)
     name = packet.__name__
     if name.endswith("_") and not name.startswith("__"):
         name = name[:-1]

@@ -28,6 +28,10 @@ VIEWS = frozenset(
 """Cost nothing: a new shape or stride on the same buffer. Layout copies (contiguous, clone)
 are counted here too, because an inference compiler folds them into the consumer."""
 
+INLINED = frozenset({"higher_order.wrap_with_set_grad_enabled", "higher_order.wrap_with_autocast"})
+"""Higher-order ops that a context manager (no_grad, autocast) becomes: a call of a subgraph,
+lowered in place. Other higher-order ops (cond, while_loop, map) are reported as unknown."""
+
 CREATION = frozenset(
     _names(
         "arange zeros ones full empty empty_strided zeros_like ones_like full_like empty_like "

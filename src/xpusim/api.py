@@ -16,6 +16,7 @@ from xpusim.ir.graph import Graph
 from xpusim.scenarios.graph_inference import simulate as simulate_graph
 from xpusim.scenarios.llm_inference import simulate as simulate_llm
 from xpusim.scenarios.recsys import simulate as simulate_recsys
+from xpusim.scenarios.training import simulate_training
 from xpusim.workloads.dlrm_config import DLRMConfig
 from xpusim.workloads.imported import ImportedModel
 from xpusim.workloads.transformer import StepShape, build_step
@@ -28,6 +29,8 @@ SCENARIOS: dict[type, Callable[..., Any]] = {
     DLRMConfig: simulate_recsys,
     ImportedModel: simulate_graph,
 }
+# ... and the scenario that simulates its training step (`mode="training"`).
+TRAINING_SCENARIOS: dict[type, Callable[..., Any]] = {TransformerConfig: simulate_training}
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -89,20 +92,41 @@ def graph(
     raise UserError(f"inspect shows transformers and imported models, not a {type(workload)}")
 
 
-def simulate(model: Any, chip: Chip | System | str | Path, **options: Any) -> Any:
-    """Simulates a workload on a chip; the workload's type picks the scenario.
+def simulate(
+    model: Any, chip: Chip | System | str | Path, mode: str = "inference", **options: Any
+) -> Any:
+    """Simulates a workload on a chip; the workload's type and the mode pick the scenario.
 
     A transformer config (zoo id or config.json) runs LLM inference: options `batch`,
     `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm_inference.py). A DLRM
     config runs recommendation serving: `batch`, `precision`, `weight_precision`, `sla_ms`
-    (scenarios/recsys.py). An option the scenario does not take is a UserError.
+    (scenarios/recsys.py). With `mode="training"` a transformer runs one training step:
+    `batch` sequences of `prompt` tokens, `recompute`, `optimizer`, `zero`
+    (scenarios/training.py). An option the scenario does not take is a UserError.
     """
     workload = load_model(model) if isinstance(model, str | Path) else model
     spec = target(chip) if isinstance(chip, str | Path) else chip
-    for kind, scenario in SCENARIOS.items():
+    scenario = _scenario(workload, mode)
+    _check_options(scenario, options)
+    return scenario(workload, spec, **options)
+
+
+def check_options(model: Any, mode: str = "inference", **options: Any) -> None:
+    """Raises the UserError `simulate` would for these options, without simulating: a sweep
+    checks its options once instead of failing on every point."""
+    _check_options(_scenario(model, mode), options)
+
+
+def _scenario(workload: Any, mode: str) -> Callable[..., Any]:
+    """The scenario that simulates this workload in this mode."""
+    if mode not in ("inference", "training"):
+        raise UserError(f"unknown mode {mode!r}; choose inference or training")
+    scenarios = TRAINING_SCENARIOS if mode == "training" else SCENARIOS
+    for kind, scenario in scenarios.items():
         if isinstance(workload, kind):
-            _check_options(scenario, options)
-            return scenario(workload, spec, **options)
+            return scenario
+    if mode == "training":
+        raise UserError(f"training is modelled for transformers, not {type(workload).__name__}")
     raise TypeError(f"no scenario simulates a {type(workload).__name__}")
 
 

@@ -7,12 +7,15 @@ object on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
+
+from xpusim.cli_lists import listed, parse_set_lists, parse_sets
 
 PRECISIONS = ["int8", "fp8", "bf16", "fp16", "fp32"]
 WEIGHT_PRECISIONS = ["int4", "int8", "fp8", "bf16", "fp16", "fp32"]
@@ -36,7 +39,7 @@ def _workload_options(f: Callable) -> Callable:
     options = [
         click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Sequences decoded together (recommendation models: samples scored "
-                          "together)."),
+                          "together; training: sequences per optimizer step, default 8)."),
         click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Recommendation models: find the largest batch whose latency is "
                           "within this bound (instead of --batch)."),
@@ -44,7 +47,8 @@ def _workload_options(f: Callable) -> Callable:
                      show_default=True,
                      help="Recommendation models on several chips: how tables are sharded."),
         click.option("--prompt", type=click.IntRange(min=1), default=128, show_default=True,
-                     help="Input tokens per sequence."),
+                     help="Input tokens per sequence (training: the sequence length, "
+                          "default 2048)."),
         click.option("--gen", type=click.IntRange(min=1), default=128, show_default=True,
                      help="Output tokens per sequence."),
         click.option("--precision", type=click.Choice(PRECISIONS), default=None,
@@ -64,11 +68,24 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--ep", type=click.IntRange(min=1), default=None,
                      help="Expert parallel (MoE)."),
         click.option("--microbatches", type=click.IntRange(min=1), default=None,
-                     help="Microbatches of --batch sequences in flight (default: --pp)."),
+                     help="Microbatches of --batch sequences in flight (default: --pp); "
+                          "training: per replica and step (default 1, or one sequence each "
+                          "with --pp)."),
         click.option("--objective", type=click.Choice(["latency", "throughput"]),
                      default="latency", show_default=True, help="What the plan search optimizes."),
         click.option("--overlap", is_flag=True,
                      help="Overlap collectives with compute (ideal; default: they serialize)."),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+                     default="none", show_default=True,
+                     help="Training: activation recomputation, trading FLOPs for memory."),
+        click.option("--optimizer", type=click.Choice(["adam", "adamw", "sgd"]), default="adam",
+                     show_default=True, help="Training: the optimizer (fp32 state)."),
+        click.option("--sequence-parallel", is_flag=True,
+                     help="Training: norms and residual adds split the sequence over --tp ranks "
+                          "instead of repeating it (less activation memory)."),
+        click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
+                     help="Training: ZeRO stage sharding optimizer state (1), gradients (2) "
+                          "and weights (3) over data-parallel chips."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
     ]  # fmt: skip
     for option in reversed(options):
@@ -99,12 +116,27 @@ _input_shape_option = click.option(
     "dimensions (repeat for each input).",
 )  # fmt: skip
 
+_set_option = click.option(
+    "--set", "sets", multiple=True, callback=parse_sets, metavar="FIELD=VALUE",
+    help="What-if chip: any figure `xpusim chip ID` lists, e.g. "
+    "memory.dram.bandwidth_bytes_per_s=4e12 (memory levels by name, by kind, sram being the "
+    "largest on-chip one, or by index: memory[1]); repeatable.",
+)  # fmt: skip
 
-def _check_scope(mode: str) -> None:
-    from xpusim.errors import UserError
 
-    if mode != "inference":
-        raise UserError("--mode training is not modelled yet; only --mode inference")
+def _what_if(chip_id: str, sets: list[tuple[str, float]]) -> Any:
+    """What --chip names, with the --set figures changed (validated like a chip file)."""
+    from xpusim import api
+    from xpusim.hardware.whatif import apply
+
+    return apply(api.target(chip_id), sets)
+
+
+def _notes(result: Any) -> list[str]:
+    """Lines under a result's table: its notes, then why it does not fit or, for training,
+    where the chip falls short."""
+    tail = getattr(result, "limits", None) or [result.reason]
+    return [line for line in [*result.notes, *tail] if line]
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:
@@ -119,12 +151,21 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 
 def _results_view(results: list, title: str) -> Any:
     """The table for the results' kind, titled with the shape they share."""
+    from rich.console import Group
+
     from xpusim.report.graph_tables import graph_results_table
     from xpusim.report.tables import recsys_table, results_table
     from xpusim.scenarios.graph_inference import GraphInferenceResult
     from xpusim.scenarios.recsys import RecsysResult
+    from xpusim.scenarios.training import TrainingResult
 
     first = results[0]
+    if isinstance(first, TrainingResult):
+        from xpusim.report.training_tables import breakdown_table, training_table
+
+        shape = f"{first.batch} sequences of {first.prompt} tokens per step"
+        return Group(training_table(results, f"{title}: training, {shape}"),
+                     breakdown_table(results))  # fmt: skip
     if isinstance(first, GraphInferenceResult):
         inputs = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in first.inputs.items())
         return graph_results_table(results, f"{title}: one pass ({inputs})")
@@ -226,23 +267,23 @@ def models(as_json: bool) -> None:
 )
 @_workload_options
 @_input_shape_option
+@_set_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
 def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
-        input_shapes: dict, **options: Any) -> None:  # fmt: skip
+        input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
     """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on one chip."""
     from xpusim import api
     from xpusim.report.tables import ops_table
 
-    _check_scope(mode)
-    result = api.simulate(api.model(model, input_shapes), chip_id, **_given(options))
+    workload = api.model(model, input_shapes)
+    result = api.simulate(workload, _what_if(chip_id, sets), mode, **_given(options))
     if as_json:
         _emit_json(result.to_dict())
         return
     title = f"{result.model} on {result.chip}"
     _print(_results_view([result], title), *(ops_table(result),) * show_ops)
-    for line in [*result.notes, result.reason]:
-        if line:
-            _print(f"note: {line}")
+    for line in _notes(result):
+        _print(f"note: {line}")
 
 
 @cli.command()
@@ -251,21 +292,132 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
               help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
 @_workload_options
 @_input_shape_option
+@_set_option
 def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
-            input_shapes: dict, **options: Any) -> None:  # fmt: skip
+            input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
     """The same workload on several chips, side by side, with performance per watt."""
     from xpusim import api
 
-    _check_scope(mode)
-    results = api.compare(api.model(model, input_shapes), list(chip_ids), **_given(options))
+    targets = [_what_if(c, sets) for c in chip_ids]
+    results = api.compare(api.model(model, input_shapes), targets, mode=mode,
+                          **_given(options))  # fmt: skip
     if as_json:
         _emit_json({"results": [r.to_dict() for r in results]})
         return
     _print(_results_view(results, f"{results[0].model} (per joule is performance per watt)"))
     for r in results:
-        for line in [*r.notes, r.reason]:
-            if line:
-                _print(f"note: {r.chip}: {line}")
+        for line in _notes(r):
+            _print(f"note: {r.chip}: {line}")
+
+
+@contextlib.contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal's stderr (none when piped), as a (done, total) callback."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--chip", "chip_ids", multiple=True, required=True,
+              help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
+@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
+@_input_shape_option
+@click.option("--set", "sets", multiple=True, callback=parse_set_lists,
+              metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
+              "repeat for several fields.")  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="sweep",
+    show_default=True,
+    help="Folder for results.csv (resumed if there), results.parquet and plots.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes (default: every core; 1 runs in this process).",
+)
+@click.option("--ray", "use_ray", is_flag=True, help="Run on Ray (the 'ray' extra).")
+@click.option("--ray-address", default=None, help="A Ray cluster to run on (implies --ray).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Rows of the Pareto front shown.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
+def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
+          out: str, workers: int | None, use_ray: bool, ray_address: str | None,
+          no_plots: bool, top: int, as_json: bool, **lists: Any) -> None:  # fmt: skip
+    """Every combination of the options (comma lists: --batch 1,2,4,...,256) on every chip,
+    with each chip's Pareto front, a CSV/Parquet file and plots in --out."""
+    from pathlib import Path
+
+    from xpusim import api
+    from xpusim.explore.executor import choose
+    from xpusim.explore.summary import summarize
+    from xpusim.explore.sweep import Grid
+    from xpusim.explore.sweep import run as run_sweep
+    from xpusim.report.sweep_tables import front_table
+
+    axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
+    grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
+    executor = choose(workers, use_ray or ray_address is not None, ray_address)
+    with _progress(f"sweeping {len(grid.points())} points") as progress:
+        result = run_sweep(grid, Path(out), executor, progress)
+    summary = summarize(grid, result, Path(out), plots=not no_plots)
+    if as_json:
+        _emit_json(summary.to_dict())
+        return
+    inputs = [k for k, v in axes.items() if len(v) > 1 and k != "chips"]
+    inputs += [f"set.{path}" for path, values in sets if len(values) > 1]
+    _print(front_table(summary, inputs, top))
+    for target, row in summary.best.items():
+        _print(f"best tokens per chip on {target}: " + ", ".join(
+            f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
+            for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
+    workers = f"{summary.workers} {summary.executor} worker(s)"
+    _print(f"{summary.n_points} points ({summary.n_simulated} simulated now, the rest resumed), "
+           f"{summary.n_fit} fit, {summary.n_errors} errors; simulated in "
+           f"{summary.simulate_s:.2f} s on {workers}")  # fmt: skip
+    for line in summary.notes:
+        _print(f"note: {line}")
+    _print("wrote " + ", ".join(summary.files))
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--chip", "chip_id", required=True, help="Catalog or system id, or a chip TOML.")
+@_workload_options
+@_input_shape_option
+@_set_option
+@click.option("--metric", default=None, help="A number of the run's result to rank by "
+              "(default: tokens_per_s_per_user for LLMs, latency_s otherwise).")  # fmt: skip
+def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes: dict,
+                sets: list, metric: str | None, **options: Any) -> None:  # fmt: skip
+    """Which single x2 change to the chip (peak, each memory's bandwidth and capacity, links)
+    helps MODEL most."""
+    from xpusim import api
+    from xpusim.explore.sensitivity import sensitivity as rank
+    from xpusim.report.sweep_tables import sensitivity_table
+
+    workload = api.model(model, input_shapes)
+    result = rank(workload, _what_if(chip_id, sets), metric, mode=mode, **_given(options))
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        _print(sensitivity_table(result))
 
 
 @cli.command()

@@ -25,14 +25,15 @@ def peak_activation_bytes(graph: Graph) -> float:
             if t.role is Role.ACTIVATION:
                 last_use[t.name] = i
     live: dict[str, float] = {}
-    peak = 0.0
+    total = peak = 0.0
     for i, op in enumerate(graph.ops):
         for t in op.inputs + op.outputs:
-            if t.role is Role.ACTIVATION:
+            if t.role is Role.ACTIVATION and t.name not in live:
                 live[t.name] = t.nbytes
-        peak = max(peak, sum(live.values()))
+                total += t.nbytes
+        peak = max(peak, total)
         for name in [n for n in live if last_use[n] == i]:
-            del live[name]
+            total -= live.pop(name)
     return peak
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from xpusim.errors import UserError
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
-from xpusim.ir.tensor import Tensor
+from xpusim.ir.tensor import Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 
@@ -105,23 +105,55 @@ def collective(kind: str, group: str, size: int, t: Tensor, after: Op) -> Op:
 
 
 class _Sharder:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, sequence_parallel: bool = False):
         self.tp, self.ep = plan.tp, plan.ep
+        self.sp = sequence_parallel and plan.tp > 1
 
     def split(self, n: int) -> int:
         return _ceil_div(n, self.tp)
 
     def __call__(self, op: Op) -> list[Op]:
         rule = op.attr("tp")
+        if self.sp and rule is None:
+            return self._sequence(op)
         if rule is None or (self.tp == 1 and self.ep == 1):
             return [op]
-        return getattr(self, f"_{rule}")(op)
+        ops = getattr(self, f"_{rule}")(op)
+        if self.sp and self._gathers(op, str(rule)):
+            ops.insert(0, collective("all_gather", "tp", self.tp, op.inputs[0], op))
+        return ops
 
     def _with(self, op: Op, ins: list[Tensor], outs: list[Tensor]) -> Op:
         return Op(op.kind, op.name, tuple(ins), tuple(outs), op.attrs, op.layer)
 
     def _all_reduce(self, op: Op) -> list[Op]:
-        return [op] + [collective("all_reduce", "tp", self.tp, op.outputs[0], op)] * (self.tp > 1)
+        """Partial sums are all-reduced, or reduce-scattered over the sequence under
+        sequence parallelism (the same bytes cross the links: half now, half in the
+        all-gather before the next column-split op)."""
+        kind = "reduce_scatter" if self.sp else "all_reduce"
+        return [op] + [collective(kind, "tp", self.tp, op.outputs[0], op)] * (self.tp > 1)
+
+    # --- sequence parallelism (Korthikanti et al. 2022) ---------------------------------
+    def _gathers(self, op: Op, rule: str) -> bool:
+        """Ops that read a whole sequence a sequence-split op wrote: column-split matmuls
+        (forward, and their weight gradient, which gathers its input again rather than
+        stash it whole), a row-split matmul's input gradient and the embedding gradient."""
+        if op.kind is OpKind.SCATTER_ADD:
+            return True
+        return op.kind is OpKind.MATMUL and rule in ("column", "heads", "split_n")
+
+    def _sequence(self, op: Op) -> list[Op]:
+        """An op tensor parallelism replicates (norms, residual adds) runs on 1/tp of the
+        tokens instead; the weight gradients it computes from them are then partial sums."""
+
+        def shard(t: Tensor) -> Tensor:
+            if t.role is not Role.ACTIVATION or len(t.shape) < 3:
+                return t
+            return _resized(t, t.shape[0], self.split(t.shape[1]), *t.shape[2:])
+
+        sharded = self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))
+        partial = [t for t in op.outputs if t.role is Role.WEIGHT]
+        return [sharded, *(collective("all_reduce", "tp", self.tp, t, op) for t in partial)]
 
     def _column(self, op: Op) -> list[Op]:
         x, w, *bias = op.inputs
@@ -141,13 +173,17 @@ class _Sharder:
 
         return [self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))]
 
-    def _heads(self, op: Op) -> list[Op]:
-        """QKV projection, rotary embedding and attention: split by (KV) heads."""
+    def _head_split(self, op: Op) -> tuple[dict[int, int], dict[int, int]]:
+        """One rank's widths of the fused head dimensions, and its (KV) head counts."""
         h, kvh, d = (int(op.attr(k)) for k in ("heads", "kv_heads", "head_dim"))
         h_rank, kv_rank = self.split(h), max(1, self.split(kvh))
         widths = {(h + 2 * kvh) * d: (h_rank + 2 * kv_rank) * d,
                   (h + kvh) * d: (h_rank + kv_rank) * d, h * d: h_rank * d}  # fmt: skip
-        heads = {h: h_rank, kvh: kv_rank}
+        return widths, {h: h_rank, kvh: kv_rank}
+
+    def _heads(self, op: Op) -> list[Op]:
+        """QKV projection, rotary embedding and attention: split by (KV) heads."""
+        widths, heads = self._head_split(op)
 
         def shard(t: Tensor) -> Tensor:
             if len(t.shape) == 4:  # [batch, seq, heads, head_dim]
@@ -163,8 +199,47 @@ class _Sharder:
         )
         return [self._with(op, list(ins), [shard(t) for t in op.outputs])]
 
+    def _part(self, op: Op, n: int) -> int:
+        """One rank's share of a dimension of n split by tensor parallelism."""
+        if op.attr("heads") is None:
+            return self.split(n)
+        return self._head_split(op)[0].get(n, self.split(n))
+
+    def _split_dim(self, op: Op, dim: str) -> Op:
+        """A matmul with its logical dimension `dim` (m, k or n of [M, K] x [K, N]) split,
+        whatever layout its operands are stored in (transpose flags)."""
+        a, b, *rest = op.inputs
+        ta, tb = bool(op.attr("transpose_a")), bool(op.attr("transpose_b"))
+        axes = {  # (operand index: 0 = a, 1 = b, 2 = output; its stored axis)
+            "m": ((0, -1 if ta else -2), (2, -2)),
+            "k": ((0, -2 if ta else -1), (1, -1 if tb else -2)),
+            "n": ((1, -2 if tb else -1), (2, -1)),
+        }[dim]
+        tensors = [a, b, op.outputs[0]]
+        first, axis = axes[0]
+        part = self._part(op, tensors[first].shape[axis])
+        for i, axis in axes:
+            shape = list(tensors[i].shape)
+            shape[axis] = part
+            tensors[i] = _resized(tensors[i], *shape)
+        return self._with(op, [tensors[0], tensors[1], *rest], [tensors[2]])
+
+    def _split_k(self, op: Op) -> list[Op]:
+        """Backward of a column-split matmul's input: partial sums, then an all-reduce."""
+        return self._all_reduce(self._split_dim(op, "k"))
+
+    def _split_n(self, op: Op) -> list[Op]:
+        return [self._split_dim(op, "n")]
+
+    def _split_m(self, op: Op) -> list[Op]:
+        return [self._split_dim(op, "m")]
+
     def _vocab(self, op: Op) -> list[Op]:
-        """Vocabulary-parallel embedding (then all-reduce) and LM head (then all-gather)."""
+        """Vocabulary-parallel embedding (then all-reduce) and LM head (then all-gather);
+        in training, the embedding's gradient, and the cross-entropy over split logits
+        (Megatron's: all-reduces of each token's max, sum of exponentials and target logit)."""
+        if op.kind in (OpKind.SOFTMAX, OpKind.ELEMENTWISE, OpKind.SCATTER_ADD):
+            return self._vocab_training(op)
         if op.kind is OpKind.EMBEDDING:
             table, ids = op.inputs
             sharded = self._with(op, [_resized(table, self.split(table.shape[0]),
@@ -174,6 +249,24 @@ class _Sharder:
         if self.tp == 1:
             return [head]
         return [head, collective("all_gather", "tp", self.tp, head.outputs[0], op)]
+
+    def _vocab_training(self, op: Op) -> list[Op]:
+        vocab = op.outputs[0].shape[0] if op.kind is OpKind.SCATTER_ADD else op.inputs[0].shape[-1]
+
+        def shard(t: Tensor) -> Tensor:  # the axis of the vocabulary, if t has one
+            shape = list(t.shape)
+            if vocab in shape[-2:]:
+                shape[shape.index(vocab, len(shape) - 2)] = self.split(vocab)
+            return _resized(t, *shape)
+
+        keep = 2 if op.kind is OpKind.SCATTER_ADD else 0  # a gradient and its ids
+        ins = [*op.inputs[:keep], *map(shard, op.inputs[keep:])]
+        sharded = self._with(op, ins, list(map(shard, op.outputs)))
+        if op.kind is not OpKind.SOFTMAX or self.tp == 1:
+            return [sharded]
+        loss = op.outputs[-1]
+        stats = Tensor(f"{loss.name}.stats", (*loss.shape, 3), loss.dtype, loss.role)
+        return [sharded, collective("all_reduce", "tp", self.tp, stats, op)]
 
     def _experts(self, op: Op) -> tuple[int, int]:
         """(experts held by one chip, rows each runs) once ep chips pool their tokens."""
@@ -212,9 +305,13 @@ class _Sharder:
         return ops
 
 
-def partition(graph: Graph, plan: Plan) -> Graph:
-    """The graph one tensor/expert-parallel rank runs, collectives included, all stages."""
-    sharder = _Sharder(plan)
+def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Graph:
+    """The graph one tensor/expert-parallel rank runs, collectives included, all stages.
+
+    With `sequence_parallel` the ops tensor parallelism would replicate split the sequence
+    instead, trading each all-reduce for a reduce-scatter and an all-gather (training).
+    """
+    sharder = _Sharder(plan, sequence_parallel)
     rank = Graph(f"{graph.name}[{plan}]")
     for op in graph.ops:
         rank.ops.extend(sharder(op))

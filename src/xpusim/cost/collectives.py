@@ -75,3 +75,38 @@ def collective_time(
         options["tree"] = volume + passes * math.ceil(math.log2(p)) * a
     algorithm = min(options, key=options.__getitem__)
     return CollectiveCost(options[algorithm], algorithm, name)
+
+
+def hierarchical_time(
+    system: System, kind: Collective, nbytes: float, group: int, stride: int = 1
+) -> CollectiveCost:
+    """A reduction over `group` chips `stride` apart (data-parallel replicas sit tp x pp
+    chips apart), run level by level as NCCL's and XLA's multi-level schedules do: a
+    reduce-scatter among the members inside each innermost group, then among those groups
+    on the next level over 1/f of the bytes, and so on outwards; an all-gather runs the
+    same steps in reverse, an all-reduce is both. Members that all sit on one level (a
+    data-parallel group spread over InfiniBand, or one TPU pod) get the flat collective.
+    """
+    if kind not in (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+        raise ValueError(f"no hierarchical schedule for {kind.value}")
+    factors: list[int] = []
+    below = 1
+    for level in system.levels:
+        inside = max(1, min(group, level.size // stride))
+        if inside > below:
+            factors.append(inside // below)
+            below = inside
+    if len(factors) <= 1:
+        return collective_time(system, kind, nbytes, group, group * stride)
+    passes = (Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
+    if kind is not Collective.ALL_REDUCE:
+        passes = (kind,)
+    time, steps, size, spanned = 0.0, [], nbytes, 1
+    for f in factors:
+        spanned *= f
+        for one in passes:
+            cost = collective_time(system, one, size, f, spanned * stride)
+            time += cost.time_s
+        steps.append(f"{cost.algorithm} {f} on {cost.level}")
+        size /= f
+    return CollectiveCost(time, "hierarchical: " + ", then ".join(steps), steps[-1].split()[-1])

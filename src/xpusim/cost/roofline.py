@@ -33,6 +33,10 @@ from xpusim.hardware.spec import Chip
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES
 
+# Flash-attention kernels, forward and backward: the calibrated attention efficiency applies
+# to both (the backward is measured no better than the forward; FlashAttention-2, Dao 2023).
+_ATTENTION = (OpKind.ATTENTION, OpKind.ATTENTION_GRAD)
+
 
 class Bottleneck(IntEnum):
     COMPUTE = 0
@@ -69,7 +73,7 @@ class HardwareArrays:
         )
         attention_eff = cal.attention.efficiency if cal and cal.attention else None
         efficiency = np.array([
-            attention_eff if k is OpKind.ATTENTION and attention_eff
+            attention_eff if k in _ATTENTION and attention_eff
             else (cal and cal.matmul_efficiency(d)) or chip.efficiency.matmul.value
             for d, k in zip(table.dtypes, table.kinds, strict=True)
         ])  # fmt: skip

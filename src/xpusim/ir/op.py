@@ -29,11 +29,21 @@ class OpKind(StrEnum):
     SOFTMAX = "softmax"
     EMBEDDING = "embedding"  # gather rows of a table
     COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
+    # Training (compiler/autodiff.py, compiler/optimizer.py):
+    ATTENTION_GRAD = "attention_grad"  # flash backward: q, k, v, out, lse, d_out -> dq, dk, dv
+    SCATTER_ADD = "scatter_add"  # (d_rows, ids[, gradient to add to]) -> table gradient
+    TRANSPOSE = "transpose"  # a copy with the last two axes swapped, for matrix units that need it
+    OPTIMIZER = "optimizer"  # updates parameters and their optimizer state from gradients
 
 
 # Vector FLOPs per element for ops whose formula is fixed by the algorithm:
 # softmax = max, subtract, exp, sum, divide; attention's online softmax does the same per score.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
+# FlashAttention-2's backward (Dao 2023, Algorithm 2) per score: recompute P = exp(S - lse)
+# (subtract, exp) and form dS = P * (dP - D) (subtract, multiply) = 4; per output element
+# D = rowsum(dO * O) is a multiply-add = 2.
+ATTENTION_GRAD_FLOPS_PER_SCORE = 4
+ATTENTION_GRAD_FLOPS_PER_OUTPUT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,11 @@ class Op:
             table, ids = self.inputs
             counts[table.role] -= table.nbytes
             counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
+        if self.kind is OpKind.SCATTER_ADD:  # reads and writes back only the rows it adds to
+            table, ids = self.outputs[0], self.inputs[1]
+            for whole in (table, *self.inputs[2:]):  # and the gradient it adds into, if any
+                counts[whole.role] -= whole.nbytes
+            counts[table.role] += 2 * ids.numel * table.shape[-1] * table.dtype.itemsize
         return counts
 
     @property
@@ -99,7 +114,7 @@ class Op:
         A convolution runs as a matmul over im2col patches: K = Cin / groups x kernel, N = Cout.
         """
         if self.kind is OpKind.MATMUL:
-            k, n = self.inputs[1].shape[-2:]
+            _, _, k, n = matmul_dims(self)
             return k, n
         if self.kind is OpKind.CONV:
             w = self.inputs[1].shape
@@ -122,13 +137,29 @@ def _per_output_element(op: Op) -> float:
     return float(op.outputs[0].numel * op.attr("flops_per_element", 1))
 
 
-def _matmul_flops(op: Op) -> float:
+def matmul_dims(op: Op) -> tuple[int, int, int, int]:
+    """(batch, M, K, N) of op(A) [..., M, K] x op(B) [..., K, N].
+
+    Attrs `transpose_a` / `transpose_b` say an operand is stored with its last two axes
+    swapped and read as its transpose, as BLAS's op(A) flag does: backpropagation's
+    dX = dY W^T and dW = X^T dY read stored tensors that way, at no cost on a matrix unit
+    that reads either layout (compiler/transpose.py materializes them where it cannot).
+    """
     a, b = op.inputs[:2]
     *batch, m, k = a.shape
-    n = b.shape[-1]
-    if b.shape[-2] != k:
+    if op.attr("transpose_a"):
+        m, k = k, m
+    kb, n = b.shape[-2:]
+    if op.attr("transpose_b"):
+        kb, n = n, kb
+    if kb != k:
         raise ValueError(f"{op.name}: inner dims differ: {a.shape} x {b.shape}")
-    return 2.0 * math.prod(batch) * m * n * k
+    return math.prod(batch), m, k, n
+
+
+def _matmul_flops(op: Op) -> float:
+    batch, m, k, n = matmul_dims(op)
+    return 2.0 * batch * m * n * k
 
 
 # Vector work to widen one stored weight to the compute format, counted from the formula:
@@ -186,6 +217,25 @@ def _attention_vector_flops(op: Op) -> float:
     return SOFTMAX_FLOPS_PER_ELEMENT * batch * heads * pairs
 
 
+def _attention_grad_matrix_flops(op: Op) -> float:
+    """FlashAttention-2's backward runs five matmuls per score where the forward runs two
+    (recompute S = QK^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q): 2.5x forward."""
+    return 2.5 * _attention_matrix_flops(op)
+
+
+def _attention_grad_vector_flops(op: Op) -> float:
+    batch, heads, _, q_len, kv_len = _attention_dims(op)
+    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    per_output = ATTENTION_GRAD_FLOPS_PER_OUTPUT * op.inputs[0].numel
+    return ATTENTION_GRAD_FLOPS_PER_SCORE * batch * heads * pairs + per_output
+
+
+def _scatter_add_vector_flops(op: Op) -> float:
+    """One add per element of every row added into the table."""
+    d_rows, ids = op.inputs[:2]
+    return float(ids.numel * d_rows.shape[-1])
+
+
 def _embedding_vector_flops(op: Op) -> float:
     """Pooling work of an embedding bag: `flops_per_row_element` per element of every gathered
     row (accumulate; dequantize too for int8 rows). A plain gather (no attr) computes nothing."""
@@ -201,6 +251,7 @@ _MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _matmul_flops,
     OpKind.CONV: _conv_flops,
     OpKind.ATTENTION: _attention_matrix_flops,
+    OpKind.ATTENTION_GRAD: _attention_grad_matrix_flops,
 }
 _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _dequant_flops,
@@ -208,4 +259,7 @@ _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.ATTENTION: _attention_vector_flops,
     OpKind.EMBEDDING: _embedding_vector_flops,
     OpKind.COLLECTIVE: _zero,
+    OpKind.ATTENTION_GRAD: _attention_grad_vector_flops,
+    OpKind.SCATTER_ADD: _scatter_add_vector_flops,
+    OpKind.TRANSPOSE: _zero,
 }

@@ -6,6 +6,14 @@ the kernels a serving engine launches (vLLM's Llama path): fused residual-add + 
 fused QKV projection, rotary embedding, attention that also writes the new K/V into the
 cache, output projection, fused add + norm, fused gate/up projection, activation-and-
 multiply, down projection. Logits are computed for the last position only, as servers do.
+
+A training forward pass (`training=True`, q_len == kv_len == the sequence) differs where a
+training framework's does (Megatron-LM's GPT path): there is no KV cache, the rotary op
+splits the fused projection into head-major q, k and v (so attention reads tensors that ops
+wrote, which backpropagation follows), attention also writes the softmax statistics its
+backward needs, and every position's logits feed a cross-entropy loss, split over the
+vocabulary under tensor parallelism. Vector ops carry `fn`, the function they compute, so
+compiler/autodiff.py knows their derivatives.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ RESIDUAL_ADD_FLOPS = 1
 ROTARY_FLOPS = 3  # x*cos + rotate(x)*sin
 SILU_MUL_FLOPS = 5  # x / (1 + exp(-x)) is 4, times the up projection is 1
 GELU_FLOPS = 8  # tanh approximation: cube, 2 mul-adds, tanh, add, 2 mul
+# softmax (5) and the target's log-probability, counted once per logit (1)
+CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
 
 @dataclass(frozen=True)
@@ -41,8 +51,11 @@ class StepShape:
 class _Builder:
     """Keeps the naming and dtypes consistent while one step is emitted."""
 
-    def __init__(self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType):
+    def __init__(
+        self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, training: bool
+    ):
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
+        self.training = training
         self.graph = Graph(f"{cfg.name}[b={step.batch},q={step.q_len},kv={step.kv_len}]")
         self.layer = -1
         self.heads = dict(heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim)
@@ -89,7 +102,7 @@ class _Builder:
         if residual is not None:
             flops += RESIDUAL_ADD_FLOPS
             outs.append(self.t(f"{name}.residual", *x.shape))
-        normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops)
+        normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops, fn=cfg.norm)
         return normed, outs[-1] if residual is not None else x
 
     def attention_block(self, p: str, x: Tensor) -> Tensor:
@@ -100,9 +113,14 @@ class _Builder:
             f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias, tp="heads",
             **self.heads,
         )  # fmt: skip
+        if self.training:
+            attn = self.training_attention(p, qkv)
+            return self.matmul(
+                f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row"
+            )
         roped = self.vector(
             OpKind.ELEMENTWISE, f"{p}.rope", [qkv], q_width + kv_width,
-            ROTARY_FLOPS * cfg.rotary_fraction, tp="heads", **self.heads,
+            ROTARY_FLOPS * cfg.rotary_fraction, tp="heads", fn="rope", **self.heads,
         )  # fmt: skip
         q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
         cache = (s.batch, s.kv_len, cfg.num_kv_heads, cfg.head_dim)
@@ -118,20 +136,37 @@ class _Builder:
         )  # fmt: skip
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row")
 
+    def training_attention(self, p: str, qkv: Tensor) -> Tensor:
+        """Rotary op writing head-major q, k, v, then attention writing its output and the
+        per-query log-sum-exp of the scores (fp32) that FlashAttention's backward reads."""
+        cfg, s = self.cfg, self.step
+        heads, kv_heads, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        q = self.t(f"{p}.q", s.batch, s.q_len, heads, d)
+        k = self.t(f"{p}.k", s.batch, s.q_len, kv_heads, d)
+        v = self.t(f"{p}.v", s.batch, s.q_len, kv_heads, d)
+        rotated_per_q = ROTARY_FLOPS * cfg.rotary_fraction * (heads + kv_heads) / heads
+        self.op(OpKind.ELEMENTWISE, f"{p}.rope", [qkv], [q, k, v], tp="heads", fn="rope",
+                flops_per_element=rotated_per_q, **self.heads)  # fmt: skip
+        outs = [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * d),
+                Tensor(f"{p}.attn.lse", (s.batch, s.q_len, heads, 1), DType.FP32)]  # fmt: skip
+        return self.op(OpKind.ATTENTION, f"{p}.attention", [q, k, v], outs, causal=True,
+                       compute=self.act.value, tp="heads", **self.heads)  # fmt: skip
+
     def mlp(self, p: str, x: Tensor) -> Tensor:
         cfg = self.cfg
         if not cfg.gated_mlp:
             h = self.matmul(f"{p}.fc_in", x, cfg.intermediate_size, cfg.mlp_bias, tp="column")
             h = self.vector(
-                OpKind.ELEMENTWISE, f"{p}.gelu", [h], cfg.intermediate_size, GELU_FLOPS, tp="split"
-            )
+                OpKind.ELEMENTWISE, f"{p}.gelu", [h], cfg.intermediate_size, GELU_FLOPS,
+                tp="split", fn="gelu",
+            )  # fmt: skip
             return self.matmul(f"{p}.fc_out", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
         if cfg.is_moe:
             return self.moe(p, x)
         h = self.matmul(f"{p}.gate_up", x, 2 * cfg.intermediate_size, cfg.mlp_bias, tp="column")
         h = self.vector(
             OpKind.ELEMENTWISE, f"{p}.silu_mul", [h], cfg.intermediate_size, SILU_MUL_FLOPS,
-            tp="split",
+            tp="split", fn="silu_mul",
         )  # fmt: skip
         return self.matmul(f"{p}.down", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
 
@@ -189,7 +224,8 @@ class _Builder:
             if cfg.parallel_block:  # GPT-J: x + attn(ln(x)) + mlp(ln(x)) in one add
                 a, m = self.attention_block(p, h), self.mlp(p, h)
                 x = self.op(OpKind.ELEMENTWISE, f"{p}.add3", [a, m, residual],
-                            [self.t(f"{p}.out", *a.shape)], flops_per_element=2)  # fmt: skip
+                            [self.t(f"{p}.out", *a.shape)], flops_per_element=2,
+                            fn="add")  # fmt: skip
                 residual = None
                 continue
             x = self.attention_block(p, h)
@@ -197,27 +233,47 @@ class _Builder:
             x = self.mlp(p, h)
         self.layer = cfg.num_layers
         h, _ = self.norm("final_norm", x, residual)
+        if self.training:
+            return self.loss(h, self.lm_head(h, table, "column"))
         last = Tensor(f"{h.name}[:, -1]", (s.batch, 1, cfg.hidden_size), self.act)  # a view
+        logits = self.lm_head(last, table, "vocab")
+        self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
+        return self.graph
+
+    def lm_head(self, x: Tensor, table: Tensor, tp: str) -> Tensor:
+        """Logits of the positions in x; a tied head reads the embedding table as K x N."""
+        cfg = self.cfg
         if cfg.tie_word_embeddings:  # the embedding table read as K x N: same bytes
             head = Tensor(table.name, (cfg.hidden_size, cfg.vocab_size), table.dtype, Role.WEIGHT)
         else:
             head = self.t("lm_head.w", cfg.hidden_size, cfg.vocab_size, role=Role.WEIGHT)
-        ins = [last, head]
+        ins = [x, head]
         if cfg.lm_head_bias:
             ins.append(self.t("lm_head.b", cfg.vocab_size, role=Role.WEIGHT))
-        logits = self.op(
-            OpKind.MATMUL,
-            "lm_head",
-            ins,
-            [self.t("logits", s.batch, 1, cfg.vocab_size)],
-            compute=self.act.value,
-            tp="vocab",
-        )
-        self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
+        out = self.t("logits", *x.shape[:-1], cfg.vocab_size)
+        return self.op(OpKind.MATMUL, "lm_head", ins, [out], compute=self.act.value, tp=tp)
+
+    def loss(self, h: Tensor, logits: Tensor) -> Graph:
+        """Cross-entropy of every position: the softmax (written over the logits, as
+        Megatron's fused kernel does, for the backward to read) and one fp32 loss per token."""
+        s = self.step
+        labels = Tensor("labels", (s.batch, s.q_len), DType.INT32)
+        outs = [self.t("probs", *logits.shape),
+                Tensor("loss", (s.batch, s.q_len), DType.FP32)]  # fmt: skip
+        self.op(OpKind.SOFTMAX, "loss", [logits, labels], outs, fn="cross_entropy",
+                flops_per_element=CROSS_ENTROPY_FLOPS, tp="vocab")  # fmt: skip
         return self.graph
 
 
 def build_step(
-    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType | None = None
+    cfg: TransformerConfig,
+    step: StepShape,
+    act: DType,
+    weight: DType | None = None,
+    *,
+    training: bool = False,
 ) -> Graph:
-    return _Builder(cfg, step, act, weight or act).build()
+    """One step's ops; `training` builds the forward pass of a training step (see above)."""
+    if training and step.q_len != step.kv_len:
+        raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
+    return _Builder(cfg, step, act, weight or act, training).build()

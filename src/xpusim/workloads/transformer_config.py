@@ -138,11 +138,25 @@ _GPTJ_KEYS = {
     "rotary_dim": ("rotary_dim", None),
     "max_position_embeddings": ("n_positions", 0),
 }
+# GPT-2's keys (model_type "gpt2"), which Megatron-LM's GPT models share: GPT-J's without
+# rotary embedding, and tied embeddings by default (as in Hugging Face's GPT2Config).
+_GPT2_KEYS = {k: v for k, v in _GPTJ_KEYS.items() if k != "rotary_dim"} | {
+    "tie_word_embeddings": ("tie_word_embeddings", True)
+}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "mlp_bias"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
 _QWEN2_FIXED = dict(attention_bias=True)
+# GPT-2 / Megatron GPT: serial blocks, LayerNorm, GeLU MLP, biases everywhere but the tied LM
+# head, learned absolute positions (no rotary embedding; the position table is not counted).
+_GPT2_FIXED = dict(
+    gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, rotary_fraction=0.0
+)
+# PaLM (xpusim's own model_type; llama keys): attention and MLP in parallel on one normed
+# input (Chowdhery et al. 2022, section 2). Its LayerNorm has no bias, so it counts the
+# parameters of an RMSNorm (its mean subtraction, 2 vector FLOPs per element, is not counted).
+_PALM_FIXED = dict(parallel_block=True)
 
 
 def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
@@ -150,7 +164,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     if not isinstance(data, dict):
         raise UserError(f"{origin}: expected a JSON object")
     model_type = str(data.get("model_type", "llama"))
-    keys = _GPTJ_KEYS if model_type == "gptj" else _LLAMA_KEYS
+    keys = {"gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS}.get(model_type, _LLAMA_KEYS)
     fields: dict[str, object] = {}
     for ours, (theirs, default) in keys.items():
         value = data.get(theirs, default)
@@ -171,15 +185,18 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got {value!r}")
 
     hidden, heads = int(fields["hidden_size"]), int(fields["num_heads"])
-    if model_type == "gptj":
-        rotary_dim = fields.pop("rotary_dim")
+    if model_type in ("gptj", "gpt2"):
+        rotary_dim = fields.pop("rotary_dim", None)
         head_dim = hidden // heads
-        fields.update(_GPTJ_FIXED)
+        fields.update(_GPTJ_FIXED if model_type == "gptj" else _GPT2_FIXED)
         fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
-        fields["rotary_fraction"] = (rotary_dim or head_dim) / head_dim
+        if model_type == "gptj":
+            fields["rotary_fraction"] = (rotary_dim or head_dim) / head_dim
         fields["num_kv_heads"] = heads
     elif model_type == "qwen2":
         fields.update(_QWEN2_FIXED)
+    elif model_type == "palm":
+        fields.update(_PALM_FIXED)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
     fields["head_dim"] = fields.get("head_dim") or hidden // heads
     if heads % int(fields["num_kv_heads"]):

@@ -1,0 +1,361 @@
+"""A training step of a transformer on one chip or a system of many: time, MFU, memory.
+
+One step trains on `batch` sequences of `seq` tokens. Data parallelism gives each of dp
+replicas batch / dp of them, run as `microbatches` microbatches; a pipeline of pp stages
+runs them with the 1F1B schedule (Narayanan et al. 2021): per microbatch each stage runs a
+forward pass F_s and a backward pass B_s (recomputation included), and the step's pipeline
+time is
+
+    (m - 1) x max_s (F_s + B_s) + sum_s (F_s + B_s)
+
+the second term being the fill and drain a microbatch takes to cross every stage, so the
+bubble is (pp - 1) / m of the work when stages are even. Sends between stages add to each
+microbatch, tensor-parallel collectives sit inside F and B (serialized, or hidden behind
+compute with `overlap`). Then each stage's data-parallel gradient synchronisation (an
+all-reduce, or ZeRO's reduce-scatter and all-gather: compiler/optimizer.py) and optimizer
+update run, and the slowest stage ends the step.
+
+MFU is model FLOPs over step time x chips x peak, with PaLM's definition (Chowdhery et al.
+2022, appendix B): 6 N + 12 L H Q T FLOPs per token, N the parameters a token multiplies by
+(the input embedding is a lookup, unless tied to the LM head), L layers, H heads of size Q,
+T the sequence length; recomputation does not count. HFU counts the matrix FLOPs the chips
+actually execute, recomputation included (Megatron-LM reports that one).
+
+Memory per chip: weights, gradients and optimizer state by the optimizer's bytes per
+parameter and the ZeRO stage, and activations: the peak of one microbatch's forward and
+backward pass, plus the stash of the other microbatches a 1F1B stage holds in flight
+(pp - s of them on stage s).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xpusim.compiler.autodiff import Recompute
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.compiler.optimizer import (
+    StateBytes,
+    bytes_per_param,
+    check_zero,
+    optimizer_spec,
+    sharded,
+    update_ops,
+)
+from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
+from xpusim.cost.roofline import Bottleneck
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.ir.dtypes import DType
+from xpusim.scenarios.llm_inference import OpReport, complete_plan, resolve_system
+from xpusim.scenarios.plan_search import candidate_plans
+from xpusim.scenarios.rank_costs import PhaseCosts
+from xpusim.scenarios.training_graphs import RankTraining, build_rank
+from xpusim.scenarios.training_limits import limits, not_fit_reason
+from xpusim.scenarios.training_step import Setup, collectives, phase_costs, timeline
+from xpusim.workloads.transformer_config import TransformerConfig
+
+TRAINING_PRECISIONS = (DType.BF16, DType.FP16, DType.FP32)
+"""Compute formats of training, in the order tried by default (mixed precision first)."""
+
+
+@dataclass
+class TrainingMemory:
+    weights: float
+    gradients: float
+    optimizer_state: float
+    activations: float
+    total: float
+    capacity: float
+
+    @classmethod
+    def of(cls, state: StateBytes, activations: float, capacity: float) -> TrainingMemory:
+        total = state.total + activations
+        return cls(state.weights, state.gradients, state.optimizer_state, activations, total,
+                   capacity)  # fmt: skip
+
+
+@dataclass
+class TrainingResult:
+    model: str
+    chip: str
+    chips: int
+    system: str
+    plan: dict[str, int]
+    batch: int  # sequences per optimizer step, all replicas
+    prompt: int  # tokens per sequence
+    microbatches: int  # per replica and step
+    micro_batch: int  # sequences per microbatch
+    precision: str
+    optimizer: str
+    recompute: str
+    zero: int
+    sequence_parallel: bool
+    mode: str
+    fits: bool
+    reason: str
+    min_chips: int
+    memory_bytes: TrainingMemory  # the whole system
+    per_chip_memory_bytes: TrainingMemory  # the fullest chip
+    placement: dict[str, str]
+    step_time_s: float
+    tokens_per_s: float
+    samples_per_s: float
+    mfu: float
+    hfu: float
+    model_flops_per_step: float
+    model_flops_per_s_per_chip: float
+    hardware_flops_per_s_per_chip: float
+    time_breakdown_s: dict[str, float]  # the slowest stage's step, by what it spends it on
+    stash_bytes_per_microbatch: float  # the fullest stage's
+    energy_j: float
+    avg_power_w: float  # per chip
+    tdp_w: float
+    bottleneck: str
+    limits: list[str] = field(default_factory=list)
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    plan_search: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    ops: list[OpReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def resolve_training_precision(
+    chip: Chip, precision: str | DType | None
+) -> tuple[DType, list[str]]:
+    if precision is None:
+        dtype = next((d for d in TRAINING_PRECISIONS if d in chip.peak_ops_per_s), None)
+        if dtype is None:
+            raise UserError(f"{chip.id} has no bf16, fp16 or fp32 matrix format to train in")
+        return dtype, [f"precision not given: trained in {dtype.value}, the first of "
+                       f"bf16/fp16/fp32 {chip.id} has"]  # fmt: skip
+    dtype = DType.parse(str(precision))
+    if dtype not in TRAINING_PRECISIONS:
+        raise UserError(
+            f"training computes in bf16, fp16 or fp32 (with fp32 master weights), not "
+            f"{dtype.value}; {dtype.value} is an inference format here"
+        )
+    chip.peak(dtype)  # a UserError naming the formats the chip has
+    return dtype, []
+
+
+def simulate_training(
+    model: TransformerConfig,
+    chip: Chip | System,
+    *,
+    batch: int = 8,
+    prompt: int = 2048,
+    precision: str | DType | None = None,
+    chips: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    dp: int | None = None,
+    ep: int | None = None,
+    microbatches: int | None = None,
+    recompute: str = "none",
+    optimizer: str = "adam",
+    zero: int = 0,
+    overlap: bool = False,
+    sequence_parallel: bool = False,
+) -> TrainingResult:
+    """One optimizer step of `batch` sequences of `prompt` tokens; with many chips and no
+    plan, the fastest plan that fits is searched for."""
+    for name, value in dict(batch=batch, prompt=prompt, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
+                            microbatches=microbatches).items():  # fmt: skip
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):  # fmt: skip
+            raise UserError(f"{name} must be a positive integer, got {value!r}")
+    system = resolve_system(chip, chips)
+    act, notes = resolve_training_precision(system.chip, precision)
+    setup = Setup(batch, prompt, act, optimizer_spec(optimizer), Recompute.parse(recompute),
+                  check_zero(zero), microbatches, overlap, sequence_parallel)  # fmt: skip
+    if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
+        return _search(model, system, setup, notes)
+    plan = complete_plan(system.chips, tp, pp, dp, ep)
+    check_plan(plan, model, system.chips)
+    return run_plan(model, system, plan, setup, notes, {})
+
+
+def _microbatches(setup: Setup, plan: Plan) -> tuple[int, int]:
+    """(microbatches per replica, sequences per microbatch); one sequence per microbatch
+    under pipelining (Megatron-LM's usual choice, the smallest bubble), else one microbatch."""
+    if setup.batch % plan.dp:
+        raise UserError(f"--batch {setup.batch} does not split over {plan.dp} data-parallel "
+                        f"replicas")  # fmt: skip
+    per_replica = setup.batch // plan.dp
+    m = setup.microbatches or (per_replica if plan.pp > 1 else 1)
+    if per_replica % m:
+        raise UserError(f"{per_replica} sequences per replica do not split into {m} microbatches")
+    return m, per_replica // m
+
+
+def model_flops_per_token(cfg: TransformerConfig, seq: int) -> float:
+    """PaLM's 6 N + 12 L H Q T (appendix B)."""
+    n = cfg.active_param_count - (0 if cfg.tie_word_embeddings else cfg.embedding_params)
+    return 6 * n + 12 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq
+
+
+def _check_supported(cfg: TransformerConfig, plan: Plan) -> None:
+    if cfg.is_moe and (plan.tp > 1 or plan.ep > 1):
+        raise UserError(
+            f"training {cfg.name} with tensor or expert parallelism is not modelled yet "
+            "(the backward rules for split experts are missing); use --tp 1 --ep 1"
+        )
+
+
+def run_plan(
+    cfg: TransformerConfig,
+    system: System,
+    plan: Plan,
+    setup: Setup,
+    notes: list[str],
+    ranks: dict[tuple, RankTraining],
+) -> TrainingResult:
+    """One plan, costed; `ranks` caches rank graphs across the plans of a search."""
+    _check_supported(cfg, plan)
+    chip, pp = system.chip, plan.pp
+    m, micro = _microbatches(setup, plan)
+    flag = chip.matrix_unit.explicit_transpose
+    key = (plan.tp, plan.ep, micro)
+    if key not in ranks:
+        ranks[key] = build_rank(cfg, Plan(tp=plan.tp, ep=plan.ep), micro, setup.seq, setup.act,
+                                setup.recompute, bool(flag and flag.value),
+                                setup.sequence_parallel)  # fmt: skip
+    rank = ranks[key]
+
+    params = weights_per_chip_bytes(cfg, plan, 1.0)  # parameters one chip of each stage holds
+    per_param = bytes_per_param(setup.optimizer, setup.act)
+    states = [sharded(per_param, setup.zero, plan.dp).scaled(p) for p in params]
+    stash = rank.stash_per_stage(pp)
+    peaks = rank.peak_per_stage(pp)
+    activations = [peaks[s] + (min(pp - s, m) - 1) * stash[s] for s in range(pp)]
+    totals = [st.total + a for st, a in zip(states, activations, strict=True)]
+    full = int(np.argmax(totals))
+    capacity = chip.capacity_bytes
+    fits = totals[full] <= capacity
+    placement = place(chip, Footprint(states[full].total, 0.0, activations[full]))
+
+    update = update_ops(rank.forward, setup.optimizer, setup.act, setup.zero, plan.dp)
+    fwd, bwd, upd = (phase_costs(g, rank, system, plan, placement)
+                     for g in (rank.forward, rank.backward, update))  # fmt: skip
+    t = timeline(fwd, bwd, upd, rank, system, plan, setup, params, m, micro)
+    step = t.step_s
+
+    tokens = setup.batch * setup.seq
+    peak = chip.peak(setup.act)
+    model_flops = model_flops_per_token(cfg, setup.seq) * tokens
+    executed = rank.matrix_flops * m * plan.tp * plan.ep * plan.dp
+    group = plan.tp * plan.ep * plan.dp  # chips per stage
+    static_w = chip.energy.static_power_w.value
+    busy = group * float((m * (t.forward + t.backward) + t.update).sum())
+    op_energy = group * float(sum(
+        p.stage_sums(p.costs.energy_j, pp).sum() * n for p, n in ((fwd, m), (bwd, m), (upd, 1))
+    ))  # fmt: skip
+    energy = op_energy + static_w * max(system.chips * step - busy, 0.0)
+    chip_memory = TrainingMemory.of(states[full], activations[full], capacity)
+    system_state = StateBytes(*(sum(getattr(st, k) for st in states) * group
+                                for k in ("weights", "gradients", "optimizer_state")))  # fmt: skip
+    levels = [level.name for level in chip.memory]
+    result = TrainingResult(
+        model=cfg.name, chip=chip.id, chips=system.chips, system=system.id, plan=plan.to_dict(),
+        batch=setup.batch, prompt=setup.seq, microbatches=m, micro_batch=micro,
+        precision=setup.act.value, optimizer=setup.optimizer.name,
+        recompute=setup.recompute.value, zero=setup.zero,
+        sequence_parallel=setup.sequence_parallel and plan.tp > 1, mode="training", fits=fits,
+        reason="" if fits else not_fit_reason(chip, chip_memory, system.chips, per_param),
+        min_chips=max(1, int(np.ceil(cfg.param_count * per_param.total / capacity))),
+        memory_bytes=TrainingMemory.of(system_state, sum(activations) * group,
+                                       capacity * system.chips),
+        per_chip_memory_bytes=chip_memory,
+        placement={role.value: levels[i] for role, i in placement.home.items()},
+        step_time_s=step, tokens_per_s=tokens / step, samples_per_s=setup.batch / step,
+        mfu=model_flops / (step * system.chips * peak),
+        hfu=executed / (step * system.chips * peak),
+        model_flops_per_step=model_flops,
+        model_flops_per_s_per_chip=model_flops / step / system.chips,
+        hardware_flops_per_s_per_chip=executed / step / system.chips,
+        time_breakdown_s=t.breakdown, stash_bytes_per_microbatch=stash[full],
+        energy_j=energy, avg_power_w=energy / step / system.chips, tdp_w=chip.tdp_w.value,
+        bottleneck=_bottleneck(t.breakdown, fwd, bwd, m),
+        collectives=collectives(fwd, bwd, system, plan, setup, params),
+        notes=notes,
+        ops=_op_reports(((fwd, "forward", m), (bwd, "backward", m), (upd, "optimizer", 1))),
+    )  # fmt: skip
+    result.limits = limits(result, chip, system, per_param)
+    return result
+
+
+def _bottleneck(breakdown: dict[str, float], fwd: PhaseCosts, bwd: PhaseCosts, m: int) -> str:
+    """The label carrying the most of the step: compute, memory, overhead or interconnect."""
+    totals = {"interconnect": breakdown["data_parallel_comm"] + breakdown["pipeline_sends"]}
+    for phase in (fwd, bwd):
+        labels, times = phase.costs.bottleneck, phase.costs.time_s * phase.table.count
+        for label, name in enumerate(("compute", "memory", "overhead", "interconnect")):
+            totals[name] = totals.get(name, 0.0) + m * float(times[labels == label].sum())
+    return max(totals, key=totals.__getitem__)
+
+
+def _op_reports(phases: tuple[tuple[PhaseCosts, str, int], ...]) -> list[OpReport]:
+    """Every distinct op of one rank, all stages, with its share of all their op time in a
+    step (`repeats`: per microbatch or per step)."""
+    total = sum(n * float((p.costs.time_s * p.table.count).sum()) for p, _, n in phases)
+    reports = []
+    for phase, name, repeats in phases:
+        c, t = phase.costs, phase.table
+        for i, op in enumerate(t.ops):
+            label = "recompute" if op.attr("recompute") else name
+            reports.append(OpReport(
+                phase=label, name=op.name, kind=op.kind.value, count=int(t.count[i]),
+                flops=float(t.matrix_flops[i] + t.vector_flops[i]),
+                bytes=float(t.role_bytes[:, i].sum()), time_s=float(c.time_s[i]),
+                compute_s=float(c.compute_s[i]), memory_s=float(c.memory_s[i]),
+                overhead_s=float(c.overhead_s[i]), comm_s=float(c.comm_s[i]),
+                energy_j=float(c.energy_j[i]), bottleneck=Bottleneck(int(c.bottleneck[i])).label,
+                share=float(repeats * t.count[i] * c.time_s[i] / total),
+            ))  # fmt: skip
+    return reports
+
+
+def _score(result: TrainingResult) -> tuple:
+    """Fitting first, then step time; when nothing fits, the plan closest to fitting."""
+    if not result.fits:
+        return (True, result.per_chip_memory_bytes.total)
+    return (False, result.step_time_s)
+
+
+def _search(
+    cfg: TransformerConfig, system: System, setup: Setup, notes: list[str]
+) -> TrainingResult:
+    start = time.perf_counter()
+    ranks: dict[tuple, RankTraining] = {}
+    results = []
+    skipped = 0
+    for plan in candidate_plans(cfg, system.chips):
+        try:
+            results.append(run_plan(cfg, system, plan, setup, list(notes), ranks))
+        except UserError:  # the batch does not split over this plan's replicas, ...
+            skipped += 1
+    if not results:
+        raise UserError(
+            f"no parallelism plan trains {cfg.name} on {system.chips} chips with batch "
+            f"{setup.batch}: give --tp/--pp/--dp or a batch that splits over the replicas"
+        )
+    results.sort(key=_score)
+    best = results[0]
+    runner = results[1] if len(results) > 1 else None
+    best.plan_search = {
+        "objective": "step time",
+        "candidates": len(results) + skipped,
+        "feasible": sum(r.fits for r in results),
+        "chosen": best.plan,
+        "runner_up": runner and {"plan": runner.plan, "fits": runner.fits,
+                                 "step_time_s": runner.step_time_s, "mfu": runner.mfu},
+        "search_s": time.perf_counter() - start,
+    }  # fmt: skip
+    return best

@@ -1,0 +1,152 @@
+"""The training scenario: the issue's acceptance checks, physics floors and the 1F1B timeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import xpusim
+from xpusim.cli import main
+from xpusim.errors import UserError
+from xpusim.scenarios.training import model_flops_per_token, simulate_training
+from xpusim.workloads.zoo import load_model
+
+SPLIT = ("weights", "gradients", "optimizer_state", "activations", "total", "capacity")
+
+
+def train(model="llama-2-7b", chip="h100-sxm", **options):
+    return xpusim.simulate(model, chip, mode="training", **options)
+
+
+def test_llama_7b_on_8_h100s_fits_with_step_time_mfu_and_memory_split():
+    r = train(chips=8, batch=8, prompt=4096)
+    assert r.fits and r.mode == "training"
+    assert set(SPLIT) <= set(r.to_dict()["memory_bytes"])
+    chip = r.per_chip_memory_bytes
+    assert chip.total <= chip.capacity
+    assert chip.total == pytest.approx(
+        chip.weights + chip.gradients + chip.optimizer_state + chip.activations
+    )
+    floor = r.model_flops_per_step / (8 * 989.5e12)  # model FLOPs at peak on every chip
+    assert r.step_time_s > floor / 0.8  # no better than the matmul efficiency allows
+    assert 0.3 < r.mfu < 0.8 and r.hfu <= 1
+    assert r.tokens_per_s == pytest.approx(8 * 4096 / r.step_time_s)
+    assert sum(r.time_breakdown_s.values()) == pytest.approx(r.step_time_s)
+    assert r.plan_search["feasible"] >= 1
+
+
+def test_mtia_v1_says_where_it_falls_short_for_a_7b_model():
+    r = train(chip="mtia-v1", batch=8, prompt=2048)
+    assert not r.fits
+    assert r.limits[0].startswith("memory:") and "16 B per parameter" in r.limits[0]
+    assert r.min_chips == 2  # 6.74B x 16 B = 108 GB of state over 64 GB chips
+    assert any(line.startswith("compute:") and "51.2 TFLOPS" in line for line in r.limits)
+    four = train(chip="mtia-v1", chips=4, batch=8, prompt=2048, zero=3)
+    assert four.fits
+    assert any("interconnect" in line and "PCIe" in line for line in four.limits)
+
+
+def test_adam_state_is_16_bytes_per_parameter_and_zero_shards_it(llama7b):
+    state = [train(chips=8, dp=8, batch=8, prompt=512, zero=z).per_chip_memory_bytes
+             for z in range(4)]  # fmt: skip
+    params = llama7b.param_count
+    assert state[0].weights + state[0].gradients + state[0].optimizer_state == 16 * params
+    assert state[1].optimizer_state == pytest.approx(12 * params / 8)
+    assert state[2].gradients == pytest.approx(2 * params / 8)
+    assert state[3].weights == pytest.approx(2 * params / 8)
+
+
+def test_recomputation_trades_time_for_memory():
+    runs = {rc: train(batch=1, prompt=1024, recompute=rc) for rc in ("none", "selective", "full")}
+    act = {rc: r.per_chip_memory_bytes.activations for rc, r in runs.items()}
+    assert act["full"] < act["selective"] < act["none"]
+    assert runs["full"].step_time_s > runs["none"].step_time_s
+    assert runs["full"].hfu > runs["full"].mfu  # recomputed FLOPs count as hardware FLOPs
+    assert (
+        runs["full"].time_breakdown_s["recompute"] > 0 == runs["none"].time_breakdown_s["recompute"]
+    )
+
+
+def test_1f1b_bubble_is_pp_minus_1_slots():
+    """Four even stages (32 layers) and eight microbatches: the step is 8 + 3 slots."""
+    r = train(chips=4, pp=4, batch=8, prompt=512)
+    assert r.microbatches == 8 and r.micro_batch == 1
+    work = (
+        r.step_time_s - r.time_breakdown_s["optimizer"] - r.time_breakdown_s["data_parallel_comm"]
+    )
+    assert r.time_breakdown_s["pipeline_bubble"] / work == pytest.approx(3 / 11, rel=0.15)
+
+
+def test_explicit_transposes_cost_time_on_mtia():
+    r = train(chip="mtia-v1", batch=1, prompt=512, recompute="full")
+    transposes = [op for op in r.ops if op.kind == "transpose"]
+    assert transposes and all(op.phase == "backward" for op in transposes)
+    assert not [op for op in train(batch=1, prompt=512).ops if op.kind == "transpose"]
+
+
+def test_model_flops_follow_palm_appendix_b():
+    palm = load_model("palm-540b")
+    per_token = model_flops_per_token(palm, 2048)
+    assert per_token == 6 * palm.param_count + 12 * 118 * 48 * 256 * 2048
+    # PaLM's own check: 238.3K tokens/s on 6144 chips of 275 TFLOPS is 46.2% MFU
+    assert 238.3e3 * per_token / (6144 * 275e12) == pytest.approx(0.462, abs=0.001)
+
+
+@pytest.mark.parametrize(("model", "chip", "setup"), [
+    ("palm-540b", "tpu-v4-palm", dict(chips=6144, tp=12, dp=512, batch=2048, prompt=2048,
+                                      recompute="full", zero=3, sequence_parallel=True)),
+    ("megatron-530b", "a100-sxm-80gb", dict(chips=2520, tp=8, pp=35, dp=9, batch=2520,
+                                             prompt=2048, recompute="full")),
+    ("llama-3-405b", "h100-sxm", dict(chips=8192, tp=8, pp=16, dp=64, batch=2048, prompt=8192,
+                                      recompute="selective", zero=1, sequence_parallel=True)),
+])  # fmt: skip
+def test_published_training_runs_are_expressible_and_fit(model, chip, setup):
+    r = simulate_training(load_model(model), xpusim.target(chip), precision="bf16", **setup)
+    assert r.fits, r.reason
+    assert 0.2 < r.mfu < 0.7
+
+
+def test_training_options_are_checked():
+    with pytest.raises(UserError, match="bf16, fp16 or fp32"):
+        train(precision="int8")
+    with pytest.raises(UserError, match="optimizer"):
+        train(optimizer="lion")
+    with pytest.raises(UserError, match="microbatches"):
+        train(chips=2, dp=2, batch=4, microbatches=3)
+    with pytest.raises(UserError, match="--gen"):
+        train(gen=16)
+    with pytest.raises(UserError, match="not modelled"):
+        train("mixtral-8x7b", chips=2, tp=2, batch=2, prompt=64)
+
+
+def test_cli_training_json_and_compare(capsys):
+    main(["run", "llama-2-7b", "--mode", "training", "--chip", "h100-sxm", "--chips", "8",
+          "--batch", "8", "--prompt", "4096", "--json"])  # fmt: skip
+    d = json.loads(capsys.readouterr().out)
+    for key in ("step_time_s", "tokens_per_s", "mfu", "fits", "reason", "min_chips"):
+        assert key in d
+    assert set(SPLIT) <= set(d["memory_bytes"]) and d["fits"]
+    main(["compare", "llama-2-7b", "--mode", "training", "--chip", "mtia-v1", "--chip", "tpu-v4",
+          "--batch", "2", "--prompt", "512"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "where the step goes" in out and "memory:" in out
+
+
+def test_gradient_sync_runs_level_by_level_across_pods():
+    """PaLM's 512 data-parallel replicas: 256 in each pod on ICI, then the two pods over
+    the datacenter network with 1/256 of the bytes, far cheaper than all of it over DCN."""
+    from xpusim.cost.collectives import Collective, collective_time, hierarchical_time
+
+    system = xpusim.system("tpu-v4-palm")
+    nbytes = 90e9  # one tensor-parallel rank's 16-bit gradients of PaLM 540B (540e9 x 2 / 12)
+    levels = hierarchical_time(system, Collective.ALL_REDUCE, nbytes, 512, stride=12)
+    assert "256 on ici" in levels.algorithm and "2 on dcn" in levels.algorithm
+    inside = collective_time(system, Collective.ALL_REDUCE, nbytes, 256, 3072)
+    across = collective_time(system, Collective.ALL_REDUCE, nbytes / 256, 2, 6144)
+    assert levels.time_s == pytest.approx(inside.time_s + across.time_s)
+    flat = collective_time(system, Collective.ALL_REDUCE, nbytes, 512, 6144)
+    assert levels.time_s < flat.time_s / 10
+    dgx = xpusim.system("dgx-h100").with_chips(64)  # tp 8 fills a node: one level, flat
+    one = hierarchical_time(dgx, Collective.ALL_REDUCE, 1e9, 8, stride=8)
+    assert one == collective_time(dgx, Collective.ALL_REDUCE, 1e9, 8, 64)

@@ -123,3 +123,9 @@ def test_calibration_only_slows_ops_down_from_the_floor():
         assert cal is not None
         for fit in cal.matmul.values():
             assert 0 < fit.efficiency <= 1 and (fit.fixed_s is None or fit.fixed_s >= 0)
+
+
+def test_known_gaps_reach_the_report():
+    v = validate()
+    groq = next(p for p in v.points if p.id == "llmperf-groq-l2-70b-ttft")
+    assert "network" in groq.known_gap and "known gap" in reason(groq)

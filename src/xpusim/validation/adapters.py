@@ -34,6 +34,8 @@ def _llm_inference(point: Point) -> Prediction:
     plan: dict[str, Any] = {}
     if chips > 1 and tp > 1:
         plan = {"tp": tp, "dp": chips // tp}
+    if point.get("microbatches"):
+        plan["microbatches"] = int(point.get("microbatches"))
     result = xpusim.simulate(
         point.get("model"), point.chip, chips=chips, batch=int(point.get("batch", 1)),
         prompt=int(point.get("prompt", 128)), gen=int(point.get("gen", 128)),
@@ -53,11 +55,43 @@ def _llm_inference(point: Point) -> Prediction:
     return Prediction(metrics[point.metric], result.bottleneck, f"{plan_text}{searched}")
 
 
-ADAPTERS: dict[str, Callable[[Point], Prediction]] = {"llm-inference": _llm_inference}
+def _llm_training(point: Point) -> Prediction:
+    """A training run: the point's plan and the settings its `xpusim_setup` explains."""
+    import xpusim
+    from xpusim.scenarios.training import simulate_training
+
+    settings = ("tp", "pp", "dp", "recompute", "zero", "sequence_parallel")
+    options = {k: point.get(k) for k in settings if point.get(k) is not None}
+    result = simulate_training(
+        xpusim.model(point.get("model")), xpusim.target(point.get("system", point.chip)),
+        chips=int(point.get("chips")), batch=int(point.get("batch")),
+        prompt=int(point.get("prompt")), precision=point.get("precision"), **options,
+    )  # fmt: skip
+    if not result.fits:
+        raise Unexpressible(f"does not fit as specified: {result.reason}")
+    if point.metric == "mfu":
+        value = result.mfu
+    elif point.metric == "tflops_per_chip":
+        counted = point.get("flops_counted", "model")
+        per_chip = (result.hardware_flops_per_s_per_chip if counted == "hardware"
+                    else result.model_flops_per_s_per_chip)  # fmt: skip
+        value = per_chip / 1e12
+    else:
+        raise Unexpressible(f"metric {point.metric!r} is not a training output")
+    plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1)
+    return Prediction(value, result.bottleneck, plan)
+
+
+ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
+    "llm-inference": _llm_inference,
+    "llm-training": _llm_training,
+}
 """Workload kind -> adapter. Other scenarios register theirs here as they land."""
 
 
 def predict(point: Point) -> Prediction:
+    if point.workload == "recsys-inference" and point.known_gap:
+        raise Unexpressible(point.known_gap)
     if not isinstance(point.value, int | float):
         raise Unexpressible("a published range or qualitative claim, discussed in the docs")
     adapter = ADAPTERS.get(point.workload)

@@ -49,6 +49,7 @@ def load_points(path: Path = DATA) -> tuple[Point, ...]:
             value=p["value"],
             source=p["source"],
             notes=p.get("notes", ""),
+            known_gap=p.get("known_gap", ""),
             setup={k: v for k, v in p.items() if k not in _CORE and k != "unit"},
         )
         for p in data["points"]

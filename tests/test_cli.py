@@ -7,30 +7,19 @@ import subprocess
 import sys
 
 import pytest
+from cli_run import run_cli
 
-from xpusim.cli import main
 from xpusim.hardware.catalog import CATALOG_DIR
 
 
-def run(capsys, *argv):
-    """Runs `xpusim argv...` in-process; returns (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def run_json(capsys, *argv):
-    code, out, err = run(capsys, *argv, "--json")
+    code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     return json.loads(out)
 
 
 def assert_user_error(capsys, *argv, mentions=()):
-    code, out, err = run(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
@@ -68,7 +57,7 @@ def test_listing_commands(capsys):
     chip = run_json(capsys, "chip", "tpu-v4")
     assert chip["sources"] and chip["tdp_w"]["source"] in chip["sources"]
     for argv in (["chips"], ["models"], ["chip", "h100-sxm"]):
-        code, out, _ = run(capsys, *argv)
+        code, out, _ = run_cli(capsys, *argv)
         assert code == 0 and out
 
 
@@ -80,7 +69,7 @@ def test_compare_and_demo(capsys):
     assert {r["chip"] for r in demo["results"]} == {
         "mtia-v1", "tpu-v4", "groq-lpu", "apple-m2-ane", "h100-sxm"}  # fmt: skip
     assert demo["summary"]
-    code, out, _ = run(capsys, "demo")
+    code, out, _ = run_cli(capsys, "demo")
     assert code == 0 and "groq-lpu" in out
 
 

@@ -8,28 +8,18 @@ import json
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from cli_run import run_cli  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 from xpusim.api import graph as ir  # noqa: E402
 from xpusim.api import model  # noqa: E402
-from xpusim.cli import main  # noqa: E402
 from xpusim.errors import UserError  # noqa: E402
 from xpusim.hardware.catalog import chip_ids  # noqa: E402
 from xpusim.ir.tensor import Role  # noqa: E402
 
 
-def run(capsys, *argv):
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def assert_user_error(capsys, *argv, mentions=()):
-    code, out, err = run(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == "" and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     for word in mentions:
@@ -82,7 +72,7 @@ def test_run_on_every_chip(capsys, exported, chip):
         (paths["resnet50"], []),
         (paths["llama"], ["--input-shape", "input_ids=4,32"]),
     ]:
-        code, out, err = run(capsys, "run", str(path), "--chip", chip, *shape, "--json")
+        code, out, err = run_cli(capsys, "run", str(path), "--chip", chip, *shape, "--json")
         assert code == 0, err
         result = json.loads(out)
         assert result["fits"] and result["latency_s"] > 0 and result["throughput"] > 0
@@ -90,12 +80,12 @@ def test_run_on_every_chip(capsys, exported, chip):
 
 
 def test_symbolic_dimensions_take_input_shapes(capsys, mlp):
-    d = json.loads(run(capsys, "inspect", str(mlp), "--input-shape", "x=8,64", "--json")[1])
+    d = json.loads(run_cli(capsys, "inspect", str(mlp), "--input-shape", "x=8,64", "--json")[1])
     assert d["total_flops"] == 2 * 8 * 64 * 32 + 8 * 32  # matmul, then relu
     assert [op["source"] for op in d["ops"]] == ["onnx.MatMul", "onnx.Relu"]
     result = model(mlp, {"x": (8, 64)})
     assert result.batch == 8 and result.inputs == {"x": (8, 64)}
-    code, out, _ = run(capsys, "run", str(mlp), "--chip", "mtia-v1", "--input-shape", "x=8,64")
+    code, out, _ = run_cli(capsys, "run", str(mlp), "--chip", "mtia-v1", "--input-shape", "x=8,64")
     assert code == 0 and "mtia-v1" in out
     assert_user_error(capsys, "run", str(mlp), "--chip", "mtia-v1", mentions=["--input-shape x="])
     assert_user_error(capsys, "inspect", str(mlp), "--input-shape", "X=8,64", mentions=["x"])
@@ -132,10 +122,10 @@ def test_unknown_ops_are_listed_with_counts(tmp_path):
 
 
 def test_inspect_zoo_model_prints_its_prefill(capsys):
-    d = json.loads(run(capsys, "inspect", "llama-2-7b", "--prompt", "64", "--json")[1])
+    d = json.loads(run_cli(capsys, "inspect", "llama-2-7b", "--prompt", "64", "--json")[1])
     assert d["total_flops"] == pytest.approx(ir("llama-2-7b", prompt=64).flops)
     assert {"ops", "total_flops", "total_bytes"} <= set(d)
-    code, out, _ = run(capsys, "inspect", "llama-2-7b", "--batch", "2")
+    code, out, _ = run_cli(capsys, "inspect", "llama-2-7b", "--batch", "2")
     assert code == 0 and "layers.31.down" in out
 
 

@@ -13,12 +13,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch_models  # noqa: E402
+from cli_run import run_cli  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 import xpusim  # noqa: E402
-from xpusim.cli import main  # noqa: E402
 from xpusim.compiler.fusion import fuse  # noqa: E402
 from xpusim.compiler.precision import recast  # noqa: E402
 from xpusim.errors import UserError  # noqa: E402
@@ -169,16 +169,6 @@ def test_simulates_on_every_chip(any_chip, model):
                                      for d in any_chip.peak_ops_per_s)  # fmt: skip
     assert result.latency_s >= floor
     assert result.throughput == pytest.approx(imported.batch / result.latency_s)
-
-
-def run_cli(capsys, *argv):
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_saved_program_runs_and_inspects_from_the_command_line(capsys, tmp_path):

@@ -388,7 +388,8 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
             f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
             for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
     workers = f"{summary.workers} {summary.executor} worker(s)"
-    _print(f"{summary.n_points} points ({summary.n_simulated} simulated now, the rest resumed), "
+    resumed = summary.n_points - summary.n_simulated
+    _print(f"{summary.n_points} points ({summary.n_simulated} simulated now, {resumed} resumed), "
            f"{summary.n_fit} fit, {summary.n_errors} errors; simulated in "
            f"{summary.simulate_s:.2f} s on {workers}")  # fmt: skip
     for line in summary.notes:

@@ -34,7 +34,6 @@ from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
-    RankGraphs,
     Request,
     collective_algorithms,
     cost_phases,
@@ -218,12 +217,12 @@ def run_plan(
     microbatches: int | None,
     overlap: bool,
     notes: list[str],
-    graphs: RankGraphs | None = None,
 ) -> LLMInferenceResult:
-    """One plan, costed. `graphs` lets a plan search reuse a rank's graphs across pp and dp."""
+    """One plan, costed; the rank's graphs are memoized (rank_costs.py), so the plans of a
+    search and the chips of a sweep share them."""
     chip, pp = system.chip, plan.pp
     m = microbatches or pp
-    graphs = graphs or rank_graphs(cfg, req, plan)
+    graphs = rank_graphs(cfg, req, plan)
     stages = stage_footprints(cfg, plan, req, m, graphs.activation_bytes)
     fullest = max(stages, key=lambda f: f.total)
     capacity = chip.capacity_bytes
@@ -311,8 +310,8 @@ def run_plan(
         bottleneck=_overall_bottleneck(ops, decode_steps, send_total_s),
         comm_s=comm_s,
         comm_share=comm_s / float(trip.mean()),
-        prefill_flops=graphs.prefill.flops * plan.tp * plan.ep,
-        decode_flops_per_step=graphs.decode_first.flops * plan.tp * plan.ep,
+        prefill_flops=graphs.flops[0] * plan.tp * plan.ep,
+        decode_flops_per_step=graphs.flops[1] * plan.tp * plan.ep,
         collectives=collective_algorithms(decode.table, system, plan),
         notes=notes,
         ops=ops,

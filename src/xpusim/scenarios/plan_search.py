@@ -2,9 +2,9 @@
 
 Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows (tp divides
 the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
-ep only, so they are built once per pair and every pipeline depth reuses them; that keeps a
-search over 576 chips to a few dozen graph builds. A plan that does not fit is never chosen
-while one that fits exists.
+ep only, so they are built once per pair (memoized in rank_costs.py) and every pipeline depth
+reuses them; that keeps a search over 576 chips to a few dozen graph builds. A plan that does
+not fit is never chosen while one that fits exists.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from xpusim.compiler.partition import Plan
 from xpusim.errors import UserError
 from xpusim.hardware.system import System
 from xpusim.scenarios.llm_inference import LLMInferenceResult, Request, run_plan
-from xpusim.scenarios.rank_costs import RankGraphs, rank_graphs
 from xpusim.workloads.transformer_config import TransformerConfig
 
 OBJECTIVES = ("latency", "throughput")
@@ -63,14 +62,10 @@ def search(
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
     start = time.perf_counter()
-    graphs: dict[tuple[int, int], RankGraphs] = {}
-    results = []
-    for plan in candidate_plans(cfg, system.chips):
-        key = (plan.tp, plan.ep)
-        if key not in graphs:
-            graphs[key] = rank_graphs(cfg, req, plan)
-        results.append(run_plan(cfg, system, plan, req, microbatches, overlap, list(notes),
-                                graphs[key]))  # fmt: skip
+    results = [
+        run_plan(cfg, system, plan, req, microbatches, overlap, list(notes))
+        for plan in candidate_plans(cfg, system.chips)
+    ]
     if not results:
         raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
     results.sort(key=lambda r: _score(r, objective))

@@ -3,12 +3,16 @@
 A rank's graph (one tensor/expert-parallel rank, all pipeline stages) is built and costed
 once; pipeline stages are then contiguous slices of its ops, so any pipeline depth costs a
 few array sums. That is what makes a plan search over hundreds of chips cheap.
+
+A rank's graphs depend on the model, the request and the plan's tp and ep only, never on the
+chip: they are memoized by exactly that, so a plan search, a sweep over chips or what-if
+specs, and repeated API calls build each one once and reuse its op tables.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -17,6 +21,7 @@ from xpusim.compiler.partition import Plan, op_stages, partition
 from xpusim.cost.collectives import Collective, CollectiveCost, collective_time
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate
+from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -70,8 +75,52 @@ class RankGraphs:
     def activation_bytes(self) -> float:
         return max(peak_activation_bytes(self.prefill), peak_activation_bytes(self.decode_last))
 
+    @cached_property
+    def flops(self) -> tuple[float, float]:
+        """FLOPs of the prefill and of the first decode step (a sum over every op: kept)."""
+        return self.prefill.flops, self.decode_first.flops
+
+    _stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _hardware: dict[int, tuple[Chip, tuple[HardwareArrays, HardwareArrays]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def hardware(self, chip: Chip) -> tuple[HardwareArrays, HardwareArrays]:
+        """A chip's figures aligned with the prefill and decode tables; every plan of a
+        search on one chip shares them (keyed by the chip object, which the entry holds so
+        that its id cannot be reused)."""
+        if id(chip) not in self._hardware:
+            built = (
+                HardwareArrays.build(chip, self.tables[0]),
+                HardwareArrays.build(chip, self.tables[1]),
+            )
+            self._hardware[id(chip)] = (chip, built)
+        return self._hardware[id(chip)][1]
+
+    def stages(self, phase: int, num_layers: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
+        """(stage of each op, 1.0 where the op is a collective) of the prefill (phase 0) or
+        the decode graph (1), per pipeline depth: plans of one search share them."""
+        key = (phase, pp)
+        if key not in self._stages:
+            graph = (self.prefill, self.decode_first)[phase]
+            is_comm = [op.kind is OpKind.COLLECTIVE for op in graph.ops]
+            self._stages[key] = (
+                np.array(op_stages(graph, num_layers, pp)),
+                np.array(is_comm, dtype=float),
+            )
+        return self._stages[key]
+
 
 def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
+    return _rank_graphs(cfg, req, plan.tp, plan.ep)
+
+
+@lru_cache(maxsize=16)  # a search over 576 chips needs 7 (tp, ep) pairs; a sweep goes in order
+def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
+    plan = Plan(tp=tp, ep=ep)
+
     def step(q: int, kv: int) -> Graph:
         return partition(build_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
 
@@ -88,16 +137,16 @@ class PhaseCosts:
     stage_of_op: np.ndarray  # (ops,)
     is_comm: np.ndarray  # (ops,) collective ops
 
-    def per_op(self, values: np.ndarray) -> np.ndarray:
-        return values[..., self.table.index]
-
     def stage_sums(self, values: np.ndarray, pp: int, mask: np.ndarray | None = None) -> np.ndarray:
-        """Sum of a per-distinct-op quantity over each pipeline stage: (..., pp)."""
-        ordered = self.per_op(values)
-        if mask is not None:
-            ordered = ordered * mask
-        onehot = self.stage_of_op[:, None] == np.arange(pp)[None, :]
-        return ordered @ onehot
+        """Sum of a per-distinct-op quantity over each pipeline stage: (..., pp).
+
+        Each distinct op is weighted by how many of its instances (where `mask` is set, if
+        given) each stage runs, so the sum never expands to every op of every decode step.
+        """
+        n = len(self.table)
+        cell = self.table.index * pp + self.stage_of_op
+        counts = np.bincount(cell, weights=mask, minlength=n * pp).reshape(n, pp)
+        return values @ counts
 
 
 def _collective_cost(op: Op, system: System, plan: Plan) -> CollectiveCost:
@@ -136,13 +185,11 @@ def cost_phases(
     chip = system.chip
     prefill_table, decode_table = graphs.tables
     phases = []
-    for graph, table, values in (
-        (graphs.prefill, prefill_table, prefill_table),
-        (graphs.decode_first, decode_table, graphs.decode_table),
+    for phase, (table, values) in enumerate(
+        ((prefill_table, prefill_table), (decode_table, graphs.decode_table))
     ):
-        hw = HardwareArrays.build(chip, table)
+        hw = graphs.hardware(chip)[phase]
         costs = evaluate(values, hw, placement, _comm_times(table, system, plan))
-        stages = np.array(op_stages(graph, cfg.num_layers, plan.pp))
-        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
+        stages, is_comm = graphs.stages(phase, cfg.num_layers, plan.pp)
         phases.append(PhaseCosts(table, costs, stages, is_comm))
     return phases[0], phases[1]

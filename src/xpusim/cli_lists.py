@@ -1,0 +1,96 @@
+"""Option types for `xpusim sweep` and what-if specs: comma lists of another option's values,
+and `--set FIELD=VALUE` (a list of values in a sweep).
+
+A sweep takes every option of `xpusim run`, each as a comma list, by deriving them from
+`run`'s own option definitions: a new option of `run` is sweepable without a line here.
+Only click is imported, so `xpusim --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+
+
+class CommaList(click.ParamType):
+    """A comma list (or an `A,B,...,END` progression) of values of another option type."""
+
+    def __init__(self, item: click.ParamType):
+        self.item = item
+        self.name = f"{item.name}[,...]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, tuple):
+            return value
+        from xpusim.errors import UserError
+        from xpusim.explore.grid import split
+
+        try:
+            items = split(str(value))
+        except UserError as e:
+            self.fail(str(e), param, ctx)
+        return tuple(self.item.convert(item, param, ctx) for item in items)
+
+
+def listed(command: click.Command, skip: Iterable[str]) -> Callable[[Callable], Callable]:
+    """Decorator adding `command`'s options, less `skip`, each taking a comma list (flags
+    stay flags), all defaulting to None so that only what was typed becomes an axis."""
+
+    def decorate(f: Callable) -> Callable:
+        for p in reversed(command.params):
+            if not isinstance(p, click.Option) or p.name in skip:
+                continue
+            decls = [*p.opts, p.name]
+            if p.is_flag:
+                f = click.option(*decls, is_flag=True, help=p.help)(f)
+            else:
+                help_text = f"{p.help or ''} A comma list sweeps it.".strip()
+                f = click.option(*decls, type=CommaList(p.type), default=None, help=help_text)(f)
+        return f
+
+    return decorate
+
+
+def _number(text: str, setting: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise click.BadParameter(f"{setting!r}: {text!r} is not a number") from None
+
+
+def _field_and_values(setting: str) -> tuple[str, str]:
+    path, sep, values = setting.partition("=")
+    if not sep or not path.strip() or not values.strip():
+        raise click.BadParameter(f"{setting!r} is not FIELD=VALUE")
+    return path.strip(), values
+
+
+def parse_sets(
+    ctx: click.Context, param: click.Parameter, settings: tuple[str, ...]
+) -> list[tuple[str, float]]:
+    """FIELD=VALUE (repeatable) -> [(FIELD, VALUE)], applied in order."""
+    parsed = []
+    for setting in settings:
+        path, value = _field_and_values(setting)
+        parsed.append((path, _number(value, setting)))
+    return parsed
+
+
+def parse_set_lists(
+    ctx: click.Context, param: click.Parameter, settings: tuple[str, ...]
+) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """FIELD=V1,V2,... (repeatable; progressions allowed) -> one sweep axis per field."""
+    from xpusim.errors import UserError
+    from xpusim.explore.grid import split
+
+    parsed = []
+    for setting in settings:
+        path, values = _field_and_values(setting)
+        try:
+            items = split(values)
+        except UserError as e:
+            raise click.BadParameter(f"{setting!r}: {e}") from None
+        parsed.append((path, tuple(_number(v, setting) for v in items)))
+    return tuple(parsed)

@@ -1,0 +1,103 @@
+"""Where a sweep's chunks run: in this process, on a local process pool, or on Ray.
+
+All three take the same picklable task function and chunks and yield each chunk's result as
+soon as it finishes, in any order, so results stream to disk while the rest still run.
+A chunk is many points (see sweep.py), which keeps per-task overhead (pickling, scheduling)
+small against the work in it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Protocol, TypeVar
+
+from xpusim.errors import UserError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
+        """fn over the tasks, each result yielded as soon as it is ready."""
+        ...
+
+
+class InProcess:
+    """One core, no start-up: for small sweeps, tests and the one-core benchmark."""
+
+    name = "in-process"
+    workers = 1
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
+        for task in tasks:
+            yield fn(task)
+
+
+class LocalPool:
+    """A process pool on this machine's cores (all of them unless told otherwise).
+
+    Workers start from a fork server that has already imported the simulator, which is
+    safe beside the progress bar's thread (a plain fork of a threaded process is not) and
+    costs one import, not one per worker.
+    """
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or len(os.sched_getaffinity(0))
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
+        if not tasks:  # a sweep resumed to completion starts no processes
+            return
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([fn.__module__])
+        pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context)
+        try:
+            futures = [pool.submit(fn, task) for task in tasks]
+            for future in as_completed(futures):
+                yield future.result()
+        finally:  # on an interrupt, what finished is kept and the rest is dropped
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayPool:
+    """Ray, on a cluster (`address`) or started locally; the same chunks as the local pool."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise UserError("--ray needs Ray: pip install 'xpusim[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            local_cpus = None if address else workers
+            ray.init(address=address, num_cpus=local_cpus, include_dashboard=False,
+                     log_to_driver=False)  # fmt: skip
+        self.workers = int(ray.cluster_resources().get("CPU", 1))
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
+        remote = self.ray.remote(fn)
+        pending = [remote.remote(task) for task in tasks]
+        try:
+            while pending:
+                done, pending = self.ray.wait(pending, num_returns=1)
+                yield self.ray.get(done[0])
+        finally:
+            for ref in pending:
+                self.ray.cancel(ref)
+
+
+def choose(workers: int | None, ray: bool, address: str | None) -> Executor:
+    """Ray when asked, this process for one worker, else a local pool."""
+    if ray:
+        return RayPool(address, workers)
+    return InProcess() if workers == 1 else LocalPool(workers)

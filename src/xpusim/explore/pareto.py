@@ -1,0 +1,111 @@
+"""Pareto fronts: the points no other point beats on every objective at once.
+
+A sweep of thousands of configurations is read through its front: for LLM serving, the
+configurations that give the most tokens per second per chip at each per-user speed (the
+industry's throughput-versus-interactivity chart). Only points that fit and ran are
+candidates; a point that needs memory the chips do not have is never on a front.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DIGITS = 9  # objectives equal to this many significant digits are ties
+
+
+@dataclass(frozen=True)
+class Objective:
+    column: str  # a column of the sweep's rows
+    maximize: bool
+    label: str  # for tables and plot axes
+
+
+OBJECTIVES: tuple[tuple[Objective, Objective], ...] = (
+    (  # LLM inference: per-user speed (1 / TPOT) against throughput per chip
+        Objective("tokens_per_s_per_user", True, "tokens/s per user (1/TPOT)"),
+        Objective("tokens_per_s_per_chip", True, "tokens/s per chip"),
+    ),
+    (  # a training step: time per step against training throughput per chip
+        Objective("step_time_s", False, "step time (s)"),
+        Objective("tokens_per_s_per_chip", True, "tokens/s per chip"),
+    ),
+    (  # recommendation serving
+        Objective("latency_s", False, "latency (s)"),
+        Objective("queries_per_s_per_chip", True, "queries/s per chip"),
+    ),
+    (  # one pass of an imported graph
+        Objective("latency_s", False, "latency (s)"),
+        Objective("throughput_per_chip", True, "items/s per chip"),
+    ),
+)
+"""Per workload kind, the (x, y) trade-off a front is taken over; the first pair whose
+columns a sweep's rows have is used."""
+
+
+def objectives_for(columns: Sequence[str]) -> tuple[Objective, Objective]:
+    for pair in OBJECTIVES:
+        if all(o.column in columns for o in pair):
+            return pair
+    return OBJECTIVES[0]
+
+
+def front_mask(values: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
+    """Which rows of `values` (points x objectives) are non-dominated.
+
+    Row a dominates b when it is at least as good on every objective and better on one.
+    Of rows with equal objectives (to DIGITS significant digits, so that float rounding
+    cannot pick between them) only the first is kept: 64 chips giving per chip what 8 give
+    adds nothing to a front. Sorted best-first on the objectives in order (stable, so ties
+    keep row order), a point can only be dominated by one before it, and if by any then by
+    one already on the front, so each point is checked against the front found so far:
+    O(points x front size).
+    """
+    signs = np.where(np.asarray(maximize), 1.0, -1.0)
+    scores = _rounded(np.asarray(values, dtype=float)) * signs  # every objective maximized
+    order = np.lexsort(tuple(-scores[:, k] for k in reversed(range(scores.shape[1]))))
+    mask = np.zeros(len(scores), dtype=bool)
+    front = np.empty((0, scores.shape[1]))
+    for i in order:
+        p = scores[i]
+        if (front >= p).all(axis=1).any():  # dominated, or equal to a point kept
+            continue
+        mask[i] = True
+        front = np.vstack([front, p])
+    return mask
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    nonzero = np.where(values == 0, 1.0, np.abs(values))
+    scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(nonzero)))
+    return np.round(values * scale) / scale
+
+
+def eligible(row: Mapping[str, Any], objectives: Sequence[Objective]) -> bool:
+    """A row may be on a front: it ran, it fits, and its objectives are finite numbers."""
+    if row.get("error") or row.get("fits") is not True:
+        return False
+    values = [row.get(o.column) for o in objectives]
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
+def front(
+    rows: Sequence[Mapping[str, Any]],
+    objectives: Sequence[Objective],
+    among: Sequence[int] | None = None,
+) -> list[int]:
+    """Indices of the rows (of those `among`, if given) on the front, ordered along the first
+    objective, worst first."""
+    indices = range(len(rows)) if among is None else among
+    candidates = [i for i in indices if eligible(rows[i], objectives)]
+    if not candidates:
+        return []
+    values = np.array([[rows[i][o.column] for o in objectives] for i in candidates], float)
+    mask = front_mask(values, [o.maximize for o in objectives])
+    chosen = [i for i, keep in zip(candidates, mask, strict=True) if keep]
+    first = objectives[0]
+    return sorted(chosen, key=lambda i: rows[i][first.column] * (1 if first.maximize else -1))

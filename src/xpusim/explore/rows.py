@@ -1,0 +1,84 @@
+"""A sweep point and its result as one flat row of scalars: a line of the CSV, a Parquet
+record, a point of a plot.
+
+The row is what `xpusim run --json` says, less its lists (ops, collectives, notes), with
+nested objects one level deep as dotted columns (`plan.tp`, `memory_bytes.total`), plus the
+throughput per chip that compares systems of different sizes. A point that raised a user
+error keeps its inputs and says why in `error`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from xpusim.explore.grid import Point
+
+Scalar = bool | int | float | str | None
+
+SKIPPED = frozenset({"plan_search"})  # its search time would make equal sweeps differ
+PER_CHIP = ("tokens_per_s", "queries_per_s", "throughput")
+"""Rates divided by the system's chips into `<rate>_per_chip` columns."""
+
+
+def point_row(point: Point) -> dict[str, Scalar]:
+    """The inputs of a point: its target, each what-if value and each option typed."""
+    row: dict[str, Scalar] = {"target": point.target}
+    row.update({f"set.{path}": value for path, value in point.sets})
+    row.update(point.options)
+    return row
+
+
+def result_row(point: Point, result: Any) -> dict[str, Scalar]:
+    """The point's inputs, then every scalar of its result (resolved values win: a
+    precision not given shows the one the chip used)."""
+    row = point_row(point)
+    for field in dataclasses.fields(result):
+        if field.name in SKIPPED:
+            continue
+        row.update(_flatten(field.name, getattr(result, field.name)))
+    chips = row.get("chips")
+    for rate in PER_CHIP:
+        if isinstance(row.get(rate), float) and isinstance(chips, int) and chips > 0:
+            row[f"{rate}_per_chip"] = row[rate] / chips
+    return {**row, "key": point.key}
+
+
+def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
+    return {**point_row(point), "error": str(error), "key": point.key}
+
+
+def _flatten(name: str, value: Any) -> dict[str, Scalar]:
+    if dataclasses.is_dataclass(value):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {f"{name}.{k}": v for k, v in value.items() if _is_scalar(v)}
+    return {name: value} if _is_scalar(value) else {}
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def to_text(value: Scalar) -> str:
+    """A CSV cell that `from_text` reads back as the same value and type."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def from_text(text: str) -> Scalar:
+    """Inverse of `to_text`: integers, floats (repr always has '.', 'e', 'inf' or 'nan'),
+    booleans, empty as None, anything else a string."""
+    if text == "":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text

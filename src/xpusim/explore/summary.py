@@ -1,0 +1,135 @@
+"""What a finished sweep says: its Pareto fronts, counts and timing, and the files beside the
+CSV (a Parquet copy and the PNG plots).
+
+Both optional writers degrade to a note: without pyarrow the results stay in CSV only, and
+without matplotlib there are no plots; the sweep itself never depends on either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xpusim import api
+from xpusim.explore import pareto
+from xpusim.explore.store import Row
+from xpusim.explore.sweep import Grid, SweepRun, resolve_specs, spec_key
+from xpusim.hardware.system import System
+
+PARQUET_FILE = "results.parquet"
+PLOTS = ("pareto.png", "roofline.png", "breakdown.png")
+
+
+@dataclass
+class SweepSummary:
+    model: str
+    n_points: int
+    n_simulated: int  # by this run; the rest were resumed from the results file
+    n_fit: int
+    n_errors: int
+    objectives: list[str]  # the front's (x, y) columns
+    pareto: list[Row]  # the front over every target, along x
+    best: dict[str, Row]  # per target: its front point of highest y
+    simulate_s: float
+    simulate_cpu_s: float
+    executor: str
+    workers: int
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> SweepSummary:
+    rows = run.rows
+    objectives = pareto.objectives_for([k for row in rows for k in row])
+    fronts = {}
+    for target in grid.targets:
+        mine = [i for i, row in enumerate(rows) if row["target"] == target]
+        fronts[target] = pareto.front(rows, objectives, mine)
+    best = {t: rows[max(f, key=lambda i: rows[i][objectives[1].column])]
+            for t, f in fronts.items() if f}  # fmt: skip
+    summary = SweepSummary(
+        model=getattr(grid.workload, "name", str(grid.workload)),
+        n_points=len(rows),
+        n_simulated=run.n_simulated,
+        n_fit=sum(r.get("fits") is True for r in rows),
+        n_errors=sum(bool(r.get("error")) for r in rows),
+        objectives=[o.column for o in objectives],
+        pareto=[_public(rows[i]) for i in pareto.front(rows, objectives)],
+        best={t: _public(r) for t, r in best.items()},
+        simulate_s=run.simulate_s,
+        simulate_cpu_s=run.simulate_cpu_s,
+        executor=run.executor,
+        workers=run.workers,
+        files=[str(run.results_path)],
+    )
+    _write_parquet(rows, out / PARQUET_FILE, summary)
+    if plots:
+        _write_plots(grid, rows, fronts, objectives, best, out, summary)
+    return summary
+
+
+def _public(row: Row) -> Row:
+    return {k: v for k, v in row.items() if k != "key"}
+
+
+def _write_parquet(rows: list[Row], path: Path, summary: SweepSummary) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        summary.notes.append("pyarrow is not installed: wrote CSV only (pip install pyarrow)")
+        return
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    table = pa.Table.from_pylist([{k: row.get(k) for k in columns} for row in rows])
+    pq.write_table(table, path)
+    summary.files.append(str(path))
+
+
+def _write_plots(
+    grid: Grid,
+    rows: list[Row],
+    fronts: dict[str, list[int]],
+    objectives: tuple[pareto.Objective, pareto.Objective],
+    best: dict[str, Row],
+    out: Path,
+    summary: SweepSummary,
+) -> None:
+    from xpusim.report import plots
+
+    if plots.pyplot_or_none() is None:
+        summary.notes.append("matplotlib is not installed: no plots (pip install 'xpusim[plot]')")
+        return
+    varied = [name for name, values in grid.axes.items() if len(values) > 1]
+    varied += [f"set.{path}" for path, values in grid.sets if len(values) > 1]
+    title = f"{summary.model}: {summary.n_fit} of {summary.n_points} points fit"
+    paths = [out / name for name in PLOTS]
+    plots.pareto_plot(rows, fronts, objectives, varied, title, paths[0])
+    chosen = _resimulate(grid, best)
+    if chosen:
+        plots.roofline_plot(chosen, paths[1])
+        plots.breakdown_plot([(label, result) for label, result, _ in chosen], paths[2])
+    summary.files += [str(p) for p in paths if p.exists()]
+
+
+def _resimulate(grid: Grid, best: dict[str, Row]) -> list[tuple[str, Any, Any]]:
+    """Each target's best point in full (its ops), for the roofline and the breakdown."""
+    by_key = {p.key: p for p in grid.points()}
+    points = [by_key[str(row["key"])] for row in best.values()]
+    specs = resolve_specs(points)
+    chosen = []
+    for point in points:
+        spec = specs[spec_key(point)]  # a point on a front ran, so its spec is valid
+        result = api.simulate(grid.workload, spec, **dict(point.options))
+        chip = spec.chip if isinstance(spec, System) else spec
+        chosen.append((f"{point.target} {_label(result)}", result, chip))
+    return chosen
+
+
+def _label(result: Any) -> str:
+    plan = getattr(result, "plan", None) or {}
+    degrees = " x ".join(f"{k}{v}" for k, v in plan.items() if v > 1)
+    return f"(batch {result.batch}, {result.precision}{', ' + degrees if degrees else ''})"

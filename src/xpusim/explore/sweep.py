@@ -1,0 +1,197 @@
+"""A sweep: every combination of chips, what-if specs and run options, simulated in chunks
+and streamed to a results file.
+
+Why it is fast: most of a simulation is building and tabulating the model's graphs, and
+those depend on the model, the shapes (batch, prompt, gen), the formats and the tensor and
+expert parallel degrees, never on the chip. Graphs are memoized by exactly that
+(scenarios/rank_costs.py), and points are sorted so that all chips, what-if values, chip
+counts and plans of one shape run back to back in the same worker: the graphs are built
+once and every hardware variation only re-costs their op tables.
+
+Points are cut into chunks of many points, so that scheduling a chunk on a pool or on Ray
+costs little against its work. Chips and what-if copies are resolved once, here, so that a
+bad `--set` stops the sweep before it starts (exit 2), and travel to the workers as specs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xpusim import api
+from xpusim.errors import UserError
+from xpusim.explore.executor import Executor
+from xpusim.explore.grid import Point, cross
+from xpusim.explore.rows import error_row, result_row
+from xpusim.explore.store import ResultStore, Row
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.hardware.whatif import apply
+
+Spec = Chip | System | UserError  # a what-if a chip cannot take is an error for its points
+
+RESULTS_FILE = "results.csv"
+CHUNKS_PER_WORKER = 8  # enough for load balance and a moving progress bar
+MAX_CHUNK = 256  # points per task: per-task overhead is well under 1% at this size
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What a sweep covers: one workload, the targets, one axis per --set path and per option."""
+
+    workload: Any
+    targets: tuple[str, ...]
+    sets: tuple[tuple[str, tuple[float, ...]], ...]
+    axes: dict[str, tuple[Any, ...]]
+
+    def points(self) -> list[Point]:
+        return cross(self.targets, self.sets, self.axes)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    workload: Any
+    specs: dict[str, Spec]  # by spec_key
+    points: tuple[Point, ...]
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    rows: list[Row]
+    busy_s: float  # the worker's time on the chunk
+
+
+@dataclass
+class SweepRun:
+    rows: list[Row]  # one per point, in grid order
+    n_simulated: int  # by this run (the others were in the results file already)
+    simulate_s: float  # wall time from the first chunk sent to the last result stored
+    simulate_cpu_s: float  # the workers' time, summed
+    executor: str
+    workers: int
+    results_path: Path
+
+
+def spec_key(point: Point) -> str:
+    return json.dumps([point.target, point.sets])
+
+
+def run_chunk(chunk: Chunk) -> ChunkResult:
+    """Simulates a chunk's points in order (a worker's task); a point whose options the chip
+    cannot take (a precision it lacks) becomes a row with the error, not a failed sweep."""
+    start = time.perf_counter()
+    rows = []
+    for point in chunk.points:
+        spec, options = chunk.specs[spec_key(point)], dict(point.options)
+        try:
+            if isinstance(spec, UserError):
+                raise spec
+            rows.append(result_row(point, api.simulate(chunk.workload, spec, **options)))
+        except UserError as error:
+            rows.append(error_row(point, error))
+    return ChunkResult(rows, time.perf_counter() - start)
+
+
+def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
+    """Every target with every combination of its what-if values, validated.
+
+    A what-if value that no target can take (a path no chip has, an efficiency above 1) is
+    the user's mistake and raises; one that only some chips cannot take (6 TB/s of HBM
+    pushes TPU v4's memory power past its TDP) leaves those chips' points as error rows.
+    """
+    bases: dict[str, Chip | System] = {}
+    specs: dict[str, Spec] = {}
+    for point in points:
+        key = spec_key(point)
+        if key in specs:
+            continue
+        if point.target not in bases:
+            bases[point.target] = api.target(point.target)
+        try:
+            specs[key] = apply(bases[point.target], point.sets)
+        except UserError as error:
+            specs[key] = error
+    taken = {s for p in points if not isinstance(specs[spec_key(p)], UserError) for s in p.sets}
+    for point in points:
+        spec = specs[spec_key(point)]
+        if isinstance(spec, UserError) and any(s not in taken for s in point.sets):
+            raise spec
+    return specs
+
+
+def chunks(points: Sequence[Point], workers: int) -> list[tuple[Point, ...]]:
+    """Points sorted so that shapes stay together, packed into chunks whole shape groups at a
+    time (a group larger than a chunk is split), so a shape's graphs are built by one worker."""
+    ordered = sorted(points, key=lambda p: p.order)
+    size = max(1, min(MAX_CHUNK, math.ceil(len(ordered) / (workers * CHUNKS_PER_WORKER))))
+    packed: list[tuple[Point, ...]] = []
+    current: list[Point] = []
+    for _, group in itertools.groupby(ordered, key=lambda p: p.order[0]):
+        members = list(group)
+        for start in range(0, len(members), size):
+            piece = members[start : start + size]
+            if current and len(current) + len(piece) > size:
+                packed.append(tuple(current))
+                current = []
+            current += piece
+    return [*packed, tuple(current)] if current else packed
+
+
+def check(grid: Grid) -> None:
+    """The options' names (and modes) are ones the workload's scenario takes."""
+    names = dict.fromkeys(grid.axes, None)
+    for mode in grid.axes.get("mode", ("inference",)):
+        api.check_options(grid.workload, **{**names, "mode": mode})
+
+
+def run(
+    grid: Grid,
+    out: Path,
+    executor: Executor,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepRun:
+    """Simulates the points not yet in `out`'s results file, streaming rows to it."""
+    check(grid)
+    points = grid.points()
+    specs = resolve_specs(points)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultStore(out / RESULTS_FILE)
+    done = store.done
+    todo = [p for p in points if p.key not in done]
+    tasks = []
+    for group in chunks(todo, executor.workers):
+        needed = {spec_key(p) for p in group}
+        tasks.append(Chunk(grid.workload, {k: specs[k] for k in needed}, group))
+    start, busy, finished = time.perf_counter(), 0.0, len(points) - len(todo)
+    if progress:
+        progress(finished, len(points))
+    # closing: an interrupt in this loop must cancel the chunks still queued, now
+    with contextlib.closing(executor.map(run_chunk, tasks)) as results:
+        try:
+            for result in results:
+                store.add(result.rows)
+                busy += result.busy_s
+                finished += len(result.rows)
+                if progress:
+                    progress(finished, len(points))
+        finally:
+            store.close()
+    simulate_s = time.perf_counter() - start
+    store.reorder([p.key for p in points])
+    by_key = {row["key"]: row for row in store.rows}
+    return SweepRun(  # every row with every column, as read back from the file
+        rows=[{c: by_key[p.key].get(c) for c in store.columns} for p in points],
+        n_simulated=len(todo),
+        simulate_s=simulate_s,
+        simulate_cpu_s=busy,
+        executor=executor.name,
+        workers=executor.workers,
+        results_path=store.path,
+    )

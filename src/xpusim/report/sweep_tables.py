@@ -1,0 +1,84 @@
+"""Rich tables for sweeps and sensitivity rankings. Only formatting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+
+from xpusim.explore.sensitivity import Sensitivity
+from xpusim.explore.summary import SweepSummary
+from xpusim.report.units import seconds
+
+Row = Mapping[str, Any]
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("ttft_s", "TTFT", seconds),
+    ("tpot_s", "TPOT", seconds),
+    ("latency_s", "latency", seconds),
+    ("step_time_s", "step", seconds),
+    ("mfu", "MFU", lambda v: f"{v:.1%}"),
+    ("tokens_per_s_per_user", "tok/s/user", _number),
+    ("tokens_per_s_per_chip", "tok/s/chip", _number),
+    ("queries_per_s_per_chip", "queries/s/chip", _number),
+    ("throughput_per_chip", "items/s/chip", _number),
+    ("joules_per_token", "J/token", lambda v: f"{v:.3g}"),
+    ("joules_per_query", "J/query", lambda v: f"{v:.3g}"),
+    ("bottleneck", "bound by", str),
+)
+"""The columns a front's rows are shown with, where the rows have them."""
+
+
+def _plan(row: Row) -> str:
+    degrees = " x ".join(f"{k}{row[f'plan.{k}']}" for k in ("tp", "pp", "dp", "ep")
+                         if (row.get(f"plan.{k}") or 1) > 1)  # fmt: skip
+    chips = row.get("chips", 1)
+    return f"{chips} ({degrees})" if degrees else str(chips)
+
+
+def front_table(summary: SweepSummary, inputs: Sequence[str], top: int) -> Table:
+    """The Pareto front over all targets (evenly thinned to `top` rows)."""
+    rows = summary.pareto
+    step = max(1, -(-len(rows) // top))
+    shown = rows[::step]
+    title = (f"{summary.model}: Pareto front of {summary.objectives[0]} vs "
+             f"{summary.objectives[1]} ({len(rows)} points"
+             f"{f', 1 in {step} shown' if step > 1 else ''})")  # fmt: skip
+    table = Table(title=title)
+    metrics = [m for m in METRICS if rows and m[0] in rows[0]]
+    headers = ["target", *inputs, "chips", *(m[1] for m in metrics)]
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("target", "bound by") else "right")
+    for row in shown:
+        cells = [str(row["target"]), *(_cell(row.get(name)) for name in inputs), _plan(row)]
+        cells += [fmt(row[name]) if row.get(name) is not None else "—" for name, _, fmt in metrics]
+        table.add_row(*cells)
+    return table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def sensitivity_table(s: Sensitivity) -> Table:
+    better = "higher" if s.higher_is_better else "lower"
+    fits = "fits" if s.fits else f"does not fit (min_chips {s.min_chips})"
+    table = Table(title=f"{s.model} on {s.chip}: {s.metric} = {s.baseline:.4g} ({better} is "
+                        f"better; {fits}), one change at a time")  # fmt: skip
+    for header in ["change", s.metric, "gain", "fits", "min_chips"]:
+        table.add_column(header, justify="left" if header == "change" else "right")
+    for g in s.changes:
+        if g.error:
+            table.add_row(g.change, "—", "—", "—", f"not possible: {g.error}")
+            continue
+        table.add_row(g.change, f"{g.value:.4g}", f"{g.gain:.3f}x", "yes" if g.fits else "no",
+                      str(g.min_chips))  # fmt: skip
+    return table

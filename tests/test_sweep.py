@@ -1,0 +1,192 @@
+"""Sweeps: grids, Pareto fronts, equality with one-by-one runs, resuming, Ray, the commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from test_cli import assert_user_error, run_json
+
+import xpusim
+from xpusim.errors import UserError
+from xpusim.explore.executor import InProcess, LocalPool
+from xpusim.explore.grid import Point, split
+from xpusim.explore.pareto import Objective, front, front_mask
+from xpusim.explore.rows import result_row
+from xpusim.explore.sensitivity import sensitivity
+from xpusim.explore.sweep import Grid, run
+from xpusim.hardware.whatif import apply
+
+BANDWIDTH = "memory.dram.bandwidth_bytes_per_s"
+
+
+@pytest.fixture(scope="module")
+def grid(llama7b_module) -> Grid:
+    """2 chips x 2 bandwidths x 2 batches x 2 precisions x 2 chip counts; Groq has no bf16
+    and no DRAM, so it fails where it must: a what-if path it lacks, a precision it lacks."""
+    return Grid(llama7b_module, ("h100-sxm", "mtia-v1"), ((BANDWIDTH, (1e12, 4e12)),),
+                {"batch": (1, 4), "precision": ("int8", "bf16"), "chips": (1, 2)})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def llama7b_module():
+    return xpusim.model("llama-2-7b")
+
+
+def test_split_comma_lists_and_progressions():
+    assert split("1,2,4,...,64") == ["1", "2", "4", "8", "16", "32", "64"]
+    assert split("128,256,...,512") == ["128", "256", "384", "512"]
+    assert split("8,4,...,1") == ["8", "4", "2", "1"]
+    assert split("int8, bf16") == ["int8", "bf16"]
+    for bad in ("1,2,4,...,100", "1,...,4", "a,b,...,c", "1,,2", "1,2,...,1e9"):
+        with pytest.raises(UserError):
+            split(bad)
+
+
+def test_front_of_hand_made_points():
+    # maximize both: (1,5) (2,4) (3,3) are a front; (1,1) and (2,2) are dominated by (3,3)
+    values = np.array([[1, 5], [2, 4], [3, 3], [1, 1], [2, 2], [3, 3]], float)
+    assert front_mask(values, [True, True]).tolist() == [True, True, True, False, False, False]
+    # minimize the first: now (1,5) dominates everything but itself
+    assert front_mask(values, [False, True]).tolist() == [True, False, False, False, False, False]
+    # three objectives: a point best on the third alone stays
+    three = np.array([[1, 1, 9], [2, 2, 1], [1, 1, 1]], float)
+    assert front_mask(three, [True, True, True]).tolist() == [True, True, False]
+
+
+def test_front_skips_points_that_do_not_fit_or_failed():
+    x, y = Objective("x", True, "x"), Objective("y", True, "y")
+    rows = [
+        {"x": 1.0, "y": 1.0, "fits": True},
+        {"x": 9.0, "y": 9.0, "fits": False},  # would dominate all, but does not fit
+        {"x": 2.0, "y": 0.5, "fits": True},
+        {"x": 5.0, "y": 5.0, "fits": True, "error": "no bf16"},
+        {"x": float("nan"), "y": 1.0, "fits": True},
+    ]
+    assert front(rows, (x, y)) == [0, 2]
+    assert front(rows, (x, y), among=[2, 3]) == [2]
+
+
+def test_sweep_equals_points_run_one_by_one(grid, tmp_path):
+    swept = run(grid, tmp_path, InProcess())
+    assert len(swept.rows) == len(grid.points()) == 32
+    targets = {t: xpusim.target(t) for t in grid.targets}
+    for point, row in zip(grid.points(), swept.rows, strict=True):
+        try:
+            alone = result_row(
+                point,
+                xpusim.simulate(
+                    grid.workload, apply(targets[point.target], point.sets), **dict(point.options)
+                ),
+            )
+        except UserError as error:  # fmt: skip
+            assert str(error) == row["error"]
+            continue
+        assert "error" not in row or row["error"] is None
+        assert {k: v for k, v in alone.items() if v != ""} == {
+            k: v for k, v in row.items() if v is not None and k != "error"}  # fmt: skip
+    errors = [r for r in swept.rows if r.get("error")]
+    assert errors and all(r["target"] == "mtia-v1" and "fp8" not in r["error"] for r in errors)
+
+
+def test_interrupted_sweep_resumes_to_the_same_file(grid, tmp_path):
+    whole = tmp_path / "whole"
+    run(grid, whole, InProcess())
+    part = Grid(grid.workload, grid.targets[:1], grid.sets, {**grid.axes, "batch": (4,)})
+    resumed = tmp_path / "resumed"
+    run(part, resumed, InProcess())
+    again = run(grid, resumed, InProcess())
+    assert again.n_simulated == len(grid.points()) - len(part.points())
+    assert (resumed / "results.csv").read_text() == (whole / "results.csv").read_text()
+
+
+def test_local_pool_and_ray_give_identical_tables(grid, tmp_path):
+    ray = pytest.importorskip("ray")
+    from xpusim.explore.executor import RayPool
+
+    run(grid, tmp_path / "local", LocalPool(2))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        run(grid, tmp_path / "ray", RayPool())
+    finally:
+        ray.shutdown()
+    local, on_ray = ((tmp_path / d / "results.csv").read_text() for d in ("local", "ray"))
+    assert local == on_ray
+
+
+def test_sweep_command_writes_table_files_and_plots(capsys, tmp_path):
+    out = tmp_path / "out"
+    d = run_json(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm", "--chip", "groq-lpu",
+                 "--batch", "4,8,...,16", "--precision", "int8,bf16", "--workers", "1",
+                 "--out", str(out))  # fmt: skip
+    assert d["n_points"] == 16 and d["n_simulated"] == 16 and d["simulate_s"] > 0
+    assert d["pareto"] and all(r["fits"] and r["target"] == "h100-sxm" for r in d["pareto"])
+    assert d["objectives"] == ["tokens_per_s_per_user", "tokens_per_s_per_chip"]
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 16 and sum(bool(r["error"]) for r in rows) == 4  # groq has no bf16
+    names = {p.rsplit("/", 1)[-1] for p in d["files"]}
+    pytest.importorskip("matplotlib")
+    assert {"results.csv", "pareto.png", "roofline.png", "breakdown.png"} <= names
+    assert (out / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    again = run_json(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm", "--chip", "groq-lpu",
+                     "--batch", "4,8,...,16", "--precision", "int8,bf16", "--workers", "1",
+                     "--out", str(out), "--no-plots")  # fmt: skip
+    assert again["n_simulated"] == 0 and again["pareto"] == d["pareto"]
+
+
+@pytest.mark.parametrize(("argv", "mentions"), [
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--set", "memory.dram.bandwidth=1e12"],
+     ["bandwidth"]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--set", f"{BANDWIDTH}=-1"], [BANDWIDTH]),
+    (["run", "llama-2-7b", "--chip", "h100-sxm", "--set", f"{BANDWIDTH}=fast"], ["fast"]),
+    (["compare", "llama-2-7b", "--chip", "h100-sxm", "--set", "memory.sram.capacity_bytes=1"],
+     ["sram"]),
+    (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--set", "efficiency.matmul=0.5,1.5",
+      "--out", "never-written"], ["efficiency.matmul"]),
+    (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--set", "nonsense=1"], ["nonsense"]),
+    (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--batch", "1,2,4,...,10"], ["--batch"]),
+    (["sweep", "dlrm-v2", "--chip", "h100-sxm", "--prompt", "128,256"], ["--prompt"]),
+])  # fmt: skip
+def test_bad_what_if_or_list_is_exit_2_naming_it(capsys, tmp_path, monkeypatch, argv, mentions):
+    monkeypatch.chdir(tmp_path)
+    assert_user_error(capsys, *argv, mentions=mentions)
+    assert not (tmp_path / "never-written").exists()
+
+
+def test_what_if_changes_a_run(capsys):
+    base = run_json(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", "--precision", "fp16")
+    faster = run_json(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", "--precision", "fp16",
+                      "--set", f"{BANDWIDTH}=6.7e12")  # fmt: skip
+    assert faster["tpot_s"] < 0.7 * base["tpot_s"]  # per-op overheads stay
+    assert "=6.7e+12" in faster["chip"]
+
+
+def test_sensitivity_ranks_bandwidth_first_for_decode(capsys, llama7b_module):
+    s = sensitivity(llama7b_module, xpusim.target("h100-sxm"), precision="fp16")
+    assert s.metric == "tokens_per_s_per_user" and s.changes[0].change == "hbm3 bandwidth x2"
+    assert 1.5 < s.changes[0].gain <= 2.0
+    peak = next(g for g in s.changes if g.change == "compute peak x2")
+    assert peak.gain == pytest.approx(1.0, abs=0.02)
+    # a model that does not fit: only capacity helps, and it comes first
+    big = sensitivity(xpusim.model("llama-2-70b"), xpusim.target("mtia-v1"), precision="int8")
+    assert not big.fits and big.changes[0].change == "lpddr5 capacity x2" and big.changes[0].fits
+    d = run_json(capsys, "sensitivity", "llama-2-7b", "--chip", "groq-lpu", "--precision", "int8",
+                 "--chips", "64")  # fmt: skip
+    assert {c["change"] for c in d["changes"]} >= {"sram bandwidth x2", "chip-to-chip links x2"}
+    json.dumps(d, allow_nan=False)
+
+
+def test_point_keys_are_stable_and_order_groups_shapes():
+    a = Point("h100-sxm", ((BANDWIDTH, 1e12),), (("batch", 4), ("chips", 8)))
+    b = Point("tpu-v4", (), (("batch", 4), ("chips", 1)))
+    c = Point("h100-sxm", (), (("batch", 8), ("chips", 1)))
+    assert a.key == Point("h100-sxm", ((BANDWIDTH, 1e12),), (("batch", 4), ("chips", 8))).key
+    assert len({a.key, b.key, c.key}) == 3
+    # points of one shape (batch 4) sort together, whatever their chip, what-if or plan
+    assert {p.target for p in sorted([c, a, b], key=lambda p: p.order)[:2]} == {
+        "h100-sxm",
+        "tpu-v4",
+    }

@@ -129,3 +129,14 @@ def test_known_gaps_reach_the_report():
     v = validate()
     groq = next(p for p in v.points if p.id == "llmperf-groq-l2-70b-ttft")
     assert "network" in groq.known_gap and "known gap" in reason(groq)
+
+
+def test_a_what_if_efficiency_wins_over_the_calibration():
+    from xpusim.hardware.whatif import override
+
+    chip = xpusim.chip("h100-sxm")
+    base = xpusim.simulate("llama-2-7b", chip, precision="bf16", prompt=2048, gen=2)
+    slower = override(chip, "efficiency.matmul", 0.4)
+    assert xpusim.simulate("llama-2-7b", slower, precision="bf16", prompt=2048, gen=2).ttft_s > (
+        1.5 * base.ttft_s
+    )

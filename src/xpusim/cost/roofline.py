@@ -29,7 +29,7 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.cost.calibration import catalog_calibration
 from xpusim.cost.op_table import OpTable
-from xpusim.hardware.spec import Chip
+from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES
 
@@ -71,16 +71,25 @@ class HardwareArrays:
         peaks = np.array(
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )
-        attention_eff = cal.attention.efficiency if cal and cal.attention else None
-        efficiency = np.array([
-            attention_eff if k in _ATTENTION and attention_eff
-            else (cal and cal.matmul_efficiency(d)) or chip.efficiency.matmul.value
-            for d, k in zip(table.dtypes, table.kinds, strict=True)
-        ])  # fmt: skip
+        matmul = chip.efficiency.matmul
+        if _what_if(matmul):  # a user's --set of the efficiency wins over the calibration
+            efficiency = np.full(len(table.kinds), matmul.value)
+        else:
+            attention_eff = cal.attention.efficiency if cal and cal.attention else None
+            efficiency = np.array([
+                attention_eff if k in _ATTENTION and attention_eff
+                else (cal and cal.matmul_efficiency(d)) or matmul.value
+                for d, k in zip(table.dtypes, table.kinds, strict=True)
+            ])  # fmt: skip
         is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
         assumed_fixed = chip.overhead.matmul_fixed_s
-        fixed_s = (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
-        memory_eff = (cal and cal.memory_efficiency) or chip.efficiency.memory.value
+        fixed_s = (assumed_fixed.value if assumed_fixed else 0.0) if _what_if(assumed_fixed) else (
+            (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
+        )  # fmt: skip
+        memory = chip.efficiency.memory
+        memory_eff = memory.value if _what_if(memory) else (
+            (cal and cal.memory_efficiency) or memory.value
+        )  # fmt: skip
         budget = chip.compute_power_budget_w
         levels = chip.memory
         return cls(
@@ -94,6 +103,11 @@ class HardwareArrays:
             static_w=chip.energy.static_power_w.value,
             tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
         )
+
+
+def _what_if(figure: Figure | None) -> bool:
+    """Set by a user's what-if (hardware/whatif.py), which must win over a calibration."""
+    return figure is not None and figure.source == "what-if"
 
 
 @dataclass(frozen=True)

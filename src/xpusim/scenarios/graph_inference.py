@@ -25,7 +25,8 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
-from xpusim.scenarios.llm_inference import OpReport, _op_reports, resolve_precision
+from xpusim.scenarios.formats import resolve_formats
+from xpusim.scenarios.llm_inference import OpReport, _op_reports
 from xpusim.workloads.imported import ImportedModel
 
 
@@ -79,8 +80,7 @@ def simulate(
 ) -> GraphInferenceResult:
     """One pass at the traced shapes; precision defaults to the chip's bf16/fp16/int8."""
     spec = _one_chip(chip, chips)
-    act, notes = resolve_precision(spec, precision)
-    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
+    act, weight, notes = resolve_formats(spec, precision, weight_precision)
     graph = fuse(recast(model.graph, act, weight))
 
     footprint = Footprint(

@@ -32,6 +32,7 @@ from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
+from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
     Request,
@@ -40,9 +41,6 @@ from xpusim.scenarios.rank_costs import (
     rank_graphs,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
-
-DEFAULT_PRECISIONS = (DType.BF16, DType.FP16, DType.INT8)
-"""Tried in order when no precision is given: the chip's native 16-bit format, else int8."""
 
 
 @dataclass
@@ -120,18 +118,6 @@ class LLMInferenceResult:
         return asdict(self)
 
 
-def resolve_precision(chip: Chip, precision: str | DType | None) -> tuple[DType, list[str]]:
-    if precision is not None:
-        dtype = DType.parse(str(precision))
-        chip.peak(dtype)  # raises a UserError naming the supported formats
-        return dtype, []
-    dtype = next((d for d in DEFAULT_PRECISIONS if d in chip.peak_ops_per_s), None)
-    if dtype is None:
-        raise UserError(f"{chip.id}: none of bf16, fp16, int8 is supported; pass --precision")
-    note = f"precision not given: used {dtype.value}, the first of bf16/fp16/int8 {chip.id} has"
-    return dtype, [note]
-
-
 def _check_positive(**values: int | None) -> None:
     for name, value in values.items():
         if value is None:
@@ -178,13 +164,7 @@ def simulate(
     _check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
                     ep=ep, microbatches=microbatches)  # fmt: skip
     system = resolve_system(chip, chips)
-    act, notes = resolve_precision(system.chip, precision)
-    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
-    if weight.bits > act.bits:
-        raise UserError(
-            f"weight precision {weight.value} is wider than precision {act.value}; "
-            f"weight-only quantization narrows weights"
-        )
+    act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     req = Request(batch, prompt, gen, act, weight)
     if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
         from xpusim.scenarios.plan_search import search

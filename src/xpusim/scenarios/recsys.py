@@ -43,7 +43,8 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.scenarios.llm_inference import OpReport, resolve_precision, resolve_system
+from xpusim.scenarios.formats import resolve_formats
+from xpusim.scenarios.llm_inference import OpReport, resolve_system
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import DLRMConfig
 
@@ -123,13 +124,7 @@ def simulate(
         raise UserError(f"batch must be a positive integer, got {batch!r}")
     if sharding not in ("auto", *SHARDINGS):
         raise UserError(f"--sharding must be auto, table or row, not {sharding!r}")
-    act, notes = resolve_precision(system.chip, precision)
-    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
-    if weight.bits > act.bits:
-        raise UserError(
-            f"weight precision {weight.value} is wider than precision {act.value}; "
-            f"it stores tables and weights narrower"
-        )
+    act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     choices = SHARDINGS if sharding == "auto" and system.chips > 1 else (sharding,)
 
     def at(b: int) -> RecsysResult:

@@ -1,0 +1,40 @@
+"""Which numeric formats a run uses: one rule for every inference scenario.
+
+`precision` covers weights, activations and caches; `weight_precision` stores weights (and
+embedding tables) narrower, the matrix unit still computing in `precision`. A format the
+chip lacks is an error naming the ones it has; no format given means the chip's native
+16-bit one, and the result's notes say which.
+"""
+
+from __future__ import annotations
+
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.ir.dtypes import DType
+
+DEFAULT_PRECISIONS = (DType.BF16, DType.FP16, DType.INT8)
+"""Tried in order when no precision is given: the chip's native 16-bit format, else int8."""
+
+
+def resolve_formats(
+    chip: Chip, precision: str | DType | None, weight_precision: str | DType | None
+) -> tuple[DType, DType, list[str]]:
+    """(compute and activation format, weight format, notes about defaults chosen)."""
+    if precision is not None:
+        act = DType.parse(str(precision))
+        chip.peak(act)  # raises a UserError naming the supported formats
+        notes = []
+    else:
+        act = next((d for d in DEFAULT_PRECISIONS if d in chip.peak_ops_per_s), None)
+        if act is None:
+            raise UserError(f"{chip.id}: none of bf16, fp16, int8 is supported; pass --precision")
+        notes = [
+            f"precision not given: used {act.value}, the first of bf16/fp16/int8 {chip.id} has"
+        ]
+    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
+    if weight.bits > act.bits:
+        raise UserError(
+            f"weight precision {weight.value} is wider than precision {act.value}; "
+            f"weight-only quantization stores weights narrower"
+        )
+    return act, weight, notes

@@ -117,12 +117,18 @@ def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
     return _rank_graphs(cfg, req, plan.tp, plan.ep)
 
 
+@lru_cache(maxsize=8)  # the three steps of the last shapes: every (tp, ep) of a search shares them
+def _model_step(cfg: TransformerConfig, step: StepShape, act: DType, weight: DType) -> Graph:
+    """The unpartitioned step; partition() builds new graphs and never changes this one."""
+    return build_step(cfg, step, act, weight)
+
+
 @lru_cache(maxsize=16)  # a search over 576 chips needs 7 (tp, ep) pairs; a sweep goes in order
 def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
     plan = Plan(tp=tp, ep=ep)
 
     def step(q: int, kv: int) -> Graph:
-        return partition(build_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
+        return partition(_model_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
 
     first, last = req.decode_kv
     return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last), req.decode_steps)

@@ -4,7 +4,7 @@ Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows
 the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
 ep only, so they are built once per pair (memoized in rank_costs.py) and every pipeline depth
 reuses them; that keeps a search over 576 chips to a few dozen graph builds. A plan that does
-not fit is never chosen while one that fits exists.
+not fit is never costed while one that fits exists (its memory is checked first, cheaply).
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import time
 from xpusim.compiler.partition import Plan
 from xpusim.errors import UserError
 from xpusim.hardware.system import System
-from xpusim.scenarios.llm_inference import LLMInferenceResult, Request, run_plan
+from xpusim.scenarios.llm_inference import (
+    LLMInferenceResult,
+    Request,
+    run_plan,
+    stage_footprints,
+)
+from xpusim.scenarios.rank_costs import rank_graphs
 from xpusim.workloads.transformer_config import TransformerConfig
 
 OBJECTIVES = ("latency", "throughput")
@@ -62,19 +68,23 @@ def search(
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
     start = time.perf_counter()
-    results = [
-        run_plan(cfg, system, plan, req, microbatches, overlap, list(notes))
-        for plan in candidate_plans(cfg, system.chips)
-    ]
-    if not results:
+    candidates = candidate_plans(cfg, system.chips)
+    if not candidates:
         raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
+    needs = {plan: _fullest_chip_bytes(cfg, req, plan, microbatches) for plan in candidates}
+    capacity = system.chip.capacity_bytes
+    feasible = [plan for plan in candidates if needs[plan] <= capacity]
+    # Only plans that fit are worth costing; when none does, the one closest to fitting is.
+    costed = feasible or [min(candidates, key=needs.__getitem__)]
+    results = [run_plan(cfg, system, plan, req, microbatches, overlap, list(notes))
+               for plan in costed]  # fmt: skip
     results.sort(key=lambda r: _score(r, objective))
     best = results[0]
     runner_up = results[1] if len(results) > 1 else None
     best.plan_search = {
         "objective": objective,
-        "candidates": len(results),
-        "feasible": sum(r.fits for r in results),
+        "candidates": len(candidates),
+        "feasible": len(feasible),
         "chosen": best.plan,
         "runner_up": runner_up and {
             "plan": runner_up.plan, "fits": runner_up.fits, "tpot_s": runner_up.tpot_s,
@@ -83,3 +93,12 @@ def search(
         "search_s": time.perf_counter() - start,
     }  # fmt: skip
     return best
+
+
+def _fullest_chip_bytes(
+    cfg: TransformerConfig, req: Request, plan: Plan, microbatches: int | None
+) -> float:
+    """What the fullest chip of a plan must hold: the same figure run_plan's `fits` tests."""
+    graphs = rank_graphs(cfg, req, plan)
+    stages = stage_footprints(cfg, plan, req, microbatches or plan.pp, graphs.activation_bytes)
+    return max(stage.total for stage in stages)

@@ -22,3 +22,14 @@ def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
         return f"; did you mean {', '.join(near)}?"
     shown = ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
     return f"; valid choices: {shown}"
+
+
+def check_positive(**values: object) -> None:
+    """Every named value is a positive integer (or None, meaning "not given")."""
+    import numpy as np
+
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise UserError(f"{name} must be a positive integer, got {value!r}")

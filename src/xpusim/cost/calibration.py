@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -34,6 +34,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip, MemoryKind
 from xpusim.ir.dtypes import DType
+from xpusim.result import Result
 
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "hardware" / "calibration"
 
@@ -47,7 +48,7 @@ class MatmulFit:
 
 
 @dataclass
-class Calibration:
+class Calibration(Result):
     chip: str
     date: str
     source: str
@@ -56,9 +57,6 @@ class Calibration:
     attention: MatmulFit | None = None  # as a fraction of the peak of the kernel's precision
     memory_efficiency: float | None = None
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     def matmul_efficiency(self, dtype: DType) -> float | None:
         fit = self.matmul.get(dtype.value)

@@ -11,7 +11,7 @@ memory power past the TDP) is reported with its reason instead of a gain.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from xpusim import api
@@ -19,6 +19,7 @@ from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
+from xpusim.result import Result
 from xpusim.scenarios.llm_inference import resolve_system
 
 FACTOR = 2.0
@@ -35,7 +36,7 @@ class Gain:
 
 
 @dataclass
-class Sensitivity:
+class Sensitivity(Result):
     model: str
     chip: str
     metric: str
@@ -44,9 +45,6 @@ class Sensitivity:
     fits: bool
     min_chips: int
     changes: list[Gain] = field(default_factory=list)  # best first
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def higher_is_better(metric: str) -> bool:

@@ -7,7 +7,7 @@ without matplotlib there are no plots; the sweep itself never depends on either.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,14 @@ from xpusim.explore import pareto
 from xpusim.explore.store import Row
 from xpusim.explore.sweep import Grid, SweepRun, resolve_specs, spec_key
 from xpusim.hardware.system import System
+from xpusim.result import Result
 
 PARQUET_FILE = "results.parquet"
 PLOTS = ("pareto.png", "roofline.png", "breakdown.png")
 
 
 @dataclass
-class SweepSummary:
+class SweepSummary(Result):
     model: str
     n_points: int
     n_simulated: int  # by this run; the rest were resumed from the results file
@@ -37,9 +38,6 @@ class SweepSummary:
     workers: int
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> SweepSummary:

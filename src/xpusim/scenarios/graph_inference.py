@@ -13,7 +13,7 @@ compiler would: compiler/precision.py, compiler/fusion.py), planned like every w
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from xpusim.compiler.fusion import fuse
 from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
@@ -25,6 +25,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
+from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.llm_inference import OpReport, _op_reports
 from xpusim.workloads.imported import ImportedModel
@@ -39,7 +40,7 @@ class GraphMemory:
 
 
 @dataclass
-class GraphInferenceResult:
+class GraphInferenceResult(Result):
     model: str
     source: str  # "torch.export" or "onnx"
     chip: str
@@ -65,9 +66,6 @@ class GraphInferenceResult:
     total_bytes: float
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def simulate(

@@ -18,7 +18,7 @@ With gen = 1 TPOT is still reported for the step that would follow.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,10 +28,11 @@ from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_
 from xpusim.cost.collectives import Collective, collective_time
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
-from xpusim.errors import UserError
+from xpusim.errors import check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
+from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
@@ -75,7 +76,7 @@ class MemoryBytes:
 
 
 @dataclass
-class LLMInferenceResult:
+class LLMInferenceResult(Result):
     model: str
     chip: str
     chips: int
@@ -114,17 +115,6 @@ class LLMInferenceResult:
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _check_positive(**values: int | None) -> None:
-    for name, value in values.items():
-        if value is None:
-            continue
-        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
-            raise UserError(f"{name} must be a positive integer, got {value!r}")
-
 
 def resolve_system(target: Chip | System, chips: int | None) -> System:
     """A chip with --chips N becomes its default system; a system takes --chips as its size."""
@@ -161,7 +151,7 @@ def simulate(
     overlap: bool = False,
 ) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan."""
-    _check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
+    check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
                     ep=ep, microbatches=microbatches)  # fmt: skip
     system = resolve_system(chip, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)

@@ -27,7 +27,7 @@ pipelining. A model that does not fit says how many chips its footprint needs (`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,13 +36,14 @@ from xpusim.cost.collectives import Collective, collective_time
 from xpusim.cost.embedding import EmbeddingBags, EmbeddingCost, evaluate_bags, place_tables
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
-from xpusim.errors import UserError
+from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
+from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.llm_inference import OpReport, resolve_system
 from xpusim.workloads.dlrm import build_batch
@@ -64,7 +65,7 @@ class RecsysMemory:
 
 
 @dataclass
-class RecsysResult:
+class RecsysResult(Result):
     model: str
     chip: str
     chips: int
@@ -97,9 +98,6 @@ class RecsysResult:
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def simulate(
     model: DLRMConfig,
@@ -120,8 +118,7 @@ def simulate(
     among those that fit) and the dense part is data parallel.
     """
     system = resolve_system(chip, chips)
-    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
-        raise UserError(f"batch must be a positive integer, got {batch!r}")
+    check_positive(batch=batch)
     if sharding not in ("auto", *SHARDINGS):
         raise UserError(f"--sharding must be auto, table or row, not {sharding!r}")
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)

@@ -30,7 +30,7 @@ backward pass, plus the stash of the other microbatches a 1F1B stage holds in fl
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,10 +47,11 @@ from xpusim.compiler.optimizer import (
 )
 from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
 from xpusim.cost.roofline import Bottleneck
-from xpusim.errors import UserError
+from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
+from xpusim.result import Result
 from xpusim.scenarios.llm_inference import OpReport, complete_plan, resolve_system
 from xpusim.scenarios.plan_search import candidate_plans
 from xpusim.scenarios.rank_costs import PhaseCosts
@@ -80,7 +81,7 @@ class TrainingMemory:
 
 
 @dataclass
-class TrainingResult:
+class TrainingResult(Result):
     model: str
     chip: str
     chips: int
@@ -121,9 +122,6 @@ class TrainingResult:
     plan_search: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def resolve_training_precision(
@@ -166,11 +164,8 @@ def simulate_training(
 ) -> TrainingResult:
     """One optimizer step of `batch` sequences of `prompt` tokens; with many chips and no
     plan, the fastest plan that fits is searched for."""
-    for name, value in dict(batch=batch, prompt=prompt, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
-                            microbatches=microbatches).items():  # fmt: skip
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):  # fmt: skip
-            raise UserError(f"{name} must be a positive integer, got {value!r}")
+    check_positive(batch=batch, prompt=prompt, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
+                   microbatches=microbatches)  # fmt: skip
     system = resolve_system(chip, chips)
     act, notes = resolve_training_precision(system.chip, precision)
     setup = Setup(batch, prompt, act, optimizer_spec(optimizer), Recompute.parse(recompute),

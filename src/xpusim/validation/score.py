@@ -8,9 +8,10 @@ a simulator that is always optimistic says something different from a noisy one.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from xpusim.errors import UserError
+from xpusim.result import Result
 from xpusim.validation.adapters import Unexpressible, predict
 from xpusim.validation.points import Point, load_points
 
@@ -42,7 +43,7 @@ class SkippedPoint:
 
 
 @dataclass
-class Validation:
+class Validation(Result):
     points: list[ScoredPoint]
     skipped: list[SkippedPoint]
     median_ape: float
@@ -50,9 +51,6 @@ class Validation:
     n_points: int
     n_skipped: int
     worst: list[ScoredPoint] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def ape(predicted: float, measured: float) -> float:

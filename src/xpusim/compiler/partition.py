@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from xpusim.errors import UserError
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
@@ -75,6 +77,20 @@ def stage_of_layer(num_layers: int, pp: int) -> list[int]:
     for stage in inner[:extra]:
         counts[stage] += 1
     return [s for s, n in enumerate(counts) for _ in range(n)]
+
+
+def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
+    """(ops, pp): how many instances of each op each stage runs; an op of a compact graph's
+    copied layer counts once in the stage of every layer it stands for."""
+    layer_stage = np.array(stage_of_layer(num_layers, pp))
+    counts = np.zeros((len(graph.ops), pp))
+    for i, op in enumerate(graph.ops):
+        if op.layer < 0 or op.layer >= num_layers:
+            counts[i, 0 if op.layer < 0 else pp - 1] = 1.0
+        else:
+            stages = layer_stage[op.layer : op.layer + graph.copies(op)]
+            counts[i] = np.bincount(stages, minlength=pp)
+    return counts
 
 
 def op_stages(graph: Graph, num_layers: int, pp: int) -> list[int]:
@@ -312,7 +328,7 @@ def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Grap
     instead, trading each all-reduce for a reduce-scatter and an all-gather (training).
     """
     sharder = _Sharder(plan, sequence_parallel)
-    rank = Graph(f"{graph.name}[{plan}]")
+    rank = Graph(f"{graph.name}[{plan}]", layer_copies=dict(graph.layer_copies))
     for op in graph.ops:
         rank.ops.extend(sharder(op))
     return rank

@@ -47,34 +47,73 @@ def _mean_hops(level: TopologyLevel, group: int) -> float:
     return max(1.0, sum(k / 4 for k in spanned))
 
 
-def collective_time(
-    system: System, kind: Collective, nbytes: float, group: int, span: int | None = None
-) -> CollectiveCost:
-    """Time of one collective over `group` chips that sit `span` contiguous chips apart.
+@dataclass(frozen=True)
+class CollectiveLine:
+    """A collective's time as a line in its bytes: fixed_s + s_per_byte x bytes.
+
+    Every schedule above moves the same volume and differs only in its step latencies, so
+    which one wins does not depend on the bytes: one line per (topology, kind, group, span)
+    prices every tensor size, which is what lets a sweep cost thousands of configurations
+    of one plan without calling this module per op.
+    """
+
+    fixed_s: float
+    s_per_byte: float
+    algorithm: str
+    level: str
+
+    def cost(self, nbytes: float) -> CollectiveCost:
+        if nbytes <= 0 or self.algorithm == "none":
+            return CollectiveCost(0.0, "none", self.level)
+        return CollectiveCost(self.fixed_s + self.s_per_byte * nbytes, self.algorithm, self.level)
+
+
+_LINES: dict[tuple, tuple[list[TopologyLevel], CollectiveLine]] = {}
+
+
+def collective_line(
+    system: System, kind: Collective, group: int, span: int | None = None
+) -> CollectiveLine:
+    """The line of one collective over `group` chips that sit `span` contiguous chips apart.
 
     `span` is how many consecutive chips the group stretches over (a pipeline's stages are
     tp chips apart, so its sends span tp x pp chips); it picks the level, and defaults to
-    the group itself.
+    the group itself. Memoized by the system's topology (what-if copies of a chip share
+    their system's levels); each entry holds the levels so that their id is not reused.
     """
-    level = system.level_for(span or group)
-    name = level.name
-    if group <= 1 or nbytes <= 0:
-        return CollectiveCost(0.0, "none", name)
-    bw = level.injection_bytes_per_s(group)
+    key = (id(system.levels), kind, group, span or group)
+    if key not in _LINES:
+        if len(_LINES) > 4096:
+            _LINES.clear()
+        _LINES[key] = (system.levels, _line(system.level_for(span or group), kind, group))
+    return _LINES[key][1]
+
+
+def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:
+    if p <= 1:
+        return CollectiveLine(0.0, 0.0, "none", level.name)
+    per_byte = 1.0 / level.injection_bytes_per_s(p)
     a = level.latency_s.value
-    p = group
     if kind is Collective.SEND_RECV:
-        return CollectiveCost(nbytes / bw + a, "p2p", name)
+        return CollectiveLine(a, per_byte, "p2p", level.name)
     if kind is Collective.ALL_TO_ALL:
-        t = (p - 1) / p * nbytes / bw * _mean_hops(level, p) + (p - 1) * a
-        return CollectiveCost(t, "pairwise", name)
+        return CollectiveLine(
+            (p - 1) * a, (p - 1) / p * per_byte * _mean_hops(level, p), "pairwise", level.name
+        )
     passes = 2 if kind is Collective.ALL_REDUCE else 1
-    volume = passes * (p - 1) / p * nbytes / bw
-    options = {"ring": volume + passes * (p - 1) * a}
+    steps = {"ring": passes * (p - 1)}
     if level.kind != "torus" and p & (p - 1) == 0:  # halving-doubling needs a power of two
-        options["tree"] = volume + passes * math.ceil(math.log2(p)) * a
-    algorithm = min(options, key=options.__getitem__)
-    return CollectiveCost(options[algorithm], algorithm, name)
+        steps["tree"] = passes * math.ceil(math.log2(p))
+    algorithm = min(steps, key=steps.__getitem__)
+    return CollectiveLine(steps[algorithm] * a, passes * (p - 1) / p * per_byte, algorithm,
+                          level.name)  # fmt: skip
+
+
+def collective_time(
+    system: System, kind: Collective, nbytes: float, group: int, span: int | None = None
+) -> CollectiveCost:
+    """Time of one collective over `group` chips that sit `span` contiguous chips apart."""
+    return collective_line(system, kind, group, span).cost(nbytes)
 
 
 def hierarchical_time(

@@ -21,7 +21,7 @@ from xpusim.ir.tensor import ROLES, Role
 class OpTable:
     ops: tuple[Op, ...]  # the first op of each signature
     index: np.ndarray  # (graph ops,) row of each op of the graph, in execution order
-    count: np.ndarray  # (n,) how many ops share the signature
+    count: np.ndarray  # (n,) how many ops share the signature (a compact graph's copies too)
     matrix_flops: np.ndarray  # (..., n)
     vector_flops: np.ndarray  # (..., n)
     role_bytes: np.ndarray  # (..., roles, n), roles in ROLES order
@@ -82,9 +82,21 @@ def op_table(graph: Graph) -> OpTable:
     return OpTable(
         ops=tuple(first),
         index=index,
-        count=np.bincount(index, minlength=len(first)).astype(float),
+        count=np.bincount(
+            index, weights=[graph.copies(op) for op in graph.ops], minlength=len(first)
+        ),
         matrix_flops=np.array([op.matrix_flops for op in first], dtype=float),
         vector_flops=np.array([op.vector_flops for op in first], dtype=float),
         role_bytes=role_bytes,
         weight_tile_kn=tiles,
     )
+
+
+def distinct_stage_counts(
+    table: OpTable, op_counts: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
+    """(distinct ops, stages) instances each stage runs, from the graph's (ops, stages)
+    counts (compiler/partition.op_stage_counts), of the ops where `mask` is set if given."""
+    counts = np.zeros((len(table), op_counts.shape[1]))
+    np.add.at(counts, table.index, op_counts if mask is None else op_counts * mask[:, None])
+    return counts

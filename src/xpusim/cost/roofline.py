@@ -21,6 +21,7 @@ configurations of a sweep) broadcast through unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -31,7 +32,7 @@ from xpusim.cost.calibration import catalog_calibration
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
-from xpusim.ir.tensor import ROLES
+from xpusim.ir.tensor import ROLES, Role
 
 # Flash-attention kernels, forward and backward: the calibrated attention efficiency applies
 # to both (the backward is measured no better than the forward; FlashAttention-2, Dao 2023).
@@ -55,13 +56,46 @@ class HardwareArrays:
 
     matrix_rate: np.ndarray  # (n,) achievable matrix ops/s of each op's format
     e_matrix_j: np.ndarray  # (n,) energy per matrix op of each op's format
-    vector_rate: float
-    e_vector_j: float
+    vector_rate: float | np.ndarray
+    e_vector_j: float | np.ndarray
     level_rate: np.ndarray  # (L, 1) achievable bytes/s per level
     e_byte_j: np.ndarray  # (L, 1)
     overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls
-    static_w: float
-    tile_rc: tuple[float, float]  # matrix unit rows x cols
+    static_w: float | np.ndarray
+    tile_rc: tuple[float | np.ndarray, float | np.ndarray]  # matrix unit rows x cols
+
+    @classmethod
+    def stack(cls, arrays: Sequence[HardwareArrays]) -> HardwareArrays:
+        """K chips' arrays for one table as one, shaped to broadcast against a table with a
+        leading step axis: (K, 1, n) per op, (K, 1, L, 1) per level, (K, 1, 1) per chip.
+        Chips with fewer memory levels get levels that hold nothing (infinite bandwidth)."""
+        n_levels = max(a.level_rate.shape[0] for a in arrays)
+
+        def levels(values: list[np.ndarray], fill: float) -> np.ndarray:
+            padded = [np.pad(v, ((0, n_levels - len(v)), (0, 0)), constant_values=fill)
+                      for v in values]  # fmt: skip
+            return np.stack(padded)[:, None]
+
+        def per_op(name: str) -> np.ndarray:
+            return np.stack([getattr(a, name) for a in arrays])[:, None, :]
+
+        def per_chip(values: list[float]) -> np.ndarray:
+            return np.array(values, dtype=float)[:, None, None]
+
+        return cls(
+            matrix_rate=per_op("matrix_rate"),
+            e_matrix_j=per_op("e_matrix_j"),
+            vector_rate=per_chip([a.vector_rate for a in arrays]),
+            e_vector_j=per_chip([a.e_vector_j for a in arrays]),
+            level_rate=levels([a.level_rate for a in arrays], np.inf),
+            e_byte_j=levels([a.e_byte_j for a in arrays], 0.0),
+            overhead_s=per_op("overhead_s"),
+            static_w=per_chip([a.static_w for a in arrays]),
+            tile_rc=(
+                per_chip([a.tile_rc[0] for a in arrays]),
+                per_chip([a.tile_rc[1] for a in arrays]),
+            ),
+        )
 
     @classmethod
     def build(cls, chip: Chip, table: OpTable) -> HardwareArrays:
@@ -126,14 +160,31 @@ class OpCosts:
         return np.argmax(np.stack(np.broadcast_arrays(*terms)), axis=0)
 
 
-def level_bytes(table: OpTable, placement: Placement, n_levels: int) -> np.ndarray:
-    """Bytes each op moves at each memory level: (..., L, n)."""
+def placement_onehot(
+    table: OpTable, placements: Sequence[Placement], n_levels: int
+) -> np.ndarray:
+    """(K, L, roles, n): 1 where placement k keeps op n's tensors of a role at level L.
+
+    Weights and the KV cache live at their home level; an op's activations go to the
+    on-chip level when they fit there (memory_plan.py), whichever step is largest.
+    """
     act_bytes = np.atleast_2d(table.activation_bytes).max(axis=0)
-    where = np.array(
-        [[placement.level_of(role, a) for a in act_bytes] for role in ROLES]
-    )  # (roles, n)
-    onehot = where[None, :, :] == np.arange(n_levels)[:, None, None]  # (L, roles, n)
-    return np.einsum("...rn,lrn->...ln", table.role_bytes, onehot)
+    homes = np.array([[p.home[role] for role in ROLES] for p in placements])  # (K, roles)
+    where = np.repeat(homes[:, :, None], len(act_bytes), axis=2)  # (K, roles, n)
+    onchip = np.array([-1 if p.onchip_level is None else p.onchip_level for p in placements])
+    room = np.array([p.onchip_bytes for p in placements])
+    fits = (onchip[:, None] >= 0) & (act_bytes[None, :] <= room[:, None])
+    act = ROLES.index(Role.ACTIVATION)
+    where[:, act] = np.where(fits, onchip[:, None], where[:, act])
+    return (where[:, None] == np.arange(n_levels)[None, :, None, None]).astype(float)
+
+
+def level_bytes(table: OpTable, placement: Placement | np.ndarray, n_levels: int) -> np.ndarray:
+    """Bytes each op moves at each memory level: (..., L, n). `placement` may be one
+    placement or a one-hot from placement_onehot, shaped to broadcast with the table."""
+    if isinstance(placement, Placement):
+        placement = placement_onehot(table, [placement], n_levels)[0]
+    return (table.role_bytes[..., None, :, :] * placement).sum(axis=-2)
 
 
 def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:
@@ -146,11 +197,16 @@ def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:
 
 
 def evaluate(
-    table: OpTable, hw: HardwareArrays, placement: Placement, comm_s: np.ndarray | float = 0.0
+    table: OpTable,
+    hw: HardwareArrays,
+    placement: Placement | np.ndarray,
+    comm_s: np.ndarray | float = 0.0,
 ) -> OpCosts:
+    """Per-op costs; with stacked hardware (HardwareArrays.stack) and a stacked one-hot
+    placement, of many configurations at once on a leading axis."""
     matrix_work = table.matrix_flops * padding_factor(table, *hw.tile_rc)
     compute_s = matrix_work / hw.matrix_rate + table.vector_flops / hw.vector_rate
-    by_level = level_bytes(table, placement, hw.level_rate.shape[0])
+    by_level = level_bytes(table, placement, hw.level_rate.shape[-2])
     memory_s = (by_level / hw.level_rate).max(axis=-2)
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
     comm_s = np.broadcast_to(comm_s, compute_s.shape)

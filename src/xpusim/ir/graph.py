@@ -18,6 +18,14 @@ from xpusim.ir.tensor import Role, Tensor
 class Graph:
     name: str
     ops: list[Op] = field(default_factory=list)
+    # A compact graph emits one layer for a run of identical ones: the ops of layer i stand
+    # for layers i .. i + layer_copies[i] - 1 (workloads/transformer.py builds them so that
+    # an 80-layer model is built and partitioned as two layers). Other layers stand for one.
+    layer_copies: dict[int, int] = field(default_factory=dict)
+
+    def copies(self, op: Op) -> int:
+        """How many layers' instances of this op it stands for."""
+        return self.layer_copies.get(op.layer, 1)
 
     def add(self, op: Op) -> Tensor:
         """Appends an op and returns its first output, so builders can chain calls."""
@@ -31,7 +39,8 @@ class Graph:
         return len(self.ops)
 
     def tensors(self, role: Role) -> dict[str, Tensor]:
-        """Distinct tensors of a role by name (a tied embedding read twice counts once)."""
+        """Distinct tensors of a role by name (a tied embedding read twice counts once); of
+        the ops emitted, so a compact graph's copied layers are not in it."""
         found: dict[str, Tensor] = {}
         for op in self.ops:
             for t in op.inputs + op.outputs:
@@ -44,12 +53,12 @@ class Graph:
 
     @property
     def flops(self) -> float:
-        return sum(op.flops for op in self.ops)
+        return sum(op.flops * self.copies(op) for op in self.ops)
 
     @property
     def matrix_flops(self) -> float:
-        return sum(op.matrix_flops for op in self.ops)
+        return sum(op.matrix_flops * self.copies(op) for op in self.ops)
 
     @property
     def bytes(self) -> float:
-        return sum(op.bytes for op in self.ops)
+        return sum(op.bytes * self.copies(op) for op in self.ops)

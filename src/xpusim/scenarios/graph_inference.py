@@ -27,7 +27,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
-from xpusim.scenarios.llm_inference import OpReport, _op_reports
+from xpusim.scenarios.llm_inference import OpReport, op_reports
 from xpusim.workloads.imported import ImportedModel
 
 
@@ -93,7 +93,7 @@ def simulate(
     costs = evaluate(table, HardwareArrays.build(spec, table), placement)
     latency_s = float(table.count @ costs.time_s)
     energy_j = float(table.count @ costs.energy_j)
-    ops = _op_reports("forward", table, costs, latency_s)
+    ops = op_reports("forward", table, costs, latency_s)
     by_label: dict[str, float] = {}
     for op in ops:
         by_label[op.bottleneck] = by_label.get(op.bottleneck, 0.0) + op.count * op.time_s

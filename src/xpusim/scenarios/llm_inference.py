@@ -18,7 +18,10 @@ With gen = 1 TPOT is still reported for the step that would follow.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -28,13 +31,14 @@ from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_
 from xpusim.cost.collectives import Collective, collective_time
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
-from xpusim.errors import check_positive
+from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.rank_costs import (
+    Config,
     PhaseCosts,
     Request,
     collective_algorithms,
@@ -116,22 +120,6 @@ class LLMInferenceResult(Result):
     ops: list[OpReport] = field(default_factory=list)
 
 
-def resolve_system(target: Chip | System, chips: int | None) -> System:
-    """A chip with --chips N becomes its default system; a system takes --chips as its size."""
-    if isinstance(target, System):
-        return target.with_chips(chips) if chips else target
-    if chips and chips > 1:
-        return default_system(target, chips)
-    return host_system(target, 1)
-
-
-def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
-                  ep: int | None) -> Plan:  # fmt: skip
-    """Missing degrees are 1, except dp, which takes up the chips the others leave."""
-    tp, pp, ep = tp or 1, pp or 1, ep or 1
-    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
-
-
 def simulate(
     model: TransformerConfig,
     chip: Chip | System,
@@ -151,24 +139,161 @@ def simulate(
     overlap: bool = False,
 ) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan."""
+    options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
+                   weight_precision=weight_precision, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
+                   microbatches=microbatches, objective=objective, overlap=overlap)  # fmt: skip
+    (result,) = simulate_many(model, [(chip, options)], detail=True)
+    if isinstance(result, UserError):
+        raise result
+    return result
+
+
+def simulate_many(
+    model: TransformerConfig,
+    jobs: Sequence[tuple[Chip | System, dict[str, Any]]],
+    detail: bool = False,
+) -> list[LLMInferenceResult | UserError]:
+    """Many simulations of one model, each a target and `simulate`'s options, costed together.
+
+    Every plan of every job that shares a request, tp, ep, pipeline depth and microbatches
+    is costed by one array computation (scenarios/rank_costs.py), which is what makes a
+    sweep of thousands of points and a plan search over hundreds of plans fast. A job whose
+    options its target cannot take gets the UserError in its place. Without `detail`,
+    results leave out their per-op reports and collectives (a sweep's rows do not hold them).
+    """
+    setups: list[Setup | UserError] = []
+    for target, options in jobs:
+        try:
+            setups.append(_setup(model, target, **options))
+        except UserError as error:
+            setups.append(error)
+    groups: dict[tuple, list[Candidate]] = {}
+    for setup in setups:
+        if isinstance(setup, Setup):
+            for cand in setup.costed:
+                groups.setdefault(cand.group, []).append(cand)
+    for (req, _, _, pp, m, overlap), cands in groups.items():
+        metrics = _cost(model, req, cands, pp, m, overlap)
+        for k, cand in enumerate(cands):
+            cand.metrics = metrics.row(k)
+    return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
+
+
+@dataclass
+class Candidate:
+    """One plan for one job, with its memory and, once costed, its metrics."""
+
+    system: System
+    plan: Plan
+    req: Request
+    microbatches: int
+    overlap: bool
+    stages: list[Footprint]  # one chip of each pipeline stage
+
+    metrics: dict[str, Any] = field(default_factory=dict)  # Metrics.row
+
+    @property
+    def fullest(self) -> Footprint:
+        return max(self.stages, key=lambda f: f.total)
+
+    @property
+    def fits(self) -> bool:
+        return self.fullest.total <= self.system.chip.capacity_bytes
+
+    @property
+    def group(self) -> tuple:
+        """Candidates costed together: the same graphs, depth and microbatches."""
+        plan = self.plan
+        return (self.req, plan.tp, plan.ep, plan.pp, self.microbatches, self.overlap)
+
+    @cached_property
+    def config(self) -> Config:
+        return Config(self.system, self.plan, place(self.system.chip, self.fullest))
+
+
+@dataclass
+class Setup:
+    """A job resolved: its system, request, and the candidate plans worth costing."""
+
+    system: System
+    req: Request
+    notes: list[str]
+    candidates: int  # plans considered (1 when the plan was given)
+    costed: list[Candidate]  # those that fit, or the one closest to fitting
+    feasible: int
+    objective: str | None  # None when the plan was given
+    started_s: float
+
+
+def _setup(
+    cfg: TransformerConfig,
+    target: Chip | System,
+    *,
+    batch: int = 1,
+    prompt: int = 128,
+    gen: int = 128,
+    precision: str | DType | None = None,
+    weight_precision: str | DType | None = None,
+    chips: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    dp: int | None = None,
+    ep: int | None = None,
+    microbatches: int | None = None,
+    objective: str = "latency",
+    overlap: bool = False,
+) -> Setup:
+    started_s = time.perf_counter()
     check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
                     ep=ep, microbatches=microbatches)  # fmt: skip
-    system = resolve_system(chip, chips)
+    system = resolve_system(target, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     req = Request(batch, prompt, gen, act, weight)
-    if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
-        from xpusim.scenarios.plan_search import search
+    searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
+    if searched:
+        from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans
 
-        return search(model, system, req, microbatches, objective, overlap, notes)
-    plan = complete_plan(system.chips, tp, pp, dp, ep)
-    check_plan(plan, model, system.chips)
-    return run_plan(model, system, plan, req, microbatches, overlap, notes)
+        if objective not in OBJECTIVES:
+            raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
+        plans = candidate_plans(cfg, system.chips)
+        if not plans:
+            raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
+    else:
+        plans = [complete_plan(system.chips, tp, pp, dp, ep)]
+        check_plan(plans[0], cfg, system.chips)
+    cands = [
+        Candidate(system, plan, req, microbatches or plan.pp, overlap,
+                  stage_footprints(cfg, plan, req, microbatches or plan.pp))
+        for plan in plans
+    ]  # fmt: skip
+    # Only plans that fit are worth costing; when none does, the one closest to fitting is.
+    feasible = [c for c in cands if c.fits]
+    costed = feasible or [min(cands, key=lambda c: c.fullest.total)]
+    return Setup(system, req, notes, len(plans), costed, len(feasible),
+                 objective if searched else None, started_s)  # fmt: skip
+
+
+def resolve_system(target: Chip | System, chips: int | None) -> System:
+    """A chip with --chips N becomes its default system; a system takes --chips as its size."""
+    if isinstance(target, System):
+        return target.with_chips(chips) if chips else target
+    if chips and chips > 1:
+        return default_system(target, chips)
+    return host_system(target, 1)
+
+
+def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
+                  ep: int | None) -> Plan:  # fmt: skip
+    """Missing degrees are 1, except dp, which takes up the chips the others leave."""
+    tp, pp, ep = tp or 1, pp or 1, ep or 1
+    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
 
 
 def stage_footprints(
-    cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int, activations: float
+    cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int
 ) -> list[Footprint]:
     """What one chip of each pipeline stage holds."""
+    activations = rank_graphs(cfg, req, plan).activation_bytes
     weights = weights_per_chip_bytes(cfg, plan, req.weight.itemsize)
     layers = stage_of_layer(cfg.num_layers, plan.pp)
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
@@ -179,76 +304,167 @@ def stage_footprints(
     ]
 
 
-def run_plan(
-    cfg: TransformerConfig,
-    system: System,
-    plan: Plan,
-    req: Request,
-    microbatches: int | None,
-    overlap: bool,
-    notes: list[str],
-) -> LLMInferenceResult:
-    """One plan, costed; the rank's graphs are memoized (rank_costs.py), so the plans of a
-    search and the chips of a sweep share them."""
-    chip, pp = system.chip, plan.pp
-    m = microbatches or pp
-    graphs = rank_graphs(cfg, req, plan)
-    stages = stage_footprints(cfg, plan, req, m, graphs.activation_bytes)
-    fullest = max(stages, key=lambda f: f.total)
-    capacity = chip.capacity_bytes
-    fits = fullest.total <= capacity
-    placement = place(chip, fullest)
-    prefill, decode = cost_phases(graphs, cfg, system, plan, placement)
+@dataclass(frozen=True)
+class Metrics:
+    """The costed timeline of K candidates of one group, each figure a (K,) array."""
 
-    def stage_times(phase: PhaseCosts) -> np.ndarray:
-        total = phase.stage_sums(phase.costs.time_s, pp)
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    latency_s: np.ndarray
+    energy_j: np.ndarray
+    comm_s: np.ndarray
+    trip_s: np.ndarray  # a token's mean trip through the pipeline
+    bottleneck: np.ndarray  # Bottleneck carrying the most of a request's time
+    phases: tuple[PhaseCosts, PhaseCosts]
+
+    def row(self, k: int) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            name: float(getattr(self, name)[k])
+            for name in ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s")
+        }
+        found["bottleneck"] = Bottleneck(int(self.bottleneck[k])).label
+        found["phases"], found["k"] = self.phases, k
+        return found
+
+
+def _cost(
+    cfg: TransformerConfig, req: Request, cands: list[Candidate], pp: int, m: int, overlap: bool
+) -> Metrics:
+    """The timeline of one microbatch (see the module docstring) for every candidate."""
+    graphs = rank_graphs(cfg, req, cands[0].plan)
+    prefill, decode = cost_phases(graphs, [c.config for c in cands], pp)
+
+    def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, pp)
+        total = phase.stage_sums(phase.costs.time_s)
         if not overlap:
             return total
-        comm = phase.stage_sums(phase.costs.time_s, pp, phase.is_comm)
+        comm = phase.stage_sums(phase.costs.time_s, comm_only=True)
         return np.maximum(total - comm, comm)
 
-    def send_s(tokens: int) -> float:
+    def send_s(tokens: int) -> np.ndarray:
+        if pp == 1:
+            return np.zeros(len(cands))
         nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
-        span = plan.tp * plan.ep * pp
-        return collective_time(system, Collective.SEND_RECV, nbytes, 2, span).time_s
+        span = cands[0].plan.tp * cands[0].plan.ep * pp
+        return np.array([collective_time(c.system, Collective.SEND_RECV, nbytes, 2, span).time_s
+                         for c in cands])  # fmt: skip
 
-    pre, dec = stage_times(prefill), stage_times(decode)  # (pp,), (steps, pp)
-    send_pre, send_dec = (send_s(req.prompt), send_s(1)) if pp > 1 else (0.0, 0.0)
-    ttft_s = float(pre.sum()) + (pp - 1) * send_pre
-    trip = dec.sum(axis=-1) + (pp - 1) * send_dec
-    tpot_s = float(np.maximum(trip, m * dec.max(axis=-1)).mean())
+    pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, pp), (K, steps, pp)
+    send_pre, send_dec = send_s(req.prompt), send_s(1)
+    ttft_s = pre.sum(axis=-1) + (pp - 1) * send_pre
+    trip = dec.sum(axis=-1) + (pp - 1) * send_dec[:, None]
+    tpot_s = decode.step_mean(np.maximum(trip, m * dec.max(axis=-1)))
     decode_steps = req.gen - 1
-    latency_s = ttft_s + (m - 1) * float(pre.max()) + decode_steps * tpot_s
+    latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
-    group_chips = plan.tp * plan.ep * plan.dp
-    static_w = chip.energy.static_power_w.value
-    busy_s = m * (float(pre.sum()) + decode_steps * float(dec.sum(axis=-1).mean()))
-    op_energy = m * (_phase_energy(prefill, pre, static_w, pp)
-                     + decode_steps * _phase_energy(decode, dec, static_w, pp))  # fmt: skip
-    idle_s = system.chips * latency_s - group_chips * busy_s
-    energy_j = group_chips * op_energy + static_w * idle_s
-    tokens = req.batch * m * plan.dp * req.gen
+    static_w = np.array([c.system.chip.energy.static_power_w.value for c in cands])
+    group_chips = np.array([c.plan.tp * c.plan.ep * c.plan.dp for c in cands])
+    chips = np.array([c.system.chips for c in cands])
+    busy_s = m * (pre.sum(axis=-1) + decode_steps * decode.step_mean(dec.sum(axis=-1)))
+    op_energy = m * (_phase_energy(prefill, pre[:, None], static_w)
+                     + decode_steps * _phase_energy(decode, dec, static_w))  # fmt: skip
+    energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
 
-    send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
-    comm_s = float(decode.stage_sums(decode.costs.time_s, pp, decode.is_comm).sum(-1).mean())
+    comm_s = decode.step_mean(decode.stage_sums(decode.costs.time_s, comm_only=True).sum(-1))
     comm_s += (pp - 1) * send_dec
-    ops = _op_reports("prefill", prefill.table, prefill.costs, ttft_s)
-    ops += _op_reports("decode", decode.table, _mean_over_steps(decode.costs), float(trip.mean()),
-                       graphs.decode_table)  # fmt: skip
-    level_names = [level.name for level in chip.memory]
+    send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
+    return Metrics(
+        ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
+        _bottleneck(prefill, decode, decode_steps, send_total_s), (prefill, decode),
+    )  # fmt: skip
+
+
+def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray) -> np.ndarray:
+    """Energy of one microbatch's pass through all stages, on one chip of each stage.
+
+    With overlap, a stage takes less than the sum of its ops' times; the static energy of
+    the hidden time was counted in both overlapped ops and is taken back once.
+    """
+    energy = phase.stage_sums(phase.costs.energy_j)
+    hidden = phase.stage_sums(phase.costs.time_s) - stage_s
+    return phase.step_mean((energy - static_w[:, None, None] * hidden).sum(axis=-1))
+
+
+def _bottleneck(
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: int, send_s: np.ndarray
+) -> np.ndarray:
+    """The label carrying the most time over one request's path: each op's time (decode's
+    averaged over the steps) goes to its own bottleneck; pipeline sends to interconnect."""
+    totals = np.zeros((len(send_s), len(Bottleneck)))
+    totals[:, Bottleneck.INTERCONNECT] = send_s
+    for phase, repeats in ((prefill, 1), (decode, decode_steps)):
+        mean = [phase.step_mean(np.moveaxis(getattr(phase.costs, f), -1, -2))
+                for f in ("compute_s", "memory_s", "overhead_s", "comm_s", "time_s")]  # (K, n)
+        labels = np.argmax(np.stack(mean[:4]), axis=0)
+        time = mean[4] * phase.table.count * repeats
+        for label in Bottleneck:
+            totals[:, label] += np.where(labels == label, time, 0.0).sum(axis=-1)
+    return np.argmax(totals, axis=-1)
+
+
+def _score(cand: Candidate, objective: str) -> tuple:
+    """Smaller is better: fitting first, then the objective, then the other one.
+
+    When nothing fits, the plan closest to fitting is the useful answer, not the fastest.
+    """
+    if not cand.fits:
+        return (True, cand.fullest.total)
+    tokens_per_s = _tokens(cand) / cand.metrics["latency_s"]
+    if objective == "latency":
+        return (False, cand.metrics["tpot_s"], cand.metrics["ttft_s"], -tokens_per_s)
+    return (False, -tokens_per_s, cand.metrics["tpot_s"])
+
+
+def _tokens(cand: Candidate) -> int:
+    return cand.req.batch * cand.microbatches * cand.plan.dp * cand.req.gen
+
+
+def _choose(cfg: TransformerConfig, setup: Setup, detail: bool) -> LLMInferenceResult:
+    """The job's result: its plan's, or the best of its search with the search's summary."""
+    if setup.objective is None:
+        return _result(cfg, setup, setup.costed[0], detail)
+    ranked = sorted(setup.costed, key=lambda c: _score(c, str(setup.objective)))
+    best = _result(cfg, setup, ranked[0], detail)
+    runner_up = ranked[1] if len(ranked) > 1 else None
+    best.plan_search = {
+        "objective": setup.objective,
+        "candidates": setup.candidates,
+        "feasible": setup.feasible,
+        "chosen": best.plan,
+        "runner_up": runner_up and {
+            "plan": runner_up.plan.to_dict(), "fits": runner_up.fits,
+            "tpot_s": runner_up.metrics["tpot_s"], "ttft_s": runner_up.metrics["ttft_s"],
+            "tokens_per_s": _tokens(runner_up) / runner_up.metrics["latency_s"],
+        },
+        "search_s": time.perf_counter() - setup.started_s,
+    }  # fmt: skip
+    return best
+
+
+def _result(
+    cfg: TransformerConfig, setup: Setup, cand: Candidate, detail: bool
+) -> LLMInferenceResult:
+    system, plan, req, m, got = setup.system, cand.plan, setup.req, cand.microbatches, cand.metrics
+    chip = system.chip
+    graphs = rank_graphs(cfg, req, plan)
+    capacity = chip.capacity_bytes
+    fullest = cand.fullest
     kv_bytes = (
         req.batch * m * (req.prompt + req.gen) * cfg.kv_cache_bytes_per_token(req.act.itemsize)
     )
     single_copy = Footprint(
         cfg.param_count * req.weight.itemsize, kv_bytes, graphs.activation_bytes
     )
+    replicas = plan.tp * plan.ep * plan.dp
     system_fp = Footprint(
-        sum(s.weights for s in stages) * plan.tp * plan.ep * plan.dp,
-        sum(s.kv_cache for s in stages) * plan.tp * plan.ep * plan.dp,
+        sum(s.weights for s in cand.stages) * replicas,
+        sum(s.kv_cache for s in cand.stages) * replicas,
         graphs.activation_bytes * system.chips,
     )
-    return LLMInferenceResult(
+    level_names = [level.name for level in chip.memory]
+    tokens = _tokens(cand)
+    result = LLMInferenceResult(
         model=cfg.name,
         chip=chip.id,
         chips=system.chips,
@@ -262,53 +478,48 @@ def run_plan(
         precision=req.act.value,
         weight_precision=req.weight.value,
         mode="inference",
-        fits=fits,
-        reason="" if fits else _not_fit_reason(chip, fullest, system.chips),
+        fits=cand.fits,
+        reason="" if cand.fits else _not_fit_reason(chip, fullest, system.chips),
         min_chips=min_chips(single_copy, capacity),
         memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: level_names[i] for role, i in placement.home.items()},
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        latency_s=latency_s,
-        tokens_per_s=tokens / latency_s,
-        tokens_per_s_per_user=1.0 / tpot_s,
-        energy_j=energy_j,
-        joules_per_token=energy_j / tokens,
-        avg_power_w=energy_j / latency_s / system.chips,
+        placement={role.value: level_names[i] for role, i in cand.config.placement.home.items()},
+        ttft_s=got["ttft_s"],
+        tpot_s=got["tpot_s"],
+        latency_s=got["latency_s"],
+        tokens_per_s=tokens / got["latency_s"],
+        tokens_per_s_per_user=1.0 / got["tpot_s"],
+        energy_j=got["energy_j"],
+        joules_per_token=got["energy_j"] / tokens,
+        avg_power_w=got["energy_j"] / got["latency_s"] / system.chips,
         tdp_w=chip.tdp_w.value,
-        bottleneck=_overall_bottleneck(ops, decode_steps, send_total_s),
-        comm_s=comm_s,
-        comm_share=comm_s / float(trip.mean()),
+        bottleneck=got["bottleneck"],
+        comm_s=got["comm_s"],
+        comm_share=got["comm_s"] / got["trip_s"],
         prefill_flops=graphs.flops[0] * plan.tp * plan.ep,
         decode_flops_per_step=graphs.flops[1] * plan.tp * plan.ep,
-        collectives=collective_algorithms(decode.table, system, plan),
-        notes=notes,
-        ops=ops,
+        notes=list(setup.notes),
     )
+    if detail:
+        prefill, decode = got["phases"]
+        k = got["k"]
+        result.ops = [
+            *op_reports("prefill", prefill.table, prefill.config(k), got["ttft_s"]),
+            *op_reports("decode", decode.table, decode.config(k), got["trip_s"],
+                        decode.step_weights),
+        ]  # fmt: skip
+        result.collectives = collective_algorithms(decode.table, system, plan)
+    return result
 
 
-def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: float, pp: int) -> float:
-    """Energy of one microbatch's pass through all stages, on one chip of each stage.
-
-    With overlap, a stage takes less than the sum of its ops' times; the static energy of
-    the hidden time was counted in both overlapped ops and is taken back once.
-    """
-    energy = phase.stage_sums(phase.costs.energy_j, pp)
-    hidden = phase.stage_sums(phase.costs.time_s, pp) - stage_s
-    return float((energy - static_w * hidden).sum(axis=-1).mean())
-
-
-def _mean_over_steps(costs: OpCosts) -> OpCosts:
-    return OpCosts(*(getattr(costs, f).mean(axis=0) for f in OpCosts.__dataclass_fields__))
-
-
-def _op_reports(
-    phase: str, table: OpTable, costs: OpCosts, phase_s: float, values: OpTable | None = None
+def op_reports(
+    phase: str, table: OpTable, costs: OpCosts, phase_s: float, weights: np.ndarray | None = None
 ) -> list[OpReport]:
-    values = values or table
-    flops = np.atleast_2d(values.matrix_flops + values.vector_flops).mean(axis=0)
-    moved = np.atleast_2d(values.role_bytes.sum(axis=-2)).mean(axis=0)
+    """One report per distinct op; a table with a leading step axis (decode) is averaged
+    over it with `weights`, as `costs` already are."""
+    w = np.ones(1) if weights is None else weights
+    flops = np.average(np.atleast_2d(table.matrix_flops + table.vector_flops), axis=0, weights=w)
+    moved = np.average(np.atleast_2d(table.role_bytes.sum(axis=-2)), axis=0, weights=w)
     labels = costs.bottleneck
     return [
         OpReport(
@@ -329,15 +540,6 @@ def _op_reports(
         )
         for i, op in enumerate(table.ops)
     ]
-
-
-def _overall_bottleneck(ops: list[OpReport], decode_steps: int, send_s: float) -> str:
-    """The label carrying the most time over one request's path through the system."""
-    totals = {Bottleneck.INTERCONNECT.label: send_s}
-    for op in ops:
-        weight = decode_steps if op.phase == "decode" else 1
-        totals[op.bottleneck] = totals.get(op.bottleneck, 0.0) + op.count * op.time_s * weight
-    return max(totals, key=totals.__getitem__)
 
 
 def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:

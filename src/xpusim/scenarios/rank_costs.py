@@ -1,26 +1,33 @@
-"""Per-op time and energy of the graph one chip runs, for a prefill and for every decode step.
+"""Per-op time and energy of the graph one chip runs, for many configurations at once.
 
-A rank's graph (one tensor/expert-parallel rank, all pipeline stages) is built and costed
-once; pipeline stages are then contiguous slices of its ops, so any pipeline depth costs a
-few array sums. That is what makes a plan search over hundreds of chips cheap.
+A rank's graphs (one tensor/expert-parallel rank, all pipeline stages) depend on the model,
+the request and the plan's tp and ep only, never on the chip: they are built once, compact
+(one layer standing for the identical others), and memoized by exactly that. Costing them is
+then array arithmetic with a leading configuration axis: every (system, plan) of one plan
+depth is costed by one call, whether they are the plans of a search or the chips, what-if
+specs and chip counts of a sweep. Pipeline stages are (distinct ops x stages) count
+matrices, so any depth costs a few array sums.
 
-A rank's graphs depend on the model, the request and the plan's tp and ep only, never on the
-chip: they are memoized by exactly that, so a plan search, a sweep over chips or what-if
-specs, and repeated API calls build each one once and reuse its op tables.
+Decode steps: op counts are affine in the KV length, so a decode step's costs are piecewise
+affine in its index (a max of affine compute and memory times). They are evaluated at up to
+DECODE_NODES + 1 steps and summed with weights that are exact wherever the costs are affine
+between nodes; the error is confined to the few intervals where an op crosses from one bound
+to another, and a test holds it against evaluating every step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement, peak_activation_bytes
-from xpusim.compiler.partition import Plan, op_stages, partition
-from xpusim.cost.collectives import Collective, CollectiveCost, collective_time
-from xpusim.cost.op_table import OpTable, op_table
-from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate
+from xpusim.compiler.partition import Plan, op_stage_counts, partition
+from xpusim.cost.collectives import Collective, CollectiveCost, collective_line
+from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
+from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
@@ -28,6 +35,9 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
+
+DECODE_NODES = 32
+"""Intervals the decode steps are cut into; gen <= 34 evaluates every step."""
 
 
 @dataclass(frozen=True)
@@ -50,26 +60,44 @@ class Request:
         return max(self.gen - 1, 1)
 
 
+def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, np.ndarray]:
+    """Step indices to evaluate and the weights that sum any piecewise-affine quantity
+    over all `steps` from them: over integers a..b an affine f sums to (b - a + 1) x the
+    mean of f(a) and f(b); neighbouring intervals share their end node."""
+    nodes = np.unique(np.round(np.linspace(0, steps - 1, min(steps, intervals + 1))))
+    if len(nodes) == 1:
+        return nodes, np.ones(1)
+    span = np.diff(nodes) + 1  # integers in each closed interval
+    weights = np.zeros(len(nodes))
+    weights[:-1] += span / 2
+    weights[1:] += span / 2
+    weights[1:-1] -= 1  # an interior node was counted by both its intervals
+    return nodes, weights
+
+
 @dataclass(frozen=True)
 class RankGraphs:
-    """The graphs one rank runs; they depend on the plan's tp and ep only."""
+    """The compact graphs one rank runs; they depend on the plan's tp and ep only."""
 
     prefill: Graph
     decode_first: Graph
     decode_last: Graph
+    decode_steps: int
+    num_layers: int
 
     @cached_property
     def tables(self) -> tuple[OpTable, OpTable]:
         return op_table(self.prefill), op_table(self.decode_first)
 
-    decode_steps: int
-
     @cached_property
-    def decode_table(self) -> OpTable:
-        """Every decode step's op counts, interpolated (they are affine in the KV length)."""
-        n = self.decode_steps
-        fraction = np.arange(n) / (n - 1) if n > 1 else np.zeros(n)
-        return self.tables[1].lerp(op_table(self.decode_last), fraction)
+    def phase_values(self) -> tuple[tuple[OpTable, np.ndarray], tuple[OpTable, np.ndarray]]:
+        """(op counts on a leading step axis, weight of each step) per phase: the prefill as
+        one step, decode at its nodes (counts interpolated: they are affine in the KV)."""
+        prefill, first = self.tables
+        nodes, weights = step_nodes(self.decode_steps)
+        fraction = nodes / (self.decode_steps - 1) if self.decode_steps > 1 else nodes
+        decode = first.lerp(op_table(self.decode_last), fraction)
+        return (prefill.lerp(prefill, np.zeros(1)), np.ones(1)), (decode, weights)
 
     @cached_property
     def activation_bytes(self) -> float:
@@ -77,7 +105,7 @@ class RankGraphs:
 
     @cached_property
     def flops(self) -> tuple[float, float]:
-        """FLOPs of the prefill and of the first decode step (a sum over every op: kept)."""
+        """FLOPs of the prefill and of the first decode step."""
         return self.prefill.flops, self.decode_first.flops
 
     _stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(
@@ -86,31 +114,38 @@ class RankGraphs:
     _hardware: dict[int, tuple[Chip, tuple[HardwareArrays, HardwareArrays]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _comm: dict[tuple, tuple[System, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def comm(self, phase: int, system: System, plan: Plan) -> np.ndarray:
+        """Link time of each distinct op (zero but for collectives) on a system's topology,
+        kept per topology: a sweep's chips, what-ifs and chip counts mostly share one."""
+        key = (phase, id(system.levels), plan.tp, plan.ep)
+        if key not in self._comm:
+            self._comm[key] = (system, comm_times(self.tables[phase], system, plan))
+        return self._comm[key][1]
 
     def hardware(self, chip: Chip) -> tuple[HardwareArrays, HardwareArrays]:
-        """A chip's figures aligned with the prefill and decode tables; every plan of a
-        search on one chip shares them (keyed by the chip object, which the entry holds so
-        that its id cannot be reused)."""
+        """A chip's figures aligned with the prefill and decode tables, kept per chip object
+        (the entry holds the chip so that its id cannot be reused)."""
         if id(chip) not in self._hardware:
-            built = (
-                HardwareArrays.build(chip, self.tables[0]),
-                HardwareArrays.build(chip, self.tables[1]),
-            )
-            self._hardware[id(chip)] = (chip, built)
+            built = tuple(HardwareArrays.build(chip, table) for table in self.tables)
+            self._hardware[id(chip)] = (chip, (built[0], built[1]))
         return self._hardware[id(chip)][1]
 
-    def stages(self, phase: int, num_layers: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
-        """(stage of each op, 1.0 where the op is a collective) of the prefill (phase 0) or
-        the decode graph (1), per pipeline depth: plans of one search share them."""
-        key = (phase, pp)
-        if key not in self._stages:
-            graph = (self.prefill, self.decode_first)[phase]
-            is_comm = [op.kind is OpKind.COLLECTIVE for op in graph.ops]
-            self._stages[key] = (
-                np.array(op_stages(graph, num_layers, pp)),
-                np.array(is_comm, dtype=float),
+    def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
+        the prefill (phase 0) or decode (1)."""
+        if (phase, pp) not in self._stages:
+            graph, table = (self.prefill, self.decode_first)[phase], self.tables[phase]
+            per_op = op_stage_counts(graph, self.num_layers, pp)
+            is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
+            self._stages[phase, pp] = (
+                distinct_stage_counts(table, per_op),
+                distinct_stage_counts(table, per_op, is_comm),
             )
-        return self._stages[key]
+        return self._stages[phase, pp]
 
 
 def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
@@ -119,11 +154,11 @@ def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
 
 @lru_cache(maxsize=8)  # the three steps of the last shapes: every (tp, ep) of a search shares them
 def _model_step(cfg: TransformerConfig, step: StepShape, act: DType, weight: DType) -> Graph:
-    """The unpartitioned step; partition() builds new graphs and never changes this one."""
-    return build_step(cfg, step, act, weight)
+    """The unpartitioned compact step; partition() builds new graphs and never changes it."""
+    return build_step(cfg, step, act, weight, compact=True)
 
 
-@lru_cache(maxsize=16)  # a search over 576 chips needs 7 (tp, ep) pairs; a sweep goes in order
+@lru_cache(maxsize=32)  # a search over 576 chips needs 7 (tp, ep) pairs; a sweep goes in order
 def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
     plan = Plan(tp=tp, ep=ep)
 
@@ -131,38 +166,59 @@ def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> Rank
         return partition(_model_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
 
     first, last = req.decode_kv
-    return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last), req.decode_steps)
+    return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last),
+                      req.decode_steps, cfg.num_layers)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way to run a request: a system, a plan, and where the fullest chip keeps what."""
+
+    system: System
+    plan: Plan
+    placement: Placement
 
 
 @dataclass(frozen=True)
 class PhaseCosts:
-    """One phase's costs: per distinct op (for reports) and per op in execution order."""
+    """One phase's per-op costs: (K configurations, steps, distinct ops) for inference,
+    (distinct ops,) for a training pass."""
 
-    table: OpTable
-    costs: OpCosts  # (..., distinct ops)
-    stage_of_op: np.ndarray  # (ops,)
-    is_comm: np.ndarray  # (ops,) collective ops
+    table: OpTable  # for inference with a leading step axis on its counts
+    costs: OpCosts
+    counts: np.ndarray  # (ops, pp) instances of each distinct op each stage runs
+    comm_counts: np.ndarray  # (ops, pp) the same, of collectives only
+    step_weights: np.ndarray = field(default_factory=lambda: np.ones(1))  # steps per node
 
-    def stage_sums(self, values: np.ndarray, pp: int, mask: np.ndarray | None = None) -> np.ndarray:
-        """Sum of a per-distinct-op quantity over each pipeline stage: (..., pp).
+    def stage_sums(self, values: np.ndarray, comm_only: bool = False) -> np.ndarray:
+        """Per-op values summed over each stage's instances: (..., pp). Multiplied and
+        summed explicitly (not a BLAS product) so that a configuration's result does not
+        depend on how many others were costed with it."""
+        counts = self.comm_counts if comm_only else self.counts
+        return (values[..., None] * counts).sum(axis=-2)
 
-        Each distinct op is weighted by how many of its instances (where `mask` is set, if
-        given) each stage runs, so the sum never expands to every op of every decode step.
-        """
-        n = len(self.table)
-        cell = self.table.index * pp + self.stage_of_op
-        counts = np.bincount(cell, weights=mask, minlength=n * pp).reshape(n, pp)
-        return values @ counts
+    def step_mean(self, values: np.ndarray) -> np.ndarray:
+        """Mean over every step of a per-step quantity (steps on the last axis)."""
+        return (values * self.step_weights).sum(axis=-1) / self.step_weights.sum()
+
+    def config(self, k: int) -> OpCosts:
+        """Configuration k's per-op costs, averaged over the steps."""
+        w = self.step_weights / self.step_weights.sum()
+
+        def mean(values: np.ndarray) -> np.ndarray:
+            return (values[k] * w.reshape(-1, *(1,) * (values.ndim - 2))).sum(axis=0)
+
+        return OpCosts(*(mean(getattr(self.costs, f)) for f in OpCosts.__dataclass_fields__))
 
 
 def _collective_cost(op: Op, system: System, plan: Plan) -> CollectiveCost:
     """A collective op on the system; tp groups span tp chips, ep groups tp x ep (tp inner)."""
     span = {"tp": plan.tp, "ep": plan.tp * plan.ep}[str(op.attr("group"))]
     kind = Collective(str(op.attr("collective")))
-    return collective_time(system, kind, op.inputs[0].nbytes, int(op.attr("size")), span)
+    return collective_line(system, kind, int(op.attr("size")), span).cost(op.inputs[0].nbytes)
 
 
-def _comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
+def comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
     """Link time of each collective op in the table (zero for other ops)."""
     return np.array([
         _collective_cost(op, system, plan).time_s if op.kind is OpKind.COLLECTIVE else 0.0
@@ -185,17 +241,16 @@ def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[di
 
 
 def cost_phases(
-    graphs: RankGraphs, cfg: TransformerConfig, system: System, plan: Plan, placement: Placement
+    graphs: RankGraphs, configs: Sequence[Config], pp: int
 ) -> tuple[PhaseCosts, PhaseCosts]:
-    """(prefill, decode) costs of one rank under a placement; decode has a leading step axis."""
-    chip = system.chip
-    prefill_table, decode_table = graphs.tables
+    """(prefill, decode) costs of one rank under each configuration (all of depth pp)."""
     phases = []
-    for phase, (table, values) in enumerate(
-        ((prefill_table, prefill_table), (decode_table, graphs.decode_table))
-    ):
-        hw = graphs.hardware(chip)[phase]
-        costs = evaluate(values, hw, placement, _comm_times(table, system, plan))
-        stages, is_comm = graphs.stages(phase, cfg.num_layers, plan.pp)
-        phases.append(PhaseCosts(table, costs, stages, is_comm))
+    for phase in (0, 1):
+        table = graphs.tables[phase]
+        values, weights = graphs.phase_values[phase]
+        hw = HardwareArrays.stack([graphs.hardware(c.system.chip)[phase] for c in configs])
+        where = placement_onehot(table, [c.placement for c in configs], hw.level_rate.shape[-2])
+        comm = np.stack([graphs.comm(phase, c.system, c.plan) for c in configs])[:, None, :]
+        costs = evaluate(values, hw, where[:, None], comm)
+        phases.append(PhaseCosts(values, costs, *graphs.stage_counts(phase, pp), weights))
     return phases[0], phases[1]

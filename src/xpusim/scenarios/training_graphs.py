@@ -15,8 +15,9 @@ import numpy as np
 
 from xpusim.compiler.autodiff import Recompute, differentiate
 from xpusim.compiler.memory_plan import peak_activation_bytes
-from xpusim.compiler.partition import Plan, op_stages, partition, stage_of_layer
+from xpusim.compiler.partition import Plan, op_stage_counts, op_stages, partition, stage_of_layer
 from xpusim.compiler.transpose import materialize_transposes
+from xpusim.cost.op_table import OpTable, distinct_stage_counts
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.workloads.transformer import StepShape, build_step
@@ -35,6 +36,12 @@ class RankTraining:
 
     def stages(self, graph: Graph, pp: int) -> np.ndarray:
         return np.array(op_stages(graph, self.cfg.num_layers, pp))
+
+    def stage_counts(
+        self, table: OpTable, graph: Graph, pp: int, mask: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(distinct ops of the table, pp): instances each stage runs, where `mask` is set."""
+        return distinct_stage_counts(table, op_stage_counts(graph, self.cfg.num_layers, pp), mask)
 
     def stash_per_stage(self, pp: int) -> list[float]:
         layers = stage_of_layer(self.cfg.num_layers, pp)

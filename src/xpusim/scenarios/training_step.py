@@ -60,11 +60,12 @@ def timeline(
 ) -> Timeline:  # fmt: skip
     """The 1F1B step (scenarios/training.py), and the slowest stage's time by its parts."""
     pp = plan.pp
-    f_tp, b_tp = (p.stage_sums(p.costs.time_s, pp, p.is_comm) for p in (fwd, bwd))
-    f_comp = fwd.stage_sums(fwd.costs.time_s, pp) - f_tp
-    b_comp = bwd.stage_sums(bwd.costs.time_s, pp) - b_tp
-    recomputed = bwd.stage_sums(bwd.costs.time_s, pp, _recompute_mask(rank.backward))
-    u = upd.stage_sums(upd.costs.time_s, pp)
+    f_tp, b_tp = (p.stage_sums(p.costs.time_s, comm_only=True) for p in (fwd, bwd))
+    f_comp = fwd.stage_sums(fwd.costs.time_s) - f_tp
+    b_comp = bwd.stage_sums(bwd.costs.time_s) - b_tp
+    recompute = _recompute_mask(rank.backward)
+    recomputed = bwd.costs.time_s @ rank.stage_counts(bwd.table, rank.backward, pp, recompute)
+    u = upd.stage_sums(upd.costs.time_s)
     dp_step, dp_micro = _dp_times(system, plan, setup, params)
     f_comm, b_comm = f_tp + dp_micro["forward"], b_tp + dp_micro["backward"]
     if setup.overlap:  # collectives hidden behind compute, per pass: an ideal bound
@@ -103,7 +104,8 @@ def phase_costs(
                      for op in table.ops])  # fmt: skip
     costs = evaluate(table, HardwareArrays.build(system.chip, table), placement, comm)
     is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph], dtype=float)
-    return PhaseCosts(table, costs, rank.stages(graph, plan.pp), is_comm)
+    return PhaseCosts(table, costs, rank.stage_counts(table, graph, plan.pp),
+                      rank.stage_counts(table, graph, plan.pp, is_comm))  # fmt: skip
 
 
 def collectives(

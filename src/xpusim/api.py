@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.scenarios.graph_inference import simulate as simulate_graph
 from xpusim.scenarios.llm_inference import simulate as simulate_llm
+from xpusim.scenarios.llm_inference import simulate_many as simulate_llm_many
 from xpusim.scenarios.recsys import simulate as simulate_recsys
 from xpusim.scenarios.training import simulate_training
 from xpusim.workloads.dlrm_config import DLRMConfig
@@ -31,6 +33,8 @@ SCENARIOS: dict[type, Callable[..., Any]] = {
 }
 # ... and the scenario that simulates its training step (`mode="training"`).
 TRAINING_SCENARIOS: dict[type, Callable[..., Any]] = {TransformerConfig: simulate_training}
+# Scenarios that cost many jobs together (one array computation per plan shape).
+BATCHED: dict[Callable[..., Any], Callable[..., list[Any]]] = {simulate_llm: simulate_llm_many}
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -111,6 +115,45 @@ def simulate(
     return scenario(workload, spec, **options)
 
 
+def simulate_many(
+    model: Any, jobs: list[tuple[Chip | System | str | Path, dict[str, Any]]]
+) -> list[Any]:
+    """Many simulations of one workload, each a target and `simulate`'s options (`mode`
+    among them); a job's UserError is returned in its place instead of raised. LLM
+    inference jobs are costed together, which is how a sweep runs thousands of points fast;
+    each result equals `simulate`'s for the same job, less its per-op reports."""
+    workload = load_model(model) if isinstance(model, str | Path) else model
+    found: list[Any] = [None] * len(jobs)
+    by_scenario: dict[Callable[..., Any], list[tuple[int, Chip | System, dict]]] = {}
+    for i, (chip, options) in enumerate(jobs):
+        options = dict(options)
+        try:
+            scenario = _scenario(workload, options.pop("mode", "inference"))
+            _check_options(scenario, options)
+            spec = target(chip) if isinstance(chip, str | Path) else chip
+        except UserError as error:
+            found[i] = error
+            continue
+        by_scenario.setdefault(scenario, []).append((i, spec, options))
+    for scenario, group in by_scenario.items():
+        if scenario in BATCHED:
+            results = BATCHED[scenario](workload, [(spec, options) for _, spec, options in group])
+        else:
+            results = [_or_error(scenario, workload, spec, options) for _, spec, options in group]
+        for (i, _, _), result in zip(group, results, strict=True):
+            found[i] = result
+    return found
+
+
+def _or_error(
+    scenario: Callable[..., Any], workload: Any, spec: Chip | System, options: dict[str, Any]
+) -> Any:
+    try:
+        return scenario(workload, spec, **options)
+    except UserError as error:
+        return error
+
+
 def check_options(model: Any, mode: str = "inference", **options: Any) -> None:
     """Raises the UserError `simulate` would for these options, without simulating: a sweep
     checks its options once instead of failing on every point."""
@@ -130,13 +173,18 @@ def _scenario(workload: Any, mode: str) -> Callable[..., Any]:
     raise TypeError(f"no scenario simulates a {type(workload).__name__}")
 
 
-def _check_options(scenario: Callable[..., Any], options: dict[str, Any]) -> None:
-    """Refuses options the workload's scenario does not take (`--prompt` on a DLRM)."""
-    taken = [
+@cache
+def _taken(scenario: Callable[..., Any]) -> list[str]:
+    return [
         name
         for name, p in inspect.signature(scenario).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     ]
+
+
+def _check_options(scenario: Callable[..., Any], options: dict[str, Any]) -> None:
+    """Refuses options the workload's scenario does not take (`--prompt` on a DLRM)."""
+    taken = _taken(scenario)
     for name in options:
         if name not in taken:
             flags = ", ".join(f"--{t.replace('_', '-')}" for t in taken)
@@ -152,5 +200,5 @@ def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> l
 
 __all__ = [
     "chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "simulate",
-    "system", "system_ids", "target",
+    "simulate_many", "system", "system_ids", "target",
 ]  # fmt: skip

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -65,7 +66,8 @@ def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
         )
 
 
-def stage_of_layer(num_layers: int, pp: int) -> list[int]:
+@lru_cache(maxsize=1024)
+def stage_of_layer(num_layers: int, pp: int) -> tuple[int, ...]:
     """Pipeline stage of each layer: as even as possible, remainders to the inner stages.
 
     The first stage also holds the embedding and the last the LM head, so the stages that
@@ -76,7 +78,7 @@ def stage_of_layer(num_layers: int, pp: int) -> list[int]:
     counts = [base] * pp
     for stage in inner[:extra]:
         counts[stage] += 1
-    return [s for s, n in enumerate(counts) for _ in range(n)]
+    return tuple(s for s, n in enumerate(counts) for _ in range(n))
 
 
 def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
@@ -346,7 +348,10 @@ def stage_graphs(rank: Graph, num_layers: int, pp: int) -> list[Graph]:
     return graphs
 
 
-def weights_per_chip_bytes(cfg: TransformerConfig, plan: Plan, itemsize: float) -> list[float]:
+@lru_cache(maxsize=1024)
+def weights_per_chip_bytes(
+    cfg: TransformerConfig, plan: Plan, itemsize: float
+) -> tuple[float, ...]:
     """Weight bytes one chip of each pipeline stage holds (all experts, not only active ones)."""
     h_rank, kv_rank = (
         _ceil_div(cfg.num_heads, plan.tp),
@@ -361,4 +366,4 @@ def weights_per_chip_bytes(cfg: TransformerConfig, plan: Plan, itemsize: float) 
     per_stage = [layer * stages.count(s) for s in range(plan.pp)]
     per_stage[0] += cfg.embedding_params / plan.tp
     per_stage[-1] += cfg.lm_head_params / plan.tp + cfg.final_norm_params
-    return [params * itemsize for params in per_stage]
+    return tuple(params * itemsize for params in per_stage)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from xpusim.hardware.system import System, TopologyLevel
+from xpusim.memo import ByIdentity
 
 
 class Collective(StrEnum):
@@ -68,7 +69,7 @@ class CollectiveLine:
         return CollectiveCost(self.fixed_s + self.s_per_byte * nbytes, self.algorithm, self.level)
 
 
-_LINES: dict[tuple, tuple[list[TopologyLevel], CollectiveLine]] = {}
+_LINES: ByIdentity[CollectiveLine] = ByIdentity()
 
 
 def collective_line(
@@ -78,15 +79,11 @@ def collective_line(
 
     `span` is how many consecutive chips the group stretches over (a pipeline's stages are
     tp chips apart, so its sends span tp x pp chips); it picks the level, and defaults to
-    the group itself. Memoized by the system's topology (what-if copies of a chip share
-    their system's levels); each entry holds the levels so that their id is not reused.
+    the group itself. Memoized by the system's topology: what-if copies of a chip and
+    systems of other sizes share their catalog system's levels.
     """
-    key = (id(system.levels), kind, group, span or group)
-    if key not in _LINES:
-        if len(_LINES) > 4096:
-            _LINES.clear()
-        _LINES[key] = (system.levels, _line(system.level_for(span or group), kind, group))
-    return _LINES[key][1]
+    level = system.level_for(span or group)
+    return _LINES.get((level,), (kind, group), lambda: _line(level, kind, group))
 
 
 def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:

@@ -8,6 +8,7 @@ thousands, one configuration or a whole sweep, with the same code.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -43,9 +44,34 @@ class OpTable:
         """Compute format of each op's matrix work."""
         return tuple(op.compute_dtype for op in self.ops)
 
+    @cached_property
+    def structure(self) -> tuple:
+        """What a chip's per-op figures depend on: each op's kind, format, and whether it
+        does matrix work at all."""
+        has_matrix = np.atleast_2d(self.matrix_flops).max(axis=0) > 0
+        return (self.kinds, self.dtypes, tuple(has_matrix.tolist()))
+
     @property
     def activation_bytes(self) -> np.ndarray:
         return self.role_bytes[..., ROLES.index(Role.ACTIVATION), :]
+
+    def subset(self, steps: np.ndarray | None = None, ops: np.ndarray | None = None) -> OpTable:
+        """Some steps (of a table with a leading step axis) and some ops (by position); a
+        table of some ops is for costing them, its `index` no longer says where they run."""
+        def cut(values: np.ndarray, op_axis: int = -1) -> np.ndarray:
+            if steps is not None:
+                values = values[steps]
+            return values if ops is None else np.take(values, ops, axis=op_axis)
+
+        return replace(
+            self,
+            ops=self.ops if ops is None else tuple(self.ops[i] for i in ops),
+            count=self.count if ops is None else self.count[ops],
+            matrix_flops=cut(self.matrix_flops),
+            vector_flops=cut(self.vector_flops),
+            role_bytes=cut(self.role_bytes),
+            weight_tile_kn=self.weight_tile_kn if ops is None else self.weight_tile_kn[:, ops],
+        )
 
     def lerp(self, other: OpTable, fraction: np.ndarray) -> OpTable:
         """Tables between self (fraction 0) and other (1), stacked on a new leading axis.

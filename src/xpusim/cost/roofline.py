@@ -22,7 +22,7 @@ configurations of a sweep) broadcast through unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 import numpy as np
@@ -33,6 +33,7 @@ from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
+from xpusim.memo import ByIdentity
 
 # Flash-attention kernels, forward and backward: the calibrated attention efficiency applies
 # to both (the backward is measured no better than the forward; FlashAttention-2, Dao 2023).
@@ -65,6 +66,17 @@ class HardwareArrays:
     tile_rc: tuple[float | np.ndarray, float | np.ndarray]  # matrix unit rows x cols
 
     @classmethod
+    def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
+        """build(), kept per chip object and per the table's op kinds and formats (all that
+        build reads of it), so the shapes of a sweep share one per chip."""
+        return _BUILT.get((chip,), table.structure, lambda: cls.build(chip, table))
+
+    def take(self, ops: np.ndarray) -> HardwareArrays:
+        """The figures of some ops only (by position on the last axis)."""
+        return replace(self, matrix_rate=self.matrix_rate[..., ops],
+                       e_matrix_j=self.e_matrix_j[..., ops], overhead_s=self.overhead_s[..., ops])
+
+    @classmethod
     def stack(cls, arrays: Sequence[HardwareArrays]) -> HardwareArrays:
         """K chips' arrays for one table as one, shaped to broadcast against a table with a
         leading step axis: (K, 1, n) per op, (K, 1, L, 1) per level, (K, 1, 1) per chip.
@@ -72,9 +84,10 @@ class HardwareArrays:
         n_levels = max(a.level_rate.shape[0] for a in arrays)
 
         def levels(values: list[np.ndarray], fill: float) -> np.ndarray:
-            padded = [np.pad(v, ((0, n_levels - len(v)), (0, 0)), constant_values=fill)
-                      for v in values]  # fmt: skip
-            return np.stack(padded)[:, None]
+            padded = np.full((len(values), 1, n_levels, 1), fill)
+            for k, v in enumerate(values):
+                padded[k, 0, : len(v)] = v
+            return padded
 
         def per_op(name: str) -> np.ndarray:
             return np.stack([getattr(a, name) for a in arrays])[:, None, :]
@@ -137,6 +150,9 @@ class HardwareArrays:
             static_w=chip.energy.static_power_w.value,
             tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
         )
+
+
+_BUILT: ByIdentity[HardwareArrays] = ByIdentity()
 
 
 def _what_if(figure: Figure | None) -> bool:

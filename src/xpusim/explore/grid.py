@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from xpusim.errors import UserError
@@ -78,12 +79,18 @@ class Point:
     sets: tuple[tuple[str, float], ...]  # (field path, value) what-if overrides, in order
     options: tuple[tuple[str, Any], ...]  # (option, value) as passed to xpusim.simulate
 
-    @property
+    @cached_property
     def key(self) -> str:
         """A stable text identity: the results file stores it to resume a sweep."""
         return json.dumps([self.target, self.sets, self.options], separators=(",", ":"))
 
-    @property
+    @cached_property
+    def spec_key(self) -> str:
+        """The identity of its target with its what-if values: points sharing it share a
+        resolved chip or system."""
+        return json.dumps([self.target, self.sets])
+
+    @cached_property
     def order(self) -> tuple[str, ...]:
         """Sort key that keeps points sharing graph shapes together, so a worker builds each
         graph once and reuses it for every chip, what-if and plan."""

@@ -44,7 +44,7 @@ class ResultStore:
 
     def add(self, rows: Iterable[Row]) -> None:
         """Stores rows, on disk once the columns are known."""
-        self._pending += [{k: from_text(to_text(v)) for k, v in row.items()} for row in rows]
+        self._pending += [{k: _as_read(v) for k, v in row.items()} for row in rows]
         if self.columns or any("error" not in row for row in self._pending):
             self._flush()
 
@@ -88,3 +88,9 @@ class ResultStore:
 
     def _text(self, row: Row) -> dict[str, str]:
         return {k: to_text(v) for k, v in row.items()}
+
+
+def _as_read(value: Scalar) -> Scalar:
+    """The value as the file will give it back: numbers, booleans and None come back as
+    they are (floats are written with repr), a string may not ("12" reads as 12)."""
+    return from_text(value) if isinstance(value, str) else value

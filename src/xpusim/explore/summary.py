@@ -14,7 +14,7 @@ from typing import Any
 from xpusim import api
 from xpusim.explore import pareto
 from xpusim.explore.store import Row
-from xpusim.explore.sweep import Grid, SweepRun, resolve_specs, spec_key
+from xpusim.explore.sweep import Grid, SweepRun, resolve_specs
 from xpusim.hardware.system import System
 from xpusim.result import Result
 
@@ -120,7 +120,7 @@ def _resimulate(grid: Grid, best: dict[str, Row]) -> list[tuple[str, Any, Any]]:
     specs = resolve_specs(points)
     chosen = []
     for point in points:
-        spec = specs[spec_key(point)]  # a point on a front ran, so its spec is valid
+        spec = specs[point.spec_key]  # a point on a front ran, so its spec is valid
         result = api.simulate(grid.workload, spec, **dict(point.options))
         chip = spec.chip if isinstance(spec, System) else spec
         chosen.append((f"{point.target} {_label(result)}", result, chip))

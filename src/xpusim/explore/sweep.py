@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -79,23 +78,19 @@ class SweepRun:
     results_path: Path
 
 
-def spec_key(point: Point) -> str:
-    return json.dumps([point.target, point.sets])
-
-
 def run_chunk(chunk: Chunk) -> ChunkResult:
-    """Simulates a chunk's points in order (a worker's task); a point whose options the chip
-    cannot take (a precision it lacks) becomes a row with the error, not a failed sweep."""
+    """Simulates a chunk's points together (a worker's task: api.simulate_many costs every
+    plan of every point that shares a shape in one array computation); a point whose
+    options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
+    runnable = [p for p in chunk.points if not isinstance(chunk.specs[p.spec_key], UserError)]
+    jobs = [(chunk.specs[p.spec_key], dict(p.options)) for p in runnable]
+    results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
     rows = []
     for point in chunk.points:
-        spec, options = chunk.specs[spec_key(point)], dict(point.options)
-        try:
-            if isinstance(spec, UserError):
-                raise spec
-            rows.append(result_row(point, api.simulate(chunk.workload, spec, **options)))
-        except UserError as error:
-            rows.append(error_row(point, error))
+        found = results.get(point, chunk.specs[point.spec_key])
+        failed = isinstance(found, UserError)
+        rows.append(error_row(point, found) if failed else result_row(point, found))
     return ChunkResult(rows, time.perf_counter() - start)
 
 
@@ -109,7 +104,7 @@ def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
     bases: dict[str, Chip | System] = {}
     specs: dict[str, Spec] = {}
     for point in points:
-        key = spec_key(point)
+        key = point.spec_key
         if key in specs:
             continue
         if point.target not in bases:
@@ -118,9 +113,9 @@ def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
             specs[key] = apply(bases[point.target], point.sets)
         except UserError as error:
             specs[key] = error
-    taken = {s for p in points if not isinstance(specs[spec_key(p)], UserError) for s in p.sets}
+    taken = {s for p in points if not isinstance(specs[p.spec_key], UserError) for s in p.sets}
     for point in points:
-        spec = specs[spec_key(point)]
+        spec = specs[point.spec_key]
         if isinstance(spec, UserError) and any(s not in taken for s in point.sets):
             raise spec
     return specs
@@ -167,7 +162,7 @@ def run(
     todo = [p for p in points if p.key not in done]
     tasks = []
     for group in chunks(todo, executor.workers):
-        needed = {spec_key(p) for p in group}
+        needed = {p.spec_key for p in group}
         tasks.append(Chunk(grid.workload, {k: specs[k] for k in needed}, group))
     start, busy, finished = time.perf_counter(), 0.0, len(points) - len(todo)
     if progress:

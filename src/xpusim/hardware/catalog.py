@@ -26,8 +26,8 @@ def _load_catalog_chip(chip_id: str) -> Chip:
 def load_chip(id_or_path: str | Path) -> Chip:
     """A catalog id (`h100-sxm`) or a path to a chip TOML file."""
     text = str(id_or_path)
+    if text in chip_ids():  # first: a system's chip is looked up per simulation
+        return _load_catalog_chip(text)
     if text.endswith(".toml") or Path(text).is_file():
         return load_chip_file(Path(text))
-    if text not in chip_ids():
-        raise UserError(f"unknown chip {text!r}" + closest(text, chip_ids()))
-    return _load_catalog_chip(text)
+    raise UserError(f"unknown chip {text!r}" + closest(text, chip_ids()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tomllib
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -185,7 +186,7 @@ class Chip(_Strict):
         return list(_walk_figures(self, ""))
 
     # --- derived views the cost model uses -------------------------------------------
-    @property
+    @cached_property  # a sweep asks for it for every plan of every point
     def capacity_bytes(self) -> float:
         """Bytes that can hold tensors: SRAM and DRAM levels (caches and scratchpads don't)."""
         return sum(m.capacity_bytes.value for m in self.memory if m.kind.holds_tensors)

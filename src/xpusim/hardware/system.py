@@ -110,6 +110,7 @@ class System(_Strict):
         return self.model_copy(update={"chips": chips})
 
 
+@cache  # the catalog does not change while xpusim runs
 def system_ids() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
 

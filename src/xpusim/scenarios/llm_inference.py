@@ -21,12 +21,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
-from xpusim.compiler.memory_plan import Footprint, min_chips, place
+from xpusim.compiler.memory_plan import Footprint, Placement, min_chips, place
 from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_per_chip_bytes
 from xpusim.cost.collectives import Collective, collective_time
 from xpusim.cost.op_table import OpTable
@@ -35,6 +35,7 @@ from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
+from xpusim.memo import ByIdentity
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.rank_costs import (
@@ -188,11 +189,11 @@ class Candidate:
     req: Request
     microbatches: int
     overlap: bool
-    stages: list[Footprint]  # one chip of each pipeline stage
+    stages: tuple[Footprint, ...]  # one chip of each pipeline stage
 
     metrics: dict[str, Any] = field(default_factory=dict)  # Metrics.row
 
-    @property
+    @cached_property
     def fullest(self) -> Footprint:
         return max(self.stages, key=lambda f: f.total)
 
@@ -208,7 +209,12 @@ class Candidate:
 
     @cached_property
     def config(self) -> Config:
-        return Config(self.system, self.plan, place(self.system.chip, self.fullest))
+        chip, fullest = self.system.chip, self.fullest
+        placement = _PLACED.get((chip,), fullest, lambda: place(chip, fullest))
+        return Config(self.system, self.plan, placement)
+
+
+_PLACED: ByIdentity[Placement] = ByIdentity()
 
 
 @dataclass
@@ -289,9 +295,10 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
     return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
 
 
+@lru_cache(maxsize=4096)  # a sweep asks again for every chip and what-if of a shape
 def stage_footprints(
     cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int
-) -> list[Footprint]:
+) -> tuple[Footprint, ...]:
     """What one chip of each pipeline stage holds."""
     activations = rank_graphs(cfg, req, plan).activation_bytes
     weights = weights_per_chip_bytes(cfg, plan, req.weight.itemsize)
@@ -299,9 +306,9 @@ def stage_footprints(
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
     kv_per_layer = (req.batch * microbatches * (req.prompt + req.gen)
                     * 2 * kv_heads * cfg.head_dim * req.act.itemsize)  # fmt: skip
-    return [
+    return tuple(
         Footprint(weights[s], kv_per_layer * layers.count(s), activations) for s in range(plan.pp)
-    ]
+    )
 
 
 @dataclass(frozen=True)
@@ -335,10 +342,10 @@ def _cost(
     prefill, decode = cost_phases(graphs, [c.config for c in cands], pp)
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, pp)
-        total = phase.stage_sums(phase.costs.time_s)
+        total = phase.stage_sums("time_s")
         if not overlap:
             return total
-        comm = phase.stage_sums(phase.costs.time_s, comm_only=True)
+        comm = phase.stage_sums("time_s", comm_only=True)
         return np.maximum(total - comm, comm)
 
     def send_s(tokens: int) -> np.ndarray:
@@ -366,7 +373,7 @@ def _cost(
                      + decode_steps * _phase_energy(decode, dec, static_w))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
 
-    comm_s = decode.step_mean(decode.stage_sums(decode.costs.time_s, comm_only=True).sum(-1))
+    comm_s = decode.step_mean(decode.stage_sums("time_s", comm_only=True).sum(-1))
     comm_s += (pp - 1) * send_dec
     send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
     return Metrics(
@@ -381,8 +388,8 @@ def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray) 
     With overlap, a stage takes less than the sum of its ops' times; the static energy of
     the hidden time was counted in both overlapped ops and is taken back once.
     """
-    energy = phase.stage_sums(phase.costs.energy_j)
-    hidden = phase.stage_sums(phase.costs.time_s) - stage_s
+    energy = phase.stage_sums("energy_j")
+    hidden = phase.stage_sums("time_s") - stage_s
     return phase.step_mean((energy - static_w[:, None, None] * hidden).sum(axis=-1))
 
 
@@ -394,7 +401,7 @@ def _bottleneck(
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
     for phase, repeats in ((prefill, 1), (decode, decode_steps)):
-        mean = [phase.step_mean(np.moveaxis(getattr(phase.costs, f), -1, -2))
+        mean = [phase.op_mean(f)
                 for f in ("compute_s", "memory_s", "overhead_s", "comm_s", "time_s")]  # (K, n)
         labels = np.argmax(np.stack(mean[:4]), axis=0)
         time = mean[4] * phase.table.count * repeats
@@ -501,13 +508,12 @@ def _result(
         notes=list(setup.notes),
     )
     if detail:
-        prefill, decode = got["phases"]
-        k = got["k"]
+        (prefill, decode), k = got["phases"], got["k"]
+        pre, dec = graphs.phase_values
         result.ops = [
-            *op_reports("prefill", prefill.table, prefill.config(k), got["ttft_s"]),
-            *op_reports("decode", decode.table, decode.config(k), got["trip_s"],
-                        decode.step_weights),
-        ]  # fmt: skip
+            *op_reports("prefill", pre.table, prefill.config(k), got["ttft_s"]),
+            *op_reports("decode", dec.table, decode.config(k), got["trip_s"], dec.weights),
+        ]
         result.collectives = collective_algorithms(decode.table, system, plan)
     return result
 

@@ -33,6 +33,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
+from xpusim.memo import ByIdentity
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -76,6 +77,32 @@ def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, n
 
 
 @dataclass(frozen=True)
+class PhaseValues:
+    """A phase's op counts at the steps it is costed at, split into the ops that do the
+    same at every step and those that do not (attention over a growing KV cache): only
+    the latter are costed per step, which is what keeps long generations cheap."""
+
+    table: OpTable  # counts on a leading step axis
+    weights: np.ndarray  # (steps,) how many steps each costed one stands for
+
+    @cached_property
+    def varying(self) -> np.ndarray:
+        """Positions of the ops whose counts differ between steps."""
+        t = self.table
+        moves = [np.ptp(a, axis=0) > 0 for a in (t.matrix_flops, t.vector_flops)]
+        moves.append((np.ptp(t.role_bytes, axis=0) > 0).any(axis=0))
+        return np.flatnonzero(np.logical_or.reduce(moves))
+
+    @cached_property
+    def first(self) -> OpTable:
+        return self.table.subset(steps=np.arange(1))
+
+    @cached_property
+    def moving(self) -> OpTable:
+        return self.table.subset(ops=self.varying)
+
+
+@dataclass(frozen=True)
 class RankGraphs:
     """The compact graphs one rank runs; they depend on the plan's tp and ep only."""
 
@@ -90,14 +117,16 @@ class RankGraphs:
         return op_table(self.prefill), op_table(self.decode_first)
 
     @cached_property
-    def phase_values(self) -> tuple[tuple[OpTable, np.ndarray], tuple[OpTable, np.ndarray]]:
-        """(op counts on a leading step axis, weight of each step) per phase: the prefill as
-        one step, decode at its nodes (counts interpolated: they are affine in the KV)."""
+    def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
+        """Each phase's op counts at the steps costed: the prefill as one step, decode at
+        its nodes (counts interpolated: they are affine in the KV length)."""
         prefill, first = self.tables
         nodes, weights = step_nodes(self.decode_steps)
         fraction = nodes / (self.decode_steps - 1) if self.decode_steps > 1 else nodes
         decode = first.lerp(op_table(self.decode_last), fraction)
-        return (prefill.lerp(prefill, np.zeros(1)), np.ones(1)), (decode, weights)
+        return PhaseValues(prefill.lerp(prefill, np.zeros(1)), np.ones(1)), PhaseValues(
+            decode, weights
+        )
 
     @cached_property
     def activation_bytes(self) -> float:
@@ -111,28 +140,21 @@ class RankGraphs:
     _stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _hardware: dict[int, tuple[Chip, tuple[HardwareArrays, HardwareArrays]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _comm: ByIdentity[np.ndarray] = field(
+        default_factory=ByIdentity, init=False, repr=False, compare=False
     )
-    _comm: dict[tuple, tuple[System, np.ndarray]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+
+    def hardware(self, chip: Chip, phase: int) -> HardwareArrays:
+        """A chip's figures aligned with the phase's table."""
+        return HardwareArrays.of(chip, self.tables[phase])
 
     def comm(self, phase: int, system: System, plan: Plan) -> np.ndarray:
         """Link time of each distinct op (zero but for collectives) on a system's topology,
         kept per topology: a sweep's chips, what-ifs and chip counts mostly share one."""
-        key = (phase, id(system.levels), plan.tp, plan.ep)
-        if key not in self._comm:
-            self._comm[key] = (system, comm_times(self.tables[phase], system, plan))
-        return self._comm[key][1]
-
-    def hardware(self, chip: Chip) -> tuple[HardwareArrays, HardwareArrays]:
-        """A chip's figures aligned with the prefill and decode tables, kept per chip object
-        (the entry holds the chip so that its id cannot be reused)."""
-        if id(chip) not in self._hardware:
-            built = tuple(HardwareArrays.build(chip, table) for table in self.tables)
-            self._hardware[id(chip)] = (chip, (built[0], built[1]))
-        return self._hardware[id(chip)][1]
+        return self._comm.get(
+            tuple(system.levels), (phase, plan.tp, plan.ep),
+            lambda: comm_times(self.tables[phase], system, plan),
+        )  # fmt: skip
 
     def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
@@ -181,34 +203,48 @@ class Config:
 
 @dataclass(frozen=True)
 class PhaseCosts:
-    """One phase's per-op costs: (K configurations, steps, distinct ops) for inference,
-    (distinct ops,) for a training pass."""
+    """One phase's per-op costs. `costs` holds every op at the phase's first step: (K, 1,
+    ops) for K inference configurations, (ops,) for a training pass. The ops whose work
+    changes from step to step (`varying`) also have `steps`: (K, steps, varying ops)."""
 
-    table: OpTable  # for inference with a leading step axis on its counts
+    table: OpTable  # the distinct ops and their counts
     costs: OpCosts
     counts: np.ndarray  # (ops, pp) instances of each distinct op each stage runs
     comm_counts: np.ndarray  # (ops, pp) the same, of collectives only
+    varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    steps: OpCosts | None = None
     step_weights: np.ndarray = field(default_factory=lambda: np.ones(1))  # steps per node
 
-    def stage_sums(self, values: np.ndarray, comm_only: bool = False) -> np.ndarray:
-        """Per-op values summed over each stage's instances: (..., pp). Multiplied and
-        summed explicitly (not a BLAS product) so that a configuration's result does not
-        depend on how many others were costed with it."""
+    def stage_sums(self, name: str, comm_only: bool = False) -> np.ndarray:
+        """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
+        the step axis where the phase has one. Multiplied and summed explicitly (not a BLAS
+        product) so that a configuration's result does not depend on how many others were
+        costed with it."""
         counts = self.comm_counts if comm_only else self.counts
-        return (values[..., None] * counts).sum(axis=-2)
+        values = getattr(self.costs, name)
+        if self.steps is None or not len(self.varying):
+            return (values[..., None] * counts).sum(axis=-2)
+        fixed = values.copy()
+        fixed[..., self.varying] = 0.0
+        moving = getattr(self.steps, name)[..., None] * counts[self.varying]
+        return (fixed[..., None] * counts).sum(axis=-2) + moving.sum(axis=-2)
 
     def step_mean(self, values: np.ndarray) -> np.ndarray:
         """Mean over every step of a per-step quantity (steps on the last axis)."""
         return (values * self.step_weights).sum(axis=-1) / self.step_weights.sum()
 
+    def op_mean(self, name: str) -> np.ndarray:
+        """A cost of each op averaged over the steps: (K, ..., ops)."""
+        values = getattr(self.costs, name)[:, 0].copy()
+        if self.steps is not None and len(self.varying):
+            moving = getattr(self.steps, name)
+            w = self.step_weights.reshape(1, -1, *(1,) * (moving.ndim - 2))
+            values[..., self.varying] = (moving * w).sum(axis=1) / self.step_weights.sum()
+        return values
+
     def config(self, k: int) -> OpCosts:
         """Configuration k's per-op costs, averaged over the steps."""
-        w = self.step_weights / self.step_weights.sum()
-
-        def mean(values: np.ndarray) -> np.ndarray:
-            return (values[k] * w.reshape(-1, *(1,) * (values.ndim - 2))).sum(axis=0)
-
-        return OpCosts(*(mean(getattr(self.costs, f)) for f in OpCosts.__dataclass_fields__))
+        return OpCosts(*(self.op_mean(f)[k] for f in OpCosts.__dataclass_fields__))
 
 
 def _collective_cost(op: Op, system: System, plan: Plan) -> CollectiveCost:
@@ -245,12 +281,15 @@ def cost_phases(
 ) -> tuple[PhaseCosts, PhaseCosts]:
     """(prefill, decode) costs of one rank under each configuration (all of depth pp)."""
     phases = []
-    for phase in (0, 1):
-        table = graphs.tables[phase]
-        values, weights = graphs.phase_values[phase]
-        hw = HardwareArrays.stack([graphs.hardware(c.system.chip)[phase] for c in configs])
-        where = placement_onehot(table, [c.placement for c in configs], hw.level_rate.shape[-2])
+    for phase, values in enumerate(graphs.phase_values):
+        hw = HardwareArrays.stack([graphs.hardware(c.system.chip, phase) for c in configs])
+        where = placement_onehot(values.table, [c.placement for c in configs],
+                                 hw.level_rate.shape[-2])[:, None]  # fmt: skip
         comm = np.stack([graphs.comm(phase, c.system, c.plan) for c in configs])[:, None, :]
-        costs = evaluate(values, hw, where[:, None], comm)
-        phases.append(PhaseCosts(values, costs, *graphs.stage_counts(phase, pp), weights))
+        costs = evaluate(values.first, hw, where, comm)
+        steps, v = None, values.varying
+        if len(values.weights) > 1 and len(v):
+            steps = evaluate(values.moving, hw.take(v), where[..., v], comm[..., v])
+        phases.append(PhaseCosts(values.first, costs, *graphs.stage_counts(phase, pp), v, steps,
+                                 values.weights))  # fmt: skip
     return phases[0], phases[1]

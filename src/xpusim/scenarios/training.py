@@ -250,7 +250,7 @@ def run_plan(
     static_w = chip.energy.static_power_w.value
     busy = group * float((m * (t.forward + t.backward) + t.update).sum())
     op_energy = group * float(sum(
-        p.stage_sums(p.costs.energy_j).sum() * n for p, n in ((fwd, m), (bwd, m), (upd, 1))
+        p.stage_sums("energy_j").sum() * n for p, n in ((fwd, m), (bwd, m), (upd, 1))
     ))  # fmt: skip
     energy = op_energy + static_w * max(system.chips * step - busy, 0.0)
     chip_memory = TrainingMemory.of(states[full], activations[full], capacity)

@@ -7,6 +7,7 @@ the system's collectives (cost/collectives.py), and lays them out as the 1F1B sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,16 +57,16 @@ class Timeline:
 
 def timeline(
     fwd: PhaseCosts, bwd: PhaseCosts, upd: PhaseCosts, rank: RankTraining, system: System,
-    plan: Plan, setup: Setup, params: list[float], m: int, micro: int,
+    plan: Plan, setup: Setup, params: Sequence[float], m: int, micro: int,
 ) -> Timeline:  # fmt: skip
     """The 1F1B step (scenarios/training.py), and the slowest stage's time by its parts."""
     pp = plan.pp
-    f_tp, b_tp = (p.stage_sums(p.costs.time_s, comm_only=True) for p in (fwd, bwd))
-    f_comp = fwd.stage_sums(fwd.costs.time_s) - f_tp
-    b_comp = bwd.stage_sums(bwd.costs.time_s) - b_tp
+    f_tp, b_tp = (p.stage_sums("time_s", comm_only=True) for p in (fwd, bwd))
+    f_comp = fwd.stage_sums("time_s") - f_tp
+    b_comp = bwd.stage_sums("time_s") - b_tp
     recompute = _recompute_mask(rank.backward)
     recomputed = bwd.costs.time_s @ rank.stage_counts(bwd.table, rank.backward, pp, recompute)
-    u = upd.stage_sums(upd.costs.time_s)
+    u = upd.stage_sums("time_s")
     dp_step, dp_micro = _dp_times(system, plan, setup, params)
     f_comm, b_comm = f_tp + dp_micro["forward"], b_tp + dp_micro["backward"]
     if setup.overlap:  # collectives hidden behind compute, per pass: an ideal bound
@@ -110,7 +111,7 @@ def phase_costs(
 
 def collectives(
     fwd: PhaseCosts, bwd: PhaseCosts, system: System, plan: Plan, setup: Setup,
-    params: list[float],
+    params: Sequence[float],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every distinct collective: tensor-parallel ones of the passes, then the data-parallel
     ones of the stage holding the most parameters."""
@@ -131,7 +132,7 @@ def _recompute_mask(graph: Graph) -> np.ndarray:
 
 
 def _dp_times(
-    system: System, plan: Plan, setup: Setup, params: list[float]
+    system: System, plan: Plan, setup: Setup, params: Sequence[float]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per stage: data-parallel collectives once per step, and per microbatch by pass."""
     step = np.zeros(plan.pp)

@@ -1,0 +1,29 @@
+"""Memoization keyed by objects' identity, for chips and systems.
+
+Chips and systems are pydantic models: hashing one hashes every figure in it, which costs
+more than most of what is cached on it, and what-if copies are new objects anyway. A sweep
+reuses the same objects across thousands of configurations, so identity is the right key.
+Each entry holds its objects, so that no other object can take their ids while it lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class ByIdentity(Generic[T]):
+    def __init__(self, maxsize: int = 4096):
+        self.maxsize = maxsize
+        self._found: dict[tuple, tuple[tuple[object, ...], T]] = {}
+
+    def get(self, objects: tuple[object, ...], rest: Hashable, make: Callable[[], T]) -> T:
+        """The value for these objects (by identity) and a hashable rest, made once."""
+        key = (tuple(id(o) for o in objects), rest)
+        if key not in self._found:
+            if len(self._found) >= self.maxsize:  # a long-lived process cannot grow it forever
+                self._found.clear()
+            self._found[key] = (objects, make())
+        return self._found[key][1]

@@ -44,6 +44,7 @@ from xpusim.scenarios.rank_costs import (
     Request,
     collective_algorithms,
     cost_phases,
+    ordered_sum,
     rank_graphs,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -173,8 +174,8 @@ def simulate_many(
         if isinstance(setup, Setup):
             for cand in setup.costed:
                 groups.setdefault(cand.group, []).append(cand)
-    for (req, _, _, pp, m, overlap), cands in groups.items():
-        metrics = _cost(model, req, cands, pp, m, overlap)
+    for cands in groups.values():
+        metrics = _cost(model, cands)
         for k, cand in enumerate(cands):
             cand.metrics = metrics.row(k)
     return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
@@ -197,15 +198,14 @@ class Candidate:
     def fullest(self) -> Footprint:
         return max(self.stages, key=lambda f: f.total)
 
-    @property
+    @cached_property
     def fits(self) -> bool:
         return self.fullest.total <= self.system.chip.capacity_bytes
 
     @property
     def group(self) -> tuple:
-        """Candidates costed together: the same graphs, depth and microbatches."""
-        plan = self.plan
-        return (self.req, plan.tp, plan.ep, plan.pp, self.microbatches, self.overlap)
+        """Candidates costed together: those that run the same graphs."""
+        return (self.req, self.plan.tp, self.plan.ep)
 
     @cached_property
     def config(self) -> Config:
@@ -280,12 +280,20 @@ def _setup(
 
 
 def resolve_system(target: Chip | System, chips: int | None) -> System:
-    """A chip with --chips N becomes its default system; a system takes --chips as its size."""
+    """A chip with --chips N becomes its default system; a system takes --chips as its size.
+    Kept per target object and size: a sweep asks for each thousands of times."""
+    return _SYSTEMS.get((target,), chips, lambda: _resolve_system(target, chips))
+
+
+def _resolve_system(target: Chip | System, chips: int | None) -> System:
     if isinstance(target, System):
         return target.with_chips(chips) if chips else target
     if chips and chips > 1:
         return default_system(target, chips)
     return host_system(target, 1)
+
+
+_SYSTEMS: ByIdentity[System] = ByIdentity()
 
 
 def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
@@ -334,33 +342,35 @@ class Metrics:
         return found
 
 
-def _cost(
-    cfg: TransformerConfig, req: Request, cands: list[Candidate], pp: int, m: int, overlap: bool
-) -> Metrics:
-    """The timeline of one microbatch (see the module docstring) for every candidate."""
+def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
+    """The timeline of one microbatch (see the module docstring) for every candidate; they
+    share a request, tp and ep, and each has its own depth, microbatches and overlap."""
+    req = cands[0].req
     graphs = rank_graphs(cfg, req, cands[0].plan)
+    pp, m, overlap = (np.array(v) for v in zip(*[(c.plan.pp, c.microbatches, c.overlap)
+                                                  for c in cands], strict=True))  # fmt: skip
     prefill, decode = cost_phases(graphs, [c.config for c in cands], pp)
 
-    def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, pp)
+    def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         total = phase.stage_sums("time_s")
-        if not overlap:
+        if not overlap.any():
             return total
         comm = phase.stage_sums("time_s", comm_only=True)
-        return np.maximum(total - comm, comm)
+        return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
 
     def send_s(tokens: int) -> np.ndarray:
-        if pp == 1:
-            return np.zeros(len(cands))
         nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
-        span = cands[0].plan.tp * cands[0].plan.ep * pp
-        return np.array([collective_time(c.system, Collective.SEND_RECV, nbytes, 2, span).time_s
-                         for c in cands])  # fmt: skip
+        return np.array([
+            collective_time(c.system, Collective.SEND_RECV, nbytes, 2,
+                            c.plan.tp * c.plan.ep * c.plan.pp).time_s if c.plan.pp > 1 else 0.0
+            for c in cands
+        ])  # fmt: skip
 
-    pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, pp), (K, steps, pp)
+    pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(req.prompt), send_s(1)
-    ttft_s = pre.sum(axis=-1) + (pp - 1) * send_pre
-    trip = dec.sum(axis=-1) + (pp - 1) * send_dec[:, None]
-    tpot_s = decode.step_mean(np.maximum(trip, m * dec.max(axis=-1)))
+    ttft_s = _over_stages(pre) + (pp - 1) * send_pre
+    trip = _over_stages(dec) + ((pp - 1) * send_dec)[:, None]
+    tpot_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1)))
     decode_steps = req.gen - 1
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
 
@@ -368,18 +378,24 @@ def _cost(
     static_w = np.array([c.system.chip.energy.static_power_w.value for c in cands])
     group_chips = np.array([c.plan.tp * c.plan.ep * c.plan.dp for c in cands])
     chips = np.array([c.system.chips for c in cands])
-    busy_s = m * (pre.sum(axis=-1) + decode_steps * decode.step_mean(dec.sum(axis=-1)))
+    busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w)
                      + decode_steps * _phase_energy(decode, dec, static_w))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
 
-    comm_s = decode.step_mean(decode.stage_sums("time_s", comm_only=True).sum(-1))
+    comm_s = decode.step_mean(_over_stages(decode.stage_sums("time_s", comm_only=True)))
     comm_s += (pp - 1) * send_dec
     send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
     return Metrics(
         ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
         _bottleneck(prefill, decode, decode_steps, send_total_s), (prefill, decode),
     )  # fmt: skip
+
+
+def _over_stages(values: np.ndarray) -> np.ndarray:
+    """Sum over the stage axis (last); a shallow pipeline costed beside deeper ones has
+    trailing stages of zeros, which an ordered sum adds exactly."""
+    return ordered_sum(values, axis=-1)
 
 
 def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray) -> np.ndarray:
@@ -390,7 +406,7 @@ def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray) 
     """
     energy = phase.stage_sums("energy_j")
     hidden = phase.stage_sums("time_s") - stage_s
-    return phase.step_mean((energy - static_w[:, None, None] * hidden).sum(axis=-1))
+    return phase.step_mean(_over_stages(energy - static_w[:, None, None] * hidden))
 
 
 def _bottleneck(

@@ -76,6 +76,17 @@ def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, n
     return nodes, weights
 
 
+def ordered_sum(values: np.ndarray, axis: int) -> np.ndarray:
+    """A sum strictly in index order. numpy's sum groups terms differently with the shape
+    of the array around them (pairwise, unrolled); a configuration's result must not depend
+    on how many others, or how deep a pipeline, were costed beside it."""
+    values = np.moveaxis(values, axis, 0)
+    total = values[0].copy()
+    for term in values[1:]:
+        total += term
+    return total
+
+
 @dataclass(frozen=True)
 class PhaseValues:
     """A phase's op counts at the steps it is costed at, split into the ops that do the
@@ -156,6 +167,19 @@ class RankGraphs:
             lambda: comm_times(self.tables[phase], system, plan),
         )  # fmt: skip
 
+    def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
+        shallower pipeline lacks running nothing (so sums and maxima over stages hold)."""
+        depths, which = np.unique(pp, return_inverse=True)
+        deepest = int(depths[-1])
+        found = []
+        for part in (0, 1):
+            padded = np.zeros((len(depths), len(self.tables[phase]), deepest))
+            for i, d in enumerate(depths):
+                padded[i, :, :d] = self.stage_counts(phase, int(d))[part]
+            found.append(padded[which][:, None])
+        return found[0], found[1]
+
     def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
         the prefill (phase 0) or decode (1)."""
@@ -209,25 +233,23 @@ class PhaseCosts:
 
     table: OpTable  # the distinct ops and their counts
     costs: OpCosts
-    counts: np.ndarray  # (ops, pp) instances of each distinct op each stage runs
-    comm_counts: np.ndarray  # (ops, pp) the same, of collectives only
+    counts: np.ndarray  # (..., ops, pp) instances of each distinct op each stage runs
+    comm_counts: np.ndarray  # (..., ops, pp) the same, of collectives only
     varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     steps: OpCosts | None = None
     step_weights: np.ndarray = field(default_factory=lambda: np.ones(1))  # steps per node
 
     def stage_sums(self, name: str, comm_only: bool = False) -> np.ndarray:
         """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
-        the step axis where the phase has one. Multiplied and summed explicitly (not a BLAS
-        product) so that a configuration's result does not depend on how many others were
-        costed with it."""
+        the step axis where the phase has one."""
         counts = self.comm_counts if comm_only else self.counts
         values = getattr(self.costs, name)
         if self.steps is None or not len(self.varying):
-            return (values[..., None] * counts).sum(axis=-2)
+            return ordered_sum(values[..., None] * counts, axis=-2)
         fixed = values.copy()
         fixed[..., self.varying] = 0.0
-        moving = getattr(self.steps, name)[..., None] * counts[self.varying]
-        return (fixed[..., None] * counts).sum(axis=-2) + moving.sum(axis=-2)
+        moving = getattr(self.steps, name)[..., None] * np.take(counts, self.varying, axis=-2)
+        return ordered_sum(fixed[..., None] * counts, axis=-2) + ordered_sum(moving, axis=-2)
 
     def step_mean(self, values: np.ndarray) -> np.ndarray:
         """Mean over every step of a per-step quantity (steps on the last axis)."""
@@ -277,9 +299,9 @@ def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[di
 
 
 def cost_phases(
-    graphs: RankGraphs, configs: Sequence[Config], pp: int
+    graphs: RankGraphs, configs: Sequence[Config], pp: np.ndarray
 ) -> tuple[PhaseCosts, PhaseCosts]:
-    """(prefill, decode) costs of one rank under each configuration (all of depth pp)."""
+    """(prefill, decode) costs of one rank under each configuration (of depth pp[k])."""
     phases = []
     for phase, values in enumerate(graphs.phase_values):
         hw = HardwareArrays.stack([graphs.hardware(c.system.chip, phase) for c in configs])
@@ -290,6 +312,6 @@ def cost_phases(
         steps, v = None, values.varying
         if len(values.weights) > 1 and len(v):
             steps = evaluate(values.moving, hw.take(v), where[..., v], comm[..., v])
-        phases.append(PhaseCosts(values.first, costs, *graphs.stage_counts(phase, pp), v, steps,
+        phases.append(PhaseCosts(values.first, costs, *graphs.depth_counts(phase, pp), v, steps,
                                  values.weights))  # fmt: skip
     return phases[0], phases[1]

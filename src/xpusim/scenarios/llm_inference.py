@@ -18,6 +18,7 @@ With gen = 1 TPOT is still reported for the step that would follow.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -166,7 +167,7 @@ def simulate_many(
     setups: list[Setup | UserError] = []
     for target, options in jobs:
         try:
-            setups.append(_setup(model, target, **options))
+            setups.append(_setup(model, target, options))
         except UserError as error:
             setups.append(error)
     groups: dict[tuple, list[Candidate]] = {}
@@ -179,6 +180,13 @@ def simulate_many(
         for k, cand in enumerate(cands):
             cand.metrics = metrics.row(k)
     return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
+
+
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(simulate).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
 
 
 @dataclass
@@ -231,24 +239,15 @@ class Setup:
     started_s: float
 
 
-def _setup(
-    cfg: TransformerConfig,
-    target: Chip | System,
-    *,
-    batch: int = 1,
-    prompt: int = 128,
-    gen: int = 128,
-    precision: str | DType | None = None,
-    weight_precision: str | DType | None = None,
-    chips: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    microbatches: int | None = None,
-    objective: str = "latency",
-    overlap: bool = False,
-) -> Setup:
+def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
+    """A job's options (simulate's keywords; those not given take simulate's defaults)
+    resolved into a system, a request and the candidate plans worth costing."""
+    given = {**_DEFAULTS, **options}
+    batch, prompt, gen, chips = (given[k] for k in ("batch", "prompt", "gen", "chips"))
+    tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
+    microbatches, objective, overlap = (given[k] for k in ("microbatches", "objective",
+                                                           "overlap"))  # fmt: skip
+    precision, weight_precision = given["precision"], given["weight_precision"]
     started_s = time.perf_counter()
     check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
                     ep=ep, microbatches=microbatches)  # fmt: skip

@@ -204,7 +204,7 @@ def _model_step(cfg: TransformerConfig, step: StepShape, act: DType, weight: DTy
     return build_step(cfg, step, act, weight, compact=True)
 
 
-@lru_cache(maxsize=32)  # a search over 576 chips needs 7 (tp, ep) pairs; a sweep goes in order
+@lru_cache(maxsize=512)  # compact graphs are small; a chunk of a sweep may hold many shapes
 def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
     plan = Plan(tp=tp, ep=ep)
 

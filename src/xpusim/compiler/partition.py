@@ -96,12 +96,11 @@ def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
 
 
 def op_stages(graph: Graph, num_layers: int, pp: int) -> list[int]:
-    """Stage of every op: ops before the first layer go to stage 0, after the last to pp-1."""
-    layer_stage = stage_of_layer(num_layers, pp)
-    return [
-        0 if op.layer < 0 else pp - 1 if op.layer >= num_layers else layer_stage[op.layer]
-        for op in graph.ops
-    ]
+    """Stage of every op of a full (not compact) graph, where each op runs on one stage:
+    ops before the first layer go to stage 0, after the last to pp-1."""
+    if graph.layer_copies:
+        raise ValueError("a compact graph's ops run on several stages: use op_stage_counts")
+    return op_stage_counts(graph, num_layers, pp).argmax(axis=1).tolist()
 
 
 def _ceil_div(n: int, parts: int) -> int:

@@ -28,7 +28,6 @@ from xpusim.compiler.partition import Plan, op_stage_counts, partition
 from xpusim.cost.collectives import Collective, CollectiveCost, collective_line
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
-from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -154,10 +153,6 @@ class RankGraphs:
     _comm: ByIdentity[np.ndarray] = field(
         default_factory=ByIdentity, init=False, repr=False, compare=False
     )
-
-    def hardware(self, chip: Chip, phase: int) -> HardwareArrays:
-        """A chip's figures aligned with the phase's table."""
-        return HardwareArrays.of(chip, self.tables[phase])
 
     def comm(self, phase: int, system: System, plan: Plan) -> np.ndarray:
         """Link time of each distinct op (zero but for collectives) on a system's topology,
@@ -304,7 +299,8 @@ def cost_phases(
     """(prefill, decode) costs of one rank under each configuration (of depth pp[k])."""
     phases = []
     for phase, values in enumerate(graphs.phase_values):
-        hw = HardwareArrays.stack([graphs.hardware(c.system.chip, phase) for c in configs])
+        hw = HardwareArrays.stack([HardwareArrays.of(c.system.chip, values.first)
+                                    for c in configs])  # fmt: skip
         where = placement_onehot(values.table, [c.placement for c in configs],
                                  hw.level_rate.shape[-2])[:, None]  # fmt: skip
         comm = np.stack([graphs.comm(phase, c.system, c.plan) for c in configs])[:, None, :]

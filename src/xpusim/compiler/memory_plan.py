@@ -73,6 +73,12 @@ class Placement:
         return self.home[role]
 
 
+def footprint_matters(chip: Chip) -> bool:
+    """Whether place() depends on the footprint: only when more than one level can be a
+    role's home (a GPU's one HBM is every role's home whatever the sizes)."""
+    return sum(m.kind.holds_tensors for m in chip.memory) > 1
+
+
 def place(chip: Chip, footprint: Footprint) -> Placement:
     holding = [i for i, m in enumerate(chip.memory) if m.kind.holds_tensors]
     free = {i: chip.memory[i].capacity_bytes.value for i in holding}

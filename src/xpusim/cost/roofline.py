@@ -76,6 +76,13 @@ class HardwareArrays:
         return replace(self, matrix_rate=self.matrix_rate[..., ops],
                        e_matrix_j=self.e_matrix_j[..., ops], overhead_s=self.overhead_s[..., ops])
 
+    def take_configs(self, which: np.ndarray) -> HardwareArrays:
+        """Stacked arrays (see stack) of the configurations `which` indexes."""
+        return replace(self, **{
+            name: value[which] if isinstance(value, np.ndarray) else value
+            for name, value in vars(self).items() if name != "tile_rc"
+        }, tile_rc=(self.tile_rc[0][which], self.tile_rc[1][which]))  # fmt: skip
+
     @classmethod
     def stack(cls, arrays: Sequence[HardwareArrays]) -> HardwareArrays:
         """K chips' arrays for one table as one, shaped to broadcast against a table with a

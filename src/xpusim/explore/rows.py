@@ -33,10 +33,14 @@ def result_row(point: Point, result: Any) -> dict[str, Scalar]:
     """The point's inputs, then every scalar of its result (resolved values win: a
     precision not given shows the one the chip used)."""
     row = point_row(point)
-    for field in dataclasses.fields(result):
-        if field.name in SKIPPED:
+    for name, value in _fields(result):
+        if name in SKIPPED:
             continue
-        row.update(_flatten(field.name, getattr(result, field.name)))
+        if _is_scalar(value):
+            row[name] = value
+        elif isinstance(value, dict) or dataclasses.is_dataclass(value):
+            inner = value.items() if isinstance(value, dict) else _fields(value)
+            row.update((f"{name}.{k}", v) for k, v in inner if _is_scalar(v))
     chips = row.get("chips")
     for rate in PER_CHIP:
         if isinstance(row.get(rate), float) and isinstance(chips, int) and chips > 0:
@@ -48,12 +52,9 @@ def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
     return {**point_row(point), "error": str(error), "key": point.key}
 
 
-def _flatten(name: str, value: Any) -> dict[str, Scalar]:
-    if dataclasses.is_dataclass(value):
-        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {f"{name}.{k}": v for k, v in value.items() if _is_scalar(v)}
-    return {name: value} if _is_scalar(value) else {}
+def _fields(obj: Any) -> list[tuple[str, Any]]:
+    """A dataclass's fields and values, in declaration order."""
+    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
 
 
 def _is_scalar(value: Any) -> bool:

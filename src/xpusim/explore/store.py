@@ -44,7 +44,9 @@ class ResultStore:
 
     def add(self, rows: Iterable[Row]) -> None:
         """Stores rows, on disk once the columns are known."""
-        self._pending += [{k: _as_read(v) for k, v in row.items()} for row in rows]
+        self._pending += [
+            {k: from_text(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows
+        ]  # each value as the file will give it back (see to_text)
         if self.columns or any("error" not in row for row in self._pending):
             self._flush()
 
@@ -56,7 +58,8 @@ class ResultStore:
     def _flush(self) -> None:
         new, self._pending = self._pending, []
         results_first = sorted(new, key=lambda row: "error" in row)
-        missing = [k for row in results_first for k in row if k not in self.columns]
+        known = set(self.columns)
+        missing = [k for row in results_first for k in row if k not in known]
         self.rows += new
         if missing:
             self.columns += list(dict.fromkeys(missing))
@@ -73,24 +76,17 @@ class ResultStore:
 
     def _append(self, rows: list[Row]) -> None:
         with self.path.open("a", newline="") as f:
-            self._writer(f).writerows(self._text(row) for row in rows)
+            csv.writer(f).writerows(self._cells(row) for row in rows)
 
     def _rewrite(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
-            writer = self._writer(f)
-            writer.writeheader()
-            writer.writerows(self._text(row) for row in self.rows)
+            writer = csv.writer(f)
+            writer.writerow(self.columns)
+            writer.writerows(self._cells(row) for row in self.rows)
         os.replace(tmp, self.path)
 
-    def _writer(self, f) -> csv.DictWriter:
-        return csv.DictWriter(f, fieldnames=self.columns, restval="")
-
-    def _text(self, row: Row) -> dict[str, str]:
-        return {k: to_text(v) for k, v in row.items()}
-
-
-def _as_read(value: Scalar) -> Scalar:
-    """The value as the file will give it back: numbers, booleans and None come back as
-    they are (floats are written with repr), a string may not ("12" reads as 12)."""
-    return from_text(value) if isinstance(value, str) else value
+    def _cells(self, row: Row) -> list[Scalar]:
+        """The row's cells in column order, as to_text writes them; the csv module writes
+        numbers with repr and None as empty already, so only booleans need converting."""
+        return [to_text(v) if v is True or v is False else v for v in map(row.get, self.columns)]

@@ -27,9 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from xpusim.compiler.memory_plan import Footprint, Placement, min_chips, place
+from xpusim.compiler.memory_plan import (
+    Footprint,
+    Placement,
+    footprint_matters,
+    min_chips,
+    place,
+)
 from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_per_chip_bytes
-from xpusim.cost.collectives import Collective, collective_time
+from xpusim.cost.collectives import Collective, collective_line
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError, check_positive
@@ -218,7 +224,8 @@ class Candidate:
     @cached_property
     def config(self) -> Config:
         chip, fullest = self.system.chip, self.fullest
-        placement = _PLACED.get((chip,), fullest, lambda: place(chip, fullest))
+        key = fullest if footprint_matters(chip) else None
+        placement = _PLACED.get((chip,), key, lambda: place(chip, fullest))
         return Config(self.system, self.plan, placement)
 
 
@@ -357,13 +364,16 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
         comm = phase.stage_sums("time_s", comm_only=True)
         return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
 
+    lines = {}  # a pipeline's sends, by system and the chips they span (pp > 1 only)
+    for c in cands:
+        if c.plan.pp > 1 and (id(c.system), c.plan.pp) not in lines:
+            lines[id(c.system), c.plan.pp] = collective_line(
+                c.system, Collective.SEND_RECV, 2, c.plan.tp * c.plan.ep * c.plan.pp)
+
     def send_s(tokens: int) -> np.ndarray:
         nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
-        return np.array([
-            collective_time(c.system, Collective.SEND_RECV, nbytes, 2,
-                            c.plan.tp * c.plan.ep * c.plan.pp).time_s if c.plan.pp > 1 else 0.0
-            for c in cands
-        ])  # fmt: skip
+        sends = {key: line.cost(nbytes).time_s for key, line in lines.items()}
+        return np.array([sends.get((id(c.system), c.plan.pp), 0.0) for c in cands])
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(req.prompt), send_s(1)

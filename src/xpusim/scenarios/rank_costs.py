@@ -20,14 +20,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import TypeVar
 
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement, peak_activation_bytes
 from xpusim.compiler.partition import Plan, op_stage_counts, partition
-from xpusim.cost.collectives import Collective, CollectiveCost, collective_line
+from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
+from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -35,6 +37,8 @@ from xpusim.ir.op import Op, OpKind
 from xpusim.memo import ByIdentity
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
+
+T = TypeVar("T")
 
 DECODE_NODES = 32
 """Intervals the decode steps are cut into; gen <= 34 evaluates every step."""
@@ -147,9 +151,6 @@ class RankGraphs:
         """FLOPs of the prefill and of the first decode step."""
         return self.prefill.flops, self.decode_first.flops
 
-    _stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
     _comm: ByIdentity[np.ndarray] = field(
         default_factory=ByIdentity, init=False, repr=False, compare=False
     )
@@ -178,15 +179,37 @@ class RankGraphs:
     def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
         the prefill (phase 0) or decode (1)."""
-        if (phase, pp) not in self._stages:
-            graph, table = (self.prefill, self.decode_first)[phase], self.tables[phase]
-            per_op = op_stage_counts(graph, self.num_layers, pp)
-            is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
-            self._stages[phase, pp] = (
-                distinct_stage_counts(table, per_op),
-                distinct_stage_counts(table, per_op, is_comm),
-            )
-        return self._stages[phase, pp]
+        graph = (self.prefill, self.decode_first)[phase]
+        return _stage_counts(self.layouts[phase], graph, self.tables[phase], self.num_layers, pp)
+
+    @cached_property
+    def layouts(self) -> tuple[tuple, tuple]:
+        """What stage counts depend on, per phase: each op's layer, copies, whether it is a
+        collective, and its distinct-op row. Every shape of one model, plan and format has
+        the same, so the counts are shared between them."""
+        return tuple(  # type: ignore[return-value]
+            (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
+             table.index.tobytes())
+            for graph, table in zip((self.prefill, self.decode_first), self.tables, strict=True)
+        )  # fmt: skip
+
+
+def _stage_counts(
+    layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kept by layout (not by graph: the graphs of other shapes share it)."""
+    key = (layout, num_layers, pp)
+    if key not in _STAGES:
+        if len(_STAGES) >= 1024:
+            _STAGES.clear()
+        per_op = op_stage_counts(graph, num_layers, pp)
+        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
+        _STAGES[key] = (distinct_stage_counts(table, per_op),
+                        distinct_stage_counts(table, per_op, is_comm))  # fmt: skip
+    return _STAGES[key]
+
+
+_STAGES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
 
 def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
@@ -264,19 +287,45 @@ class PhaseCosts:
         return OpCosts(*(self.op_mean(f)[k] for f in OpCosts.__dataclass_fields__))
 
 
-def _collective_cost(op: Op, system: System, plan: Plan) -> CollectiveCost:
-    """A collective op on the system; tp groups span tp chips, ep groups tp x ep (tp inner)."""
+def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
+    """A collective op's line on the system; tp groups span tp chips, ep groups tp x ep
+    (tp inner)."""
     span = {"tp": plan.tp, "ep": plan.tp * plan.ep}[str(op.attr("group"))]
     kind = Collective(str(op.attr("collective")))
-    return collective_line(system, kind, int(op.attr("size")), span).cost(op.inputs[0].nbytes)
+    return collective_line(system, kind, int(op.attr("size")), span)
 
 
 def comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
-    """Link time of each collective op in the table (zero for other ops)."""
-    return np.array([
-        _collective_cost(op, system, plan).time_s if op.kind is OpKind.COLLECTIVE else 0.0
-        for op in table.ops
-    ])  # fmt: skip
+    """Link time of each collective op in the table (zero for other ops). A collective's
+    time is a line in its bytes (cost/collectives.py) whose terms depend on the topology and
+    the collective only, so the lines are kept per topology and the table's collectives and
+    shared by every shape; only the bytes are the request's."""
+    collectives = tuple((i, table.ops[i]) for i in range(len(table))
+                        if table.ops[i].kind is OpKind.COLLECTIVE)  # fmt: skip
+    signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
+                      for i, op in collectives)  # fmt: skip
+    fixed_s, s_per_byte = _COMM_LINES.get(
+        tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
+        lambda: _comm_lines(collectives, len(table), system, plan),
+    )  # fmt: skip
+    nbytes = np.zeros(len(table))
+    for i, op in collectives:
+        nbytes[i] = op.inputs[0].nbytes
+    return np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)
+
+
+def _comm_lines(
+    collectives: tuple[tuple[int, Op], ...], n: int, system: System, plan: Plan
+) -> tuple[np.ndarray, np.ndarray]:
+    fixed_s, s_per_byte = np.zeros(n), np.zeros(n)
+    for i, op in collectives:
+        line = _collective_line(op, system, plan)
+        if line.algorithm != "none":
+            fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
+    return fixed_s, s_per_byte
+
+
+_COMM_LINES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 
 
 def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[dict]:
@@ -284,7 +333,7 @@ def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[di
     found = []
     for op in table.ops:
         if op.kind is OpKind.COLLECTIVE:
-            cost = _collective_cost(op, system, plan)
+            cost = _collective_line(op, system, plan).cost(op.inputs[0].nbytes)
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
                 "size": op.attr("size"), "bytes": op.inputs[0].nbytes,
@@ -296,14 +345,21 @@ def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[di
 def cost_phases(
     graphs: RankGraphs, configs: Sequence[Config], pp: np.ndarray
 ) -> tuple[PhaseCosts, PhaseCosts]:
-    """(prefill, decode) costs of one rank under each configuration (of depth pp[k])."""
+    """(prefill, decode) costs of one rank under each configuration (of depth pp[k]).
+
+    The K configurations of a sweep share a few chips, placements and topologies: each
+    figure is worked out once per distinct object and spread to the configurations by index.
+    """
+    chips, chip_of = distinct([c.system.chip for c in configs])
+    placements, placement_of = distinct([c.placement for c in configs])
+    systems, system_of = distinct([c.system for c in configs])
+    plan = configs[0].plan  # the comm times depend on tp and ep, which configs share
     phases = []
     for phase, values in enumerate(graphs.phase_values):
-        hw = HardwareArrays.stack([HardwareArrays.of(c.system.chip, values.first)
-                                    for c in configs])  # fmt: skip
-        where = placement_onehot(values.table, [c.placement for c in configs],
-                                 hw.level_rate.shape[-2])[:, None]  # fmt: skip
-        comm = np.stack([graphs.comm(phase, c.system, c.plan) for c in configs])[:, None, :]
+        hw = stacked_hardware(chips, values.first).take_configs(chip_of)
+        where = placement_onehot(values.table, placements, hw.level_rate.shape[-2])
+        where = where[placement_of][:, None]
+        comm = np.stack([graphs.comm(phase, s, plan) for s in systems])[system_of][:, None, :]
         costs = evaluate(values.first, hw, where, comm)
         steps, v = None, values.varying
         if len(values.weights) > 1 and len(v):
@@ -311,3 +367,25 @@ def cost_phases(
         phases.append(PhaseCosts(values.first, costs, *graphs.depth_counts(phase, pp), v, steps,
                                  values.weights))  # fmt: skip
     return phases[0], phases[1]
+
+
+def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:
+    """HardwareArrays.stack of these chips, kept: every shape of a sweep's chunk has them."""
+    return _STACKED.get(tuple(chips), table.structure, lambda: HardwareArrays.stack(
+        [HardwareArrays.of(c, table) for c in chips]))  # fmt: skip
+
+
+_STACKED: ByIdentity[HardwareArrays] = ByIdentity()
+
+
+def distinct(objects: Sequence[T]) -> tuple[list[T], np.ndarray]:
+    """The distinct objects (by identity, in first-seen order) and each one's position."""
+    first: dict[int, int] = {}
+    found: list[T] = []
+    where = np.empty(len(objects), dtype=np.intp)
+    for k, obj in enumerate(objects):
+        i = first.setdefault(id(obj), len(found))
+        if i == len(found):
+            found.append(obj)
+        where[k] = i
+    return found, where

@@ -130,6 +130,36 @@ def test_weight_only_int4_streams_fewer_bytes():
     assert int4.tpot_s < bf16.tpot_s
 
 
+def _prefill_op(result, kind: str):
+    return next(o for o in result.ops if o.phase == "prefill" and o.kind == kind)
+
+
+def test_attention_precision_costs_attention_at_its_own_peak_only():
+    """FP8 GEMMs with 16-bit attention (TensorRT-LLM's FP8 engines): attention's matrix
+    work runs at the fp16 peak, half the fp8 one on an H100, while the GEMMs and every
+    op's bytes (the FP8 KV cache included) stay as they were."""
+    run = dict(batch=1, prompt=2048, gen=2, precision="fp8")
+    fp8 = xpusim.simulate("llama-2-7b", "h100-sxm", **run)
+    mixed = xpusim.simulate("llama-2-7b", "h100-sxm", attention_precision="fp16", **run)
+    a8, a16 = _prefill_op(fp8, "attention"), _prefill_op(mixed, "attention")
+    assert a8.compute_s < a16.compute_s <= 2 * a8.compute_s  # its vector work is unchanged
+    assert a16.bytes == a8.bytes and a16.flops == a8.flops
+    assert _prefill_op(mixed, "matmul").time_s == _prefill_op(fp8, "matmul").time_s
+    assert mixed.memory_bytes.kv_cache == fp8.memory_bytes.kv_cache
+    assert mixed.ttft_s > fp8.ttft_s
+
+
+def test_attention_precision_equal_to_precision_changes_nothing():
+    run = dict(batch=2, prompt=256, gen=4, precision="bf16")
+    same = xpusim.simulate("llama-2-7b", "h100-sxm", attention_precision="bf16", **run)
+    assert same.ttft_s == xpusim.simulate("llama-2-7b", "h100-sxm", **run).ttft_s
+
+
+def test_unsupported_attention_precision_is_an_error():
+    with pytest.raises(UserError, match=r"no fp8 .*supported: "):
+        xpusim.simulate("llama-2-7b", "a100-sxm-80gb", precision="fp16", attention_precision="fp8")
+
+
 def test_result_serializes_with_the_contract_keys():
     d = xpusim.simulate("llama-2-7b", "h100-sxm").to_dict()
     keys = {"model", "chip", "chips", "batch", "prompt", "gen", "precision", "mode", "fits",

@@ -11,7 +11,7 @@ import pytest
 
 import xpusim
 from xpusim.cli import main
-from xpusim.cost.calibration import calibrate, catalog_calibration, fit_gemm
+from xpusim.cost.calibration import calibrate, catalog_calibration, fit_gemm, fit_gemms
 from xpusim.errors import UserError
 from xpusim.validation.points import DATA, Point, load_points
 from xpusim.validation.score import ScoredPoint, ape, reason, summarize, validate
@@ -75,12 +75,30 @@ def test_gemm_fit_recovers_known_efficiency_and_fixed_time():
     assert one.efficiency == pytest.approx(e) and one.fixed_s is None
 
 
+def test_joint_gemm_fit_shares_one_fixed_time_across_precisions():
+    """bf16 rows spanning small shapes fix t0; fp8 rows of large shapes only then give
+    their own efficiency instead of trading it for a fixed time (DeepGEMM's M = 4096 rows)."""
+    peaks = {"bf16": 1e15, "fp8": 2e15}
+    t0, e = 6e-6, {"bf16": 0.8, "fp8": 0.65}
+    small = np.array([2 * s**3 for s in (256, 512, 1024, 2048, 4096)], dtype=float)
+    large = np.array([2 * 4096 * n * 7168 for n in (2112, 4096, 7168)], dtype=float)
+    rows = {d: (f, f / (peaks[d] * e[d]) + t0) for d, f in (("bf16", small), ("fp8", large))}
+    fits = fit_gemms(rows, peaks)
+    for d in rows:
+        assert fits[d].efficiency == pytest.approx(e[d], rel=1e-9)
+        assert fits[d].fixed_s == pytest.approx(t0, rel=1e-6)
+        assert fits[d].rows == len(rows[d][0])
+    few = fit_gemms({"bf16": (small[-1:], rows["bf16"][1][-1:])}, peaks)
+    assert few["bf16"].fixed_s is None  # too few rows to separate e from t0
+
+
 def test_committed_h100_calibration_matches_its_csv():
     fitted = calibrate(BENCH / "h100-sxm-published-gemm.csv", xpusim.chip("h100-sxm"))
     committed = catalog_calibration("h100-sxm")
     assert committed is not None
     for dtype, fit in fitted.matmul.items():
         assert committed.matmul[dtype].efficiency == pytest.approx(fit.efficiency)
+        assert committed.matmul[dtype].fixed_s == pytest.approx(fit.fixed_s)
 
 
 def test_calibration_never_reads_the_scored_points(monkeypatch, tmp_path):

@@ -83,6 +83,39 @@ def fit_gemm(flops: np.ndarray, seconds: np.ndarray, peak: float) -> MatmulFit:
     return MatmulFit(1 / a, float(t0), len(flops), float(np.sqrt(np.mean(rel**2))))
 
 
+def fit_gemms(
+    rows: dict[str, tuple[np.ndarray, np.ndarray]], peaks: dict[str, float]
+) -> dict[str, MatmulFit]:
+    """Per-precision efficiencies with one fixed time t0 shared by all precisions.
+
+    A kernel's fixed time (launch, thread-block setup, prologue and epilogue) belongs to
+    the SMs and the kernel library, not to the operand format, so the rows of every
+    precision are fitted together: t = (F / P_p) a_p + t0, least squares in relative error.
+    Fitted alone, a precision whose rows are all large shapes (DeepGEMM's M = 4096 FP8 rows)
+    cannot separate e from t0 and trades one for the other (t0 = 30-43 us on them, more
+    than DeepGEMM's own whole M = 64 kernels take). With too few rows to fit one efficiency
+    per precision plus t0, each precision is fitted alone (fit_gemm).
+    """
+    names = sorted(rows)
+    total = sum(len(rows[d][0]) for d in names)
+    if total < len(names) + 2:
+        return {d: fit_gemm(*rows[d], peaks[d]) for d in names}
+    ideal = np.concatenate([rows[d][0] / peaks[d] for d in names])
+    seconds = np.concatenate([rows[d][1] for d in names])
+    which = np.concatenate([np.full(len(rows[d][0]), i) for i, d in enumerate(names)])
+    onehot = which[:, None] == np.arange(len(names))[None, :]
+    design = np.concatenate([onehot * (ideal / seconds)[:, None], (1 / seconds)[:, None]], 1)
+    solution, *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    a = np.maximum(solution[:-1], 1.0)  # physics: e <= 1
+    t0 = max(float(solution[-1]), 0.0)  # no negative time
+    rel = (ideal * a[which] + t0 - seconds) / seconds
+    return {
+        d: MatmulFit(float(1 / a[i]), t0, int((which == i).sum()),
+                     float(np.sqrt(np.mean(rel[which == i] ** 2))))
+        for i, d in enumerate(names)
+    }  # fmt: skip
+
+
 def _float(row: dict, key: str, where: str) -> float:
     try:
         return float(row[key])
@@ -103,8 +136,9 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
         date=dt.date.today().isoformat(),
         source=f"{csv_path.name}: "
         + "; ".join(sorted({r.get("source") or "" for r in rows} - {""})),
-        method="least-squares fit of t = F/(peak x e) + t0 per precision to GEMM rows, and "
-        "to attention rows; copy rows give the achievable fraction of DRAM bandwidth (best row)",
+        method="least-squares fit of t = F/(peak x e) + t0 to GEMM rows, e per precision and "
+        "t0 shared by all precisions, and to attention rows; copy rows give the achievable "
+        "fraction of DRAM bandwidth (best row)",
     )
     gemms: dict[str, list[tuple[float, float]]] = {}
     attention: list[tuple[float, float, float]] = []  # flops, seconds, peak
@@ -128,9 +162,8 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
             attention.append((flops, _float(row, "seconds", where), chip.peak(dtype)))
         elif kind != "decode":
             raise UserError(f"{where}: kind must be gemm, copy, attention or decode, not {kind!r}")
-    for dtype, pairs in gemms.items():
-        flops, seconds = (np.array(v) for v in zip(*pairs, strict=True))
-        cal.matmul[dtype] = fit_gemm(flops, seconds, chip.peak(DType(dtype)))
+    arrays = {d: tuple(np.array(v) for v in zip(*pairs, strict=True)) for d, pairs in gemms.items()}
+    cal.matmul = fit_gemms(arrays, {d: chip.peak(DType(d)) for d in arrays})  # type: ignore[arg-type]
     if attention:
         flops, seconds, peaks = (np.array(v) for v in zip(*attention, strict=True))
         cal.attention = fit_gemm(flops / peaks, seconds, 1.0)  # in fractions of each row's peak

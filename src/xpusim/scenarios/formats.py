@@ -38,3 +38,20 @@ def resolve_formats(
             f"weight-only quantization stores weights narrower"
         )
     return act, weight, notes
+
+
+def resolve_attention_format(
+    chip: Chip, act: DType, attention_precision: str | DType | None
+) -> DType | None:
+    """The format attention computes in when it differs from `act`, else None.
+
+    An engine may run attention wider than its GEMMs: TensorRT-LLM's GPT attention plugin
+    took FP32/FP16/BF16 inputs only, "even if the rest of the network runs in INT8 or FP8"
+    (TensorRT-LLM docs/source/gpt_attention.md, INT8/FP8 KV Caches), until FP8 context FMHA
+    (`--use_fp8_context_fmha`) came in a later release.
+    """
+    if attention_precision is None:
+        return None
+    attention = DType.parse(str(attention_precision), "attention precision")
+    chip.peak(attention)  # raises a UserError naming the supported formats
+    return None if attention == act else attention

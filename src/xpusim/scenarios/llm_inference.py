@@ -44,7 +44,7 @@ from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
-from xpusim.scenarios.formats import resolve_formats
+from xpusim.scenarios.formats import resolve_attention_format, resolve_formats
 from xpusim.scenarios.rank_costs import (
     Config,
     PhaseCosts,
@@ -138,6 +138,7 @@ def simulate(
     gen: int = 128,
     precision: str | DType | None = None,
     weight_precision: str | DType | None = None,
+    attention_precision: str | DType | None = None,
     chips: int | None = None,
     tp: int | None = None,
     pp: int | None = None,
@@ -147,9 +148,14 @@ def simulate(
     objective: str = "latency",
     overlap: bool = False,
 ) -> LLMInferenceResult:
-    """Simulates serving one batch; with many chips and no plan, searches for the best plan."""
+    """Simulates serving one batch; with many chips and no plan, searches for the best plan.
+
+    `attention_precision` is the format attention computes in when the engine runs it wider
+    than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
+    """
     options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
-                   weight_precision=weight_precision, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
+                   weight_precision=weight_precision, attention_precision=attention_precision,
+                   chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
                    microbatches=microbatches, objective=objective, overlap=overlap)  # fmt: skip
     (result,) = simulate_many(model, [(chip, options)], detail=True)
     if isinstance(result, UserError):
@@ -260,7 +266,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
                     ep=ep, microbatches=microbatches)  # fmt: skip
     system = resolve_system(target, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
-    req = Request(batch, prompt, gen, act, weight)
+    attention = resolve_attention_format(system.chip, act, given["attention_precision"])
+    req = Request(batch, prompt, gen, act, weight, attention)
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
     if searched:
         from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans

@@ -53,6 +53,7 @@ class Request:
     gen: int
     act: DType
     weight: DType
+    attention: DType | None = None  # attention's compute format when not act's
 
     @property
     def decode_kv(self) -> tuple[int, int]:
@@ -217,9 +218,12 @@ def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
 
 
 @lru_cache(maxsize=8)  # the three steps of the last shapes: every (tp, ep) of a search shares them
-def _model_step(cfg: TransformerConfig, step: StepShape, act: DType, weight: DType) -> Graph:
+def _model_step(
+    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType,
+    attention: DType | None = None,
+) -> Graph:  # fmt: skip
     """The unpartitioned compact step; partition() builds new graphs and never changes it."""
-    return build_step(cfg, step, act, weight, compact=True)
+    return build_step(cfg, step, act, weight, compact=True, attention=attention)
 
 
 @lru_cache(maxsize=512)  # compact graphs are small; a chunk of a sweep may hold many shapes
@@ -227,7 +231,8 @@ def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> Rank
     plan = Plan(tp=tp, ep=ep)
 
     def step(q: int, kv: int) -> Graph:
-        return partition(_model_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight), plan)
+        shape = StepShape(req.batch, q, kv)
+        return partition(_model_step(cfg, shape, req.act, req.weight, req.attention), plan)
 
     first, last = req.decode_kv
     return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last),

@@ -39,7 +39,8 @@ def _llm_inference(point: Point) -> Prediction:
     result = xpusim.simulate(
         point.get("model"), point.chip, chips=chips, batch=int(point.get("batch", 1)),
         prompt=int(point.get("prompt", 128)), gen=int(point.get("gen", 128)),
-        precision=point.get("precision"), weight_precision=point.get("weight_precision"), **plan,
+        precision=point.get("precision"), weight_precision=point.get("weight_precision"),
+        attention_precision=point.get("attention_precision"), **plan,
     )  # fmt: skip
     if not result.fits:
         raise Unexpressible(f"does not fit as specified: {result.reason}")

@@ -53,9 +53,10 @@ class _Builder:
 
     def __init__(
         self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, training: bool,
-        compact: bool,
+        compact: bool, attention: DType | None = None,
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
+        self.attention = attention or act  # the format attention's matrix work runs in
         self.training, self.compact = training, compact
         self.graph = Graph(f"{cfg.name}[b={step.batch},q={step.q_len},kv={step.kv_len}]")
         self.layer = -1
@@ -133,7 +134,7 @@ class _Builder:
              roped],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
-            causal=True, compute=self.act.value, tp="heads", **self.heads,
+            causal=True, compute=self.attention.value, tp="heads", **self.heads,
         )  # fmt: skip
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row")
 
@@ -277,6 +278,7 @@ def build_step(
     *,
     training: bool = False,
     compact: bool = False,
+    attention: DType | None = None,
 ) -> Graph:
     """One step's ops; `training` builds the forward pass of a training step (see above).
 
@@ -284,7 +286,12 @@ def build_step(
     the layers are identical past the first (whose norm has no residual to add), so the
     compact graph has the full graph's op counts, FLOPs, bytes, peak activations and
     pipeline stages (tested) at a fortieth of the build time of an 80-layer model.
+
+    `attention` is the format attention computes in when it differs from `act`: serving
+    engines of 2024 ran attention in 16-bit even in FP8 engines (TensorRT-LLM's GPT attention
+    plugin takes FP16/BF16 inputs, the FP8 KV cache being dequantized on the fly), while the
+    cache tensors keep `act`'s format and size.
     """
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
-    return _Builder(cfg, step, act, weight or act, training, compact).build()
+    return _Builder(cfg, step, act, weight or act, training, compact, attention).build()

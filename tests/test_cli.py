@@ -132,3 +132,16 @@ def test_help_starts_without_heavy_imports():
             "print(sorted(heavy))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_attention_precision_on_the_command_line(capsys):
+    """--attention-precision reaches the simulation, and a format the chip lacks is exit 2
+    naming the option."""
+    base = ("run", "llama-2-7b", "--chip", "h100-sxm", "--precision", "fp8", "--prompt", "2048",
+            "--json")  # fmt: skip
+    fp8 = json.loads(run_cli(capsys, *base)[1])
+    mixed = json.loads(run_cli(capsys, *base, "--attention-precision", "fp16")[1])
+    assert mixed["ttft_s"] > fp8["ttft_s"]
+    code, _, err = run_cli(capsys, "run", "llama-2-7b", "--chip", "a100-sxm-80gb",
+                           "--attention-precision", "fp8")  # fmt: skip
+    assert code == 2 and "--attention-precision fp8" in err

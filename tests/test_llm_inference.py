@@ -156,7 +156,7 @@ def test_attention_precision_equal_to_precision_changes_nothing():
 
 
 def test_unsupported_attention_precision_is_an_error():
-    with pytest.raises(UserError, match=r"no fp8 .*supported: "):
+    with pytest.raises(UserError, match=r"--attention-precision fp8: .*supported: "):
         xpusim.simulate("llama-2-7b", "a100-sxm-80gb", precision="fp16", attention_precision="fp8")
 
 

@@ -56,6 +56,9 @@ def _workload_options(f: Callable) -> Callable:
                           "else fp16, else int8 (reported in the output)."),
         click.option("--weight-precision", type=click.Choice(WEIGHT_PRECISIONS), default=None,
                      help="Weight-only quantization: weights stored narrower than --precision."),
+        click.option("--attention-precision", type=click.Choice(PRECISIONS), default=None,
+                     help="LLM inference: attention's compute format when the engine runs it "
+                          "wider than --precision (TensorRT-LLM's FP8 engines: fp16)."),
         click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
                      show_default=True),
         click.option("--chips", type=click.IntRange(min=1), default=None,

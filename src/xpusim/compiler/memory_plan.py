@@ -76,11 +76,11 @@ class Placement:
 def footprint_matters(chip: Chip) -> bool:
     """Whether place() depends on the footprint: only when more than one level can be a
     role's home (a GPU's one HBM is every role's home whatever the sizes)."""
-    return sum(m.kind.holds_tensors for m in chip.memory) > 1
+    return len(chip.tensor_levels) > 1
 
 
 def place(chip: Chip, footprint: Footprint) -> Placement:
-    holding = [i for i, m in enumerate(chip.memory) if m.kind.holds_tensors]
+    holding = chip.tensor_levels
     free = {i: chip.memory[i].capacity_bytes.value for i in holding}
     home: dict[Role, int] = {}
     for role, need in footprint.by_role().items():

@@ -187,6 +187,11 @@ class Chip(_Strict):
 
     # --- derived views the cost model uses -------------------------------------------
     @cached_property  # a sweep asks for it for every plan of every point
+    def tensor_levels(self) -> tuple[int, ...]:
+        """Positions in `memory` of the levels that can hold tensors (SRAM and DRAM)."""
+        return tuple(i for i, m in enumerate(self.memory) if m.kind.holds_tensors)
+
+    @cached_property  # a sweep asks for it for every plan of every point
     def capacity_bytes(self) -> float:
         """Bytes that can hold tensors: SRAM and DRAM levels (caches and scratchpads don't)."""
         return sum(m.capacity_bytes.value for m in self.memory if m.kind.holds_tensors)

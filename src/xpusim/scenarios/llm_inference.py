@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -188,9 +188,8 @@ def simulate_many(
             for cand in setup.costed:
                 groups.setdefault(cand.group, []).append(cand)
     for cands in groups.values():
-        metrics = _cost(model, cands)
-        for k, cand in enumerate(cands):
-            cand.metrics = metrics.row(k)
+        for cand, costed in zip(cands, _cost(model, cands).rows(), strict=True):
+            cand.metrics = costed
     return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
 
 
@@ -212,7 +211,7 @@ class Candidate:
     overlap: bool
     stages: tuple[Footprint, ...]  # one chip of each pipeline stage
 
-    metrics: dict[str, Any] = field(default_factory=dict)  # Metrics.row
+    metrics: Costed = field(init=False)  # set once costed
 
     @cached_property
     def fullest(self) -> Footprint:
@@ -345,14 +344,30 @@ class Metrics:
     bottleneck: np.ndarray  # Bottleneck carrying the most of a request's time
     phases: tuple[PhaseCosts, PhaseCosts]
 
-    def row(self, k: int) -> dict[str, Any]:
-        found: dict[str, Any] = {
-            name: float(getattr(self, name)[k])
-            for name in ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s")
-        }
-        found["bottleneck"] = Bottleneck(int(self.bottleneck[k])).label
-        found["phases"], found["k"] = self.phases, k
-        return found
+    def rows(self) -> list[Costed]:
+        """Each candidate's figures, as Python numbers."""
+        figures = (self.ttft_s, self.tpot_s, self.latency_s, self.energy_j, self.comm_s,
+                   self.trip_s)  # fmt: skip
+        labels = [_LABELS[b] for b in self.bottleneck.tolist()]
+        columns = zip(*(f.tolist() for f in figures), labels, strict=True)
+        return [Costed(*values, self.phases, k) for k, values in enumerate(columns)]
+
+
+_LABELS = [b.label for b in Bottleneck]
+
+
+class Costed(NamedTuple):
+    """One candidate's costed timeline (see Metrics), and where its per-op costs are."""
+
+    ttft_s: float
+    tpot_s: float
+    latency_s: float
+    energy_j: float
+    comm_s: float
+    trip_s: float
+    bottleneck: str
+    phases: tuple[PhaseCosts, PhaseCosts]
+    k: int  # its position in the phases' arrays
 
 
 def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
@@ -449,10 +464,10 @@ def _score(cand: Candidate, objective: str) -> tuple:
     """
     if not cand.fits:
         return (True, cand.fullest.total)
-    tokens_per_s = _tokens(cand) / cand.metrics["latency_s"]
+    tokens_per_s = _tokens(cand) / cand.metrics.latency_s
     if objective == "latency":
-        return (False, cand.metrics["tpot_s"], cand.metrics["ttft_s"], -tokens_per_s)
-    return (False, -tokens_per_s, cand.metrics["tpot_s"])
+        return (False, cand.metrics.tpot_s, cand.metrics.ttft_s, -tokens_per_s)
+    return (False, -tokens_per_s, cand.metrics.tpot_s)
 
 
 def _tokens(cand: Candidate) -> int:
@@ -473,8 +488,8 @@ def _choose(cfg: TransformerConfig, setup: Setup, detail: bool) -> LLMInferenceR
         "chosen": best.plan,
         "runner_up": runner_up and {
             "plan": runner_up.plan.to_dict(), "fits": runner_up.fits,
-            "tpot_s": runner_up.metrics["tpot_s"], "ttft_s": runner_up.metrics["ttft_s"],
-            "tokens_per_s": _tokens(runner_up) / runner_up.metrics["latency_s"],
+            "tpot_s": runner_up.metrics.tpot_s, "ttft_s": runner_up.metrics.ttft_s,
+            "tokens_per_s": _tokens(runner_up) / runner_up.metrics.latency_s,
         },
         "search_s": time.perf_counter() - setup.started_s,
     }  # fmt: skip
@@ -523,28 +538,28 @@ def _result(
         memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
         placement={role.value: level_names[i] for role, i in cand.config.placement.home.items()},
-        ttft_s=got["ttft_s"],
-        tpot_s=got["tpot_s"],
-        latency_s=got["latency_s"],
-        tokens_per_s=tokens / got["latency_s"],
-        tokens_per_s_per_user=1.0 / got["tpot_s"],
-        energy_j=got["energy_j"],
-        joules_per_token=got["energy_j"] / tokens,
-        avg_power_w=got["energy_j"] / got["latency_s"] / system.chips,
+        ttft_s=got.ttft_s,
+        tpot_s=got.tpot_s,
+        latency_s=got.latency_s,
+        tokens_per_s=tokens / got.latency_s,
+        tokens_per_s_per_user=1.0 / got.tpot_s,
+        energy_j=got.energy_j,
+        joules_per_token=got.energy_j / tokens,
+        avg_power_w=got.energy_j / got.latency_s / system.chips,
         tdp_w=chip.tdp_w.value,
-        bottleneck=got["bottleneck"],
-        comm_s=got["comm_s"],
-        comm_share=got["comm_s"] / got["trip_s"],
+        bottleneck=got.bottleneck,
+        comm_s=got.comm_s,
+        comm_share=got.comm_s / got.trip_s,
         prefill_flops=graphs.flops[0] * plan.tp * plan.ep,
         decode_flops_per_step=graphs.flops[1] * plan.tp * plan.ep,
         notes=list(setup.notes),
     )
     if detail:
-        (prefill, decode), k = got["phases"], got["k"]
+        (prefill, decode), k = got.phases, got.k
         pre, dec = graphs.phase_values
         result.ops = [
-            *op_reports("prefill", pre.table, prefill.config(k), got["ttft_s"]),
-            *op_reports("decode", dec.table, decode.config(k), got["trip_s"], dec.weights),
+            *op_reports("prefill", pre.table, prefill.config(k), got.ttft_s),
+            *op_reports("decode", dec.table, decode.config(k), got.trip_s, dec.weights),
         ]
         result.collectives = collective_algorithms(decode.table, system, plan)
     return result

@@ -261,10 +261,18 @@ class PhaseCosts:
     varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     steps: OpCosts | None = None
     step_weights: np.ndarray = field(default_factory=lambda: np.ones(1))  # steps per node
+    _sums: dict[tuple[str, bool], np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def stage_sums(self, name: str, comm_only: bool = False) -> np.ndarray:
         """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
-        the step axis where the phase has one."""
+        the step axis where the phase has one. Kept: the timeline asks for some twice."""
+        if (name, comm_only) not in self._sums:
+            self._sums[name, comm_only] = self._stage_sums(name, comm_only)
+        return self._sums[name, comm_only]
+
+    def _stage_sums(self, name: str, comm_only: bool) -> np.ndarray:
         counts = self.comm_counts if comm_only else self.counts
         values = getattr(self.costs, name)
         if self.steps is None or not len(self.varying):

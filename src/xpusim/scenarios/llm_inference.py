@@ -210,12 +210,9 @@ class Candidate:
     microbatches: int
     overlap: bool
     stages: tuple[Footprint, ...]  # one chip of each pipeline stage
+    fullest: Footprint  # the stage whose chip holds the most
 
     metrics: Costed = field(init=False)  # set once costed
-
-    @cached_property
-    def fullest(self) -> Footprint:
-        return max(self.stages, key=lambda f: f.total)
 
     @cached_property
     def fits(self) -> bool:
@@ -281,7 +278,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         check_plan(plans[0], cfg, system.chips)
     cands = [
         Candidate(system, plan, req, microbatches or plan.pp, overlap,
-                  stage_footprints(cfg, plan, req, microbatches or plan.pp))
+                  *stage_footprints(cfg, plan, req, microbatches or plan.pp))
         for plan in plans
     ]  # fmt: skip
     # Only plans that fit are worth costing; when none does, the one closest to fitting is.
@@ -318,17 +315,18 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
 @lru_cache(maxsize=4096)  # a sweep asks again for every chip and what-if of a shape
 def stage_footprints(
     cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int
-) -> tuple[Footprint, ...]:
-    """What one chip of each pipeline stage holds."""
+) -> tuple[tuple[Footprint, ...], Footprint]:
+    """What one chip of each pipeline stage holds, and the fullest of them."""
     activations = rank_graphs(cfg, req, plan).activation_bytes
     weights = weights_per_chip_bytes(cfg, plan, req.weight.itemsize)
     layers = stage_of_layer(cfg.num_layers, plan.pp)
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
     kv_per_layer = (req.batch * microbatches * (req.prompt + req.gen)
                     * 2 * kv_heads * cfg.head_dim * req.act.itemsize)  # fmt: skip
-    return tuple(
+    stages = tuple(
         Footprint(weights[s], kv_per_layer * layers.count(s), activations) for s in range(plan.pp)
     )
+    return stages, max(stages, key=lambda f: f.total)
 
 
 @dataclass(frozen=True)

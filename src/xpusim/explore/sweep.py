@@ -10,7 +10,9 @@ once and every hardware variation only re-costs their op tables.
 
 Points are cut into chunks of many points, so that scheduling a chunk on a pool or on Ray
 costs little against its work. Chips and what-if copies are resolved once, here, so that a
-bad `--set` stops the sweep before it starts (exit 2), and travel to the workers as specs.
+bad `--set` stops the sweep before it starts (exit 2), and travel to the workers pickled
+once each: a worker unpickles each spec once and hands every chunk the same object, which
+is what the simulator's per-chip memos are keyed by.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,7 +60,7 @@ class Grid:
 @dataclass(frozen=True)
 class Chunk:
     workload: Any
-    specs: dict[str, Spec]  # by spec_key
+    specs: dict[str, bytes]  # each pickled once by the sweep, by spec_key (see loaded_spec)
     points: tuple[Point, ...]
 
 
@@ -83,15 +86,31 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     plan of every point that shares a shape in one array computation); a point whose
     options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
-    runnable = [p for p in chunk.points if not isinstance(chunk.specs[p.spec_key], UserError)]
-    jobs = [(chunk.specs[p.spec_key], dict(p.options)) for p in runnable]
+    specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
+    runnable = [p for p in chunk.points if not isinstance(specs[p.spec_key], UserError)]
+    jobs = [(specs[p.spec_key], dict(p.options)) for p in runnable]
     results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
     rows = []
     for point in chunk.points:
-        found = results.get(point, chunk.specs[point.spec_key])
+        found = results.get(point, specs[point.spec_key])
         failed = isinstance(found, UserError)
         rows.append(error_row(point, found) if failed else result_row(point, found))
     return ChunkResult(rows, time.perf_counter() - start)
+
+
+def loaded_spec(blob: bytes) -> Spec:
+    """A spec as this worker process first unpickled it. A worker runs many chunks with the
+    same chips; the simulator keeps what it works out about a chip (its figures per op
+    kind, collective lines, placements) by the chip object's identity, so every chunk must
+    get the same object, not a fresh copy."""
+    if blob not in _LOADED:
+        if len(_LOADED) >= 1024:  # a long-lived Ray worker serves many sweeps
+            _LOADED.clear()
+        _LOADED[blob] = pickle.loads(blob)
+    return _LOADED[blob]
+
+
+_LOADED: dict[bytes, Spec] = {}
 
 
 def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
@@ -160,10 +179,11 @@ def run(
     store = ResultStore(out / RESULTS_FILE)
     done = store.done
     todo = [p for p in points if p.key not in done]
+    blobs = {key: pickle.dumps(spec) for key, spec in specs.items()}
     tasks = []
     for group in chunks(todo, executor.workers):
         needed = {p.spec_key for p in group}
-        tasks.append(Chunk(grid.workload, {k: specs[k] for k in needed}, group))
+        tasks.append(Chunk(grid.workload, {k: blobs[k] for k in needed}, group))
     start, busy, finished = time.perf_counter(), 0.0, len(points) - len(todo)
     if progress:
         progress(finished, len(points))

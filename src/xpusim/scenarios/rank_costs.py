@@ -17,7 +17,7 @@ to another, and a test holds it against evaluating every step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TypeVar
@@ -371,7 +371,8 @@ def cost_phases(
     """
     chips, chip_of = distinct([c.system.chip for c in configs])
     placements, placement_of = distinct([c.placement for c in configs])
-    systems, system_of = distinct([c.system for c in configs])
+    # link times depend on a system's topology levels only, which its copies share
+    systems, system_of = distinct([c.system for c in configs], key=lambda s: id(s.levels))
     plan = configs[0].plan  # the comm times depend on tp and ep, which configs share
     phases = []
     for phase, values in enumerate(graphs.phase_values):
@@ -397,13 +398,16 @@ def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:
 _STACKED: ByIdentity[HardwareArrays] = ByIdentity()
 
 
-def distinct(objects: Sequence[T]) -> tuple[list[T], np.ndarray]:
-    """The distinct objects (by identity, in first-seen order) and each one's position."""
-    first: dict[int, int] = {}
+def distinct(
+    objects: Sequence[T], key: Callable[[T], Hashable] = id
+) -> tuple[list[T], np.ndarray]:
+    """The distinct objects (by identity, or by `key`; in first-seen order) and each one's
+    position among them."""
+    first: dict[Hashable, int] = {}
     found: list[T] = []
     where = np.empty(len(objects), dtype=np.intp)
     for k, obj in enumerate(objects):
-        i = first.setdefault(id(obj), len(found))
+        i = first.setdefault(key(obj), len(found))
         if i == len(found):
             found.append(obj)
         where[k] = i

@@ -3,6 +3,7 @@
 Floors: no op runs faster than its FLOPs at peak or its bytes at any level's bandwidth.
 Power: no op, hence no workload, averages more than the chip's TDP.
 Monotonicity: more bandwidth or more peak never makes anything slower.
+Overlap: a matmul's (compute^p + memory^p)^(1/p) keeps all three for any fitted p >= 1.
 """
 
 from __future__ import annotations
@@ -115,3 +116,73 @@ def test_level_bytes_follow_placement(llama7b):
     hbm = [m.name for m in chip.memory].index("hbm3")
     weights = table.role_bytes[0]
     assert np.all(by_level[hbm] >= weights)  # weights stream from HBM
+
+
+@PROPERTY
+@given(data=st.data(), p=st.floats(1.0, 64.0), factor=st.floats(1.0, 16.0))
+def test_any_overlap_exponent_keeps_the_physics(any_chip, data, p, factor):
+    """Whatever p a calibration fits for matmuls, each op takes at least max(compute,
+    memory) and at most their sum (plus overhead), more bandwidth never slows it, and the
+    average power stays within the TDP (energy is charged on the longer time)."""
+    graph, placement = data.draw(workload(any_chip))
+    table = op_table(graph)
+    built = HardwareArrays.build(any_chip, table)
+    hw = dataclasses.replace(built, overlap_p=np.full_like(built.overlap_p, p))  # every op
+    costs = evaluate(table, hw, placement)
+    roof = np.maximum(costs.compute_s, costs.memory_s)
+    assert np.all(costs.time_s >= (roof + costs.overhead_s) * (1 - 1e-12))
+    assert np.all(
+        costs.time_s <= (costs.compute_s + costs.memory_s + costs.overhead_s) * (1 + 1e-12)
+    )
+    faster = dataclasses.replace(hw, level_rate=hw.level_rate * factor)
+    assert np.all(evaluate(table, faster, placement).time_s <= costs.time_s * (1 + 1e-12))
+    assert np.all(costs.energy_j / costs.time_s <= any_chip.tdp_w.value * (1 + 1e-9))
+
+
+def _one_matmul(m: int, k: int, n: int):
+    from xpusim.ir.dtypes import DType
+
+    ins = (Tensor("x", (m, k), DType.BF16), Tensor("w", (k, n), DType.BF16, Role.WEIGHT))
+    op = Op(OpKind.MATMUL, "mm", ins, (Tensor("y", (m, n), DType.BF16),), (("compute", "bf16"),))
+    return op_table(Graph("one", [op]))
+
+
+def test_a_matmul_at_the_ridge_pays_for_imperfect_overlap():
+    """On the H100 (fitted p ~ 2) a 128-row GEMM against a 4096 x 11008 weight, where
+    compute and weight streaming take about as long, costs more than the sharp roofline;
+    on a chip with no calibration and no assumed p (TPU v4) it costs exactly the roofline."""
+    from xpusim.hardware.catalog import load_chip
+
+    table = _one_matmul(256, 4096, 11008)
+    for chip_id, finite in (("h100-sxm", True), ("tpu-v4", False)):
+        chip = load_chip(chip_id)
+        placement = place(chip, Footprint(1e8, 0.0, 1e7))
+        hw = HardwareArrays.build(chip, table)
+        costs = evaluate(table, hw, placement)
+        roof = np.maximum(costs.compute_s, costs.memory_s) + costs.overhead_s
+        assert bool(np.isfinite(hw.overlap_p).all()) is finite
+        if finite:
+            assert 0.5 < (costs.compute_s / costs.memory_s)[0] < 2  # near the ridge
+            assert np.all(costs.time_s > roof * 1.2)
+        else:
+            assert np.array_equal(costs.time_s, roof)
+
+
+def test_stacked_chips_keep_their_own_overlap():
+    """HardwareArrays.stack carries each chip's per-op p: a stacked evaluation equals the
+    chips evaluated one by one, and take/take_configs keep p aligned with the ops."""
+    from xpusim.cost.roofline import placement_onehot
+    from xpusim.hardware.catalog import load_chip
+
+    table = _one_matmul(128, 4096, 4096)
+    chips = [load_chip(c) for c in ("h100-sxm", "tpu-v4", "a100-sxm-80gb")]
+    placements = [place(c, Footprint(3.4e7, 0.0, 1e6)) for c in chips]
+    alone = [evaluate(table, HardwareArrays.build(c, table), p).time_s
+             for c, p in zip(chips, placements, strict=True)]  # fmt: skip
+    stacked = HardwareArrays.stack([HardwareArrays.build(c, table) for c in chips])
+    n_levels = stacked.level_rate.shape[-2]
+    onehot = placement_onehot(table, placements, n_levels)[:, None]
+    together = evaluate(table, stacked, onehot).time_s
+    assert np.allclose(together[:, 0], np.stack(alone))
+    picked = stacked.take_configs(np.array([2, 0])).take(np.array([0]))
+    assert np.array_equal(picked.overlap_p[:, 0], stacked.overlap_p[[2, 0], 0][:, :1])

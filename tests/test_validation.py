@@ -11,7 +11,14 @@ import pytest
 
 import xpusim
 from xpusim.cli import main
-from xpusim.cost.calibration import calibrate, catalog_calibration, fit_gemm, fit_gemms
+from xpusim.cost.calibration import (
+    calibrate,
+    catalog_calibration,
+    fit_gemm,
+    fit_gemms,
+    fit_gemms_with_memory,
+    overlap_time,
+)
 from xpusim.errors import UserError
 from xpusim.validation.points import DATA, Point, load_points
 from xpusim.validation.score import ScoredPoint, ape, reason, summarize, validate
@@ -92,10 +99,92 @@ def test_joint_gemm_fit_shares_one_fixed_time_across_precisions():
     assert few["bf16"].fixed_s is None  # too few rows to separate e from t0
 
 
+def _synthetic_gemm_rows(p: float, t0: float, e: dict[str, float]):
+    """GEMM rows of a made-up chip (1 PFLOP/s bf16, 2 fp8, 3 TB/s) timed exactly by
+    (c^p + m^p)^(1/p) + t0, with shapes on both sides of the ridge and on it."""
+    peaks, bandwidth = {"bf16": 1e15, "fp8": 2e15}, 3e12
+    shapes = {
+        "bf16": [(256, 2048, 4096), (128, 4096, 4096), (256, 256, 256), (1024, 2048, 2048),
+                 (4096, 4096, 4096), (4096, 4096, 256), (512, 8192, 8192)],
+        "fp8": [(4096, 7168, 2048), (128, 7168, 16384), (4096, 4096, 7168)],
+    }  # fmt: skip
+    rows = {}
+    for d, mnk in shapes.items():
+        m, n, k = np.array(mnk, dtype=float).T
+        ideal = 2 * m * n * k / peaks[d]
+        memory_s = (m * k + k * n + m * n) * (2 if d == "bf16" else 1) / bandwidth
+        rows[d] = (ideal, memory_s, overlap_time(ideal / e[d], memory_s, p) + t0)
+    return rows
+
+
+@pytest.mark.parametrize("p", [1.0, 1.6, 2.5, 4.0])
+def test_fit_with_memory_recovers_known_overlap_efficiency_and_fixed_time(p):
+    e, t0 = {"bf16": 0.8, "fp8": 0.65}, 5e-6
+    fits, overlap = fit_gemms_with_memory(_synthetic_gemm_rows(p, t0, e))
+    assert overlap is not None and overlap.p == pytest.approx(p, rel=2e-3)
+    assert overlap.rms_rel_error < 1e-4 <= overlap.rms_rel_error_max
+    for d in e:
+        assert fits[d].efficiency == pytest.approx(e[d], rel=1e-3)
+        assert fits[d].fixed_s == pytest.approx(t0, rel=1e-2)
+
+
+def test_fit_with_memory_recovers_the_sharp_roofline():
+    """Rows timed by max(c, m) + t0 are fitted by max (p reported as None, infinity)."""
+    e, t0 = {"bf16": 0.8, "fp8": 0.65}, 5e-6
+    fits, overlap = fit_gemms_with_memory(_synthetic_gemm_rows(np.inf, t0, e))
+    assert overlap is not None and (overlap.p is None or overlap.p > 50)
+    assert fits["bf16"].efficiency == pytest.approx(0.8, rel=1e-3)
+
+
+def test_too_few_rows_use_the_assumed_overlap_and_fixed_time():
+    """One best-shape row (the A100's): p and t0 come from the chip file, and e is solved
+    so that the form the cost model applies reproduces the row."""
+    rows = _synthetic_gemm_rows(2.0, 5e-6, {"bf16": 0.8, "fp8": 0.65})
+    one = {"bf16": tuple(a[-1:] for a in rows["bf16"])}
+    fits, overlap = fit_gemms_with_memory(one, assumed_p=2.0, assumed_fixed_s=5e-6)
+    assert overlap is None and fits["bf16"].efficiency == pytest.approx(0.8, rel=1e-9)
+    plain, _ = fit_gemms_with_memory(one)
+    assert plain["bf16"].efficiency < 0.8  # all of the row's time charged to compute
+
+
+def test_overlap_time_lies_between_max_and_sum():
+    c, m = np.array([0.0, 1.0, 2.0, 5.0, 1e-9]), np.array([0.0, 1.0, 1.0, 0.0, 3.0])
+    for p in (1.0, 1.5, 2.0, 8.0, 200.0, np.inf):
+        t = overlap_time(c, m, p)
+        assert np.all(t >= np.maximum(c, m)) and np.all(t <= c + m + 1e-15)
+    assert overlap_time(c, m, np.inf) == pytest.approx(np.maximum(c, m))
+    assert overlap_time(c, m, 1.0) == pytest.approx(c + m)
+    assert overlap_time(3.0, 4.0, 2.0) == pytest.approx(5.0)
+
+
+def test_committed_calibrations_fit_an_overlap_exponent():
+    """Each chip's GEMM rows fit a finite p (imperfect overlap near the ridge) better than
+    the sharp max or the sum, and its copy rows an achievable bandwidth below the peak."""
+    for chip_id in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):
+        cal = catalog_calibration(chip_id)
+        o = cal.overlap
+        assert o is not None and o.rows > 0 and o.p is not None and 1 < o.p < 4
+        assert o.rms_rel_error < min(o.rms_rel_error_max, o.rms_rel_error_sum)
+        assert cal.memory_efficiency is not None and 0.7 < cal.memory_efficiency < 1
+
+
 def test_committed_h100_calibration_matches_its_csv():
     fitted = calibrate(BENCH / "h100-sxm-published-gemm.csv", xpusim.chip("h100-sxm"))
     committed = catalog_calibration("h100-sxm")
     assert committed is not None
+    for dtype, fit in fitted.matmul.items():
+        assert committed.matmul[dtype].efficiency == pytest.approx(fit.efficiency)
+        assert committed.matmul[dtype].fixed_s == pytest.approx(fit.fixed_s)
+    assert committed.overlap is not None and fitted.overlap is not None
+    assert committed.overlap.p == pytest.approx(fitted.overlap.p)
+
+
+@pytest.mark.parametrize("chip_id", ["h200-sxm", "a100-sxm-80gb"])
+def test_committed_calibrations_match_their_csvs(chip_id):
+    fitted = calibrate(BENCH / f"{chip_id}-published-gemm.csv", xpusim.chip(chip_id))
+    committed = catalog_calibration(chip_id)
+    assert committed is not None and committed.overlap is not None and fitted.overlap
+    assert committed.overlap.p == pytest.approx(fitted.overlap.p)
     for dtype, fit in fitted.matmul.items():
         assert committed.matmul[dtype].efficiency == pytest.approx(fit.efficiency)
         assert committed.matmul[dtype].fixed_s == pytest.approx(fit.fixed_s)

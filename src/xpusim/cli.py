@@ -533,6 +533,14 @@ def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> No
             f"{dtype}: matmul efficiency {f.efficiency:.3f}, fixed time {fixed}, "
             f"{f.rows} rows, fit error {f.rms_rel_error:.1%} rms"
         )
+    if cal.overlap is not None:
+        o = cal.overlap
+        form = "max(c, m)" if o.p is None else f"(c^p + m^p)^(1/p), p = {o.p:.3g}"
+        fitted = "assumed by the chip file"
+        if o.rows:
+            fitted = (f"{o.rows} rows, {o.rms_rel_error:.1%} rms error "
+                f"(max {o.rms_rel_error_max:.1%}, sum {o.rms_rel_error_sum:.1%})")  # fmt: skip
+        _print(f"compute and memory: {form}, {fitted}")
     if cal.memory_efficiency is not None:
         _print(f"memory: {cal.memory_efficiency:.3f} of DRAM bandwidth")
     _print(f"wrote {target}")

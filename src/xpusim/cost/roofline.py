@@ -3,12 +3,18 @@
     compute_s  = padded matrix FLOPs / (peak[dtype] x matmul efficiency)
                + vector FLOPs / (vector peak x vector efficiency)
     memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
-    time_s     = max(compute_s, memory_s) + overhead per op + comm_s
+    time_s     = (compute_s^p + memory_s^p)^(1/p) + overhead per op + comm_s
     energy_j   = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
                + sum over levels of bytes x pJ/B + static power x time_s
 
-Compute and memory overlap (max, not sum) because accelerators stream operands while they
-compute; the overhead does not, because it is dispatch time when nothing streams. comm_s is
+Compute and memory overlap because accelerators stream operands while they compute: p is
+infinite (the sharp roofline, max(compute_s, memory_s)) for every op except matmuls and
+convolutions on a chip whose calibration file fits p from GEMM microbenchmarks (or whose
+chip file assumes one): their kernels overlap imperfectly near the ridge (pipeline fill and
+drain, tiles waiting on loads), which the p-norm charges, most where compute_s ~ memory_s
+and hardly at all far from the ridge (cost/calibration.py). Any p >= 1 keeps the time
+between max and sum of the two and growing with each. The overhead does not overlap,
+because it is dispatch time when nothing streams. comm_s is
 the link time of collective ops (cost/collectives.py), zero for every other op.
 The efficiencies are below 1 and named in the chip file with their origin, so every op's time
 is at least FLOPs/peak and bytes/bandwidth (the physics floor). Energy per op is the chip's
@@ -28,7 +34,7 @@ from enum import IntEnum
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
-from xpusim.cost.calibration import catalog_calibration
+from xpusim.cost.calibration import catalog_calibration, overlap_time
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
@@ -62,6 +68,7 @@ class HardwareArrays:
     level_rate: np.ndarray  # (L, 1) achievable bytes/s per level
     e_byte_j: np.ndarray  # (L, 1)
     overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls
+    overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tile_rc: tuple[float | np.ndarray, float | np.ndarray]  # matrix unit rows x cols
 
@@ -73,8 +80,13 @@ class HardwareArrays:
 
     def take(self, ops: np.ndarray) -> HardwareArrays:
         """The figures of some ops only (by position on the last axis)."""
-        return replace(self, matrix_rate=self.matrix_rate[..., ops],
-                       e_matrix_j=self.e_matrix_j[..., ops], overhead_s=self.overhead_s[..., ops])
+        return replace(
+            self,
+            matrix_rate=self.matrix_rate[..., ops],
+            e_matrix_j=self.e_matrix_j[..., ops],
+            overhead_s=self.overhead_s[..., ops],
+            overlap_p=self.overlap_p[..., ops],
+        )
 
     def take_configs(self, which: np.ndarray) -> HardwareArrays:
         """Stacked arrays (see stack) of the configurations `which` indexes."""
@@ -110,6 +122,7 @@ class HardwareArrays:
             level_rate=levels([a.level_rate for a in arrays], np.inf),
             e_byte_j=levels([a.e_byte_j for a in arrays], 0.0),
             overhead_s=per_op("overhead_s"),
+            overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
             tile_rc=(
                 per_chip([a.tile_rc[0] for a in arrays]),
@@ -140,6 +153,9 @@ class HardwareArrays:
         fixed_s = (assumed_fixed.value if assumed_fixed else 0.0) if _what_if(assumed_fixed) else (
             (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
         )  # fmt: skip
+        assumed_p = chip.efficiency.matmul_overlap_p
+        fitted_p = cal.overlap if cal and cal.overlap and not _what_if(assumed_p) else None
+        p = (fitted_p.p or np.inf) if fitted_p else (assumed_p.value if assumed_p else np.inf)
         memory = chip.efficiency.memory
         memory_eff = memory.value if _what_if(memory) else (
             (cal and cal.memory_efficiency) or memory.value
@@ -154,6 +170,7 @@ class HardwareArrays:
             level_rate=np.array([[m.bandwidth_bytes_per_s.value * memory_eff] for m in levels]),
             e_byte_j=np.array([[m.energy_pj_per_byte.value * 1e-12] for m in levels]),
             overhead_s=chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
+            overlap_p=np.where(is_matmul, p, np.inf),
             static_w=chip.energy.static_power_w.value,
             tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
         )
@@ -179,13 +196,14 @@ class OpCosts:
 
     @property
     def bottleneck(self) -> np.ndarray:
+        """Index of the largest of compute, memory, overhead and comm (a Bottleneck). Where a
+        matmul's imperfect overlap (p < inf) adds time near the ridge, the larger roof still
+        names the bound: the added time is the pipeline's, neither roof's alone."""
         terms = [self.compute_s, self.memory_s, self.overhead_s, self.comm_s]
         return np.argmax(np.stack(np.broadcast_arrays(*terms)), axis=0)
 
 
-def placement_onehot(
-    table: OpTable, placements: Sequence[Placement], n_levels: int
-) -> np.ndarray:
+def placement_onehot(table: OpTable, placements: Sequence[Placement], n_levels: int) -> np.ndarray:
     """(K, L, roles, n): 1 where placement k keeps op n's tensors of a role at level L.
 
     Weights and the KV cache live at their home level; an op's activations go to the
@@ -233,7 +251,10 @@ def evaluate(
     memory_s = (by_level / hw.level_rate).max(axis=-2)
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
     comm_s = np.broadcast_to(comm_s, compute_s.shape)
-    time_s = np.maximum(compute_s, memory_s) + overhead_s + comm_s
+    if np.isinf(hw.overlap_p).all():  # the sharp roofline everywhere: skip the p-norm's powers
+        time_s = np.maximum(compute_s, memory_s) + overhead_s + comm_s
+    else:
+        time_s = overlap_time(compute_s, memory_s, hw.overlap_p) + overhead_s + comm_s
     energy_j = (
         matrix_work * hw.e_matrix_j
         + table.vector_flops * hw.e_vector_j

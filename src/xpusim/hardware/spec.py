@@ -123,12 +123,21 @@ class Link(_Strict):
     latency_s: Figure
 
 
+class OverlapExponent(Figure):
+    """The p of a p-norm, (a^p + b^p)^(1/p): 1 is a sum, larger tends to the maximum."""
+
+    value: float = Field(ge=1)
+
+
 class Efficiency(_Strict):
     """Achievable fractions of peak for large, well-shaped work; each with its origin."""
 
     matmul: Fraction
     vector: Fraction
     memory: Fraction
+    # How a matmul kernel's compute and memory times combine, (c^p + m^p)^(1/p), when no
+    # calibration file fits p (cost/calibration.py); absent means max(c, m), p = infinity.
+    matmul_overlap_p: OverlapExponent | None = None
 
 
 class Overhead(_Strict):

@@ -93,8 +93,11 @@ class Point:
     @cached_property
     def order(self) -> tuple[str, ...]:
         """Sort key that keeps points sharing graph shapes together, so a worker builds each
-        graph once and reuses it for every chip, what-if and plan."""
-        shape = [(k, v) for k, v in self.options if k not in PLAN_OPTIONS]
+        graph once and reuses it for every chip, what-if and plan. gen sorts last among the
+        shape's options: requests that differ only in it share their prefill and first
+        decode step's graphs."""
+        shape = [(k, v) for k, v in self.options if k not in PLAN_OPTIONS | {"gen"}]
+        shape += [(k, v) for k, v in self.options if k == "gen"]  # last: see below
         plan = [(k, v) for k, v in self.options if k in PLAN_OPTIONS]
         return tuple(json.dumps(part) for part in (shape, self.target, self.sets, plan))
 

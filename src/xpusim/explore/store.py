@@ -43,10 +43,8 @@ class ResultStore:
         return {str(row["key"]) for row in self.rows + self._pending}
 
     def add(self, rows: Iterable[Row]) -> None:
-        """Stores rows, on disk once the columns are known."""
-        self._pending += [
-            {k: from_text(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows
-        ]  # each value as the file will give it back (see to_text)
+        """Stores rows made by as_stored, on disk once the columns are known."""
+        self._pending += rows
         if self.columns or any("error" not in row for row in self._pending):
             self._flush()
 
@@ -90,3 +88,10 @@ class ResultStore:
         """The row's cells in column order, as to_text writes them; the csv module writes
         numbers with repr and None as empty already, so only booleans need converting."""
         return [to_text(v) if v is True or v is False else v for v in map(row.get, self.columns)]
+
+
+def as_stored(row: Row) -> Row:
+    """The row as the results file will give it back: numbers, booleans and None come back
+    as they are (floats are written with repr), a string may not ("12" reads as 12). A
+    sweep's workers apply it, so that the process writing the file does no more than write."""
+    return {k: from_text(v) if isinstance(v, str) else v for k, v in row.items()}

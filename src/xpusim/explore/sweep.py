@@ -32,7 +32,7 @@ from xpusim.errors import UserError
 from xpusim.explore.executor import Executor
 from xpusim.explore.grid import Point, cross
 from xpusim.explore.rows import error_row, result_row
-from xpusim.explore.store import ResultStore, Row
+from xpusim.explore.store import ResultStore, Row, as_stored
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
@@ -66,7 +66,7 @@ class Chunk:
 
 @dataclass(frozen=True)
 class ChunkResult:
-    rows: list[Row]
+    rows: list[Row]  # as_stored
     busy_s: float  # the worker's time on the chunk
 
 
@@ -94,7 +94,7 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     for point in chunk.points:
         found = results.get(point, specs[point.spec_key])
         failed = isinstance(found, UserError)
-        rows.append(error_row(point, found) if failed else result_row(point, found))
+        rows.append(as_stored(error_row(point, found) if failed else result_row(point, found)))
     return ChunkResult(rows, time.perf_counter() - start)
 
 

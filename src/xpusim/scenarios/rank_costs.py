@@ -135,7 +135,7 @@ class RankGraphs:
 
     @cached_property
     def tables(self) -> tuple[OpTable, OpTable]:
-        return op_table(self.prefill), op_table(self.decode_first)
+        return table_of(self.prefill), table_of(self.decode_first)
 
     @cached_property
     def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
@@ -144,14 +144,14 @@ class RankGraphs:
         prefill, first = self.tables
         nodes, weights = step_nodes(self.decode_steps)
         fraction = nodes / (self.decode_steps - 1) if self.decode_steps > 1 else nodes
-        decode = first.lerp(op_table(self.decode_last), fraction)
+        decode = first.lerp(table_of(self.decode_last), fraction)
         return PhaseValues(prefill.lerp(prefill, np.zeros(1)), np.ones(1)), PhaseValues(
             decode, weights
         )
 
     @cached_property
     def activation_bytes(self) -> float:
-        return max(peak_activation_bytes(self.prefill), peak_activation_bytes(self.decode_last))
+        return max(_peak_activations(self.prefill), _peak_activations(self.decode_last))
 
     @cached_property
     def flops(self) -> tuple[float, float]:
@@ -219,6 +219,27 @@ def _stage_counts(
 _STAGES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
 
+@lru_cache(maxsize=1024)  # requests that differ in gen only share their prefill and first step
+def _rank_step(
+    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, attention: DType | None,
+    tp: int, ep: int,
+) -> Graph:  # fmt: skip
+    return partition(_model_step(cfg, step, act, weight, attention), Plan(tp=tp, ep=ep))
+
+
+def table_of(graph: Graph) -> OpTable:
+    """op_table, kept per graph object (_rank_step hands out the same one for a shape)."""
+    return _TABLES.get((graph,), None, lambda: op_table(graph))
+
+
+def _peak_activations(graph: Graph) -> float:
+    return _PEAKS.get((graph,), None, lambda: peak_activation_bytes(graph))
+
+
+_TABLES: ByIdentity[OpTable] = ByIdentity()
+_PEAKS: ByIdentity[float] = ByIdentity()
+
+
 def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
     return _rank_graphs(cfg, req, plan.tp, plan.ep)
 
@@ -234,11 +255,9 @@ def _model_step(
 
 @lru_cache(maxsize=512)  # compact graphs are small; a chunk of a sweep may hold many shapes
 def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
-    plan = Plan(tp=tp, ep=ep)
-
     def step(q: int, kv: int) -> Graph:
-        shape = StepShape(req.batch, q, kv)
-        return partition(_model_step(cfg, shape, req.act, req.weight, req.attention), plan)
+        return _rank_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight, req.attention,
+                          tp, ep)  # fmt: skip
 
     first, last = req.decode_kv
     return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last),

@@ -384,16 +384,18 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
         comm = phase.stage_sums("time_s", comm_only=True)
         return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
 
-    lines = {}  # a pipeline's sends, by system and the chips they span (pp > 1 only)
-    for c in cands:
-        if c.plan.pp > 1 and (id(c.system), c.plan.pp) not in lines:
-            lines[id(c.system), c.plan.pp] = collective_line(
-                c.system, Collective.SEND_RECV, 2, c.plan.tp * c.plan.ep * c.plan.pp)
+    # a pipeline's sends (pp > 1 only), by topology and the chips they span
+    keys = [(id(c.system.levels), c.plan.pp) if c.plan.pp > 1 else None for c in cands]
+    lines = {}
+    for key, c in zip(keys, cands, strict=True):
+        if key and key not in lines:
+            span = c.plan.tp * c.plan.ep * c.plan.pp
+            lines[key] = collective_line(c.system, Collective.SEND_RECV, 2, span)
 
     def send_s(tokens: int) -> np.ndarray:
         nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
         sends = {key: line.cost(nbytes).time_s for key, line in lines.items()}
-        return np.array([sends.get((id(c.system), c.plan.pp), 0.0) for c in cands])
+        return np.array([sends.get(key, 0.0) for key in keys])
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(req.prompt), send_s(1)

@@ -46,7 +46,6 @@ from xpusim.memo import ByIdentity
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats
 from xpusim.scenarios.rank_costs import (
-    Config,
     PhaseCosts,
     Request,
     collective_algorithms,
@@ -224,11 +223,12 @@ class Candidate:
         return (self.req, self.plan.tp, self.plan.ep)
 
     @cached_property
-    def config(self) -> Config:
+    def placement(self) -> Placement:
+        """Where the fullest chip keeps what; the same for every footprint on a chip whose
+        one memory holds everything."""
         chip, fullest = self.system.chip, self.fullest
         key = fullest if footprint_matters(chip) else None
-        placement = _PLACED.get((chip,), key, lambda: place(chip, fullest))
-        return Config(self.system, self.plan, placement)
+        return _PLACED.get((chip,), key, lambda: place(chip, fullest))
 
 
 _PLACED: ByIdentity[Placement] = ByIdentity()
@@ -375,7 +375,8 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
     graphs = rank_graphs(cfg, req, cands[0].plan)
     pp, m, overlap = (np.array(v) for v in zip(*[(c.plan.pp, c.microbatches, c.overlap)
                                                   for c in cands], strict=True))  # fmt: skip
-    prefill, decode = cost_phases(graphs, [c.config for c in cands], pp)
+    prefill, decode = cost_phases(graphs, [c.system for c in cands],
+                                  [c.placement for c in cands], cands[0].plan, pp)  # fmt: skip
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         total = phase.stage_sums("time_s")
@@ -537,7 +538,7 @@ def _result(
         min_chips=min_chips(single_copy, capacity),
         memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: level_names[i] for role, i in cand.config.placement.home.items()},
+        placement={role.value: level_names[i] for role, i in cand.placement.home.items()},
         ttft_s=got.ttft_s,
         tpot_s=got.tpot_s,
         latency_s=got.latency_s,

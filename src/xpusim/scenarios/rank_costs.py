@@ -265,15 +265,6 @@ def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> Rank
 
 
 @dataclass(frozen=True)
-class Config:
-    """One way to run a request: a system, a plan, and where the fullest chip keeps what."""
-
-    system: System
-    plan: Plan
-    placement: Placement
-
-
-@dataclass(frozen=True)
 class PhaseCosts:
     """One phase's per-op costs. `costs` holds every op at the phase's first step: (K, 1,
     ops) for K inference configurations, (ops,) for a training pass. The ops whose work
@@ -381,24 +372,28 @@ def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[di
 
 
 def cost_phases(
-    graphs: RankGraphs, configs: Sequence[Config], pp: np.ndarray
+    graphs: RankGraphs,
+    systems: Sequence[System],
+    placements: Sequence[Placement],
+    plan: Plan,
+    pp: np.ndarray,
 ) -> tuple[PhaseCosts, PhaseCosts]:
-    """(prefill, decode) costs of one rank under each configuration (of depth pp[k]).
+    """(prefill, decode) costs of one rank under K configurations: system k with placement
+    k (where its fullest chip keeps what) and a pipeline of pp[k] stages, all with `plan`'s
+    tp and ep.
 
     The K configurations of a sweep share a few chips, placements and topologies: each
     figure is worked out once per distinct object and spread to the configurations by index.
     """
-    chips, chip_of = distinct([c.system.chip for c in configs])
-    placements, placement_of = distinct([c.placement for c in configs])
+    chips, chip_of = distinct([s.chip for s in systems])
+    homes, home_of = distinct(placements)
     # link times depend on a system's topology levels only, which its copies share
-    systems, system_of = distinct([c.system for c in configs], key=lambda s: id(s.levels))
-    plan = configs[0].plan  # the comm times depend on tp and ep, which configs share
+    topologies, topology_of = distinct(systems, key=lambda s: id(s.levels))
     phases = []
     for phase, values in enumerate(graphs.phase_values):
         hw = stacked_hardware(chips, values.first).take_configs(chip_of)
-        where = placement_onehot(values.table, placements, hw.level_rate.shape[-2])
-        where = where[placement_of][:, None]
-        comm = np.stack([graphs.comm(phase, s, plan) for s in systems])[system_of][:, None, :]
+        where = placement_onehot(values.table, homes, hw.level_rate.shape[-2])[home_of][:, None]
+        comm = np.stack([graphs.comm(phase, s, plan) for s in topologies])[topology_of][:, None]
         costs = evaluate(values.first, hw, where, comm)
         steps, v = None, values.varying
         if len(values.weights) > 1 and len(v):

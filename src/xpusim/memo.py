@@ -21,7 +21,7 @@ class ByIdentity(Generic[T]):
 
     def get(self, objects: tuple[object, ...], rest: Hashable, make: Callable[[], T]) -> T:
         """The value for these objects (by identity) and a hashable rest, made once."""
-        key = (tuple(id(o) for o in objects), rest)
+        key = (tuple(map(id, objects)), rest)
         if key not in self._found:
             if len(self._found) >= self.maxsize:  # a long-lived process cannot grow it forever
                 self._found.clear()

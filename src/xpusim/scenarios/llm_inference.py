@@ -411,8 +411,9 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
     group_chips = np.array([c.plan.tp * c.plan.ep * c.plan.dp for c in cands])
     chips = np.array([c.system.chips for c in cands])
     busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
-    op_energy = m * (_phase_energy(prefill, pre[:, None], static_w)
-                     + decode_steps * _phase_energy(decode, dec, static_w))  # fmt: skip
+    overlapped = bool(overlap.any())
+    op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
+                     + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
 
     comm_s = decode.step_mean(_over_stages(decode.stage_sums("time_s", comm_only=True)))
@@ -430,15 +431,18 @@ def _over_stages(values: np.ndarray) -> np.ndarray:
     return ordered_sum(values, axis=-1)
 
 
-def _phase_energy(phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray) -> np.ndarray:
+def _phase_energy(
+    phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray, overlapped: bool
+) -> np.ndarray:
     """Energy of one microbatch's pass through all stages, on one chip of each stage.
 
     With overlap, a stage takes less than the sum of its ops' times; the static energy of
     the hidden time was counted in both overlapped ops and is taken back once.
     """
     energy = phase.stage_sums("energy_j")
-    hidden = phase.stage_sums("time_s") - stage_s
-    return phase.step_mean(_over_stages(energy - static_w[:, None, None] * hidden))
+    if overlapped:
+        energy = energy - static_w[:, None, None] * (phase.stage_sums("time_s") - stage_s)
+    return phase.step_mean(_over_stages(energy))
 
 
 def _bottleneck(

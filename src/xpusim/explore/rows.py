@@ -54,7 +54,13 @@ def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
 
 def _fields(obj: Any) -> list[tuple[str, Any]]:
     """A dataclass's fields and values, in declaration order."""
-    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
+    return [(name, getattr(obj, name)) for name in names]
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields() rebuilds its tuple
 
 
 def _is_scalar(value: Any) -> bool:
@@ -70,6 +76,9 @@ def to_text(value: Scalar) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+_NUMBER_STARTS = frozenset("0123456789+-.iInN")  # what float() accepts may start with
+
+
 def from_text(text: str) -> Scalar:
     """Inverse of `to_text`: integers, floats (repr always has '.', 'e', 'inf' or 'nan'),
     booleans, empty as None, anything else a string."""
@@ -79,6 +88,8 @@ def from_text(text: str) -> Scalar:
         return text == "true"
     if text.lstrip("-").isdigit():
         return int(text)
+    if text.lstrip()[:1] not in _NUMBER_STARTS:  # float() would refuse it: skip its raise
+        return text
     try:
         return float(text)
     except ValueError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from xpusim.errors import UserError
@@ -92,7 +93,7 @@ class TransformerConfig:
     def final_norm_params(self) -> int:
         return self.hidden_size * (2 if self.norm == "layernorm" else 1)
 
-    @property
+    @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
         return (
             self.num_layers * self.layer_params

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Protocol, TypeVar
@@ -43,9 +44,9 @@ class InProcess:
 class LocalPool:
     """A process pool on this machine's cores (all of them unless told otherwise).
 
-    Workers start from a fork server that has already imported the simulator, which is
-    safe beside the progress bar's thread (a plain fork of a threaded process is not) and
-    costs one import, not one per worker.
+    Workers are forked from this process when it runs no other thread: they start at once
+    with everything imported. Beside a thread (the progress bar's), forking is not safe,
+    and workers start from a fork server that imports the simulator once (0.3 s).
     """
 
     name = "local"
@@ -56,8 +57,11 @@ class LocalPool:
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
         if not tasks:  # a sweep resumed to completion starts no processes
             return
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([fn.__module__])
+        if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("fork")
+        else:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([fn.__module__])
         pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context)
         try:
             futures = [pool.submit(fn, task) for task in tasks]

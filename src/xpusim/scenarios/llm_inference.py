@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -347,8 +348,12 @@ class Metrics:
         figures = (self.ttft_s, self.tpot_s, self.latency_s, self.energy_j, self.comm_s,
                    self.trip_s)  # fmt: skip
         labels = [_LABELS[b] for b in self.bottleneck.tolist()]
-        columns = zip(*(f.tolist() for f in figures), labels, strict=True)
-        return [Costed(*values, self.phases, k) for k, values in enumerate(columns)]
+        k = len(labels)
+        rows = zip(*(f.tolist() for f in figures), labels, repeat(self.phases, k), range(k),
+                   strict=True)  # fmt: skip
+        # tuple.__new__ makes each Costed from its values in C: Costed(*values) would call
+        # the named tuple's Python-level __new__ once per candidate of a sweep
+        return list(map(tuple.__new__, repeat(Costed, k), rows))
 
 
 _LABELS = [b.label for b in Bottleneck]

@@ -329,18 +329,28 @@ def comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
     time is a line in its bytes (cost/collectives.py) whose terms depend on the topology and
     the collective only, so the lines are kept per topology and the table's collectives and
     shared by every shape; only the bytes are the request's."""
-    collectives = tuple((i, table.ops[i]) for i in range(len(table))
-                        if table.ops[i].kind is OpKind.COLLECTIVE)  # fmt: skip
-    signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
-                      for i, op in collectives)  # fmt: skip
+    collectives, signature, nbytes = _TABLE_COLLECTIVES.get(
+        (table,), None, lambda: _table_collectives(table)
+    )
     fixed_s, s_per_byte = _COMM_LINES.get(
         tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
         lambda: _comm_lines(collectives, len(table), system, plan),
     )  # fmt: skip
+    return np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)
+
+
+def _table_collectives(table: OpTable) -> tuple[tuple[tuple[int, Op], ...], tuple, np.ndarray]:
+    """A table's collectives (position, op), what their lines depend on, and their bytes."""
+    collectives = tuple((i, op) for i, op in enumerate(table.ops) if op.kind is OpKind.COLLECTIVE)
+    signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
+                      for i, op in collectives)  # fmt: skip
     nbytes = np.zeros(len(table))
     for i, op in collectives:
         nbytes[i] = op.inputs[0].nbytes
-    return np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)
+    return collectives, signature, nbytes
+
+
+_TABLE_COLLECTIVES: ByIdentity[tuple[tuple[tuple[int, Op], ...], tuple, np.ndarray]] = ByIdentity()
 
 
 def _comm_lines(

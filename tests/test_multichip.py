@@ -94,6 +94,21 @@ def test_partitioning_conserves_matrix_flops(tp):
     assert len(collectives) == (2 * cfg.num_layers + 2 if tp > 1 else 0)
 
 
+@pytest.mark.parametrize("model", ["llama-2-7b", "mixtral-8x7b", "gpt-j-6b"])
+@pytest.mark.parametrize("training", [False, True])
+def test_one_rank_partition_is_the_graph_itself(model, training):
+    """partition() skips the sharder at tp = ep = 1; the sharder would give back the very
+    same ops (what makes the shortcut safe), with or without sequence parallelism."""
+    from xpusim.compiler.partition import _Sharder
+
+    graph = build_step(xpusim.model(model), StepShape(2, 64, 64), DType.BF16, training=training)
+    for sequence_parallel in (False, True):
+        sharder = _Sharder(Plan(), sequence_parallel)
+        sharded = [new for op in graph.ops for new in sharder(op)]
+        assert sharded == graph.ops
+    assert partition(graph, Plan()).ops == graph.ops
+
+
 def test_pipeline_stages_add_up_to_the_rank_and_send_between_them():
     cfg = xpusim.model("llama-2-7b")
     rank = partition(build_step(cfg, StepShape(1, 1, 100), DType.BF16), Plan(tp=2, pp=4))

@@ -328,8 +328,11 @@ def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Grap
     With `sequence_parallel` the ops tensor parallelism would replicate split the sequence
     instead, trading each all-reduce for a reduce-scatter and an all-gather (training).
     """
-    sharder = _Sharder(plan, sequence_parallel)
     rank = Graph(f"{graph.name}[{plan}]", layer_copies=dict(graph.layer_copies))
+    if plan.tp == 1 and plan.ep == 1:  # one rank runs every op whole (tested): nothing to split
+        rank.ops.extend(graph.ops)
+        return rank
+    sharder = _Sharder(plan, sequence_parallel)
     for op in graph.ops:
         rank.ops.extend(sharder(op))
     return rank

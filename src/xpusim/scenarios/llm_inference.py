@@ -421,7 +421,7 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
                      + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
 
-    comm_s = decode.step_mean(_over_stages(decode.stage_sums("time_s", comm_only=True)))
+    comm_s = decode.step_mean(decode.totals("time_s", comm_only=True))
     comm_s += (pp - 1) * send_dec
     send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
     return Metrics(
@@ -444,10 +444,11 @@ def _phase_energy(
     With overlap, a stage takes less than the sum of its ops' times; the static energy of
     the hidden time was counted in both overlapped ops and is taken back once.
     """
-    energy = phase.stage_sums("energy_j")
+    energy = phase.totals("energy_j")
     if overlapped:
-        energy = energy - static_w[:, None, None] * (phase.stage_sums("time_s") - stage_s)
-    return phase.step_mean(_over_stages(energy))
+        hidden = _over_stages(phase.stage_sums("time_s")) - _over_stages(stage_s)
+        energy = energy - static_w[:, None] * hidden
+    return phase.step_mean(energy)
 
 
 def _bottleneck(

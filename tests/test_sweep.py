@@ -190,3 +190,14 @@ def test_point_keys_are_stable_and_order_groups_shapes():
         "h100-sxm",
         "tpu-v4",
     }
+
+
+def test_rare_collections_restores_the_thresholds():
+    import gc
+
+    from xpusim.explore.sweep import rare_collections
+
+    before = gc.get_threshold()
+    with rare_collections(young=123_456):
+        assert gc.get_threshold()[0] == max(123_456, before[0])
+    assert gc.get_threshold() == before

@@ -289,7 +289,18 @@ class PhaseCosts:
         return self._sums[name, comm_only]
 
     def _stage_sums(self, name: str, comm_only: bool) -> np.ndarray:
+        return self._summed(name, self.comm_counts if comm_only else self.counts)
+
+    def totals(self, name: str, comm_only: bool = False) -> np.ndarray:
+        """A cost summed over every stage's op instances, without the stage axis: (K,
+        steps). Energy and link time are wanted only in total, and summing each op's count
+        over the stages first (integers: exact) spares the per-stage products."""
         counts = self.comm_counts if comm_only else self.counts
+        return self._summed(name, counts.sum(axis=-1, keepdims=True))[..., 0]
+
+    def _summed(self, name: str, counts: np.ndarray) -> np.ndarray:
+        """Σ over ops of the cost times `counts` (..., ops, stages); the ops that vary by
+        step are taken from `steps`, the others from the first step's costs."""
         values = getattr(self.costs, name)
         if self.steps is None or not len(self.varying):
             return ordered_sum(values[..., None] * counts, axis=-2)
@@ -297,19 +308,6 @@ class PhaseCosts:
         fixed[..., self.varying] = 0.0
         moving = getattr(self.steps, name)[..., None] * np.take(counts, self.varying, axis=-2)
         return ordered_sum(fixed[..., None] * counts, axis=-2) + ordered_sum(moving, axis=-2)
-
-    def totals(self, name: str, comm_only: bool = False) -> np.ndarray:
-        """A cost summed over every stage's op instances, without the stage axis: (K,
-        steps). Energy and link time are wanted only in total, and summing each op's count
-        over the stages first spares the (K, steps, ops, stages) products."""
-        counts = (self.comm_counts if comm_only else self.counts).sum(axis=-1)  # integers
-        values = getattr(self.costs, name)
-        if self.steps is None or not len(self.varying):
-            return ordered_sum(values * counts, axis=-1)
-        fixed = values.copy()
-        fixed[..., self.varying] = 0.0
-        moving = getattr(self.steps, name) * np.take(counts, self.varying, axis=-1)
-        return ordered_sum(fixed * counts, axis=-1) + ordered_sum(moving, axis=-1)
 
     def step_mean(self, values: np.ndarray) -> np.ndarray:
         """Mean over every step of a per-step quantity (steps on the last axis)."""

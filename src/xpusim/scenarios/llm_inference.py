@@ -36,7 +36,7 @@ from xpusim.compiler.memory_plan import (
     place,
 )
 from xpusim.compiler.partition import Plan, check_plan, stage_of_layer, weights_per_chip_bytes
-from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError, check_positive
@@ -392,7 +392,7 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
 
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
     keys = [(id(c.system.levels), c.plan.pp) if c.plan.pp > 1 else None for c in cands]
-    lines = {}
+    lines: dict[tuple[int, int], CollectiveLine] = {}
     for key, c in zip(keys, cands, strict=True):
         if key and key not in lines:
             span = c.plan.tp * c.plan.ep * c.plan.pp

@@ -201,3 +201,16 @@ def test_rare_collections_restores_the_thresholds():
     with rare_collections(young=123_456):
         assert gc.get_threshold()[0] == max(123_456, before[0])
     assert gc.get_threshold() == before
+
+
+def test_a_worker_gets_one_object_per_spec():
+    """Chunks carry specs pickled once; a worker hands every chunk the same object, since
+    the simulator's per-chip memos are keyed by identity."""
+    import pickle
+
+    from xpusim.explore.sweep import loaded_spec
+
+    blob = pickle.dumps(xpusim.chip("h100-sxm"))
+    first = loaded_spec(blob)
+    assert loaded_spec(bytes(blob)) is first  # an equal blob from another chunk
+    assert first.id == "h100-sxm"

@@ -195,11 +195,11 @@ def test_point_keys_are_stable_and_order_groups_shapes():
 def test_rare_collections_restores_the_thresholds():
     import gc
 
-    from xpusim.explore.sweep import rare_collections
+    from xpusim.explore.executor import YOUNG_OBJECTS, rare_collections
 
     before = gc.get_threshold()
-    with rare_collections(young=123_456):
-        assert gc.get_threshold()[0] == max(123_456, before[0])
+    with rare_collections():
+        assert gc.get_threshold()[0] == max(YOUNG_OBJECTS, before[0])
     assert gc.get_threshold() == before
 
 

@@ -8,6 +8,8 @@ small against the work in it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
 import threading
@@ -30,6 +32,38 @@ class Executor(Protocol):
         ...
 
 
+YOUNG_OBJECTS = 100_000
+"""Gen-0 threshold of Python's cycle collector while chunks run (700 by default). A chunk
+makes hundreds of thousands of short-lived objects (rows, candidates, arrays' views) that
+reference counting frees on its own; at 700 the collector's passes, and the full ones they
+trigger over the simulator's long-lived graphs and memos, took 10-17% of a sweep
+(benchmarks/bench_sweep.py, 2026-11-29). Worker processes keep it (restoring it after each
+chunk would set off a collection of the chunk's backlog every time); this process gets its
+own back after the sweep."""
+
+
+def collect_rarely() -> None:
+    """Raises the gen-0 threshold for good: for processes that only run sweep chunks."""
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, YOUNG_OBJECTS), *older)
+
+
+@contextlib.contextmanager
+def rare_collections() -> Iterator[None]:
+    """collect_rarely() for a while, in a process that goes on to do other things."""
+    before = gc.get_threshold()
+    collect_rarely()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _in_worker(fn: Callable[[T], R], task: T) -> R:
+    collect_rarely()
+    return fn(task)
+
+
 class InProcess:
     """One core, no start-up: for small sweeps, tests and the one-core benchmark."""
 
@@ -37,8 +71,9 @@ class InProcess:
     workers = 1
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
-        for task in tasks:
-            yield fn(task)
+        with rare_collections():
+            for task in tasks:
+                yield fn(task)
 
 
 class LocalPool:
@@ -62,7 +97,8 @@ class LocalPool:
         else:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([fn.__module__])
-        pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context)
+        pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context,
+                                   initializer=collect_rarely)  # fmt: skip
         try:
             futures = [pool.submit(fn, task) for task in tasks]
             for future in as_completed(futures):
@@ -89,8 +125,8 @@ class RayPool:
         self.workers = int(ray.cluster_resources().get("CPU", 1))
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
-        remote = self.ray.remote(fn)
-        pending = [remote.remote(task) for task in tasks]
+        remote = self.ray.remote(_in_worker)
+        pending = [remote.remote(fn, task) for task in tasks]
         try:
             while pending:
                 done, pending = self.ray.wait(pending, num_returns=1)

@@ -18,12 +18,11 @@ is what the simulator's per-chip memos are keyed by.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import math
 import pickle
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,29 +89,13 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
     runnable = [p for p in chunk.points if not isinstance(specs[p.spec_key], UserError)]
     jobs = [(specs[p.spec_key], dict(p.options)) for p in runnable]
-    with rare_collections():
-        results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
+    results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
     rows = []
     for point in chunk.points:
         found = results.get(point, specs[point.spec_key])
         failed = isinstance(found, UserError)
         rows.append(as_stored(error_row(point, found) if failed else result_row(point, found)))
     return ChunkResult(rows, time.perf_counter() - start)
-
-
-@contextlib.contextmanager
-def rare_collections(young: int = 100_000) -> Iterator[None]:
-    """Python's cycle collector runs after every 700 new container objects by default. A
-    chunk makes hundreds of thousands of short-lived ones (rows, candidates, arrays' views)
-    that reference counting frees on its own, and the collector's passes cost a sweep
-    10-17% of its time (benchmarks/bench_sweep.py, measured 2026-11-29). Passes are made
-    rarer while a chunk runs; the previous thresholds come back after it."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(young, before[0]), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def loaded_spec(blob: bytes) -> Spec:

@@ -232,6 +232,7 @@ def fit_gemms_with_memory(
     linear = fit_gemms({d: (rows[d][0], rows[d][2]) for d in names}, dict.fromkeys(names, 1.0))
     start = np.r_[[1 / linear[d].efficiency for d in names], linear[names[0]].fixed_s or 0.0]
 
+    @cache  # the search below asks again for points it has fitted
     def fit(inverse_p: float) -> tuple[np.ndarray, np.ndarray]:
         p = np.inf if inverse_p <= 0 else 1 / inverse_p
         return _fit_at_p(ideal, memory_s, seconds, which, start, p)

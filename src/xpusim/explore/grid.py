@@ -97,7 +97,7 @@ class Point:
         shape's options: requests that differ only in it share their prefill and first
         decode step's graphs."""
         shape = [(k, v) for k, v in self.options if k not in PLAN_OPTIONS | {"gen"}]
-        shape += [(k, v) for k, v in self.options if k == "gen"]  # last: see below
+        shape += [(k, v) for k, v in self.options if k == "gen"]
         plan = [(k, v) for k, v in self.options if k in PLAN_OPTIONS]
         return tuple(json.dumps(part) for part in (shape, self.target, self.sets, plan))
 

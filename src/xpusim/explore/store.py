@@ -86,7 +86,8 @@ class ResultStore:
 
     def _cells(self, row: Row) -> list[Scalar]:
         """The row's cells in column order, as to_text writes them; the csv module writes
-        numbers with repr and None as empty already, so only booleans need converting."""
+        numbers with str (repr, for floats) and None as empty already, so only booleans
+        need converting."""
         return [to_text(v) if v is True or v is False else v for v in map(row.get, self.columns)]
 
 

@@ -223,13 +223,15 @@ class Chip(_Strict):
         sparse_w = self.sparse_core.power_w.value if self.sparse_core else 0.0
         return self.tdp_w.value - self.energy.static_power_w.value - memory_w - sparse_w
 
-    def peak(self, dtype: DType) -> float:
+    def peak(self, dtype: DType, option: str = "--precision") -> float:
+        """The dtype's peak; a format the chip lacks is a UserError naming the option that
+        asked for it and the formats it has."""
         fig = self.peak_ops_per_s.get(dtype)
         if fig is None:
             supported = ", ".join(d.value for d in self.peak_ops_per_s)
             raise UserError(
-                f"{self.id} has no {dtype.value} peak (supported: {supported}); "
-                f"pick one of those with --precision"
+                f"{option} {dtype.value}: {self.id} has no {dtype.value} peak "
+                f"(supported: {supported}); pick one of those"
             )
         return fig.value
 

@@ -53,8 +53,5 @@ def resolve_attention_format(
     if attention_precision is None:
         return None
     attention = DType.parse(str(attention_precision), "attention precision")
-    if attention not in chip.peak_ops_per_s:
-        supported = ", ".join(d.value for d in chip.peak_ops_per_s)
-        raise UserError(f"--attention-precision {attention.value}: {chip.id} has no "
-                        f"{attention.value} peak (supported: {supported})")  # fmt: skip
+    chip.peak(attention, "--attention-precision")  # a UserError naming what the chip has
     return None if attention == act else attention

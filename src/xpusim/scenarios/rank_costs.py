@@ -158,18 +158,6 @@ class RankGraphs:
         """FLOPs of the prefill and of the first decode step."""
         return self.prefill.flops, self.decode_first.flops
 
-    _comm: ByIdentity[np.ndarray] = field(
-        default_factory=ByIdentity, init=False, repr=False, compare=False
-    )
-
-    def comm(self, phase: int, system: System, plan: Plan) -> np.ndarray:
-        """Link time of each distinct op (zero but for collectives) on a system's topology,
-        kept per topology: a sweep's chips, what-ifs and chip counts mostly share one."""
-        return self._comm.get(
-            tuple(system.levels), (phase, plan.tp, plan.ep),
-            lambda: comm_times(self.tables[phase], system, plan),
-        )  # fmt: skip
-
     def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
         shallower pipeline lacks running nothing (so sums and maxima over stages hold)."""
@@ -205,18 +193,16 @@ def _stage_counts(
     layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Kept by layout (not by graph: the graphs of other shapes share it)."""
-    key = (layout, num_layers, pp)
-    if key not in _STAGES:
-        if len(_STAGES) >= 1024:
-            _STAGES.clear()
+
+    def make() -> tuple[np.ndarray, np.ndarray]:
         per_op = op_stage_counts(graph, num_layers, pp)
         is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
-        _STAGES[key] = (distinct_stage_counts(table, per_op),
-                        distinct_stage_counts(table, per_op, is_comm))  # fmt: skip
-    return _STAGES[key]
+        return distinct_stage_counts(table, per_op), distinct_stage_counts(table, per_op, is_comm)
+
+    return _STAGES.get((), (layout, num_layers, pp), make)
 
 
-_STAGES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_STAGES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 
 
 @lru_cache(maxsize=1024)  # requests that differ in gen only share their prefill and first step
@@ -285,11 +271,9 @@ class PhaseCosts:
         """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
         the step axis where the phase has one. Kept: the timeline asks for some twice."""
         if (name, comm_only) not in self._sums:
-            self._sums[name, comm_only] = self._stage_sums(name, comm_only)
+            counts = self.comm_counts if comm_only else self.counts
+            self._sums[name, comm_only] = self._summed(name, counts)
         return self._sums[name, comm_only]
-
-    def _stage_sums(self, name: str, comm_only: bool) -> np.ndarray:
-        return self._summed(name, self.comm_counts if comm_only else self.counts)
 
     def totals(self, name: str, comm_only: bool = False) -> np.ndarray:
         """A cost summed over every stage's op instances, without the stage axis: (K,
@@ -414,7 +398,8 @@ def cost_phases(
     for phase, values in enumerate(graphs.phase_values):
         hw = stacked_hardware(chips, values.first).take_configs(chip_of)
         where = placement_onehot(values.table, homes, hw.level_rate.shape[-2])[home_of][:, None]
-        comm = np.stack([graphs.comm(phase, s, plan) for s in topologies])[topology_of][:, None]
+        comm = np.stack([comm_times(graphs.tables[phase], s, plan) for s in topologies])
+        comm = comm[topology_of][:, None]
         costs = evaluate(values.first, hw, where, comm)
         steps, v = None, values.varying
         if len(values.weights) > 1 and len(v):

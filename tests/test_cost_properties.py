@@ -171,7 +171,7 @@ def test_a_matmul_at_the_ridge_pays_for_imperfect_overlap():
 def test_stacked_chips_keep_their_own_overlap():
     """HardwareArrays.stack carries each chip's per-op p: a stacked evaluation equals the
     chips evaluated one by one, and take/take_configs keep p aligned with the ops."""
-    from xpusim.cost.roofline import placement_onehot
+    from xpusim.cost.roofline import largest_activations, placement_onehot
     from xpusim.hardware.catalog import load_chip
 
     table = _one_matmul(128, 4096, 4096)
@@ -181,7 +181,7 @@ def test_stacked_chips_keep_their_own_overlap():
              for c, p in zip(chips, placements, strict=True)]  # fmt: skip
     stacked = HardwareArrays.stack([HardwareArrays.build(c, table) for c in chips])
     n_levels = stacked.level_rate.shape[-2]
-    onehot = placement_onehot(table, placements, n_levels)[:, None]
+    onehot = placement_onehot(largest_activations(table), placements, n_levels)[:, None]
     together = evaluate(table, stacked, onehot).time_s
     assert np.allclose(together[:, 0], np.stack(alone))
     picked = stacked.take_configs(np.array([2, 0])).take(np.array([0]))

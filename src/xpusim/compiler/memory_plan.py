@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from xpusim.hardware.spec import Chip, MemoryKind
 from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
 
 
-def peak_activation_bytes(graph: Graph) -> float:
-    """Largest total of live activations at any op, from first write to last read."""
+def peak_activation_bytes(graph: Graph) -> float | np.ndarray:
+    """Largest total of live activations at any op, from first write to last read; for a
+    graph built over a shape axis, each shape's (an array)."""
     last_use: dict[str, int] = {}
     for i, op in enumerate(graph.ops):
         for t in op.inputs + op.outputs:
@@ -31,10 +34,10 @@ def peak_activation_bytes(graph: Graph) -> float:
             if t.role is Role.ACTIVATION and t.name not in live:
                 live[t.name] = t.nbytes
                 total += t.nbytes
-        peak = max(peak, total)
+        peak = np.maximum(peak, total)
         for name in [n for n in live if last_use[n] == i]:
             total -= live.pop(name)
-    return peak
+    return peak if isinstance(peak, np.ndarray) else float(peak)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
-from xpusim.ir.tensor import Role, Tensor
+from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 
@@ -103,11 +103,11 @@ def op_stages(graph: Graph, num_layers: int, pp: int) -> list[int]:
     return op_stage_counts(graph, num_layers, pp).argmax(axis=1).tolist()
 
 
-def _ceil_div(n: int, parts: int) -> int:
+def _ceil_div(n: Dim, parts: Dim) -> Dim:
     return -(-n // parts)
 
 
-def _resized(t: Tensor, *shape: int) -> Tensor:
+def _resized(t: Tensor, *shape: Dim) -> Tensor:
     return Tensor(t.name, tuple(shape), t.dtype, t.role)
 
 
@@ -125,6 +125,7 @@ class _Sharder:
     def __init__(self, plan: Plan, sequence_parallel: bool = False):
         self.tp, self.ep = plan.tp, plan.ep
         self.sp = sequence_parallel and plan.tp > 1
+        self.experts: dict[tuple, tuple[Dim, Dim]] = {}
 
     def split(self, n: int) -> int:
         return _ceil_div(n, self.tp)
@@ -285,12 +286,17 @@ class _Sharder:
         stats = Tensor(f"{loss.name}.stats", (*loss.shape, 3), loss.dtype, loss.role)
         return [sharded, collective("all_reduce", "tp", self.tp, stats, op)]
 
-    def _experts(self, op: Op) -> tuple[int, int]:
-        """(experts held by one chip, rows each runs) once ep chips pool their tokens."""
-        tokens = int(op.attr("tokens")) * self.ep
-        experts, per_token = int(op.attr("experts")), int(op.attr("experts_per_token"))
-        used = expected_active_experts(tokens, experts, per_token)
-        return _ceil_div(used, self.ep), _ceil_div(tokens * per_token, used)
+    def _experts(self, op: Op) -> tuple[Dim, Dim]:
+        """(experts held by one chip, rows each runs) once ep chips pool their tokens; kept
+        per token count, so that every expert op of the graph gets the same dimensions."""
+        tokens, experts, per_token = (op.attr(k) for k in ("tokens", "experts",
+                                                           "experts_per_token"))  # fmt: skip
+        key = (dim_key(tokens), experts, per_token)
+        if key not in self.experts:
+            pooled = tokens * self.ep
+            used = expected_active_experts(pooled, int(experts), int(per_token))
+            self.experts[key] = _ceil_div(used, self.ep), _ceil_div(pooled * per_token, used)
+        return self.experts[key]
 
     def _expert_column(self, op: Op) -> list[Op]:
         x, w = op.inputs

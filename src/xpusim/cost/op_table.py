@@ -48,7 +48,7 @@ class OpTable:
     def structure(self) -> tuple:
         """What a chip's per-op figures depend on: each op's kind, format, and whether it
         does matrix work at all."""
-        has_matrix = np.atleast_2d(self.matrix_flops).max(axis=0) > 0
+        has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
         return (self.kinds, self.dtypes, tuple(has_matrix.tolist()))
 
     @property
@@ -73,28 +73,10 @@ class OpTable:
             weight_tile_kn=self.weight_tile_kn if ops is None else self.weight_tile_kn[:, ops],
         )
 
-    def lerp(self, other: OpTable, fraction: np.ndarray) -> OpTable:
-        """Tables between self (fraction 0) and other (1), stacked on a new leading axis.
-
-        Decode-step costs are affine in the KV length, so two built graphs give every step
-        exactly; the nonlinear roofline is then evaluated per step.
-        """
-        if len(self) != len(other) or not np.array_equal(self.index, other.index):
-            raise ValueError("lerp needs tables of the same ops")
-        f = np.asarray(fraction, dtype=float)[:, None]
-
-        def mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            return a + (b - a) * (f if a.ndim == 1 else f[:, None])
-
-        return replace(
-            self,
-            matrix_flops=mix(self.matrix_flops, other.matrix_flops),
-            vector_flops=mix(self.vector_flops, other.vector_flops),
-            role_bytes=mix(self.role_bytes, other.role_bytes),
-        )
-
 
 def op_table(graph: Graph) -> OpTable:
+    """The graph's distinct ops and their counts; for a graph built over a shape axis
+    (ir/tensor.py), each count column is an array over it: (shapes, n)."""
     groups: dict[tuple, int] = {}
     first: list[Op] = []
     index = np.empty(len(graph.ops), dtype=np.intp)
@@ -103,7 +85,9 @@ def op_table(graph: Graph) -> OpTable:
         if row == len(first):
             first.append(op)
         index[i] = row
-    role_bytes = np.array([[op.bytes_by_role()[r] for op in first] for r in ROLES], dtype=float)
+    by_role = [op.bytes_by_role() for op in first]
+    role_bytes = np.stack(np.broadcast_arrays(*[_columns([b[r] for b in by_role])
+                                                for r in ROLES]), axis=-2)  # fmt: skip
     tiles = np.array([op.weight_tile for op in first], dtype=float).T.reshape(2, len(first))
     return OpTable(
         ops=tuple(first),
@@ -111,11 +95,18 @@ def op_table(graph: Graph) -> OpTable:
         count=np.bincount(
             index, weights=[graph.copies(op) for op in graph.ops], minlength=len(first)
         ),
-        matrix_flops=np.array([op.matrix_flops for op in first], dtype=float),
-        vector_flops=np.array([op.vector_flops for op in first], dtype=float),
+        matrix_flops=_columns([op.matrix_flops for op in first]),
+        vector_flops=_columns([op.vector_flops for op in first]),
         role_bytes=role_bytes,
         weight_tile_kn=tiles,
     )
+
+
+def _columns(values: list[float | np.ndarray]) -> np.ndarray:
+    """One value per op, numbers or arrays over a shape axis, as (..., ops) floats."""
+    if not any(isinstance(v, np.ndarray) for v in values):
+        return np.array(values, dtype=float)
+    return np.stack(np.broadcast_arrays(*values), axis=-1).astype(float)
 
 
 def distinct_stage_counts(

@@ -134,7 +134,7 @@ class HardwareArrays:
     def build(cls, chip: Chip, table: OpTable) -> HardwareArrays:
         """The chip's figures, with its calibration file's fitted ones where it has them."""
         cal = catalog_calibration(chip.id)
-        has_matrix = np.atleast_2d(table.matrix_flops).max(axis=0) > 0
+        has_matrix = table.matrix_flops.reshape(-1, len(table)).max(axis=0) > 0
         peaks = np.array(
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )
@@ -203,28 +203,42 @@ class OpCosts:
         return np.argmax(np.stack(np.broadcast_arrays(*terms)), axis=0)
 
 
-def placement_onehot(table: OpTable, placements: Sequence[Placement], n_levels: int) -> np.ndarray:
-    """(K, L, roles, n): 1 where placement k keeps op n's tensors of a role at level L.
+def placement_onehot(
+    act_bytes: np.ndarray,
+    placements: Sequence[Placement],
+    n_levels: int,
+    which: np.ndarray | None = None,
+) -> np.ndarray:
+    """(K, L, roles, n): 1 where configuration k's placement keeps op n's tensors of a role
+    at level L; configuration k has placements[which[k]] (placements[k] without `which`).
 
     Weights and the KV cache live at their home level; an op's activations go to the
-    on-chip level when they fit there (memory_plan.py), whichever step is largest.
+    on-chip level when they fit there (memory_plan.py). `act_bytes` is each op's activation
+    bytes at its largest step (largest_activations): (n,) for all K, or (K, n) where each
+    configuration has its own request shape (a sweep of shapes).
     """
-    act_bytes = np.atleast_2d(table.activation_bytes).max(axis=0)
-    homes = np.array([[p.home[role] for role in ROLES] for p in placements])  # (K, roles)
-    where = np.repeat(homes[:, :, None], len(act_bytes), axis=2)  # (K, roles, n)
+    which = np.arange(len(placements)) if which is None else which
+    act_bytes = np.atleast_2d(act_bytes)
+    homes = np.array([[p.home[role] for role in ROLES] for p in placements])[which]  # (K, roles)
+    where = np.repeat(homes[:, :, None], act_bytes.shape[-1], axis=2)  # (K, roles, n)
     onchip = np.array([-1 if p.onchip_level is None else p.onchip_level for p in placements])
     room = np.array([p.onchip_bytes for p in placements])
-    fits = (onchip[:, None] >= 0) & (act_bytes[None, :] <= room[:, None])
+    fits = (onchip[which, None] >= 0) & (act_bytes <= room[which, None])
     act = ROLES.index(Role.ACTIVATION)
-    where[:, act] = np.where(fits, onchip[:, None], where[:, act])
+    where[:, act] = np.where(fits, onchip[which, None], where[:, act])
     return (where[:, None] == np.arange(n_levels)[None, :, None, None]).astype(float)
+
+
+def largest_activations(table: OpTable) -> np.ndarray:
+    """(n,) each op's activation bytes at its largest step, over any leading axes."""
+    return table.activation_bytes.reshape(-1, len(table)).max(axis=0)
 
 
 def level_bytes(table: OpTable, placement: Placement | np.ndarray, n_levels: int) -> np.ndarray:
     """Bytes each op moves at each memory level: (..., L, n). `placement` may be one
     placement or a one-hot from placement_onehot, shaped to broadcast with the table."""
     if isinstance(placement, Placement):
-        placement = placement_onehot(table, [placement], n_levels)[0]
+        placement = placement_onehot(largest_activations(table), [placement], n_levels)[0]
     return (table.role_bytes[..., None, :, :] * placement).sum(axis=-2)
 
 

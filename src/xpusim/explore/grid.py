@@ -26,6 +26,10 @@ PLAN_OPTIONS = frozenset(
 """Options that change how a model is spread over hardware, not the shapes of its graphs:
 points that differ only in these (and in the chip) reuse the same built graphs."""
 
+FORMAT_OPTIONS = ("precision", "weight_precision", "attention_precision", "mode")
+"""Options that change a graph's structure: points that share them (and tp, ep) share one
+graph over all their shapes (shapes as arrays: scenarios/rank_costs.py)."""
+
 
 def split(text: str) -> list[str]:
     """'1,2,4,...,32' -> ['1', '2', '4', '8', '16', '32']; a list without '...' as written."""
@@ -92,14 +96,14 @@ class Point:
 
     @cached_property
     def order(self) -> tuple[str, ...]:
-        """Sort key that keeps points sharing graph shapes together, so a worker builds each
-        graph once and reuses it for every chip, what-if and plan. gen sorts last among the
-        shape's options: requests that differ only in it share their prefill and first
-        decode step's graphs."""
-        shape = [(k, v) for k, v in self.options if k not in PLAN_OPTIONS | {"gen"}]
-        shape += [(k, v) for k, v in self.options if k == "gen"]
+        """Sort key that keeps points sharing graphs together, so that a worker builds each
+        once and costs every shape, chip, what-if and plan of it in one pass: formats first
+        (one graph serves all shapes of a format), then the shape, target, what-ifs, plan."""
+        formats = [(k, v) for k, v in self.options if k in FORMAT_OPTIONS]
+        shape = [(k, v) for k, v in self.options
+                 if k not in PLAN_OPTIONS and k not in FORMAT_OPTIONS]  # fmt: skip
         plan = [(k, v) for k, v in self.options if k in PLAN_OPTIONS]
-        return tuple(json.dumps(part) for part in (shape, self.target, self.sets, plan))
+        return tuple(json.dumps(part) for part in (formats, shape, self.target, self.sets, plan))
 
 
 def cross(

@@ -141,8 +141,9 @@ def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
 
 
 def chunks(points: Sequence[Point], workers: int) -> list[tuple[Point, ...]]:
-    """Points sorted so that shapes stay together, packed into chunks whole shape groups at a
-    time (a group larger than a chunk is split), so a shape's graphs are built by one worker."""
+    """Points sorted so that formats and shapes stay together, packed into chunks whole
+    format groups at a time (a group larger than a chunk is split), so that a chunk's points
+    share few graphs (one per format and tp, ep, whatever their shapes)."""
     ordered = sorted(points, key=lambda p: p.order)
     size = max(1, min(MAX_CHUNK, math.ceil(len(ordered) / (workers * CHUNKS_PER_WORKER))))
     packed: list[tuple[Point, ...]] = []

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import numpy as np
+
 from xpusim.ir.dtypes import DType
-from xpusim.ir.tensor import ROLES, Role, Tensor
+from xpusim.ir.tensor import ROLES, Dim, Role, Tensor, dim_key
 
 
 class OpKind(StrEnum):
@@ -70,7 +72,7 @@ class Op:
         """Identity for memoization: two ops with equal signatures cost the same on any chip."""
         return (
             self.kind,
-            self.attrs,
+            tuple((k, dim_key(v)) for k, v in self.attrs),  # MoE ops carry their token count
             tuple(t.signature for t in self.inputs),
             tuple(t.signature for t in self.outputs),
         )
@@ -87,7 +89,7 @@ class Op:
     def flops(self) -> float:
         return self.matrix_flops + self.vector_flops
 
-    def bytes_by_role(self) -> dict[Role, float]:
+    def bytes_by_role(self) -> dict[Role, float | np.ndarray]:
         """Bytes this op reads and writes, split by tensor role (placement decides the level)."""
         counts = dict.fromkeys(ROLES, 0.0)
         for t in self.inputs + self.outputs:
@@ -133,11 +135,16 @@ def _zero(op: Op) -> float:
     return 0.0
 
 
-def _per_output_element(op: Op) -> float:
-    return float(op.outputs[0].numel * op.attr("flops_per_element", 1))
+def _real(count: Dim | float) -> float | np.ndarray:
+    """A count as a float, or as a float array over a graph's shape axis."""
+    return count.astype(float) if isinstance(count, np.ndarray) else float(count)
 
 
-def matmul_dims(op: Op) -> tuple[int, int, int, int]:
+def _per_output_element(op: Op) -> float | np.ndarray:
+    return _real(op.outputs[0].numel * op.attr("flops_per_element", 1))
+
+
+def matmul_dims(op: Op) -> tuple[Dim, Dim, int, int]:
     """(batch, M, K, N) of op(A) [..., M, K] x op(B) [..., K, N].
 
     Attrs `transpose_a` / `transpose_b` say an operand is stored with its last two axes
@@ -178,7 +185,7 @@ def _dequant_flops(op: Op) -> float:
     weight = op.inputs[1]
     if weight.dtype.bits >= op.compute_dtype.bits:
         return 0.0
-    return float(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype, 2))
+    return _real(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype, 2))
 
 
 def _conv_flops(op: Op) -> float:
@@ -187,7 +194,7 @@ def _conv_flops(op: Op) -> float:
     return 2.0 * out.numel * math.prod(w.shape[1:])
 
 
-def attention_pairs(q_len: int, kv_len: int, causal: bool) -> float:
+def attention_pairs(q_len: Dim, kv_len: Dim, causal: bool) -> float | np.ndarray:
     """Query-key pairs scored per (sequence, head).
 
     Causal queries are the last `q_len` positions of `kv_len`: query i sees
@@ -195,11 +202,11 @@ def attention_pairs(q_len: int, kv_len: int, causal: bool) -> float:
     against a cache (q_len == 1: kv_len) with one formula.
     """
     if not causal:
-        return float(q_len * kv_len)
+        return _real(q_len * kv_len)
     return q_len * (kv_len - q_len + 1) + q_len * (q_len - 1) / 2
 
 
-def _attention_dims(op: Op) -> tuple[int, int, int, int, int]:
+def _attention_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
     q, k = op.inputs[:2]
     batch, q_len, heads, head_dim = q.shape
     return batch, heads, head_dim, q_len, k.shape[1]
@@ -233,14 +240,14 @@ def _attention_grad_vector_flops(op: Op) -> float:
 def _scatter_add_vector_flops(op: Op) -> float:
     """One add per element of every row added into the table."""
     d_rows, ids = op.inputs[:2]
-    return float(ids.numel * d_rows.shape[-1])
+    return _real(ids.numel * d_rows.shape[-1])
 
 
 def _embedding_vector_flops(op: Op) -> float:
     """Pooling work of an embedding bag: `flops_per_row_element` per element of every gathered
     row (accumulate; dequantize too for int8 rows). A plain gather (no attr) computes nothing."""
     ids = op.inputs[1]
-    return float(ids.numel * op.outputs[0].shape[-1] * op.attr("flops_per_row_element", 0))
+    return _real(ids.numel * op.outputs[0].shape[-1] * op.attr("flops_per_row_element", 0))
 
 
 def _round_up(x: int, multiple: int) -> int:

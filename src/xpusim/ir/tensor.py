@@ -5,8 +5,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeAlias
+
+import numpy as np
 
 from xpusim.ir.dtypes import DType
+
+Dim: TypeAlias = "int | np.ndarray"
+"""A tensor dimension: an int, or an int array over a shape axis. A graph built for many
+request shapes at once (workloads/transformer.py with array-valued StepShape) carries its
+batch, sequence and cache lengths as arrays, and every FLOP and byte count below is then an
+array over those shapes: one build and one tabulation serve them all."""
+
+
+def dim_key(d: Dim) -> object:
+    """A dimension as a hashable identity. Array dimensions are keyed by the array object:
+    a builder makes each once and hands the same object to every tensor that has it (and
+    the graph holds them, so no other array can take their ids while its ops are keyed)."""
+    return ("axis", id(d)) if isinstance(d, np.ndarray) else d
 
 
 class Role(StrEnum):
@@ -27,19 +43,19 @@ ROLES: tuple[Role, ...] = tuple(Role)
 @dataclass(frozen=True, slots=True)
 class Tensor:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: DType
     role: Role = Role.ACTIVATION
 
     @property
-    def numel(self) -> int:
+    def numel(self) -> Dim:
         return math.prod(self.shape)
 
     @property
-    def nbytes(self) -> float:
+    def nbytes(self) -> float | np.ndarray:
         return self.numel * self.dtype.itemsize
 
     @property
     def signature(self) -> tuple:
         """Everything that affects cost; the name does not."""
-        return (self.shape, self.dtype, self.role)
+        return (tuple(map(dim_key, self.shape)), self.dtype, self.role)

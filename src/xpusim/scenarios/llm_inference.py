@@ -49,10 +49,11 @@ from xpusim.scenarios.formats import resolve_attention_format, resolve_formats
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
     Request,
+    ShapeGraphs,
     collective_algorithms,
     cost_phases,
     ordered_sum,
-    rank_graphs,
+    shape_graphs,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -182,15 +183,28 @@ def simulate_many(
             setups.append(_setup(model, target, options))
         except UserError as error:
             setups.append(error)
+    ready = [s for s in setups if isinstance(s, Setup)]
+    # one graph per format and (tp, ep) over every request that needs it (shapes as arrays)
+    requests: dict[tuple, dict[Request, None]] = {}
+    for setup in ready:
+        for plan in setup.plans:
+            requests.setdefault(_group(setup.req, plan), {})[setup.req] = None
+    graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
+              for key, reqs in requests.items()}  # fmt: skip
     groups: dict[tuple, list[Candidate]] = {}
-    for setup in setups:
-        if isinstance(setup, Setup):
-            for cand in setup.costed:
-                groups.setdefault(cand.group, []).append(cand)
+    for setup in ready:
+        _candidates(model, setup, graphs)
+        for cand in setup.costed:
+            groups.setdefault(_group(cand.req, cand.plan), []).append(cand)
     for cands in groups.values():
         for cand, costed in zip(cands, _cost(model, cands).rows(), strict=True):
             cand.metrics = costed
     return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
+
+
+def _group(req: Request, plan: Plan) -> tuple:
+    """Candidates whose graphs are one ShapeGraphs: the same formats, tp and ep."""
+    return req.formats, plan.tp, plan.ep
 
 
 _DEFAULTS = {
@@ -209,19 +223,13 @@ class Candidate:
     req: Request
     microbatches: int
     overlap: bool
-    stages: tuple[Footprint, ...]  # one chip of each pipeline stage
+    graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
+    row: int  # its request's position on their shape axis
+    memory: StageMemory
     fullest: Footprint  # the stage whose chip holds the most
+    fits: bool
 
     metrics: Costed = field(init=False)  # set once costed
-
-    @cached_property
-    def fits(self) -> bool:
-        return self.fullest.total <= self.system.chip.capacity_bytes
-
-    @property
-    def group(self) -> tuple:
-        """Candidates costed together: those that run the same graphs."""
-        return (self.req, self.plan.tp, self.plan.ep)
 
     @cached_property
     def placement(self) -> Placement:
@@ -237,21 +245,24 @@ _PLACED: ByIdentity[Placement] = ByIdentity()
 
 @dataclass
 class Setup:
-    """A job resolved: its system, request, and the candidate plans worth costing."""
+    """A job resolved: its system, request, the plans to consider and, once their graphs
+    are built, the candidates worth costing."""
 
     system: System
     req: Request
     notes: list[str]
-    candidates: int  # plans considered (1 when the plan was given)
-    costed: list[Candidate]  # those that fit, or the one closest to fitting
-    feasible: int
+    plans: list[Plan]  # one when the plan was given
+    microbatches: int | None
+    overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
+    costed: list[Candidate] = field(default_factory=list)  # fit, or the one closest to it
+    feasible: int = 0
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
     """A job's options (simulate's keywords; those not given take simulate's defaults)
-    resolved into a system, a request and the candidate plans worth costing."""
+    resolved into a system, a request and the plans to consider."""
     given = {**_DEFAULTS, **options}
     batch, prompt, gen, chips = (given[k] for k in ("batch", "prompt", "gen", "chips"))
     tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
@@ -277,16 +288,26 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     else:
         plans = [complete_plan(system.chips, tp, pp, dp, ep)]
         check_plan(plans[0], cfg, system.chips)
-    cands = [
-        Candidate(system, plan, req, microbatches or plan.pp, overlap,
-                  *stage_footprints(cfg, plan, req, microbatches or plan.pp))
-        for plan in plans
-    ]  # fmt: skip
-    # Only plans that fit are worth costing; when none does, the one closest to fitting is.
-    feasible = [c for c in cands if c.fits]
-    costed = feasible or [min(cands, key=lambda c: c.fullest.total)]
-    return Setup(system, req, notes, len(plans), costed, len(feasible),
+    return Setup(system, req, notes, plans, microbatches, overlap,
                  objective if searched else None, started_s)  # fmt: skip
+
+
+def _candidates(cfg: TransformerConfig, setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> None:
+    """The setup's plans with their memory, and which of them are worth costing: only
+    plans that fit are; when none does, the one closest to fitting is."""
+    req, capacity = setup.req, setup.system.chip.capacity_bytes
+    cands = []
+    for plan in setup.plans:
+        shapes = graphs[_group(req, plan)]
+        row = shapes.row[req]
+        m = setup.microbatches or plan.pp
+        memory = stage_memory(cfg, plan, req.weight, req.act)
+        fullest = memory.fullest(req, m, float(shapes.activation_bytes[row]))
+        cands.append(Candidate(setup.system, plan, req, m, setup.overlap, shapes, row, memory,
+                               fullest, fullest.total <= capacity))  # fmt: skip
+    feasible = [c for c in cands if c.fits]
+    setup.costed = feasible or [min(cands, key=lambda c: c.fullest.total)]
+    setup.feasible = len(feasible)
 
 
 def resolve_system(target: Chip | System, chips: int | None) -> System:
@@ -313,21 +334,42 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
     return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
 
 
-@lru_cache(maxsize=4096)  # a sweep asks again for every chip and what-if of a shape
-def stage_footprints(
-    cfg: TransformerConfig, plan: Plan, req: Request, microbatches: int
-) -> tuple[tuple[Footprint, ...], Footprint]:
-    """What one chip of each pipeline stage holds, and the fullest of them."""
-    activations = rank_graphs(cfg, req, plan).activation_bytes
-    weights = weights_per_chip_bytes(cfg, plan, req.weight.itemsize)
+@dataclass(frozen=True)
+class StageMemory:
+    """What one chip of each pipeline stage holds apart from the request's KV cache and
+    activations, and how many layers' caches: the same for every request of a plan."""
+
+    weights: tuple[float, ...]  # bytes per stage
+    layers: tuple[int, ...]  # per stage
+    kv_bytes_per_token_layer: float  # one chip's cache per token in flight and layer
+
+    def footprints(self, req: Request, microbatches: int,
+                   activations: float) -> tuple[Footprint, ...]:  # fmt: skip
+        """What one chip of each stage holds (its peak `activations` among them)."""
+        kv = self.kv_bytes(req, microbatches)
+        return tuple(Footprint(w, kv * n, activations)
+                     for w, n in zip(self.weights, self.layers, strict=True))  # fmt: skip
+
+    def fullest(self, req: Request, microbatches: int, activations: float) -> Footprint:
+        """The footprint of the stage whose chip holds the most (the first such)."""
+        kv = self.kv_bytes(req, microbatches)
+        totals = [w + kv * n for w, n in zip(self.weights, self.layers, strict=True)]
+        s = totals.index(max(totals))
+        return Footprint(self.weights[s], kv * self.layers[s], activations)
+
+    def kv_bytes(self, req: Request, microbatches: int) -> float:
+        """One layer's cache on one chip."""
+        tokens = req.batch * microbatches * (req.prompt + req.gen)
+        return tokens * self.kv_bytes_per_token_layer
+
+
+@lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
+def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, act: DType) -> StageMemory:
     layers = stage_of_layer(cfg.num_layers, plan.pp)
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
-    kv_per_layer = (req.batch * microbatches * (req.prompt + req.gen)
-                    * 2 * kv_heads * cfg.head_dim * req.act.itemsize)  # fmt: skip
-    stages = tuple(
-        Footprint(weights[s], kv_per_layer * layers.count(s), activations) for s in range(plan.pp)
-    )
-    return stages, max(stages, key=lambda f: f.total)
+    return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
+                       tuple(layers.count(s) for s in range(plan.pp)),
+                       2 * kv_heads * cfg.head_dim * act.itemsize)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -375,12 +417,15 @@ class Costed(NamedTuple):
 
 def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
     """The timeline of one microbatch (see the module docstring) for every candidate; they
-    share a request, tp and ep, and each has its own depth, microbatches and overlap."""
-    req = cands[0].req
-    graphs = rank_graphs(cfg, req, cands[0].plan)
+    share formats, tp and ep (one ShapeGraphs), and each has its own request, depth,
+    microbatches and overlap."""
+    graphs = cands[0].graphs
+    rows = np.array([c.row for c in cands])
+    batch, prompt, gen = (np.array(v) for v in zip(*[(c.req.batch, c.req.prompt, c.req.gen)
+                                                    for c in cands], strict=True))  # fmt: skip
     pp, m, overlap = (np.array(v) for v in zip(*[(c.plan.pp, c.microbatches, c.overlap)
                                                   for c in cands], strict=True))  # fmt: skip
-    prefill, decode = cost_phases(graphs, [c.system for c in cands],
+    prefill, decode = cost_phases(graphs, rows, [c.system for c in cands],
                                   [c.placement for c in cands], cands[0].plan, pp)  # fmt: skip
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
@@ -391,24 +436,27 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
         return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
 
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
-    keys = [(id(c.system.levels), c.plan.pp) if c.plan.pp > 1 else None for c in cands]
     lines: dict[tuple[int, int], CollectiveLine] = {}
-    for key, c in zip(keys, cands, strict=True):
-        if key and key not in lines:
+    for c in cands:
+        key = (id(c.system.levels), c.plan.pp)
+        if c.plan.pp > 1 and key not in lines:
             span = c.plan.tp * c.plan.ep * c.plan.pp
             lines[key] = collective_line(c.system, Collective.SEND_RECV, 2, span)
+    none = CollectiveLine(0.0, 0.0, "none", "")  # one stage sends nothing
+    send = [lines.get((id(c.system.levels), c.plan.pp), none) for c in cands]
+    send_fixed_s, send_s_per_byte = (np.array(v) for v in zip(
+        *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
+    itemsize = cands[0].req.act.itemsize
 
-    def send_s(tokens: int) -> np.ndarray:
-        nbytes = req.batch * tokens * cfg.hidden_size * req.act.itemsize
-        sends = {key: line.cost(nbytes).time_s for key, line in lines.items()}
-        return np.array([sends.get(key, 0.0) for key in keys])
+    def send_s(tokens: np.ndarray) -> np.ndarray:
+        return send_fixed_s + send_s_per_byte * (batch * tokens * cfg.hidden_size * itemsize)
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
-    send_pre, send_dec = send_s(req.prompt), send_s(1)
+    send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
     ttft_s = _over_stages(pre) + (pp - 1) * send_pre
     trip = _over_stages(dec) + ((pp - 1) * send_dec)[:, None]
     tpot_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1)))
-    decode_steps = req.gen - 1
+    decode_steps = gen - 1
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
@@ -452,17 +500,17 @@ def _phase_energy(
 
 
 def _bottleneck(
-    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: int, send_s: np.ndarray
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray
 ) -> np.ndarray:
     """The label carrying the most time over one request's path: each op's time (decode's
     averaged over the steps) goes to its own bottleneck; pipeline sends to interconnect."""
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
-    for phase, repeats in ((prefill, 1), (decode, decode_steps)):
+    for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
         mean = [phase.op_mean(f)
                 for f in ("compute_s", "memory_s", "overhead_s", "comm_s", "time_s")]  # (K, n)
         labels = np.argmax(np.stack(mean[:4]), axis=0)
-        time = mean[4] * phase.table.count * repeats
+        time = mean[4] * phase.table.count * repeats[:, None]
         for label in Bottleneck:
             totals[:, label] += np.where(labels == label, time, 0.0).sum(axis=-1)
     return np.argmax(totals, axis=-1)
@@ -494,7 +542,7 @@ def _choose(cfg: TransformerConfig, setup: Setup, detail: bool) -> LLMInferenceR
     runner_up = ranked[1] if len(ranked) > 1 else None
     best.plan_search = {
         "objective": setup.objective,
-        "candidates": setup.candidates,
+        "candidates": len(setup.plans),
         "feasible": setup.feasible,
         "chosen": best.plan,
         "runner_up": runner_up and {
@@ -512,20 +560,22 @@ def _result(
 ) -> LLMInferenceResult:
     system, plan, req, m, got = setup.system, cand.plan, setup.req, cand.microbatches, cand.metrics
     chip = system.chip
-    graphs = rank_graphs(cfg, req, plan)
+    graphs, row = cand.graphs, cand.row
+    activations = float(graphs.activation_bytes[row])
     capacity = chip.capacity_bytes
     fullest = cand.fullest
+    stages = cand.memory.footprints(req, m, activations)
     kv_bytes = (
         req.batch * m * (req.prompt + req.gen) * cfg.kv_cache_bytes_per_token(req.act.itemsize)
     )
     single_copy = Footprint(
-        cfg.param_count * req.weight.itemsize, kv_bytes, graphs.activation_bytes
+        cfg.param_count * req.weight.itemsize, kv_bytes, activations
     )
     replicas = plan.tp * plan.ep * plan.dp
     system_fp = Footprint(
-        sum(s.weights for s in cand.stages) * replicas,
-        sum(s.kv_cache for s in cand.stages) * replicas,
-        graphs.activation_bytes * system.chips,
+        sum(s.weights for s in stages) * replicas,
+        sum(s.kv_cache for s in stages) * replicas,
+        activations * system.chips,
     )
     level_names = [level.name for level in chip.memory]
     tokens = _tokens(cand)
@@ -561,18 +611,19 @@ def _result(
         bottleneck=got.bottleneck,
         comm_s=got.comm_s,
         comm_share=got.comm_s / got.trip_s,
-        prefill_flops=graphs.flops[0] * plan.tp * plan.ep,
-        decode_flops_per_step=graphs.flops[1] * plan.tp * plan.ep,
+        prefill_flops=float(graphs.flops[0][row]) * plan.tp * plan.ep,
+        decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp * plan.ep,
         notes=list(setup.notes),
     )
     if detail:
         (prefill, decode), k = got.phases, got.k
-        pre, dec = graphs.phase_values
+        pre, dec = (values.steps_of(row) for values in graphs.phase_values)
         result.ops = [
-            *op_reports("prefill", pre.table, prefill.config(k), got.ttft_s),
-            *op_reports("decode", dec.table, decode.config(k), got.trip_s, dec.weights),
+            *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
+            *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
         ]
-        result.collectives = collective_algorithms(decode.table, system, plan)
+        result.collectives = collective_algorithms(decode.table, system, plan,
+                                                   graphs.collective_bytes[1][row])  # fmt: skip
     return result
 
 

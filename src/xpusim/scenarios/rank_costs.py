@@ -1,12 +1,14 @@
 """Per-op time and energy of the graph one chip runs, for many configurations at once.
 
 A rank's graphs (one tensor/expert-parallel rank, all pipeline stages) depend on the model,
-the request and the plan's tp and ep only, never on the chip: they are built once, compact
-(one layer standing for the identical others), and memoized by exactly that. Costing them is
-then array arithmetic with a leading configuration axis: every (system, plan) of one plan
-depth is costed by one call, whether they are the plans of a search or the chips, what-if
-specs and chip counts of a sweep. Pipeline stages are (distinct ops x stages) count
-matrices, so any depth costs a few array sums.
+the formats and the plan's tp and ep only, never on the chip, and not on the request's shape
+either: their dimensions are arrays over the requests asked for together (shapes as arrays,
+ir/tensor.py), so one compact graph (one layer standing for the identical others) per phase
+counts every op's FLOPs and bytes for all of them. Costing is then array arithmetic with a
+leading configuration axis: every (request, system, plan) of one format and (tp, ep) is
+costed by one call, whether they are the plans of a search, the chips, what-if specs and
+chip counts of a sweep, or its batches, prompts and generation lengths. Pipeline stages are
+(distinct ops x stages) count matrices, so any depth costs a few array sums.
 
 Decode steps: op counts are affine in the KV length, so a decode step's costs are piecewise
 affine in its index (a max of affine compute and memory times). They are evaluated at up to
@@ -18,7 +20,7 @@ to another, and a test holds it against evaluating every step.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import TypeVar
 
@@ -34,6 +36,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import ROLES
 from xpusim.memo import ByIdentity
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -56,15 +59,17 @@ class Request:
     attention: DType | None = None  # attention's compute format when not act's
 
     @property
-    def decode_kv(self) -> tuple[int, int]:
-        """KV length of the first and last decode step (one step when gen == 1)."""
-        return self.prompt + 1, self.prompt + max(self.gen - 1, 1)
+    def formats(self) -> tuple[DType, DType, DType | None]:
+        """What a graph's structure depends on besides tp and ep: requests that share
+        them share one graph over their shapes (ShapeGraphs)."""
+        return self.act, self.weight, self.attention
 
     @property
     def decode_steps(self) -> int:
         return max(self.gen - 1, 1)
 
 
+@lru_cache(maxsize=4096)  # a sweep asks for the same generation lengths again and again
 def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, np.ndarray]:
     """Step indices to evaluate and the weights that sum any piecewise-affine quantity
     over all `steps` from them: over integers a..b an affine f sums to (b - a + 1) x the
@@ -99,64 +104,124 @@ def ordered_sum(values: np.ndarray, axis: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PhaseValues:
-    """A phase's op counts at the steps it is costed at, split into the ops that do the
-    same at every step and those that do not (attention over a growing KV cache): only
-    the latter are costed per step, which is what keeps long generations cheap."""
+    """A phase's op counts for R requests at the steps each is costed at, split into the
+    ops that do the same at every step and those that do not (attention over a growing KV
+    cache): only the latter are costed per step, which keeps long generations cheap.
 
-    table: OpTable  # counts on a leading step axis
-    weights: np.ndarray  # (steps,) how many steps each costed one stands for
+    Counts are affine in the KV length, so the counts of a request's first and last costed
+    step (`ends`) give every step between them exactly. Kept per request, not per
+    configuration: a sweep's configurations index into them."""
+
+    ends: OpTable  # counts on leading (request, end) axes: (R, 2, ...), or (R, 1, ...)
+    fraction: np.ndarray  # (R, steps) where each costed step lies from the first end to the last
+    weights: np.ndarray  # (R, steps) how many steps each costed one stands for
 
     @cached_property
     def varying(self) -> np.ndarray:
-        """Positions of the ops whose counts differ between steps."""
-        t = self.table
-        moves = [np.ptp(a, axis=0) > 0 for a in (t.matrix_flops, t.vector_flops)]
-        moves.append((np.ptp(t.role_bytes, axis=0) > 0).any(axis=0))
+        """Positions of the ops whose counts differ between steps (of any request)."""
+        t, n = self.ends, len(self.ends)
+        moves = [np.ptp(a, axis=1).reshape(-1, n).max(axis=0) > 0
+                 for a in (t.matrix_flops, t.vector_flops, t.role_bytes)]  # fmt: skip
         return np.flatnonzero(np.logical_or.reduce(moves))
 
     @cached_property
     def first(self) -> OpTable:
-        return self.table.subset(steps=np.arange(1))
+        return self.ends.subset(steps=(slice(None), slice(0, 1)))
 
     @cached_property
     def moving(self) -> OpTable:
-        return self.table.subset(ops=self.varying)
+        """The varying ops at every costed step: (R, steps, ...)."""
+        ends = self.ends.subset(ops=self.varying)
+        f = self.fraction[..., None]
+
+        def mix(values: np.ndarray) -> np.ndarray:
+            first, last = values[:, :1], values[:, -1:]
+            return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+
+        return replace(ends, matrix_flops=mix(ends.matrix_flops),
+                       vector_flops=mix(ends.vector_flops), role_bytes=mix(ends.role_bytes))
+
+    def steps_of(self, row: int) -> OpTable:
+        """Every op at every costed step of one request: (steps, ...), for its report."""
+        steps = self.weights.shape[1]
+
+        def full(first: np.ndarray, moving: np.ndarray) -> np.ndarray:
+            values = np.repeat(first[row], steps, axis=0)
+            values[..., self.varying] = moving[row]
+            return values
+
+        first, moving = self.first, self.moving
+        return replace(first, **{f: full(getattr(first, f), getattr(moving, f))
+                                 for f in ("matrix_flops", "vector_flops", "role_bytes")})
+
+    @cached_property
+    def activation_peak(self) -> np.ndarray:
+        """(R, ops) each op's activation bytes at a request's largest step (an end: affine)."""
+        return self.ends.activation_bytes.max(axis=1)
 
 
 @dataclass(frozen=True)
-class RankGraphs:
-    """The compact graphs one rank runs; they depend on the plan's tp and ep only."""
+class ShapeGraphs:
+    """The compact graphs one rank runs for many requests of one format, tp and ep.
 
-    prefill: Graph
-    decode_first: Graph
-    decode_last: Graph
-    decode_steps: int
+    Their dimensions are arrays over the requests (ir/tensor.py), (R, 1), or (R, 2) for the
+    KV cache: one prefill graph for every request's prompt, one decode graph for every
+    request's first and last decode step (the steps between are interpolated: PhaseValues).
+    A sweep over batch, prompt and generation lengths thus builds and tabulates two graphs
+    per format and (tp, ep), not two per shape. They never depend on the chip."""
+
+    requests: tuple[Request, ...]
+    prefill: Graph  # dimensions (R, 1)
+    decode: Graph  # dimensions (R, 1) or (R, 2): first and last decode step
+    step_fraction: np.ndarray  # (R, steps) costed decode steps, from first (0) to last (1)
+    step_weights: np.ndarray  # (R, steps) decode steps each costed one stands for
     num_layers: int
 
     @cached_property
+    def row(self) -> dict[Request, int]:
+        return {r: i for i, r in enumerate(self.requests)}
+
+    @cached_property
     def tables(self) -> tuple[OpTable, OpTable]:
-        return table_of(self.prefill), table_of(self.decode_first)
+        """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
+        r = len(self.requests)
+        return _leading(op_table(self.prefill), (r, 1)), _leading(op_table(self.decode), (r, 2))
 
     @cached_property
     def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
-        """Each phase's op counts at the steps costed: the prefill as one step, decode at
-        its nodes (counts interpolated: they are affine in the KV length)."""
-        prefill, first = self.tables
-        nodes, weights = step_nodes(self.decode_steps)
-        fraction = nodes / (self.decode_steps - 1) if self.decode_steps > 1 else nodes
-        decode = first.lerp(table_of(self.decode_last), fraction)
-        return PhaseValues(prefill.lerp(prefill, np.zeros(1)), np.ones(1)), PhaseValues(
-            decode, weights
+        prefill, decode = self.tables
+        one = np.ones((len(self.requests), 1))
+        return (PhaseValues(prefill, one - 1, one),
+                PhaseValues(decode, self.step_fraction, self.step_weights))  # fmt: skip
+
+    @cached_property
+    def activation_bytes(self) -> np.ndarray:
+        """(R,) the largest activations of a request's prefill and last decode step."""
+        r = len(self.requests)
+        decode = np.broadcast_to(peak_activation_bytes(self.decode), (r, 2))
+        prefill = np.broadcast_to(peak_activation_bytes(self.prefill), (r, 1))
+        return np.maximum(prefill[:, 0], decode[:, -1])
+
+    @cached_property
+    def flops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) FLOPs of each request's prefill and first decode step."""
+        return tuple(  # type: ignore[return-value]
+            (t.matrix_flops[:, 0] + t.vector_flops[:, 0]) @ t.count for t in self.tables
         )
 
     @cached_property
-    def activation_bytes(self) -> float:
-        return max(_peak_activations(self.prefill), _peak_activations(self.decode_last))
-
-    @cached_property
-    def flops(self) -> tuple[float, float]:
-        """FLOPs of the prefill and of the first decode step."""
-        return self.prefill.flops, self.decode_first.flops
+    def collective_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R, ops) bytes each collective op sends, per phase (zero for other ops); a
+        decode step's do not grow with the cache, so the first step's stand for all."""
+        found = []
+        for table in self.tables:
+            shape = table.matrix_flops.shape[:2]  # (R, steps)
+            nbytes = np.zeros((shape[0], len(table)))
+            for i, op in enumerate(table.ops):
+                if op.kind is OpKind.COLLECTIVE:
+                    nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
+            found.append(nbytes)
+        return found[0], found[1]
 
     def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
@@ -174,25 +239,40 @@ class RankGraphs:
     def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
         the prefill (phase 0) or decode (1)."""
-        graph = (self.prefill, self.decode_first)[phase]
+        graph = (self.prefill, self.decode)[phase]
         return _stage_counts(self.layouts[phase], graph, self.tables[phase], self.num_layers, pp)
 
     @cached_property
     def layouts(self) -> tuple[tuple, tuple]:
         """What stage counts depend on, per phase: each op's layer, copies, whether it is a
-        collective, and its distinct-op row. Every shape of one model, plan and format has
-        the same, so the counts are shared between them."""
+        collective, and its distinct-op row. Other requests of one model, plan and format
+        have the same, so the counts are shared between them."""
         return tuple(  # type: ignore[return-value]
             (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
              table.index.tobytes())
-            for graph, table in zip((self.prefill, self.decode_first), self.tables, strict=True)
+            for graph, table in zip((self.prefill, self.decode), self.tables, strict=True)
         )  # fmt: skip
+
+
+def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
+    """A table whose leading axes broadcast to `shape` (R, steps), with them in full."""
+    n = len(table)
+
+    def shaped(values: np.ndarray, trailing: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(values, (*shape, *trailing))
+
+    return replace(
+        table,
+        matrix_flops=shaped(table.matrix_flops, (n,)),
+        vector_flops=shaped(table.vector_flops, (n,)),
+        role_bytes=shaped(table.role_bytes, (len(ROLES), n)),
+    )
 
 
 def _stage_counts(
     layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Kept by layout (not by graph: the graphs of other shapes share it)."""
+    """Kept by layout (not by graph: the graphs of other requests share it)."""
 
     def make() -> tuple[np.ndarray, np.ndarray]:
         per_op = op_stage_counts(graph, num_layers, pp)
@@ -205,49 +285,48 @@ def _stage_counts(
 _STAGES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 
 
-@lru_cache(maxsize=1024)  # requests that differ in gen only share their prefill and first step
-def _rank_step(
-    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, attention: DType | None,
-    tp: int, ep: int,
-) -> Graph:  # fmt: skip
-    return partition(_model_step(cfg, step, act, weight, attention), Plan(tp=tp, ep=ep))
+def shape_graphs(
+    cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
+) -> ShapeGraphs:
+    """ShapeGraphs of requests that share their formats (in a canonical order, so that a
+    set of requests is built once however it was asked for)."""
+    return _shape_graphs(cfg, tuple(sorted(set(requests), key=_request_order)), tp, ep)
 
 
-def table_of(graph: Graph) -> OpTable:
-    """op_table, kept per graph object (_rank_step hands out the same one for a shape)."""
-    return _TABLES.get((graph,), None, lambda: op_table(graph))
+def _request_order(r: Request) -> tuple[int, int, int]:
+    return r.batch, r.prompt, r.gen
 
 
-def _peak_activations(graph: Graph) -> float:
-    return _PEAKS.get((graph,), None, lambda: peak_activation_bytes(graph))
+@lru_cache(maxsize=64)  # a run asks for its graphs again for its report; a search per (tp, ep)
+def _shape_graphs(
+    cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
+) -> ShapeGraphs:
+    act, weight, attention = requests[0].formats
+    if any(r.formats != requests[0].formats for r in requests):
+        raise ValueError("ShapeGraphs needs requests of one format")
+    steps = np.array([r.decode_steps for r in requests])
+    width = max(len(step_nodes(int(s))[0]) for s in np.unique(steps))
+    # steps past a request's own count repeat its last node with weight 0: summed to nothing
+    padded = np.zeros((len(requests), width))
+    step_weights = np.zeros((len(requests), width))
+    for s in np.unique(steps):
+        nodes, weights = step_nodes(int(s))
+        at = steps == s
+        padded[at] = np.concatenate([nodes, np.repeat(nodes[-1:], width - len(nodes))])
+        step_weights[at, : len(weights)] = weights
+    batch = np.array([r.batch for r in requests])[:, None]
+    prompt = np.array([r.prompt for r in requests])[:, None]
+    last = (steps - 1)[:, None]
+    kv = prompt + 1 + np.hstack([0 * last, last])  # step i attends prompt + 1 + i keys
+    fraction = padded / np.maximum(last, 1)
 
+    def rank(step: StepShape) -> Graph:
+        graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
+        return partition(graph, Plan(tp=tp, ep=ep))
 
-_TABLES: ByIdentity[OpTable] = ByIdentity()
-_PEAKS: ByIdentity[float] = ByIdentity()
-
-
-def rank_graphs(cfg: TransformerConfig, req: Request, plan: Plan) -> RankGraphs:
-    return _rank_graphs(cfg, req, plan.tp, plan.ep)
-
-
-@lru_cache(maxsize=8)  # the three steps of the last shapes: every (tp, ep) of a search shares them
-def _model_step(
-    cfg: TransformerConfig, step: StepShape, act: DType, weight: DType,
-    attention: DType | None = None,
-) -> Graph:  # fmt: skip
-    """The unpartitioned compact step; partition() builds new graphs and never changes it."""
-    return build_step(cfg, step, act, weight, compact=True, attention=attention)
-
-
-@lru_cache(maxsize=512)  # compact graphs are small; a chunk of a sweep may hold many shapes
-def _rank_graphs(cfg: TransformerConfig, req: Request, tp: int, ep: int) -> RankGraphs:
-    def step(q: int, kv: int) -> Graph:
-        return _rank_step(cfg, StepShape(req.batch, q, kv), req.act, req.weight, req.attention,
-                          tp, ep)  # fmt: skip
-
-    first, last = req.decode_kv
-    return RankGraphs(step(req.prompt, req.prompt), step(1, first), step(1, last),
-                      req.decode_steps, cfg.num_layers)  # fmt: skip
+    return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
+                       rank(StepShape(batch, 1, kv)), fraction, step_weights,
+                       cfg.num_layers)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -262,7 +341,7 @@ class PhaseCosts:
     comm_counts: np.ndarray  # (..., ops, pp) the same, of collectives only
     varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     steps: OpCosts | None = None
-    step_weights: np.ndarray = field(default_factory=lambda: np.ones(1))  # steps per node
+    step_weights: np.ndarray = field(default_factory=lambda: np.ones((1, 1)))  # (K, steps)
     _sums: dict[tuple[str, bool], np.ndarray] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -293,17 +372,25 @@ class PhaseCosts:
         moving = getattr(self.steps, name)[..., None] * np.take(counts, self.varying, axis=-2)
         return ordered_sum(fixed[..., None] * counts, axis=-2) + ordered_sum(moving, axis=-2)
 
+    @cached_property
+    def _steps(self) -> np.ndarray:
+        """(K,) each configuration's decode steps (the weights' sum)."""
+        return ordered_sum(self.step_weights, axis=-1)
+
     def step_mean(self, values: np.ndarray) -> np.ndarray:
-        """Mean over every step of a per-step quantity (steps on the last axis)."""
-        return (values * self.step_weights).sum(axis=-1) / self.step_weights.sum()
+        """Mean over every step of a per-step quantity (K, steps): an ordered sum, so the
+        steps of weight 0 that pad a short generation beside longer ones change nothing."""
+        return ordered_sum(values * self.step_weights, axis=-1) / self._steps
 
     def op_mean(self, name: str) -> np.ndarray:
         """A cost of each op averaged over the steps: (K, ..., ops)."""
         values = getattr(self.costs, name)[:, 0].copy()
         if self.steps is not None and len(self.varying):
             moving = getattr(self.steps, name)
-            w = self.step_weights.reshape(1, -1, *(1,) * (moving.ndim - 2))
-            values[..., self.varying] = (moving * w).sum(axis=1) / self.step_weights.sum()
+            inner = (1,) * (moving.ndim - 2)
+            w = self.step_weights.reshape(*self.step_weights.shape, *inner)
+            mean = ordered_sum(moving * w, axis=1) / self._steps.reshape(-1, *inner)
+            values[..., self.varying] = mean
         return values
 
     def config(self, k: int) -> OpCosts:
@@ -319,33 +406,29 @@ def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
     return collective_line(system, kind, int(op.attr("size")), span)
 
 
-def comm_times(table: OpTable, system: System, plan: Plan) -> np.ndarray:
-    """Link time of each collective op in the table (zero for other ops). A collective's
-    time is a line in its bytes (cost/collectives.py) whose terms depend on the topology and
-    the collective only, so the lines are kept per topology and the table's collectives and
-    shared by every shape; only the bytes are the request's."""
-    collectives, signature, nbytes = _TABLE_COLLECTIVES.get(
+def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
+    ops). A collective's time is a line in its bytes (cost/collectives.py) whose terms
+    depend on the topology and the collective only, so the lines are kept per topology and
+    the table's collectives and shared by every request; only the bytes are a request's."""
+    collectives, signature = _TABLE_COLLECTIVES.get(
         (table,), None, lambda: _table_collectives(table)
     )
-    fixed_s, s_per_byte = _COMM_LINES.get(
+    return _COMM_LINES.get(
         tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
         lambda: _comm_lines(collectives, len(table), system, plan),
     )  # fmt: skip
-    return np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)
 
 
-def _table_collectives(table: OpTable) -> tuple[tuple[tuple[int, Op], ...], tuple, np.ndarray]:
-    """A table's collectives (position, op), what their lines depend on, and their bytes."""
+def _table_collectives(table: OpTable) -> tuple[tuple[tuple[int, Op], ...], tuple]:
+    """A table's collectives (position, op) and what their lines depend on."""
     collectives = tuple((i, op) for i, op in enumerate(table.ops) if op.kind is OpKind.COLLECTIVE)
     signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
                       for i, op in collectives)  # fmt: skip
-    nbytes = np.zeros(len(table))
-    for i, op in collectives:
-        nbytes[i] = op.inputs[0].nbytes
-    return collectives, signature, nbytes
+    return collectives, signature
 
 
-_TABLE_COLLECTIVES: ByIdentity[tuple[tuple[tuple[int, Op], ...], tuple, np.ndarray]] = ByIdentity()
+_TABLE_COLLECTIVES: ByIdentity[tuple[tuple[tuple[int, Op], ...], tuple]] = ByIdentity()
 
 
 def _comm_lines(
@@ -362,30 +445,35 @@ def _comm_lines(
 _COMM_LINES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 
 
-def collective_algorithms(table: OpTable, system: System, plan: Plan) -> list[dict]:
-    """The algorithm and level chosen for each distinct collective, for reports."""
+def collective_algorithms(
+    table: OpTable, system: System, plan: Plan, nbytes: np.ndarray | None = None
+) -> list[dict]:
+    """The algorithm and level chosen for each distinct collective, for reports; `nbytes`
+    gives each op's bytes where its tensors hold a shape axis (ShapeGraphs.collective_bytes)."""
     found = []
-    for op in table.ops:
+    for i, op in enumerate(table.ops):
         if op.kind is OpKind.COLLECTIVE:
-            cost = _collective_line(op, system, plan).cost(op.inputs[0].nbytes)
+            sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
+            cost = _collective_line(op, system, plan).cost(sent)
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
-                "size": op.attr("size"), "bytes": op.inputs[0].nbytes,
+                "size": op.attr("size"), "bytes": sent,
                 "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
             })  # fmt: skip
     return found
 
 
 def cost_phases(
-    graphs: RankGraphs,
+    graphs: ShapeGraphs,
+    rows: np.ndarray,
     systems: Sequence[System],
     placements: Sequence[Placement],
     plan: Plan,
     pp: np.ndarray,
 ) -> tuple[PhaseCosts, PhaseCosts]:
-    """(prefill, decode) costs of one rank under K configurations: system k with placement
-    k (where its fullest chip keeps what) and a pipeline of pp[k] stages, all with `plan`'s
-    tp and ep.
+    """(prefill, decode) costs of one rank under K configurations: the request at rows[k]
+    on system k with placement k (where its fullest chip keeps what) and a pipeline of
+    pp[k] stages, all with `plan`'s tp and ep.
 
     The K configurations of a sweep share a few chips, placements and topologies: each
     figure is worked out once per distinct object and spread to the configurations by index.
@@ -396,16 +484,21 @@ def cost_phases(
     topologies, topology_of = distinct(systems, key=lambda s: id(s.levels))
     phases = []
     for phase, values in enumerate(graphs.phase_values):
-        hw = stacked_hardware(chips, values.first).take_configs(chip_of)
-        where = placement_onehot(values.table, homes, hw.level_rate.shape[-2])[home_of][:, None]
-        comm = np.stack([comm_times(graphs.tables[phase], s, plan) for s in topologies])
-        comm = comm[topology_of][:, None]
-        costs = evaluate(values.first, hw, where, comm)
-        steps, v = None, values.varying
-        if len(values.weights) > 1 and len(v):
-            steps = evaluate(values.moving, hw.take(v), where[..., v], comm[..., v])
-        phases.append(PhaseCosts(values.first, costs, *graphs.depth_counts(phase, pp), v, steps,
-                                 values.weights))  # fmt: skip
+        first = values.first.subset(steps=rows)
+        hw = stacked_hardware(chips, first).take_configs(chip_of)
+        levels = hw.level_rate.shape[-2]
+        where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
+        fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(
+            *(comm_lines(graphs.tables[phase], s, plan) for s in topologies), strict=True))
+        nbytes = graphs.collective_bytes[phase][rows]
+        comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
+        costs = evaluate(first, hw, where, comm)
+        steps, v, weights = None, values.varying, values.weights[rows]
+        if weights.shape[1] > 1 and len(v):
+            moving = values.moving.subset(steps=rows)
+            steps = evaluate(moving, hw.take(v), where[..., v], comm[..., v])
+        phases.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,
+                                 weights))  # fmt: skip
     return phases[0], phases[1]
 
 

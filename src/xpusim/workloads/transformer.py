@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind
-from xpusim.ir.tensor import Role, Tensor
+from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 # Vector FLOPs per element, counted from each formula (see the op docstrings).
@@ -39,13 +41,22 @@ CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
 @dataclass(frozen=True)
 class StepShape:
-    batch: int
-    q_len: int
-    kv_len: int
+    """One step's shape, or many: each length may be an int array over a shape axis, and
+    the graph built from it then counts every op's FLOPs and bytes for all of its shapes."""
+
+    batch: Dim
+    q_len: Dim
+    kv_len: Dim
 
     @property
-    def tokens(self) -> int:
+    def tokens(self) -> Dim:
         return self.batch * self.q_len
+
+    @property
+    def label(self) -> str:
+        if any(isinstance(d, np.ndarray) for d in (self.batch, self.q_len, self.kv_len)):
+            return f"{np.size(self.kv_len * self.batch * self.q_len)} shapes"
+        return f"b={self.batch},q={self.q_len},kv={self.kv_len}"
 
 
 class _Builder:
@@ -58,11 +69,17 @@ class _Builder:
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.attention = attention or act  # the format attention's matrix work runs in
         self.training, self.compact = training, compact
-        self.graph = Graph(f"{cfg.name}[b={step.batch},q={step.q_len},kv={step.kv_len}]")
+        self.graph = Graph(f"{cfg.name}[{step.label}]")
         self.layer = -1
         self.heads = dict(heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim)
+        # made once: every layer's tensors share these dimensions (the same arrays, when
+        # they are arrays over shapes, so that identical layers' ops are one op signature)
+        self.tokens = step.tokens
+        if cfg.is_moe:
+            used = expected_active_experts(self.tokens, cfg.num_experts, cfg.experts_per_token)
+            self.routed = used, -(-self.tokens * cfg.experts_per_token // used)
 
-    def t(self, name: str, *shape: int, role: Role = Role.ACTIVATION) -> Tensor:
+    def t(self, name: str, *shape: Dim, role: Role = Role.ACTIVATION) -> Tensor:
         dtype = self.weight if role is Role.WEIGHT else self.act
         return Tensor(name, tuple(shape), dtype, role)
 
@@ -178,12 +195,11 @@ class _Builder:
         Tokens are assumed spread evenly over those experts, so each runs ceil(T k / E_used)
         rows; decode at batch 1 reads k experts' weights, a long prefill reads all of them.
         """
-        cfg, tokens = self.cfg, self.step.tokens
+        cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.intermediate_size
         logits = self.matmul(f"{p}.router", x, e)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
-        used = expected_active_experts(tokens, e, k)
-        rows = -(-tokens * k // used)
+        used, rows = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value)
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)

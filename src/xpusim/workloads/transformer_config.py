@@ -8,12 +8,14 @@ of a forward pass depends on is here; nothing about training or checkpoints.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
 from xpusim.errors import UserError
+from xpusim.ir.tensor import Dim
 
 
 @dataclass(frozen=True)
@@ -229,13 +231,15 @@ def load_hf_config(path: Path) -> TransformerConfig:
     return config_from_hf(data, str(name), str(path))
 
 
-def expected_active_experts(tokens: int, experts: int, per_token: int) -> int:
+def expected_active_experts(tokens: Dim, experts: int, per_token: int) -> Dim:
     """Distinct experts a batch of tokens touches, if routing is uniform and independent.
 
     Each expert is missed by one token with probability 1 - k/E, so by all tokens with
     (1 - k/E)^T; the expected count is E (1 - that), rounded up (an expert is used or not).
+    `tokens` may be an array over a graph's shape axis (ir/tensor.py), and so is the count.
     """
     if experts <= 1:
-        return 1
-    used = experts * (1 - (1 - per_token / experts) ** tokens)
-    return max(per_token, min(experts, math.ceil(used - 1e-9)))
+        return np.ones_like(tokens) if isinstance(tokens, np.ndarray) else 1
+    missed = np.power(1 - per_token / experts, np.asarray(tokens, dtype=float))
+    used = np.clip(np.ceil(experts * (1 - missed) - 1e-9), per_token, experts)
+    return used.astype(int) if isinstance(tokens, np.ndarray) else int(used)

@@ -23,8 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -171,11 +170,13 @@ def simulate_many(
 ) -> list[LLMInferenceResult | UserError]:
     """Many simulations of one model, each a target and `simulate`'s options, costed together.
 
-    Every plan of every job that shares a request, tp, ep, pipeline depth and microbatches
-    is costed by one array computation (scenarios/rank_costs.py), which is what makes a
-    sweep of thousands of points and a plan search over hundreds of plans fast. A job whose
-    options its target cannot take gets the UserError in its place. Without `detail`,
-    results leave out their per-op reports and collectives (a sweep's rows do not hold them).
+    Every plan of every job that shares formats, tp and ep is costed by one array
+    computation over one graph whose dimensions span all their request shapes
+    (scenarios/rank_costs.py), which is what makes a sweep of thousands of points and a plan
+    search over hundreds of plans fast; the plans are columns (Candidates), not objects,
+    until one is chosen. A job whose options its target cannot take gets the UserError in
+    its place. Without `detail`, results leave out their per-op reports and collectives (a
+    sweep's rows do not hold them).
     """
     setups: list[Setup | UserError] = []
     for target, options in jobs:
@@ -184,27 +185,21 @@ def simulate_many(
         except UserError as error:
             setups.append(error)
     ready = [s for s in setups if isinstance(s, Setup)]
+    if not ready:
+        return setups  # type: ignore[return-value]
     # one graph per format and (tp, ep) over every request that needs it (shapes as arrays)
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
         for plan in setup.plans:
-            requests.setdefault(_group(setup.req, plan), {})[setup.req] = None
+            requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
               for key, reqs in requests.items()}  # fmt: skip
-    groups: dict[tuple, list[Candidate]] = {}
-    for setup in ready:
-        _candidates(model, setup, graphs)
-        for cand in setup.costed:
-            groups.setdefault(_group(cand.req, cand.plan), []).append(cand)
-    for cands in groups.values():
-        for cand, costed in zip(cands, _cost(model, cands).rows(), strict=True):
-            cand.metrics = costed
-    return [s if isinstance(s, UserError) else _choose(model, s, detail) for s in setups]
-
-
-def _group(req: Request, plan: Plan) -> tuple:
-    """Candidates whose graphs are one ShapeGraphs: the same formats, tp and ep."""
-    return req.formats, plan.tp, plan.ep
+    cands = Candidates.of(model, ready, graphs)
+    cands.cost(model)
+    best, runner_up = cands.choose()
+    chosen = iter(zip(best.tolist(), runner_up.tolist(), strict=True))
+    return [s if isinstance(s, UserError) else _choose(model, s, cands, *next(chosen), detail)
+            for s in setups]  # fmt: skip
 
 
 _DEFAULTS = {
@@ -215,38 +210,8 @@ _DEFAULTS = {
 
 
 @dataclass
-class Candidate:
-    """One plan for one job, with its memory and, once costed, its metrics."""
-
-    system: System
-    plan: Plan
-    req: Request
-    microbatches: int
-    overlap: bool
-    graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
-    row: int  # its request's position on their shape axis
-    memory: StageMemory
-    fullest: Footprint  # the stage whose chip holds the most
-    fits: bool
-
-    metrics: Costed = field(init=False)  # set once costed
-
-    @cached_property
-    def placement(self) -> Placement:
-        """Where the fullest chip keeps what; the same for every footprint on a chip whose
-        one memory holds everything."""
-        chip, fullest = self.system.chip, self.fullest
-        key = fullest if footprint_matters(chip) else None
-        return _PLACED.get((chip,), key, lambda: place(chip, fullest))
-
-
-_PLACED: ByIdentity[Placement] = ByIdentity()
-
-
-@dataclass
 class Setup:
-    """A job resolved: its system, request, the plans to consider and, once their graphs
-    are built, the candidates worth costing."""
+    """A job resolved: its system, request and the plans to consider."""
 
     system: System
     req: Request
@@ -256,8 +221,6 @@ class Setup:
     overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
-    costed: list[Candidate] = field(default_factory=list)  # fit, or the one closest to it
-    feasible: int = 0
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
@@ -292,22 +255,237 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
                  objective if searched else None, started_s)  # fmt: skip
 
 
-def _candidates(cfg: TransformerConfig, setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> None:
-    """The setup's plans with their memory, and which of them are worth costing: only
-    plans that fit are; when none does, the one closest to fitting is."""
-    req, capacity = setup.req, setup.system.chip.capacity_bytes
-    cands = []
-    for plan in setup.plans:
-        shapes = graphs[_group(req, plan)]
-        row = shapes.row[req]
-        m = setup.microbatches or plan.pp
-        memory = stage_memory(cfg, plan, req.weight, req.act)
-        fullest = memory.fullest(req, m, float(shapes.activation_bytes[row]))
-        cands.append(Candidate(setup.system, plan, req, m, setup.overlap, shapes, row, memory,
-                               fullest, fullest.total <= capacity))  # fmt: skip
-    feasible = [c for c in cands if c.fits]
-    setup.costed = feasible or [min(cands, key=lambda c: c.fullest.total)]
-    setup.feasible = len(feasible)
+@dataclass
+class Candidates:
+    """Every plan of every job of one simulate_many call, as columns (one entry per job and
+    plan): their memory, which are worth costing, their costed timelines and the choice
+    among each job's, without an object per plan (a sweep has hundreds of thousands).
+
+    Only plans that fit are worth costing; when none of a job's does, the one closest to
+    fitting is, and it is the answer (with `fits` false)."""
+
+    setups: list[Setup]
+    job: np.ndarray  # (C,) the plan's job, a position in setups
+    plans: list[Plan]
+    group_keys: list[tuple]  # the graph groups: formats, tp, ep
+    group_of: np.ndarray  # (C,) each plan's, a position in group_keys
+    graphs: dict[tuple, ShapeGraphs]
+    rows: np.ndarray  # its request's position on its graphs' shape axis
+    microbatches: np.ndarray
+    memories: list[StageMemory]
+    memory_of: np.ndarray  # (C,) each plan's, a position in memories
+    activations: np.ndarray  # (C,) peak activation bytes
+    fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
+    fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
+    fits: np.ndarray  # (C,) bool
+    worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
+    # Set by cost() for the plans worth costing (nan elsewhere):
+    figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
+    costed_in: dict[int, tuple[Metrics, int]] = field(init=False)  # plan -> (its group's, k)
+
+    @classmethod
+    def of(cls, cfg: TransformerConfig, setups: list[Setup],
+           graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
+        """The columns, filled a job at a time from what its plans share with other jobs'
+        (a sweep's jobs share their plan lists and formats)."""
+        group_keys: dict[tuple, int] = {}
+        memories: dict[tuple, int] = {}  # by plan and formats, their positions
+        memory_list: list[StageMemory] = []
+        layouts: dict[tuple, tuple] = {}  # by plan list and formats: per plan columns
+        job, plans, group_of, memory_of, rows, ms = ([] for _ in range(6))
+        for j, setup in enumerate(setups):
+            req = setup.req
+            layout_key = (id(setup.plans), req.formats, setup.microbatches)
+            layout = layouts.get(layout_key)
+            if layout is None:
+                keys = [(req.formats, p.tp, p.ep) for p in setup.plans]
+                codes = [group_keys.setdefault(k, len(group_keys)) for k in keys]
+                for p, k in zip(setup.plans, keys, strict=True):
+                    if (p, k) not in memories:
+                        memories[p, k] = len(memory_list)
+                        memory_list.append(stage_memory(cfg, p, req.weight, req.act))
+                layout = layouts[layout_key] = (
+                    setup.plans, keys, codes, [memories[p, k] for p, k in zip(setup.plans, keys,
+                                                                              strict=True)],
+                    [setup.microbatches or p.pp for p in setup.plans])  # fmt: skip
+            plan_list, keys, codes, mems, plan_ms = layout
+            job += [j] * len(plan_list)
+            plans += plan_list
+            group_of += codes
+            memory_of += mems
+            ms += plan_ms
+            rows += [graphs[k].row[req] for k in keys]
+        job_a, group_a, memory_a = np.array(job), np.array(group_of), np.array(memory_of)
+        rows_a, ms_a = np.array(rows), np.array(ms)
+        per_job = np.array([(s.req.batch, s.req.prompt + s.req.gen, s.system.chip.capacity_bytes)
+                            for s in setups]).T  # fmt: skip
+        tokens_a = per_job[0][job_a] * ms_a * per_job[1][job_a]  # in flight, per microbatch
+        activations = np.empty(len(job))
+        for key, code in group_keys.items():
+            at = group_a == code
+            activations[at] = graphs[key].activation_bytes[rows_a[at]]
+        fullest_bytes, fullest_stage = np.empty(len(job)), np.empty(len(job), dtype=int)
+        for code, found in enumerate(memory_list):
+            at = memory_a == code
+            # what each stage's chip holds: weights + its layers' caches (+ activations)
+            totals = (np.array(found.weights)[None, :]
+                      + (tokens_a[at] * found.kv_bytes_per_token_layer)[:, None]
+                      * np.array(found.layers)[None, :])  # fmt: skip
+            fullest_stage[at] = totals.argmax(axis=1)
+            fullest_bytes[at] = totals.max(axis=1) + activations[at]
+        cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
+                    memory_list, memory_a, activations, fullest_bytes, fullest_stage,
+                    fullest_bytes <= per_job[2][job_a])  # fmt: skip
+        cands.worth = cands.fits | cands._closest_where_none_fits()
+        return cands
+
+    @cached_property
+    def feasible(self) -> np.ndarray:
+        """(jobs,) how many of each job's plans fit."""
+        return np.bincount(self.job, weights=self.fits, minlength=len(self.setups)).astype(int)
+
+    def _closest_where_none_fits(self) -> np.ndarray:
+        """(C,) the plan of least memory of each job none of whose plans fits."""
+        any_fit = self.feasible > 0
+        order = np.lexsort((self.fullest_bytes, self.job))  # stable: the first of equals
+        first = order[np.r_[True, self.job[order][1:] != self.job[order][:-1]]]
+        closest = np.zeros(len(self.job), dtype=bool)
+        closest[first[~any_fit[self.job[first]]]] = True
+        return closest
+
+    def footprint(self, c: int) -> Footprint:
+        """What plan c's fullest chip holds."""
+        s = int(self.fullest_stage[c])
+        memory, setup = self.memories[self.memory_of[c]], self.setups[self.job[c]]
+        kv = memory.kv_bytes(setup.req, int(self.microbatches[c])) * memory.layers[s]
+        return Footprint(memory.weights[s], kv, float(self.activations[c]))
+
+    def placement(self, c: int) -> Placement:
+        """Where plan c's fullest chip keeps what."""
+        shared = self.shared_placement[self.job[c]]
+        if shared is not None:
+            return shared
+        chip, fullest = self.setups[self.job[c]].system.chip, self.footprint(c)
+        return _PLACED.get((chip,), fullest, lambda: place(chip, fullest))
+
+    @cached_property
+    def shared_placement(self) -> list[Placement | None]:
+        """Each job's placement where it is its every plan's: on a chip whose one memory
+        holds everything, whatever the footprint (None elsewhere)."""
+        first = np.searchsorted(self.job, np.arange(len(self.setups)))  # jobs run in order
+        found: list[Placement | None] = []
+        for setup, c in zip(self.setups, first.tolist(), strict=True):
+            chip = setup.system.chip
+            found.append(None if footprint_matters(chip) else _PLACED.get(
+                (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c))))
+        return found
+
+    def cost(self, cfg: TransformerConfig) -> None:
+        """Costs the plans worth it, one array computation per graph group."""
+        n = len(self.job)
+        self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
+        self.figures["bottleneck"] = np.zeros(n, dtype=int)
+        self.costed_in = {}
+        worth = np.flatnonzero(self.worth)
+        for code, key in enumerate(self.group_keys):
+            members = worth[self.group_of[worth] == code].tolist()
+            if not members:
+                continue
+            metrics = _cost(cfg, self.graphs[key], self._batch(members))
+            at = np.array(members)
+            for name in self.figures:
+                self.figures[name][at] = getattr(metrics, name)
+            self.costed_in.update((c, (metrics, k)) for k, c in enumerate(members))
+
+    def _batch(self, members: list[int]) -> CostBatch:
+        jobs = self.job[members].tolist()
+        setups = [self.setups[j] for j in jobs]
+        shared = self.shared_placement
+        return CostBatch(
+            systems=[s.system for s in setups],
+            reqs=[s.req for s in setups],
+            plans=[self.plans[c] for c in members],
+            placements=[shared[j] or self.placement(c) for j, c in zip(jobs, members,
+                                                                        strict=True)],
+            rows=self.rows[members],
+            microbatches=self.microbatches[members],
+            overlap=np.array([s.overlap for s in setups]),
+        )
+
+    @cached_property
+    def tokens(self) -> np.ndarray:
+        """(C,) tokens each plan generates per request batch, over its replicas."""
+        setups = self.setups
+        per_job = np.array([s.req.batch * s.req.gen for s in setups])
+        dp = np.array([p.dp for p in self.plans])
+        return per_job[self.job] * self.microbatches * dp
+
+    def choose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's best costed plan and its runner-up (-1 where none), by score: fitting
+        first, then the job's objective (latency: TPOT, TTFT, then throughput; throughput:
+        tokens/s, then TPOT); a plan that does not fit by its memory. A stable sort, so
+        equal plans keep the order in which they were listed."""
+        c = np.flatnonzero(self.worth)
+        job, f = self.job[c], self.figures
+        tokens_per_s = self.tokens[c] / f["latency_s"][c]
+        latency = np.array([s.objective != "throughput" for s in self.setups])[job]
+        fits = self.fits[c]
+        keys = [np.where(latency, f["tpot_s"][c], -tokens_per_s),
+                np.where(latency, f["ttft_s"][c], f["tpot_s"][c]),
+                np.where(latency, -tokens_per_s, 0.0)]
+        keys = [np.where(fits, k, 0.0) for k in keys]
+        keys[0] = np.where(fits, keys[0], self.fullest_bytes[c])
+        order = c[np.lexsort((*keys[::-1], ~fits, job))]
+        ranked_job = self.job[order]
+        first = np.r_[True, ranked_job[1:] != ranked_job[:-1]]
+        best = np.full(len(self.setups), -1)
+        best[ranked_job[first]] = order[first]
+        second = np.r_[False, first[:-1]] & ~first
+        runner_up = np.full(len(self.setups), -1)
+        runner_up[ranked_job[second]] = order[second]
+        return best, runner_up
+
+    def candidate(self, c: int) -> Candidate:
+        """Plan c as one object, for its result."""
+        setup = self.setups[self.job[c]]
+        metrics, k = self.costed_in[c]
+        return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
+                         self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
+                         self.memories[self.memory_of[c]],
+                         self.footprint(c), bool(self.fits[c]), self.placement(c),
+                         metrics.costed(k))  # fmt: skip
+
+
+_PLACED: ByIdentity[Placement] = ByIdentity()
+
+
+@dataclass
+class Candidate:
+    """One plan of one job, chosen: its memory and costed timeline."""
+
+    system: System
+    plan: Plan
+    req: Request
+    microbatches: int
+    graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
+    row: int  # its request's position on their shape axis
+    memory: StageMemory
+    fullest: Footprint  # the stage whose chip holds the most
+    fits: bool
+    placement: Placement
+    metrics: Costed
+
+
+class CostBatch(NamedTuple):
+    """What _cost needs of K plans of one graph group, as columns."""
+
+    systems: list[System]
+    reqs: list[Request]
+    plans: list[Plan]
+    placements: list[Placement]
+    rows: np.ndarray
+    microbatches: np.ndarray
+    overlap: np.ndarray
 
 
 def resolve_system(target: Chip | System, chips: int | None) -> System:
@@ -374,7 +552,10 @@ def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, act: DType) 
 
 @dataclass(frozen=True)
 class Metrics:
-    """The costed timeline of K candidates of one group, each figure a (K,) array."""
+    """The costed timeline of K plans of one graph group, each figure a (K,) array."""
+
+    FIGURES: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "latency_s", "energy_j",
+                                          "comm_s", "trip_s")  # fmt: skip
 
     ttft_s: np.ndarray
     tpot_s: np.ndarray
@@ -385,24 +566,14 @@ class Metrics:
     bottleneck: np.ndarray  # Bottleneck carrying the most of a request's time
     phases: tuple[PhaseCosts, PhaseCosts]
 
-    def rows(self) -> list[Costed]:
-        """Each candidate's figures, as Python numbers."""
-        figures = (self.ttft_s, self.tpot_s, self.latency_s, self.energy_j, self.comm_s,
-                   self.trip_s)  # fmt: skip
-        labels = [_LABELS[b] for b in self.bottleneck.tolist()]
-        k = len(labels)
-        rows = zip(*(f.tolist() for f in figures), labels, repeat(self.phases, k), range(k),
-                   strict=True)  # fmt: skip
-        # tuple.__new__ makes each Costed from its values in C: Costed(*values) would call
-        # the named tuple's Python-level __new__ once per candidate of a sweep
-        return list(map(tuple.__new__, repeat(Costed, k), rows))
-
-
-_LABELS = [b.label for b in Bottleneck]
+    def costed(self, k: int) -> Costed:
+        """Plan k's figures, as Python numbers."""
+        figures = (float(getattr(self, name)[k]) for name in self.FIGURES)
+        return Costed(*figures, Bottleneck(int(self.bottleneck[k])).label, self.phases, k)
 
 
 class Costed(NamedTuple):
-    """One candidate's costed timeline (see Metrics), and where its per-op costs are."""
+    """One plan's costed timeline (see Metrics), and where its per-op costs are."""
 
     ttft_s: float
     tpot_s: float
@@ -415,18 +586,16 @@ class Costed(NamedTuple):
     k: int  # its position in the phases' arrays
 
 
-def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
-    """The timeline of one microbatch (see the module docstring) for every candidate; they
-    share formats, tp and ep (one ShapeGraphs), and each has its own request, depth,
+def _cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metrics:
+    """The timeline of one microbatch (see the module docstring) for K plans that share
+    formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
     microbatches and overlap."""
-    graphs = cands[0].graphs
-    rows = np.array([c.row for c in cands])
-    batch, prompt, gen = (np.array(v) for v in zip(*[(c.req.batch, c.req.prompt, c.req.gen)
-                                                    for c in cands], strict=True))  # fmt: skip
-    pp, m, overlap = (np.array(v) for v in zip(*[(c.plan.pp, c.microbatches, c.overlap)
-                                                  for c in cands], strict=True))  # fmt: skip
-    prefill, decode = cost_phases(graphs, rows, [c.system for c in cands],
-                                  [c.placement for c in cands], cands[0].plan, pp)  # fmt: skip
+    sequences, prompt, gen = (np.array(v) for v in zip(*[(r.batch, r.prompt, r.gen)
+                                                        for r in batch.reqs], strict=True))
+    pp = np.array([p.pp for p in batch.plans])
+    m, overlap = batch.microbatches, batch.overlap
+    prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
+                                  batch.plans[0], pp)  # fmt: skip
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         total = phase.stage_sums("time_s")
@@ -437,19 +606,20 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
 
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
     lines: dict[tuple[int, int], CollectiveLine] = {}
-    for c in cands:
-        key = (id(c.system.levels), c.plan.pp)
-        if c.plan.pp > 1 and key not in lines:
-            span = c.plan.tp * c.plan.ep * c.plan.pp
-            lines[key] = collective_line(c.system, Collective.SEND_RECV, 2, span)
     none = CollectiveLine(0.0, 0.0, "none", "")  # one stage sends nothing
-    send = [lines.get((id(c.system.levels), c.plan.pp), none) for c in cands]
+    send = []
+    for system, plan in zip(batch.systems, batch.plans, strict=True):
+        key = (id(system.levels), plan.pp)
+        if plan.pp > 1 and key not in lines:
+            span = plan.tp * plan.ep * plan.pp
+            lines[key] = collective_line(system, Collective.SEND_RECV, 2, span)
+        send.append(lines.get(key, none))
     send_fixed_s, send_s_per_byte = (np.array(v) for v in zip(
         *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
-    itemsize = cands[0].req.act.itemsize
+    itemsize = batch.reqs[0].act.itemsize
 
     def send_s(tokens: np.ndarray) -> np.ndarray:
-        return send_fixed_s + send_s_per_byte * (batch * tokens * cfg.hidden_size * itemsize)
+        return send_fixed_s + send_s_per_byte * (sequences * tokens * cfg.hidden_size * itemsize)
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
@@ -460,9 +630,9 @@ def _cost(cfg: TransformerConfig, cands: list[Candidate]) -> Metrics:
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
-    static_w = np.array([c.system.chip.energy.static_power_w.value for c in cands])
-    group_chips = np.array([c.plan.tp * c.plan.ep * c.plan.dp for c in cands])
-    chips = np.array([c.system.chips for c in cands])
+    static_w = np.array([s.chip.energy.static_power_w.value for s in batch.systems])
+    group_chips = np.array([p.tp * p.ep * p.dp for p in batch.plans])
+    chips = np.array([s.chips for s in batch.systems])
     busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
     overlapped = bool(overlap.any())
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
@@ -516,43 +686,29 @@ def _bottleneck(
     return np.argmax(totals, axis=-1)
 
 
-def _score(cand: Candidate, objective: str) -> tuple:
-    """Smaller is better: fitting first, then the objective, then the other one.
-
-    When nothing fits, the plan closest to fitting is the useful answer, not the fastest.
-    """
-    if not cand.fits:
-        return (True, cand.fullest.total)
-    tokens_per_s = _tokens(cand) / cand.metrics.latency_s
-    if objective == "latency":
-        return (False, cand.metrics.tpot_s, cand.metrics.ttft_s, -tokens_per_s)
-    return (False, -tokens_per_s, cand.metrics.tpot_s)
-
-
-def _tokens(cand: Candidate) -> int:
-    return cand.req.batch * cand.microbatches * cand.plan.dp * cand.req.gen
-
-
-def _choose(cfg: TransformerConfig, setup: Setup, detail: bool) -> LLMInferenceResult:
+def _choose(
+    cfg: TransformerConfig, setup: Setup, cands: Candidates, best: int, runner_up: int,
+    detail: bool,
+) -> LLMInferenceResult:
     """The job's result: its plan's, or the best of its search with the search's summary."""
+    result = _result(cfg, setup, cands.candidate(best), detail)
     if setup.objective is None:
-        return _result(cfg, setup, setup.costed[0], detail)
-    ranked = sorted(setup.costed, key=lambda c: _score(c, str(setup.objective)))
-    best = _result(cfg, setup, ranked[0], detail)
-    runner_up = ranked[1] if len(ranked) > 1 else None
-    best.plan_search = {
+        return result
+    other = runner_up >= 0 and {
+        "plan": cands.plans[runner_up].to_dict(), "fits": bool(cands.fits[runner_up]),
+        "tpot_s": float(cands.figures["tpot_s"][runner_up]),
+        "ttft_s": float(cands.figures["ttft_s"][runner_up]),
+        "tokens_per_s": float(cands.tokens[runner_up] / cands.figures["latency_s"][runner_up]),
+    }  # fmt: skip
+    result.plan_search = {
         "objective": setup.objective,
         "candidates": len(setup.plans),
-        "feasible": setup.feasible,
-        "chosen": best.plan,
-        "runner_up": runner_up and {
-            "plan": runner_up.plan.to_dict(), "fits": runner_up.fits,
-            "tpot_s": runner_up.metrics.tpot_s, "ttft_s": runner_up.metrics.ttft_s,
-            "tokens_per_s": _tokens(runner_up) / runner_up.metrics.latency_s,
-        },
+        "feasible": int(cands.feasible[cands.job[best]]),
+        "chosen": result.plan,
+        "runner_up": other or None,
         "search_s": time.perf_counter() - setup.started_s,
-    }  # fmt: skip
-    return best
+    }
+    return result
 
 
 def _result(
@@ -578,7 +734,7 @@ def _result(
         activations * system.chips,
     )
     level_names = [level.name for level in chip.memory]
-    tokens = _tokens(cand)
+    tokens = req.batch * m * plan.dp * req.gen
     result = LLMInferenceResult(
         model=cfg.name,
         chip=chip.id,

@@ -515,13 +515,10 @@ def distinct(
     objects: Sequence[T], key: Callable[[T], Hashable] = id
 ) -> tuple[list[T], np.ndarray]:
     """The distinct objects (by identity, or by `key`; in first-seen order) and each one's
-    position among them."""
-    first: dict[Hashable, int] = {}
-    found: list[T] = []
-    where = np.empty(len(objects), dtype=np.intp)
-    for k, obj in enumerate(objects):
-        i = first.setdefault(key(obj), len(found))
-        if i == len(found):
-            found.append(obj)
-        where[k] = i
-    return found, where
+    position among them. Written with dicts and maps, not a loop: a sweep's chunk asks it
+    of thousands of configurations."""
+    keys = list(map(key, objects))
+    first = dict(zip(reversed(keys), reversed(objects), strict=True))  # first of a key wins
+    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    where = np.fromiter(map(position.__getitem__, keys), dtype=np.intp, count=len(keys))
+    return [first[k] for k in position], where

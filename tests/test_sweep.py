@@ -214,3 +214,29 @@ def test_a_worker_gets_one_object_per_spec():
     first = loaded_spec(blob)
     assert loaded_spec(bytes(blob)) is first  # an equal blob from another chunk
     assert first.id == "h100-sxm"
+
+
+def test_points_sort_by_format_first():
+    """One graph serves every shape of a format: a chunk holds one format's shapes."""
+    points = [Point("h100-sxm", (), (("batch", b), ("precision", p)))
+              for b in (1, 2, 3) for p in ("int8", "bf16")]  # fmt: skip
+    ordered = [dict(p.options)["precision"] for p in sorted(points, key=lambda p: p.order)]
+    assert ordered == ["bf16"] * 3 + ["int8"] * 3
+
+
+def test_pareto_plot_draws_a_bounded_number_of_points(tmp_path, monkeypatch):
+    """However many points a sweep has, at most MAX_FAINT of each target's are drawn."""
+    pytest.importorskip("matplotlib")
+    from xpusim.explore.pareto import objectives_for
+    from xpusim.report import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda plt, fig, path: drawn.extend(
+        len(c.get_offsets()) for ax in fig.axes for c in ax.collections))
+    rng = np.random.default_rng(1)
+    rows = [{"target": "h100-sxm", "fits": True, "batch": i,
+             "tokens_per_s_per_user": float(x), "tokens_per_s_per_chip": float(y)}
+            for i, (x, y) in enumerate(rng.uniform(1, 100, (50_000, 2)))]  # fmt: skip
+    objectives = objectives_for(list(rows[0]))
+    plots.pareto_plot(rows, {"h100-sxm": [0, 1]}, objectives, ["batch"], "t", tmp_path / "p.png")
+    assert drawn and max(drawn) <= plots.MAX_FAINT

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 _API = {"chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "simulate",
-        "system", "system_ids", "target"}  # fmt: skip
+        "simulate_many", "system", "system_ids", "target"}  # fmt: skip
 
 
 def __getattr__(name: str):

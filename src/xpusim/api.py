@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,27 +16,36 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
-from xpusim.scenarios.graph_inference import simulate as simulate_graph
-from xpusim.scenarios.llm_inference import simulate as simulate_llm
-from xpusim.scenarios.llm_inference import simulate_many as simulate_llm_many
-from xpusim.scenarios.recsys import simulate as simulate_recsys
-from xpusim.scenarios.training import simulate_training
 from xpusim.workloads.dlrm_config import DLRMConfig
 from xpusim.workloads.imported import ImportedModel
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import load_model, model_ids
 
-# Workload type -> the scenario that simulates it (first isinstance match wins).
-SCENARIOS: dict[type, Callable[..., Any]] = {
-    TransformerConfig: simulate_llm,
-    DLRMConfig: simulate_recsys,
-    ImportedModel: simulate_graph,
-}
-# ... and the scenario that simulates its training step (`mode="training"`).
-TRAINING_SCENARIOS: dict[type, Callable[..., Any]] = {TransformerConfig: simulate_training}
-# Scenarios that cost many jobs together (one array computation per plan shape).
-BATCHED: dict[Callable[..., Any], Callable[..., list[Any]]] = {simulate_llm: simulate_llm_many}
+
+@dataclass(frozen=True)
+class Scenario:
+    """What simulates a kind of workload in a mode, named by module and function and
+    imported when first used: `xpusim run` on an LLM never loads recsys or training."""
+
+    workload: type
+    mode: str
+    module: str
+    function: str
+    batched: str | None = None  # a function costing many jobs together, if it has one
+
+    def load(self, batched: bool = False) -> Callable[..., Any]:
+        name = self.batched if batched else self.function
+        return getattr(importlib.import_module(f"xpusim.scenarios.{self.module}"), str(name))
+
+
+# The first whose workload type matches (isinstance) and mode wins.
+SCENARIOS = (
+    Scenario(TransformerConfig, "inference", "llm_inference", "simulate", "simulate_many"),
+    Scenario(DLRMConfig, "inference", "recsys", "simulate"),
+    Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
+    Scenario(TransformerConfig, "training", "training", "simulate_training"),
+)
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -112,7 +123,7 @@ def simulate(
     spec = target(chip) if isinstance(chip, str | Path) else chip
     scenario = _scenario(workload, mode)
     _check_options(scenario, options)
-    return scenario(workload, spec, **options)
+    return scenario.load()(workload, spec, **options)
 
 
 def simulate_many(
@@ -124,7 +135,7 @@ def simulate_many(
     each result equals `simulate`'s for the same job, less its per-op reports."""
     workload = load_model(model) if isinstance(model, str | Path) else model
     found: list[Any] = [None] * len(jobs)
-    by_scenario: dict[Callable[..., Any], list[tuple[int, Chip | System, dict]]] = {}
+    by_scenario: dict[Scenario, list[tuple[int, Chip | System, dict]]] = {}
     for i, (chip, options) in enumerate(jobs):
         options = dict(options)
         try:
@@ -136,10 +147,12 @@ def simulate_many(
             continue
         by_scenario.setdefault(scenario, []).append((i, spec, options))
     for scenario, group in by_scenario.items():
-        if scenario in BATCHED:
-            results = BATCHED[scenario](workload, [(spec, options) for _, spec, options in group])
+        if scenario.batched:
+            batch = [(spec, options) for _, spec, options in group]
+            results = scenario.load(batched=True)(workload, batch)
         else:
-            results = [_or_error(scenario, workload, spec, options) for _, spec, options in group]
+            run = scenario.load()
+            results = [_or_error(run, workload, spec, options) for _, spec, options in group]
         for (i, _, _), result in zip(group, results, strict=True):
             found[i] = result
     return found
@@ -160,13 +173,12 @@ def check_options(model: Any, mode: str = "inference", **options: Any) -> None:
     _check_options(_scenario(model, mode), options)
 
 
-def _scenario(workload: Any, mode: str) -> Callable[..., Any]:
+def _scenario(workload: Any, mode: str) -> Scenario:
     """The scenario that simulates this workload in this mode."""
     if mode not in ("inference", "training"):
         raise UserError(f"unknown mode {mode!r}; choose inference or training")
-    scenarios = TRAINING_SCENARIOS if mode == "training" else SCENARIOS
-    for kind, scenario in scenarios.items():
-        if isinstance(workload, kind):
+    for scenario in SCENARIOS:
+        if scenario.mode == mode and isinstance(workload, scenario.workload):
             return scenario
     if mode == "training":
         raise UserError(f"training is modelled for transformers, not {type(workload).__name__}")
@@ -174,15 +186,15 @@ def _scenario(workload: Any, mode: str) -> Callable[..., Any]:
 
 
 @cache
-def _taken(scenario: Callable[..., Any]) -> list[str]:
+def _taken(scenario: Scenario) -> list[str]:
     return [
         name
-        for name, p in inspect.signature(scenario).parameters.items()
+        for name, p in inspect.signature(scenario.load()).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     ]
 
 
-def _check_options(scenario: Callable[..., Any], options: dict[str, Any]) -> None:
+def _check_options(scenario: Scenario, options: dict[str, Any]) -> None:
     """Refuses options the workload's scenario does not take (`--prompt` on a DLRM)."""
     taken = _taken(scenario)
     for name in options:

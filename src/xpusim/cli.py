@@ -153,28 +153,29 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _results_view(results: list, title: str) -> Any:
-    """The table for the results' kind, titled with the shape they share."""
-    from rich.console import Group
+    """The table for the results' kind, titled with the shape they share. Dispatched by the
+    result class's name, so that showing one kind imports no other kind's scenario."""
+    first, kind = results[0], type(results[0]).__name__
+    if kind == "TrainingResult":
+        from rich.console import Group
 
-    from xpusim.report.graph_tables import graph_results_table
-    from xpusim.report.tables import recsys_table, results_table
-    from xpusim.scenarios.graph_inference import GraphInferenceResult
-    from xpusim.scenarios.recsys import RecsysResult
-    from xpusim.scenarios.training import TrainingResult
-
-    first = results[0]
-    if isinstance(first, TrainingResult):
         from xpusim.report.training_tables import breakdown_table, training_table
 
         shape = f"{first.batch} sequences of {first.prompt} tokens per step"
         return Group(training_table(results, f"{title}: training, {shape}"),
                      breakdown_table(results))  # fmt: skip
-    if isinstance(first, GraphInferenceResult):
+    if kind == "GraphInferenceResult":
+        from xpusim.report.graph_tables import graph_results_table
+
         inputs = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in first.inputs.items())
         return graph_results_table(results, f"{title}: one pass ({inputs})")
-    if isinstance(first, RecsysResult):  # with --sla-ms each chip has its own batch: a column
+    if kind == "RecsysResult":  # with --sla-ms each chip has its own batch: a column
+        from xpusim.report.tables import recsys_table
+
         shape = f"largest batch within {first.sla_ms:g} ms" if first.sla_ms else "one batch"
         return recsys_table(results, f"{title}: {shape}")
+    from xpusim.report.tables import results_table
+
     return results_table(results, f"{title}: batch {first.batch}, prompt {first.prompt}, "
                                   f"gen {first.gen}")  # fmt: skip
 

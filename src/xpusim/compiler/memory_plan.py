@@ -27,6 +27,9 @@ def peak_activation_bytes(graph: Graph) -> float | np.ndarray:
         for t in op.inputs + op.outputs:
             if t.role is Role.ACTIVATION:
                 last_use[t.name] = i
+    freed: dict[int, list[str]] = {}  # the tensors each op reads or writes for the last time
+    for name, i in last_use.items():
+        freed.setdefault(i, []).append(name)
     live: dict[str, float] = {}
     total = peak = 0.0
     for i, op in enumerate(graph.ops):
@@ -35,7 +38,7 @@ def peak_activation_bytes(graph: Graph) -> float | np.ndarray:
                 live[t.name] = t.nbytes
                 total += t.nbytes
         peak = np.maximum(peak, total)
-        for name in [n for n in live if last_use[n] == i]:
+        for name in freed.get(i, ()):
             total -= live.pop(name)
     return peak if isinstance(peak, np.ndarray) else float(peak)
 

@@ -85,13 +85,15 @@ def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
     """(ops, pp): how many instances of each op each stage runs; an op of a compact graph's
     copied layer counts once in the stage of every layer it stands for."""
     layer_stage = np.array(stage_of_layer(num_layers, pp))
+    layers = np.array([op.layer for op in graph.ops], dtype=int).reshape(-1)
+    stage = np.where(layers < 0, 0, np.where(layers >= num_layers, pp - 1,
+                                             layer_stage[np.clip(layers, 0, num_layers - 1)]))
     counts = np.zeros((len(graph.ops), pp))
-    for i, op in enumerate(graph.ops):
-        if op.layer < 0 or op.layer >= num_layers:
-            counts[i, 0 if op.layer < 0 else pp - 1] = 1.0
-        else:
-            stages = layer_stage[op.layer : op.layer + graph.copies(op)]
-            counts[i] = np.bincount(stages, minlength=pp)
+    counts[np.arange(len(graph.ops)), stage] = 1.0
+    for layer, copies in graph.layer_copies.items():  # a compact graph's stand-in layers
+        if copies > 1:
+            spread = np.bincount(layer_stage[layer : layer + copies], minlength=pp)
+            counts[layers == layer] = spread
     return counts
 
 

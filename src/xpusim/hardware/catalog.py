@@ -11,6 +11,7 @@ from xpusim.hardware.spec import Chip, load_chip_file
 CATALOG_DIR = Path(__file__).parent / "catalog"
 
 
+@cache  # the catalog does not change while xpusim runs; a system's chip is looked up often
 def chip_ids() -> list[str]:
     return sorted(p.stem for p in CATALOG_DIR.glob("*.toml"))
 

@@ -60,7 +60,10 @@ class Op:
     layer: int = -1
 
     def attr(self, key: str, default: object = None) -> object:
-        return dict(self.attrs).get(key, default)
+        for name, value in self.attrs:  # a few pairs: a scan beats building a dict
+            if name == key:
+                return value
+        return default
 
     @property
     def compute_dtype(self) -> DType:

@@ -4,6 +4,7 @@ models. Only formatting: every number comes from the graph or the result."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -11,7 +12,9 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Role, Tensor
 from xpusim.report.units import seconds, si
-from xpusim.scenarios.graph_inference import GraphInferenceResult
+
+if TYPE_CHECKING:
+    from xpusim.scenarios.graph_inference import GraphInferenceResult
 
 
 def tensor_label(t: Tensor) -> str:

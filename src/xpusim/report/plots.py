@@ -19,6 +19,9 @@ from xpusim.report.units import seconds
 
 Row = Mapping[str, Any]
 MAX_LABELS = 10  # front points labelled per chip; more would cover the plot
+MAX_FAINT = 4000
+"""Points drawn faintly behind each target's front, at most (every k-th of those that fit,
+in grid order): a plot of a million points would take minutes to draw and look the same."""
 
 
 def pyplot_or_none() -> Any:
@@ -46,13 +49,15 @@ def pareto_plot(
     plt = pyplot_or_none()
     x, y = objectives
     fig, ax = plt.subplots(figsize=(10, 6.5))
+    fig.subplots_adjust(left=0.09, right=0.97, bottom=0.09, top=0.93)
     colors = plt.get_cmap("tab10")
     for n, (target, front) in enumerate(fronts.items()):
         color = colors(n % 10)
         mine = [r for r in rows if r["target"] == target]
         fit = [r for r in mine if r.get("fits") is True and not r.get("error")]
-        ax.scatter([r[x.column] for r in fit], [r[y.column] for r in fit], s=10, alpha=0.25,
-                   color=color, linewidths=0)  # fmt: skip
+        drawn = fit[:: max(1, -(-len(fit) // MAX_FAINT))]
+        ax.scatter([r[x.column] for r in drawn], [r[y.column] for r in drawn], s=10,
+                   alpha=0.25, color=color, linewidths=0)  # fmt: skip
         label = f"{target}: {len(front)} on front, {len(fit)} of {len(mine)} fit"
         ax.plot([rows[i][x.column] for i in front], [rows[i][y.column] for i in front],
                 "o-", color=color, lw=1.8, ms=4.5, label=label)  # fmt: skip
@@ -92,6 +97,8 @@ def roofline_plot(points: Sequence[tuple[str, Any, Chip]], path: Path) -> None:
     arithmetic intensity, under the chip's compute roof and a bandwidth roof per memory."""
     plt = pyplot_or_none()
     fig, axes = plt.subplots(1, len(points), figsize=(6 * len(points), 5), squeeze=False)
+    fig.subplots_adjust(left=0.1 / len(points), right=0.98, bottom=0.11, top=0.92,
+                        wspace=0.3)  # fmt: skip
     for ax, (label, result, chip) in zip(axes[0], points, strict=True):
         ops = [op for op in result.ops if op.flops > 0 and op.bytes > 0 and op.time_s > 0]
         intensity = [op.flops / op.bytes for op in ops]
@@ -125,7 +132,10 @@ def breakdown_plot(points: Sequence[tuple[str, Any]], path: Path) -> None:
     decode trip, or its one pass), the phase's total written beside its bar; right: the
     fullest chip's memory by what it holds, against its capacity."""
     plt = pyplot_or_none()
-    fig, (time_ax, mem_ax) = plt.subplots(1, 2, figsize=(14, 1.4 + 0.9 * len(points)))
+    height = 1.4 + 0.9 * len(points)
+    fig, (time_ax, mem_ax) = plt.subplots(1, 2, figsize=(14, height))
+    fig.subplots_adjust(left=0.21, right=0.88, wspace=1.15, bottom=0.9 / height,
+                        top=1 - 0.4 / height)  # fmt: skip
     bars = [(f"{label}: {phase}", by_kind) for label, result in points
             for phase, by_kind in _time_by_kind(result).items()]  # fmt: skip
     kinds = sorted({k for _, by_kind in bars for k in by_kind})
@@ -173,6 +183,7 @@ def _memory(result: Any) -> dict[str, float]:
 
 
 def _save(plt: Any, fig: Any, path: Path) -> None:
-    fig.tight_layout()
+    """Saved in the layout each plot fixed when it made its figure: no tight_layout, whose
+    text measuring was most of a small sweep's time."""
     fig.savefig(path, dpi=130)
     plt.close(fig)

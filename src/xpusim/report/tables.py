@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -10,11 +11,13 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.units import gigabytes, seconds, si
-from xpusim.scenarios.llm_inference import LLMInferenceResult
-from xpusim.scenarios.recsys import RecsysResult
-from xpusim.validation.score import Validation
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import ZooEntry
+
+if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other scenario
+    from xpusim.scenarios.llm_inference import LLMInferenceResult
+    from xpusim.scenarios.recsys import RecsysResult
+    from xpusim.validation.score import Validation
 
 _PRECISION_ORDER = [DType.INT8, DType.FP8, DType.BF16, DType.FP16, DType.FP32]
 

@@ -43,7 +43,6 @@ from xpusim.compiler.optimizer import (
     check_zero,
     optimizer_spec,
     sharded,
-    update_ops,
 )
 from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
 from xpusim.cost.roofline import Bottleneck
@@ -236,7 +235,7 @@ def run_plan(
     fits = totals[full] <= capacity
     placement = place(chip, Footprint(states[full].total, 0.0, activations[full]))
 
-    update = update_ops(rank.forward, setup.optimizer, setup.act, setup.zero, plan.dp)
+    update = rank.update(setup.optimizer, setup.act, setup.zero, plan.dp)
     fwd, bwd, upd = (phase_costs(g, rank, system, plan, placement)
                      for g in (rank.forward, rank.backward, update))  # fmt: skip
     t = timeline(fwd, bwd, upd, rank, system, plan, setup, params, m, micro)

@@ -15,11 +15,13 @@ import numpy as np
 
 from xpusim.compiler.autodiff import Recompute, differentiate
 from xpusim.compiler.memory_plan import peak_activation_bytes
+from xpusim.compiler.optimizer import OptimizerSpec, update_ops
 from xpusim.compiler.partition import Plan, op_stage_counts, op_stages, partition, stage_of_layer
 from xpusim.compiler.transpose import materialize_transposes
-from xpusim.cost.op_table import OpTable, distinct_stage_counts
+from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
+from xpusim.ir.op import OpKind
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -33,15 +35,40 @@ class RankTraining:
     backward: Graph
     stash_by_layer: dict[int, float]  # bytes one rank stashes per microbatch, by layer
     _peaks: dict[int, list[float]] = field(default_factory=dict)
+    # Kept for every plan of a search that shares this rank (its pipeline depths, widths):
+    _tables: dict[int, OpTable] = field(default_factory=dict)  # by graph identity
+    _counts: dict[tuple, np.ndarray] = field(default_factory=dict)
+    _updates: dict[tuple, Graph] = field(default_factory=dict)
+
+    def table(self, graph: Graph) -> OpTable:
+        """op_table of one of this rank's graphs (forward, backward or an update)."""
+        if id(graph) not in self._tables:
+            self._tables[id(graph)] = op_table(graph)
+        return self._tables[id(graph)]
+
+    def update(self, spec: OptimizerSpec, act: DType, zero: int, dp: int) -> Graph:
+        """The optimizer's update graph for a data-parallel width (compiler/optimizer.py)."""
+        key = (spec, act, zero, dp if zero >= 1 else 1)  # without ZeRO dp changes nothing
+        if key not in self._updates:
+            self._updates[key] = update_ops(self.forward, spec, act, zero, dp)
+        return self._updates[key]
 
     def stages(self, graph: Graph, pp: int) -> np.ndarray:
         return np.array(op_stages(graph, self.cfg.num_layers, pp))
 
-    def stage_counts(
-        self, table: OpTable, graph: Graph, pp: int, mask: np.ndarray | None = None
-    ) -> np.ndarray:
-        """(distinct ops of the table, pp): instances each stage runs, where `mask` is set."""
-        return distinct_stage_counts(table, op_stage_counts(graph, self.cfg.num_layers, pp), mask)
+    def stage_counts(self, graph: Graph, pp: int, which: str = "all") -> np.ndarray:
+        """(distinct ops of the graph's table, pp): instances each stage runs, of all ops,
+        of its collectives ("comm") or of its recomputed ops ("recompute")."""
+        key = (id(graph), pp, which)
+        if key not in self._counts:
+            picked = {"all": lambda op: True, "comm": lambda op: op.kind is OpKind.COLLECTIVE,
+                      "recompute": lambda op: bool(op.attr("recompute"))}[which]  # fmt: skip
+            mask = np.array([picked(op) for op in graph], dtype=float)
+            if (id(graph), pp) not in self._counts:
+                self._counts[id(graph), pp] = op_stage_counts(graph, self.cfg.num_layers, pp)
+            per_op = self._counts[id(graph), pp]
+            self._counts[key] = distinct_stage_counts(self.table(graph), per_op, mask)
+        return self._counts[key]
 
     def stash_per_stage(self, pp: int) -> list[float]:
         layers = stage_of_layer(self.cfg.num_layers, pp)

@@ -18,7 +18,6 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.optimizer import OptimizerSpec, dp_traffic
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_time, hierarchical_time
-from xpusim.cost.op_table import op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
@@ -64,8 +63,7 @@ def timeline(
     f_tp, b_tp = (p.stage_sums("time_s", comm_only=True) for p in (fwd, bwd))
     f_comp = fwd.stage_sums("time_s") - f_tp
     b_comp = bwd.stage_sums("time_s") - b_tp
-    recompute = _recompute_mask(rank.backward)
-    recomputed = bwd.costs.time_s @ rank.stage_counts(bwd.table, rank.backward, pp, recompute)
+    recomputed = bwd.costs.time_s @ rank.stage_counts(rank.backward, pp, "recompute")
     u = upd.stage_sums("time_s")
     dp_step, dp_micro = _dp_times(system, plan, setup, params)
     f_comm, b_comm = f_tp + dp_micro["forward"], b_tp + dp_micro["backward"]
@@ -99,14 +97,13 @@ def timeline(
 def phase_costs(
     graph: Graph, rank: RankTraining, system: System, plan: Plan, placement: Placement
 ) -> PhaseCosts:
-    table = op_table(graph)
+    table = rank.table(graph)
     found = iter(collective_algorithms(table, system, plan))
     comm = np.array([next(found)["time_s"] if op.kind is OpKind.COLLECTIVE else 0.0
                      for op in table.ops])  # fmt: skip
-    costs = evaluate(table, HardwareArrays.build(system.chip, table), placement, comm)
-    is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph], dtype=float)
-    return PhaseCosts(table, costs, rank.stage_counts(table, graph, plan.pp),
-                      rank.stage_counts(table, graph, plan.pp, is_comm))  # fmt: skip
+    costs = evaluate(table, HardwareArrays.of(system.chip, table), placement, comm)
+    return PhaseCosts(table, costs, rank.stage_counts(graph, plan.pp),
+                      rank.stage_counts(graph, plan.pp, "comm"))  # fmt: skip
 
 
 def collectives(
@@ -125,10 +122,6 @@ def collectives(
                       "size": plan.dp, "bytes": nbytes, "algorithm": cost.algorithm,
                       "level": cost.level, "time_s": cost.time_s})  # fmt: skip
     return found
-
-
-def _recompute_mask(graph: Graph) -> np.ndarray:
-    return np.array([bool(op.attr("recompute")) for op in graph], dtype=float)
 
 
 def _dp_times(

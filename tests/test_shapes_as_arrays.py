@@ -1,0 +1,108 @@
+"""Shapes as arrays: one graph whose dimensions are arrays over many requests counts every
+op's FLOPs and bytes exactly as a graph built for each request alone, and costing many
+shapes together gives each the result it gets alone (issue: shapes as arrays)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.compiler.memory_plan import peak_activation_bytes
+from xpusim.compiler.partition import Plan, partition
+from xpusim.cost.op_table import op_table
+from xpusim.ir.dtypes import DType
+from xpusim.scenarios.llm_inference import simulate_many
+from xpusim.scenarios.rank_costs import Request, shape_graphs
+from xpusim.workloads.transformer import StepShape, build_step
+
+MODELS = {"llama-2-7b": (1, 2, 4), "mixtral-8x7b": (1, 2), "gpt-j-6b": (1, 4)}
+FORMATS = [(DType.BF16, DType.BF16), (DType.INT8, DType.INT8), (DType.FP16, DType.INT4)]
+
+requests = st.builds(lambda b, p, g: (b, p, g), st.integers(1, 300), st.integers(1, 5000),
+                     st.integers(1, 3000))  # fmt: skip
+
+
+def _alone(cfg, step: StepShape, act: DType, weight: DType, tp: int, ep: int):
+    graph = partition(build_step(cfg, step, act, weight, compact=True), Plan(tp=tp, ep=ep))
+    return graph, op_table(graph)
+
+
+def _same_counts(ours, alone, row, step):
+    """Each op of a request's row of the shared table equals the table built for it alone."""
+    assert [op.name for op in ours.ops] == [op.name for op in alone.ops]
+    assert np.array_equal(ours.count, alone.count)
+    for name in ("matrix_flops", "vector_flops", "role_bytes"):
+        np.testing.assert_allclose(getattr(ours, name)[row, step], getattr(alone, name),
+                                   rtol=1e-12, err_msg=name)  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(sorted(MODELS)), formats=st.sampled_from(FORMATS),
+       shapes=st.lists(requests, min_size=1, max_size=6, unique=True), data=st.data())
+def test_one_graph_over_many_requests_counts_each_exactly(model, formats, shapes, data):
+    cfg = xpusim.model(model)
+    tp = data.draw(st.sampled_from(MODELS[model]), label="tp")
+    ep = data.draw(st.sampled_from((1, 2) if cfg.is_moe and tp == 1 else (1,)), label="ep")
+    act, weight = formats
+    reqs = [Request(b, p, g, act, weight) for b, p, g in shapes]
+    graphs = shape_graphs(cfg, reqs, tp, ep)
+    prefill, decode = graphs.phase_values
+    for req in reqs:
+        r = graphs.row[req]
+        graph, alone = _alone(cfg, StepShape(req.batch, req.prompt, req.prompt), act, weight,
+                              tp, ep)  # fmt: skip
+        _same_counts(prefill.ends, alone, r, 0)
+        assert graphs.activation_bytes[r] >= peak_activation_bytes(graph)
+        # the decode steps the request is costed at: ends exactly, the others interpolated
+        steps = max(req.gen - 1, 1)
+        for node in sorted({0, steps - 1, steps // 2}):
+            kv = req.prompt + 1 + node
+            _, alone = _alone(cfg, StepShape(req.batch, 1, kv), act, weight, tp, ep)
+            at = np.flatnonzero(np.isclose(graphs.step_fraction[r] * max(steps - 1, 1), node))
+            if len(at):
+                full = decode.steps_of(r)
+                for name in ("matrix_flops", "vector_flops", "role_bytes"):
+                    np.testing.assert_allclose(getattr(full, name)[at[0]], getattr(alone, name),
+                                               rtol=1e-12, err_msg=name)  # fmt: skip
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.lists(requests, min_size=2, max_size=8, unique=True),
+       chips=st.sampled_from((1, 4, 8)), precision=st.sampled_from(("int8", "bf16")))
+def test_shapes_costed_together_equal_each_alone(llama7b, shapes, chips, precision):
+    """Bit-identical: a request's result does not depend on which others share its graph."""
+    target = xpusim.target("h100-sxm")
+    jobs = [(target, dict(batch=b, prompt=p, gen=g, chips=chips, precision=precision))
+            for b, p, g in shapes]  # fmt: skip
+    together = simulate_many(llama7b, jobs)
+    for job, result in zip(jobs, together, strict=True):
+        (alone,) = simulate_many(llama7b, [job])
+        assert result.to_dict() == alone.to_dict() | {"plan_search": result.plan_search}
+
+
+@pytest.fixture(scope="module")
+def llama7b():
+    return xpusim.model("llama-2-7b")
+
+
+def test_grid_order_and_sorted_order_give_the_same_results(llama7b):
+    """simulate_many groups jobs by graph itself: the order they come in changes nothing."""
+    target = xpusim.target("a100-sxm-80gb")
+    jobs = [(target, dict(batch=b, prompt=p, gen=g, precision=pr, chips=2))
+            for pr in ("int8", "bf16") for b in (1, 7) for p in (64, 900) for g in (2, 40)]
+    shuffled = [jobs[i] for i in np.random.default_rng(0).permutation(len(jobs))]
+    by_key = {str(o): r.to_dict() for (_, o), r in zip(jobs, simulate_many(llama7b, jobs),
+                                                       strict=True)}  # fmt: skip
+    for (_, o), r in zip(shuffled, simulate_many(llama7b, shuffled), strict=True):
+        got = r.to_dict()
+        assert got | {"plan_search": None} == by_key[str(o)] | {"plan_search": None}
+
+
+def test_simulate_many_is_exported_at_package_level():
+    results = xpusim.simulate_many("llama-2-7b", [("h100-sxm", {"batch": 2}),
+                                                  ("nope", {})])  # fmt: skip
+    assert results[0].batch == 2
+    assert isinstance(results[1], xpusim.api.UserError)

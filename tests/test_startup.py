@@ -1,0 +1,47 @@
+"""What `xpusim --help` and `xpusim run` import: only what they use (issue: start-up).
+
+Each runs in a fresh interpreter; the modules it ends with are compared with the heavy
+extras (which must never load for a run) and with the scenarios an LLM run does not use.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "onnx", "matplotlib", "pyarrow", "ray", "transformers", "onnxscript")
+OTHER_SCENARIOS = ("xpusim.scenarios.recsys", "xpusim.scenarios.training",
+                   "xpusim.scenarios.graph_inference", "xpusim.explore", "xpusim.validation")
+
+
+def _modules_after(*argv: str) -> set[str]:
+    code = (
+        "import json, sys\n"
+        "from xpusim.cli import main\n"
+        f"sys.argv = ['xpusim', *{list(argv)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("run", "llama-2-7b", "--chip", "h100-sxm")])
+def test_no_heavy_extra_is_imported(argv):
+    loaded = _modules_after(*argv)
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY]
+
+
+def test_help_imports_no_simulator():
+    loaded = _modules_after("--help")
+    assert not {"numpy", "pydantic", "xpusim.api"} & loaded
+
+
+def test_an_llm_run_loads_no_other_scenario():
+    loaded = _modules_after("run", "llama-2-7b", "--chip", "h100-sxm")
+    assert "xpusim.scenarios.llm_inference" in loaded
+    assert not [m for m in loaded if m.startswith(OTHER_SCENARIOS)]

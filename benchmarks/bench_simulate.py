@@ -15,7 +15,7 @@ import statistics
 import time
 
 import xpusim
-from xpusim.scenarios.rank_costs import _rank_graphs
+from xpusim.scenarios.rank_costs import _shape_graphs
 
 CASES = [
     ("llama-2-7b", "h100-sxm", dict(batch=1, prompt=128, gen=128, precision="fp16")),
@@ -36,7 +36,7 @@ def time_case(
     times = []
     for _ in range(repeats):
         if cold:
-            _rank_graphs.cache_clear()
+            _shape_graphs.cache_clear()
         start = time.perf_counter()
         xpusim.simulate(model, chip, **options)
         times.append(time.perf_counter() - start)

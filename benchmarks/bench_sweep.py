@@ -1,15 +1,26 @@
-"""The 10,000-point sweep of llama-2-70b that the sweep issue sets as a target, timed.
+"""Sweeps people run, timed: in this process on one core, as the `xpusim sweep` command on
+every core, beside a closed-form roofline over the same points (the limit) and beside
+llm-analysis per point.
 
-    python benchmarks/bench_sweep.py               # one core, all cores, the whole command, peers
-    python benchmarks/bench_sweep.py --profile     # also where the one-core time goes
-    python benchmarks/bench_sweep.py --scale 0.1   # a tenth of the batch sizes' grid, quicker
+    python benchmarks/bench_sweep.py                     # every grid, every part
+    python benchmarks/bench_sweep.py --grid shapes-8     # one grid
+    python benchmarks/bench_sweep.py --skip peers        # parts not to run
+    python benchmarks/bench_sweep.py --profile           # also where the one-core time goes
 
-The grid: 5 chips x 10 batch sizes x 2 prompts x 2 generation lengths x 2 precisions x 5 chip
-counts (each with its plan search) x 5 what-if HBM bandwidths = 10,000 points. It is timed
-three ways: in this process on one core (points per second), as the `xpusim sweep` command
-on every core (its `simulate_s` and the whole command's wall time, files and plots
-included), and, for scale, genz-llm and llm-analysis (when installed: the `peers` extra) on
-the grid's points they can express (one H100 or A100, no what-if), per point.
+The grids (10,000 points each) are chosen so that no cache can stand in for the tool:
+- `shapes-8`: llama-2-70b on 8 H100s with a plan search at every point, over 20 batch
+  sizes x 10 prompt lengths x 10 generation lengths x 5 precisions: every point a distinct
+  request shape (the sweep a capacity planner runs).
+- `shapes-1`: llama-2-7b on one H100, the same 10,000 distinct request shapes.
+- `chips`: llama-2-70b on 5 chips x 5 what-if HBM bandwidths x 5 chip counts (plan
+  searches) x 10 batches x 2 prompts x 2 generation lengths x 2 precisions: few shapes,
+  many systems (the sweep a hardware architect runs).
+
+The closed-form limit is the roofline a spreadsheet would compute, vectorized over the
+grid's points: TTFT = max(prefill FLOPs / peak, weight bytes / bandwidth), TPOT the same for
+one decode step with the mean KV cache, on one chip group of tp = the chips. llm-analysis
+(the `peers` extra, in a venv of its own: it pins transformers < 5) is run on a sample of
+the grid's points it can express (one H100, or 8 as tensor parallelism, no search).
 """
 
 from __future__ import annotations
@@ -24,43 +35,64 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 import xpusim
 from xpusim.explore.executor import InProcess
 from xpusim.explore.grid import split
 from xpusim.explore.sweep import Grid, run
-from xpusim.scenarios.rank_costs import _rank_graphs
+from xpusim.ir.dtypes import DType
+from xpusim.scenarios.rank_costs import _shape_graphs
 from xpusim.validation.points import Point
 
-MODEL = "llama-2-70b"
-CHIPS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "mi300x", "tpu-v4")
-OPTIONS = {  # as typed on the command line
-    "batch": "1,2,4,...,512",
-    "prompt": "128,2048",
-    "gen": "128,1024",
-    "precision": "int8,bf16",
-    "chips": "1,2,4,8,16",
+SHAPES = {
+    "batch": "1,2,...,20",
+    "prompt": "128,256,384,512,768,1024,1536,2048,3072,4096",
+    "gen": "16,32,64,128,192,256,384,512,768,1024",
+    "precision": "int8,fp8,bf16,fp16,fp32",
 }
-SET = ("memory.dram.bandwidth_bytes_per_s", "2e12,3e12,...,6e12")
-PEER_CHIPS = ("h100-sxm", "a100-sxm-80gb")
-PEER_SAMPLE = 40  # points per peer: genz-llm takes ~55 ms each
 
 
-def axes(scale: float) -> dict[str, tuple]:
-    parsed = {name: tuple(split(text)) for name, text in OPTIONS.items()}
-    batches = parsed["batch"]
-    parsed["batch"] = batches[: max(1, round(len(batches) * scale))]
-    return {k: tuple(int(v) if v.isdigit() else v for v in vs) for k, vs in parsed.items()}
+@dataclass(frozen=True)
+class Case:
+    name: str
+    model: str
+    chips: tuple[str, ...]
+    options: dict[str, str]  # as typed on the command line
+    sets: tuple[tuple[str, str], ...] = ()
+    peer_chips: int = 1  # llm-analysis runs the grid's points with this many chips as tp
+
+    def grid(self, scale: float) -> Grid:
+        axes = {name: tuple(_value(v) for v in split(text)) for name, text in self.options.items()}
+        axes["batch"] = axes["batch"][: max(1, round(len(axes["batch"]) * scale))]
+        sets = tuple((path, tuple(float(v) for v in split(text))) for path, text in self.sets)
+        return Grid(xpusim.model(self.model), self.chips, sets, axes)
 
 
-def grid(scale: float) -> Grid:
-    bandwidths = tuple(float(v) for v in split(SET[1]))
-    return Grid(xpusim.model(MODEL), CHIPS, ((SET[0], bandwidths),), axes(scale))
+CASES = {
+    "shapes-8": Case("shapes-8", "llama-2-70b", ("h100-sxm",), {**SHAPES, "chips": "8"},
+                     peer_chips=8),
+    "shapes-1": Case("shapes-1", "llama-2-7b", ("h100-sxm",), SHAPES),
+    "chips": Case(
+        "chips", "llama-2-70b", ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "mi300x", "tpu-v4"),
+        {"batch": "1,2,4,...,512", "prompt": "128,2048", "gen": "128,1024",
+         "precision": "int8,bf16", "chips": "1,2,4,8,16"},
+        (("memory.dram.bandwidth_bytes_per_s", "2e12,3e12,...,6e12"),),
+    ),
+}  # fmt: skip
+PEER_SAMPLE = 40  # points per peer
+
+
+def _value(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
 
 
 def one_core(g: Grid, profile: bool) -> float:
-    """Points per second in this process; the graph memo starts cold."""
+    """Seconds per point in this process, the graph memo cold."""
+    _shape_graphs.cache_clear()
     with tempfile.TemporaryDirectory() as out:
         profiler = cProfile.Profile() if profile else None
         if profiler:
@@ -70,73 +102,84 @@ def one_core(g: Grid, profile: bool) -> float:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     n = len(result.rows)
-    print(f"one core: {n} points in {result.simulate_s:.2f} s = {n / result.simulate_s:.0f} "
-          f"points/s ({result.simulate_s / n * 1e3:.2f} ms/point)")  # fmt: skip
+    print(f"  one core: {n} points in {result.simulate_s:.2f} s = {n / result.simulate_s:.0f} "
+          f"points/s ({result.simulate_s / n * 1e3:.3f} ms/point)")  # fmt: skip
     return result.simulate_s / n
 
 
-def all_cores(g: Grid) -> float:
+def all_cores(case: Case, g: Grid) -> float:
     """The whole `xpusim sweep` command on every core: its simulate_s and wall time."""
-    cmd = [str(Path(sys.executable).parent / "xpusim"), "sweep", MODEL, "--json"]
-    cmd += [arg for chip in CHIPS for arg in ("--chip", chip)]
+    cmd = [str(Path(sys.executable).parent / "xpusim"), "sweep", case.model, "--json"]
+    cmd += [arg for chip in case.chips for arg in ("--chip", chip)]
     cmd += [arg for k, vs in g.axes.items() for arg in (f"--{k}", ",".join(map(str, vs)))]
-    cmd += ["--set", f"{SET[0]}={SET[1]}"]
+    cmd += [arg for path, values in case.sets for arg in ("--set", f"{path}={values}")]
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         done = subprocess.run([*cmd, "--out", out], capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start
     summary = json.loads(done.stdout)
     n, simulate_s = summary["n_points"], summary["simulate_s"]
-    print(f"all {summary['workers']} cores: {n} points simulated in {simulate_s:.2f} s = "
-          f"{n / simulate_s:.0f} points/s; the whole command (start-up, files, plots) "
-          f"{wall:.2f} s")  # fmt: skip
+    print(f"  all {summary['workers']} cores: {n} points simulated in {simulate_s:.2f} s = "
+          f"{n / simulate_s:.0f} points/s ({simulate_s / n * 1e3:.3f} ms/point); the whole "
+          f"command (start-up, files, plots) {wall:.2f} s")  # fmt: skip
     return simulate_s / n
 
 
-def peer_points(g: Grid) -> list[Point]:
-    """The grid's points a peer can express: one GPU it describes, its own HBM, in int8."""
-    found = []
-    for chip in PEER_CHIPS:
-        for batch in g.axes["batch"]:
-            for prompt in g.axes["prompt"]:
-                for gen in g.axes["gen"]:
-                    for precision in ("int8",):  # 70B in 16 bits needs two GPUs
-                        setup = dict(model=MODEL, chips=1, tp=1, batch=batch, prompt=prompt,
-                                     gen=gen, precision=precision)  # fmt: skip
-                        name = f"{chip}-{len(found)}"
-                        found.append(Point(name, "llm-inference", chip, "tokens_per_s_per_chip",
-                                           0.0, "grid", setup=setup))  # fmt: skip
-    step = max(1, len(found) // PEER_SAMPLE)
-    return found[::step][:PEER_SAMPLE]
-
-
-def xpusim_on(points: list[Point], g: Grid) -> float:
-    """xpusim's median time per point on the peers' sample, graphs built anew for each."""
-    times = []
-    for point in points:
-        _rank_graphs.cache_clear()
+def closed_form(case: Case, g: Grid) -> float:
+    """Seconds per point of the spreadsheet roofline over the grid's points, vectorized:
+    what a tool that only divides FLOPs by peak and bytes by bandwidth would take."""
+    cfg = xpusim.model(case.model)
+    points = g.points()
+    chip = xpusim.chip(case.chips[0])
+    opts = [dict(p.options) for p in points]
+    batch = np.array([o["batch"] for o in opts], dtype=float)
+    prompt = np.array([o["prompt"] for o in opts], dtype=float)
+    gen = np.array([o["gen"] for o in opts], dtype=float)
+    chips = np.array([o.get("chips", 1) for o in opts], dtype=float)
+    itemsize = np.array([DType.parse(str(o["precision"])).itemsize for o in opts])
+    peak = np.array([_peak(chip, str(o["precision"])) for o in opts]) * chips
+    bandwidth = chip.memory[-1].bandwidth_bytes_per_s.value * chips
+    best = float("inf")
+    for _ in range(20):
         start = time.perf_counter()
-        xpusim.simulate(g.workload, point.chip, **{k: v for k, v in point.setup.items()
-                                                   if k not in ("model", "tp")})  # fmt: skip
-        times.append(time.perf_counter() - start)
-    median = statistics.median(times)
-    print(f"xpusim on the peers' {len(points)} one-chip points: {median * 1e3:.2f} ms/point")
-    return median
+        weights = cfg.param_count * itemsize
+        kv = batch * (prompt + gen / 2) * cfg.kv_cache_bytes_per_token(1.0) * itemsize
+        ttft = np.maximum(2 * cfg.param_count * batch * prompt / peak, weights / bandwidth)
+        tpot = np.maximum(2 * cfg.param_count * batch / peak, (weights + kv) / bandwidth)
+        latency = ttft + (gen - 1) * tpot
+        _ = batch * gen / latency / chips  # tokens/s per chip
+        best = min(best, time.perf_counter() - start)
+    print(f"  closed-form roofline over the same {len(points)} points: {best * 1e3:.3f} ms "
+          f"({best / len(points) * 1e6:.3f} us/point; its inputs as arrays already)")  # fmt: skip
+    return best / len(points)
 
 
-def peers(g: Grid, per_point: dict[str, float]) -> None:
-    """Each installed peer's time per point on the expressible sample, against xpusim's."""
+def _peak(chip: xpusim.api.Chip, precision: str) -> float:
+    try:
+        return chip.peak(DType.parse(precision))
+    except xpusim.api.UserError:
+        return float("nan")
+
+
+def peers(case: Case, g: Grid, per_point: dict[str, float]) -> None:
+    """llm-analysis and genz-llm per point on a sample of the grid's points they express."""
     sys.path.insert(0, str(Path(__file__).parent))
     from peers import PEERS, quiet
 
-    points = peer_points(g)
-    per_point = {**per_point, "on these points": xpusim_on(points, g)}
+    options = [dict(p.options) for p in g.points() if "set" not in p.key]
+    sample = options[:: max(1, len(options) // PEER_SAMPLE)][:PEER_SAMPLE]
+    points = [Point(f"p{i}", "llm-inference", case.chips[0], "tokens_per_s_per_chip", 0.0,
+                    "grid", setup=dict(model=case.model, tp=case.peer_chips,
+                                       chips=case.peer_chips, batch=o["batch"],
+                                       prompt=o["prompt"], gen=o["gen"],
+                                       precision=o["precision"]))
+              for i, o in enumerate(sample)]  # fmt: skip
     for peer_type in PEERS:
         peer = peer_type()
         try:
             peer.load()
         except Exception as error:  # not installed, or broken: the others still run
-            print(f"{peer.name}: not run ({type(error).__name__}: {error})")
+            print(f"  {peer.name}: not run ({type(error).__name__}: {error})")
             continue
         times = []
         for point in points:
@@ -144,16 +187,17 @@ def peers(g: Grid, per_point: dict[str, float]) -> None:
             try:
                 with quiet():
                     peer.predict(point, peer.settings[0])
-            except Exception as error:
-                print(f"{peer.name}: {point.id} failed: {error}")
+            except Exception:  # a point it cannot express (a precision it lacks)
                 continue
             times.append(time.perf_counter() - start)
         if not times:
+            print(f"  {peer.name}: expresses none of the sample")
             continue
         median = statistics.median(times)
-        ratios = ", ".join(f"{_relative(median, t)} than xpusim {how} ({t * 1e3:.2f} ms)"
+        ratios = ", ".join(f"{_relative(median, t)} than xpusim {how} ({t * 1e3:.3f} ms)"
                            for how, t in per_point.items())  # fmt: skip
-        print(f"{peer.name}: {median * 1e3:.2f} ms/point (median of {len(times)}): {ratios}")
+        print(f"  {peer.name}: {median * 1e3:.3f} ms/point (median of {len(times)}, no plan "
+              f"search: tp{case.peer_chips}); {ratios}")  # fmt: skip
 
 
 def _relative(peer_s: float, xpusim_s: float) -> str:
@@ -163,20 +207,27 @@ def _relative(peer_s: float, xpusim_s: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", choices=sorted(CASES), nargs="*", default=list(CASES))
     parser.add_argument("--profile", action="store_true", help="profile the one-core run")
     parser.add_argument("--scale", type=float, default=1.0, help="share of the batch sizes")
-    parser.add_argument("--skip", choices=["one-core", "all-cores", "peers"], nargs="*",
-                        default=[], help="parts not to run")  # fmt: skip
+    parser.add_argument("--skip", choices=["one-core", "all-cores", "limit", "peers"],
+                        nargs="*", default=[], help="parts not to run")  # fmt: skip
     args = parser.parse_args()
-    g = grid(args.scale)
-    print(f"{len(g.points())} points of {MODEL}; {os.cpu_count()} cores")
-    per_point = {}
-    if "one-core" not in args.skip:
-        per_point["in the one-core sweep"] = one_core(g, args.profile)
-    if "all-cores" not in args.skip:
-        per_point["in the all-core sweep"] = all_cores(g)
-    if "peers" not in args.skip:
-        peers(g, per_point)
+    for name in args.grid:
+        case = CASES[name]
+        g = case.grid(args.scale)
+        print(f"{name}: {len(g.points())} points of {case.model}; {os.cpu_count()} cores")
+        per_point = {}
+        if "one-core" not in args.skip:
+            per_point["in the one-core sweep"] = one_core(g, args.profile)
+        if "all-cores" not in args.skip:
+            per_point["in the all-core sweep"] = all_cores(case, g)
+        if "limit" not in args.skip:
+            limit = closed_form(case, g)
+            for how, t in per_point.items():
+                print(f"  xpusim {how}: {t / limit:.0f}x the closed-form limit's time")
+        if "peers" not in args.skip:
+            peers(case, g, per_point)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ class PhaseValues:
 
     @cached_property
     def varying(self) -> np.ndarray:
-        """Positions of the ops whose counts differ between steps (of any request)."""
+        """Positions of the ops whose counts differ between a request's ends: those that
+        grow with the KV cache, whatever the requests beside (their ends always differ)."""
         t, n = self.ends, len(self.ends)
         moves = [np.ptp(a, axis=1).reshape(-1, n).max(axis=0) > 0
                  for a in (t.matrix_flops, t.vector_flops, t.role_bytes)]  # fmt: skip
@@ -316,9 +317,11 @@ def _shape_graphs(
         step_weights[at, : len(weights)] = weights
     batch = np.array([r.batch for r in requests])[:, None]
     prompt = np.array([r.prompt for r in requests])[:, None]
-    last = (steps - 1)[:, None]
-    kv = prompt + 1 + np.hstack([0 * last, last])  # step i attends prompt + 1 + i keys
-    fraction = padded / np.maximum(last, 1)
+    # step i attends prompt + 1 + i keys; the ends differ even for one step, so that which
+    # ops vary with the cache (PhaseValues.varying) never depends on the other requests
+    last = np.maximum(steps - 1, 1)[:, None]
+    kv = prompt + 1 + np.hstack([0 * last, last])
+    fraction = padded / last
 
     def rank(step: StepShape) -> Graph:
         graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
@@ -494,7 +497,7 @@ def cost_phases(
         comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
         costs = evaluate(first, hw, where, comm)
         steps, v, weights = None, values.varying, values.weights[rows]
-        if weights.shape[1] > 1 and len(v):
+        if len(v):
             moving = values.moving.subset(steps=rows)
             steps = evaluate(moving, hw.take(v), where[..., v], comm[..., v])
         phases.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,

@@ -33,34 +33,44 @@ def result_row(point: Point, result: Any) -> dict[str, Scalar]:
     """The point's inputs, then every scalar of its result (resolved values win: a
     precision not given shows the one the chip used)."""
     row = point_row(point)
-    for name, value in _fields(result):
+    for name in _field_names(type(result)):
         if name in SKIPPED:
             continue
-        if _is_scalar(value):
+        value = getattr(result, name)
+        if value is None or type(value) in _SCALARS:
             row[name] = value
-        elif isinstance(value, dict) or dataclasses.is_dataclass(value):
-            inner = value.items() if isinstance(value, dict) else _fields(value)
-            row.update((f"{name}.{k}", v) for k, v in inner if _is_scalar(v))
+        elif isinstance(value, dict):
+            row.update((f"{name}.{k}", v) for k, v in value.items() if _is_scalar(v))
+        elif dataclasses.is_dataclass(value):
+            row.update((f"{name}.{k}", getattr(value, k)) for k in _field_names(type(value))
+                       if _is_scalar(getattr(value, k)))  # fmt: skip
+        elif _is_scalar(value):  # a subclass of a scalar type (an enum's str)
+            row[name] = value
     chips = row.get("chips")
     for rate in PER_CHIP:
         if isinstance(row.get(rate), float) and isinstance(chips, int) and chips > 0:
             row[f"{rate}_per_chip"] = row[rate] / chips
-    return {**row, "key": point.key}
+    row["key"] = point.key
+    return row
+
+
+_SCALARS = frozenset({bool, int, float, str})
 
 
 def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
     return {**point_row(point), "error": str(error), "key": point.key}
 
 
-def _fields(obj: Any) -> list[tuple[str, Any]]:
-    """A dataclass's fields and values, in declaration order."""
-    names = _FIELD_NAMES.get(type(obj))
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, in declaration order (kept: dataclasses.fields() rebuilds
+    its tuple on every call)."""
+    names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
-    return [(name, getattr(obj, name)) for name in names]
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields() rebuilds its tuple
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _is_scalar(value: Any) -> bool:

@@ -240,3 +240,9 @@ def test_pareto_plot_draws_a_bounded_number_of_points(tmp_path, monkeypatch):
     objectives = objectives_for(list(rows[0]))
     plots.pareto_plot(rows, {"h100-sxm": [0, 1]}, objectives, ["batch"], "t", tmp_path / "p.png")
     assert drawn and max(drawn) <= plots.MAX_FAINT
+
+
+def test_a_point_comes_back_from_its_key():
+    point = Point("h100-sxm", ((BANDWIDTH, 2e12),), (("batch", 4), ("precision", "int8")))
+    again = Point.from_key(point.key)
+    assert again == point and again.key == point.key

@@ -88,6 +88,12 @@ class Point:
         """A stable text identity: the results file stores it to resume a sweep."""
         return json.dumps([self.target, self.sets, self.options], separators=(",", ":"))
 
+    @classmethod
+    def from_key(cls, key: str) -> Point:
+        """The point a results row's key names (the inverse of `key`)."""
+        target, sets, options = json.loads(key)
+        return cls(target, tuple(map(tuple, sets)), tuple(map(tuple, options)))
+
     @cached_property
     def spec_key(self) -> str:
         """The identity of its target with its what-if values: points sharing it share a

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from xpusim.errors import UserError
@@ -21,22 +21,63 @@ from xpusim.explore.rows import Scalar, from_text, to_text
 Row = dict[str, Scalar]
 
 
+class StoredRow(Mapping[str, Scalar]):
+    """A row of the results file, kept as compactly as a tuple: its values in the store's
+    column order, read through one column index that every row of the store shares (a
+    million-point sweep keeps a million rows). Columns only ever grow, at the end, so a row
+    stored before a column was added has a shorter tuple and reads None there, as the
+    file's empty cell does: every column of the store is a key of every row."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict[str, int], values: tuple[Scalar, ...]):
+        self._index, self._values = index, values
+
+    def __getitem__(self, key: str) -> Scalar:
+        i = self._index[key]
+        return self._values[i] if i < len(self._values) else None
+
+    def get(self, key: str, default: Scalar = None) -> Scalar:  # type: ignore[override]
+        i = self._index.get(key)
+        if i is None:
+            return default
+        return self._values[i] if i < len(self._values) else None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"StoredRow({dict(self)!r})"
+
+
 class ResultStore:
     def __init__(self, path: Path):
         self.path = path
         self.columns: list[str] = []
-        self.rows: list[Row] = []
+        self._index: dict[str, int] = {}  # column -> position, shared by every StoredRow
+        self.rows: list[StoredRow] = []
         self._pending: list[Row] = []  # rows waiting for a first result to fix the columns
         if path.exists():
             self._load()
 
     def _load(self) -> None:
         with self.path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            self.columns = list(reader.fieldnames or [])
+            reader = csv.reader(f)
+            self._add_columns(next(reader, []))
             if "key" not in self.columns:
                 raise UserError(f"{self.path}: not a sweep's results file (no 'key' column)")
-            self.rows = [{k: from_text(v or "") for k, v in row.items()} for row in reader]
+            width = len(self.columns)
+            self.rows = [StoredRow(self._index, tuple(map(from_text, cells[:width])))
+                         for cells in reader]  # fmt: skip
+
+    def _add_columns(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name not in self._index:
+                self._index[name] = len(self.columns)
+                self.columns.append(name)
 
     @property
     def done(self) -> set[str]:
@@ -56,14 +97,16 @@ class ResultStore:
     def _flush(self) -> None:
         new, self._pending = self._pending, []
         results_first = sorted(new, key=lambda row: "error" in row)
-        known = set(self.columns)
+        known = self._index
         missing = [k for row in results_first for k in row if k not in known]
-        self.rows += new
+        self._add_columns(missing)
+        columns, index = self.columns, self._index
+        stored = [StoredRow(index, tuple(map(row.get, columns))) for row in new]
+        self.rows += stored
         if missing:
-            self.columns += list(dict.fromkeys(missing))
             self._rewrite()
         else:
-            self._append(new)
+            self._append(stored)
 
     def reorder(self, keys: Sequence[str]) -> None:
         """Rewrites the file with these points' rows first, in this order: a finished sweep's
@@ -72,7 +115,7 @@ class ResultStore:
         self.rows.sort(key=lambda row: rank.get(str(row["key"]), len(rank)))
         self._rewrite()
 
-    def _append(self, rows: list[Row]) -> None:
+    def _append(self, rows: list[StoredRow]) -> None:
         with self.path.open("a", newline="") as f:
             csv.writer(f).writerows(self._cells(row) for row in rows)
 
@@ -84,7 +127,7 @@ class ResultStore:
             writer.writerows(self._cells(row) for row in self.rows)
         os.replace(tmp, self.path)
 
-    def _cells(self, row: Row) -> list[Scalar]:
+    def _cells(self, row: Mapping[str, Scalar]) -> list[Scalar]:
         """The row's cells in column order, as to_text writes them; the csv module writes
         numbers with str (repr, for floats) and None as empty already, so only booleans
         need converting."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from xpusim import api
 from xpusim.explore import pareto
+from xpusim.explore.grid import Point
 from xpusim.explore.store import Row
 from xpusim.explore.sweep import Grid, SweepRun, resolve_specs
 from xpusim.hardware.system import System
@@ -42,7 +43,7 @@ class SweepSummary(Result):
 
 def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> SweepSummary:
     rows = run.rows
-    objectives = pareto.objectives_for([k for row in rows for k in row])
+    objectives = pareto.objectives_for(run.columns)
     fronts = {}
     for target in grid.targets:
         mine = [i for i, row in enumerate(rows) if row["target"] == target]
@@ -64,7 +65,7 @@ def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> Sweep
         workers=run.workers,
         files=[str(run.results_path)],
     )
-    _write_parquet(rows, out / PARQUET_FILE, summary)
+    _write_parquet(run, out / PARQUET_FILE, summary)
     if plots:
         _write_plots(grid, rows, fronts, objectives, best, out, summary)
     return summary
@@ -74,15 +75,16 @@ def _public(row: Row) -> Row:
     return {k: v for k, v in row.items() if k != "key"}
 
 
-def _write_parquet(rows: list[Row], path: Path, summary: SweepSummary) -> None:
+def _write_parquet(run: SweepRun, path: Path, summary: SweepSummary) -> None:
+    """The grid's rows, column by column (a million rows never become a million dicts)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         summary.notes.append("pyarrow is not installed: wrote CSV only (pip install pyarrow)")
         return
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    table = pa.Table.from_pylist([{k: row.get(k) for k in columns} for row in rows])
+    rows = run.rows
+    table = pa.table({c: pa.array([row.get(c) for row in rows]) for c in run.columns})
     pq.write_table(table, path)
     summary.files.append(str(path))
 
@@ -115,8 +117,7 @@ def _write_plots(
 
 def _resimulate(grid: Grid, best: dict[str, Row]) -> list[tuple[str, Any, Any]]:
     """Each target's best point in full (its ops), for the roofline and the breakdown."""
-    by_key = {p.key: p for p in grid.points()}
-    points = [by_key[str(row["key"])] for row in best.values()]
+    points = [Point.from_key(str(row["key"])) for row in best.values()]
     specs = resolve_specs(points)
     chosen = []
     for point in points:

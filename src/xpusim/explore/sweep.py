@@ -32,7 +32,7 @@ from xpusim.errors import UserError
 from xpusim.explore.executor import Executor
 from xpusim.explore.grid import Point, cross
 from xpusim.explore.rows import error_row, result_row
-from xpusim.explore.store import ResultStore, Row, as_stored
+from xpusim.explore.store import ResultStore, Row, StoredRow, as_stored
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
@@ -72,7 +72,8 @@ class ChunkResult:
 
 @dataclass
 class SweepRun:
-    rows: list[Row]  # one per point, in grid order
+    rows: list[StoredRow]  # one per point, in grid order, every column a key
+    columns: list[str]  # of the results file
     n_simulated: int  # by this run (the others were in the results file already)
     simulate_s: float  # wall time from the first chunk sent to the last result stored
     simulate_cpu_s: float  # the workers' time, summed
@@ -203,7 +204,8 @@ def run(
     store.reorder([p.key for p in points])
     by_key = {row["key"]: row for row in store.rows}
     return SweepRun(  # every row with every column, as read back from the file
-        rows=[{c: by_key[p.key].get(c) for c in store.columns} for p in points],
+        rows=[by_key[p.key] for p in points],
+        columns=list(store.columns),
         n_simulated=len(todo),
         simulate_s=simulate_s,
         simulate_cpu_s=busy,

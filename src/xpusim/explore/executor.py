@@ -100,8 +100,9 @@ class LocalPool:
         pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context,
                                    initializer=collect_rarely)  # fmt: skip
         try:
-            futures = [pool.submit(fn, task) for task in tasks]
-            for future in as_completed(futures):
+            # as_completed lets go of each future it yields; a list kept here would hold
+            # every chunk's rows until the sweep ends (a million points: gigabytes)
+            for future in as_completed([pool.submit(fn, task) for task in tasks]):
                 yield future.result()
         finally:  # on an interrupt, what finished is kept and the rest is dropped
             pool.shutdown(wait=True, cancel_futures=True)

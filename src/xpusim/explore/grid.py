@@ -100,11 +100,12 @@ class Point:
         resolved chip or system."""
         return json.dumps([self.target, self.sets])
 
-    @cached_property
+    @property
     def order(self) -> tuple[str, ...]:
         """Sort key that keeps points sharing graphs together, so that a worker builds each
         once and costs every shape, chip, what-if and plan of it in one pass: formats first
-        (one graph serves all shapes of a format), then the shape, target, what-ifs, plan."""
+        (one graph serves all shapes of a format), then the shape, target, what-ifs, plan.
+        Not kept: a sort asks once per point, and a million points would hold it for good."""
         formats = [(k, v) for k, v in self.options if k in FORMAT_OPTIONS]
         shape = [(k, v) for k, v in self.options
                  if k not in PLAN_OPTIONS and k not in FORMAT_OPTIONS]  # fmt: skip

@@ -60,6 +60,9 @@ class ResultStore:
         self._index: dict[str, int] = {}  # column -> position, shared by every StoredRow
         self.rows: list[StoredRow] = []
         self._pending: list[Row] = []  # rows waiting for a first result to fix the columns
+        # one object per distinct text ("h100-sxm", "int8", "memory"): rows arrive unpickled
+        # from the workers, each with its own copies
+        self._shared: dict[str, str] = {}
         if path.exists():
             self._load()
 
@@ -100,8 +103,10 @@ class ResultStore:
         known = self._index
         missing = [k for row in results_first for k in row if k not in known]
         self._add_columns(missing)
-        columns, index = self.columns, self._index
-        stored = [StoredRow(index, tuple(map(row.get, columns))) for row in new]
+        columns, index, shared = self.columns, self._index, self._shared
+        stored = [StoredRow(index, tuple([shared.setdefault(v, v) if type(v) is str else v
+                                          for v in map(row.get, columns)]))
+                  for row in new]  # fmt: skip
         self.rows += stored
         if missing:
             self._rewrite()

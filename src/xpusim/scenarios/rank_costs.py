@@ -298,7 +298,7 @@ def _request_order(r: Request) -> tuple[int, int, int]:
     return r.batch, r.prompt, r.gen
 
 
-@lru_cache(maxsize=64)  # a run asks for its graphs again for its report; a search per (tp, ep)
+@lru_cache(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
 def _shape_graphs(
     cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
 ) -> ShapeGraphs:

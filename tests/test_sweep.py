@@ -246,3 +246,22 @@ def test_a_point_comes_back_from_its_key():
     point = Point("h100-sxm", ((BANDWIDTH, 2e12),), (("batch", 4), ("precision", "int8")))
     again = Point.from_key(point.key)
     assert again == point and again.key == point.key
+
+
+def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
+    """A row with a column the file lacks rewrites it: every line keeps the header's width,
+    and rows stored before the column read None there, as they read back from the file."""
+    from xpusim.explore.store import ResultStore
+
+    path = tmp_path / "results.csv"
+    store = ResultStore(path)
+    store.add([{"key": "a", "x": 1.5}, {"key": "e", "error": "no bf16"}])
+    store.add([{"key": "b", "x": 2.0, "y": True}])
+    store.close()
+    with path.open() as f:
+        lines = list(csv.reader(f))
+    assert len({len(line) for line in lines}) == 1
+    again = ResultStore(path)
+    assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
+    assert again.rows[0]["y"] is None and again.rows[2]["y"] is True
+    assert again.rows[1].get("error") == "no bf16" and again.rows[1].get("nope", 7) == 7

@@ -239,7 +239,12 @@ def level_bytes(table: OpTable, placement: Placement | np.ndarray, n_levels: int
     placement or a one-hot from placement_onehot, shaped to broadcast with the table."""
     if isinstance(placement, Placement):
         placement = placement_onehot(largest_activations(table), [placement], n_levels)[0]
-    return (table.role_bytes[..., None, :, :] * placement).sum(axis=-2)
+    # role by role, in ROLES order: the sum numpy's would be over three terms, without the
+    # (..., L, roles, n) product a sweep's many configurations x steps would make
+    by_level = table.role_bytes[..., None, 0, :] * placement[..., 0, :]
+    for role in range(1, len(ROLES)):
+        by_level = by_level + table.role_bytes[..., None, role, :] * placement[..., role, :]
+    return by_level
 
 
 def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:

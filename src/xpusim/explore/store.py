@@ -52,6 +52,10 @@ class StoredRow(Mapping[str, Scalar]):
     def __repr__(self) -> str:
         return f"StoredRow({dict(self)!r})"
 
+    def cells(self) -> tuple[Scalar, ...]:
+        """Its values in the store's column order, as far as it has them."""
+        return self._values
+
 
 class ResultStore:
     def __init__(self, path: Path):
@@ -132,11 +136,12 @@ class ResultStore:
             writer.writerows(self._cells(row) for row in self.rows)
         os.replace(tmp, self.path)
 
-    def _cells(self, row: Mapping[str, Scalar]) -> list[Scalar]:
+    def _cells(self, row: StoredRow) -> list[Scalar]:
         """The row's cells in column order, as to_text writes them; the csv module writes
         numbers with str (repr, for floats) and None as empty already, so only booleans
-        need converting."""
-        return [to_text(v) if v is True or v is False else v for v in map(row.get, self.columns)]
+        need converting; a row stored before the last columns came ends in empty cells."""
+        cells = [to_text(v) if v is True or v is False else v for v in row.cells()]
+        return cells + [None] * (len(self.columns) - len(cells))
 
 
 def as_stored(row: Row) -> Row:

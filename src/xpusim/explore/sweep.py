@@ -40,7 +40,7 @@ from xpusim.hardware.whatif import apply
 Spec = Chip | System | UserError  # a what-if a chip cannot take is an error for its points
 
 RESULTS_FILE = "results.csv"
-CHUNKS_PER_WORKER = 8  # enough for load balance and a moving progress bar
+CHUNKS_PER_WORKER = 4  # enough for load balance and a moving progress bar
 MAX_CHUNK = 1024  # points per task: a chunk builds its graphs once for all its shapes
 
 

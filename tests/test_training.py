@@ -150,3 +150,40 @@ def test_gradient_sync_runs_level_by_level_across_pods():
     dgx = xpusim.system("dgx-h100").with_chips(64)  # tp 8 fills a node: one level, flat
     one = hierarchical_time(dgx, Collective.ALL_REDUCE, 1e9, 8, stride=8)
     assert one == collective_time(dgx, Collective.ALL_REDUCE, 1e9, 8, 64)
+
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "gpt-j-6b", "mixtral-8x7b"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_compact_training_ranks_equal_full_ones(model, recompute, sequence_parallel):
+    """A rank built as two layers (one standing for the others) has the full rank's op
+    counts, FLOPs and bytes, stash and per-stage activation peaks, for every depth."""
+    import numpy as np
+
+    from xpusim.compiler.autodiff import Recompute
+    from xpusim.compiler.optimizer import optimizer_spec
+    from xpusim.compiler.partition import Plan
+    from xpusim.ir.dtypes import DType
+    from xpusim.scenarios.training_graphs import build_rank
+
+    cfg = xpusim.model(model)
+    tp = 1 if cfg.is_moe else 2
+    args = (cfg, Plan(tp=tp), 2, 256, DType.BF16, Recompute(recompute), True, sequence_parallel)
+    full, compact = build_rank(*args, compact=False), build_rank(*args)
+    assert len(compact.forward) < len(full.forward) / 4
+    spec = optimizer_spec("adam")
+    for f, c in ((full.forward, compact.forward), (full.backward, compact.backward),
+                 (full.update(spec, DType.BF16, 1, 4), compact.update(spec, DType.BF16, 1, 4))):
+        a, b = full.table(f), compact.table(c)
+        for name in ("matrix_flops", "vector_flops"):
+            assert getattr(b, name) @ b.count == pytest.approx(getattr(a, name) @ a.count,
+                                                               rel=1e-12)  # fmt: skip
+        assert (b.role_bytes @ b.count) == pytest.approx(a.role_bytes @ a.count, rel=1e-12)
+    for pp in (1, 2, 3, 5):
+        np.testing.assert_allclose(compact.peak_per_stage(pp), full.peak_per_stage(pp),
+                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(compact.stash_per_stage(pp), full.stash_per_stage(pp),
+                                   rtol=1e-12)  # fmt: skip
+        for which in ("all", "comm", "recompute"):  # instances each stage runs
+            assert np.array_equal(compact.stage_counts(compact.backward, pp, which).sum(axis=0),
+                                  full.stage_counts(full.backward, pp, which).sum(axis=0))

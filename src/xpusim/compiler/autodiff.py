@@ -120,7 +120,8 @@ def differentiate(
         backward = _selective(graph, backward)
     return TrainingGraph(
         forward=graph,
-        backward=Graph(f"{graph.name}.backward", backward),
+        backward=Graph(f"{graph.name}.backward", backward,
+                       layer_copies=dict(graph.layer_copies)),  # a stand-in layer's too
         stash=_stash(graph, backward),
         seed=seed.name,
     )

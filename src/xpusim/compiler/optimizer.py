@@ -112,7 +112,7 @@ def update_ops(rank: Graph, spec: OptimizerSpec, compute: DType, zero: int, dp: 
                 weights.setdefault(t.name, (t, op.layer))
     share = dp if zero >= 1 else 1
     has_master = compute.itemsize < MASTER.itemsize
-    graph = Graph(f"{rank.name}.{spec.name}")
+    graph = Graph(f"{rank.name}.{spec.name}", layer_copies=dict(rank.layer_copies))
     for name, (w, layer) in weights.items():
         n = (math.ceil(w.numel / share),)
 

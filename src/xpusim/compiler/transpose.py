@@ -24,7 +24,7 @@ def _transposed(t: Tensor) -> Tensor:
 
 def materialize_transposes(graph: Graph) -> Graph:
     """The graph with every transposed matmul operand copied by a TRANSPOSE op first."""
-    out = Graph(graph.name)
+    out = Graph(graph.name, layer_copies=dict(graph.layer_copies))
     for op in graph:
         flagged = (
             [(key, i) for key, i in _FLAGS if op.attr(key)] if op.kind is OpKind.MATMUL else []

@@ -10,18 +10,20 @@ explicit transposes on chips whose matrix unit needs them (compiler/transpose.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from xpusim.compiler.autodiff import Recompute, differentiate
 from xpusim.compiler.memory_plan import peak_activation_bytes
 from xpusim.compiler.optimizer import OptimizerSpec, update_ops
-from xpusim.compiler.partition import Plan, op_stage_counts, op_stages, partition, stage_of_layer
+from xpusim.compiler.partition import Plan, op_stage_counts, partition, stage_of_layer
 from xpusim.compiler.transpose import materialize_transposes
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import Role
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -39,6 +41,7 @@ class RankTraining:
     _tables: dict[int, OpTable] = field(default_factory=dict)  # by graph identity
     _counts: dict[tuple, np.ndarray] = field(default_factory=dict)
     _updates: dict[tuple, Graph] = field(default_factory=dict)
+    _stage_peaks: dict[frozenset[int], float] = field(default_factory=dict)
 
     def table(self, graph: Graph) -> OpTable:
         """op_table of one of this rank's graphs (forward, backward or an update)."""
@@ -52,9 +55,6 @@ class RankTraining:
         if key not in self._updates:
             self._updates[key] = update_ops(self.forward, spec, act, zero, dp)
         return self._updates[key]
-
-    def stages(self, graph: Graph, pp: int) -> np.ndarray:
-        return np.array(op_stages(graph, self.cfg.num_layers, pp))
 
     def stage_counts(self, graph: Graph, pp: int, which: str = "all") -> np.ndarray:
         """(distinct ops of the graph's table, pp): instances each stage runs, of all ops,
@@ -71,23 +71,77 @@ class RankTraining:
         return self._counts[key]
 
     def stash_per_stage(self, pp: int) -> list[float]:
-        layers = stage_of_layer(self.cfg.num_layers, pp)
+        """Bytes one microbatch stashes on each stage (a stand-in layer's once per layer it
+        stands for)."""
         found = [0.0] * pp
         for layer, nbytes in self.stash_by_layer.items():
-            stage = 0 if layer < 0 else pp - 1 if layer >= self.cfg.num_layers else layers[layer]
-            found[stage] += nbytes
+            for stage, copies in self._stages_of(layer, pp).items():
+                found[stage] += nbytes * copies
         return found
 
     def peak_per_stage(self, pp: int) -> list[float]:
-        """Peak live activations of one microbatch's forward and backward on each stage."""
+        """Peak live activations of one microbatch's forward and backward on each stage.
+
+        The graphs are compact: one layer stands for k identical ones. On a stage running k
+        copies of it, layer j's passes see what the layers before it in the stage keep live
+        into the backward and their own tensors, so the peak is at the last copy: the peak
+        of the stage's ops with the layer run once, plus what the other k - 1 copies keep
+        (a test holds it equal to the liveness of the full graphs)."""
         if pp not in self._peaks:
-            ops = [(op, s) for g in (self.forward, self.backward)
-                   for op, s in zip(g, self.stages(g, pp), strict=True)]  # fmt: skip
-            self._peaks[pp] = [
-                peak_activation_bytes(Graph(f"stage{s}", [op for op, t in ops if t == s]))
-                for s in range(pp)
-            ]
+            kept = self._kept_into_backward
+            peaks = []
+            for s in range(pp):
+                runs = {layer: self._stages_of(layer, pp).get(s, 0) for layer in self._layer_ids}
+                others = sum(nbytes * (runs[layer] - 1) for layer, nbytes in kept.items()
+                             if runs.get(layer, 0) > 1)  # fmt: skip
+                peaks.append(self._peak_of(frozenset(k for k, n in runs.items() if n)) + others)
+            self._peaks[pp] = peaks
         return self._peaks[pp]
+
+    @cached_property
+    def _layer_ids(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(op.layer for op in self.forward))
+
+    def _peak_of(self, layers: frozenset[int]) -> float:
+        """Liveness peak of the forward and backward ops of these layer ids (each once):
+        the inner stages of a deep pipeline all run the same ones."""
+        if layers not in self._stage_peaks:
+            ops = [op for g in (self.forward, self.backward) for op in g if op.layer in layers]
+            self._stage_peaks[layers] = peak_activation_bytes(Graph("stage", ops))
+        return self._stage_peaks[layers]
+
+    @cached_property
+    def _kept_into_backward(self) -> dict[int, float]:
+        """Bytes of the activations each layer's forward writes that stay live into the
+        backward pass, as the liveness analysis sees them (the stash, and anything else a
+        backward op reads by the same name)."""
+        forward = self.forward.ops
+        last: dict[str, int] = {}
+        for i, op in enumerate([*forward, *self.backward.ops]):
+            for t in op.inputs + op.outputs:
+                last[t.name] = i
+        seen: set[str] = set()
+        kept: dict[int, float] = {}
+        for op in forward:
+            for t in op.inputs + op.outputs:
+                if t.role is Role.ACTIVATION and t.name not in seen:
+                    seen.add(t.name)
+                    if last[t.name] >= len(forward):
+                        kept[op.layer] = kept.get(op.layer, 0.0) + t.nbytes
+        return kept
+
+    def _stages_of(self, layer: int, pp: int) -> dict[int, int]:
+        """{stage: how many of the layers this layer id stands for it runs}; the ops
+        before the first layer run on the first stage, those after the last on the last."""
+        layers = self.cfg.num_layers
+        if layer < 0 or layer >= layers:
+            return {0 if layer < 0 else pp - 1: 1}
+        copies = self.forward.layer_copies.get(layer, 1)
+        of_layer = stage_of_layer(layers, pp)
+        found: dict[int, int] = {}
+        for stage in of_layer[layer : layer + copies]:
+            found[stage] = found.get(stage, 0) + 1
+        return found
 
     @property
     def matrix_flops(self) -> float:
@@ -103,8 +157,12 @@ def build_rank(
     recompute: Recompute,
     explicit_transpose: bool,
     sequence_parallel: bool,
+    compact: bool = True,
 ) -> RankTraining:
-    step = build_step(cfg, StepShape(micro_batch, seq, seq), act, training=True)
+    """`compact` builds layer 0 and one layer standing for the others (as inference does:
+    workloads/transformer.py); the full graphs, every layer emitted, are what tests hold
+    the compact ones' counts, stash and peaks against."""
+    step = build_step(cfg, StepShape(micro_batch, seq, seq), act, training=True, compact=compact)
     trained = differentiate(step, "loss", recompute, range(cfg.num_layers))
     forward = partition(trained.forward, plan, sequence_parallel)
     backward = partition(trained.backward, plan, sequence_parallel)

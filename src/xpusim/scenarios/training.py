@@ -210,8 +210,11 @@ def run_plan(
     setup: Setup,
     notes: list[str],
     ranks: dict[tuple, RankTraining],
+    detail: bool = True,
 ) -> TrainingResult:
-    """One plan, costed; `ranks` caches rank graphs across the plans of a search."""
+    """One plan, costed; `ranks` caches rank graphs across the plans of a search. Without
+    `detail` the result leaves out its per-op reports, collectives and limits: a search
+    ranks plans by their figures and reports only the one it keeps."""
     _check_supported(cfg, plan)
     chip, pp = system.chip, plan.pp
     m, micro = _microbatches(setup, plan)
@@ -277,11 +280,13 @@ def run_plan(
         time_breakdown_s=t.breakdown, stash_bytes_per_microbatch=stash[full],
         energy_j=energy, avg_power_w=energy / step / system.chips, tdp_w=chip.tdp_w.value,
         bottleneck=_bottleneck(t.breakdown, fwd, bwd, m),
-        collectives=collectives(fwd, bwd, system, plan, setup, params),
+        collectives=collectives(fwd, bwd, system, plan, setup, params) if detail else [],
         notes=notes,
-        ops=_op_reports(((fwd, "forward", m), (bwd, "backward", m), (upd, "optimizer", 1))),
+        ops=_op_reports(((fwd, "forward", m), (bwd, "backward", m), (upd, "optimizer", 1)))
+        if detail else [],
     )  # fmt: skip
-    result.limits = limits(result, chip, system, per_param)
+    if detail:
+        result.limits = limits(result, chip, system, per_param)
     return result
 
 
@@ -330,9 +335,11 @@ def _search(
     ranks: dict[tuple, RankTraining] = {}
     results = []
     skipped = 0
+    plans = {}
     for plan in candidate_plans(cfg, system.chips):
         try:
-            results.append(run_plan(cfg, system, plan, setup, list(notes), ranks))
+            results.append(run_plan(cfg, system, plan, setup, list(notes), ranks, detail=False))
+            plans[id(results[-1])] = plan
         except UserError:  # the batch does not split over this plan's replicas, ...
             skipped += 1
     if not results:
@@ -341,8 +348,8 @@ def _search(
             f"{setup.batch}: give --tp/--pp/--dp or a batch that splits over the replicas"
         )
     results.sort(key=_score)
-    best = results[0]
     runner = results[1] if len(results) > 1 else None
+    best = run_plan(cfg, system, plans[id(results[0])], setup, list(notes), ranks)  # in full
     best.plan_search = {
         "objective": "step time",
         "candidates": len(results) + skipped,

@@ -485,6 +485,11 @@ def cost_phases(
     homes, home_of = distinct(placements)
     # link times depend on a system's topology levels only, which its copies share
     topologies, topology_of = distinct(systems, key=lambda s: id(s.levels))
+    # plans that differ only in their pipeline depth run the same ops at the same cost: each
+    # distinct (request, chip, placement, topology) is evaluated once and spread by index
+    key = ((rows * len(chips) + chip_of) * len(homes) + home_of) * len(topologies) + topology_of
+    _, once, spread = np.unique(key, return_index=True, return_inverse=True)
+    rows, chip_of, home_of, topology_of = (a[once] for a in (rows, chip_of, home_of, topology_of))
     phases = []
     for phase, values in enumerate(graphs.phase_values):
         first = values.first.subset(steps=rows)
@@ -495,14 +500,19 @@ def cost_phases(
             *(comm_lines(graphs.tables[phase], s, plan) for s in topologies), strict=True))
         nbytes = graphs.collective_bytes[phase][rows]
         comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
-        costs = evaluate(first, hw, where, comm)
-        steps, v, weights = None, values.varying, values.weights[rows]
+        costs = _spread(evaluate(first, hw, where, comm), spread)
+        steps, v, weights = None, values.varying, values.weights[rows][spread]
         if len(v):
             moving = values.moving.subset(steps=rows)
-            steps = evaluate(moving, hw.take(v), where[..., v], comm[..., v])
+            steps = _spread(evaluate(moving, hw.take(v), where[..., v], comm[..., v]), spread)
         phases.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,
                                  weights))  # fmt: skip
     return phases[0], phases[1]
+
+
+def _spread(costs: OpCosts, which: np.ndarray) -> OpCosts:
+    """Per-configuration costs from those of the distinct configurations they index."""
+    return OpCosts(*(getattr(costs, name)[which] for name in OpCosts.__dataclass_fields__))
 
 
 def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:

@@ -10,6 +10,8 @@ error keeps its inputs and says why in `error`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterable
 from typing import Any
 
 from xpusim.explore.grid import Point
@@ -39,11 +41,10 @@ def result_row(point: Point, result: Any) -> dict[str, Scalar]:
         value = getattr(result, name)
         if value is None or type(value) in _SCALARS:
             row[name] = value
-        elif isinstance(value, dict):
-            row.update((f"{name}.{k}", v) for k, v in value.items() if _is_scalar(v))
+        elif type(value) is dict:
+            _nested(row, name, value.items())
         elif dataclasses.is_dataclass(value):
-            row.update((f"{name}.{k}", getattr(value, k)) for k in _field_names(type(value))
-                       if _is_scalar(getattr(value, k)))  # fmt: skip
+            _nested(row, name, ((k, getattr(value, k)) for k in _field_names(type(value))))
         elif _is_scalar(value):  # a subclass of a scalar type (an enum's str)
             row[name] = value
     chips = row.get("chips")
@@ -52,6 +53,18 @@ def result_row(point: Point, result: Any) -> dict[str, Scalar]:
             row[f"{rate}_per_chip"] = row[rate] / chips
     row["key"] = point.key
     return row
+
+
+def _nested(row: dict[str, Scalar], name: str, items: Iterable[tuple[str, Any]]) -> None:
+    """A nested object's scalars as dotted columns."""
+    for key, value in items:
+        if value is None or type(value) in _SCALARS or _is_scalar(value):
+            row[_dotted(name, key)] = value
+
+
+@functools.cache  # a sweep's rows have the same few dozen nested columns
+def _dotted(name: str, key: str) -> str:
+    return f"{name}.{key}"
 
 
 _SCALARS = frozenset({bool, int, float, str})

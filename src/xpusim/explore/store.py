@@ -147,5 +147,9 @@ class ResultStore:
 def as_stored(row: Row) -> Row:
     """The row as the results file will give it back: numbers, booleans and None come back
     as they are (floats are written with repr), a string may not ("12" reads as 12). A
-    sweep's workers apply it, so that the process writing the file does no more than write."""
-    return {k: from_text(v) if isinstance(v, str) else v for k, v in row.items()}
+    sweep's workers apply it, so that the process writing the file does no more than write.
+    Changes the row's texts in place (no key is added or removed) and returns it."""
+    for key, value in row.items():
+        if isinstance(value, str):
+            row[key] = from_text(value)
+    return row

@@ -145,3 +145,12 @@ def test_attention_precision_on_the_command_line(capsys):
     code, _, err = run_cli(capsys, "run", "llama-2-7b", "--chip", "a100-sxm-80gb",
                            "--attention-precision", "fp8")  # fmt: skip
     assert code == 2 and "--attention-precision fp8" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ("--batch", "1000000", "--prompt", "3000000000"),  # would overflow int64 dimensions
+    ("--gen", "99999999999999999999999"),
+])  # fmt: skip
+def test_too_many_tokens_is_one_line(capsys, argv):
+    assert_user_error(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", *argv,
+                      mentions=("2^40",))  # fmt: skip

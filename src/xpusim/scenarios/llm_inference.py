@@ -202,6 +202,11 @@ def simulate_many(
             for s in setups]  # fmt: skip
 
 
+MAX_TOKENS = 2**40
+"""Tokens one request batch may hold (batch x (prompt + gen)): graph dimensions are int64
+arrays over the requests (rank_costs.ShapeGraphs), and a token count times the widest
+tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63."""
+
 _DEFAULTS = {
     name: p.default
     for name, p in inspect.signature(simulate).parameters.items()
@@ -235,6 +240,9 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     started_s = time.perf_counter()
     check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
                     ep=ep, microbatches=microbatches)  # fmt: skip
+    if batch * (prompt + gen) > MAX_TOKENS:
+        raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
+                        f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
     system = resolve_system(target, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])

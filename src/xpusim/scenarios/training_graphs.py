@@ -143,7 +143,7 @@ class RankTraining:
             found[stage] = found.get(stage, 0) + 1
         return found
 
-    @property
+    @cached_property  # every plan of a search that shares the rank asks
     def matrix_flops(self) -> float:
         return self.forward.matrix_flops + self.backward.matrix_flops
 

@@ -1,0 +1,296 @@
+"""The plans of many LLM inference jobs as columns: their memory, which are worth costing,
+their costed timelines (scenarios/llm_timeline.py) and each job's choice among them.
+
+A plan search over hundreds of plans and a sweep of thousands of points each ask for
+hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and only each
+job's chosen plan becomes an object (Candidate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters, place
+from xpusim.compiler.partition import Plan, stage_of_layer, weights_per_chip_bytes
+from xpusim.hardware.system import System
+from xpusim.ir.dtypes import DType
+from xpusim.memo import ByIdentity
+from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
+from xpusim.scenarios.rank_costs import Request, ShapeGraphs
+from xpusim.workloads.transformer_config import TransformerConfig
+
+
+@dataclass
+class Setup:
+    """A job resolved: its system, request and the plans to consider."""
+
+    system: System
+    req: Request
+    notes: list[str]
+    plans: list[Plan]  # one when the plan was given
+    microbatches: int | None
+    overlap: bool
+    objective: str | None  # None when the plan was given
+    started_s: float
+
+
+@dataclass
+class Candidates:
+    """Every plan of every job of one simulate_many call, as columns (one entry per job and
+    plan): their memory, which are worth costing, their costed timelines and the choice
+    among each job's, without an object per plan (a sweep has hundreds of thousands).
+
+    Only plans that fit are worth costing; when none of a job's does, the one closest to
+    fitting is, and it is the answer (with `fits` false)."""
+
+    setups: list[Setup]
+    job: np.ndarray  # (C,) the plan's job, a position in setups
+    plans: list[Plan]
+    group_keys: list[tuple]  # the graph groups: formats, tp, ep
+    group_of: np.ndarray  # (C,) each plan's, a position in group_keys
+    graphs: dict[tuple, ShapeGraphs]
+    rows: np.ndarray  # its request's position on its graphs' shape axis
+    microbatches: np.ndarray
+    memories: list[StageMemory]
+    memory_of: np.ndarray  # (C,) each plan's, a position in memories
+    activations: np.ndarray  # (C,) peak activation bytes
+    fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
+    fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
+    fits: np.ndarray  # (C,) bool
+    worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
+    # Set by cost() for the plans worth costing (nan elsewhere):
+    figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
+    costed_in: dict[int, tuple[Metrics, int]] = field(init=False)  # plan -> (its group's, k)
+
+    @classmethod
+    def of(cls, cfg: TransformerConfig, setups: list[Setup],
+           graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
+        """The columns, filled a job at a time from what its plans share with other jobs'
+        (a sweep's jobs share their plan lists and formats)."""
+        group_keys: dict[tuple, int] = {}
+        memories: dict[tuple, int] = {}  # by plan and formats, their positions
+        memory_list: list[StageMemory] = []
+        layouts: dict[tuple, tuple] = {}  # by plan list and formats: per plan columns
+        job, plans, group_of, memory_of, rows, ms = ([] for _ in range(6))
+        for j, setup in enumerate(setups):
+            req = setup.req
+            layout_key = (id(setup.plans), req.formats, setup.microbatches)
+            layout = layouts.get(layout_key)
+            if layout is None:
+                keys = [(req.formats, p.tp, p.ep) for p in setup.plans]
+                codes = [group_keys.setdefault(k, len(group_keys)) for k in keys]
+                for p, k in zip(setup.plans, keys, strict=True):
+                    if (p, k) not in memories:
+                        memories[p, k] = len(memory_list)
+                        memory_list.append(stage_memory(cfg, p, req.weight, req.act))
+                layout = layouts[layout_key] = (
+                    setup.plans, keys, codes, [memories[p, k] for p, k in zip(setup.plans, keys,
+                                                                              strict=True)],
+                    [setup.microbatches or p.pp for p in setup.plans])  # fmt: skip
+            plan_list, keys, codes, mems, plan_ms = layout
+            job += [j] * len(plan_list)
+            plans += plan_list
+            group_of += codes
+            memory_of += mems
+            ms += plan_ms
+            rows += [graphs[k].row[req] for k in keys]
+        job_a, group_a, memory_a = np.array(job), np.array(group_of), np.array(memory_of)
+        rows_a, ms_a = np.array(rows), np.array(ms)
+        per_job = np.array([(s.req.batch, s.req.prompt + s.req.gen, s.system.chip.capacity_bytes)
+                            for s in setups]).T  # fmt: skip
+        tokens_a = per_job[0][job_a] * ms_a * per_job[1][job_a]  # in flight, per microbatch
+        activations = np.empty(len(job))
+        for key, code in group_keys.items():
+            at = group_a == code
+            activations[at] = graphs[key].activation_bytes[rows_a[at]]
+        fullest_bytes, fullest_stage = np.empty(len(job)), np.empty(len(job), dtype=int)
+        for code, found in enumerate(memory_list):
+            at = memory_a == code
+            # what each stage's chip holds: weights + its layers' caches (+ activations)
+            totals = (np.array(found.weights)[None, :]
+                      + (tokens_a[at] * found.kv_bytes_per_token_layer)[:, None]
+                      * np.array(found.layers)[None, :])  # fmt: skip
+            fullest_stage[at] = totals.argmax(axis=1)
+            fullest_bytes[at] = totals.max(axis=1) + activations[at]
+        cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
+                    memory_list, memory_a, activations, fullest_bytes, fullest_stage,
+                    fullest_bytes <= per_job[2][job_a])  # fmt: skip
+        cands.worth = cands.fits | cands._closest_where_none_fits()
+        return cands
+
+    @cached_property
+    def feasible(self) -> np.ndarray:
+        """(jobs,) how many of each job's plans fit."""
+        return np.bincount(self.job, weights=self.fits, minlength=len(self.setups)).astype(int)
+
+    def _closest_where_none_fits(self) -> np.ndarray:
+        """(C,) the plan of least memory of each job none of whose plans fits."""
+        any_fit = self.feasible > 0
+        order = np.lexsort((self.fullest_bytes, self.job))  # stable: the first of equals
+        first = order[np.r_[True, self.job[order][1:] != self.job[order][:-1]]]
+        closest = np.zeros(len(self.job), dtype=bool)
+        closest[first[~any_fit[self.job[first]]]] = True
+        return closest
+
+    def footprint(self, c: int) -> Footprint:
+        """What plan c's fullest chip holds."""
+        s = int(self.fullest_stage[c])
+        memory, setup = self.memories[self.memory_of[c]], self.setups[self.job[c]]
+        kv = memory.kv_bytes(setup.req, int(self.microbatches[c])) * memory.layers[s]
+        return Footprint(memory.weights[s], kv, float(self.activations[c]))
+
+    def placement(self, c: int) -> Placement:
+        """Where plan c's fullest chip keeps what."""
+        shared = self.shared_placement[self.job[c]]
+        if shared is not None:
+            return shared
+        chip, fullest = self.setups[self.job[c]].system.chip, self.footprint(c)
+        return _PLACED.get((chip,), fullest, lambda: place(chip, fullest))
+
+    @cached_property
+    def shared_placement(self) -> list[Placement | None]:
+        """Each job's placement where it is its every plan's: on a chip whose one memory
+        holds everything, whatever the footprint (None elsewhere)."""
+        first = np.searchsorted(self.job, np.arange(len(self.setups)))  # jobs run in order
+        found: list[Placement | None] = []
+        for setup, c in zip(self.setups, first.tolist(), strict=True):
+            chip = setup.system.chip
+            found.append(None if footprint_matters(chip) else _PLACED.get(
+                (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c))))
+        return found
+
+    def cost(self, cfg: TransformerConfig) -> None:
+        """Costs the plans worth it, one array computation per graph group."""
+        n = len(self.job)
+        self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
+        self.figures["bottleneck"] = np.zeros(n, dtype=int)
+        self.costed_in = {}
+        worth = np.flatnonzero(self.worth)
+        for code, key in enumerate(self.group_keys):
+            members = worth[self.group_of[worth] == code].tolist()
+            if not members:
+                continue
+            metrics = cost(cfg, self.graphs[key], self._batch(members))
+            at = np.array(members)
+            for name in self.figures:
+                self.figures[name][at] = getattr(metrics, name)
+            self.costed_in.update((c, (metrics, k)) for k, c in enumerate(members))
+
+    def _batch(self, members: list[int]) -> CostBatch:
+        jobs = self.job[members].tolist()
+        setups = [self.setups[j] for j in jobs]
+        shared = self.shared_placement
+        return CostBatch(
+            systems=[s.system for s in setups],
+            reqs=[s.req for s in setups],
+            plans=[self.plans[c] for c in members],
+            placements=[shared[j] or self.placement(c) for j, c in zip(jobs, members,
+                                                                        strict=True)],
+            rows=self.rows[members],
+            microbatches=self.microbatches[members],
+            overlap=np.array([s.overlap for s in setups]),
+        )
+
+    @cached_property
+    def tokens(self) -> np.ndarray:
+        """(C,) tokens each plan generates per request batch, over its replicas."""
+        setups = self.setups
+        per_job = np.array([s.req.batch * s.req.gen for s in setups])
+        dp = np.array([p.dp for p in self.plans])
+        return per_job[self.job] * self.microbatches * dp
+
+    def choose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's best costed plan and its runner-up (-1 where none), by score: fitting
+        first, then the job's objective (latency: TPOT, TTFT, then throughput; throughput:
+        tokens/s, then TPOT); a plan that does not fit by its memory. A stable sort, so
+        equal plans keep the order in which they were listed."""
+        c = np.flatnonzero(self.worth)
+        job, f = self.job[c], self.figures
+        tokens_per_s = self.tokens[c] / f["latency_s"][c]
+        latency = np.array([s.objective != "throughput" for s in self.setups])[job]
+        fits = self.fits[c]
+        keys = [np.where(latency, f["tpot_s"][c], -tokens_per_s),
+                np.where(latency, f["ttft_s"][c], f["tpot_s"][c]),
+                np.where(latency, -tokens_per_s, 0.0)]
+        keys = [np.where(fits, k, 0.0) for k in keys]
+        keys[0] = np.where(fits, keys[0], self.fullest_bytes[c])
+        order = c[np.lexsort((*keys[::-1], ~fits, job))]
+        ranked_job = self.job[order]
+        first = np.r_[True, ranked_job[1:] != ranked_job[:-1]]
+        best = np.full(len(self.setups), -1)
+        best[ranked_job[first]] = order[first]
+        second = np.r_[False, first[:-1]] & ~first
+        runner_up = np.full(len(self.setups), -1)
+        runner_up[ranked_job[second]] = order[second]
+        return best, runner_up
+
+    def candidate(self, c: int) -> Candidate:
+        """Plan c as one object, for its result."""
+        setup = self.setups[self.job[c]]
+        metrics, k = self.costed_in[c]
+        return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
+                         self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
+                         self.memories[self.memory_of[c]],
+                         self.footprint(c), bool(self.fits[c]), self.placement(c),
+                         metrics.costed(k))  # fmt: skip
+
+
+_PLACED: ByIdentity[Placement] = ByIdentity()
+
+
+@dataclass
+class Candidate:
+    """One plan of one job, chosen: its memory and costed timeline."""
+
+    system: System
+    plan: Plan
+    req: Request
+    microbatches: int
+    graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
+    row: int  # its request's position on their shape axis
+    memory: StageMemory
+    fullest: Footprint  # the stage whose chip holds the most
+    fits: bool
+    placement: Placement
+    metrics: Costed
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """What one chip of each pipeline stage holds apart from the request's KV cache and
+    activations, and how many layers' caches: the same for every request of a plan."""
+
+    weights: tuple[float, ...]  # bytes per stage
+    layers: tuple[int, ...]  # per stage
+    kv_bytes_per_token_layer: float  # one chip's cache per token in flight and layer
+
+    def footprints(self, req: Request, microbatches: int,
+                   activations: float) -> tuple[Footprint, ...]:  # fmt: skip
+        """What one chip of each stage holds (its peak `activations` among them)."""
+        kv = self.kv_bytes(req, microbatches)
+        return tuple(Footprint(w, kv * n, activations)
+                     for w, n in zip(self.weights, self.layers, strict=True))  # fmt: skip
+
+    def fullest(self, req: Request, microbatches: int, activations: float) -> Footprint:
+        """The footprint of the stage whose chip holds the most (the first such)."""
+        kv = self.kv_bytes(req, microbatches)
+        totals = [w + kv * n for w, n in zip(self.weights, self.layers, strict=True)]
+        s = totals.index(max(totals))
+        return Footprint(self.weights[s], kv * self.layers[s], activations)
+
+    def kv_bytes(self, req: Request, microbatches: int) -> float:
+        """One layer's cache on one chip."""
+        tokens = req.batch * microbatches * (req.prompt + req.gen)
+        return tokens * self.kv_bytes_per_token_layer
+
+
+@lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
+def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, act: DType) -> StageMemory:
+    layers = stage_of_layer(cfg.num_layers, plan.pp)
+    kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
+    return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
+                       tuple(layers.count(s) for s in range(plan.pp)),
+                       2 * kv_heads * cfg.head_dim * act.itemsize)  # fmt: skip

@@ -1,0 +1,186 @@
+"""The timeline of one microbatch of an LLM request, costed for K plans at once as arrays.
+
+One microbatch (`batch` sequences): its prefill crosses every pipeline stage and
+yields the first token (TTFT); each of the other gen - 1 tokens takes one decode step, the
+new token attending to prompt + 1 ... prompt + gen - 1 keys, and crosses every stage again.
+A pipeline of pp stages keeps `microbatches` (default pp) of them in flight, so the time
+between a sequence's tokens (TPOT) is
+
+    max(sum of the stage times + sends,  microbatches x slowest stage)
+
+the first term being a token's trip through the pipeline and the second the stages' turn
+at each microbatch. More stages therefore add sequences in flight (throughput) but never
+shorten a token's trip (per-user speed): Groq's explanation of its design. Tensor
+parallelism shortens every stage until its all-reduces dominate; data parallelism adds
+replicas. latency = TTFT + (microbatches - 1) x slowest prefill stage + (gen - 1) x TPOT.
+With gen = 1 TPOT is still reported for the step that would follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Placement
+from xpusim.compiler.partition import Plan
+from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.roofline import Bottleneck
+from xpusim.hardware.system import System
+from xpusim.scenarios.rank_costs import (
+    PhaseCosts,
+    Request,
+    ShapeGraphs,
+    cost_phases,
+    ordered_sum,
+)
+from xpusim.workloads.transformer_config import TransformerConfig
+
+
+class CostBatch(NamedTuple):
+    """What _cost needs of K plans of one graph group, as columns."""
+
+    systems: list[System]
+    reqs: list[Request]
+    plans: list[Plan]
+    placements: list[Placement]
+    rows: np.ndarray
+    microbatches: np.ndarray
+    overlap: np.ndarray
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The costed timeline of K plans of one graph group, each figure a (K,) array."""
+
+    FIGURES: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "latency_s", "energy_j",
+                                          "comm_s", "trip_s")  # fmt: skip
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    latency_s: np.ndarray
+    energy_j: np.ndarray
+    comm_s: np.ndarray
+    trip_s: np.ndarray  # a token's mean trip through the pipeline
+    bottleneck: np.ndarray  # Bottleneck carrying the most of a request's time
+    phases: tuple[PhaseCosts, PhaseCosts]
+
+    def costed(self, k: int) -> Costed:
+        """Plan k's figures, as Python numbers."""
+        figures = (float(getattr(self, name)[k]) for name in self.FIGURES)
+        return Costed(*figures, Bottleneck(int(self.bottleneck[k])).label, self.phases, k)
+
+
+class Costed(NamedTuple):
+    """One plan's costed timeline (see Metrics), and where its per-op costs are."""
+
+    ttft_s: float
+    tpot_s: float
+    latency_s: float
+    energy_j: float
+    comm_s: float
+    trip_s: float
+    bottleneck: str
+    phases: tuple[PhaseCosts, PhaseCosts]
+    k: int  # its position in the phases' arrays
+
+
+def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metrics:
+    """The timeline of one microbatch (see the module docstring) for K plans that share
+    formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
+    microbatches and overlap."""
+    sequences, prompt, gen = (np.array(v) for v in zip(*[(r.batch, r.prompt, r.gen)
+                                                        for r in batch.reqs], strict=True))
+    pp = np.array([p.pp for p in batch.plans])
+    m, overlap = batch.microbatches, batch.overlap
+    prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
+                                  batch.plans[0], pp)  # fmt: skip
+
+    def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
+        total = phase.stage_sums("time_s")
+        if not overlap.any():
+            return total
+        comm = phase.stage_sums("time_s", comm_only=True)
+        return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
+
+    # a pipeline's sends (pp > 1 only), by topology and the chips they span
+    lines: dict[tuple[int, int], CollectiveLine] = {}
+    none = CollectiveLine(0.0, 0.0, "none", "")  # one stage sends nothing
+    send = []
+    for system, plan in zip(batch.systems, batch.plans, strict=True):
+        key = (id(system.levels), plan.pp)
+        if plan.pp > 1 and key not in lines:
+            span = plan.tp * plan.ep * plan.pp
+            lines[key] = collective_line(system, Collective.SEND_RECV, 2, span)
+        send.append(lines.get(key, none))
+    send_fixed_s, send_s_per_byte = (np.array(v) for v in zip(
+        *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
+    itemsize = batch.reqs[0].act.itemsize
+
+    def send_s(tokens: np.ndarray) -> np.ndarray:
+        return send_fixed_s + send_s_per_byte * (sequences * tokens * cfg.hidden_size * itemsize)
+
+    pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
+    send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
+    ttft_s = _over_stages(pre) + (pp - 1) * send_pre
+    trip = _over_stages(dec) + ((pp - 1) * send_dec)[:, None]
+    tpot_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1)))
+    decode_steps = gen - 1
+    latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
+
+    # Energy: every chip's ops, then static power for the time each chip waits.
+    static_w = np.array([s.chip.energy.static_power_w.value for s in batch.systems])
+    group_chips = np.array([p.tp * p.ep * p.dp for p in batch.plans])
+    chips = np.array([s.chips for s in batch.systems])
+    busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
+    overlapped = bool(overlap.any())
+    op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
+                     + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
+    energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
+
+    comm_s = decode.step_mean(decode.totals("time_s", comm_only=True))
+    comm_s += (pp - 1) * send_dec
+    send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
+    return Metrics(
+        ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
+        _bottleneck(prefill, decode, decode_steps, send_total_s), (prefill, decode),
+    )  # fmt: skip
+
+
+def _over_stages(values: np.ndarray) -> np.ndarray:
+    """Sum over the stage axis (last); a shallow pipeline costed beside deeper ones has
+    trailing stages of zeros, which an ordered sum adds exactly."""
+    return ordered_sum(values, axis=-1)
+
+
+def _phase_energy(
+    phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray, overlapped: bool
+) -> np.ndarray:
+    """Energy of one microbatch's pass through all stages, on one chip of each stage.
+
+    With overlap, a stage takes less than the sum of its ops' times; the static energy of
+    the hidden time was counted in both overlapped ops and is taken back once.
+    """
+    energy = phase.totals("energy_j")
+    if overlapped:
+        hidden = _over_stages(phase.stage_sums("time_s")) - _over_stages(stage_s)
+        energy = energy - static_w[:, None] * hidden
+    return phase.step_mean(energy)
+
+
+def _bottleneck(
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray
+) -> np.ndarray:
+    """The label carrying the most time over one request's path: each op's time (decode's
+    averaged over the steps) goes to its own bottleneck; pipeline sends to interconnect."""
+    totals = np.zeros((len(send_s), len(Bottleneck)))
+    totals[:, Bottleneck.INTERCONNECT] = send_s
+    for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
+        mean = [phase.op_mean(f)
+                for f in ("compute_s", "memory_s", "overhead_s", "comm_s", "time_s")]  # (K, n)
+        labels = np.argmax(np.stack(mean[:4]), axis=0)
+        time = mean[4] * phase.table.count * repeats[:, None]
+        for label in Bottleneck:
+            totals[:, label] += np.where(labels == label, time, 0.0).sum(axis=-1)
+    return np.argmax(totals, axis=-1)

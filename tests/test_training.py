@@ -187,3 +187,21 @@ def test_compact_training_ranks_equal_full_ones(model, recompute, sequence_paral
         for which in ("all", "comm", "recompute"):  # instances each stage runs
             assert np.array_equal(compact.stage_counts(compact.backward, pp, which).sum(axis=0),
                                   full.stage_counts(full.backward, pp, which).sum(axis=0))
+
+
+def test_sequence_parallel_gathers_are_not_kept_into_the_backward():
+    """Under sequence parallelism a forward matmul and its weight gradient each gather the
+    same sharded tensor: two collectives, two outputs. What a layer keeps live into the
+    backward pass is then exactly its stash, as without sequence parallelism."""
+    from xpusim.compiler.autodiff import Recompute
+    from xpusim.compiler.partition import Plan
+    from xpusim.ir.dtypes import DType
+    from xpusim.scenarios.training_graphs import build_rank
+
+    cfg = xpusim.model("llama-2-7b")
+    rank = build_rank(cfg, Plan(tp=2), 1, 512, DType.BF16, Recompute.NONE, False, True)
+    gathers = [op for op in rank.forward.ops + rank.backward.ops
+               if op.attr("collective") == "all_gather" and op.layer == 1]  # fmt: skip
+    assert len({op.outputs[0].name for op in gathers}) == len(gathers) > 2
+    kept = rank._kept_into_backward
+    assert kept[1] == pytest.approx(rank.stash_by_layer[1], rel=1e-12)

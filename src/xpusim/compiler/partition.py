@@ -118,7 +118,12 @@ def _last(t: Tensor, width: int) -> Tensor:
 
 
 def collective(kind: str, group: str, size: int, t: Tensor, after: Op) -> Op:
-    out = Tensor(f"{t.name}.{kind}", t.shape, t.dtype, t.role)
+    """A collective over t for the op `after` (which reads t as it was). Its output is named
+    after that op: under sequence parallelism a forward matmul and its weight gradient each
+    gather the same tensor, and two outputs of one name would be one tensor to the liveness
+    analysis, kept whole from the forward pass to the backward (Megatron-LM gathers again
+    instead; Korthikanti et al. 2022, section 4.2.2)."""
+    out = Tensor(f"{after.name}.{kind}.out", t.shape, t.dtype, t.role)
     attrs = (("collective", kind), ("group", group), ("size", size))
     return Op(OpKind.COLLECTIVE, f"{after.name}.{kind}", (t,), (out,), attrs, after.layer)
 

@@ -166,7 +166,9 @@ def peers(case: Case, g: Grid, per_point: dict[str, float]) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from peers import PEERS, quiet
 
-    options = [dict(p.options) for p in g.points() if "set" not in p.key]
+    # the grid's points on the peers' chip, without what-ifs, at the chips they cost
+    options = [dict(p.options) for p in g.points() if p.target == case.chips[0] and not p.sets
+               and dict(p.options).get("chips", 1) == case.peer_chips]  # fmt: skip
     sample = options[:: max(1, len(options) // PEER_SAMPLE)][:PEER_SAMPLE]
     points = [Point(f"p{i}", "llm-inference", case.chips[0], "tokens_per_s_per_chip", 0.0,
                     "grid", setup=dict(model=case.model, tp=case.peer_chips,

@@ -62,6 +62,7 @@ def test_one_graph_over_many_requests_counts_each_exactly(model, formats, shapes
             kv = req.prompt + 1 + node
             _, alone = _alone(cfg, StepShape(req.batch, 1, kv), act, weight, tp, ep)
             at = np.flatnonzero(np.isclose(graphs.step_fraction[r] * max(steps - 1, 1), node))
+            assert len(at) or node == steps // 2  # the first and last steps are always costed
             if len(at):
                 full = decode.steps_of(r)
                 for name in ("matrix_flops", "vector_flops", "role_bytes"):

@@ -85,7 +85,7 @@ def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
     """(ops, pp): how many instances of each op each stage runs; an op of a compact graph's
     copied layer counts once in the stage of every layer it stands for."""
     layer_stage = np.array(stage_of_layer(num_layers, pp))
-    layers = np.array([op.layer for op in graph.ops], dtype=int).reshape(-1)
+    layers = np.array([op.layer for op in graph.ops], dtype=int)
     stage = np.where(layers < 0, 0, np.where(layers >= num_layers, pp - 1,
                                              layer_stage[np.clip(layers, 0, num_layers - 1)]))
     counts = np.zeros((len(graph.ops), pp))

@@ -180,15 +180,12 @@ class Candidates:
             self.costed_in.update((c, (metrics, k)) for k, c in enumerate(members))
 
     def _batch(self, members: list[int]) -> CostBatch:
-        jobs = self.job[members].tolist()
-        setups = [self.setups[j] for j in jobs]
-        shared = self.shared_placement
+        setups = [self.setups[j] for j in self.job[members].tolist()]
         return CostBatch(
             systems=[s.system for s in setups],
             reqs=[s.req for s in setups],
             plans=[self.plans[c] for c in members],
-            placements=[shared[j] or self.placement(c) for j, c in zip(jobs, members,
-                                                                        strict=True)],
+            placements=[self.placement(c) for c in members],
             rows=self.rows[members],
             microbatches=self.microbatches[members],
             overlap=np.array([s.overlap for s in setups]),
@@ -273,13 +270,6 @@ class StageMemory:
         kv = self.kv_bytes(req, microbatches)
         return tuple(Footprint(w, kv * n, activations)
                      for w, n in zip(self.weights, self.layers, strict=True))  # fmt: skip
-
-    def fullest(self, req: Request, microbatches: int, activations: float) -> Footprint:
-        """The footprint of the stage whose chip holds the most (the first such)."""
-        kv = self.kv_bytes(req, microbatches)
-        totals = [w + kv * n for w, n in zip(self.weights, self.layers, strict=True)]
-        s = totals.index(max(totals))
-        return Footprint(self.weights[s], kv * self.layers[s], activations)
 
     def kv_bytes(self, req: Request, microbatches: int) -> float:
         """One layer's cache on one chip."""

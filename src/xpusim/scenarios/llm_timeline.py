@@ -39,7 +39,7 @@ from xpusim.workloads.transformer_config import TransformerConfig
 
 
 class CostBatch(NamedTuple):
-    """What _cost needs of K plans of one graph group, as columns."""
+    """What `cost` needs of K plans of one graph group, as columns."""
 
     systems: list[System]
     reqs: list[Request]

@@ -306,14 +306,14 @@ def _shape_graphs(
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
     steps = np.array([r.decode_steps for r in requests])
-    width = max(len(step_nodes(int(s))[0]) for s in np.unique(steps))
+    nodes = {int(s): step_nodes(int(s)) for s in np.unique(steps)}
+    width = max(len(n) for n, _ in nodes.values())
     # steps past a request's own count repeat its last node with weight 0: summed to nothing
     padded = np.zeros((len(requests), width))
     step_weights = np.zeros((len(requests), width))
-    for s in np.unique(steps):
-        nodes, weights = step_nodes(int(s))
+    for s, (at_nodes, weights) in nodes.items():
         at = steps == s
-        padded[at] = np.concatenate([nodes, np.repeat(nodes[-1:], width - len(nodes))])
+        padded[at] = np.pad(at_nodes, (0, width - len(at_nodes)), mode="edge")
         step_weights[at, : len(weights)] = weights
     batch = np.array([r.batch for r in requests])[:, None]
     prompt = np.array([r.prompt for r in requests])[:, None]

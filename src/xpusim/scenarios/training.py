@@ -333,13 +333,12 @@ def _search(
 ) -> TrainingResult:
     start = time.perf_counter()
     ranks: dict[tuple, RankTraining] = {}
-    results = []
+    results: list[tuple[TrainingResult, Plan]] = []
     skipped = 0
-    plans = {}
     for plan in candidate_plans(cfg, system.chips):
         try:
-            results.append(run_plan(cfg, system, plan, setup, list(notes), ranks, detail=False))
-            plans[id(results[-1])] = plan
+            results.append((run_plan(cfg, system, plan, setup, list(notes), ranks, detail=False),
+                            plan))  # fmt: skip
         except UserError:  # the batch does not split over this plan's replicas, ...
             skipped += 1
     if not results:
@@ -347,13 +346,13 @@ def _search(
             f"no parallelism plan trains {cfg.name} on {system.chips} chips with batch "
             f"{setup.batch}: give --tp/--pp/--dp or a batch that splits over the replicas"
         )
-    results.sort(key=_score)
-    runner = results[1] if len(results) > 1 else None
-    best = run_plan(cfg, system, plans[id(results[0])], setup, list(notes), ranks)  # in full
+    results.sort(key=lambda pair: _score(pair[0]))
+    runner = results[1][0] if len(results) > 1 else None
+    best = run_plan(cfg, system, results[0][1], setup, list(notes), ranks)  # in full
     best.plan_search = {
         "objective": "step time",
         "candidates": len(results) + skipped,
-        "feasible": sum(r.fits for r in results),
+        "feasible": sum(r.fits for r, _ in results),
         "chosen": best.plan,
         "runner_up": runner and {"plan": runner.plan, "fits": runner.fits,
                                  "step_time_s": runner.step_time_s, "mfu": runner.mfu},

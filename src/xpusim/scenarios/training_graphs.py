@@ -39,7 +39,8 @@ class RankTraining:
     _peaks: dict[int, list[float]] = field(default_factory=dict)
     # Kept for every plan of a search that shares this rank (its pipeline depths, widths):
     _tables: dict[int, OpTable] = field(default_factory=dict)  # by graph identity
-    _counts: dict[tuple, np.ndarray] = field(default_factory=dict)
+    _op_counts: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # per op
+    _counts: dict[tuple, np.ndarray] = field(default_factory=dict)  # per distinct op
     _updates: dict[tuple, Graph] = field(default_factory=dict)
     _stage_peaks: dict[frozenset[int], float] = field(default_factory=dict)
 
@@ -64,9 +65,9 @@ class RankTraining:
             picked = {"all": lambda op: True, "comm": lambda op: op.kind is OpKind.COLLECTIVE,
                       "recompute": lambda op: bool(op.attr("recompute"))}[which]  # fmt: skip
             mask = np.array([picked(op) for op in graph], dtype=float)
-            if (id(graph), pp) not in self._counts:
-                self._counts[id(graph), pp] = op_stage_counts(graph, self.cfg.num_layers, pp)
-            per_op = self._counts[id(graph), pp]
+            if (id(graph), pp) not in self._op_counts:
+                self._op_counts[id(graph), pp] = op_stage_counts(graph, self.cfg.num_layers, pp)
+            per_op = self._op_counts[id(graph), pp]
             self._counts[key] = distinct_stage_counts(self.table(graph), per_op, mask)
         return self._counts[key]
 

@@ -55,7 +55,7 @@ class StepShape:
     @property
     def label(self) -> str:
         if any(isinstance(d, np.ndarray) for d in (self.batch, self.q_len, self.kv_len)):
-            return f"{np.size(self.kv_len * self.batch * self.q_len)} shapes"
+            return f"{np.broadcast(self.batch, self.q_len, self.kv_len).size} shapes"
         return f"b={self.batch},q={self.q_len},kv={self.kv_len}"
 
 

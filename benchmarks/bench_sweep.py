@@ -169,6 +169,10 @@ def peers(case: Case, g: Grid, per_point: dict[str, float]) -> None:
     # the grid's points on the peers' chip, without what-ifs, at the chips they cost
     options = [dict(p.options) for p in g.points() if p.target == case.chips[0] and not p.sets
                and dict(p.options).get("chips", 1) == case.peer_chips]  # fmt: skip
+    if not options:
+        print(f"  peers: none of the grid's points is on {case.chips[0]} at {case.peer_chips} "
+              "chip(s) without a what-if figure, which is all they express")  # fmt: skip
+        return
     sample = options[:: max(1, len(options) // PEER_SAMPLE)][:PEER_SAMPLE]
     points = [Point(f"p{i}", "llm-inference", case.chips[0], "tokens_per_s_per_chip", 0.0,
                     "grid", setup=dict(model=case.model, tp=case.peer_chips,

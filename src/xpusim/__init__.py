@@ -10,8 +10,8 @@ The API is loaded on first use so that `xpusim --help` does not pay for numpy an
 from __future__ import annotations
 
 __version__ = "0.1.0"
-_API = {"chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "simulate",
-        "simulate_many", "system", "system_ids", "target"}  # fmt: skip
+_API = {"chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "serve",
+        "simulate", "simulate_many", "system", "system_ids", "target"}  # fmt: skip
 
 
 def __getattr__(name: str):

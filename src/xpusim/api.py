@@ -205,6 +205,22 @@ def _check_options(scenario: Scenario, options: dict[str, Any]) -> None:
             )
 
 
+def serve(
+    model: Any, chip: Chip | System | str | Path, *, progress: Any = None, **options: Any
+) -> Any:
+    """Serves a model under load (serving/): `concurrency` clients in a closed loop, a
+    `rate` of requests/s, or a `trace`; lengths `prompt`, `gen` (`spread`); `scheduler`,
+    `engine`, `max_batch`, `token_budget`, `kv_block`, SLOs `slo_ttft_ms` and `slo_tpot_ms`,
+    `find` (max-rate, min-chips, pd-split), and `run`'s plan options. A recommendation model
+    takes `rate`, `max_batch`, `window_ms` and `sla_ms`. Returns a result whose `ttft_s`,
+    `tpot_s`, `itl_s` and `e2e_s` have mean, p50, p90 and p99."""
+    from xpusim.serving.serve import serve as serve_
+
+    workload = load_model(model) if isinstance(model, str | Path) else model
+    spec = target(chip) if isinstance(chip, str | Path) else chip
+    return serve_(workload, spec, options, progress)[0]
+
+
 def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> list[Any]:
     """The same workload on several chips or systems, in the order given."""
     return [simulate(model, t, **options) for t in targets]

@@ -591,3 +591,13 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
+
+
+def _add_serve() -> None:
+    """`xpusim serve` lives in cli_serve.py: its options come from serving/options.py."""
+    from xpusim.cli_serve import serve
+
+    cli.add_command(serve)
+
+
+_add_serve()

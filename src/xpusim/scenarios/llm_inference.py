@@ -170,19 +170,36 @@ def simulate_many(
     ready = [s for s in setups if isinstance(s, Setup)]
     if not ready:
         return setups  # type: ignore[return-value]
-    # one graph per format and (tp, ep) over every request that needs it (shapes as arrays)
-    requests: dict[tuple, dict[Request, None]] = {}
-    for setup in ready:
-        for plan in setup.plans:
-            requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
-    graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
-              for key, reqs in requests.items()}  # fmt: skip
-    cands = Candidates.of(model, ready, graphs)
-    cands.cost(model)
+    cands = _costed(model, ready)
     best, runner_up = cands.choose()
     chosen = iter(zip(best.tolist(), runner_up.tolist(), strict=True))
     return [s if isinstance(s, UserError) else _choose(model, s, cands, *next(chosen), detail)
             for s in setups]  # fmt: skip
+
+
+def _costed(model: TransformerConfig, setups: list[Setup]) -> Candidates:
+    """Every plan of these jobs, costed: one graph per format and (tp, ep) over every
+    request that needs it (shapes as arrays)."""
+    requests: dict[tuple, dict[Request, None]] = {}
+    for setup in setups:
+        for plan in setup.plans:
+            requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
+    graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
+              for key, reqs in requests.items()}  # fmt: skip
+    cands = Candidates.of(model, setups, graphs)
+    cands.cost(model)
+    return cands
+
+
+def chosen_plan(
+    model: TransformerConfig, target: Chip | System, options: dict[str, Any]
+) -> tuple[Setup, Candidate]:
+    """The plan `simulate` would choose for these options, as an object: what serving
+    runs (serving/engine.py). Raises UserError for options the target cannot take."""
+    setup = _setup(model, target, options)
+    cands = _costed(model, [setup])
+    best, _ = cands.choose()
+    return setup, cands.candidate(int(best[0]))
 
 
 MAX_TOKENS = 2**40

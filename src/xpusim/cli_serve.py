@@ -1,0 +1,100 @@
+"""`xpusim serve`: the serving simulation's command, its options generated from the fields of
+serving/options.py (one declaration per setting, shared with the API's keywords)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Any
+
+import click
+
+from xpusim.serving.options import PATH, Engine, Load, Search
+
+PLAN_HELP = {
+    "precision": ("Weights, activations and KV cache (default: the chip's bf16, else fp16, "
+                  "else int8).", click.Choice(["int8", "fp8", "bf16", "fp16", "fp32"])),
+    "weight_precision": ("Weight-only quantization.",
+                         click.Choice(["int4", "int8", "fp8", "bf16", "fp16", "fp32"])),
+    "attention_precision": ("Attention's compute format when wider than --precision.",
+                            click.Choice(["int8", "fp8", "bf16", "fp16", "fp32"])),
+    "chips": ("Chips in the system; replicas of the plan fill it.", click.IntRange(min=1)),
+    "tp": ("Tensor parallel (one replica).", click.IntRange(min=1)),
+    "pp": ("Pipeline stages (one replica).", click.IntRange(min=1)),
+    "dp": ("Replicas (default: the chips the others leave).", click.IntRange(min=1)),
+    "ep": ("Expert parallel (MoE).", click.IntRange(min=1)),
+}  # fmt: skip
+RECSYS_HELP = {
+    "window_ms": ("Recommendation models: longest wait for a fuller batch (ms).", float, 1.0),
+    "sla_ms": ("Recommendation models: the latency bound goodput counts (ms).", float, None),
+}
+
+
+def _declared(f: Callable) -> Callable:
+    """Every field of Load, Engine and Search as an option, then the plan's and recsys's."""
+    options = []
+    for cls in (Load, Engine, Search):
+        for fld in fields(cls):
+            kind = fld.metadata["type"]
+            kind = click.Path(dir_okay=False) if kind == PATH else kind
+            default = None if fld.default is MISSING else fld.default
+            options.append(click.option(f"--{fld.name.replace('_', '-')}", fld.name, type=kind,
+                                        default=default, show_default=default is not None,
+                                        help=fld.metadata["help"]))  # fmt: skip
+    for name, (text, kind) in PLAN_HELP.items():
+        options.append(click.option(f"--{name.replace('_', '-')}", name, type=kind,
+                                    default=None, help=text))  # fmt: skip
+    for name, (text, kind, default) in RECSYS_HELP.items():
+        options.append(click.option(f"--{name.replace('_', '-')}", name, type=kind,
+                                    default=default, help=text))  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.command()
+@click.argument("model")
+@click.option("--chip", "chip_id", required=True, help="Chip or system id, or a chip TOML path.")
+@_declared
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Folder for per-request rows and the timeline (CSV; Parquet with the "
+                   "extra) and plots.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: Any) -> None:
+    """Serve MODEL under load: --concurrency clients, a --rate of requests/s or a --trace;
+    TTFT, TPOT, ITL and end-to-end percentiles, throughput, goodput, energy."""
+    from pathlib import Path
+
+    from xpusim import api
+    from xpusim.cli import _emit_json, _given, _print, _progress
+    from xpusim.serving.serve import serve as run_serve
+
+    workload = api.model(model)
+    given = _given(options)
+    with _progress("serving") as bar:
+        tick = None if bar is None else (lambda done, total: bar(done, total or None))
+        result, frames = run_serve(workload, api.target(chip_id), given, tick)
+    written: list[str] = []
+    if out is not None and frames is not None:
+        from xpusim.serving.plots import plot_timeline
+        from xpusim.serving.serve import write_frames
+
+        written = write_frames(frames, Path(out), parquet=_has("pyarrow"))
+        written += plot_timeline(frames, result, Path(out))
+    if as_json:
+        _emit_json({**result.to_dict(), **({"written": written} if written else {})})
+        return
+    from xpusim.report.serving_tables import serving_view
+
+    _print(serving_view(result))
+    for line in [*result.notes, result.reason]:
+        if line:
+            _print(f"note: {line}")
+    if written:
+        _print("wrote " + ", ".join(written))
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None

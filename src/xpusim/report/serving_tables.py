@@ -1,0 +1,73 @@
+"""Rich tables of a serving run. Only formatting: every number comes from the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from xpusim.report.units import seconds, si
+
+
+def serving_view(result: Any) -> Any:
+    """The latency table and the throughput/energy lines of an LLM or recsys serving run."""
+    if type(result).__name__ == "RecsysServingResult":
+        return _recsys(result)
+    load = result.load
+    shape = (f"{load['kind']} {load['value']}, {result.requests} requests of "
+             f"{result.prompt_mean:.0f} -> {result.gen_mean:.0f} tokens")  # fmt: skip
+    plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
+    split = (f", {result.prefill_replicas}P{result.decode_replicas}D" if result.prefill_replicas
+             else "")  # fmt: skip
+    title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
+             f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
+    table = Table(title=title)
+    for col in ("", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if not col else "right")
+    if not result.fits:
+        return Group(table)
+    for label, p in (("TTFT", result.ttft_s), ("TPOT", result.tpot_s), ("ITL", result.itl_s),
+                     ("end to end", result.e2e_s)):  # fmt: skip
+        if p is not None:
+            table.add_row(label, *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
+    lines = [
+        f"{result.requests_per_s:.3g} requests/s, {si(result.output_tokens_per_s)} output "
+        f"tokens/s ({si(result.tokens_per_s_per_chip)} per chip, "
+        f"{result.tokens_per_s_per_user:.3g} per user)",
+        f"energy {result.joules_per_token:.3g} J/token, {result.avg_power_w:.3g} W per chip "
+        f"(TDP {result.tdp_w:.3g} W)",
+        f"batch {result.mean_batch:.3g} sequences per iteration, {result.mean_waiting:.3g} "
+        f"waiting; KV cache {result.kv_cache.mean_used:.0%} used on average "
+        f"(peak {result.kv_cache.peak_used:.0%} of {si(result.kv_cache.capacity_tokens)} "
+        f"tokens); {result.preemptions} preemptions",
+    ]
+    if result.goodput_requests_per_s is not None:
+        lines.append(f"goodput {result.goodput_requests_per_s:.3g} requests/s "
+                     f"({result.slo_met:.1%} within the SLOs)")  # fmt: skip
+    if result.search:
+        found = {k: v for k, v in result.search.items() if k not in ("find", "trials")}
+        lines.append(f"--find {result.search['find']}: " + ", ".join(
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in found.items())
+            + f" ({len(result.search['trials'])} trials)")  # fmt: skip
+    return Group(table, *lines)
+
+
+def _recsys(result: Any) -> Any:
+    table = Table(title=f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} "
+                        f"queries/s, batches up to {result.max_batch} within "
+                        f"{result.window_ms:g} ms")  # fmt: skip
+    for col in ("", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if not col else "right")
+    if not result.fits:
+        return Group(table)
+    p = result.latency_s
+    table.add_row("latency", *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
+    lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
+             f"chip busy {result.utilization:.0%}",
+             f"energy {result.joules_per_query:.3g} J/query, {result.avg_power_w:.3g} W per "
+             f"chip (TDP {result.tdp_w:.3g} W)"]  # fmt: skip
+    if result.goodput_queries_per_s is not None:
+        lines.append(f"goodput {si(result.goodput_queries_per_s)} queries/s "
+                     f"({result.sla_met:.1%} within {result.sla_ms:g} ms)")  # fmt: skip
+    return Group(table, *lines)

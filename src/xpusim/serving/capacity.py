@@ -1,0 +1,174 @@
+"""Capacity questions, answered by running the serving simulation repeatedly.
+
+- max-rate: the highest Poisson request rate whose p99 TTFT and p99 TPOT meet the SLOs
+  (MLPerf Server's question). The closed loop at every slot full gives the saturation rate;
+  rates from there down are bisected to within RATE_TOLERANCE.
+- min-chips: the fewest replicas (times a replica's chips) that serve the given rate within
+  the SLOs: doubling, then bisection. p99s fall as replicas are added (more capacity behind
+  the same arrivals), which is what makes bisection valid.
+- pd-split: every split of the replicas into P prefill and D decode replicas, the best by
+  goodput (by output tokens/s without SLOs).
+
+Every trial uses the same seed, so the comparisons are between systems, not between draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.serving.metrics import Frames, ServingResult
+from xpusim.serving.options import Engine, Load, Search
+from xpusim.serving.serve import Prepared, prepare, run
+from xpusim.workloads.transformer_config import TransformerConfig
+
+RATE_TOLERANCE = 0.02  # of the answer
+MAX_REPLICAS = 4096
+
+
+def answer(
+    cfg: TransformerConfig, target: Chip | System, load: Load, engine: Engine, search: Search,
+    plan_options: dict[str, Any], warmup: int, progress: Callable[[int, int], None] | None,
+) -> tuple[ServingResult, Frames | None]:  # fmt: skip
+    if search.find in ("max-rate", "min-chips") and search.slo == (None, None):
+        raise UserError(f"--find {search.find} needs --slo-ttft-ms and/or --slo-tpot-ms")
+    requests = load.draw()
+    prepared = prepare(cfg, target, load, requests, engine, plan_options)
+    trials: list[dict[str, Any]] = []
+
+    def trial(label: str, value: float, result: ServingResult) -> bool:
+        ok = meets(result, search)
+        trials.append({label: value, "ttft_p99_s": _p99(result.ttft_s), "tpot_p99_s":
+                       _p99(result.tpot_s), "output_tokens_per_s": result.output_tokens_per_s,
+                       "goodput_requests_per_s": result.goodput_requests_per_s, "meets": ok})
+        if progress is not None:
+            progress(len(trials), 0)
+        return ok
+
+    if search.find == "max-rate":
+        found = _max_rate(prepared, load, warmup, search, trial)
+    elif search.find == "min-chips":
+        if load.rate is None and load.trace is None:
+            raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
+        prepared = _fitting(cfg, target, load, requests, engine, plan_options, prepared)
+        found = _min_replicas(prepared, load, warmup, search, trial)
+    else:
+        found = _pd_split(prepared, load, warmup, search, trial)
+    result, frames, value, note = found
+    key = {"max-rate": "rate", "min-chips": "chips", "pd-split": "prefill_replicas"}[search.find]
+    result.search = {"find": search.find, key: value, "trials": trials}
+    if note:
+        result.notes.append(note)
+    return result, frames
+
+
+def meets(result: ServingResult, search: Search) -> bool:
+    """p99 TTFT and p99 TPOT within their SLOs (an SLO not given holds)."""
+    if not result.fits:
+        return False
+    ttft, tpot = search.slo
+    return ((ttft is None or _p99(result.ttft_s) <= ttft / 1e3)
+            and (tpot is None or _p99(result.tpot_s) <= tpot / 1e3))  # fmt: skip
+
+
+def _p99(p: Any) -> float:
+    return 0.0 if p is None else p.p99
+
+
+Trial = Callable[[str, float, ServingResult], bool]
+
+
+def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+    slots = prepared.engine.max_batch * prepared.replicas
+    closed = replace(load, concurrency=min(slots, load.requests), rate=None, trace=None)
+    saturated, _ = run(prepared, closed, closed.draw(), warmup, search.slo)
+    if not saturated.fits:
+        return saturated, None, 0.0, "does not fit: no rate is served"
+    top = saturated.requests_per_s
+
+    def at(rate: float) -> tuple[bool, ServingResult, Frames | None]:
+        open_ = replace(load, rate=rate, concurrency=None, trace=None)
+        result, frames = run(prepared, open_, open_.draw(), warmup, search.slo)
+        return trial("rate", rate, result), result, frames
+
+    ok, best, frames = at(top)
+    if ok:
+        return best, frames, top, "the SLOs hold up to the saturation rate (every slot full)"
+    low, high = 0.0, top
+    best = None
+    while high - low > RATE_TOLERANCE * max(low, high / 64):
+        mid = (low + high) / 2 if low else high / 8  # find a feasible rate fast, then halve
+        ok, result, fr = at(mid)
+        if ok:
+            low, best, frames = mid, result, fr
+        else:
+            high = mid
+            if low == 0.0 and high < top * 1e-3:
+                break
+    if best is None:
+        return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
+    return best, frames, low, ""
+
+
+def _fitting(cfg, target, load, requests, engine, plan_options, prepared: Prepared) -> Prepared:
+    """A replica plan that fits: the given one, else the smallest chip count that does."""
+    if prepared.fits or plan_options.get("chips") or plan_options.get("tp"):
+        return prepared
+    chips = 2
+    while chips <= 64:
+        found = prepare(cfg, target, load, requests, engine, {**plan_options, "chips": chips})
+        if found.fits:
+            return replace(found, replicas=1)
+        chips *= 2
+    return prepared
+
+
+def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+    requests = load.draw()
+    chips = prepared.plan.chips
+    results: dict[int, tuple[bool, ServingResult, Frames | None]] = {}
+
+    def at(k: int) -> bool:
+        result, frames = run(prepared, load, requests, warmup, search.slo, replicas=k)
+        results[k] = (trial("chips", k * chips, result), result, frames)
+        return results[k][0]
+
+    k = 1
+    while not at(k):
+        if k >= MAX_REPLICAS or not prepared.fits:
+            _, result, frames = results[k]
+            return result, frames, 0, f"not met with {k * chips} chips"
+        k *= 2
+    low, high = k // 2, k  # low fails (or is 0), high meets
+    while high - low > 1:
+        mid = (low + high) // 2
+        if at(mid):
+            high = mid
+        else:
+            low = mid
+    _, result, frames = results[high]
+    return result, frames, high * chips, ""
+
+
+def _pd_split(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+    total = prepared.replicas
+    if total < 2:
+        raise UserError(f"--find pd-split needs at least 2 replicas; the plan has {total} "
+                        f"(give more --chips or a smaller --tp)")  # fmt: skip
+    requests = load.draw()
+    best = None
+    for p in range(1, total):
+        engine = replace(prepared.engine, prefill_replicas=p, decode_replicas=total - p)
+        result, frames = run(replace(prepared, engine=engine), load, requests, warmup,
+                             search.slo)  # fmt: skip
+        trial("prefill_replicas", p, result)
+        score = (result.goodput_requests_per_s if result.goodput_requests_per_s is not None
+                 else result.output_tokens_per_s)  # fmt: skip
+        if best is None or score > best[0]:
+            best = (score, result, frames, p)
+    _, result, frames, p = best  # type: ignore[misc]
+    return result, frames, p, f"best split: {p} prefill and {total - p} decode replicas"

@@ -1,0 +1,141 @@
+"""What arrives at the server: requests with their lengths, and when they come.
+
+Closed loop (`concurrency` C): C clients, each sending its next request the moment its last
+one finishes, as genai-perf/aiperf, vLLM's benchmark_serving at a max concurrency and
+MLPerf's loadgen measure. Open loop (`rate` R): arrivals in a Poisson process, or a gamma
+process of shape `burstiness` (1 is Poisson; below 1 burstier), vLLM's benchmark's model.
+A trace replays arrival times and lengths from a file. Lengths are fixed, or drawn
+uniformly within ±`spread` of them (vLLM's random dataset's range ratio). One seed gives one
+set of requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from xpusim.errors import UserError
+
+if TYPE_CHECKING:
+    from xpusim.serving.options import Load
+
+
+@dataclass(frozen=True)
+class Requests:
+    """N requests in arrival order: lengths, and arrival times (None in a closed loop,
+    where a client's completion sends the next)."""
+
+    prompt: np.ndarray  # (N,) input tokens
+    gen: np.ndarray  # (N,) output tokens
+    arrival_s: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+
+def draw(load: Load) -> Requests:
+    """The requests of a load: its trace's, or drawn from its seed."""
+    if load.trace is not None:
+        return read_trace(load.trace, load.requests)
+    rng = np.random.default_rng(load.seed)
+    prompt, gen = (_lengths(rng, n, load.requests, load.spread) for n in (load.prompt, load.gen))
+    arrival = None
+    if load.rate is not None:
+        shape = load.burstiness
+        gaps = rng.gamma(shape, 1.0 / (load.rate * shape), size=load.requests)
+        arrival = np.cumsum(gaps) - gaps[0]  # the first request at time 0
+    return Requests(prompt, gen, arrival)
+
+
+def _lengths(rng: np.random.Generator, mean: int, n: int, spread: float) -> np.ndarray:
+    if spread == 0:
+        return np.full(n, mean, dtype=np.int64)
+    low, high = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
+    return rng.integers(low, high + 1, size=n)
+
+
+# Column names accepted for each field, first match wins: ours, then the public Azure LLM
+# inference traces' (TIMESTAMP, ContextTokens, GeneratedTokens), then common variants.
+_COLUMNS = {
+    "arrival": ("arrival_s", "timestamp", "arrival_time", "time"),
+    "prompt": ("input_tokens", "contexttokens", "prompt_tokens", "prompt", "input_length"),
+    "gen": ("output_tokens", "generatedtokens", "completion_tokens", "gen", "output_length"),
+}
+
+
+def read_trace(path: Path, limit: int | None = None) -> Requests:
+    """A JSONL or CSV trace: arrival time (seconds, or a date-time as in Azure's traces),
+    input tokens and output tokens per line; arrivals are taken relative to the first.
+    A line that does not parse is refused with its line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"trace file {str(path)!r} not found")
+    rows: list[tuple[int, dict[str, str]]] = []
+    with path.open(newline="") as f:
+        if path.suffix.lower() in (".jsonl", ".json"):
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as error:
+                        message = f"{path.name} line {number}: not JSON ({error.msg})"
+                        raise UserError(message) from None
+                    if not isinstance(record, dict):
+                        raise UserError(f"{path.name} line {number}: not a JSON object")
+                    rows.append((number, {k.lower(): v for k, v in record.items()}))
+        else:
+            reader = csv.DictReader(f)
+            for number, record in enumerate(reader, 2):
+                rows.append((number, {(k or "").strip().lower(): v for k, v in record.items()}))
+    if not rows:
+        raise UserError(f"trace file {path.name} holds no requests")
+    if limit is not None:
+        rows = rows[:limit]
+    names = {field: next((c for c in choices if c in rows[0][1]), None)
+             for field, choices in _COLUMNS.items()}  # fmt: skip
+    missing = [f"{field} ({', '.join(_COLUMNS[field][:3])})" for field, c in names.items()
+               if c is None]  # fmt: skip
+    if missing:
+        raise UserError(f"{path.name}: no column for {'; '.join(missing)}")
+    arrival, prompt, gen = [], [], []
+    for number, record in rows:
+        try:
+            arrival.append(_seconds(record[names["arrival"]]))
+            prompt.append(_tokens(record[names["prompt"]]))
+            gen.append(_tokens(record[names["gen"]]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise UserError(f"{path.name} line {number}: {error}") from None
+    times = np.array(arrival, dtype=float)
+    order = np.argsort(times, kind="stable")
+    times = times[order] - times[order[0]]
+    return Requests(np.array(prompt)[order], np.array(gen)[order], times)
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            # Azure's traces: "2023-11-16 18:15:46.6805900" (seven fractional digits)
+            head, _, frac = text.partition(".")
+            stamp = datetime.fromisoformat(head)
+            seconds = stamp.timestamp() + (float("0." + frac) if frac.isdigit() else 0.0)
+    if not np.isfinite(seconds):
+        raise ValueError(f"arrival time {value!r} is not a number")
+    return seconds
+
+
+def _tokens(value: object) -> int:
+    number = float(value)  # type: ignore[arg-type]
+    if not number.is_integer() or number < 1:
+        raise ValueError(f"token count {value!r} is not a positive integer")
+    return int(number)

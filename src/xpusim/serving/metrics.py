@@ -1,0 +1,163 @@
+"""What users see under load, from one simulation's requests and iterations.
+
+Per request, as the serving benchmarks (vLLM's benchmark_serving, genai-perf) compute them:
+TTFT = first token - arrival; TPOT = (end-to-end - TTFT) / (output tokens - 1), over
+requests of more than one output token; inter-token latency (ITL) is every gap between a
+request's tokens; end-to-end latency = last token - arrival. Each with mean, p50, p90, p99
+(numpy's linear percentiles) over the measured requests: all but the first `warmup` issued.
+Throughput is the measured requests' output over the measured window (first measured
+arrival to last measured finish); energy is the whole run's, iterations' ops plus every
+chip's static power while it waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xpusim.result import Result
+from xpusim.serving.simulator import Run
+
+
+@dataclass
+class Percentiles:
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Percentiles | None:
+        if not len(values):
+            return None
+        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        return cls(float(values.mean()), float(p50), float(p90), float(p99))
+
+
+@dataclass
+class KVUse:
+    blocks: int  # per replica
+    block_tokens: int
+    capacity_tokens: int  # per replica
+    bytes_per_token: float  # one chip of the fullest stage
+    mean_used: float  # fraction of the blocks, time-averaged over iterations
+    peak_used: float
+
+
+@dataclass
+class ServingResult(Result):
+    model: str
+    chip: str
+    chips: int
+    system: str
+    plan: dict[str, int]  # one replica's
+    replicas: int
+    prefill_replicas: int  # with disaggregation (0 without)
+    decode_replicas: int
+    scheduler: str
+    engine: str
+    load: dict[str, Any]  # kind and value
+    requests: int
+    warmup: int
+    prompt_mean: float
+    gen_mean: float
+    precision: str
+    weight_precision: str
+    fits: bool
+    reason: str
+    ttft_s: Percentiles | None = None
+    tpot_s: Percentiles | None = None
+    itl_s: Percentiles | None = None
+    e2e_s: Percentiles | None = None
+    requests_per_s: float = 0.0
+    output_tokens_per_s: float = 0.0
+    tokens_per_s_per_chip: float = 0.0
+    tokens_per_s_per_user: float = 0.0  # 1 / mean TPOT
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_met: float | None = None  # fraction of measured requests within both SLOs
+    goodput_requests_per_s: float | None = None
+    energy_j: float = 0.0
+    joules_per_token: float = 0.0
+    avg_power_w: float = 0.0  # per chip
+    tdp_w: float = 0.0
+    kv_cache: KVUse | None = None
+    preemptions: int = 0
+    mean_batch: float = 0.0  # sequences per iteration
+    mean_waiting: float = 0.0  # queued requests, time-averaged
+    mean_in_system: float = 0.0  # requests arrived and not finished, time-averaged
+    duration_s: float = 0.0  # the measured window
+    search: dict[str, Any] | None = None  # --find's answer and its trials
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Frames:
+    """Per-request rows and the timeline, as columns (for --out)."""
+
+    requests: dict[str, np.ndarray]
+    timeline: dict[str, np.ndarray]
+
+
+def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> Frames:
+    """Fills the result's figures from the run; returns its rows for --out."""
+    seqs = run.sequences
+    arrival = np.array([s.arrival_s for s in seqs])
+    first = np.array([s.first_token_s for s in seqs])
+    finish = np.array([s.finish_s for s in seqs])
+    gen = np.array([s.gen for s in seqs])
+    ttft, e2e = first - arrival, finish - arrival
+    several = gen > 1
+    tpot = np.where(several, (e2e - ttft) / np.maximum(gen - 1, 1), np.nan)
+    measured = np.arange(len(seqs)) >= result.warmup
+    window_start, window_end = arrival[measured].min(), finish[measured].max()
+    window = max(window_end - window_start, 1e-12)
+    result.ttft_s = Percentiles.of(ttft[measured])
+    result.tpot_s = Percentiles.of(tpot[measured & several])
+    gaps = [g for s, m in zip(seqs, measured, strict=True) if m for g in s.gaps_s]
+    result.itl_s = Percentiles.of(np.array(gaps))
+    result.e2e_s = Percentiles.of(e2e[measured])
+    result.requests_per_s = float(measured.sum() / window)
+    result.output_tokens_per_s = float(gen[measured].sum() / window)
+    result.tokens_per_s_per_chip = result.output_tokens_per_s / chips
+    if result.tpot_s is not None and result.tpot_s.mean > 0:
+        result.tokens_per_s_per_user = 1.0 / result.tpot_s.mean
+    if result.slo_ttft_ms is not None or result.slo_tpot_ms is not None:
+        ok = measured.copy()
+        if result.slo_ttft_ms is not None:
+            ok &= ttft <= result.slo_ttft_ms / 1e3
+        if result.slo_tpot_ms is not None:
+            ok &= ~several | (tpot <= result.slo_tpot_ms / 1e3)
+        result.slo_met = float(ok.sum() / measured.sum())
+        result.goodput_requests_per_s = float(ok.sum() / window)
+    duration = float(finish.max())
+    idle_chip_s = max(chips * duration - run.busy_chip_s, 0.0)
+    result.energy_j = run.energy_j + static_w * idle_chip_s
+    result.joules_per_token = result.energy_j / float(gen.sum())
+    result.avg_power_w = result.energy_j / duration / chips
+    result.preemptions = run.preemptions
+    t = run.timeline
+    start, end = np.array(t.start_s), np.array(t.end_s)
+    span = end - start
+    result.mean_batch = float(np.mean(np.array(t.decodes) + np.array(t.prefills)))
+    result.mean_waiting = float(np.average(t.waiting, weights=span)) if span.sum() > 0 else 0.0
+    if result.kv_cache is not None:
+        used = np.array(t.kv_used)
+        result.kv_cache.mean_used = float(np.average(used, weights=span)) if span.sum() else 0.0
+        result.kv_cache.peak_used = float(used.max())
+    m = measured
+    result.mean_in_system = float(np.minimum(finish[m], window_end).sum()
+                                  - np.maximum(arrival[m], window_start).sum()) / window
+    result.duration_s = float(window)
+    return Frames(
+        requests={"id": np.arange(len(seqs)), "arrival_s": arrival, "prompt":
+                  np.array([s.prompt for s in seqs]), "gen": gen, "ttft_s": ttft,
+                  "tpot_s": tpot, "e2e_s": e2e, "preemptions":
+                  np.array([s.preemptions for s in seqs]), "measured": measured},
+        timeline={"start_s": start, "end_s": end, "replica": np.array(t.replica),
+                  "decodes": np.array(t.decodes), "prefills": np.array(t.prefills),
+                  "prefill_tokens": np.array(t.prefill_tokens),
+                  "waiting": np.array(t.waiting), "kv_used": np.array(t.kv_used)},
+    )  # fmt: skip

@@ -1,0 +1,152 @@
+"""Serving's settings, each declared once: a dataclass field whose metadata the command line
+reads (cli_serve.py builds `xpusim serve`'s options from Load's, Engine's and Search's
+fields), so the API's keywords and the CLI's flags cannot drift apart. Light on purpose:
+`xpusim --help` imports this module, and nothing here imports numpy."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xpusim.errors import UserError, check_positive
+
+if TYPE_CHECKING:
+    from xpusim.serving.load import Requests
+
+PATH = "path"  # an option naming a file
+FINDS = ("max-rate", "min-chips", "pd-split")
+SCHEDULERS = ("static", "continuous", "chunked")
+
+
+def option(default: Any, help: str, type: Any) -> Any:
+    return field(default=default, metadata={"help": help, "type": type})
+
+
+@dataclass(frozen=True)
+class Load:
+    concurrency: int | None = option(None, "Closed loop: clients, each sending its next "
+                                      "request when its last finishes.", type=int)
+    rate: float | None = option(None, "Open loop: requests/s arriving (Poisson, or gamma "
+                                 "with --burstiness).", type=float)
+    burstiness: float = option(1.0, "Gamma shape of the arrival gaps: 1 is Poisson, below 1 "
+                                "burstier.", type=float)
+    requests: int = option(500, "Requests to serve.", type=int)
+    prompt: int = option(1024, "Input tokens per request (the mean with --spread).", type=int)
+    gen: int = option(128, "Output tokens per request (the mean with --spread).", type=int)
+    spread: float = option(0.0, "Lengths uniform in [L(1-s), L(1+s)] (vLLM's random "
+                            "range ratio).", type=float)
+    seed: int = option(0, "Seed of arrivals and lengths.", type=int)
+    trace: Path | None = option(None, "Replay a JSONL or CSV trace: arrival time, input "  # noqa: RUF009
+                                 "tokens, output tokens (Azure's columns accepted).",
+                                 type=PATH)
+
+    def __post_init__(self) -> None:
+        given = [x is not None for x in (self.concurrency, self.rate, self.trace)]
+        if sum(given) != 1:
+            raise UserError("give exactly one of --concurrency, --rate and --trace")
+        if self.concurrency is not None and (self.concurrency < 1
+                                             or isinstance(self.concurrency, bool)):  # fmt: skip
+            raise UserError(f"concurrency must be a positive integer, got {self.concurrency!r}")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise UserError(f"rate must be a positive number of requests/s, got {self.rate!r}")
+        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
+            raise UserError(f"burstiness must be a positive number, got {self.burstiness!r}")
+        if not 0 <= self.spread < 1:
+            raise UserError(f"spread must be in [0, 1), got {self.spread!r}")
+        for name in ("requests", "prompt", "gen"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{name} must be a positive integer, got {value!r}")
+
+    @property
+    def closed(self) -> bool:
+        return self.concurrency is not None
+
+    def draw(self) -> Requests:
+        from xpusim.serving.load import draw
+
+        return draw(self)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How the engine runs: the scheduler and its limits, and the engine's host profile."""
+
+    scheduler: str = option("continuous", "static, continuous or chunked (prefill).",
+                             type=str)
+    engine: str = option("ideal", "Host time per iteration: ideal (none, as run), vllm, "
+                          "vllm-v0, sglang, trtllm (serving/engines.toml).", type=str)
+    max_batch: int = option(256, "Sequences per iteration (vLLM's max_num_seqs).", type=int)
+    token_budget: int = option(8192, "New tokens per iteration (max_num_batched_tokens).",
+                                type=int)
+    chunk: int | None = option(None, "Chunked prefill's largest chunk (default: the token "
+                                "budget).", type=int)
+    kv_block: int = option(16, "Tokens per KV-cache block.", type=int)
+    kv_blocks: int | None = option(None, "KV blocks per replica, instead of what memory "
+                                   "leaves (vLLM's num_gpu_blocks_override).", type=int)
+    kv_utilization: float = option(0.9, "Share of the memory left after weights and "
+                                    "activations that holds KV cache (vLLM's 0.9).",
+                                    type=float)
+    prefix: int = option(0, "Tokens every prompt shares, cached after the first "
+                          "(prefix caching; 0: none).", type=int)
+    prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
+                                           "prefill (with --decode-replicas).", type=int)
+    decode_replicas: int | None = option(None, "Disaggregation: replicas that only decode.",
+                                          type=int)
+
+    def __post_init__(self) -> None:
+        check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
+                       chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
+                       prefill_replicas=self.prefill_replicas,
+                       decode_replicas=self.decode_replicas)  # fmt: skip
+        if not 0 < self.kv_utilization <= 1:
+            raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
+        if self.prefix < 0:
+            raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
+        if (self.prefill_replicas is None) != (self.decode_replicas is None):
+            raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
+        if self.scheduler not in SCHEDULERS:
+            from xpusim.errors import closest
+
+            raise UserError(f"unknown scheduler {self.scheduler!r}"
+                            f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
+        from xpusim.serving.engines import engine
+
+        engine(self.engine)
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas is not None
+
+
+@dataclass(frozen=True)
+class Search:
+    """What is asked of the runs: the objectives, and a capacity question to answer."""
+
+    slo_ttft_ms: float | None = option(None, "Objective on each request's TTFT (ms): goodput "
+                                       "counts requests within it.", type=float)
+    slo_tpot_ms: float | None = option(None, "Objective on each request's TPOT (ms).",
+                                       type=float)
+    find: str | None = option(None, "max-rate: the highest --rate whose p99 TTFT and TPOT "
+                              "meet the SLOs; min-chips: the fewest chips that serve --rate "
+                              "within them; pd-split: the best prefill/decode split of the "
+                              "replicas.", type=str)
+    warmup: int | None = option(None, "First requests left out of the statistics (default: "
+                                "a tenth).", type=int)
+
+    def __post_init__(self) -> None:
+        check_slo(self.slo_ttft_ms, "slo_ttft_ms")
+        check_slo(self.slo_tpot_ms, "slo_tpot_ms")
+        if self.find not in (None, *FINDS):
+            raise UserError(f"unknown --find {self.find!r}; choose {', '.join(FINDS)}")
+        if self.warmup is not None and self.warmup < 0:
+            raise UserError(f"warmup must be a non-negative count, got {self.warmup!r}")
+
+    @property
+    def slo(self) -> tuple[float | None, float | None]:
+        return self.slo_ttft_ms, self.slo_tpot_ms
+def check_slo(value: float | None, name: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{name} must be a positive number of milliseconds, got {value!r}")

@@ -1,0 +1,57 @@
+"""PNG plots of a serving run (the `plot` extra): the timeline of batch, queue and KV cache,
+and the latency percentiles of a --find max-rate's trials against load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from xpusim.report.plots import pyplot_or_none
+from xpusim.serving.metrics import Frames
+
+
+def plot_timeline(frames: Frames, result: Any, out: Path) -> list[str]:
+    plt = pyplot_or_none()
+    if plt is None:
+        return []
+    t = frames.timeline
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+    axes[0].plot(t["end_s"], t["decodes"] + t["prefills"], lw=0.6)
+    axes[0].set_ylabel("sequences / iteration")
+    axes[1].plot(t["end_s"], t["waiting"], lw=0.6, color="tab:orange")
+    axes[1].set_ylabel("waiting requests")
+    axes[2].plot(t["end_s"], 100 * t["kv_used"], lw=0.6, color="tab:green")
+    axes[2].set_ylabel("KV cache used (%)")
+    axes[2].set_xlabel("time (s)")
+    fig.suptitle(f"{result.model} on {result.chips} {result.chip}: {result.load['kind']} "
+                 f"{result.load['value']}")  # fmt: skip
+    fig.tight_layout()
+    written = [str(out / "timeline.png")]
+    fig.savefig(written[0], dpi=120)
+    plt.close(fig)
+    if result.search and result.search.get("find") == "max-rate":
+        written.append(plot_latency_load(result.search["trials"], result, out))
+    return written
+
+
+def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
+    """p99 TTFT and TPOT of each trial rate, with the SLOs."""
+    plt = pyplot_or_none()
+    rows = sorted(trials, key=lambda r: r["rate"])
+    rate = [r["rate"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(rate, [1e3 * r["ttft_p99_s"] for r in rows], "o-", label="p99 TTFT")
+    ax.plot(rate, [1e3 * r["tpot_p99_s"] for r in rows], "s-", label="p99 TPOT")
+    for slo, style in ((result.slo_ttft_ms, "--"), (result.slo_tpot_ms, ":")):
+        if slo is not None:
+            ax.axhline(slo, ls=style, color="grey")
+    ax.set_xlabel("requests/s")
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title(f"{result.model} on {result.chips} {result.chip}: latency against load")
+    fig.tight_layout()
+    path = str(out / "latency_load.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,160 @@
+"""How an engine chooses each iteration's batch: the policies engines run, by name.
+
+- static: a batch of up to max-batch waiting requests is prefilled together and decoded
+  until its last sequence finishes; nothing joins it meanwhile (xpusim run's batch, and
+  engines before Orca).
+- continuous: iteration-level batching as vLLM's V0 scheduler runs it: waiting requests join
+  whenever a slot and their whole prompt's KV blocks are free, in an iteration of prefills
+  only (whole prompts, within the token budget), which pauses the decodes; otherwise every
+  running sequence decodes one token.
+- chunked: chunked prefill (Sarathi-Serve; vLLM V1, SGLang): decodes first, then prompts in
+  chunks of at most `chunk` tokens fill the rest of the token budget, so a long prompt never
+  stalls the decodes for longer than one budget's worth of work.
+
+A scheduler sees the replica's queues and KV cache (serving/replica.py) and returns the
+sequences to run: decodes, and prefill chunks with their sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xpusim.errors import UserError, closest
+
+if TYPE_CHECKING:
+    from xpusim.serving.replica import Replica
+
+
+@dataclass(eq=False)
+class Sequence:
+    """A request inside the engine."""
+
+    id: int
+    arrival_s: float
+    prompt: int
+    gen: int
+    target: int = 0  # tokens to prefill before decoding: the prompt, more after a preemption
+    done: int = 0  # of target, prefilled (cached prefix included)
+    generated: int = 0
+    blocks: int = 0  # KV blocks it holds
+    shared: int = 0  # tokens of a cached prefix it reads but does not hold
+    busy: bool = False  # in an iteration in flight
+    first_token_s: float = float("nan")
+    last_token_s: float = float("nan")
+    finish_s: float = float("nan")
+    preemptions: int = 0
+    gaps_s: list[float] = field(default_factory=list)  # between its tokens
+
+    def __post_init__(self) -> None:
+        self.target = self.target or self.prompt
+
+    @property
+    def decoding(self) -> bool:
+        return self.done >= self.target
+
+    @property
+    def context(self) -> int:
+        """Keys a decode step attends: every token so far, the one it feeds included."""
+        return self.prompt + self.generated
+
+
+@dataclass
+class Batch:
+    decodes: list[Sequence] = field(default_factory=list)
+    chunks: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, tokens)
+
+    def __bool__(self) -> bool:
+        return bool(self.decodes or self.chunks)
+
+
+Scheduler = Callable[["Replica"], Batch]
+SCHEDULERS: dict[str, Scheduler] = {}
+
+
+def scheduler(name: str) -> Scheduler:
+    found = SCHEDULERS.get(name)
+    if found is None:
+        raise UserError(f"unknown scheduler {name!r}{closest(name, SCHEDULERS)}")
+    return found
+
+
+def _register(name: str) -> Callable[[Scheduler], Scheduler]:
+    def add(f: Scheduler) -> Scheduler:
+        SCHEDULERS[name] = f
+        return f
+
+    return add
+
+
+@_register("static")
+def static(r: Replica) -> Batch:
+    batch = Batch()
+    if r.running:  # the batch runs to its end; its finished sequences have left
+        batch.decodes = [s for s in r.running if not s.busy]
+        return batch
+    while r.waiting and len(batch.chunks) < r.max_batch:
+        s = r.waiting[0]
+        if not r.admit(s, s.prompt + s.gen):  # static batching reserves the whole length
+            break
+        r.waiting.popleft()
+        batch.chunks.append((s, s.target - s.done))
+    return batch
+
+
+@_register("continuous")
+def continuous(r: Replica) -> Batch:
+    batch = Batch()
+    budget = r.token_budget
+    while r.waiting and len(r.running) < r.max_batch:
+        s = r.waiting[0]
+        if s.decoding:  # prefilled elsewhere (disaggregation): it needs its blocks only
+            if not r.admit(s, s.context):
+                break
+            r.waiting.popleft()
+            continue
+        q = s.target - r.cached(s)
+        if (q > budget and batch.chunks) or not r.admit(s, s.target):
+            break
+        r.waiting.popleft()
+        batch.chunks.append((s, s.target - s.done))
+        budget -= q
+    if not batch.chunks:
+        batch.decodes = r.decodes()
+    return batch
+
+
+@_register("chunked")
+def chunked(r: Replica) -> Batch:
+    return _iteration(r, r.chunk)
+
+
+def _iteration(r: Replica, chunk: int) -> Batch:
+    """Decodes first, then prefill chunks (ongoing prompts, then new requests in arrival
+    order) within the token budget."""
+    batch = Batch(decodes=r.decodes())
+    budget = r.token_budget - len(batch.decodes)
+    for s in r.running:
+        if budget <= 0:
+            break
+        if not s.busy and not s.decoding:  # a prompt part-way through its chunks
+            q = min(s.target - s.done, budget, chunk)
+            batch.chunks.append((s, q))
+            budget -= q
+    while r.waiting and len(r.running) < r.max_batch:
+        s = r.waiting[0]
+        if s.decoding:  # prefilled elsewhere (disaggregation): it needs its blocks only
+            if not r.admit(s, s.context):
+                break
+            r.waiting.popleft()
+            batch.decodes.append(s)
+            budget -= 1
+            continue
+        if budget <= 0 or not r.admit(s, s.target):
+            break
+        r.waiting.popleft()
+        q = min(s.target - s.done, budget, chunk)
+        batch.chunks.append((s, q))
+        budget -= q
+    return batch

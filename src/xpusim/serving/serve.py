@@ -1,0 +1,285 @@
+"""Serving an LLM under load: options resolved into replicas, the simulation, the result.
+
+Each replica runs the plan `xpusim run` would choose for a batch of the expected in-flight
+sequences (the concurrency, else the max batch) at the mean lengths, or the plan given; the
+system's data-parallel replicas are the engine's instances, and the router spreads requests
+over them. A replica's KV cache is what its fullest chip has left after weights and the
+largest iteration's activations, times `kv_utilization` (vLLM's gpu_memory_utilization),
+in blocks of `kv_block` tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xpusim.compiler.partition import Plan
+from xpusim.cost.collectives import Collective, collective_line
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.scenarios.llm_inference import chosen_plan, resolve_system
+from xpusim.scenarios.rank_costs import Request, shape_graphs
+from xpusim.serving.engines import engine as engine_profile
+from xpusim.serving.kv_cache import KVCache
+from xpusim.serving.load import Requests
+from xpusim.serving.metrics import Frames, KVUse, ServingResult, summarize
+from xpusim.serving.options import Engine, Load, Search
+from xpusim.serving.replica import Replica
+from xpusim.serving.schedulers import scheduler as scheduler_named
+from xpusim.serving.simulator import simulate
+from xpusim.serving.step_cost import StepCost, step_cost
+from xpusim.workloads.transformer_config import TransformerConfig
+
+MAX_TABLE_TOKENS = 1 << 17
+"""Most new tokens one iteration may hold (the step cost tabulates every count up to it):
+a static batch of 64 prompts of 2,048 tokens."""
+
+
+@dataclass
+class Prepared:
+    """What every simulation of one model, system, plan and engine shares."""
+
+    cfg: TransformerConfig
+    system: System
+    plan: Plan  # one replica's
+    replicas: int
+    formats: Request
+    cost: StepCost
+    kv: KVUse
+    engine: Engine
+    fits: bool
+    reason: str
+    notes: list[str]
+
+
+def prepare(
+    cfg: TransformerConfig, target: Chip | System, load: Load, requests: Requests,
+    engine: Engine, plan_options: dict[str, Any],
+) -> Prepared:  # fmt: skip
+    """Chooses the plan, sizes the KV cache and tabulates the step cost."""
+    expected = min(load.concurrency or engine.max_batch, engine.max_batch)
+    prompt, gen = round(float(requests.prompt.mean())), round(float(requests.gen.mean()))
+    options = {**plan_options, "batch": expected, "prompt": prompt, "gen": gen}
+    split = 1
+    if engine.disaggregated and not any(plan_options.get(k) for k in ("tp", "pp", "dp", "ep")):
+        # each of the P + D replicas gets an equal share of the chips to plan over
+        split = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
+        total = resolve_system(target, plan_options.get("chips")).chips
+        options["chips"] = max(total // split, 1)
+    setup, cand = chosen_plan(cfg, target, options)
+    system, plan, req = cand.system, cand.plan, setup.req
+    if split > 1:
+        system = resolve_system(target, plan_options.get("chips"))
+    notes = list(setup.notes)
+    replicas = plan.dp
+    one = replace(plan, dp=1)
+    if engine.disaggregated:
+        replicas = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
+        if replicas * one.chips > system.chips:
+            raise UserError(f"{engine.prefill_replicas} prefill + {engine.decode_replicas} "
+                            f"decode replicas of {one.chips} chips need {replicas * one.chips} "
+                            f"chips; the system has {system.chips}")  # fmt: skip
+    longest = int((requests.prompt + requests.gen).max())
+    if engine.scheduler == "continuous" and engine.token_budget < int(requests.prompt.max()):
+        # whole prompts only: the budget holds the longest, as vLLM's V0 requires
+        notes.append(f"token budget raised from {engine.token_budget} to the longest prompt, "
+                     f"{int(requests.prompt.max())}: continuous batching prefills whole "
+                     f"prompts (--scheduler chunked splits them)")  # fmt: skip
+        engine = replace(engine, token_budget=int(requests.prompt.max()))
+    max_tokens = _table_tokens(engine, requests, replicas)
+    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], one.tp,
+                                     one.ep).activation_bytes[0])  # fmt: skip
+    memory = cand.memory
+    capacity = system.chip.capacity_bytes * engine.kv_utilization
+    left = [capacity - w - activations for w in memory.weights]
+    per_token = [memory.kv_bytes_per_token_layer * n for n in memory.layers]
+    tokens = min(int(room // need) if need else 0 for room, need in zip(left, per_token,
+                                                                          strict=True))
+    blocks = max(tokens // engine.kv_block, 0)
+    if engine.kv_blocks is not None:
+        if engine.kv_blocks > blocks:
+            notes.append(f"--kv-blocks {engine.kv_blocks} is more than the {blocks} blocks "
+                         f"memory leaves; simulated as given")  # fmt: skip
+        blocks = engine.kv_blocks
+    kv = KVUse(blocks, engine.kv_block, blocks * engine.kv_block,
+               per_token[int(np.argmax(per_token))], 0.0, 0.0)  # fmt: skip
+    fits, reason = True, ""
+    if not cand.fits or blocks < -(-longest // engine.kv_block):
+        fits, gb = False, 1e9
+        reason = (f"memory: the weights ({max(memory.weights) / gb:.1f} GB on the fullest chip) "
+                  f"and activations ({activations / gb:.2f} GB) leave room for "
+                  f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
+                  f"needs {longest}")  # fmt: skip
+    cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
+                     min(engine.max_batch, len(requests)) if fits else 1, longest)  # fmt: skip
+    return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes)
+
+
+def _table_tokens(engine: Engine, requests: Requests, replicas: int) -> int:
+    """Most new tokens one iteration can hold under the scheduler."""
+    longest_prompt = int(requests.prompt.max())
+    if engine.scheduler == "static":
+        tokens = min(engine.max_batch, len(requests)) * longest_prompt
+    elif engine.scheduler == "continuous":
+        tokens = max(engine.token_budget, longest_prompt)
+    else:
+        tokens = engine.token_budget
+    if tokens > MAX_TABLE_TOKENS:
+        raise UserError(f"an iteration could hold {tokens} new tokens; at most "
+                        f"{MAX_TABLE_TOKENS} can be simulated (lower --max-batch or "
+                        f"--token-budget, or use --scheduler chunked)")  # fmt: skip
+    return tokens
+
+
+def run(
+    prepared: Prepared, load: Load, requests: Requests, warmup: int,
+    slo: tuple[float | None, float | None], replicas: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ServingResult, Frames | None]:  # fmt: skip
+    """One simulation (with `replicas` instead of the prepared count, for --find min-chips)."""
+    p, e = prepared, prepared.engine
+    count = replicas or p.replicas
+    chips = count * p.plan.chips
+    result = ServingResult(
+        model=p.cfg.name, chip=p.system.chip.id, chips=chips, system=p.system.id,
+        plan=p.plan.to_dict(), replicas=count,
+        prefill_replicas=e.prefill_replicas or 0, decode_replicas=e.decode_replicas or 0,
+        scheduler=e.scheduler, engine=e.engine, load=_load_dict(load), requests=len(requests),
+        warmup=warmup, prompt_mean=float(requests.prompt.mean()),
+        gen_mean=float(requests.gen.mean()), precision=p.formats.act.value,
+        weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
+        slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
+        kv_cache=replace(p.kv), notes=list(p.notes),
+    )  # fmt: skip
+    if not p.fits:
+        return result, None
+    roles = ["both"] * count
+    if e.disaggregated:
+        roles = ["prefill"] * e.prefill_replicas + ["decode"] * e.decode_replicas  # type: ignore[operator]
+    profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
+    reps = [Replica(i, role, p.cost, KVCache(p.kv.blocks, e.kv_block, e.prefix), policy,
+                    profile, e.max_batch, e.token_budget, e.chunk or e.token_budget)
+            for i, role in enumerate(roles)]  # fmt: skip
+    concurrency = load.concurrency if load.closed else None
+    run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
+    static_w = p.system.chip.energy.static_power_w.value
+    frames = summarize(run_, result, chips, static_w)
+    return result, frames
+
+
+def _transfer(p: Prepared) -> Callable[[int], float]:
+    """Moving a sequence's KV cache from a prefill replica to a decode replica: each of the
+    tp x ep ranks sends its shard at once, over the link that spans both replicas."""
+    chips = p.plan.chips
+    line = collective_line(p.system, Collective.SEND_RECV, 2, min(2 * chips, p.system.chips))
+    per_token = p.cfg.kv_cache_bytes_per_token(p.formats.act.itemsize) / (p.plan.tp * p.plan.ep)
+
+    def transfer_s(tokens: int) -> float:
+        return line.fixed_s + line.s_per_byte * per_token * tokens
+
+    return transfer_s
+
+
+def _load_dict(load: Load) -> dict[str, Any]:
+    if load.concurrency is not None:
+        return {"kind": "concurrency", "value": load.concurrency}
+    if load.rate is not None:
+        return {"kind": "rate", "value": load.rate, "burstiness": load.burstiness}
+    return {"kind": "trace", "value": str(load.trace)}
+
+
+def default_warmup(requests: int) -> int:
+    """A tenth of the requests, as the load ramps up (none for fewer than 20)."""
+    return requests // 10 if requests >= 20 else 0
+
+
+def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:
+    """requests.csv and timeline.csv (and .parquet with the extra) in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, columns in (("requests", frames.requests), ("timeline", frames.timeline)):
+        path = out / f"{name}.csv"
+        header = ",".join(columns)
+        rows = np.column_stack([np.asarray(v, dtype=float) for v in columns.values()])
+        np.savetxt(path, rows, delimiter=",", header=header, comments="", fmt="%.9g")
+        written.append(str(path))
+        if parquet:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table({k: np.asarray(v) for k, v in columns.items()}),
+                           out / f"{name}.parquet")  # fmt: skip
+            written.append(str(out / f"{name}.parquet"))
+    return written
+
+
+PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "chips", "tp", "pp",
+                "dp", "ep", "objective")  # fmt: skip
+
+
+def serve_llm(
+    cfg: TransformerConfig, target: Chip | System, load: Load, engine: Engine, search: Search,
+    plan_options: dict[str, Any], progress: Callable[[int, int], None] | None = None,
+) -> tuple[ServingResult, Frames | None]:  # fmt: skip
+    """One serving run, or the answer to search.find (serving/capacity.py)."""
+    requests = load.draw()
+    warmup = default_warmup(len(requests)) if search.warmup is None else search.warmup
+    if warmup >= len(requests):
+        raise UserError(f"warmup ({warmup}) leaves none of the {len(requests)} requests")
+    if search.find is not None:
+        from xpusim.serving.capacity import answer
+
+        return answer(cfg, target, load, engine, search, plan_options, warmup, progress)
+    prepared = prepare(cfg, target, load, requests, engine, plan_options)
+    tick = None if progress is None else (lambda done: progress(done, len(requests)))
+    return run(prepared, load, requests, warmup, search.slo, progress=tick)
+
+
+RECSYS_OPTIONS = ("rate", "requests", "seed", "max_batch", "window_ms", "sla_ms", "warmup",
+                  "precision", "weight_precision", "chips", "sharding")  # fmt: skip
+
+
+def serve(
+    workload: Any, target: Chip | System, options: dict[str, Any],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, Frames | None]:  # fmt: skip
+    """`xpusim.serve`'s work: options split into the load, the engine, the search and the
+    plan (an option none of them takes is refused by name), then the run."""
+    from dataclasses import fields
+
+    from xpusim.errors import closest
+    from xpusim.workloads.dlrm_config import DLRMConfig
+
+    if isinstance(workload, DLRMConfig):
+        from xpusim.serving.recsys import serve_recsys
+
+        unknown = sorted(set(options) - set(RECSYS_OPTIONS))
+        if unknown:
+            raise UserError(f"recommendation serving takes no option {unknown[0]!r}"
+                            f"{closest(unknown[0], RECSYS_OPTIONS)}")  # fmt: skip
+        return serve_recsys(workload, target, **{"rate": None, **options}), None
+    if not isinstance(workload, TransformerConfig):
+        raise UserError(f"serve runs transformer LLMs and recommendation models, not "
+                        f"{type(workload).__name__}")  # fmt: skip
+    groups = {cls: {f.name for f in fields(cls)} for cls in (Load, Engine, Search)}
+    taken = set().union(*groups.values(), PLAN_OPTIONS)
+    unknown = sorted(set(options) - taken)
+    if unknown:
+        raise UserError(f"serve takes no option {unknown[0]!r}{closest(unknown[0], taken)}")
+    given = {cls: {k: v for k, v in options.items() if k in names}
+             for cls, names in groups.items()}  # fmt: skip
+    load_options = given[Load]
+    if options.get("find") == "max-rate" and not any(
+        load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
+    ):
+        load_options = {**load_options, "rate": 1.0}  # a placeholder: the search sets it
+    load = Load(**load_options)
+    engine = Engine(**given[Engine])
+    search = Search(**given[Search])
+    plan = {k: v for k, v in options.items() if k in PLAN_OPTIONS}
+    return serve_llm(workload, target, load, engine, search, plan, progress)

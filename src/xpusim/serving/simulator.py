@@ -1,0 +1,147 @@
+"""The event loop: requests arrive, replicas run iterations, tokens come out.
+
+Events are kept in a heap ordered by (time, kind, sequence number), a total order, so one
+seed gives one answer. Everything that happens at one instant is processed before any
+replica chooses its next batch, so a request that arrives as an iteration ends joins the
+next one. Requests go to the replica of their role holding the fewest (join the shortest
+queue); with disaggregation a prompt is prefilled on a prefill replica, which emits the
+first token, then its KV cache crosses the system's links to a decode replica.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xpusim.serving.load import Requests
+from xpusim.serving.replica import Iteration, Replica
+from xpusim.serving.schedulers import Sequence
+
+# event kinds, in the order they are handled at one instant
+_END, _FREE, _TRANSFER, _ARRIVAL = range(4)
+
+
+@dataclass
+class Timeline:
+    """One row per iteration (all replicas)."""
+
+    start_s: list[float] = field(default_factory=list)
+    end_s: list[float] = field(default_factory=list)
+    replica: list[int] = field(default_factory=list)
+    decodes: list[int] = field(default_factory=list)
+    prefills: list[int] = field(default_factory=list)  # sequences running a prefill chunk
+    prefill_tokens: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)  # requests queued, all replicas
+    kv_used: list[float] = field(default_factory=list)  # the replica's cache, a fraction
+
+    def add(self, r: Replica, it: Iteration, waiting: int) -> None:
+        self.start_s.append(it.start_s)
+        self.end_s.append(it.end_s)
+        self.replica.append(r.index)
+        self.decodes.append(len(it.batch.decodes))
+        self.prefills.append(len(it.batch.chunks))
+        self.prefill_tokens.append(sum(n for _, n in it.batch.chunks))
+        self.waiting.append(waiting)
+        self.kv_used.append(r.kv.used / r.kv.blocks)
+
+
+@dataclass
+class Run:
+    """What one simulation produced, for metrics.py to summarize."""
+
+    sequences: list[Sequence]
+    timeline: Timeline
+    energy_j: float  # of the iterations' ops
+    busy_chip_s: float
+    preemptions: int
+
+
+def simulate(
+    requests: Requests,
+    concurrency: int | None,
+    replicas: list[Replica],
+    transfer_s: Callable[[int], float],
+    progress: Callable[[int], None] | None = None,
+) -> Run:
+    """Serves every request; `concurrency` clients in a closed loop, or the requests'
+    arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas."""
+    heap: list[tuple[float, int, int, object]] = []
+    order = 0
+
+    def push(time_s: float, kind: int, payload: object) -> None:
+        nonlocal order
+        heapq.heappush(heap, (time_s, kind, order, payload))
+        order += 1
+
+    sequences = [Sequence(i, 0.0, int(p), int(g))
+                 for i, (p, g) in enumerate(zip(requests.prompt, requests.gen, strict=True))]
+    issued = 0
+    if concurrency is None:
+        assert requests.arrival_s is not None
+        for s, t in zip(sequences, requests.arrival_s.tolist(), strict=True):
+            s.arrival_s = t
+            push(t, _ARRIVAL, s)
+        issued = len(sequences)
+    else:
+        for s in sequences[:concurrency]:
+            push(0.0, _ARRIVAL, s)
+        issued = min(concurrency, len(sequences))
+    prefill = [r for r in replicas if r.role in ("both", "prefill")]
+    decode = [r for r in replicas if r.role in ("both", "decode")]
+    timeline = Timeline()
+    energy = busy = 0.0
+    finished = 0
+    holding: dict[int, Replica] = {}  # sequence id -> prefill replica holding its cache
+
+    def route(s: Sequence, pool: list[Replica]) -> None:
+        min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
+
+    def complete(s: Sequence, r: Replica, now: float) -> None:
+        nonlocal finished, issued
+        r.free(s)
+        s.finish_s = now
+        finished += 1
+        if progress is not None:
+            progress(finished)
+        if concurrency is not None and issued < len(sequences):
+            nxt = sequences[issued]
+            nxt.arrival_s = now
+            push(now, _ARRIVAL, nxt)
+            issued += 1
+
+    while heap:
+        now = heap[0][0]
+        while heap and heap[0][0] == now:
+            _, kind, _, payload = heapq.heappop(heap)
+            if kind == _ARRIVAL:
+                route(payload, prefill)  # type: ignore[arg-type]
+            elif kind == _END:
+                r, it = payload  # type: ignore[misc]
+                for s in r.finish(it):
+                    if s.generated >= s.gen:
+                        complete(s, r, now)
+                    elif r.role == "prefill":
+                        r.running.remove(s)  # its blocks stay until its cache is sent
+                        holding[s.id] = r
+                        push(now + transfer_s(s.context), _TRANSFER, s)
+            elif kind == _TRANSFER:
+                s = payload  # type: ignore[assignment]
+                source = holding.pop(s.id)
+                source.kv.give(s.blocks)
+                s.blocks = s.shared = 0
+                route(s, decode)
+        waiting = sum(len(r.waiting) for r in replicas)
+        for r in replicas:
+            while (it := r.start(now)) is not None:
+                push(it.end_s, _END, (r, it))
+                if it.stage0_free_s < it.end_s and r.cost.stages > 1:
+                    push(it.stage0_free_s, _FREE, None)
+                energy += it.energy_j
+                busy += it.busy_chip_s
+                timeline.add(r, it, waiting)
+                if it.stage0_free_s > now:
+                    break
+    if finished < len(sequences):
+        raise RuntimeError(f"{len(sequences) - finished} requests never finished")
+    return Run(sequences, timeline, energy, busy, sum(r.preemptions for r in replicas))

@@ -1,0 +1,315 @@
+"""The time and energy of one engine iteration: the one interface serving has to cost/.
+
+An iteration runs a batch of sequences, each with q new tokens (a prefill chunk, or 1 for a
+decode) attending c keys (its cache plus the new tokens). Its ops fall into three kinds by
+what their work depends on, found by probing the model's graph rather than by op names:
+
+- token ops (every linear layer, norm, collective, MoE expert): the iteration's new tokens
+  T = Σ q, because an engine runs them over all sequences' tokens as one matrix;
+- sampling ops (the LM head over each sequence's last position, the sampler): the sequences
+  that produce a token this iteration;
+- attention ops: each sequence's own (q, c), as one variable-length kernel over all of them
+  (FlashAttention's varlen form), so their FLOPs and bytes are sums over the sequences.
+
+Token ops are costed for every T up to the token budget and sampling ops for every count up
+to the max batch, once, as arrays over those shapes (scenarios/rank_costs.py, the same ops,
+calibrations and collectives `run` costs). An attention op's FLOPs and bytes are a fixed
+polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes linear in q and c), so a set
+of sequences' are the polynomial's coefficients times five sums over them. Nothing here
+computes a FLOP: the coefficients are read off the builder's own graph at probe shapes and
+checked there.
+
+Attention runs as two kernels, as engines with FlashInfer or vLLM's V0 backends launch them:
+one over the decoding sequences, one over the prefill chunks. The decode kernel's work is a
+function of two numbers, the sequences n and their keys Σc, and decode iterations are nearly
+all of a serving run's, so it is tabulated once over every n up to the max batch and a
+geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
+grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
+a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
+at most one per iteration, is costed by the roofline (cost/roofline.evaluate) itself, kept
+per distinct work (an engine sees the same prompt lengths again and again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Placement
+from xpusim.compiler.partition import Plan, partition
+from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.op_table import OpTable, op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
+from xpusim.hardware.system import System
+from xpusim.ir.tensor import ROLES, Role
+from xpusim.scenarios.rank_costs import Request, cost_phases, ordered_sum, shape_graphs
+from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer_config import TransformerConfig
+
+# (q, c) shapes the attention polynomial is read at: more than its five terms, so that a
+# count outside the basis shows as a residual instead of fitting exactly by chance
+_PROBES_Q = np.array([1, 1, 1, 2, 2, 3, 4, 4, 7])
+_PROBES_C = np.array([1, 5, 9, 2, 8, 3, 4, 11, 20])
+
+GRID_RATIO = 1.02
+"""Neighbouring mean contexts of the decode-attention table: a 2% grid keeps interpolation
+within a fraction of a percent where the cost bends (near the ridge) and exact elsewhere."""
+
+
+class Work(NamedTuple):
+    """What one iteration's cost depends on: sums over its sequences."""
+
+    decodes: int  # sequences decoding one token
+    decode_context: int  # Σ c over them: keys attended
+    prefills: int  # sequences running a prefill chunk
+    prefill_tokens: int  # Σ q over them
+    prefill_context: int  # Σ c
+    prefill_query_context: int  # Σ q·c
+    prefill_query_squared: int  # Σ q²
+    sampled: int  # sequences that produce a token: decodes and finished prompts
+
+    @property
+    def tokens(self) -> int:
+        return self.decodes + self.prefill_tokens
+
+    @classmethod
+    def of(cls, decode_c: list[int], prefill_q: list[int], prefill_c: list[int],
+           sampled: int) -> Work:  # fmt: skip
+        """From each decoding sequence's keys and each prefill chunk's (q, c)."""
+        pairs = list(zip(prefill_q, prefill_c, strict=True))
+        return cls(len(decode_c), sum(decode_c), len(pairs), sum(prefill_q), sum(prefill_c),
+                   sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled)
+
+    @property
+    def prefill_basis(self) -> tuple[int, int, int, int, int]:
+        """The attention polynomial's terms summed over the prefill chunks: 1, q, c, qc, q²."""
+        return (self.prefills, self.prefill_tokens, self.prefill_context,
+                self.prefill_query_context, self.prefill_query_squared)  # fmt: skip
+
+
+def _basis(q: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.stack(np.broadcast_arrays(np.ones_like(q), q, c, q * c, q * q),
+                    axis=-1).astype(float)  # fmt: skip
+
+
+class StepTime(NamedTuple):
+    stage_s: np.ndarray  # (pp,) each pipeline stage's time
+    send_s: float  # one activation send between neighbouring stages (0 with one stage)
+    energy_j: float  # every chip of one replica
+
+    @property
+    def trip_s(self) -> float:
+        """The iteration's path through every stage."""
+        return float(self.stage_s.sum()) + (len(self.stage_s) - 1) * self.send_s
+
+
+@dataclass(frozen=True)
+class Attention:
+    """A model's attention ops on one chip, costed for any sums over sequences."""
+
+    table: OpTable  # the ops; their counts are replaced by each work's
+    coefficients: tuple[np.ndarray, np.ndarray, np.ndarray]  # (5, n), (5, n), (5, roles, n)
+    hw: HardwareArrays
+    counts: np.ndarray  # (n, pp) instances per stage
+    placement: Placement
+    levels: int
+
+    def cost(self, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5)."""
+        k = len(basis)
+        matrix, vector, roles = (basis @ c.reshape(5, -1) for c in self.coefficients)
+        n = len(self.table)
+        table = replace(self.table, matrix_flops=matrix, vector_flops=vector,
+                        role_bytes=roles.reshape(k, len(ROLES), n))  # fmt: skip
+        act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
+        where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
+        costs = evaluate(table, self.hw, where)
+        return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
+
+
+@dataclass
+class StepCost:
+    """Costs iterations of one replica (tp x ep x pp chips) of a model on a system."""
+
+    max_tokens: int
+    max_sampled: int
+    token_stage_s: np.ndarray  # (max_tokens, pp) token ops at T = 1..max_tokens
+    token_energy_j: np.ndarray  # (max_tokens,)
+    sample_stage_s: np.ndarray  # (max_sampled, pp)
+    sample_energy_j: np.ndarray  # (max_sampled,)
+    attention: Attention
+    mean_context: np.ndarray  # (M,) the decode table's grid
+    decode_stage_s: np.ndarray  # (max_sampled, M, pp) decode attention of n sequences
+    decode_energy_j: np.ndarray  # (max_sampled, M)
+    ranks: int  # chips per stage: tp x ep
+    send_fixed_s: float
+    send_s_per_token: float
+    _prefills: dict[tuple, tuple[np.ndarray, float]] = field(default_factory=dict)
+
+    @property
+    def stages(self) -> int:
+        return self.token_stage_s.shape[1]
+
+    def __call__(self, work: Work) -> StepTime:
+        tokens = work.tokens
+        if not 0 < tokens <= self.max_tokens or work.decodes > self.max_sampled \
+                or work.sampled > self.max_sampled:
+            raise ValueError(f"{work} is outside what this StepCost tabulated "
+                             f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
+        stage_s = self.token_stage_s[tokens - 1].copy()
+        energy = float(self.token_energy_j[tokens - 1])
+        if work.sampled:
+            stage_s += self.sample_stage_s[work.sampled - 1]
+            energy += float(self.sample_energy_j[work.sampled - 1])
+        if work.decodes:
+            s, e = self._decode(work.decodes, work.decode_context)
+            stage_s += s
+            energy += e
+        if work.prefills:
+            s, e = self._prefill(work.prefill_basis)
+            stage_s += s
+            energy += e
+        send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
+        return StepTime(stage_s, send, energy * self.ranks)
+
+    def _decode(self, n: int, context: int) -> tuple[np.ndarray, float]:
+        """The decode kernel, interpolated along the mean context between grid nodes."""
+        grid = self.mean_context
+        mean = context / n
+        i = min(max(int(np.searchsorted(grid, mean)) - 1, 0), len(grid) - 2)
+        f = (mean - grid[i]) / (grid[i + 1] - grid[i])
+        row_s, row_j = self.decode_stage_s[n - 1], self.decode_energy_j[n - 1]
+        return (row_s[i] + f * (row_s[i + 1] - row_s[i]),
+                float(row_j[i] + f * (row_j[i + 1] - row_j[i])))  # fmt: skip
+
+    def _prefill(self, basis: tuple) -> tuple[np.ndarray, float]:
+        found = self._prefills.get(basis)
+        if found is None:
+            if len(self._prefills) > 1 << 16:
+                self._prefills.clear()
+            stage_s, energy = self.attention.cost(np.array([basis], dtype=float))
+            found = self._prefills[basis] = (stage_s[0], float(energy[0]))
+        return found
+
+
+def step_cost(
+    cfg: TransformerConfig,
+    system: System,
+    plan: Plan,
+    formats: Request,
+    placement: Placement,
+    max_tokens: int,
+    max_sampled: int,
+    max_context: int,
+) -> StepCost:
+    """The StepCost of one replica of `plan` (its tp, ep and pp) with `formats`' formats
+    (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
+    for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
+    `max_context` keys each."""
+    act, weight, attention = formats.formats
+
+    def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
+        return [Request(int(b), int(p), 1, act, weight, attention)
+                for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
+
+    kinds = _op_kinds(cfg, requests, plan)
+    tokens = np.arange(1, max_tokens + 1)
+    token_s, token_j, table, counts = _tabulated(
+        cfg, requests(np.ones_like(tokens), tokens), system, plan, placement, kinds, "token"
+    )
+    sampled = np.arange(1, max_sampled + 1)
+    sample_s, sample_j, _, _ = _tabulated(
+        cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement, kinds, "sample"
+    )
+    at = np.array([i for i, op in enumerate(table.ops) if kinds[op.name] == "attention"], dtype=int)
+    probe = _attention_probe(cfg, plan, act, weight, attention)
+    rows = np.array([probe.names.index(table.ops[i].name) for i in at], dtype=int)
+    found = probe.subset(ops=rows)
+    ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
+                  role_bytes=found.role_bytes[:1])  # fmt: skip
+    att = Attention(
+        ops, tuple(_fit(getattr(found, f)) for f in ("matrix_flops", "vector_flops",  # type: ignore[arg-type]
+                                                     "role_bytes")),
+        HardwareArrays.of(system.chip, ops), counts[at], placement, len(system.chip.memory),
+    )  # fmt: skip
+    # the decode kernel of n sequences at mean context m: the basis (n, n, nm, nm, n)
+    top = max(max_context, 2)
+    mean = np.unique(np.r_[np.geomspace(1, top, int(np.log(top) / np.log(GRID_RATIO)) + 2), top])
+    n = np.arange(1, max_sampled + 1, dtype=float)[:, None]
+    nn, mm = np.broadcast_arrays(n, mean[None, :])
+    basis = np.stack([nn, nn, nn * mm, nn * mm, nn], axis=-1).reshape(-1, 5)
+    decode_s, decode_j = att.cost(basis)
+    send = collective_line(system, Collective.SEND_RECV, 2, plan.tp * plan.ep * plan.pp)
+    per_token = cfg.hidden_size * act.itemsize
+    return StepCost(
+        max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, att, mean,
+        decode_s.reshape(*nn.shape, -1), decode_j.reshape(nn.shape), plan.tp * plan.ep,
+        send.fixed_s, send.s_per_byte * per_token,
+    )  # fmt: skip
+
+
+def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
+    """Each op's kind (token, sample or attention) from three prefill shapes: (batch 1,
+    2 tokens) and (batch 2, 1 token each) run as many tokens; (1, 1) as many sequences
+    as the first. Token ops agree on the first two, sampling ops on the first and third."""
+    graphs = shape_graphs(cfg, requests(np.array([1, 2, 1]), np.array([2, 1, 1])), plan.tp,
+                          plan.ep)  # fmt: skip
+    table = graphs.tables[0]
+    a, b, c = (graphs.row[r] for r in requests(np.array([1, 2, 1]), np.array([2, 1, 1])))
+    found = {}
+    for i, op in enumerate(table.ops):
+        values = [np.concatenate([table.matrix_flops[row, 0, i, None],
+                                  table.vector_flops[row, 0, i, None],
+                                  table.role_bytes[row, 0, :, i]]) for row in (a, b, c)]
+        if np.array_equal(values[0], values[1]):
+            found[op.name] = "token"
+        elif np.array_equal(values[0], values[2]):
+            found[op.name] = "sample"
+        else:
+            found[op.name] = "attention"
+    return found
+
+
+def _tabulated(
+    cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
+    placement: Placement, kinds: dict[str, str], kind: str,
+) -> tuple[np.ndarray, np.ndarray, OpTable, np.ndarray]:  # fmt: skip
+    """Stage times (R, pp) and energy (R,) of the ops of one kind in the prefill graphs of
+    these requests, one per row; the table and its (ops, pp) stage counts."""
+    graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep)
+    rows = np.array([graphs.row[r] for r in reqs])
+    prefill, _ = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
+                             Plan(tp=plan.tp, ep=plan.ep), np.full(len(reqs), plan.pp))  # fmt: skip
+    mine = np.array([kinds[op.name] == kind for op in prefill.table.ops], dtype=float)
+    counts = prefill.counts[0, 0]  # (ops, pp): the same for every row
+    per_op = prefill.costs.time_s[:, 0] * mine  # (R, ops)
+    stage_s = ordered_sum(per_op[:, :, None] * counts, axis=1)
+    energy = (prefill.costs.energy_j[:, 0] * mine) @ counts.sum(axis=1)
+    return stage_s, energy, prefill.table, counts
+
+
+def _attention_probe(cfg, plan: Plan, act, weight, attention) -> OpTable:
+    """The rank's ops at the probe shapes (batch 1), as a table over them."""
+    step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
+    graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
+    table = op_table(partition(graph, Plan(tp=plan.tp, ep=plan.ep)))
+
+    def squeezed(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values, (len(_PROBES_Q), 1, *values.shape[2:]))[:, 0] \
+            if values.ndim >= 2 else np.broadcast_to(values, (len(_PROBES_Q), *values.shape))
+
+    return replace(table, matrix_flops=squeezed(table.matrix_flops),
+                   vector_flops=squeezed(table.vector_flops), role_bytes=squeezed(table.role_bytes))
+
+
+def _fit(values: np.ndarray) -> np.ndarray:
+    """Coefficients (5, ...) of the attention polynomial from its values at the probes."""
+    basis = _basis(_PROBES_Q, _PROBES_C)
+    flat = values.reshape(len(_PROBES_Q), -1)
+    coef, *_ = np.linalg.lstsq(basis, flat, rcond=None)
+    worst = np.abs(basis @ coef - flat).max(initial=0.0)
+    if worst > 1e-6 * max(np.abs(flat).max(initial=0.0), 1.0):
+        raise RuntimeError("an attention op's counts are not a polynomial in q, c, qc and q²")
+    return np.round(coef * 4) / 4 if np.allclose(coef * 4, np.round(coef * 4)) else coef

@@ -1,0 +1,324 @@
+"""Serving under load (serving/): the step cost against the cost model, the simulation
+against `run` where they must agree, queueing laws, the KV cache, and bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.compiler.partition import partition
+from xpusim.cost.op_table import op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
+from xpusim.errors import UserError
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import ROLES, Role
+from xpusim.scenarios.llm_inference import chosen_plan
+from xpusim.serving.step_cost import Work, step_cost
+from xpusim.workloads.transformer import StepShape, build_step
+
+
+def _cost(model: str, chip: str, max_tokens=4096, max_sampled=64, max_context=8192, **plan):
+    cfg, target = xpusim.model(model), xpusim.target(chip)
+    setup, cand = chosen_plan(cfg, target, {"batch": 8, "prompt": 512, "gen": 64, **plan})
+    one = replace(cand.plan, dp=1)
+    cost = step_cost(cfg, cand.system, one, setup.req, cand.placement, max_tokens,
+                     max_sampled, max_context)  # fmt: skip
+    return cfg, cand, one, setup.req, cost
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return _cost("llama-3-8b", "h100-sxm")
+
+
+def _kernel_s(cfg, cand, plan, req, q: list[int], c: list[int]) -> float:
+    """One attention kernel over these sequences, from graphs built for each (the reference
+    the step cost's polynomial and table stand in for): counts summed over the sequences,
+    then the roofline, times the layers it runs in (one stage)."""
+    step = StepShape(1, np.array(q)[:, None], np.array(c)[:, None])
+    graph = partition(build_step(cfg, step, req.act, req.weight, compact=True), plan)
+    table = op_table(graph)
+    at = [i for i, op in enumerate(table.ops) if op.kind is OpKind.ATTENTION]
+    sub = table.subset(ops=np.array(at))
+
+    def summed(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values, (len(q), 1, *values.shape[2:])).sum(axis=(0, 1))[None]
+
+    sub = replace(sub, matrix_flops=summed(sub.matrix_flops),
+                  vector_flops=summed(sub.vector_flops), role_bytes=summed(sub.role_bytes))
+    act = sub.role_bytes[:, ROLES.index(Role.ACTIVATION)]
+    where = placement_onehot(act, [cand.placement], len(cand.system.chip.memory))
+    costs = evaluate(sub, HardwareArrays.of(cand.system.chip, sub), where)
+    return float(costs.time_s[0] @ sub.count)
+
+
+def test_uniform_iterations_equal_runs_phases(llama8b):
+    """A batch of b prompts of p tokens is `run`'s prefill exactly; b sequences decoding at
+    context p + 1 are its first decode step."""
+    for b, p in ((1, 1024), (4, 300), (16, 64)):
+        result = xpusim.simulate("llama-3-8b", "h100-sxm", batch=b, prompt=p, gen=2)
+        cost = llama8b[-1]
+        prefill = cost(Work.of([], [p] * b, [p] * b, b)).trip_s
+        decode = cost(Work.of([p + 1] * b, [], [], b)).trip_s
+        assert prefill == pytest.approx(result.ttft_s, rel=1e-12)
+        assert decode == pytest.approx(result.tpot_s, rel=1e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(decodes=st.lists(st.integers(1, 8000), max_size=40),
+       chunks=st.lists(st.tuples(st.integers(1, 700), st.integers(0, 3000)), max_size=4))
+def test_step_cost_within_one_percent_of_costing_each_iteration(llama8b, decodes, chunks):
+    """Any mix of decodes and prefill chunks (q new tokens after `done` cached ones): the
+    tabulated decode kernel and the polynomial prefill kernel against kernels built from
+    each sequence's own graph, the token and sampling ops being tables of exact rows."""
+    cfg, cand, plan, req, cost = llama8b
+    if not decodes and not chunks:
+        return
+    q = [n for n, _ in chunks]
+    c = [n + done for n, done in chunks]
+    work = Work.of(decodes, q, c, len(decodes) + len(chunks))
+    got = cost(work)
+    layers_s = 0.0
+    if decodes:
+        layers_s += _kernel_s(cfg, cand, plan, req, [1] * len(decodes), decodes)
+    if chunks:
+        layers_s += _kernel_s(cfg, cand, plan, req, q, c)
+    token = cost.token_stage_s[work.tokens - 1].sum() + cost.sample_stage_s[work.sampled - 1].sum()
+    assert got.trip_s == pytest.approx(token + layers_s, rel=0.01)
+
+
+def test_decode_table_within_half_a_percent_of_the_roofline(llama8b):
+    cost = llama8b[-1]
+    worst = 0.0
+    for n in (1, 7, 64):
+        for mean in (3.0, 100.5, 2047.0, 7999.0):
+            context = round(n * mean)
+            table = cost._decode(n, context)[0].sum()
+            exact = cost.attention.cost(np.array([[n, n, context, context, n]], float))[0].sum()
+            worst = max(worst, abs(table / exact - 1))
+    assert worst < 0.005
+
+
+def test_attention_polynomial_matches_the_builders_counts(llama8b):
+    cfg, _, plan, req, cost = llama8b
+    q, c = np.array([1, 5, 33, 700]), np.array([9, 5, 100, 1800])
+    graph = partition(build_step(cfg, StepShape(1, q[:, None], c[:, None]), req.act, req.weight,
+                                 compact=True), plan)  # fmt: skip
+    table = op_table(graph)
+    at = [i for i, op in enumerate(table.ops) if op.kind is OpKind.ATTENTION]
+    basis = np.stack([np.ones_like(q), q, c, q * c, q * q], axis=-1).astype(float)
+    for name, coef in zip(("matrix_flops", "vector_flops", "role_bytes"),
+                          cost.attention.coefficients, strict=True):  # fmt: skip
+        built = np.broadcast_to(getattr(table, name), (len(q), 1, *getattr(table, name).shape[2:]))
+        built = built[:, 0][..., at]
+        fitted = (basis @ coef.reshape(5, -1)).reshape(built.shape)
+        np.testing.assert_allclose(fitted, built, rtol=1e-12)
+
+
+def test_one_request_at_a_time_is_runs_batch_of_one():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=1024, gen=128,
+                          requests=20)  # fmt: skip
+    run = xpusim.simulate("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=128)
+    assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
+    assert result.tpot_s.mean == pytest.approx(run.tpot_s, rel=1e-3)
+    assert result.e2e_s.mean == pytest.approx(run.latency_s, rel=1e-3)
+
+
+def test_static_batching_of_c_is_runs_batch_of_c():
+    for c in (4, 32):
+        result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=c, prompt=512, gen=64,
+                              requests=3 * c, scheduler="static", max_batch=c, warmup=0)
+        run = xpusim.simulate("llama-3-8b", "h100-sxm", batch=c, prompt=512, gen=64)
+        assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
+        assert result.tpot_s.mean == pytest.approx(run.tpot_s, rel=2e-3)
+
+
+def test_pipeline_replica_at_concurrency_one_is_runs_trip():
+    """A 2-stage replica: one request's tokens cross both stages and the send between."""
+    result = xpusim.serve("llama-2-13b", "h100-sxm", chips=2, pp=2, concurrency=1, prompt=256,
+                          gen=32, requests=4, warmup=0)  # fmt: skip
+    run = xpusim.simulate("llama-2-13b", "h100-sxm", chips=2, pp=2, microbatches=1, prompt=256,
+                          gen=32)  # fmt: skip
+    assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
+    assert result.tpot_s.mean == pytest.approx(run.tpot_s, rel=2e-3)
+
+
+def test_more_clients_raise_ttft_tpot_and_throughput():
+    one = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=1024, gen=128,
+                       requests=40)  # fmt: skip
+    many = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=64, prompt=1024, gen=128,
+                        requests=400)  # fmt: skip
+    assert many.ttft_s.p50 > one.ttft_s.p50
+    assert many.tpot_s.mean > one.tpot_s.mean
+    assert many.output_tokens_per_s > 5 * one.output_tokens_per_s
+
+
+def test_littles_law_and_percentile_order():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", rate=8.0, prompt=512, gen=128,
+                          spread=0.5, requests=1500, seed=3)  # fmt: skip
+    assert result.mean_in_system == pytest.approx(result.requests_per_s * result.e2e_s.mean,
+                                                  rel=0.05)  # fmt: skip
+    for p in (result.ttft_s, result.tpot_s, result.itl_s, result.e2e_s):
+        assert p.p99 >= p.p90 >= p.p50 > 0
+
+
+def test_more_load_never_lowers_ttft():
+    means = [xpusim.serve("llama-3-8b", "h100-sxm", rate=r, prompt=1024, gen=128,
+                          requests=400, seed=1).ttft_s.mean for r in (2.0, 8.0, 16.0, 32.0)]
+    assert means == sorted(means)
+
+
+def test_kv_cache_preemptions_counted_and_every_request_finishes():
+    roomy = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=32, prompt=512, gen=256,
+                         requests=128)  # fmt: skip
+    assert roomy.preemptions == 0
+    tight = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=32, prompt=512, gen=256,
+                         requests=128, kv_blocks=200)  # 3,200 tokens: four requests' worth
+    assert tight.preemptions > 0
+    assert tight.fits and tight.e2e_s is not None
+    assert tight.kv_cache.peak_used <= 1.0
+    assert tight.output_tokens_per_s < roomy.output_tokens_per_s
+
+
+def test_too_small_a_cache_is_an_answer_not_a_crash():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=2, prompt=512, gen=256,
+                          requests=4, kv_blocks=10)  # fmt: skip
+    assert not result.fits and "KV cache" in result.reason
+
+
+def test_same_seed_same_answer_other_seed_other():
+    def once(seed):
+        return xpusim.serve("llama-3-8b", "h100-sxm", rate=6.0, prompt=512, gen=64, spread=0.5,
+                            requests=200, seed=seed).to_dict()  # fmt: skip
+
+    assert once(5) == once(5)
+    assert once(5)["ttft_s"] != once(6)["ttft_s"]
+
+
+def test_chunked_prefill_bounds_the_stall_decodes_see():
+    # lengths spread, so that requests arrive while others decode (fixed lengths move in
+    # cohorts: every prefill happens between decodes, none in the middle of one)
+    options = dict(concurrency=32, prompt=4096, gen=128, spread=0.5, requests=160,
+                   token_budget=2048)
+    whole = xpusim.serve("llama-3-8b", "h100-sxm", scheduler="continuous", **options)
+    chunked = xpusim.serve("llama-3-8b", "h100-sxm", scheduler="chunked", **options)
+    assert chunked.itl_s.p99 < whole.itl_s.p99
+
+
+def test_prefix_caching_shortens_prefills():
+    options = dict(concurrency=8, prompt=2048, gen=32, requests=80)
+    plain = xpusim.serve("llama-3-8b", "h100-sxm", **options)
+    cached = xpusim.serve("llama-3-8b", "h100-sxm", prefix=1536, **options)
+    assert cached.ttft_s.mean < 0.6 * plain.ttft_s.mean
+
+
+def test_engine_host_time_adds_to_every_iteration():
+    ideal = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=128, gen=64,
+                         requests=5)  # fmt: skip
+    v0 = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=128, gen=64, requests=5,
+                      engine="vllm-v0")  # fmt: skip
+    assert v0.tpot_s.mean == pytest.approx(ideal.tpot_s.mean + 4e-3 + 35e-6, rel=1e-6)
+
+
+def test_disaggregation_moves_the_cache_and_finishes():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", chips=4, concurrency=32, prompt=1024,
+                          gen=64, requests=160, prefill_replicas=1, decode_replicas=3)
+    assert result.prefill_replicas == 1 and result.decode_replicas == 3
+    assert result.e2e_s.p50 > result.ttft_s.p50 > 0
+
+
+def test_find_max_rate_meets_the_slos_and_the_next_rate_up_does_not():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", prompt=512, gen=128,
+                          requests=300, slo_ttft_ms=100, slo_tpot_ms=12)  # fmt: skip
+    rate = result.search["rate"]
+    assert rate > 0 and result.ttft_s.p99 <= 0.1 and result.tpot_s.p99 <= 0.012
+    failing = [t["rate"] for t in result.search["trials"] if not t["meets"]]
+    assert failing and min(failing) > rate
+
+
+def test_find_min_chips_for_a_rate():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", find="min-chips", rate=100.0, prompt=512,
+                          gen=128, requests=400, slo_ttft_ms=500, slo_tpot_ms=30)  # fmt: skip
+    chips = result.search["chips"]
+    assert chips >= 2 and result.chips == chips
+    fewer = [t for t in result.search["trials"] if t["chips"] < chips]
+    assert all(not t["meets"] for t in fewer)
+
+
+def test_recommendation_serving_reports_p99_and_goodput():
+    low = xpusim.serve("dlrm-v2", "mtia-v1", rate=2000, sla_ms=10, requests=4000)
+    high = xpusim.serve("dlrm-v2", "mtia-v1", rate=20000, sla_ms=10, requests=4000)
+    assert high.latency_s.p99 >= high.latency_s.p50 > 0
+    assert high.goodput_queries_per_s > low.goodput_queries_per_s
+    assert high.mean_batch > low.mean_batch
+    assert high.avg_power_w <= high.tdp_w
+
+
+def test_trace_replay_accepts_azure_columns(tmp_path):
+    trace = tmp_path / "azure.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,374,44\n"
+                     "2023-11-16 18:15:50.9951690,396,109\n"
+                     "2023-11-16 18:15:51.1200000,879,2\n")  # fmt: skip
+    result = xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
+    assert result.requests == 3 and result.prompt_mean == pytest.approx((374 + 396 + 879) / 3)
+
+
+def _cli(*argv):
+    from click.testing import CliRunner
+
+    from xpusim.cli import cli
+
+    return CliRunner().invoke(cli, list(argv), standalone_mode=False)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--concurrency", "0"], "concurrency"),
+    (["--rate", "-1"], "rate"),
+    (["--concurrency", "4", "--gen", "0"], "gen"),
+    (["--concurrency", "4", "--slo-ttft-ms", "0"], "slo_ttft_ms"),
+    (["--concurrency", "4", "--slo-tpot-ms", "nan"], "slo_tpot_ms"),
+    (["--concurrency", "4", "--scheduler", "chunkd"], "chunked"),
+    (["--concurrency", "4", "--engine", "vlm"], "vllm"),
+    (["--concurrency", "4", "--rate", "3"], "exactly one"),
+    (["--find", "max-rate"], "slo"),
+])  # fmt: skip
+def test_bad_input_exits_2_with_one_line(argv, says):
+    import subprocess
+    import sys
+
+    code = "from xpusim.cli import main; main()"
+    done = subprocess.run([sys.executable, "-c", code, "serve", "llama-3-8b", "--chip",
+                           "h100-sxm", *argv], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_trace_line_that_does_not_parse_is_named(tmp_path):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 5}\n'
+                     '{"arrival_s": 1, "input_tokens": "ten", "output_tokens": 5}\n')  # fmt: skip
+    with pytest.raises(UserError, match="line 2"):
+        xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
+    trace.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 0}\n')
+    with pytest.raises(UserError, match="line 1"):
+        xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
+
+
+def test_cli_json_is_the_results_dict_and_out_writes_rows(tmp_path):
+    out = tmp_path / "serve"
+    done = _cli("serve", "llama-3-8b", "--chip", "h100-sxm", "--concurrency", "4",
+                "--requests", "20", "--json", "--out", str(out))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.output)
+    assert set(data["ttft_s"]) == {"mean", "p50", "p90", "p99"}
+    rows = (out / "requests.csv").read_text().splitlines()
+    assert len(rows) == 21 and rows[0].startswith("id,arrival_s")
+    assert (out / "timeline.csv").exists()

@@ -496,6 +496,9 @@ def validate(out: str, as_json: bool) -> None:
         f"median absolute error {result.median_ape:.1%}, mean {result.mean_ape:.1%} "
         f"over {result.n_points} points; {result.n_skipped} not expressible yet"
     )
+    for name, g in result.groups.items():
+        _print(f"{name}: median {g['median_ape']:.1%}, mean {g['mean_ape']:.1%} over "
+               f"{g['n_points']:.0f} points")  # fmt: skip
     for p in result.worst:
         _print(f"worst: {p.id}: {reason(p)}")
     for skipped in result.skipped:

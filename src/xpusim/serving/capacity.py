@@ -1,8 +1,9 @@
 """Capacity questions, answered by running the serving simulation repeatedly.
 
 - max-rate: the highest Poisson request rate whose p99 TTFT and p99 TPOT meet the SLOs
-  (MLPerf Server's question). The closed loop at every slot full gives the saturation rate;
-  rates from there down are bisected to within RATE_TOLERANCE.
+  (MLPerf Server's question). The closed loop at every slot full gives a first rate; from
+  there rates go up while the SLOs hold or down while they do not, and the bracket found
+  is bisected to within RATE_TOLERANCE.
 - min-chips: the fewest replicas (times a replica's chips) that serve the given rate within
   the SLOs: doubling, then bisection. p99s fall as replicas are added (more capacity behind
   the same arrivals), which is what makes bisection valid.
@@ -27,6 +28,7 @@ from xpusim.serving.serve import Prepared, prepare, run
 from xpusim.workloads.transformer_config import TransformerConfig
 
 RATE_TOLERANCE = 0.02  # of the answer
+MAX_BRACKET = 8  # rates tried (x1.25 up, /4 down) before the search gives up on a bracket
 MAX_REPLICAS = 4096
 
 
@@ -84,7 +86,9 @@ Trial = Callable[[str, float, ServingResult], bool]
 
 def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
     slots = prepared.engine.max_batch * prepared.replicas
-    closed = replace(load, concurrency=min(slots, load.requests), rate=None, trace=None)
+    # every slot full for long enough to leave the ramp behind: three rounds of requests
+    closed = replace(load, concurrency=slots, rate=None, trace=None,
+                     requests=max(load.requests, 3 * slots))
     saturated, _ = run(prepared, closed, closed.draw(), warmup, search.slo)
     if not saturated.fits:
         return saturated, None, 0.0, "does not fit: no rate is served"
@@ -95,22 +99,33 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
         result, frames = run(prepared, open_, open_.draw(), warmup, search.slo)
         return trial("rate", rate, result), result, frames
 
-    ok, best, frames = at(top)
-    if ok:
-        return best, frames, top, "the SLOs hold up to the saturation rate (every slot full)"
-    low, high = 0.0, top
-    best = None
-    while high - low > RATE_TOLERANCE * max(low, high / 64):
-        mid = (low + high) / 2 if low else high / 8  # find a feasible rate fast, then halve
+    # bracket the answer: from the saturation rate up while the SLOs hold (a closed loop's
+    # throughput understates what arrivals can be served) or down while they do not
+    low, high, best, frames = 0.0, 0.0, None, None
+    rate = top
+    for _ in range(MAX_BRACKET):
+        ok, result, fr = at(rate)
+        if ok:
+            low, best, frames = rate, result, fr
+            if high:
+                break
+            rate *= 1.25
+        else:
+            high = rate
+            if low:
+                break
+            rate /= 4
+    if best is None:
+        return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
+    if not high:
+        return best, frames, low, f"the SLOs hold up to {low:.3g}/s, the highest rate tried"
+    while high - low > RATE_TOLERANCE * low:
+        mid = (low + high) / 2
         ok, result, fr = at(mid)
         if ok:
             low, best, frames = mid, result, fr
         else:
             high = mid
-            if low == 0.0 and high < top * 1e-3:
-                break
-    if best is None:
-        return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
     return best, frames, low, ""
 
 

@@ -45,6 +45,11 @@ def draw(load: Load) -> Requests:
         return read_trace(load.trace, load.requests)
     rng = np.random.default_rng(load.seed)
     prompt, gen = (_lengths(rng, n, load.requests, load.spread) for n in (load.prompt, load.gen))
+    if load.lengths is not None:  # rows drawn with replacement; --gen where it has no outputs
+        found_prompt, found_gen = read_lengths(load.lengths)
+        rows = rng.integers(0, len(found_prompt), size=load.requests)
+        prompt = found_prompt[rows]
+        gen = gen if found_gen is None else found_gen[rows]
     arrival = None
     if load.rate is not None:
         shape = load.burstiness
@@ -74,47 +79,69 @@ def read_trace(path: Path, limit: int | None = None) -> Requests:
     input tokens and output tokens per line; arrivals are taken relative to the first.
     A line that does not parse is refused with its line number."""
     path = Path(path)
+    rows = _rows(path)[:limit]
+    columns = _columns(path, rows, ("arrival", "prompt", "gen"))
+    arrival = np.array(_parsed(path, rows, columns["arrival"], _seconds), dtype=float)
+    prompt = np.array(_parsed(path, rows, columns["prompt"], _tokens))
+    gen = np.array(_parsed(path, rows, columns["gen"], _tokens))
+    order = np.argsort(arrival, kind="stable")
+    times = arrival[order] - arrival[order[0]]
+    return Requests(prompt[order], gen[order], times)
+
+
+def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Input tokens per row of a CSV or JSONL, and output tokens where it has the column
+    (a dataset's length distribution: MLPerf's, ShareGPT's)."""
+    path = Path(path)
+    rows = _rows(path)
+    columns = _columns(path, rows, ("prompt",))
+    prompt = np.array(_parsed(path, rows, columns["prompt"], _tokens))
+    out = next((c for c in _COLUMNS["gen"] if c in rows[0][1]), None)
+    return prompt, None if out is None else np.array(_parsed(path, rows, out, _tokens))
+
+
+def _rows(path: Path) -> list[tuple[int, dict[str, object]]]:
+    """(line number, record with lower-case keys) of every row of a JSONL or CSV file."""
     if not path.is_file():
-        raise UserError(f"trace file {str(path)!r} not found")
-    rows: list[tuple[int, dict[str, str]]] = []
+        raise UserError(f"file {str(path)!r} not found")
+    rows: list[tuple[int, dict[str, object]]] = []
     with path.open(newline="") as f:
         if path.suffix.lower() in (".jsonl", ".json"):
             for number, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as error:
-                        message = f"{path.name} line {number}: not JSON ({error.msg})"
-                        raise UserError(message) from None
-                    if not isinstance(record, dict):
-                        raise UserError(f"{path.name} line {number}: not a JSON object")
-                    rows.append((number, {k.lower(): v for k, v in record.items()}))
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    message = f"{path.name} line {number}: not JSON ({error.msg})"
+                    raise UserError(message) from None
+                if not isinstance(record, dict):
+                    raise UserError(f"{path.name} line {number}: not a JSON object")
+                rows.append((number, {k.lower(): v for k, v in record.items()}))
         else:
-            reader = csv.DictReader(f)
-            for number, record in enumerate(reader, 2):
+            for number, record in enumerate(csv.DictReader(f), 2):
                 rows.append((number, {(k or "").strip().lower(): v for k, v in record.items()}))
     if not rows:
-        raise UserError(f"trace file {path.name} holds no requests")
-    if limit is not None:
-        rows = rows[:limit]
-    names = {field: next((c for c in choices if c in rows[0][1]), None)
-             for field, choices in _COLUMNS.items()}  # fmt: skip
-    missing = [f"{field} ({', '.join(_COLUMNS[field][:3])})" for field, c in names.items()
-               if c is None]  # fmt: skip
+        raise UserError(f"{path.name} holds no rows")
+    return rows
+
+
+def _columns(path: Path, rows: list, fields: tuple[str, ...]) -> dict[str, str]:
+    names = {f: next((c for c in _COLUMNS[f] if c in rows[0][1]), None) for f in fields}
+    missing = [f"{f} ({', '.join(_COLUMNS[f][:3])})" for f, c in names.items() if c is None]
     if missing:
         raise UserError(f"{path.name}: no column for {'; '.join(missing)}")
-    arrival, prompt, gen = [], [], []
+    return names  # type: ignore[return-value]
+
+
+def _parsed(path: Path, rows: list, column: str, parse) -> list:
+    values = []
     for number, record in rows:
         try:
-            arrival.append(_seconds(record[names["arrival"]]))
-            prompt.append(_tokens(record[names["prompt"]]))
-            gen.append(_tokens(record[names["gen"]]))
+            values.append(parse(record[column]))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{path.name} line {number}: {error}") from None
-    times = np.array(arrival, dtype=float)
-    order = np.argsort(times, kind="stable")
-    times = times[order] - times[order[0]]
-    return Requests(np.array(prompt)[order], np.array(gen)[order], times)
+    return values
 
 
 def _seconds(value: object) -> float:

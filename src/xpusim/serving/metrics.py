@@ -5,9 +5,12 @@ TTFT = first token - arrival; TPOT = (end-to-end - TTFT) / (output tokens - 1), 
 requests of more than one output token; inter-token latency (ITL) is every gap between a
 request's tokens; end-to-end latency = last token - arrival. Each with mean, p50, p90, p99
 (numpy's linear percentiles) over the measured requests: all but the first `warmup` issued.
-Throughput is the measured requests' output over the measured window (first measured
-arrival to last measured finish); energy is the whole run's, iterations' ops plus every
-chip's static power while it waits.
+Throughput is steady state's: tokens emitted and requests completed within the measured
+window over its length. The window opens one median request lifetime after the first
+measured request arrives (by then the sequences in flight are the measured load's, not the
+ramp from an empty system) and closes at the last arrival (after it the load only drains);
+a burst (every request at once) is measured from its start to its last finish. Energy is
+the whole run's: the iterations' ops, and every chip's static power while it waits.
 """
 
 from __future__ import annotations
@@ -112,15 +115,24 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     several = gen > 1
     tpot = np.where(several, (e2e - ttft) / np.maximum(gen - 1, 1), np.nan)
     measured = np.arange(len(seqs)) >= result.warmup
-    window_start, window_end = arrival[measured].min(), finish[measured].max()
+    window_start, window_end = arrival[measured].min(), arrival.max()
+    if window_end <= window_start:  # a burst: every request arrived at once
+        window_end = finish.max()
+    else:
+        filled = window_start + float(np.median(e2e[measured]))
+        window_start = filled if filled < window_end - 0.25 * (window_end - window_start) \
+            else window_start
     window = max(window_end - window_start, 1e-12)
+    t = run.timeline
+    end = np.array(t.end_s)
+    inside = (end > window_start) & (end <= window_end)
+    completed = measured & (finish > window_start) & (finish <= window_end)
     result.ttft_s = Percentiles.of(ttft[measured])
     result.tpot_s = Percentiles.of(tpot[measured & several])
-    gaps = [g for s, m in zip(seqs, measured, strict=True) if m for g in s.gaps_s]
-    result.itl_s = Percentiles.of(np.array(gaps))
+    result.itl_s = Percentiles.of(np.repeat(run.itl_s, run.itl_count))
     result.e2e_s = Percentiles.of(e2e[measured])
-    result.requests_per_s = float(measured.sum() / window)
-    result.output_tokens_per_s = float(gen[measured].sum() / window)
+    result.requests_per_s = float(completed.sum() / window)
+    result.output_tokens_per_s = float(np.array(t.sampled)[inside].sum() / window)
     result.tokens_per_s_per_chip = result.output_tokens_per_s / chips
     if result.tpot_s is not None and result.tpot_s.mean > 0:
         result.tokens_per_s_per_user = 1.0 / result.tpot_s.mean
@@ -131,15 +143,14 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
         if result.slo_tpot_ms is not None:
             ok &= ~several | (tpot <= result.slo_tpot_ms / 1e3)
         result.slo_met = float(ok.sum() / measured.sum())
-        result.goodput_requests_per_s = float(ok.sum() / window)
+        result.goodput_requests_per_s = float((ok & completed).sum() / window)
     duration = float(finish.max())
     idle_chip_s = max(chips * duration - run.busy_chip_s, 0.0)
     result.energy_j = run.energy_j + static_w * idle_chip_s
     result.joules_per_token = result.energy_j / float(gen.sum())
     result.avg_power_w = result.energy_j / duration / chips
     result.preemptions = run.preemptions
-    t = run.timeline
-    start, end = np.array(t.start_s), np.array(t.end_s)
+    start = np.array(t.start_s)
     span = end - start
     result.mean_batch = float(np.mean(np.array(t.decodes) + np.array(t.prefills)))
     result.mean_waiting = float(np.average(t.waiting, weights=span)) if span.sum() > 0 else 0.0
@@ -148,8 +159,8 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
         result.kv_cache.mean_used = float(np.average(used, weights=span)) if span.sum() else 0.0
         result.kv_cache.peak_used = float(used.max())
     m = measured
-    result.mean_in_system = float(np.minimum(finish[m], window_end).sum()
-                                  - np.maximum(arrival[m], window_start).sum()) / window
+    overlap = np.minimum(finish[m], window_end) - np.maximum(arrival[m], window_start)
+    result.mean_in_system = float(np.maximum(overlap, 0.0).sum() / window)
     result.duration_s = float(window)
     return Frames(
         requests={"id": np.arange(len(seqs)), "arrival_s": arrival, "prompt":

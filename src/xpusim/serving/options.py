@@ -42,7 +42,13 @@ class Load:
                                  "tokens, output tokens (Azure's columns accepted).",
                                  type=PATH)
 
+    lengths: Path | None = option(None, "Draw each request's lengths from a CSV or JSONL of "  # noqa: RUF009
+                                  "input tokens (and output tokens; else --gen) per row.",
+                                  type=PATH)
+
     def __post_init__(self) -> None:
+        if self.lengths is not None and self.trace is not None:
+            raise UserError("a trace has its own lengths: give --trace or --lengths, not both")
         given = [x is not None for x in (self.concurrency, self.rate, self.trace)]
         if sum(given) != 1:
             raise UserError("give exactly one of --concurrency, --rate and --trace")
@@ -79,8 +85,9 @@ class Engine:
     engine: str = option("ideal", "Host time per iteration: ideal (none, as run), vllm, "
                           "vllm-v0, sglang, trtllm (serving/engines.toml).", type=str)
     max_batch: int = option(256, "Sequences per iteration (vLLM's max_num_seqs).", type=int)
-    token_budget: int = option(8192, "New tokens per iteration (max_num_batched_tokens).",
-                                type=int)
+    token_budget: int | None = option(None, "New tokens per iteration "
+                                       "(max_num_batched_tokens; default 8192, less where "
+                                       "memory needs).", type=int)
     chunk: int | None = option(None, "Chunked prefill's largest chunk (default: the token "
                                 "budget).", type=int)
     kv_block: int = option(16, "Tokens per KV-cache block.", type=int)

@@ -2,15 +2,24 @@
 KV cache, and the iterations it runs.
 
 An iteration's time is the step cost's (serving/step_cost.py) plus the engine's exposed host
-time. With pp stages the replica keeps up to pp iterations in flight, on disjoint sequences,
-each entering a stage when the iteration before it has left it (vLLM's virtual engines):
-a token's trip crosses every stage, and the stages work on different batches meanwhile.
+time. With pp stages a replica runs pp lanes (vLLM's virtual engines), each with its own
+queues and one iteration in flight, sharing the stages and the KV cache: an iteration enters
+a stage when the one before it has left it, so a token's trip crosses every stage while the
+stages work on other lanes' batches.
+
+The decoding sequences of a lane are a cohort that decodes together, one token each per
+decode iteration, so a sequence's output so far is the lane's decode count since it joined:
+nothing is done per token. What happens to one sequence at a known future step (its last
+token, its next KV block) is filed under that step, and ITL gaps are kept as (gap, how many
+sequences had it). A serving run's cost is then per iteration and per request, not per
+token: 10,000 requests of 256 tokens are 2.6 million tokens.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from math import nan
 
 from xpusim.serving.engines import Engine
 from xpusim.serving.kv_cache import KVCache
@@ -26,37 +35,55 @@ class Iteration:
     stage0_free_s: float  # when the next iteration may enter the first stage
     energy_j: float
     busy_chip_s: float  # chip-seconds its stages kept busy
+    sampled: int  # tokens it emits: one per decode and per prompt it completes
+    decodes: int  # sequences it decoded
 
 
 @dataclass(eq=False)
 class Replica:
+    """One lane of a replica (the replica itself when pp is 1)."""
+
     index: int
+    replica: int  # the replica it is a lane of
     role: str  # "both", "prefill" or "decode" (disaggregation)
     cost: StepCost
-    kv: KVCache
+    kv: KVCache  # shared by the lanes of a replica
     schedule: Scheduler
     engine: Engine
     max_batch: int
     token_budget: int
     chunk: int
+    stage_free_s: list[float]  # shared by the lanes of a replica
+    measured_from: int = 0  # sequence ids below it are warm-up: their gaps are not kept
     waiting: deque[Sequence] = field(default_factory=deque)
-    running: list[Sequence] = field(default_factory=list)
-    in_flight: int = 0
-    stage_free_s: list[float] = field(default_factory=list)
+    prefilling: list[Sequence] = field(default_factory=list)
+    cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order
+    busy: bool = False
+    steps: int = 0  # decode iterations run
+    context_sum: int = 0  # Σ over the cohort of the keys its next decode attends
+    last_decode_s: float = nan
     preemptions: int = 0
-
-    def __post_init__(self) -> None:
-        self.stage_free_s = [0.0] * self.cost.stages
+    itl_s: list[float] = field(default_factory=list)  # gaps between tokens, measured ones
+    itl_count: list[int] = field(default_factory=list)  # sequences with each gap
+    _finish_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
+    _grow_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
+    _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
+    _measured: int = 0  # cohort members past the warm-up
 
     @property
     def load(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + self.running
+
+    @property
+    def running(self) -> int:
+        return len(self.prefilling) + len(self.cohort)
 
     def cached(self, s: Sequence) -> int:
         return self.kv.cached_tokens(s.target) if s.done == 0 else s.done
 
     def admit(self, s: Sequence, tokens: int) -> bool:
-        """Takes the blocks for `tokens` of a waiting sequence and moves it to running."""
+        """Takes the blocks for `tokens` of a waiting sequence (the caller pops it) and
+        starts it: prefilling, or decoding when it was prefilled elsewhere."""
         if s.done == 0:
             s.shared = s.done = self.kv.cached_tokens(s.target)
         need = self.kv.blocks_for(tokens, s.shared) - s.blocks
@@ -65,38 +92,77 @@ class Replica:
                 s.shared = s.done = 0  # not admitted: nothing was computed
             return False
         s.blocks += need
-        self.running.append(s)
+        if s.decoding:
+            self._join(s)
+        else:
+            self.prefilling.append(s)
         return True
 
-    def decodes(self) -> list[Sequence]:
-        """The running sequences ready to decode, each with the blocks for its next token;
+    def _join(self, s: Sequence) -> None:
+        """Into the cohort, from the next decode iteration on."""
+        s.joined, s.base = self.steps, s.generated
+        self.cohort[s.id] = s
+        self.context_sum += s.prompt + s.generated
+        self._file(self._finish_at, self.steps + s.gen - s.generated, s)
+        self._file_growth(s)
+        self._fresh.append(s)
+        self._measured += s.id >= self.measured_from
+
+    def _file(self, at: dict[int, list], step: int, s: Sequence) -> None:
+        at.setdefault(step, []).append((s, s.joined))
+
+    def _file_growth(self, s: Sequence) -> None:
+        """The decode step whose token first exceeds the sequence's blocks."""
+        held = s.blocks * self.kv.block_tokens + s.shared
+        self._file(self._grow_at, max(held - s.prompt - s.base + 2 + s.joined, self.steps + 1), s)
+
+    def _current(self, s: Sequence, joined: int) -> bool:
+        return self.cohort.get(s.id) is s and s.joined == joined
+
+    def _leave(self, s: Sequence) -> None:
+        del self.cohort[s.id]
+        s.generated = s.base + self.steps - s.joined
+        s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
+        self.context_sum -= s.prompt + s.generated
+        self._measured -= s.id >= self.measured_from
+        if s in self._fresh:
+            self._fresh.remove(s)
+
+    def decodes(self) -> bool:
+        """Whether the cohort decodes next, each member with the blocks for its next token;
         when the cache runs out, the latest-admitted sequences are preempted (recompute)
         until the earlier ones fit, as vLLM does, the sequence itself last."""
-        ready = []
-        for s in list(self.running):
-            if s.busy or not s.decoding:  # a preempted sequence is prefilling again
+        step = self.steps + 1
+        cohort = self.cohort
+        due = [(s, j) for s, j in self._grow_at.pop(step, ())
+               if cohort.get(s.id) is s and s.joined == j]  # fmt: skip
+        if due and self.kv.take(len(due)):  # the common case: every one gets its block
+            later = self._grow_at.setdefault(step + self.kv.block_tokens, [])
+            for s, joined in due:
+                s.blocks += 1
+                later.append((s, joined))
+            return bool(cohort)
+        for s, joined in due:
+            if not self._current(s, joined):
                 continue
-            while not self._grow(s):
-                later = self.running[self.running.index(s) + 1:]
-                victims = [v for v in later if not v.busy]
-                self._preempt(victims[-1] if victims else s)
-                if not victims:
+            while not self.kv.take(1):
+                members = list(cohort.values())
+                victim = members[-1] if members[-1] is not s else None
+                if victim is None and self.prefilling:
+                    victim = self.prefilling[-1]
+                self._preempt(victim or s)
+                if victim is None:
                     break
-            if s.decoding:
-                ready.append(s)
-        return ready
-
-    def _grow(self, s: Sequence) -> bool:
-        need = self.kv.blocks_for(s.context, s.shared) - s.blocks
-        if need <= 0:
-            return True
-        if not self.kv.take(need):
-            return False
-        s.blocks += need
-        return True
+            if self._current(s, joined):
+                s.blocks += 1
+                self._file(self._grow_at, step + self.kv.block_tokens, s)
+        return bool(cohort)
 
     def _preempt(self, s: Sequence) -> None:
-        self.running.remove(s)
+        if s.id in self.cohort:
+            self._leave(s)
+        else:
+            self.prefilling.remove(s)
         self.kv.give(s.blocks)
         s.blocks = s.shared = s.done = 0
         s.target = s.prompt + s.generated  # recomputed: prompt and output so far
@@ -105,68 +171,80 @@ class Replica:
         self.waiting.appendleft(s)
 
     def free(self, s: Sequence) -> None:
-        self.running.remove(s)
         self.kv.give(s.blocks)
         s.blocks = 0
 
     def start(self, now_s: float) -> Iteration | None:
         """Runs the scheduler's next batch from now, if there is one."""
-        if self.in_flight >= self.cost.stages or self.stage_free_s[0] > now_s:
+        if self.busy or self.stage_free_s[0] > now_s:
             return None
         batch = self.schedule(self)
         if not batch:
             return None
-        decode_c = [s.context for s in batch.decodes]
-        q = [n for _, n in batch.chunks]
-        c = [s.done + n for s, n in batch.chunks]
-        sampled = len(decode_c) + sum(1 for (s, n), k in zip(batch.chunks, c, strict=True)
-                                      if k >= s.target)  # fmt: skip
-        step = self.cost(Work.of(decode_c, q, c, sampled))
+        chunks = batch.chunks
+        n = len(self.cohort) if batch.decode else 0
+        q = [k for _, k in chunks]
+        c = [s.done + k for s, k in chunks]
+        sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)
+        step = self.cost(Work.of_cohort(n, self.context_sum if n else 0, q, c, sampled))
         stages = step.stage_s
-        host_s = self.engine.exposed_s(len(decode_c) + len(q), step.trip_s)
+        host_s = self.engine.exposed_s(n + len(q), step.trip_s)
         t = now_s + host_s
         stage0_free = now_s
-        for i, stage_s in enumerate(stages.tolist()):
+        for i, stage_s in enumerate(stages):
             begin = max(t, self.stage_free_s[i])
             t = self.stage_free_s[i] = begin + stage_s
             if i == 0:
                 stage0_free = t
             if i + 1 < len(stages):
                 t += step.send_s
-        for s in batch.decodes:
-            s.busy = True
-        for s, _ in batch.chunks:
-            s.busy = True
-        self.in_flight += 1
-        busy = float(stages.sum()) * self.cost.ranks
-        return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy)
+        self.busy = True
+        busy = sum(stages) * self.cost.ranks
+        return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, sampled, n)
 
     def finish(self, it: Iteration) -> list[Sequence]:
-        """The iteration's tokens, at its end; returns the sequences whose prefill it
-        completed (a prefill replica hands them on) or whose last token it made."""
-        self.in_flight -= 1
+        """The iteration's tokens, at its end; returns the sequences whose last token it
+        made, and on a prefill replica those whose prompt it completed (to hand on)."""
+        self.busy = False
         now = it.end_s
         out = []
+        if it.decodes:
+            self._decoded(now)
+            for s, joined in self._finish_at.pop(self.steps, ()):
+                if self._current(s, joined):
+                    self._leave(s)
+                    out.append(s)
         for s, n in it.batch.chunks:
-            s.busy = False
             s.done += n
-            if s.decoding:
-                if self.kv.shared_prefix and s.target >= self.kv.shared_prefix:
-                    self.kv.hold_prefix()
-                self._token(s, now)
+            if not s.decoding:
+                continue
+            if self.kv.shared_prefix and s.target >= self.kv.shared_prefix:
+                self.kv.hold_prefix()
+            self.prefilling.remove(s)
+            if s.generated == 0:
+                s.first_token_s = now
+            elif s.id >= self.measured_from:  # a recompute's token, after its stall
+                self._gap(now - s.last_token_s, 1)
+            s.generated += 1
+            s.last_token_s = now
+            if s.generated >= s.gen or self.role == "prefill":
                 out.append(s)
-        for s in it.batch.decodes:
-            s.busy = False
-            self._token(s, now)
-            if s.generated >= s.gen:
-                out.append(s)
+            else:
+                self._join(s)
         return out
 
-    @staticmethod
-    def _token(s: Sequence, now_s: float) -> None:
-        if s.generated == 0:
-            s.first_token_s = now_s
-        elif s.last_token_s == s.last_token_s:  # a token after a preemption's recompute too
-            s.gaps_s.append(now_s - s.last_token_s)
-        s.generated += 1
-        s.last_token_s = now_s
+    def _decoded(self, now: float) -> None:
+        """One token for every cohort member: the gaps, the counts, the keys."""
+        self.steps += 1
+        fresh = [s for s in self._fresh if s.id >= self.measured_from]
+        for s in fresh:
+            self._gap(now - s.last_token_s, 1)
+        if self._measured > len(fresh):
+            self._gap(now - self.last_decode_s, self._measured - len(fresh))
+        self._fresh = []
+        self.context_sum += len(self.cohort)
+        self.last_decode_s = now
+
+    def _gap(self, gap_s: float, count: int) -> None:
+        self.itl_s.append(gap_s)
+        self.itl_count.append(count)

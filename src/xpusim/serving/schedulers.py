@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from xpusim.serving.replica import Replica
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     """A request inside the engine."""
 
@@ -45,7 +45,8 @@ class Sequence:
     last_token_s: float = float("nan")
     finish_s: float = float("nan")
     preemptions: int = 0
-    gaps_s: list[float] = field(default_factory=list)  # between its tokens
+    joined: int = 0  # the lane's decode count when it joined the decoding cohort
+    base: int = 0  # its output then (replica.py: its output is base + decodes since)
 
     def __post_init__(self) -> None:
         self.target = self.target or self.prompt
@@ -56,17 +57,18 @@ class Sequence:
 
     @property
     def context(self) -> int:
-        """Keys a decode step attends: every token so far, the one it feeds included."""
+        """Keys a decode step attends: every token so far, the one it feeds included (its
+        output count is current only outside a decoding cohort)."""
         return self.prompt + self.generated
 
 
 @dataclass
 class Batch:
-    decodes: list[Sequence] = field(default_factory=list)
+    decode: bool = False  # the lane's decoding cohort runs a token each
     chunks: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, tokens)
 
     def __bool__(self) -> bool:
-        return bool(self.decodes or self.chunks)
+        return self.decode or bool(self.chunks)
 
 
 Scheduler = Callable[["Replica"], Batch]
@@ -90,10 +92,9 @@ def _register(name: str) -> Callable[[Scheduler], Scheduler]:
 
 @_register("static")
 def static(r: Replica) -> Batch:
+    if r.cohort or r.prefilling:  # the batch runs to its end; its finished sequences have left
+        return Batch(decode=r.decodes())
     batch = Batch()
-    if r.running:  # the batch runs to its end; its finished sequences have left
-        batch.decodes = [s for s in r.running if not s.busy]
-        return batch
     while r.waiting and len(batch.chunks) < r.max_batch:
         s = r.waiting[0]
         if not r.admit(s, s.prompt + s.gen):  # static batching reserves the whole length
@@ -107,7 +108,7 @@ def static(r: Replica) -> Batch:
 def continuous(r: Replica) -> Batch:
     batch = Batch()
     budget = r.token_budget
-    while r.waiting and len(r.running) < r.max_batch:
+    while r.waiting and r.running < r.max_batch:
         s = r.waiting[0]
         if s.decoding:  # prefilled elsewhere (disaggregation): it needs its blocks only
             if not r.admit(s, s.context):
@@ -121,40 +122,33 @@ def continuous(r: Replica) -> Batch:
         batch.chunks.append((s, s.target - s.done))
         budget -= q
     if not batch.chunks:
-        batch.decodes = r.decodes()
+        batch.decode = r.decodes()
     return batch
 
 
 @_register("chunked")
 def chunked(r: Replica) -> Batch:
-    return _iteration(r, r.chunk)
-
-
-def _iteration(r: Replica, chunk: int) -> Batch:
     """Decodes first, then prefill chunks (ongoing prompts, then new requests in arrival
     order) within the token budget."""
-    batch = Batch(decodes=r.decodes())
-    budget = r.token_budget - len(batch.decodes)
-    for s in r.running:
+    batch = Batch(decode=r.decodes())
+    budget = r.token_budget - (len(r.cohort) if batch.decode else 0)
+    for s in r.prefilling:  # prompts part-way through their chunks
         if budget <= 0:
             break
-        if not s.busy and not s.decoding:  # a prompt part-way through its chunks
-            q = min(s.target - s.done, budget, chunk)
-            batch.chunks.append((s, q))
-            budget -= q
-    while r.waiting and len(r.running) < r.max_batch:
+        q = min(s.target - s.done, budget, r.chunk)
+        batch.chunks.append((s, q))
+        budget -= q
+    while r.waiting and r.running < r.max_batch:
         s = r.waiting[0]
-        if s.decoding:  # prefilled elsewhere (disaggregation): it needs its blocks only
+        if s.decoding:  # prefilled elsewhere: it joins the decodes from the next iteration
             if not r.admit(s, s.context):
                 break
             r.waiting.popleft()
-            batch.decodes.append(s)
-            budget -= 1
             continue
         if budget <= 0 or not r.admit(s, s.target):
             break
         r.waiting.popleft()
-        q = min(s.target - s.done, budget, chunk)
+        q = min(s.target - s.done, budget, r.chunk)
         batch.chunks.append((s, q))
         budget -= q
     return batch

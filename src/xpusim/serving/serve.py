@@ -85,34 +85,35 @@ def prepare(
                             f"decode replicas of {one.chips} chips need {replicas * one.chips} "
                             f"chips; the system has {system.chips}")  # fmt: skip
     longest = int((requests.prompt + requests.gen).max())
-    if engine.scheduler == "continuous" and engine.token_budget < int(requests.prompt.max()):
-        # whole prompts only: the budget holds the longest, as vLLM's V0 requires
-        notes.append(f"token budget raised from {engine.token_budget} to the longest prompt, "
-                     f"{int(requests.prompt.max())}: continuous batching prefills whole "
-                     f"prompts (--scheduler chunked splits them)")  # fmt: skip
-        engine = replace(engine, token_budget=int(requests.prompt.max()))
-    max_tokens = _table_tokens(engine, requests, replicas)
-    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], one.tp,
-                                     one.ep).activation_bytes[0])  # fmt: skip
-    memory = cand.memory
-    capacity = system.chip.capacity_bytes * engine.kv_utilization
-    left = [capacity - w - activations for w in memory.weights]
-    per_token = [memory.kv_bytes_per_token_layer * n for n in memory.layers]
-    tokens = min(int(room // need) if need else 0 for room, need in zip(left, per_token,
-                                                                          strict=True))
-    blocks = max(tokens // engine.kv_block, 0)
+    longest_prompt = int(requests.prompt.max())
+    budgets = [engine.token_budget] if engine.token_budget else AUTO_BUDGETS
+    for budget in budgets:
+        if engine.scheduler == "continuous" and budget < longest_prompt:
+            # whole prompts only: the budget holds the longest, as vLLM's V0 requires
+            budget = longest_prompt
+        trial = replace(engine, token_budget=budget)
+        max_tokens = _table_tokens(trial, requests)
+        activations, blocks, per_token = _kv_room(cfg, system, cand.memory, req, one, trial,
+                                                  max_tokens)  # fmt: skip
+        if blocks >= -(-longest // engine.kv_block):
+            break
+    if budget != (engine.token_budget or AUTO_BUDGETS[0]):
+        why = ("the longest prompt: continuous batching prefills whole prompts"
+               if budget == longest_prompt and engine.scheduler == "continuous"
+               else "the largest whose activations leave room for the KV cache")
+        notes.append(f"token budget {budget}: {why}")
+    engine = trial
     if engine.kv_blocks is not None:
         if engine.kv_blocks > blocks:
             notes.append(f"--kv-blocks {engine.kv_blocks} is more than the {blocks} blocks "
                          f"memory leaves; simulated as given")  # fmt: skip
         blocks = engine.kv_blocks
-    kv = KVUse(blocks, engine.kv_block, blocks * engine.kv_block,
-               per_token[int(np.argmax(per_token))], 0.0, 0.0)  # fmt: skip
+    kv = KVUse(blocks, engine.kv_block, blocks * engine.kv_block, per_token, 0.0, 0.0)
     fits, reason = True, ""
-    if not cand.fits or blocks < -(-longest // engine.kv_block):
+    if blocks < -(-longest // engine.kv_block):
         fits, gb = False, 1e9
-        reason = (f"memory: the weights ({max(memory.weights) / gb:.1f} GB on the fullest chip) "
-                  f"and activations ({activations / gb:.2f} GB) leave room for "
+        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:.2g} GB on the fullest "
+                  f"chip) and activations ({activations / gb:.2g} GB) leave room for "
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
                   f"needs {longest}")  # fmt: skip
     cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
@@ -120,13 +121,35 @@ def prepare(
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes)
 
 
-def _table_tokens(engine: Engine, requests: Requests, replicas: int) -> int:
-    """Most new tokens one iteration can hold under the scheduler."""
+AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)
+"""Token budgets tried, largest first, when none is given: vLLM's 8,192 where memory allows,
+less on chips whose activations at 8,192 tokens would crowd out the KV cache (Groq's SRAM)."""
+
+
+def _kv_room(
+    cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
+    engine: Engine, max_tokens: int,
+) -> tuple[float, int, float]:  # fmt: skip
+    """A replica's largest iteration's activations, the KV blocks its fullest chip has room
+    for beside them and the weights, and that chip's KV bytes per token."""
+    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
+                                     plan.ep).activation_bytes[0])  # fmt: skip
+    capacity = system.chip.capacity_bytes * engine.kv_utilization
+    per_token = [memory.kv_bytes_per_token_layer * n for n in memory.layers]
+    tokens = min(int((capacity - w - activations) // need) if need else 0
+                 for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip
+    return activations, max(tokens // engine.kv_block, 0), max(per_token)
+
+
+def _table_tokens(engine: Engine, requests: Requests) -> int:
+    """Most new tokens one iteration can hold under the scheduler: a static batch's prompts,
+    a continuous batch's whole prompts or the recompute of a preempted sequence (its prompt
+    and output so far), or chunked prefill's budget."""
     longest_prompt = int(requests.prompt.max())
     if engine.scheduler == "static":
         tokens = min(engine.max_batch, len(requests)) * longest_prompt
     elif engine.scheduler == "continuous":
-        tokens = max(engine.token_budget, longest_prompt)
+        tokens = max(engine.token_budget, int((requests.prompt + requests.gen).max()))
     else:
         tokens = engine.token_budget
     if tokens > MAX_TABLE_TOKENS:
@@ -162,9 +185,12 @@ def run(
     if e.disaggregated:
         roles = ["prefill"] * e.prefill_replicas + ["decode"] * e.decode_replicas  # type: ignore[operator]
     profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
-    reps = [Replica(i, role, p.cost, KVCache(p.kv.blocks, e.kv_block, e.prefix), policy,
-                    profile, e.max_batch, e.token_budget, e.chunk or e.token_budget)
-            for i, role in enumerate(roles)]  # fmt: skip
+    reps = []
+    for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
+        kv, stages = KVCache(p.kv.blocks, e.kv_block, e.prefix), [0.0] * p.plan.pp
+        reps += [Replica(len(reps), i, role, p.cost, kv, policy, profile, e.max_batch,
+                         e.token_budget, e.chunk or e.token_budget, stages, warmup)
+                 for _ in range(p.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
     static_w = p.system.chip.energy.static_power_w.value

@@ -32,16 +32,18 @@ class Timeline:
     decodes: list[int] = field(default_factory=list)
     prefills: list[int] = field(default_factory=list)  # sequences running a prefill chunk
     prefill_tokens: list[int] = field(default_factory=list)
+    sampled: list[int] = field(default_factory=list)  # tokens emitted
     waiting: list[int] = field(default_factory=list)  # requests queued, all replicas
     kv_used: list[float] = field(default_factory=list)  # the replica's cache, a fraction
 
     def add(self, r: Replica, it: Iteration, waiting: int) -> None:
         self.start_s.append(it.start_s)
         self.end_s.append(it.end_s)
-        self.replica.append(r.index)
-        self.decodes.append(len(it.batch.decodes))
+        self.replica.append(r.replica)
+        self.decodes.append(it.decodes)
         self.prefills.append(len(it.batch.chunks))
         self.prefill_tokens.append(sum(n for _, n in it.batch.chunks))
+        self.sampled.append(it.sampled)
         self.waiting.append(waiting)
         self.kv_used.append(r.kv.used / r.kv.blocks)
 
@@ -55,6 +57,8 @@ class Run:
     energy_j: float  # of the iterations' ops
     busy_chip_s: float
     preemptions: int
+    itl_s: list[float]  # gaps between measured requests' tokens
+    itl_count: list[int]  # how many had each
 
 
 def simulate(
@@ -97,6 +101,7 @@ def simulate(
     def route(s: Sequence, pool: list[Replica]) -> None:
         min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
 
+
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued
         r.free(s)
@@ -121,8 +126,7 @@ def simulate(
                 for s in r.finish(it):
                     if s.generated >= s.gen:
                         complete(s, r, now)
-                    elif r.role == "prefill":
-                        r.running.remove(s)  # its blocks stay until its cache is sent
+                    else:  # prefilled on a prefill replica: its blocks stay until sent
                         holding[s.id] = r
                         push(now + transfer_s(s.context), _TRANSFER, s)
             elif kind == _TRANSFER:
@@ -135,13 +139,14 @@ def simulate(
         for r in replicas:
             while (it := r.start(now)) is not None:
                 push(it.end_s, _END, (r, it))
-                if it.stage0_free_s < it.end_s and r.cost.stages > 1:
+                if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)
                 energy += it.energy_j
                 busy += it.busy_chip_s
                 timeline.add(r, it, waiting)
-                if it.stage0_free_s > now:
+                if it.stage0_free_s > now or r.busy:
                     break
     if finished < len(sequences):
         raise RuntimeError(f"{len(sequences) - finished} requests never finished")
-    return Run(sequences, timeline, energy, busy, sum(r.preemptions for r in replicas))
+    return Run(sequences, timeline, energy, busy, sum(r.preemptions for r in replicas),
+               [g for r in replicas for g in r.itl_s], [n for r in replicas for n in r.itl_count])

@@ -32,7 +32,9 @@ per distinct work (an engine sees the same prompt lengths again and again).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -78,8 +80,14 @@ class Work(NamedTuple):
     def of(cls, decode_c: list[int], prefill_q: list[int], prefill_c: list[int],
            sampled: int) -> Work:  # fmt: skip
         """From each decoding sequence's keys and each prefill chunk's (q, c)."""
+        return cls.of_cohort(len(decode_c), sum(decode_c), prefill_q, prefill_c, sampled)
+
+    @classmethod
+    def of_cohort(cls, decodes: int, decode_context: int, prefill_q: list[int],
+                  prefill_c: list[int], sampled: int) -> Work:  # fmt: skip
+        """From a decoding cohort's size and keys, and each prefill chunk's (q, c)."""
         pairs = list(zip(prefill_q, prefill_c, strict=True))
-        return cls(len(decode_c), sum(decode_c), len(pairs), sum(prefill_q), sum(prefill_c),
+        return cls(decodes, decode_context, len(pairs), sum(prefill_q), sum(prefill_c),
                    sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled)
 
     @property
@@ -95,14 +103,14 @@ def _basis(q: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 class StepTime(NamedTuple):
-    stage_s: np.ndarray  # (pp,) each pipeline stage's time
+    stage_s: list[float]  # each pipeline stage's time
     send_s: float  # one activation send between neighbouring stages (0 with one stage)
     energy_j: float  # every chip of one replica
 
     @property
     def trip_s(self) -> float:
         """The iteration's path through every stage."""
-        return float(self.stage_s.sum()) + (len(self.stage_s) - 1) * self.send_s
+        return sum(self.stage_s) + (len(self.stage_s) - 1) * self.send_s
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,12 @@ class Attention:
     placement: Placement
     levels: int
 
+    @cached_property
+    def _offchip(self) -> np.ndarray:
+        """Where one work's tensors live on a chip without an on-chip level: one place."""
+        act = np.zeros((1, len(self.table)))
+        return placement_onehot(act, [self.placement], self.levels)
+
     def cost(self, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5)."""
         k = len(basis)
@@ -123,8 +137,11 @@ class Attention:
         n = len(self.table)
         table = replace(self.table, matrix_flops=matrix, vector_flops=vector,
                         role_bytes=roles.reshape(k, len(ROLES), n))  # fmt: skip
-        act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
-        where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
+        if self.placement.onchip_level is None and k == 1:  # then where does not depend on it
+            where = self._offchip
+        else:
+            act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
+            where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
         costs = evaluate(table, self.hw, where)
         return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
 
@@ -146,7 +163,18 @@ class StepCost:
     ranks: int  # chips per stage: tp x ep
     send_fixed_s: float
     send_s_per_token: float
-    _prefills: dict[tuple, tuple[np.ndarray, float]] = field(default_factory=dict)
+    _prefills: dict[tuple, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # the tables as rows of Python floats, (stage times..., energy): an iteration adds a
+        # few rows, and numpy's per-call overhead would be most of a serving run's time
+        def rows(stage_s: np.ndarray, energy_j: np.ndarray) -> list[list[float]]:
+            return np.concatenate([stage_s, energy_j[..., None]], axis=-1).tolist()
+
+        self._token_rows = rows(self.token_stage_s, self.token_energy_j)
+        self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
+        self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
+        self._grid = self.mean_context.tolist()
 
     @property
     def stages(self) -> int:
@@ -158,39 +186,37 @@ class StepCost:
                 or work.sampled > self.max_sampled:
             raise ValueError(f"{work} is outside what this StepCost tabulated "
                              f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
-        stage_s = self.token_stage_s[tokens - 1].copy()
-        energy = float(self.token_energy_j[tokens - 1])
+        total = self._token_rows[tokens - 1]
         if work.sampled:
-            stage_s += self.sample_stage_s[work.sampled - 1]
-            energy += float(self.sample_energy_j[work.sampled - 1])
+            total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
+                                           strict=True)]  # fmt: skip
         if work.decodes:
-            s, e = self._decode(work.decodes, work.decode_context)
-            stage_s += s
-            energy += e
+            total = [a + b for a, b in zip(total, self._decode(work.decodes, work.decode_context),
+                                           strict=True)]  # fmt: skip
         if work.prefills:
-            s, e = self._prefill(work.prefill_basis)
-            stage_s += s
-            energy += e
+            total = [a + b for a, b in zip(total, self._prefill(work.prefill_basis),
+                                           strict=True)]  # fmt: skip
         send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
-        return StepTime(stage_s, send, energy * self.ranks)
+        return StepTime(total[:-1], send, total[-1] * self.ranks)
 
-    def _decode(self, n: int, context: int) -> tuple[np.ndarray, float]:
-        """The decode kernel, interpolated along the mean context between grid nodes."""
-        grid = self.mean_context
+    def _decode(self, n: int, context: int) -> list[float]:
+        """The decode kernel (stage times..., energy), interpolated along the mean context
+        between grid nodes."""
+        grid = self._grid
         mean = context / n
-        i = min(max(int(np.searchsorted(grid, mean)) - 1, 0), len(grid) - 2)
+        i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
         f = (mean - grid[i]) / (grid[i + 1] - grid[i])
-        row_s, row_j = self.decode_stage_s[n - 1], self.decode_energy_j[n - 1]
-        return (row_s[i] + f * (row_s[i + 1] - row_s[i]),
-                float(row_j[i] + f * (row_j[i + 1] - row_j[i])))  # fmt: skip
+        row = self._decode_rows[n - 1]
+        return [a + f * (b - a) for a, b in zip(row[i], row[i + 1], strict=True)]
 
-    def _prefill(self, basis: tuple) -> tuple[np.ndarray, float]:
+    def _prefill(self, basis: tuple) -> list[float]:
+        """The prefill kernel, costed by the roofline once per distinct work."""
         found = self._prefills.get(basis)
         if found is None:
             if len(self._prefills) > 1 << 16:
                 self._prefills.clear()
             stage_s, energy = self.attention.cost(np.array([basis], dtype=float))
-            found = self._prefills[basis] = (stage_s[0], float(energy[0]))
+            found = self._prefills[basis] = [*stage_s[0].tolist(), float(energy[0])]
         return found
 
 

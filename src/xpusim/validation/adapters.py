@@ -83,7 +83,64 @@ def _llm_training(point: Point) -> Prediction:
     return Prediction(value, result.bottleneck, plan)
 
 
+SERVING_REQUESTS = {"concurrency": 8, "rate": 2000, "max-rate": 1500, "offline": 2}
+"""Requests simulated per point: 8 per client of a closed loop (a tenth are warm-up), 2,000
+Poisson arrivals, 1,500 per trial of a max-rate search, and twice every slot for offline:
+long against a request's lifetime, so that the steady state dominates the ramp."""
+
+
+def _llm_serving(point: Point) -> Prediction:
+    """A serving measurement at a stated load: the engine's profile and scheduler as the
+    point names them (data in published.json, with why), requests as SERVING_REQUESTS."""
+    import xpusim
+
+    if point.get("prompt") is None or point.get("gen") is None:
+        raise Unexpressible("the source states no mean input or output length")
+    load = point.get("load")
+    options: dict[str, Any] = {
+        "prompt": int(point.get("prompt")), "gen": int(point.get("gen")),
+        "precision": point.get("precision"), "weight_precision": point.get("weight_precision"),
+        "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
+        "engine": point.get("engine_profile", "ideal"),
+        "scheduler": point.get("scheduler", "continuous"),
+    }  # fmt: skip
+    if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
+        from xpusim.validation.points import DATA
+
+        options["lengths"] = str(DATA.parent / point.get("lengths"))
+    kind = load["kind"]
+    if kind == "concurrency":
+        c = int(load["value"])
+        options |= {"concurrency": c, "requests": max(SERVING_REQUESTS[kind] * c, 100)}
+    elif kind == "burst":  # every request at once, the run ends when they finish
+        c = int(load["value"])
+        options |= {"concurrency": c, "requests": c, "warmup": 0}
+    elif kind == "rate":
+        options |= {"rate": float(load["value"]), "requests": SERVING_REQUESTS[kind]}
+    elif kind == "max-rate":
+        options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
+                    "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
+    elif kind == "offline":
+        slots = 256 * (options["chips"] // options["tp"])
+        options |= {"concurrency": slots, "requests": SERVING_REQUESTS[kind] * slots}
+    else:
+        raise Unexpressible(f"load kind {kind!r}")
+    result = xpusim.serve(point.get("model"), point.chip, **options)
+    if not result.fits:
+        raise Unexpressible(f"does not fit as specified: {result.reason}")
+    stat = point.get("stat", "mean")
+    values = {"ttft_s": result.ttft_s and getattr(result.ttft_s, stat),
+              "tpot_s": result.tpot_s and getattr(result.tpot_s, stat),
+              "output_tokens_per_s": result.output_tokens_per_s,
+              "requests_per_s": result.requests_per_s}  # fmt: skip
+    if point.metric not in values or values[point.metric] is None:
+        raise Unexpressible(f"metric {point.metric!r} is not a serving output")
+    detail = f"{result.replicas} x tp{options['tp']}, {options['scheduler']}, {options['engine']}"
+    return Prediction(float(values[point.metric]), "serving", detail)
+
+
 ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
+    "llm-serving": _llm_serving,
     "llm-inference": _llm_inference,
     "llm-training": _llm_training,
 }

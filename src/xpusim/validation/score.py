@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from functools import cache
 
 from xpusim.errors import UserError
 from xpusim.result import Result
@@ -51,6 +52,7 @@ class Validation(Result):
     n_points: int
     n_skipped: int
     worst: list[ScoredPoint] = field(default_factory=list)
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # see group_errors
 
 
 def ape(predicted: float, measured: float) -> float:
@@ -69,7 +71,20 @@ def summarize(points: list[ScoredPoint], skipped: list[SkippedPoint], worst: int
         n_points=len(points),
         n_skipped=len(skipped),
         worst=sorted(points, key=lambda p: -p.ape)[:worst],
+        groups=group_errors(points),
     )
+
+
+def group_errors(points: list[ScoredPoint]) -> dict[str, dict[str, float]]:
+    """Median and mean error per workload, and per metric within serving (TTFT, TPOT and
+    throughput answer different questions and miss for different reasons)."""
+    groups: dict[str, list[float]] = {}
+    for p in points:
+        groups.setdefault(p.workload, []).append(p.ape)
+        if p.workload == "llm-serving":
+            groups.setdefault(f"llm-serving {p.metric}", []).append(p.ape)
+    return {name: {"median_ape": statistics.median(e), "mean_ape": statistics.fmean(e),
+                   "n_points": len(e)} for name, e in sorted(groups.items())}  # fmt: skip
 
 
 def score_point(point: Point) -> ScoredPoint:
@@ -85,8 +100,21 @@ def score_point(point: Point) -> ScoredPoint:
 
 
 def validate(points: tuple[Point, ...] | None = None) -> Validation:
+    """Every point scored or skipped; the published set's answer is kept (a process asks
+    for it again: the report, the tests), since its serving points run simulations."""
+    if points is None:
+        return _validate_published()
+    return _validate(points)
+
+
+@cache
+def _validate_published() -> Validation:
+    return _validate(load_points())
+
+
+def _validate(points: tuple[Point, ...]) -> Validation:
     scored, skipped = [], []
-    for point in points if points is not None else load_points():
+    for point in points:
         try:
             scored.append(score_point(point))
         except (Unexpressible, UserError) as why:

@@ -74,7 +74,8 @@ class ServingResult(Result):
     tpot_s: Percentiles | None = None
     itl_s: Percentiles | None = None
     e2e_s: Percentiles | None = None
-    requests_per_s: float = 0.0
+    requests_per_s: float = 0.0  # completed
+    arrivals_per_s: float = 0.0  # offered, over the same window
     output_tokens_per_s: float = 0.0
     tokens_per_s_per_chip: float = 0.0
     tokens_per_s_per_user: float = 0.0  # 1 / mean TPOT
@@ -126,23 +127,25 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     t = run.timeline
     end = np.array(t.end_s)
     inside = (end > window_start) & (end <= window_end)
-    completed = measured & (finish > window_start) & (finish <= window_end)
+    completed = (finish > window_start) & (finish <= window_end)  # any request: the system's
     result.ttft_s = Percentiles.of(ttft[measured])
     result.tpot_s = Percentiles.of(tpot[measured & several])
     result.itl_s = Percentiles.of(np.repeat(run.itl_s, run.itl_count))
     result.e2e_s = Percentiles.of(e2e[measured])
     result.requests_per_s = float(completed.sum() / window)
+    arrived = (arrival >= window_start) & (arrival <= window_end)
+    result.arrivals_per_s = float(arrived.sum() / window) if arrived.sum() > 1 else 0.0
     result.output_tokens_per_s = float(np.array(t.sampled)[inside].sum() / window)
     result.tokens_per_s_per_chip = result.output_tokens_per_s / chips
     if result.tpot_s is not None and result.tpot_s.mean > 0:
         result.tokens_per_s_per_user = 1.0 / result.tpot_s.mean
     if result.slo_ttft_ms is not None or result.slo_tpot_ms is not None:
-        ok = measured.copy()
+        ok = np.ones(len(seqs), dtype=bool)
         if result.slo_ttft_ms is not None:
             ok &= ttft <= result.slo_ttft_ms / 1e3
         if result.slo_tpot_ms is not None:
             ok &= ~several | (tpot <= result.slo_tpot_ms / 1e3)
-        result.slo_met = float(ok.sum() / measured.sum())
+        result.slo_met = float((ok & measured).sum() / measured.sum())
         result.goodput_requests_per_s = float((ok & completed).sum() / window)
     duration = float(finish.max())
     idle_chip_s = max(chips * duration - run.busy_chip_s, 0.0)

@@ -6,10 +6,11 @@ requests of more than one output token; inter-token latency (ITL) is every gap b
 request's tokens; end-to-end latency = last token - arrival. Each with mean, p50, p90, p99
 (numpy's linear percentiles) over the measured requests: all but the first `warmup` issued.
 Throughput is steady state's: tokens emitted and requests completed within the measured
-window over its length. The window opens one median request lifetime after the first
-measured request arrives (by then the sequences in flight are the measured load's, not the
-ramp from an empty system) and closes at the last arrival (after it the load only drains);
-a burst (every request at once) is measured from its start to its last finish. Energy is
+window over its length. It opens at the first measured arrival (in an open loop, one 90th-
+percentile request lifetime later: by then nearly every sequence in flight is the measured
+load's, not the ramp from an empty system; a closed loop is full from its start) and closes at the last
+arrival (after it the load only drains); a burst (every request at once) is measured from
+its start to its last finish. Energy is
 the whole run's: the iterations' ops, and every chip's static power while it waits.
 """
 
@@ -76,6 +77,7 @@ class ServingResult(Result):
     e2e_s: Percentiles | None = None
     requests_per_s: float = 0.0  # completed
     arrivals_per_s: float = 0.0  # offered, over the same window
+    queue_growth_per_s: float = 0.0  # of the requests waiting, over the window (a fit)
     output_tokens_per_s: float = 0.0
     tokens_per_s_per_chip: float = 0.0
     tokens_per_s_per_user: float = 0.0  # 1 / mean TPOT
@@ -119,8 +121,8 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     window_start, window_end = arrival[measured].min(), arrival.max()
     if window_end <= window_start:  # a burst: every request arrived at once
         window_end = finish.max()
-    else:
-        filled = window_start + float(np.median(e2e[measured]))
+    elif result.load["kind"] != "concurrency":  # open loop: let the system fill first
+        filled = window_start + float(np.percentile(e2e[measured], 90))
         window_start = filled if filled < window_end - 0.25 * (window_end - window_start) \
             else window_start
     window = max(window_end - window_start, 1e-12)
@@ -157,6 +159,9 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     span = end - start
     result.mean_batch = float(np.mean(np.array(t.decodes) + np.array(t.prefills)))
     result.mean_waiting = float(np.average(t.waiting, weights=span)) if span.sum() > 0 else 0.0
+    if inside.sum() > 2:  # past capacity the queue grows steadily: its slope says so
+        result.queue_growth_per_s = float(np.polyfit(end[inside],
+                                                     np.array(t.waiting)[inside], 1)[0])
     if result.kv_cache is not None:
         used = np.array(t.kv_used)
         result.kv_cache.mean_used = float(np.average(used, weights=span)) if span.sum() else 0.0

@@ -35,16 +35,21 @@ def plot_timeline(frames: Frames, result: Any, out: Path) -> list[str]:
 
 
 def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
-    """p99 TTFT and TPOT of each trial rate, with the SLOs."""
+    """p99 TTFT and TPOT of each trial rate, with the SLOs and the answer; a hollow marker
+    is a trial that failed (an SLO, or the arrivals outran the system)."""
     plt = pyplot_or_none()
     rows = sorted(trials, key=lambda r: r["rate"])
     rate = [r["rate"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(rate, [1e3 * r["ttft_p99_s"] for r in rows], "o-", label="p99 TTFT")
-    ax.plot(rate, [1e3 * r["tpot_p99_s"] for r in rows], "s-", label="p99 TPOT")
+    for key, marker, label in (("ttft_p99_s", "o", "p99 TTFT"), ("tpot_p99_s", "s", "p99 TPOT")):
+        (line,) = ax.plot(rate, [1e3 * r[key] for r in rows], "-", label=label)
+        for r in rows:
+            ax.plot(r["rate"], 1e3 * r[key], marker, color=line.get_color(),
+                    markerfacecolor=line.get_color() if r["meets"] else "white")  # fmt: skip
     for slo, style in ((result.slo_ttft_ms, "--"), (result.slo_tpot_ms, ":")):
         if slo is not None:
             ax.axhline(slo, ls=style, color="grey")
+    ax.axvline(result.search["rate"], color="black", lw=0.8)
     ax.set_xlabel("requests/s")
     ax.set_ylabel("ms")
     ax.set_yscale("log")

@@ -82,7 +82,8 @@ def meets(result: ServingResult, search: Search) -> bool:
     kept up with."""
     if not result.fits:
         return False
-    if result.load["kind"] == "rate" and result.queue_growth_per_s > BACKLOG * result.arrivals_per_s:
+    growing = result.queue_growth_per_s > BACKLOG * result.arrivals_per_s
+    if result.load["kind"] == "rate" and growing:
         return False
     ttft, tpot = search.slo
     return ((ttft is None or _p99(result.ttft_s) <= ttft / 1e3)

@@ -6,11 +6,11 @@ requests of more than one output token; inter-token latency (ITL) is every gap b
 request's tokens; end-to-end latency = last token - arrival. Each with mean, p50, p90, p99
 (numpy's linear percentiles) over the measured requests: all but the first `warmup` issued.
 Throughput is steady state's: tokens emitted and requests completed within the measured
-window over its length. It opens at the first measured arrival (in an open loop, one 90th-
-percentile request lifetime later: by then nearly every sequence in flight is the measured
-load's, not the ramp from an empty system; a closed loop is full from its start) and closes at the last
-arrival (after it the load only drains); a burst (every request at once) is measured from
-its start to its last finish. Energy is
+window over its length. It opens at the first measured arrival (in an open loop, one
+90th-percentile request lifetime later: by then nearly every sequence in flight is the
+measured load's, not the ramp from an empty system; a closed loop is full from its start)
+and closes at the last arrival (after it the load only drains); a burst (every request at
+once) is measured from its start to its last finish. Energy is
 the whole run's: the iterations' ops, and every chip's static power while it waits.
 """
 

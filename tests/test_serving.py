@@ -322,3 +322,20 @@ def test_cli_json_is_the_results_dict_and_out_writes_rows(tmp_path):
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) == 21 and rows[0].startswith("id,arrival_s")
     assert (out / "timeline.csv").exists()
+
+
+def test_a_sweep_with_a_load_serves_each_point(tmp_path):
+    """Serving options in `xpusim sweep` make each point an `xpusim serve`; the front is
+    tokens/s per chip against tokens/s per user, under load."""
+    done = _cli("sweep", "llama-3-8b", "--chip", "h100-sxm", "--concurrency", "1,16",
+                "--prompt", "512", "--gen", "64", "--requests", "40", "--out", str(tmp_path),
+                "--workers", "1", "--no-plots", "--json")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.output)
+    assert summary["objectives"] == ["tokens_per_s_per_user", "tokens_per_s_per_chip"]
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"ttft_s.p99", "tpot_s.mean", "concurrency"} <= set(header)
+    direct = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=16, prompt=512, gen=64,
+                          requests=40)  # fmt: skip
+    rows = [r for r in summary["pareto"] if r["concurrency"] == 16]
+    assert rows and rows[0]["tokens_per_s_per_chip"] == pytest.approx(direct.tokens_per_s_per_chip)

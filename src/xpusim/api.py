@@ -45,6 +45,8 @@ SCENARIOS = (
     Scenario(DLRMConfig, "inference", "recsys", "simulate"),
     Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
     Scenario(TransformerConfig, "training", "training", "simulate_training"),
+    Scenario(TransformerConfig, "serving", "serving", "simulate_serving"),
+    Scenario(DLRMConfig, "serving", "serving", "simulate_serving"),
 )
 
 
@@ -175,8 +177,8 @@ def check_options(model: Any, mode: str = "inference", **options: Any) -> None:
 
 def _scenario(workload: Any, mode: str) -> Scenario:
     """The scenario that simulates this workload in this mode."""
-    if mode not in ("inference", "training"):
-        raise UserError(f"unknown mode {mode!r}; choose inference or training")
+    if mode not in ("inference", "training", "serving"):
+        raise UserError(f"unknown mode {mode!r}; choose inference, training or serving")
     for scenario in SCENARIOS:
         if scenario.mode == mode and isinstance(workload, scenario.workload):
             return scenario
@@ -187,9 +189,15 @@ def _scenario(workload: Any, mode: str) -> Scenario:
 
 @cache
 def _taken(scenario: Scenario) -> list[str]:
+    """The options a scenario takes: its function's keywords, or what it lists (serving's
+    options are dataclass fields, serving/options.py)."""
+    function = scenario.load()
+    listed = getattr(function, "options", None)
+    if listed is not None:
+        return list(listed())
     return [
         name
-        for name, p in inspect.signature(scenario.load()).parameters.items()
+        for name, p in inspect.signature(function).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     ]
 

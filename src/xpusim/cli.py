@@ -16,9 +16,15 @@ from typing import Any
 import click
 
 from xpusim.cli_lists import listed, parse_set_lists, parse_sets
+from xpusim.cli_serve import serve as serve_command
 
 PRECISIONS = ["int8", "fp8", "bf16", "fp16", "fp32"]
 WEIGHT_PRECISIONS = ["int4", "int8", "fp8", "bf16", "fp16", "fp32"]
+
+
+SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",
+                          "find", "slo_ttft_ms", "slo_tpot_ms", "requests", "window_ms"})
+"""Sweep options that make each point a serving run (mode "serving")."""
 
 
 def _emit_json(obj: Any) -> None:
@@ -333,6 +339,9 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
 @listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
+@listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
+                             "attention_precision", "chips", "tp", "pp", "dp", "ep", "prompt",
+                             "gen", "sla_ms"))
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
@@ -376,6 +385,8 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     from xpusim.report.sweep_tables import front_table
 
     axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
+    if SERVING_AXES & set(axes) and "mode" not in axes:
+        axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
     grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
     executor = choose(workers, use_ray or ray_address is not None, ray_address)
     with _progress(f"sweeping {len(grid.points())} points") as progress:
@@ -596,11 +607,4 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-def _add_serve() -> None:
-    """`xpusim serve` lives in cli_serve.py: its options come from serving/options.py."""
-    from xpusim.cli_serve import serve
-
-    cli.add_command(serve)
-
-
-_add_serve()
+cli.add_command(serve_command)  # in cli_serve.py: its options come from serving/options.py

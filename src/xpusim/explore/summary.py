@@ -109,7 +109,7 @@ def _write_plots(
     paths = [out / name for name in PLOTS]
     plots.pareto_plot(rows, fronts, objectives, varied, title, paths[0])
     chosen = _resimulate(grid, best)
-    if chosen:
+    if chosen and all(getattr(result, "ops", None) for _, result, _ in chosen):
         plots.roofline_plot(chosen, paths[1])
         plots.breakdown_plot([(label, result) for label, result, _ in chosen], paths[2])
     summary.files += [str(p) for p in paths if p.exists()]
@@ -131,4 +131,6 @@ def _resimulate(grid: Grid, best: dict[str, Row]) -> list[tuple[str, Any, Any]]:
 def _label(result: Any) -> str:
     plan = getattr(result, "plan", None) or {}
     degrees = " x ".join(f"{k}{v}" for k, v in plan.items() if v > 1)
-    return f"(batch {result.batch}, {result.precision}{', ' + degrees if degrees else ''})"
+    load = getattr(result, "load", None)  # a serving run: its load instead of a batch
+    shape = f"{load['kind']} {load['value']}" if load else f"batch {result.batch}"
+    return f"({shape}, {result.precision}{', ' + degrees if degrees else ''})"

@@ -21,6 +21,10 @@ def _number(value: float) -> str:
 METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ttft_s", "TTFT", seconds),
     ("tpot_s", "TPOT", seconds),
+    ("ttft_s.p50", "TTFT p50", seconds),  # serving runs: percentiles under load
+    ("ttft_s.p99", "TTFT p99", seconds),
+    ("tpot_s.mean", "TPOT", seconds),
+    ("goodput_requests_per_s", "goodput/s", _number),
     ("latency_s", "latency", seconds),
     ("step_time_s", "step", seconds),
     ("mfu", "MFU", lambda v: f"{v:.1%}"),
@@ -51,7 +55,7 @@ def front_table(summary: SweepSummary, inputs: Sequence[str], top: int) -> Table
              f"{summary.objectives[1]} ({len(rows)} points"
              f"{f', 1 in {step} shown' if step > 1 else ''})")  # fmt: skip
     table = Table(title=title)
-    metrics = [m for m in METRICS if rows and m[0] in rows[0]]
+    metrics = [m for m in METRICS if any(row.get(m[0]) is not None for row in rows)]
     headers = ["target", *inputs, "chips", *(m[1] for m in metrics)]
     for header in headers:
         table.add_column(header, justify="left" if header in ("target", "bound by") else "right")

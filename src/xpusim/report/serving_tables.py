@@ -22,11 +22,11 @@ def serving_view(result: Any) -> Any:
              else "")  # fmt: skip
     title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
              f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
-    table = Table(title=title)
+    table = Table()
     for col in ("", "mean", "p50", "p90", "p99"):
         table.add_column(col, justify="left" if not col else "right")
     if not result.fits:
-        return Group(table)
+        return Group(title)
     for label, p in (("TTFT", result.ttft_s), ("TPOT", result.tpot_s), ("ITL", result.itl_s),
                      ("end to end", result.e2e_s)):  # fmt: skip
         if p is not None:
@@ -50,17 +50,17 @@ def serving_view(result: Any) -> Any:
         lines.append(f"--find {result.search['find']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in found.items())
             + f" ({len(result.search['trials'])} trials)")  # fmt: skip
-    return Group(table, *lines)
+    return Group(title, table, *lines)
 
 
 def _recsys(result: Any) -> Any:
-    table = Table(title=f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} "
-                        f"queries/s, batches up to {result.max_batch} within "
-                        f"{result.window_ms:g} ms")  # fmt: skip
+    title = (f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} queries/s, "
+             f"batches up to {result.max_batch} within {result.window_ms:g} ms")  # fmt: skip
+    table = Table()
     for col in ("", "mean", "p50", "p90", "p99"):
         table.add_column(col, justify="left" if not col else "right")
     if not result.fits:
-        return Group(table)
+        return Group(title)
     p = result.latency_s
     table.add_row("latency", *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
     lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
@@ -70,4 +70,4 @@ def _recsys(result: Any) -> Any:
     if result.goodput_queries_per_s is not None:
         lines.append(f"goodput {si(result.goodput_queries_per_s)} queries/s "
                      f"({result.sla_met:.1%} within {result.sla_ms:g} ms)")  # fmt: skip
-    return Group(table, *lines)
+    return Group(title, table, *lines)

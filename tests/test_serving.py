@@ -339,3 +339,15 @@ def test_a_sweep_with_a_load_serves_each_point(tmp_path):
                           requests=40)  # fmt: skip
     rows = [r for r in summary["pareto"] if r["concurrency"] == 16]
     assert rows and rows[0]["tokens_per_s_per_chip"] == pytest.approx(direct.tokens_per_s_per_chip)
+
+
+@pytest.mark.parametrize("chip", ["mtia-v1", "tpu-v4", "groq-lpu", "apple-m2-ane", "mi300x",
+                                  "a100-sxm-80gb", "h200-sxm"])  # fmt: skip
+def test_every_chip_serves_or_says_why_not(chip):
+    result = xpusim.serve("llama-2-7b", chip, concurrency=4, prompt=256, gen=32, requests=12,
+                          precision="int8")  # fmt: skip
+    if result.fits:
+        assert 0 < result.ttft_s.p50 <= result.e2e_s.p50
+        assert 0 < result.avg_power_w <= result.tdp_w
+    else:
+        assert result.reason and result.ttft_s is None

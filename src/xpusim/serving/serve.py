@@ -157,8 +157,8 @@ def _table_tokens(engine: Engine, requests: Requests) -> int:
         tokens = engine.token_budget
     if tokens > MAX_TABLE_TOKENS:
         raise UserError(f"an iteration could hold {tokens} new tokens; at most "
-                        f"{MAX_TABLE_TOKENS} can be simulated (lower --max-batch or "
-                        f"--token-budget, or use --scheduler chunked)")  # fmt: skip
+                        f"{MAX_TABLE_TOKENS} can be simulated (shorter prompts, a lower "
+                        f"--max-batch or --token-budget, or --scheduler chunked)")  # fmt: skip
     return tokens
 
 
@@ -299,7 +299,13 @@ def serve(
     taken = set().union(*groups.values(), PLAN_OPTIONS)
     unknown = sorted(set(options) - taken)
     if unknown:
-        raise UserError(f"serve takes no option {unknown[0]!r}{closest(unknown[0], taken)}")
+        name = unknown[0]
+        if name in RECSYS_OPTIONS:
+            raise UserError(f"--{name.replace('_', '-')} applies to recommendation models only")
+        raise UserError(f"serve takes no option {name!r}{closest(name, taken)}")
+    if options.get("find") == "min-chips" and options.get("rate") is None \
+            and options.get("trace") is None:
+        raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
     given = {cls: {k: v for k, v in options.items() if k in names}
              for cls, names in groups.items()}  # fmt: skip
     load_options = given[Load]

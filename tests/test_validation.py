@@ -260,3 +260,16 @@ def test_no_point_off_by_more_than_2x_without_a_stated_cause():
     v = validate()
     unexplained = [p.id for p in v.points if not 0.5 <= p.ratio <= 2 and not p.known_gap]
     assert not unexplained, unexplained
+
+
+def test_serving_points_are_scored_by_metric_from_several_sources():
+    """Issue 14: at least 40 serving points from at least three sources, with TTFT, TPOT
+    and throughput reported apart."""
+    v = validate()
+    serving = [p for p in v.points if p.workload == "llm-serving"]
+    # a source is its site and owner: github.com/mlcommons, docs.nvidia.com/nim, ...
+    sources = {"/".join(p.source.split(" ")[0].removeprefix("https://").split("/")[:2])
+               for p in serving}  # fmt: skip
+    assert len(serving) >= 40 and len(sources) >= 3
+    for metric in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+        assert v.groups[f"llm-serving {metric}"]["n_points"] > 0

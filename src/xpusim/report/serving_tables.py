@@ -22,15 +22,10 @@ def serving_view(result: Any) -> Any:
              else "")  # fmt: skip
     title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
              f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
-    table = Table()
-    for col in ("", "mean", "p50", "p90", "p99"):
-        table.add_column(col, justify="left" if not col else "right")
     if not result.fits:
         return Group(title)
-    for label, p in (("TTFT", result.ttft_s), ("TPOT", result.tpot_s), ("ITL", result.itl_s),
-                     ("end to end", result.e2e_s)):  # fmt: skip
-        if p is not None:
-            table.add_row(label, *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
+    table = _percentiles([("TTFT", result.ttft_s), ("TPOT", result.tpot_s),
+                          ("ITL", result.itl_s), ("end to end", result.e2e_s)])  # fmt: skip
     lines = [
         f"{result.requests_per_s:.3g} requests/s, {si(result.output_tokens_per_s)} output "
         f"tokens/s ({si(result.tokens_per_s_per_chip)} per chip, "
@@ -56,13 +51,9 @@ def serving_view(result: Any) -> Any:
 def _recsys(result: Any) -> Any:
     title = (f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} queries/s, "
              f"batches up to {result.max_batch} within {result.window_ms:g} ms")  # fmt: skip
-    table = Table()
-    for col in ("", "mean", "p50", "p90", "p99"):
-        table.add_column(col, justify="left" if not col else "right")
     if not result.fits:
         return Group(title)
-    p = result.latency_s
-    table.add_row("latency", *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
+    table = _percentiles([("latency", result.latency_s)])
     lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
              f"chip busy {result.utilization:.0%}",
              f"energy {result.joules_per_query:.3g} J/query, {result.avg_power_w:.3g} W per "
@@ -71,3 +62,14 @@ def _recsys(result: Any) -> Any:
         lines.append(f"goodput {si(result.goodput_queries_per_s)} queries/s "
                      f"({result.sla_met:.1%} within {result.sla_ms:g} ms)")  # fmt: skip
     return Group(title, table, *lines)
+
+
+def _percentiles(rows: list[tuple[str, Any]]) -> Table:
+    """Mean, p50, p90 and p99 of each figure (a Percentiles; None rows are left out)."""
+    table = Table()
+    for col in ("", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if not col else "right")
+    for label, p in rows:
+        if p is not None:
+            table.add_row(label, *(seconds(v) for v in (p.mean, p.p50, p.p90, p.p99)))
+    return table

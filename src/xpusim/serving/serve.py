@@ -117,8 +117,8 @@ def prepare(
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
                   f"needs {longest}")  # fmt: skip
         if engine.kv_blocks is not None:
-            reason = (f"--kv-blocks {blocks} hold {kv.capacity_tokens} tokens per replica; the "
-                      f"longest request needs {longest}")  # fmt: skip
+            reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
+                      f"replica; the longest request needs {longest}")  # fmt: skip
     cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
                      min(engine.max_batch, len(requests)) if fits else 1, longest)  # fmt: skip
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes)

@@ -175,6 +175,11 @@ class StepCost:
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
         self._grid = self.mean_context.tolist()
+        # one whole prompt of every length up to the token budget: the basis (1, p, p, p², p²)
+        p = np.arange(1, self.max_tokens + 1, dtype=float)[:, None]
+        prompt_s, prompt_j = self.attention.cost(np.hstack([np.ones_like(p), p, p, p * p,
+                                                            p * p]))  # fmt: skip
+        self._prompt_rows = rows(prompt_s, prompt_j)
 
     @property
     def stages(self) -> int:
@@ -210,7 +215,11 @@ class StepCost:
         return [a + f * (b - a) for a, b in zip(row[i], row[i + 1], strict=True)]
 
     def _prefill(self, basis: tuple) -> list[float]:
-        """The prefill kernel, costed by the roofline once per distinct work."""
+        """The prefill kernel: one whole prompt from the table of every length (the common
+        iteration), else costed by the roofline once per distinct work."""
+        n, q, c = basis[:3]
+        if n == 1 and q == c <= len(self._prompt_rows):
+            return self._prompt_rows[q - 1]
         found = self._prefills.get(basis)
         if found is None:
             if len(self._prefills) > 1 << 16:

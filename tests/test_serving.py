@@ -233,6 +233,17 @@ def test_disaggregation_moves_the_cache_and_finishes():
     assert result.e2e_s.p50 > result.ttft_s.p50 > 0
 
 
+def test_disaggregated_replicas_each_take_their_own_plan():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", chips=8, tp=4, concurrency=32, prompt=1024,
+                          gen=64, requests=160, prefill_replicas=1, decode_replicas=2,
+                          decode_tp=2)  # fmt: skip
+    assert result.plan["tp"] == 4 and result.decode_plan["tp"] == 2
+    assert result.chips == 8 and result.e2e_s.p50 > result.ttft_s.p50 > 0
+    with pytest.raises(UserError, match="need 12 chips"):
+        xpusim.serve("llama-3-8b", "h100-sxm", chips=8, tp=4, concurrency=4, requests=8,
+                     prefill_replicas=1, decode_replicas=4, decode_tp=2)
+
+
 def test_find_max_rate_meets_the_slos_and_the_next_rate_up_does_not():
     result = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", prompt=512, gen=128,
                           requests=300, slo_ttft_ms=100, slo_tpot_ms=12)  # fmt: skip

@@ -20,6 +20,9 @@ def serving_view(result: Any) -> Any:
     plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
     split = (f", {result.prefill_replicas}P{result.decode_replicas}D" if result.prefill_replicas
              else "")  # fmt: skip
+    if result.decode_plan:
+        split += " (decode: " + (" x ".join(f"{k}{v}" for k, v in result.decode_plan.items()
+                                            if v > 1) or "1 chip") + ")"  # fmt: skip
     title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
              f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
     if not result.fits:

@@ -56,7 +56,7 @@ class ServingResult(Result):
     chip: str
     chips: int
     system: str
-    plan: dict[str, int]  # one replica's
+    plan: dict[str, int]  # one replica's (with disaggregation, a prefill replica's)
     replicas: int
     prefill_replicas: int  # with disaggregation (0 without)
     decode_replicas: int
@@ -96,6 +96,7 @@ class ServingResult(Result):
     mean_in_system: float = 0.0  # requests arrived and not finished, time-averaged
     duration_s: float = 0.0  # the measured window
     search: dict[str, Any] | None = None  # --find's answer and its trials
+    decode_plan: dict[str, int] | None = None  # disaggregation: a decode replica's, if its own
     notes: list[str] = field(default_factory=list)
 
 

@@ -102,18 +102,24 @@ class Engine:
                                            "prefill (with --decode-replicas).", type=int)
     decode_replicas: int | None = option(None, "Disaggregation: replicas that only decode.",
                                           type=int)
+    decode_tp: int | None = option(None, "Disaggregation: the decode replicas' tensor "
+                                   "parallelism (default: the prefill replicas' plan).",
+                                   type=int)
 
     def __post_init__(self) -> None:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
-                       decode_replicas=self.decode_replicas)  # fmt: skip
+                       decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
         if not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
+        if self.decode_tp is not None and self.prefill_replicas is None:
+            raise UserError("decode_tp applies to disaggregation: give --prefill-replicas and "
+                            "--decode-replicas")  # fmt: skip
         if self.scheduler not in SCHEDULERS:
             from xpusim.errors import closest
 

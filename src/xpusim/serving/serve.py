@@ -55,6 +55,16 @@ class Prepared:
     fits: bool
     reason: str
     notes: list[str]
+    decode: Prepared | None = None  # disaggregation: the decode replicas', when their plan differs
+
+    @property
+    def chips(self) -> int:
+        """Chips of all replicas: prefill and decode ones each with their own plan."""
+        e = self.engine
+        if self.decode is None or not e.disaggregated:
+            return self.replicas * self.plan.chips
+        return (e.prefill_replicas * self.plan.chips  # type: ignore[operator]
+                + e.decode_replicas * self.decode.plan.chips)  # type: ignore[operator]
 
 
 def prepare(
@@ -78,12 +88,22 @@ def prepare(
     notes = list(setup.notes)
     replicas = plan.dp
     one = replace(plan, dp=1)
+    decode = None
     if engine.disaggregated:
         replicas = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
-        if replicas * one.chips > system.chips:
-            raise UserError(f"{engine.prefill_replicas} prefill + {engine.decode_replicas} "
-                            f"decode replicas of {one.chips} chips need {replicas * one.chips} "
-                            f"chips; the system has {system.chips}")  # fmt: skip
+        decode_chips = one.chips
+        if engine.decode_tp is not None and engine.decode_tp != one.tp:
+            alone = replace(engine, prefill_replicas=None, decode_replicas=None, decode_tp=None)
+            decode = prepare(cfg, target, load, requests, alone,
+                             {**plan_options, "tp": engine.decode_tp, "pp": None, "dp": None,
+                              "ep": None, "chips": engine.decode_tp})  # fmt: skip
+            decode_chips = decode.plan.chips
+        need = (engine.prefill_replicas * one.chips  # type: ignore[operator]
+                + engine.decode_replicas * decode_chips)  # type: ignore[operator]
+        if need > system.chips:
+            raise UserError(f"{engine.prefill_replicas} prefill replicas of {one.chips} chips "
+                            f"and {engine.decode_replicas} decode replicas of {decode_chips} "
+                            f"need {need} chips; the system has {system.chips}")  # fmt: skip
     longest = int((requests.prompt + requests.gen).max())
     longest_prompt = int(requests.prompt.max())
     budgets = [engine.token_budget] if engine.token_budget else AUTO_BUDGETS
@@ -121,7 +141,10 @@ def prepare(
                       f"replica; the longest request needs {longest}")  # fmt: skip
     cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
                      min(engine.max_batch, len(requests)) if fits else 1, longest)  # fmt: skip
-    return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes)
+    if decode is not None and not decode.fits:
+        fits, reason = False, f"the decode replicas: {decode.reason}"
+    return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
+                    decode)
 
 
 AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)
@@ -170,7 +193,7 @@ def run(
     """One simulation (with `replicas` instead of the prepared count, for --find min-chips)."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
-    chips = count * p.plan.chips
+    chips = count * p.plan.chips if replicas else p.chips
     result = ServingResult(
         model=p.cfg.name, chip=p.system.chip.id, chips=chips, system=p.system.id,
         plan=p.plan.to_dict(), replicas=count,
@@ -181,6 +204,7 @@ def run(
         weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
         slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
         kv_cache=replace(p.kv), notes=list(p.notes),
+        decode_plan=p.decode.plan.to_dict() if p.decode is not None else None,
     )  # fmt: skip
     if not p.fits:
         return result, None
@@ -190,10 +214,11 @@ def run(
     profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
     reps = []
     for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
-        kv, stages = KVCache(p.kv.blocks, e.kv_block, e.prefix), [0.0] * p.plan.pp
-        reps += [Replica(len(reps), i, role, p.cost, kv, policy, profile, e.max_batch,
+        own = p.decode if role == "decode" and p.decode is not None else p
+        kv, stages = KVCache(own.kv.blocks, e.kv_block, e.prefix), [0.0] * own.plan.pp
+        reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup)
-                 for _ in range(p.plan.pp)]  # fmt: skip
+                 for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
     static_w = p.system.chip.energy.static_power_w.value

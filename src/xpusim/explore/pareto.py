@@ -34,8 +34,12 @@ OBJECTIVES: tuple[tuple[Objective, Objective], ...] = (
         Objective("step_time_s", False, "step time (s)"),
         Objective("tokens_per_s_per_chip", True, "tokens/s per chip"),
     ),
-    (  # recommendation serving
+    (  # recommendation inference: one batch
         Objective("latency_s", False, "latency (s)"),
+        Objective("queries_per_s_per_chip", True, "queries/s per chip"),
+    ),
+    (  # recommendation serving under load (xpusim serve): tail latency against throughput
+        Objective("latency_s.p99", False, "p99 latency (s)"),
         Objective("queries_per_s_per_chip", True, "queries/s per chip"),
     ),
     (  # one pass of an imported graph

@@ -25,6 +25,8 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ttft_s.p99", "TTFT p99", seconds),
     ("tpot_s.mean", "TPOT", seconds),
     ("goodput_requests_per_s", "goodput/s", _number),
+    ("latency_s.p99", "p99 latency", seconds),
+    ("goodput_queries_per_s", "goodput queries/s", _number),
     ("latency_s", "latency", seconds),
     ("step_time_s", "step", seconds),
     ("mfu", "MFU", lambda v: f"{v:.1%}"),

@@ -362,3 +362,21 @@ def test_every_chip_serves_or_says_why_not(chip):
         assert 0 < result.avg_power_w <= result.tdp_w
     else:
         assert result.reason and result.ttft_s is None
+
+
+@settings(max_examples=12, deadline=None)
+@given(clients=st.integers(1, 24), prompt=st.integers(8, 600), gen=st.integers(2, 48),
+       scheduler=st.sampled_from(["static", "continuous", "chunked"]),
+       spread=st.sampled_from([0.0, 0.5]))  # fmt: skip
+def test_any_load_keeps_the_invariants(clients, prompt, gen, scheduler, spread):
+    """Every request finishes; no request sees tokens faster than it would alone (more work
+    in an iteration never makes it shorter); average power stays within TDP."""
+    result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=clients, prompt=prompt,
+                          gen=gen, spread=spread, requests=3 * clients, scheduler=scheduler,
+                          warmup=0, token_budget=512)  # fmt: skip
+    alone = xpusim.simulate("llama-3-8b", "h100-sxm", prompt=prompt, gen=gen)
+    assert result.fits and result.e2e_s.p99 >= result.e2e_s.p50 >= result.ttft_s.p50 > 0
+    if spread == 0:
+        assert result.tpot_s.p50 >= alone.tpot_s * (1 - 1e-3)
+        assert result.ttft_s.p50 >= alone.ttft_s * (1 - 1e-9)
+    assert 0 < result.avg_power_w <= result.tdp_w

@@ -160,9 +160,9 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     span = end - start
     result.mean_batch = float(np.mean(np.array(t.decodes) + np.array(t.prefills)))
     result.mean_waiting = float(np.average(t.waiting, weights=span)) if span.sum() > 0 else 0.0
-    if inside.sum() > 2:  # past capacity the queue grows steadily: its slope says so
-        result.queue_growth_per_s = float(np.polyfit(end[inside],
-                                                     np.array(t.waiting)[inside], 1)[0])
+    times = end[inside]
+    if len(times) > 2 and np.ptp(times) > 0:  # past capacity the queue grows steadily
+        result.queue_growth_per_s = float(np.polyfit(times, np.array(t.waiting)[inside], 1)[0])
     if result.kv_cache is not None:
         used = np.array(t.kv_used)
         result.kv_cache.mean_used = float(np.average(used, weights=span)) if span.sum() else 0.0

@@ -289,21 +289,17 @@ def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
     """Each op's kind (token, sample or attention) from three prefill shapes: (batch 1,
     2 tokens) and (batch 2, 1 token each) run as many tokens; (1, 1) as many sequences
     as the first. Token ops agree on the first two, sampling ops on the first and third."""
-    graphs = shape_graphs(cfg, requests(np.array([1, 2, 1]), np.array([2, 1, 1])), plan.tp,
-                          plan.ep)  # fmt: skip
+    probes = requests(np.array([1, 2, 1]), np.array([2, 1, 1]))
+    graphs = shape_graphs(cfg, probes, plan.tp, plan.ep)
     table = graphs.tables[0]
-    a, b, c = (graphs.row[r] for r in requests(np.array([1, 2, 1]), np.array([2, 1, 1])))
+    rows = [graphs.row[r] for r in probes]
     found = {}
     for i, op in enumerate(table.ops):
-        values = [np.concatenate([table.matrix_flops[row, 0, i, None],
-                                  table.vector_flops[row, 0, i, None],
-                                  table.role_bytes[row, 0, :, i]]) for row in (a, b, c)]
-        if np.array_equal(values[0], values[1]):
-            found[op.name] = "token"
-        elif np.array_equal(values[0], values[2]):
-            found[op.name] = "sample"
-        else:
-            found[op.name] = "attention"
+        a, b, c = (np.concatenate([table.matrix_flops[row, 0, i, None],
+                                   table.vector_flops[row, 0, i, None],
+                                   table.role_bytes[row, 0, :, i]]) for row in rows)
+        found[op.name] = ("token" if np.array_equal(a, b) else
+                          "sample" if np.array_equal(a, c) else "attention")  # fmt: skip
     return found
 
 
@@ -326,25 +322,35 @@ def _tabulated(
 
 
 def _attention_probe(cfg, plan: Plan, act, weight, attention) -> OpTable:
-    """The rank's ops at the probe shapes (batch 1), as a table over them."""
+    """The rank's ops at the probe shapes (batch 1), as a table whose counts have one row
+    per probe: (probes, ...), whatever the axes each op's dimensions left (a weight's bytes
+    are the same at every probe and broadcast)."""
     step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
     graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
     table = op_table(partition(graph, Plan(tp=plan.tp, ep=plan.ep)))
+    n = len(_PROBES_Q)
 
-    def squeezed(values: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(values, (len(_PROBES_Q), 1, *values.shape[2:]))[:, 0] \
-            if values.ndim >= 2 else np.broadcast_to(values, (len(_PROBES_Q), *values.shape))
+    def per_probe(values: np.ndarray) -> np.ndarray:  # (probes, 1, ...) or (...) -> (probes, ...)
+        if values.ndim >= 2:
+            return np.broadcast_to(values, (n, 1, *values.shape[2:]))[:, 0]
+        return np.broadcast_to(values, (n, *values.shape))
 
-    return replace(table, matrix_flops=squeezed(table.matrix_flops),
-                   vector_flops=squeezed(table.vector_flops), role_bytes=squeezed(table.role_bytes))
+    return replace(table, matrix_flops=per_probe(table.matrix_flops),
+                   vector_flops=per_probe(table.vector_flops),
+                   role_bytes=per_probe(table.role_bytes))  # fmt: skip
 
 
 def _fit(values: np.ndarray) -> np.ndarray:
-    """Coefficients (5, ...) of the attention polynomial from its values at the probes."""
+    """Coefficients (5, ...) of the attention polynomial from its values at the probes.
+
+    The true coefficients are multiples of a quarter (pairs = qc - q²/2 + q/2, times integer
+    widths and byte sizes down to int4's half byte); least squares leaves them 1e-16 off,
+    so they are snapped to quarters when that is what they are, and counts are then exact."""
     basis = _basis(_PROBES_Q, _PROBES_C)
     flat = values.reshape(len(_PROBES_Q), -1)
     coef, *_ = np.linalg.lstsq(basis, flat, rcond=None)
     worst = np.abs(basis @ coef - flat).max(initial=0.0)
     if worst > 1e-6 * max(np.abs(flat).max(initial=0.0), 1.0):
         raise RuntimeError("an attention op's counts are not a polynomial in q, c, qc and q²")
-    return np.round(coef * 4) / 4 if np.allclose(coef * 4, np.round(coef * 4)) else coef
+    snapped = np.round(coef * 4) / 4
+    return snapped if np.allclose(coef, snapped, rtol=1e-9, atol=1e-9) else coef

@@ -183,12 +183,17 @@ class Replica:
             return None
         chunks = batch.chunks
         n = len(self.cohort) if batch.decode else 0
-        q = [k for _, k in chunks]
-        c = [s.done + k for s, k in chunks]
-        sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)
-        step = self.cost(Work.of_cohort(n, self.context_sum if n else 0, q, c, sampled))
+        if chunks:
+            q = [k for _, k in chunks]
+            c = [s.done + k for s, k in chunks]
+            sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)
+            work = Work.of_cohort(n, self.context_sum if n else 0, q, c, sampled)
+        else:  # a decode-only iteration, nearly all of a run's
+            work = Work(n, self.context_sum, 0, 0, 0, 0, 0, n)
+            sampled = n
+        step = self.cost(work)
         stages = step.stage_s
-        host_s = self.engine.exposed_s(n + len(q), step.trip_s)
+        host_s = self.engine.exposed_s(n + len(chunks), step.trip_s)
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):

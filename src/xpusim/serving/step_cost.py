@@ -191,6 +191,13 @@ class StepCost:
                 or work.sampled > self.max_sampled:
             raise ValueError(f"{work} is outside what this StepCost tabulated "
                              f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
+        if not work.prefills and work.sampled == work.decodes:  # decodes only: one pass
+            n = work.decodes
+            low, high, f = self._decode_nodes(n, work.decode_context)
+            total = [a + b + d + f * (e - d) for a, b, d, e in zip(
+                self._token_rows[n - 1], self._sample_rows[n - 1], low, high, strict=True)]
+            send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
+            return StepTime(total[:-1], send, total[-1] * self.ranks)
         total = self._token_rows[tokens - 1]
         if work.sampled:
             total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
@@ -207,12 +214,17 @@ class StepCost:
     def _decode(self, n: int, context: int) -> list[float]:
         """The decode kernel (stage times..., energy), interpolated along the mean context
         between grid nodes."""
+        low, high, f = self._decode_nodes(n, context)
+        return [a + f * (b - a) for a, b in zip(low, high, strict=True)]
+
+    def _decode_nodes(self, n: int, context: int) -> tuple[list[float], list[float], float]:
+        """The decode table's rows at the grid nodes around n sequences' mean context, and
+        where between them it lies."""
         grid = self._grid
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
-        f = (mean - grid[i]) / (grid[i + 1] - grid[i])
         row = self._decode_rows[n - 1]
-        return [a + f * (b - a) for a, b in zip(row[i], row[i + 1], strict=True)]
+        return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, basis: tuple) -> list[float]:
         """The prefill kernel: one whole prompt from the table of every length (the common

@@ -244,6 +244,16 @@ def test_disaggregated_replicas_each_take_their_own_plan():
                      prefill_replicas=1, decode_replicas=4, decode_tp=2)
 
 
+def test_find_pd_split_tries_every_split_of_the_smallest_fitting_replicas():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", chips=4, rate=20.0, prompt=1024, gen=64,
+                          requests=200, find="pd-split", slo_ttft_ms=500, slo_tpot_ms=30)
+    assert [t["prefill_replicas"] for t in result.search["trials"]] == [1, 2, 3]
+    top = max(t["goodput_requests_per_s"] for t in result.search["trials"])
+    chosen = result.search["trials"][result.search["prefill_replicas"] - 1]
+    assert chosen["goodput_requests_per_s"] >= 0.99 * top
+    assert result.prefill_replicas + result.decode_replicas == 4
+
+
 def test_find_max_rate_meets_the_slos_and_the_next_rate_up_does_not():
     result = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", prompt=512, gen=128,
                           requests=300, slo_ttft_ms=100, slo_tpot_ms=12)  # fmt: skip

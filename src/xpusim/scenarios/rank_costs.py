@@ -473,10 +473,12 @@ def cost_phases(
     placements: Sequence[Placement],
     plan: Plan,
     pp: np.ndarray,
-) -> tuple[PhaseCosts, PhaseCosts]:
+    phases: tuple[int, ...] = (0, 1),
+) -> tuple[PhaseCosts, ...]:
     """(prefill, decode) costs of one rank under K configurations: the request at rows[k]
     on system k with placement k (where its fullest chip keeps what) and a pipeline of
-    pp[k] stages, all with `plan`'s tp and ep.
+    pp[k] stages, all with `plan`'s tp and ep; `phases` (0 prefill, 1 decode) only those
+    (a serving step cost tabulates prefill graphs alone).
 
     The K configurations of a sweep share a few chips, placements and topologies: each
     figure is worked out once per distinct object and spread to the configurations by index.
@@ -490,8 +492,9 @@ def cost_phases(
     key = ((rows * len(chips) + chip_of) * len(homes) + home_of) * len(topologies) + topology_of
     _, once, spread = np.unique(key, return_index=True, return_inverse=True)
     rows, chip_of, home_of, topology_of = (a[once] for a in (rows, chip_of, home_of, topology_of))
-    phases = []
-    for phase, values in enumerate(graphs.phase_values):
+    found = []
+    for phase in phases:
+        values = graphs.phase_values[phase]
         first = values.first.subset(steps=rows)
         hw = stacked_hardware(chips, first).take_configs(chip_of)
         levels = hw.level_rate.shape[-2]
@@ -505,9 +508,9 @@ def cost_phases(
         if len(v):
             moving = values.moving.subset(steps=rows)
             steps = _spread(evaluate(moving, hw.take(v), where[..., v], comm[..., v]), spread)
-        phases.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,
-                                 weights))  # fmt: skip
-    return phases[0], phases[1]
+        found.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,
+                                weights))  # fmt: skip
+    return tuple(found)
 
 
 def _spread(costs: OpCosts, which: np.ndarray) -> OpCosts:

@@ -150,17 +150,24 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     return best, frames, low, ""
 
 
+def _smallest_replica(cfg, target, load, requests, engine, plan_options, first: int,
+                      most: int) -> Prepared | None:  # fmt: skip
+    """The replica of fewest chips (powers of two from `first` to `most`) that fits."""
+    chips = first
+    while chips <= most:
+        found = prepare(cfg, target, load, requests, engine, {**plan_options, "chips": chips})
+        if found.fits:
+            return found
+        chips *= 2
+    return None
+
+
 def _fitting(cfg, target, load, requests, engine, plan_options, prepared: Prepared) -> Prepared:
     """A replica plan that fits: the given one, else the smallest chip count that does."""
     if prepared.fits or plan_options.get("chips") or plan_options.get("tp"):
         return prepared
-    chips = 2
-    while chips <= 64:
-        found = prepare(cfg, target, load, requests, engine, {**plan_options, "chips": chips})
-        if found.fits:
-            return replace(found, replicas=1)
-        chips *= 2
-    return prepared
+    found = _smallest_replica(cfg, target, load, requests, engine, plan_options, 2, 64)
+    return prepared if found is None else replace(found, replicas=1)
 
 
 def _split_ready(cfg, target, load, requests, engine, plan_options, prepared: Prepared) -> Prepared:
@@ -169,13 +176,12 @@ def _split_ready(cfg, target, load, requests, engine, plan_options, prepared: Pr
     given = any(plan_options.get(k) for k in ("tp", "pp", "dp", "ep"))
     if prepared.replicas >= 2 or given:
         return prepared
-    chips, system = 1, prepared.system
-    while chips <= system.chips // 2:
-        found = prepare(cfg, target, load, requests, engine, {**plan_options, "chips": chips})
-        if found.fits:
-            return replace(found, replicas=system.chips // chips, system=system)
-        chips *= 2
-    return prepared
+    system = prepared.system
+    found = _smallest_replica(cfg, target, load, requests, engine, plan_options, 1,
+                              system.chips // 2)  # fmt: skip
+    if found is None:
+        return prepared
+    return replace(found, replicas=system.chips // found.plan.chips, system=system)
 
 
 def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):

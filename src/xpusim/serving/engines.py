@@ -14,7 +14,7 @@ DATA = Path(__file__).with_name("engines.toml")
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineProfile:
     name: str
     about: str
     per_iteration_s: float
@@ -32,12 +32,12 @@ class Engine:
 
 
 @cache
-def engines() -> dict[str, Engine]:
+def engines() -> dict[str, EngineProfile]:
     data = tomllib.loads(DATA.read_text())
-    return {name: Engine(name, **fields) for name, fields in data.items()}
+    return {name: EngineProfile(name, **fields) for name, fields in data.items()}
 
 
-def engine(name: str) -> Engine:
+def engine(name: str) -> EngineProfile:
     found = engines().get(name)
     if found is None:
         raise UserError(f"unknown engine {name!r}{closest(name, engines())}")

@@ -163,3 +163,9 @@ class Search:
 def check_slo(value: float | None, name: str) -> None:
     if value is not None and not (math.isfinite(value) and value > 0):
         raise UserError(f"{name} must be a positive number of milliseconds, got {value!r}")
+
+
+def default_warmup(requests: int) -> int:
+    """Search.warmup's default: a tenth of the requests, as the load ramps up (none for
+    fewer than 20)."""
+    return requests // 10 if requests >= 20 else 0

@@ -20,6 +20,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.result import Result
 from xpusim.serving.metrics import Percentiles
+from xpusim.serving.options import default_warmup
 from xpusim.workloads.dlrm_config import DLRMConfig
 
 
@@ -95,7 +96,7 @@ def serve_recsys(
         energy += cost.energy_j
         busy += cost.latency_s
         head = end_q
-    skip = requests // 10 if warmup is None else warmup
+    skip = default_warmup(requests) if warmup is None else warmup
     latency = (done - arrival)[skip:]
     window_s = done[skip:].max() - arrival[skip:].min()
     result.latency_s = Percentiles.of(latency)

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from math import nan
 
-from xpusim.serving.engines import Engine
+from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.step_cost import StepCost, Work
@@ -49,7 +49,7 @@ class Replica:
     cost: StepCost
     kv: KVCache  # shared by the lanes of a replica
     schedule: Scheduler
-    engine: Engine
+    engine: EngineProfile  # its host time per iteration
     max_batch: int
     token_budget: int
     chunk: int

@@ -28,7 +28,7 @@ from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.load import Requests
 from xpusim.serving.metrics import Frames, KVUse, ServingResult, summarize
-from xpusim.serving.options import Engine, Load, Search
+from xpusim.serving.options import Engine, Load, Search, default_warmup
 from xpusim.serving.replica import Replica
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
@@ -245,11 +245,6 @@ def _load_dict(load: Load) -> dict[str, Any]:
     if load.rate is not None:
         return {"kind": "rate", "value": load.rate, "burstiness": load.burstiness}
     return {"kind": "trace", "value": str(load.trace)}
-
-
-def default_warmup(requests: int) -> int:
-    """A tenth of the requests, as the load ramps up (none for fewer than 20)."""
-    return requests // 10 if requests >= 20 else 0
 
 
 def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:

@@ -323,8 +323,9 @@ def _tabulated(
     these requests, one per row; the table and its (ops, pp) stage counts."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep)
     rows = np.array([graphs.row[r] for r in reqs])
-    prefill, _ = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                             Plan(tp=plan.tp, ep=plan.ep), np.full(len(reqs), plan.pp))  # fmt: skip
+    (prefill,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
+                             Plan(tp=plan.tp, ep=plan.ep), np.full(len(reqs), plan.pp),
+                             phases=(0,))  # fmt: skip
     mine = np.array([kinds[op.name] == kind for op in prefill.table.ops], dtype=float)
     counts = prefill.counts[0, 0]  # (ops, pp): the same for every row
     per_op = prefill.costs.time_s[:, 0] * mine  # (R, ops)

@@ -7,7 +7,13 @@ import math
 import pytest
 
 import xpusim
-from xpusim.compiler.partition import Plan, partition, stage_graphs, stage_of_layer
+from xpusim.compiler.partition import (
+    Plan,
+    layers_per_stage,
+    partition,
+    stage_graphs,
+    stage_spread,
+)
 from xpusim.cost.collectives import Collective, collective_time
 from xpusim.hardware.system import default_system, load_system, system_ids
 from xpusim.ir.dtypes import DType
@@ -131,9 +137,17 @@ def test_moe_expert_parallel_holds_fewer_experts_and_adds_all_to_all():
 
 
 def test_uneven_stages_give_the_extra_layers_to_inner_stages():
-    stages = stage_of_layer(80, 72)
-    counts = [stages.count(s) for s in range(72)]
+    counts = layers_per_stage(80, 72)
     assert sum(counts) == 80 and max(counts) == 2 and counts[0] == counts[-1] == 1
+
+
+def test_a_run_of_layers_spreads_over_the_stages_that_hold_them():
+    counts = layers_per_stage(10, 4)  # (2, 3, 3, 2): contiguous runs
+    assert counts == (2, 3, 3, 2)
+    assert stage_spread(10, 4, 0, 10).tolist() == list(counts)
+    assert stage_spread(10, 4, 1, 5).tolist() == [1, 3, 1, 0]
+    assert stage_spread(10, 4, 9).tolist() == [0, 0, 0, 1]
+    assert stage_spread(10**9, 8, 0, 10**9).sum() == 10**9  # no loop over layers
 
 
 def test_memory_per_chip_falls_with_tp_and_pp():

@@ -304,7 +304,7 @@ def _cli(*argv):
     (["--rate", "-1"], "rate"),
     (["--concurrency", "4", "--gen", "0"], "gen"),
     (["--concurrency", "4", "--slo-ttft-ms", "0"], "slo_ttft_ms"),
-    (["--concurrency", "4", "--slo-tpot-ms", "nan"], "slo_tpot_ms"),
+    (["--concurrency", "4", "--slo-tpot-ms", "nan"], "--slo-tpot-ms"),
     (["--concurrency", "4", "--scheduler", "chunkd"], "chunked"),
     (["--concurrency", "4", "--engine", "vlm"], "vllm"),
     (["--concurrency", "4", "--rate", "3"], "exactly one"),

@@ -86,7 +86,7 @@ def test_sweep_equals_points_run_one_by_one(grid, tmp_path):
             continue
         assert "error" not in row or row["error"] is None
         assert {k: v for k, v in alone.items() if v != ""} == {
-            k: v for k, v in row.items() if v is not None and k != "error"}  # fmt: skip
+            k: v for k, v in row.items() if v is not None and k not in ("error", "spec_hash")}
     errors = [r for r in swept.rows if r.get("error")]
     assert errors and all(r["target"] == "mtia-v1" and "fp8" not in r["error"] for r in errors)
 
@@ -254,14 +254,16 @@ def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     from xpusim.explore.store import ResultStore
 
     path = tmp_path / "results.csv"
-    store = ResultStore(path)
-    store.add([{"key": "a", "x": 1.5}, {"key": "e", "error": "no bf16"}])
-    store.add([{"key": "b", "x": 2.0, "y": True}])
+    expected = {"a": "h", "b": "h", "e": "h"}
+    store = ResultStore(path, expected)
+    store.add([{"key": "a", "spec_hash": "h", "x": 1.5},
+               {"key": "e", "spec_hash": "h", "error": "no bf16"}])  # fmt: skip
+    store.add([{"key": "b", "spec_hash": "h", "x": 2.0, "y": True}])
     store.close()
     with path.open() as f:
         lines = list(csv.reader(f))
     assert len({len(line) for line in lines}) == 1
-    again = ResultStore(path)
+    again = ResultStore(path, expected)
     assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
     assert again.rows[0]["y"] is None and again.rows[2]["y"] is True
     assert again.rows[1].get("error") == "no bf16" and again.rows[1].get("nope", 7) == 7

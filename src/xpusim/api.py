@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
+from xpusim.files import is_file
 from xpusim.hardware.catalog import chip_ids, load_chip
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
@@ -65,7 +66,7 @@ def target(id_or_path: str | Path) -> Chip | System:
     text = str(id_or_path)
     if text in system_ids():
         return load_system(text)
-    if text in chip_ids() or text.endswith(".toml") or Path(text).is_file():
+    if text in chip_ids() or text.endswith(".toml") or is_file(text):
         return load_chip(text)
     raise UserError(f"unknown chip or system {text!r}" + closest(text, chip_ids() + system_ids()))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from xpusim.cli_lists import listed, parse_set_lists, parse_sets
+from xpusim.cli_lists import Finite, count, listed, parse_set_lists, parse_sets
 from xpusim.cli_serve import serve as serve_command
 
 PRECISIONS = ["int8", "fp8", "bf16", "fp16", "fp32"]
@@ -43,19 +43,19 @@ def _print(*renderables: Any) -> None:
 def _workload_options(f: Callable) -> Callable:
     """Options shared by run and compare (and later sweep)."""
     options = [
-        click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
+        click.option("--batch", type=count(), default=1, show_default=True,
                      help="Sequences decoded together (recommendation models: samples scored "
                           "together; training: sequences per optimizer step, default 8)."),
-        click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--sla-ms", type=Finite(min=0, min_open=True), default=None,
                      help="Recommendation models: find the largest batch whose latency is "
                           "within this bound (instead of --batch)."),
         click.option("--sharding", type=click.Choice(["auto", "table", "row"]), default="auto",
                      show_default=True,
                      help="Recommendation models on several chips: how tables are sharded."),
-        click.option("--prompt", type=click.IntRange(min=1), default=128, show_default=True,
+        click.option("--prompt", type=count(), default=128, show_default=True,
                      help="Input tokens per sequence (training: the sequence length, "
                           "default 2048)."),
-        click.option("--gen", type=click.IntRange(min=1), default=128, show_default=True,
+        click.option("--gen", type=count(), default=128, show_default=True,
                      help="Output tokens per sequence."),
         click.option("--precision", type=click.Choice(PRECISIONS), default=None,
                      help="Weights, activations and KV cache. Default: the chip's bf16, "
@@ -67,16 +67,16 @@ def _workload_options(f: Callable) -> Callable:
                           "wider than --precision (TensorRT-LLM's FP8 engines: fp16)."),
         click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
                      show_default=True),
-        click.option("--chips", type=click.IntRange(min=1), default=None,
+        click.option("--chips", type=count(), default=None,
                      help="Chips in the system; on a chip id, builds its default system. "
                           "Without --tp/--pp/--dp/--ep the best plan is searched for."),
-        click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor parallel."),
-        click.option("--pp", type=click.IntRange(min=1), default=None, help="Pipeline stages."),
-        click.option("--dp", type=click.IntRange(min=1), default=None,
+        click.option("--tp", type=count(), default=None, help="Tensor parallel."),
+        click.option("--pp", type=count(), default=None, help="Pipeline stages."),
+        click.option("--dp", type=count(), default=None,
                      help="Data-parallel replicas (default: the chips the others leave)."),
-        click.option("--ep", type=click.IntRange(min=1), default=None,
+        click.option("--ep", type=count(), default=None,
                      help="Expert parallel (MoE)."),
-        click.option("--microbatches", type=click.IntRange(min=1), default=None,
+        click.option("--microbatches", type=count(), default=None,
                      help="Microbatches of --batch sequences in flight (default: --pp); "
                           "training: per replica and step (default 1, or one sequence each "
                           "with --pp)."),
@@ -186,7 +186,7 @@ def _results_view(results: list, title: str) -> Any:
                                   f"gen {first.gen}")  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=False)
 @click.version_option(package_name="xpusim")
 def cli() -> None:
     """Simulate ML models on AI accelerators: latency, throughput, energy, memory fit."""
@@ -355,7 +355,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=count(),
     default=None,
     help="Processes (default: every core; 1 runs in this process).",
 )
@@ -364,7 +364,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option(
     "--top",
-    type=click.IntRange(min=1),
+    type=count(),
     default=20,
     show_default=True,
     help="Rows of the Pareto front shown.",
@@ -440,14 +440,14 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
 @click.argument("model")
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=count(),
     default=1,
     show_default=True,
     help="Zoo transformers: sequences in the prefill shown.",
 )
 @click.option(
     "--prompt",
-    type=click.IntRange(min=1),
+    type=count(),
     default=128,
     show_default=True,
     help="Zoo transformers: tokens per sequence.",
@@ -492,13 +492,15 @@ def validate(out: str, as_json: bool) -> None:
     """Score predictions against published measurements; report error per point."""
     from pathlib import Path
 
+    from xpusim.files import writable_dir
     from xpusim.report.tables import validation_table
     from xpusim.validation.report import write
     from xpusim.validation.score import reason
     from xpusim.validation.score import validate as run_validation
 
+    folder = writable_dir(Path(out), "--out")  # before the minutes of validating
     result = run_validation()
-    written = write(result, Path(out))
+    written = write(result, folder)
     if as_json:
         _emit_json({**result.to_dict(), "written": [str(p) for p in written]})
         return
@@ -533,11 +535,12 @@ def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> No
 
     from xpusim.cost.calibration import calibrate as fit
     from xpusim.cost.calibration import write_calibration
+    from xpusim.files import writable_file
     from xpusim.hardware.catalog import load_chip
 
     spec = load_chip(chip_id)
+    target = writable_file(Path(out or f"{spec.id}.calibration.json"), "--out")
     cal = fit(Path(csv_path), spec)
-    target = Path(out or f"{spec.id}.calibration.json")
     write_calibration(cal, target)
     if as_json:
         _emit_json({**cal.to_dict(), "written": str(target)})
@@ -581,22 +584,44 @@ def demo(as_json: bool) -> None:
         _print(line)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM stops a command as Ctrl-C does: a sweep keeps what finished."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the click group and maps user errors to one line and exit 2."""
+    import signal
+
     from click.exceptions import Abort, ClickException, Exit
 
+    from xpusim.errors import Interrupted
+
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         cli.main(args=argv, prog_name="xpusim", standalone_mode=False)
     except Exit as e:
         sys.exit(e.exit_code)
-    except Abort:
-        click.echo("aborted", err=True)
+    except (Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
         sys.exit(130)
+    except Interrupted as e:
+        click.echo(f"interrupted: {e}", err=True)
+        sys.exit(130)
+    except BrokenPipeError:  # `xpusim chips | head -1`: the reader has what it wanted
+        sys.stderr.close()  # nothing more can be said, and Python would say it at exit
+        sys.exit(0)
+    except OSError as e:  # a file system refusing a write (a full disk) is not our bug
+        where = f"{e.filename}: " if e.filename else ""
+        click.echo(f"error: {where}{e.strerror or e}", err=True)
+        sys.exit(2)
     except ClickException as e:
-        hint = ""
+        hint, message = "", e.format_message()
         if isinstance(e, click.UsageError) and e.ctx is not None:
             hint = f" (see '{e.ctx.command_path} --help')"
-        click.echo(f"error: {e.format_message()}{hint}", err=True)
+            if e.ctx.command is cli and message == "Missing command.":
+                message = f"give a command: {', '.join(sorted(cli.commands))}"
+        click.echo(f"error: {message}{hint}", err=True)
         sys.exit(2)
     except Exception as e:  # a UserError is ours to word; anything else is a bug
         from xpusim.errors import UserError

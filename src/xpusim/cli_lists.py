@@ -8,10 +8,35 @@ Only click is imported, so `xpusim --help` stays fast.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
+
+MAX_COUNT = 2**40
+"""The largest integer an option takes (batch, tokens, chips, requests, seeds): 2^40 is the
+most tokens a simulation holds (scenarios/llm_inference.py), and every narrower limit is
+checked where it applies. Past it, an integer is refused as it is parsed, before it can
+reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
+
+
+def count(min: int | None = 1) -> click.IntRange:
+    """An integer option within [min, MAX_COUNT]."""
+    return click.IntRange(min=min, max=MAX_COUNT)
+
+
+class Finite(click.FloatRange):
+    """A number option that is a number: click's float takes 'inf' and 'nan', which no
+    duration, rate or bound of xpusim's can be."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class CommaList(click.ParamType):
@@ -55,9 +80,12 @@ def listed(command: click.Command, skip: Iterable[str]) -> Callable[[Callable], 
 
 def _number(text: str, setting: str) -> float:
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         raise click.BadParameter(f"{setting!r}: {text!r} is not a number") from None
+    if not math.isfinite(number):
+        raise click.BadParameter(f"{setting!r}: {text!r} is not a finite number")
+    return number
 
 
 def _field_and_values(setting: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from xpusim.cli_lists import Finite, count
 from xpusim.serving.options import PATH, Engine, Load, Search
 
 PLAN_HELP = {
@@ -18,15 +19,17 @@ PLAN_HELP = {
                          click.Choice(["int4", "int8", "fp8", "bf16", "fp16", "fp32"])),
     "attention_precision": ("Attention's compute format when wider than --precision.",
                             click.Choice(["int8", "fp8", "bf16", "fp16", "fp32"])),
-    "chips": ("Chips in the system; replicas of the plan fill it.", click.IntRange(min=1)),
-    "tp": ("Tensor parallel (one replica).", click.IntRange(min=1)),
-    "pp": ("Pipeline stages (one replica).", click.IntRange(min=1)),
-    "dp": ("Replicas (default: the chips the others leave).", click.IntRange(min=1)),
-    "ep": ("Expert parallel (MoE).", click.IntRange(min=1)),
+    "chips": ("Chips in the system; replicas of the plan fill it.", count()),
+    "tp": ("Tensor parallel (one replica).", count()),
+    "pp": ("Pipeline stages (one replica).", count()),
+    "dp": ("Replicas (default: the chips the others leave).", count()),
+    "ep": ("Expert parallel (MoE).", count()),
 }  # fmt: skip
 RECSYS_HELP = {
-    "window_ms": ("Recommendation models: longest wait for a fuller batch (ms).", float, 1.0),
-    "sla_ms": ("Recommendation models: the latency bound goodput counts (ms).", float, None),
+    "window_ms": ("Recommendation models: longest wait for a fuller batch (ms).", Finite(),
+                  1.0),
+    "sla_ms": ("Recommendation models: the latency bound goodput counts (ms).", Finite(),
+               None),
 }
 
 
@@ -36,7 +39,8 @@ def _declared(f: Callable) -> Callable:
     for cls in (Load, Engine, Search):
         for fld in fields(cls):
             kind = fld.metadata["type"]
-            kind = click.Path(dir_okay=False) if kind == PATH else kind
+            kind = {PATH: click.Path(dir_okay=False), float: Finite(), int: count(None)}.get(
+                kind, kind)
             default = None if fld.default is MISSING else fld.default
             options.append(click.option(f"--{fld.name.replace('_', '-')}", fld.name, type=kind,
                                         default=default, show_default=default is not None,
@@ -69,6 +73,10 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
     from xpusim.cli import _emit_json, _given, _print, _progress
     from xpusim.serving.serve import serve as run_serve
 
+    if out is not None:
+        from xpusim.files import writable_dir
+
+        writable_dir(Path(out), "--out")  # before the simulation, not after it
     workload = api.model(model)
     given = _given(options)
     with _progress("serving") as bar:

@@ -14,6 +14,10 @@ class UserError(ValueError):
     """Bad input from a user: unknown names, malformed files, impossible options."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped long work; the message says what was kept (exit 130)."""
+
+
 def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """A 'did you mean' suffix listing the closest valid names (or all of them if few)."""
     options = sorted(choices)

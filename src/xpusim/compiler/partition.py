@@ -67,33 +67,38 @@ def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
 
 
 @lru_cache(maxsize=1024)
-def stage_of_layer(num_layers: int, pp: int) -> tuple[int, ...]:
-    """Pipeline stage of each layer: as even as possible, remainders to the inner stages.
-
-    The first stage also holds the embedding and the last the LM head, so the stages that
-    get one layer more than the others are the inner ones.
-    """
+def layers_per_stage(num_layers: int, pp: int) -> tuple[int, ...]:
+    """Layers each pipeline stage holds, in order: as even as possible, remainders to the
+    inner stages (the first stage also holds the embedding and the last the LM head).
+    Stages hold contiguous runs of layers, so counts say everything and cost O(pp), not
+    O(layers): a model's size never enters as a loop."""
     base, extra = divmod(num_layers, pp)
     inner = [*range(1, pp - 1), 0, pp - 1] if pp > 2 else list(range(pp))
     counts = [base] * pp
     for stage in inner[:extra]:
         counts[stage] += 1
-    return tuple(s for s, n in enumerate(counts) for _ in range(n))
+    return tuple(counts)
+
+
+def stage_spread(num_layers: int, pp: int, first: int, copies: int = 1) -> np.ndarray:
+    """(pp,) how many of the layers first .. first + copies - 1 each stage holds."""
+    ends = np.cumsum(layers_per_stage(num_layers, pp))
+    starts = ends - np.array(layers_per_stage(num_layers, pp))
+    return np.clip(np.minimum(ends, first + copies) - np.maximum(starts, first), 0, None)
 
 
 def op_stage_counts(graph: Graph, num_layers: int, pp: int) -> np.ndarray:
     """(ops, pp): how many instances of each op each stage runs; an op of a compact graph's
     copied layer counts once in the stage of every layer it stands for."""
-    layer_stage = np.array(stage_of_layer(num_layers, pp))
+    ends = np.cumsum(layers_per_stage(num_layers, pp))
     layers = np.array([op.layer for op in graph.ops], dtype=int)
-    stage = np.where(layers < 0, 0, np.where(layers >= num_layers, pp - 1,
-                                             layer_stage[np.clip(layers, 0, num_layers - 1)]))
+    inside = np.searchsorted(ends, np.clip(layers, 0, num_layers - 1), side="right")
+    stage = np.where(layers < 0, 0, np.where(layers >= num_layers, pp - 1, inside))
     counts = np.zeros((len(graph.ops), pp))
     counts[np.arange(len(graph.ops)), stage] = 1.0
     for layer, copies in graph.layer_copies.items():  # a compact graph's stand-in layers
         if copies > 1:
-            spread = np.bincount(layer_stage[layer : layer + copies], minlength=pp)
-            counts[layers == layer] = spread
+            counts[layers == layer] = stage_spread(num_layers, pp, layer, copies)
     return counts
 
 
@@ -377,8 +382,7 @@ def weights_per_chip_bytes(
     attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
     experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
     layer = attn + experts + cfg.router_params + cfg.norm_params_per_layer
-    stages = stage_of_layer(cfg.num_layers, plan.pp)
-    per_stage = [layer * stages.count(s) for s in range(plan.pp)]
+    per_stage = [layer * n for n in layers_per_stage(cfg.num_layers, plan.pp)]
     per_stage[0] += cfg.embedding_params / plan.tp
     per_stage[-1] += cfg.lm_head_params / plan.tp + cfg.final_norm_params
     return tuple(params * itemsize for params in per_stage)

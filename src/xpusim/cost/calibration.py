@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from xpusim.errors import UserError
+from xpusim.files import read_json, read_text, write_text
 from xpusim.hardware.spec import Chip, MemoryKind
 from xpusim.ir.dtypes import DType
 from xpusim.result import Result
@@ -312,10 +314,7 @@ def _measured_on(row: dict, chip: Chip, where: str) -> Chip:
 
 def calibrate(csv_path: Path, chip: Chip) -> Calibration:
     """Fits a chip's calibration from a CSV of microbenchmark times."""
-    try:
-        rows = list(csv.DictReader(csv_path.open()))
-    except OSError as e:
-        raise UserError(f"{csv_path}: cannot read: {e.strerror}") from None
+    rows = list(csv.DictReader(io.StringIO(read_text(csv_path, "microbenchmark CSV"))))
     if not rows or "kind" not in rows[0]:
         raise UserError(f"{csv_path}: expected a CSV with a header including 'kind'")
     cal = Calibration(
@@ -390,19 +389,19 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
 
 
 def write_calibration(cal: Calibration, path: Path) -> None:
-    path.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
+    write_text(path, json.dumps(cal.to_dict(), indent=2, allow_nan=False) + "\n")
 
 
 def read_calibration(path: Path) -> Calibration:
+    data = read_json(path, "calibration")
     try:
-        data = json.loads(path.read_text())
         data["matmul"] = {k: MatmulFit(**v) for k, v in data.get("matmul", {}).items()}
         if data.get("attention"):
             data["attention"] = MatmulFit(**data["attention"])
         if data.get("overlap"):
             data["overlap"] = OverlapFit(**data["overlap"])
         return Calibration(**data)
-    except (OSError, ValueError, TypeError) as e:
+    except (AttributeError, ValueError, TypeError) as e:
         raise UserError(f"{path}: not a calibration file: {e}") from None
 
 

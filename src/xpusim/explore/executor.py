@@ -12,7 +12,9 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Protocol, TypeVar
@@ -46,6 +48,29 @@ def collect_rarely() -> None:
     """Raises the gen-0 threshold for good: for processes that only run sweep chunks."""
     young, *older = gc.get_threshold()
     gc.set_threshold(max(young, YOUNG_OBJECTS), *older)
+
+
+PARENT_POLL_S = 0.5
+
+
+def start_worker() -> None:
+    """A pool worker's set-up: it collects rarely, leaves Ctrl-C to the sweep (which stops
+    the pool and keeps what finished; a worker's own KeyboardInterrupt would only print a
+    traceback), dies of the SIGTERM the sweep stops it with, and exits as soon as its
+    parent is gone, however the parent died (SIGKILL runs no clean-up): a thread watches
+    for the parent's pid to change. Forked workers' parent is the sweep; a fork server's
+    workers' is the server, which exits with it."""
+    collect_rarely()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler (cli.main)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 @contextlib.contextmanager
@@ -98,13 +123,18 @@ class LocalPool:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([fn.__module__])
         pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context,
-                                   initializer=collect_rarely)  # fmt: skip
+                                   initializer=start_worker)  # fmt: skip
+        finished = False
         try:
             # as_completed lets go of each future it yields; a list kept here would hold
             # every chunk's rows until the sweep ends (a million points: gigabytes)
             for future in as_completed([pool.submit(fn, task) for task in tasks]):
                 yield future.result()
-        finally:  # on an interrupt, what finished is kept and the rest is dropped
+            finished = True
+        finally:  # on an interrupt, what finished is kept and the rest is dropped, now
+            if not finished:
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -2,23 +2,31 @@
 what it finished and a rerun into the same folder simulates only the points still missing.
 
 Rows go to a CSV file, appended and flushed chunk by chunk; each row carries its point's
-`key`, which is how a rerun knows what is done. The columns are those of the first row
-with a result; a later row with a column the file lacks rewrites the file with it added.
-Rows in memory are read back through the same text form, so a resumed sweep's summary is
-identical to an uninterrupted one's.
+`key`, which is how a rerun knows what is done, and its `spec_hash`, which is how it knows the
+row still answers the same question. The columns are those of the first row with a result;
+a later row with a column the file lacks rewrites the file with it added (atomically, as
+every rewrite). Rows in memory are read back through the same text form, so a resumed
+sweep's summary is identical to an uninterrupted one's. One sweep at a time writes a folder
+(`locked`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
+import io
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from xpusim.errors import UserError
 from xpusim.explore.rows import Scalar, from_text, to_text
+from xpusim.files import atomic, read_text
 
 Row = dict[str, Scalar]
+SPEC_HASH = "spec_hash"  # the column naming what a row was simulated from
+LOCK_FILE = ".xpusim.lock"
 
 
 class StoredRow(Mapping[str, Scalar]):
@@ -58,8 +66,14 @@ class StoredRow(Mapping[str, Scalar]):
 
 
 class ResultStore:
-    def __init__(self, path: Path):
+    """The results file of one grid: `expected` maps each of its points' keys to the hash of
+    what the point simulates (spec_hash: the model, the chip or system with its what-ifs,
+    xpusim's version), and a file already there is checked against it before any row of it
+    is trusted (see _load)."""
+
+    def __init__(self, path: Path, expected: Mapping[str, str]):
         self.path = path
+        self.expected = expected
         self.columns: list[str] = []
         self._index: dict[str, int] = {}  # column -> position, shared by every StoredRow
         self.rows: list[StoredRow] = []
@@ -67,18 +81,50 @@ class ResultStore:
         # one object per distinct text ("h100-sxm", "int8", "memory"): rows arrive unpickled
         # from the workers, each with its own copies
         self._shared: dict[str, str] = {}
+        self.notes: list[str] = []
         if path.exists():
             self._load()
 
     def _load(self) -> None:
-        with self.path.open(newline="") as f:
-            reader = csv.reader(f)
-            self._add_columns(next(reader, []))
-            if "key" not in self.columns:
-                raise UserError(f"{self.path}: not a sweep's results file (no 'key' column)")
-            width = len(self.columns)
-            self.rows = [StoredRow(self._index, tuple(map(from_text, cells[:width])))
-                         for cells in reader]  # fmt: skip
+        """The rows of a file already there, each verified: a row that is not whole (torn by
+        a kill or a full disk, or with cells added or lost) is dropped and simulated again,
+        with a note; a whole row that is not one of this grid's points, repeats one, or was
+        simulated from different inputs refuses the resume, with its line."""
+        text = read_text(self.path, "results")
+        records = list(_records(text))
+        if not records:
+            return
+        header = records[0][1]
+        if "key" not in header or SPEC_HASH not in header:
+            raise UserError(f"{self.path}: not a results file of this xpusim's sweeps (no "
+                            f"'key' and '{SPEC_HASH}' columns); give a new --out")  # fmt: skip
+        if len(set(header)) != len(header):
+            raise UserError(f"{self.path} line 1: a column appears twice")
+        self._add_columns(header)
+        width, key_at, hash_at = len(header), header.index("key"), header.index(SPEC_HASH)
+        torn = not text.endswith("\n")  # the last record was cut short
+        dropped, seen = [], set()
+        for i, (line, cells) in enumerate(records[1:], 1):
+            if len(cells) != width or (torn and i == len(records) - 1):
+                dropped.append(line)
+                continue
+            key, spec_hash = cells[key_at], cells[hash_at]
+            where = f"{self.path} line {line}"
+            if key not in self.expected:
+                raise UserError(f"{where}: a point this sweep does not have (another grid's "
+                                f"results?); give a new --out or remove the file")  # fmt: skip
+            if key in seen:
+                raise UserError(f"{where}: a point already on an earlier line; remove one")
+            if spec_hash != self.expected[key]:
+                raise UserError(f"{where}: simulated from a different model, chip file or "
+                                f"xpusim version; remove the file to simulate afresh")  # fmt: skip
+            seen.add(key)
+            self.rows.append(StoredRow(self._index, tuple(map(from_text, cells))))
+        if dropped:
+            lines = ", ".join(map(str, dropped[:5])) + (", ..." if len(dropped) > 5 else "")
+            self.notes.append(f"{self.path.name}: dropped {len(dropped)} row(s) that were not "
+                              f"whole (line {lines}); simulated again")  # fmt: skip
+            self._rewrite()
 
     def _add_columns(self, names: Iterable[str]) -> None:
         for name in names:
@@ -125,16 +171,25 @@ class ResultStore:
         self._rewrite()
 
     def _append(self, rows: list[StoredRow]) -> None:
-        with self.path.open("a", newline="") as f:
-            csv.writer(f).writerows(self._cells(row) for row in rows)
+        """Rows at the end of the file. A kill or a full disk may tear the last one: the
+        next run's _load drops it."""
+        try:
+            with self.path.open("a", newline="") as f:
+                csv.writer(f).writerows(self._cells(row) for row in rows)
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the rows before "
+                            f"are kept, and a rerun resumes from them") from None  # fmt: skip
 
     def _rewrite(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(self.columns)
-            writer.writerows(self._cells(row) for row in self.rows)
-        os.replace(tmp, self.path)
+        """The whole file anew, renamed over the old one only once whole."""
+        try:
+            with atomic(self.path) as f:
+                writer = csv.writer(f)
+                writer.writerow(self.columns)
+                writer.writerows(self._cells(row) for row in self.rows)
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the file as it "
+                            f"was is kept") from None  # fmt: skip
 
     def _cells(self, row: StoredRow) -> list[Scalar]:
         """The row's cells in column order, as to_text writes them; the csv module writes
@@ -142,6 +197,43 @@ class ResultStore:
         need converting; a row stored before the last columns came ends in empty cells."""
         cells = [to_text(v) if v is True or v is False else v for v in row.cells()]
         return cells + [None] * (len(self.columns) - len(cells))
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Holds the folder's lock file for the block; a second sweep into the same folder is
+    refused in one line rather than interleaving its rows with this one's. The lock is the
+    kernel's (flock), so a killed sweep releases it."""
+    lock = folder / LOCK_FILE
+    try:
+        handle = lock.open("a+")
+    except OSError as e:
+        raise UserError(f"--out {folder}: cannot write there: {e.strerror or e}") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(f"--out {folder}: another sweep ({holder}) is writing there; "
+                            "wait for it or give another --out") from None  # fmt: skip
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _records(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, cells) of each CSV record (an error's text may span lines)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    for cells in reader:
+        yield start, cells
+        start = reader.line_num + 1
 
 
 def as_stored(row: Row) -> Row:

@@ -14,8 +14,9 @@ from typing import Any
 from xpusim import api
 from xpusim.explore import pareto
 from xpusim.explore.grid import Point
-from xpusim.explore.store import Row
+from xpusim.explore.store import SPEC_HASH, Row
 from xpusim.explore.sweep import Grid, SweepRun, resolve_specs
+from xpusim.files import atomic_path
 from xpusim.hardware.system import System
 from xpusim.result import Result
 
@@ -64,6 +65,7 @@ def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> Sweep
         executor=run.executor,
         workers=run.workers,
         files=[str(run.results_path)],
+        notes=list(run.notes),
     )
     _write_parquet(run, out / PARQUET_FILE, summary)
     if plots:
@@ -72,7 +74,7 @@ def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> Sweep
 
 
 def _public(row: Row) -> Row:
-    return {k: v for k, v in row.items() if k != "key"}
+    return {k: v for k, v in row.items() if k not in ("key", SPEC_HASH)}
 
 
 def _write_parquet(run: SweepRun, path: Path, summary: SweepSummary) -> None:
@@ -85,7 +87,8 @@ def _write_parquet(run: SweepRun, path: Path, summary: SweepSummary) -> None:
         return
     rows = run.rows
     table = pa.table({c: pa.array([row.get(c) for row in rows]) for c in run.columns})
-    pq.write_table(table, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
     summary.files.append(str(path))
 
 

@@ -18,6 +18,7 @@ is what the simulator's per-chip memos are keyed by.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import math
 import pickle
@@ -28,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from xpusim import api
-from xpusim.errors import UserError
+from xpusim.errors import Interrupted, UserError
 from xpusim.explore.executor import Executor
 from xpusim.explore.grid import Point, cross
 from xpusim.explore.rows import error_row, result_row
-from xpusim.explore.store import ResultStore, Row, StoredRow, as_stored
+from xpusim.explore.store import SPEC_HASH, ResultStore, Row, StoredRow, as_stored, locked
+from xpusim.files import writable_dir
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
@@ -61,6 +63,7 @@ class Grid:
 class Chunk:
     workload: Any
     specs: dict[str, bytes]  # each pickled once by the sweep, by spec_key (see loaded_spec)
+    hashes: dict[str, str]  # spec_key -> what its rows were simulated from (spec_hashes)
     points: tuple[Point, ...]
 
 
@@ -80,6 +83,7 @@ class SweepRun:
     executor: str
     workers: int
     results_path: Path
+    notes: list[str]  # what resuming found (rows dropped as not whole)
 
 
 def run_chunk(chunk: Chunk) -> ChunkResult:
@@ -95,7 +99,9 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     for point in chunk.points:
         found = results.get(point, specs[point.spec_key])
         failed = isinstance(found, UserError)
-        rows.append(as_stored(error_row(point, found) if failed else result_row(point, found)))
+        row = error_row(point, found) if failed else result_row(point, found)
+        row[SPEC_HASH] = chunk.hashes[point.spec_key]
+        rows.append(as_stored(row))
     return ChunkResult(rows, time.perf_counter() - start)
 
 
@@ -141,6 +147,22 @@ def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:
     return specs
 
 
+def spec_hashes(workload: Any, specs: dict[str, Spec]) -> dict[str, str]:
+    """spec_key -> a hash of everything a point's result depends on besides its options:
+    the model, the chip or system with its what-ifs (every figure), and xpusim's version. A
+    resumed sweep trusts a stored row only if its hash is this run's (store.py)."""
+    from importlib.metadata import version
+
+    base = hashlib.sha256(f"{version('xpusim')}\n{workload!r}".encode())
+    found = {}
+    for key, spec in specs.items():
+        h = base.copy()
+        h.update(str(spec).encode() if isinstance(spec, UserError) else
+                 spec.model_dump_json().encode())  # fmt: skip
+        found[key] = h.hexdigest()[:16]
+    return found
+
+
 def chunks(points: Sequence[Point], workers: int) -> list[tuple[Point, ...]]:
     """Points sorted so that formats and shapes stay together, packed into chunks whole
     format groups at a time (a group larger than a chunk is split), so that a chunk's points
@@ -176,16 +198,27 @@ def run(
     """Simulates the points not yet in `out`'s results file, streaming rows to it."""
     check(grid)
     points = grid.points()
-    specs = resolve_specs(points)
+    specs = resolve_specs(points)  # the inputs are valid before the folder is touched
+    writable_dir(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
-    store = ResultStore(out / RESULTS_FILE)
+    with locked(out):
+        return _simulate(grid, points, specs, out, executor, progress)
+
+
+def _simulate(
+    grid: Grid, points: list[Point], specs: dict[str, Spec], out: Path, executor: Executor,
+    progress: Callable[[int, int], None] | None,
+) -> SweepRun:  # fmt: skip
+    hashes = spec_hashes(grid.workload, specs)
+    store = ResultStore(out / RESULTS_FILE, {p.key: hashes[p.spec_key] for p in points})
     done = store.done
     todo = [p for p in points if p.key not in done]
     blobs = {key: pickle.dumps(spec) for key, spec in specs.items()}
     tasks = []
     for group in chunks(todo, executor.workers):
         needed = {p.spec_key for p in group}
-        tasks.append(Chunk(grid.workload, {k: blobs[k] for k in needed}, group))
+        tasks.append(Chunk(grid.workload, {k: blobs[k] for k in needed},
+                           {k: hashes[k] for k in needed}, group))  # fmt: skip
     start, busy, finished = time.perf_counter(), 0.0, len(points) - len(todo)
     if progress:
         progress(finished, len(points))
@@ -198,6 +231,10 @@ def run(
                 finished += len(result.rows)
                 if progress:
                     progress(finished, len(points))
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what finished
+            store.close()
+            raise Interrupted(f"{finished} of {len(points)} points kept in {store.path}; "
+                              "the same command resumes") from None  # fmt: skip
         finally:
             store.close()
     simulate_s = time.perf_counter() - start
@@ -212,4 +249,5 @@ def run(
         executor=executor.name,
         workers=executor.workers,
         results_path=store.path,
+        notes=store.notes,
     )

@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 
 from xpusim.errors import UserError, closest
+from xpusim.files import is_file
 from xpusim.hardware.spec import Chip, load_chip_file
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
@@ -29,6 +30,6 @@ def load_chip(id_or_path: str | Path) -> Chip:
     text = str(id_or_path)
     if text in chip_ids():  # first: a system's chip is looked up per simulation
         return _load_catalog_chip(text)
-    if text.endswith(".toml") or Path(text).is_file():
+    if text.endswith(".toml") or is_file(text):
         return load_chip_file(Path(text))
     raise UserError(f"unknown chip {text!r}" + closest(text, chip_ids()))

@@ -20,6 +20,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from xpusim.errors import UserError
+from xpusim.files import read_text
 from xpusim.ir.dtypes import DType
 
 Confidence = Literal["published", "third-party", "measured", "derived", "assumed"]
@@ -38,20 +39,55 @@ class _Strict(BaseModel):
 
 
 class Figure(_Strict):
-    value: float = Field(ge=0)
+    value: float = Field(ge=0, allow_inf_nan=False)
     source: str
     confidence: Confidence = "published"
     note: str = ""
 
 
 class PositiveFigure(Figure):
-    value: float = Field(gt=0)
+    value: float = Field(gt=0, allow_inf_nan=False)
 
 
 class Fraction(Figure):
     """An efficiency: achieved over peak, in (0, 1]."""
 
     value: float = Field(gt=0, le=1)
+
+
+PHYSICAL_RANGES: tuple[tuple[str, float, float, str], ...] = (
+    # (how the field's name ends, lowest, highest, unit), first match wins. Wide enough for
+    # any chip built or planned (the catalog spans 1e11-8e13 B/s, 5e10-3e15 ops/s, 8-750 W),
+    # narrow enough that no time, energy or power the cost model derives overflows a float
+    # or divides by a denormal: 1e16 bytes over 1e3 B/s is 1e13 s, at 1e6 W 1e19 J.
+    ("bytes_per_s", 1e3, 1e18, "B/s"),
+    ("ops_per_s", 1e3, 1e21, "ops/s"),
+    ("hz", 1e3, 1e12, "Hz"),
+    ("pj_per_byte", 0.0, 1e6, "pJ/B"),
+    ("bytes", 1.0, 1e16, "B"),
+    ("_w", 0.0, 1e6, "W"),
+    ("_s", 0.0, 1e3, "s"),
+    ("count", 1.0, 1e7, ""),  # units, links, sparse cores
+    ("links_per_chip", 1.0, 1e4, ""),
+    ("rows", 1.0, 1e6, ""),  # a matrix unit's MACs along one side
+    ("cols", 1.0, 1e6, ""),
+)
+"""Physical bounds of a chip's or system's figures, by unit (units are in the names)."""
+
+
+def check_ranges(items: list[tuple[str, Figure]]) -> None:
+    """Each named figure within its unit's PHYSICAL_RANGES; the first that is not raises."""
+    for path, figure in items:
+        if isinstance(figure.value, bool):
+            continue
+        names = path.split(".")[::-1]  # a dict's entry (peak_ops_per_s.bf16): its field's
+        name = next((n for n in names if any(n.endswith(e) for e, *_ in PHYSICAL_RANGES)), "")
+        for ending, low, high, unit in PHYSICAL_RANGES:
+            if name.endswith(ending):
+                if not low <= figure.value <= high:
+                    raise ValueError(f"{path} is {figure.value:g} {unit}".rstrip() + ", outside "
+                                     f"the physical range [{low:g}, {high:g}]")  # fmt: skip
+                break
 
 
 class Flag(Figure):
@@ -177,6 +213,7 @@ class Chip(_Strict):
         missing = sorted({f.source for f in self.figures() if f.source not in self.sources})
         if missing:
             raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
+        check_ranges(self.figure_items())
         if not any(level.kind.holds_tensors for level in self.memory):
             raise ValueError("memory: no level of kind 'sram' or 'dram' can hold tensors")
         if self.compute_power_budget_w <= 0:
@@ -255,12 +292,13 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 def read_toml(path: Path, what: str) -> dict:
     """A spec file's TOML; unreadable or malformed files are a UserError naming the file."""
+    text = read_text(path, what)
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: malformed TOML: {e}") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read {what} file: {e.strerror}") from None
+    except RecursionError:
+        raise UserError(f"{path}: TOML nested too deeply to be a {what} file") from None
 
 
 def validated(model: type[ModelT], data: dict, origin: str) -> ModelT:
@@ -269,9 +307,11 @@ def validated(model: type[ModelT], data: dict, origin: str) -> ModelT:
         return model.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        where = ".".join(str(p) for p in err["loc"])
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise UserError(f"{origin}: field {where}: {err['msg']}{more}") from None
+        message = err["msg"].removeprefix("Value error, ")  # a validator's own words
+        field = f" field {where}:" if where else ""
+        raise UserError(f"{origin}:{field} {message}{more}") from None
 
 
 def load_chip_file(path: Path) -> Chip:

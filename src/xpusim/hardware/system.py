@@ -20,15 +20,28 @@ from pydantic import Field, model_validator
 
 from xpusim.errors import UserError, closest
 from xpusim.hardware.catalog import chip_ids, load_chip
-from xpusim.hardware.spec import Chip, Figure, PositiveFigure, _Strict, read_toml, validated
+from xpusim.hardware.spec import (
+    Chip,
+    Figure,
+    PositiveFigure,
+    _Strict,
+    check_ranges,
+    read_toml,
+    validated,
+)
 
 SYSTEMS_DIR = Path(__file__).parent / "systems"
+
+MAX_CHIPS = 2**20
+"""The most chips a system may have: about ten times the largest cluster built by 2026
+(~100k GPUs), and where the plan search's enumeration of divisors and placements still
+takes seconds (2^40 MTIA chips took minutes)."""
 
 
 class TopologyLevel(_Strict):
     name: str
     kind: Literal["switch", "fully-connected", "torus"]
-    size: int = Field(ge=1)  # chips in one group at this level
+    size: int = Field(ge=1, le=MAX_CHIPS)  # chips in one group at this level
     dims: tuple[int, ...] = ()  # torus only: the group's shape, product == size
     links_per_chip: PositiveFigure  # links a chip has into this level
     bandwidth_bytes_per_s: PositiveFigure  # per link, per direction
@@ -67,7 +80,7 @@ class System(_Strict):
     id: str
     name: str
     chip_id: str
-    chips: int = Field(ge=1)
+    chips: int = Field(ge=1, le=MAX_CHIPS)
     default_for_chip: bool = False  # `--chips N` on the chip builds this system
     description: str = ""
     sources: dict[str, str]
@@ -86,6 +99,9 @@ class System(_Strict):
         }
         if missing := sorted(cited - set(self.sources)):
             raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
+        check_ranges([(f"levels[{i}].{name}", getattr(level, name))
+                      for i, level in enumerate(self.levels)
+                      for name in ("links_per_chip", "bandwidth_bytes_per_s", "latency_s")])
         if self.chips > self.max_chips:
             raise ValueError(f"chips: {self.chips} exceeds the outermost level's size")
         return self
@@ -164,4 +180,6 @@ def default_system(chip: Chip, chips: int) -> System:
         system = _catalog_system(system_id)
         if system.default_for_chip and system.chip_id == base:
             return system.with_chips(chips).model_copy(update={"spec": chip})
+    if chips > MAX_CHIPS:
+        raise UserError(f"--chips {chips}: at most {MAX_CHIPS} (2^20) chips can be simulated")
     return host_system(chip, chips)

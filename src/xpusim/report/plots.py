@@ -185,5 +185,8 @@ def _memory(result: Any) -> dict[str, float]:
 def _save(plt: Any, fig: Any, path: Path) -> None:
     """Saved in the layout each plot fixed when it made its figure: no tight_layout, whose
     text measuring was most of a small sweep's time."""
-    fig.savefig(path, dpi=130)
+    from xpusim.files import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=130)
     plt.close(fig)

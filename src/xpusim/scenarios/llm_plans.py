@@ -14,7 +14,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters, place
-from xpusim.compiler.partition import Plan, stage_of_layer, weights_per_chip_bytes
+from xpusim.compiler.partition import Plan, layers_per_stage, weights_per_chip_bytes
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
@@ -279,8 +279,7 @@ class StageMemory:
 
 @lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
 def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, act: DType) -> StageMemory:
-    layers = stage_of_layer(cfg.num_layers, plan.pp)
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
     return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
-                       tuple(layers.count(s) for s in range(plan.pp)),
+                       layers_per_stage(cfg.num_layers, plan.pp),
                        2 * kv_heads * cfg.head_dim * act.itemsize)  # fmt: skip

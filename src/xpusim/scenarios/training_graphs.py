@@ -17,7 +17,7 @@ import numpy as np
 from xpusim.compiler.autodiff import Recompute, differentiate
 from xpusim.compiler.memory_plan import peak_activation_bytes
 from xpusim.compiler.optimizer import OptimizerSpec, update_ops
-from xpusim.compiler.partition import Plan, op_stage_counts, partition, stage_of_layer
+from xpusim.compiler.partition import Plan, op_stage_counts, partition, stage_spread
 from xpusim.compiler.transpose import materialize_transposes
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.ir.dtypes import DType
@@ -137,12 +137,8 @@ class RankTraining:
         layers = self.cfg.num_layers
         if layer < 0 or layer >= layers:
             return {0 if layer < 0 else pp - 1: 1}
-        copies = self.forward.layer_copies.get(layer, 1)
-        of_layer = stage_of_layer(layers, pp)
-        found: dict[int, int] = {}
-        for stage in of_layer[layer : layer + copies]:
-            found[stage] = found.get(stage, 0) + 1
-        return found
+        spread = stage_spread(layers, pp, layer, self.forward.layer_copies.get(layer, 1))
+        return {int(stage): int(n) for stage, n in enumerate(spread) if n}
 
     @cached_property  # every plan of a search that shares the rank asks
     def matrix_flops(self) -> float:

@@ -56,6 +56,12 @@ def answer(
         return ok
 
     if search.find == "max-rate":
+        # the trials must outlast the system's slots (TRIAL_SLOTS), and the step cost's tables
+        # must hold what they draw: prepare on the trials' own sample
+        sample = max(load.requests, TRIAL_SLOTS * engine.max_batch * prepared.replicas)
+        if sample > len(requests):
+            load = replace(load, requests=sample)
+            prepared = prepare(cfg, target, load, load.draw(), engine, plan_options)
         found = _max_rate(prepared, load, warmup, search, trial)
     elif search.find == "min-chips":
         if load.rate is None and load.trace is None:
@@ -102,21 +108,19 @@ Trial = Callable[[str, float, ServingResult], bool]
 
 
 def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+    """`load` holds TRIAL_SLOTS requests per slot at least (see answer): a trial must outlast
+    the slots' worth of requests, or an overload would be absorbed by empty slots before any
+    queue formed. Every trial draws the same lengths (one seed, one count)."""
     slots = prepared.engine.max_batch * prepared.replicas
-    # every slot full for long enough to leave the ramp behind: three rounds of requests
-    closed = replace(load, concurrency=slots, rate=None, trace=None,
-                     requests=max(load.requests, 3 * slots))
+    # every slot full for long enough to leave the ramp behind: four rounds of requests
+    closed = replace(load, concurrency=slots, rate=None, trace=None)
     saturated, _ = run(prepared, closed, closed.draw(), warmup, search.slo)
     if not saturated.fits:
         return saturated, None, 0.0, "does not fit: no rate is served"
     top = saturated.requests_per_s
 
-    # a trial must outlast the slots' worth of requests, or an overload would be absorbed
-    # by empty slots before any queue formed: four times them at least
-    trial_requests = max(load.requests, TRIAL_SLOTS * slots)
-
     def at(rate: float) -> tuple[bool, ServingResult, Frames | None]:
-        open_ = replace(load, rate=rate, concurrency=None, trace=None, requests=trial_requests)
+        open_ = replace(load, rate=rate, concurrency=None, trace=None)
         result, frames = run(prepared, open_, open_.draw(), warmup, search.slo)
         return trial("rate", rate, result), result, frames
 
@@ -196,9 +200,12 @@ def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, t
 
     k = 1
     while not at(k):
+        _, result, frames = results[k]
         if k >= MAX_REPLICAS or not prepared.fits:
-            _, result, frames = results[k]
             return result, frames, 0, f"not met with {k * chips} chips"
+        if k > 1 and not _lower(result, results[k // 2][1]):
+            return result, frames, 0, (f"not met: {k * chips} chips give the p99s of "
+                                       f"{k // 2 * chips}; even an idle replica misses the SLOs")
         k *= 2
     low, high = k // 2, k  # low fails (or is 0), high meets
     while high - low > 1:
@@ -209,6 +216,13 @@ def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, t
             low = mid
     _, result, frames = results[high]
     return result, frames, high * chips, ""
+
+
+def _lower(result: ServingResult, before: ServingResult) -> bool:
+    """More replicas lowered a p99 (TTFT or TPOT) by more than a run's noise (1%): the
+    load, not one replica's own speed, is what still misses the SLOs."""
+    return (_p99(result.ttft_s) < 0.99 * _p99(before.ttft_s)
+            or _p99(result.tpot_s) < 0.99 * _p99(before.tpot_s))  # fmt: skip
 
 
 def _pd_split(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):

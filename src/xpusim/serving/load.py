@@ -12,7 +12,7 @@ set of requests.
 from __future__ import annotations
 
 import csv
-import json
+import io
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xpusim.errors import UserError
+from xpusim.files import is_file, parse_json, read_text
 
 if TYPE_CHECKING:
     from xpusim.serving.options import Load
@@ -102,25 +103,21 @@ def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 def _rows(path: Path) -> list[tuple[int, dict[str, object]]]:
     """(line number, record with lower-case keys) of every row of a JSONL or CSV file."""
-    if not path.is_file():
+    if not is_file(path):
         raise UserError(f"file {str(path)!r} not found")
+    text = read_text(path, "request")
     rows: list[tuple[int, dict[str, object]]] = []
-    with path.open(newline="") as f:
-        if path.suffix.lower() in (".jsonl", ".json"):
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    message = f"{path.name} line {number}: not JSON ({error.msg})"
-                    raise UserError(message) from None
-                if not isinstance(record, dict):
-                    raise UserError(f"{path.name} line {number}: not a JSON object")
-                rows.append((number, {k.lower(): v for k, v in record.items()}))
-        else:
-            for number, record in enumerate(csv.DictReader(f), 2):
-                rows.append((number, {(k or "").strip().lower(): v for k, v in record.items()}))
+    if path.suffix.lower() in (".jsonl", ".json"):
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            record = parse_json(line, f"{path.name} line {number}")
+            if not isinstance(record, dict):
+                raise UserError(f"{path.name} line {number}: not a JSON object")
+            rows.append((number, {k.lower(): v for k, v in record.items()}))
+    else:
+        for number, record in enumerate(csv.DictReader(io.StringIO(text, newline="")), 2):
+            rows.append((number, {(k or "").strip().lower(): v for k, v in record.items()}))
     if not rows:
         raise UserError(f"{path.name} holds no rows")
     return rows

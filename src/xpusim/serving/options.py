@@ -20,6 +20,12 @@ FINDS = ("max-rate", "min-chips", "pd-split")
 SCHEDULERS = ("static", "continuous", "chunked")
 
 
+MAX_REQUESTS = 10**6
+"""The most requests one run serves: about three minutes on one core (10,000 take 1.6-2.5 s,
+benchmarks/bench_serve.py, 2026-12-01) and a few hundred MB of per-request rows. Percentiles
+settle long before: a sample of a longer trace (--requests N takes its first N) serves."""
+
+
 def option(default: Any, help: str, type: Any) -> Any:
     return field(default=default, metadata={"help": help, "type": type})
 
@@ -65,6 +71,11 @@ class Load:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"{name} must be a positive integer, got {value!r}")
+        if self.requests > MAX_REQUESTS:
+            raise UserError(f"requests: {self.requests}; at most {MAX_REQUESTS:,} can be "
+                            "served in one run")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise UserError(f"seed must be a non-negative integer, got {self.seed!r}")
 
     @property
     def closed(self) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from xpusim.files import atomic_path
 from xpusim.report.plots import pyplot_or_none
 from xpusim.serving.metrics import Frames
 
@@ -27,7 +28,8 @@ def plot_timeline(frames: Frames, result: Any, out: Path) -> list[str]:
                  f"{result.load['value']}")  # fmt: skip
     fig.tight_layout()
     written = [str(out / "timeline.png")]
-    fig.savefig(written[0], dpi=120)
+    with atomic_path(out / "timeline.png") as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     if result.search and result.search.get("find") == "max-rate":
         written.append(plot_latency_load(result.search["trials"], result, out))
@@ -57,6 +59,7 @@ def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
     ax.set_title(f"{result.model} on {result.chips} {result.chip}: latency against load")
     fig.tight_layout()
     path = str(out / "latency_load.png")
-    fig.savefig(path, dpi=120)
+    with atomic_path(out / "latency_load.png") as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path

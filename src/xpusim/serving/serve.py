@@ -20,6 +20,7 @@ import numpy as np
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.errors import UserError
+from xpusim.files import atomic, atomic_path
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.scenarios.llm_inference import chosen_plan, resolve_system
@@ -255,14 +256,15 @@ def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:
         path = out / f"{name}.csv"
         header = ",".join(columns)
         rows = np.column_stack([np.asarray(v, dtype=float) for v in columns.values()])
-        np.savetxt(path, rows, delimiter=",", header=header, comments="", fmt="%.9g")
+        with atomic(path) as f:
+            np.savetxt(f, rows, delimiter=",", header=header, comments="", fmt="%.9g")
         written.append(str(path))
         if parquet:
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            pq.write_table(pa.table({k: np.asarray(v) for k, v in columns.items()}),
-                           out / f"{name}.parquet")  # fmt: skip
+            with atomic_path(out / f"{name}.parquet") as tmp:
+                pq.write_table(pa.table({k: np.asarray(v) for k, v in columns.items()}), tmp)
             written.append(str(out / f"{name}.parquet"))
     return written
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xpusim.files import atomic_path, write_text
 from xpusim.validation.score import Validation, reason
 
 
@@ -59,15 +60,17 @@ def parity_plot(v: Validation, path: Path) -> bool:
            xlabel="measured (published)", ylabel="predicted (xpusim)", title=title)  # fmt: skip
     ax.legend(fontsize=8, title="dotted: ±15%, dashed: 2x", title_fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return True
 
 
 def write(v: Validation, out_dir: Path) -> list[Path]:
+    """validation.md and parity.png in `out_dir` (checked by writable_dir before validating)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "validation.md"]
-    written[0].write_text(markdown(v))
+    write_text(written[0], markdown(v))
     plot = out_dir / "parity.png"
     if parity_plot(v, plot):
         written.append(plot)

@@ -13,7 +13,9 @@ enough that each op maps to one IR op. torch is imported inside the functions: `
 
 from __future__ import annotations
 
+import logging
 import operator
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,10 +57,16 @@ def load_exported(path: Path) -> ImportedModel:
     """A program saved by torch.export.save (a .pt2 file)."""
     torch = require("torch", "torch")
 
+    if not zipfile.is_zipfile(path):  # before torch, which logs a traceback of its own
+        raise UserError(f"{path}: not a torch.export program (not a zip archive)")
+    quiet = logging.getLogger("torch.export")
+    level, quiet.level = quiet.level, logging.CRITICAL  # its warnings would repeat the error
     try:
         program = torch.export.load(path)
     except Exception as e:  # a missing, truncated or foreign file: all the user's to fix
         raise UserError(f"{path}: not a torch.export program: {reason(e)}") from None
+    finally:
+        quiet.setLevel(level)
     return lower_program(program, path.stem)
 
 

@@ -7,7 +7,6 @@ of a forward pass depends on is here; nothing about training or checkpoints.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from xpusim.errors import UserError
+from xpusim.files import read_json
 from xpusim.ir.tensor import Dim
 
 
@@ -162,6 +162,23 @@ _GPT2_FIXED = dict(
 _PALM_FIXED = dict(parallel_block=True)
 
 
+MAX_DIM = 2**24
+"""The widest dimension xpusim builds (hidden, MLP, vocabulary, heads): 16M, 64x the
+widest published one (vocabularies of 256k). Wider is a typo; the bound also keeps a weight
+matrix's element count (2^48) far inside the 64-bit integers shapes are held in."""
+MAX_PARAMS = 1e15
+"""500x the largest published model (~2T parameters): a config past it is a typo (every
+width at its limit gives 10^20), refused rather than simulated."""
+_LIMITS = {
+    # The deepest model xpusim builds: ~850x the deepest published LLM (PaLM's 118 layers).
+    # Layers are costed once per distinct shape and pipeline stages are counts, so a deeper
+    # model would simulate, but a config that deep is a typo.
+    "num_layers": 100_000,
+    "num_experts": 2**16,
+    "max_position_embeddings": 2**40,
+}
+
+
 def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     """Reads a Hugging Face config dict; a missing or bad field is a UserError naming it."""
     if not isinstance(data, dict):
@@ -173,6 +190,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         value = data.get(theirs, default)
         if value is _REQUIRED:
             raise UserError(f"{origin}: missing field {theirs!r} (model_type {model_type!r})")
+        if value is None and default is _REQUIRED:
+            raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got null")
         fields[ours] = value
     for ours, (theirs, _) in keys.items():
         value = fields[ours]
@@ -187,13 +206,26 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         ):
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got {value!r}")
 
+    for ours, (theirs, _) in keys.items():
+        limit = _LIMITS.get(ours, MAX_DIM)
+        if isinstance(fields[ours], int) and fields[ours] > limit:
+            raise UserError(f"{origin}: field {theirs!r} is {fields[ours]}; at most "
+                            f"{limit:,} can be simulated")  # fmt: skip
     hidden, heads = int(fields["hidden_size"]), int(fields["num_heads"])
+    if not fields.get("head_dim") and hidden % heads:
+        names = "'n_embd' and 'n_head'" if model_type in ("gptj", "gpt2") else (
+            "'hidden_size' and 'num_attention_heads'")
+        raise UserError(f"{origin}: fields {names}: {heads} heads do not divide {hidden} "
+                        f"hidden units (give 'head_dim' if they are not meant to)")
     if model_type in ("gptj", "gpt2"):
         rotary_dim = fields.pop("rotary_dim", None)
         head_dim = hidden // heads
         fields.update(_GPTJ_FIXED if model_type == "gptj" else _GPT2_FIXED)
         fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
         if model_type == "gptj":
+            if (rotary_dim or 0) > head_dim:
+                raise UserError(f"{origin}: field 'rotary_dim' ({rotary_dim}) exceeds the "
+                                f"head size ({head_dim})")
             fields["rotary_fraction"] = (rotary_dim or head_dim) / head_dim
         fields["num_kv_heads"] = heads
     elif model_type == "qwen2":
@@ -209,17 +241,16 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         )
     if int(fields.get("experts_per_token", 1)) > int(fields.get("num_experts", 1)):
         raise UserError(f"{origin}: field 'num_experts_per_tok' exceeds 'num_local_experts'")
-    return TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
+    config = TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
+    if config.param_count > MAX_PARAMS:
+        raise UserError(f"{origin}: {config.param_count:.3g} parameters; at most "
+                        f"{MAX_PARAMS:.0e} can be simulated")
+    return config
 
 
 def read_config_json(path: Path) -> dict:
     """A config file's JSON; unreadable or malformed files are a UserError naming the file."""
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: malformed JSON: {e}") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read config: {e.strerror}") from None
+    data = read_json(path, "config")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data

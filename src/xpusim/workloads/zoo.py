@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
+from xpusim.files import is_file
 from xpusim.workloads.dlrm_config import config_from_json as dlrm_from_json
 from xpusim.workloads.transformer_config import config_from_hf, load_hf_config, read_config_json
 
@@ -68,7 +69,7 @@ def load_model(
         from xpusim.workloads.torch_import import load_exported
 
         return load_exported(Path(text))
-    if text.endswith(".json") or Path(text).is_file():
+    if text.endswith(".json") or is_file(text):
         return load_config_file(Path(text))
     if text not in model_ids():
         raise UserError(f"unknown model {text!r}" + closest(text, model_ids()))

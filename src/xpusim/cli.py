@@ -290,6 +290,7 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
     if as_json:
         _emit_json(result.to_dict())
         return
+    result.to_dict()  # the result boundary's check (result.py), as --json has it
     title = f"{result.model} on {result.chip}"
     _print(_results_view([result], title), *(ops_table(result),) * show_ops)
     for line in _notes(result):
@@ -314,6 +315,8 @@ def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
     if as_json:
         _emit_json({"results": [r.to_dict() for r in results]})
         return
+    for r in results:
+        r.to_dict()  # the result boundary's check (result.py), as --json has it
     _print(_results_view(results, f"{results[0].model} (per joule is performance per watt)"))
     for r in results:
         for line in _notes(r):

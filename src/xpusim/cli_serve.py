@@ -94,6 +94,8 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
         return
     from xpusim.report.serving_tables import serving_view
 
+    result.to_dict()  # the result boundary's check (result.py), as --json has it
+
     _print(serving_view(result))
     for line in [*result.notes, result.reason]:
         if line:

@@ -153,9 +153,20 @@ def _positive(data: dict, key: str, origin: str, where: str = "") -> int:
     return _positive_value(data[key], f"{where}{key}", origin)
 
 
+MAX_TABLES = 10_000
+"""The most embedding tables a model may have: ~400x MLPerf's DLRM-v2 (26). Each table is
+its own op and placement, so the count is the cost: 10,000 simulate in seconds, where a
+config that said 10^9 grew memory until it was killed."""
+MAX_SIZE = 2**40
+"""The largest count any field may hold (rows, widths, pooling): 10^12, ~25,000x DLRM-v2's
+largest table (4e7 rows)."""
+
+
 def _positive_value(value: object, field: str, origin: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"{origin}: field '{field}' must be a positive integer, got {value!r}")
+    if value > MAX_SIZE:
+        raise UserError(f"{origin}: field '{field}' is {value}; at most 2^40 can be simulated")
     return value
 
 
@@ -182,5 +193,8 @@ def _tables(data: dict, origin: str) -> tuple[TableSpec, ...]:
         _reject_unknown(group, _TABLE_FIELDS, where, origin)
         spec = TableSpec(*(_positive(group, k, origin, where) for k in ("rows", "dim", "pooling")))
         count = _positive(group, "count", origin, where) if "count" in group else 1
+        if len(tables) + count > MAX_TABLES:
+            raise UserError(f"{origin}: field '{where}count': more than {MAX_TABLES:,} tables "
+                            f"in all; at most that many can be simulated")  # fmt: skip
         tables.extend([spec] * count)
     return tuple(tables)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import itertools
 import json
 import os
 import re
@@ -41,6 +42,7 @@ from xpusim.workloads.zoo import ZOO_DIR
 
 FUZZ_EXAMPLES = int(os.environ.get("XPUSIM_FUZZ_EXAMPLES", "120"))
 FUZZ_SEED = int(os.environ.get("XPUSIM_FUZZ_SEED", "20261201"))
+SWEEP_FOLDERS = itertools.count()  # another case's folder would be refused as its results
 REPORT = os.environ.get("XPUSIM_FUZZ_REPORT")  # a JSONL file of every case's outcome
 
 COMMANDS = ("run", "compare", "serve", "sweep", "inspect", "sensitivity", "chip")
@@ -193,7 +195,7 @@ def command_lines(draw, files: dict[str, str]) -> list[str]:
         if not {"--concurrency", "--rate", "--trace"} & set(chosen):
             argv += ["--concurrency", str(draw(st.integers(1, 16)))]
     if command == "sweep":
-        folder = f"{files['sweeps']}/{draw(st.integers(0, 2**62))}"  # a fresh one each
+        folder = f"{files['sweeps']}/{next(SWEEP_FOLDERS)}"  # a fresh one each
         argv += ["--workers", "1", "--no-plots", "--out", folder]
     return [*argv, "--json"] if draw(st.integers(0, 3)) else argv
 

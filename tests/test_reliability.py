@@ -5,6 +5,7 @@ sweeps that are interrupted or killed."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import signal
 import subprocess
 import sys
@@ -234,3 +235,22 @@ def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
 
+
+
+def test_a_write_that_fails_mid_sweep_is_one_line_and_resumes(grid, tmp_path, monkeypatch):
+    """The disk fills while rows are appended: one line saying the rows before are kept, and
+    a rerun simulates only the rest."""
+    real_open = Path.open
+
+    def full_disk(self, mode="r", *args, **kwargs):
+        if mode == "a":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", full_disk)
+    with pytest.raises(UserError, match="No space left on device; the rows before are kept"):
+        run(grid, tmp_path, InProcess())
+    monkeypatch.setattr(Path, "open", real_open)
+    kept = len((tmp_path / "results.csv").read_text().splitlines()) - 1
+    assert 0 < kept < len(grid.points())
+    assert run(grid, tmp_path, InProcess()).n_simulated == len(grid.points()) - kept

@@ -26,8 +26,8 @@ from typing import IO, Any
 from xpusim.errors import UserError
 
 MAX_INPUT_BYTES = 256 * 2**20
-"""The largest text file read whole (config, chip, trace, CSV). The largest real inputs
-(a million-request Azure trace) are ~40 MB; a bigger one is almost surely the wrong file."""
+"""The largest text file read whole (config, chip, trace, CSV). The largest real inputs (a
+million-request Azure trace, ~36 bytes a row) are ~36 MB; a bigger one is the wrong file."""
 
 
 def is_file(text: str | Path) -> bool:

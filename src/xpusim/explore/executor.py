@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import multiprocessing
 import os
 import signal
@@ -151,8 +152,10 @@ class RayPool:
         self.ray = ray
         if not ray.is_initialized():
             local_cpus = None if address else workers
+            # Ray's own INFO and WARNING lines (its start, its token set-up) would break the
+            # contract of nothing on stderr for a sweep that succeeds
             ray.init(address=address, num_cpus=local_cpus, include_dashboard=False,
-                     log_to_driver=False)  # fmt: skip
+                     log_to_driver=False, logging_level=logging.ERROR)  # fmt: skip
         self.workers = int(ray.cluster_resources().get("CPU", 1))
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:

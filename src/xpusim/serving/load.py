@@ -22,6 +22,7 @@ import numpy as np
 
 from xpusim.errors import UserError
 from xpusim.files import is_file, parse_json, read_text
+from xpusim.serving.options import MAX_SPAN_S
 
 if TYPE_CHECKING:
     from xpusim.serving.options import Load
@@ -87,6 +88,9 @@ def read_trace(path: Path, limit: int | None = None) -> Requests:
     gen = np.array(_parsed(path, rows, columns["gen"], _tokens))
     order = np.argsort(arrival, kind="stable")
     times = arrival[order] - arrival[order[0]]
+    if times[-1] > MAX_SPAN_S:
+        raise UserError(f"{path.name}: arrivals span {times[-1]:.3g} s; at most "
+                        f"{MAX_SPAN_S:.0e} s can be simulated")  # fmt: skip
     return Requests(prompt[order], gen[order], times)
 
 

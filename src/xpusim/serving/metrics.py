@@ -162,7 +162,8 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     result.mean_waiting = float(np.average(t.waiting, weights=span)) if span.sum() > 0 else 0.0
     times = end[inside]
     if len(times) > 2 and np.ptp(times) > 0:  # past capacity the queue grows steadily
-        result.queue_growth_per_s = float(np.polyfit(times, np.array(t.waiting)[inside], 1)[0])
+        result.queue_growth_per_s = float(np.polyfit(times - times[0],
+                                                     np.array(t.waiting)[inside], 1)[0])
     if result.kv_cache is not None:
         used = np.array(t.kv_used)
         result.kv_cache.mean_used = float(np.average(used, weights=span)) if span.sum() else 0.0

@@ -20,6 +20,9 @@ FINDS = ("max-rate", "min-chips", "pd-split")
 SCHEDULERS = ("static", "continuous", "chunked")
 
 
+MAX_SPAN_S = 1e9
+"""The longest a load may last (31 years): float64 seconds resolve a 1 us engine step at 1e9
+s to within 2e-7 s, and no finer (serving/load.py refuses traces longer)."""
 MAX_REQUESTS = 10**6
 """The most requests one run serves: about three minutes on one core (10,000 take 1.6-2.5 s,
 benchmarks/bench_serve.py, 2026-12-01) and a few hundred MB of per-request rows. Percentiles
@@ -76,6 +79,10 @@ class Load:
                             "served in one run")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.rate is not None and self.requests / self.rate > MAX_SPAN_S:
+            raise UserError(f"rate {self.rate:g}/s: {self.requests} requests would span "
+                            f"{self.requests / self.rate:.3g} s; at most {MAX_SPAN_S:.0e} s "
+                            "can be simulated")  # fmt: skip
 
     @property
     def closed(self) -> bool:

@@ -142,3 +142,37 @@ def test_config_from_a_path(tmp_path):
 def test_unknown_model_suggests_close_names():
     with pytest.raises(UserError, match="llama-2-7b"):
         load_model("llama-2-7")
+
+
+SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                num_attention_heads=8, num_key_value_heads=4, vocab_size=1000, pad_token_id=0,
+                n_embd=256, n_layer=2, n_head=8, rotary_dim=16)  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
+                                        "gptj", "gpt2"])  # fmt: skip
+def test_each_dialect_counts_what_transformers_builds(model_type):
+    """A small config of each model_type, saved by transformers, read by xpusim: the same
+    parameters as transformers' own model on the meta device (GPT-2's learned position
+    table aside, which xpusim does not count)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AutoConfig.for_model(model_type)
+    for key, value in SMALL_HF.items():
+        if hasattr(hf, key):
+            setattr(hf, key, value)
+    with torch.device("meta"):
+        module = transformers.AutoModelForCausalLM.from_config(hf)
+    built = sum(p.numel() for p in module.parameters())
+    if model_type == "gpt2":
+        built -= hf.n_positions * hf.n_embd
+    assert config_from_hf(hf.to_dict(), model_type, "config.json").param_count == built
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "bert", "gemma2", "falcon", "mamba", 7,
+                                        ["llama"]])  # fmt: skip
+def test_an_unsupported_model_type_is_refused_by_name(model_type):
+    data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}  # fmt: skip
+    with pytest.raises(UserError, match=r"is not supported .*llama, mistral, mixtral"):
+        config_from_hf(data, "m", "config.json")

@@ -135,7 +135,7 @@ class _Builder:
         if self.training:
             attn = self.training_attention(p, qkv)
             return self.matmul(
-                f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row"
+                f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias, tp="row"
             )
         roped = self.vector(
             OpKind.ELEMENTWISE, f"{p}.rope", [qkv], q_width + kv_width,
@@ -153,7 +153,8 @@ class _Builder:
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
             causal=True, compute=self.attention.value, tp="heads", **self.heads,
         )  # fmt: skip
-        return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_bias, tp="row")
+        return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
+                           tp="row")
 
     def training_attention(self, p: str, qkv: Tensor) -> Tensor:
         """Rotary op writing head-major q, k, v, then attention writing its output and the

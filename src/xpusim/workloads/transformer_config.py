@@ -1,8 +1,9 @@
 """A decoder-only transformer's architecture, read from a Hugging Face style config.
 
-Two config dialects are understood: the llama family's keys (llama, mistral, mixtral, qwen2
-and the many models that copy them) and GPT-J's (n_embd, n_layer, ...). Everything the cost
-of a forward pass depends on is here; nothing about training or checkpoints.
+Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3)
+and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by name.
+Everything the cost of a forward pass depends on is here; nothing about training or
+checkpoints.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class TransformerConfig:
     gated_mlp: bool = True  # SwiGLU (llama) has gate and up projections; GPT-J's MLP has one
     norm: str = "rmsnorm"  # or "layernorm" (has a bias: 2 parameters per channel)
     parallel_block: bool = False  # GPT-J: attention and MLP read the same normed input
-    attention_bias: bool = False
+    attention_bias: bool = False  # on the q, k and v projections
+    attention_out_bias: bool = False  # on the output projection (Llama's flag sets both)
     mlp_bias: bool = False
     lm_head_bias: bool = False
     rotary_fraction: float = 1.0  # share of head_dim that rotary embedding touches
@@ -53,7 +55,7 @@ class TransformerConfig:
         bias = (
             (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.attention_bias else 0
         )
-        return q + kv + o + bias
+        return q + kv + o + bias + (self.hidden_size if self.attention_out_bias else 0)
 
     @property
     def expert_params(self) -> int:
@@ -126,6 +128,7 @@ _LLAMA_KEYS = {
     "vocab_size": ("vocab_size", _REQUIRED),
     "tie_word_embeddings": ("tie_word_embeddings", False),
     "attention_bias": ("attention_bias", False),
+    "attention_out_bias": ("attention_bias", False),  # LlamaAttention's o_proj takes it too
     "mlp_bias": ("mlp_bias", False),
     "num_experts": ("num_local_experts", 1),
     "experts_per_token": ("num_experts_per_tok", 1),
@@ -146,15 +149,27 @@ _GPTJ_KEYS = {
 _GPT2_KEYS = {k: v for k, v in _GPTJ_KEYS.items() if k != "rotary_dim"} | {
     "tie_word_embeddings": ("tie_word_embeddings", True)
 }
-_BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "mlp_bias"}
+DIALECTS = {
+    # model_type -> its keys. Each reads its configs' parameter counts exactly (checked
+    # against transformers' own models on the meta device, tests/test_transformer.py); a
+    # model_type not here is refused rather than read as a Llama, which misread Qwen3-MoE
+    # (233.5B for 30.5B), Gemma-2 (untied embeddings), Falcon (its single KV head) and BERT
+    # (a decoder) without a word.
+    "llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "mixtral": _LLAMA_KEYS,
+    "qwen2": _LLAMA_KEYS, "phi3": _LLAMA_KEYS,
+    "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
+    "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS,
+}  # fmt: skip
+_BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
-_QWEN2_FIXED = dict(attention_bias=True)
+_QWEN2_FIXED = dict(attention_bias=True, attention_out_bias=False)  # q, k, v only
 # GPT-2 / Megatron GPT: serial blocks, LayerNorm, GeLU MLP, biases everywhere but the tied LM
 # head, learned absolute positions (no rotary embedding; the position table is not counted).
 _GPT2_FIXED = dict(
-    gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, rotary_fraction=0.0
+    gated_mlp=False, norm="layernorm", attention_bias=True, attention_out_bias=True,
+    mlp_bias=True, rotary_fraction=0.0
 )
 # PaLM (xpusim's own model_type; llama keys): attention and MLP in parallel on one normed
 # input (Chowdhery et al. 2022, section 2). Its LayerNorm has no bias, so it counts the
@@ -183,8 +198,12 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     """Reads a Hugging Face config dict; a missing or bad field is a UserError naming it."""
     if not isinstance(data, dict):
         raise UserError(f"{origin}: expected a JSON object")
-    model_type = str(data.get("model_type", "llama"))
-    keys = {"gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS}.get(model_type, _LLAMA_KEYS)
+    model_type = data.get("model_type", "llama")
+    if not isinstance(model_type, str) or model_type not in DIALECTS:
+        raise UserError(f"{origin}: model_type {model_type!r} is not supported (supported: "
+                        f"{', '.join(sorted(DIALECTS))}); read as a Llama its keys would "
+                        "give a wrong model")  # fmt: skip
+    keys = DIALECTS[model_type]
     fields: dict[str, object] = {}
     for ours, (theirs, default) in keys.items():
         value = data.get(theirs, default)

@@ -154,3 +154,17 @@ def test_attention_precision_on_the_command_line(capsys):
 def test_too_many_tokens_is_one_line(capsys, argv, says):
     assert_user_error(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", *argv,
                       mentions=(says,))  # fmt: skip
+
+
+def test_run_and_inspect_report_total_and_active_parameters(capsys):
+    from xpusim.workloads.zoo import zoo_entry
+
+    entry = zoo_entry("mixtral-8x7b")
+    ran = run_json(capsys, "run", "mixtral-8x7b", "--chip", "h100-sxm", "--chips", "2")
+    shown = run_json(capsys, "inspect", "mixtral-8x7b")
+    for d in (ran, shown):
+        assert d["params"] == entry.config.param_count
+        assert abs(d["params"] / entry.published_params - 1) < 0.01
+        assert d["active_params"] == entry.config.active_param_count < d["params"] / 3
+    code, out, _ = run_cli(capsys, "run", "mixtral-8x7b", "--chip", "h100-sxm", "--chips", "2")
+    assert code == 0 and "46.7B parameters, 12.9B active" in out

@@ -141,6 +141,16 @@ def _what_if(chip_id: str, sets: list[tuple[str, float]]) -> Any:
     return apply(api.target(chip_id), sets)
 
 
+def _model_label(result: Any) -> str:
+    """The model's name, with its parameters where the result carries them."""
+    params = getattr(result, "params", None)
+    if not params:
+        return result.model
+    active = result.active_params
+    more = f", {active / 1e9:.3g}B active" if active != params else ""
+    return f"{result.model} ({params / 1e9:.3g}B parameters{more})"
+
+
 def _notes(result: Any) -> list[str]:
     """Lines under a result's table: its notes, then why it does not fit or, for training,
     where the chip falls short."""
@@ -291,7 +301,7 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
         _emit_json(result.to_dict())
         return
     result.to_dict()  # the result boundary's check (result.py), as --json has it
-    title = f"{result.model} on {result.chip}"
+    title = f"{_model_label(result)} on {result.chip}"
     _print(_results_view([result], title), *(ops_table(result),) * show_ops)
     for line in _notes(result):
         _print(f"note: {line}")
@@ -317,7 +327,8 @@ def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
         return
     for r in results:
         r.to_dict()  # the result boundary's check (result.py), as --json has it
-    _print(_results_view(results, f"{results[0].model} (per joule is performance per watt)"))
+    _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
+                                  "per watt"))  # fmt: skip
     for r in results:
         for line in _notes(r):
             _print(f"note: {r.chip}: {line}")
@@ -472,14 +483,20 @@ def inspect(model: str, batch: int, prompt: int, precision: str | None, input_sh
     from xpusim import api
     from xpusim.report.graph_tables import ir_table, op_row
 
-    graph = api.graph(api.model(model, input_shapes), batch=batch, prompt=prompt,
-                      precision=precision, fused=not unfused)  # fmt: skip
+    workload = api.model(model, input_shapes)
+    graph = api.graph(workload, batch=batch, prompt=prompt, precision=precision,
+                      fused=not unfused)  # fmt: skip
+    counts = {k: getattr(workload, f"{k.removesuffix('s')}_count", None)
+              for k in ("params", "active_params")}  # a config's; None for imported graphs
     if as_json:
-        _emit_json({"model": graph.name, "ops": [op_row(op) for op in graph],
+        _emit_json({"model": graph.name, **counts, "ops": [op_row(op) for op in graph],
                     "total_flops": graph.flops, "total_matrix_flops": graph.matrix_flops,
                     "total_bytes": graph.bytes})  # fmt: skip
     else:
         _print(ir_table(graph, graph.name))
+        if counts["params"]:
+            _print(f"parameters: {counts['params']:,} ({counts['active_params']:,} active "
+                   "per token)")  # fmt: skip
 
 
 @cli.command()

@@ -74,6 +74,8 @@ class MemoryBytes:
 @dataclass
 class LLMInferenceResult(Result):
     model: str
+    params: int  # the model's, all experts included
+    active_params: int  # those one token touches (MoE: its routed experts only)
     chip: str
     chips: int
     system: str
@@ -324,6 +326,8 @@ def _result(
     tokens = req.batch * m * plan.dp * req.gen
     result = LLMInferenceResult(
         model=cfg.name,
+        params=cfg.param_count,
+        active_params=cfg.active_param_count,
         chip=chip.id,
         chips=system.chips,
         system=system.id,

@@ -1,6 +1,7 @@
 """A decoder-only transformer's architecture, read from a Hugging Face style config.
 
-Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3)
+Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
+gemma)
 and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by name.
 Everything the cost of a forward pass depends on is here; nothing about training or
 checkpoints.
@@ -157,6 +158,11 @@ DIALECTS = {
     # (a decoder) without a word.
     "llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "mixtral": _LLAMA_KEYS,
     "qwen2": _LLAMA_KEYS, "phi3": _LLAMA_KEYS,
+    # Gemma: a Llama's keys and shapes (head_dim given: 256 on Gemma-7B), its embeddings tied
+    # unless the file says otherwise (GemmaConfig's default; the hub's files omit the key).
+    # Its GeGLU costs as SwiGLU does; the sqrt(hidden) scaling of the embedding output, one
+    # multiply per element of one layer's input, is not an op here.
+    "gemma": _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)},
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS,
 }  # fmt: skip

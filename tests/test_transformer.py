@@ -179,3 +179,10 @@ def test_an_unsupported_model_type_is_refused_by_name(model_type):
             "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}  # fmt: skip
     with pytest.raises(UserError, match=r"is not supported .*llama, mistral, mixtral"):
         config_from_hf(data, "m", "config.json")
+
+
+def test_a_zoo_model_is_also_named_by_its_hub_repo():
+    assert load_model("meta-llama/Llama-2-70b-hf") is load_model("llama-2-70b")
+    assert load_model("MISTRALAI/mixtral-8x7b-v0.1") is load_model("mixtral-8x7b")
+    with pytest.raises(UserError, match="meta-llama/Llama-2-7b-hf"):
+        load_model("meta-llama/Llama-2-7b")

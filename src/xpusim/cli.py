@@ -268,7 +268,7 @@ def models(as_json: bool) -> None:
     entries = [zoo_entry(i) for i in model_ids()]
     if as_json:
         _emit_json({"models": [
-            {"id": e.id, "params": e.config.param_count, "active_params":
+            {"id": e.id, "hf_repo": e.hf_repo, "params": e.config.param_count, "active_params":
              e.config.active_param_count, "published_params": e.published_params,
              "params_source": e.params_source, "source": e.source}
             for e in entries

@@ -76,17 +76,18 @@ def systems_table(systems: Sequence[System]) -> Table:
 
 def models_table(entries: Sequence[ZooEntry]) -> Table:
     table = Table(title="xpusim model zoo")
-    for col in ["id", "params", "published", "layers", "hidden", "heads/kv", "experts", "vocab"]:
-        table.add_column(col, justify="left" if col == "id" else "right")
+    for col in ["id", "hub repo", "params", "published", "layers", "hidden", "heads/kv",
+                "experts", "vocab"]:  # fmt: skip
+        table.add_column(col, justify="left" if col in ("id", "hub repo") else "right")
     for e in entries:
         c = e.config
         published = si(e.published_params) if e.published_params else "—"
         if not isinstance(c, TransformerConfig):  # a recommendation model has none of these
-            table.add_row(e.id, si(c.param_count), published, *["—"] * 5)
+            table.add_row(e.id, e.hf_repo or "—", si(c.param_count), published, *["—"] * 5)
             continue
         experts = f"{c.experts_per_token}/{c.num_experts}" if c.is_moe else "—"
         table.add_row(
-            e.id, si(c.param_count), published, str(c.num_layers),
+            e.id, e.hf_repo or "—", si(c.param_count), published, str(c.num_layers),
             str(c.hidden_size), f"{c.num_heads}/{c.num_kv_heads}", experts, str(c.vocab_size),
         )  # fmt: skip
     return table

@@ -1,5 +1,6 @@
 """The workload zoo: well-known models as config files (Hugging Face style for transformers,
-xpusim's own format for DLRMs), plus user paths."""
+xpusim's own format for DLRMs), named by id or by their Hugging Face hub repo, plus user
+paths."""
 
 from __future__ import annotations
 
@@ -25,10 +26,18 @@ class ZooEntry:
     published_params: float | None  # None for synthetic configs: nothing was published
     params_source: str
     source: str
+    hf_repo: str | None = None  # the Hugging Face hub's name for it, which also names it here
 
 
 def model_ids() -> list[str]:
     return sorted(p.stem for p in ZOO_DIR.glob("*.json"))
+
+
+@cache
+def hub_names() -> dict[str, str]:
+    """{hub repo, lower case: zoo id}: `xpusim run meta-llama/Llama-2-70b-hf` works offline,
+    from the architecture fields the zoo file copied from that repo's config.json."""
+    return {e.hf_repo.lower(): e.id for e in map(zoo_entry, model_ids()) if e.hf_repo}
 
 
 # How to read a zoo file, by its `_xpusim.kind` (default "transformer").
@@ -50,6 +59,7 @@ def zoo_entry(model_id: str) -> ZooEntry:
         published_params=float(meta["published_params"]) if "published_params" in meta else None,
         params_source=meta["params_source"],
         source=meta["source"],
+        hf_repo=meta.get("hf_repo"),
     )
 
 
@@ -72,7 +82,10 @@ def load_model(
     if text.endswith(".json") or is_file(text):
         return load_config_file(Path(text))
     if text not in model_ids():
-        raise UserError(f"unknown model {text!r}" + closest(text, model_ids()))
+        if text.lower() in hub_names():
+            return zoo_entry(hub_names()[text.lower()]).config
+        repos = [zoo_entry(i).hf_repo for i in hub_names().values()]
+        raise UserError(f"unknown model {text!r}" + closest(text, [*model_ids(), *repos]))
     return zoo_entry(text).config
 
 

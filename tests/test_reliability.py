@@ -160,7 +160,6 @@ def test_resume_refuses_rows_it_cannot_trust(grid, tmp_path, damage, says):
 def test_a_second_sweep_into_the_same_folder_is_refused(grid, tmp_path):
     from xpusim.explore.store import locked
 
-    tmp_path.mkdir(exist_ok=True)
     with locked(tmp_path), pytest.raises(UserError, match="another sweep"):
         run(grid, tmp_path, InProcess())
     assert run(grid, tmp_path, InProcess()).n_simulated == len(grid.points())  # released
@@ -254,3 +253,16 @@ def test_a_write_that_fails_mid_sweep_is_one_line_and_resumes(grid, tmp_path, mo
     kept = len((tmp_path / "results.csv").read_text().splitlines()) - 1
     assert 0 < kept < len(grid.points())
     assert run(grid, tmp_path, InProcess()).n_simulated == len(grid.points()) - kept
+
+
+def test_a_non_finite_result_is_raised_naming_its_field_never_printed():
+    """The result boundary (result.py): valid inputs cannot produce one (the fuzz found
+    none), so a simulator bug that did would be raised here rather than shown as nan."""
+    from xpusim.result import NonFiniteResult
+
+    result = xpusim.simulate("llama-2-7b", "h100-sxm")
+    assert result.to_dict()["tpot_s"] > 0
+    broken = dataclasses.replace(result, ops=[dataclasses.replace(result.ops[0],
+                                                                  time_s=float("nan"))])
+    with pytest.raises(NonFiniteResult, match=r"ops\[0\]\.time_s is nan"):
+        broken.to_dict()

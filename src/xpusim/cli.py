@@ -171,6 +171,8 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 def _results_view(results: list, title: str) -> Any:
     """The table for the results' kind, titled with the shape they share. Dispatched by the
     result class's name, so that showing one kind imports no other kind's scenario."""
+    for result in results:
+        result.to_dict()  # the result boundary's check (result.py), as --json has it
     first, kind = results[0], type(results[0]).__name__
     if kind == "TrainingResult":
         from rich.console import Group
@@ -300,7 +302,6 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
     if as_json:
         _emit_json(result.to_dict())
         return
-    result.to_dict()  # the result boundary's check (result.py), as --json has it
     title = f"{_model_label(result)} on {result.chip}"
     _print(_results_view([result], title), *(ops_table(result),) * show_ops)
     for line in _notes(result):
@@ -325,8 +326,6 @@ def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
     if as_json:
         _emit_json({"results": [r.to_dict() for r in results]})
         return
-    for r in results:
-        r.to_dict()  # the result boundary's check (result.py), as --json has it
     _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
                                   "per watt"))  # fmt: skip
     for r in results:
@@ -486,8 +485,8 @@ def inspect(model: str, batch: int, prompt: int, precision: str | None, input_sh
     workload = api.model(model, input_shapes)
     graph = api.graph(workload, batch=batch, prompt=prompt, precision=precision,
                       fused=not unfused)  # fmt: skip
-    counts = {k: getattr(workload, f"{k.removesuffix('s')}_count", None)
-              for k in ("params", "active_params")}  # a config's; None for imported graphs
+    counts = {"params": getattr(workload, "param_count", None),  # None: an imported graph
+              "active_params": getattr(workload, "active_param_count", None)}
     if as_json:
         _emit_json({"model": graph.name, **counts, "ops": [op_row(op) for op in graph],
                     "total_flops": graph.flops, "total_matrix_flops": graph.matrix_flops,

@@ -26,8 +26,9 @@ from typing import IO, Any
 from xpusim.errors import UserError
 
 MAX_INPUT_BYTES = 256 * 2**20
-"""The largest text file read whole (config, chip, trace, CSV). The largest real inputs (a
-million-request Azure trace, ~36 bytes a row) are ~36 MB; a bigger one is the wrong file."""
+"""The largest text file read whole (config, chip, trace, CSV). The largest real inputs are
+traces: a million Azure rows like `2023-11-16 18:15:46.6805900,374,44` (36 bytes with its
+newline) are 36 MB, a seventh of it; a bigger file is the wrong file."""
 
 
 def is_file(text: str | Path) -> bool:
@@ -87,7 +88,21 @@ def writable_dir(path: Path, option: str) -> Path:
     """The folder, after checking that it, or the nearest folder above it that exists, takes
     a new file; refuses with the option and the path before any work starts. Creates
     nothing: a run refused later for bad input leaves no empty folder behind."""
-    existing = path
+    _probe(path, f"{option} {path}")
+    return path
+
+
+def writable_file(path: Path, option: str) -> Path:
+    """A file's path whose folder can be written (see writable_dir); a folder is refused."""
+    if path.is_dir():
+        raise UserError(f"{option} {path}: is a folder, not a file")
+    _probe(path.parent, f"{option} {path}")
+    return path
+
+
+def _probe(folder: Path, named: str) -> None:
+    """A file can be made in `folder`, or in the nearest folder above it that exists."""
+    existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     try:
@@ -96,19 +111,7 @@ def writable_dir(path: Path, option: str) -> Path:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".xpusim-probe-"):
             pass
     except OSError as e:
-        raise UserError(f"{option} {path}: cannot write there: {e.strerror or e}") from None
-    return path
-
-
-def writable_file(path: Path, option: str) -> Path:
-    """A file's path whose folder can be written (see writable_dir); a folder is refused."""
-    if path.is_dir():
-        raise UserError(f"{option} {path}: is a folder, not a file")
-    try:
-        writable_dir(path.parent, option)
-    except UserError as e:
-        raise UserError(str(e).replace(f"{option} {path.parent}:", f"{option} {path}:")) from None
-    return path
+        raise UserError(f"{named}: cannot write there: {e.strerror or e}") from None
 
 
 @contextlib.contextmanager

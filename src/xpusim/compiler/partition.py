@@ -82,8 +82,9 @@ def layers_per_stage(num_layers: int, pp: int) -> tuple[int, ...]:
 
 def stage_spread(num_layers: int, pp: int, first: int, copies: int = 1) -> np.ndarray:
     """(pp,) how many of the layers first .. first + copies - 1 each stage holds."""
-    ends = np.cumsum(layers_per_stage(num_layers, pp))
-    starts = ends - np.array(layers_per_stage(num_layers, pp))
+    counts = np.array(layers_per_stage(num_layers, pp))
+    ends = np.cumsum(counts)
+    starts = ends - counts
     return np.clip(np.minimum(ends, first + copies) - np.maximum(starts, first), 0, None)
 
 

@@ -57,7 +57,8 @@ class Fraction(Figure):
 
 PHYSICAL_RANGES: tuple[tuple[str, float, float, str], ...] = (
     # (how the field's name ends, lowest, highest, unit), first match wins. Wide enough for
-    # any chip built or planned (the catalog spans 1e11-8e13 B/s, 5e10-3e15 ops/s, 8-750 W),
+    # any chip built or planned (the catalog spans 1e11-8e13 B/s, 2.5e11-2.6e15 ops/s,
+    # 8-750 W),
     # narrow enough that no time, energy or power the cost model derives overflows a float
     # or divides by a denormal: 1e16 bytes over 1e3 B/s is 1e13 s, at 1e6 W 1e19 J.
     ("bytes_per_s", 1e3, 1e18, "B/s"),
@@ -78,16 +79,23 @@ PHYSICAL_RANGES: tuple[tuple[str, float, float, str], ...] = (
 def check_ranges(items: list[tuple[str, Figure]]) -> None:
     """Each named figure within its unit's PHYSICAL_RANGES; the first that is not raises."""
     for path, figure in items:
-        if isinstance(figure.value, bool):
+        rule = _range_of(path)
+        if rule is None or isinstance(figure.value, bool):
             continue
-        names = path.split(".")[::-1]  # a dict's entry (peak_ops_per_s.bf16): its field's
-        name = next((n for n in names if any(n.endswith(e) for e, *_ in PHYSICAL_RANGES)), "")
-        for ending, low, high, unit in PHYSICAL_RANGES:
-            if name.endswith(ending):
-                if not low <= figure.value <= high:
-                    raise ValueError(f"{path} is {figure.value:g} {unit}".rstrip() + ", outside "
-                                     f"the physical range [{low:g}, {high:g}]")  # fmt: skip
-                break
+        _, low, high, unit = rule
+        if not low <= figure.value <= high:
+            raise ValueError(f"{path} is {figure.value:g} {unit}".rstrip() + ", outside the "
+                             f"physical range [{low:g}, {high:g}]")  # fmt: skip
+
+
+def _range_of(path: str) -> tuple[str, float, float, str] | None:
+    """The rule for a figure's path: its last name that carries a unit (a dict's entry,
+    peak_ops_per_s.bf16, takes its field's); None for unitless figures (fractions)."""
+    for name in reversed(path.split(".")):
+        for rule in PHYSICAL_RANGES:
+            if name.endswith(rule[0]):
+                return rule
+    return None
 
 
 class Flag(Figure):
@@ -210,10 +218,11 @@ class Chip(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Chip:
-        missing = sorted({f.source for f in self.figures() if f.source not in self.sources})
+        items = self.figure_items()
+        missing = sorted({f.source for _, f in items if f.source not in self.sources})
         if missing:
             raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
-        check_ranges(self.figure_items())
+        check_ranges(items)
         if not any(level.kind.holds_tensors for level in self.memory):
             raise ValueError("memory: no level of kind 'sram' or 'dram' can hold tensors")
         if self.compute_power_budget_w <= 0:

@@ -155,8 +155,8 @@ def _positive(data: dict, key: str, origin: str, where: str = "") -> int:
 
 MAX_TABLES = 10_000
 """The most embedding tables a model may have: ~400x MLPerf's DLRM-v2 (26). Each table is
-its own op and placement, so the count is the cost: 10,000 simulate in seconds, where a
-config that said 10^9 grew memory until it was killed."""
+its own op and placement, so the count is the cost: 10,000 simulate in 1.2 s on one chip,
+2.9 s on 64 (2026-12-01); `count: 10^9` would list 10^9 tables before any other check."""
 MAX_SIZE = 2**40
 """The largest count any field may hold (rows, widths, pooling): 10^12, ~25,000x DLRM-v2's
 largest table (4e7 rows)."""

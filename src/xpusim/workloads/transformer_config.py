@@ -1,9 +1,8 @@
 """A decoder-only transformer's architecture, read from a Hugging Face style config.
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
-gemma)
-and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by name.
-Everything the cost of a forward pass depends on is here; nothing about training or
+gemma) and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by
+name. Everything the cost of a forward pass depends on is here; nothing about training or
 checkpoints.
 """
 
@@ -184,12 +183,13 @@ _PALM_FIXED = dict(parallel_block=True)
 
 
 MAX_DIM = 2**24
-"""The widest dimension xpusim builds (hidden, MLP, vocabulary, heads): 16M, 64x the
-widest published one (vocabularies of 256k). Wider is a typo; the bound also keeps a weight
-matrix's element count (2^48) far inside the 64-bit integers shapes are held in."""
+"""The widest dimension xpusim builds (hidden, MLP, vocabulary, heads): 16M, 64x Gemma's
+256,000-token vocabulary and 400x the zoo's widest hidden size (Megatron-530B's 20,480).
+Wider is a typo; the bound also keeps a weight matrix's element count (2^48) far inside the
+64-bit integers shapes are held in."""
 MAX_PARAMS = 1e15
-"""500x the largest published model (~2T parameters): a config past it is a typo (every
-width at its limit gives 10^20), refused rather than simulated."""
+"""~1,900x the zoo's largest model (Megatron-530B): a config past it is a typo (every width
+at its limit gives 10^20), refused rather than simulated."""
 _LIMITS = {
     # The deepest model xpusim builds: ~850x the deepest published LLM (PaLM's 118 layers).
     # Layers are costed once per distinct shape and pipeline stages are counts, so a deeper

@@ -25,8 +25,9 @@ MAX_SPAN_S = 1e9
 s to within 2e-7 s, and no finer (serving/load.py refuses traces longer)."""
 MAX_REQUESTS = 10**6
 """The most requests one run serves: about three minutes on one core (10,000 take 1.6-2.5 s,
-benchmarks/bench_serve.py, 2026-12-01) and a few hundred MB of per-request rows. Percentiles
-settle long before: a sample of a longer trace (--requests N takes its first N) serves."""
+benchmarks/bench_serve.py, 2026-12-01, so 10^6 is derived, not run), and per-request columns
+of 72 MB (9 float64s each) beside the simulator's own per-request objects. Percentiles settle
+long before: a sample of a longer trace (--requests N takes its first N) serves."""
 
 
 def option(default: Any, help: str, type: Any) -> Any:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -102,6 +101,8 @@ def writable_file(path: Path, option: str) -> Path:
 
 def _probe(folder: Path, named: str) -> None:
     """A file can be made in `folder`, or in the nearest folder above it that exists."""
+    import tempfile  # here, not at the top: reading (every run) never needs it (7 ms)
+
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -117,6 +118,8 @@ def _probe(folder: Path, named: str) -> None:
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object whose content replaces `path` only once it is whole and closed."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _mode(path))
@@ -135,6 +138,8 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside `path` for a library that writes by name (matplotlib, pyarrow),
     renamed over `path` once the block ends without error."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.fchmod(fd, _mode(path))
     os.close(fd)

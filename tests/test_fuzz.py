@@ -56,11 +56,15 @@ HOSTILE_NUMBERS = ("inf", "-inf", "nan", "1e-300", "1e300", "0", "-1", "-0.0", "
 HOSTILE_WORDS = ("", "x" * 300, "bf17", "../../etc/passwd", "\u00e9\u00e8", "a,b", "--json")
 
 
-def numbers(ordinary: st.SearchStrategy) -> st.SearchStrategy[str]:
+def mostly(ordinary: st.SearchStrategy, hostile: tuple[str, ...]) -> st.SearchStrategy[str]:
     """Mostly ordinary values, so that a case gets past the first check to the next; one in
     five hostile."""
     return st.integers(0, 4).flatmap(
-        lambda roll: st.sampled_from(HOSTILE_NUMBERS) if roll == 0 else ordinary.map(str))
+        lambda roll: st.sampled_from(hostile) if roll == 0 else ordinary.map(str))
+
+
+def numbers(ordinary: st.SearchStrategy) -> st.SearchStrategy[str]:
+    return mostly(ordinary, HOSTILE_NUMBERS)
 
 
 INTS = numbers(st.sampled_from([1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]))
@@ -74,8 +78,7 @@ def value_for(option: click.Option, files: dict[str, str]) -> st.SearchStrategy[
         item = value_for(click.Option(["--x"], type=kind.item), files)
         return st.lists(item, min_size=1, max_size=3).map(",".join)
     if isinstance(kind, click.Choice):
-        return numbers(st.sampled_from(list(kind.choices))).map(
-            lambda v: v if v in kind.choices or v not in HOSTILE_NUMBERS else HOSTILE_WORDS[2])
+        return mostly(st.sampled_from(list(kind.choices)), HOSTILE_WORDS)
     if isinstance(kind, click.types.IntParamType):
         return INTS
     if isinstance(kind, Finite | click.types.FloatParamType):

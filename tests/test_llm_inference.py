@@ -227,7 +227,7 @@ def test_decode_nodes_match_every_step(llama7b, chip_id, batch, prompt):
 
 
 def test_many_jobs_costed_together_equal_each_alone(llama7b):
-    from xpusim.scenarios.llm_inference import simulate_many
+    from xpusim.api import simulate_many  # prices each result, as simulate does
 
     jobs = [(xpusim.target(t), dict(batch=b, chips=n, precision="int8"))
             for t in ("h100-sxm", "a100-sxm-80gb", "tpu-v4") for b in (1, 16) for n in (1, 4)]

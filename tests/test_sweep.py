@@ -85,7 +85,7 @@ def test_sweep_equals_points_run_one_by_one(grid, tmp_path):
             assert str(error) == row["error"]
             continue
         assert "error" not in row or row["error"] is None
-        assert {k: v for k, v in alone.items() if v != ""} == {
+        assert {k: v for k, v in alone.items() if v not in ("", None)} == {
             k: v for k, v in row.items() if v is not None and k not in ("error", "spec_hash")}
     errors = [r for r in swept.rows if r.get("error")]
     assert errors and all(r["target"] == "mtia-v1" and "fp8" not in r["error"] for r in errors)

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from xpusim.cost.dollars import Price, parse_price, priced
 from xpusim.errors import UserError, closest
 from xpusim.files import is_file
 from xpusim.hardware.catalog import chip_ids, load_chip
@@ -120,13 +121,16 @@ def simulate(
     config runs recommendation serving: `batch`, `precision`, `weight_precision`, `sla_ms`
     (scenarios/recsys.py). With `mode="training"` a transformer runs one training step:
     `batch` sequences of `prompt` tokens, `recompute`, `optimizer`, `zero`
-    (scenarios/training.py). An option the scenario does not take is a UserError.
+    (scenarios/training.py). `price` (dollars per chip-hour, or "on-demand" or "tco")
+    sets how the result's `cost` is priced (cost/dollars.py); without it the catalog's
+    prices are used. An option the scenario does not take is a UserError.
     """
     workload = load_model(model) if isinstance(model, str | Path) else model
     spec = target(chip) if isinstance(chip, str | Path) else chip
+    price = parse_price(options.pop("price", None), _chip_id(spec))
     scenario = _scenario(workload, mode)
     _check_options(scenario, options)
-    return scenario.load()(workload, spec, **options)
+    return priced(scenario.load()(workload, spec, **options), price)
 
 
 def simulate_many(
@@ -138,13 +142,15 @@ def simulate_many(
     each result equals `simulate`'s for the same job, less its per-op reports."""
     workload = load_model(model) if isinstance(model, str | Path) else model
     found: list[Any] = [None] * len(jobs)
+    prices: list[Price] = [None] * len(jobs)
     by_scenario: dict[Scenario, list[tuple[int, Chip | System, dict]]] = {}
     for i, (chip, options) in enumerate(jobs):
         options = dict(options)
         try:
             scenario = _scenario(workload, options.pop("mode", "inference"))
-            _check_options(scenario, options)
             spec = target(chip) if isinstance(chip, str | Path) else chip
+            prices[i] = parse_price(options.pop("price", None), _chip_id(spec))
+            _check_options(scenario, options)
         except UserError as error:
             found[i] = error
             continue
@@ -157,8 +163,12 @@ def simulate_many(
             run = scenario.load()
             results = [_or_error(run, workload, spec, options) for _, spec, options in group]
         for (i, _, _), result in zip(group, results, strict=True):
-            found[i] = result
+            found[i] = result if isinstance(result, UserError) else priced(result, prices[i])
     return found
+
+
+def _chip_id(spec: Chip | System) -> str:
+    return spec.chip.id if isinstance(spec, System) else spec.id
 
 
 def _or_error(
@@ -172,7 +182,9 @@ def _or_error(
 
 def check_options(model: Any, mode: str = "inference", **options: Any) -> None:
     """Raises the UserError `simulate` would for these options, without simulating: a sweep
-    checks its options once instead of failing on every point."""
+    checks its options once instead of failing on every point. `price` is every
+    scenario's (cost/dollars.py)."""
+    options.pop("price", None)
     _check_options(_scenario(model, mode), options)
 
 
@@ -227,7 +239,8 @@ def serve(
 
     workload = load_model(model) if isinstance(model, str | Path) else model
     spec = target(chip) if isinstance(chip, str | Path) else chip
-    return serve_(workload, spec, options, progress)[0]
+    price = parse_price(options.pop("price", None), _chip_id(spec))
+    return priced(serve_(workload, spec, options, progress)[0], price)
 
 
 def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> list[Any]:

@@ -15,12 +15,18 @@ from typing import Any
 
 import click
 
-from xpusim.cli_lists import Finite, count, listed, parse_set_lists, parse_sets
+from xpusim.cli_lists import (
+    PRECISIONS,
+    PRICE_HELP,
+    WEIGHT_PRECISIONS,
+    Finite,
+    PriceType,
+    count,
+    listed,
+    parse_set_lists,
+    parse_sets,
+)
 from xpusim.cli_serve import serve as serve_command
-
-PRECISIONS = ["int8", "fp8", "bf16", "fp16", "fp32"]
-WEIGHT_PRECISIONS = ["int4", "int8", "fp8", "bf16", "fp16", "fp32"]
-
 
 SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",
                           "find", "slo_ttft_ms", "slo_tpot_ms", "requests", "window_ms"})
@@ -65,6 +71,9 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--attention-precision", type=click.Choice(PRECISIONS), default=None,
                      help="LLM inference: attention's compute format when the engine runs it "
                           "wider than --precision (TensorRT-LLM's FP8 engines: fp16)."),
+        click.option("--kv-precision", type=click.Choice(PRECISIONS), default=None,
+                     help="LLM inference: the KV cache's storage format when not --precision "
+                          "(an FP8 cache beside nvfp4 GEMMs)."),
         click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
                      show_default=True),
         click.option("--chips", type=count(), default=None,
@@ -95,6 +104,7 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
                      help="Training: ZeRO stage sharding optimizer state (1), gradients (2) "
                           "and weights (3) over data-parallel chips."),
+        click.option("--price", type=PriceType(), default=None, help=PRICE_HELP),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
     ]  # fmt: skip
     for option in reversed(options):
@@ -353,8 +363,8 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
               help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
 @listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
-                             "attention_precision", "chips", "tp", "pp", "dp", "ep", "prompt",
-                             "gen", "sla_ms"))
+                             "attention_precision", "kv_precision", "chips", "tp", "pp",
+                             "dp", "ep", "prompt", "gen", "sla_ms", "price"))
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
@@ -382,10 +392,13 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
     show_default=True,
     help="Rows of the Pareto front shown.",
 )
+@click.option("--rank", type=click.Choice(["throughput", "cost"]), default="throughput",
+              show_default=True, help="What the Pareto front trades against per-user speed "
+              "(or latency): throughput per chip, or dollars per million tokens (--price).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
 def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
           out: str, workers: int | None, use_ray: bool, ray_address: str | None,
-          no_plots: bool, top: int, as_json: bool, **lists: Any) -> None:  # fmt: skip
+          no_plots: bool, top: int, rank: str, as_json: bool, **lists: Any) -> None:  # fmt: skip
     """Every combination of the options (comma lists: --batch 1,2,4,...,256) on every chip,
     with each chip's Pareto front, a CSV/Parquet file and plots in --out."""
     from pathlib import Path
@@ -404,7 +417,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     executor = choose(workers, use_ray or ray_address is not None, ray_address)
     with _progress(f"sweeping {len(grid.points())} points") as progress:
         result = run_sweep(grid, Path(out), executor, progress)
-    summary = summarize(grid, result, Path(out), plots=not no_plots)
+    summary = summarize(grid, result, Path(out), plots=not no_plots, rank=rank)
     if as_json:
         _emit_json(summary.to_dict())
         return
@@ -412,7 +425,8 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     inputs += [f"set.{path}" for path, values in sets if len(values) > 1]
     _print(front_table(summary, inputs, top))
     for target, row in summary.best.items():
-        _print(f"best tokens per chip on {target}: " + ", ".join(
+        what = "lowest cost" if rank == "cost" else "best tokens per chip"
+        _print(f"{what} on {target}: " + ", ".join(
             f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
             for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
     workers = f"{summary.workers} {summary.executor} worker(s)"

@@ -21,6 +21,12 @@ checked where it applies. Past it, an integer is refused as it is parsed, before
 reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
 
 
+PRECISIONS = ["nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32"]
+"""Compute formats an option may name (ir/dtypes.py); a chip lacking one refuses it."""
+WEIGHT_PRECISIONS = ["int4", *PRECISIONS]
+"""Storage formats for weight-only quantization: int4 is stored, never computed in."""
+
+
 def count(min: int | None = 1) -> click.IntRange:
     """An integer option within [min, MAX_COUNT]."""
     return click.IntRange(min=min, max=MAX_COUNT)
@@ -37,6 +43,31 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class PriceType(click.ParamType):
+    """`--price`: dollars per chip-hour, or the basis to read from the catalog's prices."""
+
+    name = "USD|on-demand|tco"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        from xpusim.cost.dollars import BASES
+
+        if value in BASES:
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and 0 < number <= 1e9):
+            self.fail(f"{value!r} is neither dollars per chip-hour (above 0, at most 1e9) nor "
+                      f"a basis ({', '.join(BASES)})", param, ctx)  # fmt: skip
+        return number
+
+
+PRICE_HELP = ("Dollars per chip-hour for the result's cost ($ per million tokens), or the "
+              "catalog price to use: on-demand or tco (purchase over years of service plus "
+              "power). Default: the catalog's on-demand price, else its TCO.")
 
 
 class CommaList(click.ParamType):

@@ -9,21 +9,31 @@ from typing import Any
 
 import click
 
-from xpusim.cli_lists import Finite, count
+from xpusim.cli_lists import (
+    PRECISIONS,
+    PRICE_HELP,
+    WEIGHT_PRECISIONS,
+    Finite,
+    PriceType,
+    count,
+)
 from xpusim.serving.options import PATH, Engine, Load, Search
 
 PLAN_HELP = {
     "precision": ("Weights, activations and KV cache (default: the chip's bf16, else fp16, "
-                  "else int8).", click.Choice(["int8", "fp8", "bf16", "fp16", "fp32"])),
+                  "else int8).", click.Choice(PRECISIONS)),
     "weight_precision": ("Weight-only quantization.",
-                         click.Choice(["int4", "int8", "fp8", "bf16", "fp16", "fp32"])),
+                         click.Choice(WEIGHT_PRECISIONS)),
     "attention_precision": ("Attention's compute format when wider than --precision.",
-                            click.Choice(["int8", "fp8", "bf16", "fp16", "fp32"])),
+                            click.Choice(PRECISIONS)),
+    "kv_precision": ("The KV cache's storage format when not --precision.",
+                     click.Choice(PRECISIONS)),
     "chips": ("Chips in the system; replicas of the plan fill it.", count()),
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),
     "dp": ("Replicas (default: the chips the others leave).", count()),
     "ep": ("Expert parallel (MoE).", count()),
+    "price": (PRICE_HELP, PriceType()),
 }  # fmt: skip
 RECSYS_HELP = {
     "window_ms": ("Recommendation models: longest wait for a fuller batch (ms).", Finite(),
@@ -77,11 +87,15 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
         from xpusim.files import writable_dir
 
         writable_dir(Path(out), "--out")  # before the simulation, not after it
-    workload = api.model(model)
+    from xpusim.cost.dollars import parse_price, priced
+
+    workload, target = api.model(model), api.target(chip_id)
     given = _given(options)
+    price = parse_price(given.pop("price", None), getattr(target, "chip", target).id)
     with _progress("serving") as bar:
         tick = None if bar is None else (lambda done, total: bar(done, total or None))
-        result, frames = run_serve(workload, api.target(chip_id), given, tick)
+        result, frames = run_serve(workload, target, given, tick)
+    priced(result, price)
     written: list[str] = []
     if out is not None and frames is not None:
         from xpusim.serving.plots import plot_timeline

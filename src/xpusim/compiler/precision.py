@@ -16,7 +16,8 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Role, Tensor
 
-FLOATS = frozenset({DType.FP32, DType.TF32, DType.FP16, DType.BF16, DType.FP8})
+FLOATS = frozenset({DType.FP32, DType.TF32, DType.FP16, DType.BF16, DType.FP8, DType.MXFP4,
+                    DType.NVFP4})  # fmt: skip
 
 
 def recast(graph: Graph, act: DType, weight: DType | None = None) -> Graph:

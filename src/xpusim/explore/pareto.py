@@ -51,11 +51,29 @@ OBJECTIVES: tuple[tuple[Objective, Objective], ...] = (
 columns a sweep's rows have is used."""
 
 
-def objectives_for(columns: Sequence[str]) -> tuple[Objective, Objective]:
-    for pair in OBJECTIVES:
-        if all(o.column in columns for o in pair):
-            return pair
-    return OBJECTIVES[0]
+COST = Objective("cost.usd_per_million", False, "$ per million (cost)")
+"""`--rank cost`: what a front trades against when money, not chips, is what is scarce."""
+
+RANKS = ("throughput", "cost")
+
+
+def objectives_for(columns: Sequence[str], rank: str = "throughput") -> tuple[Objective, Objective]:
+    """The workload's (x, y) pair; ranked by cost, y is dollars per million of its output."""
+    pair = next((p for p in OBJECTIVES if all(o.column in columns for o in p)), OBJECTIVES[0])
+    if rank == "cost":
+        if COST.column not in columns:
+            from xpusim.errors import UserError
+
+            raise UserError("--rank cost: no point has a price (the catalog prices none of "
+                            "these chips); give --price USD_PER_CHIP_HOUR")  # fmt: skip
+        return pair[0], COST
+    return pair
+
+
+def best(rows: Sequence[Mapping[str, Any]], indices: Sequence[int], objective: Objective) -> int:
+    """The index of the row best on `objective`."""
+    sign = 1 if objective.maximize else -1
+    return max(indices, key=lambda i: sign * rows[i][objective.column])
 
 
 def front_mask(values: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:

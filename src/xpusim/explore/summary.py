@@ -42,15 +42,18 @@ class SweepSummary(Result):
     notes: list[str] = field(default_factory=list)
 
 
-def summarize(grid: Grid, run: SweepRun, out: Path, plots: bool = True) -> SweepSummary:
+def summarize(
+    grid: Grid, run: SweepRun, out: Path, plots: bool = True, rank: str = "throughput"
+) -> SweepSummary:
+    """Fronts per target on the workload's objectives (`rank` "cost": against dollars per
+    million instead of throughput per chip)."""
     rows = run.rows
-    objectives = pareto.objectives_for(run.columns)
+    objectives = pareto.objectives_for(run.columns, rank)
     fronts = {}
     for target in grid.targets:
         mine = [i for i, row in enumerate(rows) if row["target"] == target]
         fronts[target] = pareto.front(rows, objectives, mine)
-    best = {t: rows[max(f, key=lambda i: rows[i][objectives[1].column])]
-            for t, f in fronts.items() if f}  # fmt: skip
+    best = {t: rows[pareto.best(rows, f, objectives[1])] for t, f in fronts.items() if f}
     summary = SweepSummary(
         model=getattr(grid.workload, "name", str(grid.workload)),
         n_points=len(rows),

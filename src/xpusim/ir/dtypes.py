@@ -3,6 +3,12 @@
 Widths follow the formats' definitions (IEEE 754 for fp16/fp32, bfloat16, OCP FP8 E4M3,
 two's-complement int8/int4); `tf32` is NVIDIA's 19-bit tensor-core input format, stored as
 32 bits in memory, so it only appears as a compute rate, never as a storage type.
+
+The block-scaled 4-bit formats count their scales in their width, because the scales move
+with the elements: MXFP4 (OCP Microscaling Formats v1.0) is E2M1 elements in blocks of 32
+sharing one 8-bit E8M0 scale, 4 + 8/32 = 4.25 bits; NVFP4 (NVIDIA Blackwell) is E2M1 in
+blocks of 16 sharing an FP8 E4M3 scale, 4 + 8/16 = 4.5 bits, plus one FP32 scale per tensor
+(negligible).
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from enum import StrEnum
 
 
 class DType(StrEnum):
+    MXFP4 = "mxfp4"
+    NVFP4 = "nvfp4"
     INT4 = "int4"
     INT8 = "int8"
     FP8 = "fp8"
@@ -23,7 +31,8 @@ class DType(StrEnum):
     BOOL = "bool"  # masks; stored one per byte
 
     @property
-    def bits(self) -> int:
+    def bits(self) -> float:
+        """Bits per element in memory, block scales included (4.25 for MXFP4)."""
         return _BITS[self]
 
     @property
@@ -43,7 +52,9 @@ class DType(StrEnum):
             ) from None
 
 
-_BITS = {
+_BITS: dict[DType, float] = {
+    DType.MXFP4: 4 + 8 / 32,
+    DType.NVFP4: 4 + 8 / 16,
     DType.INT4: 4,
     DType.INT8: 8,
     DType.FP8: 8,

@@ -175,8 +175,11 @@ def _matmul_flops(op: Op) -> float:
 # Vector work to widen one stored weight to the compute format, counted from the formula:
 # int8 (symmetric, per channel): convert, multiply by the scale = 2;
 # int4 (grouped, with zero point): shift and mask to unpack, convert, subtract the zero
-# point, multiply by the scale = 5. Formats as wide as the compute format need none.
-DEQUANT_FLOPS_PER_WEIGHT = {DType.INT8: 2, DType.FP8: 2, DType.INT4: 5}
+# point, multiply by the scale = 5; MXFP4 and NVFP4 (block-scaled E2M1): shift and mask to
+# unpack, convert, multiply by the block's scale = 4. Formats as wide as the compute format
+# need none.
+DEQUANT_FLOPS_PER_WEIGHT = {DType.INT8: 2, DType.FP8: 2, DType.INT4: 5, DType.MXFP4: 4,
+                            DType.NVFP4: 4}  # fmt: skip
 
 
 def _dequant_flops(op: Op) -> float:

@@ -11,7 +11,7 @@ from rich.table import Table
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Role, Tensor
-from xpusim.report.units import seconds, si
+from xpusim.report.units import cost_cell, cost_column, seconds, si
 
 if TYPE_CHECKING:
     from xpusim.scenarios.graph_inference import GraphInferenceResult
@@ -60,7 +60,8 @@ def ir_table(graph: Graph, title: str) -> Table:
 def graph_results_table(results: Sequence[GraphInferenceResult], title: str) -> Table:
     """Side by side: one row per result; timings only where the model fits."""
     table = Table(title=title)
-    columns = ["chip", "precision", "fits", "latency", "items/s", "J/item", "items/J",
+    money = cost_column(results)
+    columns = ["chip", "precision", "fits", "latency", "items/s", *money, "J/item", "items/J",
                "power", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
@@ -71,7 +72,7 @@ def graph_results_table(results: Sequence[GraphInferenceResult], title: str) -> 
             continue
         table.add_row(
             r.chip, r.precision, "yes", seconds(r.latency_s), f"{r.throughput:.4g}",
-            f"{r.joules_per_item:.3g}", f"{1 / r.joules_per_item:.3g}",
+            *cost_cell(r, money), f"{r.joules_per_item:.3g}", f"{1 / r.joules_per_item:.3g}",
             f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
         )  # fmt: skip
     return table

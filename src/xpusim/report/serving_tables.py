@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from xpusim.report.units import seconds, si
+from xpusim.report.units import dollars, seconds, si
 
 
 def serving_view(result: Any) -> Any:
@@ -34,7 +34,7 @@ def serving_view(result: Any) -> Any:
         f"tokens/s ({si(result.tokens_per_s_per_chip)} per chip, "
         f"{result.tokens_per_s_per_user:.3g} per user)",
         f"energy {result.joules_per_token:.3g} J/token, {result.avg_power_w:.3g} W per chip "
-        f"(TDP {result.tdp_w:.3g} W)",
+        f"(TDP {result.tdp_w:.3g} W)" + _cost(result),
         f"batch {result.mean_batch:.3g} sequences per iteration, {result.mean_waiting:.3g} "
         f"waiting; KV cache {result.kv_cache.mean_used:.0%} used on average "
         f"(peak {result.kv_cache.peak_used:.0%} of {si(result.kv_cache.capacity_tokens)} "
@@ -60,11 +60,18 @@ def _recsys(result: Any) -> Any:
     lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
              f"chip busy {result.utilization:.0%}",
              f"energy {result.joules_per_query:.3g} J/query, {result.avg_power_w:.3g} W per "
-             f"chip (TDP {result.tdp_w:.3g} W)"]  # fmt: skip
+             f"chip (TDP {result.tdp_w:.3g} W)" + _cost(result)]  # fmt: skip
     if result.goodput_queries_per_s is not None:
         lines.append(f"goodput {si(result.goodput_queries_per_s)} queries/s "
                      f"({result.sla_met:.1%} within {result.sla_ms:g} ms)")  # fmt: skip
     return Group(title, table, *lines)
+
+
+def _cost(result: Any) -> str:
+    cost = result.cost
+    if cost is None:
+        return ""
+    return f"; {dollars(cost.usd_per_million)} per million {cost.per} ({cost.basis})"
 
 
 def _percentiles(rows: list[tuple[str, Any]]) -> Table:

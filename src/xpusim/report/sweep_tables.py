@@ -9,7 +9,7 @@ from rich.table import Table
 
 from xpusim.explore.sensitivity import Sensitivity
 from xpusim.explore.summary import SweepSummary
-from xpusim.report.units import seconds
+from xpusim.report.units import dollars, seconds
 
 Row = Mapping[str, Any]
 
@@ -34,6 +34,7 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("tokens_per_s_per_chip", "tok/s/chip", _number),
     ("queries_per_s_per_chip", "queries/s/chip", _number),
     ("throughput_per_chip", "items/s/chip", _number),
+    ("cost.usd_per_million", "$/M", dollars),
     ("joules_per_token", "J/token", lambda v: f"{v:.3g}"),
     ("joules_per_query", "J/query", lambda v: f"{v:.3g}"),
     ("bottleneck", "bound by", str),

@@ -10,7 +10,7 @@ from rich.table import Table
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
-from xpusim.report.units import gigabytes, seconds, si
+from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import ZooEntry
 
@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other
     from xpusim.scenarios.recsys import RecsysResult
     from xpusim.validation.score import Validation
 
-_PRECISION_ORDER = [DType.INT8, DType.FP8, DType.BF16, DType.FP16, DType.FP32]
+_PRECISION_ORDER = [DType.NVFP4, DType.MXFP4, DType.INT8, DType.FP8, DType.BF16, DType.FP16,
+                    DType.FP32]  # fmt: skip
 
 
 def chips_table(chips: Sequence[Chip]) -> Table:
@@ -101,8 +102,9 @@ def _plan(r: LLMInferenceResult) -> str:
 def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     """Side by side: one row per result; timings only where the model fits."""
     table = Table(title=title)
+    money = cost_column(results)
     columns = ["chip", "chips", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
-               "J/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
+               *money, "J/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
@@ -113,7 +115,8 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
             continue
         table.add_row(
             *head, "yes", seconds(r.ttft_s), seconds(r.tpot_s),
-            f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", f"{r.joules_per_token:.3g}",
+            f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", *cost_cell(r, money),
+            f"{r.joules_per_token:.3g}",
             f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
         )  # fmt: skip
     return table
@@ -122,7 +125,8 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
 def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
     """Recommendation serving side by side; timings only where the model fits."""
     table = Table(title=title)
-    columns = ["chip", "chips", "precision", "fits", "batch", "latency", "queries/s",
+    money = cost_column(results)
+    columns = ["chip", "chips", "precision", "fits", "batch", "latency", "queries/s", *money,
                "queries/J", "J/query", "power/chip", "lookups", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
@@ -136,7 +140,7 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
         lookups = "sparse core" if r.sparse_core else f"{r.embedding_s / r.latency_s:.0%} of time"
         table.add_row(
             *head, "yes", str(r.batch), seconds(r.latency_s), si(r.queries_per_s),
-            si(r.queries_per_joule), f"{r.joules_per_query:.3g}",
+            *cost_cell(r, money), si(r.queries_per_joule), f"{r.joules_per_query:.3g}",
             f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", lookups, r.bottleneck,
         )  # fmt: skip
     return table

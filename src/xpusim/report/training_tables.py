@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from xpusim.report.units import gigabytes, seconds
+from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds
 from xpusim.scenarios.training import TrainingResult
 
 
@@ -22,7 +22,8 @@ def training_table(results: Sequence[TrainingResult], title: str) -> Table:
     memory existed, which is half of the answer to "can this chip train it at all?".
     """
     table = Table(title=title)
-    columns = ["chip", "chips", "precision", "fits", "step", "tok/s", "MFU", "HFU",
+    money = cost_column(results)
+    columns = ["chip", "chips", "precision", "fits", "step", "tok/s", *money, "MFU", "HFU",
                "weights+grads+opt / chip", "activations / chip", "capacity", "power/chip",
                "bound by"]  # fmt: skip
     for col in columns:
@@ -32,7 +33,7 @@ def training_table(results: Sequence[TrainingResult], title: str) -> Table:
         fits = "yes" if r.fits else f"no: needs {r.min_chips}+ chips"
         table.add_row(
             r.chip, _plan(r), r.precision, fits, seconds(r.step_time_s), f"{r.tokens_per_s:.4g}",
-            f"{r.mfu:.1%}", f"{r.hfu:.1%}",
+            *cost_cell(r, money), f"{r.mfu:.1%}", f"{r.hfu:.1%}",
             f"{gigabytes(mem.weights)}+{gigabytes(mem.gradients)}+"
             f"{gigabytes(mem.optimizer_state)}", gigabytes(mem.activations),
             gigabytes(mem.capacity), f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,

@@ -40,6 +40,28 @@ def resolve_formats(
     return act, weight, notes
 
 
+def resolve_kv_format(act: DType, kv_precision: str | DType | None) -> DType | None:
+    """The format the KV cache is stored in when it differs from `act`, else None.
+
+    A storage format only: attention reads the cache and widens it to its own compute format
+    (the attention kernel's dequantization), so no chip needs a peak in it. Engines keep an
+    FP8 cache beside FP4 GEMMs (TensorRT-LLM's NVFP4 engines, kv_cache_dtype fp8) and beside
+    16-bit weights (vLLM's --kv-cache-dtype fp8).
+    """
+    if kv_precision is None:
+        return None
+    kv = DType.parse(str(kv_precision), "KV cache precision")
+    if kv not in KV_FORMATS:
+        raise UserError(f"--kv-precision {kv.value}: the KV cache is stored in one of "
+                        f"{', '.join(d.value for d in KV_FORMATS)}")  # fmt: skip
+    return None if kv == act else kv
+
+
+KV_FORMATS = (DType.NVFP4, DType.MXFP4, DType.INT8, DType.FP8, DType.BF16, DType.FP16,
+              DType.FP32)  # fmt: skip
+"""Formats a KV cache may be stored in (indices and masks are not)."""
+
+
 def resolve_attention_format(
     chip: Chip, act: DType, attention_precision: str | DType | None
 ) -> DType | None:

@@ -14,10 +14,12 @@ compiler would: compiler/precision.py, compiler/fusion.py), planned like every w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from xpusim.compiler.fusion import fuse
 from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
 from xpusim.compiler.precision import recast
+from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate
 from xpusim.errors import UserError
@@ -41,6 +43,8 @@ class GraphMemory:
 
 @dataclass
 class GraphInferenceResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("throughput", "samples")
+
     model: str
     source: str  # "torch.export" or "onnx"
     chip: str
@@ -64,6 +68,7 @@ class GraphInferenceResult(Result):
     bottleneck: str
     total_flops: float
     total_bytes: float
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 

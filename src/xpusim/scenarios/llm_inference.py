@@ -13,7 +13,7 @@ import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from xpusim.compiler.memory_plan import (
     min_chips,
 )
 from xpusim.compiler.partition import Plan, check_plan
+from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError, check_positive
@@ -30,7 +31,11 @@ from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
-from xpusim.scenarios.formats import resolve_attention_format, resolve_formats
+from xpusim.scenarios.formats import (
+    resolve_attention_format,
+    resolve_formats,
+    resolve_kv_format,
+)
 from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
 from xpusim.scenarios.rank_costs import (
     Request,
@@ -73,6 +78,8 @@ class MemoryBytes:
 
 @dataclass
 class LLMInferenceResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("tokens_per_s", "output tokens")
+
     model: str
     params: int  # the model's, all experts included
     active_params: int  # those one token touches (MoE: its routed experts only)
@@ -110,6 +117,7 @@ class LLMInferenceResult(Result):
     decode_flops_per_step: float
     collectives: list[dict[str, Any]] = field(default_factory=list)
     plan_search: dict[str, Any] | None = None
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 
@@ -124,6 +132,7 @@ def simulate(
     precision: str | DType | None = None,
     weight_precision: str | DType | None = None,
     attention_precision: str | DType | None = None,
+    kv_precision: str | DType | None = None,
     chips: int | None = None,
     tp: int | None = None,
     pp: int | None = None,
@@ -137,9 +146,12 @@ def simulate(
 
     `attention_precision` is the format attention computes in when the engine runs it wider
     than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
+    `kv_precision` is the format the KV cache is stored in (an FP8 cache beside NVFP4 GEMMs);
+    None: `precision`.
     """
     options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
                    weight_precision=weight_precision, attention_precision=attention_precision,
+                   kv_precision=kv_precision,
                    chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
                    microbatches=microbatches, objective=objective, overlap=overlap)  # fmt: skip
     (result,) = simulate_many(model, [(chip, options)], detail=True)
@@ -234,7 +246,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     system = resolve_system(target, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
-    req = Request(batch, prompt, gen, act, weight, attention)
+    kv = resolve_kv_format(act, given["kv_precision"])
+    req = Request(batch, prompt, gen, act, weight, attention, kv)
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
     if searched:
         from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans
@@ -311,7 +324,8 @@ def _result(
     fullest = cand.fullest
     stages = cand.memory.footprints(req, m, activations)
     kv_bytes = (
-        req.batch * m * (req.prompt + req.gen) * cfg.kv_cache_bytes_per_token(req.act.itemsize)
+        req.batch * m * (req.prompt + req.gen)
+        * cfg.kv_cache_bytes_per_token(req.kv_format.itemsize)
     )
     single_copy = Footprint(
         cfg.param_count * req.weight.itemsize, kv_bytes, activations

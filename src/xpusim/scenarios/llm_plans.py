@@ -85,7 +85,7 @@ class Candidates:
                 for p, k in zip(setup.plans, keys, strict=True):
                     if (p, k) not in memories:
                         memories[p, k] = len(memory_list)
-                        memory_list.append(stage_memory(cfg, p, req.weight, req.act))
+                        memory_list.append(stage_memory(cfg, p, req.weight, req.kv_format))
                 layout = layouts[layout_key] = (
                     setup.plans, keys, codes, [memories[p, k] for p, k in zip(setup.plans, keys,
                                                                               strict=True)],
@@ -278,8 +278,10 @@ class StageMemory:
 
 
 @lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
-def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, act: DType) -> StageMemory:
+def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, kv: DType) -> StageMemory:
+    """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
+    cache's format `kv`."""
     kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
     return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
                        layers_per_stage(cfg.num_layers, plan.pp),
-                       2 * kv_heads * cfg.head_dim * act.itemsize)  # fmt: skip
+                       2 * kv_heads * cfg.head_dim * kv.itemsize)  # fmt: skip

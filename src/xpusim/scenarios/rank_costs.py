@@ -57,12 +57,17 @@ class Request:
     act: DType
     weight: DType
     attention: DType | None = None  # attention's compute format when not act's
+    kv: DType | None = None  # the KV cache's storage format when not act's
 
     @property
-    def formats(self) -> tuple[DType, DType, DType | None]:
+    def kv_format(self) -> DType:
+        return self.kv or self.act
+
+    @property
+    def formats(self) -> tuple[DType, DType, DType | None, DType | None]:
         """What a graph's structure depends on besides tp and ep: requests that share
         them share one graph over their shapes (ShapeGraphs)."""
-        return self.act, self.weight, self.attention
+        return self.act, self.weight, self.attention, self.kv
 
     @property
     def decode_steps(self) -> int:
@@ -302,7 +307,7 @@ def _request_order(r: Request) -> tuple[int, int, int]:
 def _shape_graphs(
     cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
 ) -> ShapeGraphs:
-    act, weight, attention = requests[0].formats
+    act, weight, attention, kv_format = requests[0].formats
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
     steps = np.array([r.decode_steps for r in requests])
@@ -324,7 +329,8 @@ def _shape_graphs(
     fraction = padded / last
 
     def rank(step: StepShape) -> Graph:
-        graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
+        graph = build_step(cfg, step, act, weight, compact=True, attention=attention,
+                           kv=kv_format)  # fmt: skip
         return partition(graph, Plan(tp=tp, ep=ep))
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),

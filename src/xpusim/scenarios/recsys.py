@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint, min_chips, peak_activation_bytes, place
 from xpusim.cost.collectives import Collective, collective_time
+from xpusim.cost.dollars import Cost
 from xpusim.cost.embedding import EmbeddingBags, EmbeddingCost, evaluate_bags, place_tables
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
@@ -66,6 +68,8 @@ class RecsysMemory:
 
 @dataclass
 class RecsysResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("queries_per_s", "queries")
+
     model: str
     chip: str
     chips: int
@@ -95,6 +99,7 @@ class RecsysResult(Result):
     sharding: str | None = None  # "table" or "row" across chips; None on one chip
     exchange_s: float = 0.0  # the all-to-all (or reduce-scatter) of pooled embeddings
     sla_ms: float | None = None
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 

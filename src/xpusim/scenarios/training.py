@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from xpusim.compiler.optimizer import (
     sharded,
 )
 from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
+from xpusim.cost.dollars import Cost
 from xpusim.cost.roofline import Bottleneck
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
@@ -81,6 +82,8 @@ class TrainingMemory:
 
 @dataclass
 class TrainingResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("tokens_per_s", "training tokens")
+
     model: str
     chip: str
     chips: int
@@ -119,6 +122,7 @@ class TrainingResult(Result):
     limits: list[str] = field(default_factory=list)
     collectives: list[dict[str, Any]] = field(default_factory=list)
     plan_search: dict[str, Any] | None = None
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 

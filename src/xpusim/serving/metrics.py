@@ -17,10 +17,11 @@ the whole run's: the iterations' ops, and every chip's static power while it wai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from xpusim.cost.dollars import Cost
 from xpusim.result import Result
 from xpusim.serving.simulator import Run
 
@@ -52,6 +53,8 @@ class KVUse:
 
 @dataclass
 class ServingResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("output_tokens_per_s", "output tokens")
+
     model: str
     chip: str
     chips: int
@@ -97,6 +100,7 @@ class ServingResult(Result):
     duration_s: float = 0.0  # the measured window
     search: dict[str, Any] | None = None  # --find's answer and its trials
     decode_plan: dict[str, int] | None = None  # disaggregation: a decode replica's, if its own
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
 
 

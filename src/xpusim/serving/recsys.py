@@ -11,10 +11,11 @@ query's latency runs from its arrival to its batch's end; goodput counts queries
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from xpusim.cost.dollars import Cost
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
@@ -26,6 +27,8 @@ from xpusim.workloads.dlrm_config import DLRMConfig
 
 @dataclass
 class RecsysServingResult(Result):
+    PRICED_BY: ClassVar[tuple[str, str]] = ("queries_per_s", "queries")
+
     model: str
     chip: str
     chips: int
@@ -46,6 +49,7 @@ class RecsysServingResult(Result):
     joules_per_query: float = 0.0
     avg_power_w: float = 0.0
     tdp_w: float = 0.0
+    cost: Cost | None = None  # cost/dollars.py: filled where a price is known
     notes: list[str] = field(default_factory=list)
 
 

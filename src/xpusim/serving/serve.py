@@ -232,7 +232,8 @@ def _transfer(p: Prepared) -> Callable[[int], float]:
     tp x ep ranks sends its shard at once, over the link that spans both replicas."""
     chips = p.plan.chips
     line = collective_line(p.system, Collective.SEND_RECV, 2, min(2 * chips, p.system.chips))
-    per_token = p.cfg.kv_cache_bytes_per_token(p.formats.act.itemsize) / (p.plan.tp * p.plan.ep)
+    per_token = (p.cfg.kv_cache_bytes_per_token(p.formats.kv_format.itemsize)
+                 / (p.plan.tp * p.plan.ep))  # fmt: skip
 
     def transfer_s(tokens: int) -> float:
         return line.fixed_s + line.s_per_byte * per_token * tokens
@@ -269,8 +270,8 @@ def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:
     return written
 
 
-PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "chips", "tp", "pp",
-                "dp", "ep", "objective")  # fmt: skip
+PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision", "chips",
+                "tp", "pp", "dp", "ep", "objective")  # fmt: skip
 
 
 def serve_llm(

@@ -255,10 +255,10 @@ def step_cost(
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
     `max_context` keys each."""
-    act, weight, attention = formats.formats
+    act, weight, attention, kv = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
-        return [Request(int(b), int(p), 1, act, weight, attention)
+        return [Request(int(b), int(p), 1, act, weight, attention, kv)
                 for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
 
     kinds = _op_kinds(cfg, requests, plan)
@@ -271,7 +271,7 @@ def step_cost(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement, kinds, "sample"
     )
     at = np.array([i for i, op in enumerate(table.ops) if kinds[op.name] == "attention"], dtype=int)
-    probe = _attention_probe(cfg, plan, act, weight, attention)
+    probe = _attention_probe(cfg, plan, act, weight, attention, kv)
     rows = np.array([probe.names.index(table.ops[i].name) for i in at], dtype=int)
     found = probe.subset(ops=rows)
     ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
@@ -334,12 +334,12 @@ def _tabulated(
     return stage_s, energy, prefill.table, counts
 
 
-def _attention_probe(cfg, plan: Plan, act, weight, attention) -> OpTable:
+def _attention_probe(cfg, plan: Plan, act, weight, attention, kv) -> OpTable:
     """The rank's ops at the probe shapes (batch 1), as a table whose counts have one row
     per probe: (probes, ...), whatever the axes each op's dimensions left (a weight's bytes
     are the same at every probe and broadcast)."""
     step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
-    graph = build_step(cfg, step, act, weight, compact=True, attention=attention)
+    graph = build_step(cfg, step, act, weight, compact=True, attention=attention, kv=kv)
     table = op_table(partition(graph, Plan(tp=plan.tp, ep=plan.ep)))
     n = len(_PROBES_Q)
 

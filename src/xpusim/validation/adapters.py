@@ -41,7 +41,8 @@ def _llm_inference(point: Point) -> Prediction:
         point.get("model"), point.chip, chips=chips, batch=int(point.get("batch", 1)),
         prompt=int(point.get("prompt", 128)), gen=int(point.get("gen", 128)),
         precision=point.get("precision"), weight_precision=point.get("weight_precision"),
-        attention_precision=point.get("attention_precision"), **plan,
+        attention_precision=point.get("attention_precision"),
+        kv_precision=point.get("kv_precision"), **plan,
     )  # fmt: skip
     if not result.fits:
         raise Unexpressible(f"does not fit as specified: {result.reason}")
@@ -92,12 +93,34 @@ once and divide by the makespan; 16 rounds keep the drain at the end to a few pe
 
 
 @lru_cache(maxsize=64)
-def _served(model: str, chip: str, options: tuple) -> Any:
+def _served(model: str, chip: str, power_limit_w: float | None, options: tuple) -> Any:
     """One serving run per setup: a source's mean and p99, TTFT and TPOT of one run are
-    four points of one simulation."""
+    four points of one simulation. A GPU capped below its TDP (`nvidia-smi -pl`, as MLPerf's
+    MaxQ submissions run) is simulated with the cap as its TDP: the energy model spreads a
+    thermal budget over the chip's units (hardware/spec.py), so the cap scales every op's
+    energy down; its clock, and so its speed, is not modelled as falling."""
     import xpusim
+    from xpusim.hardware.whatif import apply
 
-    return xpusim.serve(model, chip, **dict(options))
+    target = xpusim.target(chip)
+    if power_limit_w is not None:
+        target = apply(target, [("tdp_w", power_limit_w)])
+    return xpusim.serve(model, target, **dict(options))
+
+
+def _power(point: Point, result: Any) -> dict[str, float]:
+    """Power the sources measure: one chip's (GPU counters: Zeus, nvidia-smi), and a node's
+    at the wall (MLPerf's analyzer): its measured idle floor, which already holds every chip
+    idle, plus each chip's simulated draw above its static power."""
+    values = {"avg_power_w": result.avg_power_w}
+    idle = point.get("host_idle_w")
+    if idle is not None:
+        import xpusim
+
+        static = xpusim.target(point.chip)
+        static_w = getattr(static, "chip", static).energy.static_power_w.value
+        values["system_power_w"] = float(idle) + result.chips * (result.avg_power_w - static_w)
+    return values
 
 
 def _llm_serving(point: Point) -> Prediction:
@@ -110,10 +133,15 @@ def _llm_serving(point: Point) -> Prediction:
     options: dict[str, Any] = {
         "prompt": int(point.get("prompt")), "gen": int(point.get("gen")),
         "precision": point.get("precision"), "weight_precision": point.get("weight_precision"),
+        "attention_precision": point.get("attention_precision"),
+        "kv_precision": point.get("kv_precision"),
         "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
         "engine": point.get("engine_profile", "ideal"),
         "scheduler": point.get("scheduler", "continuous"),
     }  # fmt: skip
+    for setting in ("token_budget", "max_batch"):  # engine limits the source states
+        if point.get(setting) is not None:
+            options[setting] = int(point.get(setting))
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 
@@ -136,14 +164,16 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"concurrency": n, "requests": n, "warmup": 0}
     else:
         raise Unexpressible(f"load kind {kind!r}")
-    result = _served(point.get("model"), point.chip, tuple(sorted(options.items())))
+    limit = point.get("power_limit_w")
+    result = _served(point.get("model"), point.chip, limit and float(limit),
+                     tuple(sorted(options.items())))  # fmt: skip
     if not result.fits:
         raise Unexpressible(f"does not fit as specified: {result.reason}")
     stat = point.get("stat", "mean")
     values = {"ttft_s": result.ttft_s and getattr(result.ttft_s, stat),
               "tpot_s": result.tpot_s and getattr(result.tpot_s, stat),
               "output_tokens_per_s": result.output_tokens_per_s,
-              "requests_per_s": result.requests_per_s}  # fmt: skip
+              "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:
         raise Unexpressible(f"metric {point.metric!r} is not a serving output")
     detail = f"{result.replicas} x tp{options['tp']}, {options['scheduler']}, {options['engine']}"

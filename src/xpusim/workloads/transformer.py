@@ -64,10 +64,11 @@ class _Builder:
 
     def __init__(
         self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, training: bool,
-        compact: bool, attention: DType | None = None,
+        compact: bool, attention: DType | None = None, kv: DType | None = None,
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.attention = attention or act  # the format attention's matrix work runs in
+        self.kv = kv or act  # the format the KV cache is stored in
         self.training, self.compact = training, compact
         self.graph = Graph(f"{cfg.name}[{step.label}]")
         self.layer = -1
@@ -80,7 +81,7 @@ class _Builder:
             self.routed = used, -(-self.tokens * cfg.experts_per_token // used)
 
     def t(self, name: str, *shape: Dim, role: Role = Role.ACTIVATION) -> Tensor:
-        dtype = self.weight if role is Role.WEIGHT else self.act
+        dtype = {Role.WEIGHT: self.weight, Role.KV_CACHE: self.kv}.get(role, self.act)
         return Tensor(name, tuple(shape), dtype, role)
 
     def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
@@ -296,6 +297,7 @@ def build_step(
     training: bool = False,
     compact: bool = False,
     attention: DType | None = None,
+    kv: DType | None = None,
 ) -> Graph:
     """One step's ops; `training` builds the forward pass of a training step (see above).
 
@@ -306,9 +308,11 @@ def build_step(
 
     `attention` is the format attention computes in when it differs from `act`: serving
     engines of 2024 ran attention in 16-bit even in FP8 engines (TensorRT-LLM's GPT attention
-    plugin takes FP16/BF16 inputs, the FP8 KV cache being dequantized on the fly), while the
-    cache tensors keep `act`'s format and size.
+    plugin takes FP16/BF16 inputs, the FP8 KV cache being dequantized on the fly). `kv` is
+    the format the KV cache is stored in when it differs from `act`: engines with FP4 GEMMs
+    keep an FP8 cache (TensorRT-LLM's NVFP4 engines: kv_cache_dtype fp8), and vLLM's
+    --kv-cache-dtype fp8 stores one beside 16-bit weights.
     """
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
-    return _Builder(cfg, step, act, weight or act, training, compact, attention).build()
+    return _Builder(cfg, step, act, weight or act, training, compact, attention, kv).build()

@@ -1,0 +1,111 @@
+"""What a result costs in money: its system's dollars per hour, dollars per million of what it
+produces (output tokens, queries, samples, training tokens), and what it produces per second
+per dollar-hour.
+
+The rate per chip-hour comes from hardware/prices.toml (on-demand, else TCO) or `--price`;
+everything else is the result's own throughput and power, so a cost is never a second
+model of the run: it is the run's numbers times a price.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from xpusim.errors import UserError
+
+BASES = ("on-demand", "tco")
+
+Price = float | str | None
+"""`--price`: dollars per chip-hour, a basis the catalog must have ("on-demand", "tco"),
+or None for the catalog's own choice (on-demand where published, else TCO)."""
+
+
+@dataclass
+class Cost:
+    basis: str  # "on-demand", "tco" or "given" (--price)
+    source: str  # where the rate comes from, in one line
+    usd_per_chip_hour: float
+    usd_per_hour: float  # the whole system
+    per: str  # what usd_per_million counts: "output tokens", "queries", ...
+    usd_per_million: float
+    per_s_per_usd_hour: float  # throughput (per second) per dollar-hour of the system
+
+
+def parse_price(value: Any, chip_id: str) -> Price:
+    """A `price` option as the API takes it, checked before anything is simulated: a
+    UserError names what is accepted, or the basis the chip has no price on."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value in BASES:
+        from xpusim.hardware.prices import check_basis
+
+        check_basis(chip_id, value)  # type: ignore[arg-type]
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and 0 < number <= 1e9):
+        raise UserError(f"--price {value!r}: give dollars per chip-hour (a number above 0 "
+                        f"and at most 1e9) or a basis: {', '.join(BASES)}")  # fmt: skip
+    return number
+
+
+def priced(result: Any, price: Price = None) -> Any:
+    """The result with its `cost` filled in (left None where no price is known, where the
+    model does not fit, or where nothing was produced). Returns the same object. `price`
+    is parse_price's."""
+    rate_of = getattr(type(result), "PRICED_BY", None)
+    if rate_of is None or not getattr(result, "fits", True):
+        return result
+    field, per = rate_of
+    throughput = float(getattr(result, field))
+    rate = chip_hour_rate(result.chip, price, result.avg_power_w)
+    if rate is None or not throughput > 0:
+        return result
+    usd_per_chip_hour, basis, source = rate
+    usd_per_hour = usd_per_chip_hour * result.chips
+    result.cost = Cost(
+        basis=basis,
+        source=source,
+        usd_per_chip_hour=usd_per_chip_hour,
+        usd_per_hour=usd_per_hour,
+        per=per,
+        usd_per_million=usd_per_hour / 3600.0 / throughput * 1e6,
+        per_s_per_usd_hour=throughput / usd_per_hour,
+    )
+    result.notes.append(f"cost: ${usd_per_chip_hour:.3g} per chip-hour, {basis}: {source}")
+    return result
+
+
+def chip_hour_rate(
+    chip_id: str, price: Price, avg_power_w: float
+) -> tuple[float, str, str] | None:
+    """(dollars per chip-hour, basis, source line), or None where no price is known.
+
+    TCO is the purchase price over its years of service plus the energy the run draws:
+    its average chip power times the facility's PUE, at the electricity price.
+    """
+    if isinstance(price, float):
+        return price, "given", f"--price {price:g} $/chip-hour"
+    from xpusim.hardware.prices import HOURS_PER_YEAR, chip_price, prices
+
+    found = chip_price(chip_id)
+    if found is None:
+        return None
+    on_demand = found.on_demand_usd_per_chip_hour
+    if on_demand is not None and price in (None, "on-demand"):
+        return on_demand.value, "on-demand", f"{on_demand.note} ({on_demand.date})"
+    purchase = found.purchase_usd
+    if purchase is None:
+        return None
+    own = prices().ownership
+    capital = purchase.value / (own.service_years.value * HOURS_PER_YEAR)
+    energy = avg_power_w / 1000.0 * own.pue.value * own.electricity_usd_per_kwh.value
+    source = (f"${purchase.value:,.0f} ({purchase.date}) over "
+              f"{own.service_years.value:g} years + {avg_power_w:.0f} W x PUE "
+              f"{own.pue.value:g} at ${own.electricity_usd_per_kwh.value:g}/kWh; chip "
+              f"and power only")  # fmt: skip
+    return capital + energy, "tco", source

@@ -24,8 +24,7 @@ BANDWIDTH = "memory.dram.bandwidth_bytes_per_s"
 
 @pytest.fixture(scope="module")
 def grid(llama7b_module) -> Grid:
-    """2 chips x 2 bandwidths x 2 batches x 2 precisions x 2 chip counts; Groq has no bf16
-    and no DRAM, so it fails where it must: a what-if path it lacks, a precision it lacks."""
+    """2 chips x 2 bandwidths x 2 batches x 2 precisions x 2 chip counts."""
     return Grid(llama7b_module, ("h100-sxm", "mtia-v1"), ((BANDWIDTH, (1e12, 4e12)),),
                 {"batch": (1, 4), "precision": ("int8", "bf16"), "chips": (1, 2)})  # fmt: skip
 
@@ -88,7 +87,12 @@ def test_sweep_equals_points_run_one_by_one(grid, tmp_path):
         assert {k: v for k, v in alone.items() if v not in ("", None)} == {
             k: v for k, v in row.items() if v is not None and k not in ("error", "spec_hash")}
     errors = [r for r in swept.rows if r.get("error")]
-    assert errors and all(r["target"] == "mtia-v1" and "fp8" not in r["error"] for r in errors)
+    assert all(r["target"] == "mtia-v1" and "fp8" not in r["error"] for r in errors)
+    # a 25 W MTIA v1 given 4 TB/s of LPDDR5 cannot feed it within its TDP: the power
+    # limit, not the memory roof, sets its decode
+    starved = [r for r in swept.rows if r["target"] == "mtia-v1" and r.get("fits")
+               and r[f"set.{BANDWIDTH}"] == 4e12]  # fmt: skip
+    assert starved and all(r["bottleneck"] == "power" for r in starved)
 
 
 def test_interrupted_sweep_resumes_to_the_same_file(grid, tmp_path):
@@ -167,7 +171,9 @@ def test_what_if_changes_a_run(capsys):
 def test_sensitivity_ranks_bandwidth_first_for_decode(capsys, llama7b_module):
     s = sensitivity(llama7b_module, xpusim.target("h100-sxm"), precision="fp16")
     assert s.metric == "tokens_per_s_per_user" and s.changes[0].change == "hbm3 bandwidth x2"
-    assert 1.5 < s.changes[0].gain <= 2.0
+    # less than 2x: at the HBM path's measured 144 pJ/B, twice the bandwidth would draw more
+    # than the TDP, so the power limit takes part of the gain
+    assert 1.3 < s.changes[0].gain <= 2.0
     peak = next(g for g in s.changes if g.change == "compute peak x2")
     assert peak.gain == pytest.approx(1.0, abs=0.02)
     # a model that does not fit: only capacity helps, and it comes first

@@ -7,7 +7,8 @@ runs them, so the dispatch overhead is paid once:
     memory_s  = max over levels of bytes[l] / (bandwidth_l x random-access efficiency_l)
                 (plus the ids read and pooled rows written, streamed like any activation)
     compute_s = pooling FLOPs / pooling rate (the vector units, or the sparse cores)
-    time_s    = max(compute_s, memory_s) + one per-op overhead
+    time_s    = max(compute_s, memory_s) + one per-op overhead, or longer where the power
+                limit says so (cost/roofline.py)
     energy    = bytes x pJ/B at each level + pooling FLOPs x energy per op
                 (static power is the scenario's: it depends on what overlaps)
 
@@ -208,12 +209,15 @@ def evaluate_bags(
     memory_s = float(level_s.max())
     overhead_s = chip.overhead.per_op_s.value
     pj = np.array([m.energy_pj_per_byte.value for m in chip.memory])
+    dynamic_j = float(level_bytes @ pj) * 1e-12 + pool_flops * power / peak
+    # the power limit (cost/roofline.py): no faster than the TDP lets the kernel's energy go
+    power_s = dynamic_j / (chip.tdp_w.value - chip.energy.static_power_w.value)
     return EmbeddingCost(
         compute_s=compute_s,
         memory_s=memory_s,
         overhead_s=overhead_s,
-        time_s=max(compute_s, memory_s) + overhead_s,
-        dynamic_j=float(level_bytes @ pj) * 1e-12 + pool_flops * power / peak,
+        time_s=max(max(compute_s, memory_s) + overhead_s, power_s),
+        dynamic_j=dynamic_j,
         level_bytes=level_bytes,
         level_s=level_s,
         on_sparse_core=sparse is not None,

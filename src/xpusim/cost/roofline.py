@@ -4,8 +4,11 @@
                + vector FLOPs / (vector peak x vector efficiency)
     memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
     time_s     = (compute_s^p + memory_s^p)^(1/p) + overhead per op + comm_s
-    energy_j   = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
-               + sum over levels of bytes x pJ/B + static power x time_s
+    dynamic_j  = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
+               + sum over levels of bytes x pJ/B
+    power_s    = dynamic_j / (TDP - static power)
+    time_s     = max(time_s, power_s)
+    energy_j   = dynamic_j + static power x time_s
 
 Compute and memory overlap because accelerators stream operands while they compute: p is
 infinite (the sharp roofline, max(compute_s, memory_s)) for every op except matmuls and
@@ -18,8 +21,12 @@ because it is dispatch time when nothing streams. comm_s is
 the link time of collective ops (cost/collectives.py), zero for every other op.
 The efficiencies are below 1 and named in the chip file with their origin, so every op's time
 is at least FLOPs/peak and bytes/bandwidth (the physics floor). Energy per op is the chip's
-compute power budget over its peak rate (hardware/spec.py), which makes average power at most
-TDP whatever the op: each term is bounded by its share of the budget times time_s.
+compute power budget over its peak rate (hardware/spec.py) and energy per byte each memory
+level's path energy; power_s is the power limit: an op whose arithmetic and traffic would
+together draw more than the TDP at its roofline speed takes as long as the TDP allows, as a
+power-limited chip lowers its clocks (an H200 streaming HBM at full rate needs about 690 W
+for the traffic alone at the path energy measured on GH200). So average power never exceeds
+TDP, and more bandwidth never slows an op (power_s does not depend on it).
 
 Everything is numpy arrays with ops on the last axis: any leading axes (decode steps,
 configurations of a sweep) broadcast through unchanged.
@@ -51,6 +58,7 @@ class Bottleneck(IntEnum):
     MEMORY = 1
     OVERHEAD = 2
     INTERCONNECT = 3
+    POWER = 4  # the TDP, not a roof, sets the op's time (a power-limited chip's clocks)
 
     @property
     def label(self) -> str:
@@ -70,6 +78,7 @@ class HardwareArrays:
     overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
+    tdp_w: float | np.ndarray
     tile_rc: tuple[float | np.ndarray, float | np.ndarray]  # matrix unit rows x cols
 
     @classmethod
@@ -124,6 +133,7 @@ class HardwareArrays:
             overhead_s=per_op("overhead_s"),
             overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
+            tdp_w=per_chip([a.tdp_w for a in arrays]),
             tile_rc=(
                 per_chip([a.tile_rc[0] for a in arrays]),
                 per_chip([a.tile_rc[1] for a in arrays]),
@@ -172,6 +182,7 @@ class HardwareArrays:
             overhead_s=chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
             overlap_p=np.where(is_matmul, p, np.inf),
             static_w=chip.energy.static_power_w.value,
+            tdp_w=chip.tdp_w.value,
             tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
         )
 
@@ -193,14 +204,26 @@ class OpCosts:
     time_s: np.ndarray
     energy_j: np.ndarray
     level_bytes: np.ndarray  # (..., L, n)
+    power_s: np.ndarray  # the time the TDP allows the op's energy: time_s is at least this
 
     @property
     def bottleneck(self) -> np.ndarray:
         """Index of the largest of compute, memory, overhead and comm (a Bottleneck). Where a
         matmul's imperfect overlap (p < inf) adds time near the ridge, the larger roof still
         names the bound: the added time is the pipeline's, neither roof's alone."""
-        terms = [self.compute_s, self.memory_s, self.overhead_s, self.comm_s]
-        return np.argmax(np.stack(np.broadcast_arrays(*terms)), axis=0)
+        return bottleneck_of(self.compute_s, self.memory_s, self.overhead_s, self.comm_s,
+                             self.power_s)  # fmt: skip
+
+
+def bottleneck_of(
+    compute_s: np.ndarray, memory_s: np.ndarray, overhead_s: np.ndarray, comm_s: np.ndarray,
+    power_s: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """The Bottleneck of each op: the largest of compute, memory, overhead and comm, or power
+    where the power limit made the op slower than all of its roofs together."""
+    terms = np.stack(np.broadcast_arrays(compute_s, memory_s, overhead_s, comm_s))
+    slowed = power_s > np.maximum(compute_s, memory_s) + overhead_s + comm_s
+    return np.where(slowed, Bottleneck.POWER, np.argmax(terms, axis=0))
 
 
 def placement_onehot(
@@ -274,10 +297,13 @@ def evaluate(
         time_s = np.maximum(compute_s, memory_s) + overhead_s + comm_s
     else:
         time_s = overlap_time(compute_s, memory_s, hw.overlap_p) + overhead_s + comm_s
-    energy_j = (
+    dynamic_j = (
         matrix_work * hw.e_matrix_j
         + table.vector_flops * hw.e_vector_j
         + (by_level * hw.e_byte_j).sum(axis=-2)
-        + hw.static_w * time_s
     )
-    return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j, by_level)
+    power_s = dynamic_j / (hw.tdp_w - hw.static_w)
+    time_s = np.maximum(time_s, power_s)
+    energy_j = dynamic_j + hw.static_w * time_s
+    return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j, by_level,
+                   power_s)  # fmt: skip

@@ -227,7 +227,7 @@ class Chip(_Strict):
             raise ValueError("memory: no level of kind 'sram' or 'dram' can hold tensors")
         if self.compute_power_budget_w <= 0:
             raise ValueError(
-                f"energy: static power plus every memory level at full bandwidth draws "
+                f"energy: static power and the sparse cores draw "
                 f"{self.tdp_w.value - self.compute_power_budget_w:.1f} W, not below "
                 f"tdp_w {self.tdp_w.value:g} W: a figure is wrong"
             )
@@ -253,21 +253,18 @@ class Chip(_Strict):
 
     @property
     def compute_power_budget_w(self) -> float:
-        """Power left for arithmetic when static draw, every memory and any sparse cores run
-        flat out.
+        """Power above static draw (and any sparse cores) that arithmetic at peak may use.
 
-        Energy per op is derived from it (cost/energy.py): a chip at peak throughput on every
-        unit at once draws exactly its TDP, so no op can average above TDP. That is the
-        physical meaning of a thermal design power; where a measured pJ/op exists it should
-        replace this derivation.
+        Energy per matrix or vector op is derived from it (cost/roofline.py): arithmetic at
+        the peak rate alone draws exactly the TDP. Memory traffic is charged per byte on top
+        (its measured path energy, hardware/catalog), so an op that computes and streams at
+        once can ask for more than the TDP; the chip then runs slower, as a GPU's power
+        limiter lowers its clocks, and cost/roofline.py stretches the op's time until its
+        average power is the TDP. Where a measured pJ/op exists it should replace this
+        derivation.
         """
-        memory_w = sum(
-            m.bandwidth_bytes_per_s.value * m.energy_pj_per_byte.value * 1e-12
-            for m in self.memory
-            if m.kind is not MemoryKind.LOCAL  # tile traffic is not charged per byte (cost/)
-        )
         sparse_w = self.sparse_core.power_w.value if self.sparse_core else 0.0
-        return self.tdp_w.value - self.energy.static_power_w.value - memory_w - sparse_w
+        return self.tdp_w.value - self.energy.static_power_w.value - sparse_w
 
     def peak(self, dtype: DType, option: str = "--precision") -> float:
         """The dtype's peak; a format the chip lacks is a UserError naming the option that

@@ -26,7 +26,7 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
-from xpusim.cost.roofline import Bottleneck
+from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.hardware.system import System
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
@@ -177,10 +177,10 @@ def _bottleneck(
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
     for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
-        mean = [phase.op_mean(f)
-                for f in ("compute_s", "memory_s", "overhead_s", "comm_s", "time_s")]  # (K, n)
-        labels = np.argmax(np.stack(mean[:4]), axis=0)
-        time = mean[4] * phase.table.count * repeats[:, None]
+        mean = [phase.op_mean(f) for f in
+                ("compute_s", "memory_s", "overhead_s", "comm_s", "power_s", "time_s")]  # (K, n)
+        labels = bottleneck_of(*mean[:5])
+        time = mean[5] * phase.table.count * repeats[:, None]
         for label in Bottleneck:
             totals[:, label] += np.where(labels == label, time, 0.0).sum(axis=-1)
     return np.argmax(totals, axis=-1)

@@ -51,18 +51,13 @@ class PriceType(click.ParamType):
     name = "USD|on-demand|tco"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        from xpusim.cost.dollars import BASES
+        from xpusim.cost.dollars import price_value
+        from xpusim.errors import UserError
 
-        if value in BASES:
-            return value
         try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        if not (math.isfinite(number) and 0 < number <= 1e9):
-            self.fail(f"{value!r} is neither dollars per chip-hour (above 0, at most 1e9) nor "
-                      f"a basis ({', '.join(BASES)})", param, ctx)  # fmt: skip
-        return number
+            return price_value(value)
+        except UserError as e:
+            self.fail(str(e).removeprefix(f"--price {value!r}: "), param, ctx)
 
 
 PRICE_HELP = ("Dollars per chip-hour for the result's cost ($ per million tokens), or the "

@@ -38,10 +38,18 @@ def parse_price(value: Any, chip_id: str) -> Price:
     UserError names what is accepted, or the basis the chip has no price on."""
     if value is None:
         return None
-    if isinstance(value, str) and value in BASES:
+    price = price_value(value)
+    if isinstance(price, str):
         from xpusim.hardware.prices import check_basis
 
-        check_basis(chip_id, value)  # type: ignore[arg-type]
+        check_basis(chip_id, price)  # type: ignore[arg-type]
+    return price
+
+
+def price_value(value: Any) -> float | str:
+    """A basis name as it is, or dollars per chip-hour as a number in (0, 1e9]; anything
+    else a UserError saying what is accepted (the command line's --price type too)."""
+    if isinstance(value, str) and value in BASES:
         return value
     try:
         number = float(value)

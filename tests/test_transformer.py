@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import xpusim
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
 from xpusim.ir.op import OpKind, attention_pairs
@@ -146,11 +147,12 @@ def test_unknown_model_suggests_close_names():
 
 SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_attention_heads=8, num_key_value_heads=4, vocab_size=1000, pad_token_id=0,
-                n_embd=256, n_layer=2, n_head=8, rotary_dim=16)  # fmt: skip
+                n_embd=256, n_layer=2, n_head=8, rotary_dim=16, moe_intermediate_size=128,
+                num_experts=4, num_local_experts=4, num_experts_per_tok=2)  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
-                                        "gemma", "gptj", "gpt2"])  # fmt: skip
+                                        "qwen3", "qwen3_moe", "gemma", "gptj", "gpt2"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
     """A small config of each model_type, saved by transformers, read by xpusim: the same
     parameters as transformers' own model on the meta device (GPT-2's learned position
@@ -172,7 +174,7 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     assert config_from_hf(saved, model_type, "config.json").param_count == built
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "bert", "gemma2", "falcon", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["qwen2_moe", "bert", "gemma2", "falcon", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
@@ -186,3 +188,38 @@ def test_a_zoo_model_is_also_named_by_its_hub_repo():
     assert load_model("MISTRALAI/mixtral-8x7b-v0.1") is load_model("mixtral-8x7b")
     with pytest.raises(UserError, match="meta-llama/Llama-2-7b-hf"):
         load_model("meta-llama/Llama-2-7b")
+
+
+QWEN3_30B_A3B = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+                 "moe_intermediate_size": 768, "num_hidden_layers": 48,
+                 "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                 "num_local_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
+                 "tie_word_embeddings": False, "decoder_sparse_step": 1,
+                 "mlp_only_layers": []}  # fmt: skip
+"""Qwen3-30B-A3B's shape (Qwen's model card: 30.5B parameters, 3.3B activated; 48 layers,
+32 query and 4 KV heads, 128 experts, 8 activated), with transformers 5's key names."""
+
+
+def test_qwen3_moe_reads_as_its_model_card_says_in_either_key_naming():
+    config = config_from_hf(QWEN3_30B_A3B, "qwen3-30b-a3b", "config.json")
+    assert config.param_count / 1e9 == pytest.approx(30.5, abs=0.05)
+    assert config.active_param_count / 1e9 == pytest.approx(3.3, abs=0.06)
+    four = {k: v for k, v in QWEN3_30B_A3B.items() if k != "num_local_experts"}
+    four["num_experts"] = 128  # transformers 4.x's name
+    assert config_from_hf(four, "q", "config.json").param_count == config.param_count
+    # decode at batch 1 reads 8 of the 128 experts: above the active weights' streaming
+    # time, well below the whole model's
+    result = xpusim.simulate(config, "h100-sxm", precision="bf16")
+    active_s, whole_s = (2 * n / 3.35e12 for n in (config.active_param_count, config.param_count))
+    assert result.fits and active_s < result.tpot_s < whole_s / 2
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"decoder_sparse_step": 2}, "dense layers among the experts"),
+    ({"mlp_only_layers": [0, 1]}, "dense layers among the experts"),
+    ({"num_local_experts": None}, "'num_local_experts' or 'num_experts'"),
+])  # fmt: skip
+def test_qwen3_moe_refuses_what_it_cannot_cost(change, words):
+    data = {k: v for k, v in {**QWEN3_30B_A3B, **change}.items() if v is not None}
+    with pytest.raises(UserError, match=words):
+        config_from_hf(data, "q", "config.json")

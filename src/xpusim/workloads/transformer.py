@@ -138,6 +138,12 @@ class _Builder:
             return self.matmul(
                 f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias, tp="row"
             )
+        if cfg.qk_norm:  # Qwen3: RMSNorm over each head of q and k, before the rotation
+            norm_w = self.t(f"{p}.qk_norm.w", 2 * cfg.head_dim, role=Role.WEIGHT)
+            qkv = self.vector(
+                OpKind.NORM, f"{p}.qk_norm", [qkv, norm_w], q_width + kv_width,
+                RMSNORM_FLOPS, tp="heads", fn="rmsnorm", **self.heads,
+            )  # fmt: skip
         roped = self.vector(
             OpKind.ELEMENTWISE, f"{p}.rope", [qkv], q_width + kv_width,
             ROTARY_FLOPS * cfg.rotary_fraction, tp="heads", fn="rope", **self.heads,
@@ -198,7 +204,7 @@ class _Builder:
         rows; decode at batch 1 reads k experts' weights, a long prefill reads all of them.
         """
         cfg, tokens = self.cfg, self.tokens
-        e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.intermediate_size
+        e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
         logits = self.matmul(f"{p}.router", x, e)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
         used, rows = self.routed

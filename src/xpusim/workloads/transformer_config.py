@@ -1,9 +1,9 @@
 """A decoder-only transformer's architecture, read from a Hugging Face style config.
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
-gemma) and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by
-name. Everything the cost of a forward pass depends on is here; nothing about training or
-checkpoints.
+qwen3, gemma; qwen3_moe with its experts' own width) and GPT-J's and GPT-2's (n_embd,
+n_layer, ...); any other model_type is refused by name. Everything the cost of a forward
+pass depends on is here; nothing about training or checkpoints.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class TransformerConfig:
     rotary_fraction: float = 1.0  # share of head_dim that rotary embedding touches
     num_experts: int = 1  # MoE: experts per layer (1 = dense)
     experts_per_token: int = 1
+    expert_intermediate_size: int = 0  # an expert's MLP width when not intermediate_size's
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
     max_position_embeddings: int = 0
 
     @property
@@ -58,9 +60,14 @@ class TransformerConfig:
         return q + kv + o + bias + (self.hidden_size if self.attention_out_bias else 0)
 
     @property
+    def expert_width(self) -> int:
+        """An expert's MLP width: Qwen3-MoE's moe_intermediate_size, else the MLP's."""
+        return self.expert_intermediate_size or self.intermediate_size
+
+    @property
     def expert_params(self) -> int:
         """One MLP (one expert of an MoE layer)."""
-        h, i = self.hidden_size, self.intermediate_size
+        h, i = self.hidden_size, self.expert_width
         mats = (3 if self.gated_mlp else 2) * h * i
         bias = (i * (2 if self.gated_mlp else 1) + h) if self.mlp_bias else 0
         return mats + bias
@@ -72,7 +79,8 @@ class TransformerConfig:
     @property
     def norm_params_per_layer(self) -> int:
         per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
-        return per_norm * (1 if self.parallel_block else 2)
+        qk = 2 * self.head_dim if self.qk_norm else 0  # one weight per head channel, shared
+        return per_norm * (1 if self.parallel_block else 2) + qk
 
     @property
     def layer_params(self) -> int:
@@ -134,6 +142,15 @@ _LLAMA_KEYS = {
     "experts_per_token": ("num_experts_per_tok", 1),
     "max_position_embeddings": ("max_position_embeddings", 0),
 }
+# Qwen3-MoE: a Llama's keys with its experts' own width; transformers 4.x names the expert
+# count num_experts and 5.x num_local_experts (either is read). Dense layers among the
+# experts (decoder_sparse_step > 1, mlp_only_layers) are refused: every layer is costed alike.
+_QWEN3_MOE_KEYS = _LLAMA_KEYS | {
+    "num_experts": (("num_local_experts", "num_experts"), _REQUIRED),
+    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "decoder_sparse_step": ("decoder_sparse_step", 1),
+    "mlp_only_layers": ("mlp_only_layers", None),
+}
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
     "intermediate_size": ("n_inner", None),
@@ -157,6 +174,9 @@ DIALECTS = {
     # (a decoder) without a word.
     "llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "mixtral": _LLAMA_KEYS,
     "qwen2": _LLAMA_KEYS, "phi3": _LLAMA_KEYS,
+    # Qwen3: a Llama with an RMSNorm on each head of q and k before the rotary embedding
+    # (Qwen3Attention's q_norm and k_norm) and head_dim given (128).
+    "qwen3": _LLAMA_KEYS, "qwen3_moe": _QWEN3_MOE_KEYS,
     # Gemma: a Llama's keys and shapes (head_dim given: 256 on Gemma-7B), its embeddings tied
     # unless the file says otherwise (GemmaConfig's default; the hub's files omit the key).
     # Its GeGLU costs as SwiGLU does; the sqrt(hidden) scaling of the embedding output, one
@@ -170,6 +190,7 @@ _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
 _QWEN2_FIXED = dict(attention_bias=True, attention_out_bias=False)  # q, k, v only
+_QWEN3_FIXED = dict(qk_norm=True)
 # GPT-2 / Megatron GPT: serial blocks, LayerNorm, GeLU MLP, biases everywhere but the tied LM
 # head, learned absolute positions (no rotary embedding; the position table is not counted).
 _GPT2_FIXED = dict(
@@ -209,15 +230,21 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         raise UserError(f"{origin}: model_type {model_type!r} is not supported (supported: "
                         f"{', '.join(sorted(DIALECTS))}); read as a Llama its keys would "
                         "give a wrong model")  # fmt: skip
-    keys = DIALECTS[model_type]
+    keys = {ours: (_present(theirs, data), default)
+            for ours, (theirs, default) in DIALECTS[model_type].items()}  # fmt: skip
     fields: dict[str, object] = {}
     for ours, (theirs, default) in keys.items():
         value = data.get(theirs, default)
         if value is _REQUIRED:
-            raise UserError(f"{origin}: missing field {theirs!r} (model_type {model_type!r})")
+            named = DIALECTS[model_type][ours][0]
+            either = " or ".join(map(repr, named)) if isinstance(named, tuple) else repr(named)
+            raise UserError(f"{origin}: missing field {either} (model_type {model_type!r})")
         if value is None and default is _REQUIRED:
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got null")
         fields[ours] = value
+    if model_type == "qwen3_moe":
+        _one_kind_of_layer(fields, origin)
+        keys = {ours: key for ours, key in keys.items() if ours in fields}
     for ours, (theirs, _) in keys.items():
         value = fields[ours]
         if ours in _BOOL_FIELDS:
@@ -255,6 +282,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields["num_kv_heads"] = heads
     elif model_type == "qwen2":
         fields.update(_QWEN2_FIXED)
+    elif model_type in ("qwen3", "qwen3_moe"):
+        fields.update(_QWEN3_FIXED)
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
@@ -265,12 +294,31 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             f"must divide num_attention_heads ({heads})"
         )
     if int(fields.get("experts_per_token", 1)) > int(fields.get("num_experts", 1)):
-        raise UserError(f"{origin}: field 'num_experts_per_tok' exceeds 'num_local_experts'")
+        raise UserError(f"{origin}: field 'num_experts_per_tok' exceeds "
+                        f"{keys['num_experts'][0]!r}")  # fmt: skip
     config = TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
     if config.param_count > MAX_PARAMS:
         raise UserError(f"{origin}: {config.param_count:.3g} parameters; at most "
                         f"{MAX_PARAMS:.0e} can be simulated")
     return config
+
+
+def _present(theirs: str | tuple[str, ...], data: dict) -> str:
+    """The config's key for a field that dialects name differently (the first present)."""
+    if isinstance(theirs, str):
+        return theirs
+    return next((key for key in theirs if key in data), theirs[0])
+
+
+def _one_kind_of_layer(fields: dict[str, object], origin: str) -> None:
+    """Qwen3-MoE's dense layers among its expert layers: refused, since every layer is costed
+    as the same kind; the published models have none (decoder_sparse_step 1, no
+    mlp_only_layers)."""
+    step, dense = fields.pop("decoder_sparse_step"), fields.pop("mlp_only_layers")
+    if step != 1 or dense:
+        raise UserError(f"{origin}: dense layers among the experts (decoder_sparse_step "
+                        f"{step!r}, mlp_only_layers {dense!r}) are not modelled: every layer "
+                        "is costed as an expert layer")  # fmt: skip
 
 
 def read_config_json(path: Path) -> dict:

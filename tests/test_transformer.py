@@ -148,11 +148,13 @@ def test_unknown_model_suggests_close_names():
 SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_attention_heads=8, num_key_value_heads=4, vocab_size=1000, pad_token_id=0,
                 n_embd=256, n_layer=2, n_head=8, rotary_dim=16, moe_intermediate_size=128,
-                num_experts=4, num_local_experts=4, num_experts_per_tok=2)  # fmt: skip
+                num_experts=4, num_local_experts=4, num_experts_per_tok=2,
+                shared_expert_intermediate_size=384)  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
-                                        "qwen3", "qwen3_moe", "gemma", "gptj", "gpt2"])  # fmt: skip
+                                        "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gptj",
+                                        "gpt2"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
     """A small config of each model_type, saved by transformers, read by xpusim: the same
     parameters as transformers' own model on the meta device (GPT-2's learned position
@@ -174,7 +176,7 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     assert config_from_hf(saved, model_type, "config.json").param_count == built
 
 
-@pytest.mark.parametrize("model_type", ["qwen2_moe", "bert", "gemma2", "falcon", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "bert", "gemma2", "falcon", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
@@ -223,3 +225,18 @@ def test_qwen3_moe_refuses_what_it_cannot_cost(change, words):
     data = {k: v for k, v in {**QWEN3_30B_A3B, **change}.items() if v is not None}
     with pytest.raises(UserError, match=words):
         config_from_hf(data, "q", "config.json")
+
+
+def test_a_shared_expert_runs_for_every_token():
+    """Qwen2-MoE's shared expert is active for every token: decode at batch 1 streams it beside
+    the routed experts, so removing it lowers both the parameters and the TPOT."""
+    import dataclasses
+
+    shared = config_from_hf({**QWEN3_30B_A3B, "model_type": "qwen2_moe",
+                             "shared_expert_intermediate_size": 4096}, "q2", "config.json")
+    plain = dataclasses.replace(shared, shared_expert_width=0)
+    extra = 3 * 2048 * 4096 + 2048  # gate_up, down and the sigmoid gate, per layer
+    assert shared.param_count - plain.param_count == 48 * extra
+    assert shared.active_param_count - plain.active_param_count == 48 * extra
+    fast, slow = (xpusim.simulate(c, "h100-sxm", precision="bf16").tpot_s for c in (plain, shared))
+    assert slow > fast

@@ -382,7 +382,8 @@ def weights_per_chip_bytes(
     k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
     attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
     experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
-    layer = attn + experts + cfg.router_params + cfg.norm_params_per_layer
+    shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
+    layer = attn + experts + shared + cfg.router_params + cfg.norm_params_per_layer
     per_stage = [layer * n for n in layers_per_stage(cfg.num_layers, plan.pp)]
     per_stage[0] += cfg.embedding_params / plan.tp
     per_stage[-1] += cfg.lm_head_params / plan.tp + cfg.final_norm_params

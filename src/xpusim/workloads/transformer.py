@@ -232,9 +232,22 @@ class _Builder:
             tp="expert_row",
             **routing,
         )
+        parts = [down, *self.shared_expert(p, x)]
         combined = self.t(f"{p}.moe.out", *x.shape)
-        return self.op(OpKind.ELEMENTWISE, f"{p}.combine", [down], [combined],
-                       flops_per_element=2 * k)  # fmt: skip
+        return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
+                       flops_per_element=2 * k + 2 * (len(parts) > 1))  # fmt: skip
+
+    def shared_expert(self, p: str, x: Tensor) -> list[Tensor]:
+        """Qwen2-MoE's shared expert: a SwiGLU MLP every token runs, scaled by a sigmoid gate
+        (one output per token); none for a model without one."""
+        width = self.cfg.shared_expert_width
+        if not width:
+            return []
+        h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column")
+        h = self.vector(OpKind.ELEMENTWISE, f"{p}.shared.silu_mul", [h], width, SILU_MUL_FLOPS,
+                        tp="split", fn="silu_mul")  # fmt: skip
+        out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row")
+        return [out, self.matmul(f"{p}.shared.gate", x, 1)]
 
     def build(self) -> Graph:
         cfg, s = self.cfg, self.step

@@ -1,7 +1,8 @@
 """A decoder-only transformer's architecture, read from a Hugging Face style config.
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
-qwen3, gemma; qwen3_moe with its experts' own width) and GPT-J's and GPT-2's (n_embd,
+qwen3, gemma; qwen2_moe and qwen3_moe with their experts' own width, qwen2_moe's shared
+expert) and GPT-J's and GPT-2's (n_embd,
 n_layer, ...); any other model_type is refused by name. Everything the cost of a forward
 pass depends on is here; nothing about training or checkpoints.
 """
@@ -41,6 +42,7 @@ class TransformerConfig:
     num_experts: int = 1  # MoE: experts per layer (1 = dense)
     experts_per_token: int = 1
     expert_intermediate_size: int = 0  # an expert's MLP width when not intermediate_size's
+    shared_expert_width: int = 0  # MoE: a gated MLP every token runs beside its experts
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
     max_position_embeddings: int = 0
 
@@ -77,6 +79,13 @@ class TransformerConfig:
         return self.hidden_size * self.num_experts if self.is_moe else 0
 
     @property
+    def shared_expert_params(self) -> int:
+        """Qwen2-MoE's shared expert (a SwiGLU MLP) and its sigmoid gate (hidden -> 1)."""
+        if not self.shared_expert_width:
+            return 0
+        return 3 * self.hidden_size * self.shared_expert_width + self.hidden_size
+
+    @property
     def norm_params_per_layer(self) -> int:
         per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
         qk = 2 * self.head_dim if self.qk_norm else 0  # one weight per head channel, shared
@@ -88,6 +97,7 @@ class TransformerConfig:
             self.attention_params
             + self.num_experts * self.expert_params
             + self.router_params
+            + self.shared_expert_params
             + self.norm_params_per_layer
         )
 
@@ -145,11 +155,17 @@ _LLAMA_KEYS = {
 # Qwen3-MoE: a Llama's keys with its experts' own width; transformers 4.x names the expert
 # count num_experts and 5.x num_local_experts (either is read). Dense layers among the
 # experts (decoder_sparse_step > 1, mlp_only_layers) are refused: every layer is costed alike.
-_QWEN3_MOE_KEYS = _LLAMA_KEYS | {
+_MOE_KEYS = _LLAMA_KEYS | {
     "num_experts": (("num_local_experts", "num_experts"), _REQUIRED),
     "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
     "decoder_sparse_step": ("decoder_sparse_step", 1),
     "mlp_only_layers": ("mlp_only_layers", None),
+}
+_QWEN3_MOE_KEYS = _MOE_KEYS
+# Qwen2-MoE: the same, with q, k and v biases (qkv_bias, on by default) and a shared expert.
+_QWEN2_MOE_KEYS = _MOE_KEYS | {
+    "attention_bias": ("qkv_bias", True),
+    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
 }
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
@@ -176,7 +192,7 @@ DIALECTS = {
     "qwen2": _LLAMA_KEYS, "phi3": _LLAMA_KEYS,
     # Qwen3: a Llama with an RMSNorm on each head of q and k before the rotary embedding
     # (Qwen3Attention's q_norm and k_norm) and head_dim given (128).
-    "qwen3": _LLAMA_KEYS, "qwen3_moe": _QWEN3_MOE_KEYS,
+    "qwen3": _LLAMA_KEYS, "qwen3_moe": _QWEN3_MOE_KEYS, "qwen2_moe": _QWEN2_MOE_KEYS,
     # Gemma: a Llama's keys and shapes (head_dim given: 256 on Gemma-7B), its embeddings tied
     # unless the file says otherwise (GemmaConfig's default; the hub's files omit the key).
     # Its GeGLU costs as SwiGLU does; the sqrt(hidden) scaling of the embedding output, one
@@ -242,7 +258,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         if value is None and default is _REQUIRED:
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got null")
         fields[ours] = value
-    if model_type == "qwen3_moe":
+    if model_type in ("qwen3_moe", "qwen2_moe"):
         _one_kind_of_layer(fields, origin)
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     for ours, (theirs, _) in keys.items():
@@ -284,6 +300,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN2_FIXED)
     elif model_type in ("qwen3", "qwen3_moe"):
         fields.update(_QWEN3_FIXED)
+    elif model_type == "qwen2_moe":
+        fields["attention_out_bias"] = False  # q, k and v have biases, o_proj none
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
@@ -311,7 +329,7 @@ def _present(theirs: str | tuple[str, ...], data: dict) -> str:
 
 
 def _one_kind_of_layer(fields: dict[str, object], origin: str) -> None:
-    """Qwen3-MoE's dense layers among its expert layers: refused, since every layer is costed
+    """Qwen MoE's dense layers among its expert layers: refused, since every layer is costed
     as the same kind; the published models have none (decoder_sparse_step 1, no
     mlp_only_layers)."""
     step, dense = fields.pop("decoder_sparse_step"), fields.pop("mlp_only_layers")

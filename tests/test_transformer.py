@@ -154,7 +154,7 @@ SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
                                         "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gptj",
-                                        "gpt2"])  # fmt: skip
+                                        "gpt2", "falcon"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
     """A small config of each model_type, saved by transformers, read by xpusim: the same
     parameters as transformers' own model on the meta device (GPT-2's learned position
@@ -176,7 +176,7 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     assert config_from_hf(saved, model_type, "config.json").param_count == built
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "bert", "gemma2", "falcon", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "bert", "gemma2", "opt", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
@@ -240,3 +240,29 @@ def test_a_shared_expert_runs_for_every_token():
     assert shared.active_param_count - plain.active_param_count == 48 * extra
     fast, slow = (xpusim.simulate(c, "h100-sxm", precision="bf16").tpot_s for c in (plain, shared))
     assert slow > fast
+
+
+@pytest.mark.parametrize("flags", [
+    {"new_decoder_architecture": True, "num_kv_heads": 2},  # Falcon-40B/180B: GQA, two norms
+    {"bias": True, "multi_query": False},  # every head its own KV, biases everywhere
+    {"alibi": True, "parallel_attn": False},  # ALiBi, serial block
+])  # fmt: skip
+def test_falcon_variants_count_what_transformers_builds(flags):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AutoConfig.for_model("falcon", hidden_size=256, num_hidden_layers=2,
+                                           num_attention_heads=8, vocab_size=1000,
+                                           ffn_hidden_size=1024, **flags)  # fmt: skip
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    assert config_from_hf(hf.to_dict(), "falcon", "config.json").param_count == built
+
+
+def test_falcon_7b_has_one_kv_head():
+    """FalconConfig's defaults are Falcon-7B: 6.9B parameters and multi-query attention, so
+    its KV cache is one head's (read as a Llama it was 71 heads' and 11.2B parameters)."""
+    transformers = pytest.importorskip("transformers")
+    config = config_from_hf(transformers.AutoConfig.for_model("falcon").to_dict(), "f", "c")
+    assert config.param_count / 1e9 == pytest.approx(6.92, abs=0.01)
+    assert config.num_kv_heads == 1 and config.kv_cache_bytes_per_token(2) == 2 * 32 * 64 * 2

@@ -264,7 +264,9 @@ class _Builder:
             p = f"layers.{layer}"
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
             if cfg.parallel_block:  # GPT-J: x + attn(ln(x)) + mlp(ln(x)) in one add
-                a, m = self.attention_block(p, h), self.mlp(p, h)
+                # Falcon-40B/180B norm the MLP's input apart (ln_mlp beside ln_attn)
+                h_mlp = self.norm(f"{p}.norm_mlp", x, None)[0] if cfg.parallel_norms == 2 else h
+                a, m = self.attention_block(p, h), self.mlp(p, h_mlp)
                 x = self.op(OpKind.ELEMENTWISE, f"{p}.add3", [a, m, residual],
                             [self.t(f"{p}.out", *a.shape)], flops_per_element=2,
                             fn="add")  # fmt: skip

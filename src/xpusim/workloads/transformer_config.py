@@ -2,8 +2,8 @@
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
 qwen3, gemma; qwen2_moe and qwen3_moe with their experts' own width, qwen2_moe's shared
-expert) and GPT-J's and GPT-2's (n_embd,
-n_layer, ...); any other model_type is refused by name. Everything the cost of a forward
+expert), Falcon's, and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is
+refused by name. Everything the cost of a forward
 pass depends on is here; nothing about training or checkpoints.
 """
 
@@ -34,6 +34,7 @@ class TransformerConfig:
     gated_mlp: bool = True  # SwiGLU (llama) has gate and up projections; GPT-J's MLP has one
     norm: str = "rmsnorm"  # or "layernorm" (has a bias: 2 parameters per channel)
     parallel_block: bool = False  # GPT-J: attention and MLP read the same normed input
+    parallel_norms: int = 1  # in a parallel block: Falcon-40B/180B norm the two inputs apart
     attention_bias: bool = False  # on the q, k and v projections
     attention_out_bias: bool = False  # on the output projection (Llama's flag sets both)
     mlp_bias: bool = False
@@ -89,7 +90,7 @@ class TransformerConfig:
     def norm_params_per_layer(self) -> int:
         per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
         qk = 2 * self.head_dim if self.qk_norm else 0  # one weight per head channel, shared
-        return per_norm * (1 if self.parallel_block else 2) + qk
+        return per_norm * (self.parallel_norms if self.parallel_block else 2) + qk
 
     @property
     def layer_params(self) -> int:
@@ -177,6 +178,27 @@ _GPTJ_KEYS = {
     "rotary_dim": ("rotary_dim", None),
     "max_position_embeddings": ("n_positions", 0),
 }
+# Falcon: its own keys. Attention is multi-query (one KV head) unless the new decoder
+# architecture of Falcon-40B/180B gives num_kv_heads; the block is parallel (one LayerNorm,
+# two with the new architecture); the MLP is GeLU, ffn_hidden_size wide (4x hidden when
+# null); `bias` puts biases on every linear layer but the tied LM head; ALiBi replaces the
+# rotary embedding (its bias add is not costed).
+_FALCON_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "intermediate_size": ("ffn_hidden_size", None),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "num_heads": ("num_attention_heads", _REQUIRED),
+    "num_kv_heads": ("num_kv_heads", None),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", True),
+    "attention_bias": ("bias", False),
+    "parallel_block": ("parallel_attn", True),
+    "max_position_embeddings": ("max_position_embeddings", 0),
+    "multi_query": ("multi_query", True),
+    "new_decoder_architecture": ("new_decoder_architecture", False),
+    "alibi": ("alibi", False),
+    "parallel_norms": ("num_ln_in_parallel_attn", None),
+}
 # GPT-2's keys (model_type "gpt2"), which Megatron-LM's GPT models share: GPT-J's without
 # rotary embedding, and tied embeddings by default (as in Hugging Face's GPT2Config).
 _GPT2_KEYS = {k: v for k, v in _GPTJ_KEYS.items() if k != "rotary_dim"} | {
@@ -199,9 +221,10 @@ DIALECTS = {
     # multiply per element of one layer's input, is not an op here.
     "gemma": _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)},
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
-    "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS,
+    "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
 }  # fmt: skip
-_BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias"}
+_BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
+                "parallel_block", "multi_query", "new_decoder_architecture", "alibi"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -302,6 +325,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN3_FIXED)
     elif model_type == "qwen2_moe":
         fields["attention_out_bias"] = False  # q, k and v have biases, o_proj none
+    elif model_type == "falcon":
+        _falcon(fields, heads, hidden)
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
@@ -326,6 +351,21 @@ def _present(theirs: str | tuple[str, ...], data: dict) -> str:
     if isinstance(theirs, str):
         return theirs
     return next((key for key in theirs if key in data), theirs[0])
+
+
+def _falcon(fields: dict[str, object], heads: int, hidden: int) -> None:
+    """Falcon's flags as the transformer config's fields (FalconAttention, FalconDecoderLayer)."""
+    new, multi_query = fields.pop("new_decoder_architecture"), fields.pop("multi_query")
+    alibi, norms = fields.pop("alibi"), fields.pop("parallel_norms")
+    if new:
+        fields["num_kv_heads"] = fields["num_kv_heads"] or heads
+    else:
+        fields["num_kv_heads"] = 1 if multi_query else heads
+    bias = fields["attention_bias"]
+    fields.update(gated_mlp=False, norm="layernorm", attention_out_bias=bias, mlp_bias=bias,
+                  rotary_fraction=0.0 if alibi else 1.0,
+                  parallel_norms=(norms or 2) if new else 1)  # fmt: skip
+    fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
 
 
 def _one_kind_of_layer(fields: dict[str, object], origin: str) -> None:

@@ -65,7 +65,7 @@ def test_derived_and_assumed_figures_explain_themselves(chip_id):
 
 
 @pytest.mark.parametrize("chip_id", chip_ids())
-def test_memory_at_full_bandwidth_leaves_power_for_compute(chip_id):
+def test_static_power_leaves_power_for_compute(chip_id):
     chip = load_chip(chip_id)
     assert 0 < chip.compute_power_budget_w < chip.tdp_w.value
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpusim.errors import UserError
+from xpusim.hardware.prices import HOURS_PER_YEAR, check_basis, chip_price, prices
 
 BASES = ("on-demand", "tco")
 
@@ -40,8 +41,6 @@ def parse_price(value: Any, chip_id: str) -> Price:
         return None
     price = price_value(value)
     if isinstance(price, str):
-        from xpusim.hardware.prices import check_basis
-
         check_basis(chip_id, price)  # type: ignore[arg-type]
     return price
 
@@ -98,8 +97,6 @@ def chip_hour_rate(
     """
     if isinstance(price, float):
         return price, "given", f"--price {price:g} $/chip-hour"
-    from xpusim.hardware.prices import HOURS_PER_YEAR, chip_price, prices
-
     found = chip_price(chip_id)
     if found is None:
         return None

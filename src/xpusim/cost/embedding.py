@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from xpusim.cost.roofline import Bottleneck
+from xpusim.cost.roofline import Bottleneck, bottleneck_of, power_limit_s
 from xpusim.hardware.spec import Chip, MemoryKind
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
@@ -157,6 +157,7 @@ class EmbeddingCost:
     compute_s: float
     memory_s: float
     overhead_s: float
+    power_s: float  # the time the TDP allows the kernel's energy
     time_s: float
     dynamic_j: float  # energy without static power
     level_bytes: np.ndarray  # (L,) bytes moved at each level, whole bursts
@@ -165,7 +166,8 @@ class EmbeddingCost:
 
     @property
     def bottleneck(self) -> Bottleneck:
-        return Bottleneck(int(np.argmax([self.compute_s, self.memory_s, self.overhead_s])))
+        return Bottleneck(int(bottleneck_of(self.compute_s, self.memory_s, self.overhead_s, 0.0,
+                                            self.power_s)))  # fmt: skip
 
 
 def granularity(chip: Chip) -> np.ndarray:
@@ -210,12 +212,12 @@ def evaluate_bags(
     overhead_s = chip.overhead.per_op_s.value
     pj = np.array([m.energy_pj_per_byte.value for m in chip.memory])
     dynamic_j = float(level_bytes @ pj) * 1e-12 + pool_flops * power / peak
-    # the power limit (cost/roofline.py): no faster than the TDP lets the kernel's energy go
-    power_s = dynamic_j / (chip.tdp_w.value - chip.energy.static_power_w.value)
+    power_s = float(power_limit_s(dynamic_j, chip.tdp_w.value, chip.energy.static_power_w.value))
     return EmbeddingCost(
         compute_s=compute_s,
         memory_s=memory_s,
         overhead_s=overhead_s,
+        power_s=power_s,
         time_s=max(max(compute_s, memory_s) + overhead_s, power_s),
         dynamic_j=dynamic_j,
         level_bytes=level_bytes,

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
@@ -215,6 +216,12 @@ class OpCosts:
                              self.power_s)  # fmt: skip
 
 
+def power_limit_s(dynamic_j: Any, tdp_w: Any, static_w: Any) -> Any:
+    """The shortest time a chip's power limit allows an op's dynamic energy: at that time it
+    draws its TDP, static power included (any array shapes that broadcast)."""
+    return dynamic_j / (tdp_w - static_w)
+
+
 def bottleneck_of(
     compute_s: np.ndarray, memory_s: np.ndarray, overhead_s: np.ndarray, comm_s: np.ndarray,
     power_s: np.ndarray,
@@ -302,7 +309,7 @@ def evaluate(
         + table.vector_flops * hw.e_vector_j
         + (by_level * hw.e_byte_j).sum(axis=-2)
     )
-    power_s = dynamic_j / (hw.tdp_w - hw.static_w)
+    power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
     return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j, by_level,

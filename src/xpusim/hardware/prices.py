@@ -91,10 +91,6 @@ def chip_price(chip_id: str) -> ChipPrice | None:
     return prices().chips.get(chip_id)
 
 
-def priced_chip_ids() -> list[str]:
-    return sorted(prices().chips)
-
-
 def check_basis(chip_id: str, basis: Basis) -> None:
     """A UserError unless the chip has a price on this basis."""
     price = chip_price(chip_id)

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "onnx", "matplotlib", "pyarrow", "ray", "transformers", "onnxscript")
+HEAVY = ("torch", "onnx", "matplotlib", "pyarrow", "ray", "transformers", "onnxscript", "fastapi",
+         "uvicorn", "starlette")
 OTHER_SCENARIOS = ("xpusim.scenarios.recsys", "xpusim.scenarios.training",
                    "xpusim.scenarios.graph_inference", "xpusim.explore", "xpusim.validation")
 

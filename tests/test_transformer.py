@@ -15,9 +15,8 @@ from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import (
     config_from_hf,
     expected_active_experts,
-    load_hf_config,
 )
-from xpusim.workloads.zoo import ZOO_DIR, load_model, model_ids, zoo_entry
+from xpusim.workloads.zoo import ZOO_DIR, load_config_file, load_model, model_ids, zoo_entry
 
 REQUIRED_ZOO = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-65b", "llama-3-8b",
                 "llama-3-70b", "mixtral-8x7b", "gpt-j-6b"}  # fmt: skip
@@ -134,10 +133,10 @@ def test_config_kv_heads_must_divide_heads():
 def test_config_from_a_path(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_hf()))
-    assert load_hf_config(path).param_count == load_model("llama-2-7b").param_count
+    assert load_config_file(path).param_count == load_model("llama-2-7b").param_count
     path.write_text("{not json")
     with pytest.raises(UserError, match="malformed JSON"):
-        load_hf_config(path)
+        load_config_file(path)
 
 
 def test_unknown_model_suggests_close_names():

@@ -617,6 +617,26 @@ def demo(as_json: bool) -> None:
         _print(line)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface, so anyone who reaches "
+                   "this machine can run simulations on it).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port to listen on; 0 takes a free one (printed).")
+def web(host: str, port: int) -> None:
+    """A local page to compare chips and serving setups, and its JSON API (/api/openapi.json);
+    the 'web' extra."""
+    import importlib.util
+
+    from xpusim.errors import UserError
+
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UserError("xpusim web needs the 'web' extra: pip install 'xpusim[web]'")
+    from xpusim.web.app import serve
+
+    serve(host, port, lambda line: click.echo(line, err=True))
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     """SIGTERM stops a command as Ctrl-C does: a sweep keeps what finished."""
     raise KeyboardInterrupt

@@ -34,6 +34,12 @@ class Cost:
     per_s_per_usd_hour: float  # throughput (per second) per dollar-hour of the system
 
 
+MIN_PRICE, MAX_PRICE = 1e-6, 1e9
+"""Dollars per chip-hour a price may be: a millionth of a cent an hour is below any chip's
+power bill, and tokens per dollar-hour stay finite (a subnormal price made them infinite,
+found by fuzzing `xpusim web`'s API)."""
+
+
 def parse_price(value: Any, chip_id: str) -> Price:
     """A `price` option as the API takes it, checked before anything is simulated: a
     UserError names what is accepted, or the basis the chip has no price on."""
@@ -46,17 +52,18 @@ def parse_price(value: Any, chip_id: str) -> Price:
 
 
 def price_value(value: Any) -> float | str:
-    """A basis name as it is, or dollars per chip-hour as a number in (0, 1e9]; anything
-    else a UserError saying what is accepted (the command line's --price type too)."""
+    """A basis name as it is, or dollars per chip-hour as a number in [MIN_PRICE, MAX_PRICE];
+    anything else a UserError saying what is accepted (the command line's --price type too)."""
     if isinstance(value, str) and value in BASES:
         return value
     try:
         number = float(value)
     except (TypeError, ValueError):
         number = math.nan
-    if not (math.isfinite(number) and 0 < number <= 1e9):
-        raise UserError(f"--price {value!r}: give dollars per chip-hour (a number above 0 "
-                        f"and at most 1e9) or a basis: {', '.join(BASES)}")  # fmt: skip
+    if not (math.isfinite(number) and MIN_PRICE <= number <= MAX_PRICE):
+        raise UserError(f"--price {value!r}: give dollars per chip-hour (a number from "
+                        f"{MIN_PRICE:g} to {MAX_PRICE:g}) or a basis: "
+                        f"{', '.join(BASES)}")  # fmt: skip
     return number
 
 

@@ -8,8 +8,8 @@ a simulator that is always optimistic says something different from a noisy one.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 
 from xpusim.errors import UserError
 from xpusim.result import Result
@@ -62,12 +62,16 @@ def ape(predicted: float, measured: float) -> float:
 
 
 def summarize(points: list[ScoredPoint], skipped: list[SkippedPoint], worst: int = 3) -> Validation:
+    """The statistics of the scored points; with none scored there are none to give."""
+    if not points:
+        why = f": {skipped[0].id}: {skipped[0].reason}" if skipped else ""
+        raise UserError(f"none of these {len(skipped)} points can be scored yet{why}")
     errors = [p.ape for p in points]
     return Validation(
         points=points,
         skipped=skipped,
-        median_ape=statistics.median(errors) if errors else float("nan"),
-        mean_ape=statistics.fmean(errors) if errors else float("nan"),
+        median_ape=statistics.median(errors),
+        mean_ape=statistics.fmean(errors),
         n_points=len(points),
         n_skipped=len(skipped),
         worst=sorted(points, key=lambda p: -p.ape)[:worst],
@@ -99,27 +103,38 @@ def score_point(point: Point) -> ScoredPoint:
     )  # fmt: skip
 
 
-def validate(points: tuple[Point, ...] | None = None) -> Validation:
-    """Every point scored or skipped; the published set's answer is kept (a process asks
-    for it again: the report, the tests), since its serving points run simulations."""
+def validate(
+    points: tuple[Point, ...] | None = None, progress: Callable[[int, int], None] | None = None
+) -> Validation:
+    """Every point scored or skipped, `progress(done, total)` told after each; the published
+    set's answer is kept (a process asks for it again: the report, the tests), since its
+    serving points run simulations."""
     if points is None:
-        return _validate_published()
-    return _validate(points)
+        return _validate_published(progress)
+    return _validate(points, progress)
 
 
-@cache
-def _validate_published() -> Validation:
-    return _validate(load_points())
+_PUBLISHED: list[Validation] = []
 
 
-def _validate(points: tuple[Point, ...]) -> Validation:
+def _validate_published(progress: Callable[[int, int], None] | None) -> Validation:
+    if not _PUBLISHED:
+        _PUBLISHED.append(_validate(load_points(), progress))
+    return _PUBLISHED[0]
+
+
+def _validate(
+    points: tuple[Point, ...], progress: Callable[[int, int], None] | None = None
+) -> Validation:
     scored, skipped = [], []
-    for point in points:
+    for done, point in enumerate(points, 1):
         try:
             scored.append(score_point(point))
         except (Unexpressible, UserError) as why:
             skipped.append(SkippedPoint(point.id, point.chip, point.workload, point.metric,
                                         str(why)))  # fmt: skip
+        if progress:
+            progress(done, len(points))
     return summarize(scored, skipped)
 
 

@@ -387,12 +387,6 @@ def read_config_json(path: Path) -> dict:
     return data
 
 
-def load_hf_config(path: Path) -> TransformerConfig:
-    data = read_config_json(path)
-    name = data.get("_name_or_path") or path.parent.name or path.stem
-    return config_from_hf(data, str(name), str(path))
-
-
 def expected_active_experts(tokens: Dim, experts: int, per_token: int) -> Dim:
     """Distinct experts a batch of tokens touches, if routing is uniform and independent.
 

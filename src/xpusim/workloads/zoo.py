@@ -14,7 +14,7 @@ from typing import Any
 from xpusim.errors import UserError, closest
 from xpusim.files import is_file
 from xpusim.workloads.dlrm_config import config_from_json as dlrm_from_json
-from xpusim.workloads.transformer_config import config_from_hf, load_hf_config, read_config_json
+from xpusim.workloads.transformer_config import config_from_hf, read_config_json
 
 ZOO_DIR = Path(__file__).parent / "zoo"
 
@@ -91,11 +91,22 @@ def load_model(
 
 def load_config_file(path: Path) -> Any:
     """A Hugging Face `config.json`, or any kind READERS knows marked `"_xpusim": {"kind": ...}`."""
-    data = read_config_json(path)
+    return config_from_data(read_config_json(path), str(path), path)
+
+
+def config_from_data(data: Any, origin: str, path: Path | None = None) -> Any:
+    """A config file's object, however it arrived (a file, or pasted into `xpusim web`):
+    its `_xpusim.kind` picks the reader. A transformer is named by its `_name_or_path`, else
+    by its file's folder; a DLRM by its file; a pasted one, unnamed, as "pasted-config".
+    Errors are UserErrors that start with `origin`."""
+    if not isinstance(data, dict):
+        raise UserError(f"{origin}: expected a JSON object")
+    data = dict(data)
     meta = data.pop("_xpusim", {})
     kind = meta.get("kind", "transformer") if isinstance(meta, dict) else None
     if kind not in READERS:
-        raise UserError(f"{path}: field '_xpusim.kind' must be one of {', '.join(READERS)}")
+        raise UserError(f"{origin}: field '_xpusim.kind' must be one of {', '.join(READERS)}")
+    name = path.stem if path else "pasted-config"
     if kind == "transformer":
-        return load_hf_config(path)
-    return READERS[kind](data, path.stem, str(path))
+        name = data.get("_name_or_path") or (path and path.parent.name) or name
+    return READERS[kind](data, str(name), origin)

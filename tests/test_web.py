@@ -184,6 +184,31 @@ def test_option_fields_follow_the_command_line():
         "model", "chip_id", "as_json", "out", "chips", "trace", "lengths"}
 
 
+def test_the_command_serves_on_a_free_port_and_says_where():
+    import re
+    import subprocess
+    import sys
+
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-c", "from xpusim.cli import main; main()",
+                               "web", "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stderr.readline()
+        url = re.fullmatch(r"xpusim web: (http://127\.0\.0\.1:\d+)/ \(Ctrl-C stops\)\n", line)
+        assert url, line
+        assert httpx.get(f"{url.group(1)}/", timeout=30).status_code == 200
+        taken = int(url.group(1).rsplit(":", 1)[1])
+        again = subprocess.run([sys.executable, "-c", "from xpusim.cli import main; main()",
+                                "web", "--port", str(taken)], capture_output=True, text=True,
+                               timeout=60)  # fmt: skip
+        assert again.returncode == 2 and again.stderr.startswith("error: ")
+        assert len(again.stderr.strip().splitlines()) == 1
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import (  # noqa: E402

@@ -356,6 +356,7 @@ def serve(host: str, port: int, announce: Callable[[str], None]) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)  # connections made once the address is announced wait, not fail
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     announce(f"xpusim web: http://{shown}:{sock.getsockname()[1]}/ (Ctrl-C stops)")
     config = uvicorn.Config(create_app(), log_level="warning", access_log=False)

@@ -179,6 +179,7 @@ const COLUMNS = [
   ["queries/s", "queries_per_s", plain],
   ["MFU", "mfu", (v) => (v == null ? "—" : `${(100 * v).toFixed(1)}%`)],
   ["J/token", "joules_per_token", plain],
+  ["J/query", "joules_per_query", (v) => si(v, "J")],
   ["power/chip", "avg_power_w", (v) => si(v, "W")],
   ["$/M", "cost", (v) => (v ? `$${num(v.usd_per_million)}` : "—")],
   ["bound by", "bottleneck", (v) => v || "—"],

@@ -266,3 +266,20 @@ def test_a_non_finite_result_is_raised_naming_its_field_never_printed():
                                                                   time_s=float("nan"))])
     with pytest.raises(NonFiniteResult, match=r"ops\[0\]\.time_s is nan"):
         broken.to_dict()
+
+
+def test_a_long_lived_process_keeps_a_bounded_number_of_op_tables():
+    """`xpusim web` simulates shape after shape for hours: what the simulator keeps of past
+    shapes must stop growing (a memo once held 4,096 op tables: 400 MB)."""
+    import gc
+
+    from xpusim.cost.op_table import OpTable
+
+    def live_tables(shapes: range) -> int:
+        for batch in shapes:
+            xpusim.simulate("llama-2-7b", "h100-sxm", batch=batch, prompt=64 + batch, gen=8)
+        gc.collect()
+        return sum(isinstance(o, OpTable) for o in gc.get_objects())
+
+    after_some = live_tables(range(1, 41))
+    assert live_tables(range(41, 121)) <= after_some + 8  # twice as many shapes again

@@ -51,6 +51,18 @@ class OpTable:
         has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
         return (self.kinds, self.dtypes, tuple(has_matrix.tolist()))
 
+    @cached_property
+    def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:
+        """The collective ops (position, op) and what their lines depend on besides their
+        bytes (cost/collectives.py). Kept on the table, so that it lives as long as the
+        table does: a memo holding tables kept 4,096 of them alive (400 MB in a long-lived
+        `xpusim web`, benchmarks/bench_web.py)."""
+        collectives = tuple((i, op) for i, op in enumerate(self.ops)
+                            if op.kind is OpKind.COLLECTIVE)  # fmt: skip
+        signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
+                          for i, op in collectives)  # fmt: skip
+        return collectives, signature
+
     @property
     def activation_bytes(self) -> np.ndarray:
         return self.role_bytes[..., ROLES.index(Role.ACTIVATION), :]

@@ -420,24 +420,11 @@ def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, 
     ops). A collective's time is a line in its bytes (cost/collectives.py) whose terms
     depend on the topology and the collective only, so the lines are kept per topology and
     the table's collectives and shared by every request; only the bytes are a request's."""
-    collectives, signature = _TABLE_COLLECTIVES.get(
-        (table,), None, lambda: _table_collectives(table)
-    )
+    collectives, signature = table.collectives
     return _COMM_LINES.get(
         tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
         lambda: _comm_lines(collectives, len(table), system, plan),
     )  # fmt: skip
-
-
-def _table_collectives(table: OpTable) -> tuple[tuple[tuple[int, Op], ...], tuple]:
-    """A table's collectives (position, op) and what their lines depend on."""
-    collectives = tuple((i, op) for i, op in enumerate(table.ops) if op.kind is OpKind.COLLECTIVE)
-    signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
-                      for i, op in collectives)  # fmt: skip
-    return collectives, signature
-
-
-_TABLE_COLLECTIVES: ByIdentity[tuple[tuple[tuple[int, Op], ...], tuple]] = ByIdentity()
 
 
 def _comm_lines(

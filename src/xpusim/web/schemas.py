@@ -27,8 +27,8 @@ from xpusim.errors import UserError, closest
 @dataclass(frozen=True)
 class Limits:
     """The most work one request may ask for: a server shared by a team must not be held by
-    one request. Defaults sized on this project's 2-core machines (docs/web.md): a sweep of
-    2,000 LLM points costs about 1 s there, a serving run of 2,000 requests under 1 s."""
+    one request. Defaults sized on this project's 2-core machines (docs/web.md, 2026-12-01):
+    a sweep of 2,000 LLM points took 0.7 s there, a serving run of 2,000 requests 0.4-1.3 s."""
 
     body_bytes: int = 256 * 1024  # a config.json is a few kB
     targets: int = 16  # chips or systems compared at once

@@ -171,7 +171,8 @@ def test_result_serializes_with_the_contract_keys():
     assert d["bottleneck"] in {"compute", "memory", "interconnect", "overhead"}
 
 
-@pytest.mark.parametrize("model", ["llama-2-70b", "gpt-j-6b", "mixtral-8x7b", "megatron-530b"])
+@pytest.mark.parametrize("model", ["llama-2-70b", "gpt-j-6b", "mixtral-8x7b", "megatron-530b",
+                                   "deepseek-v3"])
 def test_compact_graphs_cost_as_the_full_graphs(model):
     """A compact graph (one layer standing for the identical others) has the full graph's
     op counts, per-op work, FLOPs, bytes, peak activations and stage counts."""
@@ -256,3 +257,36 @@ def test_step_nodes_sum_affine_costs_exactly_and_kinks_closely(steps):
     estimate = (weights * np.maximum(10.0, 10.0 + 2.0 * (nodes - kink))).sum()
     exact = len(nodes) == steps
     assert estimate == pytest.approx(kinked.sum(), rel=1e-12 if exact else 1e-3)
+
+
+def test_latent_attention_caches_the_latent_and_decodes_absorbed():
+    """DeepSeek-V3's MLA: the cache holds 512 + 64 values per token and layer (not K and V
+    of 128 heads), whole on every tensor-parallel rank; a decode step attends over it as
+    one KV head 576 wide with 512-wide values (the absorbed form), a prefill over
+    decompressed keys 192 and values 128 wide per head."""
+    from xpusim.compiler.partition import Plan, partition
+
+    cfg = xpusim.model("deepseek-v3")
+    step = StepShape(4, 1, 1000)
+    decode = build_step(cfg, step, DType.FP8)
+    layer0 = {op.name.removeprefix("layers.0."): op for op in decode if op.layer == 0}
+    assert {"q_absorb", "v_absorb", "attention"} <= set(layer0) and "kv_b_proj" not in layer0
+    attention = layer0["attention"]
+    assert attention.matrix_flops == 2 * 4 * 128 * 1000 * (576 + 512)
+    cache = [t for t in attention.inputs if t.role.value == "kv_cache"]
+    assert cache[0].shape == (4, 1000, 1, 576)
+    for tp in (1, 8):
+        ranked = partition(decode, Plan(tp=tp))
+        attn = next(op for op in ranked if op.name == "layers.0.attention")
+        assert attn.inputs[1].shape == (4, 1000, 1, 576)  # the latent, whole on each rank
+        assert attn.inputs[0].shape[2] == 128 // tp  # the queries' heads, split
+    prefill = build_step(cfg, StepShape(2, 64, 64), DType.FP8)
+    attention = next(op for op in prefill if op.name == "layers.0.attention")
+    assert attention.matrix_flops == 2 * 2 * 128 * (64 * 65 / 2) * (192 + 128)
+    r = xpusim.simulate("deepseek-v3", "h200-sxm", chips=8, tp=8, batch=4, prompt=512, gen=64,
+                        precision="fp8")  # fmt: skip
+    latents = 4 * (512 + 64) * 61 * 576  # sequences x tokens x layers x values, 1 B each
+    assert r.fits and r.per_chip_memory_bytes.kv_cache == latents
+    assert r.memory_bytes.kv_cache == 8 * latents  # every rank holds it whole
+    with pytest.raises(UserError, match="latent attention is not modelled yet"):
+        xpusim.simulate("deepseek-v3", "h200-sxm", mode="training", chips=64, batch=8)

@@ -148,12 +148,15 @@ SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_attention_heads=8, num_key_value_heads=4, vocab_size=1000, pad_token_id=0,
                 n_embd=256, n_layer=2, n_head=8, rotary_dim=16, moe_intermediate_size=128,
                 num_experts=4, num_local_experts=4, num_experts_per_tok=2,
-                shared_expert_intermediate_size=384)  # fmt: skip
+                shared_expert_intermediate_size=384, n_routed_experts=8, n_shared_experts=2,
+                first_k_dense_replace=1, kv_lora_rank=32, q_lora_rank=96, qk_rope_head_dim=16,
+                qk_nope_head_dim=32, v_head_dim=24, n_group=2, topk_group=1)  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
                                         "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gptj",
-                                        "gpt2", "falcon"])  # fmt: skip
+                                        "gpt2", "falcon", "deepseek_v2",
+                                        "deepseek_v3"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
     """A small config of each model_type, saved by transformers, read by xpusim: the same
     parameters as transformers' own model on the meta device (GPT-2's learned position
@@ -175,7 +178,29 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     assert config_from_hf(saved, model_type, "config.json").param_count == built
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "bert", "gemma2", "opt", "mamba", 7,
+def test_deepseek_reads_as_transformers_builds_it():
+    """DeepSeek-V3's own sizes (transformers' defaults are V3's: 61 layers, 256 routed
+    experts and one shared, the first 3 layers dense, MLA with a 512-wide latent), and
+    V2-Lite's q projected from the hidden state (q_lora_rank null)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    v3 = transformers.DeepseekV3Config()
+    lite = transformers.DeepseekV2Config(q_lora_rank=None, num_hidden_layers=3,
+                                         first_k_dense_replace=1, num_experts_per_tok=6,
+                                         n_routed_experts=16, moe_intermediate_size=64)
+    for hf in (v3, lite):
+        with torch.device("meta"):
+            module = transformers.AutoModelForCausalLM.from_config(hf)
+        ours = config_from_hf(hf.to_dict(), hf.model_type, "config.json")
+        assert ours.param_count == sum(p.numel() for p in module.parameters())
+    ours = config_from_hf(v3.to_dict(), "deepseek-v3", "config.json")
+    assert (ours.param_count, ours.active_param_count) == (671_026_404_352, 37_552_282_624)
+    assert ours.kv_cache_bytes_per_token(1) == 61 * (512 + 64)  # the latent, not 2 x 128 heads
+    with pytest.raises(UserError, match="moe_layer_freq"):
+        config_from_hf({**v3.to_dict(), "moe_layer_freq": 2}, "m", "config.json")
+
+
+@pytest.mark.parametrize("model_type", ["t5", "bert", "gemma2", "opt", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,

@@ -210,6 +210,9 @@ class _Sharder:
         h_rank, kv_rank = self.split(h), max(1, self.split(kvh))
         widths = {(h + 2 * kvh) * d: (h_rank + 2 * kv_rank) * d,
                   (h + kvh) * d: (h_rank + kv_rank) * d, h * d: h_rank * d}  # fmt: skip
+        v = op.attr("v_dim")  # values narrower or wider than the keys (latent attention)
+        if v is not None:
+            widths[h * int(v)] = h_rank * int(v)
         return widths, {h: h_rank, kvh: kv_rank}
 
     def _heads(self, op: Op) -> list[Op]:
@@ -217,9 +220,9 @@ class _Sharder:
         widths, heads = self._head_split(op)
 
         def shard(t: Tensor) -> Tensor:
-            if len(t.shape) == 4:  # [batch, seq, heads, head_dim]
+            if len(t.shape) == 4:  # [batch, seq, heads, head_dim]; one latent head stays
                 b, s, n, hd = t.shape
-                return _resized(t, b, s, heads[n], hd)
+                return _resized(t, b, s, heads.get(n, n), hd)
             return _last(t, widths.get(t.shape[-1], t.shape[-1]))
 
         # a projection's input is the full hidden state, whatever its width happens to equal
@@ -229,6 +232,14 @@ class _Sharder:
             else (tuple(map(shard, op.inputs)))
         )
         return [self._with(op, list(ins), [shard(t) for t in op.outputs])]
+
+    def _head_batch(self, op: Op) -> list[Op]:
+        """A matmul batched over heads ([heads, tokens, k] x [heads, k, n], latent
+        attention's absorbed projections): each rank runs its heads."""
+        def shard(t: Tensor) -> Tensor:
+            return _resized(t, self.split(t.shape[0]), *t.shape[1:])
+
+        return [self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))]
 
     def _part(self, op: Op, n: int) -> int:
         """One rank's share of a dimension of n split by tensor parallelism."""
@@ -378,13 +389,21 @@ def weights_per_chip_bytes(
         _ceil_div(cfg.num_heads, plan.tp),
         max(1, _ceil_div(cfg.num_kv_heads, plan.tp)),
     )
-    q_o = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim
-    k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
-    attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
+    if cfg.is_mla:  # the latents' projections whole on every rank, the heads' split
+        attn = cfg.mla_replicated_params + cfg.mla_head_params * h_rank / cfg.num_heads
+    else:
+        q_o = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim
+        k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
+        attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
     experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
     shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
     layer = attn + experts + shared + cfg.router_params + cfg.norm_params_per_layer
-    per_stage = [layer * n for n in layers_per_stage(cfg.num_layers, plan.pp)]
+    dense = attn + cfg.dense_mlp_params / plan.tp + cfg.norm_params_per_layer
+    per_stage, start = [], 0
+    for n in layers_per_stage(cfg.num_layers, plan.pp):  # an MoE model's dense layers first
+        dense_here = max(0, min(start + n, cfg.dense_layers) - start)
+        per_stage.append(dense * dense_here + layer * (n - dense_here))
+        start += n
     per_stage[0] += cfg.embedding_params / plan.tp
     per_stage[-1] += cfg.lm_head_params / plan.tp + cfg.final_norm_params
     return tuple(params * itemsize for params in per_stage)

@@ -219,9 +219,12 @@ def _attention_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
 
 
 def _attention_matrix_flops(op: Op) -> float:
+    """QK^T over the key width and PV over the value width (`v_dim`: latent attention's
+    differ), 2 FLOPs per MAC each."""
     batch, heads, head_dim, q_len, kv_len = _attention_dims(op)
     pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
-    return 4.0 * batch * heads * head_dim * pairs  # QK^T and PV, 2 FLOPs per MAC each
+    v_dim = op.attr("v_dim", head_dim)
+    return 2.0 * batch * heads * (head_dim + v_dim) * pairs
 
 
 def _attention_vector_flops(op: Op) -> float:

@@ -281,7 +281,6 @@ class StageMemory:
 def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, kv: DType) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
     cache's format `kv`."""
-    kv_heads = max(1, -(-cfg.num_kv_heads // plan.tp))
     return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
                        layers_per_stage(cfg.num_layers, plan.pp),
-                       2 * kv_heads * cfg.head_dim * kv.itemsize)  # fmt: skip
+                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize)  # fmt: skip

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind
@@ -127,6 +128,8 @@ class _Builder:
 
     def attention_block(self, p: str, x: Tensor) -> Tensor:
         cfg, s = self.cfg, self.step
+        if cfg.is_mla:
+            return self.latent_attention(p, x)
         q_width = cfg.num_heads * cfg.head_dim
         kv_width = cfg.num_kv_heads * cfg.head_dim
         qkv = self.matmul(
@@ -163,6 +166,71 @@ class _Builder:
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
                            tp="row")
 
+    def latent_attention(self, p: str, x: Tensor) -> Tensor:
+        """Multi-head latent attention (DeepSeek-V2, section 2.1) as serving engines run it.
+
+        Queries come from a low-rank latent (q_a_proj, its norm, q_b_proj) or straight from
+        the hidden state; keys and values from one latent per token (kv_a_proj_with_mqa:
+        kv_lora_rank wide, plus the rotary key shared by every head), and that latent is
+        what the cache holds. A decode step (one query per sequence) runs the absorbed form
+        (vLLM's and SGLang's MLA decode kernels): each head's query is multiplied into the
+        latent space by its slice of kv_b_proj (q_absorb), attention runs over the cached
+        latents as one KV head kv_lora_rank + rope wide, and the values come back out of
+        the latent space by the other slice (v_absorb). A prefill decompresses instead:
+        kv_b_proj turns every token's latent (a chunk's cached prefix too, read as its
+        input) into per-head keys and values, and attention runs as multi-head attention.
+        Tensor parallelism splits the heads; the latent projections and the cache are whole
+        on every rank (why engines run MLA's attention data-parallel)."""
+        cfg, s = self.cfg, self.step
+        heads, d, rope = cfg.num_heads, cfg.head_dim, cfg.qk_rope_head_dim
+        nope, rank, v = d - rope, cfg.kv_lora_rank, cfg.v_head_dim
+        latent = rank + rope
+        if cfg.q_lora_rank:
+            q = self.matmul(f"{p}.q_a_proj", x, cfg.q_lora_rank)
+            norm_w = self.t(f"{p}.q_a_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
+            q = self.vector(OpKind.NORM, f"{p}.q_a_norm", [q, norm_w], cfg.q_lora_rank,
+                            RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
+            q = self.matmul(f"{p}.q_b_proj", q, heads * d, tp="column")
+        else:
+            q = self.matmul(f"{p}.q_proj", x, heads * d, tp="column")
+        q = self.vector(OpKind.ELEMENTWISE, f"{p}.q_rope", [q], heads * d,
+                        ROTARY_FLOPS * rope / d, tp="split", fn="rope")  # fmt: skip
+        kv = self.matmul(f"{p}.kv_a_proj", x, latent)
+        norm_w = self.t(f"{p}.kv_a_norm.w", rank, role=Role.WEIGHT)
+        kv = self.vector(OpKind.NORM, f"{p}.kv_a_norm", [kv, norm_w], latent,
+                         (RMSNORM_FLOPS * rank + ROTARY_FLOPS * rope) / latent,
+                         fn="rmsnorm")  # the latent's norm, the rotary key's rotation
+        new = self.t(f"{p}.latent_new", s.batch, s.q_len, 1, latent, role=Role.KV_CACHE)
+        mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True)
+        tokens = self.tokens
+        if isinstance(s.q_len, int) and s.q_len == 1:  # decode: the absorbed form
+            q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
+            w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
+            self.op(OpKind.MATMUL, f"{p}.q_absorb", [q_nope, w_uk],
+                    [self.t(f"{p}.q_latent", heads, tokens, rank)], compute=self.act.value,
+                    tp="head_batch")  # fmt: skip
+            q_lat = self.t(f"{p}.q_latent_rope", s.batch, s.q_len, heads, latent)
+            cache = self.t(f"{p}.latent_cache", s.batch, s.kv_len, 1, latent, role=Role.KV_CACHE)
+            attn = self.op(OpKind.ATTENTION, f"{p}.attention", [q_lat, cache, kv],
+                           [self.t(f"{p}.attn.latent", s.batch, s.q_len, heads * rank), new],
+                           tp="heads", kv_heads=1, v_dim=rank, **{**mla, "head_dim": latent})
+            w_uv = self.t(f"{p}.kv_b_proj.w_uv", heads, rank, v, role=Role.WEIGHT)
+            values = self.op(OpKind.MATMUL, f"{p}.v_absorb",
+                             [self.t(attn.name, heads, tokens, rank), w_uv],
+                             [self.t(f"{p}.attn.out", heads, tokens, v)],
+                             compute=self.act.value, tp="head_batch")  # fmt: skip
+            out = self.t(values.name, s.batch, s.q_len, heads * v)
+        else:  # prefill: keys and values decompressed, multi-head attention over them
+            latents = self.t(f"{p}.latents", s.batch, s.kv_len, rank)
+            kv_up = self.matmul(f"{p}.kv_b_proj", latents, heads * (nope + v), tp="column")
+            k = self.t(f"{kv_up.name}.k", s.batch, s.kv_len, heads, d)
+            values = self.t(f"{kv_up.name}.v", s.batch, s.kv_len, heads, v)
+            q4 = self.t(f"{q.name}.heads", s.batch, s.q_len, heads, d)
+            out = self.op(OpKind.ATTENTION, f"{p}.attention", [q4, k, values, kv],
+                          [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * v), new],
+                          tp="heads", kv_heads=heads, v_dim=v, **mla)  # fmt: skip
+        return self.matmul(f"{p}.o_proj", out, cfg.hidden_size, tp="row")
+
     def training_attention(self, p: str, qkv: Tensor) -> Tensor:
         """Rotary op writing head-major q, k, v, then attention writing its output and the
         per-query log-sum-exp of the scores (fp32) that FlashAttention's backward reads."""
@@ -188,7 +256,7 @@ class _Builder:
                 tp="split", fn="gelu",
             )  # fmt: skip
             return self.matmul(f"{p}.fc_out", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
-        if cfg.is_moe:
+        if cfg.is_expert_layer(self.layer):
             return self.moe(p, x)
         h = self.matmul(f"{p}.gate_up", x, 2 * cfg.intermediate_size, cfg.mlp_bias, tp="column")
         h = self.vector(
@@ -238,8 +306,9 @@ class _Builder:
                        flops_per_element=2 * k + 2 * (len(parts) > 1))  # fmt: skip
 
     def shared_expert(self, p: str, x: Tensor) -> list[Tensor]:
-        """Qwen2-MoE's shared expert: a SwiGLU MLP every token runs, scaled by a sigmoid gate
-        (one output per token); none for a model without one."""
+        """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,
+        scaled by a sigmoid gate (one output per token) in Qwen2-MoE, not in DeepSeek; none
+        for a model without them."""
         width = self.cfg.shared_expert_width
         if not width:
             return []
@@ -247,7 +316,8 @@ class _Builder:
         h = self.vector(OpKind.ELEMENTWISE, f"{p}.shared.silu_mul", [h], width, SILU_MUL_FLOPS,
                         tp="split", fn="silu_mul")  # fmt: skip
         out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row")
-        return [out, self.matmul(f"{p}.shared.gate", x, 1)]
+        gate = [self.matmul(f"{p}.shared.gate", x, 1)] if self.cfg.shared_expert_gate else []
+        return [out, *gate]
 
     def build(self) -> Graph:
         cfg, s = self.cfg, self.step
@@ -256,10 +326,9 @@ class _Builder:
         out = self.t("embed.out", s.batch, s.q_len, cfg.hidden_size)
         x = self.op(OpKind.EMBEDDING, "embed", [table, ids], [out], tp="vocab")
         residual: Tensor | None = None
-        emitted = min(cfg.num_layers, 2) if self.compact else cfg.num_layers
-        if emitted < cfg.num_layers:  # layer 1 stands for layers 1 .. num_layers - 1
-            self.graph.layer_copies[1] = cfg.num_layers - 1
-        for layer in range(emitted):
+        for layer, copies in emitted_layers(cfg, self.compact):
+            if copies > 1:
+                self.graph.layer_copies[layer] = copies
             self.layer = layer
             p = f"layers.{layer}"
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
@@ -309,6 +378,26 @@ class _Builder:
         return self.graph
 
 
+def refuse_latent_attention(cfg: TransformerConfig) -> None:
+    """Training's graphs (autodiff of the forward pass) are built for multi-head attention
+    only: a model with latent attention is refused, not costed as something else."""
+    if cfg.is_mla:
+        raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
+                        "not modelled yet (its inference and serving are)")
+
+
+def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int]]:
+    """(layer, how many layers it stands for) of the layers a graph emits: every layer, or
+    in a compact graph the first of each run of identical ones. Layer 0 differs from the
+    rest (its norm has no residual to add), and an MoE model's dense layers from its expert
+    layers: DeepSeek-V3 (3 dense of 61) is emitted as layers 0, 1 (for 1-2) and 3 (for 3-60)."""
+    n = cfg.num_layers
+    if not compact:
+        return [(layer, 1) for layer in range(n)]
+    starts = sorted({0, 1, cfg.dense_layers if cfg.is_moe else 0} & set(range(n)))
+    return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]
+
+
 def build_step(
     cfg: TransformerConfig,
     step: StepShape,
@@ -322,10 +411,11 @@ def build_step(
 ) -> Graph:
     """One step's ops; `training` builds the forward pass of a training step (see above).
 
-    `compact` emits layer 0 and one layer standing for all the others (Graph.layer_copies):
-    the layers are identical past the first (whose norm has no residual to add), so the
-    compact graph has the full graph's op counts, FLOPs, bytes, peak activations and
-    pipeline stages (tested) at a fortieth of the build time of an 80-layer model.
+    `compact` emits the first layer of each run of identical layers, standing for the run
+    (Graph.layer_copies, emitted_layers): layer 0, whose norm has no residual to add, then
+    the rest (an MoE model's dense layers and its expert layers apart), so the compact
+    graph has the full graph's op counts, FLOPs, bytes, peak activations and pipeline
+    stages (tested) at a fortieth of the build time of an 80-layer model.
 
     `attention` is the format attention computes in when it differs from `act`: serving
     engines of 2024 ran attention in 16-bit even in FP8 engines (TensorRT-LLM's GPT attention
@@ -336,4 +426,6 @@ def build_step(
     """
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
+    if training:
+        refuse_latent_attention(cfg)
     return _Builder(cfg, step, act, weight or act, training, compact, attention, kv).build()

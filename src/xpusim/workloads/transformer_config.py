@@ -43,17 +43,41 @@ class TransformerConfig:
     num_experts: int = 1  # MoE: experts per layer (1 = dense)
     experts_per_token: int = 1
     expert_intermediate_size: int = 0  # an expert's MLP width when not intermediate_size's
-    shared_expert_width: int = 0  # MoE: a gated MLP every token runs beside its experts
+    shared_expert_width: int = 0  # MoE: an MLP every token runs beside its experts
+    shared_expert_gate: bool = True  # Qwen2-MoE scales it by a sigmoid gate; DeepSeek does not
+    dense_layers: int = 0  # MoE: the first layers have dense MLPs (first_k_dense_replace)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
+    # Multi-head latent attention (DeepSeek-V2/V3): K and V are up-projected from a latent of
+    # kv_lora_rank per token, which is what the cache holds (with the rotary part of the key,
+    # qk_rope_head_dim, shared by the heads); q from one of q_lora_rank (0: a plain q_proj).
+    # head_dim is the query-key width per head (nope + rope), v_head_dim the value width.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
     max_position_embeddings: int = 0
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def expert_layers(self) -> int:
+        """Layers whose MLP is an MoE layer (none in a dense model)."""
+        return self.num_layers - self.dense_layers if self.is_moe else 0
+
+    def is_expert_layer(self, layer: int) -> bool:
+        return self.is_moe and layer >= self.dense_layers
+
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
     def attention_params(self) -> int:
+        if self.is_mla:
+            return self.mla_replicated_params + self.mla_head_params
         q = self.hidden_size * self.num_heads * self.head_dim
         kv = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
         o = self.num_heads * self.head_dim * self.hidden_size
@@ -63,6 +87,24 @@ class TransformerConfig:
         return q + kv + o + bias + (self.hidden_size if self.attention_out_bias else 0)
 
     @property
+    def mla_replicated_params(self) -> int:
+        """MLA's projections to the latents and their norms: every tensor-parallel rank
+        holds them whole (DeepseekV2Attention's q_a_proj, q_a_layernorm, kv_a_proj_with_mqa,
+        kv_a_layernorm)."""
+        h, r, kv = self.hidden_size, self.q_lora_rank, self.kv_lora_rank
+        q_down = h * r + r if r else 0
+        return q_down + h * (kv + self.qk_rope_head_dim) + kv
+
+    @property
+    def mla_head_params(self) -> int:
+        """MLA's per-head projections, which tensor parallelism splits by heads: q's up
+        projection (q_b_proj, or q_proj from the hidden state), kv_b_proj, o_proj."""
+        heads, d, v = self.num_heads, self.head_dim, self.v_head_dim
+        q_in = self.q_lora_rank or self.hidden_size
+        kv_up = self.kv_lora_rank * heads * (d - self.qk_rope_head_dim + v)
+        return q_in * heads * d + kv_up + heads * v * self.hidden_size
+
+    @property
     def expert_width(self) -> int:
         """An expert's MLP width: Qwen3-MoE's moe_intermediate_size, else the MLP's."""
         return self.expert_intermediate_size or self.intermediate_size
@@ -70,7 +112,15 @@ class TransformerConfig:
     @property
     def expert_params(self) -> int:
         """One MLP (one expert of an MoE layer)."""
-        h, i = self.hidden_size, self.expert_width
+        return self.mlp_params(self.expert_width)
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """The MLP of a dense layer (of an MoE model's dense layers too)."""
+        return self.mlp_params(self.intermediate_size)
+
+    def mlp_params(self, width: int) -> int:
+        h, i = self.hidden_size, width
         mats = (3 if self.gated_mlp else 2) * h * i
         bias = (i * (2 if self.gated_mlp else 1) + h) if self.mlp_bias else 0
         return mats + bias
@@ -81,10 +131,12 @@ class TransformerConfig:
 
     @property
     def shared_expert_params(self) -> int:
-        """Qwen2-MoE's shared expert (a SwiGLU MLP) and its sigmoid gate (hidden -> 1)."""
+        """The shared experts (one SwiGLU MLP as wide as all of them) and Qwen2-MoE's sigmoid
+        gate (hidden -> 1)."""
         if not self.shared_expert_width:
             return 0
-        return 3 * self.hidden_size * self.shared_expert_width + self.hidden_size
+        gate = self.hidden_size if self.shared_expert_gate else 0
+        return 3 * self.hidden_size * self.shared_expert_width + gate
 
     @property
     def norm_params_per_layer(self) -> int:
@@ -94,6 +146,7 @@ class TransformerConfig:
 
     @property
     def layer_params(self) -> int:
+        """An expert layer's (every layer's, in a dense model)."""
         return (
             self.attention_params
             + self.num_experts * self.expert_params
@@ -101,6 +154,11 @@ class TransformerConfig:
             + self.shared_expert_params
             + self.norm_params_per_layer
         )
+
+    @property
+    def dense_layer_params(self) -> int:
+        """One of an MoE model's dense layers."""
+        return self.attention_params + self.dense_mlp_params + self.norm_params_per_layer
 
     @property
     def embedding_params(self) -> int:
@@ -119,7 +177,8 @@ class TransformerConfig:
     @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
         return (
-            self.num_layers * self.layer_params
+            (self.num_layers - self.dense_layers) * self.layer_params
+            + self.dense_layers * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
@@ -129,10 +188,17 @@ class TransformerConfig:
     def active_param_count(self) -> int:
         """Parameters one token touches (MoE: only its routed experts)."""
         idle_experts = self.num_experts - self.experts_per_token if self.is_moe else 0
-        return self.param_count - self.num_layers * idle_experts * self.expert_params
+        return self.param_count - self.expert_layers * idle_experts * self.expert_params
+
+    def kv_elements_per_layer(self, tp: int = 1) -> int:
+        """Cached elements per token and layer on one of `tp` ranks: K and V of the rank's
+        KV heads, or MLA's latent and rotary key, which every rank holds whole."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
 
     def kv_cache_bytes_per_token(self, itemsize: float) -> float:
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * itemsize
+        return self.num_layers * self.kv_elements_per_layer() * itemsize
 
 
 # HF keys per dialect: our field -> (their key, default or _REQUIRED).
@@ -167,6 +233,33 @@ _QWEN3_MOE_KEYS = _MOE_KEYS
 _QWEN2_MOE_KEYS = _MOE_KEYS | {
     "attention_bias": ("qkv_bias", True),
     "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+}
+# DeepSeek-V2/V3 (and R1, V3's architecture): multi-head latent attention, routed experts of
+# their own width beside n_shared_experts always run (one MLP as wide as all of them, no
+# gate), and the first first_k_dense_replace layers dense. num_key_value_heads is read by
+# nothing: MLA's K and V come from one latent. Layers that alternate (moe_layer_freq > 1)
+# are refused; the published models have none. The MTP module of V3 (num_nextn_predict_layers)
+# is not part of the model transformers builds, nor here.
+_DEEPSEEK_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "intermediate_size": ("intermediate_size", _REQUIRED),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "num_heads": ("num_attention_heads", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "attention_bias": ("attention_bias", False),
+    "num_experts": ("n_routed_experts", _REQUIRED),
+    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
+    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "shared_experts": ("n_shared_experts", None),
+    "dense_layers": ("first_k_dense_replace", 0),
+    "moe_layer_freq": ("moe_layer_freq", 1),
+    "kv_lora_rank": ("kv_lora_rank", _REQUIRED),
+    "q_lora_rank": ("q_lora_rank", None),  # null: q projected from the hidden state (V2-Lite)
+    "qk_nope_head_dim": ("qk_nope_head_dim", _REQUIRED),
+    "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
+    "v_head_dim": ("v_head_dim", _REQUIRED),
+    "max_position_embeddings": ("max_position_embeddings", 0),
 }
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
@@ -222,7 +315,9 @@ DIALECTS = {
     "gemma": _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)},
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
+    "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS,
 }  # fmt: skip
+_ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi"}
 _GPTJ_FIXED = dict(
@@ -293,7 +388,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             isinstance(value, bool)
             or not isinstance(value, int)
             or value < 0
-            or (value == 0 and ours != "max_position_embeddings")
+            or (value == 0 and ours not in _ZERO_ALLOWED)
         ):
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got {value!r}")
 
@@ -329,6 +424,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         _falcon(fields, heads, hidden)
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
+    elif model_type in ("deepseek_v2", "deepseek_v3"):
+        _deepseek(fields, origin)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
     fields["head_dim"] = fields.get("head_dim") or hidden // heads
     if heads % int(fields["num_kv_heads"]):
@@ -366,6 +463,25 @@ def _falcon(fields: dict[str, object], heads: int, hidden: int) -> None:
                   rotary_fraction=0.0 if alibi else 1.0,
                   parallel_norms=(norms or 2) if new else 1)  # fmt: skip
     fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
+
+
+def _deepseek(fields: dict[str, object], origin: str) -> None:
+    """DeepSeek's keys as the transformer config's fields (DeepseekV2Attention, DeepseekV2MoE)."""
+    if fields.pop("moe_layer_freq") != 1:
+        raise UserError(f"{origin}: field 'moe_layer_freq' other than 1 (expert layers "
+                        "alternating with dense ones) is not modelled")  # fmt: skip
+    if fields["attention_bias"]:
+        raise UserError(f"{origin}: field 'attention_bias' true is not modelled for latent "
+                        "attention (no published DeepSeek model has it)")  # fmt: skip
+    if int(fields["dense_layers"]) > int(fields["num_layers"]):
+        raise UserError(f"{origin}: field 'first_k_dense_replace' "
+                        f"({fields['dense_layers']}) exceeds 'num_hidden_layers'")  # fmt: skip
+    nope, rope = int(fields.pop("qk_nope_head_dim")), int(fields["qk_rope_head_dim"])
+    shared = int(fields.pop("shared_experts") or 0)
+    fields.update(head_dim=nope + rope, num_kv_heads=fields["num_heads"],
+                  rotary_fraction=rope / (nope + rope), q_lora_rank=fields["q_lora_rank"] or 0,
+                  shared_expert_width=shared * int(fields["expert_intermediate_size"]),
+                  shared_expert_gate=False)  # fmt: skip
 
 
 def _one_kind_of_layer(fields: dict[str, object], origin: str) -> None:

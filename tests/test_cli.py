@@ -168,3 +168,13 @@ def test_run_and_inspect_report_total_and_active_parameters(capsys):
         assert d["active_params"] == entry.config.active_param_count < d["params"] / 3
     code, out, _ = run_cli(capsys, "run", "mixtral-8x7b", "--chip", "h100-sxm", "--chips", "2")
     assert code == 0 and "46.7B parameters, 12.9B active" in out
+
+
+def test_web_without_its_extra_says_how_to_install_it(capsys, monkeypatch):
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "fastapi" else found(name, *a))
+    assert_user_error(capsys, "web", mentions=("pip install 'xpusim[web]'",))
+    assert_user_error(capsys, "web", "--port", "70000", mentions=("--port",))

@@ -2,9 +2,10 @@
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
 qwen3, gemma; qwen2_moe and qwen3_moe with their experts' own width, qwen2_moe's shared
-expert), Falcon's, and GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is
-refused by name. Everything the cost of a forward
-pass depends on is here; nothing about training or checkpoints.
+expert), DeepSeek's (latent attention, dense first layers, shared experts), Falcon's, and
+GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by name.
+Everything the cost of a forward pass depends on is here; nothing about training or
+checkpoints.
 """
 
 from __future__ import annotations

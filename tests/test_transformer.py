@@ -154,7 +154,8 @@ SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
-                                        "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gptj",
+                                        "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gemma2",
+                                        "gemma3_text", "gptj",
                                         "gpt2", "falcon", "deepseek_v2",
                                         "deepseek_v3"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
@@ -167,6 +168,8 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     for key, value in SMALL_HF.items():
         if hasattr(hf, key):
             setattr(hf, key, value)
+    if getattr(hf, "layer_types", None):  # as the config would have made them for 2 layers
+        hf.layer_types = hf.layer_types[: hf.num_hidden_layers]
     with torch.device("meta"):
         module = transformers.AutoModelForCausalLM.from_config(hf)
     built = sum(p.numel() for p in module.parameters())
@@ -176,6 +179,29 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     assert config_from_hf(saved, model_type, "config.json").param_count == built
     saved.pop("tie_word_embeddings", None)  # as hub files often omit it: the dialect's default
     assert config_from_hf(saved, model_type, "config.json").param_count == built
+
+
+def test_gemma_layers_slide_as_transformers_says():
+    """Gemma-2: every other layer has the 4,096-token window, from the first; Gemma-3 five
+    of every six; a multimodal Gemma-3's text_config is its language model; layer_types,
+    where a file has it, says which."""
+    transformers = pytest.importorskip("transformers")
+    gemma2 = config_from_hf(transformers.Gemma2Config().to_dict(), "g2", "config.json")
+    assert gemma2.sliding_window == 4096 and gemma2.sliding_layers == tuple(range(0, 26, 2))
+    g3 = transformers.Gemma3TextConfig(num_hidden_layers=12).to_dict()
+    text = config_from_hf(g3, "g3", "config.json")
+    assert text.sliding_layers == (0, 1, 2, 3, 4, 6, 7, 8, 9, 10)
+    g3.pop("layer_types")  # files that predate it: sliding_window_pattern (6 by default)
+    assert config_from_hf(g3, "g3", "config.json").sliding_layers == text.sliding_layers
+    nested = config_from_hf({"model_type": "gemma3", "text_config": g3}, "g3", "config.json")
+    assert nested.param_count == text.param_count and nested.qk_norm and nested.sandwich_norms
+    with pytest.raises(UserError, match="'text_config'"):
+        config_from_hf({"model_type": "gemma3"}, "g3", "config.json")
+    with pytest.raises(UserError, match="'layer_types' must list 12 layers"):
+        config_from_hf({**g3, "layer_types": ["sliding_attention"]}, "g3", "config.json")
+    mistral = config_from_hf({**_hf(), "model_type": "mistral", "sliding_window": 4096}, "m",
+                             "config.json")  # fmt: skip
+    assert mistral.sliding_layers == tuple(range(32))
 
 
 def test_deepseek_reads_as_transformers_builds_it():
@@ -200,7 +226,7 @@ def test_deepseek_reads_as_transformers_builds_it():
         config_from_hf({**v3.to_dict(), "moe_layer_freq": 2}, "m", "config.json")
 
 
-@pytest.mark.parametrize("model_type", ["t5", "bert", "gemma2", "opt", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["t5", "bert", "gpt_oss", "opt", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,

@@ -200,16 +200,32 @@ def _conv_flops(op: Op) -> float:
     return 2.0 * out.numel * math.prod(w.shape[1:])
 
 
-def attention_pairs(q_len: Dim, kv_len: Dim, causal: bool) -> float | np.ndarray:
+def attention_pairs(
+    q_len: Dim, kv_len: Dim, causal: bool, window: int | None = None
+) -> float | np.ndarray:
     """Query-key pairs scored per (sequence, head).
 
     Causal queries are the last `q_len` positions of `kv_len`: query i sees
     kv_len - q_len + 1 + i keys. This covers prefill (q_len == kv_len: s(s+1)/2) and decode
-    against a cache (q_len == 1: kv_len) with one formula.
+    against a cache (q_len == 1: kv_len) with one formula. With a sliding `window` a query
+    sees at most that many keys (the last ones), so the first n queries see a, a + 1, ...
+    keys (a = kv_len - q_len + 1) and the rest see `window`. A windowed op's key tensors
+    hold only the keys some query sees, min(kv_len, q_len + window - 1) of them, and given
+    that length in place of kv_len the sum is the same (past the window every query sees
+    exactly `window` keys).
     """
     if not causal:
         return _real(q_len * kv_len)
-    return q_len * (kv_len - q_len + 1) + q_len * (q_len - 1) / 2
+    if window is None:
+        return q_len * (kv_len - q_len + 1) + q_len * (q_len - 1) / 2
+    first = kv_len - q_len + 1
+    growing = np.clip(window - first + 1, 0, q_len)  # queries whose keys still fit the window
+    return growing * first + growing * (growing - 1) / 2 + (q_len - growing) * window
+
+
+def windowed(kv_len: Dim, q_len: Dim, window: int) -> Dim:
+    """The keys some query of a windowed attention sees: what its cache tensors hold."""
+    return np.minimum(kv_len, q_len + window - 1)
 
 
 def _attention_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
@@ -222,14 +238,18 @@ def _attention_matrix_flops(op: Op) -> float:
     """QK^T over the key width and PV over the value width (`v_dim`: latent attention's
     differ), 2 FLOPs per MAC each."""
     batch, heads, head_dim, q_len, kv_len = _attention_dims(op)
-    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    pairs = _pairs(op, q_len, kv_len)
     v_dim = op.attr("v_dim", head_dim)
     return 2.0 * batch * heads * (head_dim + v_dim) * pairs
 
 
+def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
+    return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), op.attr("window"))
+
+
 def _attention_vector_flops(op: Op) -> float:
     batch, heads, _, q_len, kv_len = _attention_dims(op)
-    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    pairs = _pairs(op, q_len, kv_len)
     return SOFTMAX_FLOPS_PER_ELEMENT * batch * heads * pairs
 
 
@@ -241,7 +261,7 @@ def _attention_grad_matrix_flops(op: Op) -> float:
 
 def _attention_grad_vector_flops(op: Op) -> float:
     batch, heads, _, q_len, kv_len = _attention_dims(op)
-    pairs = attention_pairs(q_len, kv_len, bool(op.attr("causal", True)))
+    pairs = _pairs(op, q_len, kv_len)
     per_output = ATTENTION_GRAD_FLOPS_PER_OUTPUT * op.inputs[0].numel
     return ATTENTION_GRAD_FLOPS_PER_SCORE * batch * heads * pairs + per_output
 

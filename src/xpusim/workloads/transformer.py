@@ -25,7 +25,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind
+from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, windowed
 from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
@@ -152,7 +152,9 @@ class _Builder:
             ROTARY_FLOPS * cfg.rotary_fraction, tp="heads", fn="rope", **self.heads,
         )  # fmt: skip
         q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
-        cache = (s.batch, s.kv_len, cfg.num_kv_heads, cfg.head_dim)
+        window = cfg.window(self.layer)  # a sliding window's keys are all the cache is read for
+        keys = s.kv_len if window is None else windowed(s.kv_len, s.q_len, window)
+        cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
         kv = Role.KV_CACHE
         attn = self.op(
@@ -161,7 +163,7 @@ class _Builder:
              roped],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
-            causal=True, compute=self.attention.value, tp="heads", **self.heads,
+            causal=True, compute=self.attention.value, tp="heads", window=window, **self.heads,
         )  # fmt: skip
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
                            tp="row")
@@ -245,7 +247,8 @@ class _Builder:
         outs = [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * d),
                 Tensor(f"{p}.attn.lse", (s.batch, s.q_len, heads, 1), DType.FP32)]  # fmt: skip
         return self.op(OpKind.ATTENTION, f"{p}.attention", [q, k, v], outs, causal=True,
-                       compute=self.act.value, tp="heads", **self.heads)  # fmt: skip
+                       compute=self.act.value, tp="heads", window=cfg.window(self.layer),
+                       **self.heads)  # fmt: skip
 
     def mlp(self, p: str, x: Tensor) -> Tensor:
         cfg = self.cfg
@@ -342,8 +345,12 @@ class _Builder:
                 residual = None
                 continue
             x = self.attention_block(p, h)
+            if cfg.sandwich_norms:  # Gemma-2/3: the attention's output normed before the add
+                x = self.norm(f"{p}.norm_post_attn", x, None)[0]
             h, residual = self.norm(f"{p}.norm_mlp", x, residual)
             x = self.mlp(p, h)
+            if cfg.sandwich_norms:
+                x = self.norm(f"{p}.norm_post_mlp", x, None)[0]
         self.layer = cfg.num_layers
         h, _ = self.norm("final_norm", x, residual)
         if self.training:
@@ -389,12 +396,17 @@ def refuse_latent_attention(cfg: TransformerConfig) -> None:
 def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int]]:
     """(layer, how many layers it stands for) of the layers a graph emits: every layer, or
     in a compact graph the first of each run of identical ones. Layer 0 differs from the
-    rest (its norm has no residual to add), and an MoE model's dense layers from its expert
-    layers: DeepSeek-V3 (3 dense of 61) is emitted as layers 0, 1 (for 1-2) and 3 (for 3-60)."""
+    rest (its norm has no residual to add), an MoE model's dense layers from its expert
+    layers, and windowed layers from global ones: DeepSeek-V3 (3 dense of 61) is emitted as
+    layers 0, 1 (for 1-2) and 3 (for 3-60); Gemma-2, alternating, as every layer."""
     n = cfg.num_layers
     if not compact:
         return [(layer, 1) for layer in range(n)]
-    starts = sorted({0, 1, cfg.dense_layers if cfg.is_moe else 0} & set(range(n)))
+
+    def kind(layer: int) -> tuple:
+        return cfg.is_expert_layer(layer), cfg.window(layer)
+
+    starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]
 
 

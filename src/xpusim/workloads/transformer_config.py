@@ -48,6 +48,11 @@ class TransformerConfig:
     shared_expert_gate: bool = True  # Qwen2-MoE scales it by a sigmoid gate; DeepSeek does not
     dense_layers: int = 0  # MoE: the first layers have dense MLPs (first_k_dense_replace)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
+    sandwich_norms: bool = False  # Gemma-2/3: the attention's and MLP's outputs normed too
+    # Sliding-window attention: the layers (by index) whose queries see only the last
+    # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
+    sliding_window: int = 0
+    sliding_layers: tuple[int, ...] = ()
     # Multi-head latent attention (DeepSeek-V2/V3): K and V are up-projected from a latent of
     # kv_lora_rank per token, which is what the cache holds (with the rotary part of the key,
     # qk_rope_head_dim, shared by the heads); q from one of q_lora_rank (0: a plain q_proj).
@@ -73,6 +78,10 @@ class TransformerConfig:
 
     def is_expert_layer(self, layer: int) -> bool:
         return self.is_moe and layer >= self.dense_layers
+
+    def window(self, layer: int) -> int | None:
+        """The layer's attention window (None: it sees every key)."""
+        return self.sliding_window if layer in self.sliding_layers else None
 
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
@@ -143,7 +152,8 @@ class TransformerConfig:
     def norm_params_per_layer(self) -> int:
         per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
         qk = 2 * self.head_dim if self.qk_norm else 0  # one weight per head channel, shared
-        return per_norm * (self.parallel_norms if self.parallel_block else 2) + qk
+        norms = self.parallel_norms if self.parallel_block else 4 if self.sandwich_norms else 2
+        return per_norm * norms + qk
 
     @property
     def layer_params(self) -> int:
@@ -235,6 +245,25 @@ _QWEN2_MOE_KEYS = _MOE_KEYS | {
     "attention_bias": ("qkv_bias", True),
     "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
 }
+# Mistral: a Llama's keys, with a sliding window on every layer when the file gives one
+# (Mistral-7B v0.1's 4,096; null from v0.2 on).
+_MISTRAL_KEYS = _LLAMA_KEYS | {"sliding_window": ("sliding_window", None)}
+# Gemma: a Llama's keys and shapes (head_dim given: 256 on Gemma-7B), its embeddings tied
+# unless the file says otherwise (GemmaConfig's default; the hub's files omit the key).
+# Its GeGLU costs as SwiGLU does; the sqrt(hidden) scaling of the embedding output, one
+# multiply per element of one layer's input, is not an op here. Gemma-2 adds the sandwich
+# norms (post-attention and post-feedforward) and a sliding window on the layers its
+# layer_types name (every other one, from the first, in files that predate the key);
+# Gemma-3 adds q/k norms and takes sliding_window_pattern (5 local layers, then 1 global)
+# where layer_types is absent. Softcapping of logits (tanh per score) is not costed.
+_GEMMA_KEYS = _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)}
+_GEMMA2_KEYS = _GEMMA_KEYS | {"sliding_window": ("sliding_window", None),
+                              "layer_types": ("layer_types", None)}
+_GEMMA3_KEYS = _GEMMA2_KEYS | {"sliding_window_pattern": ("sliding_window_pattern", 6)}
+NESTED = {"gemma3": "gemma3_text"}
+"""Multimodal model_types whose language model is their `text_config` (of this model_type):
+the language model is read, its vision tower is not costed."""
+_LIST_FIELDS = {"layer_types"}
 # DeepSeek-V2/V3 (and R1, V3's architecture): multi-head latent attention, routed experts of
 # their own width beside n_shared_experts always run (one MLP as wide as all of them, no
 # gate), and the first first_k_dense_replace layers dense. num_key_value_heads is read by
@@ -304,16 +333,13 @@ DIALECTS = {
     # model_type not here is refused rather than read as a Llama, which misread Qwen3-MoE
     # (233.5B for 30.5B), Gemma-2 (untied embeddings), Falcon (its single KV head) and BERT
     # (a decoder) without a word.
-    "llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "mixtral": _LLAMA_KEYS,
+    "llama": _LLAMA_KEYS, "mistral": _MISTRAL_KEYS, "mixtral": _LLAMA_KEYS,
     "qwen2": _LLAMA_KEYS, "phi3": _LLAMA_KEYS,
     # Qwen3: a Llama with an RMSNorm on each head of q and k before the rotary embedding
     # (Qwen3Attention's q_norm and k_norm) and head_dim given (128).
     "qwen3": _LLAMA_KEYS, "qwen3_moe": _QWEN3_MOE_KEYS, "qwen2_moe": _QWEN2_MOE_KEYS,
-    # Gemma: a Llama's keys and shapes (head_dim given: 256 on Gemma-7B), its embeddings tied
-    # unless the file says otherwise (GemmaConfig's default; the hub's files omit the key).
-    # Its GeGLU costs as SwiGLU does; the sqrt(hidden) scaling of the embedding output, one
-    # multiply per element of one layer's input, is not an op here.
-    "gemma": _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)},
+    # Gemma, Gemma-2, Gemma-3 (the text model; gemma3's text_config): see _GEMMA_KEYS.
+    "gemma": _GEMMA_KEYS, "gemma2": _GEMMA2_KEYS, "gemma3_text": _GEMMA3_KEYS,
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
     "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS,
@@ -361,6 +387,12 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     if not isinstance(data, dict):
         raise UserError(f"{origin}: expected a JSON object")
     model_type = data.get("model_type", "llama")
+    if isinstance(model_type, str) and model_type in NESTED:
+        text = data.get("text_config")
+        if not isinstance(text, dict):
+            raise UserError(f"{origin}: model_type {model_type!r} reads its language model "
+                            "from 'text_config', which is missing or not an object")  # fmt: skip
+        data, model_type = {**text, "model_type": NESTED[model_type]}, NESTED[model_type]
     if not isinstance(model_type, str) or model_type not in DIALECTS:
         raise UserError(f"{origin}: model_type {model_type!r} is not supported (supported: "
                         f"{', '.join(sorted(DIALECTS))}); read as a Llama its keys would "
@@ -382,6 +414,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     for ours, (theirs, _) in keys.items():
         value = fields[ours]
+        if ours in _LIST_FIELDS:
+            continue  # read where it is used (_sliding)
         if ours in _BOOL_FIELDS:
             if not isinstance(value, bool):
                 raise UserError(f"{origin}: field {theirs!r} must be true or false, got {value!r}")
@@ -427,6 +461,12 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_PALM_FIXED)
     elif model_type in ("deepseek_v2", "deepseek_v3"):
         _deepseek(fields, origin)
+    elif model_type == "gemma3_text":
+        fields.update(_QWEN3_FIXED)  # q and k norms
+    if model_type in ("gemma2", "gemma3_text"):
+        fields["sandwich_norms"] = True
+    if "sliding_window" in fields:
+        _sliding(fields, model_type, origin)
     fields["num_kv_heads"] = fields["num_kv_heads"] or heads
     fields["head_dim"] = fields.get("head_dim") or hidden // heads
     if heads % int(fields["num_kv_heads"]):
@@ -464,6 +504,30 @@ def _falcon(fields: dict[str, object], heads: int, hidden: int) -> None:
                   rotary_fraction=0.0 if alibi else 1.0,
                   parallel_norms=(norms or 2) if new else 1)  # fmt: skip
     fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
+
+
+def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:
+    """Which layers have the sliding window: those `layer_types` calls sliding_attention,
+    else as transformers derives them (Gemma-2: every other layer from the first; Gemma-3:
+    all but every `sliding_window_pattern`-th; Mistral: every layer)."""
+    layers, window = int(fields["num_layers"]), fields.pop("sliding_window")
+    types, pattern = fields.pop("layer_types", None), fields.pop("sliding_window_pattern", None)
+    if window is None:
+        return
+    if types is not None:
+        kinds = ("sliding_attention", "full_attention")
+        if (not isinstance(types, list) or len(types) != layers
+                or any(t not in kinds for t in types)):  # fmt: skip
+            raise UserError(f"{origin}: field 'layer_types' must list {layers} layers, each "
+                            f"{' or '.join(map(repr, kinds))}")  # fmt: skip
+        sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    elif model_type == "gemma2":
+        sliding = list(range(0, layers, 2))
+    elif model_type == "gemma3_text":
+        sliding = [i for i in range(layers) if (i + 1) % int(pattern or 6)]
+    else:
+        sliding = list(range(layers))
+    fields.update(sliding_window=window, sliding_layers=tuple(sliding))
 
 
 def _deepseek(fields: dict[str, object], origin: str) -> None:

@@ -155,7 +155,7 @@ SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
                                         "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gemma2",
-                                        "gemma3_text", "gptj",
+                                        "gemma3_text", "gpt_oss", "gptj",
                                         "gpt2", "falcon", "deepseek_v2",
                                         "deepseek_v3"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
@@ -202,6 +202,8 @@ def test_gemma_layers_slide_as_transformers_says():
     mistral = config_from_hf({**_hf(), "model_type": "mistral", "sliding_window": 4096}, "m",
                              "config.json")  # fmt: skip
     assert mistral.sliding_layers == tuple(range(32))
+    oss = load_model("gpt-oss-120b")  # the model card's 116.83B; 128 tokens, every other layer
+    assert oss.param_count == 116_829_156_672 and oss.sliding_layers == tuple(range(0, 36, 2))
 
 
 def test_deepseek_reads_as_transformers_builds_it():
@@ -226,7 +228,7 @@ def test_deepseek_reads_as_transformers_builds_it():
         config_from_hf({**v3.to_dict(), "moe_layer_freq": 2}, "m", "config.json")
 
 
-@pytest.mark.parametrize("model_type", ["t5", "bert", "gpt_oss", "opt", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["t5", "bert", "gpt_neox", "opt", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,

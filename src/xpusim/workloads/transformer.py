@@ -157,10 +157,11 @@ class _Builder:
         cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
         kv = Role.KV_CACHE
+        sinks = [self.t(f"{p}.sinks", cfg.num_heads, role=Role.WEIGHT)] * cfg.attention_sinks
         attn = self.op(
             OpKind.ATTENTION, f"{p}.attention",
             [q, self.t(f"{p}.k_cache", *cache, role=kv), self.t(f"{p}.v_cache", *cache, role=kv),
-             roped],
+             roped, *sinks],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
             causal=True, compute=self.attention.value, tp="heads", window=window, **self.heads,
@@ -276,7 +277,7 @@ class _Builder:
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
-        logits = self.matmul(f"{p}.router", x, e)
+        logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
         used, rows = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value)

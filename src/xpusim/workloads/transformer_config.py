@@ -49,6 +49,8 @@ class TransformerConfig:
     dense_layers: int = 0  # MoE: the first layers have dense MLPs (first_k_dense_replace)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
     sandwich_norms: bool = False  # Gemma-2/3: the attention's and MLP's outputs normed too
+    attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax
+    router_bias: bool = False  # gpt-oss: the router's linear layer has a bias
     # Sliding-window attention: the layers (by index) whose queries see only the last
     # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
     sliding_window: int = 0
@@ -88,6 +90,11 @@ class TransformerConfig:
     def attention_params(self) -> int:
         if self.is_mla:
             return self.mla_replicated_params + self.mla_head_params
+        sinks = self.num_heads if self.attention_sinks else 0
+        return sinks + self.attention_projection_params
+
+    @property
+    def attention_projection_params(self) -> int:
         q = self.hidden_size * self.num_heads * self.head_dim
         kv = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
         o = self.num_heads * self.head_dim * self.hidden_size
@@ -137,7 +144,9 @@ class TransformerConfig:
 
     @property
     def router_params(self) -> int:
-        return self.hidden_size * self.num_experts if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        return (self.hidden_size + self.router_bias) * self.num_experts
 
     @property
     def shared_expert_params(self) -> int:
@@ -264,6 +273,14 @@ NESTED = {"gemma3": "gemma3_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types"}
+# gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
+# projections, the router and the experts, a learned sink logit per head, and a 128-token
+# window on every other layer (layer_types). Its MXFP4 experts are a weight format to give
+# (--weight-precision mxfp4), not read from the file's quantization_config.
+_GPT_OSS_KEYS = _LLAMA_KEYS | {"attention_bias": ("attention_bias", True),
+                               "sliding_window": ("sliding_window", None),
+                               "layer_types": ("layer_types", None)}
+_GPT_OSS_FIXED = dict(mlp_bias=True, router_bias=True, attention_sinks=True)
 # DeepSeek-V2/V3 (and R1, V3's architecture): multi-head latent attention, routed experts of
 # their own width beside n_shared_experts always run (one MLP as wide as all of them, no
 # gate), and the first first_k_dense_replace layers dense. num_key_value_heads is read by
@@ -342,7 +359,7 @@ DIALECTS = {
     "gemma": _GEMMA_KEYS, "gemma2": _GEMMA2_KEYS, "gemma3_text": _GEMMA3_KEYS,
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
-    "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS,
+    "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "gpt_oss": _GPT_OSS_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
@@ -463,6 +480,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         _deepseek(fields, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms
+    elif model_type == "gpt_oss":
+        fields.update(_GPT_OSS_FIXED)
     if model_type in ("gemma2", "gemma3_text"):
         fields["sandwich_norms"] = True
     if "sliding_window" in fields:
@@ -525,6 +544,8 @@ def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:
         sliding = list(range(0, layers, 2))
     elif model_type == "gemma3_text":
         sliding = [i for i in range(layers) if (i + 1) % int(pattern or 6)]
+    elif model_type == "gpt_oss":
+        sliding = list(range(0, layers, 2))
     else:
         sliding = list(range(layers))
     fields.update(sliding_window=window, sliding_layers=tuple(sliding))

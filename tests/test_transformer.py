@@ -150,12 +150,13 @@ SMALL_HF = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_experts=4, num_local_experts=4, num_experts_per_tok=2,
                 shared_expert_intermediate_size=384, n_routed_experts=8, n_shared_experts=2,
                 first_k_dense_replace=1, kv_lora_rank=32, q_lora_rank=96, qk_rope_head_dim=16,
-                qk_nope_head_dim=32, v_head_dim=24, n_group=2, topk_group=1)  # fmt: skip
+                qk_nope_head_dim=32, v_head_dim=24, n_group=2, topk_group=1,
+                word_embed_proj_dim=256, ffn_dim=512)  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "qwen2", "phi3",
                                         "qwen3", "qwen3_moe", "qwen2_moe", "gemma", "gemma2",
-                                        "gemma3_text", "gpt_oss", "gptj",
+                                        "gemma3_text", "gpt_oss", "gpt_neox", "opt", "gptj",
                                         "gpt2", "falcon", "deepseek_v2",
                                         "deepseek_v3"])  # fmt: skip
 def test_each_dialect_counts_what_transformers_builds(model_type):
@@ -175,6 +176,8 @@ def test_each_dialect_counts_what_transformers_builds(model_type):
     built = sum(p.numel() for p in module.parameters())
     if model_type == "gpt2":
         built -= hf.n_positions * hf.n_embd
+    if model_type == "opt":  # its learned position table, two rows of offset included
+        built -= (hf.max_position_embeddings + 2) * hf.hidden_size
     saved = hf.to_dict()
     assert config_from_hf(saved, model_type, "config.json").param_count == built
     saved.pop("tie_word_embeddings", None)  # as hub files often omit it: the dialect's default
@@ -202,6 +205,10 @@ def test_gemma_layers_slide_as_transformers_says():
     mistral = config_from_hf({**_hf(), "model_type": "mistral", "sliding_window": 4096}, "m",
                              "config.json")  # fmt: skip
     assert mistral.sliding_layers == tuple(range(32))
+    with pytest.raises(UserError, match="word_embed_proj_dim"):  # OPT-350M's projections
+        config_from_hf({"model_type": "opt", "hidden_size": 1024, "ffn_dim": 4096,
+                        "num_hidden_layers": 24, "num_attention_heads": 16, "vocab_size": 50272,
+                        "word_embed_proj_dim": 512}, "opt-350m", "config.json")  # fmt: skip
     oss = load_model("gpt-oss-120b")  # the model card's 116.83B; 128 tokens, every other layer
     assert oss.param_count == 116_829_156_672 and oss.sliding_layers == tuple(range(0, 36, 2))
 
@@ -228,7 +235,7 @@ def test_deepseek_reads_as_transformers_builds_it():
         config_from_hf({**v3.to_dict(), "moe_layer_freq": 2}, "m", "config.json")
 
 
-@pytest.mark.parametrize("model_type", ["t5", "bert", "gpt_neox", "opt", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["t5", "bert", "roberta", "mamba2", "mamba", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,

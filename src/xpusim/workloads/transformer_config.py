@@ -281,6 +281,36 @@ _GPT_OSS_KEYS = _LLAMA_KEYS | {"attention_bias": ("attention_bias", True),
                                "sliding_window": ("sliding_window", None),
                                "layer_types": ("layer_types", None)}
 _GPT_OSS_FIXED = dict(mlp_bias=True, router_bias=True, attention_sinks=True)
+# GPT-NeoX (Pythia): LayerNorm, biases on the fused QKV, the output and the GeLU MLP, two
+# norms read by attention and the MLP in parallel (use_parallel_residual; serially without),
+# rotary embedding on rotary_pct of each head (4.x; rope_parameters' partial_rotary_factor in
+# 5.x), untied embed_out.
+_GPT_NEOX_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "intermediate_size": ("intermediate_size", _REQUIRED),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "num_heads": ("num_attention_heads", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "attention_bias": ("attention_bias", True),
+    "parallel_block": ("use_parallel_residual", True),
+    "max_position_embeddings": ("max_position_embeddings", 0),
+}
+# OPT: LayerNorm (biased), biases everywhere (enable_bias), a ReLU MLP ffn_dim wide (costed
+# as the GeLU one: a few vector FLOPs per element apart), tied embeddings, learned absolute
+# positions (their table is not counted, as GPT-2's). The projections of a word embedding
+# narrower than the model (OPT-350M's word_embed_proj_dim) are refused, not costed.
+_OPT_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "intermediate_size": ("ffn_dim", _REQUIRED),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "num_heads": ("num_attention_heads", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", True),
+    "mlp_bias": ("enable_bias", True),
+    "word_embed_proj_dim": ("word_embed_proj_dim", None),
+    "max_position_embeddings": ("max_position_embeddings", 0),
+}
 # DeepSeek-V2/V3 (and R1, V3's architecture): multi-head latent attention, routed experts of
 # their own width beside n_shared_experts always run (one MLP as wide as all of them, no
 # gate), and the first first_k_dense_replace layers dense. num_key_value_heads is read by
@@ -360,6 +390,7 @@ DIALECTS = {
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
     "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "gpt_oss": _GPT_OSS_KEYS,
+    "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
@@ -482,11 +513,17 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN3_FIXED)  # q and k norms
     elif model_type == "gpt_oss":
         fields.update(_GPT_OSS_FIXED)
+    elif model_type == "gpt_neox":
+        fields.update(gated_mlp=False, norm="layernorm", mlp_bias=True, parallel_norms=2,
+                      attention_out_bias=fields["attention_bias"],
+                      rotary_fraction=_rotary_fraction(data, "rotary_pct", 0.25, origin))
+    elif model_type == "opt":
+        _opt(fields, hidden, origin)
     if model_type in ("gemma2", "gemma3_text"):
         fields["sandwich_norms"] = True
     if "sliding_window" in fields:
         _sliding(fields, model_type, origin)
-    fields["num_kv_heads"] = fields["num_kv_heads"] or heads
+    fields["num_kv_heads"] = fields.get("num_kv_heads") or heads
     fields["head_dim"] = fields.get("head_dim") or hidden // heads
     if heads % int(fields["num_kv_heads"]):
         raise UserError(
@@ -515,7 +552,7 @@ def _falcon(fields: dict[str, object], heads: int, hidden: int) -> None:
     new, multi_query = fields.pop("new_decoder_architecture"), fields.pop("multi_query")
     alibi, norms = fields.pop("alibi"), fields.pop("parallel_norms")
     if new:
-        fields["num_kv_heads"] = fields["num_kv_heads"] or heads
+        fields["num_kv_heads"] = fields.get("num_kv_heads") or heads
     else:
         fields["num_kv_heads"] = 1 if multi_query else heads
     bias = fields["attention_bias"]
@@ -523,6 +560,28 @@ def _falcon(fields: dict[str, object], heads: int, hidden: int) -> None:
                   rotary_fraction=0.0 if alibi else 1.0,
                   parallel_norms=(norms or 2) if new else 1)  # fmt: skip
     fields["intermediate_size"] = fields["intermediate_size"] or 4 * hidden
+
+
+def _rotary_fraction(data: dict, key: str, default: float, origin: str) -> float:
+    """The share of each head the rotary embedding turns: `key` (transformers 4.x) or
+    rope_parameters' partial_rotary_factor (5.x)."""
+    rope = data.get("rope_parameters")
+    value = data.get(key, rope.get("partial_rotary_factor") if isinstance(rope, dict) else None)
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise UserError(f"{origin}: field {key!r} must be a fraction in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _opt(fields: dict[str, object], hidden: int, origin: str) -> None:
+    projected = fields.pop("word_embed_proj_dim")
+    if projected not in (None, hidden):
+        raise UserError(f"{origin}: field 'word_embed_proj_dim' ({projected}) differs from "
+                        f"'hidden_size' ({hidden}): the embedding's projections are not "
+                        "modelled")  # fmt: skip
+    bias = fields["mlp_bias"]
+    fields.update(gated_mlp=False, norm="layernorm", attention_bias=bias,
+                  attention_out_bias=bias, rotary_fraction=0.0)  # fmt: skip
 
 
 def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:

@@ -195,3 +195,16 @@ def test_importers_load_lazily():
             " & set(sys.modules)))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_llama_built_as_anyone_builds_it_imports():
+    """use_cache=True is LlamaConfig's default: the model returns a DynamicCache, which
+    torch.export cannot return; from_torch traces it without (one forward pass costs the
+    same) and gets the graph of the use_cache=False model."""
+    config = {k: v for k, v in torch_models.LLAMA_CONFIG.items() if k != "use_cache"}
+    with torch.device("meta"):
+        module = LlamaForCausalLM(LlamaConfig(**config))
+    assert module.config.use_cache
+    ids = torch.zeros(torch_models.LLAMA_INPUT, dtype=torch.long, device="meta")
+    imported = xpusim.from_torch(module, (ids,), torch_models.LLAMA_KWARGS)
+    assert imported.graph.matrix_flops == torch_models.llama().graph.matrix_flops

@@ -42,10 +42,18 @@ def from_torch(
     *,
     name: str | None = None,
 ) -> ImportedModel:
-    """Traces `module(*example_inputs, **example_kwargs)` with torch.export and lowers it."""
+    """Traces `module(*example_inputs, **example_kwargs)` with torch.export and lowers it.
+
+    A Hugging Face model built as anyone builds it returns its KV cache (use_cache=True), a
+    DynamicCache that torch.export cannot return; the cost of one forward pass does not
+    depend on handing the cache back, so such a model is traced with use_cache=False unless
+    the caller says otherwise."""
     import torch
 
     name = name or type(module).__name__
+    example_kwargs = dict(example_kwargs or {})
+    if getattr(getattr(module, "config", None), "use_cache", False):
+        example_kwargs.setdefault("use_cache", False)
     try:
         program = torch.export.export(module, tuple(example_inputs), kwargs=example_kwargs)
     except Exception as e:  # torch.export fails in many types; each is a limit of the model

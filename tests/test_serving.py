@@ -390,3 +390,16 @@ def test_any_load_keeps_the_invariants(clients, prompt, gen, scheduler, spread):
         assert result.tpot_s.p50 >= alone.tpot_s * (1 - 1e-3)
         assert result.ttft_s.p50 >= alone.ttft_s * (1 - 1e-9)
     assert 0 < result.avg_power_w <= result.tdp_w
+
+
+def test_what_serving_does_not_model_of_attention_is_said():
+    """Serving's attention polynomial is read off prefill graphs at small probe shapes: a
+    sliding window and latent attention's absorbed decode are not in it, and the result
+    says so (run applies both)."""
+    from xpusim.serving.serve import unmodelled_attention
+
+    r = xpusim.serve("gemma-2-9b", "h100-sxm", concurrency=2, requests=20, prompt=256, gen=16)
+    assert any("4096-token sliding window of 21 of 42 layers" in n for n in r.notes)
+    (mla,) = unmodelled_attention(xpusim.model("deepseek-v3"))
+    assert "192 + 128" in mla
+    assert unmodelled_attention(xpusim.model("llama-2-7b")) == []

@@ -395,8 +395,7 @@ def weights_per_chip_bytes(
         q_o = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim
         k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
         attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
-        sinks = cfg.attention_params - cfg.attention_projection_params  # one per head
-        attn += sinks * h_rank / cfg.num_heads
+        attn += cfg.sink_params * h_rank / cfg.num_heads
     experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
     shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
     layer = attn + experts + shared + cfg.router_params + cfg.norm_params_per_layer

@@ -86,7 +86,7 @@ def prepare(
     system, plan, req = cand.system, cand.plan, setup.req
     if split > 1:
         system = resolve_system(target, plan_options.get("chips"))
-    notes = list(setup.notes)
+    notes = list(setup.notes) + unmodelled_attention(cfg)
     replicas = plan.dp
     one = replace(plan, dp=1)
     decode = None
@@ -294,6 +294,24 @@ def serve_llm(
 
 RECSYS_OPTIONS = ("rate", "requests", "seed", "max_batch", "window_ms", "sla_ms", "warmup",
                   "precision", "weight_precision", "chips", "sharding")  # fmt: skip
+
+
+def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
+    """What serving's cost table (step_cost.py) does not model of this model's attention,
+    said in the result rather than left silent: its attention polynomial is read off the
+    prefill graph at small probe shapes, so a sliding window (wider than every probe) and
+    latent attention's absorbed decode kernel (a decode-only form) are not in it."""
+    found = []
+    if cfg.sliding_layers:
+        found.append(f"the {cfg.sliding_window}-token sliding window of "
+                     f"{len(cfg.sliding_layers)} of {cfg.num_layers} layers is not applied by "
+                     "serving (run applies it): those layers' attention past the window is "
+                     "overcounted")
+    if cfg.is_mla:
+        found.append("serving costs latent attention's decode in its prefill form "
+                     f"(decompressed keys and values, {cfg.head_dim} + {cfg.v_head_dim} wide "
+                     "per head) where run costs the absorbed decode kernel")
+    return found
 
 
 def serve(

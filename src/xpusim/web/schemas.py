@@ -19,7 +19,9 @@ from typing import Annotated, Any, Literal
 import click
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from xpusim.cli import run as run_command
 from xpusim.cli_lists import Finite, PriceType
+from xpusim.cli_serve import serve as serve_command
 from xpusim.cost.dollars import BASES, MAX_PRICE, MIN_PRICE
 from xpusim.errors import UserError, closest
 
@@ -133,19 +135,11 @@ def options_model(name: str, command: click.Command, skip: tuple[str, ...],
     return create_model(name, __base__=Strict, **fields)
 
 
-def _commands() -> tuple[click.Command, click.Command]:
-    from xpusim.cli import run
-    from xpusim.cli_serve import serve
-
-    return run, serve
-
-
-_run, _serve = _commands()
 _NOT_OPTIONS = ("model", "chip_id", "chip_ids", "as_json", "show_ops", "input_shapes", "sets",
                 "chips")  # fmt: skip
-RunOptions = options_model("RunOptions", _run, _NOT_OPTIONS)
-SweepAxes = options_model("SweepAxes", _run, (*_NOT_OPTIONS, "mode"), listed=True)
-ServeOptions = options_model("ServeOptions", _serve, (*_NOT_OPTIONS, "out"))
+RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
+SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)
+ServeOptions = options_model("ServeOptions", serve_command, (*_NOT_OPTIONS, "out"))
 
 
 class RunRequest(ModelSource):

@@ -90,8 +90,12 @@ class TransformerConfig:
     def attention_params(self) -> int:
         if self.is_mla:
             return self.mla_replicated_params + self.mla_head_params
-        sinks = self.num_heads if self.attention_sinks else 0
-        return sinks + self.attention_projection_params
+        return self.sink_params + self.attention_projection_params
+
+    @property
+    def sink_params(self) -> int:
+        """gpt-oss's learned sink logit, one per head."""
+        return self.num_heads if self.attention_sinks else 0
 
     @property
     def attention_projection_params(self) -> int:
@@ -223,21 +227,24 @@ class TransformerConfig:
 
 # HF keys per dialect: our field -> (their key, default or _REQUIRED).
 _REQUIRED = object()
-_LLAMA_KEYS = {
+# The keys most dialects share, by transformers' usual names; each dialect adds or renames.
+_HF_KEYS = {
     "hidden_size": ("hidden_size", _REQUIRED),
     "intermediate_size": ("intermediate_size", _REQUIRED),
     "num_layers": ("num_hidden_layers", _REQUIRED),
     "num_heads": ("num_attention_heads", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "max_position_embeddings": ("max_position_embeddings", 0),
+}
+_LLAMA_KEYS = _HF_KEYS | {
     "num_kv_heads": ("num_key_value_heads", None),
     "head_dim": ("head_dim", None),
-    "vocab_size": ("vocab_size", _REQUIRED),
     "tie_word_embeddings": ("tie_word_embeddings", False),
     "attention_bias": ("attention_bias", False),
     "attention_out_bias": ("attention_bias", False),  # LlamaAttention's o_proj takes it too
     "mlp_bias": ("mlp_bias", False),
     "num_experts": ("num_local_experts", 1),
     "experts_per_token": ("num_experts_per_tok", 1),
-    "max_position_embeddings": ("max_position_embeddings", 0),
 }
 # Qwen3-MoE: a Llama's keys with its experts' own width; transformers 4.x names the expert
 # count num_experts and 5.x num_local_experts (either is read). Dense layers among the
@@ -285,31 +292,20 @@ _GPT_OSS_FIXED = dict(mlp_bias=True, router_bias=True, attention_sinks=True)
 # norms read by attention and the MLP in parallel (use_parallel_residual; serially without),
 # rotary embedding on rotary_pct of each head (4.x; rope_parameters' partial_rotary_factor in
 # 5.x), untied embed_out.
-_GPT_NEOX_KEYS = {
-    "hidden_size": ("hidden_size", _REQUIRED),
-    "intermediate_size": ("intermediate_size", _REQUIRED),
-    "num_layers": ("num_hidden_layers", _REQUIRED),
-    "num_heads": ("num_attention_heads", _REQUIRED),
-    "vocab_size": ("vocab_size", _REQUIRED),
+_GPT_NEOX_KEYS = _HF_KEYS | {
     "tie_word_embeddings": ("tie_word_embeddings", False),
     "attention_bias": ("attention_bias", True),
     "parallel_block": ("use_parallel_residual", True),
-    "max_position_embeddings": ("max_position_embeddings", 0),
 }
 # OPT: LayerNorm (biased), biases everywhere (enable_bias), a ReLU MLP ffn_dim wide (costed
 # as the GeLU one: a few vector FLOPs per element apart), tied embeddings, learned absolute
 # positions (their table is not counted, as GPT-2's). The projections of a word embedding
 # narrower than the model (OPT-350M's word_embed_proj_dim) are refused, not costed.
-_OPT_KEYS = {
-    "hidden_size": ("hidden_size", _REQUIRED),
+_OPT_KEYS = _HF_KEYS | {
     "intermediate_size": ("ffn_dim", _REQUIRED),
-    "num_layers": ("num_hidden_layers", _REQUIRED),
-    "num_heads": ("num_attention_heads", _REQUIRED),
-    "vocab_size": ("vocab_size", _REQUIRED),
     "tie_word_embeddings": ("tie_word_embeddings", True),
     "mlp_bias": ("enable_bias", True),
     "word_embed_proj_dim": ("word_embed_proj_dim", None),
-    "max_position_embeddings": ("max_position_embeddings", 0),
 }
 # DeepSeek-V2/V3 (and R1, V3's architecture): multi-head latent attention, routed experts of
 # their own width beside n_shared_experts always run (one MLP as wide as all of them, no
@@ -317,12 +313,7 @@ _OPT_KEYS = {
 # nothing: MLA's K and V come from one latent. Layers that alternate (moe_layer_freq > 1)
 # are refused; the published models have none. The MTP module of V3 (num_nextn_predict_layers)
 # is not part of the model transformers builds, nor here.
-_DEEPSEEK_KEYS = {
-    "hidden_size": ("hidden_size", _REQUIRED),
-    "intermediate_size": ("intermediate_size", _REQUIRED),
-    "num_layers": ("num_hidden_layers", _REQUIRED),
-    "num_heads": ("num_attention_heads", _REQUIRED),
-    "vocab_size": ("vocab_size", _REQUIRED),
+_DEEPSEEK_KEYS = _HF_KEYS | {
     "tie_word_embeddings": ("tie_word_embeddings", False),
     "attention_bias": ("attention_bias", False),
     "num_experts": ("n_routed_experts", _REQUIRED),
@@ -336,7 +327,6 @@ _DEEPSEEK_KEYS = {
     "qk_nope_head_dim": ("qk_nope_head_dim", _REQUIRED),
     "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
     "v_head_dim": ("v_head_dim", _REQUIRED),
-    "max_position_embeddings": ("max_position_embeddings", 0),
 }
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
@@ -353,17 +343,12 @@ _GPTJ_KEYS = {
 # two with the new architecture); the MLP is GeLU, ffn_hidden_size wide (4x hidden when
 # null); `bias` puts biases on every linear layer but the tied LM head; ALiBi replaces the
 # rotary embedding (its bias add is not costed).
-_FALCON_KEYS = {
-    "hidden_size": ("hidden_size", _REQUIRED),
+_FALCON_KEYS = _HF_KEYS | {
     "intermediate_size": ("ffn_hidden_size", None),
-    "num_layers": ("num_hidden_layers", _REQUIRED),
-    "num_heads": ("num_attention_heads", _REQUIRED),
     "num_kv_heads": ("num_kv_heads", None),
-    "vocab_size": ("vocab_size", _REQUIRED),
     "tie_word_embeddings": ("tie_word_embeddings", True),
     "attention_bias": ("bias", False),
     "parallel_block": ("parallel_attn", True),
-    "max_position_embeddings": ("max_position_embeddings", 0),
     "multi_query": ("multi_query", True),
     "new_decoder_architecture": ("new_decoder_architecture", False),
     "alibi": ("alibi", False),

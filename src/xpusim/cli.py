@@ -18,6 +18,7 @@ import click
 from xpusim.cli_lists import (
     PRECISIONS,
     PRICE_HELP,
+    RANKS,
     WEIGHT_PRECISIONS,
     Finite,
     PriceType,
@@ -392,7 +393,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
     show_default=True,
     help="Rows of the Pareto front shown.",
 )
-@click.option("--rank", type=click.Choice(["throughput", "cost"]), default="throughput",
+@click.option("--rank", type=click.Choice(RANKS), default="throughput",
               show_default=True, help="What the Pareto front trades against per-user speed "
               "(or latency): throughput per chip, or dollars per million tokens (--price).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")

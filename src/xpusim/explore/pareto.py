@@ -54,8 +54,6 @@ columns a sweep's rows have is used."""
 COST = Objective("cost.usd_per_million", False, "$ per million (cost)")
 """`--rank cost`: what a front trades against when money, not chips, is what is scarce."""
 
-RANKS = ("throughput", "cost")
-
 
 def objectives_for(columns: Sequence[str], rank: str = "throughput") -> tuple[Objective, Objective]:
     """The workload's (x, y) pair; ranked by cost, y is dollars per million of its output."""

@@ -20,7 +20,7 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from xpusim.cli import run as run_command
-from xpusim.cli_lists import Finite, PriceType
+from xpusim.cli_lists import RANKS, Finite, PriceType
 from xpusim.cli_serve import serve as serve_command
 from xpusim.cost.dollars import BASES, MAX_PRICE, MIN_PRICE
 from xpusim.errors import UserError, closest
@@ -157,7 +157,7 @@ class CompareRequest(ModelSource):
 class SweepRequest(ModelSource):
     targets: list[Target] = Field(min_length=1)
     axes: SweepAxes = Field(default_factory=SweepAxes)  # type: ignore[valid-type]
-    rank: Literal["throughput", "cost"] = "throughput"
+    rank: Literal[RANKS] = "throughput"  # type: ignore[valid-type]
 
 
 class ServeRequest(ModelSource):

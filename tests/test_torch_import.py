@@ -208,3 +208,39 @@ def test_a_llama_built_as_anyone_builds_it_imports():
     ids = torch.zeros(torch_models.LLAMA_INPUT, dtype=torch.long, device="meta")
     imported = xpusim.from_torch(module, (ids,), torch_models.LLAMA_KWARGS)
     assert imported.graph.matrix_flops == torch_models.llama().graph.matrix_flops
+
+
+QWEN3_MOE = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+                 num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+                 vocab_size=1000, num_experts=8, num_experts_per_tok=2, head_dim=32)  # fmt: skip
+
+
+def _qwen3_moe(batch: int, tokens: int):
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    with torch.device("meta"):
+        module = Qwen3MoeForCausalLM(Qwen3MoeConfig(**QWEN3_MOE))
+    ids = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    return xpusim.from_torch(module, (ids,))
+
+
+def test_an_moe_model_imports_with_its_router_and_grouped_experts():
+    """A Qwen3-MoE built on the meta device as anyone builds it: the router's top-k, the
+    sort of rows by expert, the per-expert counts and transformers' grouped expert matmuls
+    lower; the experts' matmuls do the builder's work (every routed row through its
+    expert's gate, up and down projections), and every expert is held in memory however
+    few a trace touches."""
+    cfg = config_from_hf({"model_type": "qwen3_moe", **QWEN3_MOE}, "q", "config.json")
+    prefill = _qwen3_moe(2, 64)
+    experts = [op for op in prefill.graph if op.kind is OpKind.MATMUL
+               and op.inputs[1].shape[0] == cfg.num_experts]  # fmt: skip
+    routed_rows = 2 * 64 * cfg.experts_per_token
+    h, i = cfg.hidden_size, cfg.expert_width
+    assert sum(op.matrix_flops for op in experts) == (
+        cfg.num_layers * 2 * routed_rows * (h * 2 * i + i * h))  # fmt: skip
+    one_token = _qwen3_moe(1, 1)
+    held = [g.tensor_bytes(Role.WEIGHT) for g in (prefill.graph, one_token.graph)]
+    assert held[1] == pytest.approx(cfg.param_count * 4, rel=1e-3)  # fp32, as built
+    assert held[0] >= held[1]
+    result = xpusim.simulate(one_token, "h100-sxm", precision="bf16")
+    assert result.memory_bytes.weights == pytest.approx(cfg.param_count * 2, rel=1e-3)

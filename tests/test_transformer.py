@@ -235,7 +235,7 @@ def test_deepseek_reads_as_transformers_builds_it():
         config_from_hf({**v3.to_dict(), "moe_layer_freq": 2}, "m", "config.json")
 
 
-@pytest.mark.parametrize("model_type", ["t5", "bert", "roberta", "mamba2", "mamba", 7,
+@pytest.mark.parametrize("model_type", ["t5", "whisper", "jamba", "rwkv", 7,
                                         ["llama"]])  # fmt: skip
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,

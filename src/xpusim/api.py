@@ -35,14 +35,20 @@ class Scenario:
     module: str
     function: str
     batched: str | None = None  # a function costing many jobs together, if it has one
+    encoder: bool = False  # for transformers that are encoders (BERT), not decoders
+
+    def takes(self, workload: Any, mode: str) -> bool:
+        return (mode == self.mode and isinstance(workload, self.workload)
+                and getattr(workload, "encoder", False) == self.encoder)  # fmt: skip
 
     def load(self, batched: bool = False) -> Callable[..., Any]:
         name = self.batched if batched else self.function
         return getattr(importlib.import_module(f"xpusim.scenarios.{self.module}"), str(name))
 
 
-# The first whose workload type matches (isinstance) and mode wins.
+# The first that takes the workload (its type, and whether it is an encoder) in a mode wins.
 SCENARIOS = (
+    Scenario(TransformerConfig, "inference", "encoder_inference", "simulate", encoder=True),
     Scenario(TransformerConfig, "inference", "llm_inference", "simulate", "simulate_many"),
     Scenario(DLRMConfig, "inference", "recsys", "simulate"),
     Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
@@ -193,8 +199,11 @@ def _scenario(workload: Any, mode: str) -> Scenario:
     if mode not in ("inference", "training", "serving"):
         raise UserError(f"unknown mode {mode!r}; choose inference, training or serving")
     for scenario in SCENARIOS:
-        if scenario.mode == mode and isinstance(workload, scenario.workload):
+        if scenario.takes(workload, mode):
             return scenario
+    if getattr(workload, "encoder", False):
+        raise UserError(f"{workload.name} is an encoder: one forward pass (inference) is "
+                        f"modelled for it, not {mode}")  # fmt: skip
     if mode == "training":
         raise UserError(f"training is modelled for transformers, not {type(workload).__name__}")
     raise TypeError(f"no scenario simulates a {type(workload).__name__}")

@@ -94,6 +94,21 @@ def _workload_options(f: Callable) -> Callable:
                      default="latency", show_default=True, help="What the plan search optimizes."),
         click.option("--overlap", is_flag=True,
                      help="Overlap collectives with compute (ideal; default: they serialize)."),
+        click.option("--beams", type=count(), default=None,
+                     help="LLM inference: beam search of this width (one sequence output per "
+                          "prompt; MLPerf's GPT-J runs 4)."),
+        click.option("--n", type=count(), default=None,
+                     help="LLM inference: parallel samples per prompt, all output (vLLM's n)."),
+        # a Path (it may be a config.json): the web API, which reads no files, leaves it out
+        click.option("--speculative", type=click.Path(dir_okay=False), default=None,
+                     metavar="DRAFT_MODEL",
+                     help="LLM inference: speculative decoding with this draft model (a zoo id, "
+                          "hub name or config.json) on the same chips; needs --acceptance."),
+        click.option("--draft-tokens", type=count(), default=None,
+                     help="Speculative decoding: draft tokens proposed per step (default 5)."),
+        click.option("--acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
+                     help="Speculative decoding: the probability that the target accepts a "
+                          "draft token, as measured for the model pair."),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
                      default="none", show_default=True,
                      help="Training: activation recomputation, trading FLOPs for memory."),

@@ -49,7 +49,7 @@ def fuse(graph: Graph) -> Graph:
         fused.append(op)
     if group:
         fused.append(_merge([ops[j] for j in group], set(group), readers))
-    return Graph(graph.name, fused)
+    return Graph(graph.name, fused, held=dict(graph.held))
 
 
 def _merge(group: list[Op], members: set[int], readers: dict[str, set[int]]) -> Op:

@@ -48,6 +48,9 @@ class Plan:
 
 def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
     """Raises a UserError saying why a plan cannot run this model on this many chips."""
+    if cfg.ssm and plan.tp > 1:
+        raise UserError(f"--tp {plan.tp}: tensor parallelism of {cfg.name}'s state-space "
+                        "layers is not modelled yet; split it with --pp or --dp")  # fmt: skip
     if cfg.num_heads % plan.tp:
         raise UserError(
             f"--tp {plan.tp} does not divide {cfg.name}'s {cfg.num_heads} attention heads"

@@ -47,4 +47,4 @@ def recast(graph: Graph, act: DType, weight: DType | None = None) -> Graph:
             continue
         attrs = tuple((k, act.value if k == "compute" else v) for k, v in op.attrs)
         ops.append(replace(op, inputs=inputs, outputs=outputs, attrs=attrs))
-    return Graph(graph.name, ops)
+    return Graph(graph.name, ops, held={n: cast(t) for n, t in graph.held.items()})

@@ -22,6 +22,9 @@ class Graph:
     # for layers i .. i + layer_copies[i] - 1 (workloads/transformer.py builds them so that
     # an 80-layer model is built and partitioned as two layers). Other layers stand for one.
     layer_copies: dict[int, int] = field(default_factory=dict)
+    # Tensors kept whole in memory of which ops read a part, by name: an imported MoE
+    # layer's experts, a few of which a short trace's tokens touch (workloads/lowering.py)
+    held: dict[str, Tensor] = field(default_factory=dict)
 
     def copies(self, op: Op) -> int:
         """How many layers' instances of this op it stands for."""
@@ -40,8 +43,9 @@ class Graph:
 
     def tensors(self, role: Role) -> dict[str, Tensor]:
         """Distinct tensors of a role by name (a tied embedding read twice counts once); of
-        the ops emitted, so a compact graph's copied layers are not in it."""
-        found: dict[str, Tensor] = {}
+        the ops emitted, so a compact graph's copied layers are not in it; a tensor `held`
+        whole counts whole."""
+        found: dict[str, Tensor] = {n: t for n, t in self.held.items() if t.role is role}
         for op in self.ops:
             for t in op.inputs + op.outputs:
                 if t.role is role:

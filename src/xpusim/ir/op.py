@@ -30,6 +30,7 @@ class OpKind(StrEnum):
     NORM = "norm"
     SOFTMAX = "softmax"
     EMBEDDING = "embedding"  # gather rows of a table
+    SCAN = "scan"  # a state-space model's scan: (x, dt, B and C, ..., state) -> (y, state)
     COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
     # Training (compiler/autodiff.py, compiler/optimizer.py):
     ATTENTION_GRAD = "attention_grad"  # flash backward: q, k, v, out, lse, d_out -> dq, dk, dv
@@ -283,16 +284,64 @@ def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 
 
+# A state-space scan, per token (Mamba: Gu and Dao 2023, Algorithm 2; Mamba-2: Dao and Gu
+# 2024, section 6). Mamba's selective scan runs on the vector units in prefill and decode
+# alike: per channel and state, discretize (exp(dt A): 2), dt B x (2), h = dA h + dBx (2),
+# y += C h (2). Mamba-2's SSD splits a prompt into chunks of Q tokens and runs as matmuls:
+# per head and token, C B^T within its chunk (2 Q N) and its masked product with x (2 Q P),
+# the chunk's state B^T x (2 N P) and the output from the carried state C h (2 N P), Q the
+# chunk or the prompt if shorter; its decode step updates the state (dt B x, dA h + .: 3 per
+# state element) and reads it out (2). Both take the softplus of dt, D x and the decay's exp
+# per channel.
+SCAN_FLOPS_PER_STATE = 8
+SSD_DECODE_FLOPS_PER_STATE = 5
+SCAN_FLOPS_PER_CHANNEL = 6
+
+
+def _scan_dims(op: Op) -> tuple[Dim, Dim, int, int, int, int]:
+    """(batch, tokens, channels, states, heads, chunk) of a scan; chunk 0: Mamba's scan."""
+    x, state = op.inputs[0], op.inputs[-1]
+    batch, tokens, channels = x.shape
+    heads = op.attr("heads", channels)
+    return batch, tokens, channels, state.shape[-1], heads, op.attr("chunk", 0)
+
+
+def _scan_matrix_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, channels, states, heads, chunk = _scan_dims(op)
+    if not chunk:
+        return 0.0
+    head_dim = channels // heads
+    q = np.minimum(chunk, tokens)
+    per_head = 2 * q * (states + head_dim) + 4 * states * head_dim
+    return _count(np.where(np.asarray(tokens) > 1, batch * tokens * heads * per_head, 0))
+
+
+def _scan_vector_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, channels, states, _, chunk = _scan_dims(op)
+    per_channel = SCAN_FLOPS_PER_CHANNEL
+    if not chunk:
+        return _real(batch * tokens * channels * (states * SCAN_FLOPS_PER_STATE + per_channel))
+    per_state = np.where(np.asarray(tokens) == 1, SSD_DECODE_FLOPS_PER_STATE, 0)
+    return _count(batch * tokens * channels * (states * per_state + per_channel))
+
+
+def _count(values: np.ndarray) -> float | np.ndarray:
+    """_real of what numpy made an array of even for one shape (np.where)."""
+    return float(values) if np.ndim(values) == 0 else values.astype(float)
+
+
 _MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _matmul_flops,
     OpKind.CONV: _conv_flops,
     OpKind.ATTENTION: _attention_matrix_flops,
     OpKind.ATTENTION_GRAD: _attention_grad_matrix_flops,
+    OpKind.SCAN: _scan_matrix_flops,
 }
 _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _dequant_flops,
     OpKind.CONV: _zero,
     OpKind.ATTENTION: _attention_vector_flops,
+    OpKind.SCAN: _scan_vector_flops,
     OpKind.EMBEDDING: _embedding_vector_flops,
     OpKind.COLLECTIVE: _zero,
     OpKind.ATTENTION_GRAD: _attention_grad_vector_flops,

@@ -26,6 +26,7 @@ from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
@@ -46,7 +47,7 @@ class GraphInferenceResult(Result):
     PRICED_BY: ClassVar[tuple[str, str]] = ("throughput", "samples")
 
     model: str
-    source: str  # "torch.export" or "onnx"
+    source: str  # "torch.export", "onnx" or "config.json" (an encoder)
     chip: str
     chips: int
     batch: int
@@ -82,10 +83,17 @@ def simulate(
     chips: int | None = None,
 ) -> GraphInferenceResult:
     """One pass at the traced shapes; precision defaults to the chip's bf16/fp16/int8."""
-    spec = _one_chip(chip, chips)
+    spec = one_chip(chip, chips, "an imported graph")
     act, weight, notes = resolve_formats(spec, precision, weight_precision)
     graph = fuse(recast(model.graph, act, weight))
+    return one_pass(model, graph, spec, act, weight, notes)
 
+
+def one_pass(
+    model: ImportedModel, graph: Graph, spec: Chip, act: DType, weight: DType, notes: list[str]
+) -> GraphInferenceResult:
+    """The result of running `graph`, compiled for `spec`, once: what every one-pass
+    workload reports (an imported graph, an encoder)."""
     footprint = Footprint(
         weights=graph.tensor_bytes(Role.WEIGHT),
         kv_cache=graph.tensor_bytes(Role.KV_CACHE),
@@ -134,10 +142,10 @@ def simulate(
     )
 
 
-def _one_chip(target: Chip | System, chips: int | None) -> Chip:
+def one_chip(target: Chip | System, chips: int | None, what: str) -> Chip:
     if (chips or 1) > 1 or (isinstance(target, System) and target.chips > 1):
         raise UserError(
-            "an imported graph runs on one chip for now: partitioning it over chips is not "
+            f"{what} runs on one chip for now: partitioning it over chips is not "
             "modelled yet; a one-chip run reports min_chips"
         )
     return target.chip if isinstance(target, System) else target

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +31,7 @@ from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
+from xpusim.scenarios.decoding import Decoding, DraftCost, draft_cost, resolve_decoding
 from xpusim.scenarios.formats import (
     resolve_attention_format,
     resolve_formats,
@@ -115,6 +116,7 @@ class LLMInferenceResult(Result):
     comm_share: float  # of that path's time
     prefill_flops: float
     decode_flops_per_step: float
+    decoding: dict[str, Any]  # how it decodes (scenarios/decoding.py)
     collectives: list[dict[str, Any]] = field(default_factory=list)
     plan_search: dict[str, Any] | None = None
     cost: Cost | None = None  # cost/dollars.py: filled where a price is known
@@ -141,6 +143,11 @@ def simulate(
     microbatches: int | None = None,
     objective: str = "latency",
     overlap: bool = False,
+    beams: int | None = None,
+    n: int | None = None,
+    speculative: Any = None,
+    draft_tokens: int | None = None,
+    acceptance: float | None = None,
 ) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan.
 
@@ -148,12 +155,18 @@ def simulate(
     than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
     `kv_precision` is the format the KV cache is stored in (an FP8 cache beside NVFP4 GEMMs);
     None: `precision`.
+
+    Decoding (scenarios/decoding.py): `beams` (beam search, one sequence output per prompt),
+    `n` (parallel samples, all output), or `speculative` (a draft model, a zoo id or config)
+    proposing `draft_tokens` per step, each accepted with probability `acceptance`.
     """
     options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
                    weight_precision=weight_precision, attention_precision=attention_precision,
                    kv_precision=kv_precision,
                    chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
-                   microbatches=microbatches, objective=objective, overlap=overlap)  # fmt: skip
+                   microbatches=microbatches, objective=objective, overlap=overlap,
+                   beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
+                   acceptance=acceptance)  # fmt: skip
     (result,) = simulate_many(model, [(chip, options)], detail=True)
     if isinstance(result, UserError):
         raise result
@@ -247,7 +260,10 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
-    req = Request(batch, prompt, gen, act, weight, attention, kv)
+    how = resolve_decoding(given["beams"], given["n"], given["speculative"],
+                           given["draft_tokens"], given["acceptance"])  # fmt: skip
+    req = Request(batch, prompt, gen, act, weight, attention, kv, how.width, how.returned,
+                  how.step_tokens, how.advance)  # fmt: skip
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
     if searched:
         from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans
@@ -255,13 +271,41 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         if objective not in OBJECTIVES:
             raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
         plans = candidate_plans(cfg, system.chips)
+        if how.draft is not None:  # engines run speculative decoding on one pipeline stage
+            plans = [p for p in plans if p.pp == 1]
         if not plans:
             raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
     else:
         plans = [complete_plan(system.chips, tp, pp, dp, ep)]
         check_plan(plans[0], cfg, system.chips)
-    return Setup(system, req, notes, plans, microbatches, overlap,
-                 objective if searched else None, started_s)  # fmt: skip
+        if how.draft is not None and plans[0].pp > 1:
+            raise UserError("--speculative runs on one pipeline stage, as engines run it; "
+                            "give --pp 1")  # fmt: skip
+    setup = Setup(system, req, notes, plans, microbatches, overlap,
+                  objective if searched else None, started_s, how)  # fmt: skip
+    if how.draft is not None:
+        setup.drafts = _drafts(how, setup, given)
+    if how.width > 1 or how.draft is not None:
+        notes.append(f"decoding: {setup.decoding.describe(cfg)}")
+    return setup
+
+
+def _drafts(how: Decoding, setup: Setup, given: dict[str, Any]) -> dict[int, DraftCost]:
+    """The draft model's cost on each tensor-parallel degree the job's plans use."""
+    draft = how.draft
+    if isinstance(draft, str):
+        from xpusim.workloads.zoo import load_model
+
+        draft = load_model(draft)
+    if not isinstance(draft, TransformerConfig):
+        raise UserError("--speculative takes a transformer (a zoo id or a config.json)")
+    setup.decoding = replace(how, draft=draft)
+    req = setup.req
+    options = dict(batch=req.batch, prompt=req.prompt, gen=req.gen, precision=req.act,
+                   weight_precision=req.weight, attention_precision=given["attention_precision"],
+                   kv_precision=req.kv)  # fmt: skip
+    return {tp: draft_cost(draft, setup.system, tp, options, how.step_tokens - 1)
+            for tp in sorted({p.tp for p in setup.plans})}  # fmt: skip
 
 
 def resolve_system(target: Chip | System, chips: int | None) -> System:
@@ -323,21 +367,22 @@ def _result(
     capacity = chip.capacity_bytes
     fullest = cand.fullest
     stages = cand.memory.footprints(req, m, activations)
-    kv_bytes = (
-        req.batch * m * (req.prompt + req.gen)
-        * cfg.kv_cache_bytes_per_token(req.kv_format.itemsize)
-    )
+    itemsize = req.kv_format.itemsize
+    kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
+                                + req.width * cfg.state_bytes_per_sequence(itemsize))
     single_copy = Footprint(
         cfg.param_count * req.weight.itemsize, kv_bytes, activations
     )
     replicas = plan.tp * plan.ep * plan.dp
+    draft = setup.draft(plan)
+    drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)
     system_fp = Footprint(
-        sum(s.weights for s in stages) * replicas,
-        sum(s.kv_cache for s in stages) * replicas,
+        sum(s.weights for s in stages) * replicas + drafted[0] * plan.tp * plan.dp,
+        sum(s.kv_cache for s in stages) * replicas + drafted[1] * plan.tp * plan.dp,
         activations * system.chips,
     )
     level_names = [level.name for level in chip.memory]
-    tokens = req.batch * m * plan.dp * req.gen
+    tokens = req.output_tokens * m * plan.dp
     result = LLMInferenceResult(
         model=cfg.name,
         params=cfg.param_count,
@@ -374,6 +419,7 @@ def _result(
         comm_share=got.comm_s / got.trip_s,
         prefill_flops=float(graphs.flops[0][row]) * plan.tp * plan.ep,
         decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp * plan.ep,
+        decoding=setup.decoding.summary(),
         notes=list(setup.notes),
     )
     if detail:

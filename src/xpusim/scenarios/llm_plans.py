@@ -18,6 +18,7 @@ from xpusim.compiler.partition import Plan, layers_per_stage, weights_per_chip_b
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
+from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
 from xpusim.scenarios.rank_costs import Request, ShapeGraphs
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -35,6 +36,11 @@ class Setup:
     overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
+    decoding: Decoding = field(default_factory=Decoding)
+    drafts: dict[int, DraftCost] | None = None  # speculative decoding: its draft, by tp
+
+    def draft(self, plan: Plan) -> DraftCost | None:
+        return self.drafts[plan.tp] if self.drafts else None
 
 
 @dataclass
@@ -99,9 +105,10 @@ class Candidates:
             rows += [graphs[k].row[req] for k in keys]
         job_a, group_a, memory_a = np.array(job), np.array(group_of), np.array(memory_of)
         rows_a, ms_a = np.array(rows), np.array(ms)
-        per_job = np.array([(s.req.batch, s.req.prompt + s.req.gen, s.system.chip.capacity_bytes)
-                            for s in setups]).T  # fmt: skip
+        per_job = np.array([(s.req.batch, s.req.cached_tokens, s.system.chip.capacity_bytes,
+                             s.req.width) for s in setups]).T  # fmt: skip
         tokens_a = per_job[0][job_a] * ms_a * per_job[1][job_a]  # in flight, per microbatch
+        sequences_a = per_job[0][job_a] * ms_a * per_job[3][job_a]
         activations = np.empty(len(job))
         for key, code in group_keys.items():
             at = group_a == code
@@ -110,11 +117,14 @@ class Candidates:
         for code, found in enumerate(memory_list):
             at = memory_a == code
             # what each stage's chip holds: weights + its layers' caches (+ activations)
+            cache = (tokens_a[at] * found.kv_bytes_per_token_layer
+                     + sequences_a[at] * found.state_bytes_per_sequence_layer)
             totals = (np.array(found.weights)[None, :]
-                      + (tokens_a[at] * found.kv_bytes_per_token_layer)[:, None]
-                      * np.array(found.layers)[None, :])  # fmt: skip
+                      + cache[:, None] * np.array(found.layers)[None, :])  # fmt: skip
             fullest_stage[at] = totals.argmax(axis=1)
             fullest_bytes[at] = totals.max(axis=1) + activations[at]
+        if any(s.drafts for s in setups):  # a draft model's weights and cache on every chip
+            fullest_bytes += [_draft_bytes(setups[j], p) for j, p in zip(job, plans, strict=True)]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
                     fullest_bytes <= per_job[2][job_a])  # fmt: skip
@@ -140,7 +150,12 @@ class Candidates:
         s = int(self.fullest_stage[c])
         memory, setup = self.memories[self.memory_of[c]], self.setups[self.job[c]]
         kv = memory.kv_bytes(setup.req, int(self.microbatches[c])) * memory.layers[s]
-        return Footprint(memory.weights[s], kv, float(self.activations[c]))
+        found = Footprint(memory.weights[s], kv, float(self.activations[c]))
+        draft = setup.draft(self.plans[c])
+        if draft is None:
+            return found
+        return Footprint(found.weights + draft.weight_bytes, found.kv_cache + draft.kv_bytes,
+                         found.activations)  # fmt: skip
 
     def placement(self, c: int) -> Placement:
         """Where plan c's fullest chip keeps what."""
@@ -189,13 +204,14 @@ class Candidates:
             rows=self.rows[members],
             microbatches=self.microbatches[members],
             overlap=np.array([s.overlap for s in setups]),
+            drafts=[s.draft(self.plans[c]) for s, c in zip(setups, members, strict=True)],
         )
 
     @cached_property
     def tokens(self) -> np.ndarray:
         """(C,) tokens each plan generates per request batch, over its replicas."""
         setups = self.setups
-        per_job = np.array([s.req.batch * s.req.gen for s in setups])
+        per_job = np.array([s.req.output_tokens for s in setups])
         dp = np.array([p.dp for p in self.plans])
         return per_job[self.job] * self.microbatches * dp
 
@@ -238,6 +254,12 @@ class Candidates:
 _PLACED: ByIdentity[Placement] = ByIdentity()
 
 
+def _draft_bytes(setup: Setup, plan: Plan) -> float:
+    """What a speculative job's draft keeps on each chip of the plan (0 without one)."""
+    draft = setup.draft(plan)
+    return 0.0 if draft is None else draft.weight_bytes + draft.kv_bytes
+
+
 @dataclass
 class Candidate:
     """One plan of one job, chosen: its memory and costed timeline."""
@@ -263,6 +285,7 @@ class StageMemory:
     weights: tuple[float, ...]  # bytes per stage
     layers: tuple[int, ...]  # per stage
     kv_bytes_per_token_layer: float  # one chip's cache per token in flight and layer
+    state_bytes_per_sequence_layer: float  # a state-space model's, per sequence and layer
 
     def footprints(self, req: Request, microbatches: int,
                    activations: float) -> tuple[Footprint, ...]:  # fmt: skip
@@ -273,8 +296,8 @@ class StageMemory:
 
     def kv_bytes(self, req: Request, microbatches: int) -> float:
         """One layer's cache on one chip."""
-        tokens = req.batch * microbatches * (req.prompt + req.gen)
-        return tokens * self.kv_bytes_per_token_layer
+        return req.batch * microbatches * (req.cached_tokens * self.kv_bytes_per_token_layer
+                                           + req.width * self.state_bytes_per_sequence_layer)
 
 
 @lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
@@ -283,4 +306,5 @@ def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, kv: DType) -
     cache's format `kv`."""
     return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
                        layers_per_stage(cfg.num_layers, plan.pp),
-                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize)  # fmt: skip
+                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
+                       cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip

@@ -28,6 +28,7 @@ from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.hardware.system import System
+from xpusim.scenarios.decoding import DraftCost
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
     Request,
@@ -48,6 +49,7 @@ class CostBatch(NamedTuple):
     rows: np.ndarray
     microbatches: np.ndarray
     overlap: np.ndarray
+    drafts: list[DraftCost | None]  # speculative decoding's draft model (decoding.py)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,12 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     """The timeline of one microbatch (see the module docstring) for K plans that share
     formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
     microbatches and overlap."""
-    sequences, prompt, gen = (np.array(v) for v in zip(*[(r.batch, r.prompt, r.gen)
-                                                        for r in batch.reqs], strict=True))
+    sequences, decode_steps, advance = (np.array(v) for v in zip(
+        *[(r.batch, r.steps_after_first, r.advance) for r in batch.reqs], strict=True))
+    prompt = np.array([r.prompt for r in batch.reqs])
+    draft_s, draft_step_s, draft_j, draft_step_j = (np.array(v) for v in zip(
+        *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
+          for d in batch.drafts], strict=True))  # fmt: skip
     pp = np.array([p.pp for p in batch.plans])
     m, overlap = batch.microbatches, batch.overlap
     prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
@@ -123,11 +129,11 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
-    ttft_s = _over_stages(pre) + (pp - 1) * send_pre
+    ttft_s = _over_stages(pre) + (pp - 1) * send_pre + draft_s
     trip = _over_stages(dec) + ((pp - 1) * send_dec)[:, None]
-    tpot_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1)))
-    decode_steps = gen - 1
-    latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * tpot_s
+    step_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1))) + draft_step_s
+    tpot_s = step_s / advance  # a speculative step outputs `advance` tokens, expected
+    latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
     static_w = np.array([s.chip.energy.static_power_w.value for s in batch.systems])
@@ -138,6 +144,11 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
                      + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
+    if any(batch.drafts):  # its chips' energy over its time, static power included
+        dp = np.array([p.dp for p in batch.plans])
+        draft_busy_s = m * (draft_s + decode_steps * draft_step_s)
+        energy_j = (energy_j - static_w * group_chips * draft_busy_s
+                    + dp * m * (draft_j + decode_steps * draft_step_j))  # fmt: skip
 
     comm_s = decode.step_mean(decode.totals("time_s", comm_only=True))
     comm_s += (pp - 1) * send_dec

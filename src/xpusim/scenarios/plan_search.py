@@ -27,7 +27,7 @@ def _divisors(n: int) -> list[int]:
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
     plans = []
     for tp in _divisors(chips):
-        if cfg.num_heads % tp:
+        if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why
             continue
         for ep in _divisors(chips // tp):
             if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):

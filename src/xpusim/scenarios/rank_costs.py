@@ -19,6 +19,7 @@ to another, and a test holds it against evaluating every step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -58,10 +59,24 @@ class Request:
     weight: DType
     attention: DType | None = None  # attention's compute format when not act's
     kv: DType | None = None  # the KV cache's storage format when not act's
+    # How it decodes (scenarios/decoding.py): sequences decoded per prompt (beams or parallel
+    # samples), tokens each decode step feeds per sequence (a speculative verify's draft
+    # tokens + 1), and tokens a sequence advances per step (the expected accepted ones)
+    width: int = 1
+    returned: int = 1  # sequences output per prompt: 1 for beam search
+    step_tokens: int = 1
+    advance: float = 1.0
 
     @property
     def kv_format(self) -> DType:
         return self.kv or self.act
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens one prompt keeps in the KV cache at its longest: the prompt once (its
+        blocks shared by its beams or samples, as paged engines share them), each
+        sequence's generated tokens, and a verify step's draft tokens beyond them."""
+        return self.prompt + self.width * (self.gen + self.step_tokens - 1)
 
     @property
     def formats(self) -> tuple[DType, DType, DType | None, DType | None]:
@@ -70,8 +85,20 @@ class Request:
         return self.act, self.weight, self.attention, self.kv
 
     @property
+    def steps_after_first(self) -> int:
+        """Decode steps after the prefill's first token: one per token, or per expected
+        advance of a speculative step."""
+        return math.ceil((self.gen - 1) / self.advance)
+
+    @property
     def decode_steps(self) -> int:
-        return max(self.gen - 1, 1)
+        """Decode steps the graphs cost (one where gen is 1: the step that would follow)."""
+        return max(self.steps_after_first, 1)
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens a microbatch outputs."""
+        return self.batch * self.returned * self.gen
 
 
 @lru_cache(maxsize=4096)  # a sweep asks for the same generation lengths again and again
@@ -299,8 +326,8 @@ def shape_graphs(
     return _shape_graphs(cfg, tuple(sorted(set(requests), key=_request_order)), tp, ep)
 
 
-def _request_order(r: Request) -> tuple[int, int, int]:
-    return r.batch, r.prompt, r.gen
+def _request_order(r: Request) -> tuple[int, int, int, int, int, int, float]:
+    return r.batch, r.prompt, r.gen, r.width, r.returned, r.step_tokens, r.advance
 
 
 @lru_cache(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
@@ -322,10 +349,17 @@ def _shape_graphs(
         step_weights[at, : len(weights)] = weights
     batch = np.array([r.batch for r in requests])[:, None]
     prompt = np.array([r.prompt for r in requests])[:, None]
-    # step i attends prompt + 1 + i keys; the ends differ even for one step, so that which
-    # ops vary with the cache (PhaseValues.varying) never depends on the other requests
+    width = np.array([r.width for r in requests])[:, None]
+    fed = np.array([r.step_tokens for r in requests])[:, None]
+    advance = np.array([r.advance for r in requests])[:, None]
+    # step i feeds `fed` tokens after prompt + i x advance cached ones (one token, advance 1:
+    # it attends prompt + 1 + i keys); the ends differ even for one step, so that which ops
+    # vary with the cache (PhaseValues.varying) never depends on the other requests
     last = np.maximum(steps - 1, 1)[:, None]
-    kv = prompt + 1 + np.hstack([0 * last, last])
+    kv = prompt + fed + np.rint(advance * np.hstack([0 * last, last])).astype(np.int64)
+    # a plain decode feeds the integer 1, which is what selects latent attention's absorbed
+    # decode form (workloads/transformer.py)
+    q = 1 if (fed == 1).all() else fed
     fraction = padded / last
 
     def rank(step: StepShape) -> Graph:
@@ -334,7 +368,7 @@ def _shape_graphs(
         return partition(graph, Plan(tp=tp, ep=ep))
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
-                       rank(StepShape(batch, 1, kv)), fraction, step_weights,
+                       rank(StepShape(batch * width, q, kv, logits=q)), fraction, step_weights,
                        cfg.num_layers)  # fmt: skip
 
 

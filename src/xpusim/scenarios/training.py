@@ -58,7 +58,7 @@ from xpusim.scenarios.rank_costs import PhaseCosts
 from xpusim.scenarios.training_graphs import RankTraining, build_rank
 from xpusim.scenarios.training_limits import limits, not_fit_reason
 from xpusim.scenarios.training_step import Setup, collectives, phase_costs, timeline
-from xpusim.workloads.transformer import refuse_latent_attention
+from xpusim.workloads.transformer import refuse_untrainable
 from xpusim.workloads.transformer_config import TransformerConfig
 
 TRAINING_PRECISIONS = (DType.BF16, DType.FP16, DType.FP32)
@@ -170,7 +170,7 @@ def simulate_training(
     plan, the fastest plan that fits is searched for."""
     check_positive(batch=batch, prompt=prompt, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
                    microbatches=microbatches)  # fmt: skip
-    refuse_latent_attention(model)
+    refuse_untrainable(model)
     system = resolve_system(chip, chips)
     act, notes = resolve_training_precision(system.chip, precision)
     setup = Setup(batch, prompt, act, optimizer_spec(optimizer), Recompute.parse(recompute),

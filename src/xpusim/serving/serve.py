@@ -336,6 +336,13 @@ def serve(
     if not isinstance(workload, TransformerConfig):
         raise UserError(f"serve runs transformer LLMs and recommendation models, not "
                         f"{type(workload).__name__}")  # fmt: skip
+    if workload.encoder:
+        raise UserError(f"{workload.name} is an encoder: serve runs decoders (an encoder's "
+                        "request is one forward pass: xpusim run)")  # fmt: skip
+    if workload.ssm:
+        raise UserError(f"{workload.name} is a state-space model: serving it (a state per "
+                        "sequence, not paged KV blocks) is not modelled yet; xpusim run "
+                        "simulates a batch")  # fmt: skip
     groups = {cls: {f.name for f in fields(cls)} for cls in (Load, Engine, Search)}
     taken = set().union(*groups.values(), PLAN_OPTIONS)
     unknown = sorted(set(options) - taken)

@@ -27,10 +27,10 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
+from xpusim.workloads.transformer_config import expected_active_experts
 
 # Vector FLOPs per element of compound functions, counted like the transformer builder's.
 SIGMOID_FLOPS = 3  # exp(-x), add 1, reciprocal
-SILU_FLOPS = 4  # x * sigmoid(x)
 BATCHNORM_FLOPS = 4  # inference: subtract mean, scale by rsqrt(var), weight, bias
 
 
@@ -145,6 +145,18 @@ class Lowering:
         ins = [a.as_shape((*batch, *a_shape[-2:])), b.as_shape(b_shape)]
         if bias is not None:
             ins.append(bias.tensor())
+        self.emit(OpKind.MATMUL, name, source, ins, [out], compute=out.dtype.value)
+
+    def grouped_matmul(self, name: str, source: str, x: Value, w: Value, out: Value) -> None:
+        """An MoE layer's expert matmul: rows [S, K] sorted by expert, each multiplied by its
+        expert's [K, N] of w [E, K, N]. Costed as the transformer builder costs its experts:
+        the weights of the experts the rows are expected to touch (uniform routing: each row
+        misses an expert with probability 1 - 1/E), the rows spread evenly over them."""
+        rows, k = x.shape
+        experts, n = w.shape[0], w.shape[-1]
+        used = expected_active_experts(rows, experts, 1)
+        self.graph.held[w.storage.name] = w.storage  # every expert stays in memory
+        ins = [x.as_shape((used, -(-rows // used), k)), w.as_shape((used, k, n))]
         self.emit(OpKind.MATMUL, name, source, ins, [out], compute=out.dtype.value)
 
     def conv(

@@ -7,12 +7,13 @@ compound functions, 0 for ops that only move data.
 
 from __future__ import annotations
 
-from xpusim.workloads.lowering import BATCHNORM_FLOPS, SIGMOID_FLOPS, SILU_FLOPS
+from xpusim.workloads.lowering import BATCHNORM_FLOPS, SIGMOID_FLOPS
 from xpusim.workloads.transformer import (
     GELU_FLOPS,
     LAYERNORM_FLOPS,
     RMSNORM_FLOPS,
     ROTARY_FLOPS,
+    SILU_FLOPS,
 )
 
 

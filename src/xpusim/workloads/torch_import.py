@@ -14,6 +14,7 @@ enough that each op maps to one IR op. torch is imported inside the functions: `
 from __future__ import annotations
 
 import logging
+import math
 import operator
 import zipfile
 from collections.abc import Callable
@@ -282,6 +283,19 @@ def _pool(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> No
     lw.pool(name, src, a[0], _all(out), window)
 
 
+def _grouped_mm(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> None:
+    """transformers' MoE experts (grouped_mm, or its fallback loop as one custom op)."""
+    lw.grouped_matmul(name, src, a[0], a[1], _one(out))
+
+
+def _sort(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> None:
+    """A sort along a dimension: log2(n) comparisons per element (a merge or radix pass
+    each), as a reduction over what it reads."""
+    x, dim = a[0], _arg(a, kw, 1, "dim", -1)
+    n = x.shape[dim] if x.shape else 1
+    lw.reduction(name, src, x, _all(out), max(math.log2(max(n, 1)), 1.0))
+
+
 def _cast(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> Value | None:
     """A dtype change moves bytes; a cast to the same dtype (or a device move) is a view."""
     x, y = a[0], _one(out)
@@ -321,6 +335,9 @@ HANDLERS: dict[str, Handler] = {
     "scaled_dot_product_attention": _attention,
     **dict.fromkeys(torch_ops.POOLS, _pool),
     **dict.fromkeys(["to", "_to_copy", "type_as"], _cast),
+    **dict.fromkeys(["_grouped_mm", "grouped_mm", "transformers.grouped_mm_fallback"],
+                    _grouped_mm),
+    **dict.fromkeys(["sort", "argsort"], _sort),
     **{op: _elementwise(flops) for op, flops in torch_ops.ELEMENTWISE.items()},
     **{op: _reduction(flops) for op, flops in torch_ops.REDUCTIONS.items()},
 }

@@ -8,8 +8,8 @@ named constants for compound functions, 0 for ops that only move data.
 
 from __future__ import annotations
 
-from xpusim.workloads.lowering import BATCHNORM_FLOPS, SIGMOID_FLOPS, SILU_FLOPS
-from xpusim.workloads.transformer import GELU_FLOPS, LAYERNORM_FLOPS, RMSNORM_FLOPS
+from xpusim.workloads.lowering import BATCHNORM_FLOPS, SIGMOID_FLOPS
+from xpusim.workloads.transformer import GELU_FLOPS, LAYERNORM_FLOPS, RMSNORM_FLOPS, SILU_FLOPS
 
 
 def _names(text: str) -> list[str]:
@@ -68,6 +68,7 @@ REDUCTIONS: dict[str, float] = {
     **dict.fromkeys(
         _names(
             "sum mean amax amin max min prod any all argmax argmin cumsum cumprod logsumexp "
+            "topk histc bincount "
             "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d _adaptive_avg_pool2d "
             "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d"
         ),

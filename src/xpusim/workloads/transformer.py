@@ -34,8 +34,10 @@ RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, scale by weight
 LAYERNORM_FLOPS = 7  # mean, subtract, square, accumulate, rsqrt scale, weight, bias
 RESIDUAL_ADD_FLOPS = 1
 ROTARY_FLOPS = 3  # x*cos + rotate(x)*sin
-SILU_MUL_FLOPS = 5  # x / (1 + exp(-x)) is 4, times the up projection is 1
+SILU_FLOPS = 4  # x / (1 + exp(-x))
+SILU_MUL_FLOPS = SILU_FLOPS + 1  # times the up projection
 GELU_FLOPS = 8  # tanh approximation: cube, 2 mul-adds, tanh, add, 2 mul
+TANH_FLOPS = 1  # counted as one operation, as GELU_FLOPS counts its tanh
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -48,6 +50,9 @@ class StepShape:
     batch: Dim
     q_len: Dim
     kv_len: Dim
+    # positions whose logits an inference step computes: the last (servers sample from it),
+    # or every fed one where a speculative verify checks each draft token
+    logits: Dim = 1
 
     @property
     def tokens(self) -> Dim:
@@ -156,7 +161,7 @@ class _Builder:
         keys = s.kv_len if window is None else windowed(s.kv_len, s.q_len, window)
         cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
-        kv = Role.KV_CACHE
+        kv = Role.ACTIVATION if cfg.encoder else Role.KV_CACHE  # an encoder caches nothing
         sinks = [self.t(f"{p}.sinks", cfg.num_heads, role=Role.WEIGHT)] * cfg.attention_sinks
         attn = self.op(
             OpKind.ATTENTION, f"{p}.attention",
@@ -164,10 +169,68 @@ class _Builder:
              roped, *sinks],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
-            causal=True, compute=self.attention.value, tp="heads", window=window, **self.heads,
+            causal=not cfg.encoder, compute=self.attention.value, tp="heads", window=window,
+            **self.heads,
         )  # fmt: skip
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
                            tp="row")
+
+    def ssm_block(self, p: str, x: Tensor) -> Tensor:
+        """A Mamba or Mamba-2 mixer as its fused kernels run it (transformers' MambaMixer and
+        Mamba2Mixer with the mamba_ssm kernels): in_proj; a causal depthwise convolution
+        (kernel K, then SiLU) over the scan's inputs, which carries the last K - 1 of them
+        per sequence; Mamba's x_proj and dt_proj; the scan, which carries its state; the
+        output gated by SiLU(z) (Mamba-2: a gated RMSNorm); out_proj. The two carried
+        tensors are what a state-space model caches: role KV_CACHE, one per sequence
+        whatever its length, read and written by every step."""
+        cfg, s = self.cfg, self.step
+        inner, states, k = cfg.intermediate_size, cfg.ssm_state_size, cfg.ssm_conv_kernel
+        conv_width = cfg.ssm_conv_channels
+        proj = self.matmul(f"{p}.in_proj", x, cfg.ssm_in_width, bias=cfg.ssm_bias)
+        rows = (s.batch, s.q_len)
+        z = Tensor(f"{proj.name}[z]", (*rows, inner), self.act)  # views of in_proj's output
+        conv_in = Tensor(f"{proj.name}[xbc]", (*rows, conv_width), self.act)
+        conv = [conv_in, self.t(f"{p}.conv.w", conv_width, k, role=Role.WEIGHT)]
+        conv += [self.t(f"{p}.conv.b", conv_width, role=Role.WEIGHT)] * cfg.ssm_conv_bias
+        carried = self.t(f"{p}.conv_state", s.batch, k - 1, conv_width, role=Role.KV_CACHE)
+        conv_out = self.op(
+            OpKind.ELEMENTWISE, f"{p}.conv", [*conv, carried],
+            [self.t(f"{p}.conv.out", *rows, conv_width),
+             self.t(f"{p}.conv_state.new", s.batch, k - 1, conv_width, role=Role.KV_CACHE)],
+            flops_per_element=2 * k + SILU_FLOPS, fn="conv1d_silu",
+        )  # fmt: skip
+        x_in = Tensor(f"{conv_out.name}[x]", (*rows, inner), self.act)
+        if cfg.ssm == "mamba":
+            dbc = self.matmul(f"{p}.x_proj", x_in, cfg.ssm_dt_rank + 2 * states)
+            low = Tensor(f"{dbc.name}[dt]", (*rows, cfg.ssm_dt_rank), self.act)
+            dt = self.matmul(f"{p}.dt_proj", low, inner, bias=True)
+            bc = Tensor(f"{dbc.name}[bc]", (*rows, 2 * states), self.act)
+            state = (s.batch, inner, states)
+            params = [self.t(f"{p}.A", inner, states, role=Role.WEIGHT),
+                      self.t(f"{p}.D", inner, role=Role.WEIGHT)]  # fmt: skip
+            heads, chunk = inner, 0
+        else:
+            heads, chunk = cfg.ssm_heads, cfg.ssm_chunk
+            dt = Tensor(f"{proj.name}[dt]", (*rows, heads), self.act)
+            bc = Tensor(f"{conv_out.name}[bc]", (*rows, 2 * cfg.ssm_groups * states), self.act)
+            state = (s.batch, heads, inner // heads, states)
+            params = [self.t(f"{p}.{name}", heads, role=Role.WEIGHT)
+                      for name in ("A", "D", "dt_bias")]  # fmt: skip
+        y = self.op(
+            OpKind.SCAN, f"{p}.scan",
+            [x_in, dt, bc, *params, self.t(f"{p}.ssm_state", *state, role=Role.KV_CACHE)],
+            [self.t(f"{p}.scan.out", *rows, inner),
+             self.t(f"{p}.ssm_state.new", *state, role=Role.KV_CACHE)],
+            heads=heads, chunk=chunk,
+        )  # fmt: skip
+        if cfg.ssm == "mamba":
+            gated = self.vector(OpKind.ELEMENTWISE, f"{p}.gate", [y, z], inner, SILU_MUL_FLOPS,
+                                fn="silu_mul")  # fmt: skip
+        else:
+            norm_w = self.t(f"{p}.gated_norm.w", inner, role=Role.WEIGHT)
+            gated = self.vector(OpKind.NORM, f"{p}.gated_norm", [y, z, norm_w], inner,
+                                RMSNORM_FLOPS + SILU_MUL_FLOPS, fn="rmsnorm")  # fmt: skip
+        return self.matmul(f"{p}.out_proj", gated, cfg.hidden_size, bias=cfg.ssm_bias)
 
     def latent_attention(self, p: str, x: Tensor) -> Tensor:
         """Multi-head latent attention (DeepSeek-V2, section 2.1) as serving engines run it.
@@ -336,6 +399,9 @@ class _Builder:
             self.layer = layer
             p = f"layers.{layer}"
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
+            if cfg.ssm:  # a Mamba block: its mixer alone
+                x = self.ssm_block(p, h)
+                continue
             if cfg.parallel_block:  # GPT-J: x + attn(ln(x)) + mlp(ln(x)) in one add
                 # Falcon-40B/180B norm the MLP's input apart (ln_mlp beside ln_attn)
                 h_mlp = self.norm(f"{p}.norm_mlp", x, None)[0] if cfg.parallel_norms == 2 else h
@@ -356,9 +422,20 @@ class _Builder:
         h, _ = self.norm("final_norm", x, residual)
         if self.training:
             return self.loss(h, self.lm_head(h, table, "column"))
-        last = Tensor(f"{h.name}[:, -1]", (s.batch, 1, cfg.hidden_size), self.act)  # a view
+        if cfg.encoder:
+            return self.pooler(h)
+        view = "[:, -1]" if isinstance(s.logits, int) and s.logits == 1 else "[:, -k:]"
+        last = Tensor(f"{h.name}{view}", (s.batch, s.logits, cfg.hidden_size), self.act)
         logits = self.lm_head(last, table, "vocab")
         self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
+        return self.graph
+
+    def pooler(self, h: Tensor) -> Graph:
+        """An encoder's pooler: a dense layer and tanh on each sequence's first token."""
+        first = Tensor(f"{h.name}[:, 0]", (self.step.batch, 1, self.cfg.hidden_size), self.act)
+        pooled = self.matmul("pooler", first, self.cfg.hidden_size, bias=True, tp="column")
+        self.vector(OpKind.ELEMENTWISE, "pooler.tanh", [pooled], self.cfg.hidden_size,
+                    TANH_FLOPS, tp="split", fn="tanh")  # fmt: skip
         return self.graph
 
     def lm_head(self, x: Tensor, table: Tensor, tp: str) -> Tensor:
@@ -386,12 +463,16 @@ class _Builder:
         return self.graph
 
 
-def refuse_latent_attention(cfg: TransformerConfig) -> None:
+def refuse_untrainable(cfg: TransformerConfig) -> None:
     """Training's graphs (autodiff of the forward pass) are built for multi-head attention
-    only: a model with latent attention is refused, not costed as something else."""
+    only: a model with latent attention or state-space layers is refused, not costed as
+    something else."""
     if cfg.is_mla:
         raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
                         "not modelled yet (its inference and serving are)")
+    if cfg.ssm:
+        raise UserError(f"{cfg.name}: training a state-space model is not modelled yet (its "
+                        "inference is)")
 
 
 def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int]]:
@@ -440,5 +521,5 @@ def build_step(
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
     if training:
-        refuse_latent_attention(cfg)
+        refuse_untrainable(cfg)
     return _Builder(cfg, step, act, weight or act, training, compact, attention, kv).build()

@@ -10,6 +10,7 @@ checkpoints.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -64,6 +65,28 @@ class TransformerConfig:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     max_position_embeddings: int = 0
+    # An encoder (BERT, RoBERTa): every token attends every other (no causal mask), one
+    # forward pass and no decode (scenarios/encoder_inference.py), a pooler (a dense layer
+    # and tanh on the first token) instead of an LM head, and a token-type table
+    # (type_vocab_size rows) beside the word embeddings.
+    encoder: bool = False
+    type_vocab_size: int = 0
+    # A state-space model (Mamba, Mamba-2): every layer is a norm and a mixer (no attention,
+    # no MLP) whose scan carries a constant-size state per sequence instead of a KV cache
+    # (scenarios' memory: ssm_state_elements_per_layer). ssm is "mamba" (Gu and Dao 2023:
+    # selective scan over intermediate_size channels, each with ssm_state_size states, dt
+    # through a rank-ssm_dt_rank projection) or "mamba2" (Dao and Gu 2024: SSD over
+    # ssm_heads heads of head_dim, B and C shared by ssm_groups groups, chunks of
+    # ssm_chunk tokens); intermediate_size is the mixer's inner width (expand x hidden).
+    ssm: str = ""
+    ssm_state_size: int = 0
+    ssm_conv_kernel: int = 4
+    ssm_dt_rank: int = 0
+    ssm_heads: int = 0
+    ssm_groups: int = 1
+    ssm_chunk: int = 256
+    ssm_bias: bool = False
+    ssm_conv_bias: bool = True
 
     @property
     def is_moe(self) -> bool:
@@ -169,8 +192,46 @@ class TransformerConfig:
         return per_norm * norms + qk
 
     @property
+    def ssm_conv_channels(self) -> int:
+        """Channels the mixer's causal convolution runs over: Mamba's x; Mamba-2's x, B, C."""
+        if self.ssm == "mamba2":
+            return self.intermediate_size + 2 * self.ssm_groups * self.ssm_state_size
+        return self.intermediate_size
+
+    @property
+    def ssm_in_width(self) -> int:
+        """in_proj's output: x and z (Mamba); z, x, B, C and dt per head (Mamba-2)."""
+        if self.ssm == "mamba2":
+            return self.intermediate_size + self.ssm_conv_channels + self.ssm_heads
+        return 2 * self.intermediate_size
+
+    @property
+    def ssm_layer_params(self) -> int:
+        """A Mamba block (transformers' MambaMixer, Mamba2Mixer) and its norm."""
+        h, i, n = self.hidden_size, self.intermediate_size, self.ssm_state_size
+        conv = self.ssm_conv_channels
+        params = (h * self.ssm_in_width + (self.ssm_in_width if self.ssm_bias else 0)
+                  + conv * self.ssm_conv_kernel + (conv if self.ssm_conv_bias else 0)
+                  + i * h + (h if self.ssm_bias else 0) + h)  # in, conv, out, the norm
+        if self.ssm == "mamba2":  # dt bias, A and D per head; the gated norm over i
+            return params + 3 * self.ssm_heads + i
+        r = self.ssm_dt_rank
+        return params + i * (r + 2 * n) + r * i + i + i * n + i  # x_proj, dt_proj, A, D
+
+    @property
+    def ssm_state_elements_per_layer(self) -> int:
+        """What a sequence carries from token to token in one layer: the scan's state and
+        the convolution's last kernel - 1 inputs."""
+        if not self.ssm:
+            return 0
+        return (self.intermediate_size * self.ssm_state_size
+                + self.ssm_conv_channels * (self.ssm_conv_kernel - 1))
+
+    @property
     def layer_params(self) -> int:
         """An expert layer's (every layer's, in a dense model)."""
+        if self.ssm:
+            return self.ssm_layer_params
         return (
             self.attention_params
             + self.num_experts * self.expert_params
@@ -186,11 +247,14 @@ class TransformerConfig:
 
     @property
     def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
+        return (self.vocab_size + self.type_vocab_size) * self.hidden_size
 
     @property
     def lm_head_params(self) -> int:
-        """Parameters of the output projection that are not shared with the embedding."""
+        """Parameters of the output projection that are not shared with the embedding (an
+        encoder's pooler: hidden x hidden and its bias)."""
+        if self.encoder:
+            return self.hidden_size * (self.hidden_size + 1)
         bias = self.vocab_size if self.lm_head_bias else 0
         return bias + (0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size)
 
@@ -216,13 +280,20 @@ class TransformerConfig:
 
     def kv_elements_per_layer(self, tp: int = 1) -> int:
         """Cached elements per token and layer on one of `tp` ranks: K and V of the rank's
-        KV heads, or MLA's latent and rotary key, which every rank holds whole."""
+        KV heads, or MLA's latent and rotary key, which every rank holds whole; none in a
+        state-space model (its state is per sequence)."""
+        if self.ssm:
+            return 0
         if self.is_mla:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
 
     def kv_cache_bytes_per_token(self, itemsize: float) -> float:
         return self.num_layers * self.kv_elements_per_layer() * itemsize
+
+    def state_bytes_per_sequence(self, itemsize: float) -> float:
+        """A state-space model's cache: constant per sequence, whatever its length."""
+        return self.num_layers * self.ssm_state_elements_per_layer * itemsize
 
 
 # HF keys per dialect: our field -> (their key, default or _REQUIRED).
@@ -275,7 +346,21 @@ _MISTRAL_KEYS = _LLAMA_KEYS | {"sliding_window": ("sliding_window", None)}
 _GEMMA_KEYS = _LLAMA_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True)}
 _GEMMA2_KEYS = _GEMMA_KEYS | {"sliding_window": ("sliding_window", None),
                               "layer_types": ("layer_types", None)}
-_GEMMA3_KEYS = _GEMMA2_KEYS | {"sliding_window_pattern": ("sliding_window_pattern", 6)}
+# Gemma-3's hub files name few keys of their text_config (gemma-3-4b-pt: hidden, MLP width,
+# layers and window) and leave the rest to Gemma3TextConfig's defaults, as transformers
+# reads them: those defaults (transformers 5.24) are this dialect's.
+_GEMMA3_KEYS = _GEMMA2_KEYS | {
+    "sliding_window_pattern": ("sliding_window_pattern", 6),
+    "hidden_size": ("hidden_size", 2304),
+    "intermediate_size": ("intermediate_size", 9216),
+    "num_layers": ("num_hidden_layers", 26),
+    "num_heads": ("num_attention_heads", 8),
+    "num_kv_heads": ("num_key_value_heads", 4),
+    "head_dim": ("head_dim", 256),
+    "vocab_size": ("vocab_size", 262_208),
+    "max_position_embeddings": ("max_position_embeddings", 131_072),
+    "sliding_window": ("sliding_window", 4096),
+}
 NESTED = {"gemma3": "gemma3_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
@@ -328,6 +413,38 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
     "v_head_dim": ("v_head_dim", _REQUIRED),
 }
+# BERT and RoBERTa (XLM-RoBERTa too): encoders. Post-LayerNorm blocks (each sublayer's
+# output added to its input, then normed), biases on every linear layer, a GeLU MLP, learned
+# absolute positions (their table is not counted, as GPT-2's is not) and token types, and a
+# pooler; the embeddings' LayerNorm takes the place of a decoder's final norm.
+_BERT_KEYS = _HF_KEYS | {"type_vocab_size": ("type_vocab_size", 2)}
+_BERT_FIXED = dict(encoder=True, gated_mlp=False, norm="layernorm", attention_bias=True,
+                   attention_out_bias=True, mlp_bias=True, rotary_fraction=0.0,
+                   tie_word_embeddings=True)  # fmt: skip
+# Mamba (Gu and Dao 2023) and Mamba-2 (Dao and Gu 2024), as transformers' MambaConfig and
+# Mamba2Config name them: RMSNorms, tied embeddings (Mamba) or not (Mamba-2, as its config
+# defaults), the mixer's width expand x hidden_size; Mamba's time_step_rank "auto" is
+# ceil(hidden_size / 16), as MambaConfig computes it.
+_SSM_KEYS = {
+    "hidden_size": ("hidden_size", _REQUIRED),
+    "num_layers": ("num_hidden_layers", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "ssm_state_size": ("state_size", 16),
+    "ssm_conv_kernel": ("conv_kernel", 4),
+    "expand": ("expand", 2),
+    "ssm_bias": ("use_bias", False),
+    "ssm_conv_bias": ("use_conv_bias", True),
+}
+_MAMBA_KEYS = _SSM_KEYS | {"tie_word_embeddings": ("tie_word_embeddings", True),
+                           "ssm_dt_rank": ("time_step_rank", "auto")}  # fmt: skip
+_MAMBA2_KEYS = _SSM_KEYS | {
+    "ssm_state_size": ("state_size", 128),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "ssm_heads": ("num_heads", 128),
+    "head_dim": ("head_dim", 64),
+    "ssm_groups": ("n_groups", 8),
+    "ssm_chunk": ("chunk_size", 256),
+}
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
     "intermediate_size": ("n_inner", None),
@@ -376,10 +493,14 @@ DIALECTS = {
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
     "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "gpt_oss": _GPT_OSS_KEYS,
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
+    "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
+    "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS,
 }  # fmt: skip
-_ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts"}
+_ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
+                 "type_vocab_size"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
-                "parallel_block", "multi_query", "new_decoder_architecture", "alibi"}
+                "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
+                "ssm_bias", "ssm_conv_bias"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -445,6 +566,9 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     if model_type in ("qwen3_moe", "qwen2_moe"):
         _one_kind_of_layer(fields, origin)
         keys = {ours: key for ours, key in keys.items() if ours in fields}
+    if model_type in ("mamba", "mamba2"):
+        _ssm(fields, model_type, origin)
+        keys = {ours: key for ours, key in keys.items() if ours in fields}
     for ours, (theirs, _) in keys.items():
         value = fields[ours]
         if ours in _LIST_FIELDS:
@@ -504,6 +628,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       rotary_fraction=_rotary_fraction(data, "rotary_pct", 0.25, origin))
     elif model_type == "opt":
         _opt(fields, hidden, origin)
+    elif model_type in ("bert", "roberta", "xlm-roberta"):
+        fields.update(_BERT_FIXED)
     if model_type in ("gemma2", "gemma3_text"):
         fields["sandwich_norms"] = True
     if "sliding_window" in fields:
@@ -523,6 +649,29 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         raise UserError(f"{origin}: {config.param_count:.3g} parameters; at most "
                         f"{MAX_PARAMS:.0e} can be simulated")
     return config
+
+
+def _ssm(fields: dict[str, object], model_type: str, origin: str) -> None:
+    """A Mamba's fields as the transformer config's: the mixer's width, dt's rank, and the
+    heads Mamba-2's scan splits the width into (one for Mamba's channels)."""
+    hidden, expand = fields["hidden_size"], fields.pop("expand")
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden <= 0:
+        raise UserError(f"{origin}: field 'hidden_size' must be a positive integer, got "
+                        f"{hidden!r}")  # fmt: skip
+    if isinstance(expand, bool) or not isinstance(expand, int | float) or not 0 < expand <= 64:
+        raise UserError(f"{origin}: field 'expand' must be a number in (0, 64], got {expand!r}")
+    inner = int(expand * hidden)
+    fields.update(ssm=model_type, intermediate_size=inner, gated_mlp=False)
+    if model_type == "mamba":
+        if fields["ssm_dt_rank"] == "auto":  # as MambaConfig computes it
+            fields["ssm_dt_rank"] = math.ceil(hidden / 16)
+        fields.update(num_heads=1, num_kv_heads=1, head_dim=inner)
+        return
+    heads, head_dim = fields["ssm_heads"], fields["head_dim"]
+    if isinstance(heads, int) and isinstance(head_dim, int) and heads * head_dim != inner:
+        raise UserError(f"{origin}: fields 'num_heads' x 'head_dim' ({heads} x {head_dim}) must "
+                        f"equal expand x hidden_size ({inner}), the width the scan splits")
+    fields.update(num_heads=heads, num_kv_heads=heads)
 
 
 def _present(theirs: str | tuple[str, ...], data: dict) -> str:

@@ -27,6 +27,9 @@ class ZooEntry:
     params_source: str
     source: str
     hf_repo: str | None = None  # the Hugging Face hub's name for it, which also names it here
+    # The precision of the published figure where it is only a rounded name ("12B": 1e9),
+    # so that a count can be checked against it: within half of it
+    published_rounding: float | None = None
 
 
 def model_ids() -> list[str]:
@@ -60,6 +63,7 @@ def zoo_entry(model_id: str) -> ZooEntry:
         params_source=meta["params_source"],
         source=meta["source"],
         hf_repo=meta.get("hf_repo"),
+        published_rounding=meta.get("published_rounding"),
     )
 
 

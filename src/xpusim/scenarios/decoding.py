@@ -1,0 +1,148 @@
+"""How a request decodes, beyond one greedy sequence per prompt: beam search, parallel
+sampling and speculative decoding, as serving engines run them.
+
+Each is a change to the request's shapes, not a second cost model: the same graphs and
+cost rules price every step.
+
+- **Parallel sampling** (`n`, vLLM's `n`): the prompt is prefilled once and `n` sequences
+  decode from it, so a decode step runs `batch x n` sequences, each attending its whole
+  context (paged attention reads the shared prompt blocks once per sequence); the cache
+  holds the prompt once (its blocks shared) and every sequence's own tokens; all `n`
+  sequences are output.
+- **Beam search** (`beams`, MLPerf's GPT-J runs 4): the same shapes as `n = beams`, but one
+  sequence per prompt is output. A step's choice of the best `beams` continuations is a top-k
+  over `beams x vocab` log-probabilities, counted as each beam's sampling softmax over its
+  vocabulary (the same elements); the copy-on-write of a forked beam's last block is not
+  counted.
+- **Speculative decoding** (`speculative`: a draft model on the same chips): each step the
+  draft proposes `draft_tokens` (K) tokens, one decode step of the draft each, and the target
+  checks them in one forward pass of K + 1 tokens (logits at every one of them). With each
+  draft token accepted independently with probability a, a step advances the sequence by
+  (1 - a^(K+1)) / (1 - a) tokens in expectation (Leviathan, Kalman and Matias, "Fast Inference
+  from Transformers via Speculative Decoding", ICML 2023, eq. 1): K = 0 or a = 0 gives one
+  token per step. The draft runs with the target's tensor parallelism on one pipeline stage
+  (vLLM's default draft tensor-parallel size is the target's), its weights and cache beside
+  the target's on every chip; its energy is its average power over its time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xpusim.errors import UserError
+from xpusim.hardware.system import System
+
+MAX_WIDTH = 64
+"""The most beams or samples per prompt: engines cap them lower (TensorRT-LLM's default
+max_beam_width is 1, and its kernels take up to 1,024; vLLM's n is unbounded). A wider
+request is a typo more often than an experiment."""
+MAX_DRAFT_TOKENS = 64
+"""Draft tokens per step: engines use 1-8 (vLLM's num_speculative_tokens; EAGLE trees 60)."""
+DEFAULT_DRAFT_TOKENS = 5
+"""Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
+an OPT-125M draft, num_speculative_tokens 5)."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A request's decoding, resolved: what scenarios/rank_costs.Request takes."""
+
+    width: int = 1  # sequences decoded per prompt
+    returned: int = 1  # sequences output per prompt
+    step_tokens: int = 1  # tokens a decode step feeds per sequence
+    advance: float = 1.0  # tokens a decode step adds to each sequence, expected
+    draft: Any = None  # the draft model (a TransformerConfig or its name), or None
+    acceptance: float | None = None
+
+    def describe(self, target: Any) -> str:
+        """One line for a result's notes."""
+        if self.draft is None:
+            kind = "beam search" if self.returned == 1 else "parallel sampling"
+            return (f"{kind}, {self.width} sequences per prompt decoded together, "
+                    f"{self.returned} output")
+        line = (f"speculative, {self.draft.name} drafting {self.step_tokens - 1} tokens per step, "
+                f"each accepted with probability {self.acceptance:g}: "
+                f"{self.advance:.3g} tokens per step expected")
+        if self.draft.vocab_size != target.vocab_size:
+            line += (f" (the draft's vocabulary, {self.draft.vocab_size}, is not the target's "
+                     f"{target.vocab_size}: engines need one tokenizer)")
+        return line
+
+    def summary(self) -> dict[str, Any]:
+        """What a result says of it (flat, so that a sweep's row has every figure)."""
+        if self.draft is not None:
+            name = self.draft if isinstance(self.draft, str) else self.draft.name
+            return {"kind": "speculative", "draft": name, "draft_tokens": self.step_tokens - 1,
+                    "acceptance": self.acceptance, "tokens_per_step": self.advance}
+        if self.width > 1:
+            kind = "beam" if self.returned == 1 else "parallel-sampling"
+            return {"kind": kind, "sequences_per_prompt": self.width}
+        return {"kind": "one sequence"}
+
+
+def resolve_decoding(
+    beams: int | None, n: int | None, speculative: Any, draft_tokens: int | None,
+    acceptance: float | None,
+) -> Decoding:  # fmt: skip
+    """The options as a Decoding; a combination engines do not run is a UserError."""
+    for name, value, top in (("beams", beams, MAX_WIDTH), ("n", n, MAX_WIDTH),
+                             ("draft_tokens", draft_tokens, MAX_DRAFT_TOKENS)):  # fmt: skip
+        if value is not None and not 1 <= value <= top:
+            raise UserError(f"--{name.replace('_', '-')} must be 1-{top}, not {value}")
+    if beams and beams > 1 and n and n > 1:
+        raise UserError("--beams and --n are two ways of decoding; give one")
+    if speculative is None:
+        if draft_tokens is not None or acceptance is not None:
+            flag = "--draft-tokens" if draft_tokens is not None else "--acceptance"
+            raise UserError(f"{flag} needs --speculative DRAFT_MODEL")
+        if beams and beams > 1:
+            return Decoding(width=beams, returned=1)
+        return Decoding(width=n or 1, returned=n or 1)
+    if (beams or 1) > 1 or (n or 1) > 1:
+        raise UserError("--speculative with --beams or --n is not modelled; give one")
+    if acceptance is None:
+        raise UserError("--speculative needs --acceptance: the probability that the target "
+                        "accepts a draft token (0 <= a < 1), measured for the model pair")
+    if not 0.0 <= acceptance < 1.0:
+        raise UserError(f"--acceptance must be in [0, 1), not {acceptance}")
+    k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
+    return Decoding(step_tokens=k + 1, advance=expected_advance(acceptance, k),
+                    draft=speculative, acceptance=acceptance)  # fmt: skip
+
+
+
+def expected_advance(acceptance: float, draft_tokens: int) -> float:
+    """Tokens a verify step adds, expected: Leviathan et al. 2023, eq. 1."""
+    a, k = acceptance, draft_tokens
+    return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+@dataclass(frozen=True)
+class DraftCost:
+    """What a draft model adds to one microbatch of a target on one tensor-parallel group."""
+
+    prefill_s: float  # its prefill, after the target's
+    step_s: float  # its draft_tokens decode steps, in each verify step
+    prefill_j: float  # energy of its chips over those times
+    step_j: float
+    weight_bytes: float  # on each chip
+    kv_bytes: float  # on each chip
+
+
+def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
+               draft_tokens: int) -> DraftCost:  # fmt: skip
+    """The draft on `tp` chips of the target's system, decoding the request's whole length
+    (its mean step over the same contexts as the target's)."""
+    from xpusim.scenarios.llm_inference import simulate
+
+    try:
+        got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,
+                       pp=1, dp=1, **options)  # fmt: skip
+    except UserError as error:
+        raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
+    power_w = got.energy_j / got.latency_s
+    step_s = draft_tokens * got.tpot_s
+    memory = got.per_chip_memory_bytes
+    return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
+                     memory.weights, memory.kv_cache)

@@ -1,0 +1,127 @@
+"""Beam search, parallel sampling and speculative decoding (scenarios/decoding.py): each
+reduces to plain decoding where it should, and costs what its shapes say."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.scenarios.decoding import expected_advance
+from xpusim.workloads.zoo import load_model
+
+FIGURES = ("ttft_s", "tpot_s", "latency_s", "tokens_per_s", "energy_j", "avg_power_w")
+
+
+def _figures(result) -> dict:
+    return {name: getattr(result, name) for name in FIGURES}
+
+
+@pytest.mark.parametrize("width", [{"beams": 1}, {"n": 1}])
+def test_width_one_is_plain_decoding(width):
+    plain = xpusim.simulate("llama-2-7b", "h100-sxm", batch=4, prompt=512, gen=64)
+    one = xpusim.simulate("llama-2-7b", "h100-sxm", batch=4, prompt=512, gen=64, **width)
+    assert _figures(one) == _figures(plain)
+    assert one.memory_bytes == plain.memory_bytes
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(1, 16), prompt=st.integers(1, 3000), gen=st.integers(2, 600),
+       width=st.integers(2, 8))  # fmt: skip
+def test_samples_prefill_once_and_decode_as_a_wider_batch(batch, prompt, gen, width):
+    """n samples per prompt: the prefill of `batch` prompts, then the decode steps of
+    batch x n sequences (the same step shapes as a plain batch that wide), the prompt cached
+    once per prompt and each sample's tokens apart; beam search has the same cost and
+    outputs one sequence per prompt."""
+    model = "llama-3-8b"
+    samples = xpusim.simulate(model, "h100-sxm", batch=batch, prompt=prompt, gen=gen, n=width)
+    beams = xpusim.simulate(model, "h100-sxm", batch=batch, prompt=prompt, gen=gen, beams=width)
+    alone = xpusim.simulate(model, "h100-sxm", batch=batch, prompt=prompt, gen=gen)
+    wide = xpusim.simulate(model, "h100-sxm", batch=batch * width, prompt=prompt, gen=gen)
+    assert samples.ttft_s == alone.ttft_s
+    assert samples.prefill_flops == alone.prefill_flops
+    assert samples.decode_flops_per_step == wide.decode_flops_per_step
+    assert samples.tpot_s == pytest.approx(wide.tpot_s, rel=1e-12)
+    per_token = load_model(model).kv_cache_bytes_per_token(2)
+    assert samples.memory_bytes.kv_cache == batch * (prompt + width * gen) * per_token
+    assert samples.tokens_per_s == pytest.approx(batch * width * gen / samples.latency_s)
+    assert beams.latency_s == samples.latency_s
+    assert beams.tokens_per_s == pytest.approx(samples.tokens_per_s / width)
+
+
+def test_latent_attention_keeps_its_absorbed_decode_with_samples():
+    """A step of one token per sequence keeps DeepSeek's absorbed decode form."""
+    opts = dict(chips=8, precision="fp8", prompt=1024, gen=64)
+    two = xpusim.simulate("deepseek-v3", "h200-sxm", batch=2, n=2, **opts)
+    wide = xpusim.simulate("deepseek-v3", "h200-sxm", batch=4, **opts)
+    assert two.decode_flops_per_step == wide.decode_flops_per_step
+
+
+def test_expected_advance_is_leviathans():
+    assert expected_advance(0.0, 5) == 1.0
+    assert expected_advance(0.8, 5) == pytest.approx((1 - 0.8**6) / 0.2)
+    assert expected_advance(0.5, 1) == pytest.approx(1.5)
+
+
+SPEC = dict(chips=8, batch=1, prompt=1024, gen=256, speculative="llama-3-8b")
+
+
+def test_speculative_decoding_at_acceptance_zero_outputs_a_token_a_step_and_gains_nothing():
+    plain = xpusim.simulate("llama-3-70b", "h100-sxm", chips=8, batch=1, prompt=1024, gen=256)
+    spec = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=0.0, **SPEC)
+    assert spec.decoding["tokens_per_step"] == 1.0
+    assert spec.plan == plain.plan
+    assert spec.tpot_s > plain.tpot_s  # a verify of 6 tokens and 5 draft steps per token
+    assert spec.ttft_s > plain.ttft_s  # the draft prefills too
+    draft = xpusim.simulate("llama-3-8b", "h100-sxm", chips=8, tp=8, batch=1, prompt=1024,
+                            gen=256)  # fmt: skip
+    # the draft's weights beside the target's on every chip
+    assert spec.per_chip_memory_bytes.weights == pytest.approx(
+        plain.per_chip_memory_bytes.weights + draft.per_chip_memory_bytes.weights)
+    # its step is the target's verify of 6 tokens (at least a plain step) and 5 draft steps
+    assert spec.tpot_s >= plain.tpot_s + 5 * draft.tpot_s
+
+
+def test_speculative_tpot_falls_as_acceptance_rises():
+    tpots = [xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=a, **SPEC).tpot_s
+             for a in (0.0, 0.3, 0.6, 0.8, 0.95)]  # fmt: skip
+    assert tpots == sorted(tpots, reverse=True)
+    steps = [xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=a, **SPEC)
+             for a in (0.3, 0.9)]  # fmt: skip
+    # a step costs about the same whatever is accepted (only the cache grows faster)
+    step_s = [r.tpot_s * r.decoding["tokens_per_step"] for r in steps]
+    assert step_s[1] == pytest.approx(step_s[0], rel=0.02)
+
+
+def test_a_verify_step_computes_logits_at_every_fed_token():
+    one = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=0.5, draft_tokens=1, **{
+        k: v for k, v in SPEC.items() if k != "speculative"}, speculative="llama-3-8b")
+    plain = xpusim.simulate("llama-3-70b", "h100-sxm", chips=8, batch=1, prompt=1024, gen=256)
+    # two tokens through every matmul, the LM head included: twice the FLOPs, and a little
+    # more attention
+    ratio = one.decode_flops_per_step / plain.decode_flops_per_step
+    assert 2.0 <= ratio < 2.05
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--speculative", "llama-3-8b"], "--speculative needs --acceptance"),
+    (["--acceptance", "0.5"], "--acceptance needs --speculative"),
+    (["--beams", "2", "--n", "2"], "give one"),
+    (["--beams", "65"], "--beams must be 1-64"),
+    (["--speculative", "llama-3-8b", "--acceptance", "0.5", "--n", "2"], "not modelled"),
+    (["--speculative", "llama-3-8b", "--acceptance", "0.5", "--chips", "2", "--pp", "2"],
+     "--pp 1"),
+    (["--speculative", "no-such-model", "--acceptance", "0.5"], "unknown model"),
+    (["--acceptance", "1"], "--acceptance"),
+])  # fmt: skip
+def test_bad_decoding_options_are_one_line_and_exit_2(args, message):
+    done = subprocess.run([sys.executable, "-c", "from xpusim.cli import main; main()", "run",
+                           "llama-3-70b", "--chip", "h100-sxm", *args],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -1,0 +1,108 @@
+"""State-space models (Mamba, Mamba-2): counted as transformers builds them, a scan op with
+its own cost rule, and a constant state per sequence where a transformer keeps a KV cache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import xpusim
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind
+from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer_config import config_from_hf
+
+MAMBA = dict(model_type="mamba", hidden_size=256, num_hidden_layers=2, vocab_size=1000,
+             state_size=16, expand=2, conv_kernel=4)  # fmt: skip
+MAMBA2 = dict(model_type="mamba2", hidden_size=256, num_hidden_layers=2, vocab_size=1000,
+              state_size=32, expand=2, conv_kernel=4, num_heads=8, head_dim=64, n_groups=2,
+              chunk_size=64)  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", [MAMBA, MAMBA2, {**MAMBA, "use_bias": True},
+                                    {**MAMBA2, "use_bias": True, "use_conv_bias": False},
+                                    {"model_type": "mamba"}, {"model_type": "mamba2"}])  # fmt: skip
+def test_counts_what_transformers_builds(fields):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    model_type, rest = fields["model_type"], {k: v for k, v in fields.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(model_type, **rest)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    assert config_from_hf(hf.to_dict(), model_type, "config.json").param_count == built
+
+
+@pytest.mark.parametrize("fields", [MAMBA, MAMBA2])
+def test_a_decode_step_costs_the_same_at_any_context(fields):
+    """The state is constant: a token at 100,000 tokens of context costs one at 100."""
+    cfg = config_from_hf(fields, "m", "config.json")
+    short, long = (xpusim.simulate(cfg, "h100-sxm", batch=4, prompt=p, gen=64)
+                   for p in (100, 100_000))  # fmt: skip
+    assert short.tpot_s == long.tpot_s
+    assert short.decode_flops_per_step == long.decode_flops_per_step
+    state = 2 * cfg.num_layers * (cfg.intermediate_size * cfg.ssm_state_size
+                                  + cfg.ssm_conv_channels * (cfg.ssm_conv_kernel - 1))
+    assert short.memory_bytes.kv_cache == long.memory_bytes.kv_cache == 4 * state
+
+
+def test_the_scan_counts_its_algorithms_steps():
+    """Mamba's selective scan: 8 vector FLOPs per channel, state and token, 6 per channel
+    and token; Mamba-2's SSD prompt as matmuls in chunks, its decode as a state update."""
+    mamba = config_from_hf(MAMBA, "m", "c")
+    scans = [op for op in build_step(mamba, StepShape(3, 50, 50), DType.BF16)
+             if op.kind is OpKind.SCAN]  # fmt: skip
+    assert len(scans) == 2
+    assert scans[0].matrix_flops == 0
+    assert scans[0].vector_flops == 3 * 50 * 512 * (16 * 8 + 6)
+    ssd = config_from_hf(MAMBA2, "m2", "c")
+    heads, p, n = 8, 64, 32
+    prefill = next(op for op in build_step(ssd, StepShape(3, 100, 100), DType.BF16)
+                   if op.kind is OpKind.SCAN)  # fmt: skip
+    assert prefill.matrix_flops == 3 * 100 * heads * (2 * 64 * (n + p) + 4 * n * p)
+    decode = next(op for op in build_step(ssd, StepShape(3, 1, 101), DType.BF16)
+                  if op.kind is OpKind.SCAN)  # fmt: skip
+    assert decode.matrix_flops == 0
+    assert decode.vector_flops == 3 * heads * p * (n * 5 + 6)
+
+
+def test_prefill_matmuls_are_two_flops_per_weight_and_token():
+    cfg = config_from_hf(MAMBA, "m", "c")
+    tokens = 2 * 40
+    graph = build_step(cfg, StepShape(2, 40, 40), DType.BF16)
+    matmuls = sum(op.matrix_flops for op in graph if op.kind is OpKind.MATMUL)
+    h, i, r, n = 256, 512, 16, 16  # time_step_rank "auto": ceil(256 / 16)
+    per_token = h * 2 * i + i * (r + 2 * n) + r * i + i * h
+    assert matmuls == 2 * tokens * cfg.num_layers * per_token + 2 * 2 * h * 1000  # + LM head
+
+
+def test_a_mamba2_whose_heads_do_not_make_its_width_is_refused():
+    with pytest.raises(UserError, match="'num_heads' x 'head_dim'"):
+        config_from_hf({**MAMBA2, "num_heads": 6}, "m", "config.json")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--chips", "2", "--tp", "2"], "tensor parallelism"),
+    (["run", "--mode", "training"], "training a state-space model"),
+    (["serve", "--concurrency", "2"], "state-space model"),
+])  # fmt: skip
+def test_what_is_not_modelled_is_refused_in_one_line(tmp_path, args, message):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MAMBA))
+    command, *rest = args
+    done = subprocess.run([sys.executable, "-c", "from xpusim.cli import main; main()", command,
+                           str(path), "--chip", "h100-sxm", *rest],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_plan_search_splits_a_state_space_model_by_replicas_and_stages():
+    cfg = config_from_hf(MAMBA, "m", "c")
+    result = xpusim.simulate(cfg, "h100-sxm", chips=4, batch=8)
+    assert result.plan["tp"] == 1

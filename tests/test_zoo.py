@@ -53,8 +53,9 @@ def test_count_equals_what_transformers_builds(model_id):
         data, model_type = dict(data["text_config"]), NESTED[model_type]
         data.pop("model_type", None)
     hf = transformers.AutoConfig.for_model(model_type, **data)
-    auto = transformers.AutoModel if zoo_entry(model_id).config.encoder else (
-        transformers.AutoModelForCausalLM)  # fmt: skip
+    config = zoo_entry(model_id).config
+    auto = (transformers.AutoModel if config.encoder else transformers.AutoModelForSeq2SeqLM
+            if config.is_encoder_decoder else transformers.AutoModelForCausalLM)  # fmt: skip
     with torch.device("meta"):
         built = sum(p.numel() for p in auto.from_config(hf).parameters())
     if model_type in POSITION_TABLES:

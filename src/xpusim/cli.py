@@ -173,8 +173,13 @@ def _model_label(result: Any) -> str:
     if not params:
         return result.model
     active = result.active_params
-    more = f", {active / 1e9:.3g}B active" if active != params else ""
-    return f"{result.model} ({params / 1e9:.3g}B parameters{more})"
+    more = f", {_count(active)} active" if active != params else ""
+    return f"{result.model} ({_count(params)} parameters{more})"
+
+
+def _count(params: int) -> str:
+    """A parameter count as people write it: 46.7B, 60.5M."""
+    return f"{params / 1e9:.3g}B" if params >= 1e9 else f"{params / 1e6:.3g}M"
 
 
 def _notes(result: Any) -> list[str]:

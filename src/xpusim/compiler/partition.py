@@ -51,6 +51,9 @@ def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
     if cfg.ssm and plan.tp > 1:
         raise UserError(f"--tp {plan.tp}: tensor parallelism of {cfg.name}'s state-space "
                         "layers is not modelled yet; split it with --pp or --dp")  # fmt: skip
+    if cfg.is_encoder_decoder and plan.pp > 1:
+        raise UserError(f"--pp {plan.pp}: pipeline stages over {cfg.name}'s encoder and "
+                        "decoder are not modelled yet; split it with --tp or --dp")  # fmt: skip
     if cfg.num_heads % plan.tp:
         raise UserError(
             f"--tp {plan.tp} does not divide {cfg.name}'s {cfg.num_heads} attention heads"

@@ -14,6 +14,11 @@ shorten a token's trip (per-user speed): Groq's explanation of its design. Tenso
 parallelism shortens every stage until its all-reduces dominate; data parallelism adds
 replicas. latency = TTFT + (microbatches - 1) x slowest prefill stage + (gen - 1) x TPOT.
 With gen = 1 TPOT is still reported for the step that would follow.
+
+A request that decodes otherwise (scenarios/decoding.py) keeps this timeline with other
+shapes: beams and samples widen each step's batch; a speculative step feeds K + 1 tokens,
+runs the draft's K steps beside it and outputs `advance` tokens in expectation, so a
+request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 """
 
 from __future__ import annotations

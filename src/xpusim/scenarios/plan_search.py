@@ -33,6 +33,6 @@ def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
             if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):
                 continue
             for pp in _divisors(chips // (tp * ep)):
-                if pp <= cfg.num_layers:
+                if pp <= cfg.num_layers and not (cfg.is_encoder_decoder and pp > 1):
                     plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * ep * pp), ep=ep))
     return plans

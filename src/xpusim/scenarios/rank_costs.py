@@ -368,7 +368,9 @@ def _shape_graphs(
         return partition(graph, Plan(tp=tp, ep=ep))
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
-                       rank(StepShape(batch * width, q, kv, logits=q)), fraction, step_weights,
+                       rank(StepShape(batch * width, q, kv, logits=q,
+                                      cross=prompt if cfg.is_encoder_decoder else 0)),
+                       fraction, step_weights,
                        cfg.num_layers)  # fmt: skip
 
 

@@ -339,10 +339,11 @@ def serve(
     if workload.encoder:
         raise UserError(f"{workload.name} is an encoder: serve runs decoders (an encoder's "
                         "request is one forward pass: xpusim run)")  # fmt: skip
-    if workload.ssm:
-        raise UserError(f"{workload.name} is a state-space model: serving it (a state per "
-                        "sequence, not paged KV blocks) is not modelled yet; xpusim run "
-                        "simulates a batch")  # fmt: skip
+    if workload.ssm or workload.is_encoder_decoder:
+        kind = "a state-space model" if workload.ssm else "an encoder-decoder"
+        raise UserError(f"{workload.name} is {kind}: serving it is not modelled yet (serve's "
+                        "step costs and KV blocks are a decoder's); xpusim run simulates a "
+                        "batch")  # fmt: skip
     groups = {cls: {f.name for f in fields(cls)} for cls in (Load, Engine, Search)}
     taken = set().union(*groups.values(), PLAN_OPTIONS)
     unknown = sorted(set(options) - taken)

@@ -53,6 +53,9 @@ class StepShape:
     # positions whose logits an inference step computes: the last (servers sample from it),
     # or every fed one where a speculative verify checks each draft token
     logits: Dim = 1
+    # an encoder-decoder's decode step: the encoder's length, which cross-attention reads
+    # (kv_len counts it too); 0 in a prefill, which runs the encoder
+    cross: Dim = 0
 
     @property
     def tokens(self) -> Dim:
@@ -76,6 +79,7 @@ class _Builder:
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
         self.training, self.compact = training, compact
+        self.causal = not cfg.encoder  # self-attention's mask; an encoder stack's is off
         self.graph = Graph(f"{cfg.name}[{step.label}]")
         self.layer = -1
         self.heads = dict(heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim)
@@ -161,7 +165,7 @@ class _Builder:
         keys = s.kv_len if window is None else windowed(s.kv_len, s.q_len, window)
         cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
-        kv = Role.ACTIVATION if cfg.encoder else Role.KV_CACHE  # an encoder caches nothing
+        kv = Role.KV_CACHE if self.causal else Role.ACTIVATION  # an encoder caches nothing
         sinks = [self.t(f"{p}.sinks", cfg.num_heads, role=Role.WEIGHT)] * cfg.attention_sinks
         attn = self.op(
             OpKind.ATTENTION, f"{p}.attention",
@@ -169,7 +173,7 @@ class _Builder:
              roped, *sinks],
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
-            causal=not cfg.encoder, compute=self.attention.value, tp="heads", window=window,
+            causal=self.causal, compute=self.attention.value, tp="heads", window=window,
             **self.heads,
         )  # fmt: skip
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
@@ -387,11 +391,11 @@ class _Builder:
         return [out, *gate]
 
     def build(self) -> Graph:
-        cfg, s = self.cfg, self.step
+        cfg = self.cfg
+        if cfg.is_encoder_decoder:
+            return self.encoder_decoder()
         table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
-        ids = Tensor("ids", (s.batch, s.q_len), DType.INT32)
-        out = self.t("embed.out", s.batch, s.q_len, cfg.hidden_size)
-        x = self.op(OpKind.EMBEDDING, "embed", [table, ids], [out], tp="vocab")
+        x = self.embed("embed", table, "ids")
         residual: Tensor | None = None
         for layer, copies in emitted_layers(cfg, self.compact):
             if copies > 1:
@@ -424,6 +428,74 @@ class _Builder:
             return self.loss(h, self.lm_head(h, table, "column"))
         if cfg.encoder:
             return self.pooler(h)
+        return self.sample(h, table)
+
+    def encoder_decoder(self) -> Graph:
+        """T5: a prefill runs the encoder over the prompt (every token seeing every other),
+        then the decoder's first step, whose cross-attention projects the encoder's output
+        to the K and V every decoder layer caches; a decode step runs the decoder alone,
+        its self-attention over the tokens generated so far (kv_len - cross) and its
+        cross-attention over the cached encoder K and V. Encoder ops are layer -1 (before
+        the decoder's layers; never compacted), the decoder's layers compact as usual."""
+        cfg, s = self.cfg, self.step
+        table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
+        encoded: Tensor | None = None
+        if isinstance(s.cross, int) and s.cross == 0:  # a prefill: the encoder, then one token
+            self.causal = False
+            x, residual = self.embed("encoder.embed", table, "encoder.ids"), None
+            for j in range(cfg.encoder_layers):
+                p = f"encoder.{j}"
+                h, residual = self.norm(f"{p}.norm_attn", x, residual)
+                h, residual = self.norm(f"{p}.norm_mlp", self.attention_block(p, h), residual)
+                x = self.mlp(p, h)
+            encoded = self.norm("encoder.final_norm", x, residual)[0]
+            self.causal, cross = True, s.q_len
+            self.step = StepShape(s.batch, 1, 1)
+        else:
+            cross = s.cross
+            self.step = StepShape(s.batch, s.q_len, s.kv_len - s.cross, s.logits)
+        x, residual = self.embed("embed", table, "ids"), None
+        for layer, copies in emitted_layers(cfg, self.compact):
+            if copies > 1:
+                self.graph.layer_copies[layer] = copies
+            self.layer = layer
+            p = f"layers.{layer}"
+            h, residual = self.norm(f"{p}.norm_attn", x, residual)
+            h, residual = self.norm(f"{p}.norm_cross", self.attention_block(p, h), residual)
+            h, residual = self.norm(f"{p}.norm_mlp", self.cross_attention(p, h, encoded, cross),
+                                    residual)  # fmt: skip
+            x = self.mlp(p, h)
+        self.layer = cfg.num_layers
+        return self.sample(self.norm("final_norm", x, residual)[0], table)
+
+    def embed(self, name: str, table: Tensor, ids_name: str) -> Tensor:
+        s = self.step
+        ids = Tensor(ids_name, (s.batch, s.q_len), DType.INT32)
+        out = self.t(f"{name}.out", s.batch, s.q_len, self.cfg.hidden_size)
+        return self.op(OpKind.EMBEDDING, name, [table, ids], [out], tp="vocab")
+
+    def cross_attention(self, p: str, x: Tensor, encoded: Tensor | None, cross: Dim) -> Tensor:
+        """Attention of the decoder's tokens over the encoder's output (no mask): its K and
+        V are projected once, in the prefill, and cached; a decode step reads them."""
+        cfg, s = self.cfg, self.step
+        width = cfg.num_heads * cfg.head_dim
+        q = self.matmul(f"{p}.cross_q", x, width, tp="heads", **self.heads)
+        cache = (s.batch, cross, cfg.num_kv_heads, cfg.head_dim)
+        keys = [self.t(f"{p}.cross_{kv}", *cache, role=Role.KV_CACHE) for kv in "kv"]
+        if encoded is not None:
+            w = self.t(f"{p}.cross_kv.w", cfg.hidden_size, 2 * width, role=Role.WEIGHT)
+            self.op(OpKind.MATMUL, f"{p}.cross_kv", [encoded, w], keys,
+                    compute=self.act.value, tp="heads", **self.heads)  # fmt: skip
+        queries = Tensor(f"{q.name}[heads]", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim),
+                         self.act)  # fmt: skip
+        attn = self.op(OpKind.ATTENTION, f"{p}.cross_attention", [queries, *keys],
+                       [self.t(f"{p}.cross.out", s.batch, s.q_len, width)], causal=False,
+                       compute=self.attention.value, tp="heads", **self.heads)  # fmt: skip
+        return self.matmul(f"{p}.cross_o", attn, cfg.hidden_size, tp="row")
+
+    def sample(self, h: Tensor, table: Tensor) -> Graph:
+        """Logits of the positions an inference step samples from, and the sampling."""
+        cfg, s = self.cfg, self.step
         view = "[:, -1]" if isinstance(s.logits, int) and s.logits == 1 else "[:, -k:]"
         last = Tensor(f"{h.name}{view}", (s.batch, s.logits, cfg.hidden_size), self.act)
         logits = self.lm_head(last, table, "vocab")
@@ -470,9 +542,9 @@ def refuse_untrainable(cfg: TransformerConfig) -> None:
     if cfg.is_mla:
         raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
                         "not modelled yet (its inference and serving are)")
-    if cfg.ssm:
-        raise UserError(f"{cfg.name}: training a state-space model is not modelled yet (its "
-                        "inference is)")
+    if cfg.ssm or cfg.is_encoder_decoder:
+        kind = "a state-space model" if cfg.ssm else "an encoder-decoder"
+        raise UserError(f"{cfg.name}: training {kind} is not modelled yet (its inference is)")
 
 
 def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int]]:

@@ -1,9 +1,12 @@
-"""A decoder-only transformer's architecture, read from a Hugging Face style config.
+"""A transformer's architecture (or a state-space model's), read from a Hugging Face style
+config.
 
 Config dialects (DIALECTS): the llama family's keys (llama, mistral, mixtral, qwen2, phi3,
 qwen3, gemma; qwen2_moe and qwen3_moe with their experts' own width, qwen2_moe's shared
-expert), DeepSeek's (latent attention, dense first layers, shared experts), Falcon's, and
-GPT-J's and GPT-2's (n_embd, n_layer, ...); any other model_type is refused by name.
+expert), DeepSeek's (latent attention, dense first layers, shared experts), Falcon's,
+GPT-J's and GPT-2's (n_embd, n_layer, ...), the encoders' (bert, roberta), T5's
+(an encoder-decoder) and Mamba's (state-space layers); any other model_type is refused by
+name.
 Everything the cost of a forward pass depends on is here; nothing about training or
 checkpoints.
 """
@@ -78,6 +81,13 @@ class TransformerConfig:
     # through a rank-ssm_dt_rank projection) or "mamba2" (Dao and Gu 2024: SSD over
     # ssm_heads heads of head_dim, B and C shared by ssm_groups groups, chunks of
     # ssm_chunk tokens); intermediate_size is the mixer's inner width (expand x hidden).
+    # An encoder-decoder (T5): `encoder_layers` bidirectional layers run once over the
+    # prompt, then num_layers decoder layers, each with self-attention over the tokens
+    # generated so far and cross-attention over the encoder's output (whose K and V every
+    # decoder layer caches once); a learned relative-position bias (relative_buckets x heads)
+    # in each stack's first layer.
+    encoder_layers: int = 0
+    relative_buckets: int = 0
     ssm: str = ""
     ssm_state_size: int = 0
     ssm_conv_kernel: int = 4
@@ -228,10 +238,23 @@ class TransformerConfig:
                 + self.ssm_conv_channels * (self.ssm_conv_kernel - 1))
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        return self.encoder_layers > 0
+
+    @property
+    def encoder_layer_params(self) -> int:
+        """One of an encoder-decoder's encoder layers: attention, MLP and two norms."""
+        return self.attention_params + self.dense_mlp_params + self.norm_params_per_layer
+
+    @property
     def layer_params(self) -> int:
-        """An expert layer's (every layer's, in a dense model)."""
+        """An expert layer's (every layer's, in a dense model; a decoder layer of an
+        encoder-decoder, with its cross-attention and that attention's norm)."""
         if self.ssm:
             return self.ssm_layer_params
+        if self.is_encoder_decoder:
+            return (self.encoder_layer_params + self.attention_projection_params
+                    + self.final_norm_params)  # fmt: skip
         return (
             self.attention_params
             + self.num_experts * self.expert_params
@@ -264,12 +287,18 @@ class TransformerConfig:
 
     @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
+        encoder = 0
+        if self.is_encoder_decoder:  # its layers, final norm and position bias, and the
+            # decoder's position bias
+            encoder = (self.encoder_layers * self.encoder_layer_params + self.final_norm_params
+                       + 2 * self.relative_buckets * self.num_heads)  # fmt: skip
         return (
             (self.num_layers - self.dense_layers) * self.layer_params
             + self.dense_layers * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
+            + encoder
         )
 
     @property
@@ -445,6 +474,22 @@ _MAMBA2_KEYS = _SSM_KEYS | {
     "ssm_groups": ("n_groups", 8),
     "ssm_chunk": ("chunk_size", 256),
 }
+# T5 (and Flan-T5, T5 v1.1, mT5's shapes): its own keys; RMS norms without bias, no biases,
+# no rotary embedding; feed_forward_proj "relu" (two matmuls) or "gated-gelu" (three; the
+# gated GeLU is costed as the SwiGLU builder's, a few vector FLOPs per element apart);
+# num_decoder_layers null means num_layers.
+_T5_KEYS = {
+    "hidden_size": ("d_model", _REQUIRED),
+    "intermediate_size": ("d_ff", _REQUIRED),
+    "encoder_layers": ("num_layers", _REQUIRED),
+    "num_layers": ("num_decoder_layers", None),
+    "num_heads": ("num_heads", _REQUIRED),
+    "head_dim": ("d_kv", _REQUIRED),
+    "vocab_size": ("vocab_size", _REQUIRED),
+    "tie_word_embeddings": ("tie_word_embeddings", True),
+    "relative_buckets": ("relative_attention_num_buckets", 32),
+    "feed_forward_proj": ("feed_forward_proj", "relu"),
+}
 _GPTJ_KEYS = {
     "hidden_size": ("n_embd", _REQUIRED),
     "intermediate_size": ("n_inner", None),
@@ -494,10 +539,10 @@ DIALECTS = {
     "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "gpt_oss": _GPT_OSS_KEYS,
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
-    "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS,
+    "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
-                 "type_vocab_size"}
+                 "type_vocab_size", "relative_buckets"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
                 "ssm_bias", "ssm_conv_bias"}
@@ -568,6 +613,9 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     if model_type in ("mamba", "mamba2"):
         _ssm(fields, model_type, origin)
+        keys = {ours: key for ours, key in keys.items() if ours in fields}
+    if model_type == "t5":
+        _t5(fields, origin)
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     for ours, (theirs, _) in keys.items():
         value = fields[ours]
@@ -649,6 +697,16 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         raise UserError(f"{origin}: {config.param_count:.3g} parameters; at most "
                         f"{MAX_PARAMS:.0e} can be simulated")
     return config
+
+
+def _t5(fields: dict[str, object], origin: str) -> None:
+    """T5's MLP kind, and its decoder as deep as its encoder unless the file says."""
+    projection = fields.pop("feed_forward_proj")
+    if projection not in ("relu", "gated-gelu", "gated-relu", "gelu"):
+        raise UserError(f"{origin}: field 'feed_forward_proj' must be relu, gelu, gated-gelu or "
+                        f"gated-relu, got {projection!r}")  # fmt: skip
+    fields["num_layers"] = fields["num_layers"] or fields["encoder_layers"]
+    fields.update(gated_mlp=str(projection).startswith("gated"), rotary_fraction=0.0)
 
 
 def _ssm(fields: dict[str, object], model_type: str, origin: str) -> None:

@@ -204,7 +204,8 @@ class Candidates:
             rows=self.rows[members],
             microbatches=self.microbatches[members],
             overlap=np.array([s.overlap for s in setups]),
-            drafts=[s.draft(self.plans[c]) for s, c in zip(setups, members, strict=True)],
+            drafts=[s.draft(self.plans[c]) if s.drafts else None
+                    for s, c in zip(setups, members, strict=True)],
         )
 
     @cached_property

@@ -100,9 +100,11 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     sequences, decode_steps, advance = (np.array(v) for v in zip(
         *[(r.batch, r.steps_after_first, r.advance) for r in batch.reqs], strict=True))
     prompt = np.array([r.prompt for r in batch.reqs])
-    draft_s, draft_step_s, draft_j, draft_step_j = (np.array(v) for v in zip(
-        *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
-          for d in batch.drafts], strict=True))  # fmt: skip
+    draft_s = draft_step_s = draft_j = draft_step_j = np.zeros(len(batch.reqs))
+    if any(batch.drafts):
+        draft_s, draft_step_s, draft_j, draft_step_j = (np.array(v) for v in zip(
+            *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
+              for d in batch.drafts], strict=True))  # fmt: skip
     pp = np.array([p.pp for p in batch.plans])
     m, overlap = batch.microbatches, batch.overlap
     prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,

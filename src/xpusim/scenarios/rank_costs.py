@@ -66,6 +66,26 @@ class Request:
     returned: int = 1  # sequences output per prompt: 1 for beam search
     step_tokens: int = 1
     advance: float = 1.0
+    # worked out once: a sweep looks each request up by hash for every plan of every point
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+    steps_after_first: int = field(init=False, repr=False, compare=False, default=0)
+    """Decode steps after the prefill's first token: one per token, or per expected
+    advance of a speculative step."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(self._given()))
+        object.__setattr__(self, "steps_after_first", math.ceil((self.gen - 1) / self.advance))
+
+    def _given(self) -> tuple:
+        return (self.batch, self.prompt, self.gen, self.act, self.weight, self.attention,
+                self.kv, self.width, self.returned, self.step_tokens, self.advance)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its fields: another process hashes them anew (str hashes differ)."""
+        return Request, self._given()
 
     @property
     def kv_format(self) -> DType:
@@ -83,12 +103,6 @@ class Request:
         """What a graph's structure depends on besides tp and ep: requests that share
         them share one graph over their shapes (ShapeGraphs)."""
         return self.act, self.weight, self.attention, self.kv
-
-    @property
-    def steps_after_first(self) -> int:
-        """Decode steps after the prefill's first token: one per token, or per expected
-        advance of a speculative step."""
-        return math.ceil((self.gen - 1) / self.advance)
 
     @property
     def decode_steps(self) -> int:

@@ -14,3 +14,11 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
         code = e.code or 0
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def refused(capsys, *argv: str) -> str:
+    """`xpusim argv...` refused as bad input: exit status 2 and one line; the line."""
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err

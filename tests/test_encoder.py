@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_run import refused, run_cli
 
 import xpusim
 from xpusim.errors import UserError
@@ -66,18 +65,13 @@ def test_an_encoder_pass_is_its_matmuls_and_a_pooler():
     assert not hasattr(result, "tpot_s")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from xpusim.cli import main; main()", *args],
-                          capture_output=True, text=True)  # fmt: skip
-
-
-def test_a_saved_bert_config_runs_as_an_encoder(tmp_path):
+def test_a_saved_bert_config_runs_as_an_encoder(capsys, tmp_path):
     transformers = pytest.importorskip("transformers")
     transformers.BertConfig().save_pretrained(tmp_path)
-    done = _cli("run", str(tmp_path / "config.json"), "--chip", "h100-sxm", "--batch", "8",
-                "--json")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "config.json"), "--chip", "h100-sxm",
+                             "--batch", "8", "--json")  # fmt: skip
+    assert code == 0, err
+    found = json.loads(out)
     assert found["source"] == "config.json"
     assert found["inputs"] == {"input_ids": [8, 128]}
     assert "tpot_s" not in found and found["latency_s"] > 0
@@ -91,17 +85,14 @@ def test_a_saved_bert_config_runs_as_an_encoder(tmp_path):
     (["run", "--prompt", "600"], "max_position_embeddings"),
     (["run", "--chips", "2"], "one chip"),
 ])  # fmt: skip
-def test_what_an_encoder_does_not_do_is_refused_in_one_line(tmp_path, args, message):
+def test_what_an_encoder_does_not_do_is_refused_in_one_line(capsys, tmp_path, args, message):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "bert", "hidden_size": 768,
                                 "intermediate_size": 3072, "num_hidden_layers": 12,
                                 "num_attention_heads": 12, "vocab_size": 30522,
                                 "max_position_embeddings": 512}))  # fmt: skip
     command, *rest = args
-    done = _cli(command, str(path), "--chip", "h100-sxm", *rest)
-    assert done.returncode == 2
-    assert message in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert message in refused(capsys, command, str(path), "--chip", "h100-sxm", *rest)
 
 
 def test_an_encoder_needs_its_fields():

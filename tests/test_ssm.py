@@ -4,10 +4,9 @@ its own cost rule, and a constant state per sequence where a transformer keeps a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_run import refused
 
 import xpusim
 from xpusim.errors import UserError
@@ -90,16 +89,11 @@ def test_a_mamba2_whose_heads_do_not_make_its_width_is_refused():
     (["run", "--mode", "training"], "training a state-space model"),
     (["serve", "--concurrency", "2"], "state-space model"),
 ])  # fmt: skip
-def test_what_is_not_modelled_is_refused_in_one_line(tmp_path, args, message):
+def test_what_is_not_modelled_is_refused_in_one_line(capsys, tmp_path, args, message):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(MAMBA))
     command, *rest = args
-    done = subprocess.run([sys.executable, "-c", "from xpusim.cli import main; main()", command,
-                           str(path), "--chip", "h100-sxm", *rest],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert message in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert message in refused(capsys, command, str(path), "--chip", "h100-sxm", *rest)
 
 
 def test_a_plan_search_splits_a_state_space_model_by_replicas_and_stages():

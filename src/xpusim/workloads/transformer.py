@@ -18,6 +18,7 @@ compiler/autodiff.py knows their derivatives.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -397,11 +398,7 @@ class _Builder:
         table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
         x = self.embed("embed", table, "ids")
         residual: Tensor | None = None
-        for layer, copies in emitted_layers(cfg, self.compact):
-            if copies > 1:
-                self.graph.layer_copies[layer] = copies
-            self.layer = layer
-            p = f"layers.{layer}"
+        for p in self.layers():
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
             if cfg.ssm:  # a Mamba block: its mixer alone
                 x = self.ssm_block(p, h)
@@ -455,11 +452,7 @@ class _Builder:
             cross = s.cross
             self.step = StepShape(s.batch, s.q_len, s.kv_len - s.cross, s.logits)
         x, residual = self.embed("embed", table, "ids"), None
-        for layer, copies in emitted_layers(cfg, self.compact):
-            if copies > 1:
-                self.graph.layer_copies[layer] = copies
-            self.layer = layer
-            p = f"layers.{layer}"
+        for p in self.layers():
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
             h, residual = self.norm(f"{p}.norm_cross", self.attention_block(p, h), residual)
             h, residual = self.norm(f"{p}.norm_mlp", self.cross_attention(p, h, encoded, cross),
@@ -467,6 +460,15 @@ class _Builder:
             x = self.mlp(p, h)
         self.layer = cfg.num_layers
         return self.sample(self.norm("final_norm", x, residual)[0], table)
+
+    def layers(self) -> Iterator[str]:
+        """The name of each layer the graph emits, as it is being emitted (a compact
+        graph's stand-in layers recorded with how many they stand for)."""
+        for layer, copies in emitted_layers(self.cfg, self.compact):
+            if copies > 1:
+                self.graph.layer_copies[layer] = copies
+            self.layer = layer
+            yield f"layers.{layer}"
 
     def embed(self, name: str, table: Tensor, ids_name: str) -> Tensor:
         s = self.step

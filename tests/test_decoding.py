@@ -115,6 +115,42 @@ def test_a_verify_step_computes_logits_at_every_fed_token():
      "--pp 1"),
     (["--speculative", "no-such-model", "--acceptance", "0.5"], "unknown model"),
     (["--acceptance", "1"], "--acceptance"),
+    (["--speculative", "llama-3-8b", "--acceptance-lengths", "0.5,0.6"], "add up to 1.1"),
+    (["--speculative", "llama-3-8b", "--acceptance-lengths", "0.5,x"], "numbers separated"),
+    (["--speculative", "llama-3-8b", "--acceptance-lengths", "0.5,0.5", "--draft-tokens", "3"],
+     "--draft-tokens is 3"),
+    (["--acceptance-lengths", "0.5,0.5"], "needs --speculative"),
 ])  # fmt: skip
 def test_bad_decoding_options_are_one_line_and_exit_2(capsys, args, message):
     assert message in refused(capsys, "run", "llama-3-70b", "--chip", "h100-sxm", *args)
+
+
+def test_acceptance_lengths_give_the_advance_their_shares_say():
+    """Shares of steps accepting 0, 1, 2 of 2 draft tokens: 1, 2 or 3 tokens a step."""
+    spec = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance_lengths="0.2,0.3,0.5",
+                           **SPEC)  # fmt: skip
+    assert spec.decoding["tokens_per_step"] == pytest.approx(0.2 + 0.6 + 1.5)
+    assert spec.decoding["draft_tokens"] == 2
+    # a rate gives the same as the geometric shares it implies
+    a = 0.6
+    shares = ",".join(str(x) for x in ((1 - a), a * (1 - a), a * a))
+    by_rate = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=a, draft_tokens=2, **SPEC)
+    by_shares = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance_lengths=shares, **SPEC)
+    assert by_shares.tpot_s == pytest.approx(by_rate.tpot_s, rel=1e-12)
+
+
+def test_a_model_drafts_with_its_own_multi_token_prediction_module():
+    """DeepSeek's MTP: one layer of the model's own kind and its LM head per draft token,
+    verified in the absorbed (decode) form of latent attention."""
+    opts = dict(chips=8, precision="fp8", batch=8, prompt=1024, gen=256)
+    plain = xpusim.simulate("deepseek-v3", "h200-sxm", **opts)
+    mtp = xpusim.simulate("deepseek-v3", "h200-sxm", speculative="mtp", draft_tokens=1,
+                          acceptance=0.8, **opts)  # fmt: skip
+    assert mtp.decoding["draft"] == "deepseek-v3-mtp"
+    assert mtp.decoding["tokens_per_step"] == pytest.approx(1.8)
+    assert mtp.tpot_s < plain.tpot_s
+    # the verify's two tokens read the latent cache, not a decompressed one: its step
+    # costs far less than a prefill's form would (which decompresses the whole context)
+    assert mtp.decode_flops_per_step < 3 * plain.decode_flops_per_step
+    with pytest.raises(xpusim.api.UserError, match="no multi-token-prediction module"):
+        xpusim.simulate("llama-3-8b", "h100-sxm", speculative="mtp", acceptance=0.5)

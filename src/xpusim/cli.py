@@ -103,12 +103,16 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--speculative", type=click.Path(dir_okay=False), default=None,
                      metavar="DRAFT_MODEL",
                      help="LLM inference: speculative decoding with this draft model (a zoo id, "
-                          "hub name or config.json) on the same chips; needs --acceptance."),
+                          "hub name or config.json, or mtp: the model's own multi-token "
+                          "prediction module) on the same chips; needs --acceptance."),
         click.option("--draft-tokens", type=count(), default=None,
                      help="Speculative decoding: draft tokens proposed per step (default 5)."),
         click.option("--acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
                      help="Speculative decoding: the probability that the target accepts a "
                           "draft token, as measured for the model pair."),
+        click.option("--acceptance-lengths", default=None, metavar="P0,P1,...,PK",
+                     help="Speculative decoding, in place of --acceptance: the share of steps "
+                          "whose target accepts exactly 0, 1, ..., K of K draft tokens."),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
                      default="none", show_default=True,
                      help="Training: activation recomputation, trading FLOPs for memory."),

@@ -36,10 +36,10 @@ def peak_activation_bytes(graph: Graph) -> float | np.ndarray:
         for t in op.inputs + op.outputs:
             if t.role is Role.ACTIVATION and t.name not in live:
                 live[t.name] = t.nbytes
-                total += t.nbytes
+                total = total + t.nbytes  # not in place: shapes over an axis may widen it
         peak = np.maximum(peak, total)
         for name in freed.get(i, ()):
-            total -= live.pop(name)
+            total = total - live.pop(name)
     return peak if isinstance(peak, np.ndarray) else float(peak)
 
 

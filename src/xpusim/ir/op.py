@@ -96,8 +96,8 @@ class Op:
     def bytes_by_role(self) -> dict[Role, float | np.ndarray]:
         """Bytes this op reads and writes, split by tensor role (placement decides the level)."""
         counts = dict.fromkeys(ROLES, 0.0)
-        for t in self.inputs + self.outputs:
-            counts[t.role] += t.nbytes
+        for t in self.inputs + self.outputs:  # not in place: a shape axis may widen a sum
+            counts[t.role] = counts[t.role] + t.nbytes
         if self.kind is OpKind.EMBEDDING:  # a gather reads only the rows it looks up
             table, ids = self.inputs
             counts[table.role] -= table.nbytes

@@ -27,6 +27,7 @@ cost rules price every step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +62,10 @@ class Decoding:
             kind = "beam search" if self.returned == 1 else "parallel sampling"
             return (f"{kind}, {self.width} sequences per prompt decoded together, "
                     f"{self.returned} output")
+        accepted = ("as the given acceptance lengths say" if self.acceptance is None else
+                    f"each accepted with probability {self.acceptance:g}")  # fmt: skip
         line = (f"speculative, {self.draft.name} drafting {self.step_tokens - 1} tokens per step, "
-                f"each accepted with probability {self.acceptance:g}: "
-                f"{self.advance:.3g} tokens per step expected")
+                f"{accepted}: {self.advance:.3g} tokens per step expected")
         if self.draft.vocab_size != target.vocab_size:
             line += (f" (the draft's vocabulary, {self.draft.vocab_size}, is not the target's "
                      f"{target.vocab_size}: engines need one tokenizer)")
@@ -83,9 +85,11 @@ class Decoding:
 
 def resolve_decoding(
     beams: int | None, n: int | None, speculative: Any, draft_tokens: int | None,
-    acceptance: float | None,
+    acceptance: float | None, acceptance_lengths: str | None = None,
 ) -> Decoding:  # fmt: skip
-    """The options as a Decoding; a combination engines do not run is a UserError."""
+    """The options as a Decoding; a combination engines do not run is a UserError.
+    `acceptance_lengths` ("p0,p1,...,pK") gives, in place of one rate, the share of steps
+    whose target accepts exactly k of the K draft tokens."""
     for name, value, top in (("beams", beams, MAX_WIDTH), ("n", n, MAX_WIDTH),
                              ("draft_tokens", draft_tokens, MAX_DRAFT_TOKENS)):  # fmt: skip
         if value is not None and not 1 <= value <= top:
@@ -93,17 +97,30 @@ def resolve_decoding(
     if beams and beams > 1 and n and n > 1:
         raise UserError("--beams and --n are two ways of decoding; give one")
     if speculative is None:
-        if draft_tokens is not None or acceptance is not None:
-            flag = "--draft-tokens" if draft_tokens is not None else "--acceptance"
-            raise UserError(f"{flag} needs --speculative DRAFT_MODEL")
+        given = {"--draft-tokens": draft_tokens, "--acceptance": acceptance,
+                 "--acceptance-lengths": acceptance_lengths}  # fmt: skip
+        for flag, value in given.items():
+            if value is not None:
+                raise UserError(f"{flag} needs --speculative DRAFT_MODEL")
         if beams and beams > 1:
             return Decoding(width=beams, returned=1)
         return Decoding(width=n or 1, returned=n or 1)
     if (beams or 1) > 1 or (n or 1) > 1:
         raise UserError("--speculative with --beams or --n is not modelled; give one")
+    if acceptance_lengths is not None:
+        if acceptance is not None:
+            raise UserError("--acceptance and --acceptance-lengths say the same; give one")
+        shares = _shares(acceptance_lengths)
+        k = len(shares) - 1
+        if draft_tokens is not None and draft_tokens != k:
+            raise UserError(f"--acceptance-lengths gives {k + 1} shares, for 0-{k} accepted "
+                            f"draft tokens, but --draft-tokens is {draft_tokens}")  # fmt: skip
+        advance = sum(share * (accepted + 1) for accepted, share in enumerate(shares))
+        return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
     if acceptance is None:
         raise UserError("--speculative needs --acceptance: the probability that the target "
-                        "accepts a draft token (0 <= a < 1), measured for the model pair")
+                        "accepts a draft token (0 <= a < 1), measured for the model pair "
+                        "(or --acceptance-lengths)")  # fmt: skip
     if not 0.0 <= acceptance < 1.0:
         raise UserError(f"--acceptance must be in [0, 1), not {acceptance}")
     k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
@@ -111,11 +128,44 @@ def resolve_decoding(
                     draft=speculative, acceptance=acceptance)  # fmt: skip
 
 
+def _shares(text: str) -> list[float]:
+    """--acceptance-lengths: shares of steps accepting 0, 1, ..., K draft tokens."""
+    try:
+        shares = [float(part) for part in str(text).split(",")]
+    except ValueError:
+        raise UserError(f"--acceptance-lengths must be numbers separated by commas (the share "
+                        f"of steps accepting 0, 1, ... draft tokens), not {text!r}") from None
+    if not 2 <= len(shares) <= MAX_DRAFT_TOKENS + 1:
+        raise UserError(f"--acceptance-lengths needs 2-{MAX_DRAFT_TOKENS + 1} shares (0 to K "
+                        f"accepted draft tokens), not {len(shares)}")  # fmt: skip
+    if not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in shares):
+        raise UserError(f"--acceptance-lengths: each share must be in [0, 1], not {text!r}")
+    if abs(sum(shares) - 1.0) > 1e-6:
+        raise UserError(f"--acceptance-lengths: the shares add up to {sum(shares):g}, not 1")
+    return shares
+
+
 
 def expected_advance(acceptance: float, draft_tokens: int) -> float:
     """Tokens a verify step adds, expected: Leviathan et al. 2023, eq. 1."""
     a, k = acceptance, draft_tokens
     return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def mtp_draft(target: Any) -> Any:
+    """A model's own multi-token-prediction module as its draft (DeepSeek-V3's MTP: one
+    layer of the model's own kind, which reads the embedding and output head the model
+    has, each draft token a pass through it): the model cut to its MTP layers. Its weights
+    count the embedding table once more, the 0.93B parameters (1.4% of V3's) that engines
+    share with the model; its small projection of embedding and hidden state (2 x hidden
+    x hidden) is not costed."""
+    from dataclasses import replace
+
+    if not target.mtp_layers:
+        raise UserError(f"--speculative mtp: {target.name} has no multi-token-prediction "
+                        "module (its config's num_nextn_predict_layers)")  # fmt: skip
+    return replace(target, name=f"{target.name}-mtp", num_layers=target.mtp_layers,
+                   dense_layers=0, tie_word_embeddings=True, mtp_layers=0)
 
 
 @dataclass(frozen=True)

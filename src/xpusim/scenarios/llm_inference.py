@@ -31,7 +31,13 @@ from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
-from xpusim.scenarios.decoding import Decoding, DraftCost, draft_cost, resolve_decoding
+from xpusim.scenarios.decoding import (
+    Decoding,
+    DraftCost,
+    draft_cost,
+    mtp_draft,
+    resolve_decoding,
+)
 from xpusim.scenarios.formats import (
     resolve_attention_format,
     resolve_formats,
@@ -148,6 +154,7 @@ def simulate(
     speculative: Any = None,
     draft_tokens: int | None = None,
     acceptance: float | None = None,
+    acceptance_lengths: str | None = None,
 ) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan.
 
@@ -158,7 +165,9 @@ def simulate(
 
     Decoding (scenarios/decoding.py): `beams` (beam search, one sequence output per prompt),
     `n` (parallel samples, all output), or `speculative` (a draft model, a zoo id or config)
-    proposing `draft_tokens` per step, each accepted with probability `acceptance`.
+    proposing `draft_tokens` per step, each accepted with probability `acceptance` (or
+    `acceptance_lengths`, "p0,...,pK": the share of steps accepting k of K draft tokens);
+    `speculative="mtp"` drafts with the model's own multi-token-prediction module.
     """
     options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
                    weight_precision=weight_precision, attention_precision=attention_precision,
@@ -166,7 +175,7 @@ def simulate(
                    chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
                    microbatches=microbatches, objective=objective, overlap=overlap,
                    beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
-                   acceptance=acceptance)  # fmt: skip
+                   acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
     (result,) = simulate_many(model, [(chip, options)], detail=True)
     if isinstance(result, UserError):
         raise result
@@ -261,7 +270,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
-                           given["draft_tokens"], given["acceptance"])  # fmt: skip
+                           given["draft_tokens"], given["acceptance"],
+                           given["acceptance_lengths"])  # fmt: skip
     req = Request(batch, prompt, gen, act, weight, attention, kv, how.width, how.returned,
                   how.step_tokens, how.advance)  # fmt: skip
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
@@ -284,16 +294,19 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     setup = Setup(system, req, notes, plans, microbatches, overlap,
                   objective if searched else None, started_s, how)  # fmt: skip
     if how.draft is not None:
-        setup.drafts = _drafts(how, setup, given)
+        setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
         notes.append(f"decoding: {setup.decoding.describe(cfg)}")
     return setup
 
 
-def _drafts(how: Decoding, setup: Setup, given: dict[str, Any]) -> dict[int, DraftCost]:
+def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
+            given: dict[str, Any]) -> dict[int, DraftCost]:  # fmt: skip
     """The draft model's cost on each tensor-parallel degree the job's plans use."""
     draft = how.draft
-    if isinstance(draft, str):
+    if draft == "mtp":
+        draft = mtp_draft(cfg)
+    elif isinstance(draft, str):
         from xpusim.workloads.zoo import load_model
 
         draft = load_model(draft)

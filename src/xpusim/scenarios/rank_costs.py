@@ -383,7 +383,8 @@ def _shape_graphs(
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
                        rank(StepShape(batch * width, q, kv, logits=q,
-                                      cross=prompt if cfg.is_encoder_decoder else 0)),
+                                      cross=prompt if cfg.is_encoder_decoder else 0,
+                                      decode=True)),
                        fraction, step_weights,
                        cfg.num_layers)  # fmt: skip
 

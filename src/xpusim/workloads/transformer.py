@@ -57,6 +57,9 @@ class StepShape:
     # an encoder-decoder's decode step: the encoder's length, which cross-attention reads
     # (kv_len counts it too); 0 in a prefill, which runs the encoder
     cross: Dim = 0
+    # a decode step of a few tokens against the cache (a speculative verify's K + 1): run
+    # with the decode kernels (latent attention's absorbed form), as one token is
+    decode: bool = False
 
     @property
     def tokens(self) -> Dim:
@@ -245,7 +248,8 @@ class _Builder:
         kv_lora_rank wide, plus the rotary key shared by every head), and that latent is
         what the cache holds. A decode step (one query per sequence) runs the absorbed form
         (vLLM's and SGLang's MLA decode kernels): each head's query is multiplied into the
-        latent space by its slice of kv_b_proj (q_absorb), attention runs over the cached
+        latent space by its slice of kv_b_proj (q_absorb; a speculative verify's few tokens
+        too, as FlashMLA runs them), attention runs over the cached
         latents as one KV head kv_lora_rank + rope wide, and the values come back out of
         the latent space by the other slice (v_absorb). A prefill decompresses instead:
         kv_b_proj turns every token's latent (a chunk's cached prefix too, read as its
@@ -274,7 +278,7 @@ class _Builder:
         new = self.t(f"{p}.latent_new", s.batch, s.q_len, 1, latent, role=Role.KV_CACHE)
         mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True)
         tokens = self.tokens
-        if isinstance(s.q_len, int) and s.q_len == 1:  # decode: the absorbed form
+        if s.decode or (isinstance(s.q_len, int) and s.q_len == 1):  # the absorbed form
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             self.op(OpKind.MATMUL, f"{p}.q_absorb", [q_nope, w_uk],

@@ -88,6 +88,10 @@ class TransformerConfig:
     # in each stack's first layer.
     encoder_layers: int = 0
     relative_buckets: int = 0
+    # Multi-token prediction modules (DeepSeek-V3's num_nextn_predict_layers): layers beside
+    # the model, not part of what transformers builds or counts, that engines run as its
+    # speculative draft (scenarios/decoding.py)
+    mtp_layers: int = 0
     ssm: str = ""
     ssm_state_size: int = 0
     ssm_conv_kernel: int = 4
@@ -441,6 +445,7 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "qk_nope_head_dim": ("qk_nope_head_dim", _REQUIRED),
     "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
     "v_head_dim": ("v_head_dim", _REQUIRED),
+    "mtp_layers": ("num_nextn_predict_layers", 0),
 }
 # BERT and RoBERTa (XLM-RoBERTa too): encoders. Post-LayerNorm blocks (each sublayer's
 # output added to its input, then normed), biases on every linear layer, a GeLU MLP, learned
@@ -542,7 +547,7 @@ DIALECTS = {
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
-                 "type_vocab_size", "relative_buckets"}
+                 "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
                 "ssm_bias", "ssm_conv_bias"}

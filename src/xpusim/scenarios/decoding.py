@@ -22,7 +22,10 @@ cost rules price every step.
   from Transformers via Speculative Decoding", ICML 2023, eq. 1): K = 0 or a = 0 gives one
   token per step. The draft runs with the target's tensor parallelism on one pipeline stage
   (vLLM's default draft tensor-parallel size is the target's), its weights and cache beside
-  the target's on every chip; its energy is its average power over its time.
+  the target's on every chip; its energy is its average power over its time. Instead of one
+  rate, `acceptance_lengths` may give the share of steps accepting exactly k of the K draft
+  tokens (as engines log them); the draft may be the model's own multi-token-prediction
+  module (`speculative="mtp"`: DeepSeek-V3's).
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ class Decoding:
                     f"{self.returned} output")
         accepted = ("as the given acceptance lengths say" if self.acceptance is None else
                     f"each accepted with probability {self.acceptance:g}")  # fmt: skip
-        line = (f"speculative, {self.draft.name} drafting {self.step_tokens - 1} tokens per step, "
-                f"{accepted}: {self.advance:.3g} tokens per step expected")
+        drafted = self.step_tokens - 1
+        line = (f"speculative, {self.draft.name} drafting {drafted} "
+                f"token{'s' * (drafted > 1)} per step, {accepted}: {self.advance:.3g} tokens "
+                "per step expected")
         if self.draft.vocab_size != target.vocab_size:
             line += (f" (the draft's vocabulary, {self.draft.vocab_size}, is not the target's "
                      f"{target.vocab_size}: engines need one tokenizer)")
@@ -143,7 +148,6 @@ def _shares(text: str) -> list[float]:
     if abs(sum(shares) - 1.0) > 1e-6:
         raise UserError(f"--acceptance-lengths: the shares add up to {sum(shares):g}, not 1")
     return shares
-
 
 
 def expected_advance(acceptance: float, draft_tokens: int) -> float:

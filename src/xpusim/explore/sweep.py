@@ -233,8 +233,10 @@ def _simulate(
                     progress(finished, len(points))
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what finished
             store.close()
-            raise Interrupted(f"{finished} of {len(points)} points kept in {store.path}; "
-                              "the same command resumes") from None  # fmt: skip
+            # the store's count, not this loop's: a signal that arrives while a chunk is
+            # written is raised once the write returns, before the loop counts the chunk
+            raise Interrupted(f"{len(store.rows)} of {len(points)} points kept in "
+                              f"{store.path}; the same command resumes") from None  # fmt: skip
         finally:
             store.close()
     simulate_s = time.perf_counter() - start

@@ -51,11 +51,17 @@ def test_samples_prefill_once_and_decode_as_a_wider_batch(batch, prompt, gen, wi
     assert beams.tokens_per_s == pytest.approx(samples.tokens_per_s / width)
 
 
+def _absorbed(result) -> bool:
+    """Whether latent attention's decode steps ran in the absorbed form."""
+    return any(op.phase == "decode" and op.name.endswith("q_absorb") for op in result.ops)
+
+
 def test_latent_attention_keeps_its_absorbed_decode_with_samples():
     """A step of one token per sequence keeps DeepSeek's absorbed decode form."""
     opts = dict(chips=8, precision="fp8", prompt=1024, gen=64)
     two = xpusim.simulate("deepseek-v3", "h200-sxm", batch=2, n=2, **opts)
     wide = xpusim.simulate("deepseek-v3", "h200-sxm", batch=4, **opts)
+    assert _absorbed(two) and _absorbed(wide)
     assert two.decode_flops_per_step == wide.decode_flops_per_step
 
 
@@ -149,6 +155,7 @@ def test_a_model_drafts_with_its_own_multi_token_prediction_module():
     assert mtp.decoding["draft"] == "deepseek-v3-mtp"
     assert mtp.decoding["tokens_per_step"] == pytest.approx(1.8)
     assert mtp.tpot_s < plain.tpot_s
+    assert _absorbed(mtp)
     # the verify's two tokens read the latent cache, not a decompressed one: its step
     # costs far less than a prefill's form would (which decompresses the whole context)
     assert mtp.decode_flops_per_step < 3 * plain.decode_flops_per_step

@@ -20,9 +20,11 @@ cost rules price every step.
   draft token accepted independently with probability a, a step advances the sequence by
   (1 - a^(K+1)) / (1 - a) tokens in expectation (Leviathan, Kalman and Matias, "Fast Inference
   from Transformers via Speculative Decoding", ICML 2023, eq. 1): K = 0 or a = 0 gives one
-  token per step. The draft runs with the target's tensor parallelism on one pipeline stage
-  (vLLM's default draft tensor-parallel size is the target's), its weights and cache beside
-  the target's on every chip; its energy is its average power over its time. Instead of one
+  token per step. The draft runs with the target's tensor parallelism on one pipeline stage,
+  as vLLM runs it unless told otherwise (its docs: speculative decoding "is not compatible
+  with pipeline parallelism"; a draft_tensor_parallel_size of its own is an option its
+  MLP-drafter example sets), its weights and cache beside the target's on every chip; its
+  energy is its average power over its time. Instead of one
   rate, `acceptance_lengths` may give the share of steps accepting exactly k of the K draft
   tokens (as engines log them); the draft may be the model's own multi-token-prediction
   module (`speculative="mtp"`: DeepSeek-V3's).
@@ -38,11 +40,11 @@ from xpusim.errors import UserError
 from xpusim.hardware.system import System
 
 MAX_WIDTH = 64
-"""The most beams or samples per prompt: engines cap them lower (TensorRT-LLM's default
-max_beam_width is 1, and its kernels take up to 1,024; vLLM's n is unbounded). A wider
-request is a typo more often than an experiment."""
+"""The most beams or samples per prompt xpusim takes: a bound against typos (MLPerf's GPT-J
+runs 4 beams), not an engine's limit."""
 MAX_DRAFT_TOKENS = 64
-"""Draft tokens per step: engines use 1-8 (vLLM's num_speculative_tokens; EAGLE trees 60)."""
+"""The most draft tokens per step xpusim takes: a bound against typos (vLLM's documented
+examples draft 5), not an engine's limit."""
 DEFAULT_DRAFT_TOKENS = 5
 """Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
 an OPT-125M draft, num_speculative_tokens 5)."""

@@ -371,8 +371,9 @@ def _shape_graphs(
     # vary with the cache (PhaseValues.varying) never depends on the other requests
     last = np.maximum(steps - 1, 1)[:, None]
     kv = prompt + fed + np.rint(advance * np.hstack([0 * last, last])).astype(np.int64)
-    # a plain decode feeds the integer 1, which is what selects latent attention's absorbed
-    # decode form (workloads/transformer.py)
+    # a plain decode feeds the integer 1: the decode graph's query dimension stays a scalar
+    # (one shape for every request, as before speculative steps), an array only where a
+    # verify feeds more
     q = 1 if (fed == 1).all() else fed
     fraction = padded / last
 

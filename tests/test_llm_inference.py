@@ -128,7 +128,8 @@ def test_non_positive_sizes_are_user_errors(bad):
 def test_weight_only_int4_streams_fewer_bytes():
     bf16 = xpusim.simulate("llama-2-7b", "h100-sxm", precision="bf16")
     int4 = xpusim.simulate("llama-2-7b", "h100-sxm", precision="bf16", weight_precision="int4")
-    assert int4.memory_bytes.weights == pytest.approx(bf16.memory_bytes.weights / 4)
+    # a 16-bit table and head and the groups' scales: 3.47x (test_quantization.py counts it)
+    assert int4.memory_bytes.weights < bf16.memory_bytes.weights / 3
     assert int4.tpot_s < bf16.tpot_s
 
 

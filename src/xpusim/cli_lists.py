@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from xpusim.ir.dtypes import weight_layouts
+
 MAX_COUNT = 2**40
 """The largest integer an option takes (batch, tokens, chips, requests, seeds): 2^40 is the
 most tokens a simulation holds (scenarios/llm_inference.py), and every narrower limit is
@@ -23,10 +25,11 @@ reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
 
 PRECISIONS = ["nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32"]
 """Compute formats an option may name (ir/dtypes.py); a chip lacking one refuses it."""
-WEIGHT_PRECISIONS = ["int4", *PRECISIONS]
+WEIGHT_PRECISIONS = [*weight_layouts(), *PRECISIONS]
+"""Storage formats for weight-only quantization: the grouped integer layouts (int4 is stored,
+never computed in; ir/weight_layouts.toml) and every compute format."""
 RANKS = ("throughput", "cost")
 """What a sweep's Pareto front trades against per-user speed (explore/pareto.py)."""
-"""Storage formats for weight-only quantization: int4 is stored, never computed in."""
 
 
 def count(min: int | None = 1) -> click.IntRange:

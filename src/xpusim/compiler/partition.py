@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
@@ -386,11 +387,29 @@ def stage_graphs(rank: Graph, num_layers: int, pp: int) -> list[Graph]:
     return graphs
 
 
+def model_weight_bytes(cfg: TransformerConfig, weight: Format, act: DType) -> float:
+    """Bytes of one copy of the model's weights, each part in its format (weight_parts)."""
+    parts = weight_parts(weight, act)
+    head = 0 if cfg.encoder else cfg.lm_head_params  # an encoder's pooler is a linear layer
+    return (cfg.param_count * parts.body.itemsize
+            + cfg.embedding_params * (parts.table.itemsize - parts.body.itemsize)
+            + head * (parts.head.itemsize - parts.body.itemsize))  # fmt: skip
+
+
 @lru_cache(maxsize=1024)
 def weights_per_chip_bytes(
-    cfg: TransformerConfig, plan: Plan, itemsize: float
+    cfg: TransformerConfig, plan: Plan, itemsize: float, table_itemsize: float | None = None,
+    head_itemsize: float | None = None,
 ) -> tuple[float, ...]:
-    """Weight bytes one chip of each pipeline stage holds (all experts, not only active ones)."""
+    """Weight bytes one chip of each pipeline stage holds (all experts, not only active ones).
+
+    The embedding table and the LM head take their own widths where they are stored apart
+    from the linear layers (ir/dtypes.weight_parts: a grouped int4 layout keeps them 16-bit);
+    by default every weight is `itemsize` wide. An encoder's pooler, counted where a
+    decoder's LM head is, is a linear layer like the rest.
+    """
+    table_itemsize = itemsize if table_itemsize is None else table_itemsize
+    head_itemsize = itemsize if head_itemsize is None or cfg.encoder else head_itemsize
     h_rank, kv_rank = (
         _ceil_div(cfg.num_heads, plan.tp),
         max(1, _ceil_div(cfg.num_kv_heads, plan.tp)),
@@ -411,6 +430,7 @@ def weights_per_chip_bytes(
         dense_here = max(0, min(start + n, cfg.dense_layers) - start)
         per_stage.append(dense * dense_here + layer * (n - dense_here))
         start += n
-    per_stage[0] += cfg.embedding_params / plan.tp
-    per_stage[-1] += cfg.lm_head_params / plan.tp + cfg.final_norm_params
-    return tuple(params * itemsize for params in per_stage)
+    per_stage = [params * itemsize for params in per_stage]
+    per_stage[0] += cfg.embedding_params / plan.tp * table_itemsize
+    per_stage[-1] += cfg.lm_head_params / plan.tp * head_itemsize + cfg.final_norm_params * itemsize
+    return tuple(per_stage)

@@ -11,27 +11,33 @@ from __future__ import annotations
 from dataclasses import replace
 
 from xpusim.errors import UserError
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import Op
+from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
 
 FLOATS = frozenset({DType.FP32, DType.TF32, DType.FP16, DType.BF16, DType.FP8, DType.MXFP4,
                     DType.NVFP4})  # fmt: skip
 
 
-def recast(graph: Graph, act: DType, weight: DType | None = None) -> Graph:
+def recast(graph: Graph, act: DType, weight: Format | None = None) -> Graph:
     weight = weight or act
     if weight.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "
             f"weight-only quantization narrows weights"
         )
+    parts = weight_parts(weight, act)
+    # tables read by a gather keep their layout's table format (an LM head cannot be told
+    # from another linear layer in an imported graph: it takes the linear layers' format)
+    tables = {op.inputs[0].name for op in graph.ops if op.kind is OpKind.EMBEDDING}
 
     def cast(t: Tensor) -> Tensor:
         if t.dtype not in FLOATS:
             return t
-        return replace(t, dtype=weight if t.role is Role.WEIGHT else act)
+        if t.role is not Role.WEIGHT:
+            return replace(t, dtype=act)
+        return replace(t, dtype=parts.table if t.name in tables else parts.body)
 
     aliases: dict[str, Tensor] = {}  # outputs of removed casts -> what they converted
 

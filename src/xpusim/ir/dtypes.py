@@ -9,11 +9,23 @@ with the elements: MXFP4 (OCP Microscaling Formats v1.0) is E2M1 elements in blo
 sharing one 8-bit E8M0 scale, 4 + 8/32 = 4.25 bits; NVFP4 (NVIDIA Blackwell) is E2M1 in
 blocks of 16 sharing an FP8 E4M3 scale, 4 + 8/16 = 4.5 bits, plus one FP32 scale per tensor
 (negligible).
+
+Weight-only integer formats are `Grouped`: an element format in groups that each carry a
+scale and a zero point, in the layouts quantized checkpoints use (weight_layouts.toml). Their
+width counts the group's scale and zero for the same reason. Scales that do not grow with the
+weights are not counted: a per-tensor FP8 or INT8 scale (one number), a per-channel INT8
+scale (16 bits per row of K >= 1024 weights, under 0.016 bits a weight) and DeepSeek-V3's
+FP8 128 x 128 block scales (32 bits per 16,384 weights, 0.002 bits).
 """
 
 from __future__ import annotations
 
+import tomllib
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import TypeAlias
 
 
 class DType(StrEnum):
@@ -39,6 +51,11 @@ class DType(StrEnum):
     def itemsize(self) -> float:
         """Bytes per element; 0.5 for int4 (two per byte, as packed in memory)."""
         return self.bits / 8
+
+    @property
+    def element(self) -> DType:
+        """The format one value is stored in: itself (a Grouped format's is its element's)."""
+        return self
 
     @classmethod
     def parse(cls, name: str, what: str = "precision") -> DType:
@@ -66,3 +83,80 @@ _BITS: dict[DType, float] = {
     DType.INT64: 64,
     DType.BOOL: 8,
 }
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """Weight-only integers as a checkpoint layout stores them: `element` values in groups of
+    `group` along the input dimension, each group with a scale and a zero point."""
+
+    name: str  # as the command line names it: "int4", "int4-g32", "int4-torchao-g32"
+    element: DType
+    group: int
+    scale_bits: int
+    zero_bits: int
+    head: bool  # the LM head is stored so too (else it keeps the activations' format)
+
+    @property
+    def value(self) -> str:
+        return self.name
+
+    @property
+    def bits(self) -> float:
+        """Bits per weight, its group's scale and zero point included."""
+        return self.element.bits + (self.scale_bits + self.zero_bits) / self.group
+
+    @property
+    def itemsize(self) -> float:
+        return self.bits / 8
+
+
+Format: TypeAlias = "DType | Grouped"
+"""How a tensor is stored: a plain format, or grouped integers (weights only)."""
+
+
+@cache
+def weight_layouts() -> dict[str, Grouped]:
+    """Every grouped weight format by name: each layout at its default group and at the
+    other groups it is published with (weight_layouts.toml)."""
+    data = tomllib.loads(Path(__file__).with_name("weight_layouts.toml").read_text())
+    found: dict[str, Grouped] = {}
+    for name, layout in data.items():
+        others = [g for g in layout["groups"] if g != layout["group"]]
+        for group in [layout["group"], *others]:
+            label = name if group == layout["group"] else f"{name}-g{group}"
+            found[label] = Grouped(label, DType(layout["element"]), group, layout["scale_bits"],
+                                   layout["zero_bits"], layout["head"])  # fmt: skip
+    return found
+
+
+def parse_weight_format(name: str) -> Format:
+    """A weight format by name: a grouped integer layout, else a plain format."""
+    from xpusim.errors import UserError, closest
+
+    grouped = weight_layouts().get(name.lower())
+    if grouped is not None:
+        return grouped
+    try:
+        return DType(name.lower())
+    except ValueError:
+        known = [*weight_layouts(), *(d.value for d in DType)]
+        raise UserError(f"unknown weight precision {name!r}" + closest(name, known)) from None
+
+
+@dataclass(frozen=True)
+class WeightParts:
+    """The formats a model's weights are stored in: its linear layers' (`body`), its
+    embedding table's and its LM head's."""
+
+    body: Format
+    table: Format
+    head: Format
+
+
+def weight_parts(weight: Format, act: DType) -> WeightParts:
+    """A plain weight format stores every weight; a grouped layout quantizes the linear
+    layers, and the LM head only where the layout says so, as the checkpoints do."""
+    if isinstance(weight, Grouped):
+        return WeightParts(weight, act, weight if weight.head else act)
+    return WeightParts(weight, weight, weight)

@@ -192,7 +192,7 @@ def _dequant_flops(op: Op) -> float:
     weight = op.inputs[1]
     if weight.dtype.bits >= op.compute_dtype.bits:
         return 0.0
-    return _real(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype, 2))
+    return _real(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype.element, 2))
 
 
 def _conv_flops(op: Op) -> float:

@@ -9,7 +9,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import Format
 
 Dim: TypeAlias = "int | np.ndarray"
 """A tensor dimension: an int, or an int array over a shape axis. A graph built for many
@@ -44,7 +44,7 @@ ROLES: tuple[Role, ...] = tuple(Role)
 class Tensor:
     name: str
     shape: tuple[Dim, ...]
-    dtype: DType
+    dtype: Format
     role: Role = Role.ACTIVATION
 
     @property

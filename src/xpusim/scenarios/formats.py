@@ -1,7 +1,9 @@
 """Which numeric formats a run uses: one rule for every inference scenario.
 
-`precision` covers weights, activations and caches; `weight_precision` stores weights (and
-embedding tables) narrower, the matrix unit still computing in `precision`. A format the
+`precision` covers weights, activations and caches; `weight_precision` stores weights
+narrower, the matrix unit still computing in `precision`: a plain format stores every weight
+so, a grouped integer layout (`int4`, AWQ's and GPTQ's; ir/weight_layouts.toml) its linear
+layers with their scales, as checkpoints do (ir/dtypes.weight_parts). A format the
 chip lacks is an error naming the ones it has; no format given means the chip's native
 16-bit one, and the result's notes say which.
 """
@@ -10,15 +12,15 @@ from __future__ import annotations
 
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format, parse_weight_format
 
 DEFAULT_PRECISIONS = (DType.BF16, DType.FP16, DType.INT8)
 """Tried in order when no precision is given: the chip's native 16-bit format, else int8."""
 
 
 def resolve_formats(
-    chip: Chip, precision: str | DType | None, weight_precision: str | DType | None
-) -> tuple[DType, DType, list[str]]:
+    chip: Chip, precision: str | DType | None, weight_precision: str | Format | None
+) -> tuple[DType, Format, list[str]]:
     """(compute and activation format, weight format, notes about defaults chosen)."""
     if precision is not None:
         act = DType.parse(str(precision))
@@ -31,7 +33,8 @@ def resolve_formats(
         notes = [
             f"precision not given: used {act.value}, the first of bf16/fp16/int8 {chip.id} has"
         ]
-    weight = DType.parse(str(weight_precision), "weight precision") if weight_precision else act
+    weight = (parse_weight_format(str(getattr(weight_precision, "value", weight_precision)))
+              if weight_precision else act)  # fmt: skip
     if weight.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "

@@ -25,7 +25,7 @@ from xpusim.cost.roofline import HardwareArrays, evaluate
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
@@ -90,7 +90,7 @@ def simulate(
 
 
 def one_pass(
-    model: ImportedModel, graph: Graph, spec: Chip, act: DType, weight: DType, notes: list[str]
+    model: ImportedModel, graph: Graph, spec: Chip, act: DType, weight: Format, notes: list[str]
 ) -> GraphInferenceResult:
     """The result of running `graph`, compiled for `spec`, once: what every one-pass
     workload reports (an imported graph, an encoder)."""

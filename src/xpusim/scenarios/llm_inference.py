@@ -21,7 +21,7 @@ from xpusim.compiler.memory_plan import (
     Footprint,
     min_chips,
 )
-from xpusim.compiler.partition import Plan, check_plan
+from xpusim.compiler.partition import Plan, check_plan, model_weight_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
@@ -383,9 +383,7 @@ def _result(
     itemsize = req.kv_format.itemsize
     kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
                                 + req.width * cfg.state_bytes_per_sequence(itemsize))
-    single_copy = Footprint(
-        cfg.param_count * req.weight.itemsize, kv_bytes, activations
-    )
+    single_copy = Footprint(model_weight_bytes(cfg, req.weight, req.act), kv_bytes, activations)
     replicas = plan.tp * plan.ep * plan.dp
     draft = setup.draft(plan)
     drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)

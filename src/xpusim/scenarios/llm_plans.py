@@ -16,7 +16,7 @@ import numpy as np
 from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters, place
 from xpusim.compiler.partition import Plan, layers_per_stage, weights_per_chip_bytes
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.memo import ByIdentity
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
@@ -91,7 +91,7 @@ class Candidates:
                 for p, k in zip(setup.plans, keys, strict=True):
                     if (p, k) not in memories:
                         memories[p, k] = len(memory_list)
-                        memory_list.append(stage_memory(cfg, p, req.weight, req.kv_format))
+                        memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
                 layout = layouts[layout_key] = (
                     setup.plans, keys, codes, [memories[p, k] for p, k in zip(setup.plans, keys,
                                                                               strict=True)],
@@ -302,10 +302,14 @@ class StageMemory:
 
 
 @lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
-def stage_memory(cfg: TransformerConfig, plan: Plan, weight: DType, kv: DType) -> StageMemory:
+def stage_memory(
+    cfg: TransformerConfig, plan: Plan, weight: Format, act: DType, kv: DType
+) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
     cache's format `kv`."""
-    return StageMemory(weights_per_chip_bytes(cfg, plan, weight.itemsize),
+    parts = weight_parts(weight, act)
+    return StageMemory(weights_per_chip_bytes(cfg, plan, parts.body.itemsize,
+                                              parts.table.itemsize, parts.head.itemsize),
                        layers_per_stage(cfg.num_layers, plan.pp),
                        cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
                        cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip

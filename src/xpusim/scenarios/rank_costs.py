@@ -34,7 +34,7 @@ from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import ROLES
@@ -56,7 +56,7 @@ class Request:
     prompt: int
     gen: int
     act: DType
-    weight: DType
+    weight: Format
     attention: DType | None = None  # attention's compute format when not act's
     kv: DType | None = None  # the KV cache's storage format when not act's
     # How it decodes (scenarios/decoding.py): sequences decoded per prompt (beams or parallel

@@ -41,7 +41,7 @@ from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
@@ -200,7 +200,7 @@ def _exchange_s(system: System, bags: EmbeddingBags, shards: list[EmbeddingBags]
 
 
 def _serve(
-    model: DLRMConfig, system: System, batch: int, act: DType, weight: DType,
+    model: DLRMConfig, system: System, batch: int, act: DType, weight: Format,
     notes: list[str], sharding: str,
 ) -> RecsysResult:  # fmt: skip
     """One batch over the system: each chip runs the dense part for its share of the samples

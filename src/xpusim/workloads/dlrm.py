@@ -14,7 +14,7 @@ scale and bias, as FBGEMM's table-batched embedding stores them (the rows' last 
 
 from __future__ import annotations
 
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
@@ -41,7 +41,7 @@ def stored_row_elements(dim: int, dtype: DType) -> int:
 class _Builder:
     """Keeps naming and dtypes consistent while one batch is emitted."""
 
-    def __init__(self, cfg: DLRMConfig, batch: int, act: DType, weight: DType):
+    def __init__(self, cfg: DLRMConfig, batch: int, act: DType, weight: Format):
         self.cfg, self.batch, self.act, self.weight = cfg, batch, act, weight
         self.graph = Graph(f"{cfg.name}[b={batch}]")
 
@@ -67,11 +67,14 @@ class _Builder:
         return x
 
     def embedding_bags(self) -> list[Tensor]:
-        quantized = self.weight in QUANTIZED_ROWS
+        """Tables in the weight format's element type: a quantized row carries its own scale
+        and bias (stored_row_elements), whatever grouping the dense layers' weights use."""
+        rows = self.weight.element
+        quantized = rows in QUANTIZED_ROWS
         pooled = []
         for i, spec in enumerate(self.cfg.tables):
-            row = stored_row_elements(spec.dim, self.weight)
-            table = self.t(f"emb.{i}.w", spec.rows, row, role=Role.WEIGHT)
+            row = stored_row_elements(spec.dim, rows)
+            table = Tensor(f"emb.{i}.w", (spec.rows, row), rows, Role.WEIGHT)
             ids = Tensor(f"emb.{i}.ids", (self.batch, spec.pooling), DType.INT32)
             pooled.append(self.op(
                 OpKind.EMBEDDING, f"emb.{i}", [table, ids],
@@ -110,6 +113,6 @@ class _Builder:
         return self.graph
 
 
-def build_batch(cfg: DLRMConfig, batch: int, act: DType, weight: DType | None = None) -> Graph:
+def build_batch(cfg: DLRMConfig, batch: int, act: DType, weight: Format | None = None) -> Graph:
     """The forward pass of `batch` samples: activations in `act`, weights and tables in `weight`."""
     return _Builder(cfg, batch, act, weight or act).build()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xpusim.errors import UserError
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, windowed
 from xpusim.ir.tensor import Dim, Role, Tensor
@@ -76,10 +76,11 @@ class _Builder:
     """Keeps the naming and dtypes consistent while one step is emitted."""
 
     def __init__(
-        self, cfg: TransformerConfig, step: StepShape, act: DType, weight: DType, training: bool,
+        self, cfg: TransformerConfig, step: StepShape, act: DType, weight: Format, training: bool,
         compact: bool, attention: DType | None = None, kv: DType | None = None,
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
+        self.parts = weight_parts(weight, act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
         self.training, self.compact = training, compact
@@ -399,7 +400,7 @@ class _Builder:
         cfg = self.cfg
         if cfg.is_encoder_decoder:
             return self.encoder_decoder()
-        table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
+        table = self.table()
         x = self.embed("embed", table, "ids")
         residual: Tensor | None = None
         for p in self.layers():
@@ -439,7 +440,7 @@ class _Builder:
         cross-attention over the cached encoder K and V. Encoder ops are layer -1 (before
         the decoder's layers; never compacted), the decoder's layers compact as usual."""
         cfg, s = self.cfg, self.step
-        table = self.t("embed.w", cfg.vocab_size, cfg.hidden_size, role=Role.WEIGHT)
+        table = self.table()
         encoded: Tensor | None = None
         if isinstance(s.cross, int) and s.cross == 0:  # a prefill: the encoder, then one token
             self.causal = False
@@ -473,6 +474,12 @@ class _Builder:
                 self.graph.layer_copies[layer] = copies
             self.layer = layer
             yield f"layers.{layer}"
+
+    def table(self) -> Tensor:
+        """The embedding table, in the format its layout keeps it in (16-bit under a
+        grouped int4 layout, which quantizes linear layers only)."""
+        cfg = self.cfg
+        return Tensor("embed.w", (cfg.vocab_size, cfg.hidden_size), self.parts.table, Role.WEIGHT)
 
     def embed(self, name: str, table: Tensor, ids_name: str) -> Tensor:
         s = self.step
@@ -522,7 +529,8 @@ class _Builder:
         if cfg.tie_word_embeddings:  # the embedding table read as K x N: same bytes
             head = Tensor(table.name, (cfg.hidden_size, cfg.vocab_size), table.dtype, Role.WEIGHT)
         else:
-            head = self.t("lm_head.w", cfg.hidden_size, cfg.vocab_size, role=Role.WEIGHT)
+            head = Tensor("lm_head.w", (cfg.hidden_size, cfg.vocab_size), self.parts.head,
+                          Role.WEIGHT)
         ins = [x, head]
         if cfg.lm_head_bias:
             ins.append(self.t("lm_head.b", cfg.vocab_size, role=Role.WEIGHT))
@@ -574,7 +582,7 @@ def build_step(
     cfg: TransformerConfig,
     step: StepShape,
     act: DType,
-    weight: DType | None = None,
+    weight: Format | None = None,
     *,
     training: bool = False,
     compact: bool = False,

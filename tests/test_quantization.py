@@ -1,0 +1,88 @@
+"""Weight-only quantization as checkpoints store it: grouped int4 layouts count their scales
+and zero points, keep the embedding table (and, for AWQ/GPTQ, the LM head) 16-bit, and are
+named on the command line by layout and group."""
+
+from __future__ import annotations
+
+import pytest
+
+import xpusim
+from tests.cli_run import refused
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType, Grouped, parse_weight_format, weight_layouts
+from xpusim.workloads.zoo import load_model
+
+RUN = dict(precision="bf16", batch=1, prompt=8, gen=4)
+
+
+def test_layout_widths_are_hand_counts():
+    """4 bits, plus a 16-bit scale and a 4-bit zero per 128 (AWQ/GPTQ); plus a bf16 scale
+    and a bf16 zero per 32 (gpt-fast's G=32)."""
+    assert parse_weight_format("int4").bits == 4 + 20 / 128
+    assert parse_weight_format("int4-g32").bits == 4 + 20 / 32
+    assert parse_weight_format("int4-torchao-g32").bits == 4 + 32 / 32
+    assert parse_weight_format("INT4-TORCHAO").bits == 4 + 32 / 128
+    assert parse_weight_format("fp8") is DType.FP8  # plain formats are unchanged
+    assert all(isinstance(f, Grouped) and f.element is DType.INT4
+               for f in weight_layouts().values())  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "head_bits"), [("int4", 16), ("int4-torchao-g32", 5)])
+def test_weights_memory_counts_each_part_in_its_format(name, head_bits):
+    """Llama-2-7B: the linear layers at the layout's width, the embedding table 16-bit, the
+    LM head 16-bit under AWQ/GPTQ (left unquantized) and quantized under torchao."""
+    cfg = load_model("llama-2-7b")
+    bits = parse_weight_format(name).bits
+    table = head = cfg.vocab_size * cfg.hidden_size
+    expected = (cfg.param_count - table - head) * bits / 8 + table * 2 + head * head_bits / 8
+    r = xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision=name, **RUN)
+    assert r.memory_bytes.weights == pytest.approx(expected)
+
+
+def test_decode_matmuls_read_the_layouts_bytes():
+    """A decode step's projection reads K x N weights at the layout's width; the LM head
+    keeps 16 bits under AWQ's layout."""
+    cfg = load_model("llama-2-7b")
+    h, v = cfg.hidden_size, cfg.vocab_size
+    r = xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision="int4", **RUN)
+    ops = {o.name: o for o in r.ops if o.phase == "decode"}
+    o_proj_weights = h * h * (4 + 20 / 128) / 8
+    assert ops["layers.0.o_proj"].bytes == pytest.approx(o_proj_weights + 2 * h * 2)
+    assert ops["lm_head"].bytes == pytest.approx(h * v * 2 + (h + v) * 2)
+
+
+def test_smaller_groups_cost_more_bytes_and_never_less_time():
+    """More scales per weight: more bytes, so a memory-bound decode is never faster."""
+    runs = [xpusim.simulate("llama-2-7b", "a100-sxm-80gb", weight_precision=name, **RUN)
+            for name in ("int4", "int4-g64", "int4-g32")]  # fmt: skip
+    weights = [r.memory_bytes.weights for r in runs]
+    assert weights == sorted(weights) and weights[0] < weights[-1]
+    tpots = [r.tpot_s for r in runs]
+    assert tpots == sorted(tpots)
+    bf16 = xpusim.simulate("llama-2-7b", "a100-sxm-80gb", **RUN)
+    assert tpots[-1] < bf16.tpot_s
+
+
+def test_recommendation_tables_keep_their_own_row_scales():
+    """A DLRM's int4 tables store each row's scale and bias in the row (dlrm.py) whatever
+    grouping its dense layers use: the tables' bytes are those of plain int4 rows."""
+    from xpusim.ir.tensor import Role
+    from xpusim.workloads.dlrm import build_batch, stored_row_elements
+
+    cfg = load_model("dlrm-v2")
+    graph = build_batch(cfg, 4, DType.FP16, parse_weight_format("int4"))
+    tables = [t for op in graph.ops if op.kind.value == "embedding" for t in op.inputs[:1]]
+    assert all(t.role is Role.WEIGHT and t.dtype is DType.INT4 for t in tables)
+    spec = cfg.tables[0]
+    assert tables[0].shape == (spec.rows, stored_row_elements(spec.dim, DType.INT4))
+
+
+@pytest.mark.parametrize(("bad", "named"), [("int4-g33", "int4-g32"), ("int3", "int")])
+def test_unknown_layout_is_refused_naming_the_closest(capsys, bad, named):
+    err = refused(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", "--weight-precision", bad)
+    assert named in err
+
+
+def test_unknown_layout_through_the_api_names_the_closest():
+    with pytest.raises(UserError, match="int4-torchao"):
+        xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision="int4-torchoa", **RUN)

@@ -8,6 +8,11 @@ Builds transformers' LlamaForCausalLM with the zoo's llama-2-70b config on the m
 process's peak resident memory. It then compares the imported graph's totals, in fp16 and
 compiled as a simulation compiles it, with the zoo builder's prefill graph of llama-2-70b.
 Targets (issue 6): import under 20 s and 1.5 GB; totals within 1% of the zoo's.
+
+Then transformers' Mamba-130M (the zoo's mamba-130m config) at 32 tokens, imported with its
+scan traced as one fused op (workloads/torch_kernels.py) and, for comparison, traced as
+written (a loop over tokens, unrolled): import time, op count and the H100 latency of each
+beside the zoo config's. Target (issue 15): the import in seconds.
 """
 
 from __future__ import annotations
@@ -62,5 +67,34 @@ def main() -> None:
         print(f"  {label:<14} {a:12.4e} {b:12.4e} {a / b - 1:+10.3%}")
 
 
+def mamba(tokens: int = 32, chip: str = "h100-sxm") -> None:
+    import torch
+    from transformers import MambaConfig, MambaForCausalLM
+
+    from xpusim.workloads.torch_import import lower_program
+
+    fields = json.loads((ZOO_DIR / "mamba-130m.json").read_text())
+    fields.pop("_xpusim")
+    with torch.device("meta"):
+        module = MambaForCausalLM(MambaConfig(**fields))
+    ids = torch.zeros(1, tokens, dtype=torch.long, device="meta")
+    begin = time.perf_counter()
+    fused = xpusim.from_torch(module, (ids,), {"use_cache": False}, name="mamba-130m")
+    fused_s = time.perf_counter() - begin
+    begin = time.perf_counter()
+    program = torch.export.export(module, (ids,), kwargs={"use_cache": False})
+    unrolled = lower_program(program, "mamba-130m")
+    unrolled_s = time.perf_counter() - begin
+    config = xpusim.simulate("mamba-130m", chip, batch=1, prompt=tokens, gen=1, precision="bf16")
+    print(f"mamba-130m via torch.export on meta tensors, batch 1 x {tokens} tokens, on {chip}")
+    print(f"  {'':<22} {'import':>8} {'IR ops':>7} {'latency':>10}")
+    for label, model, seconds in [("scan as one op", fused, fused_s),
+                                  ("scan loop unrolled", unrolled, unrolled_s)]:  # fmt: skip
+        latency = xpusim.simulate(model, chip, precision="bf16").latency_s
+        print(f"  {label:<22} {seconds:7.1f}s {len(model.graph.ops):7d} {latency * 1e3:8.2f} ms")
+    print(f"  {'zoo config (prefill)':<22} {'':>8} {'':>7} {config.ttft_s * 1e3:8.2f} ms")
+
+
 if __name__ == "__main__":
     main()
+    mamba()

@@ -100,3 +100,41 @@ def test_a_plan_search_splits_a_state_space_model_by_replicas_and_stages():
     cfg = config_from_hf(MAMBA, "m", "c")
     result = xpusim.simulate(cfg, "h100-sxm", chips=4, batch=8)
     assert result.plan["tp"] == 1
+
+
+def test_an_imported_mamba_scans_as_one_op_per_layer():
+    """transformers' Mamba loops over tokens in torch; from_torch traces its scan as one
+    fused op per layer (workloads/torch_kernels.py), whose cost is the config's scan's."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    fields = {k: v for k, v in MAMBA.items() if k != "model_type"}
+    with torch.device("meta"):
+        module = transformers.MambaForCausalLM(transformers.MambaConfig(**fields))
+    tokens = 24
+    imported = xpusim.from_torch(module, (torch.zeros(3, tokens, dtype=torch.long,
+                                                      device="meta"),))  # fmt: skip
+    scans = [op for op in imported.graph.ops if op.kind is OpKind.SCAN]
+    assert len(scans) == 2  # one per layer, not one step per token
+    assert len(imported.graph.ops) < 40
+    built = [op for op in build_step(config_from_hf(MAMBA, "m", "c"),
+                                     StepShape(3, tokens, tokens), DType.BF16)
+             if op.kind is OpKind.SCAN]  # fmt: skip
+    assert scans[0].vector_flops == built[0].vector_flops
+    assert scans[0].matrix_flops == 0
+
+
+def test_the_scans_substitution_computes_what_transformers_computes():
+    """On real tensors the fused op runs transformers' own scan: the same logits."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from xpusim.workloads.torch_kernels import substituted
+
+    fields = {k: v for k, v in MAMBA.items() if k != "model_type"}
+    torch.manual_seed(0)
+    module = transformers.MambaForCausalLM(transformers.MambaConfig(**fields)).eval()
+    ids = torch.randint(0, 1000, (2, 12))
+    with torch.no_grad():
+        plain = module(ids, use_cache=False).logits
+        with substituted():
+            fused = module(ids, use_cache=False).logits
+    assert torch.equal(plain, fused)

@@ -23,6 +23,7 @@ from typing import Any
 
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.workloads import torch_ops
 from xpusim.workloads.imported import ImportedModel
@@ -55,8 +56,11 @@ def from_torch(
     example_kwargs = dict(example_kwargs or {})
     if getattr(getattr(module, "config", None), "use_cache", False):
         example_kwargs.setdefault("use_cache", False)
+    from xpusim.workloads import torch_kernels
+
     try:
-        program = torch.export.export(module, tuple(example_inputs), kwargs=example_kwargs)
+        with torch_kernels.substituted():
+            program = torch.export.export(module, tuple(example_inputs), kwargs=example_kwargs)
     except Exception as e:  # torch.export fails in many types; each is a limit of the model
         raise UserError(f"torch.export could not trace {name}: {reason(e)}") from None
     return lower_program(program, name)
@@ -68,6 +72,9 @@ def load_exported(path: Path) -> ImportedModel:
 
     if not zipfile.is_zipfile(path):  # before torch, which logs a traceback of its own
         raise UserError(f"{path}: not a torch.export program (not a zip archive)")
+    from xpusim.workloads import torch_kernels
+
+    torch_kernels.register()  # a program traced by from_torch may hold its ops
     quiet = logging.getLogger("torch.export")
     level, quiet.level = quiet.level, logging.CRITICAL  # its warnings would repeat the error
     try:
@@ -288,6 +295,17 @@ def _grouped_mm(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any)
     lw.grouped_matmul(name, src, a[0], a[1], _one(out))
 
 
+def _selective_scan(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> None:
+    """Mamba's scan as one fused kernel (torch_kernels.py): x, dt and z are (batch, channels,
+    tokens), A (channels, states); the scan op reads x as (batch, tokens, channels), A last
+    for its state size (ir/op.py's SCAN rule)."""
+    x, dt, a_log, b, c, d, z, bias = a[:8]
+    batch, channels, tokens = x.shape
+    ins = [x.as_shape((batch, tokens, channels)), dt.tensor(), b.tensor(), c.tensor()]
+    ins += [v.tensor() for v in (z, d, bias) if isinstance(v, Value)]
+    lw.emit(OpKind.SCAN, name, src, [*ins, a_log.tensor()], [_one(out)], heads=channels, chunk=0)
+
+
 def _sort(lw: Lowering, name: str, src: str, a: tuple, kw: dict, out: Any) -> None:
     """A sort along a dimension: log2(n) comparisons per element (a merge or radix pass
     each), as a reduction over what it reads."""
@@ -338,6 +356,7 @@ HANDLERS: dict[str, Handler] = {
     **dict.fromkeys(["_grouped_mm", "grouped_mm", "transformers.grouped_mm_fallback"],
                     _grouped_mm),
     **dict.fromkeys(["sort", "argsort"], _sort),
+    "xpusim.selective_scan": _selective_scan,
     **{op: _elementwise(flops) for op, flops in torch_ops.ELEMENTWISE.items()},
     **{op: _reduction(flops) for op, flops in torch_ops.REDUCTIONS.items()},
 }

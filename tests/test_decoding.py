@@ -159,5 +159,10 @@ def test_a_model_drafts_with_its_own_multi_token_prediction_module():
     # the verify's two tokens read the latent cache, not a decompressed one: its step
     # costs far less than a prefill's form would (which decompresses the whole context)
     assert mtp.decode_flops_per_step < 3 * plain.decode_flops_per_step
+    # the module holds its own 11.5B parameters; the embedding and head are the model's
+    # (DeepSeek-V3's README_WEIGHTS.md), so each of 8 chips adds about 11.5B / 8 FP8 bytes
+    # (a little more: tensor parallelism replicates the latent projections)
+    added = mtp.per_chip_memory_bytes.weights - plain.per_chip_memory_bytes.weights
+    assert 11.5e9 / 8 < added < 1.03 * 11.5e9 / 8
     with pytest.raises(xpusim.api.UserError, match="no multi-token-prediction module"):
         xpusim.simulate("llama-3-8b", "h100-sxm", speculative="mtp", acceptance=0.5)

@@ -161,10 +161,10 @@ def expected_advance(acceptance: float, draft_tokens: int) -> float:
 def mtp_draft(target: Any) -> Any:
     """A model's own multi-token-prediction module as its draft (DeepSeek-V3's MTP: one
     layer of the model's own kind, which reads the embedding and output head the model
-    has, each draft token a pass through it): the model cut to its MTP layers. Its weights
-    count the embedding table once more, the 0.93B parameters (1.4% of V3's) that engines
-    share with the model; its small projection of embedding and hidden state (2 x hidden
-    x hidden) is not costed."""
+    has, each draft token a pass through it): the model cut to its MTP layers, its head
+    tied to the embedding table. The table is the model's own (draft_cost leaves it out of
+    the draft's memory: DeepSeek-V3's README_WEIGHTS.md, "Shares parameters" for both); its
+    small projection of embedding and hidden state (2 x hidden x hidden) is not costed."""
     from dataclasses import replace
 
     if not target.mtp_layers:
@@ -187,9 +187,11 @@ class DraftCost:
 
 
 def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
-               draft_tokens: int) -> DraftCost:  # fmt: skip
+               draft_tokens: int, shared_table_bytes: float = 0.0) -> DraftCost:  # fmt: skip
     """The draft on `tp` chips of the target's system, decoding the request's whole length
-    (its mean step over the same contexts as the target's)."""
+    (its mean step over the same contexts as the target's). `shared_table_bytes`: the
+    embedding table a draft shares with its target (an MTP module's), held once, by the
+    target, and so left out of the draft's weights on each chip."""
     from xpusim.scenarios.llm_inference import simulate
 
     try:
@@ -201,4 +203,4 @@ def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
     step_s = draft_tokens * got.tpot_s
     memory = got.per_chip_memory_bytes
     return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
-                     memory.weights, memory.kv_cache)
+                     memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip

@@ -28,7 +28,7 @@ from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, weight_parts
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
 from xpusim.scenarios.decoding import (
@@ -303,9 +303,11 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
             given: dict[str, Any]) -> dict[int, DraftCost]:  # fmt: skip
     """The draft model's cost on each tensor-parallel degree the job's plans use."""
-    draft = how.draft
+    draft, shared = how.draft, 0.0
     if draft == "mtp":
         draft = mtp_draft(cfg)
+        table = weight_parts(setup.req.weight, setup.req.act).table
+        shared = draft.embedding_params * table.itemsize
     elif isinstance(draft, str):
         from xpusim.workloads.zoo import load_model
 
@@ -317,7 +319,7 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
     options = dict(batch=req.batch, prompt=req.prompt, gen=req.gen, precision=req.act,
                    weight_precision=req.weight, attention_precision=given["attention_precision"],
                    kv_precision=req.kv)  # fmt: skip
-    return {tp: draft_cost(draft, setup.system, tp, options, how.step_tokens - 1)
+    return {tp: draft_cost(draft, setup.system, tp, options, how.step_tokens - 1, shared)
             for tp in sorted({p.tp for p in setup.plans})}  # fmt: skip
 
 

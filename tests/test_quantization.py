@@ -22,20 +22,24 @@ def test_layout_widths_are_hand_counts():
     assert parse_weight_format("int4-g32").bits == 4 + 20 / 32
     assert parse_weight_format("int4-torchao-g32").bits == 4 + 32 / 32
     assert parse_weight_format("INT4-TORCHAO").bits == 4 + 32 / 128
+    assert parse_weight_format("fp8-block").bits == 8 + 32 / (128 * 128)
     assert parse_weight_format("fp8") is DType.FP8  # plain formats are unchanged
-    assert all(isinstance(f, Grouped) and f.element is DType.INT4
-               for f in weight_layouts().values())  # fmt: skip
+    assert all(isinstance(f, Grouped) for f in weight_layouts().values())
 
 
-@pytest.mark.parametrize(("name", "head_bits"), [("int4", 16), ("int4-torchao-g32", 5)])
-def test_weights_memory_counts_each_part_in_its_format(name, head_bits):
+@pytest.mark.parametrize(("name", "precision", "head_bits"),
+                         [("int4", "bf16", 16), ("int4-torchao-g32", "bf16", 5),
+                          ("fp8-block", "fp8", 16)])  # fmt: skip
+def test_weights_memory_counts_each_part_in_its_format(name, precision, head_bits):
     """Llama-2-7B: the linear layers at the layout's width, the embedding table 16-bit, the
-    LM head 16-bit under AWQ/GPTQ (left unquantized) and quantized under torchao."""
+    LM head 16-bit where the layout leaves it unquantized (AWQ/GPTQ; DeepSeek's FP8 blocks,
+    even beside FP8 activations) and quantized under torchao."""
     cfg = load_model("llama-2-7b")
     bits = parse_weight_format(name).bits
     table = head = cfg.vocab_size * cfg.hidden_size
     expected = (cfg.param_count - table - head) * bits / 8 + table * 2 + head * head_bits / 8
-    r = xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision=name, **RUN)
+    run = {**RUN, "precision": precision}
+    r = xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision=name, **run)
     assert r.memory_bytes.weights == pytest.approx(expected)
 
 

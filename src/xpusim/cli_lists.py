@@ -26,8 +26,8 @@ reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
 PRECISIONS = ["nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32"]
 """Compute formats an option may name (ir/dtypes.py); a chip lacking one refuses it."""
 WEIGHT_PRECISIONS = [*weight_layouts(), *PRECISIONS]
-"""Storage formats for weight-only quantization: the grouped integer layouts (int4 is stored,
-never computed in; ir/weight_layouts.toml) and every compute format."""
+"""Storage formats of weights: quantized checkpoints' layouts (ir/weight_layouts.toml; int4
+is stored, never computed in) and every compute format."""
 RANKS = ("throughput", "cost")
 """What a sweep's Pareto front trades against per-user speed (explore/pareto.py)."""
 

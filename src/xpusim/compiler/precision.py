@@ -22,7 +22,7 @@ FLOATS = frozenset({DType.FP32, DType.TF32, DType.FP16, DType.BF16, DType.FP8, D
 
 def recast(graph: Graph, act: DType, weight: Format | None = None) -> Graph:
     weight = weight or act
-    if weight.bits > act.bits:
+    if weight.element.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "
             f"weight-only quantization narrows weights"

@@ -10,12 +10,12 @@ sharing one 8-bit E8M0 scale, 4 + 8/32 = 4.25 bits; NVFP4 (NVIDIA Blackwell) is 
 blocks of 16 sharing an FP8 E4M3 scale, 4 + 8/16 = 4.5 bits, plus one FP32 scale per tensor
 (negligible).
 
-Weight-only integer formats are `Grouped`: an element format in groups that each carry a
-scale and a zero point, in the layouts quantized checkpoints use (weight_layouts.toml). Their
-width counts the group's scale and zero for the same reason. Scales that do not grow with the
-weights are not counted: a per-tensor FP8 or INT8 scale (one number), a per-channel INT8
-scale (16 bits per row of K >= 1024 weights, under 0.016 bits a weight) and DeepSeek-V3's
-FP8 128 x 128 block scales (32 bits per 16,384 weights, 0.002 bits).
+Quantized checkpoints' weight formats are `Grouped`: an element format in groups that each
+carry a scale (and a zero point), in the layouts checkpoints use (weight_layouts.toml: AWQ's
+and GPTQ's int4, torchao's, DeepSeek-V3's FP8 128 x 128 blocks). Their width counts the
+group's scale and zero for the same reason. Scales that do not grow with the weights are
+not counted: a per-tensor FP8 or INT8 scale (one number) and a per-channel INT8 scale (16
+bits per row of K >= 1024 weights, under 0.016 bits a weight).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ _BITS: dict[DType, float] = {
 
 @dataclass(frozen=True)
 class Grouped:
-    """Weight-only integers as a checkpoint layout stores them: `element` values in groups of
-    `group` along the input dimension, each group with a scale and a zero point."""
+    """Weights as a checkpoint layout stores them: `element` values in groups of `group`,
+    each group with a scale and (for integers) a zero point."""
 
     name: str  # as the command line names it: "int4", "int4-g32", "int4-torchao-g32"
     element: DType
@@ -156,7 +156,9 @@ class WeightParts:
 
 def weight_parts(weight: Format, act: DType) -> WeightParts:
     """A plain weight format stores every weight; a grouped layout quantizes the linear
-    layers, and the LM head only where the layout says so, as the checkpoints do."""
+    layers, and the LM head only where the layout says so, as the checkpoints do, leaving
+    the rest 16-bit (or in `act` where it is wider)."""
     if isinstance(weight, Grouped):
-        return WeightParts(weight, act, weight if weight.head else act)
+        plain = act if act.bits >= 16 else DType.BF16
+        return WeightParts(weight, plain, weight if weight.head else plain)
     return WeightParts(weight, weight, weight)

@@ -190,7 +190,7 @@ def _dequant_flops(op: Op) -> float:
     prefill amortizes it over many rows, which is why int4 helps decode less than 4x.
     """
     weight = op.inputs[1]
-    if weight.dtype.bits >= op.compute_dtype.bits:
+    if weight.dtype.element.bits >= op.compute_dtype.bits:
         return 0.0
     return _real(weight.numel * DEQUANT_FLOPS_PER_WEIGHT.get(weight.dtype.element, 2))
 

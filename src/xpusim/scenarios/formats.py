@@ -2,8 +2,9 @@
 
 `precision` covers weights, activations and caches; `weight_precision` stores weights
 narrower, the matrix unit still computing in `precision`: a plain format stores every weight
-so, a grouped integer layout (`int4`, AWQ's and GPTQ's; ir/weight_layouts.toml) its linear
-layers with their scales, as checkpoints do (ir/dtypes.weight_parts). A format the
+so, a checkpoint layout (AWQ's and GPTQ's `int4`, DeepSeek's `fp8-block`;
+ir/weight_layouts.toml) its linear layers with their scales, as checkpoints do
+(ir/dtypes.weight_parts). A format the
 chip lacks is an error naming the ones it has; no format given means the chip's native
 16-bit one, and the result's notes say which.
 """
@@ -35,7 +36,7 @@ def resolve_formats(
         ]
     weight = (parse_weight_format(str(getattr(weight_precision, "value", weight_precision)))
               if weight_precision else act)  # fmt: skip
-    if weight.bits > act.bits:
+    if weight.element.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "
             f"weight-only quantization stores weights narrower"

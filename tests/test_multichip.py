@@ -77,11 +77,53 @@ def test_torus_uses_two_links_per_spanned_dimension():
     assert one_dim.algorithm == "ring"
     assert one_dim.time_s == pytest.approx(2 * 15 / 16 * s / (2 * link) + 2 * 15 * a)
     three_dims = collective_time(pod, Collective.ALL_REDUCE, s, 4096)
-    assert three_dims.time_s == pytest.approx(2 * 4095 / 4096 * s / (6 * link) + 2 * 4095 * a)
+    assert three_dims.algorithm == "torus 3D (16x16x16)"  # a ring per dimension in turn
+    assert three_dims.time_s == pytest.approx(2 * 4095 / 4096 * s / (6 * link) + 2 * 45 * a)
     # all-to-all on a ring of 16 pays a mean of 16/4 hops
     assert collective_time(pod, Collective.ALL_TO_ALL, s, 16).time_s == pytest.approx(
         15 / 16 * s / (2 * link) * 4 + 15 * a
     )
+
+
+def test_a_torus_slice_is_near_a_cube_and_its_groups_span_its_dimensions():
+    """Cloud TPU's v4 slices: 64 chips are 4x4x4 and 128 are 4x4x8, so 16 chips of a
+    64-chip slice are 4 x 4: an all-reduce runs a ring on each of two dimensions (four
+    links, 2 x (3 + 3) steps) where 16 chips along one dimension of the whole pod run one
+    ring of 16 (two links, 2 x 15 steps)."""
+    pod = load_system("tpu-v4-pod")
+    assert pod.with_chips(64).levels[0].dims == (4, 4, 4)
+    assert pod.with_chips(128).levels[0].dims == (4, 4, 8)
+    assert pod.with_chips(96).levels[0].dims == (4, 4, 6)
+    assert pod.with_chips(4096).levels[0].dims == (16, 16, 16)
+    assert pod.with_chips(17 * 2).levels[0].dims == (16, 16, 16)  # no 17-wide sub-torus
+    level = pod.with_chips(64).levels[0]
+    assert level.group_shape(16) == (4, 4) and level.group_shape(8) == (4, 2)
+    assert level.group_shape(6) == () and level.group_shape(64) == (4, 4, 4)
+    s, link, a = 64 * MB, 45e9, 1e-6
+    sliced = collective_time(pod.with_chips(64), Collective.ALL_REDUCE, s, 16)
+    assert sliced.algorithm == "torus 2D (4x4)"
+    assert sliced.time_s == pytest.approx(2 * 15 / 16 * s / (4 * link) + 2 * 6 * a)
+    assert sliced.time_s < collective_time(pod, Collective.ALL_REDUCE, s, 16).time_s
+    # a group that is no sub-torus (6 chips) keeps a ring over contiguous chips
+    assert collective_time(pod.with_chips(64), Collective.ALL_REDUCE, s, 6).algorithm == "ring"
+
+
+@pytest.mark.parametrize("chips", [8, 16, 64, 128, 512, 4096])
+@pytest.mark.parametrize("kind", [Collective.ALL_REDUCE, Collective.ALL_GATHER])
+def test_dimension_rings_never_lose_to_one_ring(chips, kind):
+    """The per-dimension schedule is chosen only where it is faster: for every group a
+    slice holds, at small and large sizes, it is never slower than a ring of the group."""
+    system = load_system("tpu-v4-pod").with_chips(chips)
+    level = system.levels[0]
+    for group in (2, 4, 8, 16, 32, 64):
+        if group > chips:
+            continue
+        for nbytes in (4e3, 64 * MB):
+            got = collective_time(system, kind, nbytes, group)
+            ring = (2 if kind is Collective.ALL_REDUCE else 1) * (group - 1)
+            ring_s = ring * level.latency_s.value + nbytes * (ring / group) / (
+                level.injection_bytes_per_s(group))
+            assert got.time_s <= ring_s * (1 + 1e-12)
 
 
 def test_chips_without_a_fabric_talk_over_the_host():

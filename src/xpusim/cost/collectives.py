@@ -12,8 +12,13 @@ direction) and per-step latency a, and S the bytes of the full tensor:
 These are the standard alpha-beta costs (Thakur, Rabenseifner and Gropp, "Optimization of
 Collective Communication Operations in MPICH", IJHPCA 2005; NCCL uses the same ring and
 tree schedules). The cheaper algorithm wins and is reported. On a torus a halving-doubling
-schedule would cross many hops per step, so only rings are offered there, and an all-to-all
-pays the torus's mean hop count (k/4 per spanned ring of k chips).
+schedule would cross many hops per step, so rings are offered there: over the group's
+contiguous chips, or, when the group is a sub-torus spanning several dimensions (4 x 4 of a
+4x4x4 slice), one ring per dimension in turn, 2 sum(d_i - 1) steps for an all-reduce, the
+multi-dimensional all-reduce of TPU pods. Its volume is the ring's and every spanned
+dimension's two links carry a share of it at once (the data split so each share runs the
+dimensions in another order), which is the injection bandwidth below; an all-to-all pays
+the torus's mean hop count (k/4 per spanned ring of k chips).
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:
     steps = {"ring": passes * (p - 1)}
     if level.kind != "torus" and p & (p - 1) == 0:  # halving-doubling needs a power of two
         steps["tree"] = passes * math.ceil(math.log2(p))
+    shape = level.group_shape(p) if level.kind == "torus" else ()
+    if len(shape) > 1:  # a ring per spanned dimension in turn, every dimension's links busy
+        steps[f"torus {len(shape)}D ({'x'.join(map(str, shape))})"] = passes * sum(
+            d - 1 for d in shape)
     algorithm = min(steps, key=steps.__getitem__)
     return CollectiveLine(steps[algorithm] * a, passes * (p - 1) / p * per_byte, algorithm,
                           level.name)  # fmt: skip

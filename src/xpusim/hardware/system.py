@@ -12,7 +12,7 @@ Like chips, system files are TOML with a source beside every figure.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -62,6 +62,30 @@ class TopologyLevel(_Strict):
             covered *= d
             spanned += 1
         return max(spanned, 1)
+
+    def group_shape(self, group: int) -> tuple[int, ...]:
+        """A contiguous group's extent in each dimension it spans (16 chips of a 4x4x4
+        torus: 4 x 4), filling the dimensions in order; () when `group` chips do not make a
+        sub-torus of this one (6 of a 4x4x4: a ring over contiguous chips instead)."""
+        shape, left = [], group
+        for d in self.dims:
+            if left == 1:
+                break
+            take = d if left % d == 0 else left
+            if take > d:
+                return ()
+            shape.append(take)
+            left //= take
+        return tuple(shape) if left == 1 else ()
+
+    def sliced(self, chips: int) -> TopologyLevel:
+        """The part of this level `chips` chips get: a torus slice is shaped as near a cube
+        as the torus allows, as Cloud TPU allocates them (a 64-chip TPU v4 slice is 4x4x4,
+        128 chips 4x4x8), so a group inside it spans more dimensions, and more links, than
+        the same chips laid along one dimension of the whole torus would."""
+        if self.kind != "torus" or chips >= self.size:
+            return self
+        return _torus_slice(self, chips)
 
     def injection_bytes_per_s(self, group: int) -> float:
         """Bandwidth one chip can push into a collective over `group` chips, per direction.
@@ -123,7 +147,29 @@ class System(_Strict):
             raise UserError(
                 f"--chips {chips}: system {self.id} holds at most {self.max_chips} chips"
             )
-        return self.model_copy(update={"chips": chips})
+        levels = [level.sliced(chips) for level in self.levels]
+        return self.model_copy(update={"chips": chips, "levels": levels})
+
+
+@lru_cache(maxsize=1024)  # one level object per slice: collectives are memoized by identity
+def _torus_slice(level: TopologyLevel, chips: int) -> TopologyLevel:
+    """Each prime factor of `chips`, largest first, goes to the shortest dimension it fits
+    in; a size the torus cannot hold as a sub-torus keeps the whole torus's shape."""
+    dims = [1] * len(level.dims)
+    left, factor = chips, 2
+    factors = []
+    while left > 1:
+        while left % factor == 0:
+            factors.append(factor)
+            left //= factor
+        factor += 1
+    for f in sorted(factors, reverse=True):
+        fits = [i for i, d in enumerate(dims) if d * f <= level.dims[i]]
+        if not fits:
+            return level
+        i = min(fits, key=lambda i: (dims[i], i))
+        dims[i] *= f
+    return level.model_copy(update={"size": chips, "dims": tuple(sorted(dims))})
 
 
 @cache  # the catalog does not change while xpusim runs

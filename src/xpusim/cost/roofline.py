@@ -1,6 +1,7 @@
 """Time and energy of ops on one chip: a roofline per memory level plus a fixed overhead.
 
-    compute_s  = padded matrix FLOPs / (peak[dtype] x matmul efficiency)
+    compute_s  = padded matrix FLOPs / (peak[dtype] x matmul efficiency)  (on a systolic
+                 unit: its cycles for the GEMM / clock, cost/systolic.py)
                + vector FLOPs / (vector peak x vector efficiency)
     memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
     time_s     = (compute_s^p + memory_s^p)^(1/p) + overhead per op + comm_s
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
+from xpusim.cost import systolic
 from xpusim.cost.calibration import catalog_calibration, overlap_time
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
@@ -80,7 +82,9 @@ class HardwareArrays:
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
-    tile_rc: tuple[float | np.ndarray, float | np.ndarray]  # matrix unit rows x cols
+    # the matrix unit: rows, cols, units and how a GEMM maps onto it (cost/systolic.MODES;
+    # 0: tiles padded only)
+    unit: tuple[float | np.ndarray, float | np.ndarray, float | np.ndarray, float | np.ndarray]
 
     @classmethod
     def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
@@ -102,8 +106,8 @@ class HardwareArrays:
         """Stacked arrays (see stack) of the configurations `which` indexes."""
         return replace(self, **{
             name: value[which] if isinstance(value, np.ndarray) else value
-            for name, value in vars(self).items() if name != "tile_rc"
-        }, tile_rc=(self.tile_rc[0][which], self.tile_rc[1][which]))  # fmt: skip
+            for name, value in vars(self).items() if name != "unit"
+        }, unit=tuple(u[which] for u in self.unit))  # fmt: skip
 
     @classmethod
     def stack(cls, arrays: Sequence[HardwareArrays]) -> HardwareArrays:
@@ -135,10 +139,7 @@ class HardwareArrays:
             overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
             tdp_w=per_chip([a.tdp_w for a in arrays]),
-            tile_rc=(
-                per_chip([a.tile_rc[0] for a in arrays]),
-                per_chip([a.tile_rc[1] for a in arrays]),
-            ),
+            unit=tuple(per_chip([a.unit[i] for a in arrays]) for i in range(4)),
         )
 
     @classmethod
@@ -160,6 +161,9 @@ class HardwareArrays:
                 for d, k in zip(table.dtypes, table.kinds, strict=True)
             ])  # fmt: skip
         is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
+        unit = _unit(chip)
+        if unit[3] and not _what_if(matmul):  # a systolic unit's cycles are its GEMMs' time
+            efficiency = np.where(is_matmul & (table.weight_tile_kn[0] > 0), 1.0, efficiency)
         assumed_fixed = chip.overhead.matmul_fixed_s
         fixed_s = (assumed_fixed.value if assumed_fixed else 0.0) if _what_if(assumed_fixed) else (
             (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
@@ -184,11 +188,19 @@ class HardwareArrays:
             overlap_p=np.where(is_matmul, p, np.inf),
             static_w=chip.energy.static_power_w.value,
             tdp_w=chip.tdp_w.value,
-            tile_rc=(chip.matrix_unit.rows.value, chip.matrix_unit.cols.value),
+            unit=unit,
         )
 
 
 _BUILT: ByIdentity[HardwareArrays] = ByIdentity()
+
+def _unit(chip: Chip) -> tuple[float, float, float, float]:
+    """The matrix unit's rows, cols, count and systolic mode (cost/systolic.MODES; 0: none)."""
+    unit = chip.matrix_unit
+    mode = systolic.MODES[unit.dataflow.value] if unit.dataflow else 0
+    if mode == 1 and unit.double_buffered and unit.double_buffered.value:
+        mode = 2
+    return unit.rows.value, unit.cols.value, unit.count.value, float(mode)
 
 
 def _what_if(figure: Figure | None) -> bool:
@@ -277,13 +289,25 @@ def level_bytes(table: OpTable, placement: Placement | np.ndarray, n_levels: int
     return by_level
 
 
-def padding_factor(table: OpTable, rows: float, cols: float) -> np.ndarray:
-    """Work done over work needed once a matmul's K x N weight is tiled onto the unit."""
+def work_factors(
+    table: OpTable, rows: Any, cols: Any, units: Any, mode: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """(time, energy) work of the matrix unit over the work needed, per op. Both count a
+    matmul's K x N weight tiled onto rows x cols cells, the padding computed on zeros. On a
+    systolic unit the time is its cycles times its cells over the multiply-accumulates
+    (cost/systolic.py; M is the rows streamed, FLOPs / 2KN): the cycles its cells wait
+    while a fold's weights load or its pipeline fills take time, not arithmetic energy."""
     k, n = table.weight_tile_kn
     is_matmul = k > 0
     k, n = np.where(is_matmul, k, 1.0), np.where(is_matmul, n, 1.0)
-    factor = (np.ceil(k / rows) * rows / k) * (np.ceil(n / cols) * cols / n)
-    return np.where(is_matmul, factor, 1.0)
+    padded = np.where(is_matmul, (np.ceil(k / rows) * rows / k) * (np.ceil(n / cols) * cols / n),
+                      1.0)  # fmt: skip
+    if not np.any(mode):
+        return padded, padded
+    m = np.maximum(table.matrix_flops / (2 * k * n), 1.0)
+    mapped = systolic.cycles(m, k, n, rows, cols, units, np.maximum(mode, 1)) * (
+        rows * cols * units / (m * k * n))
+    return np.where(is_matmul & (mode > 0), mapped, padded), padded
 
 
 def evaluate(
@@ -294,8 +318,9 @@ def evaluate(
 ) -> OpCosts:
     """Per-op costs; with stacked hardware (HardwareArrays.stack) and a stacked one-hot
     placement, of many configurations at once on a leading axis."""
-    matrix_work = table.matrix_flops * padding_factor(table, *hw.tile_rc)
-    compute_s = matrix_work / hw.matrix_rate + table.vector_flops / hw.vector_rate
+    time_factor, energy_factor = work_factors(table, *hw.unit)
+    compute_s = table.matrix_flops * time_factor / hw.matrix_rate + (
+        table.vector_flops / hw.vector_rate)
     by_level = level_bytes(table, placement, hw.level_rate.shape[-2])
     memory_s = (by_level / hw.level_rate).max(axis=-2)
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
@@ -305,7 +330,7 @@ def evaluate(
     else:
         time_s = overlap_time(compute_s, memory_s, hw.overlap_p) + overhead_s + comm_s
     dynamic_j = (
-        matrix_work * hw.e_matrix_j
+        table.matrix_flops * energy_factor * hw.e_matrix_j
         + table.vector_flops * hw.e_vector_j
         + (by_level * hw.e_byte_j).sum(axis=-2)
     )

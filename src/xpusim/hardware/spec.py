@@ -144,15 +144,26 @@ class SparseCore(_Strict):
     power_w: Figure  # drawn at their full rate
 
 
+class DataflowFigure(Figure):
+    """How a systolic matrix unit runs a GEMM (cost/systolic.py), sourced like any figure."""
+
+    value: Literal["weight-stationary", "output-stationary"]
+
+
 class MatrixUnit(_Strict):
     """Geometry of the matrix engine: `count` units of `rows` x `cols` MACs each.
 
-    Padding waste follows from it: a weight tile of K x N is rounded up to rows x cols.
+    Padding waste follows from it: a weight tile of K x N is rounded up to rows x cols. A
+    unit whose `dataflow` is known is a systolic array, and a GEMM's time on it is its cycles
+    (cost/systolic.py: folds, fill, drain, and with `double_buffered` weights the folds
+    overlapped), in place of padded FLOPs over peak times an assumed efficiency.
     """
 
     count: PositiveFigure
     rows: PositiveFigure
     cols: PositiveFigure
+    dataflow: DataflowFigure | None = None
+    double_buffered: Flag | None = None  # weight-stationary: the next tile loads meanwhile
     # True when the unit cannot read an operand transposed, so the transposed operands of
     # backpropagation (W^T in dX = dY W^T, X^T in dW = X^T dY) are copied by a separate op
     # first (compiler/transpose.py). Absent: it reads either layout at no cost, as GPU

@@ -51,6 +51,9 @@ def override(chip: Chip, path: str, value: float) -> Chip:
     unset = isinstance(node, dict) and leaf in node and figure is None  # an optional figure
     if not (unset or (isinstance(figure, dict) and "value" in figure)):
         raise UserError(f"--set {path}: {leaf!r} is not a figure of {chip.id}")
+    if not unset and isinstance(figure["value"], str):  # a named choice, not a number
+        raise UserError(f"--set {path}: {figure['value']!r} is a name, not a number a "
+                        "what-if can set; copy the chip file and edit it")  # fmt: skip
     was = "unset (its default applied)" if unset else f"was {figure['value']:g}"
     node[leaf] = {"value": value, "source": "what-if", "confidence": "assumed",
                   "note": f"what-if: {was}"}  # fmt: skip

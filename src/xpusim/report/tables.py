@@ -48,7 +48,8 @@ def chip_table(chip: Chip) -> Table:
     for col in ["field", "value", "confidence", "source", "note"]:
         table.add_column(col, overflow="fold")
     for path, fig in chip.figure_items():
-        table.add_row(path, f"{fig.value:.6g}", fig.confidence, fig.source, fig.note)
+        value = fig.value if isinstance(fig.value, str) else f"{fig.value:.6g}"
+        table.add_row(path, value, fig.confidence, fig.source, fig.note)
     return table
 
 

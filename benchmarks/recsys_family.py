@@ -20,16 +20,11 @@ import statistics
 import numpy as np
 
 import xpusim
-from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost.embedding import EmbeddingBags, evaluate_bags, place_tables
-from xpusim.cost.op_table import op_table
-from xpusim.cost.roofline import HardwareArrays, evaluate
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.whatif import override
 from xpusim.ir.dtypes import DType
-from xpusim.ir.graph import Graph
-from xpusim.ir.op import Op, OpKind
-from xpusim.ir.tensor import Role, Tensor
+from xpusim.scenarios.gemm import gemm
 from xpusim.workloads.dlrm import build_batch
 
 FAMILY = ["meta-lc1", "meta-lc2", "meta-lc3", "meta-lc4", "meta-lc5",
@@ -72,12 +67,8 @@ def family_rows(
 
 def gemm_flops_per_joule(chip: Chip, n: int, dtype: DType) -> float:
     """An n x n x n matmul, its operands in the chip's innermost memory that holds them."""
-    ins = (Tensor("a", (n, n), dtype), Tensor("b", (n, n), dtype, Role.WEIGHT))
-    gemm = Op(OpKind.MATMUL, "gemm", ins, (Tensor("c", (n, n), dtype),), (("compute", dtype),))
-    table = op_table(Graph("gemm", [gemm]))
-    placement = place(chip, Footprint(ins[1].nbytes, 0.0, 2 * ins[0].nbytes))
-    costs = evaluate(table, HardwareArrays.build(chip, table), placement)
-    return float(gemm.flops / costs.energy_j[0])
+    got = gemm(chip, n, n, n, dtype)
+    return got.ops_per_s * got.time_s / got.energy_j
 
 
 def lookup_queries_per_joule(chip: Chip, batch: int, dtype: DType) -> float:

@@ -180,10 +180,26 @@ def _llm_serving(point: Point) -> Prediction:
     return Prediction(float(values[point.metric]), "serving", detail)
 
 
+def _gemm(point: Point) -> Prediction:
+    """A lone GEMM with its operands where the benchmark kept them (scenarios/gemm.py)."""
+    import xpusim
+    from xpusim.scenarios.gemm import gemm
+
+    if point.metric != "ops_per_s":
+        raise Unexpressible("a ratio of two chips' perf/W on the paper's power basis: "
+                            "docs/chips/mtia-v1.md compares them")  # fmt: skip
+    m, k, n = (int(point.get(d)) for d in "mkn")
+    operands = point.get("operands", "on-chip")
+    got = gemm(xpusim.chip(point.chip), m, k, n, point.get("precision"), operands)
+    return Prediction(got.ops_per_s, got.bottleneck, f"{m}x{k}x{n} {point.get('precision')}, "
+                                                     f"operands {operands}")  # fmt: skip
+
+
 ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
     "llm-serving": _llm_serving,
     "llm-inference": _llm_inference,
     "llm-training": _llm_training,
+    "gemm": _gemm,
 }
 """Workload kind -> adapter. Other scenarios register theirs here as they land."""
 

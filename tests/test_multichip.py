@@ -192,6 +192,22 @@ def test_a_run_of_layers_spreads_over_the_stages_that_hold_them():
     assert stage_spread(10**9, 8, 0, 10**9).sum() == 10**9  # no loop over layers
 
 
+def test_one_chip_holds_the_configs_parameter_count():
+    """Per-chip weights count what the config counts, for every built-in transformer: the
+    biases, a state-space mixer, an encoder-decoder's encoder and cross-attention (Mamba
+    was once charged 1.6-1.9x its parameters and T5 without its encoder)."""
+    from xpusim.compiler.partition import weights_per_chip_bytes
+    from xpusim.workloads.transformer_config import TransformerConfig
+    from xpusim.workloads.zoo import load_model, model_ids
+
+    configs = [c for c in map(load_model, model_ids()) if isinstance(c, TransformerConfig)]
+    assert len(configs) > 60
+    for cfg in configs:
+        assert sum(weights_per_chip_bytes(cfg, Plan(), 1.0)) == cfg.param_count, cfg.name
+        if not cfg.ssm:  # tensor parallelism splits what it splits, never adds
+            assert sum(weights_per_chip_bytes(cfg, Plan(tp=2), 1.0)) < cfg.param_count
+
+
 def test_memory_per_chip_falls_with_tp_and_pp():
     def per_chip(**plan):
         r = xpusim.simulate("llama-2-70b", "h100-sxm", precision="fp16", chips=8, **plan)

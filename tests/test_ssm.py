@@ -124,17 +124,28 @@ def test_an_imported_mamba_scans_as_one_op_per_layer():
 
 
 def test_the_scans_substitution_computes_what_transformers_computes():
-    """On real tensors the fused op runs transformers' own scan: the same logits."""
+    """On real tensors the fused op runs transformers' own scan: the same logits, through
+    the custom op once per layer."""
+    from unittest import mock
+
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from xpusim.workloads.torch_kernels import substituted
+    from xpusim.workloads import torch_kernels
 
     fields = {k: v for k, v in MAMBA.items() if k != "model_type"}
     torch.manual_seed(0)
     module = transformers.MambaForCausalLM(transformers.MambaConfig(**fields)).eval()
     ids = torch.randint(0, 1000, (2, 12))
+    scan, calls = torch_kernels._original_scan(), []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return scan(*args, **kwargs)
+
     with torch.no_grad():
         plain = module(ids, use_cache=False).logits
-        with substituted():
+        with mock.patch.object(torch_kernels, "_original_scan", lambda: counted), \
+                torch_kernels.substituted():  # fmt: skip
             fused = module(ids, use_cache=False).logits
+    assert len(calls) == fields["num_hidden_layers"]
     assert torch.equal(plain, fused)

@@ -387,29 +387,13 @@ def stage_graphs(rank: Graph, num_layers: int, pp: int) -> list[Graph]:
     return graphs
 
 
-def model_weight_bytes(cfg: TransformerConfig, weight: Format, act: DType) -> float:
-    """Bytes of one copy of the model's weights, each part in its format (weight_parts)."""
-    parts = weight_parts(weight, act)
-    head = 0 if cfg.encoder else cfg.lm_head_params  # an encoder's pooler is a linear layer
-    return (cfg.param_count * parts.body.itemsize
-            + cfg.embedding_params * (parts.table.itemsize - parts.body.itemsize)
-            + head * (parts.head.itemsize - parts.body.itemsize))  # fmt: skip
-
-
-@lru_cache(maxsize=1024)
-def weights_per_chip_bytes(
-    cfg: TransformerConfig, plan: Plan, itemsize: float, table_itemsize: float | None = None,
-    head_itemsize: float | None = None,
-) -> tuple[float, ...]:
-    """Weight bytes one chip of each pipeline stage holds (all experts, not only active ones).
-
-    The embedding table and the LM head take their own widths where they are stored apart
-    from the linear layers (ir/dtypes.weight_parts: a grouped int4 layout keeps them 16-bit);
-    by default every weight is `itemsize` wide. An encoder's pooler, counted where a
-    decoder's LM head is, is a linear layer like the rest.
-    """
-    table_itemsize = itemsize if table_itemsize is None else table_itemsize
-    head_itemsize = itemsize if head_itemsize is None or cfg.encoder else head_itemsize
+def _split_params(cfg: TransformerConfig, plan: Plan) -> tuple[float, float]:
+    """(dense layer, expert layer) parameters that tensor and expert parallelism split, as
+    one rank of `plan` holds them: attention heads' projections, the MLP or the rank's
+    experts and the shared experts. A state-space mixer is not split (its tensor
+    parallelism is refused)."""
+    if cfg.ssm:
+        return 0.0, 0.0
     h_rank, kv_rank = (
         _ceil_div(cfg.num_heads, plan.tp),
         max(1, _ceil_div(cfg.num_kv_heads, plan.tp)),
@@ -423,14 +407,46 @@ def weights_per_chip_bytes(
         attn += cfg.sink_params * h_rank / cfg.num_heads
     experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
     shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
-    layer = attn + experts + shared + cfg.router_params + cfg.norm_params_per_layer
-    dense = attn + cfg.dense_mlp_params / plan.tp + cfg.norm_params_per_layer
+    return attn + cfg.dense_mlp_params / plan.tp, attn + experts + shared
+
+
+@lru_cache(maxsize=1024)
+def weights_per_chip_bytes(
+    cfg: TransformerConfig, plan: Plan, itemsize: float, table_itemsize: float | None = None,
+    head_itemsize: float | None = None,
+) -> tuple[float, ...]:
+    """Weight bytes one chip of each pipeline stage holds (all experts, not only active ones).
+
+    Layers count what the config counts (layer_params, dense_layer_params): the parts that
+    tensor and expert parallelism split as one rank holds them (_split_params), the rest
+    (norms, routers, biases, a state-space mixer, a decoder's cross-attention) whole on every
+    rank, so one chip of a one-chip plan holds param_count. An encoder-decoder's encoder
+    sits on the first stage. The embedding table and the LM head take their own widths
+    where they are stored apart from the linear layers (ir/dtypes.weight_parts: a grouped
+    int4 layout keeps them 16-bit); by default every weight is `itemsize` wide. An
+    encoder's pooler, counted where a decoder's LM head is, is a linear layer like the rest.
+    """
+    table_itemsize = itemsize if table_itemsize is None else table_itemsize
+    head_itemsize = itemsize if head_itemsize is None or cfg.encoder else head_itemsize
+    split, whole = _split_params(cfg, plan), _split_params(cfg, Plan())
+    dense = cfg.dense_layer_params - whole[0] + split[0]
+    layer = cfg.layer_params - whole[1] + split[1]
     per_stage, start = [], 0
     for n in layers_per_stage(cfg.num_layers, plan.pp):  # an MoE model's dense layers first
         dense_here = max(0, min(start + n, cfg.dense_layers) - start)
         per_stage.append(dense * dense_here + layer * (n - dense_here))
         start += n
+    per_stage[0] += cfg.encoder_params - cfg.encoder_layers * (whole[0] - split[0])
     per_stage = [params * itemsize for params in per_stage]
     per_stage[0] += cfg.embedding_params / plan.tp * table_itemsize
     per_stage[-1] += cfg.lm_head_params / plan.tp * head_itemsize + cfg.final_norm_params * itemsize
     return tuple(per_stage)
+
+
+def weight_bytes(
+    cfg: TransformerConfig, plan: Plan, weight: Format, act: DType
+) -> tuple[float, ...]:
+    """weights_per_chip_bytes with each part in its format (ir/dtypes.weight_parts)."""
+    parts = weight_parts(weight, act)
+    return weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
+                                  parts.head.itemsize)  # fmt: skip

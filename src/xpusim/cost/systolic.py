@@ -78,14 +78,6 @@ def gemm_cycles(array: SystolicArray, m, k, n):
     return cycles(m, k, n, array.rows, array.cols, array.count, array.mode)
 
 
-def gemm_folds(array: SystolicArray, m, k, n):
-    """Folds of an M x K by K x N product: tiles of the stationary operand."""
-    r, c = array.rows, array.cols
-    if array.dataflow is Dataflow.WEIGHT_STATIONARY:
-        return np.ceil(np.divide(k, r)) * np.ceil(np.divide(n, c))
-    return np.ceil(np.divide(m, r)) * np.ceil(np.divide(n, c))
-
-
 def utilization(array: SystolicArray, m, k, n):
     """Multiply-accumulates done over what the arrays could do in those cycles."""
     cells = array.rows * array.cols * array.count

@@ -130,10 +130,13 @@ def weight_layouts() -> dict[str, Grouped]:
     return found
 
 
-def parse_weight_format(name: str) -> Format:
-    """A weight format by name: a grouped integer layout, else a plain format."""
+def parse_weight_format(name: str | Format) -> Format:
+    """A weight format by name (or one already parsed): a checkpoint layout, else a plain
+    format."""
     from xpusim.errors import UserError, closest
 
+    if isinstance(name, DType | Grouped):
+        return name
     grouped = weight_layouts().get(name.lower())
     if grouped is not None:
         return grouped

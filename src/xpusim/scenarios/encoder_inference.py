@@ -12,7 +12,7 @@ from __future__ import annotations
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.graph_inference import GraphInferenceResult, one_chip, one_pass
 from xpusim.workloads.imported import ImportedModel
@@ -27,7 +27,7 @@ def simulate(
     batch: int = 1,
     prompt: int = 128,
     precision: str | DType | None = None,
-    weight_precision: str | DType | None = None,
+    weight_precision: str | Format | None = None,
     chips: int | None = None,
 ) -> GraphInferenceResult:
     """One forward pass of `batch` sequences of `prompt` tokens."""

@@ -34,8 +34,7 @@ def resolve_formats(
         notes = [
             f"precision not given: used {act.value}, the first of bf16/fp16/int8 {chip.id} has"
         ]
-    weight = (parse_weight_format(str(getattr(weight_precision, "value", weight_precision)))
-              if weight_precision else act)  # fmt: skip
+    weight = parse_weight_format(weight_precision) if weight_precision else act
     if weight.element.bits > act.bits:
         raise UserError(
             f"weight precision {weight.value} is wider than precision {act.value}; "

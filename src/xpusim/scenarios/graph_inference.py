@@ -79,7 +79,7 @@ def simulate(
     chip: Chip | System,
     *,
     precision: str | DType | None = None,
-    weight_precision: str | DType | None = None,
+    weight_precision: str | Format | None = None,
     chips: int | None = None,
 ) -> GraphInferenceResult:
     """One pass at the traced shapes; precision defaults to the chip's bf16/fp16/int8."""

@@ -21,14 +21,14 @@ from xpusim.compiler.memory_plan import (
     Footprint,
     min_chips,
 )
-from xpusim.compiler.partition import Plan, check_plan, model_weight_bytes
+from xpusim.compiler.partition import Plan, check_plan, weight_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
-from xpusim.ir.dtypes import DType, weight_parts
+from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.memo import ByIdentity
 from xpusim.result import Result
 from xpusim.scenarios.decoding import (
@@ -138,7 +138,7 @@ def simulate(
     prompt: int = 128,
     gen: int = 128,
     precision: str | DType | None = None,
-    weight_precision: str | DType | None = None,
+    weight_precision: str | Format | None = None,
     attention_precision: str | DType | None = None,
     kv_precision: str | DType | None = None,
     chips: int | None = None,
@@ -385,7 +385,8 @@ def _result(
     itemsize = req.kv_format.itemsize
     kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
                                 + req.width * cfg.state_bytes_per_sequence(itemsize))
-    single_copy = Footprint(model_weight_bytes(cfg, req.weight, req.act), kv_bytes, activations)
+    single_copy = Footprint(sum(weight_bytes(cfg, Plan(), req.weight, req.act)), kv_bytes,
+                            activations)  # fmt: skip
     replicas = plan.tp * plan.ep * plan.dp
     draft = setup.draft(plan)
     drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)

@@ -14,9 +14,9 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters, place
-from xpusim.compiler.partition import Plan, layers_per_stage, weights_per_chip_bytes
+from xpusim.compiler.partition import Plan, layers_per_stage, weight_bytes
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import DType, Format, weight_parts
+from xpusim.ir.dtypes import DType, Format
 from xpusim.memo import ByIdentity
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
@@ -307,9 +307,7 @@ def stage_memory(
 ) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
     cache's format `kv`."""
-    parts = weight_parts(weight, act)
-    return StageMemory(weights_per_chip_bytes(cfg, plan, parts.body.itemsize,
-                                              parts.table.itemsize, parts.head.itemsize),
+    return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
                        cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
                        cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip

@@ -110,7 +110,7 @@ def simulate(
     *,
     batch: int = 1,
     precision: str | DType | None = None,
-    weight_precision: str | DType | None = None,
+    weight_precision: str | Format | None = None,
     sla_ms: float | None = None,
     chips: int | None = None,
     sharding: str = "auto",

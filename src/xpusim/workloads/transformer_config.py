@@ -289,20 +289,24 @@ class TransformerConfig:
     def final_norm_params(self) -> int:
         return self.hidden_size * (2 if self.norm == "layernorm" else 1)
 
+    @property
+    def encoder_params(self) -> int:
+        """An encoder-decoder's encoder: its layers, final norm and position bias, and the
+        decoder's position bias (0 for every other model)."""
+        if not self.is_encoder_decoder:
+            return 0
+        return (self.encoder_layers * self.encoder_layer_params + self.final_norm_params
+                + 2 * self.relative_buckets * self.num_heads)  # fmt: skip
+
     @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
-        encoder = 0
-        if self.is_encoder_decoder:  # its layers, final norm and position bias, and the
-            # decoder's position bias
-            encoder = (self.encoder_layers * self.encoder_layer_params + self.final_norm_params
-                       + 2 * self.relative_buckets * self.num_heads)  # fmt: skip
         return (
             (self.num_layers - self.dense_layers) * self.layer_params
             + self.dense_layers * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
-            + encoder
+            + self.encoder_params
         )
 
     @property

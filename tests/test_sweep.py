@@ -273,3 +273,41 @@ def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
     assert again.rows[0]["y"] is None and again.rows[2]["y"] is True
     assert again.rows[1].get("error") == "no bf16" and again.rows[1].get("nope", 7) == 7
+
+
+def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
+    """A SIGINT that arrives while a chunk's rows are written is raised once they are all
+    on disk: the rows the store counts are the rows the file holds (once, a SIGTERM landing
+    mid-write left 575 rows in the file and 768 counted)."""
+    import signal
+
+    from xpusim.explore import store as stores
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_):
+        raise Stop
+
+    path = tmp_path / "results.csv"
+    keys = [f"p{i}" for i in range(50)]
+    store = stores.ResultStore(path, dict.fromkeys(keys, "h"))
+    store.add([{"key": keys[0], "spec_hash": "h", "x": 0.0}])  # columns known: appends next
+    cells, written = store._cells, []
+
+    def cells_then_signal(row):
+        written.append(row)
+        if len(written) == 10:  # the middle of the second chunk's rows
+            signal.raise_signal(signal.SIGINT)
+        return cells(row)
+
+    monkeypatch.setattr(store, "_cells", cells_then_signal)
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        with pytest.raises(Stop):
+            store.add([{"key": k, "spec_hash": "h", "x": 1.0} for k in keys[1:]])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with path.open() as f:
+        kept = len(list(csv.reader(f))) - 1
+    assert kept == len(store.rows) == 50

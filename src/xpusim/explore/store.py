@@ -148,7 +148,11 @@ class ResultStore:
             self._flush()
 
     def _flush(self) -> None:
-        new, self._pending = self._pending, []
+        with _uninterrupted():  # a chunk is on disk and in `rows` whole, or not at all
+            new, self._pending = self._pending, []
+            self._store(new)
+
+    def _store(self, new: list[Row]) -> None:
         results_first = sorted(new, key=lambda row: "error" in row)
         known = self._index
         missing = [k for row in results_first for k in row if k not in known]
@@ -245,3 +249,27 @@ def as_stored(row: Row) -> Row:
         if isinstance(value, str):
             row[key] = from_text(value)
     return row
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done. Python raises a signal's exception
+    between any two bytecodes, so one that arrived while a chunk was being written left part
+    of it in the file and all of it counted (a SIGTERM test: 768 rows reported, 575 kept).
+    Blocked here, the signal is delivered as the block ends. Only the main thread can block
+    them (signal.pthread_sigmask, POSIX); elsewhere the block runs as it is."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
+        yield
+        return
+    signals = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+

@@ -234,7 +234,8 @@ def _simulate(
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what finished
             store.close()
             # the store's count, not this loop's: a signal that arrives while a chunk is
-            # written is raised once the write returns, before the loop counts the chunk
+            # written is raised once the write returns (store._uninterrupted), before the
+            # loop counts the chunk
             raise Interrupted(f"{len(store.rows)} of {len(points)} points kept in "
                               f"{store.path}; the same command resumes") from None  # fmt: skip
         finally:

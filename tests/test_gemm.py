@@ -36,3 +36,65 @@ def test_bad_setups_are_refused_by_name():
         gemm(xpusim.chip("groq-lpu"), 64, 64, 64, "bf16")
     with pytest.raises(UserError, match="no DRAM"):
         gemm(xpusim.chip("groq-lpu"), 64, 64, 64, "int8", "dram")
+
+
+def _dram_bytes_and_time(chip, m: int, k: int, n: int) -> tuple[float, float]:
+    """The LPDDR5 bytes and the time of an int8 GEMM with every operand there."""
+    from xpusim.compiler.memory_plan import Placement
+    from xpusim.cost.op_table import op_table
+    from xpusim.cost.roofline import HardwareArrays, evaluate
+    from xpusim.ir.dtypes import DType
+    from xpusim.ir.graph import Graph
+    from xpusim.ir.op import Op, OpKind
+    from xpusim.ir.tensor import ROLES, Role, Tensor
+
+    i8 = DType.INT8
+    op = Op(OpKind.MATMUL, "gemm", (Tensor("a", (m, k), i8), Tensor("b", (k, n), i8, Role.WEIGHT)),
+            (Tensor("c", (m, n), i8),), (("compute", "int8"),))  # fmt: skip
+    table = op_table(Graph("gemm", [op]))
+    dram = [level.name for level in chip.memory].index("lpddr5")
+    placement = Placement(home=dict.fromkeys(ROLES, dram), onchip_level=None, onchip_bytes=0.0)
+    costs = evaluate(table, HardwareArrays.build(chip, table), placement)
+    return float(costs.level_bytes[dram, 0]), float(costs.time_s[0])
+
+
+def test_mtia_grid_reads_operands_once_per_output_block_by_hand():
+    """ISCA'23 section 4: the 8 x 8 PEs hold a 512 x 512 block of C while K streams by, so
+    a 4096^3 GEMM reads B once for each of 8 row blocks and A once for each of 8 column
+    blocks; LPDDR5 delivers 40% of its 176 GB/s (section 6.1)."""
+    mtia = xpusim.chip("mtia-v1")
+    moved, time_s = _dram_bytes_and_time(mtia, 4096, 4096, 4096)
+    operand = 4096 * 4096  # bytes of A, of B and of C in int8
+    assert moved == pytest.approx(8 * operand + 8 * operand + operand)
+    assert time_s >= moved / (176e9 * 0.40) * (1 - 1e-12)
+    # within one block of rows B is read once; A's 1,024 columns of B are two blocks
+    moved, _ = _dram_bytes_and_time(mtia, 128, 1024, 1024)
+    assert moved == pytest.approx(1024 * 1024 + 2 * 128 * 1024 + 128 * 1024)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 8192), st.integers(1, 8192), st.integers(1, 8192),
+       st.sampled_from([64.0, 128.0, 256.0]))  # fmt: skip
+def test_a_larger_output_block_never_reads_more_or_runs_longer(m, k, n, smaller):
+    """Re-reads only shrink as the grid holds more of C; without a block, operands once."""
+    from xpusim.hardware.whatif import apply
+
+    mtia = xpusim.chip("mtia-v1")
+    small = apply(mtia, (("matrix_unit.output_block_rows", smaller),
+                         ("matrix_unit.output_block_cols", smaller)))  # fmt: skip
+    (big_bytes, big_s), (small_bytes, small_s) = (
+        _dram_bytes_and_time(chip, m, k, n) for chip in (mtia, small))
+    assert big_bytes <= small_bytes * (1 + 1e-12) and big_s <= small_s * (1 + 1e-12)
+    assert big_bytes >= m * k + k * n + m * n
+
+
+def test_a_level_measured_apart_keeps_its_efficiency_unless_a_what_if_sets_all():
+    from xpusim.cost.roofline import level_efficiencies
+    from xpusim.hardware.whatif import apply
+
+    mtia = xpusim.chip("mtia-v1")
+    names = [level.name for level in mtia.memory]
+    measured = dict(zip(names, level_efficiencies(mtia, 0.95), strict=True))
+    assert measured == {"pe-local": 0.95, "sram": 0.66, "lpddr5": 0.40}
+    every = apply(mtia, (("efficiency.memory", 0.5),))
+    assert level_efficiencies(every, 0.5) == [0.5, 0.5, 0.5]

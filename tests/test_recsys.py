@@ -167,7 +167,7 @@ def test_lookups_overlap_dense_work_only_on_a_sparse_core():
 
 def test_random_access_efficiency_is_a_what_if():
     chip = load_chip("mtia-v1")
-    slower = override(chip, "memory.dram.random_access_efficiency", 0.3)  # unset: a default
+    slower = override(chip, "memory.dram.random_access_efficiency", 0.075)  # half the 0.15
     base, what_if = (
         api.simulate("dlrm-v2", c, batch=1024, precision="fp16") for c in (chip, slower)
     )
@@ -269,3 +269,17 @@ def test_table_wise_sharding_balances_bytes():
     assert sum(float(s.table_bytes.sum()) for s in shards) == pytest.approx(bags.table_bytes.sum())
     rows = shard_tables(bags, 4, "row")
     assert float(rows[0].lookups.sum()) == pytest.approx(float(bags.lookups.sum()) / 4)
+
+
+def test_gathers_run_at_the_measured_share_else_the_levels_streaming_efficiency():
+    """The MTIA paper measured its TBE kernels at 10-20% of LPDDR5 (0.15) and FBGEMM's on
+    its A100s at about 60% of HBM; a level with no random-access figure gathers at what
+    streaming reaches there (MTIA's SRAM: 66%, its Fig. 13)."""
+    from xpusim.cost.embedding import random_read_rate
+
+    mtia, a100 = xpusim.chip("mtia-v1"), xpusim.chip("a100-sxm-80gb")
+    by_name = dict(zip([m.name for m in mtia.memory], random_read_rate(mtia), strict=True))
+    assert by_name["lpddr5"] == pytest.approx(176e9 * 0.15)
+    assert by_name["sram"] == pytest.approx(800e9 * 0.66)
+    hbm = [m.name for m in a100.memory].index("hbm2e")
+    assert random_read_rate(a100)[hbm] == pytest.approx(2.039e12 * 0.60)

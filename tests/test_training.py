@@ -44,7 +44,11 @@ def test_mtia_v1_says_where_it_falls_short_for_a_7b_model():
     assert any(line.startswith("compute:") and "51.2 TFLOPS" in line for line in r.limits)
     four = train(chip="mtia-v1", chips=4, batch=8, prompt=2048, zero=3)
     assert four.fits
-    assert any("interconnect" in line and "PCIe" in line for line in four.limits)
+    # no chip-to-chip fabric: tensor parallelism runs over the host link (PCIe), which the
+    # step pays for; at LPDDR5's measured 40% the memory-bound compute still takes most of it
+    assert four.time_breakdown_s["tensor_parallel_comm"] > 0
+    assert {c["level"] for c in four.collectives if c["group"] == "tp"} == {"host"}
+    assert any(line.startswith("compute:") and "bound by memory" in line for line in four.limits)
 
 
 def test_adam_state_is_16_bytes_per_parameter_and_zero_shards_it(llama7b):

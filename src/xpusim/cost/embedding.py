@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from xpusim.cost.roofline import Bottleneck, bottleneck_of, power_limit_s
+from xpusim.cost.roofline import Bottleneck, bottleneck_of, level_efficiencies, power_limit_s
 from xpusim.hardware.spec import Chip, MemoryKind
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
@@ -180,12 +180,13 @@ def granularity(chip: Chip) -> np.ndarray:
 
 
 def random_read_rate(chip: Chip) -> np.ndarray:
-    """Achievable bytes/s of random row reads at each level, (L,)."""
-    streaming = chip.efficiency.memory.value
+    """Achievable bytes/s of random row reads at each level, (L,): its random-access
+    efficiency where the chip has one, else what streaming reaches there."""
+    streaming = level_efficiencies(chip, chip.efficiency.memory.value)
     return np.array([
         m.bandwidth_bytes_per_s.value
-        * (m.random_access_efficiency.value if m.random_access_efficiency else streaming)
-        for m in chip.memory
+        * (m.random_access_efficiency.value if m.random_access_efficiency else e)
+        for m, e in zip(chip.memory, streaming, strict=True)
     ])  # fmt: skip
 
 
@@ -198,10 +199,9 @@ def evaluate_bags(
     random_bytes = (placement.served * bags.lookups * whole_bursts).sum(axis=-1)
     io_bytes = np.zeros(len(chip.memory))
     io_bytes[io_level] = bags.io_bytes
-    bandwidth = np.array([m.bandwidth_bytes_per_s.value for m in chip.memory])
-    level_s = random_bytes / random_read_rate(chip) + io_bytes / (
-        bandwidth * chip.efficiency.memory.value
-    )
+    streaming = np.array([m.bandwidth_bytes_per_s.value for m in chip.memory]) * np.array(
+        level_efficiencies(chip, chip.efficiency.memory.value))
+    level_s = random_bytes / random_read_rate(chip) + io_bytes / streaming
     level_bytes = random_bytes + io_bytes
     pool_flops = float(bags.pool_flops.sum())
     sparse = chip.sparse_core

@@ -82,9 +82,10 @@ class HardwareArrays:
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
-    # the matrix unit: rows, cols, units and how a GEMM maps onto it (cost/systolic.MODES;
-    # 0: tiles padded only)
-    unit: tuple[float | np.ndarray, float | np.ndarray, float | np.ndarray, float | np.ndarray]
+    # the matrix unit: rows, cols, units, how a GEMM maps onto it (cost/systolic.MODES;
+    # 0: tiles padded only), and the output block a pass of a PE grid holds (rows, cols;
+    # inf: operands read once)
+    unit: tuple[float | np.ndarray, ...]
 
     @classmethod
     def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
@@ -139,7 +140,7 @@ class HardwareArrays:
             overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
             tdp_w=per_chip([a.tdp_w for a in arrays]),
-            unit=tuple(per_chip([a.unit[i] for a in arrays]) for i in range(4)),
+            unit=tuple(per_chip([a.unit[i] for a in arrays]) for i in range(len(UNIT_FIELDS))),
         )
 
     @classmethod
@@ -177,12 +178,14 @@ class HardwareArrays:
         )  # fmt: skip
         budget = chip.compute_power_budget_w
         levels = chip.memory
+        level_eff = level_efficiencies(chip, memory_eff)
         return cls(
             matrix_rate=peaks * efficiency,
             e_matrix_j=budget / peaks,
             vector_rate=chip.vector_ops_per_s.value * chip.efficiency.vector.value,
             e_vector_j=budget / chip.vector_ops_per_s.value,
-            level_rate=np.array([[m.bandwidth_bytes_per_s.value * memory_eff] for m in levels]),
+            level_rate=np.array([[m.bandwidth_bytes_per_s.value * e]
+                                 for m, e in zip(levels, level_eff, strict=True)]),
             e_byte_j=np.array([[m.energy_pj_per_byte.value * 1e-12] for m in levels]),
             overhead_s=chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
             overlap_p=np.where(is_matmul, p, np.inf),
@@ -194,13 +197,28 @@ class HardwareArrays:
 
 _BUILT: ByIdentity[HardwareArrays] = ByIdentity()
 
-def _unit(chip: Chip) -> tuple[float, float, float, float]:
-    """The matrix unit's rows, cols, count and systolic mode (cost/systolic.MODES; 0: none)."""
+UNIT_FIELDS = ("rows", "cols", "count", "mode", "block_rows", "block_cols")
+
+
+def _unit(chip: Chip) -> tuple[float, ...]:
+    """The matrix unit's UNIT_FIELDS: rows, cols, count, systolic mode (cost/systolic.MODES;
+    0: none) and a PE grid's output block (inf where operands are read once)."""
     unit = chip.matrix_unit
     mode = systolic.MODES[unit.dataflow.value] if unit.dataflow else 0
     if mode == 1 and unit.double_buffered and unit.double_buffered.value:
         mode = 2
-    return unit.rows.value, unit.cols.value, unit.count.value, float(mode)
+    block = (unit.output_block_rows, unit.output_block_cols)
+    return (unit.rows.value, unit.cols.value, unit.count.value, float(mode),
+            *(b.value if b else np.inf for b in block))  # fmt: skip
+
+
+def level_efficiencies(chip: Chip, default: float) -> list[float]:
+    """The achievable fraction of each memory level's bandwidth: the level's own measured
+    figure where the chip has one, else `default` (the chip's memory efficiency or its
+    calibration's). A what-if of the chip-wide figure sets every level."""
+    if _what_if(chip.efficiency.memory):
+        return [default] * len(chip.memory)
+    return [m.efficiency.value if m.efficiency else default for m in chip.memory]
 
 
 def _what_if(figure: Figure | None) -> bool:
@@ -276,17 +294,54 @@ def largest_activations(table: OpTable) -> np.ndarray:
     return table.activation_bytes.reshape(-1, len(table)).max(axis=0)
 
 
-def level_bytes(table: OpTable, placement: Placement | np.ndarray, n_levels: int) -> np.ndarray:
+def level_bytes(
+    table: OpTable, placement: Placement | np.ndarray, n_levels: int,
+    role_bytes: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """Bytes each op moves at each memory level: (..., L, n). `placement` may be one
-    placement or a one-hot from placement_onehot, shaped to broadcast with the table."""
+    placement or a one-hot from placement_onehot, shaped to broadcast with the table;
+    `role_bytes` replaces the table's (a PE grid's re-reads added)."""
     if isinstance(placement, Placement):
         placement = placement_onehot(largest_activations(table), [placement], n_levels)[0]
+    moved = table.role_bytes if role_bytes is None else role_bytes
     # role by role, in ROLES order: the sum numpy's would be over three terms, without the
     # (..., L, roles, n) product a sweep's many configurations x steps would make
-    by_level = table.role_bytes[..., None, 0, :] * placement[..., 0, :]
+    by_level = moved[..., None, 0, :] * placement[..., 0, :]
     for role in range(1, len(ROLES)):
-        by_level = by_level + table.role_bytes[..., None, role, :] * placement[..., role, :]
+        by_level = by_level + moved[..., None, role, :] * placement[..., role, :]
     return by_level
+
+
+def operand_rereads(table: OpTable, block_rows: Any, block_cols: Any) -> np.ndarray | None:
+    """The table's bytes by role with the re-reads of a PE grid that computes each GEMM in
+    output blocks of block_rows x block_cols (MTIA v1: 8 x 8 PEs of 64 x 64 accumulators,
+    A's rows multicast along a grid row, B's columns down a grid column): the weight B
+    (K x N) is read once per block of M's rows, the input A (M x K) once per block of N's
+    columns; None where every block is infinite (operands read once).
+
+    A is the share K / (K + N) of the op's activation bytes (A and C, M x K and M x N
+    elements of one format). M is the matmul's rows over all its batch dimensions, so a
+    batched weight (grouped experts) is charged as one weight seen by every row.
+    """
+    if np.all(np.isinf(block_rows)) and np.all(np.isinf(block_cols)):
+        return None
+    k, n = table.weight_tile_kn
+    has_weight = k > 0
+    k, n = np.where(has_weight, k, 1.0), np.where(has_weight, n, 1.0)
+    m = np.maximum(table.matrix_flops / (2 * k * n), 1.0)
+    moved = table.role_bytes
+    w, a = ROLES.index(Role.WEIGHT), ROLES.index(Role.ACTIVATION)
+    def passes(length: np.ndarray, block: Any) -> np.ndarray:  # at least one: a block of inf
+        return np.maximum(np.ceil(length / block), 1.0)  # (stacked beside a grid) gives 0
+
+    again = {
+        w: np.where(has_weight, passes(m, block_rows) - 1, 0.0),
+        a: np.where(has_weight, (passes(n, block_cols) - 1) * k / (k + n), 0.0),
+    }
+    return np.stack(np.broadcast_arrays(*(
+        moved[..., r, :] * (1.0 + again[r]) if r in again else moved[..., r, :]
+        for r in range(len(ROLES))
+    )), axis=-2)  # fmt: skip
 
 
 def work_factors(
@@ -318,10 +373,11 @@ def evaluate(
 ) -> OpCosts:
     """Per-op costs; with stacked hardware (HardwareArrays.stack) and a stacked one-hot
     placement, of many configurations at once on a leading axis."""
-    time_factor, energy_factor = work_factors(table, *hw.unit)
+    time_factor, energy_factor = work_factors(table, *hw.unit[:4])
     compute_s = table.matrix_flops * time_factor / hw.matrix_rate + (
         table.vector_flops / hw.vector_rate)
-    by_level = level_bytes(table, placement, hw.level_rate.shape[-2])
+    by_level = level_bytes(table, placement, hw.level_rate.shape[-2],
+                           operand_rereads(table, *hw.unit[4:]))  # fmt: skip
     memory_s = (by_level / hw.level_rate).max(axis=-2)
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
     comm_s = np.broadcast_to(comm_s, compute_s.shape)

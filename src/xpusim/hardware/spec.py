@@ -130,6 +130,10 @@ class MemoryLevel(_Strict):
     # defaults, and why, are in cost/embedding.py.
     access_granularity_bytes: PositiveFigure | None = None
     random_access_efficiency: Fraction | None = None
+    # The fraction of this level's bandwidth that streaming kernels reach, where it was
+    # measured apart from the chip's other levels (MTIA v1's operators reach about 40% of
+    # LPDDR5 and two thirds of SRAM bandwidth); absent: the chip's efficiency.memory.
+    efficiency: Fraction | None = None
 
 
 class SparseCore(_Strict):
@@ -164,6 +168,12 @@ class MatrixUnit(_Strict):
     cols: PositiveFigure
     dataflow: DataflowFigure | None = None
     double_buffered: Flag | None = None  # weight-stationary: the next tile loads meanwhile
+    # A grid of processing elements (MTIA v1) computes a GEMM in passes, each an output block
+    # of output_block_rows x output_block_cols held in the PEs' accumulators while all of K
+    # streams past: B is read again for every further block of rows and A for every further
+    # block of columns (cost/roofline.py operand_rereads). Absent: operands read once.
+    output_block_rows: PositiveFigure | None = None
+    output_block_cols: PositiveFigure | None = None
     # True when the unit cannot read an operand transposed, so the transposed operands of
     # backpropagation (W^T in dX = dY W^T, X^T in dW = X^T dY) are copied by a separate op
     # first (compiler/transpose.py). Absent: it reads either layout at no cost, as GPU

@@ -62,7 +62,42 @@ def test_batch_norms_fold_into_convolutions():
     graph = fuse(torch_models.resnet50().graph)
     assert not [op for op in graph if op.attr("norm") == "batch"]
     convs = [op for op in graph if op.kind is OpKind.CONV]
-    assert len(convs) == 53 and all(len(op.inputs) == 3 for op in convs)  # with a bias now
+    assert len(convs) == 53 and all(op.inputs[2].name.endswith("folded_bias") for op in convs)
+
+
+def test_relus_and_residual_sums_run_in_the_convolutions_epilogues():
+    unfused = torch_models.resnet50().graph
+    graph = fuse(unfused)
+    # left apart: the stem's ReLU with its max pool (a pool changes the shape), the average pool
+    assert [op.kind for op in graph].count(OpKind.ELEMENTWISE) == 2
+    with_shortcut = [op for op in graph if op.kind is OpKind.CONV and len(op.inputs) == 4]
+    assert len(with_shortcut) == 16  # each block's last convolution adds its shortcut
+    # every FLOP but the folded batch norms' is still counted; each fused output is written
+    # once instead of written, read back and written again
+    folded = sum(op.vector_flops for op in unfused if op.attr("norm") == "batch")
+    assert graph.flops == pytest.approx(unfused.flops - folded, rel=1e-12)
+    assert graph.bytes < fuse_without_epilogues_bytes(unfused)
+
+
+def fuse_without_epilogues_bytes(graph) -> float:
+    """The bytes of the batch-norm-folded graph with every vector op its own kernel."""
+    from xpusim.compiler.fusion import _fold_batch_norms
+
+    return sum(op.bytes for op in _fold_batch_norms(graph.ops))
+
+
+def test_zoo_resnet50_is_the_imported_one():
+    """workloads/cnn.py builds what torch.export gives for the same module, op for op."""
+    imported = torch_models.resnet50()
+    native = xpusim.model("resnet-50").model(imported.batch, DType.FP32)
+    assert native.inputs["images"] == tuple(torch_models.RESNET_INPUT)
+    pairs = ((native.graph, imported.graph), (fuse(native.graph), fuse(imported.graph)))
+    for built, traced in pairs:
+        assert [op.kind for op in built] == [op.kind for op in traced]
+        assert built.matrix_flops == traced.matrix_flops
+        assert built.flops == pytest.approx(traced.flops, rel=1e-12)
+        assert built.bytes == pytest.approx(traced.bytes, rel=1e-12)
+        assert built.tensor_bytes(Role.WEIGHT) == traced.tensor_bytes(Role.WEIGHT)
 
 
 def test_small_llama_matches_zoo_builder_and_flop_counter():

@@ -18,6 +18,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
+from xpusim.workloads.cnn import ResNetConfig
 from xpusim.workloads.dlrm_config import DLRMConfig
 from xpusim.workloads.imported import ImportedModel
 from xpusim.workloads.transformer import StepShape, build_step
@@ -51,6 +52,7 @@ SCENARIOS = (
     Scenario(TransformerConfig, "inference", "encoder_inference", "simulate", encoder=True),
     Scenario(TransformerConfig, "inference", "llm_inference", "simulate", "simulate_many"),
     Scenario(DLRMConfig, "inference", "recsys", "simulate"),
+    Scenario(ResNetConfig, "inference", "cnn_inference", "simulate"),
     Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
     Scenario(TransformerConfig, "training", "training", "simulate_training"),
     Scenario(TransformerConfig, "serving", "serving", "simulate_serving"),
@@ -111,10 +113,13 @@ def graph(
     dtype = DType.parse(str(precision)) if precision is not None else None
     if isinstance(workload, TransformerConfig):
         return build_step(workload, StepShape(batch, prompt, prompt), dtype or DType.BF16)
+    if isinstance(workload, ResNetConfig):
+        workload = workload.model(batch, DType.FP32)
     if isinstance(workload, ImportedModel):
         lowered = recast(workload.graph, dtype) if dtype else workload.graph
         return fuse(lowered) if fused else lowered
-    raise UserError(f"inspect shows transformers and imported models, not a {type(workload)}")
+    raise UserError(f"inspect shows transformers, CNNs and imported models, not a "
+                    f"{type(workload).__name__}")
 
 
 def simulate(

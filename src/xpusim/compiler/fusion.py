@@ -13,8 +13,12 @@ of its results; ops that do not (an independent matmul) run first, as a schedule
 sinks each fusion group to its first consumer would. A group becomes one op: its inputs are
 the tensors it reads but did not make, its outputs the ones it makes that anything after it
 reads (or that nothing reads: the graph's outputs), its FLOPs the sum of its members'.
-Matrix ops keep their own kernels; vector work is not fused into their epilogues, matching
-the builder's kernels.
+Matrix ops keep their own kernels, and vector work is not fused into a matmul's epilogue,
+matching the builder's kernels. A convolution's is: a group of elementwise ops that starts by
+reading a convolution's output, alone reads it and keeps its shape (a ReLU, a residual sum and
+its ReLU) runs in the convolution's epilogue, as TensorRT fuses convolution + ReLU and
+convolution + elementwise sum (its Layer Fusion Catalog) and Ascend's compiler Conv2D + Add +
+ReLU: the convolution's result is never written and read back.
 """
 
 from __future__ import annotations
@@ -44,12 +48,50 @@ def fuse(graph: Graph) -> Graph:
             made.update(t.name for t in op.outputs)
             continue
         if made.intersection(t.name for t in op.inputs):
-            fused.append(_merge([ops[j] for j in group], set(group), readers))
+            _flush(fused, ops, group, readers)
             group, made = [], set()
         fused.append(op)
     if group:
-        fused.append(_merge([ops[j] for j in group], set(group), readers))
+        _flush(fused, ops, group, readers)
     return Graph(graph.name, fused, held=dict(graph.held))
+
+
+def _flush(fused: list[Op], ops: list[Op], group: list[int],
+           readers: dict[str, set[int]]) -> None:  # fmt: skip
+    """Appends the group (positions in `ops`) as one op; where its first ops qualify as the
+    epilogue of the convolution before it, they go into that convolution instead and the
+    rest (a pool that follows them) stays an op of its own."""
+    conv = fused[-1] if fused else None
+    if conv is not None and conv.kind is OpKind.CONV and len(conv.outputs) == 1:
+        for k in range(len(group), 0, -1):
+            head = [ops[j] for j in group[:k]]
+            merged = _merge(head, set(group[:k]), readers)
+            if _is_epilogue(conv.outputs[0], head, merged, set(group[:k]), readers):
+                fused[-1] = _with_epilogue(conv, merged)
+                if k < len(group):
+                    fused.append(_merge([ops[j] for j in group[k:]], set(group[k:]), readers))
+                return
+    fused.append(_merge([ops[j] for j in group], set(group), readers))
+
+
+def _is_epilogue(out: Tensor, head: list[Op], merged: Op, members: set[int],
+                 readers: dict[str, set[int]]) -> bool:  # fmt: skip
+    """Elementwise ops that start from the convolution's output, alone read it and write
+    one tensor of its shape."""
+    return (all(op.kind is OpKind.ELEMENTWISE for op in head)
+            and out.name in {t.name for t in head[0].inputs}
+            and readers[out.name] <= members
+            and len(merged.outputs) == 1 and merged.outputs[0].shape == out.shape)  # fmt: skip
+
+
+def _with_epilogue(conv: Op, merged: Op) -> Op:
+    """The convolution reading the epilogue's other inputs (a shortcut) and writing its output."""
+    out = conv.outputs[0]
+    extra = tuple(t for t in merged.inputs if t.name != out.name)
+    attrs = {**dict(conv.attrs), "epilogue_flops_per_element": merged.vector_flops / out.numel,
+             "source": f"{conv.attr('source', 'conv')}+{merged.attr('source', 'elementwise')}"}
+    return replace(conv, inputs=conv.inputs + extra, outputs=merged.outputs,
+                   attrs=tuple(sorted(attrs.items())))  # fmt: skip
 
 
 def _merge(group: list[Op], members: set[int], readers: dict[str, set[int]]) -> Op:

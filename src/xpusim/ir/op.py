@@ -201,6 +201,12 @@ def _conv_flops(op: Op) -> float:
     return 2.0 * out.numel * math.prod(w.shape[1:])
 
 
+def _conv_epilogue_flops(op: Op) -> float | np.ndarray:
+    """Vector work fused into a convolution's epilogue (compiler/fusion.py): a ReLU, a
+    residual sum; none for a bare convolution."""
+    return _real(op.outputs[0].numel * op.attr("epilogue_flops_per_element", 0))
+
+
 def attention_pairs(
     q_len: Dim, kv_len: Dim, causal: bool, window: int | None = None
 ) -> float | np.ndarray:
@@ -339,7 +345,7 @@ _MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
 }
 _VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
     OpKind.MATMUL: _dequant_flops,
-    OpKind.CONV: _zero,
+    OpKind.CONV: _conv_epilogue_flops,
     OpKind.ATTENTION: _attention_vector_flops,
     OpKind.SCAN: _scan_vector_flops,
     OpKind.EMBEDDING: _embedding_vector_flops,

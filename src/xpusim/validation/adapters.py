@@ -195,7 +195,20 @@ def _gemm(point: Point) -> Prediction:
                                                      f"operands {operands}")  # fmt: skip
 
 
+def _cnn(point: Point) -> Prediction:
+    """Images per second of a zoo CNN at the point's batch: MLPerf Offline's throughput at a
+    large batch (its batch is not published with the result; xpusim's throughput is within
+    8% of its limit from 256 images up), or a stated batch (Groq's batch 1)."""
+    import xpusim
+
+    batch = int(point.get("batch", 256))
+    r = xpusim.simulate(point.get("model"), point.chip, batch=batch,
+                        precision=point.get("precision"))
+    return Prediction(r.throughput, r.bottleneck, f"batch {batch}")
+
+
 ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
+    "cnn-inference": _cnn,
     "llm-serving": _llm_serving,
     "llm-inference": _llm_inference,
     "llm-training": _llm_training,

@@ -13,6 +13,7 @@ from typing import Any
 
 from xpusim.errors import UserError, closest
 from xpusim.files import is_file
+from xpusim.workloads.cnn import resnet_from_json
 from xpusim.workloads.dlrm_config import config_from_json as dlrm_from_json
 from xpusim.workloads.transformer_config import config_from_hf, read_config_json
 
@@ -48,6 +49,7 @@ def hub_names() -> dict[str, str]:
 READERS: dict[str, Callable[[dict, str, str], Any]] = {
     "transformer": config_from_hf,
     "dlrm": dlrm_from_json,
+    "resnet": resnet_from_json,
 }
 
 

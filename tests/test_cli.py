@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -178,3 +179,50 @@ def test_web_without_its_extra_says_how_to_install_it(capsys, monkeypatch):
                         lambda name, *a: None if name == "fastapi" else found(name, *a))
     assert_user_error(capsys, "web", mentions=("pip install 'xpusim[web]'",))
     assert_user_error(capsys, "web", "--port", "70000", mentions=("--port",))
+
+
+def test_compare_of_several_models_ends_with_perf_per_watt_against_the_first_chip(capsys):
+    """The MTIA paper's comparison shape: DLRMs of rising complexity, each chip's work per
+    joule against the first chip's, and the geometric mean; on provisioned power per card."""
+    args = ["compare", "meta-lc1", "meta-hc1", "--chip", "a100-sxm-80gb", "--chip", "mtia-v1",
+            "--precision", "fp16", "--batch", "256", "--json"]  # fmt: skip
+    code, out, err = run_cli(capsys, *args, "--provisioned-w", "mtia-v1=65",
+                             "--provisioned-w", "a100-sxm-80gb=562.5")  # fmt: skip
+    assert code == 0, err
+    found = json.loads(out)
+    assert [(r["model"], r["chip"]) for r in found["results"]] == [
+        ("meta-lc1", "a100-sxm-80gb"), ("meta-lc1", "mtia-v1"),
+        ("meta-hc1", "a100-sxm-80gb"), ("meta-hc1", "mtia-v1")]  # fmt: skip
+    summary = found["perf_per_watt"]
+    assert summary["basis"] == "provisioned power" and summary["relative_to"] == "a100-sxm-80gb"
+    for r in found["results"]:
+        watts = 65 if r["chip"] == "mtia-v1" else 562.5
+        assert summary["per_joule"][r["model"]][r["chip"]] == pytest.approx(
+            r["queries_per_s"] / (watts * r["chips"]))
+    ratios = [summary["relative"][m]["mtia-v1"] for m in ("meta-lc1", "meta-hc1")]
+    assert summary["relative"]["meta-lc1"]["a100-sxm-80gb"] == 1.0
+    assert summary["geometric_mean"]["mtia-v1"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
+    # on the chips' simulated power, the same ratio is each one's queries per joule
+    code, out, _ = run_cli(capsys, *args)
+    summary = json.loads(out)["perf_per_watt"]
+    lc1 = {r["chip"]: r for r in json.loads(out)["results"] if r["model"] == "meta-lc1"}
+    assert summary["basis"] == "simulated power"
+    assert summary["relative"]["meta-lc1"]["mtia-v1"] == pytest.approx(
+        lc1["mtia-v1"]["queries_per_joule"] / lc1["a100-sxm-80gb"]["queries_per_joule"])
+
+
+def test_compare_of_one_model_prints_what_it_always_did(capsys):
+    code, out, _ = run_cli(capsys, "compare", "meta-lc1", "--chip", "mtia-v1", "--json")
+    assert code == 0 and "perf_per_watt" not in json.loads(out)
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("h100-sxm=700", "not one of the --chip given"),
+    ("mtia-v1", "CHIP=WATTS"),
+    ("mtia-v1=-5", "CHIP=WATTS"),
+    ("mtia-v1=nan", "CHIP=WATTS"),
+])  # fmt: skip
+def test_a_bad_provisioned_power_is_one_line(capsys, setting, says):
+    code, out, err = run_cli(capsys, "compare", "meta-lc1", "--chip", "mtia-v1",
+                             "--provisioned-w", setting)  # fmt: skip
+    assert code == 2 and says in err and not out

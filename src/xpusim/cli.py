@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -343,29 +344,65 @@ def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
         _print(f"note: {line}")
 
 
+def _parse_provisioned(ctx: click.Context, param: click.Parameter,
+                       settings: tuple[str, ...]) -> dict[str, float]:  # fmt: skip
+    """CHIP=WATTS, repeatable: a positive, finite power per chip."""
+    found: dict[str, float] = {}
+    for setting in settings:
+        chip, _, watts = setting.partition("=")
+        try:
+            value = float(watts)
+        except ValueError:
+            value = float("nan")
+        if not chip or not math.isfinite(value) or value <= 0:
+            raise click.BadParameter(f"{setting!r}: expected CHIP=WATTS with a positive number "
+                                     "of watts (mtia-v1=65)")  # fmt: skip
+        found[chip] = value
+    return found
+
+
 @cli.command()
-@click.argument("model")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
+@click.option("--provisioned-w", "provisioned", multiple=True, metavar="CHIP=WATTS",
+              callback=_parse_provisioned,
+              help="Performance per watt on provisioned power (a server's power over its "
+                   "accelerators, as the MTIA paper compares) instead of each chip's "
+                   "simulated draw; repeat for each chip.")  # fmt: skip
 @_workload_options
 @_input_shape_option
 @_set_option
-def compare(model: str, chip_ids: tuple[str, ...], mode: str, as_json: bool,
-            input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
-    """The same workload on several chips, side by side, with performance per watt."""
+def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dict[str, float],
+            mode: str, as_json: bool, input_shapes: dict, sets: list,
+            **options: Any) -> None:  # fmt: skip
+    """The same workloads on several chips, side by side, with performance per watt. With
+    several models (or --provisioned-w), a last table gives each chip's performance per watt
+    against the first chip's, per model, and their geometric mean."""
     from xpusim import api
+    from xpusim.errors import UserError
+    from xpusim.report.perf_per_watt import PerfPerWatt
 
+    missing = sorted(set(provisioned) - set(chip_ids))
+    if missing:
+        raise UserError(f"--provisioned-w {missing[0]}: not one of the --chip given "
+                        f"({', '.join(chip_ids)})")  # fmt: skip
     targets = [_what_if(c, sets) for c in chip_ids]
-    results = api.compare(api.model(model, input_shapes), targets, mode=mode,
-                          **_given(options))  # fmt: skip
+    runs = {m: api.compare(api.model(m, input_shapes), targets, mode=mode, **_given(options))
+            for m in dict.fromkeys(models)}  # fmt: skip
+    summary = PerfPerWatt.of(runs, chip_ids, provisioned)
     if as_json:
-        _emit_json({"results": [r.to_dict() for r in results]})
+        found = {"results": [r.to_dict() for results in runs.values() for r in results]}
+        _emit_json(found | ({"perf_per_watt": summary.to_dict()} if summary.shown else {}))
         return
-    _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
-                                  "per watt"))  # fmt: skip
-    for r in results:
-        for line in _notes(r):
-            _print(f"note: {r.chip}: {line}")
+    for results in runs.values():
+        _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
+                                      "per watt"))  # fmt: skip
+        for r in results:
+            for line in _notes(r):
+                _print(f"note: {r.chip}: {line}")
+    if summary.shown:
+        _print(summary.table())
 
 
 @contextlib.contextmanager

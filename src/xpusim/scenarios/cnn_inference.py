@@ -11,7 +11,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.scenarios import graph_inference
-from xpusim.scenarios.graph_inference import GraphInferenceResult
+from xpusim.scenarios.graph_inference import GraphInferenceResult, one_chip
 from xpusim.workloads.cnn import ResNetConfig
 
 
@@ -26,5 +26,6 @@ def simulate(
 ) -> GraphInferenceResult:
     """One forward pass of `batch` images; precision defaults to the chip's bf16/fp16/int8."""
     check_positive(batch=batch)
-    return graph_inference.simulate(model.model(batch, DType.FP32), chip, precision=precision,
-                                    weight_precision=weight_precision, chips=chips)  # fmt: skip
+    spec = one_chip(chip, chips, "a CNN")
+    return graph_inference.simulate(model.model(batch, DType.FP32), spec, precision=precision,
+                                    weight_precision=weight_precision)  # fmt: skip

@@ -13,13 +13,16 @@ A config is data (`zoo/resnet-50.json`): the stages, the stem and the image size
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
 from xpusim.workloads.imported import ImportedModel
-from xpusim.workloads.lowering import BATCHNORM_FLOPS, Lowering, Value
+
+if TYPE_CHECKING:  # the builder's, imported when a graph is built: `xpusim run` on an LLM
+    from xpusim.workloads.lowering import Lowering, Value  # loads only the config
 
 SOURCE = "resnet config"  # the `source` attribute of the ops built here
 
@@ -84,6 +87,8 @@ def resnet_from_json(data: dict, model_id: str, origin: str) -> ResNetConfig:
 
 
 def build_resnet(cfg: ResNetConfig, batch: int, dtype: DType) -> Graph:
+    from xpusim.workloads.lowering import Lowering
+
     net = _Builder(Lowering(cfg.name), batch, dtype)
     x = net.value("images", (3, cfg.image_size, cfg.image_size), Role.ACTIVATION)
     x = net.relu("stem", net.conv_bn("stem.conv", x, cfg.stem_channels, 7, 2))
@@ -115,6 +120,8 @@ class _Builder:
 
     def conv_bn(self, name: str, x: Value, cout: int, kernel: int, stride: int) -> Value:
         """A bias-free convolution padded to keep the grid at stride 1, then a batch norm."""
+        from xpusim.workloads.lowering import BATCHNORM_FLOPS
+
         cin, height, width = x.shape[1:]
         pad = kernel // 2
         size = ((height + 2 * pad - kernel) // stride + 1, (width + 2 * pad - kernel) // stride + 1)

@@ -331,17 +331,20 @@ def operand_rereads(table: OpTable, block_rows: Any, block_cols: Any) -> np.ndar
     m = np.maximum(table.matrix_flops / (2 * k * n), 1.0)
     moved = table.role_bytes
     w, a = ROLES.index(Role.WEIGHT), ROLES.index(Role.ACTIVATION)
-    def passes(length: np.ndarray, block: Any) -> np.ndarray:  # at least one: a block of inf
-        return np.maximum(np.ceil(length / block), 1.0)  # (stacked beside a grid) gives 0
-
     again = {
-        w: np.where(has_weight, passes(m, block_rows) - 1, 0.0),
-        a: np.where(has_weight, (passes(n, block_cols) - 1) * k / (k + n), 0.0),
+        w: np.where(has_weight, _passes(m, block_rows) - 1, 0.0),
+        a: np.where(has_weight, (_passes(n, block_cols) - 1) * k / (k + n), 0.0),
     }
     return np.stack(np.broadcast_arrays(*(
         moved[..., r, :] * (1.0 + again[r]) if r in again else moved[..., r, :]
         for r in range(len(ROLES))
     )), axis=-2)  # fmt: skip
+
+
+def _passes(length: np.ndarray, block: Any) -> np.ndarray:
+    """Blocks of `block` that cover `length`: at least one, also for an infinite block (a
+    chip without a grid stacked beside one), whose ceiling would be 0."""
+    return np.maximum(np.ceil(length / block), 1.0)
 
 
 def work_factors(

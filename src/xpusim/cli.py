@@ -487,7 +487,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     inputs += [f"set.{path}" for path, values in sets if len(values) > 1]
     _print(front_table(summary, inputs, top))
     for target, row in summary.best.items():
-        what = "lowest cost" if rank == "cost" else "best tokens per chip"
+        what = "lowest cost" if rank == "cost" else "best throughput per chip"
         _print(f"{what} on {target}: " + ", ".join(
             f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
             for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip

@@ -64,3 +64,26 @@ def test_python_dash_m_runs_the_command_line():
     done = subprocess.run([sys.executable, "-m", "xpusim", "models", "--json"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert "resnet-50" in {m["id"] for m in json.loads(done.stdout)["models"]}
+
+
+def test_served_alone_a_query_takes_what_one_image_takes():
+    """At a rate where queries never meet, with no batching window, each runs as a batch of
+    one: its latency is run's batch-1 latency; more load batches them and raises p50."""
+    one = xpusim.simulate("resnet-50", "h100-sxm", batch=1, precision="int8")
+    alone = xpusim.serve("resnet-50", "h100-sxm", rate=10, window_ms=0, requests=500,
+                         precision="int8")  # fmt: skip
+    assert alone.latency_s.p50 == pytest.approx(one.latency_s, rel=1e-9)
+    # a Poisson arrival lands inside another's 0.4 ms now and then: it waits, or joins
+    assert alone.latency_s.mean == pytest.approx(one.latency_s, rel=0.01)
+    assert alone.mean_batch == pytest.approx(1, rel=0.01)
+    loaded = xpusim.serve("resnet-50", "h100-sxm", rate=20000, window_ms=0, requests=5000,
+                          precision="int8", sla_ms=15)  # fmt: skip
+    assert loaded.mean_batch > 1 and loaded.latency_s.p50 > alone.latency_s.p50
+    assert loaded.latency_s.p99 >= loaded.latency_s.p50
+    assert loaded.goodput_queries_per_s <= loaded.queries_per_s
+
+
+def test_serving_a_cnn_refuses_an_llms_load_in_one_line(capsys):
+    code, out, err = run_cli(capsys, "serve", "resnet-50", "--chip", "h100-sxm", "--rate", "100",
+                             "--concurrency", "4")  # fmt: skip
+    assert code == 2 and "a CNN's serving takes no option 'concurrency'" in err and not out

@@ -57,6 +57,7 @@ SCENARIOS = (
     Scenario(TransformerConfig, "training", "training", "simulate_training"),
     Scenario(TransformerConfig, "serving", "serving", "simulate_serving"),
     Scenario(DLRMConfig, "serving", "serving", "simulate_serving"),
+    Scenario(ResNetConfig, "serving", "serving", "simulate_serving"),
 )
 
 

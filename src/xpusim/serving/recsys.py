@@ -1,11 +1,12 @@
-"""Recommendation serving under load: queries arrive, the server batches them, p99 comes out.
+"""Serving queries in batches under load: queries arrive, the server batches them, p99 comes
+out. For recommendation models and CNNs, whose query is one forward pass.
 
-As production recommendation servers (and MLPerf's DLRM Server scenario) do: queries arrive
-in a Poisson process; when the chip is free the server runs a batch of every waiting query
-up to `max_batch`, or waits for more until the oldest has waited `window_ms`. A batch's time
-and energy are scenarios/recsys.py's for that batch size, costed once per size seen. A
-query's latency runs from its arrival to its batch's end; goodput counts queries within
-`sla_ms`.
+As production recommendation servers (and MLPerf's DLRM and ResNet-50 Server scenarios) do:
+queries arrive in a Poisson process; when the chip is free the server runs a batch of every
+waiting query up to `max_batch`, or waits for more until the oldest has waited `window_ms`.
+A batch's time and energy are the model's one-pass scenario's for that batch size
+(scenarios/recsys.py, scenarios/cnn_inference.py), costed once per size seen. A query's
+latency runs from its arrival to its batch's end; goodput counts queries within `sla_ms`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from xpusim.hardware.system import System
 from xpusim.result import Result
 from xpusim.serving.metrics import Percentiles
 from xpusim.serving.options import default_warmup
+from xpusim.workloads.cnn import ResNetConfig
 from xpusim.workloads.dlrm_config import DLRMConfig
 
 
@@ -54,15 +56,18 @@ class RecsysServingResult(Result):
 
 
 def serve_recsys(
-    cfg: DLRMConfig, target: Chip | System, *, rate: float | None, requests: int = 20000,
-    seed: int = 0, max_batch: int = 256, window_ms: float = 1.0, sla_ms: float | None = None,
-    warmup: int | None = None, **options: Any,
+    cfg: DLRMConfig | ResNetConfig, target: Chip | System, *, rate: float | None,
+    requests: int = 20000, seed: int = 0, max_batch: int = 256, window_ms: float = 1.0,
+    sla_ms: float | None = None, warmup: int | None = None, **options: Any,
 ) -> RecsysServingResult:  # fmt: skip
-    from xpusim.scenarios.recsys import simulate
+    if isinstance(cfg, ResNetConfig):
+        from xpusim.scenarios.cnn_inference import simulate
+    else:
+        from xpusim.scenarios.recsys import simulate
 
     if rate is None or not (np.isfinite(rate) and rate > 0):
-        raise UserError(f"recommendation serving needs --rate, a positive number of queries/s, "
-                        f"got {rate!r}")  # fmt: skip
+        raise UserError(f"serving queries in batches needs --rate, a positive number of "
+                        f"queries/s, got {rate!r}")  # fmt: skip
     check_positive(requests=requests, max_batch=max_batch)
     if not (np.isfinite(window_ms) and window_ms >= 0):
         raise UserError(f"window_ms must be a non-negative number, got {window_ms!r}")

@@ -294,6 +294,7 @@ def serve_llm(
 
 RECSYS_OPTIONS = ("rate", "requests", "seed", "max_batch", "window_ms", "sla_ms", "warmup",
                   "precision", "weight_precision", "chips", "sharding")  # fmt: skip
+CNN_OPTIONS = tuple(o for o in RECSYS_OPTIONS if o != "sharding")  # one chip, no tables
 
 
 def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
@@ -323,18 +324,21 @@ def serve(
     from dataclasses import fields
 
     from xpusim.errors import closest
+    from xpusim.workloads.cnn import ResNetConfig
     from xpusim.workloads.dlrm_config import DLRMConfig
 
-    if isinstance(workload, DLRMConfig):
+    if isinstance(workload, DLRMConfig | ResNetConfig):
         from xpusim.serving.recsys import serve_recsys
 
-        unknown = sorted(set(options) - set(RECSYS_OPTIONS))
+        taken = RECSYS_OPTIONS if isinstance(workload, DLRMConfig) else CNN_OPTIONS
+        unknown = sorted(set(options) - set(taken))
         if unknown:
-            raise UserError(f"recommendation serving takes no option {unknown[0]!r}"
-                            f"{closest(unknown[0], RECSYS_OPTIONS)}")  # fmt: skip
+            kind = "recommendation" if isinstance(workload, DLRMConfig) else "a CNN's"
+            raise UserError(f"{kind} serving takes no option {unknown[0]!r}"
+                            f"{closest(unknown[0], taken)}")  # fmt: skip
         return serve_recsys(workload, target, **{"rate": None, **options}), None
     if not isinstance(workload, TransformerConfig):
-        raise UserError(f"serve runs transformer LLMs and recommendation models, not "
+        raise UserError(f"serve runs transformer LLMs, recommendation models and CNNs, not "
                         f"{type(workload).__name__}")  # fmt: skip
     if workload.encoder:
         raise UserError(f"{workload.name} is an encoder: serve runs decoders (an encoder's "

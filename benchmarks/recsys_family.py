@@ -24,6 +24,7 @@ from xpusim.cost.embedding import EmbeddingBags, evaluate_bags, place_tables
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.whatif import override
 from xpusim.ir.dtypes import DType
+from xpusim.report.perf_per_watt import PerfPerWatt
 from xpusim.scenarios.gemm import gemm
 from xpusim.workloads.dlrm import build_batch
 
@@ -46,18 +47,22 @@ def family_rows(
         "| A100 bound | perf/W MTIA / A100 | on the paper's power basis |"
     )
     print("|---|---:|---:|---:|---|---:|---:|---|---:|---:|")
-    ratios, platform = [], []
-    for model in FAMILY:
-        mtia, a100 = xpusim.compare(model, chips, batch=batch, precision=precision,
-                                    weight_precision=weight_precision)  # fmt: skip
-        ratio = mtia.queries_per_joule / a100.queries_per_joule
-        ratios.append(ratio)
-        platform.append(mtia.queries_per_s / PLATFORM_W_PER_CARD[0]
-                        / (a100.queries_per_s / PLATFORM_W_PER_CARD[1]))  # fmt: skip
+    runs = {model: xpusim.compare(model, chips, batch=batch, precision=precision,
+                                  weight_precision=weight_precision)
+            for model in FAMILY}  # fmt: skip
+    ids = [chip.id for chip in chips]
+    # xpusim compare's perf/W against the first chip (report/perf_per_watt.py), on each
+    # chip's simulated power and on the paper's provisioned power
+    own, paper = (PerfPerWatt.of(runs, ids, basis)
+                  for basis in ({}, dict(zip(ids, PLATFORM_W_PER_CARD, strict=True))))  # fmt: skip
+    ratios = [1 / own.ratios(model)[1] for model in FAMILY]  # MTIA over the A100
+    platform = [1 / paper.ratios(model)[1] for model in FAMILY]
+    for model, ratio, on_platform in zip(FAMILY, ratios, platform, strict=True):
+        mtia, a100 = runs[model]
         print(f"| {model} | {mtia.flops_per_query / 1e6:.0f} "
               f"| {mtia.queries_per_s:,.0f} | {mtia.queries_per_joule:,.0f} | {mtia.bottleneck} "
               f"| {a100.queries_per_s:,.0f} | {a100.queries_per_joule:,.0f} | {a100.bottleneck} "
-              f"| {ratio:.2f} | {platform[-1]:.2f} |")  # fmt: skip
+              f"| {ratio:.2f} | {on_platform:.2f} |")  # fmt: skip
     for label, values in (("perf/W", ratios), ("on the paper's power basis", platform)):
         print(f"\n{label}: geometric mean {statistics.geometric_mean(values):.2f}, LC "
               f"{statistics.geometric_mean(values[:5]):.2f}, HC "

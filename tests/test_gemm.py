@@ -40,22 +40,8 @@ def test_bad_setups_are_refused_by_name():
 
 def _dram_bytes_and_time(chip, m: int, k: int, n: int) -> tuple[float, float]:
     """The LPDDR5 bytes and the time of an int8 GEMM with every operand there."""
-    from xpusim.compiler.memory_plan import Placement
-    from xpusim.cost.op_table import op_table
-    from xpusim.cost.roofline import HardwareArrays, evaluate
-    from xpusim.ir.dtypes import DType
-    from xpusim.ir.graph import Graph
-    from xpusim.ir.op import Op, OpKind
-    from xpusim.ir.tensor import ROLES, Role, Tensor
-
-    i8 = DType.INT8
-    op = Op(OpKind.MATMUL, "gemm", (Tensor("a", (m, k), i8), Tensor("b", (k, n), i8, Role.WEIGHT)),
-            (Tensor("c", (m, n), i8),), (("compute", "int8"),))  # fmt: skip
-    table = op_table(Graph("gemm", [op]))
-    dram = [level.name for level in chip.memory].index("lpddr5")
-    placement = Placement(home=dict.fromkeys(ROLES, dram), onchip_level=None, onchip_bytes=0.0)
-    costs = evaluate(table, HardwareArrays.build(chip, table), placement)
-    return float(costs.level_bytes[dram, 0]), float(costs.time_s[0])
+    got = gemm(chip, m, k, n, "int8", "dram")
+    return got.bytes_by_level["lpddr5"], got.time_s
 
 
 def test_mtia_grid_reads_operands_once_per_output_block_by_hand():

@@ -11,9 +11,10 @@ from xpusim.report.units import dollars, seconds, si
 
 
 def serving_view(result: Any) -> Any:
-    """The latency table and the throughput/energy lines of an LLM or recsys serving run."""
-    if type(result).__name__ == "RecsysServingResult":
-        return _recsys(result)
+    """The latency table and the throughput/energy lines of an LLM or a query serving run
+    (recommendation models, CNNs)."""
+    if type(result).__name__ == "QueryServingResult":
+        return _queries(result)
     load = result.load
     shape = (f"{load['kind']} {load['value']}, {result.requests} requests of "
              f"{result.prompt_mean:.0f} -> {result.gen_mean:.0f} tokens")  # fmt: skip
@@ -51,7 +52,7 @@ def serving_view(result: Any) -> Any:
     return Group(title, table, *lines)
 
 
-def _recsys(result: Any) -> Any:
+def _queries(result: Any) -> Any:
     title = (f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} queries/s, "
              f"batches up to {result.max_batch} within {result.window_ms:g} ms")  # fmt: skip
     if not result.fits:

@@ -30,6 +30,7 @@ class GemmResult:
     ops_per_s: float  # 2 M K N over the time: achieved multiply-adds, two operations each
     energy_j: float
     bottleneck: str
+    bytes_by_level: dict[str, float]  # what the GEMM moves at each memory level, re-reads too
 
 
 def gemm(chip: Chip, m: int, k: int, n: int, precision: str | DType,
@@ -54,5 +55,7 @@ def gemm(chip: Chip, m: int, k: int, n: int, precision: str | DType,
         placement = place(chip, Footprint(b.nbytes, 0.0, a.nbytes + op.outputs[0].nbytes))
     costs = evaluate(table, HardwareArrays.build(chip, table), placement)
     time_s = float(costs.time_s[0])
+    moved = {level.name: float(b) for level, b in zip(chip.memory, costs.level_bytes[:, 0],
+                                                       strict=True)}  # fmt: skip
     return GemmResult(time_s, op.flops / time_s, float(costs.energy_j[0]),
-                      Bottleneck(int(costs.bottleneck[0])).label)  # fmt: skip
+                      Bottleneck(int(costs.bottleneck[0])).label, moved)  # fmt: skip

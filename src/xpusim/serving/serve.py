@@ -328,15 +328,15 @@ def serve(
     from xpusim.workloads.dlrm_config import DLRMConfig
 
     if isinstance(workload, DLRMConfig | ResNetConfig):
-        from xpusim.serving.recsys import serve_recsys
+        from xpusim.serving.queries import serve_queries
 
-        taken = RECSYS_OPTIONS if isinstance(workload, DLRMConfig) else CNN_OPTIONS
+        kind, taken = (("recommendation", RECSYS_OPTIONS) if isinstance(workload, DLRMConfig)
+                       else ("a CNN's", CNN_OPTIONS))  # fmt: skip
         unknown = sorted(set(options) - set(taken))
         if unknown:
-            kind = "recommendation" if isinstance(workload, DLRMConfig) else "a CNN's"
             raise UserError(f"{kind} serving takes no option {unknown[0]!r}"
                             f"{closest(unknown[0], taken)}")  # fmt: skip
-        return serve_recsys(workload, target, **{"rate": None, **options}), None
+        return serve_queries(workload, target, **{"rate": None, **options}), None
     if not isinstance(workload, TransformerConfig):
         raise UserError(f"serve runs transformer LLMs, recommendation models and CNNs, not "
                         f"{type(workload).__name__}")  # fmt: skip

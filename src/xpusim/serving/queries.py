@@ -28,7 +28,7 @@ from xpusim.workloads.dlrm_config import DLRMConfig
 
 
 @dataclass
-class RecsysServingResult(Result):
+class QueryServingResult(Result):
     PRICED_BY: ClassVar[tuple[str, str]] = ("queries_per_s", "queries")
 
     model: str
@@ -55,11 +55,11 @@ class RecsysServingResult(Result):
     notes: list[str] = field(default_factory=list)
 
 
-def serve_recsys(
+def serve_queries(
     cfg: DLRMConfig | ResNetConfig, target: Chip | System, *, rate: float | None,
     requests: int = 20000, seed: int = 0, max_batch: int = 256, window_ms: float = 1.0,
     sla_ms: float | None = None, warmup: int | None = None, **options: Any,
-) -> RecsysServingResult:  # fmt: skip
+) -> QueryServingResult:  # fmt: skip
     if isinstance(cfg, ResNetConfig):
         from xpusim.scenarios.cnn_inference import simulate
     else:
@@ -81,7 +81,7 @@ def serve_recsys(
         return costs[b]
 
     probe = batch(1)
-    result = RecsysServingResult(cfg.name, probe.chip, probe.chips, rate, requests, max_batch,
+    result = QueryServingResult(cfg.name, probe.chip, probe.chips, rate, requests, max_batch,
                                  window_ms, sla_ms, probe.fits, probe.reason,
                                  tdp_w=probe.tdp_w, notes=list(probe.notes))  # fmt: skip
     if not probe.fits:

@@ -271,12 +271,18 @@ def test_tensor_parallelism_cuts_tpot_until_collectives_dominate():
     assert 0 < comm.comm_share < 1
 
 
-def test_overlap_never_slows_and_power_stays_under_tdp():
-    serial = xpusim.simulate("llama-2-70b", "dgx-h100", precision="fp16", tp=8)
-    hidden = xpusim.simulate("llama-2-70b", "dgx-h100", precision="fp16", tp=8, overlap=True)
-    assert hidden.tpot_s <= serial.tpot_s
+@pytest.mark.parametrize(("model", "target", "options"), [
+    ("llama-2-70b", "dgx-h100", {"precision": "fp16", "tp": 8}),
+    # a prefill already slowed to the power limit: hiding its all-reduces must not push
+    # the link traffic's energy past the TDP (it did: 197 W of 192 W)
+    ("llama-3-70b", "tpu-v4", {"chips": 64, "tp": 16, "batch": 32, "prompt": 2048}),
+])  # fmt: skip
+def test_overlap_never_slows_and_power_stays_under_tdp(model, target, options):
+    serial = xpusim.simulate(model, target, **options)
+    hidden = xpusim.simulate(model, target, **options, overlap=True)
+    assert hidden.tpot_s <= serial.tpot_s and hidden.ttft_s <= serial.ttft_s
     for r in (serial, hidden):
-        assert r.avg_power_w <= r.tdp_w
+        assert r.avg_power_w <= r.tdp_w * (1 + 1e-9)
 
 
 def test_data_parallel_replicas_multiply_throughput():

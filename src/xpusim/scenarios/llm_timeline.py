@@ -111,11 +111,15 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
                                   batch.plans[0], pp)  # fmt: skip
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
+        """Each stage's time: its ops' times in sequence, or with overlap the longer of its
+        computation and its collectives, but never shorter than its ops' energy allows at
+        the TDP (compute already slowed to the power limit cannot also hide link traffic)."""
         total = phase.stage_sums("time_s")
         if not overlap.any():
             return total
         comm = phase.stage_sums("time_s", comm_only=True)
-        return np.where(overlap[:, None, None], np.maximum(total - comm, comm), total)
+        hidden = np.maximum(np.maximum(total - comm, comm), phase.stage_sums("power_s"))
+        return np.where(overlap[:, None, None], hidden, total)
 
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
     lines: dict[tuple[int, int], CollectiveLine] = {}

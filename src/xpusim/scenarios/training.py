@@ -256,11 +256,13 @@ def run_plan(
     executed = rank.matrix_flops * m * plan.tp * plan.ep * plan.dp
     group = plan.tp * plan.ep * plan.dp  # chips per stage
     static_w = chip.energy.static_power_w.value
-    busy = group * float((m * (t.forward + t.backward) + t.update).sum())
-    op_energy = group * float(sum(
-        p.stage_sums("energy_j").sum() * n for p, n in ((fwd, m), (bwd, m), (upd, 1))
+    # every op's dynamic energy, and static power on every chip for the whole step (an op's
+    # energy_j holds static power over its own time, which overlap would count twice)
+    dynamic = group * float(sum(
+        (p.stage_sums("energy_j") - static_w * p.stage_sums("time_s")).sum() * n
+        for p, n in ((fwd, m), (bwd, m), (upd, 1))
     ))  # fmt: skip
-    energy = op_energy + static_w * max(system.chips * step - busy, 0.0)
+    energy = dynamic + static_w * system.chips * step
     chip_memory = TrainingMemory.of(states[full], activations[full], capacity)
     system_state = StateBytes(*(sum(getattr(st, k) for st in states) * group
                                 for k in ("weights", "gradients", "optimizer_state")))  # fmt: skip

@@ -67,8 +67,11 @@ def timeline(
     u = upd.stage_sums("time_s")
     dp_step, dp_micro = _dp_times(system, plan, setup, params)
     f_comm, b_comm = f_tp + dp_micro["forward"], b_tp + dp_micro["backward"]
-    if setup.overlap:  # collectives hidden behind compute, per pass: an ideal bound
-        f, b = np.maximum(f_comp, f_comm), np.maximum(b_comp, b_comm)
+    if setup.overlap:  # collectives hidden behind compute, per pass: an ideal bound, but
+        # never faster than the pass's energy allows at the TDP (a power-limited pass
+        # cannot also hide the links' traffic)
+        f = np.maximum(np.maximum(f_comp, f_comm), fwd.stage_sums("power_s"))
+        b = np.maximum(np.maximum(b_comp, b_comm), bwd.stage_sums("power_s"))
         dp_step = np.maximum(dp_step - b, 0.0)  # the gradient sync overlaps the last backward
     else:
         f, b = f_comp + f_comm, b_comp + b_comm

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xpusim
 from xpusim.compiler.partition import (
@@ -283,6 +285,23 @@ def test_overlap_never_slows_and_power_stays_under_tdp(model, target, options):
     assert hidden.tpot_s <= serial.tpot_s and hidden.ttft_s <= serial.ttft_s
     for r in (serial, hidden):
         assert r.avg_power_w <= r.tdp_w * (1 + 1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    chip=st.sampled_from(["h100-sxm", "tpu-v4", "mi300x", "mtia-v1", "a100-sxm-80gb"]),
+    tp=st.sampled_from([2, 4, 8]),
+    batch=st.integers(1, 64),
+    prompt=st.sampled_from([128, 1024, 4096]),
+)
+def test_overlap_keeps_average_power_under_tdp(chip, tp, batch, prompt):
+    """Property: whatever the load, hiding collectives never lifts average power past the
+    TDP, and never slows a run."""
+    options = {"chips": tp, "tp": tp, "batch": batch, "prompt": prompt, "gen": 16}
+    serial = xpusim.simulate("llama-2-13b", chip, **options)
+    hidden = xpusim.simulate("llama-2-13b", chip, **options, overlap=True)
+    assert hidden.latency_s <= serial.latency_s * (1 + 1e-12)
+    assert hidden.avg_power_w <= hidden.tdp_w * (1 + 1e-9)
 
 
 def test_data_parallel_replicas_multiply_throughput():

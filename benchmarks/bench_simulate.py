@@ -6,7 +6,8 @@ Each case is timed as a whole `xpusim.simulate` call: graph building for prefill
 decode steps, memory planning and the vectorized cost evaluation. Chip and model files are
 loaded once before timing (they are cached in a session anyway). "cold" clears the memo of
 built graphs first (scenarios/rank_costs.py), as a new shape would; "warm" reuses them, as
-a sweep over chips and what-if specs does.
+a sweep over chips and what-if specs does. A training search builds its rank graphs afresh
+on every call, so its two columns time the same thing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CASES = [
     ("llama-2-70b", "dgx-h100", dict(batch=1, prompt=128, gen=128, precision="fp16", tp=8)),
     # a whole plan search: every feasible (tp, pp, dp) over 576 chips, costed
     ("llama-2-70b", "groq-lpu", dict(chips=576, precision="int8")),
+    # training steps with their plan searches (docs/training.md): batch = chips, capped
+    *[("llama-2-70b", "h100-sxm", dict(mode="training", chips=n, batch=min(n, 1024),
+                                        prompt=4096)) for n in (8, 64, 512, 4096)],
 ]
 
 
@@ -44,12 +48,12 @@ def time_case(
 
 
 def main() -> None:
-    print(f"{'model':<14} {'chip':<10} {'options':<56} {'cold':>9} {'warm':>9}")
+    print(f"{'model':<14} {'chip':<10} {'options':<72} {'cold':>9} {'warm':>9}")
     for model_id, chip_id, options in CASES:
         cold, warm = (time_case(model_id, chip_id, options, c) for c in (True, False))
         shown = " ".join(f"{k}={v}" for k, v in options.items())
         medians = " ".join(f"{statistics.median(t) * 1e3:7.2f}ms" for t in (cold, warm))
-        print(f"{model_id:<14} {chip_id:<10} {shown:<56} {medians}")
+        print(f"{model_id:<14} {chip_id:<10} {shown:<72} {medians}")
 
 
 if __name__ == "__main__":

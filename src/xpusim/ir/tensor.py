@@ -57,5 +57,13 @@ class Tensor:
 
     @property
     def signature(self) -> tuple:
-        """Everything that affects cost; the name does not."""
-        return (tuple(map(dim_key, self.shape)), self.dtype, self.role)
+        """Everything that affects cost; the name does not. (Plain int dimensions are their
+        own keys: checked first, as a plan search asks for thousands of signatures.)"""
+        shape = self.shape
+        if type(shape) is tuple:
+            for d in shape:
+                if type(d) is not int:
+                    break
+            else:
+                return (shape, self.dtype, self.role)
+        return (tuple(map(dim_key, shape)), self.dtype, self.role)

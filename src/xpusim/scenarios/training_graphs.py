@@ -15,11 +15,13 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.autodiff import Recompute, differentiate
-from xpusim.compiler.memory_plan import peak_activation_bytes
+from xpusim.compiler.memory_plan import Placement, peak_activation_bytes
 from xpusim.compiler.optimizer import OptimizerSpec, update_ops
 from xpusim.compiler.partition import Plan, op_stage_counts, partition, stage_spread
 from xpusim.compiler.transpose import materialize_transposes
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
+from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate
+from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
@@ -43,6 +45,21 @@ class RankTraining:
     _counts: dict[tuple, np.ndarray] = field(default_factory=dict)  # per distinct op
     _updates: dict[tuple, Graph] = field(default_factory=dict)
     _stage_peaks: dict[frozenset[int], float] = field(default_factory=dict)
+    _op_costs: dict[tuple, OpCosts] = field(default_factory=dict)
+
+    def op_costs(
+        self, graph: Graph, chip: Chip, placement: Placement, comm_s: np.ndarray
+    ) -> OpCosts:
+        """Each distinct op's cost on the chip (cost/roofline.py). Plans of a search that
+        differ only in their pipeline depth or data-parallel width run the same ops where
+        the same memory holds them, with the same collective times: costed once."""
+        key = (id(graph), id(chip), tuple(sorted(placement.home.items())),
+               placement.onchip_level, placement.onchip_bytes, comm_s.tobytes())  # fmt: skip
+        if key not in self._op_costs:
+            table = self.table(graph)
+            self._op_costs[key] = evaluate(table, HardwareArrays.of(chip, table), placement,
+                                           comm_s)  # fmt: skip
+        return self._op_costs[key]
 
     def table(self, graph: Graph) -> OpTable:
         """op_table of one of this rank's graphs (forward, backward or an update)."""
@@ -90,9 +107,10 @@ class RankTraining:
         (a test holds it equal to the liveness of the full graphs)."""
         if pp not in self._peaks:
             kept = self._kept_into_backward
+            spreads = {layer: self._stages_of(layer, pp) for layer in self._layer_ids}
             peaks = []
             for s in range(pp):
-                runs = {layer: self._stages_of(layer, pp).get(s, 0) for layer in self._layer_ids}
+                runs = {layer: spread.get(s, 0) for layer, spread in spreads.items()}
                 others = sum(nbytes * (runs[layer] - 1) for layer, nbytes in kept.items()
                              if runs.get(layer, 0) > 1)  # fmt: skip
                 peaks.append(self._peak_of(frozenset(k for k, n in runs.items() if n)) + others)

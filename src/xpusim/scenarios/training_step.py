@@ -18,7 +18,6 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.optimizer import OptimizerSpec, dp_traffic
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_time, hierarchical_time
-from xpusim.cost.roofline import HardwareArrays, evaluate
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -104,7 +103,7 @@ def phase_costs(
     found = iter(collective_algorithms(table, system, plan))
     comm = np.array([next(found)["time_s"] if op.kind is OpKind.COLLECTIVE else 0.0
                      for op in table.ops])  # fmt: skip
-    costs = evaluate(table, HardwareArrays.of(system.chip, table), placement, comm)
+    costs = rank.op_costs(graph, system.chip, placement, comm)
     return PhaseCosts(table, costs, rank.stage_counts(graph, plan.pp),
                       rank.stage_counts(graph, plan.pp, "comm"))  # fmt: skip
 

@@ -1,0 +1,53 @@
+"""How long `xpusim --help`, `xpusim run` and `xpusim demo` take from a cold process, beside
+the floor their dependencies set.
+
+    python benchmarks/bench_startup.py              # 7 rounds, each command once a round
+
+The floor is a process that imports only the core dependencies a run needs (numpy, click,
+rich's console and table, pydantic) and builds and validates one pydantic model: no
+simulator can start faster than that with these dependencies. Each round runs every command
+once, in turn, so that this machine's drifting speed touches them alike; the figures are the
+best and the median of the rounds, and each command's median as a ratio to the floor's.
+Targets (issue: shapes as arrays): `run` under 0.5 s, `demo` under 1 s.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+FLOOR = (
+    "import numpy, click, rich.console, rich.table\n"
+    "from pydantic import BaseModel\n"
+    "class A(BaseModel):\n    x: int\n"
+    "A(x=1)\n"
+)
+XPUSIM = shutil.which("xpusim") or "xpusim"
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "dependency floor": [sys.executable, "-c", FLOOR],
+    "xpusim --help": [XPUSIM, "--help"],
+    "xpusim run llama-2-7b --chip h100-sxm": [XPUSIM, "run", "llama-2-7b", "--chip", "h100-sxm"],
+    "xpusim demo": [XPUSIM, "demo"],
+}
+
+
+def main(rounds: int = 7) -> None:
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(rounds):
+        for name, argv in COMMANDS.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - start)
+    floor = statistics.median(times["dependency floor"])
+    print(f"{'command':<40} {'best':>7} {'median':>7} {'/ floor':>8}")
+    for name, found in times.items():
+        median = statistics.median(found)
+        print(f"{name:<40} {min(found):6.2f}s {median:6.2f}s {median / floor:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

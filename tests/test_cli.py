@@ -151,10 +151,20 @@ def test_attention_precision_on_the_command_line(capsys):
 @pytest.mark.parametrize("argv, says", [
     (("--batch", "1000000", "--prompt", "3000000000"), "2^40"),  # would overflow int64
     (("--gen", "99999999999999999999999"), "--gen"),  # past what any option takes
+    (("--batch", str(2**40 + 1)), "2^40"),  # the guard is named where it refuses
 ])  # fmt: skip
 def test_too_many_tokens_is_one_line(capsys, argv, says):
     assert_user_error(capsys, "run", "llama-2-7b", "--chip", "h100-sxm", *argv,
                       mentions=(says,))  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["run", "serve", "sweep", "compare", "sensitivity"])
+def test_help_shows_ranges_people_can_use(capsys, command):
+    """Bounds in --help are advice: a lower bound, never click's `x<=None` for an unbounded
+    number nor the 2^40 guard every count has."""
+    code, out, _ = run_cli(capsys, command, "--help")
+    assert code == 0
+    assert "None]" not in out and "1099511627776" not in out
 
 
 def test_run_and_inspect_report_total_and_active_parameters(capsys):

@@ -32,9 +32,23 @@ RANKS = ("throughput", "cost")
 """What a sweep's Pareto front trades against per-user speed (explore/pareto.py)."""
 
 
+class Count(click.IntRange):
+    """An integer option within [min, MAX_COUNT]. Help shows only the lower bound: the
+    upper one guards the arrays, it is not advice (`[x>=1]`, not `[1<=x<=1099511627776]`)."""
+
+    def _describe_range(self) -> str:
+        return "" if self.min is None else f"x>={self.min}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        number = click.INT.convert(value, param, ctx)
+        if number > MAX_COUNT:
+            self.fail(f"{number} is above {MAX_COUNT} (2^40), the largest accepted", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def count(min: int | None = 1) -> click.IntRange:
     """An integer option within [min, MAX_COUNT]."""
-    return click.IntRange(min=min, max=MAX_COUNT)
+    return Count(min=min, max=MAX_COUNT)
 
 
 class Finite(click.FloatRange):
@@ -42,6 +56,10 @@ class Finite(click.FloatRange):
     duration, rate or bound of xpusim's can be."""
 
     name = "number"
+
+    def _describe_range(self) -> str:
+        """Nothing for an unbounded number (click would print `x<=None`)."""
+        return "" if self.min is None and self.max is None else super()._describe_range()
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         number = super().convert(value, param, ctx)

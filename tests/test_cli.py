@@ -236,3 +236,13 @@ def test_a_bad_provisioned_power_is_one_line(capsys, setting, says):
     code, out, err = run_cli(capsys, "compare", "meta-lc1", "--chip", "mtia-v1",
                              "--provisioned-w", setting)  # fmt: skip
     assert code == 2 and says in err and not out
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (9.37e-10, "937 ps"), (3.15e-6, "3.15 µs"), (999.9995e-6, "1 ms"), (5.41, "5.41 s"),
+    (0.0, "0 s"),
+])  # fmt: skip
+def test_times_print_with_a_prefix_down_to_picoseconds(value, shown):
+    from xpusim.report.units import seconds
+
+    assert seconds(value) == shown

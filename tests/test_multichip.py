@@ -304,6 +304,21 @@ def test_overlap_keeps_average_power_under_tdp(chip, tp, batch, prompt):
     assert hidden.avg_power_w <= hidden.tdp_w * (1 + 1e-9)
 
 
+@pytest.mark.parametrize(("target", "options"), [
+    ("dgx-h100", {"tp": 2, "pp": 4}),
+    ("groq-lpu", {"chips": 576, "precision": "int8"}),
+])  # fmt: skip
+def test_op_shares_with_the_pipeline_hops_make_up_the_phase(target, options):
+    """--ops accounts for a token's whole trip: every op's share and the pipeline's hops."""
+    r = xpusim.simulate("llama-2-70b", target, **options)
+    assert r.plan["pp"] > 1
+    for phase in ("prefill", "decode"):
+        ops = [op for op in r.ops if op.phase == phase]
+        sends = [op for op in ops if op.name == "pipeline.send"]
+        assert len(sends) == 1 and sends[0].count == r.plan["pp"] - 1 and sends[0].share > 0
+        assert sum(op.share for op in ops) == pytest.approx(1.0, rel=1e-9)
+
+
 def test_data_parallel_replicas_multiply_throughput():
     one = xpusim.simulate("llama-2-7b", "h100-sxm", precision="fp16", chips=1)
     four = xpusim.simulate("llama-2-7b", "h100-sxm", precision="fp16", chips=4, dp=4)

@@ -438,10 +438,13 @@ def _result(
     )
     if detail:
         (prefill, decode), k = got.phases, got.k
+        act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
         pre, dec = (values.steps_of(row) for values in graphs.phase_values)
         result.ops = [
             *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
+            *_sends("prefill", plan.pp, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
             *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
+            *_sends("decode", plan.pp, got.send_decode_s, got.trip_s, act_bytes),
         ]
         result.collectives = collective_algorithms(decode.table, system, plan,
                                                    graphs.collective_bytes[1][row])  # fmt: skip
@@ -476,6 +479,17 @@ def op_reports(
         )
         for i, op in enumerate(table.ops)
     ]
+
+
+def _sends(phase: str, pp: int, send_s: float, phase_s: float, nbytes: float) -> list[OpReport]:
+    """The pipeline's hops as one report: a token's trip crosses pp - 1 of them, so with
+    the ops' they add up to the phase's time (Groq's 72 stages: a quarter of a token)."""
+    if pp == 1:
+        return []
+    return [OpReport(phase=phase, name="pipeline.send", kind="send", count=pp - 1, flops=0.0,
+                     bytes=nbytes, time_s=send_s, compute_s=0.0, memory_s=0.0, overhead_s=0.0,
+                     comm_s=send_s, energy_j=0.0, bottleneck=Bottleneck.INTERCONNECT.label,
+                     share=(pp - 1) * send_s / phase_s if phase_s else 0.0)]  # fmt: skip
 
 
 def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:

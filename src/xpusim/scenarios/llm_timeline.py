@@ -62,7 +62,8 @@ class Metrics:
     """The costed timeline of K plans of one graph group, each figure a (K,) array."""
 
     FIGURES: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "latency_s", "energy_j",
-                                          "comm_s", "trip_s")  # fmt: skip
+                                          "comm_s", "trip_s", "send_prefill_s",
+                                          "send_decode_s")  # fmt: skip
 
     ttft_s: np.ndarray
     tpot_s: np.ndarray
@@ -70,6 +71,8 @@ class Metrics:
     energy_j: np.ndarray
     comm_s: np.ndarray
     trip_s: np.ndarray  # a token's mean trip through the pipeline
+    send_prefill_s: np.ndarray  # one stage's prefill activations to the next (0 at pp 1)
+    send_decode_s: np.ndarray  # the same for a decode step
     bottleneck: np.ndarray  # Bottleneck carrying the most of a request's time
     phases: tuple[PhaseCosts, PhaseCosts]
 
@@ -88,6 +91,8 @@ class Costed(NamedTuple):
     energy_j: float
     comm_s: float
     trip_s: float
+    send_prefill_s: float
+    send_decode_s: float
     bottleneck: str
     phases: tuple[PhaseCosts, PhaseCosts]
     k: int  # its position in the phases' arrays
@@ -166,6 +171,7 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
     return Metrics(
         ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
+        np.where(pp > 1, send_pre, 0.0), np.where(pp > 1, send_dec, 0.0),
         _bottleneck(prefill, decode, decode_steps, send_total_s), (prefill, decode),
     )  # fmt: skip
 

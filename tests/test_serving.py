@@ -322,6 +322,27 @@ def test_bad_input_exits_2_with_one_line(argv, says):
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("rows", "argv", "says"), [
+    # a max-rate search draws its own arrivals: a trace's would be dropped unsaid (it raised)
+    ("0,100,10\n0.5,200,20\n", ["--find", "max-rate", "--slo-ttft-ms", "100"], "--lengths"),
+    # arrivals whose span overflows a float: refused, without a warning line or an 'inf'
+    ("1e308,100,10\n-1e308,100,10\n", [], "span past any float"),
+])  # fmt: skip
+def test_bad_trace_use_exits_2_with_one_line(tmp_path, rows, argv, says):
+    import subprocess
+    import sys
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n" + rows)
+    code = "from xpusim.cli import main; main()"
+    done = subprocess.run([sys.executable, "-c", code, "serve", "llama-3.2-1b", "--chip",
+                           "h100-sxm", "--trace", str(trace), *argv], capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "inf" not in lines[0], done.stderr
+
+
 def test_a_trace_line_that_does_not_parse_is_named(tmp_path):
     trace = tmp_path / "bad.jsonl"
     trace.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 5}\n'

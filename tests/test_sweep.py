@@ -39,7 +39,8 @@ def test_split_comma_lists_and_progressions():
     assert split("128,256,...,512") == ["128", "256", "384", "512"]
     assert split("8,4,...,1") == ["8", "4", "2", "1"]
     assert split("int8, bf16") == ["int8", "bf16"]
-    for bad in ("1,2,4,...,100", "1,...,4", "a,b,...,c", "1,,2", "1,2,...,1e9"):
+    for bad in ("1,2,4,...,100", "1,...,4", "a,b,...,c", "1,,2", "1,2,...,1e9", "1,2,...,inf",
+                "1,2,...,nan", "-inf,1,...,4", "1e-308,2e-308,...,1e308"):
         with pytest.raises(UserError):
             split(bad)
 

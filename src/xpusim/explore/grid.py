@@ -46,6 +46,8 @@ def split(text: str) -> list[str]:
         end = float(items[-1])
     except ValueError:
         raise UserError(f"{text!r}: a progression needs numbers") from None
+    if not all(math.isfinite(v) for v in [*start, end]):
+        raise UserError(f"{text!r}: a progression needs finite numbers")
     values = _progression(start, end, text)
     integral = all(_is_int(item) for item in [*items[:where], items[-1]])
     return [str(round(v)) if integral else repr(v) for v in values]
@@ -67,6 +69,8 @@ def _progression(start: list[float], end: float, text: str) -> list[float]:
     if len(ratios) == 1 and (ratio := ratios.pop()) > 0 and ratio != 1 and end / first > 0:
         candidates.append((math.log(end / first) / math.log(ratio), lambda i: first * ratio**i))
     for count, value in candidates:
+        if not math.isfinite(count):  # a step too small for the span: past any count
+            raise UserError(f"{text!r}: more than 100,000 values")
         n = round(count)
         if n >= len(start) - 1 and math.isclose(count, n, abs_tol=1e-9):
             if n >= 100_000:

@@ -42,6 +42,9 @@ def answer(
 ) -> tuple[ServingResult, Frames | None]:  # fmt: skip
     if search.find in ("max-rate", "min-chips") and search.slo == (None, None):
         raise UserError(f"--find {search.find} needs --slo-ttft-ms and/or --slo-tpot-ms")
+    if search.find == "max-rate" and load.trace is not None:
+        raise UserError("--find max-rate searches the arrival rate, which a --trace fixes: "
+                        "give the file as --lengths to draw the requests' lengths from it")
     requests = load.draw()
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     trials: list[dict[str, Any]] = []

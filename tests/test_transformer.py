@@ -125,6 +125,26 @@ def test_config_bad_values_name_the_field(field, value):
         config_from_hf(_hf(**{field: value}), "m", "config.json")
 
 
+@pytest.mark.parametrize(("zoo_id", "field"), [
+    ("gemma-3-1b", "num_hidden_layers"), ("deepseek-v3", "first_k_dense_replace"),
+    ("mamba-130m", "state_size"), ("bert-base-uncased", "type_vocab_size"),
+])  # fmt: skip
+def test_a_null_where_a_default_exists_is_named_not_used(zoo_id, field):
+    """A null in a field with a default reached arithmetic (TypeError): now it is refused,
+    naming the field and the default that leaving it out would give."""
+    config = json.loads((ZOO_DIR / f"{zoo_id}.json").read_text())
+    config.pop("_xpusim")
+    (config.get("text_config") or config)[field] = None
+    with pytest.raises(UserError, match=f"{field}.*null.*default"):
+        config_from_hf(config, "m", "config.json")
+
+
+def test_a_null_sliding_window_means_none():
+    mistral = config_from_hf({**_hf(), "model_type": "mistral", "sliding_window": None}, "m",
+                             "config.json")  # fmt: skip
+    assert config_from_hf(_hf(), "m", "config.json").param_count == mistral.param_count
+
+
 def test_config_kv_heads_must_divide_heads():
     with pytest.raises(UserError, match="num_key_value_heads"):
         config_from_hf(_hf(num_key_value_heads=5), "m", "config.json")

@@ -616,6 +616,9 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: missing field {either} (model_type {model_type!r})")
         if value is None and default is _REQUIRED:
             raise UserError(f"{origin}: field {theirs!r} must be a positive integer, got null")
+        if value is None and default is not None and ours not in _NULL_MEANS_NONE:
+            raise UserError(f"{origin}: field {theirs!r} is null; give a value, or leave it "
+                            f"out for the default {default!r}")  # fmt: skip
         fields[ours] = value
     if model_type in ("qwen3_moe", "qwen2_moe"):
         _one_kind_of_layer(fields, origin)
@@ -772,6 +775,11 @@ def _rotary_fraction(data: dict, key: str, default: float, origin: str) -> float
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise UserError(f"{origin}: field {key!r} must be a fraction in [0, 1], got {value!r}")
     return float(value)
+
+
+_NULL_MEANS_NONE = frozenset({"sliding_window"})
+"""Fields whose null says "none" (no window), as Hugging Face's configs write it. Any other
+field with a default must hold a value when present: a null there would reach arithmetic."""
 
 
 def _opt(fields: dict[str, object], hidden: int, origin: str) -> None:

@@ -142,6 +142,20 @@ def test_sweep_command_writes_table_files_and_plots(capsys, tmp_path):
     assert again["n_simulated"] == 0 and again["pareto"] == d["pareto"]
 
 
+@pytest.mark.parametrize(("argv", "plotted"), [
+    # nothing fits a 405B model on one Groq chip: plotting it raised (log axes, no data)
+    (["llama-3-405b", "--chip", "groq-lpu"], set()),
+    # a query server's best points are labelled by their rate (it raised AttributeError)
+    (["dlrm-v2", "--chip", "h100-sxm", "--rate", "1,2", "--requests", "20"], {"pareto.png"}),
+])  # fmt: skip
+def test_sweeps_whose_points_plot_oddly_still_finish(capsys, tmp_path, argv, plotted):
+    pytest.importorskip("matplotlib")
+    d = run_json(capsys, "sweep", *argv, "--workers", "1", "--out", str(tmp_path))
+    names = {p.rsplit("/", 1)[-1] for p in d["files"]}
+    assert {"results.csv"} | plotted <= names and ("pareto.png" in names) == bool(plotted)
+    assert bool(plotted) or "no point fits: nothing to plot" in d["notes"]
+
+
 @pytest.mark.parametrize(("argv", "mentions"), [
     (["run", "llama-2-7b", "--chip", "h100-sxm", "--set", "memory.dram.bandwidth=1e12"],
      ["bandwidth"]),

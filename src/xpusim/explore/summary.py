@@ -111,6 +111,9 @@ def _write_plots(
         return
     varied = [name for name, values in grid.axes.items() if len(values) > 1]
     varied += [f"set.{path}" for path, values in grid.sets if len(values) > 1]
+    if not summary.n_fit:
+        summary.notes.append("no point fits: nothing to plot")
+        return
     title = f"{summary.model}: {summary.n_fit} of {summary.n_points} points fit"
     paths = [out / name for name in PLOTS]
     plots.pareto_plot(rows, fronts, objectives, varied, title, paths[0])
@@ -135,8 +138,16 @@ def _resimulate(grid: Grid, best: dict[str, Row]) -> list[tuple[str, Any, Any]]:
 
 
 def _label(result: Any) -> str:
+    """'(batch 8, bf16, tp2)'; a serving run names its load instead of a batch, and a
+    query server (recommendation models, CNNs) its rate."""
     plan = getattr(result, "plan", None) or {}
     degrees = " x ".join(f"{k}{v}" for k, v in plan.items() if v > 1)
-    load = getattr(result, "load", None)  # a serving run: its load instead of a batch
-    shape = f"{load['kind']} {load['value']}" if load else f"batch {result.batch}"
-    return f"({shape}, {result.precision}{', ' + degrees if degrees else ''})"
+    load = getattr(result, "load", None)
+    if load:
+        shape = f"{load['kind']} {load['value']}"
+    elif getattr(result, "rate_qps", None) is not None:
+        shape = f"rate {result.rate_qps:g}/s"
+    else:
+        shape = f"batch {result.batch}"
+    parts = [shape, getattr(result, "precision", None), degrees]
+    return f"({', '.join(p for p in parts if p)})"

@@ -54,7 +54,9 @@ def pareto_plot(
     for n, (target, front) in enumerate(fronts.items()):
         color = colors(n % 10)
         mine = [r for r in rows if r["target"] == target]
-        fit = [r for r in mine if r.get("fits") is True and not r.get("error")]
+        fit = [r for r in mine if r.get("fits") is True and not r.get("error")
+               and _positive(r, x, y)]  # fmt: skip  (log axes: a zero rate is not drawn)
+        front = [i for i in front if _positive(rows[i], x, y)]
         drawn = fit[:: max(1, -(-len(fit) // MAX_FAINT))]
         ax.scatter([r[x.column] for r in drawn], [r[y.column] for r in drawn], s=10,
                    alpha=0.25, color=color, linewidths=0)  # fmt: skip
@@ -70,6 +72,10 @@ def pareto_plot(
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="best")
     _save(plt, fig, path)
+
+
+def _positive(row: Row, x: Objective, y: Objective) -> bool:
+    return all(isinstance(v, int | float) and v > 0 for v in (row[x.column], row[y.column]))
 
 
 def _axis(o: Objective) -> str:

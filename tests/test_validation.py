@@ -226,6 +226,36 @@ def test_calibrate_command_and_bad_csv(capsys, tmp_path):
         calibrate(csv, xpusim.chip("h100-sxm"))
 
 
+HEADER = "kind,dtype,batch,m,n,k,bytes,seconds,source\n"
+
+
+@pytest.mark.parametrize(("rows", "says"), [
+    ("gemm,bf16,1,4096,4096,4096,,nan,me\n", "column 'seconds'"),  # NonFiniteResult before
+    ("gemm,bf16,1,4096,4096,4096,,0,me\n" * 6, "column 'seconds'"),  # LinAlgError
+    ("gemm,bf16,1,4096,4096,4096,,-1e-3,me\n", "column 'seconds'"),  # was fitted silently
+    ("gemm,bf16,0,4096,4096,4096,,1e-3,me\n", "column 'batch'"),
+    ("gemm,bf16,1,1e300,1e300,1e300,,1e-3,me\n", "column 'm'"),
+    ("gemm,bf16,1,4096,4096,4096,,1e-300,me\n", "faster than h100-sxm's bf16 peak"),
+    ("copy,,,,,,8e9,0,me\n", "column 'seconds'"),  # ZeroDivisionError
+    ("attention,bf16,1,128,128,128,,1e-3,me\n", "no gemm or copy rows"),  # ValueError
+    ("gemm\n", "column 'dtype' is empty"),  # AttributeError
+    ("gemm,int4,1,4096,4096,4096,,1e-3,me\n", "dtype int4: h100-sxm has no int4"),
+])  # fmt: skip
+def test_calibrate_refuses_rows_no_fit_can_use(tmp_path, rows, says):
+    csv = tmp_path / "bad.csv"
+    csv.write_text(HEADER + rows)
+    with pytest.raises(UserError, match=says):
+        calibrate(csv, xpusim.chip("h100-sxm"))
+
+
+def test_calibrate_streams_from_sram_on_a_chip_without_dram(tmp_path):
+    """Groq has no DRAM: a GEMM's memory time is its SRAM's (StopIteration before)."""
+    csv = tmp_path / "groq.csv"
+    csv.write_text(HEADER + "gemm,int8,1,2048,2048,2048,,1e-4,me\n")
+    cal = calibrate(csv, xpusim.chip("groq-lpu"))
+    assert 0 < cal.matmul["int8"].efficiency <= 1
+
+
 def test_calibration_only_slows_ops_down_from_the_floor():
     """Fitted efficiencies stay at most 1 and fixed times non-negative."""
     for chip_id in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):

@@ -44,7 +44,7 @@ import numpy as np
 
 from xpusim.errors import UserError
 from xpusim.files import read_json, read_text, write_text
-from xpusim.hardware.spec import Chip, MemoryKind
+from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType
 from xpusim.result import Result
 
@@ -287,16 +287,39 @@ def _fit_assumed(
     return fits
 
 
+_LIMITS = {"batch": 2.0**40, "m": 2.0**40, "n": 2.0**40, "k": 2.0**40, "bytes": 1e18,
+           "seconds": 1e6}
+"""Largest value a column takes: a microbenchmark's sizes and times, far past any real one
+and short of float overflow in 2 x batch x m x n x k."""
+
+
 def _float(row: dict, key: str, where: str) -> float:
+    """A column's value: a positive, finite number within _LIMITS (a zero, negative or nan
+    time or size would reach the fit as a division by zero or a nan efficiency)."""
     try:
-        return float(row[key])
+        value = float(row[key])
     except (KeyError, TypeError, ValueError):
         raise UserError(f"{where}: column {key!r} must be a number, got {row.get(key)!r}") from None
+    if not 0 < value <= _LIMITS[key]:
+        raise UserError(f"{where}: column {key!r} must be a positive number of at most "
+                        f"{_LIMITS[key]:.3g}, got {row[key]!r}")  # fmt: skip
+    return value
+
+
+def _dtype(row: dict, where: str) -> DType:
+    name = (row.get("dtype") or "").strip()  # a row shorter than the header holds None
+    if not name:
+        raise UserError(f"{where}: column 'dtype' is empty")
+    return DType.parse(name, f"dtype at {where}")
 
 
 def _dram_bytes_per_s(chip: Chip) -> float:
-    dram = next(m for m in reversed(chip.memory) if m.kind is MemoryKind.DRAM)
-    return dram.bandwidth_bytes_per_s.value
+    """The bandwidth of the memory a microbenchmark's operands stream from: the chip's
+    outermost level that holds tensors (its DRAM; SRAM on a chip without DRAM, as Groq's)."""
+    home = next((m for m in reversed(chip.memory) if m.kind.holds_tensors), None)
+    if home is None:
+        raise UserError(f"{chip.id} has no memory level that holds tensors to stream from")
+    return home.bandwidth_bytes_per_s.value
 
 
 def _measured_on(row: dict, chip: Chip, where: str) -> Chip:
@@ -343,22 +366,25 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
         where = f"{csv_path}:{i}"
         kind = row["kind"]
         if kind == "gemm":
-            dtype = DType.parse(row["dtype"], f"dtype at {where}")
+            dtype = _dtype(row, where)
             on = _measured_on(row, chip, where)
             batch, m, n, k = (_float(row, key, where) for key in ("batch", "m", "n", "k"))
             given = (row.get("bytes") or "").strip()
             moved = _float(row, "bytes", where) if given else (
                 batch * (m * k + k * n + m * n) * dtype.itemsize)  # fmt: skip
-            gemms.setdefault(dtype.value, []).append((
-                2 * batch * m * n * k / on.peak(dtype),
-                moved / (_dram_bytes_per_s(on) * memory_eff),
-                _float(row, "seconds", where),
-            ))  # fmt: skip
+            peak = on.peak(dtype, f"{where}: dtype")
+            ideal_s, seconds = 2 * batch * m * n * k / peak, _float(row, "seconds", where)
+            if seconds < ideal_s:
+                raise UserError(f"{where}: {seconds:.3g} s is faster than {on.id}'s {dtype.value} "
+                                f"peak allows ({ideal_s:.3g} s): check the units (seconds) "
+                                "and the chip")  # fmt: skip
+            gemms.setdefault(dtype.value, []).append(
+                (ideal_s, moved / (_dram_bytes_per_s(on) * memory_eff), seconds))
         elif kind == "attention":
-            dtype = DType.parse(row["dtype"], f"dtype at {where}")
+            dtype = _dtype(row, where)
             flops = 4 * _float(row, "batch", where) * _float(row, "m", where) * _float(
                 row, "n", where) * _float(row, "k", where)  # fmt: skip
-            peak = _measured_on(row, chip, where).peak(dtype)
+            peak = _measured_on(row, chip, where).peak(dtype, f"{where}: dtype")
             attention.append((flops, _float(row, "seconds", where), peak))
         elif kind not in ("copy", "decode"):
             raise UserError(f"{where}: kind must be gemm, copy, attention or decode, not {kind!r}")
@@ -366,11 +392,12 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
               for d, triples in gemms.items()}  # fmt: skip
     assumed_p = chip.efficiency.matmul_overlap_p
     assumed_fixed = chip.overhead.matmul_fixed_s
-    cal.matmul, cal.overlap = fit_gemms_with_memory(
-        arrays,  # type: ignore[arg-type]
-        assumed_p.value if assumed_p else None,
-        assumed_fixed.value if assumed_fixed else None,
-    )
+    if arrays:
+        cal.matmul, cal.overlap = fit_gemms_with_memory(
+            arrays,  # type: ignore[arg-type]
+            assumed_p.value if assumed_p else None,
+            assumed_fixed.value if assumed_fixed else None,
+        )
     if cal.matmul and cal.overlap is None and assumed_p:
         gemm_rows = sum(len(v) for v in gemms.values())
         cal.overlap = OverlapFit(

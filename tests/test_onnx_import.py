@@ -106,6 +106,21 @@ def test_invalid_files_are_one_line_errors(capsys, tmp_path):
     assert_user_error(capsys, "inspect", str(tmp_path / "missing.onnx"), mentions=["missing"])
 
 
+def test_graphs_with_nothing_to_cost_are_one_line_errors(capsys, tmp_path, mlp):
+    """An empty graph and a zero-size input divided a per-item figure by zero items."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])
+    zero = tmp_path / "zero.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+                                                  "zero", [x], [y])), zero)  # fmt: skip
+    assert_user_error(capsys, "run", str(zero), "--chip", "h100-sxm", mentions=["size 0"])
+    empty = tmp_path / "nonodes.onnx"
+    onnx.save(helper.make_model(helper.make_graph([], "nonodes", [x], [x])), empty)
+    assert_user_error(capsys, "run", str(empty), "--chip", "h100-sxm", mentions=["no ops"])
+    assert_user_error(capsys, "inspect", str(mlp), "--input-shape", f"x={2**64},64",
+                      mentions=["2^40"])  # fmt: skip
+
+
 def test_unknown_ops_are_listed_with_counts(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])
     nodes = [

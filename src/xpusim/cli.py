@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from xpusim.cli_lists import (
+    MAX_COUNT,
     PRECISIONS,
     PRICE_HELP,
     RANKS,
@@ -146,6 +147,8 @@ def _parse_shapes(
             shape = ()
         if not name or not shape or min(shape) < 1:
             raise click.BadParameter(f"{value!r} is not NAME=D0,D1,... with positive sizes")
+        if max(shape) > MAX_COUNT:
+            raise click.BadParameter(f"{value!r}: a size above {MAX_COUNT} (2^40)")
         shapes[name] = shape
     return shapes
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xpusim.errors import UserError
 from xpusim.ir.graph import Graph
 
 
@@ -19,6 +20,19 @@ class ImportedModel:
     graph: Graph  # as lowered, in the model's own dtypes; compiler passes run per simulation
     source: str  # "torch.export" or "onnx"
     inputs: dict[str, tuple[int, ...]]  # the model's tensor inputs and the shapes traced
+
+    def __post_init__(self) -> None:
+        """A pass with no ops, or over an empty tensor, has nothing to cost: per-item
+        figures would divide by zero items."""
+        if not self.graph.ops:
+            raise UserError(f"{self.name}: the {self.source} graph has no ops to simulate")
+        for op in self.graph.ops:
+            empty = next((t for t in (*op.inputs, *op.outputs) if 0 in t.shape), None)
+            if empty is not None:
+                raise UserError(f"{self.name}: op {op.name!r} has tensor {empty.name!r} of "
+                                f"shape {tuple(empty.shape)}, with a dimension of size 0: "
+                                "nothing to simulate (give the input's shape with "
+                                "--input-shape NAME=D0,D1,...)")  # fmt: skip
 
     @property
     def batch(self) -> int:

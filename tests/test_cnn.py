@@ -51,8 +51,14 @@ def test_what_a_cnn_cannot_take_is_one_line(capsys, args, says):
 @pytest.mark.parametrize("data, says", [
     ({"stages": [[64, 3, 1]], "depth": 50}, "unknown field 'depth'"),
     ({"stages": [[64, 3]]}, "[width, blocks, stride] triples"),
-    ({"stages": [[64, 0, 1]]}, "positive width, block count and stride"),
-    ({"stages": [[64, 3, 1]], "image_size": 0}, "sizes must be positive"),
+    ({"stages": [[64, 0, 1]]}, "'stages[0].blocks' must be an integer from 1"),
+    ({"stages": [[64, 3, 1]], "image_size": 0}, "'image_size' must be an integer from 1"),
+    # each of these was taken as written (224.7, "224", true) or overflowed or hung
+    ({"stages": [[64, 3, 1]], "image_size": 224.7}, "'image_size' must be an integer"),
+    ({"stages": [[64, 3, 1]], "image_size": True}, "'image_size' must be an integer"),
+    ({"stages": [[64, 3, 1]], "image_size": 10**300}, "'image_size' must be an integer"),
+    ({"stages": [[64, 10**7, 1]]}, "'stages[0].blocks' must be an integer"),
+    ({"stages": [[64, 9_000, 1], [64, 9_000, 1]]}, "more than 10,000 blocks"),
 ])  # fmt: skip
 def test_a_bad_config_is_refused_by_field(data, says):
     with pytest.raises(UserError, match=r"^cfg\.json: ") as e:

@@ -96,6 +96,9 @@ def test_cat_interaction_concatenates():
     ({"interaction": "dcn"}, "dcn_layers"),
     ({"tables": [{"rows": 100, "dim": 32, "pooling": 3}]}, "tables[0].dim"),  # dot needs 16
     ({"top_mpl": [1]}, "top_mpl"),
+    # each layer is its own ops: 10^9 of them ran for minutes before
+    ({"interaction": "dcn", "dcn_layers": 10**9, "dcn_low_rank": 8}, "dcn_layers' has"),
+    ({"top_mlp": [8] * 10_001}, "top_mlp' has"),
 ])  # fmt: skip
 def test_malformed_config_names_the_field(changes, field):
     with pytest.raises(UserError, match=field.replace("[", r"\[").replace("]", r"\]")):

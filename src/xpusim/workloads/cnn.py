@@ -74,16 +74,35 @@ def resnet_from_json(data: dict, model_id: str, origin: str) -> ResNetConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise UserError(f"{origin}: unknown field {unknown[0]!r}; a resnet has {sorted(known)}")
-    try:
-        stages = tuple(Stage(int(w), int(n), int(s)) for w, n, s in data["stages"])
-        sizes = {k: int(data[k]) for k in known - {"stages"} if k in data}
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{origin}: stages must be [width, blocks, stride] triples ({e})") from None
-    if not stages or any(min(s.width, s.blocks, s.stride) < 1 for s in stages):
-        raise UserError(f"{origin}: every stage needs a positive width, block count and stride")
-    if any(v < 1 for v in sizes.values()):
-        raise UserError(f"{origin}: sizes must be positive")
+    triples = data.get("stages")
+    if not isinstance(triples, list) or not all(isinstance(t, list) and len(t) == 3
+                                                for t in triples):  # fmt: skip
+        raise UserError(f"{origin}: stages must be a list of [width, blocks, stride] triples")
+    stages = tuple(Stage(*(_count(v, f"stages[{i}].{part}", origin)
+                           for part, v in zip(("width", "blocks", "stride"), t, strict=True)))
+                   for i, t in enumerate(triples))  # fmt: skip
+    sizes = {k: _count(data[k], k, origin) for k in sorted(known - {"stages"}) if k in data}
+    if not stages:
+        raise UserError(f"{origin}: stages must hold at least one [width, blocks, stride]")
+    if sum(s.blocks for s in stages) > MAX_BLOCKS:
+        raise UserError(f"{origin}: more than {MAX_BLOCKS:,} blocks in all; at most that many "
+                        "can be simulated")  # fmt: skip
     return ResNetConfig(model_id, stages, **sizes)
+
+
+MAX_BLOCKS = 10_000
+"""The most bottleneck blocks a ResNet may have (ResNet-152 has 50): each is its own ops."""
+MAX_SIZE = 2**20
+"""The largest width, stride, image side or class count: past any network's (1,048,576),
+and short of float overflow in a convolution's FLOPs."""
+
+
+def _count(value: object, field: str, origin: str) -> int:
+    """A positive JSON integer (not a bool, float or string) of at most MAX_SIZE."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        raise UserError(f"{origin}: field {field!r} must be an integer from 1 to {MAX_SIZE:,}, "
+                        f"got {value!r}")  # fmt: skip
+    return value
 
 
 def build_resnet(cfg: ResNetConfig, batch: int, dtype: DType) -> Graph:

@@ -128,7 +128,8 @@ def config_from_json(data: dict, name: str, origin: str) -> DLRMConfig:
         tables=_tables(data, origin),
         interaction=interaction,
         top_mlp=_positive_list(data, "top_mlp", origin),
-        dcn_layers=_positive(data, "dcn_layers", origin) if dcn else 0,
+        dcn_layers=_layers(_positive(data, "dcn_layers", origin), "dcn_layers", origin)
+        if dcn else 0,
         dcn_low_rank=_positive(data, "dcn_low_rank", origin) if dcn else 0,
     )
     if interaction == "dot":
@@ -162,6 +163,18 @@ MAX_SIZE = 2**40
 largest table (4e7 rows)."""
 
 
+MAX_LAYERS = 10_000
+"""The most layers an MLP or a cross network may have: each is its own ops, so the count is
+the cost, as for tables (DLRM-v2 has 3 cross layers and MLPs of 3 and 5)."""
+
+
+def _layers(n: int, field: str, origin: str) -> int:
+    if n > MAX_LAYERS:
+        raise UserError(f"{origin}: field '{field}' has {n:,} layers; at most {MAX_LAYERS:,} "
+                        "can be simulated")  # fmt: skip
+    return n
+
+
 def _positive_value(value: object, field: str, origin: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"{origin}: field '{field}' must be a positive integer, got {value!r}")
@@ -176,6 +189,7 @@ def _positive_list(data: dict, key: str, origin: str) -> tuple[int, ...]:
     values = data[key]
     if not isinstance(values, list) or not values:
         raise UserError(f"{origin}: field '{key}' must be a non-empty list of layer widths")
+    _layers(len(values), key, origin)
     return tuple(_positive_value(v, f"{key}[{i}]", origin) for i, v in enumerate(values))
 
 

@@ -110,7 +110,7 @@ def config_from_data(data: Any, origin: str, path: Path | None = None) -> Any:
     data = dict(data)
     meta = data.pop("_xpusim", {})
     kind = meta.get("kind", "transformer") if isinstance(meta, dict) else None
-    if kind not in READERS:
+    if not isinstance(kind, str) or kind not in READERS:
         raise UserError(f"{origin}: field '_xpusim.kind' must be one of {', '.join(READERS)}")
     name = path.stem if path else "pasted-config"
     if kind == "transformer":

@@ -231,6 +231,8 @@ def test_compare_of_one_model_prints_what_it_always_did(capsys):
     ("mtia-v1", "CHIP=WATTS"),
     ("mtia-v1=-5", "CHIP=WATTS"),
     ("mtia-v1=nan", "CHIP=WATTS"),
+    ("mtia-v1=1e-300", "0.001 to 1e6"),  # a ratio against it overflowed to inf
+    ("mtia-v1=1e308", "0.001 to 1e6"),
 ])  # fmt: skip
 def test_a_bad_provisioned_power_is_one_line(capsys, setting, says):
     code, out, err = run_cli(capsys, "compare", "meta-lc1", "--chip", "mtia-v1",

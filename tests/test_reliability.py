@@ -4,8 +4,10 @@ sweeps that are interrupted or killed."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import errno
+import io
 import signal
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from test_cli import assert_user_error
 
 import xpusim
@@ -155,6 +158,22 @@ def test_resume_refuses_rows_it_cannot_trust(grid, tmp_path, damage, says):
     path.write_text("".join(lines), newline="")
     with pytest.raises(UserError, match=says):
         run(grid, tmp_path, InProcess())
+
+
+def test_a_results_file_edited_by_hand_is_one_line(capsys, tmp_path):
+    """A number edited into text keeps its row's key and hash; writing the Parquet copy
+    raised pyarrow's ArrowTypeError."""
+    pytest.importorskip("pyarrow")
+    argv = ["sweep", "llama-3.2-1b", "--chip", "h100-sxm", "--batch", "1,2", "--no-plots",
+            "--workers", "1", "--out", str(tmp_path)]  # fmt: skip
+    assert run_cli(capsys, *argv)[0] == 0
+    path = tmp_path / "results.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    rows[2][rows[0].index("params")] += "nan"
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    path.write_text(text.getvalue())
+    assert_user_error(capsys, *argv, mentions=["'params' mixes numbers and text"])
 
 
 def test_a_second_sweep_into_the_same_folder_is_refused(grid, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim import api
+from xpusim.errors import UserError
 from xpusim.explore import pareto
 from xpusim.explore.grid import Point
 from xpusim.explore.store import SPEC_HASH, Row
@@ -89,7 +90,14 @@ def _write_parquet(run: SweepRun, path: Path, summary: SweepSummary) -> None:
         summary.notes.append("pyarrow is not installed: wrote CSV only (pip install pyarrow)")
         return
     rows = run.rows
-    table = pa.table({c: pa.array([row.get(c) for row in rows]) for c in run.columns})
+    columns = {}
+    for c in run.columns:
+        try:
+            columns[c] = pa.array([row.get(c) for row in rows])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a row read back from an edited file
+            raise UserError(f"{run.results_path}: column {c!r} mixes numbers and text (was the "
+                            "file edited?); remove the file to simulate afresh") from None
+    table = pa.table(columns)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
     summary.files.append(str(path))

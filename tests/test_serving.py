@@ -327,6 +327,7 @@ def test_bad_input_exits_2_with_one_line(argv, says):
     ("0,100,10\n0.5,200,20\n", ["--find", "max-rate", "--slo-ttft-ms", "100"], "--lengths"),
     # arrivals whose span overflows a float: refused, without a warning line or an 'inf'
     ("1e308,100,10\n-1e308,100,10\n", [], "span past any float"),
+    ("0,100\n", [], "line 2: no value in column 'output_tokens'"),  # said float(None) failed
 ])  # fmt: skip
 def test_bad_trace_use_exits_2_with_one_line(tmp_path, rows, argv, says):
     import subprocess
@@ -351,6 +352,9 @@ def test_a_trace_line_that_does_not_parse_is_named(tmp_path):
         xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
     trace.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 0}\n')
     with pytest.raises(UserError, match="line 1"):
+        xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
+    trace.write_text('{"arrival_s": 0, "input_tokens": true, "output_tokens": 5}\n')
+    with pytest.raises(UserError, match="line 1: token count True"):  # was read as 1 token
         xpusim.serve("llama-3-8b", "h100-sxm", trace=str(trace))
 
 

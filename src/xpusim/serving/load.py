@@ -140,9 +140,11 @@ def _columns(path: Path, rows: list, fields: tuple[str, ...]) -> dict[str, str]:
 def _parsed(path: Path, rows: list, column: str, parse) -> list:
     values = []
     for number, record in rows:
+        if record.get(column) in (None, ""):  # a JSONL record without it, a short CSV row
+            raise UserError(f"{path.name} line {number}: no value in column {column!r}")
         try:
             values.append(parse(record[column]))
-        except (KeyError, TypeError, ValueError) as error:
+        except (TypeError, ValueError) as error:
             raise UserError(f"{path.name} line {number}: {error}") from None
     return values
 
@@ -165,6 +167,8 @@ def _seconds(value: object) -> float:
 
 
 def _tokens(value: object) -> int:
+    if isinstance(value, bool):  # JSON true is not a count (float(True) is 1)
+        raise ValueError(f"token count {value!r} is not a positive integer")
     number = float(value)  # type: ignore[arg-type]
     if not number.is_integer() or number < 1:
         raise ValueError(f"token count {value!r} is not a positive integer")

@@ -313,3 +313,9 @@ def test_a_sliding_window_bounds_what_attention_reads():
     unslid = xpusim.simulate(dataclasses.replace(cfg, sliding_layers=()), "h100-sxm", batch=8,
                              prompt=8192, gen=256)  # fmt: skip
     assert slid.tpot_s < unslid.tpot_s and slid.ttft_s < unslid.ttft_s
+
+
+def test_a_context_past_the_trained_positions_is_costed_with_a_note():
+    r = xpusim.simulate("llama-2-7b", "h100-sxm", prompt=8192, gen=128)
+    assert any("exceed llama-2-7b's 4,096 positions" in n for n in r.notes)
+    assert not any("positions" in n for n in xpusim.simulate("llama-2-7b", "h100-sxm").notes)

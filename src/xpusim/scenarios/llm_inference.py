@@ -267,6 +267,10 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
     system = resolve_system(target, chips)
     act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
+    if 0 < cfg.max_position_embeddings < prompt + gen:
+        notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
+                     f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
+                     "costed as asked, beyond the context it was trained for")  # fmt: skip
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],

@@ -26,6 +26,7 @@ from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
+from xpusim.memo import ByIdentity
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 
@@ -446,7 +447,15 @@ def weights_per_chip_bytes(
 def weight_bytes(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType
 ) -> tuple[float, ...]:
-    """weights_per_chip_bytes with each part in its format (ir/dtypes.weight_parts)."""
-    parts = weight_parts(weight, act)
-    return weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
-                                  parts.head.itemsize)  # fmt: skip
+    """weights_per_chip_bytes with each part in its format (ir/dtypes.weight_parts). Kept
+    per config object: a sweep asks for the same few thousands of times."""
+
+    def made() -> tuple[float, ...]:
+        parts = weight_parts(weight, act)
+        return weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
+                                      parts.head.itemsize)  # fmt: skip
+
+    return _WEIGHT_BYTES.get((cfg,), (plan, weight, act), made)
+
+
+_WEIGHT_BYTES: ByIdentity[tuple[float, ...]] = ByIdentity()

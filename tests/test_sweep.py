@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from cli_run import run_cli
 from test_cli import assert_user_error, run_json
 
 import xpusim
@@ -105,6 +106,18 @@ def test_interrupted_sweep_resumes_to_the_same_file(grid, tmp_path):
     again = run(grid, resumed, InProcess())
     assert again.n_simulated == len(grid.points()) - len(part.points())
     assert (resumed / "results.csv").read_text() == (whole / "results.csv").read_text()
+
+
+@pytest.mark.parametrize(("address", "says"), [
+    ("127.0.0.1:1", "no Ray cluster answers there"),  # Ray retried for minutes, logging
+    ("nonsense", "expected HOST:PORT"),
+])  # fmt: skip
+def test_a_ray_address_nothing_answers_at_is_one_line(capsys, tmp_path, address, says):
+    pytest.importorskip("ray")
+    code, out, err = run_cli(capsys, "sweep", "llama-3.2-1b", "--chip", "h100-sxm",
+                             "--ray-address", address, "--out", str(tmp_path / "x"))  # fmt: skip
+    assert code == 2 and not out and says in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
 
 
 def test_local_pool_and_ray_give_identical_tables(grid, tmp_path):

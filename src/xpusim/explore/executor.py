@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -151,6 +152,8 @@ class RayPool:
             raise UserError("--ray needs Ray: pip install 'xpusim[ray]'") from None
         self.ray = ray
         if not ray.is_initialized():
+            if address and address != "auto":
+                _reachable(address)
             local_cpus = None if address else workers
             # Ray's own INFO and WARNING lines (its start, its token set-up) would break the
             # contract of nothing on stderr for a sweep that succeeds
@@ -168,6 +171,19 @@ class RayPool:
         finally:
             for ref in pending:
                 self.ray.cancel(ref)
+
+
+def _reachable(address: str) -> None:
+    """A cluster address that nothing answers at is one line, at once: Ray itself retries
+    for minutes, printing its retries."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise UserError(f"--ray-address {address}: no Ray cluster answers there "
+                        f"({e.strerror or e})") from None  # fmt: skip
 
 
 def choose(workers: int | None, ray: bool, address: str | None) -> Executor:

@@ -309,6 +309,8 @@ def _cli(*argv):
     (["--concurrency", "4", "--engine", "vlm"], "vllm"),
     (["--concurrency", "4", "--rate", "3"], "exactly one"),
     (["--find", "max-rate"], "slo"),
+    (["--rate", "2", "--chips", "8", "--prefill-replicas", "1", "--decode-replicas", "1",
+      "--decode-tp", "3"], "--decode-tp 3"),  # the message named --tp
 ])  # fmt: skip
 def test_bad_input_exits_2_with_one_line(argv, says):
     import subprocess

@@ -95,9 +95,12 @@ def prepare(
         decode_chips = one.chips
         if engine.decode_tp is not None and engine.decode_tp != one.tp:
             alone = replace(engine, prefill_replicas=None, decode_replicas=None, decode_tp=None)
-            decode = prepare(cfg, target, load, requests, alone,
-                             {**plan_options, "tp": engine.decode_tp, "pp": None, "dp": None,
-                              "ep": None, "chips": engine.decode_tp})  # fmt: skip
+            try:
+                decode = prepare(cfg, target, load, requests, alone,
+                                 {**plan_options, "tp": engine.decode_tp, "pp": None, "dp": None,
+                                  "ep": None, "chips": engine.decode_tp})  # fmt: skip
+            except UserError as e:  # name the option the plan came from, not --tp
+                raise UserError(f"--decode-tp {engine.decode_tp}: {e}") from None
             decode_chips = decode.plan.chips
         need = (engine.prefill_replicas * one.chips  # type: ignore[operator]
                 + engine.decode_replicas * decode_chips)  # type: ignore[operator]

@@ -319,3 +319,8 @@ def test_a_context_past_the_trained_positions_is_costed_with_a_note():
     r = xpusim.simulate("llama-2-7b", "h100-sxm", prompt=8192, gen=128)
     assert any("exceed llama-2-7b's 4,096 positions" in n for n in r.notes)
     assert not any("positions" in n for n in xpusim.simulate("llama-2-7b", "h100-sxm").notes)
+
+
+def test_a_chip_that_is_not_one_is_a_type_error_saying_what_is_taken():
+    with pytest.raises(TypeError, match="catalog id, a chip TOML path, a Chip or a System"):
+        xpusim.simulate("llama-2-7b", None)  # an AttributeError on .id before

@@ -430,3 +430,14 @@ def test_what_serving_does_not_model_of_attention_is_said():
     (mla,) = unmodelled_attention(xpusim.model("deepseek-v3"))
     assert "192 + 128" in mla
     assert unmodelled_attention(xpusim.model("llama-2-7b")) == []
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"concurrency": 2.5}, "concurrency must be a positive integer"),  # said "batch"
+    ({"rate": "x"}, "rate must be a positive number"),  # a TypeError in math.isfinite
+    ({"concurrency": 2, "spread": "a"}, "spread must be in"),
+    ({"rate": 1, "burstiness": True}, "burstiness must be a positive number"),
+])  # fmt: skip
+def test_python_callers_get_the_option_named(options, says):
+    with pytest.raises(UserError, match=says):
+        xpusim.serve("llama-3.2-1b", "h100-sxm", **options)

@@ -138,7 +138,7 @@ def simulate(
     prices are used. An option the scenario does not take is a UserError.
     """
     workload = load_model(model) if isinstance(model, str | Path) else model
-    spec = target(chip) if isinstance(chip, str | Path) else chip
+    spec = _spec(chip)
     price = parse_price(options.pop("price", None), _chip_id(spec))
     scenario = _scenario(workload, mode)
     _check_options(scenario, options)
@@ -160,7 +160,7 @@ def simulate_many(
         options = dict(options)
         try:
             scenario = _scenario(workload, options.pop("mode", "inference"))
-            spec = target(chip) if isinstance(chip, str | Path) else chip
+            spec = _spec(chip)
             prices[i] = parse_price(options.pop("price", None), _chip_id(spec))
             _check_options(scenario, options)
         except UserError as error:
@@ -177,6 +177,17 @@ def simulate_many(
         for (i, _, _), result in zip(group, results, strict=True):
             found[i] = result if isinstance(result, UserError) else priced(result, prices[i])
     return found
+
+
+def _spec(chip: Any) -> Chip | System:
+    """What a Python caller passed as the chip: a name or path is looked up; anything but a
+    Chip or System is a TypeError saying what is taken (not an AttributeError further on)."""
+    if isinstance(chip, str | Path):
+        return target(chip)
+    if not isinstance(chip, Chip | System):
+        raise TypeError(f"chip must be a catalog id, a chip TOML path, a Chip or a System, "
+                        f"not {type(chip).__name__}")  # fmt: skip
+    return chip
 
 
 def _chip_id(spec: Chip | System) -> str:
@@ -253,7 +264,7 @@ def serve(
     from xpusim.serving.serve import serve as serve_
 
     workload = load_model(model) if isinstance(model, str | Path) else model
-    spec = target(chip) if isinstance(chip, str | Path) else chip
+    spec = _spec(chip)
     price = parse_price(options.pop("price", None), _chip_id(spec))
     return priced(serve_(workload, spec, options, progress)[0], price)
 

@@ -6,6 +6,7 @@ fields), so the API's keywords and the CLI's flags cannot drift apart. Light on 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,18 +63,17 @@ class Load:
         given = [x is not None for x in (self.concurrency, self.rate, self.trace)]
         if sum(given) != 1:
             raise UserError("give exactly one of --concurrency, --rate and --trace")
-        if self.concurrency is not None and (self.concurrency < 1
-                                             or isinstance(self.concurrency, bool)):  # fmt: skip
+        if self.concurrency is not None and not _count(self.concurrency):
             raise UserError(f"concurrency must be a positive integer, got {self.concurrency!r}")
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+        if self.rate is not None and not (_number(self.rate) and self.rate > 0):
             raise UserError(f"rate must be a positive number of requests/s, got {self.rate!r}")
-        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
+        if not (_number(self.burstiness) and self.burstiness > 0):
             raise UserError(f"burstiness must be a positive number, got {self.burstiness!r}")
-        if not 0 <= self.spread < 1:
+        if not (_number(self.spread) and 0 <= self.spread < 1):
             raise UserError(f"spread must be in [0, 1), got {self.spread!r}")
         for name in ("requests", "prompt", "gen"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _count(value):
                 raise UserError(f"{name} must be a positive integer, got {value!r}")
         if self.requests > MAX_REQUESTS:
             raise UserError(f"requests: {self.requests}; at most {MAX_REQUESTS:,} can be "
@@ -188,3 +188,15 @@ def default_warmup(requests: int) -> int:
     """Search.warmup's default: a tenth of the requests, as the load ramps up (none for
     fewer than 20)."""
     return requests // 10 if requests >= 20 else 0
+
+
+def _count(value: object) -> bool:
+    """A positive integer, as Python callers give one (a bool or 2.0 is not)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
+def _number(value: object) -> bool:
+    """A finite real number (not a bool or a string): what math.isfinite would refuse with
+    a TypeError."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))  # fmt: skip

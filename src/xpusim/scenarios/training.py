@@ -209,18 +209,34 @@ def _check_supported(cfg: TransformerConfig, plan: Plan) -> None:
         )
 
 
-def run_plan(
-    cfg: TransformerConfig,
-    system: System,
-    plan: Plan,
-    setup: Setup,
-    notes: list[str],
+@dataclass(frozen=True)
+class PlanMemory:
+    """What one chip of each stage holds under a plan, and whether the fullest fits: all a
+    search needs to know of a plan before costing its step (a plan that does not fit cannot
+    win while another fits)."""
+
+    rank: RankTraining
+    microbatches: int
+    micro_batch: int
+    params: list[float]  # parameters one chip of each stage holds
+    per_param: Any  # bytes per parameter (weights, gradients, optimizer state)
+    states: list[StateBytes]
+    stash: list[float]
+    activations: list[float]
+    full: int  # the fullest stage
+    fits: bool
+
+    @property
+    def total(self) -> float:
+        return self.states[self.full].total + self.activations[self.full]
+
+
+def plan_memory(
+    cfg: TransformerConfig, system: System, plan: Plan, setup: Setup,
     ranks: dict[tuple, RankTraining],
-    detail: bool = True,
-) -> TrainingResult:
-    """One plan, costed; `ranks` caches rank graphs across the plans of a search. Without
-    `detail` the result leaves out its per-op reports, collectives and limits: a search
-    ranks plans by their figures and reports only the one it keeps."""
+) -> PlanMemory:  # fmt: skip
+    """The plan's memory per stage; `ranks` caches rank graphs across the plans of a
+    search. Raises UserError for a plan the model or batch cannot take."""
     _check_supported(cfg, plan)
     chip, pp = system.chip, plan.pp
     m, micro = _microbatches(setup, plan)
@@ -231,8 +247,7 @@ def run_plan(
                                 setup.recompute, bool(flag and flag.value),
                                 setup.sequence_parallel)  # fmt: skip
     rank = ranks[key]
-
-    params = weights_per_chip_bytes(cfg, plan, 1.0)  # parameters one chip of each stage holds
+    params = weights_per_chip_bytes(cfg, plan, 1.0)
     per_param = bytes_per_param(setup.optimizer, setup.act)
     states = [sharded(per_param, setup.zero, plan.dp).scaled(p) for p in params]
     stash = rank.stash_per_stage(pp)
@@ -240,8 +255,29 @@ def run_plan(
     activations = [peaks[s] + (min(pp - s, m) - 1) * stash[s] for s in range(pp)]
     totals = [st.total + a for st, a in zip(states, activations, strict=True)]
     full = int(np.argmax(totals))
+    return PlanMemory(rank, m, micro, list(params), per_param, states, stash, activations, full,
+                      totals[full] <= chip.capacity_bytes)  # fmt: skip
+
+
+def run_plan(
+    cfg: TransformerConfig,
+    system: System,
+    plan: Plan,
+    setup: Setup,
+    notes: list[str],
+    ranks: dict[tuple, RankTraining],
+    detail: bool = True,
+    memory: PlanMemory | None = None,
+) -> TrainingResult:
+    """One plan, costed; `ranks` caches rank graphs across the plans of a search (and
+    `memory`, the plan's already worked out). Without `detail` the result leaves out its
+    per-op reports, collectives and limits: a search ranks plans by their figures and
+    reports only the one it keeps."""
+    mem = memory or plan_memory(cfg, system, plan, setup, ranks)
+    chip, rank, m, micro = system.chip, mem.rank, mem.microbatches, mem.micro_batch
+    params, per_param, states, stash = mem.params, mem.per_param, mem.states, mem.stash
+    activations, full, fits = mem.activations, mem.full, mem.fits
     capacity = chip.capacity_bytes
-    fits = totals[full] <= capacity
     placement = place(chip, Footprint(states[full].total, 0.0, activations[full]))
 
     update = rank.update(setup.optimizer, setup.act, setup.zero, plan.dp)
@@ -343,24 +379,37 @@ def _search(
     ranks: dict[tuple, RankTraining] = {}
     results: list[tuple[TrainingResult, Plan]] = []
     skipped = 0
+    memories: list[tuple[Plan, PlanMemory]] = []
     for plan in candidate_plans(cfg, system.chips):
         try:
-            results.append((run_plan(cfg, system, plan, setup, list(notes), ranks, detail=False),
-                            plan))  # fmt: skip
+            memories.append((plan, plan_memory(cfg, system, plan, setup, ranks)))
         except UserError:  # the batch does not split over this plan's replicas, ...
             skipped += 1
-    if not results:
+    if not memories:
         raise UserError(
             f"no parallelism plan trains {cfg.name} on {system.chips} chips with batch "
             f"{setup.batch}: give --tp/--pp/--dp or a batch that splits over the replicas"
         )
-    results.sort(key=lambda pair: _score(pair[0]))
-    runner = results[1][0] if len(results) > 1 else None
-    best = run_plan(cfg, system, results[0][1], setup, list(notes), ranks)  # in full
+
+    def costed(plan: Plan, mem: PlanMemory) -> TrainingResult:
+        return run_plan(cfg, system, plan, setup, list(notes), ranks, False, mem)
+
+    # Plans that fit rank by step time, the others after them by memory (_score): while
+    # any plan fits, one that does not is costed only if it is the runner-up.
+    fitting = [(costed(p, mem), p) for p, mem in memories if mem.fits]
+    fitting.sort(key=lambda pair: _score(pair[0]))
+    rest = sorted(((mem, p) for p, mem in memories if not mem.fits), key=lambda x: x[0].total)
+    order = [p for _, p in fitting] + [p for _, p in rest]
+    results = {id(p): r for r, p in fitting}
+    if len(order) > 1 and id(order[1]) not in results:
+        runner_mem = next(mem for mem, p in rest if p is order[1])
+        results[id(order[1])] = costed(order[1], runner_mem)
+    runner = results[id(order[1])] if len(order) > 1 else None
+    best = run_plan(cfg, system, order[0], setup, list(notes), ranks)  # in full
     best.plan_search = {
         "objective": "step time",
-        "candidates": len(results) + skipped,
-        "feasible": sum(r.fits for r, _ in results),
+        "candidates": len(memories) + skipped,
+        "feasible": len(fitting),
         "chosen": best.plan,
         "runner_up": runner and {"plan": runner.plan, "fits": runner.fits,
                                  "step_time_s": runner.step_time_s, "mfu": runner.mfu},

@@ -86,6 +86,34 @@ def test_overlap_never_slows_a_step_and_power_stays_under_tdp(model, chip, chips
         assert sum(r.time_breakdown_s.values()) == pytest.approx(r.step_time_s)
 
 
+@pytest.mark.parametrize(("model", "chip", "chips", "batch"), [
+    ("llama-2-70b", "h100-sxm", 64, 64),  # some plans fit, some do not
+    ("llama-2-70b", "h100-sxm", 8, 8),  # none fits: ranked by memory
+    ("llama-2-7b", "tpu-v4", 16, 16),
+])  # fmt: skip
+def test_the_search_chooses_as_costing_every_plan_would(model, chip, chips, batch):
+    """The search costs the step of only the plans that fit (and the runner-up): its choice
+    and runner-up are those of every candidate costed in full and ranked."""
+    from xpusim.scenarios.plan_search import candidate_plans
+    from xpusim.scenarios.training import _score
+
+    cfg = load_model(model)
+    found = train(cfg, chip, chips=chips, batch=batch)
+    every = []
+    for plan in candidate_plans(cfg, chips):
+        try:
+            every.append(train(cfg, chip, chips=chips, batch=batch, tp=plan.tp, pp=plan.pp,
+                               dp=plan.dp, ep=plan.ep))  # fmt: skip
+        except UserError:
+            continue
+    every.sort(key=_score)
+    search = found.plan_search
+    assert found.plan == every[0].plan and found.step_time_s == every[0].step_time_s
+    assert search["runner_up"]["plan"] == every[1].plan
+    assert search["runner_up"]["step_time_s"] == every[1].step_time_s
+    assert search["feasible"] == sum(r.fits for r in every)
+
+
 def test_1f1b_bubble_is_pp_minus_1_slots():
     """Four even stages (32 layers) and eight microbatches: the step is 8 + 3 slots."""
     r = train(chips=4, pp=4, batch=8, prompt=512)

@@ -256,20 +256,25 @@ def _uninterrupted() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait until the block is done. Python raises a signal's exception
     between any two bytecodes, so one that arrived while a chunk was being written left part
     of it in the file and all of it counted (a SIGTERM test: 768 rows reported, 575 kept).
-    Blocked here, the signal is delivered as the block ends. Only the main thread can block
-    them (signal.pthread_sigmask, POSIX); elsewhere the block runs as it is."""
+    Blocking the signals in this thread was not enough: the process pool's manager thread
+    could take them, and Python still ran the handler in the main thread mid-block (768
+    reported, 384 kept). So the handlers themselves wait: a signal that arrives in the block
+    is noted and raised again once it ends. Only the main thread can set handlers; elsewhere
+    the block runs as it is."""
     import signal
     import threading
 
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
-        threading.main_thread()
-    ):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signals = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    received: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, _: received.append(signum)) for s in signals}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if received:
+            signal.raise_signal(received[0])  # now to the handler the block held off
 

@@ -219,7 +219,7 @@ class PlanMemory:
     microbatches: int
     micro_batch: int
     params: list[float]  # parameters one chip of each stage holds
-    per_param: Any  # bytes per parameter (weights, gradients, optimizer state)
+    per_param: StateBytes  # bytes per parameter (weights, gradients, optimizer state)
     states: list[StateBytes]
     stash: list[float]
     activations: list[float]
@@ -377,7 +377,6 @@ def _search(
 ) -> TrainingResult:
     start = time.perf_counter()
     ranks: dict[tuple, RankTraining] = {}
-    results: list[tuple[TrainingResult, Plan]] = []
     skipped = 0
     memories: list[tuple[Plan, PlanMemory]] = []
     for plan in candidate_plans(cfg, system.chips):
@@ -394,18 +393,19 @@ def _search(
     def costed(plan: Plan, mem: PlanMemory) -> TrainingResult:
         return run_plan(cfg, system, plan, setup, list(notes), ranks, False, mem)
 
-    # Plans that fit rank by step time, the others after them by memory (_score): while
+    # The order of _score: plans that fit by step time, then the others by memory. While
     # any plan fits, one that does not is costed only if it is the runner-up.
-    fitting = [(costed(p, mem), p) for p, mem in memories if mem.fits]
-    fitting.sort(key=lambda pair: _score(pair[0]))
-    rest = sorted(((mem, p) for p, mem in memories if not mem.fits), key=lambda x: x[0].total)
-    order = [p for _, p in fitting] + [p for _, p in rest]
-    results = {id(p): r for r, p in fitting}
-    if len(order) > 1 and id(order[1]) not in results:
-        runner_mem = next(mem for mem, p in rest if p is order[1])
-        results[id(order[1])] = costed(order[1], runner_mem)
-    runner = results[id(order[1])] if len(order) > 1 else None
-    best = run_plan(cfg, system, order[0], setup, list(notes), ranks)  # in full
+    fitting = sorted(((p, mem, costed(p, mem)) for p, mem in memories if mem.fits),
+                     key=lambda found: _score(found[2]))  # fmt: skip
+    rest = sorted(((p, mem, None) for p, mem in memories if not mem.fits),
+                  key=lambda found: found[1].total)  # fmt: skip
+    ranked = fitting + rest
+    runner = None
+    if len(ranked) > 1:
+        plan, mem, result = ranked[1]
+        runner = result or costed(plan, mem)
+    plan, mem, _ = ranked[0]
+    best = run_plan(cfg, system, plan, setup, list(notes), ranks, memory=mem)  # in full
     best.plan_search = {
         "objective": "step time",
         "candidates": len(memories) + skipped,

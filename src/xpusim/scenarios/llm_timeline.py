@@ -171,7 +171,7 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
     return Metrics(
         ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
-        np.where(pp > 1, send_pre, 0.0), np.where(pp > 1, send_dec, 0.0),
+        send_pre, send_dec,  # zero at pp 1: its line is `none`
         _bottleneck(prefill, decode, decode_steps, send_total_s), (prefill, decode),
     )  # fmt: skip
 

@@ -63,18 +63,17 @@ class Load:
         given = [x is not None for x in (self.concurrency, self.rate, self.trace)]
         if sum(given) != 1:
             raise UserError("give exactly one of --concurrency, --rate and --trace")
-        if self.concurrency is not None and not _count(self.concurrency):
-            raise UserError(f"concurrency must be a positive integer, got {self.concurrency!r}")
         if self.rate is not None and not (_number(self.rate) and self.rate > 0):
             raise UserError(f"rate must be a positive number of requests/s, got {self.rate!r}")
         if not (_number(self.burstiness) and self.burstiness > 0):
             raise UserError(f"burstiness must be a positive number, got {self.burstiness!r}")
         if not (_number(self.spread) and 0 <= self.spread < 1):
             raise UserError(f"spread must be in [0, 1), got {self.spread!r}")
-        for name in ("requests", "prompt", "gen"):
-            value = getattr(self, name)
-            if not _count(value):
-                raise UserError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("requests", "prompt", "gen"):  # required: None is not "not given"
+            if getattr(self, name) is None:
+                raise UserError(f"{name} must be a positive integer, got None")
+        check_positive(concurrency=self.concurrency, requests=self.requests, prompt=self.prompt,
+                       gen=self.gen)  # fmt: skip
         if self.requests > MAX_REQUESTS:
             raise UserError(f"requests: {self.requests}; at most {MAX_REQUESTS:,} can be "
                             "served in one run")
@@ -188,11 +187,6 @@ def default_warmup(requests: int) -> int:
     """Search.warmup's default: a tenth of the requests, as the load ramps up (none for
     fewer than 20)."""
     return requests // 10 if requests >= 20 else 0
-
-
-def _count(value: object) -> bool:
-    """A positive integer, as Python callers give one (a bool or 2.0 is not)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
 
 
 def _number(value: object) -> bool:

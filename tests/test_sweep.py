@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import numpy as np
@@ -15,7 +16,7 @@ from xpusim.errors import UserError
 from xpusim.explore.executor import InProcess, LocalPool
 from xpusim.explore.grid import Point, split
 from xpusim.explore.pareto import Objective, front, front_mask
-from xpusim.explore.rows import result_row
+from xpusim.explore.rows import Columns, result_row
 from xpusim.explore.sensitivity import sensitivity
 from xpusim.explore.sweep import Grid, run
 from xpusim.hardware.whatif import apply
@@ -282,6 +283,12 @@ def test_a_point_comes_back_from_its_key():
     assert again == point and again.key == point.key
 
 
+def _chunk(*rows: dict) -> Columns:
+    """Rows as a sweep's chunk (a row without a column has None there)."""
+    names = dict.fromkeys(name for row in rows for name in row)
+    return Columns({name: [row.get(name) for row in rows] for name in names}, len(rows))
+
+
 def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     """A row with a column the file lacks rewrites it: every line keeps the header's width,
     and rows stored before the column read None there, as they read back from the file."""
@@ -290,9 +297,9 @@ def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     path = tmp_path / "results.csv"
     expected = {"a": "h", "b": "h", "e": "h"}
     store = ResultStore(path, expected)
-    store.add([{"key": "a", "spec_hash": "h", "x": 1.5},
-               {"key": "e", "spec_hash": "h", "error": "no bf16"}])  # fmt: skip
-    store.add([{"key": "b", "spec_hash": "h", "x": 2.0, "y": True}])
+    store.add(_chunk({"key": "a", "spec_hash": "h", "x": 1.5},
+                     {"key": "e", "spec_hash": "h", "error": "no bf16"}))  # fmt: skip
+    store.add(_chunk({"key": "b", "spec_hash": "h", "x": 2.0, "y": True}))
     store.close()
     with path.open() as f:
         lines = list(csv.reader(f))
@@ -301,6 +308,83 @@ def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
     assert again.rows[0]["y"] is None and again.rows[2]["y"] is True
     assert again.rows[1].get("error") == "no bf16" and again.rows[1].get("nope", 7) == 7
+
+
+@pytest.mark.parametrize(("error", "moved_max_bytes"),
+                         [("one line", 2**20), ("two\nlines", 2**20), ("one line", 0)])
+def test_store_rewrites_move_written_rows_and_read_back_whole(tmp_path, monkeypatch, error,
+                                                              moved_max_bytes):  # fmt: skip
+    """A column added mid-sweep and the final grid-order rewrite move the rows already
+    written as their text (widened by empty cells); a cell spanning lines makes the file's
+    lines not its rows, and a file too large to hold makes moving it cost memory: the
+    rows are formatted again. Either way the file reads back as the store holds it, and a
+    spec hash of digits stays the text it was (it read back as a number, lost its leading
+    zero and refused the resume)."""
+    from xpusim.explore import store as stores
+    from xpusim.explore.store import ResultStore
+
+    monkeypatch.setattr(stores, "MOVED_MAX_BYTES", moved_max_bytes)
+
+    path, digits = tmp_path / "results.csv", "0123456789012345"
+    expected = {"a": digits, "b": digits, "c": digits, "d": digits}
+    store = ResultStore(path, expected)
+    store.add(_chunk({"key": "a", "spec_hash": digits, "x": 0.1},
+                     {"key": "b", "spec_hash": digits, "error": error}))  # fmt: skip
+    store.add(_chunk({"key": "c", "spec_hash": digits, "x": 1 / 3, "y": True}))  # a new column
+    store.add(_chunk({"key": "d", "spec_hash": digits, "x": 2.0}))
+    store.reorder(["d", "c", "b", "a"])
+    again = ResultStore(path, expected)
+    assert [r["key"] for r in again.rows] == ["d", "c", "b", "a"]
+    assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
+    assert again.rows[1]["x"] == 1 / 3 and again.rows[1]["y"] is True
+    assert again.rows[2]["error"] == error and again.rows[3]["y"] is None
+    assert again.rows[0]["spec_hash"] == digits
+    again.reorder(["a", "b", "c", "d"])
+    assert [r["key"] for r in ResultStore(path, expected).rows] == ["a", "b", "c", "d"]
+
+
+@dataclasses.dataclass
+class _Part:
+    share: float
+    items: list
+
+
+@dataclasses.dataclass
+class _Outcome:
+    chips: int
+    throughput: float
+    plan: dict
+    part: _Part | None
+    notes: list
+    plan_search: dict | None = None
+
+
+def test_columns_hold_each_results_scalars_one_level_deep():
+    """A chunk's columns: the inputs, then each result's scalars with nested dicts and
+    dataclasses one level deep (lists and plan_search left out), the per-chip rate, key and
+    error; a row without a column has None there, and a result's value wins over the
+    input of the same name."""
+    points = [Point("x", (("p", 1.0),), (("chips", 2),)),
+              Point("y", (), (("chips", 4), ("precision", "int8"))),
+              Point("z", (), (("chips", 1),))]  # fmt: skip
+    found = [_Outcome(8, 8.0, {"tp": 2, "ops": [1]}, _Part(0.5, []), ["a note"], {"s": 1.0}),
+             UserError("no int8"),
+             _Outcome(1, 3.0, {"tp": 1}, None, [])]  # fmt: skip
+    got = Columns.of(points, found)
+    assert list(got.cells) == ["target", "set.p", "chips", "precision", "throughput",
+                               "plan.tp", "part", "part.share", "throughput_per_chip", "key",
+                               "error"]  # fmt: skip
+    assert got.row(0) == {
+        "target": "x", "set.p": 1.0, "chips": 8, "precision": None, "throughput": 8.0,
+        "plan.tp": 2, "part": None, "part.share": 0.5, "throughput_per_chip": 1.0,
+        "key": points[0].key, "error": None}  # fmt: skip
+    assert got.row(1) == {
+        **dict.fromkeys(got.cells), "target": "y", "chips": 4, "precision": "int8",
+        "key": points[1].key, "error": "no int8"}  # fmt: skip
+    assert got.row(2)["part"] is None and got.row(2)["part.share"] is None
+    assert [result_row(p, f) for p, f in zip(points, found, strict=True)][2] == {
+        "target": "z", "chips": 1, "throughput": 3.0, "plan.tp": 1, "part": None,
+        "throughput_per_chip": 3.0, "key": points[2].key}
 
 
 def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
@@ -320,7 +404,7 @@ def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
     path = tmp_path / "results.csv"
     keys = [f"p{i}" for i in range(50)]
     store = stores.ResultStore(path, dict.fromkeys(keys, "h"))
-    store.add([{"key": keys[0], "spec_hash": "h", "x": 0.0}])  # columns known: appends next
+    store.add(_chunk({"key": keys[0], "spec_hash": "h", "x": 0.0}))  # columns known: appends next
     cells, written = store._cells, []
 
     def cells_then_signal(row):
@@ -333,7 +417,7 @@ def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
     previous = signal.signal(signal.SIGINT, stop)
     try:
         with pytest.raises(Stop):
-            store.add([{"key": k, "spec_hash": "h", "x": 1.0} for k in keys[1:]])
+            store.add(_chunk(*({"key": k, "spec_hash": "h", "x": 1.0} for k in keys[1:])))
     finally:
         signal.signal(signal.SIGINT, previous)
     with path.open() as f:

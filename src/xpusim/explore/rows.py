@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any
 
+from xpusim.errors import UserError
 from xpusim.explore.grid import Point
 
 Scalar = bool | int | float | str | None
@@ -23,55 +25,176 @@ PER_CHIP = ("tokens_per_s", "queries_per_s", "throughput")
 """Rates divided by the system's chips into `<rate>_per_chip` columns."""
 
 
-def point_row(point: Point) -> dict[str, Scalar]:
-    """The inputs of a point: its target, each what-if value and each option typed."""
-    row: dict[str, Scalar] = {"target": point.target}
-    row.update({f"set.{path}": value for path, value in point.sets})
-    row.update(point.options)
-    return row
+class Columns:
+    """Rows as columns: each column's cells, one a row, None where a row has none; columns in
+    the order they first appear (the point's inputs, its result's fields in declaration
+    order with nested keys as they first appear, the per-chip rates, `key`, `error`).
+
+    A sweep's chunk is made, sent and stored this way: gathered a column at a time over
+    the chunk's results, not a dict a point (a 10,000-point sweep has 600,000 cells)."""
+
+    def __init__(self, cells: dict[str, list[Scalar]], size: int):
+        self.cells = cells
+        self.size = size
+
+    @classmethod
+    def of(cls, points: Sequence[Point], found: Sequence[Any]) -> Columns:
+        """The points' inputs, then every scalar of each one's result (resolved values win:
+        a precision not given shows the one the chip used), or the UserError that it raised
+        in `error`."""
+        n = len(points)
+        every = range(n)
+        gathered = _Gathered(n)
+        gathered.put(every, "target", [p.target for p in points])
+        gathered.put_mappings(every, [dict(p.sets) for p in points], "set.")
+        gathered.put_mappings(every, [dict(p.options) for p in points], "")
+        by_type: dict[type, list[int]] = {}
+        for i, result in enumerate(found):
+            if not isinstance(result, UserError):
+                by_type.setdefault(type(result), []).append(i)
+        for kind, at in by_type.items():
+            where = every if len(at) == n else at
+            results = [found[i] for i in at]
+            for name in _field_names(kind):
+                if name not in SKIPPED:
+                    gathered.put_values(where, name, list(map(attrgetter(name), results)))
+        cells = gathered.cells
+        chips = cells.get("chips")
+        for rate in PER_CHIP:
+            if rate in cells and chips is not None:
+                gathered.put(every, f"{rate}_per_chip",
+                             [x / c if isinstance(x, float) and isinstance(c, int) and c > 0
+                              else _ABSENT for x, c in zip(cells[rate], chips, strict=True)],
+                             complete=False)  # fmt: skip
+        gathered.put(every, "key", [p.key for p in points])
+        gathered.put(every, "error", [str(f) if isinstance(f, UserError) else _ABSENT
+                                      for f in found], complete=False)  # fmt: skip
+        return cls(gathered.finished(), n)
+
+    def row(self, i: int) -> dict[str, Scalar]:
+        return {name: column[i] for name, column in self.cells.items()}
+
+    @property
+    def has_results(self) -> bool:
+        """Whether any row is a result rather than an error."""
+        errors = self.cells.get("error")
+        return errors is None or None in errors
+
+    def as_stored(self) -> Columns:
+        """The cells as the results file will give them back (stored_cell): a sweep's
+        workers apply it, so that the process writing the file does no more than write.
+        `key` is left as it is (a JSON list, a text however read). Changes the text cells
+        in place and returns itself."""
+        for name, column in self.cells.items():
+            kinds = set(map(type, column))
+            if name == "key" or not any(issubclass(kind, str) for kind in kinds):
+                continue
+            self.cells[name] = (list(map(_stored_text, column)) if kinds == {str} else
+                                [stored_cell(v) if isinstance(v, str) else v for v in column])
+        return self
 
 
 def result_row(point: Point, result: Any) -> dict[str, Scalar]:
-    """The point's inputs, then every scalar of its result (resolved values win: a
-    precision not given shows the one the chip used)."""
-    row = point_row(point)
-    for name in _field_names(type(result)):
-        if name in SKIPPED:
-            continue
-        value = getattr(result, name)
-        if value is None or type(value) in _SCALARS:
-            row[name] = value
-        elif type(value) is dict:
-            _nested(row, name, value.items())
-        elif dataclasses.is_dataclass(value):
-            _nested(row, name, ((k, getattr(value, k)) for k in _field_names(type(value))))
-        elif _is_scalar(value):  # a subclass of a scalar type (an enum's str)
-            row[name] = value
-    chips = row.get("chips")
-    for rate in PER_CHIP:
-        if isinstance(row.get(rate), float) and isinstance(chips, int) and chips > 0:
-            row[f"{rate}_per_chip"] = row[rate] / chips
-    row["key"] = point.key
-    return row
+    """One point's row (Columns.of, of one)."""
+    return Columns.of([point], [result]).row(0)
 
 
-def _nested(row: dict[str, Scalar], name: str, items: Iterable[tuple[str, Any]]) -> None:
-    """A nested object's scalars as dotted columns."""
-    for key, value in items:
-        if value is None or type(value) in _SCALARS or _is_scalar(value):
-            row[_dotted(name, key)] = value
+_ABSENT: Any = object()  # a row without the column, while the columns are gathered
+_PLAIN = frozenset({bool, int, float, str, type(None)})
+
+
+class _Gathered:
+    """Columns being gathered for `n` rows; a cell no value was put in is _ABSENT until
+    `finished` makes it None."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.cells: dict[str, list] = {}
+        self._partial: set[str] = set()  # columns that may hold _ABSENT
+
+    def put(self, where: Sequence[int], name: str, values: list, complete: bool = True) -> None:
+        """A column's cells at rows `where` (a range of every row, or some of them); an
+        _ABSENT value (only where not `complete`) leaves the cell as it is; a column no row
+        has is not added."""
+        if not complete and values.count(_ABSENT) == len(values):
+            return
+        column = self.cells.get(name)
+        if column is None and isinstance(where, range):
+            self.cells[name] = values
+            if not complete:
+                self._partial.add(name)
+            return
+        if column is None:
+            column = self.cells[name] = [_ABSENT] * self.n
+            self._partial.add(name)
+        for i, value in zip(where, values, strict=True):
+            if value is not _ABSENT:
+                column[i] = value
+
+    def put_mappings(self, where: Sequence[int], maps: list[Mapping], prefix: str) -> None:
+        """The keys of per-row mappings as columns (prefixed), in the order they first
+        appear; only scalar values are kept."""
+        layouts = dict.fromkeys(map(tuple, maps))  # the rows' key lists: a sweep has one
+        keys = dict.fromkeys(key for layout in layouts for key in layout)
+        for key in keys:
+            if len(layouts) == 1:
+                values = list(map(itemgetter(key), maps))
+                if set(map(type, values)) <= _PLAIN:
+                    self.put(where, _dotted(prefix, key), values)
+                    continue
+            values = [found.get(key, _ABSENT) for found in maps]
+            self.put(where, _dotted(prefix, key), _scalars(values), complete=False)
+
+    def put_values(self, where: Sequence[int], name: str, values: list) -> None:
+        """One field of the results: a scalar's cells as they are, a dict's or dataclass's
+        scalars one level deep as dotted columns (`plan.tp`); lists are left out."""
+        kinds = set(map(type, values))
+        if kinds <= _PLAIN:
+            self.put(where, name, values)
+            return
+        self.put(where, name, _scalars(values), complete=False)
+        nesting = {kind for kind in kinds if kind is dict or dataclasses.is_dataclass(kind)}
+        if not nesting:
+            return
+        at = [i for i, v in zip(where, values, strict=True) if type(v) in nesting]
+        maps = [_mapping(v) for v in values if type(v) in nesting]
+        self.put_mappings(at if len(at) < len(values) else where, maps, f"{name}.")
+
+    def finished(self) -> dict[str, list[Scalar]]:
+        for name in self._partial:
+            column = self.cells[name]
+            if _ABSENT in column:
+                self.cells[name] = [None if v is _ABSENT else v for v in column]
+        return self.cells
+
+
+def _scalars(values: list) -> list:
+    """The values, _ABSENT where one is not a scalar (a list, a dict, an object)."""
+    scalar = {kind for kind in set(map(type, values)) if kind in _PLAIN or issubclass(
+        kind, bool | int | float | str)}  # fmt: skip
+    return [v if type(v) in scalar else _ABSENT for v in values]
 
 
 @functools.cache  # a sweep's rows have the same few dozen nested columns
-def _dotted(name: str, key: str) -> str:
-    return f"{name}.{key}"
+def _dotted(prefix: str, key: str) -> str:
+    return f"{prefix}{key}"
 
 
-_SCALARS = frozenset({bool, int, float, str})
+def _mapping(obj: Any) -> Mapping[str, Any]:
+    """A dict as it is; a dataclass instance's fields and values, in declaration order (its
+    __dict__ where it holds nothing else: its __init__ sets every field, in order)."""
+    if type(obj) is dict:
+        return obj
+    names = _field_names(type(obj))
+    found = getattr(obj, "__dict__", None)
+    if found is not None and tuple(found) == names:
+        return found
+    return {name: getattr(obj, name) for name in names}
 
 
 def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
-    return {**point_row(point), "error": str(error), "key": point.key}
+    """One point's row where it raised a user error."""
+    return Columns.of([point], [error]).row(0)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -84,10 +207,6 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float | str)
 
 
 def to_text(value: Scalar) -> str:
@@ -117,3 +236,17 @@ def from_text(text: str) -> Scalar:
         return float(text)
     except ValueError:
         return text
+
+
+def stored_cell(value: Scalar) -> Scalar:
+    """A cell as the results file will give it back: numbers, booleans and None come back
+    as they are (floats are written with repr), a text may not ("12" reads as 12, and a
+    str enum as its text)."""
+    if type(value) is str:
+        return _stored_text(value)
+    return from_text(value) if isinstance(value, str) else value
+
+
+@functools.lru_cache(maxsize=4096)  # a sweep's texts repeat: chip ids, formats, bounds
+def _stored_text(text: str) -> Scalar:
+    return from_text(text)

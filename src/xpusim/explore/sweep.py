@@ -32,8 +32,8 @@ from xpusim import api
 from xpusim.errors import Interrupted, UserError
 from xpusim.explore.executor import Executor
 from xpusim.explore.grid import Point, cross
-from xpusim.explore.rows import error_row, result_row
-from xpusim.explore.store import SPEC_HASH, ResultStore, Row, StoredRow, as_stored, locked
+from xpusim.explore.rows import Columns
+from xpusim.explore.store import SPEC_HASH, ResultStore, StoredRow, locked
 from xpusim.files import writable_dir
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
@@ -69,7 +69,7 @@ class Chunk:
 
 @dataclass(frozen=True)
 class ChunkResult:
-    rows: list[Row]  # as_stored
+    rows: Columns  # as_stored
     busy_s: float  # the worker's time on the chunk
 
 
@@ -95,13 +95,9 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     runnable = [p for p in chunk.points if not isinstance(specs[p.spec_key], UserError)]
     jobs = [(specs[p.spec_key], dict(p.options)) for p in runnable]
     results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
-    rows = []
-    for point in chunk.points:
-        found = results.get(point, specs[point.spec_key])
-        failed = isinstance(found, UserError)
-        row = error_row(point, found) if failed else result_row(point, found)
-        row[SPEC_HASH] = chunk.hashes[point.spec_key]
-        rows.append(as_stored(row))
+    found = [results.get(point, specs[point.spec_key]) for point in chunk.points]
+    rows = Columns.of(chunk.points, found).as_stored()
+    rows.cells[SPEC_HASH] = [chunk.hashes[point.spec_key] for point in chunk.points]  # a text
     return ChunkResult(rows, time.perf_counter() - start)
 
 
@@ -167,12 +163,12 @@ def chunks(points: Sequence[Point], workers: int) -> list[tuple[Point, ...]]:
     """Points sorted so that formats and shapes stay together, packed into chunks whole
     format groups at a time (a group larger than a chunk is split), so that a chunk's points
     share few graphs (one per format and tp, ep, whatever their shapes)."""
-    ordered = sorted(points, key=lambda p: p.order)
+    ordered = sorted(((p.order, p) for p in points), key=lambda pair: pair[0])
     size = max(1, min(MAX_CHUNK, math.ceil(len(ordered) / (workers * CHUNKS_PER_WORKER))))
     packed: list[tuple[Point, ...]] = []
     current: list[Point] = []
-    for _, group in itertools.groupby(ordered, key=lambda p: p.order[0]):
-        members = list(group)
+    for _, group in itertools.groupby(ordered, key=lambda pair: pair[0][0]):  # the formats
+        members = [p for _, p in group]
         for start in range(0, len(members), size):
             piece = members[start : start + size]
             if current and len(current) + len(piece) > size:
@@ -228,7 +224,7 @@ def _simulate(
             for result in results:
                 store.add(result.rows)
                 busy += result.busy_s
-                finished += len(result.rows)
+                finished += result.rows.size
                 if progress:
                     progress(finished, len(points))
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main): keep what finished

@@ -254,30 +254,76 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     """A job's options (simulate's keywords; those not given take simulate's defaults)
     resolved into a system, a request and the plans to consider."""
     given = {**_DEFAULTS, **options}
-    batch, prompt, gen, chips = (given[k] for k in ("batch", "prompt", "gen", "chips"))
-    tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
-    microbatches, objective, overlap = (given[k] for k in ("microbatches", "objective",
-                                                           "overlap"))  # fmt: skip
-    precision, weight_precision = given["precision"], given["weight_precision"]
+    batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()
-    check_positive(batch=batch, prompt=prompt, gen=gen, chips=chips, tp=tp, pp=pp, dp=dp,
-                    ep=ep, microbatches=microbatches)  # fmt: skip
+    check_positive(batch=batch, prompt=prompt, gen=gen,
+                   **{k: given[k] for k in ("chips", "tp", "pp", "dp", "ep", "microbatches")})
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    system = resolve_system(target, chips)
-    act, weight, notes = resolve_formats(system.chip, precision, weight_precision)
+    job = _resolved(cfg, target, given)
+    notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
+    how = job.decoding
+    req = Request(batch, prompt, gen, job.act, job.weight, job.attention, job.kv, how.width,
+                  how.returned, how.step_tokens, how.advance)  # fmt: skip
+    setup = Setup(job.system, req, notes, job.plans, given["microbatches"], given["overlap"],
+                  job.objective, started_s, how)  # fmt: skip
+    if how.draft is not None:
+        setup.drafts = _drafts(cfg, how, setup, given)
+    if how.width > 1 or how.draft is not None:
+        notes.append(f"decoding: {setup.decoding.describe(cfg)}")
+    return setup
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What a job's options resolve to apart from its request's shape: the same for every
+    batch, prompt and generation length of a sweep, so worked out once for them."""
+
+    system: System
+    act: DType
+    weight: Format
+    attention: DType | None
+    kv: DType | None
+    notes: tuple[str, ...]
+    decoding: Decoding
+    plans: list[Plan]
+    objective: str | None  # None when the plan was given
+
+
+_SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
+
+
+def _resolved(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
+    """The job's system, formats, decoding and plans, kept per model and target object
+    and the options other than the shape (an option that cannot be hashed, a draft model
+    given as an object, is resolved every time)."""
+    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
+    try:
+        hash(rest)
+    except TypeError:
+        return _resolve(cfg, target, given)
+    return _RESOLVED.get((cfg, target), rest, lambda: _resolve(cfg, target, given))
+
+
+_RESOLVED: ByIdentity[_Resolved] = ByIdentity()
+
+
+def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
+    chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
+    objective = given["objective"]
+    system = resolve_system(target, chips)
+    act, weight, notes = resolve_formats(system.chip, given["precision"],
+                                         given["weight_precision"])  # fmt: skip
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
                            given["draft_tokens"], given["acceptance"],
                            given["acceptance_lengths"])  # fmt: skip
-    req = Request(batch, prompt, gen, act, weight, attention, kv, how.width, how.returned,
-                  how.step_tokens, how.advance)  # fmt: skip
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
     if searched:
         from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans
@@ -295,13 +341,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         if how.draft is not None and plans[0].pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             "give --pp 1")  # fmt: skip
-    setup = Setup(system, req, notes, plans, microbatches, overlap,
-                  objective if searched else None, started_s, how)  # fmt: skip
-    if how.draft is not None:
-        setup.drafts = _drafts(cfg, how, setup, given)
-    if how.width > 1 or how.draft is not None:
-        notes.append(f"decoding: {setup.decoding.describe(cfg)}")
-    return setup
+    return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
+                     objective if searched else None)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -389,8 +430,7 @@ def _result(
     itemsize = req.kv_format.itemsize
     kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
                                 + req.width * cfg.state_bytes_per_sequence(itemsize))
-    single_copy = Footprint(sum(weight_bytes(cfg, Plan(), req.weight, req.act)), kv_bytes,
-                            activations)  # fmt: skip
+    single_copy = Footprint(_all_weight_bytes(cfg, req.weight, req.act), kv_bytes, activations)
     replicas = plan.tp * plan.ep * plan.dp
     draft = setup.draft(plan)
     drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)
@@ -453,6 +493,15 @@ def _result(
         result.collectives = collective_algorithms(decode.table, system, plan,
                                                    graphs.collective_bytes[1][row])  # fmt: skip
     return result
+
+
+def _all_weight_bytes(cfg: TransformerConfig, weight: Format, act: DType) -> float:
+    """The model's weights, one copy (kept per config object: a sweep asks every point)."""
+    return _ALL_WEIGHTS.get((cfg,), (weight, act),
+                            lambda: sum(weight_bytes(cfg, Plan(), weight, act)))  # fmt: skip
+
+
+_ALL_WEIGHTS: ByIdentity[float] = ByIdentity()
 
 
 def op_reports(

@@ -24,6 +24,7 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -78,8 +79,18 @@ class Metrics:
 
     def costed(self, k: int) -> Costed:
         """Plan k's figures, as Python numbers."""
-        figures = (float(getattr(self, name)[k]) for name in self.FIGURES)
-        return Costed(*figures, Bottleneck(int(self.bottleneck[k])).label, self.phases, k)
+        return Costed(*self._figures[k], self.phases, k)
+
+    @cached_property
+    def _figures(self) -> list[tuple]:
+        """Each plan's figures and bottleneck's label, as Python numbers (a sweep asks for
+        every plan's: one conversion of each array, not one a figure and plan)."""
+        labels = [_LABELS[b] for b in self.bottleneck.tolist()]
+        return list(zip(*(getattr(self, name).tolist() for name in self.FIGURES), labels,
+                        strict=True))  # fmt: skip
+
+
+_LABELS = [b.label for b in sorted(Bottleneck)]  # by value: 0, 1, ...
 
 
 class Costed(NamedTuple):

@@ -309,7 +309,7 @@ class TransformerConfig:
             + self.encoder_params
         )
 
-    @property
+    @cached_property  # a sweep asks for it for every point
     def active_param_count(self) -> int:
         """Parameters one token touches (MoE: only its routed experts)."""
         idle_experts = self.num_experts - self.experts_per_token if self.is_moe else 0

@@ -311,6 +311,10 @@ def _cli(*argv):
     (["--find", "max-rate"], "slo"),
     (["--rate", "2", "--chips", "8", "--prefill-replicas", "1", "--decode-replicas", "1",
       "--decode-tp", "3"], "--decode-tp 3"),  # the message named --tp
+    # a block of 2^40 tokens left an H100 "room for 0 tokens of KV cache"
+    (["--concurrency", "4", "--kv-block", str(2**40)], "kv_block"),
+    # a shared prefix longer than the prompts that begin with it was cut short unsaid
+    (["--concurrency", "4", "--prompt", "100", "--prefix", "5000"], "prefix (5000 tokens)"),
 ])  # fmt: skip
 def test_bad_input_exits_2_with_one_line(argv, says):
     import subprocess

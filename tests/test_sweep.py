@@ -182,6 +182,9 @@ def test_sweeps_whose_points_plot_oddly_still_finish(capsys, tmp_path, argv, plo
     (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--set", "nonsense=1"], ["nonsense"]),
     (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--batch", "1,2,4,...,10"], ["--batch"]),
     (["sweep", "dlrm-v2", "--chip", "h100-sxm", "--prompt", "128,256"], ["--prompt"]),
+    # ten million points: refused before one is made (it would have filled memory)
+    (["sweep", "llama-2-7b", "--chip", "h100-sxm", "--batch", "1,2,...,100000", "--prompt",
+      "1,2,...,100", "--out", "never-written"], ["10,000,000 points", "5,000,000"]),
 ])  # fmt: skip
 def test_bad_what_if_or_list_is_exit_2_naming_it(capsys, tmp_path, monkeypatch, argv, mentions):
     monkeypatch.chdir(tmp_path)

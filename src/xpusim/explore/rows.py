@@ -4,7 +4,8 @@ record, a point of a plot.
 The row is what `xpusim run --json` says, less its lists (ops, collectives, notes), with
 nested objects one level deep as dotted columns (`plan.tp`, `memory_bytes.total`), plus the
 throughput per chip that compares systems of different sizes. A point that raised a user
-error keeps its inputs and says why in `error`.
+error keeps its inputs and says why in `error`. A sweep's chunk of points is gathered as
+columns (`Columns`), which is how it travels to the results file.
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ def result_row(point: Point, result: Any) -> dict[str, Scalar]:
     return Columns.of([point], [result]).row(0)
 
 
+def error_row(point: Point, error: UserError) -> dict[str, Scalar]:
+    """One point's row where it raised a user error."""
+    return Columns.of([point], [error]).row(0)
+
+
 _ABSENT: Any = object()  # a row without the column, while the columns are gathered
 _PLAIN = frozenset({bool, int, float, str, type(None)})
 
@@ -190,11 +196,6 @@ def _mapping(obj: Any) -> Mapping[str, Any]:
     if found is not None and tuple(found) == names:
         return found
     return {name: getattr(obj, name) for name in names}
-
-
-def error_row(point: Point, error: Exception) -> dict[str, Scalar]:
-    """One point's row where it raised a user error."""
-    return Columns.of([point], [error]).row(0)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

@@ -44,6 +44,10 @@ Spec = Chip | System | UserError  # a what-if a chip cannot take is an error for
 RESULTS_FILE = "results.csv"
 CHUNKS_PER_WORKER = 4  # enough for load balance and a moving progress bar
 MAX_CHUNK = 1024  # points per task: a chunk builds its graphs once for all its shapes
+MAX_POINTS = 5_000_000
+"""The largest grid one sweep runs: its rows stay in memory for the summary, the plots and the
+Parquet copy, 2.7 GB at the peak for a million points (docs/sweeps.md), so 5 million need
+about 13 GB."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,13 @@ class Grid:
     axes: dict[str, tuple[Any, ...]]
 
     def points(self) -> list[Point]:
+        """Every point; a grid of more than MAX_POINTS is refused before any is made."""
+        count = math.prod(map(len, (self.targets, *(v for _, v in self.sets),
+                                    *self.axes.values())))  # fmt: skip
+        if count > MAX_POINTS:
+            raise UserError(f"the grid has {count:,} points; at most {MAX_POINTS:,} can be swept "
+                            "at once (each keeps about 2.7 KB of memory): sweep fewer values, "
+                            "or split the grid over several --out folders")  # fmt: skip
         return cross(self.targets, self.sets, self.axes)
 
 

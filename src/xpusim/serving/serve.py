@@ -286,6 +286,10 @@ def serve_llm(
     warmup = default_warmup(len(requests)) if search.warmup is None else search.warmup
     if warmup >= len(requests):
         raise UserError(f"warmup ({warmup}) leaves none of the {len(requests)} requests")
+    shortest = int(requests.prompt.min())
+    if engine.prefix >= shortest:
+        raise UserError(f"prefix ({engine.prefix} tokens) must be shorter than every prompt, "
+                        f"which begins with it; the shortest is {shortest} tokens")  # fmt: skip
     if search.find is not None:
         from xpusim.serving.capacity import answer
 

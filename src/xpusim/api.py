@@ -156,13 +156,19 @@ def simulate_many(
     found: list[Any] = [None] * len(jobs)
     prices: list[Price] = [None] * len(jobs)
     by_scenario: dict[Scenario, list[tuple[int, Chip | System, dict]]] = {}
+    modes: dict[str, Scenario] = {}  # a sweep's jobs share a few modes and option names
+    checked: set[tuple[Scenario, tuple[str, ...]]] = set()
     for i, (chip, options) in enumerate(jobs):
         options = dict(options)
         try:
-            scenario = _scenario(workload, options.pop("mode", "inference"))
+            mode = options.pop("mode", "inference")
+            scenario = modes[mode] if mode in modes else modes.setdefault(
+                mode, _scenario(workload, mode))  # fmt: skip
             spec = _spec(chip)
             prices[i] = parse_price(options.pop("price", None), _chip_id(spec))
-            _check_options(scenario, options)
+            if (scenario, tuple(options)) not in checked:
+                _check_options(scenario, options)
+                checked.add((scenario, tuple(options)))
         except UserError as error:
             found[i] = error
             continue

@@ -295,7 +295,7 @@ def _chunk(*rows: dict) -> Columns:
 def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     """A row with a column the file lacks rewrites it: every line keeps the header's width,
     and rows stored before the column read None there, as they read back from the file."""
-    from xpusim.explore.store import ResultStore
+    from xpusim.explore.store import ResultStore, column
 
     path = tmp_path / "results.csv"
     expected = {"a": "h", "b": "h", "e": "h"}
@@ -311,6 +311,9 @@ def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     assert [dict(r) for r in again.rows] == [dict(r) for r in store.rows]
     assert again.rows[0]["y"] is None and again.rows[2]["y"] is True
     assert again.rows[1].get("error") == "no bf16" and again.rows[1].get("nope", 7) == 7
+    # a column read whole (store.column, for Parquet): rows stored before it came read None
+    assert column(store.rows, "y") == [None, None, True]
+    assert column(store.rows, "x") == column(again.rows, "x") == [1.5, None, 2.0]
 
 
 @pytest.mark.parametrize(("error", "moved_max_bytes"),

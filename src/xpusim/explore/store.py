@@ -18,6 +18,7 @@ import fcntl
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 from xpusim.errors import UserError
@@ -67,6 +68,21 @@ class StoredRow(Mapping[str, Scalar]):
     def cells(self) -> tuple[Scalar, ...]:
         """Its values in the store's column order, as far as it has them."""
         return self._values
+
+
+def column(rows: Sequence[StoredRow], name: str) -> list[Scalar]:
+    """One column of stored rows (None where a row has none), read with one C call a row
+    rather than a lookup through StoredRow (a million-row Parquet file reads 60 columns)."""
+    if not rows:
+        return []
+    at = rows[0]._index[name]  # every row of a store shares its index
+    values = list(map(_VALUES, rows))
+    if at < min(map(len, values)):  # rows stored before a column came are shorter
+        return list(map(itemgetter(at), values))
+    return [v[at] if at < len(v) else None for v in values]
+
+
+_VALUES = attrgetter("_values")
 
 
 class ResultStore:

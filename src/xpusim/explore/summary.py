@@ -15,7 +15,7 @@ from xpusim import api
 from xpusim.errors import UserError
 from xpusim.explore import pareto
 from xpusim.explore.grid import Point
-from xpusim.explore.store import SPEC_HASH, Row
+from xpusim.explore.store import SPEC_HASH, Row, column
 from xpusim.explore.sweep import Grid, SweepRun, resolve_specs
 from xpusim.files import atomic_path
 from xpusim.hardware.system import System
@@ -93,7 +93,7 @@ def _write_parquet(run: SweepRun, path: Path, summary: SweepSummary) -> None:
     columns = {}
     for c in run.columns:
         try:
-            columns[c] = pa.array([row.get(c) for row in rows])
+            columns[c] = pa.array(column(rows, c))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # a row read back from an edited file
             raise UserError(f"{run.results_path}: column {c!r} mixes numbers and text (was the "
                             "file edited?); remove the file to simulate afresh") from None

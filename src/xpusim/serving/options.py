@@ -134,9 +134,9 @@ class Engine:
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
-        if self.kv_block > MAX_KV_BLOCK:
+        if self.kv_block is None or self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 16-128), "
-                            f"got {self.kv_block:,}")  # fmt: skip
+                            f"got {self.kv_block!r}")  # fmt: skip
         if not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:

@@ -162,13 +162,15 @@ def simulate_many(
         options = dict(options)
         try:
             mode = options.pop("mode", "inference")
-            scenario = modes[mode] if mode in modes else modes.setdefault(
-                mode, _scenario(workload, mode))  # fmt: skip
+            if mode not in modes:
+                modes[mode] = _scenario(workload, mode)
+            scenario = modes[mode]
             spec = _spec(chip)
             prices[i] = parse_price(options.pop("price", None), _chip_id(spec))
-            if (scenario, tuple(options)) not in checked:
+            names = (scenario, tuple(options))
+            if names not in checked:
                 _check_options(scenario, options)
-                checked.add((scenario, tuple(options)))
+                checked.add(names)
         except UserError as error:
             found[i] = error
             continue

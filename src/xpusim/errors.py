@@ -28,6 +28,15 @@ def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
     return f"; valid choices: {shown}"
 
 
+def config_count(value: object, field: str, origin: str, top: int) -> int:
+    """A count in a model's config file: a JSON integer (not a bool, a float or a string)
+    from 1 to `top`, else a UserError naming the file and the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise UserError(f"{origin}: field {field!r} must be an integer from 1 to {top:,}, "
+                        f"got {value!r}")  # fmt: skip
+    return value
+
+
 def check_positive(**values: object) -> None:
     """Every named value is a positive integer (or None, meaning "not given")."""
     import numpy as np

@@ -385,6 +385,9 @@ def _resolve_system(target: Chip | System, chips: int | None) -> System:
 _SYSTEMS: ByIdentity[System] = ByIdentity()
 
 
+_ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weights
+
+
 def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
                   ep: int | None) -> Plan:  # fmt: skip
     """Missing degrees are 1, except dp, which takes up the chips the others leave."""
@@ -430,7 +433,8 @@ def _result(
     itemsize = req.kv_format.itemsize
     kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
                                 + req.width * cfg.state_bytes_per_sequence(itemsize))
-    single_copy = Footprint(_all_weight_bytes(cfg, req.weight, req.act), kv_bytes, activations)
+    single_copy = Footprint(sum(weight_bytes(cfg, _ONE_CHIP, req.weight, req.act)), kv_bytes,
+                            activations)  # fmt: skip
     replicas = plan.tp * plan.ep * plan.dp
     draft = setup.draft(plan)
     drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)
@@ -493,15 +497,6 @@ def _result(
         result.collectives = collective_algorithms(decode.table, system, plan,
                                                    graphs.collective_bytes[1][row])  # fmt: skip
     return result
-
-
-def _all_weight_bytes(cfg: TransformerConfig, weight: Format, act: DType) -> float:
-    """The model's weights, one copy (kept per config object: a sweep asks every point)."""
-    return _ALL_WEIGHTS.get((cfg,), (weight, act),
-                            lambda: sum(weight_bytes(cfg, Plan(), weight, act)))  # fmt: skip
-
-
-_ALL_WEIGHTS: ByIdentity[float] = ByIdentity()
 
 
 def op_reports(

@@ -25,10 +25,11 @@ MAX_SPAN_S = 1e9
 """The longest a load may last (31 years): float64 seconds resolve a 1 us engine step at 1e9
 s to within 2e-7 s, and no finer (serving/load.py refuses traces longer)."""
 MAX_KV_BLOCK = 2**16
-"""Tokens one KV-cache block may hold. Engines page the cache in blocks of 16-128 tokens
-(vLLM's block_size choices go to 128, TensorRT-LLM's tokens_per_block defaults to 64); a
-block longer than any request only wastes memory, and one of 2^40 tokens rounded a whole
-H100's cache down to no block at all."""
+"""Tokens one KV-cache block may hold, far past what engines use: vLLM's --block-size takes
+8, 16 or 32 (engine arguments, v0.5-0.6), 64 and 128 since vllm-project/vllm#11259 (CUDA
+kernels up to 32); TensorRT-LLM takes any power of two above 1 (its "KV Cache System"
+page). A block longer than any request only wastes memory, and one of 2^40 tokens rounded a
+whole H100's cache down to no block at all."""
 MAX_REQUESTS = 10**6
 """The most requests one run serves: about three minutes on one core (10,000 take 1.6-2.5 s,
 benchmarks/bench_serve.py, 2026-12-01, so 10^6 is derived, not run), and per-request columns
@@ -135,7 +136,7 @@ class Engine:
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
         if self.kv_block is None or self.kv_block > MAX_KV_BLOCK:
-            raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 16-128), "
+            raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
         if not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xpusim.errors import UserError
+from xpusim.errors import UserError, config_count
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
@@ -78,10 +78,11 @@ def resnet_from_json(data: dict, model_id: str, origin: str) -> ResNetConfig:
     if not isinstance(triples, list) or not all(isinstance(t, list) and len(t) == 3
                                                 for t in triples):  # fmt: skip
         raise UserError(f"{origin}: stages must be a list of [width, blocks, stride] triples")
-    stages = tuple(Stage(*(_count(v, f"stages[{i}].{part}", origin)
+    stages = tuple(Stage(*(config_count(v, f"stages[{i}].{part}", origin, MAX_SIZE)
                            for part, v in zip(("width", "blocks", "stride"), t, strict=True)))
                    for i, t in enumerate(triples))  # fmt: skip
-    sizes = {k: _count(data[k], k, origin) for k in sorted(known - {"stages"}) if k in data}
+    sizes = {k: config_count(data[k], k, origin, MAX_SIZE)
+             for k in sorted(known - {"stages"}) if k in data}  # fmt: skip
     if not stages:
         raise UserError(f"{origin}: stages must hold at least one [width, blocks, stride]")
     if sum(s.blocks for s in stages) > MAX_BLOCKS:
@@ -95,14 +96,6 @@ MAX_BLOCKS = 10_000
 MAX_SIZE = 2**20
 """The largest width, stride, image side or class count: past any network's (1,048,576),
 and short of float overflow in a convolution's FLOPs."""
-
-
-def _count(value: object, field: str, origin: str) -> int:
-    """A positive JSON integer (not a bool, float or string) of at most MAX_SIZE."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
-        raise UserError(f"{origin}: field {field!r} must be an integer from 1 to {MAX_SIZE:,}, "
-                        f"got {value!r}")  # fmt: skip
-    return value
 
 
 def build_resnet(cfg: ResNetConfig, batch: int, dtype: DType) -> Graph:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from xpusim.errors import UserError, closest
+from xpusim.errors import UserError, closest, config_count
 
 INTERACTIONS = ("dot", "cat", "dcn")
 
@@ -151,7 +151,7 @@ def _reject_unknown(data: dict, known: set[str], prefix: str, origin: str) -> No
 def _positive(data: dict, key: str, origin: str, where: str = "") -> int:
     if key not in data:
         raise UserError(f"{origin}: missing field '{where}{key}'")
-    return _positive_value(data[key], f"{where}{key}", origin)
+    return config_count(data[key], f"{where}{key}", origin, MAX_SIZE)
 
 
 MAX_TABLES = 10_000
@@ -175,14 +175,6 @@ def _layers(n: int, field: str, origin: str) -> int:
     return n
 
 
-def _positive_value(value: object, field: str, origin: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{origin}: field '{field}' must be a positive integer, got {value!r}")
-    if value > MAX_SIZE:
-        raise UserError(f"{origin}: field '{field}' is {value}; at most 2^40 can be simulated")
-    return value
-
-
 def _positive_list(data: dict, key: str, origin: str) -> tuple[int, ...]:
     if key not in data:
         raise UserError(f"{origin}: missing field '{key}'")
@@ -190,7 +182,7 @@ def _positive_list(data: dict, key: str, origin: str) -> tuple[int, ...]:
     if not isinstance(values, list) or not values:
         raise UserError(f"{origin}: field '{key}' must be a non-empty list of layer widths")
     _layers(len(values), key, origin)
-    return tuple(_positive_value(v, f"{key}[{i}]", origin) for i, v in enumerate(values))
+    return tuple(config_count(v, f"{key}[{i}]", origin, MAX_SIZE) for i, v in enumerate(values))
 
 
 def _tables(data: dict, origin: str) -> tuple[TableSpec, ...]:

@@ -222,8 +222,8 @@ class ResultStore:
         whole: the rows the file holds (taken in `order`, positions among its rows, where
         given), then the last `fresh` rows of `rows`, not yet written. The rows already
         written move as their text, widened by an empty cell a column added since (a
-        10,000-row file moves in a tenth of the time it takes to format its numbers
-        again); they are formatted again where a cell spans lines, or where the file is too
+        10,000-row file of 59 columns moved in 0.07-0.09 s, formatted again in 0.33-0.35
+        s); they are formatted again where a cell spans lines, or where the file is too
         large to hold in memory beside the rows."""
         kept = len(self.rows) - fresh
         written = self._written(kept)

@@ -15,6 +15,9 @@ The grids (10,000 points each) are chosen so that no cache can stand in for the 
 - `chips`: llama-2-70b on 5 chips x 5 what-if HBM bandwidths x 5 chip counts (plan
   searches) x 10 batches x 2 prompts x 2 generation lengths x 2 precisions: few shapes,
   many systems (the sweep a hardware architect runs).
+- `training`: llama-2-70b training steps on H100 and TPU v4, 5 chip counts x 6 global
+  batches x 3 sequence lengths x 2 formats (360 points, each a plan search): how many chips
+  a training run needs (fewer points: a training point costs a search of backward graphs).
 
 The closed-form limit is the roofline a spreadsheet would compute, vectorized over the
 grid's points: TTFT = max(prefill FLOPs / peak, weight bytes / bandwidth), TPOT the same for
@@ -46,7 +49,10 @@ from xpusim.explore.grid import split
 from xpusim.explore.sweep import Grid, run
 from xpusim.ir.dtypes import DType
 from xpusim.scenarios.rank_costs import _shape_graphs
+from xpusim.scenarios.training import model_flops_per_token
+from xpusim.scenarios.training_graphs import _RANKS
 from xpusim.validation.points import Point
+from xpusim.workloads.transformer_config import TransformerConfig
 
 SHAPES = {
     "batch": "1,2,...,20",
@@ -82,6 +88,11 @@ CASES = {
          "precision": "int8,bf16", "chips": "1,2,4,8,16"},
         (("memory.dram.bandwidth_bytes_per_s", "2e12,3e12,...,6e12"),),
     ),
+    "training": Case(
+        "training", "llama-2-70b", ("h100-sxm", "tpu-v4"),
+        {"mode": "training", "chips": "8,16,32,64,128", "batch": "8,16,32,64,128,256",
+         "prompt": "1024,2048,4096", "precision": "bf16,fp16"},
+    ),
 }  # fmt: skip
 PEER_SAMPLE = 40  # points per peer
 
@@ -91,8 +102,9 @@ def _value(text: str) -> int | str:
 
 
 def one_core(g: Grid, profile: bool) -> float:
-    """Seconds per point in this process, the graph memo cold."""
+    """Seconds per point in this process, the graph memos cold."""
     _shape_graphs.cache_clear()
+    _RANKS._found.clear()
     with tempfile.TemporaryDirectory() as out:
         profiler = cProfile.Profile() if profile else None
         if profiler:
@@ -132,6 +144,8 @@ def closed_form(case: Case, g: Grid) -> float:
     points = g.points()
     chip = xpusim.chip(case.chips[0])
     opts = [dict(p.options) for p in points]
+    if opts[0].get("mode") == "training":
+        return _closed_form_training(cfg, chip, opts)
     batch = np.array([o["batch"] for o in opts], dtype=float)
     prompt = np.array([o["prompt"] for o in opts], dtype=float)
     gen = np.array([o["gen"] for o in opts], dtype=float)
@@ -154,6 +168,23 @@ def closed_form(case: Case, g: Grid) -> float:
     return best / len(points)
 
 
+def _closed_form_training(cfg: TransformerConfig, chip: xpusim.api.Chip,
+                          opts: list[dict]) -> float:  # fmt: skip
+    """A training step's closed form: PaLM's model FLOPs per token over the chips' peak."""
+    tokens = np.array([o["batch"] * o["prompt"] for o in opts], dtype=float)
+    per_token = np.array([model_flops_per_token(cfg, o["prompt"]) for o in opts])
+    peak = np.array([_peak(chip, str(o["precision"])) * o["chips"] for o in opts])
+    best = float("inf")
+    for _ in range(20):
+        start = time.perf_counter()
+        step = tokens * per_token / peak
+        _ = tokens / step / peak  # tokens/s per unit of peak
+        best = min(best, time.perf_counter() - start)
+    print(f"  closed-form step (6N + attention FLOPs over peak) over the same {len(opts)} "
+          f"points: {best * 1e3:.3f} ms ({best / len(opts) * 1e6:.3f} us/point)")  # fmt: skip
+    return best / len(opts)
+
+
 def _peak(chip: xpusim.api.Chip, precision: str) -> float:
     try:
         return chip.peak(DType.parse(precision))
@@ -163,6 +194,9 @@ def _peak(chip: xpusim.api.Chip, precision: str) -> float:
 
 def peers(case: Case, g: Grid, per_point: dict[str, float]) -> None:
     """llm-analysis and genz-llm per point on a sample of the grid's points they express."""
+    if case.options.get("mode") == "training":
+        print("  peers: not run; benchmarks/peers.py drives their inference analyses only")
+        return
     sys.path.insert(0, str(Path(__file__).parent))
     from peers import PEERS, quiet
 

@@ -54,7 +54,8 @@ SCENARIOS = (
     Scenario(DLRMConfig, "inference", "recsys", "simulate"),
     Scenario(ResNetConfig, "inference", "cnn_inference", "simulate"),
     Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
-    Scenario(TransformerConfig, "training", "training", "simulate_training"),
+    Scenario(TransformerConfig, "training", "training", "simulate_training",
+             "simulate_training_many"),
     Scenario(TransformerConfig, "serving", "serving", "simulate_serving"),
     Scenario(DLRMConfig, "serving", "serving", "simulate_serving"),
     Scenario(ResNetConfig, "serving", "serving", "simulate_serving"),
@@ -150,8 +151,9 @@ def simulate_many(
 ) -> list[Any]:
     """Many simulations of one workload, each a target and `simulate`'s options (`mode`
     among them); a job's UserError is returned in its place instead of raised. LLM
-    inference jobs are costed together, which is how a sweep runs thousands of points fast;
-    each result equals `simulate`'s for the same job, less its per-op reports."""
+    inference jobs are costed together, which is how a sweep runs thousands of points fast,
+    and training jobs share their rank graphs; each result equals `simulate`'s for the same
+    job, less its per-op reports (and collectives, and a training step's limits)."""
     workload = load_model(model) if isinstance(model, str | Path) else model
     found: list[Any] = [None] * len(jobs)
     prices: list[Price] = [None] * len(jobs)

@@ -29,7 +29,9 @@ backward pass, plus the stash of the other microbatches a 1F1B stage holds in fl
 
 from __future__ import annotations
 
+import inspect
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -168,18 +170,50 @@ def simulate_training(
 ) -> TrainingResult:
     """One optimizer step of `batch` sequences of `prompt` tokens; with many chips and no
     plan, the fastest plan that fits is searched for."""
-    check_positive(batch=batch, prompt=prompt, chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
-                   microbatches=microbatches)  # fmt: skip
+    options = dict(locals())  # the keywords as given, beside model and chip
+    return _simulate(options.pop("model"), options.pop("chip"), options, detail=True)
+
+
+def simulate_training_many(
+    model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
+) -> list[TrainingResult | UserError]:
+    """Many training steps of one model, each a target and `simulate_training`'s options
+    (a sweep's points); a job's UserError is returned in its place. Results leave out
+    their per-op reports, collectives and limits, which a sweep's rows do not hold, and
+    share rank graphs as every simulation does (training_graphs.build_rank)."""
+    found: list[TrainingResult | UserError] = []
+    for target, options in jobs:
+        try:
+            found.append(_simulate(model, target, {**_DEFAULTS, **options}, detail=False))
+        except UserError as error:
+            found.append(error)
+    return found
+
+
+def _simulate(
+    model: TransformerConfig, chip: Chip | System, given: dict[str, Any], detail: bool
+) -> TrainingResult:
+    tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
+    check_positive(**{k: given[k] for k in ("batch", "prompt", "chips", "tp", "pp", "dp", "ep",
+                                            "microbatches")})  # fmt: skip
     refuse_untrainable(model)
-    system = resolve_system(chip, chips)
-    act, notes = resolve_training_precision(system.chip, precision)
-    setup = Setup(batch, prompt, act, optimizer_spec(optimizer), Recompute.parse(recompute),
-                  check_zero(zero), microbatches, overlap, sequence_parallel)  # fmt: skip
+    system = resolve_system(chip, given["chips"])
+    act, notes = resolve_training_precision(system.chip, given["precision"])
+    setup = Setup(given["batch"], given["prompt"], act, optimizer_spec(given["optimizer"]),
+                  Recompute.parse(given["recompute"]), check_zero(given["zero"]),
+                  given["microbatches"], given["overlap"], given["sequence_parallel"])  # fmt: skip
     if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
-        return _search(model, system, setup, notes)
+        return _search(model, system, setup, notes, detail)
     plan = complete_plan(system.chips, tp, pp, dp, ep)
     check_plan(plan, model, system.chips)
-    return run_plan(model, system, plan, setup, notes, {})
+    return run_plan(model, system, plan, setup, notes, detail)
+
+
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(simulate_training).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
 
 
 def _microbatches(setup: Setup, plan: Plan) -> tuple[int, int]:
@@ -231,22 +265,15 @@ class PlanMemory:
         return self.states[self.full].total + self.activations[self.full]
 
 
-def plan_memory(
-    cfg: TransformerConfig, system: System, plan: Plan, setup: Setup,
-    ranks: dict[tuple, RankTraining],
-) -> PlanMemory:  # fmt: skip
-    """The plan's memory per stage; `ranks` caches rank graphs across the plans of a
-    search. Raises UserError for a plan the model or batch cannot take."""
+def plan_memory(cfg: TransformerConfig, system: System, plan: Plan, setup: Setup) -> PlanMemory:
+    """The plan's memory per stage. Raises UserError for a plan the model or batch cannot
+    take."""
     _check_supported(cfg, plan)
     chip, pp = system.chip, plan.pp
     m, micro = _microbatches(setup, plan)
     flag = chip.matrix_unit.explicit_transpose
-    key = (plan.tp, plan.ep, micro)
-    if key not in ranks:
-        ranks[key] = build_rank(cfg, Plan(tp=plan.tp, ep=plan.ep), micro, setup.seq, setup.act,
-                                setup.recompute, bool(flag and flag.value),
-                                setup.sequence_parallel)  # fmt: skip
-    rank = ranks[key]
+    rank = build_rank(cfg, plan, micro, setup.seq, setup.act, setup.recompute,
+                       bool(flag and flag.value), setup.sequence_parallel)  # fmt: skip
     params = weights_per_chip_bytes(cfg, plan, 1.0)
     per_param = bytes_per_param(setup.optimizer, setup.act)
     states = [sharded(per_param, setup.zero, plan.dp).scaled(p) for p in params]
@@ -265,15 +292,13 @@ def run_plan(
     plan: Plan,
     setup: Setup,
     notes: list[str],
-    ranks: dict[tuple, RankTraining],
     detail: bool = True,
     memory: PlanMemory | None = None,
 ) -> TrainingResult:
-    """One plan, costed; `ranks` caches rank graphs across the plans of a search (and
-    `memory`, the plan's already worked out). Without `detail` the result leaves out its
-    per-op reports, collectives and limits: a search ranks plans by their figures and
-    reports only the one it keeps."""
-    mem = memory or plan_memory(cfg, system, plan, setup, ranks)
+    """One plan, costed (`memory`: the plan's, already worked out). Without `detail` the
+    result leaves out its per-op reports, collectives and limits: a search ranks plans by
+    their figures and reports only the one it keeps."""
+    mem = memory or plan_memory(cfg, system, plan, setup)
     chip, rank, m, micro = system.chip, mem.rank, mem.microbatches, mem.micro_batch
     params, per_param, states, stash = mem.params, mem.per_param, mem.states, mem.stash
     activations, full, fits = mem.activations, mem.full, mem.fits
@@ -373,15 +398,14 @@ def _score(result: TrainingResult) -> tuple:
 
 
 def _search(
-    cfg: TransformerConfig, system: System, setup: Setup, notes: list[str]
+    cfg: TransformerConfig, system: System, setup: Setup, notes: list[str], detail: bool
 ) -> TrainingResult:
     start = time.perf_counter()
-    ranks: dict[tuple, RankTraining] = {}
     skipped = 0
     memories: list[tuple[Plan, PlanMemory]] = []
     for plan in candidate_plans(cfg, system.chips):
         try:
-            memories.append((plan, plan_memory(cfg, system, plan, setup, ranks)))
+            memories.append((plan, plan_memory(cfg, system, plan, setup)))
         except UserError:  # the batch does not split over this plan's replicas, ...
             skipped += 1
     if not memories:
@@ -391,7 +415,7 @@ def _search(
         )
 
     def costed(plan: Plan, mem: PlanMemory) -> TrainingResult:
-        return run_plan(cfg, system, plan, setup, list(notes), ranks, False, mem)
+        return run_plan(cfg, system, plan, setup, list(notes), False, mem)
 
     # The order of _score: plans that fit by step time, then the others by memory. While
     # any plan fits, one that does not is costed only if it is the runner-up.
@@ -405,7 +429,7 @@ def _search(
         plan, mem, result = ranked[1]
         runner = result or costed(plan, mem)
     plan, mem, _ = ranked[0]
-    best = run_plan(cfg, system, plan, setup, list(notes), ranks, memory=mem)  # in full
+    best = run_plan(cfg, system, plan, setup, list(notes), detail, mem)
     best.plan_search = {
         "objective": "step time",
         "candidates": len(memories) + skipped,

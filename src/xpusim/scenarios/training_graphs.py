@@ -5,6 +5,10 @@ width of a plan search, like the inference ranks of scenarios/rank_costs.py: the
 pass of one microbatch (workloads/transformer.py, training form), its backward pass with
 recomputation (compiler/autodiff.py), both partitioned (compiler/partition.py), and with
 explicit transposes on chips whose matrix unit needs them (compiler/transpose.py).
+
+A rank is kept across simulations too (`build_rank`): the points of a training sweep (other chip
+counts, batches that give the same microbatch, other chips and what-ifs) and repeated plan
+searches share its graphs, its liveness peaks and, per chip object, its op costs.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
+from xpusim.memo import ByIdentity
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -45,7 +50,8 @@ class RankTraining:
     _counts: dict[tuple, np.ndarray] = field(default_factory=dict)  # per distinct op
     _updates: dict[tuple, Graph] = field(default_factory=dict)
     _stage_peaks: dict[frozenset[int], float] = field(default_factory=dict)
-    _op_costs: dict[tuple, OpCosts] = field(default_factory=dict)
+    # by chip identity: the rank outlives a simulation, and a chip's id may be reused
+    _op_costs: ByIdentity[OpCosts] = field(default_factory=lambda: ByIdentity(maxsize=1024))
 
     def op_costs(
         self, graph: Graph, chip: Chip, placement: Placement, comm_s: np.ndarray
@@ -53,13 +59,14 @@ class RankTraining:
         """Each distinct op's cost on the chip (cost/roofline.py). Plans of a search that
         differ only in their pipeline depth or data-parallel width run the same ops where
         the same memory holds them, with the same collective times: costed once."""
-        key = (id(graph), id(chip), tuple(sorted(placement.home.items())),
-               placement.onchip_level, placement.onchip_bytes, comm_s.tobytes())  # fmt: skip
-        if key not in self._op_costs:
+        where = (tuple(sorted(placement.home.items())), placement.onchip_level,
+                 placement.onchip_bytes, comm_s.tobytes())  # fmt: skip
+
+        def costed() -> OpCosts:
             table = self.table(graph)
-            self._op_costs[key] = evaluate(table, HardwareArrays.of(chip, table), placement,
-                                           comm_s)  # fmt: skip
-        return self._op_costs[key]
+            return evaluate(table, HardwareArrays.of(chip, table), placement, comm_s)
+
+        return self._op_costs.get((graph, chip), where, costed)
 
     def table(self, graph: Graph) -> OpTable:
         """op_table of one of this rank's graphs (forward, backward or an update)."""
@@ -174,9 +181,27 @@ def build_rank(
     sequence_parallel: bool,
     compact: bool = True,
 ) -> RankTraining:
-    """`compact` builds layer 0 and one layer standing for the others (as inference does:
+    """The rank of `plan`'s tp and ep, kept per model object and the other arguments.
+
+    `compact` builds layer 0 and one layer standing for the others (as inference does:
     workloads/transformer.py); the full graphs, every layer emitted, are what tests hold
     the compact ones' counts, stash and peaks against."""
+    rest = (micro_batch, seq, act, recompute, explicit_transpose, sequence_parallel, compact)
+    return _RANKS.get((cfg,), (plan.tp, plan.ep, *rest),
+                      lambda: _build(cfg, Plan(tp=plan.tp, ep=plan.ep), *rest))  # fmt: skip
+
+
+_RANKS: ByIdentity[RankTraining] = ByIdentity(maxsize=512)
+"""A Llama-2-70B rank and what a search keeps on it took about 0.2 MB (tracemalloc, a
+512-chip search's seven ranks); 512 bound what a long sweep keeps to some 100 MB, and hold
+the distinct ranks of a sweep over 2 formats, 3 sequence lengths and 6 batches of 1-128
+chips (about 170 of them) with room to spare."""
+
+
+def _build(
+    cfg: TransformerConfig, plan: Plan, micro_batch: int, seq: int, act: DType,
+    recompute: Recompute, explicit_transpose: bool, sequence_parallel: bool, compact: bool,
+) -> RankTraining:  # fmt: skip
     step = build_step(cfg, StepShape(micro_batch, seq, seq), act, training=True, compact=compact)
     trained = differentiate(step, "loss", recompute, range(cfg.num_layers))
     forward = partition(trained.forward, plan, sequence_parallel)

@@ -265,24 +265,54 @@ class PlanMemory:
         return self.states[self.full].total + self.activations[self.full]
 
 
-def plan_memory(cfg: TransformerConfig, system: System, plan: Plan, setup: Setup) -> PlanMemory:
-    """The plan's memory per stage. Raises UserError for a plan the model or batch cannot
-    take."""
+@dataclass(frozen=True)
+class PlanState:
+    """What one chip of each stage holds of the training state under a plan: known before
+    any graph is built."""
+
+    microbatches: int
+    micro_batch: int
+    params: list[float]  # parameters one chip of each stage holds
+    per_param: StateBytes
+    states: list[StateBytes]
+
+    @property
+    def largest(self) -> float:
+        """The fullest stage's state: a chip holding more than it cannot fit the plan,
+        whatever its activations."""
+        return max(st.total for st in self.states)
+
+
+def plan_state(cfg: TransformerConfig, plan: Plan, setup: Setup) -> PlanState:
+    """The plan's training state per stage. Raises UserError for a plan the model or batch
+    cannot take."""
     _check_supported(cfg, plan)
-    chip, pp = system.chip, plan.pp
     m, micro = _microbatches(setup, plan)
-    flag = chip.matrix_unit.explicit_transpose
-    rank = build_rank(cfg, plan, micro, setup.seq, setup.act, setup.recompute,
-                       bool(flag and flag.value), setup.sequence_parallel)  # fmt: skip
     params = weights_per_chip_bytes(cfg, plan, 1.0)
     per_param = bytes_per_param(setup.optimizer, setup.act)
     states = [sharded(per_param, setup.zero, plan.dp).scaled(p) for p in params]
+    return PlanState(m, micro, list(params), per_param, states)
+
+
+def plan_memory(
+    cfg: TransformerConfig, system: System, plan: Plan, setup: Setup,
+    state: PlanState | None = None,
+) -> PlanMemory:  # fmt: skip
+    """The plan's memory per stage (`state`: its training state, already worked out).
+    Raises UserError for a plan the model or batch cannot take."""
+    chip, pp = system.chip, plan.pp
+    state = state or plan_state(cfg, plan, setup)
+    m, micro, params, per_param, states = (state.microbatches, state.micro_batch, state.params,
+                                           state.per_param, state.states)  # fmt: skip
+    flag = chip.matrix_unit.explicit_transpose
+    rank = build_rank(cfg, plan, micro, setup.seq, setup.act, setup.recompute,
+                      bool(flag and flag.value), setup.sequence_parallel)  # fmt: skip
     stash = rank.stash_per_stage(pp)
     peaks = rank.peak_per_stage(pp)
     activations = [peaks[s] + (min(pp - s, m) - 1) * stash[s] for s in range(pp)]
     totals = [st.total + a for st, a in zip(states, activations, strict=True)]
     full = int(np.argmax(totals))
-    return PlanMemory(rank, m, micro, list(params), per_param, states, stash, activations, full,
+    return PlanMemory(rank, m, micro, params, per_param, states, stash, activations, full,
                       totals[full] <= chip.capacity_bytes)  # fmt: skip
 
 
@@ -397,17 +427,37 @@ def _score(result: TrainingResult) -> tuple:
     return (False, result.step_time_s)
 
 
+def _memories(
+    cfg: TransformerConfig, system: System, setup: Setup, states: list[tuple[Plan, PlanState]]
+) -> list[tuple[Plan, PlanMemory]]:
+    """The plans' memory, in their order, less those the model's graphs cannot take."""
+    found = []
+    for plan, state in states:
+        try:
+            found.append((plan, plan_memory(cfg, system, plan, setup, state)))
+        except UserError:
+            continue
+    return found
+
+
 def _search(
     cfg: TransformerConfig, system: System, setup: Setup, notes: list[str], detail: bool
 ) -> TrainingResult:
     start = time.perf_counter()
-    skipped = 0
-    memories: list[tuple[Plan, PlanMemory]] = []
-    for plan in candidate_plans(cfg, system.chips):
+    plans = candidate_plans(cfg, system.chips)
+    states: list[tuple[Plan, PlanState]] = []
+    for plan in plans:
         try:
-            memories.append((plan, plan_memory(cfg, system, plan, setup)))
+            states.append((plan, plan_state(cfg, plan, setup)))
         except UserError:  # the batch does not split over this plan's replicas, ...
-            skipped += 1
+            continue
+    # A plan whose training state alone overflows a chip cannot fit: its graphs are built
+    # (for its activations) only if fewer than two plans fit, when the plans that do not
+    # are ranked by how close they come.
+    capacity = system.chip.capacity_bytes
+    memories = _memories(cfg, system, setup, [s for s in states if s[1].largest <= capacity])
+    if sum(mem.fits for _, mem in memories) < 2:
+        memories = _memories(cfg, system, setup, states)
     if not memories:
         raise UserError(
             f"no parallelism plan trains {cfg.name} on {system.chips} chips with batch "
@@ -432,7 +482,7 @@ def _search(
     best = run_plan(cfg, system, plan, setup, list(notes), detail, mem)
     best.plan_search = {
         "objective": "step time",
-        "candidates": len(memories) + skipped,
+        "candidates": len(plans),
         "feasible": len(fitting),
         "chosen": best.plan,
         "runner_up": runner and {"plan": runner.plan, "fits": runner.fits,

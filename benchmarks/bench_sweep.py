@@ -48,9 +48,9 @@ from xpusim.explore.executor import InProcess
 from xpusim.explore.grid import split
 from xpusim.explore.sweep import Grid, run
 from xpusim.ir.dtypes import DType
+from xpusim.scenarios import training_graphs
 from xpusim.scenarios.rank_costs import _shape_graphs
 from xpusim.scenarios.training import model_flops_per_token
-from xpusim.scenarios.training_graphs import _RANKS
 from xpusim.validation.points import Point
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -104,7 +104,8 @@ def _value(text: str) -> int | str:
 def one_core(g: Grid, profile: bool) -> float:
     """Seconds per point in this process, the graph memos cold."""
     _shape_graphs.cache_clear()
-    _RANKS._found.clear()
+    if hasattr(training_graphs, "_RANKS"):  # versions before ranks were kept across points
+        training_graphs._RANKS._found.clear()
     with tempfile.TemporaryDirectory() as out:
         profiler = cProfile.Profile() if profile else None
         if profiler:

@@ -244,17 +244,30 @@ def _check_supported(cfg: TransformerConfig, plan: Plan) -> None:
 
 
 @dataclass(frozen=True)
-class PlanMemory:
-    """What one chip of each stage holds under a plan, and whether the fullest fits: all a
-    search needs to know of a plan before costing its step (a plan that does not fit cannot
-    win while another fits)."""
+class PlanState:
+    """What one chip of each stage holds of the training state under a plan: known before
+    any graph is built."""
 
-    rank: RankTraining
     microbatches: int
     micro_batch: int
     params: list[float]  # parameters one chip of each stage holds
     per_param: StateBytes  # bytes per parameter (weights, gradients, optimizer state)
     states: list[StateBytes]
+
+    @property
+    def largest(self) -> float:
+        """The fullest stage's state: a chip holding more than it cannot fit the plan,
+        whatever its activations."""
+        return max(st.total for st in self.states)
+
+
+@dataclass(frozen=True)
+class PlanMemory(PlanState):
+    """What one chip of each stage holds under a plan, activations too, and whether the
+    fullest fits: all a search needs to know of a plan before costing its step (a plan
+    that does not fit cannot win while another fits)."""
+
+    rank: RankTraining
     stash: list[float]
     activations: list[float]
     full: int  # the fullest stage
@@ -263,24 +276,6 @@ class PlanMemory:
     @property
     def total(self) -> float:
         return self.states[self.full].total + self.activations[self.full]
-
-
-@dataclass(frozen=True)
-class PlanState:
-    """What one chip of each stage holds of the training state under a plan: known before
-    any graph is built."""
-
-    microbatches: int
-    micro_batch: int
-    params: list[float]  # parameters one chip of each stage holds
-    per_param: StateBytes
-    states: list[StateBytes]
-
-    @property
-    def largest(self) -> float:
-        """The fullest stage's state: a chip holding more than it cannot fit the plan,
-        whatever its activations."""
-        return max(st.total for st in self.states)
 
 
 def plan_state(cfg: TransformerConfig, plan: Plan, setup: Setup) -> PlanState:
@@ -302,18 +297,17 @@ def plan_memory(
     Raises UserError for a plan the model or batch cannot take."""
     chip, pp = system.chip, plan.pp
     state = state or plan_state(cfg, plan, setup)
-    m, micro, params, per_param, states = (state.microbatches, state.micro_batch, state.params,
-                                           state.per_param, state.states)  # fmt: skip
     flag = chip.matrix_unit.explicit_transpose
-    rank = build_rank(cfg, plan, micro, setup.seq, setup.act, setup.recompute,
+    rank = build_rank(cfg, plan, state.micro_batch, setup.seq, setup.act, setup.recompute,
                       bool(flag and flag.value), setup.sequence_parallel)  # fmt: skip
     stash = rank.stash_per_stage(pp)
     peaks = rank.peak_per_stage(pp)
+    m = state.microbatches
     activations = [peaks[s] + (min(pp - s, m) - 1) * stash[s] for s in range(pp)]
-    totals = [st.total + a for st, a in zip(states, activations, strict=True)]
+    totals = [st.total + a for st, a in zip(state.states, activations, strict=True)]
     full = int(np.argmax(totals))
-    return PlanMemory(rank, m, micro, params, per_param, states, stash, activations, full,
-                      totals[full] <= chip.capacity_bytes)  # fmt: skip
+    return PlanMemory(**vars(state), rank=rank, stash=stash, activations=activations, full=full,
+                      fits=totals[full] <= chip.capacity_bytes)  # fmt: skip
 
 
 def run_plan(

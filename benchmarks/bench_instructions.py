@@ -68,7 +68,8 @@ def grid(name, scale):
 xpusim.simulate('llama-2-7b', 'h100-sxm', mode='training', chips=8, batch=8, prompt=256)
 xpusim.simulate('llama-2-7b', 'h100-sxm', chips=8)
 _shape_graphs.cache_clear()
-getattr(training_graphs, '_RANKS', None) and training_graphs._RANKS._found.clear()
+if hasattr(training_graphs, '_RANKS'):  # versions before ranks were kept across points
+    training_graphs._RANKS._found.clear()
 if sys.argv[1] == 'run':
     {case}
 """

@@ -243,11 +243,14 @@ MAX_TOKENS = 2**40
 arrays over the requests (rank_costs.ShapeGraphs), and a token count times the widest
 tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63."""
 
-_DEFAULTS = {
-    name: p.default
-    for name, p in inspect.signature(simulate).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY
-}
+def keyword_defaults(function: Any) -> dict[str, Any]:
+    """A scenario function's keyword-only options and their defaults: what a job that
+    leaves an option out gets (simulate_many's jobs are option dicts)."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY}  # fmt: skip
+
+
+_DEFAULTS = keyword_defaults(simulate)
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:

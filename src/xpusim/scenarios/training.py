@@ -29,7 +29,6 @@ backward pass, plus the stash of the other microbatches a 1F1B stage holds in fl
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,7 +53,12 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.result import Result
-from xpusim.scenarios.llm_inference import OpReport, complete_plan, resolve_system
+from xpusim.scenarios.llm_inference import (
+    OpReport,
+    complete_plan,
+    keyword_defaults,
+    resolve_system,
+)
 from xpusim.scenarios.plan_search import candidate_plans
 from xpusim.scenarios.rank_costs import PhaseCosts
 from xpusim.scenarios.training_graphs import RankTraining, build_rank
@@ -209,11 +213,7 @@ def _simulate(
     return run_plan(model, system, plan, setup, notes, detail)
 
 
-_DEFAULTS = {
-    name: p.default
-    for name, p in inspect.signature(simulate_training).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY
-}
+_DEFAULTS = keyword_defaults(simulate_training)
 
 
 def _microbatches(setup: Setup, plan: Plan) -> tuple[int, int]:
@@ -451,7 +451,10 @@ def _search(
     capacity = system.chip.capacity_bytes
     memories = _memories(cfg, system, setup, [s for s in states if s[1].largest <= capacity])
     if sum(mem.fits for _, mem in memories) < 2:
-        memories = _memories(cfg, system, setup, states)
+        order = {plan: i for i, (plan, _) in enumerate(states)}  # the candidates' order
+        overflowing = _memories(cfg, system, setup,
+                                [s for s in states if s[1].largest > capacity])  # fmt: skip
+        memories = sorted(memories + overflowing, key=lambda found: order[found[0]])
     if not memories:
         raise UserError(
             f"no parallelism plan trains {cfg.name} on {system.chips} chips with batch "

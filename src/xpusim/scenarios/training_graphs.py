@@ -194,8 +194,8 @@ def build_rank(
 _RANKS: ByIdentity[RankTraining] = ByIdentity(maxsize=512)
 """A Llama-2-70B rank and what a search keeps on it took about 0.2 MB (tracemalloc, a
 512-chip search's seven ranks); 512 bound what a long sweep keeps to some 100 MB, and hold
-the distinct ranks of a sweep over 2 formats, 3 sequence lengths and 6 batches of 1-128
-chips (about 170 of them) with room to spare."""
+the 331 distinct ranks of benchmarks/bench_sweep.py's 360-point training grid (2 formats,
+3 sequence lengths, 6 batches, 8-128 chips, two chips)."""
 
 
 def _build(

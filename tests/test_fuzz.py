@@ -109,7 +109,7 @@ def options_of(command: str, model: str) -> tuple[click.Option, ...]:
     skip = ("as_json", "out", "chip_id", "chip_ids", "sets", "workers", "use_ray",
             "ray_address", "no_plots", "top")  # fmt: skip
     found = []
-    for p in cli.commands[command].params:
+    for p in cli.get_command(click.Context(cli), command).params:
         if not isinstance(p, click.Option) or p.name in skip:
             continue
         try:

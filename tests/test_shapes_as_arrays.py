@@ -107,3 +107,25 @@ def test_simulate_many_is_exported_at_package_level():
                                                   ("nope", {})])  # fmt: skip
     assert results[0].batch == 2
     assert isinstance(results[1], xpusim.api.UserError)
+
+
+def test_a_plans_bottleneck_does_not_depend_on_the_plans_labelled_with_it(llama7b):
+    """Only the plans a search keeps are given a bottleneck (Metrics.label_bottlenecks),
+    in one pass over them: a plan's label is the one it gets labelled with every other."""
+    from xpusim.scenarios.llm_inference import _costed, _setup
+
+    target = xpusim.target("h100-sxm")
+    shapes = ((1, 128, 128), (256, 4096, 16), (64, 1024, 1024), (8, 32, 2000), (2, 8, 3))
+    setups = [_setup(llama7b, target, dict(batch=b, prompt=p, gen=g)) for b, p, g in shapes]
+
+    def labels(subsets):
+        cands = _costed(llama7b, setups)
+        (metrics,) = {id(m): m for m, _ in cands.costed_in.values()}.values()
+        for ks in subsets:
+            metrics.label_bottlenecks(np.array(ks))
+        return [metrics.costed(k).bottleneck for k in range(len(shapes))]
+
+    every = labels([range(len(shapes))])
+    assert len(set(every)) > 1  # the shapes are bound by different things
+    assert labels([]) == labels([[k] for k in range(len(shapes))]) == every
+    assert labels([[3, 1], [0, 4, 2]]) == every

@@ -15,7 +15,10 @@ import pytest
 HEAVY = ("torch", "onnx", "matplotlib", "pyarrow", "ray", "transformers", "onnxscript", "fastapi",
          "uvicorn", "starlette")
 OTHER_SCENARIOS = ("xpusim.scenarios.recsys", "xpusim.scenarios.training",
-                   "xpusim.scenarios.graph_inference", "xpusim.explore", "xpusim.validation")
+                   "xpusim.scenarios.graph_inference", "xpusim.explore", "xpusim.validation",
+                   "xpusim.serving", "xpusim.cli_serve", "xpusim.cli_sweep",
+                   "xpusim.workloads.cnn", "xpusim.workloads.dlrm_config",
+                   "xpusim.workloads.imported")  # fmt: skip
 
 
 def _modules_after(*argv: str) -> set[str]:
@@ -43,6 +46,20 @@ def test_help_imports_no_simulator():
 
 
 def test_an_llm_run_loads_no_other_scenario():
+    """Nor the commands whose options are generated at import (serve, sweep: cli.py's
+    _Commands), nor the other workloads' configs."""
     loaded = _modules_after("run", "llama-2-7b", "--chip", "h100-sxm")
     assert "xpusim.scenarios.llm_inference" in loaded
     assert not [m for m in loaded if m.startswith(OTHER_SCENARIOS)]
+
+
+def test_the_commands_imported_when_named_are_listed_and_run():
+    done = subprocess.run([sys.executable, "-m", "xpusim", "--help"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert {"serve", "sweep", "run"} <= {line.split()[0] for line in
+                                         done.stdout.split("Commands:")[1].splitlines()
+                                         if line.strip()}  # fmt: skip
+    for command in ("serve", "sweep"):
+        done = subprocess.run([sys.executable, "-m", "xpusim", command, "--help"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        assert done.stdout.startswith(f"Usage: xpusim {command} [OPTIONS] MODEL")

@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 from cli_run import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import assert_user_error, run_json
 
 import xpusim
@@ -411,15 +413,15 @@ def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
     keys = [f"p{i}" for i in range(50)]
     store = stores.ResultStore(path, dict.fromkeys(keys, "h"))
     store.add(_chunk({"key": keys[0], "spec_hash": "h", "x": 0.0}))  # columns known: appends next
-    cells, written = store._cells, []
+    lines = store._lines
 
-    def cells_then_signal(row):
-        written.append(row)
-        if len(written) == 10:  # the middle of the second chunk's rows
-            signal.raise_signal(signal.SIGINT)
-        return cells(row)
+    def lines_then_signal(rows):
+        for i, line in enumerate(lines(rows)):
+            if i == 9:  # the middle of the second chunk's rows, as they are written
+                signal.raise_signal(signal.SIGINT)
+            yield line
 
-    monkeypatch.setattr(store, "_cells", cells_then_signal)
+    monkeypatch.setattr(store, "_lines", lines_then_signal)
     previous = signal.signal(signal.SIGINT, stop)
     try:
         with pytest.raises(Stop):
@@ -429,3 +431,35 @@ def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
     with path.open() as f:
         kept = len(list(csv.reader(f))) - 1
     assert kept == len(store.rows) == 50
+
+
+_CELLS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1.5, 1e16]),
+    st.text(alphabet=st.sampled_from(list('ab ,"\r\n-0.e')), max_size=6),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(width=st.integers(1, 6), data=st.data())
+def test_rows_are_written_as_the_csv_module_writes_them(width, data):
+    """The store formats a chunk's lines a column at a time, each distinct value once
+    (store._lines): byte for byte what csv.writer writes of the same cells, with quotes,
+    line ends in texts, -0.0 beside 0.0, NaN, mixed kinds in a column and rows stored
+    before the last columns came."""
+    import io
+
+    from xpusim.explore.rows import to_text
+    from xpusim.explore.store import ResultStore, StoredRow
+
+    rows = data.draw(st.lists(st.lists(_CELLS, max_size=width), min_size=1, max_size=12))
+    columns = [f"c{i}" for i in range(width)]
+    store = ResultStore.__new__(ResultStore)  # only its columns are read
+    store.columns = columns
+    index = {c: i for i, c in enumerate(columns)}
+    expected = io.StringIO(newline="")
+    csv.writer(expected).writerows(
+        [to_text(v) if v is True or v is False else v for v in row] + [None] * (width - len(row))
+        for row in rows)  # fmt: skip
+    written = store._lines([StoredRow(index, tuple(row)) for row in rows])
+    assert "".join(written) == expected.getvalue()

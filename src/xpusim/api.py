@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpusim.cost.dollars import Price, parse_price, priced
 from xpusim.errors import UserError, closest
@@ -18,12 +19,12 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
-from xpusim.workloads.cnn import ResNetConfig
-from xpusim.workloads.dlrm_config import DLRMConfig
-from xpusim.workloads.imported import ImportedModel
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import load_model, model_ids
+
+if TYPE_CHECKING:
+    from xpusim.workloads.imported import ImportedModel
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Scenario:
     """What simulates a kind of workload in a mode, named by module and function and
     imported when first used: `xpusim run` on an LLM never loads recsys or training."""
 
-    workload: type
+    workload: str  # "module:Class", imported only if loaded: a workload is one once it is
     mode: str
     module: str
     function: str
@@ -39,7 +40,11 @@ class Scenario:
     encoder: bool = False  # for transformers that are encoders (BERT), not decoders
 
     def takes(self, workload: Any, mode: str) -> bool:
-        return (mode == self.mode and isinstance(workload, self.workload)
+        """Whether this simulates the workload in this mode; a workload type whose module
+        was never imported has no instances, so `run` on an LLM imports no CNN or DLRM."""
+        module, name = self.workload.split(":")
+        kind = getattr(sys.modules.get(module), name, None)
+        return (mode == self.mode and kind is not None and isinstance(workload, kind)
                 and getattr(workload, "encoder", False) == self.encoder)  # fmt: skip
 
     def load(self, batched: bool = False) -> Callable[..., Any]:
@@ -48,17 +53,20 @@ class Scenario:
 
 
 # The first that takes the workload (its type, and whether it is an encoder) in a mode wins.
+_LLM = "xpusim.workloads.transformer_config:TransformerConfig"
+_DLRM = "xpusim.workloads.dlrm_config:DLRMConfig"
+_CNN = "xpusim.workloads.cnn:ResNetConfig"
 SCENARIOS = (
-    Scenario(TransformerConfig, "inference", "encoder_inference", "simulate", encoder=True),
-    Scenario(TransformerConfig, "inference", "llm_inference", "simulate", "simulate_many"),
-    Scenario(DLRMConfig, "inference", "recsys", "simulate"),
-    Scenario(ResNetConfig, "inference", "cnn_inference", "simulate"),
-    Scenario(ImportedModel, "inference", "graph_inference", "simulate"),
-    Scenario(TransformerConfig, "training", "training", "simulate_training",
-             "simulate_training_many"),
-    Scenario(TransformerConfig, "serving", "serving", "simulate_serving"),
-    Scenario(DLRMConfig, "serving", "serving", "simulate_serving"),
-    Scenario(ResNetConfig, "serving", "serving", "simulate_serving"),
+    Scenario(_LLM, "inference", "encoder_inference", "simulate", encoder=True),
+    Scenario(_LLM, "inference", "llm_inference", "simulate", "simulate_many"),
+    Scenario(_DLRM, "inference", "recsys", "simulate"),
+    Scenario(_CNN, "inference", "cnn_inference", "simulate"),
+    Scenario("xpusim.workloads.imported:ImportedModel", "inference", "graph_inference",
+             "simulate"),
+    Scenario(_LLM, "training", "training", "simulate_training", "simulate_training_many"),
+    Scenario(_LLM, "serving", "serving", "simulate_serving"),
+    Scenario(_DLRM, "serving", "serving", "simulate_serving"),
+    Scenario(_CNN, "serving", "serving", "simulate_serving"),
 )
 
 
@@ -110,6 +118,8 @@ def graph(
     `fused` is False."""
     from xpusim.compiler.fusion import fuse
     from xpusim.compiler.precision import recast
+    from xpusim.workloads.cnn import ResNetConfig
+    from xpusim.workloads.imported import ImportedModel
 
     workload = load_model(model) if isinstance(model, str | Path) else model
     dtype = DType.parse(str(precision)) if precision is not None else None

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -19,20 +19,12 @@ from xpusim.cli_lists import (
     MAX_COUNT,
     PRECISIONS,
     PRICE_HELP,
-    RANKS,
     WEIGHT_PRECISIONS,
     Finite,
     PriceType,
     count,
-    listed,
-    parse_set_lists,
     parse_sets,
 )
-from xpusim.cli_serve import serve as serve_command
-
-SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",
-                          "find", "slo_ttft_ms", "slo_tpot_ms", "requests", "window_ms"})
-"""Sweep options that make each point a serving run (mode "serving")."""
 
 
 def _emit_json(obj: Any) -> None:
@@ -236,7 +228,26 @@ def _results_view(results: list, title: str) -> Any:
                                   f"gen {first.gen}")  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=False)
+class _Commands(click.Group):
+    """The group, with `serve` and `sweep` imported only when named or listed: their
+    options are generated from serving/options.py's fields and from `run`'s and `serve`'s
+    options, work that `xpusim run` need not do."""
+
+    LAZY: ClassVar[dict[str, str]] = {"serve": "xpusim.cli_serve", "sweep": "xpusim.cli_sweep"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            import importlib
+
+            self.add_command(getattr(importlib.import_module(self.LAZY[cmd_name]), cmd_name))
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]},
+             no_args_is_help=False)  # fmt: skip
 @click.version_option(package_name="xpusim")
 def cli() -> None:
     """Simulate ML models on AI accelerators: latency, throughput, energy, memory fit."""
@@ -420,88 +431,6 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
-
-
-@cli.command()
-@click.argument("model")
-@click.option("--chip", "chip_ids", multiple=True, required=True,
-              help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
-@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
-@listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
-                             "attention_precision", "kv_precision", "chips", "tp", "pp",
-                             "dp", "ep", "prompt", "gen", "sla_ms", "price"))
-@_input_shape_option
-@click.option("--set", "sets", multiple=True, callback=parse_set_lists,
-              metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
-              "repeat for several fields.")  # fmt: skip
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default="sweep",
-    show_default=True,
-    help="Folder for results.csv (resumed if there), results.parquet and plots.",
-)
-@click.option(
-    "--workers",
-    type=count(),
-    default=None,
-    help="Processes (default: every core; 1 runs in this process).",
-)
-@click.option("--ray", "use_ray", is_flag=True, help="Run on Ray (the 'ray' extra).")
-@click.option("--ray-address", default=None, help="A Ray cluster to run on (implies --ray).")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-@click.option(
-    "--top",
-    type=count(),
-    default=20,
-    show_default=True,
-    help="Rows of the Pareto front shown.",
-)
-@click.option("--rank", type=click.Choice(RANKS), default="throughput",
-              show_default=True, help="What the Pareto front trades against per-user speed "
-              "(or latency): throughput per chip, or dollars per million tokens (--price).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
-def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
-          out: str, workers: int | None, use_ray: bool, ray_address: str | None,
-          no_plots: bool, top: int, rank: str, as_json: bool, **lists: Any) -> None:  # fmt: skip
-    """Every combination of the options (comma lists: --batch 1,2,4,...,256) on every chip,
-    with each chip's Pareto front, a CSV/Parquet file and plots in --out."""
-    from pathlib import Path
-
-    from xpusim import api
-    from xpusim.explore.executor import choose
-    from xpusim.explore.summary import summarize
-    from xpusim.explore.sweep import Grid
-    from xpusim.explore.sweep import run as run_sweep
-    from xpusim.report.sweep_tables import front_table
-
-    axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
-    if SERVING_AXES & set(axes) and "mode" not in axes:
-        axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
-    grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
-    executor = choose(workers, use_ray or ray_address is not None, ray_address)
-    with _progress(f"sweeping {len(grid.points())} points") as progress:
-        result = run_sweep(grid, Path(out), executor, progress)
-    summary = summarize(grid, result, Path(out), plots=not no_plots, rank=rank)
-    if as_json:
-        _emit_json(summary.to_dict())
-        return
-    inputs = [k for k, v in axes.items() if len(v) > 1 and k != "chips"]
-    inputs += [f"set.{path}" for path, values in sets if len(values) > 1]
-    _print(front_table(summary, inputs, top))
-    for target, row in summary.best.items():
-        what = "lowest cost" if rank == "cost" else "best throughput per chip"
-        _print(f"{what} on {target}: " + ", ".join(
-            f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
-            for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
-    workers = f"{summary.workers} {summary.executor} worker(s)"
-    resumed = summary.n_points - summary.n_simulated
-    _print(f"{summary.n_points} points ({summary.n_simulated} simulated now, {resumed} resumed), "
-           f"{summary.n_fit} fit, {summary.n_errors} errors; simulated in "
-           f"{summary.simulate_s:.2f} s on {workers}")  # fmt: skip
-    for line in summary.notes:
-        _print(f"note: {line}")
-    _print("wrote " + ", ".join(summary.files))
 
 
 @cli.command()
@@ -738,7 +667,7 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             hint = f" (see '{e.ctx.command_path} --help')"
             if e.ctx.command is cli and message == "Missing command.":
-                message = f"give a command: {', '.join(sorted(cli.commands))}"
+                message = f"give a command: {', '.join(cli.list_commands(e.ctx))}"
         click.echo(f"error: {message}{hint}", err=True)
         sys.exit(2)
     except Exception as e:  # a UserError is ours to word; anything else is a bug
@@ -750,4 +679,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-cli.add_command(serve_command)  # in cli_serve.py: its options come from serving/options.py

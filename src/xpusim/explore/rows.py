@@ -188,12 +188,13 @@ def _dotted(prefix: str, key: str) -> str:
 
 def _mapping(obj: Any) -> Mapping[str, Any]:
     """A dict as it is; a dataclass instance's fields and values, in declaration order (its
-    __dict__ where it holds nothing else: its __init__ sets every field, in order)."""
+    __dict__ where it holds as many entries: its __init__ sets every field, in order, so
+    only an attribute set since, a cached property's, would make it hold more)."""
     if type(obj) is dict:
         return obj
     names = _field_names(type(obj))
     found = getattr(obj, "__dict__", None)
-    if found is not None and tuple(found) == names:
+    if found is not None and len(found) == len(names):
         return found
     return {name: getattr(obj, name) for name in names}
 

@@ -35,7 +35,7 @@ assumed: no public figure exists; the note says why this value is reasonable.
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Figure(_Strict):

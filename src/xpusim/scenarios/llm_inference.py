@@ -19,6 +19,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import (
     Footprint,
+    Placement,
     min_chips,
 )
 from xpusim.compiler.partition import Plan, check_plan, weight_bytes
@@ -208,6 +209,7 @@ def simulate_many(
         return setups  # type: ignore[return-value]
     cands = _costed(model, ready)
     best, runner_up = cands.choose()
+    cands.label_bottlenecks(best)
     chosen = iter(zip(best.tolist(), runner_up.tolist(), strict=True))
     return [s if isinstance(s, UserError) else _choose(model, s, cands, *next(chosen), detail)
             for s in setups]  # fmt: skip
@@ -274,7 +276,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     req = Request(batch, prompt, gen, job.act, job.weight, job.attention, job.kv, how.width,
                   how.returned, how.step_tokens, how.advance)  # fmt: skip
     setup = Setup(job.system, req, notes, job.plans, given["microbatches"], given["overlap"],
-                  job.objective, started_s, how)  # fmt: skip
+                  job.objective, started_s, job.one_copy, how)  # fmt: skip
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -296,6 +298,7 @@ class _Resolved:
     decoding: Decoding
     plans: list[Plan]
     objective: str | None  # None when the plan was given
+    one_copy: tuple[float, float, float]  # Setup.one_copy
 
 
 _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
@@ -344,8 +347,11 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
         if how.draft is not None and plans[0].pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             "give --pp 1")  # fmt: skip
+    kv_size = (kv or act).itemsize
+    one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
+                cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size))
     return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
-                     objective if searched else None)  # fmt: skip
+                     objective if searched else None, one_copy)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -431,22 +437,20 @@ def _result(
     graphs, row = cand.graphs, cand.row
     activations = float(graphs.activation_bytes[row])
     capacity = chip.capacity_bytes
-    fullest = cand.fullest
-    stages = cand.memory.footprints(req, m, activations)
-    itemsize = req.kv_format.itemsize
-    kv_bytes = req.batch * m * (req.cached_tokens * cfg.kv_cache_bytes_per_token(itemsize)
-                                + req.width * cfg.state_bytes_per_sequence(itemsize))
-    single_copy = Footprint(sum(weight_bytes(cfg, _ONE_CHIP, req.weight, req.act)), kv_bytes,
+    fullest, memory = cand.fullest, cand.memory
+    kv = memory.kv_bytes(req, m)  # one layer's cache on one chip
+    weights, per_token, per_sequence = setup.one_copy
+    single_copy = Footprint(weights, req.batch * m * (req.cached_tokens * per_token
+                                                      + req.width * per_sequence),
                             activations)  # fmt: skip
     replicas = plan.tp * plan.ep * plan.dp
     draft = setup.draft(plan)
     drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)
     system_fp = Footprint(
-        sum(s.weights for s in stages) * replicas + drafted[0] * plan.tp * plan.dp,
-        sum(s.kv_cache for s in stages) * replicas + drafted[1] * plan.tp * plan.dp,
+        memory.total_weights * replicas + drafted[0] * plan.tp * plan.dp,
+        sum(kv * n for n in memory.layers) * replicas + drafted[1] * plan.tp * plan.dp,
         activations * system.chips,
     )
-    level_names = [level.name for level in chip.memory]
     tokens = req.output_tokens * m * plan.dp
     result = LLMInferenceResult(
         model=cfg.name,
@@ -469,7 +473,7 @@ def _result(
         min_chips=min_chips(single_copy, capacity),
         memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: level_names[i] for role, i in cand.placement.home.items()},
+        placement=_placement_names(cand.placement, chip),
         ttft_s=got.ttft_s,
         tpot_s=got.tpot_s,
         latency_s=got.latency_s,
@@ -500,6 +504,16 @@ def _result(
         result.collectives = collective_algorithms(decode.table, system, plan,
                                                    graphs.collective_bytes[1][row])  # fmt: skip
     return result
+
+
+def _placement_names(placement: Placement, chip: Chip) -> dict[str, str]:
+    """Each role's home by its memory level's name (a result's `placement`), worked out
+    once per placement: a sweep's points share a few."""
+    return dict(_NAMED.get((placement, chip), None, lambda: {
+        role.value: chip.memory[i].name for role, i in placement.home.items()}))
+
+
+_NAMED: ByIdentity[dict[str, str]] = ByIdentity()
 
 
 def op_reports(

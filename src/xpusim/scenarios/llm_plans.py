@@ -36,6 +36,9 @@ class Setup:
     overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
+    # The model's weights in one copy, and its cache per token and per sequence (a
+    # state-space model's), in the request's formats: what min_chips divides
+    one_copy: tuple[float, float, float]
     decoding: Decoding = field(default_factory=Decoding)
     drafts: dict[int, DraftCost] | None = None  # speculative decoding: its draft, by tp
 
@@ -181,7 +184,6 @@ class Candidates:
         """Costs the plans worth it, one array computation per graph group."""
         n = len(self.job)
         self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
-        self.figures["bottleneck"] = np.zeros(n, dtype=int)
         self.costed_in = {}
         worth = np.flatnonzero(self.worth)
         for code, key in enumerate(self.group_keys):
@@ -241,6 +243,16 @@ class Candidates:
         runner_up[ranked_job[second]] = order[second]
         return best, runner_up
 
+    def label_bottlenecks(self, chosen: np.ndarray) -> None:
+        """Works out the bottlenecks of the chosen plans (-1: none), one array pass per graph
+        group, before their candidates are made (Metrics.label_bottlenecks)."""
+        by_group: dict[int, tuple[Metrics, list[int]]] = {}
+        for c in chosen[chosen >= 0].tolist():
+            metrics, k = self.costed_in[c]
+            by_group.setdefault(id(metrics), (metrics, []))[1].append(k)
+        for metrics, ks in by_group.values():
+            metrics.label_bottlenecks(np.array(ks))
+
     def candidate(self, c: int) -> Candidate:
         """Plan c as one object, for its result."""
         setup = self.setups[self.job[c]]
@@ -288,12 +300,10 @@ class StageMemory:
     kv_bytes_per_token_layer: float  # one chip's cache per token in flight and layer
     state_bytes_per_sequence_layer: float  # a state-space model's, per sequence and layer
 
-    def footprints(self, req: Request, microbatches: int,
-                   activations: float) -> tuple[Footprint, ...]:  # fmt: skip
-        """What one chip of each stage holds (its peak `activations` among them)."""
-        kv = self.kv_bytes(req, microbatches)
-        return tuple(Footprint(w, kv * n, activations)
-                     for w, n in zip(self.weights, self.layers, strict=True))  # fmt: skip
+    @cached_property
+    def total_weights(self) -> float:
+        """One chip of each stage together: a replica's share of a tensor-parallel group."""
+        return sum(self.weights)
 
     def kv_bytes(self, req: Request, microbatches: int) -> float:
         """One layer's cache on one chip."""

@@ -13,8 +13,6 @@ from typing import Any
 
 from xpusim.errors import UserError, closest
 from xpusim.files import is_file
-from xpusim.workloads.cnn import resnet_from_json
-from xpusim.workloads.dlrm_config import config_from_json as dlrm_from_json
 from xpusim.workloads.transformer_config import config_from_hf, read_config_json
 
 ZOO_DIR = Path(__file__).parent / "zoo"
@@ -44,12 +42,25 @@ def hub_names() -> dict[str, str]:
     return {e.hf_repo.lower(): e.id for e in map(zoo_entry, model_ids()) if e.hf_repo}
 
 
-# How to read a zoo file, by its `_xpusim.kind` (default "transformer").
+def _dlrm(data: dict, name: str, origin: str) -> Any:
+    from xpusim.workloads.dlrm_config import config_from_json
+
+    return config_from_json(data, name, origin)
+
+
+def _resnet(data: dict, name: str, origin: str) -> Any:
+    from xpusim.workloads.cnn import resnet_from_json
+
+    return resnet_from_json(data, name, origin)
+
+
+# How to read a zoo file, by its `_xpusim.kind` (default "transformer"); the readers of the
+# other kinds import their modules when first used, so an LLM run loads neither.
 # Each reader takes (config dict, model id, origin for error messages).
 READERS: dict[str, Callable[[dict, str, str], Any]] = {
     "transformer": config_from_hf,
-    "dlrm": dlrm_from_json,
-    "resnet": resnet_from_json,
+    "dlrm": _dlrm,
+    "resnet": _resnet,
 }
 
 

@@ -248,3 +248,14 @@ def test_times_print_with_a_prefix_down_to_picoseconds(value, shown):
     from xpusim.report.units import seconds
 
     assert seconds(value) == shown
+
+
+def test_a_model_that_does_not_fit_says_why_in_its_row(capsys):
+    """Too few chips for one copy: how many are needed at least; enough chips but a plan
+    whose fullest chip is over (Groq's 230 MB chips with a 4,096-token prompt's
+    activations): that chip's bytes against its capacity, not a count below the one given."""
+    code, out, _ = run_cli(capsys, "run", "llama-2-70b", "--chip", "h100-sxm")
+    assert code == 0 and "no: needs 2+ chips" in out
+    code, out, _ = run_cli(capsys, "run", "llama-2-70b", "--chip", "groq-lpu", "--chips", "576",
+                           "--precision", "int8", "--prompt", "4096", "--gen", "16")  # fmt: skip
+    assert code == 0 and "no: fullest chip" in out and "of 231 MB" in out and "+ chips" not in out

@@ -111,7 +111,7 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     for r in results:
         head = [r.chip, _plan(r), r.precision]
         if not r.fits:
-            head.append(f"no: needs {r.min_chips}+ chips")
+            head.append(_not_fit(r))
             table.add_row(*head, *["—"] * (len(columns) - len(head)))
             continue
         table.add_row(
@@ -121,6 +121,16 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
             f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
         )  # fmt: skip
     return table
+
+
+def _not_fit(r: LLMInferenceResult) -> str:
+    """Why a result does not fit, in a cell: too few chips to hold one copy of the model
+    and its cache (a lower bound), or, with enough of them, a plan whose fullest chip is
+    over (a pipeline stage's activations and cache do not shrink with more replicas)."""
+    if r.min_chips > r.chips:
+        return f"no: needs {r.min_chips}+ chips"
+    mem = r.per_chip_memory_bytes
+    return f"no: fullest chip {gigabytes(mem.total)} of {gigabytes(mem.capacity)}"
 
 
 def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:

@@ -463,3 +463,17 @@ def test_rows_are_written_as_the_csv_module_writes_them(width, data):
         for row in rows)  # fmt: skip
     written = store._lines([StoredRow(index, tuple(row)) for row in rows])
     assert "".join(written) == expected.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.0, 2.0000000001, 3.0, -1.5, 1e300]),
+                          st.floats(-1e6, 1e6)), min_size=1, max_size=40),
+       st.tuples(st.booleans(), st.booleans()))  # fmt: skip
+def test_a_two_objective_front_equals_the_point_by_point_one(points, maximize):
+    """front_mask's running maximum for two objectives keeps exactly the points the
+    general check against the front so far keeps (ties to DIGITS digits included): the
+    latter, on a third objective that is the same for every point."""
+    values = np.array(points, dtype=float)
+    flat = np.c_[values, np.zeros(len(values))]
+    assert front_mask(values, list(maximize)).tolist() == front_mask(
+        flat, [*maximize, True]).tolist()

@@ -89,6 +89,14 @@ def front_mask(values: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     scores = _rounded(np.asarray(values, dtype=float)) * signs  # every objective maximized
     order = np.lexsort(tuple(-scores[:, k] for k in reversed(range(scores.shape[1]))))
     mask = np.zeros(len(scores), dtype=bool)
+    if scores.shape[1] == 2:
+        # Two objectives (a sweep's front): everything before a point is at least as good
+        # on the first, so it is dominated (or equalled) exactly when one before it is at
+        # least as good on the second: a running maximum, not a loop over the points.
+        second = scores[order, 1]
+        best_before = np.maximum.accumulate(np.r_[-np.inf, second[:-1]])
+        mask[order] = second > best_before
+        return mask
     front = np.empty((0, scores.shape[1]))
     for i in order:
         p = scores[i]
@@ -100,9 +108,13 @@ def front_mask(values: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
 
 
 def _rounded(values: np.ndarray) -> np.ndarray:
+    """The values to DIGITS significant digits; one too small for its scale to be a float
+    (a subnormal: 1e-310 needs 10^317) is left as it is, not made NaN."""
     nonzero = np.where(values == 0, 1.0, np.abs(values))
-    scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(nonzero)))
-    return np.round(values * scale) / scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(nonzero)))
+        rounded = np.round(values * scale) / scale
+    return np.where(np.isfinite(rounded), rounded, values)
 
 
 def eligible(row: Mapping[str, Any], objectives: Sequence[Objective]) -> bool:

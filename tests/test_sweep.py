@@ -477,3 +477,9 @@ def test_a_two_objective_front_equals_the_point_by_point_one(points, maximize):
     flat = np.c_[values, np.zeros(len(values))]
     assert front_mask(values, list(maximize)).tolist() == front_mask(
         flat, [*maximize, True]).tolist()
+
+
+def test_a_grid_counts_its_points_without_making_them():
+    grid = Grid(xpusim.model("llama-2-7b"), ("h100-sxm", "tpu-v4"),
+                ((BANDWIDTH, (2e12, 3e12, 4e12)),), {"batch": (1, 2), "prompt": (64, 128, 256)})
+    assert grid.size == len(grid.points()) == 36

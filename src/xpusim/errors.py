@@ -38,11 +38,12 @@ def config_count(value: object, field: str, origin: str, top: int) -> int:
 
 
 def check_positive(**values: object) -> None:
-    """Every named value is a positive integer (or None, meaning "not given")."""
-    import numpy as np
-
+    """Every named value is a positive integer (or None, meaning "not given"). A sweep
+    checks nine for each of its points, so a plain int or None is told apart first."""
     for name, value in values.items():
-        if value is None:
+        if value is None or (type(value) is int and value >= 1):
             continue
+        import numpy as np
+
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise UserError(f"{name} must be a positive integer, got {value!r}")

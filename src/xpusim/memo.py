@@ -22,8 +22,9 @@ class ByIdentity(Generic[T]):
     def get(self, objects: tuple[object, ...], rest: Hashable, make: Callable[[], T]) -> T:
         """The value for these objects (by identity) and a hashable rest, made once."""
         key = (tuple(map(id, objects)), rest)
-        if key not in self._found:
+        found = self._found.get(key)
+        if found is None:
             if len(self._found) >= self.maxsize:  # a long-lived process cannot grow it forever
                 self._found.clear()
-            self._found[key] = (objects, make())
-        return self._found[key][1]
+            found = self._found[key] = (objects, make())
+        return found[1]

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_run import run_cli
 from test_cli import assert_user_error
@@ -302,3 +303,17 @@ def test_a_long_lived_process_keeps_a_bounded_number_of_op_tables():
 
     after_some = live_tables(range(1, 41))
     assert live_tables(range(41, 121)) <= after_some + 8  # twice as many shapes again
+
+
+@pytest.mark.parametrize("value", [0, -3, True, False, 2.0, "4", np.int64(0)])
+def test_check_positive_names_what_is_not_a_positive_integer(value):
+    from xpusim.errors import check_positive
+
+    with pytest.raises(UserError, match=r"^batch must be a positive integer, got "):
+        check_positive(prompt=8, batch=value)
+
+
+def test_check_positive_takes_ints_numpy_ints_and_none():
+    from xpusim.errors import check_positive
+
+    check_positive(batch=1, prompt=np.int64(7), gen=None, chips=2**40)

@@ -310,8 +310,9 @@ def test_serving_points_are_scored_by_metric_from_several_sources():
 
 def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypatch):
     """The largest batch a submitter's config publishes (MLPerf's gpu_batch_size) is the
-    engine's limit in the simulation, and an Offline burst fills every replica's batch 16
-    times whatever that limit is (it was 256 sequences a replica, serve's default, before)."""
+    engine's limit in the simulation, and an Offline burst fills every replica's batch
+    SERVING_REQUESTS times whatever that limit is (it was 256 sequences a replica, serve's
+    default, before)."""
     from xpusim.validation import adapters
 
     seen: list[dict] = []
@@ -327,12 +328,12 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
     monkeypatch.setattr(adapters, "_served", served)
     setup = {"model": "llama-2-70b", "chips": 8, "tp": 2, "prompt": 222, "gen": 290,
              "engine_profile": "trtllm", "scheduler": "chunked", "load": {"kind": "offline"}}
-    for limits, burst in (({}, 16 * 256 * 4), ({"max_batch": 896, "token_budget": 16384},
-                                                16 * 896 * 4)):
+    rounds = adapters.SERVING_REQUESTS["offline"]
+    for limits, batch in (({}, 256), ({"max_batch": 896, "token_budget": 16384}, 896)):
         point = Point("p", "llm-serving", "h100-sxm", "output_tokens_per_s", 1.0, "test",
                       setup=setup | limits)  # fmt: skip
         adapters._llm_serving(point)
-        assert seen[-1]["concurrency"] == seen[-1]["requests"] == burst
+        assert seen[-1]["concurrency"] == seen[-1]["requests"] == rounds * batch * 4
         assert {k: seen[-1][k] for k in limits} == limits
 
 

@@ -445,3 +445,15 @@ def test_what_serving_does_not_model_of_attention_is_said():
 def test_python_callers_get_the_option_named(options, says):
     with pytest.raises(UserError, match=says):
         xpusim.serve("llama-3.2-1b", "h100-sxm", **options)
+
+
+def test_a_result_says_when_the_largest_batch_held_requests_back():
+    """64 clients against --max-batch 16: iterations sit at 16 sequences with requests
+    waiting and the KV cache nearly empty, and the result says the setting bound; with
+    room for every client it says nothing."""
+    run = dict(concurrency=64, prompt=256, gen=32, requests=256, precision="bf16")
+    bound = xpusim.serve("llama-3-8b", "h100-sxm", max_batch=16, **run)
+    (note,) = [n for n in bound.notes if n.startswith("--max-batch 16 bound")]
+    assert "a larger --max-batch would admit them" in note
+    free = xpusim.serve("llama-3-8b", "h100-sxm", max_batch=64, **run)
+    assert not [n for n in free.notes if "--max-batch" in n]

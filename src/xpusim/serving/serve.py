@@ -227,7 +227,29 @@ def run(
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
     static_w = p.system.chip.energy.static_power_w.value
     frames = summarize(run_, result, chips, static_w)
+    if (note := _batch_bound(frames.timeline, e.max_batch, result.kv_cache)) is not None:
+        result.notes.append(note)
     return result, frames
+
+
+BATCH_BOUND_SHARE = 0.25
+"""Share of a run's time at the largest batch with requests waiting past which a result
+says the batch limit, not the accelerator, held the load back."""
+
+
+def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | None) -> str | None:
+    """Says when --max-batch, a setting, held requests back while memory had room: the
+    engine's limit is easy to leave at a default (serve's and vLLM's 256) where the engines
+    being compared ran 806-1,024 (MLPerf v4.1's TensorRT-LLM configs, docs/validation.md),
+    and the queue it builds reads like a slow chip."""
+    span = timeline["end_s"] - timeline["start_s"]
+    full = (timeline["decodes"] + timeline["prefills"] >= max_batch) & (timeline["waiting"] > 0)
+    share = float(span[full].sum() / span.sum()) if span.sum() > 0 else 0.0
+    if share < BATCH_BOUND_SHARE or kv is None or kv.peak_used >= 0.95:
+        return None
+    return (f"--max-batch {max_batch} bound {share:.0%} of the time: iterations ran "
+            f"{max_batch} sequences with requests waiting while the KV cache peaked at "
+            f"{kv.peak_used:.0%} used; a larger --max-batch would admit them")
 
 
 def _transfer(p: Prepared) -> Callable[[int], float]:

@@ -235,6 +235,8 @@ def run(
 BATCH_BOUND_SHARE = 0.25
 """Share of a run's time at the largest batch with requests waiting past which a result
 says the batch limit, not the accelerator, held the load back."""
+KV_FULL = 0.95
+"""KV-cache use from which memory, not the batch limit, is what a full batch waits on."""
 
 
 def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | None) -> str | None:
@@ -245,7 +247,7 @@ def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | No
     span = timeline["end_s"] - timeline["start_s"]
     full = (timeline["decodes"] + timeline["prefills"] >= max_batch) & (timeline["waiting"] > 0)
     share = float(span[full].sum() / span.sum()) if span.sum() > 0 else 0.0
-    if share < BATCH_BOUND_SHARE or kv is None or kv.peak_used >= 0.95:
+    if share < BATCH_BOUND_SHARE or kv is None or kv.peak_used >= KV_FULL:
         return None
     return (f"--max-batch {max_batch} bound {share:.0%} of the time: iterations ran "
             f"{max_batch} sequences with requests waiting while the KV cache peaked at "

@@ -13,6 +13,9 @@ import xpusim
 from xpusim.compiler.memory_plan import peak_activation_bytes
 from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.op_table import op_table
+from xpusim.errors import UserError
+from xpusim.explore.grid import Point
+from xpusim.explore.rows import Columns
 from xpusim.ir.dtypes import DType
 from xpusim.scenarios.llm_inference import simulate_many
 from xpusim.scenarios.rank_costs import Request, shape_graphs
@@ -129,3 +132,59 @@ def test_a_plans_bottleneck_does_not_depend_on_the_plans_labelled_with_it(llama7
     assert len(set(every)) > 1  # the shapes are bound by different things
     assert labels([]) == labels([[k] for k in range(len(shapes))]) == every
     assert labels([[3, 1], [0, 4, 2]]) == every
+
+
+def _varied_jobs():
+    """Jobs whose results take every path of the LLM table: one chip and plan searches,
+    a plan given, a model that does not fit, beams, a draft model, every price basis, a
+    training job beside them and jobs that raise."""
+    h100, tpu = xpusim.target("h100-sxm"), xpusim.target("tpu-v4")
+    return [
+        (h100, dict(batch=3, prompt=700, gen=40)),
+        (h100, dict(batch=64, prompt=4096, gen=512, precision="fp32")),  # does not fit
+        (h100, dict(batch=8, chips=8, objective="throughput", price="tco")),
+        (tpu, dict(batch=1, chips=4, tp=2, dp=2, price=3.5)),
+        (h100, dict(batch=2, beams=4, price="on-demand")),
+        (h100, dict(batch=4, chips=2, tp=2, speculative="llama-2-7b", draft_tokens=3,
+                    acceptance=0.7)),
+        (h100, dict(batch=1, precision="fp4")),  # a format the H100 lacks
+        (h100, dict(mode="training", batch=8, prompt=256)),
+        ("nope", dict(batch=1)),
+    ]
+
+
+def test_rows_from_result_columns_equal_rows_from_result_objects():
+    """A sweep's chunk becomes rows straight from simulate_table's columns: the same rows,
+    value for value, as from the result objects those columns make (Columns.of by
+    attribute), and each object equals `simulate`'s for its job, priced alike."""
+    from xpusim.api import simulate_table
+
+    model = xpusim.model("llama-2-13b")
+    jobs = _varied_jobs()
+    points = [Point(str(i), (), tuple(options.items())) for i, (_, options) in enumerate(jobs)]
+    table = simulate_table(model, jobs)
+    objects = list(table)
+    assert sum(isinstance(r, UserError) for r in objects) == 2
+    assert Columns.of(points, table).cells == Columns.of(points, objects).cells
+    for (target, options), result in zip(jobs, objects, strict=True):
+        if isinstance(result, UserError) or options.get("mode") == "training":
+            continue
+        alone = xpusim.simulate(model, target, **options).to_dict()
+        assert result.to_dict() == alone | {"ops": [], "collectives": [],
+                                            "plan_search": result.plan_search}  # fmt: skip
+
+
+def test_result_rows_are_their_own_objects():
+    """Rows share a plan's degrees and a setup's notes in the columns; each result made of
+    them has its own, so changing one result changes no other."""
+    from xpusim.api import simulate_table
+
+    results = simulate_table("llama-2-7b", [("h100-sxm", {"batch": b}) for b in (1, 2)])
+    first, second = results
+    first.plan["tp"] = 99
+    first.notes.append("mine")
+    first.memory_bytes.weights = -1.0
+    again = results[0]
+    assert second.plan["tp"] == 1 and again.plan["tp"] == 1
+    assert "mine" not in second.notes and "mine" not in again.notes
+    assert again.memory_bytes.weights > 0

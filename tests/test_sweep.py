@@ -413,15 +413,18 @@ def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):
     keys = [f"p{i}" for i in range(50)]
     store = stores.ResultStore(path, dict.fromkeys(keys, "h"))
     store.add(_chunk({"key": keys[0], "spec_hash": "h", "x": 0.0}))  # columns known: appends next
-    lines = store._lines
+    append = store._append
 
-    def lines_then_signal(rows):
-        for i, line in enumerate(lines(rows)):
-            if i == 9:  # the middle of the second chunk's rows, as they are written
-                signal.raise_signal(signal.SIGINT)
-            yield line
+    def append_then_signal(lines):
+        def signalled():
+            for i, line in enumerate(lines):
+                if i == 9:  # the middle of the second chunk's rows, as they are written
+                    signal.raise_signal(signal.SIGINT)
+                yield line
 
-    monkeypatch.setattr(store, "_lines", lines_then_signal)
+        append(signalled())
+
+    monkeypatch.setattr(store, "_append", append_then_signal)
     previous = signal.signal(signal.SIGINT, stop)
     try:
         with pytest.raises(Stop):

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xpusim.cost.dollars import Price, parse_price, priced
+from xpusim.cost.dollars import Price, parse_price, priced, priced_table
 from xpusim.errors import UserError, closest
 from xpusim.files import is_file
 from xpusim.hardware.catalog import chip_ids, load_chip
@@ -19,6 +19,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
+from xpusim.result import Results, Table
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import load_model, model_ids
@@ -164,6 +165,14 @@ def simulate_many(
     inference jobs are costed together, which is how a sweep runs thousands of points fast,
     and training jobs share their rank graphs; each result equals `simulate`'s for the same
     job, less its per-op reports (and collectives, and a training step's limits)."""
+    return list(simulate_table(model, jobs))
+
+
+def simulate_table(
+    model: Any, jobs: list[tuple[Chip | System | str | Path, dict[str, Any]]]
+) -> Results:
+    """simulate_many's results as columns, no result object made until one is indexed:
+    a sweep's chunk becomes rows of its results file straight from them."""
     workload = load_model(model) if isinstance(model, str | Path) else model
     found: list[Any] = [None] * len(jobs)
     prices: list[Price] = [None] * len(jobs)
@@ -187,16 +196,25 @@ def simulate_many(
             found[i] = error
             continue
         by_scenario.setdefault(scenario, []).append((i, spec, options))
+    tables: list[Table] = []
     for scenario, group in by_scenario.items():
         if scenario.batched:
-            batch = [(spec, options) for _, spec, options in group]
-            results = scenario.load(batched=True)(workload, batch)
+            part = scenario.load(batched=True)(workload, [(s, o) for _, s, o in group])
         else:
             run = scenario.load()
-            results = [_or_error(run, workload, spec, options) for _, spec, options in group]
-        for (i, _, _), result in zip(group, results, strict=True):
-            found[i] = result if isinstance(result, UserError) else priced(result, prices[i])
-    return found
+            part = [_or_error(run, workload, spec, options) for _, spec, options in group]
+        part = part if isinstance(part, Results) else Results.of(part)
+        row_prices = [[None] * t.size for t in part.tables]
+        for (i, _, _), got in zip(group, part.found, strict=True):
+            if isinstance(got, UserError):
+                found[i] = got
+            else:
+                row_prices[got[0]][got[1]] = prices[i]
+                found[i] = (got[0] + len(tables), got[1])
+        for table, its_prices in zip(part.tables, row_prices, strict=True):
+            priced_table(table, its_prices)
+        tables += part.tables
+    return Results(tables, found)
 
 
 def _spec(chip: Any) -> Chip | System:

@@ -5,13 +5,22 @@ nested objects, so a result's JSON and its Python fields never drift apart. `to_
 the result boundary where a number that is not finite is caught: inputs are validated where
 they enter (docs/reliability.md), so an infinity or NaN here is the simulator's bug, and it
 is raised, naming the field, rather than printed.
+
+Many results of one kind can also be held as columns (`Table`), and many jobs' results as
+`Results`: a sweep's 10,000 points become rows of its results file from columns worked out
+as arrays, and a result object is only made for a row a caller takes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from operator import attrgetter
 from typing import Any
+
+from xpusim.errors import UserError
 
 
 class NonFiniteResult(AssertionError):
@@ -38,3 +47,98 @@ class Result:
         data = asdict(self)  # type: ignore[call-overload]
         check_finite(data, type(self).__name__)
         return data
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, in declaration order (kept: dataclasses.fields() rebuilds
+    its tuple on every call)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+@dataclass
+class Nested:
+    """A dataclass-typed field of many results (a memory split) as columns of its own
+    fields: the objects are made only for the rows a caller takes."""
+
+    kind: type
+    columns: dict[str, list]
+
+
+@dataclass
+class Table:
+    """Many results of one kind as columns: a list per field, one value a row (a Nested for
+    a dataclass-typed field), in the kind's field order. A field left out takes its
+    default in a row. A row's dicts and lists are its own copies: a column may hold one
+    object for many rows (a plan's degrees)."""
+
+    kind: type
+    columns: dict[str, list | Nested]
+    size: int
+
+    @classmethod
+    def of(cls, results: Sequence[Any]) -> Table:
+        """Results of one kind, as columns."""
+        kind = type(results[0])
+        return cls(kind, {name: list(map(attrgetter(name), results))
+                          for name in field_names(kind)}, len(results))  # fmt: skip
+
+    def row(self, i: int) -> Any:
+        return self.kind(**{name: _cell(column, i) for name, column in self.columns.items()})
+
+
+def _cell(column: list | Nested, i: int) -> Any:
+    if isinstance(column, Nested):
+        return column.kind(**{name: values[i] for name, values in column.columns.items()})
+    value = column[i]
+    if type(value) is dict:
+        return dict(value)
+    return list(value) if type(value) is list else value
+
+
+class Results(Sequence):
+    """Many jobs' results, in job order: each job's row of one of `tables`, or the
+    UserError it raised. Indexing makes the result object."""
+
+    def __init__(self, tables: list[Table], found: list[tuple[int, int] | UserError]):
+        self.tables = tables
+        self.found = found  # per job: (table, row), or its error
+
+    @classmethod
+    def of(cls, found: Sequence[Any]) -> Results:
+        """Result objects and UserErrors, a table for each kind of result."""
+        by_kind: dict[type, list[int]] = {}
+        for i, result in enumerate(found):
+            if not isinstance(result, UserError):
+                by_kind.setdefault(type(result), []).append(i)
+        placed: list[tuple[int, int] | UserError] = list(found)
+        tables = []
+        for t, at in enumerate(by_kind.values()):
+            tables.append(Table.of([found[i] for i in at]))
+            for r, i in enumerate(at):
+                placed[i] = (t, r)
+        return cls(tables, placed)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        found = self.found[i]
+        if isinstance(found, UserError):
+            return found
+        table, row = found
+        return self.tables[table].row(row)
+
+    def rows_of(self, table: int) -> tuple[list[int], list[int]]:
+        """The jobs whose results are rows of this table, and their rows."""
+        jobs, rows = [], []
+        for i, found in enumerate(self.found):
+            if type(found) is tuple and found[0] == table:
+                jobs.append(i)
+                rows.append(found[1])
+        return jobs, rows

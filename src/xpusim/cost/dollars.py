@@ -15,6 +15,7 @@ from typing import Any
 
 from xpusim.errors import UserError
 from xpusim.hardware.prices import HOURS_PER_YEAR, check_basis, chip_price, prices
+from xpusim.result import Table
 
 BASES = ("on-demand", "tco")
 
@@ -74,24 +75,68 @@ def priced(result: Any, price: Price = None) -> Any:
     rate_of = getattr(type(result), "PRICED_BY", None)
     if rate_of is None or not getattr(result, "fits", True):
         return result
-    field, per = rate_of
-    throughput = float(getattr(result, field))
     rate = chip_hour_rate(result.chip, price, result.avg_power_w)
+    cost = cost_of(rate_of, rate, result.chips, float(getattr(result, rate_of[0])))
+    if cost is not None:
+        result.cost = cost
+        result.notes.append(cost_note(cost))
+    return result
+
+
+def priced_table(table: Table, prices: list[Price]) -> None:
+    """`priced` over a table's rows, each at its own price: fills its `cost` column and
+    adds each priced row's note to its own copy of its notes. A rate that does not
+    depend on a row's power (all but TCO's) is looked up once per chip and price."""
+    rate_of = getattr(table.kind, "PRICED_BY", None)
+    if rate_of is None:
+        return
+    c = table.columns
+    fits = c.get("fits") or [True] * table.size
+    costs, notes = [None] * table.size, c["notes"]
+    rates: dict[tuple[str, Price], tuple[float, str, str] | None] = {}
+    said: dict[tuple[float, str, str], str] = {}
+    for i, (price, chip, chips, fit, throughput, power) in enumerate(zip(
+            prices, c["chip"], c["chips"], fits, c[rate_of[0]], c["avg_power_w"],
+            strict=True)):  # fmt: skip
+        if not fit:
+            continue
+        rate = rates[chip, price] if (chip, price) in rates else chip_hour_rate(chip, price, power)
+        if rate is None or rate[1] != "tco":
+            rates[chip, price] = rate
+        cost = cost_of(rate_of, rate, chips, float(throughput))
+        if cost is not None:
+            costs[i] = cost
+            note = said.get(rate)
+            if note is None:
+                note = said[rate] = cost_note(cost)
+            notes[i] = [*notes[i], note]
+    c["cost"] = costs
+
+
+def cost_of(
+    rate_of: tuple[str, str], rate: tuple[float, str, str] | None, chips: int,
+    throughput: float,
+) -> Cost | None:  # fmt: skip
+    """A result's cost at a rate (chip_hour_rate's) from its figures: what it produces a
+    second (its kind's PRICED_BY) on how many chips; None without a rate or output."""
     if rate is None or not throughput > 0:
-        return result
+        return None
     usd_per_chip_hour, basis, source = rate
-    usd_per_hour = usd_per_chip_hour * result.chips
-    result.cost = Cost(
+    usd_per_hour = usd_per_chip_hour * chips
+    return Cost(
         basis=basis,
         source=source,
         usd_per_chip_hour=usd_per_chip_hour,
         usd_per_hour=usd_per_hour,
-        per=per,
+        per=rate_of[1],
         usd_per_million=usd_per_hour / 3600.0 / throughput * 1e6,
         per_s_per_usd_hour=throughput / usd_per_hour,
     )
-    result.notes.append(f"cost: ${usd_per_chip_hour:.3g} per chip-hour, {basis}: {source}")
-    return result
+
+
+def cost_note(cost: Cost) -> str:
+    """The note a priced result carries: its rate and where the rate comes from."""
+    return f"cost: ${cost.usd_per_chip_hour:.3g} per chip-hour, {cost.basis}: {cost.source}"
 
 
 def chip_hour_rate(

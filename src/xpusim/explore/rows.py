@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from xpusim.errors import UserError
 from xpusim.explore.grid import Point
+from xpusim.result import Nested, Results, field_names
 
 Scalar = bool | int | float | str | None
 
@@ -39,26 +40,31 @@ class Columns:
         self.size = size
 
     @classmethod
-    def of(cls, points: Sequence[Point], found: Sequence[Any]) -> Columns:
+    def of(cls, points: Sequence[Point], found: Results | Sequence[Any]) -> Columns:
         """The points' inputs, then every scalar of each one's result (resolved values win:
         a precision not given shows the one the chip used), or the UserError that it raised
-        in `error`."""
+        in `error`. `found` is the points' results in order, as objects or as Results
+        (api.simulate_table's columns, which no object is made of)."""
+        results = found if isinstance(found, Results) else Results.of(found)
         n = len(points)
         every = range(n)
         gathered = _Gathered(n)
         gathered.put(every, "target", [p.target for p in points])
         gathered.put_mappings(every, [dict(p.sets) for p in points], "set.")
         gathered.put_mappings(every, [dict(p.options) for p in points], "")
-        by_type: dict[type, list[int]] = {}
-        for i, result in enumerate(found):
-            if not isinstance(result, UserError):
-                by_type.setdefault(type(result), []).append(i)
-        for kind, at in by_type.items():
-            where = every if len(at) == n else at
-            results = [found[i] for i in at]
-            for name in _field_names(kind):
-                if name not in SKIPPED:
-                    gathered.put_values(where, name, list(map(attrgetter(name), results)))
+        for t, table in enumerate(results.tables):
+            jobs, rows = results.rows_of(t)
+            where = every if len(jobs) == n else jobs
+            take = None if rows == list(range(table.size)) else rows
+            for name in field_names(table.kind):
+                column = table.columns.get(name)
+                if column is None or name in SKIPPED:
+                    continue
+                if isinstance(column, Nested):
+                    for key, values in column.columns.items():
+                        gathered.put_values(where, _dotted(f"{name}.", key), _taken(values, take))
+                else:
+                    gathered.put_values(where, name, _taken(column, take))
         cells = gathered.cells
         chips = cells.get("chips")
         for rate in PER_CHIP:
@@ -69,7 +75,7 @@ class Columns:
                              complete=False)  # fmt: skip
         gathered.put(every, "key", [p.key for p in points])
         gathered.put(every, "error", [str(f) if isinstance(f, UserError) else _ABSENT
-                                      for f in found], complete=False)  # fmt: skip
+                                      for f in results.found], complete=False)  # fmt: skip
         return cls(gathered.finished(), n)
 
     def row(self, i: int) -> dict[str, Scalar]:
@@ -186,28 +192,22 @@ def _dotted(prefix: str, key: str) -> str:
     return f"{prefix}{key}"
 
 
+def _taken(values: list, rows: list[int] | None) -> list:
+    """The values at these rows of a table's column (None: all of them), as a list of
+    their own: the columns gathered go on to be filled in place."""
+    return list(values) if rows is None else [values[r] for r in rows]
+
+
 def _mapping(obj: Any) -> Mapping[str, Any]:
     """A dict as it is; a dataclass instance's fields and values, in declaration order (its
     __dict__ where it holds nothing else: its __init__ sets every field, in order)."""
     if type(obj) is dict:
         return obj
-    names = _field_names(type(obj))
+    names = field_names(type(obj))
     found = getattr(obj, "__dict__", None)
     if found is not None and tuple(found) == names:
         return found
     return {name: getattr(obj, name) for name in names}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    """A dataclass's field names, in declaration order (kept: dataclasses.fields() rebuilds
-    its tuple on every call)."""
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def to_text(value: Scalar) -> str:

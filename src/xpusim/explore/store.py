@@ -183,7 +183,7 @@ class ResultStore:
         missing = [name for chunk in sorted(new, key=lambda c: not c.has_results)
                    for name in chunk.cells if name not in known]  # fmt: skip
         self._add_columns(missing)
-        index, shared, stored = self._index, self._shared, []
+        index, shared, stored, lines = self._index, self._shared, [], []
         for chunk in new:
             empty = [None] * chunk.size
             columns = [chunk.cells.get(name, empty) for name in self.columns]
@@ -191,11 +191,13 @@ class ResultStore:
                        if str in set(map(type, column)) else column
                        for column in columns]  # fmt: skip
             stored += [StoredRow(index, values) for values in zip(*columns, strict=True)]
+            if not missing and len(columns) > 1:  # formatted as they are, not as rows
+                lines += _column_lines(columns)
         self.rows += stored
         if missing:
             self._rewrite(fresh=len(stored))
         else:
-            self._append(stored)
+            self._append(lines if len(self.columns) > 1 else self._lines(stored))
 
     def reorder(self, keys: Sequence[str]) -> None:
         """Rewrites the file with these points' rows first, in this order: a finished sweep's
@@ -207,12 +209,12 @@ class ResultStore:
             self.rows = [rows[i] for i in order]
             self._rewrite(order=order)
 
-    def _append(self, rows: list[StoredRow]) -> None:
-        """Rows at the end of the file. A kill or a full disk may tear the last one: the
-        next run's _load drops it."""
+    def _append(self, lines: list[str]) -> None:
+        """Rows' lines at the end of the file. A kill or a full disk may tear the last one:
+        the next run's _load drops it."""
         try:
             with self.path.open("a", newline="") as f:
-                f.writelines(self._lines(rows))
+                f.writelines(lines)
         except OSError as e:
             raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the rows before "
                             f"are kept, and a rerun resumes from them") from None  # fmt: skip
@@ -276,23 +278,33 @@ class ResultStore:
             buffer = io.StringIO(newline="")
             csv.writer(buffer).writerows([[to_text(v) for v in row] for row in values])
             return buffer.getvalue().splitlines(keepends=True)
-        texts = [_column_texts(column) for column in zip(*values, strict=True)]
-        return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
+        return _column_lines(list(zip(*values, strict=True)))
 
 
-def _column_texts(column: tuple[Scalar, ...]) -> list[str]:
-    """A column's cells as CSV text. A column of floats, integers or texts (and empty
-    cells) formats each distinct value once, since a sweep's columns repeat (a chip's TDP,
-    a shape's FLOPs), unless it holds 0.0, which -0.0 equals as a key but is written apart;
-    a column of mixed kinds (where 1 would equal 1.0 and True) is formatted cell by cell."""
+def _column_lines(columns: Sequence[Sequence[Scalar]]) -> list[str]:
+    """The lines of rows given as their columns, every column as long (`_lines`)."""
+    texts = [_column_texts(column) for column in columns]
+    return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
+
+
+def _column_texts(column: Sequence[Scalar]) -> list[str]:
+    """A column's cells as CSV text. Integers go straight through str (one C call a cell,
+    cheaper than a lookup); a column of floats, of texts, or of one kind beside empty
+    cells, formats each distinct value once, since a sweep's columns repeat (a chip's
+    TDP, a shape's FLOPs), unless it holds 0.0, which -0.0 equals as a key but is written
+    apart (floats alone then go through repr, as they do where all are distinct); a
+    column of mixed kinds (where 1 would equal 1.0 and True) is formatted cell by
+    cell."""
     found = set(map(type, column))
+    if found == {int}:
+        return list(map(str, column))
     kinds = found - {type(None)}
     if len(kinds) == 1 and kinds <= {float, int, str}:
         distinct = dict.fromkeys(column)
+        if found == {float} and (0.0 in distinct or len(distinct) == len(column)):
+            return list(map(repr, column))
         if float in kinds and 0.0 in distinct:
             return list(map(_text, column))
-        if found == {float} and len(distinct) == len(column):
-            return list(map(repr, column))
         for value in distinct:
             distinct[value] = _text(value)
         return list(map(distinct.__getitem__, column))

@@ -38,6 +38,7 @@ from xpusim.files import writable_dir
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
+from xpusim.result import Results
 
 Spec = Chip | System | UserError  # a what-if a chip cannot take is an error for its points
 
@@ -107,11 +108,16 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
     specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
-    runnable = [p for p in chunk.points if not isinstance(specs[p.spec_key], UserError)]
-    jobs = [(specs[p.spec_key], dict(p.options)) for p in runnable]
-    results = dict(zip(runnable, api.simulate_many(chunk.workload, jobs), strict=True))
-    found = [results.get(point, specs[point.spec_key]) for point in chunk.points]
-    rows = Columns.of(chunk.points, found).as_stored()
+    runnable = [i for i, p in enumerate(chunk.points)
+                if not isinstance(specs[p.spec_key], UserError)]  # fmt: skip
+    jobs = [(specs[chunk.points[i].spec_key], dict(chunk.points[i].options)) for i in runnable]
+    results = api.simulate_table(chunk.workload, jobs)
+    if len(runnable) < len(chunk.points):  # the points of specs that failed: their errors
+        found: list[Any] = [specs[p.spec_key] for p in chunk.points]
+        for i, got in zip(runnable, results.found, strict=True):
+            found[i] = got
+        results = Results(results.tables, found)
+    rows = Columns.of(chunk.points, results).as_stored()
     rows.cells[SPEC_HASH] = [chunk.hashes[point.spec_key] for point in chunk.points]  # a text
     return ChunkResult(rows, time.perf_counter() - start)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -20,7 +20,6 @@ import numpy as np
 from xpusim.compiler.memory_plan import (
     Footprint,
     Placement,
-    min_chips,
 )
 from xpusim.compiler.partition import Plan, check_plan, weight_bytes
 from xpusim.cost.dollars import Cost
@@ -31,7 +30,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.memo import ByIdentity
-from xpusim.result import Result
+from xpusim.result import Nested, Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
     DraftCost,
@@ -177,27 +176,36 @@ def simulate(
                    microbatches=microbatches, objective=objective, overlap=overlap,
                    beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
                    acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
-    (result,) = simulate_many(model, [(chip, options)], detail=True)
+    results, setups, cands, best = _simulated(model, [(chip, options)])
+    result = results[0]
     if isinstance(result, UserError):
         raise result
+    _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
     return result
 
 
 def simulate_many(
-    model: TransformerConfig,
-    jobs: Sequence[tuple[Chip | System, dict[str, Any]]],
-    detail: bool = False,
-) -> list[LLMInferenceResult | UserError]:
+    model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
+) -> Results:
     """Many simulations of one model, each a target and `simulate`'s options, costed together.
 
     Every plan of every job that shares formats, tp and ep is costed by one array
     computation over one graph whose dimensions span all their request shapes
     (scenarios/rank_costs.py), which is what makes a sweep of thousands of points and a plan
     search over hundreds of plans fast; the plans are columns (Candidates), not objects,
-    until one is chosen. A job whose options its target cannot take gets the UserError in
-    its place. Without `detail`, results leave out their per-op reports and collectives (a
-    sweep's rows do not hold them).
+    and so are the results (`_table`): a result object is made for a job only when it is
+    indexed. A job whose options its target cannot take gets the UserError in its place.
+    Results leave out their per-op reports and collectives (a sweep's rows do not hold
+    them; `simulate` adds them).
     """
+    return _simulated(model, jobs)[0]
+
+
+def _simulated(
+    model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
+) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
+    """The jobs' results, with what `simulate` adds the detail from: their setups, the
+    candidates of those that could be set up and each one's chosen candidate."""
     setups: list[Setup | UserError] = []
     for target, options in jobs:
         try:
@@ -206,13 +214,13 @@ def simulate_many(
             setups.append(error)
     ready = [s for s in setups if isinstance(s, Setup)]
     if not ready:
-        return setups  # type: ignore[return-value]
+        return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
     cands = _costed(model, ready)
     best, runner_up = cands.choose()
     cands.label_bottlenecks(best)
-    chosen = iter(zip(best.tolist(), runner_up.tolist(), strict=True))
-    return [s if isinstance(s, UserError) else _choose(model, s, cands, *next(chosen), detail)
-            for s in setups]  # fmt: skip
+    rows = iter(range(len(ready)))
+    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
+    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
 
 
 def _costed(model: TransformerConfig, setups: list[Setup]) -> Candidates:
@@ -404,113 +412,191 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
     return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
 
 
-def _choose(
-    cfg: TransformerConfig, setup: Setup, cands: Candidates, best: int, runner_up: int,
-    detail: bool,
-) -> LLMInferenceResult:
-    """The job's result: its plan's, or the best of its search with the search's summary."""
-    result = _result(cfg, setup, cands.candidate(best), detail)
-    if setup.objective is None:
-        return result
+def _table(
+    cfg: TransformerConfig, setups: list[Setup], cands: Candidates, best: np.ndarray,
+    runner_up: np.ndarray,
+) -> Table:  # fmt: skip
+    """Each job's result, from its chosen plan's (`best`) columns, as columns: the figures
+    that differ from job to job as arrays, those the jobs share (a chip's name, a plan's
+    degrees) as one object each, so that a sweep's rows cost no object a point."""
+    n, chosen = len(setups), best.tolist()
+    systems, reqs = [s.system for s in setups], [s.req for s in setups]
+    chips = [system.chip for system in systems]
+    plans = [cands.plans[c] for c in chosen]
+    n_chips = np.array([system.chips for system in systems])
+    tp, dp, ep = (np.array([getattr(p, d) for p in plans]) for d in ("tp", "dp", "ep"))
+    m, fits = cands.microbatches[best], cands.fits[best]
+    per_job = np.array([(r.batch, r.cached_tokens, r.width, *s.one_copy, ch.capacity_bytes)
+                        for r, s, ch in zip(reqs, setups, chips, strict=True)]).T  # fmt: skip
+    batch, cached, width = per_job[:3].astype(np.int64)
+    one_weights, per_token, per_sequence, capacity = per_job[3:]
+    activations = cands.activations[best]
+    memory = _memory_columns(setups, cands, best, batch * m, cached, width, tp * ep * dp, dp, tp)
+    single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
+        + activations
+    system_fp = (memory["weights"], memory["kv_cache"], activations * n_chips)
+    fullest = (memory["fullest_weights"], memory["fullest_kv_cache"], activations)
+    f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
+                                                      "energy_j", "comm_s", "trip_s")}
+    tokens = cands.tokens[best]
+    flops = _flops_columns(cands, best)
+    fit_list = fits.tolist()
+    columns: dict[str, Any] = {
+        "model": [cfg.name] * n,
+        "params": [cfg.param_count] * n,
+        "active_params": [cfg.active_param_count] * n,
+        "chip": [chip.id for chip in chips],
+        "chips": n_chips.tolist(),
+        "system": [system.id for system in systems],
+        "plan": _shared(plans, lambda plan: plan.to_dict()),
+        "microbatches": m.tolist(),
+        "sequences_in_flight": (batch * m * dp).tolist(),
+        "batch": batch.tolist(),
+        "prompt": [r.prompt for r in reqs],
+        "gen": [r.gen for r in reqs],
+        "precision": [r.act.value for r in reqs],
+        "weight_precision": [r.weight.value for r in reqs],
+        "mode": ["inference"] * n,
+        "fits": fit_list,
+        "reason": ["" if fit else _not_fit_reason(chip, cands.footprint(c), system.chips)
+                   for fit, chip, c, system in zip(fit_list, chips, chosen, systems,
+                                                   strict=True)],
+        "min_chips": [max(1, -int(-total // cap)) for total, cap in
+                      zip(single_copy.tolist(), capacity.tolist(), strict=True)],
+        "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
+        "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
+        "placement": [_placement_names(placement, chip) for placement, chip in
+                      zip(cands.placements(chosen), chips, strict=True)],
+        "ttft_s": f["ttft_s"].tolist(),
+        "tpot_s": f["tpot_s"].tolist(),
+        "latency_s": f["latency_s"].tolist(),
+        "tokens_per_s": (tokens / f["latency_s"]).tolist(),
+        "tokens_per_s_per_user": (1.0 / f["tpot_s"]).tolist(),
+        "energy_j": f["energy_j"].tolist(),
+        "joules_per_token": (f["energy_j"] / tokens).tolist(),
+        "avg_power_w": (f["energy_j"] / f["latency_s"] / n_chips).tolist(),
+        "tdp_w": [chip.tdp_w.value for chip in chips],
+        "bottleneck": [cands.bottleneck(c) for c in chosen],
+        "comm_s": f["comm_s"].tolist(),
+        "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
+        "prefill_flops": (flops[0] * tp * ep).tolist(),
+        "decode_flops_per_step": (flops[1] * tp * ep).tolist(),
+        "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
+        "plan_search": [None if s.objective is None else _search(s, cands, c, r)
+                        for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
+        "cost": [None] * n,
+        "notes": [s.notes for s in setups],
+    }  # fmt: skip
+    return Table(LLMInferenceResult, columns, n)
+
+
+def _shared(objects: list[Any], made: Callable[[Any], Any]) -> list[Any]:
+    """made(o) for each object, made once for each distinct one (by identity)."""
+    by_id: dict[int, Any] = {}
+    return [by_id[id(o)] if id(o) in by_id else by_id.setdefault(id(o), made(o))
+            for o in objects]  # fmt: skip
+
+
+def _memory_columns(
+    setups: list[Setup], cands: Candidates, best: np.ndarray, sequences: np.ndarray,
+    cached: np.ndarray, width: np.ndarray, replicas: np.ndarray, dp: np.ndarray,
+    tp: np.ndarray,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The chosen plans' weights and KV caches: the whole system's, and its fullest
+    chip's (Candidates.footprint), each job's draft model's included. `sequences` is a
+    microbatch's times the microbatches."""
+    found = {name: np.empty(len(best)) for name in ("weights", "kv_cache", "fullest_weights",
+                                                    "fullest_kv_cache")}  # fmt: skip
+    codes = cands.memory_of[best]
+    stage = cands.fullest_stage[best]
+    for code in np.unique(codes).tolist():
+        at = np.flatnonzero(codes == code)
+        memory = cands.memories[code]
+        kv = sequences[at] * (cached[at] * memory.kv_bytes_per_token_layer
+                              + width[at] * memory.state_bytes_per_sequence_layer)  # one layer's
+        layers = np.array(memory.layers)
+        every_layer = kv * memory.layers[0]
+        for count in memory.layers[1:]:  # in order, as sum() adds them
+            every_layer = every_layer + kv * count
+        found["weights"][at] = memory.total_weights * replicas[at]
+        found["kv_cache"][at] = every_layer * replicas[at]
+        found["fullest_weights"][at] = np.array(memory.weights)[stage[at]]
+        found["fullest_kv_cache"][at] = kv * layers[stage[at]]
+    drafts = [s.draft(cands.plans[c]) for s, c in zip(setups, best.tolist(), strict=True)]
+    if any(d is not None for d in drafts):
+        weight, kv = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])
+                      for name in ("weight_bytes", "kv_bytes"))  # fmt: skip
+        found["weights"] = found["weights"] + weight * tp * dp
+        found["kv_cache"] = found["kv_cache"] + kv * tp * dp
+        found["fullest_weights"] = found["fullest_weights"] + weight
+        found["fullest_kv_cache"] = found["fullest_kv_cache"] + kv
+    return found
+
+
+def _memory_bytes(split: tuple[np.ndarray, np.ndarray, np.ndarray],
+                  capacity: np.ndarray) -> Nested:  # fmt: skip
+    """MemoryBytes as columns: weights, KV cache and activations, their total (summed in
+    Footprint.total's order) and the capacity."""
+    weights, kv, activations = split
+    return Nested(MemoryBytes, {
+        "weights": weights.tolist(), "kv_cache": kv.tolist(),
+        "activations": activations.tolist(),
+        "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
+
+
+def _flops_columns(cands: Candidates, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A chosen plan's rank's FLOPs in its prefill and in one decode step."""
+    prefill, decode = np.empty(len(best)), np.empty(len(best))
+    groups = cands.group_of[best]
+    for code in np.unique(groups).tolist():
+        at = np.flatnonzero(groups == code)
+        graphs = cands.graphs[cands.group_keys[code]]
+        rows = cands.rows[best[at]]
+        prefill[at] = np.asarray(graphs.flops[0], dtype=float)[rows]
+        decode[at] = np.asarray(graphs.flops[1], dtype=float)[rows]
+    return prefill, decode
+
+
+def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:
+    """What a job's plan search found: its plan, how many it weighed and the runner-up."""
     other = runner_up >= 0 and {
         "plan": cands.plans[runner_up].to_dict(), "fits": bool(cands.fits[runner_up]),
         "tpot_s": float(cands.figures["tpot_s"][runner_up]),
         "ttft_s": float(cands.figures["ttft_s"][runner_up]),
         "tokens_per_s": float(cands.tokens[runner_up] / cands.figures["latency_s"][runner_up]),
     }  # fmt: skip
-    result.plan_search = {
+    return {
         "objective": setup.objective,
         "candidates": len(setup.plans),
         "feasible": int(cands.feasible[cands.job[best]]),
-        "chosen": result.plan,
+        "chosen": cands.plans[best].to_dict(),
         "runner_up": other or None,
         "search_s": time.perf_counter() - setup.started_s,
     }
-    return result
 
 
-def _result(
-    cfg: TransformerConfig, setup: Setup, cand: Candidate, detail: bool
-) -> LLMInferenceResult:
-    system, plan, req, m, got = setup.system, cand.plan, setup.req, cand.microbatches, cand.metrics
-    chip = system.chip
-    graphs, row = cand.graphs, cand.row
-    activations = float(graphs.activation_bytes[row])
-    capacity = chip.capacity_bytes
-    fullest, memory = cand.fullest, cand.memory
-    kv = memory.kv_bytes(req, m)  # one layer's cache on one chip
-    weights, per_token, per_sequence = setup.one_copy
-    single_copy = Footprint(weights, req.batch * m * (req.cached_tokens * per_token
-                                                      + req.width * per_sequence),
-                            activations)  # fmt: skip
-    replicas = plan.tp * plan.ep * plan.dp
-    draft = setup.draft(plan)
-    drafted = (0.0, 0.0) if draft is None else (draft.weight_bytes, draft.kv_bytes)
-    system_fp = Footprint(
-        memory.total_weights * replicas + drafted[0] * plan.tp * plan.dp,
-        sum(kv * n for n in memory.layers) * replicas + drafted[1] * plan.tp * plan.dp,
-        activations * system.chips,
-    )
-    tokens = req.output_tokens * m * plan.dp
-    result = LLMInferenceResult(
-        model=cfg.name,
-        params=cfg.param_count,
-        active_params=cfg.active_param_count,
-        chip=chip.id,
-        chips=system.chips,
-        system=system.id,
-        plan=plan.to_dict(),
-        microbatches=m,
-        sequences_in_flight=req.batch * m * plan.dp,
-        batch=req.batch,
-        prompt=req.prompt,
-        gen=req.gen,
-        precision=req.act.value,
-        weight_precision=req.weight.value,
-        mode="inference",
-        fits=cand.fits,
-        reason="" if cand.fits else _not_fit_reason(chip, fullest, system.chips),
-        min_chips=min_chips(single_copy, capacity),
-        memory_bytes=MemoryBytes.of(system_fp, capacity * system.chips),
-        per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement=_placement_names(cand.placement, chip),
-        ttft_s=got.ttft_s,
-        tpot_s=got.tpot_s,
-        latency_s=got.latency_s,
-        tokens_per_s=tokens / got.latency_s,
-        tokens_per_s_per_user=1.0 / got.tpot_s,
-        energy_j=got.energy_j,
-        joules_per_token=got.energy_j / tokens,
-        avg_power_w=got.energy_j / got.latency_s / system.chips,
-        tdp_w=chip.tdp_w.value,
-        bottleneck=got.bottleneck,
-        comm_s=got.comm_s,
-        comm_share=got.comm_s / got.trip_s,
-        prefill_flops=float(graphs.flops[0][row]) * plan.tp * plan.ep,
-        decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp * plan.ep,
-        decoding=setup.decoding.summary(),
-        notes=list(setup.notes),
-    )
-    if detail:
-        (prefill, decode), k = got.phases, got.k
-        act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
-        pre, dec = (values.steps_of(row) for values in graphs.phase_values)
-        result.ops = [
-            *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
-            *_sends("prefill", plan.pp, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
-            *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
-            *_sends("decode", plan.pp, got.send_decode_s, got.trip_s, act_bytes),
-        ]
-        result.collectives = collective_algorithms(decode.table, system, plan,
-                                                   graphs.collective_bytes[1][row])  # fmt: skip
-    return result
+def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
+                result: LLMInferenceResult) -> None:  # fmt: skip
+    """A result's per-op reports and its decode step's collectives (`simulate`'s)."""
+    req, plan, got, graphs, row = setup.req, cand.plan, cand.metrics, cand.graphs, cand.row
+    (prefill, decode), k = got.phases, got.k
+    act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
+    pre, dec = (values.steps_of(row) for values in graphs.phase_values)
+    result.ops = [
+        *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
+        *_sends("prefill", plan.pp, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
+        *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
+        *_sends("decode", plan.pp, got.send_decode_s, got.trip_s, act_bytes),
+    ]
+    result.collectives = collective_algorithms(decode.table, setup.system, plan,
+                                               graphs.collective_bytes[1][row])  # fmt: skip
 
 
 def _placement_names(placement: Placement, chip: Chip) -> dict[str, str]:
     """Each role's home by its memory level's name (a result's `placement`), worked out
     once per placement: a sweep's points share a few."""
-    return dict(_NAMED.get((placement, chip), None, lambda: {
-        role.value: chip.memory[i].name for role, i in placement.home.items()}))
+    return _NAMED.get((placement, chip), None, lambda: {
+        role.value: chip.memory[i].name for role, i in placement.home.items()})
 
 
 _NAMED: ByIdentity[dict[str, str]] = ByIdentity()

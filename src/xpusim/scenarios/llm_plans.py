@@ -162,22 +162,33 @@ class Candidates:
 
     def placement(self, c: int) -> Placement:
         """Where plan c's fullest chip keeps what."""
-        shared = self.shared_placement[self.job[c]]
-        if shared is not None:
-            return shared
-        chip, fullest = self.setups[self.job[c]].system.chip, self.footprint(c)
-        return _PLACED.get((chip,), fullest, lambda: place(chip, fullest))
+        return self.placements([c])[0]
+
+    def placements(self, cs: list[int]) -> list[Placement]:
+        """Where each of these plans' fullest chip keeps what."""
+        shared, found = self.shared_placement, []
+        for j, c in zip(self.job[cs].tolist(), cs, strict=True):
+            placement = shared[j]
+            if placement is None:
+                chip, fullest = self.setups[j].system.chip, self.footprint(c)
+                placement = _PLACED.get((chip,), fullest,
+                                        lambda chip=chip, fp=fullest: place(chip, fp))
+            found.append(placement)
+        return found
 
     @cached_property
     def shared_placement(self) -> list[Placement | None]:
         """Each job's placement where it is its every plan's: on a chip whose one memory
-        holds everything, whatever the footprint (None elsewhere)."""
+        holds everything, whatever the footprint (None elsewhere); worked out once a chip."""
         first = np.searchsorted(self.job, np.arange(len(self.setups)))  # jobs run in order
+        by_chip: dict[int, Placement | None] = {}
         found: list[Placement | None] = []
         for setup, c in zip(self.setups, first.tolist(), strict=True):
             chip = setup.system.chip
-            found.append(None if footprint_matters(chip) else _PLACED.get(
-                (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c))))
+            if id(chip) not in by_chip:
+                by_chip[id(chip)] = None if footprint_matters(chip) else _PLACED.get(
+                    (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
+            found.append(by_chip[id(chip)])
         return found
 
     def cost(self, cfg: TransformerConfig) -> None:
@@ -202,7 +213,7 @@ class Candidates:
             systems=[s.system for s in setups],
             reqs=[s.req for s in setups],
             plans=[self.plans[c] for c in members],
-            placements=[self.placement(c) for c in members],
+            placements=self.placements(members),
             rows=self.rows[members],
             microbatches=self.microbatches[members],
             overlap=np.array([s.overlap for s in setups]),
@@ -252,6 +263,11 @@ class Candidates:
             by_group.setdefault(id(metrics), (metrics, []))[1].append(k)
         for metrics, ks in by_group.values():
             metrics.label_bottlenecks(np.array(ks))
+
+    def bottleneck(self, c: int) -> str:
+        """Plan c's bottleneck, as a result names it."""
+        metrics, k = self.costed_in[c]
+        return metrics.bottleneck(k)
 
     def candidate(self, c: int) -> Candidate:
         """Plan c as one object, for its result."""

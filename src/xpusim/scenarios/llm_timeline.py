@@ -80,10 +80,14 @@ class Metrics:
     _labels: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     def costed(self, k: int) -> Costed:
-        """Plan k's figures, as Python numbers, with its bottleneck (label_bottlenecks)."""
+        """Plan k's figures, as Python numbers, with its bottleneck."""
+        return Costed(*self._figures[k], self.bottleneck(k), self.phases, k)
+
+    def bottleneck(self, k: int) -> str:
+        """Plan k's bottleneck (worked out here unless label_bottlenecks did)."""
         if k not in self._labels:
             self.label_bottlenecks(np.array([k]))
-        return Costed(*self._figures[k], self._labels[k], self.phases, k)
+        return self._labels[k]
 
     @cached_property
     def _figures(self) -> list[tuple]:

@@ -188,3 +188,4 @@ def test_result_rows_are_their_own_objects():
     assert second.plan["tp"] == 1 and again.plan["tp"] == 1
     assert "mine" not in second.notes and "mine" not in again.notes
     assert again.memory_bytes.weights > 0
+    assert [r.batch for r in results[::-1]] == [2, 1] and results[-1].batch == 2

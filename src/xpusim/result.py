@@ -127,7 +127,9 @@ class Results(Sequence):
     def __len__(self) -> int:
         return len(self.found)
 
-    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+    def __getitem__(self, i: int | slice) -> Any:  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
         found = self.found[i]
         if isinstance(found, UserError):
             return found

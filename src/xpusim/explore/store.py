@@ -187,9 +187,7 @@ class ResultStore:
         for chunk in new:
             empty = [None] * chunk.size
             columns = [chunk.cells.get(name, empty) for name in self.columns]
-            columns = [[shared.setdefault(v, v) if type(v) is str else v for v in column]
-                       if str in set(map(type, column)) else column
-                       for column in columns]  # fmt: skip
+            columns = [_shared_texts(column, shared) for column in columns]
             stored += [StoredRow(index, values) for values in zip(*columns, strict=True)]
             if not missing and len(columns) > 1:  # formatted as they are, not as rows
                 lines += _column_lines(columns)
@@ -281,6 +279,17 @@ class ResultStore:
         return _column_lines(list(zip(*values, strict=True)))
 
 
+def _shared_texts(column: list[Scalar], shared: dict[str, str]) -> list[Scalar]:
+    """The column with each text replaced by the store's one object of it (a column of
+    texts alone in one C call a cell)."""
+    kinds = set(map(type, column))
+    if str not in kinds:
+        return column
+    if kinds == {str}:
+        return list(map(shared.setdefault, column, column))  # type: ignore[arg-type]
+    return [shared.setdefault(v, v) if type(v) is str else v for v in column]
+
+
 def _column_lines(columns: Sequence[Sequence[Scalar]]) -> list[str]:
     """The lines of rows given as their columns, every column as long (`_lines`)."""
     texts = [_column_texts(column) for column in columns]
@@ -292,8 +301,8 @@ def _column_texts(column: Sequence[Scalar]) -> list[str]:
     cheaper than a lookup); a column of floats, of texts, or of one kind beside empty
     cells, formats each distinct value once, since a sweep's columns repeat (a chip's
     TDP, a shape's FLOPs), unless it holds 0.0, which -0.0 equals as a key but is written
-    apart (floats alone then go through repr, as they do where all are distinct); a
-    column of mixed kinds (where 1 would equal 1.0 and True) is formatted cell by
+    apart (floats then go through repr cell by cell, as they do where all are distinct);
+    a column of mixed kinds (where 1 would equal 1.0 and True) is formatted cell by
     cell."""
     found = set(map(type, column))
     if found == {int}:
@@ -301,8 +310,10 @@ def _column_texts(column: Sequence[Scalar]) -> list[str]:
     kinds = found - {type(None)}
     if len(kinds) == 1 and kinds <= {float, int, str}:
         distinct = dict.fromkeys(column)
-        if found == {float} and (0.0 in distinct or len(distinct) == len(column)):
-            return list(map(repr, column))
+        if kinds == {float} and (0.0 in distinct or len(distinct) == len(column)):
+            if found == kinds:
+                return list(map(repr, column))
+            return ["" if v is None else repr(v) for v in column]
         if float in kinds and 0.0 in distinct:
             return list(map(_text, column))
         for value in distinct:

@@ -3,8 +3,9 @@
 `simulate` runs one configuration, `simulate_many` many at once: each job's options are
 resolved into a system, a request and the plans to consider (`_setup`), every plan of every
 job becomes a column of `scenarios/llm_plans.py`'s Candidates, those worth it are costed as
-arrays (`scenarios/llm_timeline.py`, which says what a request's timeline is), and each
-job's chosen plan becomes its result.
+arrays (`scenarios/llm_timeline.py`, which says what a request's timeline is), and the
+jobs' chosen plans become their results as columns (`_table`): a result object is made
+only for a job a caller takes, and a sweep's rows are made from the columns.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 their costed timelines (scenarios/llm_timeline.py) and each job's choice among them.
 
 A plan search over hundreds of plans and a sweep of thousands of points each ask for
-hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and only each
-job's chosen plan becomes an object (Candidate).
+hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and the
+results are made from the chosen plans' columns (llm_inference._table); a chosen plan
+becomes an object (Candidate) only for what one job reports of its ops or serves.
 """
 
 from __future__ import annotations

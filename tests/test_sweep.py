@@ -325,13 +325,14 @@ def test_store_rewrites_move_written_rows_and_read_back_whole(tmp_path, monkeypa
     """A column added mid-sweep and the final grid-order rewrite move the rows already
     written as their text (widened by empty cells); a cell spanning lines makes the file's
     lines not its rows, and a file too large to hold makes moving it cost memory: the
-    rows are formatted again. Either way the file reads back as the store holds it, and a
-    spec hash of digits stays the text it was (it read back as a number, lost its leading
-    zero and refused the resume)."""
+    rows are formatted again, a few at a time (here one). Either way the file reads back as
+    the store holds it, and a spec hash of digits stays the text it was (it read back as a
+    number, lost its leading zero and refused the resume)."""
     from xpusim.explore import store as stores
     from xpusim.explore.store import ResultStore
 
     monkeypatch.setattr(stores, "MOVED_MAX_BYTES", moved_max_bytes)
+    monkeypatch.setattr(stores, "REWRITE_ROWS", 1)
 
     path, digits = tmp_path / "results.csv", "0123456789012345"
     expected = {"a": digits, "b": digits, "c": digits, "d": digits}
@@ -486,3 +487,25 @@ def test_a_grid_counts_its_points_without_making_them():
     grid = Grid(xpusim.model("llama-2-7b"), ("h100-sxm", "tpu-v4"),
                 ((BANDWIDTH, (2e12, 3e12, 4e12)),), {"batch": (1, 2), "prompt": (64, 128, 256)})
     assert grid.size == len(grid.points()) == 36
+
+
+def test_a_local_pool_keeps_a_bounded_window_of_chunks_in_flight():
+    """At most `window` chunks are sent and not yet handed back, whatever the number of
+    chunks: finished chunks' rows cannot pile up while the results file is written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from xpusim.explore.executor import _windowed
+
+    sent = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, *args):
+            sent.append(args)
+            return super().submit(fn, *args)
+
+    got = []
+    with Counting(max_workers=2) as pool:
+        for result in _windowed(pool, lambda x: x * x, range(50), window=4):
+            assert len(sent) - len(got) <= 4
+            got.append(result)
+    assert sorted(got) == [x * x for x in range(50)] and len(sent) == 50

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import logging
 import multiprocessing
 import os
@@ -18,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Protocol, TypeVar
 
 from xpusim.errors import UserError
@@ -128,16 +129,35 @@ class LocalPool:
                                    initializer=start_worker)  # fmt: skip
         finished = False
         try:
-            # as_completed lets go of each future it yields; a list kept here would hold
-            # every chunk's rows until the sweep ends (a million points: gigabytes)
-            for future in as_completed([pool.submit(fn, task) for task in tasks]):
-                yield future.result()
+            yield from _windowed(pool, fn, tasks, IN_FLIGHT_PER_WORKER * self.workers)
             finished = True
         finally:  # on an interrupt, what finished is kept and the rest is dropped, now
             if not finished:
                 for process in list(getattr(pool, "_processes", {}).values()):
                     process.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+IN_FLIGHT_PER_WORKER = 2
+"""Chunks a local pool has sent and not yet handed back, per worker: one running and one
+queued keeps every worker busy while this process stores a result. With every chunk sent
+at once, finished chunks' rows would pile up in this process whenever the workers outran
+the results file (many cores, one writer); on this project's 2-core VM the writer kept up,
+and a million-point sweep peaked alike either way (2026-12-03)."""
+
+
+def _windowed(pool: ProcessPoolExecutor, fn: Callable[[T], R], tasks: Sequence[T],
+              window: int) -> Iterator[R]:  # fmt: skip
+    """fn over the tasks on the pool, at most `window` of them sent and not yet yielded;
+    each result is yielded (and let go of) as soon as it is ready."""
+    waiting = iter(tasks)
+    running = {pool.submit(fn, task) for task in itertools.islice(waiting, max(window, 1))}
+    while running:
+        done, running = wait(running, return_when=FIRST_COMPLETED)
+        for future in done:
+            yield future.result()
+            for task in itertools.islice(waiting, 1):
+                running.add(pool.submit(fn, task))
 
 
 class RayPool:

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
+from typing import IO
 
 from xpusim.errors import UserError
 from xpusim.explore.rows import Columns, Scalar, from_text, to_text
@@ -32,6 +33,10 @@ _LINE_END = "\r\n"  # the csv module's
 MOVED_MAX_BYTES = 256 * 2**20
 """The largest results file whose rows a rewrite moves as text (held in memory while it
 writes, beside the rows: about 400,000 rows); a larger one's rows are formatted again."""
+
+
+REWRITE_ROWS = 10_000
+"""Rows a rewrite formats at a time (_write_rows): their texts are held until written."""
 
 
 class StoredRow(Mapping[str, Scalar]):
@@ -231,7 +236,7 @@ class ResultStore:
             with atomic(self.path) as f:
                 csv.writer(f).writerow(self.columns)
                 if written is None:
-                    f.writelines(self._lines(self.rows[:kept]))
+                    self._write_rows(f, self.rows[:kept])
                 else:
                     width, lines = written
                     taken = (lines[i] for i in order or range(kept))
@@ -239,10 +244,17 @@ class ResultStore:
                         end = "," * (len(self.columns) - width) + _LINE_END
                         taken = (line[: -len(_LINE_END)] + end for line in taken)
                     f.writelines(taken)
-                f.writelines(self._lines(self.rows[kept:]))
+                self._write_rows(f, self.rows[kept:])
         except OSError as e:
             raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the file as it "
                             f"was is kept") from None  # fmt: skip
+
+    def _write_rows(self, f: IO[str], rows: Sequence[StoredRow]) -> None:
+        """The rows' lines, formatted and written REWRITE_ROWS at a time: formatting a
+        million rows' texts at once (a rewrite of a file too large to move as text) took a
+        million-point sweep's process from 2.7 to 6.0 GB (2026-12-03)."""
+        for start in range(0, len(rows), REWRITE_ROWS):
+            f.writelines(self._lines(rows[start : start + REWRITE_ROWS]))
 
     def _written(self, count: int) -> tuple[int, list[str]] | None:
         """The file's header width and its rows' lines as written, where it holds `count`

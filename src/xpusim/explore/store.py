@@ -194,13 +194,13 @@ class ResultStore:
             columns = [chunk.cells.get(name, empty) for name in self.columns]
             columns = [_shared_texts(column, shared) for column in columns]
             stored += [StoredRow(index, values) for values in zip(*columns, strict=True)]
-            if not missing and len(columns) > 1:  # formatted as they are, not as rows
+            if not missing:  # formatted as they are, not as rows
                 lines += _column_lines(columns)
         self.rows += stored
         if missing:
             self._rewrite(fresh=len(stored))
         else:
-            self._append(lines if len(self.columns) > 1 else self._lines(stored))
+            self._append(lines)
 
     def reorder(self, keys: Sequence[str]) -> None:
         """Rewrites the file with these points' rows first, in this order: a finished sweep's
@@ -284,10 +284,6 @@ class ResultStore:
         if any(len(v) != width for v in values):
             empty = (None,) * width
             values = [v + empty[len(v) :] for v in values]
-        if width < 2:  # the csv module writes a lone empty cell as "", not a blank line
-            buffer = io.StringIO(newline="")
-            csv.writer(buffer).writerows([[to_text(v) for v in row] for row in values])
-            return buffer.getvalue().splitlines(keepends=True)
         return _column_lines(list(zip(*values, strict=True)))
 
 
@@ -304,6 +300,11 @@ def _shared_texts(column: list[Scalar], shared: dict[str, str]) -> list[Scalar]:
 
 def _column_lines(columns: Sequence[Sequence[Scalar]]) -> list[str]:
     """The lines of rows given as their columns, every column as long (`_lines`)."""
+    if len(columns) < 2:  # the csv module writes a lone empty cell as "", not a blank line
+        buffer = io.StringIO(newline="")
+        rows = zip(*columns, strict=True)
+        csv.writer(buffer).writerows([[to_text(v) for v in row] for row in rows])
+        return buffer.getvalue().splitlines(keepends=True)
     texts = [_column_texts(column) for column in columns]
     return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
 
@@ -326,8 +327,6 @@ def _column_texts(column: Sequence[Scalar]) -> list[str]:
             if found == kinds:
                 return list(map(repr, column))
             return ["" if v is None else repr(v) for v in column]
-        if float in kinds and 0.0 in distinct:
-            return list(map(_text, column))
         for value in distinct:
             distinct[value] = _text(value)
         return list(map(distinct.__getitem__, column))

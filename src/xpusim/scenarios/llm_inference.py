@@ -48,6 +48,7 @@ from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
 from xpusim.scenarios.rank_costs import (
     Request,
     collective_algorithms,
+    distinct,
     shape_graphs,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -432,11 +433,10 @@ def _table(
     batch, cached, width = per_job[:3].astype(np.int64)
     one_weights, per_token, per_sequence, capacity = per_job[3:]
     activations = cands.activations[best]
-    memory = _memory_columns(setups, cands, best, batch * m, cached, width, tp * ep * dp, dp, tp)
     single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
         + activations
-    system_fp = (memory["weights"], memory["kv_cache"], activations * n_chips)
-    fullest = (memory["fullest_weights"], memory["fullest_kv_cache"], activations)
+    fullest = cands.footprints(best)
+    system_fp = (*_system_memory(setups, cands, best, tp * ep * dp, tp, dp), activations * n_chips)
     f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
                                                       "energy_j", "comm_s", "trip_s")}
     tokens = cands.tokens[best]
@@ -459,9 +459,10 @@ def _table(
         "weight_precision": [r.weight.value for r in reqs],
         "mode": ["inference"] * n,
         "fits": fit_list,
-        "reason": ["" if fit else _not_fit_reason(chip, cands.footprint(c), system.chips)
-                   for fit, chip, c, system in zip(fit_list, chips, chosen, systems,
-                                                   strict=True)],
+        "reason": ["" if fit else _not_fit_reason(chip, Footprint(*split), system.chips)
+                   for fit, chip, system, *split in zip(fit_list, chips, systems,
+                                                        *(a.tolist() for a in fullest),
+                                                        strict=True)],
         "min_chips": [max(1, -int(-total // cap)) for total, cap in
                       zip(single_copy.tolist(), capacity.tolist(), strict=True)],
         "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
@@ -493,45 +494,35 @@ def _table(
 
 def _shared(objects: list[Any], made: Callable[[Any], Any]) -> list[Any]:
     """made(o) for each object, made once for each distinct one (by identity)."""
-    by_id: dict[int, Any] = {}
-    return [by_id[id(o)] if id(o) in by_id else by_id.setdefault(id(o), made(o))
-            for o in objects]  # fmt: skip
+    found, where = distinct(objects)
+    values = [made(o) for o in found]
+    return [values[i] for i in where.tolist()]
 
 
-def _memory_columns(
-    setups: list[Setup], cands: Candidates, best: np.ndarray, sequences: np.ndarray,
-    cached: np.ndarray, width: np.ndarray, replicas: np.ndarray, dp: np.ndarray,
-    tp: np.ndarray,
-) -> dict[str, np.ndarray]:  # fmt: skip
-    """The chosen plans' weights and KV caches: the whole system's, and its fullest
-    chip's (Candidates.footprint), each job's draft model's included. `sequences` is a
-    microbatch's times the microbatches."""
-    found = {name: np.empty(len(best)) for name in ("weights", "kv_cache", "fullest_weights",
-                                                    "fullest_kv_cache")}  # fmt: skip
+def _system_memory(
+    setups: list[Setup], cands: Candidates, best: np.ndarray, replicas: np.ndarray,
+    tp: np.ndarray, dp: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The whole system's weights and KV cache under each job's chosen plan: one chip of
+    each stage times the replicas of a stage's chips (tp x ep x dp), and a speculative
+    job's draft model on each of its tp x dp chips."""
+    weights, kv = np.empty(len(best)), np.empty(len(best))
+    layer_kv = cands.layer_kv_bytes(best)
     codes = cands.memory_of[best]
-    stage = cands.fullest_stage[best]
     for code in np.unique(codes).tolist():
         at = np.flatnonzero(codes == code)
         memory = cands.memories[code]
-        kv = sequences[at] * (cached[at] * memory.kv_bytes_per_token_layer
-                              + width[at] * memory.state_bytes_per_sequence_layer)  # one layer's
-        layers = np.array(memory.layers)
-        every_layer = kv * memory.layers[0]
+        every_layer = layer_kv[at] * memory.layers[0]
         for count in memory.layers[1:]:  # in order, as sum() adds them
-            every_layer = every_layer + kv * count
-        found["weights"][at] = memory.total_weights * replicas[at]
-        found["kv_cache"][at] = every_layer * replicas[at]
-        found["fullest_weights"][at] = np.array(memory.weights)[stage[at]]
-        found["fullest_kv_cache"][at] = kv * layers[stage[at]]
+            every_layer = every_layer + layer_kv[at] * count
+        weights[at] = memory.total_weights * replicas[at]
+        kv[at] = every_layer * replicas[at]
     drafts = [s.draft(cands.plans[c]) for s, c in zip(setups, best.tolist(), strict=True)]
     if any(d is not None for d in drafts):
-        weight, kv = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])
-                      for name in ("weight_bytes", "kv_bytes"))  # fmt: skip
-        found["weights"] = found["weights"] + weight * tp * dp
-        found["kv_cache"] = found["kv_cache"] + kv * tp * dp
-        found["fullest_weights"] = found["fullest_weights"] + weight
-        found["fullest_kv_cache"] = found["fullest_kv_cache"] + kv
-    return found
+        weight, cache = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])
+                         for name in ("weight_bytes", "kv_bytes"))  # fmt: skip
+        weights, kv = weights + weight * tp * dp, kv + cache * tp * dp
+    return weights, kv
 
 
 def _memory_bytes(split: tuple[np.ndarray, np.ndarray, np.ndarray],

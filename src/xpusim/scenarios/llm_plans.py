@@ -151,30 +151,56 @@ class Candidates:
 
     def footprint(self, c: int) -> Footprint:
         """What plan c's fullest chip holds."""
-        s = int(self.fullest_stage[c])
-        memory, setup = self.memories[self.memory_of[c]], self.setups[self.job[c]]
-        kv = memory.kv_bytes(setup.req, int(self.microbatches[c])) * memory.layers[s]
-        found = Footprint(memory.weights[s], kv, float(self.activations[c]))
-        draft = setup.draft(self.plans[c])
-        if draft is None:
-            return found
-        return Footprint(found.weights + draft.weight_bytes, found.kv_cache + draft.kv_bytes,
-                         found.activations)  # fmt: skip
+        return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
+
+    def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
+        activations, as arrays), a speculative job's draft model included."""
+        stages = list(zip(self.memory_of[cs].tolist(), self.fullest_stage[cs].tolist(),
+                          strict=True))  # fmt: skip
+        weights = np.array([self.memories[code].weights[s] for code, s in stages], dtype=float)
+        layers = np.array([self.memories[code].layers[s] for code, s in stages], dtype=float)
+        kv = self.layer_kv_bytes(cs) * layers
+        drafts = [self.setups[j].draft(self.plans[c])
+                  for j, c in zip(self.job[cs].tolist(), cs.tolist(), strict=True)]  # fmt: skip
+        if any(d is not None for d in drafts):
+            weights = weights + [0.0 if d is None else d.weight_bytes for d in drafts]
+            kv = kv + [0.0 if d is None else d.kv_bytes for d in drafts]
+        return weights, kv, self.activations[cs]
+
+    def layer_kv_bytes(self, cs: np.ndarray) -> np.ndarray:
+        """One layer's KV cache on one chip of each of these plans: a microbatch's
+        sequences times the microbatches, times each one's cached tokens' cache and its
+        state (a state-space model's)."""
+        (batch, cached, width), (per_token, per_sequence) = self._cache_terms
+        jobs, codes = self.job[cs], self.memory_of[cs]
+        return batch[jobs] * self.microbatches[cs] * (
+            cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes])
+
+    @cached_property
+    def _cache_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per job its batch, cached tokens and width; per StageMemory its cache per token
+        and layer and state per sequence and layer (layer_kv_bytes's)."""
+        return (np.array([(s.req.batch, s.req.cached_tokens, s.req.width)
+                          for s in self.setups], dtype=np.int64).T,
+                np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer)
+                          for m in self.memories], dtype=float).T)  # fmt: skip
 
     def placement(self, c: int) -> Placement:
         """Where plan c's fullest chip keeps what."""
         return self.placements([c])[0]
 
     def placements(self, cs: list[int]) -> list[Placement]:
-        """Where each of these plans' fullest chip keeps what."""
-        shared, found = self.shared_placement, []
-        for j, c in zip(self.job[cs].tolist(), cs, strict=True):
-            placement = shared[j]
-            if placement is None:
-                chip, fullest = self.setups[j].system.chip, self.footprint(c)
-                placement = _PLACED.get((chip,), fullest,
-                                        lambda chip=chip, fp=fullest: place(chip, fp))
-            found.append(placement)
+        """Where each of these plans' fullest chip keeps what (its footprint worked out
+        only where the chip has more than one memory to choose from)."""
+        found = [self.shared_placement[j] for j in self.job[cs].tolist()]
+        placed = [i for i, placement in enumerate(found) if placement is None]
+        if placed:
+            at = np.array(cs)[placed]
+            for i, c, *split in zip(placed, at.tolist(), *self.footprints(at), strict=True):
+                chip, fullest = self.setups[self.job[c]].system.chip, Footprint(*map(float, split))
+                found[i] = _PLACED.get((chip,), fullest,
+                                       lambda chip=chip, fp=fullest: place(chip, fp))
         return found
 
     @cached_property
@@ -321,11 +347,6 @@ class StageMemory:
     def total_weights(self) -> float:
         """One chip of each stage together: a replica's share of a tensor-parallel group."""
         return sum(self.weights)
-
-    def kv_bytes(self, req: Request, microbatches: int) -> float:
-        """One layer's cache on one chip."""
-        return req.batch * microbatches * (req.cached_tokens * self.kv_bytes_per_token_layer
-                                           + req.width * self.state_bytes_per_sequence_layer)
 
 
 @lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan

@@ -294,6 +294,34 @@ def _chunk(*rows: dict) -> Columns:
     return Columns({name: [row.get(name) for row in rows] for name in names}, len(rows))
 
 
+def test_lines_formatted_by_a_worker_are_the_stores_own(tmp_path):
+    """A chunk's lines formatted where it was simulated (store.lines_of) are written as
+    they are only where the file's columns begin with the chunk's (widened by an empty
+    cell a column), else the rows are formatted again: the file is the same byte for byte
+    as one written from the values alone, for chunks of the same, fewer, more and
+    reordered columns."""
+    from xpusim.explore.store import ResultStore, lines_of
+
+    chunks = [
+        _chunk({"key": "a", "spec_hash": "h", "x": 1.5, "t": 'q,"r"'}),
+        _chunk({"key": "b", "spec_hash": "h", "x": -0.0, "t": "s"}),  # the same columns
+        _chunk({"key": "c", "spec_hash": "h", "x": 2.0}),  # fewer: the first ones
+        _chunk({"key": "d", "spec_hash": "h", "x": 3.0, "t": "u", "y": 7}),  # one more
+        _chunk({"key": "e", "spec_hash": "h", "x": 0.0, "y": 8, "t": "v"}),  # reordered
+        _chunk({"spec_hash": "h", "key": "f"}),  # fewer, not the first ones
+    ]
+    expected = dict.fromkeys("abcdef", "h")
+    texts = []
+    for with_lines in (True, False):
+        path = tmp_path / f"{with_lines}.csv"
+        store = ResultStore(path, expected)
+        for chunk in chunks:
+            store.add(chunk, lines_of(chunk) if with_lines else None)
+        texts.append(path.read_bytes())
+    assert texts[0] == texts[1]
+    assert texts[0].decode().splitlines()[0] == "key,spec_hash,x,t,y"
+
+
 def test_store_rows_gain_columns_and_read_back_whole(tmp_path):
     """A row with a column the file lacks rewrites it: every line keeps the header's width,
     and rows stored before the column read None there, as they read back from the file."""
@@ -372,7 +400,8 @@ def test_columns_hold_each_results_scalars_one_level_deep():
     """A chunk's columns: the inputs, then each result's scalars with nested dicts and
     dataclasses one level deep (lists and plan_search left out), the per-chip rate, key and
     error; a row without a column has None there, and a result's value wins over the
-    input of the same name."""
+    input of the same name. A field that is None beside nested values (a point that does
+    not fit has no cost) has no column of its own: it would be empty throughout."""
     points = [Point("x", (("p", 1.0),), (("chips", 2),)),
               Point("y", (), (("chips", 4), ("precision", "int8"))),
               Point("z", (), (("chips", 1),))]  # fmt: skip
@@ -381,16 +410,16 @@ def test_columns_hold_each_results_scalars_one_level_deep():
              _Outcome(1, 3.0, {"tp": 1}, None, [])]  # fmt: skip
     got = Columns.of(points, found)
     assert list(got.cells) == ["target", "set.p", "chips", "precision", "throughput",
-                               "plan.tp", "part", "part.share", "throughput_per_chip", "key",
+                               "plan.tp", "part.share", "throughput_per_chip", "key",
                                "error"]  # fmt: skip
     assert got.row(0) == {
         "target": "x", "set.p": 1.0, "chips": 8, "precision": None, "throughput": 8.0,
-        "plan.tp": 2, "part": None, "part.share": 0.5, "throughput_per_chip": 1.0,
+        "plan.tp": 2, "part.share": 0.5, "throughput_per_chip": 1.0,
         "key": points[0].key, "error": None}  # fmt: skip
     assert got.row(1) == {
         **dict.fromkeys(got.cells), "target": "y", "chips": 4, "precision": "int8",
         "key": points[1].key, "error": "no int8"}  # fmt: skip
-    assert got.row(2)["part"] is None and got.row(2)["part.share"] is None
+    assert got.row(2)["part.share"] is None
     assert [result_row(p, f) for p, f in zip(points, found, strict=True)][2] == {
         "target": "z", "chips": 1, "throughput": 3.0, "plan.tp": 1, "part": None,
         "throughput_per_chip": 3.0, "key": points[2].key}
@@ -490,8 +519,9 @@ def test_a_grid_counts_its_points_without_making_them():
 
 
 def test_a_local_pool_keeps_a_bounded_window_of_chunks_in_flight():
-    """At most `window` chunks are sent and not yet handed back, whatever the number of
-    chunks: finished chunks' rows cannot pile up while the results file is written."""
+    """At most `window` chunks are running or queued while one is handed back, whatever
+    the number of chunks: finished chunks' rows cannot pile up while the results file is
+    written."""
     from concurrent.futures import ThreadPoolExecutor
 
     from xpusim.explore.executor import _windowed
@@ -506,6 +536,6 @@ def test_a_local_pool_keeps_a_bounded_window_of_chunks_in_flight():
     got = []
     with Counting(max_workers=2) as pool:
         for result in _windowed(pool, lambda x: x * x, range(50), window=4):
-            assert len(sent) - len(got) <= 4
+            assert len(sent) - len(got) <= 4 + 1  # the one handed back
             got.append(result)
     assert sorted(got) == [x * x for x in range(50)] and len(sent) == 50

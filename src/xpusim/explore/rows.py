@@ -159,13 +159,17 @@ class _Gathered:
 
     def put_values(self, where: Sequence[int], name: str, values: list) -> None:
         """One field of the results: a scalar's cells as they are, a dict's or dataclass's
-        scalars one level deep as dotted columns (`plan.tp`); lists are left out."""
+        scalars one level deep as dotted columns (`plan.tp`); lists are left out, and so
+        is a field's None beside dicts or dataclasses (a point that does not fit has no
+        `cost`): its dotted columns are empty there, and a column of its own would be empty
+        throughout."""
         kinds = set(map(type, values))
         if kinds <= _PLAIN:
             self.put(where, name, values)
             return
-        self.put(where, name, _scalars(values), complete=False)
         nesting = {kind for kind in kinds if kind is dict or dataclasses.is_dataclass(kind)}
+        if not kinds <= nesting | {type(None)}:
+            self.put(where, name, _scalars(values), complete=False)
         if not nesting:
             return
         at = [i for i, v in zip(where, values, strict=True) if type(v) in nesting]

@@ -33,7 +33,7 @@ from xpusim.errors import Interrupted, UserError
 from xpusim.explore.executor import Executor
 from xpusim.explore.grid import Point, cross
 from xpusim.explore.rows import Columns
-from xpusim.explore.store import SPEC_HASH, ResultStore, StoredRow, locked
+from xpusim.explore.store import SPEC_HASH, ResultStore, StoredRow, lines_of, locked
 from xpusim.files import writable_dir
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
@@ -86,6 +86,7 @@ class Chunk:
 @dataclass(frozen=True)
 class ChunkResult:
     rows: Columns  # as_stored
+    lines: list[str]  # the rows' CSV lines, in their own column order (store.lines_of)
     busy_s: float  # the worker's time on the chunk
 
 
@@ -119,7 +120,7 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
         results = Results(results.tables, found)
     rows = Columns.of(chunk.points, results).as_stored()
     rows.cells[SPEC_HASH] = [chunk.hashes[point.spec_key] for point in chunk.points]  # a text
-    return ChunkResult(rows, time.perf_counter() - start)
+    return ChunkResult(rows, lines_of(rows), time.perf_counter() - start)
 
 
 def loaded_spec(blob: bytes) -> Spec:
@@ -243,7 +244,7 @@ def _simulate(
     with contextlib.closing(executor.map(run_chunk, tasks)) as results:
         try:
             for result in results:
-                store.add(result.rows)
+                store.add(result.rows, result.lines)
                 busy += result.busy_s
                 finished += result.rows.size
                 if progress:

@@ -63,3 +63,11 @@ def test_the_commands_imported_when_named_are_listed_and_run():
         done = subprocess.run([sys.executable, "-m", "xpusim", command, "--help"],
                               capture_output=True, text=True, check=True)  # fmt: skip
         assert done.stdout.startswith(f"Usage: xpusim {command} [OPTIONS] MODEL")
+
+
+def test_an_llm_run_imports_no_masked_arrays():
+    """numpy.ma is imported by np.unique's first call without return_index (numpy 2.4):
+    10-26 ms of every `xpusim run`, and of every sweep worker's first chunk, measured
+    2026-12-03; the simulator finds distinct values otherwise."""
+    assert "numpy.ma" not in _modules_after("run", "llama-2-70b", "--chip", "h100-sxm",
+                                            "--chips", "8")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -496,6 +497,39 @@ def test_rows_are_written_as_the_csv_module_writes_them(width, data):
         for row in rows)  # fmt: skip
     written = store._lines([StoredRow(index, tuple(row)) for row in rows])
     assert "".join(written) == expected.getvalue()
+
+
+def _twin(value):
+    """A value equal to this one but written otherwise: -0.0 for 0.0, 2 for 2.0, True for 1."""
+    if isinstance(value, float) and value == 0.0:
+        return -math.copysign(0.0, value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return True if value == 1.0 else int(value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.0, 2.0, 2.5, 1e300]),
+                          st.floats(allow_nan=True)), min_size=1, max_size=12),
+       st.lists(st.sampled_from(["same", "twin", "other"]), min_size=1, max_size=4))
+def test_a_column_equal_to_another_is_written_as_its_own(column, copies):
+    """A column of floats equal to one written before takes that one's texts
+    (store._float_texts: a one-chip sweep's per-chip rates are its system's); equal
+    cells that are written otherwise (-0.0 and 0.0, 2 and 2.0, True and 1.0) keep theirs:
+    byte for byte what csv.writer writes."""
+    import io
+
+    from xpusim.explore.rows import to_text
+    from xpusim.explore.store import _column_lines
+
+    made = {"same": list, "twin": lambda c: list(map(_twin, c)),
+            "other": lambda c: [v if v is None else 7.25 for v in c]}
+    columns = [column] + [made[how](column) for how in copies]
+    expected = io.StringIO(newline="")
+    rows = zip(*columns, strict=True)
+    csv.writer(expected).writerows([[to_text(v) if v is True or v is False else v for v in row]
+                                    for row in rows])  # fmt: skip
+    assert "".join(_column_lines(columns)) == expected.getvalue()
 
 
 @settings(max_examples=300, deadline=None)

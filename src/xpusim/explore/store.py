@@ -198,11 +198,10 @@ class ResultStore:
             columns = [chunk.cells.get(name, empty) for name in self.columns]
             columns = [_shared_texts(column, shared) for column in columns]
             stored += [StoredRow(index, values) for values in zip(*columns, strict=True)]
-            if not missing:  # formatted as they are, not as rows
-                lines += self._as_written(chunk, given) or _column_lines(columns)
+            lines += self._as_written(chunk, given) or _column_lines(columns)
         self.rows += stored
         if missing:
-            self._rewrite(fresh=len(stored))
+            self._rewrite(fresh=lines)
         else:
             self._append(lines)
 
@@ -237,15 +236,15 @@ class ResultStore:
             raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the rows before "
                             f"are kept, and a rerun resumes from them") from None  # fmt: skip
 
-    def _rewrite(self, order: Sequence[int] | None = None, fresh: int = 0) -> None:
+    def _rewrite(self, order: Sequence[int] | None = None, fresh: Sequence[str] = ()) -> None:
         """The whole file anew with the store's columns, renamed over the old one only once
         whole: the rows the file holds (taken in `order`, positions among its rows, where
-        given), then the last `fresh` rows of `rows`, not yet written. The rows already
-        written move as their text, widened by an empty cell a column added since (a
-        10,000-row file of 59 columns moved in 0.07-0.09 s, formatted again in 0.33-0.35
-        s); they are formatted again where a cell spans lines, or where the file is too
-        large to hold in memory beside the rows."""
-        kept = len(self.rows) - fresh
+        given), then `fresh`: the lines of the last rows of `rows`, not yet written. The
+        rows already written move as their text, widened by an empty cell a column added
+        since (a 10,000-row file of 59 columns moved in 0.07-0.09 s, formatted again in
+        0.33-0.35 s); they are formatted again where a cell spans lines, or where the file
+        is too large to hold in memory beside the rows."""
+        kept = len(self.rows) - len(fresh)
         written = self._written(kept)
         try:
             with atomic(self.path) as f:
@@ -259,7 +258,7 @@ class ResultStore:
                         end = "," * (len(self.columns) - width) + _LINE_END
                         taken = (line[: -len(_LINE_END)] + end for line in taken)
                     f.writelines(taken)
-                self._write_rows(f, self.rows[kept:])
+                f.writelines(fresh)
         except OSError as e:
             raise UserError(f"{self.path}: cannot write: {e.strerror or e}; the file as it "
                             f"was is kept") from None  # fmt: skip
@@ -331,38 +330,62 @@ def _column_lines(columns: Sequence[Sequence[Scalar]]) -> list[str]:
         rows = zip(*columns, strict=True)
         csv.writer(buffer).writerows([[to_text(v) for v in row] for row in rows])
         return buffer.getvalue().splitlines(keepends=True)
-    texts = [_column_texts(column) for column in columns]
+    floats: _FloatTexts = {}
+    texts = [_column_texts(column, floats) for column in columns]
     return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
 
 
-def _column_texts(column: Sequence[Scalar]) -> list[str]:
-    """A column's cells as CSV text. Integers go straight through str (one C call a cell,
-    cheaper than a lookup); a column of one value throughout (most of a one-chip sweep's:
-    its chip, plan and model) is formatted once; a column of floats, of texts, or of one
-    kind beside empty cells, formats each distinct value once, since a sweep's columns
-    repeat (a shape's FLOPs), unless it holds 0.0, which -0.0 equals as a key but is
-    written apart (floats then go through repr cell by cell, as they do where all are
-    distinct); a column of mixed kinds (where 1 would equal 1.0 and True) is formatted
-    cell by cell."""
+_FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]
+"""Columns of floats formatted so far, by their length and end cells (_float_texts)."""
+
+
+def _column_texts(column: Sequence[Scalar], floats: _FloatTexts) -> list[str]:
+    """A column's cells as CSV text. A column of one value throughout (most of a one-chip
+    sweep's: its chip, plan and model) is formatted once; other integers go straight
+    through str (one C call a cell, cheaper than a lookup); a column of floats, of texts,
+    or of one kind beside empty cells, formats each distinct value once, since a sweep's
+    columns repeat (a shape's FLOPs); a column of mixed kinds (where 1 would equal 1.0 and
+    True) is formatted cell by cell."""
     found = set(map(type, column))
-    if found == {int}:
-        return list(map(str, column))
     first = column[0] if column else None
     if len(found) == 1 and column.count(first) == len(column) and not (
         type(first) is float and first == 0.0  # -0.0 equals it
     ):
         return [_text(first)] * len(column)  # one value throughout (equal, and of one type)
+    if found == {int}:
+        return list(map(str, column))
     kinds = found - {type(None)}
     if len(kinds) == 1 and kinds <= {float, int, str}:
         distinct = dict.fromkeys(column)
-        if kinds == {float} and (0.0 in distinct or len(distinct) == len(column)):
-            if found == kinds:
-                return list(map(repr, column))
-            return ["" if v is None else repr(v) for v in column]
+        if kinds == {float}:
+            return _float_texts(column, distinct, floats)
         for value in distinct:
             distinct[value] = _text(value)
         return list(map(distinct.__getitem__, column))
     return list(map(_text, column))
+
+
+def _float_texts(column: Sequence[Scalar], distinct: dict, floats: _FloatTexts) -> list[str]:
+    """A column of floats (and empty cells) as text. One equal to a column formatted before
+    takes its texts: on one chip, `tokens_per_s_per_chip` is `tokens_per_s` and
+    `per_chip_memory_bytes` is `memory_bytes` (equal floats are written alike, None equals
+    only None, and a column holding 0.0 is never shared, since -0.0 equals it). A column
+    holding 0.0 goes through repr cell by cell, as one of distinct values does: -0.0 would
+    be taken for 0.0 as a key."""
+    zero = 0.0 in distinct
+    key = (len(column), column[0], column[-1])
+    if not zero and key in floats and floats[key][0] == column:
+        return floats[key][1]
+    if zero or len(distinct) == len(column):
+        texts = (list(map(repr, column)) if None not in distinct else
+                 ["" if v is None else repr(v) for v in column])  # fmt: skip
+    else:
+        for value in distinct:
+            distinct[value] = "" if value is None else repr(value)
+        texts = list(map(distinct.__getitem__, column))
+    if not zero:
+        floats[key] = (column, texts)
+    return texts
 
 
 _QUOTED = frozenset(',"\r\n')  # what makes the csv module quote a cell (QUOTE_MINIMAL)

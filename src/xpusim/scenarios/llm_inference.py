@@ -509,7 +509,7 @@ def _system_memory(
     weights, kv = np.empty(len(best)), np.empty(len(best))
     layer_kv = cands.layer_kv_bytes(best)
     codes = cands.memory_of[best]
-    for code in np.unique(codes).tolist():
+    for code in sorted(set(codes.tolist())):
         at = np.flatnonzero(codes == code)
         memory = cands.memories[code]
         every_layer = layer_kv[at] * memory.layers[0]
@@ -540,7 +540,7 @@ def _flops_columns(cands: Candidates, best: np.ndarray) -> tuple[np.ndarray, np.
     """A chosen plan's rank's FLOPs in its prefill and in one decode step."""
     prefill, decode = np.empty(len(best)), np.empty(len(best))
     groups = cands.group_of[best]
-    for code in np.unique(groups).tolist():
+    for code in sorted(set(groups.tolist())):
         at = np.flatnonzero(groups == code)
         graphs = cands.graphs[cands.group_keys[code]]
         rows = cands.rows[best[at]]

@@ -120,7 +120,10 @@ def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, n
     """Step indices to evaluate and the weights that sum any piecewise-affine quantity
     over all `steps` from them: over integers a..b an affine f sums to (b - a + 1) x the
     mean of f(a) and f(b); neighbouring intervals share their end node."""
-    nodes = np.unique(np.round(np.linspace(0, steps - 1, min(steps, intervals + 1))))
+    # sorted(set()), not np.unique: its first call imports numpy.ma (numpy 2.4), 10-26 ms
+    # of every process that simulates (tests/test_startup.py)
+    spread = np.round(np.linspace(0, steps - 1, min(steps, intervals + 1))).tolist()
+    nodes = np.array(sorted(set(spread)))
     if len(nodes) == 1:
         return nodes, np.ones(1)
     span = np.diff(nodes) + 1  # integers in each closed interval
@@ -352,7 +355,7 @@ def _shape_graphs(
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
     steps = np.array([r.decode_steps for r in requests])
-    nodes = {int(s): step_nodes(int(s)) for s in np.unique(steps)}
+    nodes = {s: step_nodes(s) for s in sorted(set(steps.tolist()))}
     width = max(len(n) for n, _ in nodes.values())
     # steps past a request's own count repeat its last node with weight 0: summed to nothing
     padded = np.zeros((len(requests), width))

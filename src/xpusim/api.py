@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from xpusim.workloads.imported import ImportedModel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # each one its own, by identity: hashed for every job
 class Scenario:
     """What simulates a kind of workload in a mode, named by module and function and
     imported when first used: `xpusim run` on an LLM never loads recsys or training."""
@@ -187,7 +187,8 @@ def simulate_table(
                 modes[mode] = _scenario(workload, mode)
             scenario = modes[mode]
             spec = _spec(chip)
-            prices[i] = parse_price(options.pop("price", None), _chip_id(spec))
+            price = options.pop("price", None)
+            prices[i] = None if price is None else parse_price(price, _chip_id(spec))
             names = (scenario, tuple(options))
             if names not in checked:
                 _check_options(scenario, options)

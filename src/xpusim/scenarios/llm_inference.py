@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -455,8 +456,8 @@ def _table(
         "batch": batch.tolist(),
         "prompt": [r.prompt for r in reqs],
         "gen": [r.gen for r in reqs],
-        "precision": [r.act.value for r in reqs],
-        "weight_precision": [r.weight.value for r in reqs],
+        "precision": _shared([r.act for r in reqs], _VALUE),
+        "weight_precision": _shared([r.weight for r in reqs], _VALUE),
         "mode": ["inference"] * n,
         "fits": fit_list,
         "reason": ["" if fit else _not_fit_reason(chip, Footprint(*split), system.chips)
@@ -467,8 +468,8 @@ def _table(
                       zip(single_copy.tolist(), capacity.tolist(), strict=True)],
         "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
         "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
-        "placement": [_placement_names(placement, chip) for placement, chip in
-                      zip(cands.placements(chosen), chips, strict=True)],
+        "placement": _shared(list(zip(cands.placements(chosen), chips, strict=True)),
+                             _placement_names, key=lambda pair: (id(pair[0]), id(pair[1]))),
         "ttft_s": f["ttft_s"].tolist(),
         "tpot_s": f["tpot_s"].tolist(),
         "latency_s": f["latency_s"].tolist(),
@@ -492,11 +493,16 @@ def _table(
     return Table(LLMInferenceResult, columns, n)
 
 
-def _shared(objects: list[Any], made: Callable[[Any], Any]) -> list[Any]:
-    """made(o) for each object, made once for each distinct one (by identity)."""
-    found, where = distinct(objects)
+def _shared(objects: list[Any], made: Callable[[Any], Any],
+            key: Callable[[Any], Hashable] = id) -> list[Any]:  # fmt: skip
+    """made(o) for each object, made once for each distinct one (by identity, or by
+    `key`): a sweep's rows share a few plans, formats and placements."""
+    found, where = distinct(objects, key)
     values = [made(o) for o in found]
     return [values[i] for i in where.tolist()]
+
+
+_VALUE = attrgetter("value")  # a format's name
 
 
 def _system_memory(
@@ -584,14 +590,10 @@ def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
                                                graphs.collective_bytes[1][row])  # fmt: skip
 
 
-def _placement_names(placement: Placement, chip: Chip) -> dict[str, str]:
-    """Each role's home by its memory level's name (a result's `placement`), worked out
-    once per placement: a sweep's points share a few."""
-    return _NAMED.get((placement, chip), None, lambda: {
-        role.value: chip.memory[i].name for role, i in placement.home.items()})
-
-
-_NAMED: ByIdentity[dict[str, str]] = ByIdentity()
+def _placement_names(placed: tuple[Placement, Chip]) -> dict[str, str]:
+    """Each role's home on the chip by its memory level's name (a result's `placement`)."""
+    placement, chip = placed
+    return {role.value: chip.memory[i].name for role, i in placement.home.items()}
 
 
 def op_reports(

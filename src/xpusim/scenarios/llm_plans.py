@@ -156,17 +156,26 @@ class Candidates:
     def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
         activations, as arrays), a speculative job's draft model included."""
-        stages = list(zip(self.memory_of[cs].tolist(), self.fullest_stage[cs].tolist(),
-                          strict=True))  # fmt: skip
-        weights = np.array([self.memories[code].weights[s] for code, s in stages], dtype=float)
-        layers = np.array([self.memories[code].layers[s] for code, s in stages], dtype=float)
-        kv = self.layer_kv_bytes(cs) * layers
-        drafts = [self.setups[j].draft(self.plans[c])
-                  for j, c in zip(self.job[cs].tolist(), cs.tolist(), strict=True)]  # fmt: skip
-        if any(d is not None for d in drafts):
+        by_stage_weights, by_stage_layers = self._by_stage
+        at = (self.memory_of[cs], self.fullest_stage[cs])
+        weights, kv = by_stage_weights[at], self.layer_kv_bytes(cs) * by_stage_layers[at]
+        if any(s.drafts for s in self.setups):
+            drafts = [self.setups[j].draft(self.plans[c])
+                      for j, c in zip(self.job[cs].tolist(), cs.tolist(), strict=True)]  # fmt: skip
             weights = weights + [0.0 if d is None else d.weight_bytes for d in drafts]
             kv = kv + [0.0 if d is None else d.kv_bytes for d in drafts]
         return weights, kv, self.activations[cs]
+
+    @cached_property
+    def _by_stage(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each StageMemory's weights and layers by stage (0 past its last stage): a plan's
+        fullest chip's is one lookup, not a Python loop over the plans (footprints)."""
+        shape = (len(self.memories), max(len(m.layers) for m in self.memories))
+        weights, layers = np.zeros(shape), np.zeros(shape)
+        for i, memory in enumerate(self.memories):
+            weights[i, : len(memory.weights)] = memory.weights
+            layers[i, : len(memory.layers)] = memory.layers
+        return weights, layers
 
     def layer_kv_bytes(self, cs: np.ndarray) -> np.ndarray:
         """One layer's KV cache on one chip of each of these plans: a microbatch's

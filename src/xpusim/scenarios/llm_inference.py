@@ -27,7 +27,7 @@ from xpusim.compiler.partition import Plan, check_plan, weight_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
-from xpusim.errors import UserError, check_positive
+from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
@@ -264,6 +264,7 @@ def keyword_defaults(function: Any) -> dict[str, Any]:
 
 
 _DEFAULTS = keyword_defaults(simulate)
+_COUNTS = ("batch", "prompt", "gen", "chips", "tp", "pp", "dp", "ep", "microbatches")
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
@@ -272,8 +273,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     given = {**_DEFAULTS, **options}
     batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()
-    check_positive(batch=batch, prompt=prompt, gen=gen,
-                   **{k: given[k] for k in ("chips", "tp", "pp", "dp", "ep", "microbatches")})
+    check_positive_in(given, _COUNTS)
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip

@@ -48,7 +48,7 @@ from xpusim.compiler.optimizer import (
 from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.roofline import Bottleneck
-from xpusim.errors import UserError, check_positive
+from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
@@ -198,8 +198,7 @@ def _simulate(
     model: TransformerConfig, chip: Chip | System, given: dict[str, Any], detail: bool
 ) -> TrainingResult:
     tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
-    check_positive(**{k: given[k] for k in ("batch", "prompt", "chips", "tp", "pp", "dp", "ep",
-                                            "microbatches")})  # fmt: skip
+    check_positive_in(given, ("batch", "prompt", "chips", "tp", "pp", "dp", "ep", "microbatches"))
     refuse_untrainable(model)
     system = resolve_system(chip, given["chips"])
     act, notes = resolve_training_precision(system.chip, given["precision"])

@@ -13,8 +13,10 @@ Rows (CSV columns kind, dtype, batch, m, n, k, bytes, seconds, source):
 * decode: one llama-2-7b-shaped decode step (32 layers of the four projections as GEMVs,
   bf16, random weights); kept for comparison with xpusim's prediction, never fitted.
 
-Times are CUDA-event medians over repeated launches after warm-up. Needs torch with CUDA;
-nothing here runs in CI.
+Times are CUDA-event medians over repeated replays of a CUDA graph of back-to-back launches
+(as an engine with CUDA graphs runs them: no host launch gaps between kernels), divided by
+the launches in the graph; where a graph cannot be captured, of eager launches. Needs torch
+with CUDA; nothing here runs in CI.
 """
 
 from __future__ import annotations
@@ -22,19 +24,52 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import itertools
+import math
 import statistics
 import sys
 from collections.abc import Callable
 
 SOURCE = f"benchmarks/device/measure.py, {dt.date.today().isoformat()}"
-GEMM_SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (64, 4096, 11008), (256, 2048, 4096),
-               (512, 4096, 4096), (1024, 2048, 2048), (2048, 2048, 2048), (4096, 4096, 4096),
-               (8192, 8192, 8192), (4096, 512, 512), (256, 1024, 256)]  # fmt: skip
+GEMM_SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (16, 4096, 4096), (64, 4096, 11008),
+               (256, 2048, 4096), (512, 4096, 4096), (1024, 2048, 2048), (2048, 2048, 2048),
+               (4096, 4096, 4096), (8192, 8192, 8192), (4096, 512, 512), (256, 1024, 256),
+               # llama-2-70b's projections at decode, ridge and prefill row counts
+               (1, 8192, 28672), (16, 8192, 8192), (128, 8192, 28672), (2048, 8192, 8192),
+               (4096, 28672, 8192)]  # fmt: skip
+COLD_BYTES = 256 << 20  # operands cycled through per GEMM shape: five times the H200's L2
+GRAPH_S = 2e-3  # a timed graph replay lasts at least this long: events then cost nothing
 COPY_BYTES = [256 << 20, 1 << 30, 4 << 30]
 ATTENTION_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 
 
 def time_cuda(fn: Callable[[], object], repeats: int) -> float:
+    """Seconds one fn() takes on the GPU: the median over replays of a CUDA graph of enough
+    back-to-back calls to last GRAPH_S, per call (eager calls where capture fails)."""
+    import torch
+
+    eager = _median_replay(fn, 1, repeats)
+    launches = min(200, int(GRAPH_S / eager))
+    if launches < 2:  # a call long enough that host gaps cost nothing: as it runs eagerly
+        return eager  # (a captured copy of 1 GB and more ran at 2.7 TB/s, eagerly 4+)
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(launches):
+                fn()
+    except RuntimeError as error:  # not capturable: eager launches, host gaps included
+        print(f"  no CUDA graph ({error}); eager", file=sys.stderr)
+        return eager
+    return _median_replay(graph.replay, launches, repeats)
+
+
+def _median_replay(fn: Callable[[], object], launches: int, repeats: int) -> float:
     import torch
 
     for _ in range(3):
@@ -46,7 +81,7 @@ def time_cuda(fn: Callable[[], object], repeats: int) -> float:
         fn()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        times.append(start.elapsed_time(end) / 1e3 / launches)
     return statistics.median(times)
 
 
@@ -57,29 +92,45 @@ def row(kind: str, dtype: str, batch: int, m: int, n: int, k: int, nbytes: float
 
 
 def gemms(repeats: int) -> list[dict]:
+    """Each shape's GEMM, in bf16 and fp8. Successive launches take successive copies of
+    the operands, enough copies to hold COLD_BYTES, so that each reads its operands from
+    HBM as a model's layers do, not from the L2 the last launch left them in (a 4096 x 4096
+    bf16 weight is 34 MB; the H200's L2 holds 50 MB)."""
     import torch
 
     rows = []
     for m, n, k in GEMM_SHAPES:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        seconds = time_cuda(lambda a=a, b=b: a @ b, repeats)
-        rows.append(row("gemm", "bf16", 1, m, n, k, 0, seconds))
+        copies = max(1, math.ceil(COLD_BYTES / (2 * (m * k + k * n + m * n))))
+        a = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+        b = [torch.randn(k, n, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+        pairs = itertools.cycle(zip(a, b, strict=True))
+
+        def bf16(pairs=pairs):
+            x, w = next(pairs)
+            return x @ w
+
+        rows.append(row("gemm", "bf16", 1, m, n, k, 0, time_cuda(bf16, repeats)))
         if hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability() >= (8, 9):
-            a8 = a.to(torch.float8_e4m3fn)
-            b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major second operand
             one = torch.ones((), device="cuda")
             if m % 16 == 0:  # _scaled_mm needs dimensions divisible by 16
+                # the second operand column-major, as _scaled_mm takes it
+                pairs8 = itertools.cycle([(x.to(torch.float8_e4m3fn),
+                                           w.t().contiguous().to(torch.float8_e4m3fn).t())
+                                          for x, w in zip(a, b, strict=True)])  # fmt: skip
 
-                def fp8(a8=a8, b8=b8, one=one):
-                    return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                def fp8(pairs=pairs8, one=one):
+                    x, w = next(pairs)
+                    return torch._scaled_mm(x, w, scale_a=one, scale_b=one,
                                             out_dtype=torch.bfloat16)  # fmt: skip
 
                 rows.append(row("gemm", "fp8", 1, m, n, k, 0, time_cuda(fp8, repeats)))
+        del a, b, pairs
     return rows
 
 
 def copies(repeats: int) -> list[dict]:
+    """Copies (read + write) and BabelStream's triad (a = b + s x c: two reads, one write),
+    the latter an elementwise kernel on the SMs whatever the copy's path."""
     import torch
 
     rows = []
@@ -88,6 +139,11 @@ def copies(repeats: int) -> list[dict]:
         dst = torch.empty_like(src)
         seconds = time_cuda(lambda src=src, dst=dst: dst.copy_(src), repeats)
         rows.append(row("copy", "", 1, 0, 0, 0, 2 * nbytes, seconds))  # read + write
+        del src, dst
+        a, b, c = (torch.ones(nbytes // 4, dtype=torch.float32, device="cuda") for _ in range(3))
+        seconds = time_cuda(lambda a=a, b=b, c=c: torch.add(b, c, alpha=0.4, out=a), repeats)
+        rows.append(row("copy", "", 1, 0, 0, 0, 3 * nbytes, seconds))
+        del a, b, c
     return rows
 
 
@@ -141,6 +197,9 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("measure.py needs an NVIDIA GPU: torch.cuda.is_available() is False")
     repeats = 5 if args.quick else 20
+    global SOURCE
+    SOURCE += (f", {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA-graph "
+               "replays of back-to-back launches")
     rows = []
     for name, part in (("gemm", gemms), ("copy", copies), ("attention", attention),
                        ("decode", decode_step)):  # fmt: skip

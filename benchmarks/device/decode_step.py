@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
-import statistics
 import sys
+from pathlib import Path
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = 8192, 64, 8, 128, 28672  # llama-2-70b
 LAYERS = 4
@@ -82,32 +82,6 @@ def layer_stack(batch: int, context: int, part: str = "layer"):  # -> runs LAYER
     return step
 
 
-def replayed_s(fn, repeats: int) -> float:
-    """The median time of one replay of a CUDA graph of fn, after warm-up."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
-
-
 def xpusim_layer_s(batch: int, context: int, chip: str, part: str = "layer") -> float:
     """xpusim's time per layer of one decode step at this batch and context, in the formats
     measured: FP8 GEMMs, BF16 attention and KV cache (fitting the memory or not); `part`
@@ -148,10 +122,13 @@ def main() -> None:
         parser.error("give --out (on a GPU) or --compare")
     import torch
 
+    sys.path.insert(0, str(Path(__file__).parent))
+    from measure import captured, median_replay_s, write_rows
+
     rows = []
     for (batch, context), part in itertools.product(CASES, PARTS):
         step = layer_stack(batch, context, part)
-        seconds = replayed_s(step, 20) / LAYERS
+        seconds = median_replay_s(captured(step, 1).replay, 1, 20) / LAYERS
         kv_bytes = 2 * batch * KV_HEADS * context * HEAD_DIM * 2
         rows.append(dict(model="llama-2-70b", batch=batch, context=context, part=part,
                          gemm="fp8", attention="bf16", kv_cache="bf16",
@@ -162,11 +139,7 @@ def main() -> None:
               file=sys.stderr)  # fmt: skip
         del step
         torch.cuda.empty_cache()
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"median of 20 replays each; wrote {args.out}", file=sys.stderr)
+    write_rows(args.out, rows)  # each the median of 20 replays
 
 
 if __name__ == "__main__":

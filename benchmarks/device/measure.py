@@ -46,30 +46,40 @@ ATTENTION_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 def time_cuda(fn: Callable[[], object], repeats: int) -> float:
     """Seconds one fn() takes on the GPU: the median over replays of a CUDA graph of enough
     back-to-back calls to last GRAPH_S, per call (eager calls where capture fails)."""
-    import torch
 
-    eager = _median_replay(fn, 1, repeats)
+    eager = median_replay_s(fn, 1, repeats)
     launches = min(200, int(GRAPH_S / eager))
     if launches < 2:  # a call long enough that host gaps cost nothing: as it runs eagerly
         return eager  # (a captured copy of 1 GB and more ran at 2.7 TB/s, eagerly 4+)
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(launches):
-                fn()
+        graph = captured(fn, launches)
     except RuntimeError as error:  # not capturable: eager launches, host gaps included
         print(f"  no CUDA graph ({error}); eager", file=sys.stderr)
         return eager
-    return _median_replay(graph.replay, launches, repeats)
+    return median_replay_s(graph.replay, launches, repeats)
 
 
-def _median_replay(fn: Callable[[], object], launches: int, repeats: int) -> float:
+def captured(fn: Callable[[], object], launches: int):  # -> torch.cuda.CUDAGraph
+    """A CUDA graph of `launches` back-to-back calls of fn, warmed up on a side stream as
+    capture requires."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    return graph
+
+
+def median_replay_s(fn: Callable[[], object], launches: int, repeats: int) -> float:
+    """Seconds per launch: the median over `repeats` timed calls of fn, each of which makes
+    `launches` launches, after three untimed calls."""
     import torch
 
     for _ in range(3):
@@ -205,11 +215,15 @@ def main() -> None:
                        ("decode", decode_step)):  # fmt: skip
         print(f"measuring {name} on {torch.cuda.get_device_name()}...", file=sys.stderr)
         rows += part(repeats)
-    with open(args.out, "w", newline="") as f:
+    write_rows(args.out, rows)
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"wrote {len(rows)} rows to {args.out}", file=sys.stderr)
+    print(f"wrote {len(rows)} rows to {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

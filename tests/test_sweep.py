@@ -499,6 +499,19 @@ def test_rows_are_written_as_the_csv_module_writes_them(width, data):
     assert "".join(written) == expected.getvalue()
 
 
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(), st.floats(-1e-3, 1e-3),
+                          st.sampled_from([0.0, -0.0, 1e-4, -1e-4, 9.99e-5, 1e-5, 1e16,
+                                           9999999999999998.0, 5e-324, 1e308])),
+                max_size=30))  # fmt: skip
+def test_float_texts_are_repr(column):
+    """store.float_texts (orjson with repr where the two differ) writes every float as repr
+    does, nan, the infinities, subnormals and -0.0 included, and None as an empty cell."""
+    from xpusim.explore.store import float_texts
+
+    assert float_texts(column) == ["" if v is None else repr(v) for v in column]
+
+
 def _twin(value):
     """A value equal to this one but written otherwise: -0.0 for 0.0, 2 for 2.0, True for 1."""
     if isinstance(value, float) and value == 0.0:

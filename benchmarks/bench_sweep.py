@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import math
 import os
 import pstats
 import statistics
@@ -121,8 +122,28 @@ def one_core(g: Grid, profile: bool) -> float:
     return result.simulate_s / n
 
 
+def reference_s() -> float:
+    """How fast this VM is at the moment: the best of three runs of a fixed one-core
+    workload of the kinds a sweep's points do (dicts of tuples, floats' repr, numpy calls on
+    short arrays). This VM's speed drifts by up to 2x within minutes, which no single timing
+    shows; printed beside each, it tells a slower tree from a slower phase."""
+    best = math.inf
+    a = np.arange(1000.0)
+    for _ in range(3):
+        start = time.perf_counter()
+        found = {(i, i % 7): i * 1.5 for i in range(100_000)}
+        texts = list(map(repr, found.values()))
+        for _ in range(2000):
+            a = np.maximum(a * 1.0001, a + 1.0)
+        best = min(best, time.perf_counter() - start)
+    del texts
+    return best
+
+
 def all_cores(case: Case, g: Grid) -> float:
-    """The whole `xpusim sweep` command on every core: its simulate_s and wall time."""
+    """The whole `xpusim sweep` command on every core: its simulate_s and wall time, with
+    this VM's reference time (reference_s) just before it."""
+    reference = reference_s()
     cmd = [str(Path(sys.executable).parent / "xpusim"), "sweep", case.model, "--json"]
     cmd += [arg for chip in case.chips for arg in ("--chip", chip)]
     cmd += [arg for k, vs in g.axes.items() for arg in (f"--{k}", ",".join(map(str, vs)))]
@@ -138,7 +159,8 @@ def all_cores(case: Case, g: Grid) -> float:
     n, simulate_s = summary["n_points"], summary["simulate_s"]
     print(f"  all {summary['workers']} cores: {n} points simulated in {simulate_s:.2f} s = "
           f"{n / simulate_s:.0f} points/s ({simulate_s / n * 1e3:.3f} ms/point); the whole "
-          f"command (start-up, files, plots) {wall:.2f} s")  # fmt: skip
+          f"command (start-up, files, plots) {wall:.2f} s; reference "
+          f"{reference * 1e3:.0f} ms")  # fmt: skip
     return simulate_s / n
 
 

@@ -342,10 +342,11 @@ _FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]
 def _column_texts(column: Sequence[Scalar], floats: _FloatTexts) -> list[str]:
     """A column's cells as CSV text. A column of one value throughout (most of a one-chip
     sweep's: its chip, plan and model) is formatted once; other integers go straight
-    through str (one C call a cell, cheaper than a lookup); a column of floats, of texts,
-    or of one kind beside empty cells, formats each distinct value once, since a sweep's
-    columns repeat (a shape's FLOPs); a column of mixed kinds (where 1 would equal 1.0 and
-    True) is formatted cell by cell."""
+    through str (one C call a cell, cheaper than a lookup); a column of floats (and empty
+    cells) goes to orjson whole (_float_texts); a column of texts, or of integers beside
+    empty cells, formats each distinct value once, since a sweep's columns repeat (a
+    chip's id); a column of mixed kinds (where 1 would equal 1.0 and True) is formatted
+    cell by cell."""
     found = set(map(type, column))
     first = column[0] if column else None
     if len(found) == 1 and column.count(first) == len(column) and not (
@@ -355,33 +356,28 @@ def _column_texts(column: Sequence[Scalar], floats: _FloatTexts) -> list[str]:
     if found == {int}:
         return list(map(str, column))
     kinds = found - {type(None)}
-    if len(kinds) == 1 and kinds <= {float, int, str}:
+    if kinds == {float}:
+        return _float_texts(column, floats)
+    if len(kinds) == 1 and kinds <= {int, str}:
         distinct = dict.fromkeys(column)
-        if kinds == {float}:
-            return _float_texts(column, distinct, floats)
         for value in distinct:
             distinct[value] = _text(value)
         return list(map(distinct.__getitem__, column))
     return list(map(_text, column))
 
 
-def _float_texts(column: Sequence[Scalar], distinct: dict, floats: _FloatTexts) -> list[str]:
-    """A column of floats (and empty cells) as text. One equal to a column formatted before
-    takes its texts: on one chip, `tokens_per_s_per_chip` is `tokens_per_s` and
-    `per_chip_memory_bytes` is `memory_bytes` (equal floats are written alike, None equals
-    only None, and a column holding 0.0 is never shared, since -0.0 equals it). A column
-    holding 0.0 goes through repr cell by cell, as one of distinct values does: -0.0 would
-    be taken for 0.0 as a key."""
-    zero = 0.0 in distinct
+def _float_texts(column: Sequence[Scalar], floats: _FloatTexts) -> list[str]:
+    """A column of floats (and empty cells) as text, every cell formatted (orjson formats a
+    column faster than finding its distinct values would save). One equal to a column
+    formatted before takes its texts: on one chip, `tokens_per_s_per_chip` is
+    `tokens_per_s` and `per_chip_memory_bytes` is `memory_bytes` (equal floats are written
+    alike, None equals only None, and a column holding 0.0 is never shared, since -0.0
+    equals it)."""
+    zero = 0.0 in column
     key = (len(column), column[0], column[-1])
     if not zero and key in floats and floats[key][0] == column:
         return floats[key][1]
-    if zero or len(distinct) == len(column):
-        texts = float_texts(column)
-    else:
-        values = list(distinct)
-        distinct.update(zip(values, float_texts(values), strict=True))
-        texts = list(map(distinct.__getitem__, column))
+    texts = float_texts(column)
     if not zero:
         floats[key] = (column, texts)
     return texts

@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from xpusim.errors import UserError
+from xpusim.ir.dtypes import Grouped, parse_weight_format
 from xpusim.validation.adapters import Unexpressible
 from xpusim.validation.points import Point, load_points
 from xpusim.validation.score import ape, score_point
@@ -94,8 +95,11 @@ def bits_of(precision: str) -> int:
 
 
 def setup_of(point: Point) -> dict[str, Any]:
-    """The workload of a point with the defaults xpusim's own adapter applies."""
+    """The workload of a point with the defaults xpusim's own adapter applies. A grouped
+    weight layout (AWQ's int4, gpt-fast's int4-torchao-g32) goes to the peers as its
+    element format: neither peer stores a group's scales and zero points."""
     precision = point.get("precision", "bf16")
+    weight = parse_weight_format(point.get("weight_precision") or precision)
     return {
         "model": point.get("model"),
         "chips": int(point.get("chips", 1)),
@@ -105,7 +109,7 @@ def setup_of(point: Point) -> dict[str, Any]:
         "prompt": int(point.get("prompt", 128)),
         "gen": int(point.get("gen", 128)),
         "precision": precision,
-        "weight_precision": point.get("weight_precision") or precision,
+        "weight_precision": (weight.element if isinstance(weight, Grouped) else weight).value,
     }
 
 

@@ -338,3 +338,22 @@ def test_mlperf_points_carry_the_submitters_published_batch():
              and "llama-2-70b" in p.id and "maxq" not in p.id and "mi300x" not in p.id]
     assert len(llama) == 30
     assert all(p.get("max_batch") in (806, 850, 896, 1024) for p in llama)
+
+
+def test_the_peers_get_a_grouped_weight_layout_as_its_element_format():
+    """benchmarks/peers.py hands genz-llm and llm-analysis a point's weights in a format they
+    know: a checkpoint layout (gpt-fast's int4-torchao-g32) as its element format, int4
+    (the three gpt-fast int4 points raised KeyError in both peers while it did not)."""
+    import sys
+
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from peers import setup_of
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    point = Point("p", "llm-inference", "a100-sxm-80gb", "tokens_per_s_per_user", 1.0, "s",
+                  setup={"model": "llama-2-7b", "precision": "bf16",
+                         "weight_precision": "int4-torchao-g32"})  # fmt: skip
+    assert setup_of(point)["weight_precision"] == "int4"
+    plain = Point("q", "llm-inference", "h100-sxm", "ttft_s", 1.0, "s", setup={"precision": "fp8"})
+    assert setup_of(plain)["weight_precision"] == "fp8"

@@ -132,11 +132,10 @@ def reference_s() -> float:
     for _ in range(3):
         start = time.perf_counter()
         found = {(i, i % 7): i * 1.5 for i in range(100_000)}
-        texts = list(map(repr, found.values()))
+        list(map(repr, found.values()))
         for _ in range(2000):
             a = np.maximum(a * 1.0001, a + 1.0)
         best = min(best, time.perf_counter() - start)
-    del texts
     return best
 
 

@@ -123,7 +123,7 @@ def main() -> None:
     import torch
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from measure import captured, median_replay_s, write_rows
+    from measure import captured, median_replay_s, source_of, write_rows
 
     rows = []
     for (batch, context), part in itertools.product(CASES, PARTS):
@@ -133,8 +133,7 @@ def main() -> None:
         rows.append(dict(model="llama-2-70b", batch=batch, context=context, part=part,
                          gemm="fp8", attention="bf16", kv_cache="bf16",
                          seconds_per_layer=seconds, kv_bytes_per_layer=kv_bytes,
-                         source=f"benchmarks/device/decode_step.py, "
-                                f"{torch.cuda.get_device_name()}, torch {torch.__version__}"))
+                         source=source_of("decode_step.py")))
         print(f"batch {batch:4d} context {context:5d} {part:9s}: {seconds * 1e6:8.1f} us a layer",
               file=sys.stderr)  # fmt: skip
         del step

@@ -26,7 +26,7 @@ def main() -> None:
     import torch.nn.functional as F
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from measure import captured, median_replay_s, write_rows
+    from measure import captured, median_replay_s, source_of, write_rows
 
     dev, bf16 = "cuda", torch.bfloat16
     one, vector = torch.zeros(1, device=dev), torch.zeros(8192, device=dev, dtype=bf16)
@@ -45,8 +45,7 @@ def main() -> None:
         graph = median_replay_s(captured(fn, LAUNCHES).replay, LAUNCHES, 10)
         eager = median_replay_s(lambda fn=fn: [fn() for _ in range(LAUNCHES)], LAUNCHES, 10)
         rows.append(dict(kernel=name, graph_s=graph, eager_s=eager,
-                         source=f"benchmarks/device/launch.py, {torch.cuda.get_device_name()}, "
-                                f"torch {torch.__version__}"))  # fmt: skip
+                         source=source_of("launch.py")))
         print(f"{name}: {graph * 1e6:.2f} us in a graph, {eager * 1e6:.2f} us eagerly",
               file=sys.stderr)  # fmt: skip
     write_rows(args.out, rows)

@@ -30,7 +30,6 @@ import statistics
 import sys
 from collections.abc import Callable
 
-SOURCE = f"benchmarks/device/measure.py, {dt.date.today().isoformat()}"
 GEMM_SHAPES = [(1, 4096, 4096), (8, 4096, 4096), (16, 4096, 4096), (64, 4096, 11008),
                (256, 2048, 4096), (512, 4096, 4096), (1024, 2048, 2048), (2048, 2048, 2048),
                (4096, 4096, 4096), (8192, 8192, 8192), (4096, 512, 512), (256, 1024, 256),
@@ -98,7 +97,7 @@ def median_replay_s(fn: Callable[[], object], launches: int, repeats: int) -> fl
 def row(kind: str, dtype: str, batch: int, m: int, n: int, k: int, nbytes: float,
         seconds: float) -> dict:  # fmt: skip
     return dict(kind=kind, dtype=dtype, batch=batch, m=m, n=n, k=k, bytes=nbytes or "",
-                seconds=seconds, source=SOURCE)  # fmt: skip
+                seconds=seconds)  # fmt: skip
 
 
 def gemms(repeats: int) -> list[dict]:
@@ -207,15 +206,21 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("measure.py needs an NVIDIA GPU: torch.cuda.is_available() is False")
     repeats = 5 if args.quick else 20
-    global SOURCE
-    SOURCE += (f", {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA-graph "
-               "replays of back-to-back launches")
     rows = []
     for name, part in (("gemm", gemms), ("copy", copies), ("attention", attention),
                        ("decode", decode_step)):  # fmt: skip
         print(f"measuring {name} on {torch.cuda.get_device_name()}...", file=sys.stderr)
         rows += part(repeats)
-    write_rows(args.out, rows)
+    source = source_of("measure.py") + ", CUDA-graph replays of back-to-back launches"
+    write_rows(args.out, [{**r, "source": source} for r in rows])
+
+
+def source_of(script: str) -> str:
+    """What a row measured here came from: the script, the day, the GPU and torch."""
+    import torch
+
+    return (f"benchmarks/device/{script}, {dt.date.today().isoformat()}, "
+            f"{torch.cuda.get_device_name()}, torch {torch.__version__}")  # fmt: skip
 
 
 def write_rows(path: str, rows: list[dict]) -> None:

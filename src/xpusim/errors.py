@@ -44,8 +44,8 @@ def check_positive(**values: object) -> None:
 
 def check_positive_in(given: Mapping[str, object], names: Iterable[str]) -> None:
     """check_positive of the named entries of `given`, without a keyword dict: a sweep
-    checks nine for each of its points (1.9 us a point by keywords, 0.3 us so), so a
-    plain int or None is told apart first."""
+    checks nine for each of its points (1.4 us a point by keywords, 0.34 us so: timeit,
+    2026-12-04), so a plain int or None is told apart first."""
     for name in names:
         value = given[name]
         if value is None or (type(value) is int and value >= 1):

@@ -43,8 +43,8 @@ makes hundreds of thousands of short-lived objects (rows, candidates, arrays' vi
 reference counting frees on its own; at 700 the collector's passes, and the full ones they
 trigger over the simulator's long-lived graphs and memos, took 10-17% of a sweep
 (benchmarks/bench_sweep.py, 2026-11-29). Worker processes keep it (restoring it after each
-chunk would set off a collection of the chunk's backlog every time); this process gets its
-own back after the sweep."""
+chunk would set off a collection of the chunk's backlog every time); the sweep's own process
+has it while the sweep runs (sweep.run), and its own back after."""
 
 
 def collect_rarely() -> None:
@@ -99,9 +99,8 @@ class InProcess:
     workers = 1
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
-        with rare_collections():
-            for task in tasks:
-                yield fn(task)
+        for task in tasks:  # under the sweep's rare_collections (sweep.run)
+            yield fn(task)
 
 
 class LocalPool:

@@ -64,10 +64,13 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 @dataclass
 class Nested:
     """A dataclass-typed field of many results (a memory split) as columns of its own
-    fields: the objects are made only for the rows a caller takes."""
+    fields: the objects are made only for the rows a caller takes. A field that some rows
+    leave None (a cost where no price is known) has None in each column there, and
+    `present` says which rows have one."""
 
     kind: type
     columns: dict[str, list]
+    present: list[bool] | None = None  # None: every row has one
 
 
 @dataclass
@@ -91,9 +94,15 @@ class Table:
     def row(self, i: int) -> Any:
         return self.kind(**{name: _cell(column, i) for name, column in self.columns.items()})
 
+    def cell(self, name: str, i: int) -> Any:
+        """One field of row i, as the row's object would hold it."""
+        return _cell(self.columns[name], i)
+
 
 def _cell(column: list | Nested, i: int) -> Any:
     if isinstance(column, Nested):
+        if column.present is not None and not column.present[i]:
+            return None
         return column.kind(**{name: values[i] for name, values in column.columns.items()})
     value = column[i]
     if type(value) is dict:

@@ -13,9 +13,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from xpusim.errors import UserError
 from xpusim.hardware.prices import HOURS_PER_YEAR, check_basis, chip_price, prices
-from xpusim.result import Table
+from xpusim.result import Nested, Table
 
 BASES = ("on-demand", "tco")
 
@@ -72,76 +74,93 @@ def priced(result: Any, price: Price = None) -> Any:
     """The result with its `cost` filled in (left None where no price is known, where the
     model does not fit, or where nothing was produced). Returns the same object. `price`
     is parse_price's."""
-    rate_of = getattr(type(result), "PRICED_BY", None)
-    if rate_of is None or not getattr(result, "fits", True):
+    if getattr(type(result), "PRICED_BY", None) is None:
         return result
-    rate = chip_hour_rate(result.chip, price, result.avg_power_w)
-    cost = cost_of(rate_of, rate, result.chips, float(getattr(result, rate_of[0])))
-    if cost is not None:
-        result.cost = cost
-        result.notes.append(cost_note(cost))
+    table = Table.of([result])
+    priced_table(table, [price])
+    result.cost, result.notes = table.cell("cost", 0), table.cell("notes", 0)
     return result
 
 
+Rate = tuple[float, str, str]
+"""chip_hour_rate's: dollars per chip-hour, basis, source line."""
+
+
 def priced_table(table: Table, prices: list[Price]) -> None:
-    """`priced` over a table's rows, each at its own price: fills its `cost` column and
-    adds each priced row's note to its own copy of its notes. A rate that does not
-    depend on a row's power (all but TCO's) is looked up once per chip and price."""
+    """`priced` over a table's rows, each at its own price: fills its `cost` column (as
+    columns, Nested: a sweep's rows make no Cost object) and adds each priced row's note
+    to its own copy of its notes. A rate that does not depend on a row's power (all but
+    TCO's) is looked up once per chip and price."""
     rate_of = getattr(table.kind, "PRICED_BY", None)
     if rate_of is None:
         return
-    c = table.columns
-    fits = c.get("fits") or [True] * table.size
-    costs, notes = [None] * table.size, c["notes"]
-    rates: dict[tuple[str, Price], tuple[float, str, str] | None] = {}
-    said: dict[tuple[float, str, str], str] = {}
-    for i, (price, chip, chips, fit, throughput, power) in enumerate(zip(
-            prices, c["chip"], c["chips"], fits, c[rate_of[0]], c["avg_power_w"],
-            strict=True)):  # fmt: skip
-        if not fit:
-            continue
-        rate = rates[chip, price] if (chip, price) in rates else chip_hour_rate(chip, price, power)
-        if rate is None or rate[1] != "tco":
-            rates[chip, price] = rate
-        cost = cost_of(rate_of, rate, chips, float(throughput))
-        if cost is not None:
-            costs[i] = cost
-            note = said.get(rate)
-            if note is None:
-                note = said[rate] = cost_note(cost)
-            notes[i] = [*notes[i], note]
-    c["cost"] = costs
+    c, n = table.columns, table.size
+    fits = c.get("fits") or [True] * n
+    rates: list[Rate | None] = [None] * n
+    shared: dict[tuple[str, Price], Rate | None] = {}
+    for i, (price, chip, fit, power) in enumerate(zip(prices, c["chip"], fits, c["avg_power_w"],
+                                                      strict=True)):  # fmt: skip
+        if fit:
+            rate = shared[chip, price] if (chip, price) in shared else chip_hour_rate(
+                chip, price, power)  # fmt: skip
+            if rate is None or rate[1] != "tco":
+                shared[chip, price] = rate
+            rates[i] = rate
+    throughput = np.array(c[rate_of[0]], dtype=float)
+    at = np.flatnonzero(np.array([r is not None for r in rates]) & (throughput > 0))
+    if not len(at):
+        c["cost"] = [None] * n
+        return
+    found = [rates[i] for i in at.tolist()]
+    usd_per_chip_hour = np.array([rate[0] for rate in found])
+    usd_per_hour, usd_per_million, per_s_per_usd_hour = cost_figures(
+        usd_per_chip_hour, np.array(c["chips"])[at], throughput[at])  # fmt: skip
+    columns = {"basis": [rate[1] for rate in found], "source": [rate[2] for rate in found],
+               "usd_per_chip_hour": usd_per_chip_hour, "usd_per_hour": usd_per_hour,
+               "per": [rate_of[1]] * len(at), "usd_per_million": usd_per_million,
+               "per_s_per_usd_hour": per_s_per_usd_hour}  # fmt: skip
+    if len(at) == n:
+        c["cost"] = Nested(Cost, {name: _listed(values) for name, values in columns.items()})
+    else:
+        present = np.zeros(n, dtype=bool)
+        present[at] = True
+        c["cost"] = Nested(Cost, {name: _spread(values, at, n) for name, values in
+                                  columns.items()}, present.tolist())  # fmt: skip
+    said: dict[Rate, str] = {}
+    notes = c["notes"]
+    for i, rate in zip(at.tolist(), found, strict=True):
+        note = said.get(rate)
+        if note is None:
+            note = said[rate] = rate_note(rate)
+        notes[i] = [*notes[i], note]
 
 
-def cost_of(
-    rate_of: tuple[str, str], rate: tuple[float, str, str] | None, chips: int,
-    throughput: float,
-) -> Cost | None:  # fmt: skip
-    """A result's cost at a rate (chip_hour_rate's) from its figures: what it produces a
-    second (its kind's PRICED_BY) on how many chips; None without a rate or output."""
-    if rate is None or not throughput > 0:
-        return None
-    usd_per_chip_hour, basis, source = rate
+def _listed(values: Any) -> list:
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+def _spread(values: Any, at: np.ndarray, n: int) -> list:
+    """A column of n cells from the values of rows `at`, None in the others."""
+    cells = np.full(n, None, dtype=object)
+    cells[at] = values
+    return cells.tolist()
+
+
+def cost_figures(usd_per_chip_hour: Any, chips: Any, throughput: Any) -> tuple[Any, Any, Any]:
+    """The system's dollars per hour, dollars per million of what it produces and what it
+    produces a second per dollar-hour, from a chip-hour rate, the chips and its throughput
+    (numbers or arrays)."""
     usd_per_hour = usd_per_chip_hour * chips
-    return Cost(
-        basis=basis,
-        source=source,
-        usd_per_chip_hour=usd_per_chip_hour,
-        usd_per_hour=usd_per_hour,
-        per=rate_of[1],
-        usd_per_million=usd_per_hour / 3600.0 / throughput * 1e6,
-        per_s_per_usd_hour=throughput / usd_per_hour,
-    )
+    return usd_per_hour, usd_per_hour / 3600.0 / throughput * 1e6, throughput / usd_per_hour
 
 
-def cost_note(cost: Cost) -> str:
+def rate_note(rate: Rate) -> str:
     """The note a priced result carries: its rate and where the rate comes from."""
-    return f"cost: ${cost.usd_per_chip_hour:.3g} per chip-hour, {cost.basis}: {cost.source}"
+    usd_per_chip_hour, basis, source = rate
+    return f"cost: ${usd_per_chip_hour:.3g} per chip-hour, {basis}: {source}"
 
 
-def chip_hour_rate(
-    chip_id: str, price: Price, avg_power_w: float
-) -> tuple[float, str, str] | None:
+def chip_hour_rate(chip_id: str, price: Price, avg_power_w: float) -> Rate | None:
     """(dollars per chip-hour, basis, source line), or None where no price is known.
 
     TCO is the purchase price over its years of service plus the energy the run draws:

@@ -31,7 +31,7 @@ from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
-from xpusim.memo import ByIdentity
+from xpusim.memo import ByIdentity, distinct
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
@@ -49,7 +49,6 @@ from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
 from xpusim.scenarios.rank_costs import (
     Request,
     collective_algorithms,
-    distinct,
     shape_graphs,
 )
 from xpusim.workloads.transformer_config import TransformerConfig

@@ -20,10 +20,9 @@ to another, and a test holds it against evaluating every step.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import TypeVar
 
 import numpy as np
 
@@ -38,11 +37,9 @@ from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import ROLES
-from xpusim.memo import ByIdentity
+from xpusim.memo import ByIdentity, distinct
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
-
-T = TypeVar("T")
 
 DECODE_NODES = 32
 """Intervals the decode steps are cut into; gen <= 34 evaluates every step."""
@@ -576,16 +573,3 @@ def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:
 
 
 _STACKED: ByIdentity[HardwareArrays] = ByIdentity()
-
-
-def distinct(
-    objects: Sequence[T], key: Callable[[T], Hashable] = id
-) -> tuple[list[T], np.ndarray]:
-    """The distinct objects (by identity, or by `key`; in first-seen order) and each one's
-    position among them. Written with dicts and maps, not a loop: a sweep's chunk asks it
-    of thousands of configurations."""
-    keys = list(map(key, objects))
-    first = dict(zip(reversed(keys), reversed(objects), strict=True))  # first of a key wins
-    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    where = np.fromiter(map(position.__getitem__, keys), dtype=np.intp, count=len(keys))
-    return [first[k] for k in position], where

@@ -179,15 +179,17 @@ def simulate_table(
     by_scenario: dict[Scenario, list[tuple[int, Chip | System, dict]]] = {}
     modes: dict[str, Scenario] = {}  # a sweep's jobs share a few modes and option names
     checked: set[tuple[Scenario, tuple[str, ...]]] = set()
+    specs: dict[int, Chip | System] = {}  # by the job's chip object: a sweep's share a few
     for i, (chip, options) in enumerate(jobs):
-        options = dict(options)
         try:
-            mode = options.pop("mode", "inference")
+            mode, price = "inference", None
+            if "mode" in options or "price" in options:  # every scenario's: not passed on
+                options = dict(options)
+                mode, price = options.pop("mode", mode), options.pop("price", price)
             if mode not in modes:
                 modes[mode] = _scenario(workload, mode)
             scenario = modes[mode]
-            spec = _spec(chip)
-            price = options.pop("price", None)
+            spec = specs.get(id(chip)) or specs.setdefault(id(chip), _spec(chip))
             prices[i] = None if price is None else parse_price(price, _chip_id(spec))
             names = (scenario, tuple(options))
             if names not in checked:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from operator import itemgetter, truediv
 from typing import Any
 
 from xpusim.errors import UserError
@@ -70,9 +70,7 @@ class Columns:
         chips = cells.get("chips")
         for rate in PER_CHIP:
             if rate in cells and chips is not None:
-                gathered.put(every, f"{rate}_per_chip",
-                             [x / c if isinstance(x, float) and isinstance(c, int) and c > 0
-                              else _ABSENT for x, c in zip(cells[rate], chips, strict=True)],
+                gathered.put(every, f"{rate}_per_chip", _per_chip(cells[rate], chips),
                              complete=False)  # fmt: skip
         gathered.put(every, "key", [p.key for p in points])
         gathered.put(every, "error", [str(f) if isinstance(f, UserError) else _ABSENT
@@ -199,6 +197,16 @@ class _Gathered:
             if _ABSENT in column:
                 self.cells[name] = [None if v is _ABSENT else v for v in column]
         return self.cells
+
+
+def _per_chip(rates: list, chips: list) -> list:
+    """Each rate over its row's chips, where both are numbers (a float rate and a positive
+    integer count); _ABSENT elsewhere. A column at a time where all are."""
+    if chips and set(map(type, rates)) == {float} and set(map(type, chips)) == {int} \
+            and min(chips) > 0:
+        return list(map(truediv, rates, chips))
+    return [x / c if isinstance(x, float) and isinstance(c, int) and c > 0 else _ABSENT
+            for x, c in zip(rates, chips, strict=True)]  # fmt: skip
 
 
 def _scalars(values: list) -> list:

@@ -109,8 +109,10 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
     specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
-    runnable = [i for i, p in enumerate(chunk.points)
-                if not isinstance(specs[p.spec_key], UserError)]  # fmt: skip
+    runnable: Sequence[int] = range(len(chunk.points))
+    if any(isinstance(spec, UserError) for spec in specs.values()):
+        runnable = [i for i in runnable if not isinstance(specs[chunk.points[i].spec_key],
+                                                         UserError)]  # fmt: skip
     jobs = [(specs[chunk.points[i].spec_key], dict(chunk.points[i].options)) for i in runnable]
     results = api.simulate_table(chunk.workload, jobs)
     if len(runnable) < len(chunk.points):  # the points of specs that failed: their errors

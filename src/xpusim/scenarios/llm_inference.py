@@ -45,7 +45,7 @@ from xpusim.scenarios.formats import (
     resolve_formats,
     resolve_kv_format,
 )
-from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
+from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup, capacities
 from xpusim.scenarios.rank_costs import (
     Request,
     collective_algorithms,
@@ -219,7 +219,6 @@ def _simulated(
         return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
     cands = _costed(model, ready)
     best, runner_up = cands.choose()
-    cands.label_bottlenecks(best)
     rows = iter(range(len(ready)))
     found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
     return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
@@ -428,10 +427,10 @@ def _table(
     n_chips = np.array([system.chips for system in systems])
     tp, dp, ep = (np.array([getattr(p, d) for p in plans]) for d in ("tp", "dp", "ep"))
     m, fits = cands.microbatches[best], cands.fits[best]
-    per_job = np.array([(r.batch, r.cached_tokens, r.width, *s.one_copy, ch.capacity_bytes)
-                        for r, s, ch in zip(reqs, setups, chips, strict=True)]).T  # fmt: skip
-    batch, cached, width = per_job[:3].astype(np.int64)
-    one_weights, per_token, per_sequence, capacity = per_job[3:]
+    batch, cached, width = cands.terms
+    copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
+    one_weights, per_token, per_sequence = np.array(copies, dtype=float)[which].T
+    capacity = capacities(setups)
     activations = cands.activations[best]
     single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
         + activations
@@ -478,7 +477,7 @@ def _table(
         "joules_per_token": (f["energy_j"] / tokens).tolist(),
         "avg_power_w": (f["energy_j"] / f["latency_s"] / n_chips).tolist(),
         "tdp_w": [chip.tdp_w.value for chip in chips],
-        "bottleneck": [cands.bottleneck(c) for c in chosen],
+        "bottleneck": cands.bottlenecks(best),
         "comm_s": f["comm_s"].tolist(),
         "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
         "prefill_flops": (flops[0] * tp * ep).tolist(),

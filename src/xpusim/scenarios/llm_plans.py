@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from operator import attrgetter
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters,
 from xpusim.compiler.partition import Plan, layers_per_stage, weight_bytes
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
-from xpusim.memo import ByIdentity
+from xpusim.memo import ByIdentity, distinct
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
 from xpusim.scenarios.rank_costs import Request, ShapeGraphs
@@ -70,10 +71,12 @@ class Candidates:
     fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
     fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
     fits: np.ndarray  # (C,) bool
+    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) request_terms
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
     # Set by cost() for the plans worth costing (nan elsewhere):
     figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
-    costed_in: dict[int, tuple[Metrics, int]] = field(init=False)  # plan -> (its group's, k)
+    metrics: dict[int, Metrics] = field(init=False)  # by graph group
+    k: np.ndarray = field(init=False)  # (C,) each costed plan's position in its group's
 
     @classmethod
     def of(cls, cfg: TransformerConfig, setups: list[Setup],
@@ -97,22 +100,26 @@ class Candidates:
                         memories[p, k] = len(memory_list)
                         memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
                 layout = layouts[layout_key] = (
-                    setup.plans, keys, codes, [memories[p, k] for p, k in zip(setup.plans, keys,
-                                                                              strict=True)],
+                    setup.plans, [graphs[k].row for k in keys], codes,
+                    [memories[p, k] for p, k in zip(setup.plans, keys, strict=True)],
                     [setup.microbatches or p.pp for p in setup.plans])  # fmt: skip
-            plan_list, keys, codes, mems, plan_ms = layout
+            plan_list, row_of, codes, mems, plan_ms = layout
             job += [j] * len(plan_list)
             plans += plan_list
             group_of += codes
             memory_of += mems
             ms += plan_ms
-            rows += [graphs[k].row[req] for k in keys]
+            if len(row_of) == 1:  # one plan (a one-chip sweep): no list of one made a job
+                rows.append(row_of[0][req])
+            else:
+                rows += [found[req] for found in row_of]
         job_a, group_a, memory_a = np.array(job), np.array(group_of), np.array(memory_of)
         rows_a, ms_a = np.array(rows), np.array(ms)
-        per_job = np.array([(s.req.batch, s.req.cached_tokens, s.system.chip.capacity_bytes,
-                             s.req.width) for s in setups]).T  # fmt: skip
-        tokens_a = per_job[0][job_a] * ms_a * per_job[1][job_a]  # in flight, per microbatch
-        sequences_a = per_job[0][job_a] * ms_a * per_job[3][job_a]
+        terms, capacity = request_terms(setups), capacities(setups)
+        batch, cached, width = terms
+        # as floats: the in-flight counts are multiplied by bytes
+        tokens_a = batch[job_a].astype(float) * ms_a * cached[job_a]  # in flight, per microbatch
+        sequences_a = batch[job_a].astype(float) * ms_a * width[job_a]
         activations = np.empty(len(job))
         for key, code in group_keys.items():
             at = group_a == code
@@ -131,7 +138,7 @@ class Candidates:
             fullest_bytes += [_draft_bytes(setups[j], p) for j, p in zip(job, plans, strict=True)]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
-                    fullest_bytes <= per_job[2][job_a])  # fmt: skip
+                    fullest_bytes <= capacity[job_a], terms)  # fmt: skip
         cands.worth = cands.fits | cands._closest_where_none_fits()
         return cands
 
@@ -190,8 +197,7 @@ class Candidates:
     def _cache_terms(self) -> tuple[np.ndarray, np.ndarray]:
         """Per job its batch, cached tokens and width; per StageMemory its cache per token
         and layer and state per sequence and layer (layer_kv_bytes's)."""
-        return (np.array([(s.req.batch, s.req.cached_tokens, s.req.width)
-                          for s in self.setups], dtype=np.int64).T,
+        return (np.array(self.terms),
                 np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer)
                           for m in self.memories], dtype=float).T)  # fmt: skip
 
@@ -216,32 +222,29 @@ class Candidates:
     def shared_placement(self) -> list[Placement | None]:
         """Each job's placement where it is its every plan's: on a chip whose one memory
         holds everything, whatever the footprint (None elsewhere); worked out once a chip."""
-        first = np.searchsorted(self.job, np.arange(len(self.setups)))  # jobs run in order
-        by_chip: dict[int, Placement | None] = {}
-        found: list[Placement | None] = []
-        for setup, c in zip(self.setups, first.tolist(), strict=True):
-            chip = setup.system.chip
-            if id(chip) not in by_chip:
-                by_chip[id(chip)] = None if footprint_matters(chip) else _PLACED.get(
-                    (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
-            found.append(by_chip[id(chip)])
-        return found
+        chips, which = distinct([setup.system.chip for setup in self.setups])
+        _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
+        first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
+        by_chip = [None if footprint_matters(chip) else _PLACED.get(
+            (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
+            for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
+        return list(map(by_chip.__getitem__, which.tolist()))
 
     def cost(self, cfg: TransformerConfig) -> None:
         """Costs the plans worth it, one array computation per graph group."""
         n = len(self.job)
         self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
-        self.costed_in = {}
+        self.metrics, self.k = {}, np.full(n, -1)
         worth = np.flatnonzero(self.worth)
         for code, key in enumerate(self.group_keys):
             members = worth[self.group_of[worth] == code].tolist()
             if not members:
                 continue
-            metrics = cost(cfg, self.graphs[key], self._batch(members))
+            metrics = self.metrics[code] = cost(cfg, self.graphs[key], self._batch(members))
             at = np.array(members)
             for name in self.figures:
                 self.figures[name][at] = getattr(metrics, name)
-            self.costed_in.update((c, (metrics, k)) for k, c in enumerate(members))
+            self.k[at] = np.arange(len(at))
 
     def _batch(self, members: list[int]) -> CostBatch:
         setups = [self.setups[j] for j in self.job[members].tolist()]
@@ -290,25 +293,24 @@ class Candidates:
         runner_up[ranked_job[second]] = order[second]
         return best, runner_up
 
-    def label_bottlenecks(self, chosen: np.ndarray) -> None:
-        """Works out the bottlenecks of the chosen plans (-1: none), one array pass per graph
-        group, before their candidates are made (Metrics.label_bottlenecks)."""
-        by_group: dict[int, tuple[Metrics, list[int]]] = {}
-        for c in chosen[chosen >= 0].tolist():
-            metrics, k = self.costed_in[c]
-            by_group.setdefault(id(metrics), (metrics, []))[1].append(k)
-        for metrics, ks in by_group.values():
-            metrics.label_bottlenecks(np.array(ks))
-
-    def bottleneck(self, c: int) -> str:
-        """Plan c's bottleneck, as a result names it."""
-        metrics, k = self.costed_in[c]
-        return metrics.bottleneck(k)
+    def bottlenecks(self, cs: np.ndarray) -> list[str]:
+        """These costed plans' bottlenecks, as results name them, worked out one array pass
+        per graph group (Metrics.label_bottlenecks): only for the plans a search keeps."""
+        found: list[str] = [""] * len(cs)
+        groups = self.group_of[cs]
+        for code in sorted(set(groups.tolist())):
+            at = np.flatnonzero(groups == code)
+            labels = self.metrics[code].bottlenecks(self.k[cs[at]])
+            if len(at) == len(cs):
+                return labels
+            for i, label in zip(at.tolist(), labels, strict=True):
+                found[i] = label
+        return found
 
     def candidate(self, c: int) -> Candidate:
         """Plan c as one object, for its result."""
         setup = self.setups[self.job[c]]
-        metrics, k = self.costed_in[c]
+        metrics, k = self.metrics[int(self.group_of[c])], int(self.k[c])
         return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
                          self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
                          self.memories[self.memory_of[c]],
@@ -317,6 +319,20 @@ class Candidates:
 
 
 _PLACED: ByIdentity[Placement] = ByIdentity()
+
+
+def request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(jobs,) int64 batch, cached tokens and width of each job's request: an array an
+    attribute (numpy reads a list of tuples a row at a time, 1.4 us a job)."""
+    reqs = [s.req for s in setups]
+    return tuple(np.array(list(map(attrgetter(name), reqs)), dtype=np.int64)  # type: ignore[return-value]
+                 for name in ("batch", "cached_tokens", "width"))  # fmt: skip
+
+
+def capacities(setups: list[Setup]) -> np.ndarray:
+    """(jobs,) bytes the chip of each job's system holds, worked out once a system."""
+    systems, which = distinct([s.system for s in setups])
+    return np.array([system.chip.capacity_bytes for system in systems], dtype=float)[which]
 
 
 def _draft_bytes(setup: Setup, plan: Plan) -> float:

@@ -23,7 +23,7 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar, NamedTuple
 
@@ -77,17 +77,20 @@ class Metrics:
     phases: tuple[PhaseCosts, PhaseCosts]
     decode_steps: np.ndarray  # (K,) a request's decode steps after its first token
     send_total_s: np.ndarray  # (K,) a request's pipeline sends, all steps
-    _labels: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     def costed(self, k: int) -> Costed:
         """Plan k's figures, as Python numbers, with its bottleneck."""
-        return Costed(*self._figures[k], self.bottleneck(k), self.phases, k)
+        return Costed(*self._figures[k], self.bottlenecks(np.array([k]))[0], self.phases, k)
 
-    def bottleneck(self, k: int) -> str:
-        """Plan k's bottleneck (worked out here unless label_bottlenecks did)."""
-        if k not in self._labels:
-            self.label_bottlenecks(np.array([k]))
-        return self._labels[k]
+    def bottlenecks(self, ks: np.ndarray) -> list[str]:
+        """Plans ks' bottlenecks (worked out here where label_bottlenecks did not)."""
+        self.label_bottlenecks(ks)
+        return list(map(_LABELS.__getitem__, self._labels[ks].tolist()))
+
+    @cached_property
+    def _labels(self) -> np.ndarray:
+        """(K,) each plan's Bottleneck, -1 until label_bottlenecks works it out."""
+        return np.full(len(self.ttft_s), -1)
 
     @cached_property
     def _figures(self) -> list[tuple]:
@@ -99,11 +102,10 @@ class Metrics:
         """Works out the bottleneck of plans `ks` together, for `costed`: only the plans a
         search keeps are reported, and labelling each op of every plan of a search (86,000
         of them for 10,000 points of 8 chips) took a tenth of the costing."""
-        ks = ks[[k not in self._labels for k in ks.tolist()]]
+        ks = ks[self._labels[ks] < 0]
         if len(ks):
-            found = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
-            self._labels.update(zip(ks.tolist(), (_LABELS[b] for b in found.tolist()),
-                                    strict=True))  # fmt: skip
+            self._labels[ks] = _bottleneck(*self.phases, self.decode_steps[ks],
+                                           self.send_total_s[ks], ks)  # fmt: skip
 
 
 _LABELS = [b.label for b in sorted(Bottleneck)]  # by value: 0, 1, ...

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -34,6 +35,7 @@ from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.hardware.system import System
+from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
 from xpusim.scenarios.rank_costs import (
     PhaseCosts,
@@ -131,15 +133,18 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     """The timeline of one microbatch (see the module docstring) for K plans that share
     formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
     microbatches and overlap."""
-    sequences, decode_steps, advance = (np.array(v) for v in zip(
-        *[(r.batch, r.steps_after_first, r.advance) for r in batch.reqs], strict=True))
-    prompt = np.array([r.prompt for r in batch.reqs])
+    sequences, decode_steps, advance, prompt = (
+        np.array(list(map(attrgetter(name), batch.reqs)))
+        for name in ("batch", "steps_after_first", "advance", "prompt"))  # fmt: skip
+    # a sweep's K configurations share a few systems and plans: their figures once each
+    systems, system_of = distinct(batch.systems)
+    plans, plan_of = distinct(batch.plans)
     draft_s = draft_step_s = draft_j = draft_step_j = np.zeros(len(batch.reqs))
     if any(batch.drafts):
         draft_s, draft_step_s, draft_j, draft_step_j = (np.array(v) for v in zip(
             *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
               for d in batch.drafts], strict=True))  # fmt: skip
-    pp = np.array([p.pp for p in batch.plans])
+    pp = np.array([p.pp for p in plans])[plan_of]
     m, overlap = batch.microbatches, batch.overlap
     prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
                                   batch.plans[0], pp)  # fmt: skip
@@ -158,14 +163,16 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
     lines: dict[tuple[int, int], CollectiveLine] = {}
     none = CollectiveLine(0.0, 0.0, "none", "")  # one stage sends nothing
+    pairs, pair_of = np.unique(system_of * len(plans) + plan_of, return_inverse=True)
     send = []
-    for system, plan in zip(batch.systems, batch.plans, strict=True):
+    for pair in pairs.tolist():
+        system, plan = systems[pair // len(plans)], plans[pair % len(plans)]
         key = (id(system.levels), plan.pp)
         if plan.pp > 1 and key not in lines:
             span = plan.tp * plan.ep * plan.pp
             lines[key] = collective_line(system, Collective.SEND_RECV, 2, span)
         send.append(lines.get(key, none))
-    send_fixed_s, send_s_per_byte = (np.array(v) for v in zip(
+    send_fixed_s, send_s_per_byte = (np.array(v)[pair_of.reshape(-1)] for v in zip(
         *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
     itemsize = batch.reqs[0].act.itemsize
 
@@ -181,16 +188,16 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
-    static_w = np.array([s.chip.energy.static_power_w.value for s in batch.systems])
-    group_chips = np.array([p.tp * p.ep * p.dp for p in batch.plans])
-    chips = np.array([s.chips for s in batch.systems])
+    static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
+    group_chips = np.array([p.tp * p.ep * p.dp for p in plans])[plan_of]
+    chips = np.array([s.chips for s in systems])[system_of]
     busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
     overlapped = bool(overlap.any())
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
                      + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
     energy_j = group_chips * op_energy + static_w * (chips * latency_s - group_chips * busy_s)
     if any(batch.drafts):  # its chips' energy over its time, static power included
-        dp = np.array([p.dp for p in batch.plans])
+        dp = np.array([p.dp for p in plans])[plan_of]
         draft_busy_s = m * (draft_s + decode_steps * draft_step_s)
         energy_j = (energy_j - static_w * group_chips * draft_busy_s
                     + dp * m * (draft_j + decode_steps * draft_step_j))  # fmt: skip

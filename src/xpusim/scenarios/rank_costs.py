@@ -349,13 +349,10 @@ _STAGES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 def shape_graphs(
     cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
 ) -> ShapeGraphs:
-    """ShapeGraphs of requests that share their formats (in a canonical order, so that a
-    set of requests is built once however it was asked for)."""
-    return _shape_graphs(cfg, tuple(sorted(set(requests), key=_request_order)), tp, ep)
-
-
-def _request_order(r: Request) -> tuple[int, int, int, int, int, int, float]:
-    return r.batch, r.prompt, r.gen, r.width, r.returned, r.step_tokens, r.advance
+    """ShapeGraphs of requests that share their formats, in the order first asked for: a
+    sweep's chunk costs its configurations in that order, so that their rows are the
+    graphs' own and no table is copied row by row (cost_phases)."""
+    return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
 
 
 @lru_cache(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
@@ -545,10 +542,12 @@ def cost_phases(
     The K configurations of a sweep share a few chips, placements and topologies: each
     figure is worked out once per distinct object and spread to the configurations by index.
     """
-    chips, chip_of = distinct([s.chip for s in systems])
+    found, system_of = distinct(systems)
+    chips, chip_of = distinct([s.chip for s in found])
     homes, home_of = distinct(placements)
     # link times depend on a system's topology levels only, which its copies share
-    topologies, topology_of = distinct(systems, key=lambda s: id(s.levels))
+    topologies, topology_of = distinct(found, key=lambda s: id(s.levels))
+    chip_of, topology_of = chip_of[system_of], topology_of[system_of]
     # plans that differ only in their pipeline depth run the same ops at the same cost: each
     # distinct (request, chip, placement, topology) is evaluated once and spread by index
     key = ((rows * len(chips) + chip_of) * len(homes) + home_of) * len(topologies) + topology_of
@@ -556,6 +555,8 @@ def cost_phases(
     if len(once) == len(key):  # all distinct (a sweep of shapes): costed in their own order
         once = spread = slice(None)
     rows, chip_of, home_of, topology_of = (a[once] for a in (rows, chip_of, home_of, topology_of))
+    if len(rows) == len(graphs.requests) and np.array_equal(rows, np.arange(len(rows))):
+        rows = slice(None)  # the graphs' requests in order: their tables as they are
     found = []
     for phase in phases:
         values = graphs.phase_values[phase]

@@ -39,6 +39,9 @@ class Columns:
     def __init__(self, cells: dict[str, list[Scalar]], size: int):
         self.cells = cells
         self.size = size
+        # the types of each column's cells, where as_stored found them: the lines and the
+        # results file's process need them again (a set of a column's types: 15 us)
+        self.kinds: dict[str, frozenset[type]] = {}
 
     @classmethod
     def of(cls, points: Sequence[Point], found: Results | Sequence[Any]) -> Columns:
@@ -93,10 +96,12 @@ class Columns:
         in place and returns itself."""
         for name, column in self.cells.items():
             kinds = set(map(type, column))
-            if name == "key" or not any(issubclass(kind, str) for kind in kinds):
-                continue
-            self.cells[name] = (list(map(_stored_text, column)) if kinds == {str} else
-                                [stored_cell(v) if isinstance(v, str) else v for v in column])
+            if name != "key" and any(issubclass(kind, str) for kind in kinds):
+                column = self.cells[name] = (
+                    list(map(_stored_text, column)) if kinds == {str} else
+                    [stored_cell(v) if isinstance(v, str) else v for v in column])  # fmt: skip
+                kinds = set(map(type, column))
+            self.kinds[name] = frozenset(kinds)
         return self
 
 

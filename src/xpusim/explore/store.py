@@ -196,7 +196,8 @@ class ResultStore:
         for chunk, given in new:
             empty = [None] * chunk.size
             columns = [chunk.cells.get(name, empty) for name in self.columns]
-            columns = [_shared_texts(column, shared) for column in columns]
+            columns = [_shared_texts(column, shared, chunk.kinds.get(name))
+                       for name, column in zip(self.columns, columns, strict=True)]  # fmt: skip
             stored += [StoredRow(index, values) for values in zip(*columns, strict=True)]
             lines += self._as_written(chunk, given) or _column_lines(columns)
         self.rows += stored
@@ -307,13 +308,15 @@ def lines_of(chunk: Columns) -> list[str]:
     sweep's writer took 0.36-0.46 s of its 10,000 rows formatting them, 0.14-0.20 s
     since; on 2 cores the sweep's time did not measurably move (the work moved, and both
     cores were busy), but one writer no longer caps many workers (2026-12-03)."""
-    return _column_lines(list(chunk.cells.values()))
+    return _column_lines(list(chunk.cells.values()),
+                         [chunk.kinds.get(name) for name in chunk.cells])
 
 
-def _shared_texts(column: list[Scalar], shared: dict[str, str]) -> list[Scalar]:
+def _shared_texts(column: list[Scalar], shared: dict[str, str],
+                  kinds: frozenset[type] | None = None) -> list[Scalar]:  # fmt: skip
     """The column with each text replaced by the store's one object of it (a column of
-    texts alone in one C call a cell)."""
-    kinds = set(map(type, column))
+    texts alone in one C call a cell); `kinds`: its cells' types, where known."""
+    kinds = set(map(type, column)) if kinds is None else kinds
     if str not in kinds:
         return column
     if kinds == {str}:
@@ -323,15 +326,18 @@ def _shared_texts(column: list[Scalar], shared: dict[str, str]) -> list[Scalar]:
     return [shared.setdefault(v, v) if type(v) is str else v for v in column]
 
 
-def _column_lines(columns: Sequence[Sequence[Scalar]]) -> list[str]:
-    """The lines of rows given as their columns, every column as long (`_lines`)."""
+def _column_lines(columns: Sequence[Sequence[Scalar]],
+                  kinds: Sequence[frozenset[type] | None] | None = None) -> list[str]:  # fmt: skip
+    """The lines of rows given as their columns, every column as long (`_lines`); `kinds`:
+    each column's cells' types, where known."""
     if len(columns) < 2:  # the csv module writes a lone empty cell as "", not a blank line
         buffer = io.StringIO(newline="")
         rows = zip(*columns, strict=True)
         csv.writer(buffer).writerows([[to_text(v) for v in row] for row in rows])
         return buffer.getvalue().splitlines(keepends=True)
     floats: _FloatTexts = {}
-    texts = [_column_texts(column, floats) for column in columns]
+    texts = [_column_texts(column, floats, found)
+             for column, found in zip(columns, kinds or [None] * len(columns), strict=True)]
     return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
 
 
@@ -339,15 +345,16 @@ _FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]
 """Columns of floats formatted so far, by their length and end cells (_float_texts)."""
 
 
-def _column_texts(column: Sequence[Scalar], floats: _FloatTexts) -> list[str]:
+def _column_texts(column: Sequence[Scalar], floats: _FloatTexts,
+                  found: frozenset[type] | None = None) -> list[str]:  # fmt: skip
     """A column's cells as CSV text. A column of one value throughout (most of a one-chip
     sweep's: its chip, plan and model) is formatted once; other integers go straight
     through str (one C call a cell, cheaper than a lookup); a column of floats (and empty
     cells) goes to orjson whole (_float_texts); a column of texts, or of integers beside
     empty cells, formats each distinct value once, since a sweep's columns repeat (a
     chip's id); a column of mixed kinds (where 1 would equal 1.0 and True) is formatted
-    cell by cell."""
-    found = set(map(type, column))
+    cell by cell. `found`: the cells' types, where known."""
+    found = set(map(type, column)) if found is None else found
     first = column[0] if column else None
     if len(found) == 1 and column.count(first) == len(column) and not (
         type(first) is float and first == 0.0  # -0.0 equals it

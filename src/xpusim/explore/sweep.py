@@ -224,8 +224,25 @@ def run(
     # the rows this process keeps (a StoredRow and its tuple each) are long-lived objects
     # that reference counting never frees: at the collector's default threshold a one-chip
     # sweep's chunk took 4.2-8.8 ms to store, 3.3-3.7 ms without its passes (2026-12-04)
+    load_shared()
     with locked(out), rare_collections():
         return _simulate(grid, points, specs, out, executor, progress)
+
+
+def load_shared() -> None:
+    """Loads, before the workers fork from this process, what each would load for itself
+    on its first chunk: the price list (every result is priced), the schemas of the systems
+    and topology levels results are worked out on (their pydantic models build on first
+    use), and orjson (results.csv's floats). 7 ms of a worker's first chunk of a one-chip
+    sweep (2026-12-04), which every worker spent, now spent once."""
+    import orjson  # noqa: F401
+
+    from xpusim.hardware.prices import prices
+    from xpusim.hardware.system import System, TopologyLevel
+
+    prices()
+    for model in (System, TopologyLevel):
+        model.model_rebuild()
 
 
 def _simulate(

@@ -45,7 +45,7 @@ from xpusim.scenarios.formats import (
     resolve_formats,
     resolve_kv_format,
 )
-from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup, capacities
+from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
 from xpusim.scenarios.rank_costs import (
     Request,
     collective_algorithms,
@@ -421,16 +421,19 @@ def _table(
     that differ from job to job as arrays, those the jobs share (a chip's name, a plan's
     degrees) as one object each, so that a sweep's rows cost no object a point."""
     n, chosen = len(setups), best.tolist()
-    systems, reqs = [s.system for s in setups], [s.req for s in setups]
+    reqs = list(map(_REQ, setups))
+    # the jobs share a few systems and plans: their figures once each, spread by position
+    systems, system_of = distinct(list(map(_SYSTEM, setups)))
+    each_system = system_of.tolist()
     chips = [system.chip for system in systems]
-    plans = [cands.plans[c] for c in chosen]
-    n_chips = np.array([system.chips for system in systems])
-    tp, dp, ep = (np.array([getattr(p, d) for p in plans]) for d in ("tp", "dp", "ep"))
+    plans, plan_of = distinct([cands.plans[c] for c in chosen])
+    n_chips = np.array([system.chips for system in systems])[system_of]
+    tp, dp, ep = (np.array([getattr(p, d) for p in plans])[plan_of] for d in ("tp", "dp", "ep"))
     m, fits = cands.microbatches[best], cands.fits[best]
     batch, cached, width = cands.terms
     copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
     one_weights, per_token, per_sequence = np.array(copies, dtype=float)[which].T
-    capacity = capacities(setups)
+    capacity = np.array([chip.capacity_bytes for chip in chips], dtype=float)[system_of]
     activations = cands.activations[best]
     single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
         + activations
@@ -445,10 +448,10 @@ def _table(
         "model": [cfg.name] * n,
         "params": [cfg.param_count] * n,
         "active_params": [cfg.active_param_count] * n,
-        "chip": [chip.id for chip in chips],
+        "chip": _spread([chip.id for chip in chips], each_system),
         "chips": n_chips.tolist(),
-        "system": [system.id for system in systems],
-        "plan": _shared(plans, lambda plan: plan.to_dict()),
+        "system": _spread([system.id for system in systems], each_system),
+        "plan": _spread([plan.to_dict() for plan in plans], plan_of.tolist()),
         "microbatches": m.tolist(),
         "sequences_in_flight": (batch * m * dp).tolist(),
         "batch": batch.tolist(),
@@ -458,16 +461,15 @@ def _table(
         "weight_precision": _shared([r.weight for r in reqs], _VALUE),
         "mode": ["inference"] * n,
         "fits": fit_list,
-        "reason": ["" if fit else _not_fit_reason(chip, Footprint(*split), system.chips)
-                   for fit, chip, system, *split in zip(fit_list, chips, systems,
-                                                        *(a.tolist() for a in fullest),
-                                                        strict=True)],
+        "reason": [""] * n if all(fit_list) else [
+            "" if fit else _not_fit_reason(chips[k], Footprint(*split), systems[k].chips)
+            for fit, k, *split in zip(fit_list, each_system, *(a.tolist() for a in fullest),
+                                      strict=True)],
         "min_chips": [max(1, -int(-total // cap)) for total, cap in
                       zip(single_copy.tolist(), capacity.tolist(), strict=True)],
         "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
         "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
-        "placement": _shared(list(zip(cands.placements(chosen), chips, strict=True)),
-                             _placement_names, key=lambda pair: (id(pair[0]), id(pair[1]))),
+        "placement": _placement_column(cands.placements(chosen), chips, system_of),
         "ttft_s": f["ttft_s"].tolist(),
         "tpot_s": f["tpot_s"].tolist(),
         "latency_s": f["latency_s"].tolist(),
@@ -476,13 +478,13 @@ def _table(
         "energy_j": f["energy_j"].tolist(),
         "joules_per_token": (f["energy_j"] / tokens).tolist(),
         "avg_power_w": (f["energy_j"] / f["latency_s"] / n_chips).tolist(),
-        "tdp_w": [chip.tdp_w.value for chip in chips],
+        "tdp_w": _spread([chip.tdp_w.value for chip in chips], each_system),
         "bottleneck": cands.bottlenecks(best),
         "comm_s": f["comm_s"].tolist(),
         "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
         "prefill_flops": (flops[0] * tp * ep).tolist(),
         "decode_flops_per_step": (flops[1] * tp * ep).tolist(),
-        "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
+        "decoding": _shared(list(map(_DECODING, setups)), lambda how: how.summary()),
         "plan_search": [None if s.objective is None else _search(s, cands, c, r)
                         for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
         "cost": [None] * n,
@@ -496,11 +498,26 @@ def _shared(objects: list[Any], made: Callable[[Any], Any],
     """made(o) for each object, made once for each distinct one (by identity, or by
     `key`): a sweep's rows share a few plans, formats and placements."""
     found, where = distinct(objects, key)
-    values = [made(o) for o in found]
-    return [values[i] for i in where.tolist()]
+    return _spread([made(o) for o in found], where.tolist())
+
+
+def _spread(values: list[Any], where: list[int]) -> list[Any]:
+    """values[i] for each position i, in one C call a row."""
+    return list(map(values.__getitem__, where))
+
+
+def _placement_column(placements: list[Placement], chips: list[Chip],
+                      system_of: np.ndarray) -> list[dict[str, str]]:  # fmt: skip
+    """Each job's placement by its memory levels' names, made once per distinct placement
+    and chip (the job's system's, chips[system_of])."""
+    homes, home_of = distinct(placements)
+    pairs, pair_of = np.unique(home_of * len(chips) + system_of, return_inverse=True)
+    return _spread([_placement_names((homes[p // len(chips)], chips[p % len(chips)]))
+                    for p in pairs.tolist()], pair_of.reshape(-1).tolist())  # fmt: skip
 
 
 _VALUE = attrgetter("value")  # a format's name
+_REQ, _SYSTEM, _DECODING = attrgetter("req"), attrgetter("system"), attrgetter("decoding")
 
 
 def _system_memory(

@@ -208,8 +208,10 @@ class Candidates:
     def placements(self, cs: list[int]) -> list[Placement]:
         """Where each of these plans' fullest chip keeps what (its footprint worked out
         only where the chip has more than one memory to choose from)."""
-        found = [self.shared_placement[j] for j in self.job[cs].tolist()]
-        placed = [i for i, placement in enumerate(found) if placement is None]
+        shared, some_by_footprint = self._shared_placements
+        found = list(map(shared.__getitem__, self.job[cs].tolist()))
+        placed = [i for i, placement in enumerate(found) if placement is None] \
+            if some_by_footprint else []
         if placed:
             at = np.array(cs)[placed]
             for i, c, *split in zip(placed, at.tolist(), *self.footprints(at), strict=True):
@@ -219,16 +221,17 @@ class Candidates:
         return found
 
     @cached_property
-    def shared_placement(self) -> list[Placement | None]:
+    def _shared_placements(self) -> tuple[list[Placement | None], bool]:
         """Each job's placement where it is its every plan's: on a chip whose one memory
-        holds everything, whatever the footprint (None elsewhere); worked out once a chip."""
+        holds everything, whatever the footprint (None elsewhere); worked out once a chip.
+        And whether any job's is None."""
         chips, which = distinct([setup.system.chip for setup in self.setups])
         _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
         first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
         by_chip = [None if footprint_matters(chip) else _PLACED.get(
             (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
             for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
-        return list(map(by_chip.__getitem__, which.tolist()))
+        return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
     def cost(self, cfg: TransformerConfig) -> None:
         """Costs the plans worth it, one array computation per graph group."""

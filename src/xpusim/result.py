@@ -147,9 +147,6 @@ class Results(Sequence):
 
     def rows_of(self, table: int) -> tuple[list[int], list[int]]:
         """The jobs whose results are rows of this table, and their rows."""
-        jobs, rows = [], []
-        for i, found in enumerate(self.found):
-            if type(found) is tuple and found[0] == table:
-                jobs.append(i)
-                rows.append(found[1])
-        return jobs, rows
+        found = self.found
+        jobs = [i for i, f in enumerate(found) if type(f) is tuple and f[0] == table]
+        return jobs, [found[i][1] for i in jobs]

@@ -36,12 +36,13 @@ class Columns:
     A sweep's chunk is made, sent and stored this way: gathered a column at a time over
     the chunk's results, not a dict a point (a 10,000-point sweep has 600,000 cells)."""
 
-    def __init__(self, cells: dict[str, list[Scalar]], size: int):
+    def __init__(self, cells: dict[str, list[Scalar]], size: int,
+                 kinds: dict[str, frozenset[type]] | None = None):  # fmt: skip
         self.cells = cells
         self.size = size
-        # the types of each column's cells, where as_stored found them: the lines and the
-        # results file's process need them again (a set of a column's types: 15 us)
-        self.kinds: dict[str, frozenset[type]] = {}
+        # the types of each column's cells, where known: as_stored, the lines and the
+        # results file's process each need them (a set of a column's types: 15 us)
+        self.kinds = kinds or {}
 
     @classmethod
     def of(cls, points: Sequence[Point], found: Results | Sequence[Any]) -> Columns:
@@ -78,7 +79,7 @@ class Columns:
         gathered.put(every, "key", [p.key for p in points])
         gathered.put(every, "error", [str(f) if isinstance(f, UserError) else _ABSENT
                                       for f in results.found], complete=False)  # fmt: skip
-        return cls(gathered.finished(), n)
+        return cls(gathered.finished(), n, gathered.kinds)
 
     def row(self, i: int) -> dict[str, Scalar]:
         return {name: column[i] for name, column in self.cells.items()}
@@ -95,7 +96,7 @@ class Columns:
         `key` is left as it is (a JSON list, a text however read). Changes the text cells
         in place and returns itself."""
         for name, column in self.cells.items():
-            kinds = set(map(type, column))
+            kinds = self.kinds.get(name) or set(map(type, column))
             if name != "key" and any(issubclass(kind, str) for kind in kinds):
                 column = self.cells[name] = (
                     list(map(_stored_text, column)) if kinds == {str} else
@@ -127,18 +128,25 @@ class _Gathered:
         self.n = n
         self.cells: dict[str, list] = {}
         self._partial: set[str] = set()  # columns that may hold _ABSENT
+        self.kinds: dict[str, frozenset[type]] = {}  # the types of a column's cells, if known
 
-    def put(self, where: Sequence[int], name: str, values: list, complete: bool = True) -> None:
+    def put(self, where: Sequence[int], name: str, values: list, complete: bool = True,
+            kinds: frozenset[type] | None = None) -> None:  # fmt: skip
         """A column's cells at rows `where` (a range of every row, or some of them); an
         _ABSENT value (only where not `complete`) leaves the cell as it is; a column no row
-        has is not added."""
+        has is not added. `kinds`: the values' types, where the caller found them."""
         if not complete and values.count(_ABSENT) == len(values):
             return
         column = self.cells.get(name)
-        if column is None and isinstance(where, range):
-            self.cells[name] = values
+        self.kinds.pop(name, None)
+        if isinstance(where, range) and (column is None or complete):  # every row's, as given
+            self.cells[name] = values  # (over a point's input: the value the chip resolved)
             if not complete:
                 self._partial.add(name)
+                return
+            self._partial.discard(name)
+            if kinds is not None:
+                self.kinds[name] = kinds
             return
         if column is None:
             column = self.cells[name] = [_ABSENT] * self.n
@@ -167,16 +175,17 @@ class _Gathered:
         is a field's None beside dicts or dataclasses (a point that does not fit has no
         `cost`): its dotted columns are empty there, and a column of its own would be empty
         throughout."""
-        kinds = set(map(type, values))
+        kinds = frozenset(map(type, values))
         if kinds <= _PLAIN:
-            self.put(where, name, values)
+            self.put(where, name, values, kinds=kinds)
             return
         nesting = {kind for kind in kinds if kind is dict or dataclasses.is_dataclass(kind)}
         if not kinds <= nesting | {type(None)}:
             self.put(where, name, _scalars(values), complete=False)
         if not nesting:
             return
-        at = [i for i, v in zip(where, values, strict=True) if type(v) in nesting]
+        at = where if kinds <= nesting else [
+            i for i, v in zip(where, values, strict=True) if type(v) in nesting]  # fmt: skip
         nested = [v for v in values if type(v) in nesting] if len(at) < len(values) else values
         self._put_objects(at if len(at) < len(values) else where, nested, f"{name}.")
 

@@ -338,7 +338,8 @@ def _column_lines(columns: Sequence[Sequence[Scalar]],
     floats: _FloatTexts = {}
     texts = [_column_texts(column, floats, found)
              for column, found in zip(columns, kinds or [None] * len(columns), strict=True)]
-    return [",".join(cells) + _LINE_END for cells in zip(*texts, strict=True)]
+    texts[-1] = [text + _LINE_END for text in texts[-1]]  # a row's line ends with its last cell
+    return list(map(",".join, zip(*texts, strict=True)))
 
 
 _FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]
@@ -418,6 +419,8 @@ _QUOTED = frozenset(',"\r\n')  # what makes the csv module quote a cell (QUOTE_M
 def _text(value: Scalar) -> str:
     """One cell as the csv module writes to_text's value: floats with repr, other numbers
     with str, None empty, a text quoted where it holds a comma, a quote or a line end."""
+    if type(value) is str:  # first: a sweep's keys, 10,000 distinct texts
+        return value if _QUOTED.isdisjoint(value) else '"' + value.replace('"', '""') + '"'
     if value is None:
         return ""
     if value is True or value is False:

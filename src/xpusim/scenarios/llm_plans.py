@@ -81,50 +81,54 @@ class Candidates:
     @classmethod
     def of(cls, cfg: TransformerConfig, setups: list[Setup],
            graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
-        """The columns, filled a job at a time from what its plans share with other jobs'
-        (a sweep's jobs share their plan lists and formats)."""
+        """The columns, made a layout at a time: the jobs that share their plan list,
+        formats and microbatches (a sweep's share a few) have the same plans' columns, and
+        only their requests' rows differ."""
         group_keys: dict[tuple, int] = {}
         memories: dict[tuple, int] = {}  # by plan and formats, their positions
         memory_list: list[StageMemory] = []
-        layouts: dict[tuple, tuple] = {}  # by plan list and formats: per plan columns
-        job, plans, group_of, memory_of, rows, ms = ([] for _ in range(6))
+        layouts: dict[tuple, list[int]] = {}  # by plan list, formats and microbatches: jobs
         for j, setup in enumerate(setups):
-            req = setup.req
-            layout_key = (id(setup.plans), req.formats, setup.microbatches)
-            layout = layouts.get(layout_key)
-            if layout is None:
-                keys = [(req.formats, p.tp, p.ep) for p in setup.plans]
-                codes = [group_keys.setdefault(k, len(group_keys)) for k in keys]
-                for p, k in zip(setup.plans, keys, strict=True):
-                    if (p, k) not in memories:
-                        memories[p, k] = len(memory_list)
-                        memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
-                layout = layouts[layout_key] = (
-                    setup.plans, [graphs[k].row for k in keys], codes,
-                    [memories[p, k] for p, k in zip(setup.plans, keys, strict=True)],
-                    [setup.microbatches or p.pp for p in setup.plans])  # fmt: skip
-            plan_list, row_of, codes, mems, plan_ms = layout
-            job += [j] * len(plan_list)
-            plans += plan_list
-            group_of += codes
-            memory_of += mems
-            ms += plan_ms
-            if len(row_of) == 1:  # one plan (a one-chip sweep): no list of one made a job
-                rows.append(row_of[0][req])
-            else:
-                rows += [found[req] for found in row_of]
-        job_a, group_a, memory_a = np.array(job), np.array(group_of), np.array(memory_of)
-        rows_a, ms_a = np.array(rows), np.array(ms)
+            key = (id(setup.plans), setup.req.formats, setup.microbatches)
+            layouts.setdefault(key, []).append(j)
+        parts = []  # per layout: (jobs x plans) columns, row-major
+        for jobs in layouts.values():
+            setup = setups[jobs[0]]
+            req, plan_list = setup.req, setup.plans
+            keys = [(req.formats, p.tp, p.ep) for p in plan_list]
+            for p, k in zip(plan_list, keys, strict=True):
+                if (p, k) not in memories:
+                    memories[p, k] = len(memory_list)
+                    memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
+            reqs = [setups[j].req for j in jobs]
+            every = (len(jobs), len(plan_list))
+            parts.append((
+                np.repeat(jobs, len(plan_list)), plan_list * len(jobs),
+                np.broadcast_to([group_keys.setdefault(k, len(group_keys)) for k in keys],
+                                every).ravel(),
+                np.broadcast_to([memories[p, k] for p, k in zip(plan_list, keys, strict=True)],
+                                every).ravel(),
+                np.stack([np.array(list(map(graphs[k].row.__getitem__, reqs))) for k in keys],
+                         axis=1).ravel(),
+                np.broadcast_to([setup.microbatches or p.pp for p in plan_list], every).ravel(),
+            ))  # fmt: skip
+        job_a, plans, group_a, memory_a, rows_a, ms_a = parts[0]
+        if len(parts) > 1:  # in job order (each job's plans in their order)
+            order = np.argsort(np.concatenate([part[0] for part in parts]), kind="stable")
+            job_a, group_a, memory_a, rows_a, ms_a = (
+                np.concatenate([part[i] for part in parts])[order] for i in (0, 2, 3, 4, 5))
+            every_plan = [plan for part in parts for plan in part[1]]
+            plans = list(map(every_plan.__getitem__, order.tolist()))
         terms, capacity = request_terms(setups), capacities(setups)
         batch, cached, width = terms
         # as floats: the in-flight counts are multiplied by bytes
         tokens_a = batch[job_a].astype(float) * ms_a * cached[job_a]  # in flight, per microbatch
         sequences_a = batch[job_a].astype(float) * ms_a * width[job_a]
-        activations = np.empty(len(job))
+        activations = np.empty(len(job_a))
         for key, code in group_keys.items():
             at = group_a == code
             activations[at] = graphs[key].activation_bytes[rows_a[at]]
-        fullest_bytes, fullest_stage = np.empty(len(job)), np.empty(len(job), dtype=int)
+        fullest_bytes, fullest_stage = np.empty(len(job_a)), np.empty(len(job_a), dtype=int)
         for code, found in enumerate(memory_list):
             at = memory_a == code
             # what each stage's chip holds: weights + its layers' caches (+ activations)
@@ -135,7 +139,8 @@ class Candidates:
             fullest_stage[at] = totals.argmax(axis=1)
             fullest_bytes[at] = totals.max(axis=1) + activations[at]
         if any(s.drafts for s in setups):  # a draft model's weights and cache on every chip
-            fullest_bytes += [_draft_bytes(setups[j], p) for j, p in zip(job, plans, strict=True)]
+            fullest_bytes += [_draft_bytes(setups[j], p)
+                              for j, p in zip(job_a.tolist(), plans, strict=True)]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
                     fullest_bytes <= capacity[job_a], terms)  # fmt: skip

@@ -176,7 +176,8 @@ def simulate_table(
     workload = load_model(model) if isinstance(model, str | Path) else model
     found: list[Any] = [None] * len(jobs)
     prices: list[Price] = [None] * len(jobs)
-    by_scenario: dict[Scenario, list[tuple[int, Chip | System, dict]]] = {}
+    # per scenario: its jobs' positions, and their targets and options
+    by_scenario: dict[Scenario, tuple[list[int], list[tuple[Chip | System, dict]]]] = {}
     modes: dict[str, Scenario] = {}  # a sweep's jobs share a few modes and option names
     checked: set[tuple[Scenario, tuple[str, ...]]] = set()
     specs: dict[int, Chip | System] = {}  # by the job's chip object: a sweep's share a few
@@ -186,11 +187,10 @@ def simulate_table(
             if "mode" in options or "price" in options:  # every scenario's: not passed on
                 options = dict(options)
                 mode, price = options.pop("mode", mode), options.pop("price", price)
-            if mode not in modes:
-                modes[mode] = _scenario(workload, mode)
-            scenario = modes[mode]
+            scenario = modes.get(mode) or modes.setdefault(mode, _scenario(workload, mode))
             spec = specs.get(id(chip)) or specs.setdefault(id(chip), _spec(chip))
-            prices[i] = None if price is None else parse_price(price, _chip_id(spec))
+            if price is not None:
+                prices[i] = parse_price(price, _chip_id(spec))
             names = (scenario, tuple(options))
             if names not in checked:
                 _check_options(scenario, options)
@@ -198,22 +198,24 @@ def simulate_table(
         except UserError as error:
             found[i] = error
             continue
-        by_scenario.setdefault(scenario, []).append((i, spec, options))
+        at, group = by_scenario.get(scenario) or by_scenario.setdefault(scenario, ([], []))
+        at.append(i)
+        group.append((spec, options))
     tables: list[Table] = []
-    for scenario, group in by_scenario.items():
+    for scenario, (at, group) in by_scenario.items():
         if scenario.batched:
-            part = scenario.load(batched=True)(workload, [(s, o) for _, s, o in group])
+            part = scenario.load(batched=True)(workload, group)
         else:
             run = scenario.load()
-            part = [_or_error(run, workload, spec, options) for _, spec, options in group]
+            part = [_or_error(run, workload, spec, options) for spec, options in group]
         part = part if isinstance(part, Results) else Results.of(part)
         row_prices = [[None] * t.size for t in part.tables]
-        for (i, _, _), got in zip(group, part.found, strict=True):
-            if isinstance(got, UserError):
+        for i, got in zip(at, part.found, strict=True):
+            if type(got) is not tuple:  # its UserError
                 found[i] = got
             else:
                 row_prices[got[0]][got[1]] = prices[i]
-                found[i] = (got[0] + len(tables), got[1])
+                found[i] = (got[0] + len(tables), got[1]) if tables else got
         for table, its_prices in zip(part.tables, row_prices, strict=True):
             priced_table(table, its_prices)
         tables += part.tables

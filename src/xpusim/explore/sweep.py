@@ -110,10 +110,11 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     start = time.perf_counter()
     specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
     runnable: Sequence[int] = range(len(chunk.points))
+    points = chunk.points
     if any(isinstance(spec, UserError) for spec in specs.values()):
-        runnable = [i for i in runnable if not isinstance(specs[chunk.points[i].spec_key],
-                                                         UserError)]  # fmt: skip
-    jobs = [(specs[chunk.points[i].spec_key], dict(chunk.points[i].options)) for i in runnable]
+        runnable = [i for i in runnable if not isinstance(specs[points[i].spec_key], UserError)]
+        points = tuple(points[i] for i in runnable)
+    jobs = [(specs[p.spec_key], dict(p.options)) for p in points]
     results = api.simulate_table(chunk.workload, jobs)
     if len(runnable) < len(chunk.points):  # the points of specs that failed: their errors
         found: list[Any] = [specs[p.spec_key] for p in chunk.points]

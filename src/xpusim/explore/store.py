@@ -336,10 +336,20 @@ def _column_lines(columns: Sequence[Sequence[Scalar]],
         csv.writer(buffer).writerows([[to_text(v) for v in row] for row in rows])
         return buffer.getvalue().splitlines(keepends=True)
     floats: _FloatTexts = {}
-    texts = [_column_texts(column, floats, found)
-             for column, found in zip(columns, kinds or [None] * len(columns), strict=True)]
+    texts: list[list[str]] = []
+    for column, found in zip(columns, kinds or [None] * len(columns), strict=True):
+        cells = _column_texts(column, floats, found)
+        if texts and _one_text(cells) and _one_text(texts[-1]):
+            # next to a column of one text throughout: joined once, not once a row (a
+            # one-chip sweep's 61 columns join as 35)
+            cells = [texts.pop()[0] + "," + cells[0]] * len(cells)
+        texts.append(cells)
     texts[-1] = [text + _LINE_END for text in texts[-1]]  # a row's line ends with its last cell
     return list(map(",".join, zip(*texts, strict=True)))
+
+
+def _one_text(cells: list[str]) -> bool:
+    return bool(cells) and cells.count(cells[0]) == len(cells)
 
 
 _FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]

@@ -98,9 +98,12 @@ class Columns:
         for name, column in self.cells.items():
             kinds = self.kinds.get(name) or set(map(type, column))
             if name != "key" and any(issubclass(kind, str) for kind in kinds):
-                column = self.cells[name] = (
-                    list(map(_stored_text, column)) if kinds == {str} else
-                    [stored_cell(v) if isinstance(v, str) else v for v in column])  # fmt: skip
+                if kinds == {str} and column.count(column[0]) == len(column):  # a chip's id
+                    column = self.cells[name] = [_stored_text(column[0])] * len(column)
+                else:
+                    column = self.cells[name] = (
+                        list(map(_stored_text, column)) if kinds == {str} else
+                        [stored_cell(v) if isinstance(v, str) else v for v in column])  # fmt: skip
                 kinds = set(map(type, column))
             self.kinds[name] = frozenset(kinds)
         return self

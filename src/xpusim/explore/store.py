@@ -349,7 +349,7 @@ def _column_lines(columns: Sequence[Sequence[Scalar]],
 
 
 def _one_text(cells: list[str]) -> bool:
-    return bool(cells) and cells.count(cells[0]) == len(cells)
+    return bool(cells) and cells[-1] == cells[0] and cells.count(cells[0]) == len(cells)
 
 
 _FloatTexts = dict[tuple, tuple[Sequence[Scalar], list[str]]]

@@ -189,3 +189,45 @@ def test_result_rows_are_their_own_objects():
     assert "mine" not in second.notes and "mine" not in again.notes
     assert again.memory_bytes.weights > 0
     assert [r.batch for r in results[::-1]] == [2, 1] and results[-1].batch == 2
+
+
+def test_a_request_is_made_from_its_fields_in_order():
+    """Request's __init__ is written out (it sets the fields in one call): it takes every
+    field a request compares by, in declaration order, and what it works out (the hash, the
+    decode steps, the formats) is what the fields say, through replace and pickling too."""
+    import dataclasses
+    import inspect
+    import math
+    import pickle
+
+    fields = [f.name for f in dataclasses.fields(Request) if f.init]
+    assert list(inspect.signature(Request.__init__).parameters)[1:] == fields
+    req = Request(2, 100, 30, DType.FP8, DType.BF16, kv=DType.FP8, advance=1.5)
+    again = Request(**{name: getattr(req, name) for name in fields})
+    assert again == req and hash(again) == hash(req)
+    assert pickle.loads(pickle.dumps(req)) == req
+    wider = dataclasses.replace(req, batch=3)
+    assert wider.batch == 3 and wider != req and wider.formats == req.formats
+    assert req.steps_after_first == math.ceil(29 / 1.5)
+    assert req.formats == (DType.FP8, DType.BF16, None, DType.FP8)
+
+
+@given(st.lists(st.floats(-1e300, 1e300) | st.sampled_from([0.0, -0.0]),
+                min_size=1, max_size=70), st.integers(0, 2))  # fmt: skip
+def test_an_ordered_sum_adds_as_its_zero_padded_tree(values, axis):
+    """ordered_sum skips the zeros that pad its axis to a power of two: the sum, the sign of
+    a zero included, is the padded tree's bit for bit, along any axis."""
+    from xpusim.scenarios.rank_costs import ordered_sum
+
+    def padded_tree(x: np.ndarray) -> np.ndarray:
+        size = 1 << max(len(x) - 1, 0).bit_length()
+        x = np.concatenate([x, np.zeros((size - len(x), *x.shape[1:]))])
+        while len(x) > 1:
+            x = x[: len(x) // 2] + x[len(x) // 2 :]
+        return x[0]
+
+    column = np.array(values)
+    block = np.stack([column, -column[::-1], column * 0.5], axis=1)[:, :, None] * [1.0, -1.0]
+    moved = np.moveaxis(block, 0, axis)
+    got, want = ordered_sum(moved, axis), padded_tree(block)
+    assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))

@@ -311,17 +311,23 @@ def _level_parts(
     """level_bytes a level at a time: L arrays (..., n). The level and role axes are a few
     elements long, and numpy runs an array op with one of them innermost as that many
     short loops; over whole (..., n) arrays a sweep's (K, steps, L, n) costing ran 3.5x
-    faster (2026-12-04). The sum over roles is in ROLES order, as numpy's would be."""
+    faster (2026-12-04). The sum over roles is in ROLES order, as numpy's would be, with
+    the terms of a one-hot placement's 0s left out and its 1s not multiplied by: the same
+    sum, in half the array operations where every configuration keeps a role alike."""
     if isinstance(placement, Placement):
         placement = placement_onehot(largest_activations(table), [placement], n_levels)[0]
     moved = table.role_bytes if role_bytes is None else role_bytes
+    shape = np.broadcast_shapes(moved[..., 0, :].shape, placement[..., 0, 0, :].shape)
     parts = []
     for level in range(n_levels):
-        at = placement[..., level, :, :]
-        part = moved[..., 0, :] * at[..., 0, :]
-        for role in range(1, len(ROLES)):
-            part = part + moved[..., role, :] * at[..., role, :]
-        parts.append(part)
+        part = None
+        for role in range(len(ROLES)):
+            at = placement[..., level, role, :]
+            if not at.any():  # a role kept elsewhere adds 0 bytes (bytes are never -0.0)
+                continue
+            term = moved[..., role, :] if at.all() else moved[..., role, :] * at  # x 1 is x
+            part = term if part is None else part + term
+        parts.append(np.broadcast_to(0.0 if part is None else part, shape))
     return parts
 
 

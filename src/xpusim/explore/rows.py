@@ -187,10 +187,11 @@ class _Gathered:
             self.put(where, name, _scalars(values), complete=False)
         if not nesting:
             return
-        at = where if kinds <= nesting else [
-            i for i, v in zip(where, values, strict=True) if type(v) in nesting]  # fmt: skip
-        nested = [v for v in values if type(v) in nesting] if len(at) < len(values) else values
-        self._put_objects(at if len(at) < len(values) else where, nested, f"{name}.")
+        if kinds <= nesting:
+            self._put_objects(where, values, f"{name}.")
+        else:  # the rows that have one
+            self._put_objects([i for i, v in zip(where, values, strict=True) if type(v) in nesting],
+                              [v for v in values if type(v) in nesting], f"{name}.")  # fmt: skip
 
     def _put_objects(self, where: Sequence[int], objects: list, prefix: str) -> None:
         """Dicts' or dataclasses' scalars as dotted columns (put_mappings), each distinct

@@ -222,10 +222,10 @@ def run(
     specs = resolve_specs(points)  # the inputs are valid before the folder is touched
     writable_dir(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
+    load_shared()
     # the rows this process keeps (a StoredRow and its tuple each) are long-lived objects
     # that reference counting never frees: at the collector's default threshold a one-chip
     # sweep's chunk took 4.2-8.8 ms to store, 3.3-3.7 ms without its passes (2026-12-04)
-    load_shared()
     with locked(out), rare_collections():
         return _simulate(grid, points, specs, out, executor, progress)
 

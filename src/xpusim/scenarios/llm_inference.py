@@ -317,22 +317,15 @@ def _resolved(cfg: TransformerConfig, target: Chip | System, given: dict[str, An
     """The job's system, formats, decoding and plans, kept per model and target object
     and the options other than the shape (an option that cannot be hashed, a draft model
     given as an object, is resolved every time)."""
-    global _LAST_RESOLVED
     rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
-    last = _LAST_RESOLVED
-    if last and last[0] is cfg and last[1] is target and last[2] == rest:
-        return last[3]  # a sweep's next point: its shape alone differs (0.8 us, not 1.5)
     try:
         hash(rest)
     except TypeError:
         return _resolve(cfg, target, given)
-    found = _RESOLVED.get((cfg, target), rest, lambda: _resolve(cfg, target, given))
-    _LAST_RESOLVED = (cfg, target, rest, found)
-    return found
+    return _RESOLVED.get((cfg, target), rest, lambda: _resolve(cfg, target, given))
 
 
 _RESOLVED: ByIdentity[_Resolved] = ByIdentity()
-_LAST_RESOLVED: tuple[TransformerConfig, Chip | System, tuple, _Resolved] | None = None
 
 
 def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
@@ -440,7 +433,7 @@ def _table(
     batch, cached, width = cands.terms
     copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
     one_weights, per_token, per_sequence = np.array(copies, dtype=float)[which].T
-    capacity = np.array([chip.capacity_bytes for chip in chips], dtype=float)[system_of]
+    capacity = cands.capacity
     activations = cands.activations[best]
     single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
         + activations

@@ -71,7 +71,8 @@ class Candidates:
     fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
     fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
     fits: np.ndarray  # (C,) bool
-    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) request_terms
+    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) _request_terms
+    capacity: np.ndarray  # (jobs,) bytes each job's chip holds
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
     # Set by cost() for the plans worth costing (nan elsewhere):
     figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
@@ -119,7 +120,7 @@ class Candidates:
                 np.concatenate([part[i] for part in parts])[order] for i in (0, 2, 3, 4, 5))
             every_plan = [plan for part in parts for plan in part[1]]
             plans = list(map(every_plan.__getitem__, order.tolist()))
-        terms, capacity = request_terms(setups), capacities(setups)
+        terms, capacity = _request_terms(setups), _capacities(setups)
         batch, cached, width = terms
         # as floats: the in-flight counts are multiplied by bytes
         tokens_a = batch[job_a].astype(float) * ms_a * cached[job_a]  # in flight, per microbatch
@@ -143,7 +144,7 @@ class Candidates:
                               for j, p in zip(job_a.tolist(), plans, strict=True)]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
-                    fullest_bytes <= capacity[job_a], terms)  # fmt: skip
+                    fullest_bytes <= capacity[job_a], terms, capacity)  # fmt: skip
         cands.worth = cands.fits | cands._closest_where_none_fits()
         return cands
 
@@ -329,7 +330,7 @@ class Candidates:
 _PLACED: ByIdentity[Placement] = ByIdentity()
 
 
-def request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(jobs,) int64 batch, cached tokens and width of each job's request: an array an
     attribute (numpy reads a list of tuples a row at a time, 1.4 us a job)."""
     reqs = [s.req for s in setups]
@@ -337,7 +338,7 @@ def request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarr
                  for name in ("batch", "cached_tokens", "width"))  # fmt: skip
 
 
-def capacities(setups: list[Setup]) -> np.ndarray:
+def _capacities(setups: list[Setup]) -> np.ndarray:
     """(jobs,) bytes the chip of each job's system holds, worked out once a system."""
     systems, which = distinct([s.system for s in setups])
     return np.array([system.chip.capacity_bytes for system in systems], dtype=float)[which]

@@ -542,11 +542,11 @@ def cost_phases(
     The K configurations of a sweep share a few chips, placements and topologies: each
     figure is worked out once per distinct object and spread to the configurations by index.
     """
-    found, system_of = distinct(systems)
-    chips, chip_of = distinct([s.chip for s in found])
+    each_system, system_of = distinct(systems)
+    chips, chip_of = distinct([s.chip for s in each_system])
     homes, home_of = distinct(placements)
     # link times depend on a system's topology levels only, which its copies share
-    topologies, topology_of = distinct(found, key=lambda s: id(s.levels))
+    topologies, topology_of = distinct(each_system, key=lambda s: id(s.levels))
     chip_of, topology_of = chip_of[system_of], topology_of[system_of]
     # plans that differ only in their pipeline depth run the same ops at the same cost: each
     # distinct (request, chip, placement, topology) is evaluated once and spread by index

@@ -51,8 +51,6 @@ import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {benchmarks!r})
 import xpusim
-from xpusim.scenarios.rank_costs import _shape_graphs
-from xpusim.scenarios import training_graphs
 
 def simulate(model, chip, **options):
     xpusim.simulate(xpusim.model(model), xpusim.target(chip), **options)
@@ -67,9 +65,13 @@ def grid(name, scale):
 
 xpusim.simulate('llama-2-7b', 'h100-sxm', mode='training', chips=8, batch=8, prompt=256)
 xpusim.simulate('llama-2-7b', 'h100-sxm', chips=8)
-_shape_graphs.cache_clear()
-if hasattr(training_graphs, '_RANKS'):  # versions before ranks were kept across points
+try:  # trees before memos were scoped to a call (xpusim/memo.py) kept them in the process
+    from xpusim.scenarios.rank_costs import _shape_graphs
+    from xpusim.scenarios import training_graphs
+    _shape_graphs.cache_clear()
     training_graphs._RANKS._found.clear()
+except (ImportError, AttributeError):
+    pass
 if sys.argv[1] == 'run':
     {case}
 """

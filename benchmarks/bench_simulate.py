@@ -4,10 +4,9 @@
 
 Each case is timed as a whole `xpusim.simulate` call: graph building for prefill and two
 decode steps, memory planning and the vectorized cost evaluation. Chip and model files are
-loaded once before timing (they are cached in a session anyway). "cold" clears the memo of
-built graphs first (scenarios/rank_costs.py), as a new shape would; "warm" reuses them, as
-a sweep over chips and what-if specs does. A training search builds its rank graphs afresh
-on every call, so its two columns time the same thing.
+loaded once before timing (they are cached in a session anyway). Every call builds its
+graphs afresh: the simulator's memos last one call (xpusim/memo.py), so a call is as cold
+as a new shape.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import statistics
 import time
 
 import xpusim
-from xpusim.scenarios.rank_costs import _shape_graphs
 
 CASES = [
     ("llama-2-7b", "h100-sxm", dict(batch=1, prompt=128, gen=128, precision="fp16")),
@@ -32,15 +30,11 @@ CASES = [
 ]
 
 
-def time_case(
-    model_id: str, chip_id: str, options: dict, cold: bool, repeats: int = 5
-) -> list[float]:
+def time_case(model_id: str, chip_id: str, options: dict, repeats: int = 5) -> list[float]:
     model, chip = xpusim.model(model_id), xpusim.target(chip_id)
     xpusim.simulate(model, chip, **options)  # warm-up
     times = []
     for _ in range(repeats):
-        if cold:
-            _shape_graphs.cache_clear()
         start = time.perf_counter()
         xpusim.simulate(model, chip, **options)
         times.append(time.perf_counter() - start)
@@ -48,12 +42,11 @@ def time_case(
 
 
 def main() -> None:
-    print(f"{'model':<14} {'chip':<10} {'options':<72} {'cold':>9} {'warm':>9}")
+    print(f"{'model':<14} {'chip':<10} {'options':<72} {'median':>9}")
     for model_id, chip_id, options in CASES:
-        cold, warm = (time_case(model_id, chip_id, options, c) for c in (True, False))
+        median = statistics.median(time_case(model_id, chip_id, options))
         shown = " ".join(f"{k}={v}" for k, v in options.items())
-        medians = " ".join(f"{statistics.median(t) * 1e3:7.2f}ms" for t in (cold, warm))
-        print(f"{model_id:<14} {chip_id:<10} {shown:<72} {medians}")
+        print(f"{model_id:<14} {chip_id:<10} {shown:<72} {median * 1e3:7.2f}ms")
 
 
 if __name__ == "__main__":

@@ -50,8 +50,6 @@ from xpusim.explore.executor import InProcess
 from xpusim.explore.grid import split
 from xpusim.explore.sweep import Grid, run
 from xpusim.ir.dtypes import DType
-from xpusim.scenarios import training_graphs
-from xpusim.scenarios.rank_costs import _shape_graphs
 from xpusim.scenarios.training import model_flops_per_token
 from xpusim.validation.points import Point
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -104,10 +102,7 @@ def _value(text: str) -> int | str:
 
 
 def one_core(g: Grid, profile: bool) -> float:
-    """Seconds per point in this process, the graph memos cold."""
-    _shape_graphs.cache_clear()
-    if hasattr(training_graphs, "_RANKS"):  # versions before ranks were kept across points
-        training_graphs._RANKS._found.clear()
+    """Seconds per point in this process (its memos last a chunk: xpusim/memo.py)."""
     with tempfile.TemporaryDirectory() as out:
         profiler = cProfile.Profile() if profile else None
         if profiler:

@@ -244,19 +244,6 @@ def test_rare_collections_restores_the_thresholds():
     assert gc.get_threshold() == before
 
 
-def test_a_worker_gets_one_object_per_spec():
-    """Chunks carry specs pickled once; a worker hands every chunk the same object, since
-    the simulator's per-chip memos are keyed by identity."""
-    import pickle
-
-    from xpusim.explore.sweep import loaded_spec
-
-    blob = pickle.dumps(xpusim.chip("h100-sxm"))
-    first = loaded_spec(blob)
-    assert loaded_spec(bytes(blob)) is first  # an equal blob from another chunk
-    assert first.id == "h100-sxm"
-
-
 def test_points_sort_by_format_first():
     """One graph serves every shape of a format: a chunk holds one format's shapes."""
     points = [Point("h100-sxm", (), (("batch", b), ("precision", p)))

@@ -254,29 +254,29 @@ def test_sequence_parallel_gathers_are_not_kept_into_the_backward():
 
 
 def test_ranks_kept_across_simulations_give_what_fresh_ones_give():
-    """A training rank outlives the simulation that built it (scenarios/training_graphs.py
-    build_rank), and its op costs are kept per chip object: a what-if chip that reuses a
-    freed chip's id, a second search and another batch with the same microbatch each get
-    what a process with no kept rank would compute."""
+    """A training rank outlives the simulation that built it within a memo scope (a sweep's
+    chunk: scenarios/training_graphs.py build_rank), and its op costs are kept per chip
+    object: a what-if chip that reuses a freed chip's id, a second search and another batch
+    with the same microbatch each get what a scope with no kept rank computes."""
     import dataclasses
     import gc
 
+    from xpusim import memo
     from xpusim.hardware.whatif import apply
-    from xpusim.scenarios import training_graphs
 
     cfg = load_model("llama-2-7b")
     cases = [("h100-sxm", (), 8, 8), ("h100-sxm", (), 16, 16), ("h100-sxm", (), 8, 8),
              ("h100-sxm", (("memory.dram.bandwidth_bytes_per_s", 1.0e12),), 8, 8),
              ("h100-sxm", (("memory.dram.bandwidth_bytes_per_s", 5.0e12),), 8, 8)]
     kept = []
-    for chip, sets, chips, batch in cases:
-        target = apply(xpusim.target(chip), sets)
-        kept.append(dataclasses.asdict(train(cfg, target, chips=chips, batch=batch)))
-        del target
-        gc.collect()  # the next what-if copy may take this one's id
-    assert len(training_graphs._RANKS._found) > 0
+    with memo.scope() as scope:
+        for chip, sets, chips, batch in cases:
+            target = apply(xpusim.target(chip), sets)
+            kept.append(dataclasses.asdict(train(cfg, target, chips=chips, batch=batch)))
+            del target
+            gc.collect()  # the next what-if copy may take this one's id
+        assert len(scope.memo("training rank", 1)._found) > 0
     for (chip, sets, chips, batch), got in zip(cases, kept, strict=True):
-        training_graphs._RANKS._found.clear()
         fresh = dataclasses.asdict(train(cfg, apply(xpusim.target(chip), sets), chips=chips,
                                          batch=batch))  # fmt: skip
         for found in (got, fresh):

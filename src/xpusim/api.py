@@ -19,6 +19,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
+from xpusim.memo import in_scope
 from xpusim.result import Results, Table
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -135,6 +136,7 @@ def graph(
                     f"{type(workload).__name__}")
 
 
+@in_scope
 def simulate(
     model: Any, chip: Chip | System | str | Path, mode: str = "inference", **options: Any
 ) -> Any:
@@ -168,6 +170,7 @@ def simulate_many(
     return list(simulate_table(model, jobs))
 
 
+@in_scope
 def simulate_table(
     model: Any, jobs: list[tuple[Chip | System | str | Path, dict[str, Any]]]
 ) -> Results:
@@ -312,6 +315,7 @@ def serve(
     return priced(serve_(workload, spec, options, progress)[0], price)
 
 
+@in_scope  # its chips share the model's graphs
 def compare(model: Any, targets: list[Chip | System | str], **options: Any) -> list[Any]:
     """The same workload on several chips or systems, in the order given."""
     return [simulate(model, t, **options) for t in targets]

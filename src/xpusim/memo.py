@@ -1,4 +1,11 @@
-"""Memoization keyed by objects' identity, for chips and systems.
+"""Memoization scoped to one call, keyed by objects' identity, for chips and systems.
+
+Every memo lives in a `Scope` that a call opens (`api.simulate`, a sweep's chunk,
+`api.serve`, `api.compare`) and drops when it returns: nothing computed is kept by the
+process between calls, so no cache can go stale, grow without bound or make one call's
+answer depend on what ran before it. Outside a scope nothing is memoized (every function
+still answers, it only works everything out again). Scopes nest: an inner call reuses
+the outer one's memos (a plan search inside a sweep's chunk).
 
 Chips and systems are pydantic models: hashing one hashes every figure in it, which costs
 more than most of what is cached on it, and what-if copies are new objects anyway. A sweep
@@ -10,8 +17,11 @@ by position (`distinct`): thousands of rows share a few chips, plans and placeme
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+import functools
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -32,6 +42,79 @@ class ByIdentity(Generic[T]):
                 self._found.clear()
             found = self._found[key] = (objects, make())
         return found[1]
+
+
+class Scope:
+    """The memos of one call, by name (the function or table each belongs to)."""
+
+    def __init__(self) -> None:
+        self._memos: dict[str, ByIdentity[Any]] = {}
+
+    def memo(self, name: str, maxsize: int) -> ByIdentity[Any]:
+        found = self._memos.get(name)
+        if found is None:
+            found = self._memos[name] = ByIdentity(maxsize)
+        return found
+
+
+_SCOPE: ContextVar[Scope | None] = ContextVar("xpusim_memo_scope", default=None)
+
+
+@contextmanager
+def scope() -> Iterator[Scope]:
+    """Memoize within this block (an outer block's scope if there is one)."""
+    current = _SCOPE.get()
+    if current is not None:
+        yield current
+        return
+    opened = Scope()
+    token = _SCOPE.set(opened)
+    try:
+        yield opened
+    finally:
+        _SCOPE.reset(token)
+
+
+def in_scope(function: Callable[..., T]) -> Callable[..., T]:
+    """A call that memoizes within itself (an entry point: a simulation, a serve run)."""
+
+    @functools.wraps(function)
+    def scoped_call(*args: Any, **kwargs: Any) -> T:
+        with scope():
+            return function(*args, **kwargs)
+
+    return scoped_call
+
+
+def remembered(
+    name: str, objects: tuple[object, ...], rest: Hashable, make: Callable[[], T],
+    maxsize: int = 4096,
+) -> T:  # fmt: skip
+    """`make()`, kept in the open scope's memo `name` by the objects' identity and `rest`."""
+    current = _SCOPE.get()
+    if current is None:
+        return make()
+    return current.memo(name, maxsize).get(objects, rest, make)
+
+
+def scoped(maxsize: int = 4096) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """functools.lru_cache's place for pure functions of hashable arguments: kept in the
+    open scope only, by the arguments' values."""
+
+    def wrap(function: Callable[..., T]) -> Callable[..., T]:
+        name = f"{function.__module__}.{function.__qualname__}"
+
+        @functools.wraps(function)
+        def kept(*args: Any, **kwargs: Any) -> T:
+            current = _SCOPE.get()
+            if current is None:
+                return function(*args, **kwargs)
+            key = (args, tuple(kwargs.items())) if kwargs else args
+            return current.memo(name, maxsize).get((), key, lambda: function(*args, **kwargs))
+
+        return kept
+
+    return wrap
 
 
 def distinct(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
-from xpusim.memo import ByIdentity
+from xpusim.memo import remembered, scoped
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 
@@ -74,7 +73,7 @@ def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
         )
 
 
-@lru_cache(maxsize=1024)
+@scoped(maxsize=1024)
 def layers_per_stage(num_layers: int, pp: int) -> tuple[int, ...]:
     """Layers each pipeline stage holds, in order: as even as possible, remainders to the
     inner stages (the first stage also holds the embedding and the last the LM head).
@@ -411,7 +410,7 @@ def _split_params(cfg: TransformerConfig, plan: Plan) -> tuple[float, float]:
     return attn + cfg.dense_mlp_params / plan.tp, attn + experts + shared
 
 
-@lru_cache(maxsize=1024)
+@scoped(maxsize=1024)
 def weights_per_chip_bytes(
     cfg: TransformerConfig, plan: Plan, itemsize: float, table_itemsize: float | None = None,
     head_itemsize: float | None = None,
@@ -455,7 +454,4 @@ def weight_bytes(
         return weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
                                       parts.head.itemsize)  # fmt: skip
 
-    return _WEIGHT_BYTES.get((cfg,), (plan, weight, act), made)
-
-
-_WEIGHT_BYTES: ByIdentity[tuple[float, ...]] = ByIdentity()
+    return remembered("weight bytes", (cfg,), (plan, weight, act), made)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from xpusim.hardware.system import System, TopologyLevel
-from xpusim.memo import ByIdentity
+from xpusim.memo import remembered
 
 
 class Collective(StrEnum):
@@ -74,9 +74,6 @@ class CollectiveLine:
         return CollectiveCost(self.fixed_s + self.s_per_byte * nbytes, self.algorithm, self.level)
 
 
-_LINES: ByIdentity[CollectiveLine] = ByIdentity()
-
-
 def collective_line(
     system: System, kind: Collective, group: int, span: int | None = None
 ) -> CollectiveLine:
@@ -88,7 +85,8 @@ def collective_line(
     systems of other sizes share their catalog system's levels.
     """
     level = system.level_for(span or group)
-    return _LINES.get((level,), (kind, group), lambda: _line(level, kind, group))
+    return remembered("collective line", (level,), (kind, group),
+                      lambda: _line(level, kind, group))
 
 
 def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:

@@ -49,7 +49,7 @@ from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
-from xpusim.memo import ByIdentity
+from xpusim.memo import remembered
 
 # Flash-attention kernels, forward and backward: the calibrated attention efficiency applies
 # to both (the backward is measured no better than the forward; FlashAttention-2, Dao 2023).
@@ -91,7 +91,8 @@ class HardwareArrays:
     def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
         """build(), kept per chip object and per the table's op kinds and formats (all that
         build reads of it), so the shapes of a sweep share one per chip."""
-        return _BUILT.get((chip,), table.structure, lambda: cls.build(chip, table))
+        return remembered("hardware arrays", (chip,), table.structure,
+                          lambda: cls.build(chip, table))
 
     def take(self, ops: np.ndarray) -> HardwareArrays:
         """The figures of some ops only (by position on the last axis)."""
@@ -194,8 +195,6 @@ class HardwareArrays:
             unit=unit,
         )
 
-
-_BUILT: ByIdentity[HardwareArrays] = ByIdentity()
 
 UNIT_FIELDS = ("rows", "cols", "count", "mode", "block_rows", "block_cols")
 

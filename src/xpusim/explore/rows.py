@@ -11,7 +11,6 @@ columns (`Columns`), which is how it travels to the results file.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping, Sequence
 from operator import itemgetter, truediv
 from typing import Any
@@ -67,7 +66,7 @@ class Columns:
                     continue
                 if isinstance(column, Nested):
                     for key, values in column.columns.items():
-                        gathered.put_values(where, _dotted(f"{name}.", key), _taken(values, take))
+                        gathered.put_values(where, f"{name}.{key}", _taken(values, take))
                 else:
                     gathered.put_values(where, name, _taken(column, take))
         cells = gathered.cells
@@ -99,10 +98,10 @@ class Columns:
             kinds = self.kinds.get(name) or set(map(type, column))
             if name != "key" and any(issubclass(kind, str) for kind in kinds):
                 if kinds == {str} and column.count(column[0]) == len(column):  # a chip's id
-                    column = self.cells[name] = [_stored_text(column[0])] * len(column)
+                    column = self.cells[name] = [from_text(column[0])] * len(column)
                 else:
                     column = self.cells[name] = (
-                        list(map(_stored_text, column)) if kinds == {str} else
+                        list(map(from_text, column)) if kinds == {str} else
                         [stored_cell(v) if isinstance(v, str) else v for v in column])  # fmt: skip
                 kinds = set(map(type, column))
             self.kinds[name] = frozenset(kinds)
@@ -167,10 +166,10 @@ class _Gathered:
             if len(layouts) == 1:
                 values = list(map(itemgetter(key), maps))
                 if set(map(type, values)) <= _PLAIN:
-                    self.put(where, _dotted(prefix, key), values)
+                    self.put(where, prefix + key, values)
                     continue
             values = [found.get(key, _ABSENT) for found in maps]
-            self.put(where, _dotted(prefix, key), _scalars(values), complete=False)
+            self.put(where, prefix + key, _scalars(values), complete=False)
 
     def put_values(self, where: Sequence[int], name: str, values: list) -> None:
         """One field of the results: a scalar's cells as they are, a dict's or dataclass's
@@ -234,11 +233,6 @@ def _scalars(values: list) -> list:
     return [v if type(v) in scalar else _ABSENT for v in values]
 
 
-@functools.cache  # a sweep's rows have the same few dozen nested columns
-def _dotted(prefix: str, key: str) -> str:
-    return f"{prefix}{key}"
-
-
 def _taken(values: list, rows: list[int] | None) -> list:
     """The values at these rows of a table's column (None: all of them), as a list of
     their own: the columns gathered go on to be filled in place."""
@@ -290,11 +284,5 @@ def stored_cell(value: Scalar) -> Scalar:
     """A cell as the results file will give it back: numbers, booleans and None come back
     as they are (floats are written with repr), a text may not ("12" reads as 12, and a
     str enum as its text)."""
-    if type(value) is str:
-        return _stored_text(value)
     return from_text(value) if isinstance(value, str) else value
 
-
-@functools.lru_cache(maxsize=4096)  # a sweep's texts repeat: chip ids, formats, bounds
-def _stored_text(text: str) -> Scalar:
-    return from_text(text)

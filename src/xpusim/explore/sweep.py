@@ -11,8 +11,8 @@ once and every hardware variation only re-costs their op tables.
 Points are cut into chunks of many points, so that scheduling a chunk on a pool or on Ray
 costs little against its work. Chips and what-if copies are resolved once, here, so that a
 bad `--set` stops the sweep before it starts (exit 2), and travel to the workers pickled
-once each: a worker unpickles each spec once and hands every chunk the same object, which
-is what the simulator's per-chip memos are keyed by.
+once per chunk: a chunk's points share each spec object, which is what the simulator's
+per-chip memos (scoped to the chunk: xpusim/memo.py) are keyed by.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Grid:
 @dataclass(frozen=True)
 class Chunk:
     workload: Any
-    specs: dict[str, bytes]  # each pickled once by the sweep, by spec_key (see loaded_spec)
+    specs: dict[str, bytes]  # each pickled once by the sweep, by spec_key, unpickled per chunk
     hashes: dict[str, str]  # spec_key -> what its rows were simulated from (spec_hashes)
     points: tuple[Point, ...]
 
@@ -108,7 +108,7 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     plan of every point that shares a shape in one array computation); a point whose
     options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
-    specs = {key: loaded_spec(blob) for key, blob in chunk.specs.items()}
+    specs = {key: pickle.loads(blob) for key, blob in chunk.specs.items()}
     runnable: Sequence[int] = range(len(chunk.points))
     points = chunk.points
     if any(isinstance(spec, UserError) for spec in specs.values()):
@@ -124,21 +124,6 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     rows = Columns.of(chunk.points, results).as_stored()
     rows.cells[SPEC_HASH] = [chunk.hashes[point.spec_key] for point in chunk.points]  # a text
     return ChunkResult(rows, lines_of(rows), time.perf_counter() - start)
-
-
-def loaded_spec(blob: bytes) -> Spec:
-    """A spec as this worker process first unpickled it. A worker runs many chunks with the
-    same chips; the simulator keeps what it works out about a chip (its figures per op
-    kind, collective lines, placements) by the chip object's identity, so every chunk must
-    get the same object, not a fresh copy."""
-    if blob not in _LOADED:
-        if len(_LOADED) >= 1024:  # a long-lived Ray worker serves many sweeps
-            _LOADED.clear()
-        _LOADED[blob] = pickle.loads(blob)
-    return _LOADED[blob]
-
-
-_LOADED: dict[bytes, Spec] = {}
 
 
 def resolve_specs(points: Sequence[Point]) -> dict[str, Spec]:

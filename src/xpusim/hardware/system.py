@@ -12,7 +12,7 @@ Like chips, system files are TOML with a source beside every figure.
 from __future__ import annotations
 
 import math
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +29,7 @@ from xpusim.hardware.spec import (
     read_toml,
     validated,
 )
+from xpusim.memo import scoped
 
 SYSTEMS_DIR = Path(__file__).parent / "systems"
 
@@ -151,7 +152,7 @@ class System(_Strict):
         return self.model_copy(update={"chips": chips, "levels": levels})
 
 
-@lru_cache(maxsize=1024)  # one level object per slice: collectives are memoized by identity
+@scoped(maxsize=1024)  # one level object per slice: collectives are memoized by identity
 def _torus_slice(level: TopologyLevel, chips: int) -> TopologyLevel:
     """Each prime factor of `chips`, largest first, goes to the shortest dimension it fits
     in; a size the torus cannot hold as a sub-torus keeps the whole torus's shape."""

@@ -31,7 +31,7 @@ from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
-from xpusim.memo import ByIdentity, distinct
+from xpusim.memo import distinct, in_scope, remembered
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
@@ -132,6 +132,7 @@ class LLMInferenceResult(Result):
     ops: list[OpReport] = field(default_factory=list)
 
 
+@in_scope
 def simulate(
     model: TransformerConfig,
     chip: Chip | System,
@@ -186,6 +187,7 @@ def simulate(
     return result
 
 
+@in_scope
 def simulate_many(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> Results:
@@ -322,10 +324,7 @@ def _resolved(cfg: TransformerConfig, target: Chip | System, given: dict[str, An
         hash(rest)
     except TypeError:
         return _resolve(cfg, target, given)
-    return _RESOLVED.get((cfg, target), rest, lambda: _resolve(cfg, target, given))
-
-
-_RESOLVED: ByIdentity[_Resolved] = ByIdentity()
+    return remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
 
 
 def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
@@ -389,7 +388,7 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
 def resolve_system(target: Chip | System, chips: int | None) -> System:
     """A chip with --chips N becomes its default system; a system takes --chips as its size.
     Kept per target object and size: a sweep asks for each thousands of times."""
-    return _SYSTEMS.get((target,), chips, lambda: _resolve_system(target, chips))
+    return remembered("system", (target,), chips, lambda: _resolve_system(target, chips))
 
 
 def _resolve_system(target: Chip | System, chips: int | None) -> System:
@@ -398,9 +397,6 @@ def _resolve_system(target: Chip | System, chips: int | None) -> System:
     if chips and chips > 1:
         return default_system(target, chips)
     return host_system(target, 1)
-
-
-_SYSTEMS: ByIdentity[System] = ByIdentity()
 
 
 _ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weights

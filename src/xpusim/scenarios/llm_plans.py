@@ -10,7 +10,7 @@ becomes an object (Candidate) only for what one job reports of its ops or serves
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from operator import attrgetter
 
 import numpy as np
@@ -19,7 +19,7 @@ from xpusim.compiler.memory_plan import Footprint, Placement, footprint_matters,
 from xpusim.compiler.partition import Plan, layers_per_stage, weight_bytes
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
-from xpusim.memo import ByIdentity, distinct
+from xpusim.memo import distinct, remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
 from xpusim.scenarios.rank_costs import Request, ShapeGraphs
@@ -222,8 +222,8 @@ class Candidates:
             at = np.array(cs)[placed]
             for i, c, *split in zip(placed, at.tolist(), *self.footprints(at), strict=True):
                 chip, fullest = self.setups[self.job[c]].system.chip, Footprint(*map(float, split))
-                found[i] = _PLACED.get((chip,), fullest,
-                                       lambda chip=chip, fp=fullest: place(chip, fp))
+                found[i] = remembered("placement", (chip,), fullest,
+                                        lambda chip=chip, fp=fullest: place(chip, fp))
         return found
 
     @cached_property
@@ -234,8 +234,8 @@ class Candidates:
         chips, which = distinct([setup.system.chip for setup in self.setups])
         _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
         first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
-        by_chip = [None if footprint_matters(chip) else _PLACED.get(
-            (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
+        by_chip = [None if footprint_matters(chip) else remembered(
+            "placement", (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
             for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
         return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
@@ -327,9 +327,6 @@ class Candidates:
                          metrics.costed(k))  # fmt: skip
 
 
-_PLACED: ByIdentity[Placement] = ByIdentity()
-
-
 def _request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(jobs,) int64 batch, cached tokens and width of each job's request: an array an
     attribute (numpy reads a list of tuples a row at a time, 1.4 us a job)."""
@@ -383,7 +380,7 @@ class StageMemory:
         return sum(self.weights)
 
 
-@lru_cache(maxsize=4096)  # a sweep asks again for every shape, chip and what-if of a plan
+@scoped()  # a sweep asks again for every shape, chip and what-if of a plan
 def stage_memory(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType, kv: DType
 ) -> StageMemory:

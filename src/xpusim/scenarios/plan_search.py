@@ -11,9 +11,8 @@ every other job's.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from xpusim.compiler.partition import Plan
+from xpusim.memo import scoped
 from xpusim.workloads.transformer_config import TransformerConfig
 
 OBJECTIVES = ("latency", "throughput")
@@ -23,7 +22,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-@lru_cache(maxsize=64)
+@scoped(maxsize=64)
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
     plans = []
     for tp in _divisors(chips):

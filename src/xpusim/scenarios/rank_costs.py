@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import ROLES
-from xpusim.memo import ByIdentity, distinct
+from xpusim.memo import distinct, remembered, scoped
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -121,7 +121,7 @@ class Request:
         return self.batch * self.returned * self.gen
 
 
-@lru_cache(maxsize=4096)  # a sweep asks for the same generation lengths again and again
+@scoped()  # a sweep asks for the same generation lengths again and again
 def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, np.ndarray]:
     """Step indices to evaluate and the weights that sum any piecewise-affine quantity
     over all `steps` from them: over integers a..b an affine f sums to (b - a + 1) x the
@@ -340,10 +340,7 @@ def _stage_counts(
         is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
         return distinct_stage_counts(table, per_op), distinct_stage_counts(table, per_op, is_comm)
 
-    return _STAGES.get((), (layout, num_layers, pp), make)
-
-
-_STAGES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
+    return remembered("stage counts", (), (layout, num_layers, pp), make)
 
 
 def shape_graphs(
@@ -355,7 +352,7 @@ def shape_graphs(
     return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
 
 
-@lru_cache(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
+@scoped(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
 def _shape_graphs(
     cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
 ) -> ShapeGraphs:
@@ -487,7 +484,8 @@ def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, 
     depend on the topology and the collective only, so the lines are kept per topology and
     the table's collectives and shared by every request; only the bytes are a request's."""
     collectives, signature = table.collectives
-    return _COMM_LINES.get(
+    return remembered(
+        "comm lines",
         tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
         lambda: _comm_lines(collectives, len(table), system, plan),
     )  # fmt: skip
@@ -502,9 +500,6 @@ def _comm_lines(
         if line.algorithm != "none":
             fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
     return fixed_s, s_per_byte
-
-
-_COMM_LINES: ByIdentity[tuple[np.ndarray, np.ndarray]] = ByIdentity()
 
 
 def collective_algorithms(
@@ -588,8 +583,5 @@ def _spread(costs: OpCosts, which: np.ndarray | slice) -> OpCosts:
 
 def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:
     """HardwareArrays.stack of these chips, kept: every shape of a sweep's chunk has them."""
-    return _STACKED.get(tuple(chips), table.structure, lambda: HardwareArrays.stack(
-        [HardwareArrays.of(c, table) for c in chips]))  # fmt: skip
-
-
-_STACKED: ByIdentity[HardwareArrays] = ByIdentity()
+    return remembered("stacked hardware", tuple(chips), table.structure,
+                      lambda: HardwareArrays.stack([HardwareArrays.of(c, table) for c in chips]))

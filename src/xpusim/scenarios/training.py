@@ -52,6 +52,7 @@ from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
+from xpusim.memo import in_scope
 from xpusim.result import Result
 from xpusim.scenarios.llm_inference import (
     OpReport,
@@ -153,6 +154,7 @@ def resolve_training_precision(
     return dtype, []
 
 
+@in_scope
 def simulate_training(
     model: TransformerConfig,
     chip: Chip | System,
@@ -178,6 +180,7 @@ def simulate_training(
     return _simulate(options.pop("model"), options.pop("chip"), options, detail=True)
 
 
+@in_scope
 def simulate_training_many(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> list[TrainingResult | UserError]:

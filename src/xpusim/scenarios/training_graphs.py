@@ -30,7 +30,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.memo import ByIdentity
+from xpusim.memo import ByIdentity, remembered
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -187,11 +187,12 @@ def build_rank(
     workloads/transformer.py); the full graphs, every layer emitted, are what tests hold
     the compact ones' counts, stash and peaks against."""
     rest = (micro_batch, seq, act, recompute, explicit_transpose, sequence_parallel, compact)
-    return _RANKS.get((cfg,), (plan.tp, plan.ep, *rest),
-                      lambda: _build(cfg, Plan(tp=plan.tp, ep=plan.ep), *rest))  # fmt: skip
+    return remembered("training rank", (cfg,), (plan.tp, plan.ep, *rest),
+                      lambda: _build(cfg, Plan(tp=plan.tp, ep=plan.ep), *rest),
+                      _MAX_RANKS)  # fmt: skip
 
 
-_RANKS: ByIdentity[RankTraining] = ByIdentity(maxsize=512)
+_MAX_RANKS = 512  # ranks one scope keeps
 """A Llama-2-70B rank and what a search keeps on it took about 0.2 MB (tracemalloc, a
 512-chip search's seven ranks); 512 bound what a long sweep keeps to some 100 MB, and hold
 the 331 distinct ranks of benchmarks/bench_sweep.py's 360-point training grid (2 formats,

@@ -23,6 +23,7 @@ from xpusim.errors import UserError
 from xpusim.files import atomic, atomic_path
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
+from xpusim.memo import in_scope
 from xpusim.scenarios.llm_inference import chosen_plan, resolve_system
 from xpusim.scenarios.rank_costs import Request, shape_graphs
 from xpusim.serving.engines import engine as engine_profile
@@ -346,6 +347,7 @@ def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
     return found
 
 
+@in_scope
 def serve(
     workload: Any, target: Chip | System, options: dict[str, Any],
     progress: Callable[[int, int], None] | None = None,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from xpusim.memo import scoped
 from xpusim.validation.points import Point
 
 
@@ -92,7 +92,7 @@ offline one burst of 16 per slot (MLPerf's Offline and trtllm-bench issue every 
 once and divide by the makespan; 16 rounds keep the drain at the end to a few percent)."""
 
 
-@lru_cache(maxsize=64)
+@scoped(maxsize=64)
 def _served(model: str, chip: str, power_limit_w: float | None, options: tuple) -> Any:
     """One serving run per setup: a source's mean and p99, TTFT and TPOT of one run are
     four points of one simulation. A GPU capped below its TDP (`nvidia-smi -pl`, as MLPerf's

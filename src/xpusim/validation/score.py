@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xpusim.errors import UserError
+from xpusim.memo import in_scope
 from xpusim.result import Result
 from xpusim.validation.adapters import Unexpressible, predict
 from xpusim.validation.points import Point, load_points
@@ -123,6 +124,7 @@ def _validate_published(progress: Callable[[int, int], None] | None) -> Validati
     return _PUBLISHED[0]
 
 
+@in_scope  # a source's serving points share one run (adapters._served)
 def _validate(
     points: tuple[Point, ...], progress: Callable[[int, int], None] | None = None
 ) -> Validation:

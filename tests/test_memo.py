@@ -1,0 +1,68 @@
+"""Memos last one call (xpusim/memo.py): nothing computed outlives the call that made it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+
+import xpusim
+from xpusim import memo
+from xpusim.compiler.partition import layers_per_stage
+
+SRC = Path(xpusim.__file__).parent
+
+# Constant data read from the package's own files (or the environment's modules) once a
+# process: the same on every call, so keeping it cannot change an answer.
+LOADERS_KEPT = {
+    "web/app.py", "workloads/zoo.py", "workloads/torch_kernels.py", "ir/dtypes.py",
+    "validation/points.py", "api.py", "serving/engines.py", "hardware/system.py",
+    "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py",
+}  # fmt: skip
+
+
+def _module_level_caches(tree: ast.Module) -> list[str]:
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                name = ast.unparse(decorator)
+                if name.split("(")[0] in ("cache", "lru_cache", "functools.cache",
+                                          "functools.lru_cache"):  # fmt: skip
+                    found.append(f"@{name} {node.name}")
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "ByIdentity":
+            found.append(f"line {node.lineno}: a module-level ByIdentity")
+    return found
+
+
+def test_no_process_global_computed_cache():
+    """A function memoized for the process (functools.cache, lru_cache) or a module-level
+    ByIdentity is a computed cache outliving its call; only constant data loaders may."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = path.relative_to(SRC).as_posix()
+        if name in LOADERS_KEPT:
+            continue
+        offenders += [f"{name}: {c}" for c in _module_level_caches(ast.parse(path.read_text()))]
+    assert offenders == []
+
+
+def test_a_scope_keeps_values_and_nothing_outlives_it():
+    outside = layers_per_stage(80, 3), layers_per_stage(80, 3)
+    assert outside[0] == outside[1]
+    with memo.scope() as scope:
+        first = memo.remembered("test", (), 1, lambda: np.zeros(2))
+        assert memo.remembered("test", (), 1, lambda: np.ones(2)) is first
+        with memo.scope() as inner:
+            assert inner is scope  # an inner call reuses the outer one's memos
+    assert memo.remembered("test", (), 1, lambda: np.ones(2))[0] == 1.0  # made again
+
+
+def test_simulate_keeps_nothing_after_it_returns():
+    cfg = xpusim.model("llama-3.2-1b")
+    first = xpusim.simulate(cfg, "h100-sxm", chips=2)
+    assert memo._SCOPE.get() is None
+    again = xpusim.simulate(cfg, "h100-sxm", chips=2)
+    assert first.tpot_s == again.tpot_s

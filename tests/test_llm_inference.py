@@ -248,7 +248,7 @@ def test_step_nodes_sum_affine_costs_exactly_and_kinks_closely(steps):
     from one bound to another (a max of two lines) is summed within 0.1% when it kinks
     between nodes (measured: 4.5e-4 at 999 steps, 4.8e-4 at 4095), exactly when every step
     is a node."""
-    from xpusim.scenarios.rank_costs import step_nodes
+    from xpusim.scenarios.llm.request import step_nodes
 
     nodes, weights = step_nodes(steps)
     k = np.arange(steps, dtype=float)

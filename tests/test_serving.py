@@ -18,7 +18,7 @@ from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
 from xpusim.errors import UserError
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
-from xpusim.scenarios.llm_inference import chosen_plan
+from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.serving.step_cost import Work, step_cost
 from xpusim.workloads.transformer import StepShape, build_step
 

@@ -17,8 +17,9 @@ from xpusim.errors import UserError
 from xpusim.explore.grid import Point
 from xpusim.explore.rows import Columns
 from xpusim.ir.dtypes import DType
-from xpusim.scenarios.llm_inference import simulate_many
-from xpusim.scenarios.rank_costs import Request, shape_graphs
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.inference import simulate_many
+from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer import StepShape, build_step
 
 MODELS = {"llama-2-7b": (1, 2, 4), "mixtral-8x7b": (1, 2), "gpt-j-6b": (1, 4)}
@@ -115,7 +116,7 @@ def test_simulate_many_is_exported_at_package_level():
 def test_a_plans_bottleneck_does_not_depend_on_the_plans_labelled_with_it(llama7b):
     """Only the plans a search keeps are given a bottleneck (Metrics.label_bottlenecks),
     in one pass over them: a plan's label is the one it gets labelled with every other."""
-    from xpusim.scenarios.llm_inference import _costed, _setup
+    from xpusim.scenarios.llm.inference import _costed, _setup
 
     target = xpusim.target("h100-sxm")
     shapes = ((1, 128, 128), (256, 4096, 16), (64, 1024, 1024), (8, 32, 2000), (2, 8, 3))
@@ -217,7 +218,7 @@ def test_a_request_is_made_from_its_fields_in_order():
 def test_an_ordered_sum_adds_as_its_zero_padded_tree(values, axis):
     """ordered_sum skips the zeros that pad its axis to a power of two: the sum, the sign of
     a zero included, is the padded tree's bit for bit, along any axis."""
-    from xpusim.scenarios.rank_costs import ordered_sum
+    from xpusim.scenarios.llm.engine import ordered_sum
 
     def padded_tree(x: np.ndarray) -> np.ndarray:
         size = 1 << max(len(x) - 1, 0).bit_length()

@@ -49,7 +49,7 @@ def test_an_llm_run_loads_no_other_scenario():
     """Nor the commands whose options are generated at import (serve, sweep: cli.py's
     _Commands), nor the other workloads' configs."""
     loaded = _modules_after("run", "llama-2-7b", "--chip", "h100-sxm")
-    assert "xpusim.scenarios.llm_inference" in loaded
+    assert "xpusim.scenarios.llm.inference" in loaded
     assert not [m for m in loaded if m.startswith(OTHER_SCENARIOS)]
 
 

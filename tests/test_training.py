@@ -94,7 +94,7 @@ def test_overlap_never_slows_a_step_and_power_stays_under_tdp(model, chip, chips
 def test_the_search_chooses_as_costing_every_plan_would(model, chip, chips, batch):
     """The search costs the step of only the plans that fit (and the runner-up): its choice
     and runner-up are those of every candidate costed in full and ranked."""
-    from xpusim.scenarios.plan_search import candidate_plans
+    from xpusim.scenarios.llm.plans import candidate_plans
     from xpusim.scenarios.training import _score
 
     cfg = load_model(model)

@@ -60,7 +60,7 @@ _DLRM = "xpusim.workloads.dlrm_config:DLRMConfig"
 _CNN = "xpusim.workloads.cnn:ResNetConfig"
 SCENARIOS = (
     Scenario(_LLM, "inference", "encoder_inference", "simulate", encoder=True),
-    Scenario(_LLM, "inference", "llm_inference", "simulate", "simulate_many"),
+    Scenario(_LLM, "inference", "llm.inference", "simulate", "simulate_many"),
     Scenario(_DLRM, "inference", "recsys", "simulate"),
     Scenario(_CNN, "inference", "cnn_inference", "simulate"),
     Scenario("xpusim.workloads.imported:ImportedModel", "inference", "graph_inference",
@@ -143,7 +143,7 @@ def simulate(
     """Simulates a workload on a chip; the workload's type and the mode pick the scenario.
 
     A transformer config (zoo id or config.json) runs LLM inference: options `batch`,
-    `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm_inference.py). A DLRM
+    `prompt`, `gen`, `precision`, `weight_precision` (scenarios/llm/inference.py). A DLRM
     config runs recommendation serving: `batch`, `precision`, `weight_precision`, `sla_ms`
     (scenarios/recsys.py). With `mode="training"` a transformer runs one training step:
     `batch` sequences of `prompt` tokens, `recompute`, `optimizer`, `zero`

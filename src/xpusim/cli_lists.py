@@ -18,7 +18,7 @@ from xpusim.ir.dtypes import weight_layouts
 
 MAX_COUNT = 2**40
 """The largest integer an option takes (batch, tokens, chips, requests, seeds): 2^40 is the
-most tokens a simulation holds (scenarios/llm_inference.py), and every narrower limit is
+most tokens a simulation holds (scenarios/llm/inference.py), and every narrower limit is
 checked where it applies. Past it, an integer is refused as it is parsed, before it can
 reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
 

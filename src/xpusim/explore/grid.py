@@ -28,7 +28,7 @@ points that differ only in these (and in the chip) reuse the same built graphs."
 
 FORMAT_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision", "mode")
 """Options that change a graph's structure: points that share them (and tp, ep) share one
-graph over all their shapes (shapes as arrays: scenarios/rank_costs.py)."""
+graph over all their shapes (shapes as arrays: scenarios/llm/graphs.py)."""
 
 
 def split(text: str) -> list[str]:

@@ -195,7 +195,7 @@ class _Gathered:
     def _put_objects(self, where: Sequence[int], objects: list, prefix: str) -> None:
         """Dicts' or dataclasses' scalars as dotted columns (put_mappings), each distinct
         object read once: a sweep's rows share a few plans, placements and decodings (one
-        object each: llm_inference._shared), and reading 10,000 of them one by one took a
+        object each: inference._shared), and reading 10,000 of them one by one took a
         tenth of a one-chip sweep's rows (2026-12-04)."""
         found, which = distinct(objects)
         if len(found) == len(objects):

@@ -20,7 +20,7 @@ from xpusim.hardware.spec import Chip, Figure
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
 from xpusim.result import Result
-from xpusim.scenarios.llm_inference import resolve_system
+from xpusim.scenarios.llm.inference import system_for
 
 FACTOR = 2.0
 
@@ -102,7 +102,7 @@ def sensitivity(
     """Ranks the changes by their gain on `metric` (default: the workload's first objective)."""
     chips = options.get("chips")
     if isinstance(target, Chip) and chips and chips > 1:
-        target = resolve_system(target, chips)  # so that its links can change
+        target = system_for(target, chips)  # so that its links can change
     base = api.simulate(workload, target, **options)
     metric = metric or _default_metric(base)
     if not isinstance(getattr(base, metric, None), int | float):

@@ -4,7 +4,7 @@ and streamed to a results file.
 Why it is fast: most of a simulation is building and tabulating the model's graphs, and
 those depend on the model, the shapes (batch, prompt, gen), the formats and the tensor and
 expert parallel degrees, never on the chip. Graphs are memoized by exactly that
-(scenarios/rank_costs.py), and points are sorted so that all chips, what-if values, chip
+(scenarios/llm/graphs.py), and points are sorted so that all chips, what-if values, chip
 counts and plans of one shape run back to back in the same worker: the graphs are built
 once and every hardware variation only re-costs their op tables.
 

@@ -15,7 +15,7 @@ from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import ZooEntry
 
 if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other scenario
-    from xpusim.scenarios.llm_inference import LLMInferenceResult
+    from xpusim.scenarios.llm.inference import LLMInferenceResult
     from xpusim.scenarios.recsys import RecsysResult
     from xpusim.validation.score import Validation
 

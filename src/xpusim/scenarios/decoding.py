@@ -52,7 +52,7 @@ an OPT-125M draft, num_speculative_tokens 5)."""
 
 @dataclass(frozen=True)
 class Decoding:
-    """A request's decoding, resolved: what scenarios/rank_costs.Request takes."""
+    """A request's decoding, resolved: what scenarios/llm/request.Request takes."""
 
     width: int = 1  # sequences decoded per prompt
     returned: int = 1  # sequences output per prompt
@@ -192,7 +192,7 @@ def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
     (its mean step over the same contexts as the target's). `shared_table_bytes`: the
     embedding table a draft shares with its target (an MTP module's), held once, by the
     target, and so left out of the draft's weights on each chip."""
-    from xpusim.scenarios.llm_inference import simulate
+    from xpusim.scenarios.llm.inference import simulate
 
     try:
         got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,

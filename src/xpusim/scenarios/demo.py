@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
-from xpusim.scenarios.llm_inference import LLMInferenceResult, simulate
+from xpusim.scenarios.llm.inference import LLMInferenceResult, simulate
 from xpusim.workloads.zoo import load_model
 
 DEMO_MODEL = "llama-2-7b"

@@ -47,7 +47,7 @@ from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
-from xpusim.scenarios.llm_inference import OpReport, resolve_system
+from xpusim.scenarios.llm.inference import OpReport, system_for
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import DLRMConfig
 
@@ -122,7 +122,7 @@ def simulate(
     table-wise or row-wise (`sharding`; "auto" keeps whichever serves the batch faster
     among those that fit) and the dense part is data parallel.
     """
-    system = resolve_system(chip, chips)
+    system = system_for(chip, chips)
     check_positive(batch=batch)
     if sharding not in ("auto", *SHARDINGS):
         raise UserError(f"--sharding must be auto, table or row, not {sharding!r}")

@@ -54,14 +54,14 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.memo import in_scope
 from xpusim.result import Result
-from xpusim.scenarios.llm_inference import (
+from xpusim.scenarios.llm.engine import PhaseCosts
+from xpusim.scenarios.llm.inference import (
     OpReport,
     complete_plan,
     keyword_defaults,
-    resolve_system,
+    system_for,
 )
-from xpusim.scenarios.plan_search import candidate_plans
-from xpusim.scenarios.rank_costs import PhaseCosts
+from xpusim.scenarios.llm.plans import candidate_plans
 from xpusim.scenarios.training_graphs import RankTraining, build_rank
 from xpusim.scenarios.training_limits import limits, not_fit_reason
 from xpusim.scenarios.training_step import Setup, collectives, phase_costs, timeline
@@ -203,7 +203,7 @@ def _simulate(
     tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
     check_positive_in(given, ("batch", "prompt", "chips", "tp", "pp", "dp", "ep", "microbatches"))
     refuse_untrainable(model)
-    system = resolve_system(chip, given["chips"])
+    system = system_for(chip, given["chips"])
     act, notes = resolve_training_precision(system.chip, given["precision"])
     setup = Setup(given["batch"], given["prompt"], act, optimizer_spec(given["optimizer"]),
                   Recompute.parse(given["recompute"]), check_zero(given["zero"]),

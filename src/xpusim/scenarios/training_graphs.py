@@ -1,7 +1,7 @@
 """The graphs one tensor-parallel rank runs in a training step, and their stash and liveness.
 
 Built once per (tp, ep, microbatch size) and shared by every pipeline depth and data-parallel
-width of a plan search, like the inference ranks of scenarios/rank_costs.py: the forward
+width of a plan search, like the inference ranks of scenarios/llm/graphs.py: the forward
 pass of one microbatch (workloads/transformer.py, training form), its backward pass with
 recomputation (compiler/autodiff.py), both partitioned (compiler/partition.py), and with
 explicit transposes on chips whose matrix unit needs them (compiler/transpose.py).

@@ -22,7 +22,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
-from xpusim.scenarios.rank_costs import PhaseCosts, collective_algorithms
+from xpusim.scenarios.llm.engine import PhaseCosts, collective_algorithms
 from xpusim.scenarios.training_graphs import RankTraining
 from xpusim.workloads.transformer_config import TransformerConfig
 

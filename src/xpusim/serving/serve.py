@@ -24,8 +24,9 @@ from xpusim.files import atomic, atomic_path
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.memo import in_scope
-from xpusim.scenarios.llm_inference import chosen_plan, resolve_system
-from xpusim.scenarios.rank_costs import Request, shape_graphs
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.inference import chosen_plan, system_for
+from xpusim.scenarios.llm.request import Request
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.load import Requests
@@ -81,12 +82,12 @@ def prepare(
     if engine.disaggregated and not any(plan_options.get(k) for k in ("tp", "pp", "dp", "ep")):
         # each of the P + D replicas gets an equal share of the chips to plan over
         split = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
-        total = resolve_system(target, plan_options.get("chips")).chips
+        total = system_for(target, plan_options.get("chips")).chips
         options["chips"] = max(total // split, 1)
     setup, cand = chosen_plan(cfg, target, options)
     system, plan, req = cand.system, cand.plan, setup.req
     if split > 1:
-        system = resolve_system(target, plan_options.get("chips"))
+        system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)
     replicas = plan.dp
     one = replace(plan, dp=1)

@@ -12,7 +12,7 @@ what their work depends on, found by probing the model's graph rather than by op
   (FlashAttention's varlen form), so their FLOPs and bytes are sums over the sequences.
 
 Token ops are costed for every T up to the token budget and sampling ops for every count up
-to the max batch, once, as arrays over those shapes (scenarios/rank_costs.py, the same ops,
+to the max batch, once, as arrays over those shapes (scenarios/llm/graphs.py, the same ops,
 calibrations and collectives `run` costs). An attention op's FLOPs and bytes are a fixed
 polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes linear in q and c), so a set
 of sequences' are the polynomial's coefficients times five sums over them. Nothing here
@@ -46,7 +46,9 @@ from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
 from xpusim.hardware.system import System
 from xpusim.ir.tensor import ROLES, Role
-from xpusim.scenarios.rank_costs import Request, cost_phases, ordered_sum, shape_graphs
+from xpusim.scenarios.llm.engine import cost_phases, ordered_sum
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 

@@ -2,8 +2,8 @@
 
 `simulate` runs one configuration, `simulate_many` many at once: each job's options are
 resolved into a system, a request and the plans to consider (`_setup`), every plan of every
-job becomes a column of `scenarios/llm_plans.py`'s Candidates, those worth it are costed as
-arrays (`scenarios/llm_timeline.py`, which says what a request's timeline is), and the
+job becomes a column of `scenarios/llm/plans.py`'s Candidates, those worth it are costed as
+arrays (`scenarios/llm/timeline.py`, which says what a request's timeline is), and the
 jobs' chosen plans become their results as columns (`_table`): a result object is made
 only for a job a caller takes, and a sweep's rows are made from the columns.
 """
@@ -45,12 +45,10 @@ from xpusim.scenarios.formats import (
     resolve_formats,
     resolve_kv_format,
 )
-from xpusim.scenarios.llm_plans import Candidate, Candidates, Setup
-from xpusim.scenarios.rank_costs import (
-    Request,
-    collective_algorithms,
-    shape_graphs,
-)
+from xpusim.scenarios.llm.engine import collective_algorithms
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
+from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -179,7 +177,7 @@ def simulate(
                    microbatches=microbatches, objective=objective, overlap=overlap,
                    beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
                    acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
-    results, setups, cands, best = _simulated(model, [(chip, options)])
+    results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
     result = results[0]
     if isinstance(result, UserError):
         raise result
@@ -195,17 +193,17 @@ def simulate_many(
 
     Every plan of every job that shares formats, tp and ep is costed by one array
     computation over one graph whose dimensions span all their request shapes
-    (scenarios/rank_costs.py), which is what makes a sweep of thousands of points and a plan
+    (scenarios/llm/graphs.py), which is what makes a sweep of thousands of points and a plan
     search over hundreds of plans fast; the plans are columns (Candidates), not objects,
     and so are the results (`_table`): a result object is made for a job only when it is
     indexed. A job whose options its target cannot take gets the UserError in its place.
     Results leave out their per-op reports and collectives (a sweep's rows do not hold
     them; `simulate` adds them).
     """
-    return _simulated(model, jobs)[0]
+    return _simulate_jobs(model, jobs)[0]
 
 
-def _simulated(
+def _simulate_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
     """The jobs' results, with what `simulate` adds the detail from: their setups, the
@@ -253,7 +251,7 @@ def chosen_plan(
 
 MAX_TOKENS = 2**40
 """Tokens one request batch may hold (batch x (prompt + gen)): graph dimensions are int64
-arrays over the requests (rank_costs.ShapeGraphs), and a token count times the widest
+arrays over the requests (graphs.ShapeGraphs), and a token count times the widest
 tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63."""
 
 def keyword_defaults(function: Any) -> dict[str, Any]:
@@ -277,7 +275,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    job = _resolved(cfg, target, given)
+    job = _resolve(cfg, target, given)
     notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
@@ -315,7 +313,7 @@ class _Resolved:
 _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
 
 
-def _resolved(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
+def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
     """The job's system, formats, decoding and plans, kept per model and target object
     and the options other than the shape (an option that cannot be hashed, a draft model
     given as an object, is resolved every time)."""
@@ -323,14 +321,16 @@ def _resolved(cfg: TransformerConfig, target: Chip | System, given: dict[str, An
     try:
         hash(rest)
     except TypeError:
-        return _resolve(cfg, target, given)
-    return remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
+        return _resolve_now(cfg, target, given)
+    return remembered("resolved", (cfg, target), rest, lambda: _resolve_now(cfg, target, given))
 
 
-def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
+def _resolve_now(
+    cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]
+) -> _Resolved:  # fmt: skip
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
-    system = resolve_system(target, chips)
+    system = system_for(target, chips)
     act, weight, notes = resolve_formats(system.chip, given["precision"],
                                          given["weight_precision"])  # fmt: skip
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
@@ -340,8 +340,6 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                            given["acceptance_lengths"])  # fmt: skip
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
     if searched:
-        from xpusim.scenarios.plan_search import OBJECTIVES, candidate_plans
-
         if objective not in OBJECTIVES:
             raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
         plans = candidate_plans(cfg, system.chips)
@@ -385,18 +383,18 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
             for tp in sorted({p.tp for p in setup.plans})}  # fmt: skip
 
 
-def resolve_system(target: Chip | System, chips: int | None) -> System:
+def system_for(target: Chip | System, chips: int | None) -> System:
     """A chip with --chips N becomes its default system; a system takes --chips as its size.
     Kept per target object and size: a sweep asks for each thousands of times."""
-    return remembered("system", (target,), chips, lambda: _resolve_system(target, chips))
 
+    def make() -> System:
+        if isinstance(target, System):
+            return target.with_chips(chips) if chips else target
+        if chips and chips > 1:
+            return default_system(target, chips)
+        return host_system(target, 1)
 
-def _resolve_system(target: Chip | System, chips: int | None) -> System:
-    if isinstance(target, System):
-        return target.with_chips(chips) if chips else target
-    if chips and chips > 1:
-        return default_system(target, chips)
-    return host_system(target, 1)
+    return remembered("system", (target,), chips, make)
 
 
 _ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weights

@@ -37,13 +37,9 @@ from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
-from xpusim.scenarios.rank_costs import (
-    PhaseCosts,
-    Request,
-    ShapeGraphs,
-    cost_phases,
-    ordered_sum,
-)
+from xpusim.scenarios.llm.engine import PhaseCosts, cost_phases, ordered_sum
+from xpusim.scenarios.llm.graphs import ShapeGraphs
+from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 
 

@@ -1,9 +1,9 @@
 """The plans of many LLM inference jobs as columns: their memory, which are worth costing,
-their costed timelines (scenarios/llm_timeline.py) and each job's choice among them.
+their costed timelines (scenarios/llm/timeline.py) and each job's choice among them.
 
 A plan search over hundreds of plans and a sweep of thousands of points each ask for
 hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and the
-results are made from the chosen plans' columns (llm_inference._table); a chosen plan
+results are made from the chosen plans' columns (inference._table); a chosen plan
 becomes an object (Candidate) only for what one job reports of its ops or serves.
 """
 
@@ -21,8 +21,9 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.memo import distinct, remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
-from xpusim.scenarios.llm_timeline import CostBatch, Costed, Metrics, cost
-from xpusim.scenarios.rank_costs import Request, ShapeGraphs
+from xpusim.scenarios.llm.graphs import ShapeGraphs
+from xpusim.scenarios.llm.request import Request
+from xpusim.scenarios.llm.timeline import CostBatch, Costed, Metrics, cost
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -390,3 +391,34 @@ def stage_memory(
                        layers_per_stage(cfg.num_layers, plan.pp),
                        cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
                        cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip
+
+
+# Plan search: every feasible way to spread a model over N chips.
+#
+# Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows (tp divides
+# the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
+# ep only, so they are built once per pair (memoized in graphs.py) and every pipeline depth
+# reuses them. The search itself is part of every simulation (inference.simulate_many):
+# a plan that does not fit is never costed while one that fits exists (its memory is checked
+# first, cheaply), and the plans that are costed share one array computation per depth with
+# every other job's.
+OBJECTIVES = ("latency", "throughput")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@scoped(maxsize=64)
+def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
+    plans = []
+    for tp in _divisors(chips):
+        if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why
+            continue
+        for ep in _divisors(chips // tp):
+            if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):
+                continue
+            for pp in _divisors(chips // (tp * ep)):
+                if pp <= cfg.num_layers and not (cfg.is_encoder_decoder and pp > 1):
+                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * ep * pp), ep=ep))
+    return plans

@@ -1,0 +1,239 @@
+"""The engine: per-op time and energy of a rank's graphs for many configurations at once.
+
+Costing is array arithmetic with a leading configuration axis: every (request, system,
+plan) of one format and (tp, ep) is costed by one call, whether they are the plans of a
+search, the chips, what-if specs and chip counts of a sweep, or its batches, prompts and
+generation lengths. Each figure of a chip, placement or topology is worked out once per
+distinct object and spread by index; what is worked out is kept in the call's memo scope
+(xpusim/memo.py), never in the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import Placement
+from xpusim.compiler.partition import Plan
+from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.op_table import OpTable
+from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.ir.op import Op, OpKind
+from xpusim.memo import distinct, remembered
+from xpusim.scenarios.llm.graphs import ShapeGraphs
+
+
+def ordered_sum(values: np.ndarray, axis: int) -> np.ndarray:
+    """A sum whose order of additions depends only on the length of the axis, as a tree:
+    the axis is padded with zeros to a power of two and halved, first half plus second,
+    until one term is left. numpy's own sum groups terms differently with the shape of the
+    array around them (pairwise, unrolled); a configuration's result must not depend on
+    how many others were costed beside it. Zeros appended past the last term change
+    nothing: a pipeline of 3 stages padded to 16 sums exactly as it does alone."""
+    values = np.moveaxis(values, axis, 0)
+    n = len(values)
+    size = 1 << max(n - 1, 0).bit_length()
+    if size != n:  # the first halving, without the zeros: x + 0.0 is x, except for -0.0
+        half = size // 2
+        head = values[:half].astype(float)  # a copy
+        head[: n - half] += values[half:]
+        values = head
+    while len(values) > 1:
+        half = len(values) // 2
+        values = values[:half] + values[half:]
+    # where a zero was added, the sum is never -0.0 (0.0 + -0.0 is 0.0): nor is it here
+    return values[0] + 0.0 if size != n else values[0]
+
+
+@dataclass(frozen=True)
+class PhaseCosts:
+    """One phase's per-op costs. `costs` holds every op at the phase's first step: (K, 1,
+    ops) for K inference configurations, (ops,) for a training pass. The ops whose work
+    changes from step to step (`varying`) also have `steps`: (K, steps, varying ops)."""
+
+    table: OpTable  # the distinct ops and their counts
+    costs: OpCosts
+    counts: np.ndarray  # (..., ops, pp) instances of each distinct op each stage runs
+    comm_counts: np.ndarray  # (..., ops, pp) the same, of collectives only
+    varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    steps: OpCosts | None = None
+    step_weights: np.ndarray = field(default_factory=lambda: np.ones((1, 1)))  # (K, steps)
+    _sums: dict[tuple[str, bool], np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def stage_sums(self, name: str, comm_only: bool = False) -> np.ndarray:
+        """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
+        the step axis where the phase has one. Kept: the timeline asks for some twice."""
+        if (name, comm_only) not in self._sums:
+            counts = self.comm_counts if comm_only else self.counts
+            self._sums[name, comm_only] = self._summed(name, counts)
+        return self._sums[name, comm_only]
+
+    def totals(self, name: str, comm_only: bool = False) -> np.ndarray:
+        """A cost summed over every stage's op instances, without the stage axis: (K,
+        steps). Energy and link time are wanted only in total, and summing each op's count
+        over the stages first (integers: exact) spares the per-stage products."""
+        counts = self.comm_counts if comm_only else self.counts
+        return self._summed(name, counts.sum(axis=-1, keepdims=True))[..., 0]
+
+    def _summed(self, name: str, counts: np.ndarray) -> np.ndarray:
+        """Σ over ops of the cost times `counts` (..., ops, stages); the ops that vary by
+        step are taken from `steps`, the others from the first step's costs."""
+        values = getattr(self.costs, name)
+        if self.steps is None or not len(self.varying):
+            return ordered_sum(values[..., None] * counts, axis=-2)
+        fixed = values.copy()
+        fixed[..., self.varying] = 0.0
+        moving = getattr(self.steps, name)[..., None] * np.take(counts, self.varying, axis=-2)
+        return ordered_sum(fixed[..., None] * counts, axis=-2) + ordered_sum(moving, axis=-2)
+
+    @cached_property
+    def _steps(self) -> np.ndarray:
+        """(K,) each configuration's decode steps (the weights' sum)."""
+        return ordered_sum(self.step_weights, axis=-1)
+
+    def step_mean(self, values: np.ndarray) -> np.ndarray:
+        """Mean over every step of a per-step quantity (K, steps): an ordered sum, so the
+        steps of weight 0 that pad a short generation beside longer ones change nothing."""
+        return ordered_sum(values * self.step_weights, axis=-1) / self._steps
+
+    def op_mean(self, name: str, ks: np.ndarray | None = None) -> np.ndarray:
+        """A cost of each op averaged over the steps: (K, ..., ops), or of configurations
+        `ks` only (each one's mean is its own: the same numbers as the whole's rows)."""
+        at = slice(None) if ks is None else ks
+        values = getattr(self.costs, name)[at, 0].copy()
+        if self.steps is not None and len(self.varying):
+            moving = getattr(self.steps, name)[at]
+            inner = (1,) * (moving.ndim - 2)
+            weights = self.step_weights[at]
+            w = weights.reshape(*weights.shape, *inner)
+            mean = ordered_sum(moving * w, axis=1) / self._steps[at].reshape(-1, *inner)
+            values[..., self.varying] = mean
+        return values
+
+    def config(self, k: int) -> OpCosts:
+        """Configuration k's per-op costs, averaged over the steps."""
+        return OpCosts(*(self.op_mean(f)[k] for f in OpCosts.__dataclass_fields__))
+
+
+def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
+    """A collective op's line on the system; tp groups span tp chips, ep groups tp x ep
+    (tp inner)."""
+    span = {"tp": plan.tp, "ep": plan.tp * plan.ep}[str(op.attr("group"))]
+    kind = Collective(str(op.attr("collective")))
+    return collective_line(system, kind, int(op.attr("size")), span)
+
+
+def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
+    ops). A collective's time is a line in its bytes (cost/collectives.py) whose terms
+    depend on the topology and the collective only, so the lines are kept per topology and
+    the table's collectives and shared by every request; only the bytes are a request's."""
+    collectives, signature = table.collectives
+    return remembered(
+        "comm lines",
+        tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
+        lambda: _comm_lines(collectives, len(table), system, plan),
+    )  # fmt: skip
+
+
+def _comm_lines(
+    collectives: tuple[tuple[int, Op], ...], n: int, system: System, plan: Plan
+) -> tuple[np.ndarray, np.ndarray]:
+    fixed_s, s_per_byte = np.zeros(n), np.zeros(n)
+    for i, op in collectives:
+        line = _collective_line(op, system, plan)
+        if line.algorithm != "none":
+            fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
+    return fixed_s, s_per_byte
+
+
+def collective_algorithms(
+    table: OpTable, system: System, plan: Plan, nbytes: np.ndarray | None = None
+) -> list[dict]:
+    """The algorithm and level chosen for each distinct collective, for reports; `nbytes`
+    gives each op's bytes where its tensors hold a shape axis (ShapeGraphs.collective_bytes)."""
+    found = []
+    for i, op in enumerate(table.ops):
+        if op.kind is OpKind.COLLECTIVE:
+            sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
+            cost = _collective_line(op, system, plan).cost(sent)
+            found.append({
+                "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
+                "size": op.attr("size"), "bytes": sent,
+                "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
+            })  # fmt: skip
+    return found
+
+
+def cost_phases(
+    graphs: ShapeGraphs,
+    rows: np.ndarray,
+    systems: Sequence[System],
+    placements: Sequence[Placement],
+    plan: Plan,
+    pp: np.ndarray,
+    phases: tuple[int, ...] = (0, 1),
+) -> tuple[PhaseCosts, ...]:
+    """(prefill, decode) costs of one rank under K configurations: the request at rows[k]
+    on system k with placement k (where its fullest chip keeps what) and a pipeline of
+    pp[k] stages, all with `plan`'s tp and ep; `phases` (0 prefill, 1 decode) only those
+    (a serving step cost tabulates prefill graphs alone).
+
+    The K configurations of a sweep share a few chips, placements and topologies: each
+    figure is worked out once per distinct object and spread to the configurations by index.
+    """
+    each_system, system_of = distinct(systems)
+    chips, chip_of = distinct([s.chip for s in each_system])
+    homes, home_of = distinct(placements)
+    # link times depend on a system's topology levels only, which its copies share
+    topologies, topology_of = distinct(each_system, key=lambda s: id(s.levels))
+    chip_of, topology_of = chip_of[system_of], topology_of[system_of]
+    # plans that differ only in their pipeline depth run the same ops at the same cost: each
+    # distinct (request, chip, placement, topology) is evaluated once and spread by index
+    key = ((rows * len(chips) + chip_of) * len(homes) + home_of) * len(topologies) + topology_of
+    _, once, spread = np.unique(key, return_index=True, return_inverse=True)
+    if len(once) == len(key):  # all distinct (a sweep of shapes): costed in their own order
+        once = spread = slice(None)
+    rows, chip_of, home_of, topology_of = (a[once] for a in (rows, chip_of, home_of, topology_of))
+    if len(rows) == len(graphs.requests) and np.array_equal(rows, np.arange(len(rows))):
+        rows = slice(None)  # the graphs' requests in order: their tables as they are
+    found = []
+    for phase in phases:
+        values = graphs.phase_values[phase]
+        first = values.first.subset(steps=rows)
+        hw = stacked_hardware(chips, first).take_configs(chip_of)
+        levels = hw.level_rate.shape[-2]
+        where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
+        fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(
+            *(comm_lines(graphs.tables[phase], s, plan) for s in topologies), strict=True))
+        nbytes = graphs.collective_bytes[phase][rows]
+        comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
+        costs = _spread(evaluate(first, hw, where, comm), spread)
+        steps, v, weights = None, values.varying, values.weights[rows][spread]
+        if len(v):
+            moving = values.moving.subset(steps=rows)
+            steps = _spread(evaluate(moving, hw.take(v), where[..., v], comm[..., v]), spread)
+        found.append(PhaseCosts(first, costs, *graphs.depth_counts(phase, pp), v, steps,
+                                weights))  # fmt: skip
+    return tuple(found)
+
+
+def _spread(costs: OpCosts, which: np.ndarray | slice) -> OpCosts:
+    """Per-configuration costs from those of the distinct configurations they index (a
+    slice of them all: the same costs)."""
+    if isinstance(which, slice):
+        return costs
+    return OpCosts(*(getattr(costs, name)[which] for name in OpCosts.__dataclass_fields__))
+
+
+def stacked_hardware(chips: list[Chip], table: OpTable) -> HardwareArrays:
+    """HardwareArrays.stack of these chips, kept: every shape of a sweep's chunk has them."""
+    return remembered("stacked hardware", tuple(chips), table.structure,
+                      lambda: HardwareArrays.stack([HardwareArrays.of(c, table) for c in chips]))

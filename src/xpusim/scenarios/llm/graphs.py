@@ -1,0 +1,264 @@
+"""The graphs one tensor/expert-parallel rank runs, built once for many requests.
+
+A rank's graphs (all pipeline stages) depend on the model, the formats and the plan's tp
+and ep only, never on the chip, and not on the request's shape either: their dimensions are
+arrays over the requests asked for together (shapes as arrays, ir/tensor.py), so one compact
+graph (one layer standing for the identical others) per phase counts every op's FLOPs and
+bytes for all of them. Pipeline stages are (distinct ops x stages) count matrices, so any
+depth costs a few array sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from xpusim.compiler.memory_plan import peak_activation_bytes
+from xpusim.compiler.partition import Plan, op_stage_counts, partition
+from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import ROLES
+from xpusim.memo import remembered, scoped
+from xpusim.scenarios.llm.request import Request, step_nodes
+from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer_config import TransformerConfig
+
+
+@dataclass(frozen=True)
+class PhaseValues:
+    """A phase's op counts for R requests at the steps each is costed at, split into the
+    ops that do the same at every step and those that do not (attention over a growing KV
+    cache): only the latter are costed per step, which keeps long generations cheap.
+
+    Counts are affine in the KV length, so the counts of a request's first and last costed
+    step (`ends`) give every step between them exactly. Kept per request, not per
+    configuration: a sweep's configurations index into them."""
+
+    ends: OpTable  # counts on leading (request, end) axes: (R, 2, ...), or (R, 1, ...)
+    fraction: np.ndarray  # (R, steps) where each costed step lies from the first end to the last
+    weights: np.ndarray  # (R, steps) how many steps each costed one stands for
+
+    @cached_property
+    def varying(self) -> np.ndarray:
+        """Positions of the ops whose counts differ between a request's ends: those that
+        grow with the KV cache, whatever the requests beside (their ends always differ)."""
+        t, n = self.ends, len(self.ends)
+        moves = [(a[:, 1:] != a[:, :1]).reshape(-1, n).any(axis=0)
+                 for a in (t.matrix_flops, t.vector_flops, t.role_bytes)]  # fmt: skip
+        return np.flatnonzero(np.logical_or.reduce(moves))
+
+    @cached_property
+    def first(self) -> OpTable:
+        return self.ends.subset(steps=(slice(None), slice(0, 1)))
+
+    @cached_property
+    def moving(self) -> OpTable:
+        """The varying ops at every costed step: (R, steps, ...)."""
+        ends = self.ends.subset(ops=self.varying)
+        f = self.fraction[..., None]
+
+        def mix(values: np.ndarray) -> np.ndarray:
+            first, last = values[:, :1], values[:, -1:]
+            return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+
+        return replace(ends, matrix_flops=mix(ends.matrix_flops),
+                       vector_flops=mix(ends.vector_flops), role_bytes=mix(ends.role_bytes))
+
+    def steps_of(self, row: int) -> OpTable:
+        """Every op at every costed step of one request: (steps, ...), for its report."""
+        steps = self.weights.shape[1]
+
+        def full(first: np.ndarray, moving: np.ndarray) -> np.ndarray:
+            values = np.repeat(first[row], steps, axis=0)
+            values[..., self.varying] = moving[row]
+            return values
+
+        first, moving = self.first, self.moving
+        return replace(first, **{f: full(getattr(first, f), getattr(moving, f))
+                                 for f in ("matrix_flops", "vector_flops", "role_bytes")})
+
+    @cached_property
+    def activation_peak(self) -> np.ndarray:
+        """(R, ops) each op's activation bytes at a request's largest step (an end: affine)."""
+        return self.ends.activation_bytes.max(axis=1)
+
+
+@dataclass(frozen=True)
+class ShapeGraphs:
+    """The compact graphs one rank runs for many requests of one format, tp and ep.
+
+    Their dimensions are arrays over the requests (ir/tensor.py), (R, 1), or (R, 2) for the
+    KV cache: one prefill graph for every request's prompt, one decode graph for every
+    request's first and last decode step (the steps between are interpolated: PhaseValues).
+    A sweep over batch, prompt and generation lengths thus builds and tabulates two graphs
+    per format and (tp, ep), not two per shape. They never depend on the chip."""
+
+    requests: tuple[Request, ...]
+    prefill: Graph  # dimensions (R, 1)
+    decode: Graph  # dimensions (R, 1) or (R, 2): first and last decode step
+    step_fraction: np.ndarray  # (R, steps) costed decode steps, from first (0) to last (1)
+    step_weights: np.ndarray  # (R, steps) decode steps each costed one stands for
+    num_layers: int
+
+    @cached_property
+    def row(self) -> dict[Request, int]:
+        return {r: i for i, r in enumerate(self.requests)}
+
+    @cached_property
+    def tables(self) -> tuple[OpTable, OpTable]:
+        """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
+        r = len(self.requests)
+        return _leading(op_table(self.prefill), (r, 1)), _leading(op_table(self.decode), (r, 2))
+
+    @cached_property
+    def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
+        prefill, decode = self.tables
+        one = np.ones((len(self.requests), 1))
+        return (PhaseValues(prefill, one - 1, one),
+                PhaseValues(decode, self.step_fraction, self.step_weights))  # fmt: skip
+
+    @cached_property
+    def activation_bytes(self) -> np.ndarray:
+        """(R,) the largest activations of a request's prefill and last decode step."""
+        r = len(self.requests)
+        decode = np.broadcast_to(peak_activation_bytes(self.decode), (r, 2))
+        prefill = np.broadcast_to(peak_activation_bytes(self.prefill), (r, 1))
+        return np.maximum(prefill[:, 0], decode[:, -1])
+
+    @cached_property
+    def flops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) FLOPs of each request's prefill and first decode step."""
+        return tuple(  # type: ignore[return-value]
+            (t.matrix_flops[:, 0] + t.vector_flops[:, 0]) @ t.count for t in self.tables
+        )
+
+    @cached_property
+    def collective_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R, ops) bytes each collective op sends, per phase (zero for other ops); a
+        decode step's do not grow with the cache, so the first step's stand for all."""
+        found = []
+        for table in self.tables:
+            shape = table.matrix_flops.shape[:2]  # (R, steps)
+            nbytes = np.zeros((shape[0], len(table)))
+            for i, op in enumerate(table.ops):
+                if op.kind is OpKind.COLLECTIVE:
+                    nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
+            found.append(nbytes)
+        return found[0], found[1]
+
+    def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
+        shallower pipeline lacks running nothing (so sums and maxima over stages hold)."""
+        depths, which = np.unique(pp, return_inverse=True)
+        deepest = int(depths[-1])
+        found = []
+        for part in (0, 1):
+            padded = np.zeros((len(depths), len(self.tables[phase]), deepest))
+            for i, d in enumerate(depths):
+                padded[i, :, :d] = self.stage_counts(phase, int(d))[part]
+            found.append(padded[which][:, None])
+        return found[0], found[1]
+
+    def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
+        the prefill (phase 0) or decode (1)."""
+        graph = (self.prefill, self.decode)[phase]
+        return _stage_counts(self.layouts[phase], graph, self.tables[phase], self.num_layers, pp)
+
+    @cached_property
+    def layouts(self) -> tuple[tuple, tuple]:
+        """What stage counts depend on, per phase: each op's layer, copies, whether it is a
+        collective, and its distinct-op row. Other requests of one model, plan and format
+        have the same, so the counts are shared between them."""
+        return tuple(  # type: ignore[return-value]
+            (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
+             table.index.tobytes())
+            for graph, table in zip((self.prefill, self.decode), self.tables, strict=True)
+        )  # fmt: skip
+
+
+def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
+    """A table whose leading axes broadcast to `shape` (R, steps), with them in full."""
+    n = len(table)
+
+    def shaped(values: np.ndarray, trailing: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(values, (*shape, *trailing))
+
+    return replace(
+        table,
+        matrix_flops=shaped(table.matrix_flops, (n,)),
+        vector_flops=shaped(table.vector_flops, (n,)),
+        role_bytes=shaped(table.role_bytes, (len(ROLES), n)),
+    )
+
+
+def _stage_counts(
+    layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kept by layout (not by graph: the graphs of other requests share it)."""
+
+    def make() -> tuple[np.ndarray, np.ndarray]:
+        per_op = op_stage_counts(graph, num_layers, pp)
+        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
+        return distinct_stage_counts(table, per_op), distinct_stage_counts(table, per_op, is_comm)
+
+    return remembered("stage counts", (), (layout, num_layers, pp), make)
+
+
+def shape_graphs(
+    cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
+) -> ShapeGraphs:
+    """ShapeGraphs of requests that share their formats, in the order first asked for: a
+    sweep's chunk costs its configurations in that order, so that their rows are the
+    graphs' own and no table is copied row by row (cost_phases)."""
+    return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
+
+
+@scoped(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
+def _shape_graphs(
+    cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
+) -> ShapeGraphs:
+    act, weight, attention, kv_format = requests[0].formats
+    if any(r.formats != requests[0].formats for r in requests):
+        raise ValueError("ShapeGraphs needs requests of one format")
+    steps = np.array([r.decode_steps for r in requests])
+    nodes = {s: step_nodes(s) for s in sorted(set(steps.tolist()))}
+    width = max(len(n) for n, _ in nodes.values())
+    # steps past a request's own count repeat its last node with weight 0: summed to nothing
+    padded = np.zeros((len(requests), width))
+    step_weights = np.zeros((len(requests), width))
+    for s, (at_nodes, weights) in nodes.items():
+        at = steps == s
+        padded[at] = np.pad(at_nodes, (0, width - len(at_nodes)), mode="edge")
+        step_weights[at, : len(weights)] = weights
+    batch = np.array([r.batch for r in requests])[:, None]
+    prompt = np.array([r.prompt for r in requests])[:, None]
+    width = np.array([r.width for r in requests])[:, None]
+    fed = np.array([r.step_tokens for r in requests])[:, None]
+    advance = np.array([r.advance for r in requests])[:, None]
+    # step i feeds `fed` tokens after prompt + i x advance cached ones (one token, advance 1:
+    # it attends prompt + 1 + i keys); the ends differ even for one step, so that which ops
+    # vary with the cache (PhaseValues.varying) never depends on the other requests
+    last = np.maximum(steps - 1, 1)[:, None]
+    kv = prompt + fed + np.rint(advance * np.hstack([0 * last, last])).astype(np.int64)
+    # a plain decode feeds the integer 1: the decode graph's query dimension stays a scalar
+    # (one shape for every request, as before speculative steps), an array only where a
+    # verify feeds more
+    q = 1 if (fed == 1).all() else fed
+    fraction = padded / last
+
+    def rank(step: StepShape) -> Graph:
+        graph = build_step(cfg, step, act, weight, compact=True, attention=attention,
+                           kv=kv_format)  # fmt: skip
+        return partition(graph, Plan(tp=tp, ep=ep))
+
+    return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
+                       rank(StepShape(batch * width, q, kv, logits=q,
+                                      cross=prompt if cfg.is_encoder_decoder else 0,
+                                      decode=True)),
+                       fraction, step_weights,
+                       cfg.num_layers)  # fmt: skip

@@ -9,5 +9,8 @@ Read in this order; each module imports only those above it:
 - `plans.py`     the plans worth costing for each job, their memory, the plan search
 - `inference.py` `simulate` and `simulate_many`: options into jobs, results out
 
+`reference.py` states the same model as plain loops for one chip (the specification);
+tests/test_reference.py holds the engine equal to it on random configurations.
+
 Every memo on this path lives in the call's scope (xpusim/memo.py), none in the process.
 """

@@ -77,7 +77,7 @@ def test_time_is_at_least_every_physics_floor(any_chip, data):
     # every byte is charged to exactly one level: what the op reads, and a PE grid's
     # re-reads of its operands, which are never negative
     hw = HardwareArrays.build(any_chip, table)
-    moved = operand_rereads(table, *hw.unit[4:])
+    moved = operand_rereads(table, hw.unit.block_rows, hw.unit.block_cols)
     moved = table.role_bytes if moved is None else moved
     assert np.all(moved >= table.role_bytes)
     assert np.allclose(costs.level_bytes.sum(axis=0), moved.sum(axis=0))
@@ -190,3 +190,16 @@ def test_stacked_chips_keep_their_own_overlap():
     assert np.allclose(together[:, 0], np.stack(alone))
     picked = stacked.take_configs(np.array([2, 0])).take(np.array([0]))
     assert np.array_equal(picked.overlap_p[:, 0], stacked.overlap_p[[2, 0], 0][:, :1])
+
+
+def test_a_figure_takes_a_what_if_then_a_fit_then_the_chip_file():
+    from xpusim.cost.roofline import FigureSources
+    from xpusim.hardware.spec import Figure
+
+    chip_file = Figure(value=0.7, source="datasheet")
+    what_if = Figure(value=0.5, source="what-if")
+    assert FigureSources.of(what_if, 0.9, 0.0).value == 0.5
+    assert FigureSources.of(chip_file, 0.9, 0.0).value == 0.9
+    assert FigureSources.of(chip_file, None, 0.0).value == 0.7
+    assert FigureSources.of(chip_file, 0.0, 0.0).value == 0.7  # a fitted 0 is no fit
+    assert FigureSources.of(None, None, 3.0).value == 3.0

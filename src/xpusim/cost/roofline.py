@@ -35,7 +35,7 @@ configurations of a sweep) broadcast through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
@@ -69,6 +69,55 @@ class Bottleneck(IntEnum):
 
 
 @dataclass(frozen=True)
+class MatrixUnit:
+    """The matrix unit as the cost formulas read it: floats for one chip, (K, 1, 1) arrays
+    for K stacked chips (HardwareArrays.stack)."""
+
+    rows: Any
+    cols: Any
+    count: Any  # units per chip
+    mode: Any  # how a GEMM maps onto it: cost/systolic.MODES, 0 where tiles are padded only
+    block_rows: Any  # the output block a pass of a PE grid holds; inf: operands read once
+    block_cols: Any
+
+    @classmethod
+    def of(cls, chip: Chip) -> MatrixUnit:
+        unit = chip.matrix_unit
+        mode = systolic.MODES[unit.dataflow.value] if unit.dataflow else 0
+        if mode == 1 and unit.double_buffered and unit.double_buffered.value:
+            mode = 2
+        block = (unit.output_block_rows, unit.output_block_cols)
+        return cls(unit.rows.value, unit.cols.value, unit.count.value, float(mode),
+                   *(b.value if b else np.inf for b in block))  # fmt: skip
+
+    def map(self, how: Callable[[str, Any], Any]) -> MatrixUnit:
+        """Each field through how(name, value)."""
+        return MatrixUnit(**{name: how(name, value) for name, value in vars(self).items()})
+
+
+@dataclass(frozen=True)
+class FigureSources:
+    """One figure from its three sources, named in the order they win: a user's what-if
+    (`--set`, hardware/whatif.py), the chip's calibration file (a fit; a fitted 0 or none
+    is no fit), the chip file's assumed value."""
+
+    what_if: float | None
+    fitted: float | None
+    assumed: float
+
+    @classmethod
+    def of(cls, figure: Figure | None, fitted: float | None, default: float) -> FigureSources:
+        return cls(figure.value if _what_if(figure) else None, fitted or None,  # type: ignore[union-attr]
+                   figure.value if figure else default)  # fmt: skip
+
+    @property
+    def value(self) -> float:
+        if self.what_if is not None:
+            return self.what_if
+        return self.fitted if self.fitted is not None else self.assumed
+
+
+@dataclass(frozen=True)
 class HardwareArrays:
     """A chip's numbers as arrays aligned with an OpTable (ops last, levels second-last)."""
 
@@ -82,10 +131,7 @@ class HardwareArrays:
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
-    # the matrix unit: rows, cols, units, how a GEMM maps onto it (cost/systolic.MODES;
-    # 0: tiles padded only), and the output block a pass of a PE grid holds (rows, cols;
-    # inf: operands read once)
-    unit: tuple[float | np.ndarray, ...]
+    unit: MatrixUnit
 
     @classmethod
     def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
@@ -109,7 +155,7 @@ class HardwareArrays:
         return replace(self, **{
             name: value[which] if isinstance(value, np.ndarray) else value
             for name, value in vars(self).items() if name != "unit"
-        }, unit=tuple(u[which] for u in self.unit))  # fmt: skip
+        }, unit=self.unit.map(lambda _, value: value[which]))  # fmt: skip
 
     @classmethod
     def stack(cls, arrays: Sequence[HardwareArrays]) -> HardwareArrays:
@@ -141,7 +187,8 @@ class HardwareArrays:
             overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
             tdp_w=per_chip([a.tdp_w for a in arrays]),
-            unit=tuple(per_chip([a.unit[i] for a in arrays]) for i in range(len(UNIT_FIELDS))),
+            unit=arrays[0].unit.map(
+                lambda name, _: per_chip([getattr(a.unit, name) for a in arrays])),
         )
 
     @classmethod
@@ -153,30 +200,22 @@ class HardwareArrays:
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )
         matmul = chip.efficiency.matmul
-        if _what_if(matmul):  # a user's --set of the efficiency wins over the calibration
-            efficiency = np.full(len(table.kinds), matmul.value)
-        else:
-            attention_eff = cal.attention.efficiency if cal and cal.attention else None
-            efficiency = np.array([
-                attention_eff if k in _ATTENTION and attention_eff
-                else (cal and cal.matmul_efficiency(d)) or matmul.value
-                for d, k in zip(table.dtypes, table.kinds, strict=True)
-            ])  # fmt: skip
+        attention_eff = cal.attention.efficiency if cal and cal.attention else None
+        efficiency = np.array([
+            FigureSources.of(matmul, (attention_eff if k in _ATTENTION else None)
+                             or (cal and cal.matmul_efficiency(d)), 0.0).value
+            for d, k in zip(table.dtypes, table.kinds, strict=True)])  # fmt: skip
         is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
-        unit = _unit(chip)
-        if unit[3] and not _what_if(matmul):  # a systolic unit's cycles are its GEMMs' time
+        unit = MatrixUnit.of(chip)
+        if unit.mode and not _what_if(matmul):  # a systolic unit's cycles are its GEMMs' time
             efficiency = np.where(is_matmul & (table.weight_tile_kn[0] > 0), 1.0, efficiency)
-        assumed_fixed = chip.overhead.matmul_fixed_s
-        fixed_s = (assumed_fixed.value if assumed_fixed else 0.0) if _what_if(assumed_fixed) else (
-            (cal and cal.matmul_fixed_s) or (assumed_fixed.value if assumed_fixed else 0.0)
-        )  # fmt: skip
-        assumed_p = chip.efficiency.matmul_overlap_p
-        fitted_p = cal.overlap if cal and cal.overlap and not _what_if(assumed_p) else None
-        p = (fitted_p.p or np.inf) if fitted_p else (assumed_p.value if assumed_p else np.inf)
-        memory = chip.efficiency.memory
-        memory_eff = memory.value if _what_if(memory) else (
-            (cal and cal.memory_efficiency) or memory.value
-        )  # fmt: skip
+        fixed_s = FigureSources.of(chip.overhead.matmul_fixed_s,
+                                   cal and cal.matmul_fixed_s, 0.0).value
+        # a fitted overlap without a p is a fit that found the sharp roofline (p infinite)
+        fitted_p = (cal.overlap.p or np.inf) if cal and cal.overlap else None
+        p = FigureSources.of(chip.efficiency.matmul_overlap_p, fitted_p, np.inf).value
+        memory_eff = FigureSources.of(chip.efficiency.memory,
+                                      cal and cal.memory_efficiency, 0.0).value
         budget = chip.compute_power_budget_w
         levels = chip.memory
         level_eff = level_efficiencies(chip, memory_eff)
@@ -194,21 +233,6 @@ class HardwareArrays:
             tdp_w=chip.tdp_w.value,
             unit=unit,
         )
-
-
-UNIT_FIELDS = ("rows", "cols", "count", "mode", "block_rows", "block_cols")
-
-
-def _unit(chip: Chip) -> tuple[float, ...]:
-    """The matrix unit's UNIT_FIELDS: rows, cols, count, systolic mode (cost/systolic.MODES;
-    0: none) and a PE grid's output block (inf where operands are read once)."""
-    unit = chip.matrix_unit
-    mode = systolic.MODES[unit.dataflow.value] if unit.dataflow else 0
-    if mode == 1 and unit.double_buffered and unit.double_buffered.value:
-        mode = 2
-    block = (unit.output_block_rows, unit.output_block_cols)
-    return (unit.rows.value, unit.cols.value, unit.count.value, float(mode),
-            *(b.value if b else np.inf for b in block))  # fmt: skip
 
 
 def level_efficiencies(chip: Chip, default: float) -> list[float]:
@@ -394,11 +418,12 @@ def evaluate(
 ) -> OpCosts:
     """Per-op costs; with stacked hardware (HardwareArrays.stack) and a stacked one-hot
     placement, of many configurations at once on a leading axis."""
-    time_factor, energy_factor = work_factors(table, *hw.unit[:4])
+    unit = hw.unit
+    time_factor, energy_factor = work_factors(table, unit.rows, unit.cols, unit.count, unit.mode)
     compute_s = table.matrix_flops * time_factor / hw.matrix_rate + (
         table.vector_flops / hw.vector_rate)
     parts = _level_parts(table, placement, hw.level_rate.shape[-2],
-                         operand_rereads(table, *hw.unit[4:]))  # fmt: skip
+                         operand_rereads(table, unit.block_rows, unit.block_cols))  # fmt: skip
     rate, e_byte_j = hw.level_rate, hw.e_byte_j
     memory_s, byte_j = parts[0] / rate[..., 0, :], parts[0] * e_byte_j[..., 0, :]
     for level, part in enumerate(parts[1:], 1):  # max and sum over levels, in level order

@@ -7,148 +7,17 @@ object on stdout.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
-from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import click
 
-from xpusim.cli_lists import (
-    MAX_COUNT,
-    PRECISIONS,
-    PRICE_HELP,
-    WEIGHT_PRECISIONS,
-    Finite,
-    PriceType,
-    count,
-    parse_sets,
-)
-
-
-def _emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, allow_nan=False))
-
-
-def _print(*renderables: Any) -> None:
-    from rich.console import Console
-
-    # rich assumes 80 columns when piped; tables of a dozen columns need more to stay legible
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    for r in renderables:
-        console.print(r)
-
-
-def _workload_options(f: Callable) -> Callable:
-    """Options shared by run and compare (and later sweep)."""
-    options = [
-        click.option("--batch", type=count(), default=1, show_default=True,
-                     help="Sequences decoded together (recommendation models: samples scored "
-                          "together; training: sequences per optimizer step, default 8)."),
-        click.option("--sla-ms", type=Finite(min=0, min_open=True), default=None,
-                     help="Recommendation models: find the largest batch whose latency is "
-                          "within this bound (instead of --batch)."),
-        click.option("--sharding", type=click.Choice(["auto", "table", "row"]), default="auto",
-                     show_default=True,
-                     help="Recommendation models on several chips: how tables are sharded."),
-        click.option("--prompt", type=count(), default=128, show_default=True,
-                     help="Input tokens per sequence (training: the sequence length, "
-                          "default 2048)."),
-        click.option("--gen", type=count(), default=128, show_default=True,
-                     help="Output tokens per sequence."),
-        click.option("--precision", type=click.Choice(PRECISIONS), default=None,
-                     help="Weights, activations and KV cache. Default: the chip's bf16, "
-                          "else fp16, else int8 (reported in the output)."),
-        click.option("--weight-precision", type=click.Choice(WEIGHT_PRECISIONS), default=None,
-                     help="Weight-only quantization: weights stored narrower than --precision."),
-        click.option("--attention-precision", type=click.Choice(PRECISIONS), default=None,
-                     help="LLM inference: attention's compute format when the engine runs it "
-                          "wider than --precision (TensorRT-LLM's FP8 engines: fp16)."),
-        click.option("--kv-precision", type=click.Choice(PRECISIONS), default=None,
-                     help="LLM inference: the KV cache's storage format when not --precision "
-                          "(an FP8 cache beside nvfp4 GEMMs)."),
-        click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
-                     show_default=True),
-        click.option("--chips", type=count(), default=None,
-                     help="Chips in the system; on a chip id, builds its default system. "
-                          "Without --tp/--pp/--dp/--ep the best plan is searched for."),
-        click.option("--tp", type=count(), default=None, help="Tensor parallel."),
-        click.option("--pp", type=count(), default=None, help="Pipeline stages."),
-        click.option("--dp", type=count(), default=None,
-                     help="Data-parallel replicas (default: the chips the others leave)."),
-        click.option("--ep", type=count(), default=None,
-                     help="Expert parallel (MoE)."),
-        click.option("--microbatches", type=count(), default=None,
-                     help="Microbatches of --batch sequences in flight (default: --pp); "
-                          "training: per replica and step (default 1, or one sequence each "
-                          "with --pp)."),
-        click.option("--objective", type=click.Choice(["latency", "throughput"]),
-                     default="latency", show_default=True, help="What the plan search optimizes."),
-        click.option("--overlap", is_flag=True,
-                     help="Overlap collectives with compute (ideal; default: they serialize)."),
-        click.option("--beams", type=count(), default=None,
-                     help="LLM inference: beam search of this width (one sequence output per "
-                          "prompt; MLPerf's GPT-J runs 4)."),
-        click.option("--n", type=count(), default=None,
-                     help="LLM inference: parallel samples per prompt, all output (vLLM's n)."),
-        # a Path (it may be a config.json): the web API, which reads no files, leaves it out
-        click.option("--speculative", type=click.Path(dir_okay=False), default=None,
-                     metavar="DRAFT_MODEL",
-                     help="LLM inference: speculative decoding with this draft model (a zoo id, "
-                          "hub name or config.json, or mtp: the model's own multi-token "
-                          "prediction module) on the same chips; needs --acceptance."),
-        click.option("--draft-tokens", type=count(), default=None,
-                     help="Speculative decoding: draft tokens proposed per step (default 5)."),
-        click.option("--acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
-                     help="Speculative decoding: the probability that the target accepts a "
-                          "draft token, as measured for the model pair."),
-        click.option("--acceptance-lengths", default=None, metavar="P0,P1,...,PK",
-                     help="Speculative decoding, in place of --acceptance: the share of steps "
-                          "whose target accepts exactly 0, 1, ..., K of K draft tokens."),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
-                     default="none", show_default=True,
-                     help="Training: activation recomputation, trading FLOPs for memory."),
-        click.option("--optimizer", type=click.Choice(["adam", "adamw", "sgd"]), default="adam",
-                     show_default=True, help="Training: the optimizer (fp32 state)."),
-        click.option("--sequence-parallel", is_flag=True,
-                     help="Training: norms and residual adds split the sequence over --tp ranks "
-                          "instead of repeating it (less activation memory)."),
-        click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
-                     help="Training: ZeRO stage sharding optimizer state (1), gradients (2) "
-                          "and weights (3) over data-parallel chips."),
-        click.option("--price", type=PriceType(), default=None, help=PRICE_HELP),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _parse_shapes(
-    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> dict[str, tuple[int, ...]]:
-    """NAME=D0,D1,... (repeatable) -> {NAME: (D0, D1, ...)}."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for value in values:
-        name, _, dims = value.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not name or not shape or min(shape) < 1:
-            raise click.BadParameter(f"{value!r} is not NAME=D0,D1,... with positive sizes")
-        if max(shape) > MAX_COUNT:
-            raise click.BadParameter(f"{value!r}: a size above {MAX_COUNT} (2^40)")
-        shapes[name] = shape
-    return shapes
-
-
-_input_shape_option = click.option(
-    "--input-shape", "input_shapes", multiple=True, callback=_parse_shapes,
-    metavar="NAME=D0,D1,...", help="ONNX models: the shape of an input with symbolic "
-    "dimensions (repeat for each input).",
-)  # fmt: skip
+from xpusim.cli_lists import PRECISIONS, count, parse_sets
+from xpusim.cli_output import emit_json as _emit_json
+from xpusim.cli_output import given as _given
+from xpusim.cli_output import input_shape_option as _input_shape_option
+from xpusim.cli_output import print_tables as _print
+from xpusim.cli_output import run_options as _workload_options
 
 _set_option = click.option(
     "--set", "sets", multiple=True, callback=parse_sets, metavar="FIELD=VALUE",
@@ -186,16 +55,6 @@ def _notes(result: Any) -> list[str]:
     where the chip falls short."""
     tail = getattr(result, "limits", None) or [result.reason]
     return [line for line in [*result.notes, *tail] if line]
-
-
-def _given(options: dict[str, Any]) -> dict[str, Any]:
-    """The options the user typed: the rest take the scenario's defaults, and an option that
-    does not apply to the model (--prompt on a DLRM) is refused only when it was typed."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    return {k: v for k, v in options.items()
-            if ctx.get_parameter_source(k) is not ParameterSource.DEFAULT}  # fmt: skip
 
 
 def _results_view(results: list, title: str) -> Any:
@@ -417,20 +276,6 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
                 _print(f"note: {r.chip}: {line}")
     if summary.shown:
         _print(summary.table())
-
-
-@contextlib.contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal's stderr (none when piped), as a (done, total) callback."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @cli.command()

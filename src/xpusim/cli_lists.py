@@ -15,6 +15,8 @@ from typing import Any
 import click
 
 from xpusim.ir.dtypes import weight_layouts
+from xpusim.run_options import PRECISIONS as RUN_PRECISIONS
+from xpusim.run_options import RunOptions
 
 MAX_COUNT = 2**40
 """The largest integer an option takes (batch, tokens, chips, requests, seeds): 2^40 is the
@@ -23,7 +25,7 @@ checked where it applies. Past it, an integer is refused as it is parsed, before
 reach a NumPy array or a Parquet column as a number no 64-bit type holds."""
 
 
-PRECISIONS = ["nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32"]
+PRECISIONS = list(RUN_PRECISIONS)
 """Compute formats an option may name (ir/dtypes.py); a chip lacking one refuses it."""
 WEIGHT_PRECISIONS = [*weight_layouts(), *PRECISIONS]
 """Storage formats of weights: quantized checkpoints' layouts (ir/weight_layouts.toml; int4
@@ -83,9 +85,7 @@ class PriceType(click.ParamType):
             self.fail(str(e).removeprefix(f"--price {value!r}: "), param, ctx)
 
 
-PRICE_HELP = ("Dollars per chip-hour for the result's cost ($ per million tokens), or the "
-              "catalog price to use: on-demand or tco (purchase over years of service plus "
-              "power). Default: the catalog's on-demand price, else its TCO.")
+PRICE_HELP = RunOptions.__dataclass_fields__["price"].metadata["help"]
 
 
 class CommaList(click.ParamType):

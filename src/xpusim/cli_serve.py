@@ -80,7 +80,10 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
     from pathlib import Path
 
     from xpusim import api
-    from xpusim.cli import _emit_json, _given, _print, _progress
+    from xpusim.cli_output import emit_json as _emit_json
+    from xpusim.cli_output import given as _given
+    from xpusim.cli_output import print_tables as _print
+    from xpusim.cli_output import progress as _progress
     from xpusim.serving.serve import serve as run_serve
 
     if out is not None:

@@ -7,8 +7,12 @@ from typing import Any
 
 import click
 
-from xpusim.cli import _emit_json, _input_shape_option, _print, _progress, run
+from xpusim.cli import run
 from xpusim.cli_lists import RANKS, count, listed, parse_set_lists
+from xpusim.cli_output import emit_json as _emit_json
+from xpusim.cli_output import input_shape_option as _input_shape_option
+from xpusim.cli_output import print_tables as _print
+from xpusim.cli_output import progress as _progress
 from xpusim.cli_serve import serve as serve_command
 
 SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",

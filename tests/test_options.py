@@ -1,0 +1,25 @@
+"""`run`'s options are declared once (run_options.RunOptions): the command's flags, the web
+schema and the scenario functions' keywords cannot drift apart."""
+
+from __future__ import annotations
+
+from xpusim import api
+from xpusim.cli import run
+from xpusim.run_options import RUN_FIELDS
+
+
+def test_every_run_option_is_a_flag_of_run_in_order():
+    flags = [p.name for p in run.params if p.name not in ("model", "chip_id", "as_json",
+                                                            "input_shapes", "sets", "show_ops")]
+    assert flags == [f.name for f in RUN_FIELDS]
+
+
+def test_every_run_option_is_a_scenario_keyword_and_back():
+    """Each field some scenario takes (mode and price every scenario's: api.simulate's), and
+    each keyword of the inference and training scenarios a field."""
+    taken = set().union(*(api._taken(s) for s in api.SCENARIOS if s.mode != "serving"))
+    assert {f.name for f in RUN_FIELDS} - {"mode", "price"} == taken - {"input_shapes"}
+
+
+def test_every_option_says_what_it_does():
+    assert all(f.metadata["help"] for f in RUN_FIELDS if f.name != "mode")

@@ -427,7 +427,7 @@ def test_what_serving_does_not_model_of_attention_is_said():
     """Serving's attention polynomial is read off prefill graphs at small probe shapes: a
     sliding window and latent attention's absorbed decode are not in it, and the result
     says so (run applies both)."""
-    from xpusim.serving.serve import unmodelled_attention
+    from xpusim.serving.run import unmodelled_attention
 
     r = xpusim.serve("gemma-2-9b", "h100-sxm", concurrency=2, requests=20, prompt=256, gen=16)
     assert any("4096-token sliding window of 21 of 42 layers" in n for n in r.notes)

@@ -116,3 +116,9 @@ def run_options(f: Callable) -> Callable:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def run_options_command() -> click.Command:
+    """`run`'s options alone, as a command: what the web page's schema is made from
+    (web/schemas.py), without importing cli.py, whose `web` command imports the page."""
+    return click.command("run")(run_options(lambda **options: None))

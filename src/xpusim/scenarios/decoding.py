@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.hardware.system import System
 
 MAX_WIDTH = 64
 """The most beams or samples per prompt xpusim takes: a bound against typos (MLPerf's GPT-J
@@ -184,23 +183,3 @@ class DraftCost:
     step_j: float
     weight_bytes: float  # on each chip
     kv_bytes: float  # on each chip
-
-
-def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
-               draft_tokens: int, shared_table_bytes: float = 0.0) -> DraftCost:  # fmt: skip
-    """The draft on `tp` chips of the target's system, decoding the request's whole length
-    (its mean step over the same contexts as the target's). `shared_table_bytes`: the
-    embedding table a draft shares with its target (an MTP module's), held once, by the
-    target, and so left out of the draft's weights on each chip."""
-    from xpusim.scenarios.llm.inference import simulate
-
-    try:
-        got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,
-                       pp=1, dp=1, **options)  # fmt: skip
-    except UserError as error:
-        raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
-    power_w = got.energy_j / got.latency_s
-    step_s = draft_tokens * got.tpot_s
-    memory = got.per_chip_memory_bytes
-    return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
-                     memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip

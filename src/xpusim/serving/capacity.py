@@ -24,9 +24,10 @@ from typing import Any
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
+from xpusim.serving.load import draw
 from xpusim.serving.metrics import Frames, ServingResult
 from xpusim.serving.options import Engine, Load, Search
-from xpusim.serving.serve import Prepared, prepare, run
+from xpusim.serving.run import Prepared, prepare, run
 from xpusim.workloads.transformer_config import TransformerConfig
 
 RATE_TOLERANCE = 0.02  # of the answer
@@ -45,7 +46,7 @@ def answer(
     if search.find == "max-rate" and load.trace is not None:
         raise UserError("--find max-rate searches the arrival rate, which a --trace fixes: "
                         "give the file as --lengths to draw the requests' lengths from it")
-    requests = load.draw()
+    requests = draw(load)
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     trials: list[dict[str, Any]] = []
 
@@ -64,7 +65,7 @@ def answer(
         sample = max(load.requests, TRIAL_SLOTS * engine.max_batch * prepared.replicas)
         if sample > len(requests):
             load = replace(load, requests=sample)
-            prepared = prepare(cfg, target, load, load.draw(), engine, plan_options)
+            prepared = prepare(cfg, target, load, draw(load), engine, plan_options)
         found = _max_rate(prepared, load, warmup, search, trial)
     elif search.find == "min-chips":
         if load.rate is None and load.trace is None:
@@ -117,14 +118,14 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     slots = prepared.engine.max_batch * prepared.replicas
     # every slot full for long enough to leave the ramp behind: four rounds of requests
     closed = replace(load, concurrency=slots, rate=None, trace=None)
-    saturated, _ = run(prepared, closed, closed.draw(), warmup, search.slo)
+    saturated, _ = run(prepared, closed, draw(closed), warmup, search.slo)
     if not saturated.fits:
         return saturated, None, 0.0, "does not fit: no rate is served"
     top = saturated.requests_per_s
 
     def at(rate: float) -> tuple[bool, ServingResult, Frames | None]:
         open_ = replace(load, rate=rate, concurrency=None, trace=None)
-        result, frames = run(prepared, open_, open_.draw(), warmup, search.slo)
+        result, frames = run(prepared, open_, draw(open_), warmup, search.slo)
         return trial("rate", rate, result), result, frames
 
     # bracket the answer: from the saturation rate up while the SLOs hold (a closed loop's
@@ -192,7 +193,7 @@ def _split_ready(cfg, target, load, requests, engine, plan_options, prepared: Pr
 
 
 def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
-    requests = load.draw()
+    requests = draw(load)
     chips = prepared.plan.chips
     results: dict[int, tuple[bool, ServingResult, Frames | None]] = {}
 
@@ -233,7 +234,7 @@ def _pd_split(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     if total < 2:
         raise UserError(f"--find pd-split needs at least 2 replicas; the plan has {total} "
                         f"(give more --chips, or a smaller --tp)")  # fmt: skip
-    requests = load.draw()
+    requests = draw(load)
     tried = []
     for p in range(1, total):
         engine = replace(prepared.engine, prefill_replicas=p, decode_replicas=total - p)

@@ -9,12 +9,9 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xpusim.errors import UserError, check_positive
-
-if TYPE_CHECKING:
-    from xpusim.serving.load import Requests
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split")
@@ -93,11 +90,6 @@ class Load:
     @property
     def closed(self) -> bool:
         return self.concurrency is not None
-
-    def draw(self) -> Requests:
-        from xpusim.serving.load import draw
-
-        return draw(self)
 
 
 @dataclass(frozen=True)

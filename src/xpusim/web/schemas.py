@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 import click
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from xpusim.cli import run as run_command
 from xpusim.cli_lists import RANKS, Finite, PriceType
+from xpusim.cli_output import run_options_command
 from xpusim.cli_serve import serve as serve_command
 from xpusim.cost.dollars import BASES, MAX_PRICE, MIN_PRICE
 from xpusim.errors import UserError, closest
@@ -137,6 +137,7 @@ def options_model(name: str, command: click.Command, skip: tuple[str, ...],
 
 _NOT_OPTIONS = ("model", "chip_id", "chip_ids", "as_json", "show_ops", "input_shapes", "sets",
                 "chips")  # fmt: skip
+run_command = run_options_command()
 RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
 SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)
 ServeOptions = options_model("ServeOptions", serve_command, (*_NOT_OPTIONS, "out"))

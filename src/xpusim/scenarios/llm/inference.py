@@ -36,7 +36,6 @@ from xpusim.result import Nested, Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
     DraftCost,
-    draft_cost,
     mtp_draft,
     resolve_decoding,
 )
@@ -654,3 +653,21 @@ def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:
         f"KV cache {fp.kv_cache / gb:.2f}, activations {fp.activations / gb:.2f}) but {where} "
         f"{chip.capacity_bytes / gb:.2f} GB"
     )
+
+
+def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
+               draft_tokens: int, shared_table_bytes: float = 0.0) -> DraftCost:  # fmt: skip
+    """The draft on `tp` chips of the target's system, decoding the request's whole length
+    (its mean step over the same contexts as the target's). `shared_table_bytes`: the
+    embedding table a draft shares with its target (an MTP module's), held once, by the
+    target, and so left out of the draft's weights on each chip."""
+    try:
+        got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,
+                       pp=1, dp=1, **options)  # fmt: skip
+    except UserError as error:
+        raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
+    power_w = got.energy_j / got.latency_s
+    step_s = draft_tokens * got.tpot_s
+    memory = got.per_chip_memory_bytes
+    return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
+                     memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip

@@ -1,0 +1,287 @@
+"""One serving run: a replica set prepared for a load (the plan, its KV cache, its step
+costs) and the event loop over the requests (serving/simulator.py). serve.py runs one;
+capacity.py runs many in its searches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from xpusim.compiler.partition import Plan
+from xpusim.cost.collectives import Collective, collective_line
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import System
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.inference import chosen_plan, system_for
+from xpusim.scenarios.llm.request import Request
+from xpusim.serving.engines import engine as engine_profile
+from xpusim.serving.kv_cache import KVCache
+from xpusim.serving.load import Requests
+from xpusim.serving.metrics import Frames, KVUse, ServingResult, summarize
+from xpusim.serving.options import Engine, Load
+from xpusim.serving.replica import Replica
+from xpusim.serving.schedulers import scheduler as scheduler_named
+from xpusim.serving.simulator import simulate
+from xpusim.serving.step_cost import StepCost, step_cost
+from xpusim.workloads.transformer_config import TransformerConfig
+
+MAX_TABLE_TOKENS = 1 << 17
+"""Most new tokens one iteration may hold (the step cost tabulates every count up to it):
+a static batch of 64 prompts of 2,048 tokens."""
+
+
+@dataclass
+class Prepared:
+    """What every simulation of one model, system, plan and engine shares."""
+
+    cfg: TransformerConfig
+    system: System
+    plan: Plan  # one replica's
+    replicas: int
+    formats: Request
+    cost: StepCost
+    kv: KVUse
+    engine: Engine
+    fits: bool
+    reason: str
+    notes: list[str]
+    decode: Prepared | None = None  # disaggregation: the decode replicas', when their plan differs
+
+    @property
+    def chips(self) -> int:
+        """Chips of all replicas: prefill and decode ones each with their own plan."""
+        e = self.engine
+        if self.decode is None or not e.disaggregated:
+            return self.replicas * self.plan.chips
+        return (e.prefill_replicas * self.plan.chips  # type: ignore[operator]
+                + e.decode_replicas * self.decode.plan.chips)  # type: ignore[operator]
+
+
+def prepare(
+    cfg: TransformerConfig, target: Chip | System, load: Load, requests: Requests,
+    engine: Engine, plan_options: dict[str, Any],
+) -> Prepared:  # fmt: skip
+    """Chooses the plan, sizes the KV cache and tabulates the step cost."""
+    expected = min(load.concurrency or engine.max_batch, engine.max_batch)
+    prompt, gen = round(float(requests.prompt.mean())), round(float(requests.gen.mean()))
+    options = {**plan_options, "batch": expected, "prompt": prompt, "gen": gen}
+    split = 1
+    if engine.disaggregated and not any(plan_options.get(k) for k in ("tp", "pp", "dp", "ep")):
+        # each of the P + D replicas gets an equal share of the chips to plan over
+        split = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
+        total = system_for(target, plan_options.get("chips")).chips
+        options["chips"] = max(total // split, 1)
+    setup, cand = chosen_plan(cfg, target, options)
+    system, plan, req = cand.system, cand.plan, setup.req
+    if split > 1:
+        system = system_for(target, plan_options.get("chips"))
+    notes = list(setup.notes) + unmodelled_attention(cfg)
+    replicas = plan.dp
+    one = replace(plan, dp=1)
+    decode = None
+    if engine.disaggregated:
+        replicas = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
+        decode_chips = one.chips
+        if engine.decode_tp is not None and engine.decode_tp != one.tp:
+            alone = replace(engine, prefill_replicas=None, decode_replicas=None, decode_tp=None)
+            try:
+                decode = prepare(cfg, target, load, requests, alone,
+                                 {**plan_options, "tp": engine.decode_tp, "pp": None, "dp": None,
+                                  "ep": None, "chips": engine.decode_tp})  # fmt: skip
+            except UserError as e:  # name the option the plan came from, not --tp
+                raise UserError(f"--decode-tp {engine.decode_tp}: {e}") from None
+            decode_chips = decode.plan.chips
+        need = (engine.prefill_replicas * one.chips  # type: ignore[operator]
+                + engine.decode_replicas * decode_chips)  # type: ignore[operator]
+        if need > system.chips:
+            raise UserError(f"{engine.prefill_replicas} prefill replicas of {one.chips} chips "
+                            f"and {engine.decode_replicas} decode replicas of {decode_chips} "
+                            f"need {need} chips; the system has {system.chips}")  # fmt: skip
+    longest = int((requests.prompt + requests.gen).max())
+    longest_prompt = int(requests.prompt.max())
+    budgets = [engine.token_budget] if engine.token_budget else AUTO_BUDGETS
+    for budget in budgets:
+        if engine.scheduler == "continuous" and budget < longest_prompt:
+            # whole prompts only: the budget holds the longest, as vLLM's V0 requires
+            budget = longest_prompt
+        trial = replace(engine, token_budget=budget)
+        max_tokens = _table_tokens(trial, requests)
+        activations, blocks, per_token = _kv_room(cfg, system, cand.memory, req, one, trial,
+                                                  max_tokens)  # fmt: skip
+        if blocks >= -(-longest // engine.kv_block):
+            break
+    if budget != (engine.token_budget or AUTO_BUDGETS[0]):
+        why = ("the longest prompt: continuous batching prefills whole prompts"
+               if budget == longest_prompt and engine.scheduler == "continuous"
+               else "the largest whose activations leave room for the KV cache")
+        notes.append(f"token budget {budget}: {why}")
+    engine = trial
+    if engine.kv_blocks is not None:
+        if engine.kv_blocks > blocks:
+            notes.append(f"--kv-blocks {engine.kv_blocks} is more than the {blocks} blocks "
+                         f"memory leaves; simulated as given")  # fmt: skip
+        blocks = engine.kv_blocks
+    kv = KVUse(blocks, engine.kv_block, blocks * engine.kv_block, per_token, 0.0, 0.0)
+    fits, reason = True, ""
+    if blocks < -(-longest // engine.kv_block):
+        fits, gb = False, 1e9
+        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:.2g} GB on the fullest "
+                  f"chip) and activations ({activations / gb:.2g} GB) leave room for "
+                  f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
+                  f"needs {longest}")  # fmt: skip
+        if engine.kv_blocks is not None:
+            reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
+                      f"replica; the longest request needs {longest}")  # fmt: skip
+    cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
+                     min(engine.max_batch, len(requests)) if fits else 1, longest)  # fmt: skip
+    if decode is not None and not decode.fits:
+        fits, reason = False, f"the decode replicas: {decode.reason}"
+    return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
+                    decode)
+
+
+AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)
+"""Token budgets tried, largest first, when none is given: vLLM's 8,192 where memory allows,
+less on chips whose activations at 8,192 tokens would crowd out the KV cache (Groq's SRAM)."""
+
+
+def _kv_room(
+    cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
+    engine: Engine, max_tokens: int,
+) -> tuple[float, int, float]:  # fmt: skip
+    """A replica's largest iteration's activations, the KV blocks its fullest chip has room
+    for beside them and the weights, and that chip's KV bytes per token."""
+    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
+                                     plan.ep).activation_bytes[0])  # fmt: skip
+    capacity = system.chip.capacity_bytes * engine.kv_utilization
+    per_token = [memory.kv_bytes_per_token_layer * n for n in memory.layers]
+    tokens = min(int((capacity - w - activations) // need) if need else 0
+                 for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip
+    return activations, max(tokens // engine.kv_block, 0), max(per_token)
+
+
+def _table_tokens(engine: Engine, requests: Requests) -> int:
+    """Most new tokens one iteration can hold under the scheduler: a static batch's prompts,
+    a continuous batch's whole prompts or the recompute of a preempted sequence (its prompt
+    and output so far), or chunked prefill's budget."""
+    longest_prompt = int(requests.prompt.max())
+    if engine.scheduler == "static":
+        tokens = min(engine.max_batch, len(requests)) * longest_prompt
+    elif engine.scheduler == "continuous":
+        tokens = max(engine.token_budget, int((requests.prompt + requests.gen).max()))
+    else:
+        tokens = engine.token_budget
+    if tokens > MAX_TABLE_TOKENS:
+        raise UserError(f"an iteration could hold {tokens} new tokens; at most "
+                        f"{MAX_TABLE_TOKENS} can be simulated (shorter prompts, a lower "
+                        f"--max-batch or --token-budget, or --scheduler chunked)")  # fmt: skip
+    return tokens
+
+
+def run(
+    prepared: Prepared, load: Load, requests: Requests, warmup: int,
+    slo: tuple[float | None, float | None], replicas: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ServingResult, Frames | None]:  # fmt: skip
+    """One simulation (with `replicas` instead of the prepared count, for --find min-chips)."""
+    p, e = prepared, prepared.engine
+    count = replicas or p.replicas
+    chips = count * p.plan.chips if replicas else p.chips
+    result = ServingResult(
+        model=p.cfg.name, chip=p.system.chip.id, chips=chips, system=p.system.id,
+        plan=p.plan.to_dict(), replicas=count,
+        prefill_replicas=e.prefill_replicas or 0, decode_replicas=e.decode_replicas or 0,
+        scheduler=e.scheduler, engine=e.engine, load=_load_dict(load), requests=len(requests),
+        warmup=warmup, prompt_mean=float(requests.prompt.mean()),
+        gen_mean=float(requests.gen.mean()), precision=p.formats.act.value,
+        weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
+        slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
+        kv_cache=replace(p.kv), notes=list(p.notes),
+        decode_plan=p.decode.plan.to_dict() if p.decode is not None else None,
+    )  # fmt: skip
+    if not p.fits:
+        return result, None
+    roles = ["both"] * count
+    if e.disaggregated:
+        roles = ["prefill"] * e.prefill_replicas + ["decode"] * e.decode_replicas  # type: ignore[operator]
+    profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
+    reps = []
+    for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
+        own = p.decode if role == "decode" and p.decode is not None else p
+        kv, stages = KVCache(own.kv.blocks, e.kv_block, e.prefix), [0.0] * own.plan.pp
+        reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
+                         e.token_budget, e.chunk or e.token_budget, stages, warmup)
+                 for _ in range(own.plan.pp)]  # fmt: skip
+    concurrency = load.concurrency if load.closed else None
+    run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
+    static_w = p.system.chip.energy.static_power_w.value
+    frames = summarize(run_, result, chips, static_w)
+    if (note := _batch_bound(frames.timeline, e.max_batch, result.kv_cache)) is not None:
+        result.notes.append(note)
+    return result, frames
+
+
+BATCH_BOUND_SHARE = 0.25
+"""Share of a run's time at the largest batch with requests waiting past which a result
+says the batch limit, not the accelerator, held the load back."""
+KV_FULL = 0.95
+"""KV-cache use from which memory, not the batch limit, is what a full batch waits on."""
+
+
+def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | None) -> str | None:
+    """Says when --max-batch, a setting, held requests back while memory had room: the
+    engine's limit is easy to leave at a default (serve's and vLLM's 256) where the engines
+    being compared ran 806-1,024 (MLPerf v4.1's TensorRT-LLM configs, docs/validation.md),
+    and the queue it builds reads like a slow chip."""
+    span = timeline["end_s"] - timeline["start_s"]
+    full = (timeline["decodes"] + timeline["prefills"] >= max_batch) & (timeline["waiting"] > 0)
+    share = float(span[full].sum() / span.sum()) if span.sum() > 0 else 0.0
+    if share < BATCH_BOUND_SHARE or kv is None or kv.peak_used >= KV_FULL:
+        return None
+    return (f"--max-batch {max_batch} bound {share:.0%} of the time: iterations ran "
+            f"{max_batch} sequences with requests waiting while the KV cache peaked at "
+            f"{kv.peak_used:.0%} used; a larger --max-batch would admit them")
+
+
+def _transfer(p: Prepared) -> Callable[[int], float]:
+    """Moving a sequence's KV cache from a prefill replica to a decode replica: each of the
+    tp x ep ranks sends its shard at once, over the link that spans both replicas."""
+    chips = p.plan.chips
+    line = collective_line(p.system, Collective.SEND_RECV, 2, min(2 * chips, p.system.chips))
+    per_token = (p.cfg.kv_cache_bytes_per_token(p.formats.kv_format.itemsize)
+                 / (p.plan.tp * p.plan.ep))  # fmt: skip
+
+    def transfer_s(tokens: int) -> float:
+        return line.fixed_s + line.s_per_byte * per_token * tokens
+
+    return transfer_s
+
+
+def _load_dict(load: Load) -> dict[str, Any]:
+    if load.concurrency is not None:
+        return {"kind": "concurrency", "value": load.concurrency}
+    if load.rate is not None:
+        return {"kind": "rate", "value": load.rate, "burstiness": load.burstiness}
+    return {"kind": "trace", "value": str(load.trace)}
+
+
+def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
+    """What serving's cost table (step_cost.py) does not model of this model's attention,
+    said in the result rather than left silent: its attention polynomial is read off the
+    prefill graph at small probe shapes, so a sliding window (wider than every probe) and
+    latent attention's absorbed decode kernel (a decode-only form) are not in it."""
+    found = []
+    if cfg.sliding_layers:
+        found.append(f"the {cfg.sliding_window}-token sliding window of "
+                     f"{len(cfg.sliding_layers)} of {cfg.num_layers} layers is not applied by "
+                     "serving (run applies it): those layers' attention past the window is "
+                     "overcounted")
+    if cfg.is_mla:
+        found.append("serving costs latent attention's decode in its prefill form "
+                     f"(decompressed keys and values, {cfg.head_dim} + {cfg.v_head_dim} wide "
+                     "per head) where run costs the absorbed decode kernel")
+    return found

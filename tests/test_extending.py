@@ -1,0 +1,32 @@
+"""What docs/architecture.md says to touch when adding a chip, a scheduler or a scenario:
+each test fails while such an addition is made half-way (op kinds: ir/op.py's own test)."""
+
+from __future__ import annotations
+
+import pytest
+
+import xpusim
+from xpusim import api
+from xpusim.hardware.catalog import chip_ids
+from xpusim.serving import options, schedulers
+
+
+def test_every_registered_scheduler_is_an_option_and_back():
+    assert set(schedulers.SCHEDULERS) == set(options.SCHEDULERS)
+    help_text = options.Engine.__dataclass_fields__["scheduler"].metadata["help"]
+    assert all(name in help_text for name in options.SCHEDULERS)
+
+
+@pytest.mark.parametrize("chip_id", chip_ids())
+def test_every_catalog_chip_runs_a_model(chip_id):
+    """A chip file that loads but lacks what costing reads (a precision's peak, a memory
+    level's energy) fails here, not in a user's run."""
+    result = xpusim.simulate("llama-3.2-1b", chip_id, prompt=16, gen=2)
+    assert result.ttft_s > 0 and result.tpot_s > 0 and result.energy_j > 0
+
+
+@pytest.mark.parametrize("scenario", api.SCENARIOS, ids=lambda s: f"{s.module}-{s.mode}")
+def test_every_scenario_imports_and_exposes_options(scenario):
+    assert api._taken(scenario)
+    if scenario.batched:
+        assert callable(scenario.load(batched=True))

@@ -19,7 +19,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
-from xpusim.memo import in_scope
+from xpusim.memo import in_scope, scope
 from xpusim.result import Results, Table
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -136,7 +136,6 @@ def graph(
                     f"{type(workload).__name__}")
 
 
-@in_scope
 def simulate(
     model: Any, chip: Chip | System | str | Path, mode: str = "inference", **options: Any
 ) -> Any:
@@ -156,7 +155,8 @@ def simulate(
     price = parse_price(options.pop("price", None), _chip_id(spec))
     scenario = _scenario(workload, mode)
     _check_options(scenario, options)
-    return priced(scenario.load()(workload, spec, **options), price)
+    with scope():  # a block, not a decorator: one frame fewer between the CLI and the costs
+        return priced(scenario.load()(workload, spec, **options), price)
 
 
 def simulate_many(

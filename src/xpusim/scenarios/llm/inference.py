@@ -31,7 +31,7 @@ from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
-from xpusim.memo import distinct, in_scope, remembered
+from xpusim.memo import distinct, in_scope, remembered, scope
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
@@ -129,7 +129,6 @@ class LLMInferenceResult(Result):
     ops: list[OpReport] = field(default_factory=list)
 
 
-@in_scope
 def simulate(
     model: TransformerConfig,
     chip: Chip | System,
@@ -176,11 +175,12 @@ def simulate(
                    microbatches=microbatches, objective=objective, overlap=overlap,
                    beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
                    acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
-    results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
-    result = results[0]
-    if isinstance(result, UserError):
-        raise result
-    _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
+    with scope():
+        results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
+        result = results[0]
+        if isinstance(result, UserError):
+            raise result
+        _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
     return result
 
 

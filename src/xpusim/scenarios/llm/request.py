@@ -11,7 +11,7 @@ to another, and a test holds it against evaluating every step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +22,7 @@ DECODE_NODES = 32
 """Intervals the decode steps are cut into; gen <= 34 evaluates every step."""
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Request:
     """What is asked of the system: shapes and formats of one batch of sequences."""
 
@@ -40,41 +40,18 @@ class Request:
     returned: int = 1  # sequences output per prompt: 1 for beam search
     step_tokens: int = 1
     advance: float = 1.0
-    # worked out once: a sweep looks each request up by hash for every plan of every point
-    _hash: int = field(init=False, repr=False, compare=False, default=0)
-    steps_after_first: int = field(init=False, repr=False, compare=False, default=0)
-    """Decode steps after the prefill's first token: one per token, or per expected
-    advance of a speculative step."""
-    formats: tuple[DType, Format, DType | None, DType | None] = field(
-        init=False, repr=False, compare=False, default=())
-    """act, weight, attention and kv: what a graph's structure depends on besides tp and
-    ep; requests that share them share one graph over their shapes (ShapeGraphs)."""
 
-    def __init__(self, batch: int, prompt: int, gen: int, act: DType, weight: Format,
-                 attention: DType | None = None, kv: DType | None = None, width: int = 1,
-                 returned: int = 1, step_tokens: int = 1,
-                 advance: float = 1.0) -> None:  # fmt: skip
-        """Written out: a frozen dataclass's own __init__ sets each field through
-        object.__setattr__, 1.8 us a request, and a sweep makes one a point; here the fields
-        go into the instance's dict in one call (0.8 us, 2026-12-04)."""
-        given = (batch, prompt, gen, act, weight, attention, kv, width, returned, step_tokens,
-                 advance)  # fmt: skip
-        self.__dict__.update(batch=batch, prompt=prompt, gen=gen, act=act, weight=weight,
-                             attention=attention, kv=kv, width=width, returned=returned,
-                             step_tokens=step_tokens, advance=advance, _hash=hash(given),
-                             steps_after_first=math.ceil((gen - 1) / advance),
-                             formats=(act, weight, attention, kv))  # fmt: skip
+    @property
+    def formats(self) -> tuple[DType, Format, DType | None, DType | None]:
+        """act, weight, attention and kv: what a graph's structure depends on besides tp
+        and ep; requests that share them share one graph over their shapes (ShapeGraphs)."""
+        return (self.act, self.weight, self.attention, self.kv)
 
-    def _given(self) -> tuple:
-        return (self.batch, self.prompt, self.gen, self.act, self.weight, self.attention,
-                self.kv, self.width, self.returned, self.step_tokens, self.advance)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:
-        """Pickled as its fields: another process hashes them anew (str hashes differ)."""
-        return Request, self._given()
+    @property
+    def steps_after_first(self) -> int:
+        """Decode steps after the prefill's first token: one per token, or per expected
+        advance of a speculative step."""
+        return math.ceil((self.gen - 1) / self.advance)
 
     @property
     def kv_format(self) -> DType:

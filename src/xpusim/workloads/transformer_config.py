@@ -14,9 +14,10 @@ checkpoints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,10 @@ class TransformerConfig:
     ssm_chunk: int = 256
     ssm_bias: bool = False
     ssm_conv_bias: bool = True
+    # How a quantized repo stores it (workloads/checkpoint.py), read beside its config:
+    # the run's default formats, not part of the architecture (not compared or hashed, so
+    # a repo and its quantized copy share their costed graphs)
+    checkpoint: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_moe(self) -> bool:

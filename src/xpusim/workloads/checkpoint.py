@@ -39,7 +39,7 @@ class Checkpoint:
     @property
     def keeps_attention(self) -> bool:
         """Whether attention's projections are left unquantized (experts-only checkpoints)."""
-        return any("attn" in m or "attention" in m for m in self.excluded)
+        return any(_attention(m) for m in self.excluded)
 
     @property
     def keeps_head(self) -> bool:
@@ -61,6 +61,12 @@ class Checkpoint:
         return {"method": self.method, "weights": self.weights, "compute": self.compute,
                 "kv": self.kv, "excluded": len(self.excluded),
                 "describe": self.describe()}  # fmt: skip
+
+
+def _attention(module: str) -> bool:
+    """Whether a module name or pattern is attention's (`model.layers.3.self_attn*`,
+    `...self_attn.o_proj`), not a norm named after it (`post_attention_layernorm`)."""
+    return ("attn" in module or "attention" in module) and "norm" not in module.split(".")[-1]
 
 
 def read_checkpoint(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None:
@@ -87,7 +93,9 @@ def _read(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None
         return None
     if not isinstance(q, dict):
         raise UserError(f"{origin}: field 'quantization_config' must be an object")
-    method = str(q.get("quant_method", "")).lower()
+    producer = q.get("producer")  # a modelopt export names itself there, not in quant_method
+    named = producer.get("name") if isinstance(producer, dict) else ""
+    method = str(q.get("quant_method", named)).lower()
     reader = _READERS.get(method)
     if reader is None:
         raise UserError(f"{origin}: quantization_config quant_method {method!r} is not read "
@@ -203,29 +211,33 @@ def _compressed_tensors(q: dict, origin: str) -> Checkpoint:
     return Checkpoint("compressed-tensors", weights, compute, kv, _names(q.get("ignore")))
 
 
-_QUARK = {("fp4", 32): "mxfp4", ("fp8_e4m3", 0): "fp8", ("int4", 128): "int4",
-          ("int8", 0): "int8"}  # fmt: skip
-"""AMD Quark's (dtype, group size) -> format: fp4 in groups of 32 with E8M0 scales is
-MXFP4 (amd/DeepSeek-R1-0528-MXFP4)."""
+_QUARK = {"fp4": "mxfp4", "fp4_e2m1": "mxfp4", "fp8_e4m3": "fp8", "int8": "int8"}
+"""AMD Quark's dtype -> format: fp4 in groups of 32 with E8M0 scales is MXFP4 (the OCP
+microscaling format Quark exports for MI355X); fp8_e4m3 per tensor or channel is fp8."""
 
 
 def _quark(q: dict, origin: str) -> Checkpoint:
+    """AMD Quark: `global_quant_config`'s weight (a list when quantized in stages: the
+    last is what is stored) and input tensors; `exclude` lists the modules left alone."""
     glob = q.get("global_quant_config")
     if not isinstance(glob, dict):
         raise UserError(f"{origin}: quark quantization_config without 'global_quant_config'")
 
     def fmt(spec: Any) -> str | None:
-        if not isinstance(spec, dict):
+        spec = spec[-1] if isinstance(spec, list) and spec else spec
+        if not isinstance(spec, dict) or "dtype" not in spec:
             return None
-        key = (str(spec.get("dtype")), spec.get("group_size") or 0)
-        if key not in _QUARK:
-            raise UserError(f"{origin}: quark dtype {key[0]!r} in groups of {key[1]} has no "
+        dtype, group = str(spec["dtype"]), spec.get("group_size")
+        if dtype == "int4":
+            return _int_group(4, group or 128, origin, "quark")
+        if dtype not in _QUARK or (_QUARK[dtype] == "mxfp4" and group not in (None, 32)):
+            raise UserError(f"{origin}: quark dtype {dtype!r} in groups of {group} has no "
                             "format here")  # fmt: skip
-        return _QUARK[key]
+        return _QUARK[dtype]
 
     weights = fmt(glob.get("weight"))
     if weights is None:
-        raise UserError(f"{origin}: quark global_quant_config without 'weight'")
+        raise UserError(f"{origin}: quark global_quant_config without a weight dtype")
     return Checkpoint("quark", weights, fmt(glob.get("input_tensors")), None,
                       _names(q.get("exclude")))  # fmt: skip
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.workloads.checkpoint import read_checkpoint
+from xpusim.workloads.checkpoint import Checkpoint, read_checkpoint
 from xpusim.workloads.transformer_config import config_from_hf
 
 ZOO_DIR = Path(__file__).parent / "zoo"
@@ -29,8 +29,13 @@ class ZooEntry:
     # The precision of the published figure where it is only a rounded name ("12B": 1e9),
     # so that a count can be checked against it: within half of it
     published_rounding: float | None = None
-    # the published active count of an MoE model, where it is stated beside the total
+    # the published active count of an MoE model, where it is stated beside the total: to
+    # within half of `published_active_rounding` where it is a round figure ("37B"), and
+    # leaving out what its source leaves out (`active_excludes`: "embedding", the input
+    # table; "embedding and head", the non-embedding convention)
     published_active: float | None = None
+    published_active_rounding: float | None = None
+    active_excludes: str = ""
 
 
 def model_ids() -> list[str]:
@@ -96,6 +101,8 @@ def zoo_entry(model_id: str) -> ZooEntry:
     meta, data = zoo_file(model_id)
     config = READERS[meta.get("kind", "transformer")](dict(data), model_id, str(path))
     checkpoint = read_checkpoint(data, meta.get("hf_quant_config"), str(path))
+    if "checkpoint" in meta:  # stated from a model card where the repo's file was not found
+        checkpoint = Checkpoint(**meta["checkpoint"])
     return ZooEntry(
         id=model_id,
         config=replace(config, checkpoint=checkpoint) if checkpoint else config,
@@ -105,6 +112,8 @@ def zoo_entry(model_id: str) -> ZooEntry:
         hf_repo=meta.get("hf_repo"),
         published_rounding=meta.get("published_rounding"),
         published_active=meta.get("published_active"),
+        published_active_rounding=meta.get("published_active_rounding"),
+        active_excludes=meta.get("active_excludes", ""),
     )
 
 

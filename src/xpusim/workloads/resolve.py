@@ -102,7 +102,8 @@ def resolve(
         raise UserError(f"unknown model {text!r}: " + "; ".join(tried))
     snapshot = _snapshot(repo, revision or "main")
     if snapshot is not None:
-        return Resolved(_from_folder(snapshot / "config.json", repo), "cache", str(snapshot))
+        cached = _repo_of(snapshot.parent.parent)  # as the cache spells it
+        return Resolved(_from_folder(snapshot / "config.json", cached), "cache", str(snapshot))
     tried.append(f"not in the Hugging Face cache {cache_dir()}")
     if offline():
         tried.append("hub not asked (offline: --offline or HF_HUB_OFFLINE)")
@@ -115,7 +116,7 @@ def resolve(
 
 
 def _zoo_repos() -> list[str]:
-    return [r for r in (zoo_entry(i).hf_repo for i in hub_names().values()) if r]
+    return [zoo_file(i)[0]["hf_repo"] for i in hub_names().values()]
 
 
 def _looks_like_path(text: str) -> bool:
@@ -203,12 +204,17 @@ def _listing(root: Path) -> Iterator[Path]:
         return
 
 
+def _repo_of(folder: Path) -> str:
+    """models--org--name -> org/name."""
+    return folder.name.removeprefix("models--").replace("--", "/", 1)
+
+
 def cached_models() -> list[tuple[str, Path]]:
     """(repo id, snapshot folder) of every cached repo whose main snapshot has a
     config.json: what `xpusim models` lists beside the zoo."""
     found = []
     for folder in sorted(_listing(cache_dir())):
-        repo = folder.name.removeprefix("models--").replace("--", "/", 1)
+        repo = _repo_of(folder)
         snapshot = _snapshot(repo, "main")
         if snapshot is not None:
             found.append((repo, snapshot))

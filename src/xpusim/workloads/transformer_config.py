@@ -412,8 +412,8 @@ the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types"}
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
-# window on every other layer (layer_types). Its MXFP4 experts are a weight format to give
-# (--weight-precision mxfp4), not read from the file's quantization_config.
+# window on every other layer (layer_types). Its MXFP4 experts are its checkpoint format, read
+# from quantization_config beside these keys (workloads/checkpoint.py).
 _GPT_OSS_KEYS = _LLAMA_KEYS | {"attention_bias": ("attention_bias", True),
                                "sliding_window": ("sliding_window", None),
                                "layer_types": ("layer_types", None)}

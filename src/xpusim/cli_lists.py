@@ -177,10 +177,9 @@ def _go_offline(ctx: click.Context, param: click.Parameter, value: bool) -> None
     """--offline: no model name is looked up on the Hugging Face hub for this command (as
     HF_HUB_OFFLINE=1 does), the zoo, paths and the local cache still are."""
     if value:
-        from xpusim.workloads.resolve import OFFLINE
+        from xpusim.offline import FLAG
 
-        token = OFFLINE.set(True)
-        ctx.call_on_close(lambda: OFFLINE.reset(token))
+        ctx.meta[FLAG] = True  # read by xpusim.offline while this command runs
 
 
 offline_option = click.option(

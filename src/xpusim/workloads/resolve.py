@@ -28,18 +28,15 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
 from xpusim.files import read_json
+from xpusim.offline import offline
 from xpusim.workloads.checkpoint import read_checkpoint
 from xpusim.workloads.zoo import config_from_data, hub_names, model_ids, zoo_entry, zoo_file
-
-OFFLINE: ContextVar[bool] = ContextVar("xpusim_offline", default=False)
-"""Set by the commands' --offline flag for the command's duration (cli_lists.offline_option)."""
 
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 """A hub repo id, `org/name`, with an optional `@revision`."""
@@ -52,13 +49,6 @@ class Resolved:
     workload: Any
     origin: str  # "zoo", "file", "cache" or "hub"
     where: str  # the zoo id, the path, the snapshot folder or the hub repo
-
-
-def offline() -> bool:
-    """Whether the hub may not be asked: --offline, or HF_HUB_OFFLINE set as
-    huggingface_hub reads it (any value but 0, false, no, off, empty)."""
-    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
-    return OFFLINE.get() or flag not in ("", "0", "false", "no", "off")
 
 
 def cache_dir() -> Path:

@@ -112,6 +112,8 @@ def test_the_hub_is_asked_only_online(hub_cache, monkeypatch, tmp_path):
     offline = CliRunner().invoke(cli, ["run", "acme/online", "--chip", "h100-sxm", "--offline"])
     assert "hub not asked" in str(offline.exception)
     assert resolve("acme/online").origin == "hub"  # the flag ended with its command
+    CliRunner().invoke(cli, ["run", "acme/online", "--offline", "--batch", "0"])  # refused
+    assert resolve("acme/online").origin == "hub"  # ... also when its command was refused
 
 
 def test_a_hub_failure_is_said_in_a_few_words(hub_cache, monkeypatch):

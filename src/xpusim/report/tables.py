@@ -87,7 +87,8 @@ def models_table(entries: Sequence[Listed]) -> Table:
         published = si(e.published_params) if e.published_params else "—"
         head = [e.id, e.origin, e.hf_repo or "—"]
         if c is None:  # bundled before this tree builds its architecture
-            table.add_row(*head, "—", "—", published, *["—"] * 5, f"not built: {e.error}")
+            why = e.error.split(": ", 1)[-1].split(" (supported")[0]  # less its file, its list
+            table.add_row(*head, "—", "—", published, *["—"] * 5, f"not built: {why}")
             continue
         if not isinstance(c, TransformerConfig):  # a recommendation model has none of these
             table.add_row(*head, si(c.param_count), "—", published, *["—"] * 6)

@@ -16,3 +16,12 @@ def any_chip(request):
 @pytest.fixture(scope="session")
 def llama7b():
     return load_model("llama-2-7b")
+
+
+@pytest.fixture(autouse=True)
+def _no_hub(monkeypatch, tmp_path_factory):
+    """Tests never ask the Hugging Face hub, nor read the machine's own cache: model names
+    resolve offline against an empty cache unless a test builds one
+    (workloads/resolve.py)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "empty-hf-cache"))

@@ -200,9 +200,9 @@ def test_one_chip_holds_the_configs_parameter_count():
     was once charged 1.6-1.9x its parameters and T5 without its encoder)."""
     from xpusim.compiler.partition import weights_per_chip_bytes
     from xpusim.workloads.transformer_config import TransformerConfig
-    from xpusim.workloads.zoo import load_model, model_ids
+    from xpusim.workloads.zoo import built_ids, load_model
 
-    configs = [c for c in map(load_model, model_ids()) if isinstance(c, TransformerConfig)]
+    configs = [c for c in map(load_model, built_ids()) if isinstance(c, TransformerConfig)]
     assert len(configs) > 60
     for cfg in configs:
         assert sum(weights_per_chip_bytes(cfg, Plan(), 1.0)) == cfg.param_count, cfg.name

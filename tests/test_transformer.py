@@ -16,7 +16,7 @@ from xpusim.workloads.transformer_config import (
     config_from_hf,
     expected_active_experts,
 )
-from xpusim.workloads.zoo import ZOO_DIR, load_config_file, load_model, model_ids, zoo_entry
+from xpusim.workloads.zoo import ZOO_DIR, load_model, model_ids, zoo_entry
 
 REQUIRED_ZOO = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-65b", "llama-3-8b",
                 "llama-3-70b", "mixtral-8x7b", "gpt-j-6b"}  # fmt: skip
@@ -153,10 +153,10 @@ def test_config_kv_heads_must_divide_heads():
 def test_config_from_a_path(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_hf()))
-    assert load_config_file(path).param_count == load_model("llama-2-7b").param_count
+    assert load_model(path).param_count == load_model("llama-2-7b").param_count
     path.write_text("{not json")
     with pytest.raises(UserError, match="malformed JSON"):
-        load_config_file(path)
+        load_model(path)
 
 
 def test_unknown_model_suggests_close_names():
@@ -260,7 +260,8 @@ def test_deepseek_reads_as_transformers_builds_it():
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
             "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}  # fmt: skip
-    with pytest.raises(UserError, match=r"is not supported .*llama, mamba, mamba2, mistral"):
+    listed = r"is not supported .*llama, mamba, mamba2, minimax_m2, mistral"
+    with pytest.raises(UserError, match=listed):
         config_from_hf(data, "m", "config.json")
 
 

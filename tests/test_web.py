@@ -177,13 +177,14 @@ def test_option_fields_follow_the_command_line():
     from xpusim.cli_serve import serve
 
     # less the options that name files (--speculative may be a config.json), as serve's
+    # and --offline: the server's process is offline or not (HF_HUB_OFFLINE)
     run_names = {p.name for p in run.params} - {"model", "chip_id", "as_json", "show_ops",
                                                 "input_shapes", "sets", "chips",
-                                                "speculative"}  # fmt: skip
+                                                "speculative", "offline"}  # fmt: skip
     assert set(RunOptions.model_fields) == run_names
     assert set(SweepAxes.model_fields) == run_names - {"mode"}
     assert set(ServeOptions.model_fields) == {p.name for p in serve.params} - {
-        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths"}
+        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths", "offline"}
 
 
 def test_the_command_serves_on_a_free_port_and_says_where():

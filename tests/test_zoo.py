@@ -5,34 +5,92 @@ from __future__ import annotations
 
 import pytest
 
+from xpusim.errors import UserError
 from xpusim.workloads.transformer_config import NESTED, config_from_hf
-from xpusim.workloads.zoo import ZOO_DIR, hub_names, load_model, model_ids, zoo_entry
+from xpusim.workloads.zoo import (
+    ZOO_DIR,
+    built_ids,
+    hub_names,
+    load_model,
+    model_ids,
+    zoo_entry,
+    zoo_file,
+)
 
 HUB_ENTRIES = sorted(hub_names().values())
 
+NOT_YET = {"qwen3_5_moe": "linear-attention hybrid (Gated DeltaNet)",
+           "qwen3_5": "linear-attention hybrid (Gated DeltaNet)",
+           "qwen3_next": "linear-attention hybrid (Gated DeltaNet)",
+           "deepseek_v32": "DeepSeek sparse attention (indexer, top-k)",
+           "glm_moe_dsa": "DeepSeek sparse attention (indexer, top-k)",
+           "deepseek_v4": "DeepSeek-V4's attention", "llama4": "chunked local attention"}
+"""Architectures whose configs are bundled before this tree builds them (issue 43's other
+half adds them): their files must be refused by model_type, one line naming it, and are
+skipped here until they build. Any other file that does not build fails."""
 
-def test_at_least_forty_served_models_are_built_in():
-    assert len(HUB_ENTRIES) >= 40
+
+def _entry(model_id: str):
+    """The zoo entry, or a skip for a bundled architecture not built yet."""
+    data = zoo_file(model_id)[1]
+    model_type = data.get("model_type")
+    try:
+        return zoo_entry(model_id)
+    except UserError as error:
+        if model_type not in NOT_YET or f"model_type {model_type!r} is not supported" not in str(
+            error
+        ):
+            raise
+        pytest.skip(f"architecture {model_type} not yet supported: {NOT_YET[model_type]}")
+
+
+def test_at_least_sixty_served_models_are_built_in():
+    assert len(HUB_ENTRIES) >= 60
+    assert len([i for i in HUB_ENTRIES if i in built_ids()]) >= 60
 
 
 @pytest.mark.parametrize("model_id", HUB_ENTRIES)
 def test_count_matches_the_published_figure(model_id):
     """Within 1%, or, where only a rounded name was published ("12B"), within its
-    rounding."""
-    entry = zoo_entry(model_id)
+    rounding; an MoE model's active count too where it is published, less what its source
+    leaves out (zoo.ZooEntry.active_excludes)."""
+    entry = _entry(model_id)
     count, published = entry.config.param_count, entry.published_params
+    if published is None:
+        pytest.skip(f"{model_id}: {entry.params_source}")
     if entry.published_rounding:
         assert abs(count - published) <= entry.published_rounding / 2
     else:
         assert count == pytest.approx(published, rel=0.01)
+    if entry.published_active:
+        cfg = entry.config
+        active = cfg.active_param_count - {"": 0, "embedding": cfg.embedding_params,
+            "embedding and head": cfg.embedding_params + cfg.lm_head_params}[
+            entry.active_excludes]  # fmt: skip
+        rounding = entry.published_active_rounding or 0
+        assert (active == pytest.approx(entry.published_active, rel=0.01)
+                or abs(active - entry.published_active) <= rounding / 2)  # fmt: skip
 
 
 @pytest.mark.parametrize("model_id", HUB_ENTRIES)
 def test_named_by_its_hub_repo_in_any_case(model_id):
-    entry = zoo_entry(model_id)
+    entry = _entry(model_id)
     assert load_model(entry.hf_repo) is entry.config
     assert load_model(entry.hf_repo.upper()) is entry.config
 
+
+@pytest.mark.parametrize("model_id", sorted(set(model_ids()) - set(built_ids())))
+def test_a_bundled_architecture_not_built_yet_is_refused_in_one_line(model_id):
+    """`xpusim run Qwen/Qwen3.5-397B-A17B` before its architecture lands: one line naming
+    the model_type, never a traceback."""
+    model_type = zoo_file(model_id)[1]["model_type"]
+    assert model_type in NOT_YET
+    with pytest.raises(UserError, match=f"model_type {model_type!r} is not supported"):
+        load_model(zoo_file(model_id)[0]["hf_repo"])
+
+
+TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3"}
+"""model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model."""
 
 POSITION_TABLES = {"gpt2": ("n_positions", "n_embd", 0), "opt": (
     "max_position_embeddings", "hidden_size", 2), "bert": ("max_position_embeddings",
@@ -47,13 +105,16 @@ def test_count_equals_what_transformers_builds(model_id):
     parameters, less a learned position table; a multimodal file's language model alone."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
+    config = _entry(model_id).config
     data = _fields(model_id)
     model_type = data.pop("model_type")
     if model_type in NESTED:
         data, model_type = dict(data["text_config"]), NESTED[model_type]
         data.pop("model_type", None)
-    hf = transformers.AutoConfig.for_model(model_type, **data)
-    config = zoo_entry(model_id).config
+    data.pop("quantization_config", None)  # transformers would quantize on the meta device
+    data.pop("auto_map", None)  # remote code: the library's own class is built instead
+    hf = transformers.AutoConfig.for_model(TRANSFORMERS_TYPES.get(model_type, model_type),
+                                           **data)  # fmt: skip
     auto = (transformers.AutoModel if config.encoder else transformers.AutoModelForSeq2SeqLM
             if config.is_encoder_decoder else transformers.AutoModelForCausalLM)  # fmt: skip
     with torch.device("meta"):
@@ -73,8 +134,11 @@ def _fields(model_id: str) -> dict:
 
 
 def test_every_zoo_file_reads_and_names_its_sources():
-    for model_id in model_ids():
+    for model_id in built_ids():
         entry = zoo_entry(model_id)
         assert entry.source and entry.params_source
         if entry.hf_repo:
             assert config_from_hf(_fields(model_id), model_id, "zoo").param_count > 0
+    for model_id in model_ids():
+        meta = zoo_file(model_id)[0]
+        assert meta["source"] and meta["params_source"]

@@ -21,9 +21,10 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.memo import in_scope, scope
 from xpusim.result import Results, Table
+from xpusim.workloads.resolve import load_model
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
-from xpusim.workloads.zoo import load_model, model_ids
+from xpusim.workloads.zoo import model_ids
 
 if TYPE_CHECKING:
     from xpusim.workloads.imported import ImportedModel
@@ -93,9 +94,10 @@ def target(id_or_path: str | Path) -> Chip | System:
 
 
 def model(id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
-    """A model from the zoo by id (`xpusim.model("llama-2-7b")`), a HF `config.json` path, or
-    an exported model: a `.onnx` file (`input_shapes` fixes its symbolic input dimensions) or
-    a torch.export `.pt2` file."""
+    """A model by the name its users type (workloads/resolve.py): a zoo id or hub repo
+    (`xpusim.model("deepseek-ai/DeepSeek-R1-0528")`), a HF `config.json` or snapshot folder,
+    a repo in the Hugging Face cache or on the hub, or an exported model: a `.onnx` file
+    (`input_shapes` fixes its symbolic input dimensions) or a torch.export `.pt2` file."""
     return load_model(id_or_path, input_shapes)
 
 
@@ -155,8 +157,9 @@ def simulate(
     price = parse_price(options.pop("price", None), _chip_id(spec))
     scenario = _scenario(workload, mode)
     _check_options(scenario, options)
+    options, notes = checkpoint_defaults(workload, spec, mode, options)
     with scope():  # a block, not a decorator: one frame fewer between the CLI and the costs
-        return priced(scenario.load()(workload, spec, **options), price)
+        return noted(priced(scenario.load()(workload, spec, **options), price), notes)
 
 
 def simulate_many(
@@ -198,6 +201,7 @@ def simulate_table(
             if names not in checked:
                 _check_options(scenario, options)
                 checked.add(names)
+            options = checkpoint_defaults(workload, spec, mode, options)[0]
         except UserError as error:
             found[i] = error
             continue
@@ -223,6 +227,26 @@ def simulate_table(
             priced_table(table, its_prices)
         tables += part.tables
     return Results(tables, found)
+
+
+def checkpoint_defaults(
+    workload: Any, spec: Chip | System, mode: str, options: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The options with a quantized repo's formats filled in where none was given, and the
+    notes saying so (workloads/checkpoint.py): what every command runs a model with."""
+    if getattr(workload, "checkpoint", None) is None:
+        return options, []
+    from xpusim.workloads.checkpoint import checkpoint_options
+
+    chip = spec.chip if isinstance(spec, System) else spec
+    return checkpoint_options(workload, chip, _taken(_scenario(workload, mode)), options)
+
+
+def noted(result: Any, notes: list[str]) -> Any:
+    """The result with the checkpoint's notes first among its own."""
+    if notes:
+        result.notes[:0] = notes
+    return result
 
 
 def _spec(chip: Any) -> Chip | System:
@@ -312,7 +336,8 @@ def serve(
     workload = load_model(model) if isinstance(model, str | Path) else model
     spec = _spec(chip)
     price = parse_price(options.pop("price", None), _chip_id(spec))
-    return priced(serve_(workload, spec, options, progress)[0], price)
+    options, notes = checkpoint_defaults(workload, spec, "serving", options)
+    return noted(priced(serve_(workload, spec, options, progress)[0], price), notes)
 
 
 @in_scope  # its chips share the model's graphs

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import click
 
-from xpusim.cli_lists import PRECISIONS, count, parse_sets
+from xpusim.cli_lists import PRECISIONS, count, offline_option, parse_sets
 from xpusim.cli_output import emit_json as _emit_json
 from xpusim.cli_output import given as _given
 from xpusim.cli_output import input_shape_option as _input_shape_option
@@ -171,20 +171,16 @@ def systems(as_json: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def models(as_json: bool) -> None:
-    """List the model zoo."""
+    """List the models a name resolves to without the network: the zoo, and the repos in
+    the local Hugging Face cache, each with where it came from."""
     from xpusim.report.tables import models_table
-    from xpusim.workloads.zoo import model_ids, zoo_entry
+    from xpusim.workloads.resolve import listed_models
 
-    entries = [zoo_entry(i) for i in model_ids()]
+    found = listed_models()
     if as_json:
-        _emit_json({"models": [
-            {"id": e.id, "hf_repo": e.hf_repo, "params": e.config.param_count, "active_params":
-             e.config.active_param_count, "published_params": e.published_params,
-             "params_source": e.params_source, "source": e.source}
-            for e in entries
-        ]})  # fmt: skip
+        _emit_json({"models": [m.to_dict() for m in found]})
     else:
-        _print(models_table(entries))
+        _print(models_table(found))
 
 
 @cli.command()
@@ -198,10 +194,12 @@ def models(as_json: bool) -> None:
 @_workload_options
 @_input_shape_option
 @_set_option
+@offline_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
 def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
         input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
-    """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on one chip."""
+    """Simulate MODEL on one chip: a zoo id or Hugging Face repo (the zoo, the local cache,
+    then the hub), a config.json or snapshot folder, or an .onnx or torch.export .pt2 file."""
     from xpusim import api
     from xpusim.report.tables import ops_table
 
@@ -246,6 +244,7 @@ def _parse_provisioned(ctx: click.Context, param: click.Parameter,
 @_workload_options
 @_input_shape_option
 @_set_option
+@offline_option
 def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dict[str, float],
             mode: str, as_json: bool, input_shapes: dict, sets: list,
             **options: Any) -> None:  # fmt: skip
@@ -284,6 +283,7 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
 @_workload_options
 @_input_shape_option
 @_set_option
+@offline_option
 @click.option("--metric", default=None, help="A number of the run's result to rank by "
               "(default: tokens_per_s_per_user for LLMs, latency_s otherwise).")  # fmt: skip
 def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes: dict,
@@ -328,6 +328,7 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
 @click.option(
     "--unfused", is_flag=True, help="Imported models: one IR op per framework op, before fusion."
 )
+@offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def inspect(model: str, batch: int, prompt: int, precision: str | None, input_shapes: dict,
             unfused: bool, as_json: bool) -> None:  # fmt: skip

@@ -171,3 +171,19 @@ def parse_set_lists(
             raise click.BadParameter(f"{setting!r}: {e}") from None
         parsed.append((path, tuple(_number(v, setting) for v in items)))
     return tuple(parsed)
+
+
+def _go_offline(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """--offline: no model name is looked up on the Hugging Face hub for this command (as
+    HF_HUB_OFFLINE=1 does), the zoo, paths and the local cache still are."""
+    if value:
+        from xpusim.offline import FLAG
+
+        ctx.meta[FLAG] = True  # read by xpusim.offline while this command runs
+
+
+offline_option = click.option(
+    "--offline", is_flag=True, expose_value=False, callback=_go_offline,
+    help="Resolve MODEL from the zoo, a path or the Hugging Face cache only, never the hub "
+    "(as HF_HUB_OFFLINE=1).",
+)  # fmt: skip

@@ -16,6 +16,7 @@ from xpusim.cli_lists import (
     Finite,
     PriceType,
     count,
+    offline_option,
 )
 from xpusim.serving.options import PATH, Engine, Load, Search
 
@@ -73,6 +74,7 @@ def _declared(f: Callable) -> Callable:
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for per-request rows and the timeline (CSV; Parquet with the "
                    "extra) and plots.")  # fmt: skip
+@offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: Any) -> None:
     """Serve MODEL under load: --concurrency clients, a --rate of requests/s or a --trace;
@@ -95,10 +97,11 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
     workload, target = api.model(model), api.target(chip_id)
     given = _given(options)
     price = parse_price(given.pop("price", None), getattr(target, "chip", target).id)
+    given, notes = api.checkpoint_defaults(workload, target, "serving", given)
     with _progress("serving") as bar:
         tick = None if bar is None else (lambda done, total: bar(done, total or None))
         result, frames = run_serve(workload, target, given, tick)
-    priced(result, price)
+    api.noted(priced(result, price), notes)
     written: list[str] = []
     if out is not None and frames is not None:
         from xpusim.serving.plots import plot_timeline

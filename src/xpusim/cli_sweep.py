@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from xpusim.cli import run
-from xpusim.cli_lists import RANKS, count, listed, parse_set_lists
+from xpusim.cli_lists import RANKS, count, listed, offline_option, parse_set_lists
 from xpusim.cli_output import emit_json as _emit_json
 from xpusim.cli_output import input_shape_option as _input_shape_option
 from xpusim.cli_output import print_tables as _print
@@ -24,10 +24,10 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 @click.argument("model")
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
-@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
-@listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
-                             "attention_precision", "kv_precision", "chips", "tp", "pp",
-                             "dp", "ep", "prompt", "gen", "sla_ms", "price"))
+@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "offline"))
+@listed(serve_command, skip=("chip_id", "out", "as_json", "offline", "precision",
+                             "weight_precision", "attention_precision", "kv_precision",
+                             "chips", "tp", "pp", "dp", "ep", "prompt", "gen", "sla_ms", "price"))
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
@@ -58,6 +58,7 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 @click.option("--rank", type=click.Choice(RANKS), default="throughput",
               show_default=True, help="What the Pareto front trades against per-user speed "
               "(or latency): throughput per chip, or dollars per million tokens (--price).")
+@offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
 def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
           out: str, workers: int | None, use_ray: bool, ray_address: str | None,

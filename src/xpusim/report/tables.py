@@ -12,12 +12,12 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si
 from xpusim.workloads.transformer_config import TransformerConfig
-from xpusim.workloads.zoo import ZooEntry
 
 if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other scenario
     from xpusim.scenarios.llm.inference import LLMInferenceResult
     from xpusim.scenarios.recsys import RecsysResult
     from xpusim.validation.score import Validation
+    from xpusim.workloads.resolve import Listed
 
 _PRECISION_ORDER = [DType.NVFP4, DType.MXFP4, DType.INT8, DType.FP8, DType.BF16, DType.FP16,
                     DType.FP32]  # fmt: skip
@@ -76,21 +76,30 @@ def systems_table(systems: Sequence[System]) -> Table:
     return table
 
 
-def models_table(entries: Sequence[ZooEntry]) -> Table:
-    table = Table(title="xpusim model zoo")
-    for col in ["id", "hub repo", "params", "published", "layers", "hidden", "heads/kv",
-                "experts", "vocab"]:  # fmt: skip
-        table.add_column(col, justify="left" if col in ("id", "hub repo") else "right")
+def models_table(entries: Sequence[Listed]) -> Table:
+    table = Table(title="models by name, without the network (xpusim models --json: sources)")
+    for col in ["id", "from", "hub repo", "params", "active", "published", "layers", "hidden",
+                "heads/kv", "experts", "vocab", "checkpoint"]:  # fmt: skip
+        table.add_column(col, justify="left" if col in ("id", "from", "hub repo", "checkpoint")
+                         else "right")  # fmt: skip
     for e in entries:
         c = e.config
         published = si(e.published_params) if e.published_params else "—"
+        head = [e.id, e.origin, e.hf_repo or "—"]
+        if c is None:  # bundled before this tree builds its architecture
+            why = e.error.split(": ", 1)[-1].split(" (supported")[0]  # less its file, its list
+            table.add_row(*head, "—", "—", published, *["—"] * 5, f"not built: {why}")
+            continue
         if not isinstance(c, TransformerConfig):  # a recommendation model has none of these
-            table.add_row(e.id, e.hf_repo or "—", si(c.param_count), published, *["—"] * 5)
+            table.add_row(*head, si(c.param_count), "—", published, *["—"] * 6)
             continue
         experts = f"{c.experts_per_token}/{c.num_experts}" if c.is_moe else "—"
+        active = si(c.active_param_count) if c.is_moe else "—"
+        checkpoint = c.checkpoint.describe() if c.checkpoint else "—"
         table.add_row(
-            e.id, e.hf_repo or "—", si(c.param_count), published, str(c.num_layers),
+            *head, si(c.param_count), active, published, str(c.num_layers),
             str(c.hidden_size), f"{c.num_heads}/{c.num_kv_heads}", experts, str(c.vocab_size),
+            checkpoint,
         )  # fmt: skip
     return table
 

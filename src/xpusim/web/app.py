@@ -336,10 +336,10 @@ def _catalog() -> dict[str, Any]:
 
 @cache
 def _models() -> dict[str, Any]:
-    from xpusim.workloads.zoo import model_ids, zoo_entry
+    from xpusim.workloads.zoo import built_ids, zoo_entry
 
     found = []
-    for entry in map(zoo_entry, model_ids()):
+    for entry in map(zoo_entry, built_ids()):
         params = getattr(entry.config, "param_count", None)
         found.append({"id": entry.id, "hf_repo": entry.hf_repo, "params": params,
                       "kind": type(entry.config).__name__, "source": entry.source})  # fmt: skip

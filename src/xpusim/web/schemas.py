@@ -55,16 +55,17 @@ class ModelSource(Strict):
 
     def workload(self) -> Any:
         """The model this request names, read without the file system."""
-        from xpusim.workloads.zoo import config_from_data, hub_names, load_model, model_ids
+        from xpusim.workloads.resolve import resolve
+        from xpusim.workloads.zoo import config_from_data
 
         if (self.model is None) == (self.config is None):
             raise UserError("give either 'model' (a zoo id) or 'config' (a pasted config.json)")
         if self.config is not None:
             return config_from_data(self.config, "config")
-        if self.model not in model_ids() and self.model.lower() not in hub_names():
-            raise UserError(f"model: unknown model {self.model!r}"
-                            + closest(self.model, model_ids()))  # fmt: skip
-        return load_model(self.model)
+        try:  # the zoo, the Hugging Face cache and the hub, never a path on the server
+            return resolve(self.model, paths=False).workload
+        except UserError as error:
+            raise UserError(f"model: {error}") from None
 
 
 class Target(Strict):
@@ -136,7 +137,7 @@ def options_model(name: str, command: click.Command, skip: tuple[str, ...],
 
 
 _NOT_OPTIONS = ("model", "chip_id", "chip_ids", "as_json", "show_ops", "input_shapes", "sets",
-                "chips")  # fmt: skip
+                "chips", "offline")  # fmt: skip
 run_command = run_options_command()
 RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
 SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)

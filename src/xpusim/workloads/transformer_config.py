@@ -14,9 +14,10 @@ checkpoints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,7 @@ class TransformerConfig:
     shared_expert_gate: bool = True  # Qwen2-MoE scales it by a sigmoid gate; DeepSeek does not
     dense_layers: int = 0  # MoE: the first layers have dense MLPs (first_k_dense_replace)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head of q and of k
+    qk_norm_whole: bool = False  # MiniMax-M2: those norms over all heads of q (of k) at once
     sandwich_norms: bool = False  # Gemma-2/3: the attention's and MLP's outputs normed too
     attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax
     router_bias: bool = False  # gpt-oss: the router's linear layer has a bias
@@ -101,6 +103,10 @@ class TransformerConfig:
     ssm_chunk: int = 256
     ssm_bias: bool = False
     ssm_conv_bias: bool = True
+    # How a quantized repo stores it (workloads/checkpoint.py), read beside its config:
+    # the run's default formats, not part of the architecture (not compared or hashed, so
+    # a repo and its quantized copy share their costed graphs)
+    checkpoint: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_moe(self) -> bool:
@@ -202,6 +208,8 @@ class TransformerConfig:
     def norm_params_per_layer(self) -> int:
         per_norm = self.hidden_size * (2 if self.norm == "layernorm" else 1)
         qk = 2 * self.head_dim if self.qk_norm else 0  # one weight per head channel, shared
+        if self.qk_norm and self.qk_norm_whole:  # one weight per channel of every head
+            qk = (self.num_heads + self.num_kv_heads) * self.head_dim
         norms = self.parallel_norms if self.parallel_block else 4 if self.sandwich_norms else 2
         return per_norm * norms + qk
 
@@ -398,14 +406,14 @@ _GEMMA3_KEYS = _GEMMA2_KEYS | {
     "max_position_embeddings": ("max_position_embeddings", 131_072),
     "sliding_window": ("sliding_window", 4096),
 }
-NESTED = {"gemma3": "gemma3_text"}
+NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types"}
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
-# window on every other layer (layer_types). Its MXFP4 experts are a weight format to give
-# (--weight-precision mxfp4), not read from the file's quantization_config.
+# window on every other layer (layer_types). Its MXFP4 experts are its checkpoint format, read
+# from quantization_config beside these keys (workloads/checkpoint.py).
 _GPT_OSS_KEYS = _LLAMA_KEYS | {"attention_bias": ("attention_bias", True),
                                "sliding_window": ("sliding_window", None),
                                "layer_types": ("layer_types", None)}
@@ -451,6 +459,25 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "v_head_dim": ("v_head_dim", _REQUIRED),
     "mtp_layers": ("num_nextn_predict_layers", 0),
 }
+# GLM-4.5 to 4.7 (glm4_moe): grouped-query attention with biases on q, k and v, a norm on
+# each head of q and k (use_qk_norm), rotary embedding on partial_rotary_factor of each
+# head; DeepSeek-V3's MoE (routed experts of their own width, n_shared_experts always run as
+# one ungated MLP, the first first_k_dense_replace layers dense; the router's score
+# correction bias is a buffer, not a parameter). Its MTP layer (num_nextn_predict_layers)
+# is not part of what transformers builds. Defaults: transformers' Glm4MoeConfig.
+_GLM4_MOE_KEYS = _LLAMA_KEYS | {
+    "num_experts": ("n_routed_experts", _REQUIRED),
+    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "shared_experts": ("n_shared_experts", 1),
+    "dense_layers": ("first_k_dense_replace", 1),
+    "qk_norm": ("use_qk_norm", False),
+    "mtp_layers": ("num_nextn_predict_layers", 0),
+}
+# MiniMax-M2 (and M2.1 to M2.7): full grouped-query attention (not MiniMax-01's lightning
+# attention), rotary embedding on rotary_dim of each head, q and k normed over all their
+# heads at once (qk_norm_type per_layer), Mixtral's experts (intermediate_size wide) under a
+# sigmoid router whose correction bias is a buffer. Its MTP modules are not built.
+_MINIMAX_M2_KEYS = _LLAMA_KEYS | {"qk_norm": ("use_qk_norm", True)}
 # BERT and RoBERTa (XLM-RoBERTa too): encoders. Post-LayerNorm blocks (each sublayer's
 # output added to its input, then normed), biases on every linear layer, a GeLU MLP, learned
 # absolute positions (their table is not counted, as GPT-2's is not) and token types, and a
@@ -546,6 +573,8 @@ DIALECTS = {
     "palm": _LLAMA_KEYS,  # xpusim's own (zoo/palm-540b.json)
     "gptj": _GPTJ_KEYS, "gpt2": _GPT2_KEYS, "falcon": _FALCON_KEYS,
     "deepseek_v2": _DEEPSEEK_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "gpt_oss": _GPT_OSS_KEYS,
+    # Kimi K2 (and K2.5's language model): DeepSeek-V3's architecture and keys
+    "kimi_k2": _DEEPSEEK_KEYS, "glm4_moe": _GLM4_MOE_KEYS, "minimax_m2": _MINIMAX_M2_KEYS,
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
@@ -554,7 +583,7 @@ _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
-                "ssm_bias", "ssm_conv_bias"}
+                "ssm_bias", "ssm_conv_bias", "qk_norm"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -676,8 +705,22 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         _falcon(fields, heads, hidden)
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
-    elif model_type in ("deepseek_v2", "deepseek_v3"):
+    elif model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
         _deepseek(fields, origin)
+    elif model_type == "glm4_moe":
+        shared = int(fields.pop("shared_experts") or 0)
+        fields.update(attention_out_bias=False, shared_expert_gate=False,
+                      shared_expert_width=shared * int(fields["expert_intermediate_size"]),
+                      rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.5,
+                                                       origin))  # fmt: skip
+    elif model_type == "minimax_m2":
+        head_dim = int(fields.get("head_dim") or hidden // heads)  # type: ignore[call-overload]
+        rotary = data.get("rotary_dim", head_dim)
+        if isinstance(rotary, bool) or not isinstance(rotary, int) or not 0 < rotary <= head_dim:
+            raise UserError(f"{origin}: field 'rotary_dim' must be an integer from 1 to "
+                            f"head_dim ({head_dim}), got {rotary!r}")  # fmt: skip
+        fields.update(qk_norm_whole=data.get("qk_norm_type", "per_layer") == "per_layer",
+                      rotary_fraction=rotary / head_dim)  # fmt: skip
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms
     elif model_type == "gpt_oss":

@@ -1,19 +1,19 @@
 """The workload zoo: well-known models as config files (Hugging Face style for transformers,
-xpusim's own format for DLRMs), named by id or by their Hugging Face hub repo, plus user
-paths."""
+xpusim's own format for DLRMs), named by id or by their Hugging Face hub repo. Paths, the
+Hugging Face cache and the hub are resolved in workloads/resolve.py."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from xpusim.errors import UserError, closest
-from xpusim.files import is_file
-from xpusim.workloads.transformer_config import config_from_hf, read_config_json
+from xpusim.errors import UserError
+from xpusim.workloads.checkpoint import Checkpoint, read_checkpoint
+from xpusim.workloads.transformer_config import config_from_hf
 
 ZOO_DIR = Path(__file__).parent / "zoo"
 
@@ -29,6 +29,13 @@ class ZooEntry:
     # The precision of the published figure where it is only a rounded name ("12B": 1e9),
     # so that a count can be checked against it: within half of it
     published_rounding: float | None = None
+    # the published active count of an MoE model, where it is stated beside the total: to
+    # within half of `published_active_rounding` where it is a round figure ("37B"), and
+    # leaving out what its source leaves out (`active_excludes`: "embedding", the input
+    # table; "embedding and head", the non-embedding convention)
+    published_active: float | None = None
+    published_active_rounding: float | None = None
+    active_excludes: str = ""
 
 
 def model_ids() -> list[str]:
@@ -36,10 +43,34 @@ def model_ids() -> list[str]:
 
 
 @cache
+def zoo_file(model_id: str) -> tuple[dict, dict]:
+    """(its `_xpusim` block, its config fields) as the file has them, nothing built."""
+    data = json.loads((ZOO_DIR / f"{model_id}.json").read_text())
+    return data.pop("_xpusim"), data
+
+
+@cache
 def hub_names() -> dict[str, str]:
     """{hub repo, lower case: zoo id}: `xpusim run meta-llama/Llama-2-70b-hf` works offline,
-    from the architecture fields the zoo file copied from that repo's config.json."""
-    return {e.hf_repo.lower(): e.id for e in map(zoo_entry, model_ids()) if e.hf_repo}
+    from the architecture fields the zoo file copied from that repo's config.json. Read
+    from the files' metadata alone: a file whose architecture this tree cannot build yet
+    still names it (and building it says why not)."""
+    metas = ((i, zoo_file(i)[0].get("hf_repo")) for i in model_ids())
+    return {repo.lower(): i for i, repo in metas if repo}
+
+
+@cache
+def built_ids() -> list[str]:
+    """The zoo ids whose architecture this tree builds (a file may be bundled before its
+    architecture is supported: its model_type is refused by name)."""
+    found = []
+    for model_id in model_ids():
+        try:
+            zoo_entry(model_id)
+        except UserError:
+            continue
+        found.append(model_id)
+    return found
 
 
 def _dlrm(data: dict, name: str, origin: str) -> Any:
@@ -67,55 +98,43 @@ READERS: dict[str, Callable[[dict, str, str], Any]] = {
 @cache
 def zoo_entry(model_id: str) -> ZooEntry:
     path = ZOO_DIR / f"{model_id}.json"
-    data = json.loads(path.read_text())
-    meta = data.pop("_xpusim")
+    meta, data = zoo_file(model_id)
+    config = READERS[meta.get("kind", "transformer")](dict(data), model_id, str(path))
+    checkpoint = read_checkpoint(data, meta.get("hf_quant_config"), str(path))
+    if "checkpoint" in meta:  # stated from a model card where the repo's file was not found
+        checkpoint = Checkpoint(**meta["checkpoint"])
     return ZooEntry(
         id=model_id,
-        config=READERS[meta.get("kind", "transformer")](data, model_id, str(path)),
+        config=replace(config, checkpoint=checkpoint) if checkpoint else config,
         published_params=float(meta["published_params"]) if "published_params" in meta else None,
         params_source=meta["params_source"],
         source=meta["source"],
         hf_repo=meta.get("hf_repo"),
         published_rounding=meta.get("published_rounding"),
+        published_active=meta.get("published_active"),
+        published_active_rounding=meta.get("published_active_rounding"),
+        active_excludes=meta.get("active_excludes", ""),
     )
 
 
 def load_model(
-    id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+    name: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
 ) -> Any:
-    """A zoo id (`llama-2-7b`), a path to a config file (see load_config_file), or an exported
-    model: `.onnx` (its symbolic input dimensions from `input_shapes`) or torch.export `.pt2`."""
-    text = str(id_or_path)
-    if text.endswith(".onnx"):
-        from xpusim.workloads.onnx_import import load_onnx
+    """What a model name resolves to (workloads/resolve.py: the zoo, a path, the Hugging
+    Face cache, the hub), under the name its many callers import."""
+    from xpusim.workloads.resolve import load_model as resolved
 
-        return load_onnx(Path(text), input_shapes)
-    if input_shapes:
-        raise UserError("--input-shape applies to ONNX models (.onnx files) only")
-    if text.endswith(".pt2"):
-        from xpusim.workloads.torch_import import load_exported
-
-        return load_exported(Path(text))
-    if text.endswith(".json") or is_file(text):
-        return load_config_file(Path(text))
-    if text not in model_ids():
-        if text.lower() in hub_names():
-            return zoo_entry(hub_names()[text.lower()]).config
-        repos = [zoo_entry(i).hf_repo for i in hub_names().values()]
-        raise UserError(f"unknown model {text!r}" + closest(text, [*model_ids(), *repos]))
-    return zoo_entry(text).config
+    return resolved(name, input_shapes)
 
 
-def load_config_file(path: Path) -> Any:
-    """A Hugging Face `config.json`, or any kind READERS knows marked `"_xpusim": {"kind": ...}`."""
-    return config_from_data(read_config_json(path), str(path), path)
-
-
-def config_from_data(data: Any, origin: str, path: Path | None = None) -> Any:
-    """A config file's object, however it arrived (a file, or pasted into `xpusim web`):
-    its `_xpusim.kind` picks the reader. A transformer is named by its `_name_or_path`, else
-    by its file's folder; a DLRM by its file; a pasted one, unnamed, as "pasted-config".
-    Errors are UserErrors that start with `origin`."""
+def config_from_data(
+    data: Any, origin: str, path: Path | None = None, name: str | None = None
+) -> Any:
+    """A config file's object, however it arrived (a file, a snapshot, or pasted into
+    `xpusim web`): its `_xpusim.kind` picks the reader. A transformer is named `name` if
+    given (a hub repo id), else by its `_name_or_path`, else by its file's folder; a DLRM by
+    its file; a pasted one, unnamed, as "pasted-config". Errors are UserErrors that start
+    with `origin`."""
     if not isinstance(data, dict):
         raise UserError(f"{origin}: expected a JSON object")
     data = dict(data)
@@ -123,7 +142,8 @@ def config_from_data(data: Any, origin: str, path: Path | None = None) -> Any:
     kind = meta.get("kind", "transformer") if isinstance(meta, dict) else None
     if not isinstance(kind, str) or kind not in READERS:
         raise UserError(f"{origin}: field '_xpusim.kind' must be one of {', '.join(READERS)}")
-    name = path.stem if path else "pasted-config"
-    if kind == "transformer":
-        name = data.get("_name_or_path") or (path and path.parent.name) or name
+    if name is None:
+        name = path.stem if path else "pasted-config"
+        if kind == "transformer":
+            name = data.get("_name_or_path") or (path and path.parent.name) or name
     return READERS[kind](data, str(name), origin)

@@ -1,0 +1,299 @@
+"""A quantized checkpoint's format, read from what its repository declares.
+
+A Hugging Face repo states how its weights are stored in `config.json`'s
+`quantization_config` (compressed-tensors, AWQ, GPTQ, FP8 block, MXFP4, AMD Quark) or, for
+NVIDIA's Model Optimizer, in `hf_quant_config.json` beside it. Each reader here maps that
+onto the formats xpusim costs (ir/dtypes.py, ir/weight_layouts.toml): the weights' storage
+format, the matrix unit's input format when activations are quantized too (W8A8, W4A4), the
+KV cache's, and the modules the checkpoint leaves unquantized.
+
+The format only sets defaults at the options boundary (`checkpoint_options`, called by
+api.py): `--precision`, `--weight-precision` and `--kv-precision` given by the user win.
+xpusim stores every linear layer of a model in one weight format, so a checkpoint that
+quantizes its experts only is costed with all its linear layers in the experts' format, and
+the run's notes say how many parameters the checkpoint keeps wider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType, weight_layouts
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How a checkpoint stores a model, in xpusim's format names."""
+
+    method: str  # the producer's name for it: modelopt, compressed-tensors, awq, gptq, ...
+    weights: str | None  # storage format of the quantized linear layers: nvfp4, int4, ...
+    compute: str | None  # the matmuls' input format when activations are quantized, else None
+    kv: str | None  # the KV cache format it declares, if any
+    excluded: tuple[str, ...] = ()  # module names or patterns left unquantized
+    # why a declared format could not be read (weights is None then): the model still
+    # resolves, and a run must name its formats itself
+    unread: str = ""
+
+    @property
+    def keeps_attention(self) -> bool:
+        """Whether attention's projections are left unquantized (experts-only checkpoints)."""
+        return any(_attention(m) for m in self.excluded)
+
+    @property
+    def keeps_head(self) -> bool:
+        return any(m.split(".")[-1].rstrip("*") == "lm_head" for m in self.excluded)
+
+    def describe(self) -> str:
+        """One phrase: 'modelopt nvfp4 weights and activations, fp8 KV cache, attention and
+        LM head unquantized'."""
+        if self.weights is None:
+            return f"{self.method} (not read: {self.unread})"
+        what = f"{self.method} {self.weights} weights" + (
+            f", {self.compute} activations" if self.compute else " (weight-only)")
+        kept = [n for n, k in (("attention", self.keeps_attention), ("LM head", self.keeps_head))
+                if k]  # fmt: skip
+        kv = f", {self.kv} KV cache" if self.kv else ""
+        return what + kv + (f", {' and '.join(kept)} unquantized" if kept else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "weights": self.weights, "compute": self.compute,
+                "kv": self.kv, "excluded": len(self.excluded),
+                "describe": self.describe()}  # fmt: skip
+
+
+def _attention(module: str) -> bool:
+    """Whether a module name or pattern is attention's (`model.layers.3.self_attn*`,
+    `...self_attn.o_proj`), not a norm named after it (`post_attention_layernorm`)."""
+    return ("attn" in module or "attention" in module) and "norm" not in module.split(".")[-1]
+
+
+def read_checkpoint(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None:
+    """The checkpoint format a repo declares: its hf_quant_config.json (modelopt) if given,
+    else config.json's `quantization_config`; None for an unquantized repo. A method or
+    format xpusim has no layout for resolves with `unread` saying why, so that a run of it
+    names its own formats (checkpoint_options)."""
+    try:
+        return _read(config, hf_quant, origin)
+    except UserError as error:
+        q = config.get("quantization_config")
+        method = q.get("quant_method", "?") if isinstance(q, dict) else "modelopt"
+        return Checkpoint(str(method), None, None, None, unread=str(error))
+
+
+def _read(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None:
+    if hf_quant is not None:
+        return _modelopt(_field(hf_quant, "quantization", dict, origin), origin)
+    q = config.get("quantization_config")
+    if q is None:
+        text = config.get("text_config")  # a multimodal repo may nest it
+        q = text.get("quantization_config") if isinstance(text, dict) else None
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        raise UserError(f"{origin}: field 'quantization_config' must be an object")
+    producer = q.get("producer")  # a modelopt export names itself there, not in quant_method
+    named = producer.get("name") if isinstance(producer, dict) else ""
+    method = str(q.get("quant_method", named)).lower()
+    reader = _READERS.get(method)
+    if reader is None:
+        raise UserError(f"{origin}: quantization_config quant_method {method!r} is not read "
+                        f"(read: {', '.join(sorted(_READERS))})")  # fmt: skip
+    return reader(q, origin)
+
+
+def _field(data: dict, key: str, kind: type, origin: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise UserError(f"{origin}: field {key!r} missing or not a {kind.__name__}")
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+_MODELOPT = {"FP8": ("fp8", "fp8"), "NVFP4": ("nvfp4", "nvfp4"), "FP8_PB": ("fp8-block", "fp8"),
+             "W4A8_AWQ": ("int4", "fp8"), "W4A16_AWQ": ("int4", None),
+             "MXFP4": ("mxfp4", "mxfp4")}  # fmt: skip
+"""modelopt quant_algo -> (weights, compute): the unified HF checkpoint's names
+(TensorRT-Model-Optimizer docs/source/deployment/3_unified_hf.rst: FP8, FP8_PB, NVFP4, ...)."""
+_KV = {"FP8": "fp8", "NVFP4": "nvfp4", "INT8": "int8"}
+
+
+def _modelopt(q: dict, origin: str) -> Checkpoint:
+    """hf_quant_config.json's `quantization` block, or the `quantization_config` newer
+    modelopt exports write into config.json (quant_method modelopt, its KV format as
+    `kv_cache_scheme`, its exclusions as `ignore`)."""
+    algo = str(q.get("quant_algo"))
+    if algo not in _MODELOPT:
+        raise UserError(f"{origin}: modelopt quant_algo {algo!r} is not read (read: "
+                        f"{', '.join(_MODELOPT)})")  # fmt: skip
+    weights, compute = _MODELOPT[algo]
+    kv_spec = q.get("kv_cache_quant_algo", q.get("kv_cache_scheme"))
+    kv = (_tensor_format(kv_spec, origin) if isinstance(kv_spec, dict)
+          else _KV.get(str(kv_spec).upper()))  # fmt: skip
+    excluded = _names(q.get("exclude_modules")) + _names(q.get("ignore"))
+    return Checkpoint("modelopt", weights, compute, kv, excluded)
+
+
+def _fp8(q: dict, origin: str) -> Checkpoint:
+    """DeepSeek's and Qwen's FP8 repos: `fmt` e4m3, a `weight_block_size` of 128 x 128
+    (fp8-block) or none (per-tensor scales, plain fp8); activations quantized per token
+    group at run time (activation_scheme dynamic), so the matmuls run in FP8."""
+    block = q.get("weight_block_size")
+    weights = "fp8-block" if block == [128, 128] else "fp8"
+    if block is not None and block != [128, 128]:
+        raise UserError(f"{origin}: quantization_config weight_block_size {block!r}: only "
+                        "[128, 128] blocks have a layout (fp8-block)")  # fmt: skip
+    return Checkpoint("fp8", weights, "fp8", None, _names(q.get("modules_to_not_convert"))
+                      + _names(q.get("ignored_layers")))  # fmt: skip
+
+
+def _mxfp4(q: dict, origin: str) -> Checkpoint:
+    """gpt-oss: the experts' weights in MXFP4, activations in 16 bits (the
+    modules_to_not_convert list names attention, the router, the embedding and the head)."""
+    return Checkpoint("mxfp4", "mxfp4", None, None, _names(q.get("modules_to_not_convert")))
+
+
+def _int_group(bits: int, group: int, origin: str, method: str) -> str:
+    """AWQ and GPTQ integers as a layout name: int4 at its group (int4-g32, int4, ...), int8."""
+    if bits == 8:
+        return "int8"
+    name = "int4" if group == weight_layouts()["int4"].group else f"int4-g{group}"
+    if bits != 4 or name not in weight_layouts():
+        raise UserError(f"{origin}: {method} with {bits} bits in groups of {group} has no "
+                        "layout here (int4 in groups of 32, 64 or 128; int8)")  # fmt: skip
+    return name
+
+
+def _awq(q: dict, origin: str) -> Checkpoint:
+    weights = _int_group(q.get("bits", 4), q.get("group_size", 128), origin, "awq")
+    return Checkpoint("awq", weights, None, None, _names(q.get("modules_to_not_convert")))
+
+
+def _gptq(q: dict, origin: str) -> Checkpoint:
+    weights = _int_group(q.get("bits", 4), q.get("group_size", 128), origin, "gptq")
+    return Checkpoint("gptq", weights, None, None, _names(q.get("modules_to_not_convert")))
+
+
+def _tensor_format(spec: Any, origin: str) -> str | None:
+    """A compressed-tensors (or Quark) tensor spec as a format name: floats of 8 bits are
+    fp8, of 4 bits in groups of 16 nvfp4 and of 32 mxfp4; integers of 8 bits int8, of 4
+    bits an int4 layout at their group."""
+    if not isinstance(spec, dict):
+        return None
+    bits, kind = spec.get("num_bits"), str(spec.get("type", "int"))
+    group = spec.get("group_size") or 0
+    if kind == "float" and bits == 8:
+        return "fp8"
+    if kind == "float" and bits == 4 and group in (16, 32):
+        return "nvfp4" if group == 16 else "mxfp4"
+    if kind == "int" and bits in (4, 8):
+        return _int_group(bits, group or 128, origin, "compressed-tensors")
+    raise UserError(f"{origin}: compressed-tensors {kind} of {bits} bits in groups of "
+                    f"{group} has no format here")  # fmt: skip
+
+
+def _compressed_tensors(q: dict, origin: str) -> Checkpoint:
+    """llm-compressor's repos: the first config group's weights and input activations
+    (a repo with several groups quantizes its layers alike in every published case)."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise UserError(f"{origin}: compressed-tensors without 'config_groups'")
+    group = next(iter(groups.values()))
+    weights = _tensor_format(group.get("weights"), origin)
+    if weights is None:
+        raise UserError(f"{origin}: compressed-tensors config group without 'weights'")
+    compute = _tensor_format(group.get("input_activations"), origin)
+    kv = _tensor_format(q.get("kv_cache_scheme"), origin)
+    return Checkpoint("compressed-tensors", weights, compute, kv, _names(q.get("ignore")))
+
+
+_QUARK = {"fp4": "mxfp4", "fp4_e2m1": "mxfp4", "fp8_e4m3": "fp8", "int8": "int8"}
+"""AMD Quark's dtype -> format: fp4 in groups of 32 with E8M0 scales is MXFP4 (the OCP
+microscaling format Quark exports for MI355X); fp8_e4m3 per tensor or channel is fp8."""
+
+
+def _quark(q: dict, origin: str) -> Checkpoint:
+    """AMD Quark: `global_quant_config`'s weight (a list when quantized in stages: the
+    last is what is stored) and input tensors; `exclude` lists the modules left alone."""
+    glob = q.get("global_quant_config")
+    if not isinstance(glob, dict):
+        raise UserError(f"{origin}: quark quantization_config without 'global_quant_config'")
+
+    def fmt(spec: Any) -> str | None:
+        spec = spec[-1] if isinstance(spec, list) and spec else spec
+        if not isinstance(spec, dict) or "dtype" not in spec:
+            return None
+        dtype, group = str(spec["dtype"]), spec.get("group_size")
+        if dtype == "int4":
+            return _int_group(4, group or 128, origin, "quark")
+        if dtype not in _QUARK or (_QUARK[dtype] == "mxfp4" and group not in (None, 32)):
+            raise UserError(f"{origin}: quark dtype {dtype!r} in groups of {group} has no "
+                            "format here")  # fmt: skip
+        return _QUARK[dtype]
+
+    weights = fmt(glob.get("weight"))
+    if weights is None:
+        raise UserError(f"{origin}: quark global_quant_config without a weight dtype")
+    return Checkpoint("quark", weights, fmt(glob.get("input_tensors")), None,
+                      _names(q.get("exclude")))  # fmt: skip
+
+
+_READERS = {"fp8": _fp8, "mxfp4": _mxfp4, "awq": _awq, "gptq": _gptq,
+            "compressed-tensors": _compressed_tensors, "quark": _quark,
+            "modelopt": _modelopt}  # fmt: skip
+
+
+def checkpoint_options(
+    workload: Any, chip: Any, taken: list[str], options: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The options a run of `workload` takes, its checkpoint's formats filled in where the
+    user gave none (`taken`: the option names the run's scenario takes), and the notes that
+    say so. Weights and compute are left alone if the user named either; a compute format
+    the chip lacks (NVFP4 on an H100) leaves the chip's default compute format, the
+    weights still stored as the checkpoint stores them (weight-only, as engines load such
+    repos on older chips)."""
+    cp = getattr(workload, "checkpoint", None)
+    if cp is None:
+        return options, []
+    given = {k for k, v in options.items() if v is not None}
+    if cp.weights is None:
+        if "weight_precision" in taken and not {"precision", "weight_precision"} & given:
+            raise UserError(f"checkpoint format not read ({cp.unread}); give --precision or "
+                            "--weight-precision")  # fmt: skip
+        return options, []
+    chosen: dict[str, Any] = {}
+    notes: list[str] = []
+    if "weight_precision" in taken and not {"precision", "weight_precision"} & given:
+        chosen["weight_precision"] = cp.weights
+        if cp.compute and "precision" in taken:
+            if DType(cp.compute) in chip.peak_ops_per_s:
+                chosen["precision"] = cp.compute
+            else:
+                notes.append(f"{chip.id} has no {cp.compute} matrix format: the checkpoint's "
+                             f"{cp.weights} weights are widened to its default format")
+    if cp.kv and "kv_precision" in taken and "kv_precision" not in given:
+        chosen["kv_precision"] = cp.kv
+    if not chosen:
+        return options, []
+    notes.insert(0, f"checkpoint format: {cp.describe()}; used "
+                 + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items()))
+    kept = _kept_params(workload, cp)
+    if kept:
+        notes.append(f"the checkpoint keeps {kept / 1e9:.3g}B parameters (attention, shared "
+                     f"and dense layers) wider than {cp.weights}; xpusim stores every linear "
+                     f"layer in one format, so they are counted as {cp.weights}")
+    return options | chosen, notes
+
+
+def _kept_params(cfg: Any, cp: Checkpoint) -> int:
+    """Parameters of an experts-only checkpoint's linear layers outside the experts (its
+    unquantized attention, shared experts and dense layers); 0 where every linear layer
+    is quantized or the model has no experts."""
+    if not cp.keeps_attention or not getattr(cfg, "is_moe", False):
+        return 0
+    experts = cfg.expert_layers * cfg.num_experts * cfg.expert_params
+    return int(cfg.param_count - cfg.embedding_params - cfg.lm_head_params - experts)

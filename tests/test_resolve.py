@@ -1,0 +1,253 @@
+"""Model names as users type them (workloads/resolve.py): the zoo, a path, the Hugging Face
+cache (built here in tmp_path, as huggingface_hub lays it out), the hub only when online;
+and a quantized repo's checkpoint format (workloads/checkpoint.py) as the run's defaults."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+from click.testing import CliRunner
+
+from xpusim import api
+from xpusim.cli import cli
+from xpusim.errors import UserError
+from xpusim.workloads.checkpoint import Checkpoint, checkpoint_options, read_checkpoint
+from xpusim.workloads.resolve import listed_models, resolve
+from xpusim.workloads.zoo import zoo_entry, zoo_file
+
+TINY = zoo_file("llama-3.2-1b")[1]  # a real config.json's fields, 1.2B parameters
+
+
+def _cache(root, repo: str, config: dict, commit: str = "0123abcd", ref: str = "main",
+           hf_quant: dict | None = None):  # fmt: skip
+    """A hub cache holding one repo's config.json at `commit`, refs/<ref> naming it."""
+    folder = root / f"models--{repo.replace('/', '--')}"
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(config))
+    if hf_quant is not None:
+        (snapshot / "hf_quant_config.json").write_text(json.dumps(hf_quant))
+    (folder / "refs").mkdir()
+    (folder / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    root = tmp_path / "hub"
+    root.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    return root
+
+
+def test_an_unknown_repo_in_the_cache_runs_offline(hub_cache):
+    snapshot = _cache(hub_cache, "acme/tiny-llama", TINY)
+    found = resolve("acme/tiny-llama")
+    assert (found.origin, found.where) == ("cache", str(snapshot))
+    assert found.workload.name == "acme/tiny-llama"
+    assert found.workload.param_count == zoo_entry("llama-3.2-1b").config.param_count
+    assert resolve("ACME/Tiny-Llama").workload == found.workload  # repo ids in any case
+
+
+def test_the_cache_is_found_under_hf_home_too(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    _cache(tmp_path / "hf" / "hub", "acme/tiny", TINY)
+    assert resolve("acme/tiny").origin == "cache"
+
+
+def test_a_revision_names_a_branch_or_a_commit(hub_cache):
+    _cache(hub_cache, "acme/tiny", TINY, commit="c0ffee", ref="v2")
+    assert resolve("acme/tiny@v2").origin == "cache"
+    assert resolve("acme/tiny@c0ffee").origin == "cache"
+    with pytest.raises(UserError, match="not in the Hugging Face cache"):
+        resolve("acme/tiny")  # no refs/main
+
+
+def test_without_it_one_line_says_what_was_tried(hub_cache):
+    with pytest.raises(UserError) as caught:
+        resolve("acme/missing")
+    message = str(caught.value)
+    assert "\n" not in message
+    for tried in ("not in the zoo", "no such file or folder", str(hub_cache),
+                  "hub not asked (offline"):  # fmt: skip
+        assert tried in message
+
+
+def test_the_cli_says_it_in_one_line_with_exit_2(hub_cache):
+    result = CliRunner().invoke(cli, ["run", "acme/missing", "--chip", "h100-sxm"])
+    assert result.exit_code != 0 and "acme/missing" in str(result.exception)
+    _cache(hub_cache, "acme/tiny", TINY)
+    ran = CliRunner().invoke(cli, ["run", "acme/tiny", "--chip", "h100-sxm", "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.output)["model"] == "acme/tiny"
+
+
+def test_the_hub_is_asked_only_online(hub_cache, monkeypatch, tmp_path):
+    """A stand-in huggingface_hub: asked for config.json when online, never offline, and
+    --offline holds for its command only."""
+    asked = []
+    snapshot = tmp_path / "fetched"
+    snapshot.mkdir()
+    (snapshot / "config.json").write_text(json.dumps(TINY))
+
+    def download(repo, filename, revision=None):
+        asked.append((repo, filename))
+        if filename != "config.json":
+            raise FileNotFoundError(filename)
+        return str(snapshot / filename)
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub",
+                        types.SimpleNamespace(hf_hub_download=download))  # fmt: skip
+    with pytest.raises(UserError, match="hub not asked"):
+        resolve("acme/online")
+    assert not asked
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    found = resolve("acme/online")
+    assert (found.origin, found.workload.name) == ("hub", "acme/online")
+    assert asked == [("acme/online", "config.json"), ("acme/online", "hf_quant_config.json")]
+    offline = CliRunner().invoke(cli, ["run", "acme/online", "--chip", "h100-sxm", "--offline"])
+    assert "hub not asked" in str(offline.exception)
+    assert resolve("acme/online").origin == "hub"  # the flag ended with its command
+    CliRunner().invoke(cli, ["run", "acme/online", "--offline", "--batch", "0"])  # refused
+    assert resolve("acme/online").origin == "hub"  # ... also when its command was refused
+
+
+def test_a_hub_failure_is_said_in_a_few_words(hub_cache, monkeypatch):
+    class RepositoryNotFoundError(Exception):
+        pass
+
+    def download(repo, filename, revision=None):
+        raise RepositoryNotFoundError("404 Client Error\nlong body")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub",
+                        types.SimpleNamespace(hf_hub_download=download))  # fmt: skip
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with pytest.raises(UserError, match=r"hub: no such repo \(or a private one\)$"):
+        resolve("acme/nowhere")
+
+
+def test_a_snapshot_folder_and_a_config_path(tmp_path, monkeypatch):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY))
+    monkeypatch.chdir(tmp_path)
+    for name in ("./my-model/", "my-model", str(folder), "my-model/config.json"):
+        found = resolve(name)
+        assert found.origin == "file" and found.workload.name == "my-model", name
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"a folder without config\.json"):
+        resolve("./empty")
+    with pytest.raises(UserError, match="no such file or folder"):
+        resolve("./nothing/")
+
+
+def test_a_file_named_like_a_zoo_model_does_not_shadow_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llama-2-7b").write_text("not a config")
+    assert resolve("llama-2-7b").origin == "zoo"
+
+
+def test_the_web_api_reads_no_path(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="unknown model"):
+        resolve("./config.json", paths=False)
+
+
+def test_models_lists_the_cache_beside_the_zoo(hub_cache):
+    _cache(hub_cache, "acme/tiny", TINY)
+    _cache(hub_cache, "acme/odd", {"model_type": "no_such_type"})
+    found = {m.id: m for m in listed_models()}
+    assert found["llama-2-7b"].origin == "zoo"
+    assert found["acme/tiny"].origin == "cache" and found["acme/tiny"].config is not None
+    assert "no_such_type" in found["acme/odd"].error
+    assert found["qwen3.5-397b-a17b"].error  # bundled, its architecture not built yet
+    out = CliRunner().invoke(cli, ["models", "--json"])
+    rows = {m["id"]: m for m in json.loads(out.output)["models"]}
+    assert rows["acme/tiny"]["origin"] == "cache" and rows["deepseek-r1"]["origin"] == "zoo"
+
+
+# Checkpoint formats, each as its repo's file declares it (real files' fields, trimmed)
+MODELOPT = {"producer": {"name": "modelopt"}, "quantization": {
+    "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+    "exclude_modules": ["lm_head", "model.layers.0.self_attn*",
+                        "model.layers.0.post_attention_layernorm"]}}  # fmt: skip
+# gpt-oss's mxfp4, Kimi-K2.5's compressed-tensors W4A16, an NVFP4 and a Quark MXFP4 repo
+FORMATS = [
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+     ("fp8-block", "fp8", None)),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+      "lm_head"]}, ("mxfp4", None, None)),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, ("int4", None, None)),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 32}, ("int4-g32", None, None)),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 32}}}},
+     ("int4-g32", None, None)),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+        "input_activations": {"num_bits": 4, "type": "float", "group_size": 16}}},
+      "kv_cache_scheme": {"num_bits": 8, "type": "float"}},
+     ("nvfp4", "nvfp4", "fp8")),
+    ({"quant_method": "quark", "global_quant_config": {
+        "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32},
+        "input_tensors": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32}},
+      "exclude": ["lm_head"]}, ("mxfp4", "mxfp4", None)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("quantization", "expected"), FORMATS)
+def test_each_method_reads_as_a_format_xpusim_costs(quantization, expected):
+    found = read_checkpoint({"quantization_config": quantization}, None, "test")
+    assert (found.weights, found.compute, found.kv) == expected
+
+
+def test_modelopt_reads_its_own_file_and_what_it_excludes():
+    found = read_checkpoint({}, MODELOPT, "test")
+    assert (found.weights, found.compute, found.kv) == ("nvfp4", "nvfp4", "fp8")
+    assert found.keeps_attention and found.keeps_head
+    assert not read_checkpoint({"quantization_config": FORMATS[0][0] | {
+        "modules_to_not_convert": ["model.layers.0.post_attention_layernorm"]}},
+        None, "test").keeps_attention  # a norm named after attention is not attention
+
+
+def test_an_unread_format_resolves_and_asks_for_flags():
+    found = read_checkpoint({"quantization_config": {"quant_method": "bitsandbytes"}}, None, "t")
+    assert found.weights is None and "bitsandbytes" in found.unread
+    cfg = zoo_entry("llama-3.2-1b").config
+    from dataclasses import replace
+
+    with pytest.raises(UserError, match="give --precision or --weight-precision"):
+        api.simulate(replace(cfg, checkpoint=found), "h100-sxm")
+    assert api.simulate(replace(cfg, checkpoint=found), "h100-sxm", precision="bf16").fits
+
+
+def test_the_checkpoint_sets_the_formats_flags_override(hub_cache):
+    _cache(hub_cache, "acme/tiny-fp4", TINY, hf_quant=MODELOPT)
+    model = api.model("acme/tiny-fp4")
+    on_b200 = api.simulate(model, "b200")
+    assert (on_b200.precision, on_b200.weight_precision) == ("nvfp4", "nvfp4")
+    assert any("checkpoint format: modelopt nvfp4" in n for n in on_b200.notes)
+    on_h100 = api.simulate(model, "h100-sxm")  # no FP4 matrix format: weight-only
+    assert (on_h100.precision, on_h100.weight_precision) == ("bf16", "nvfp4")
+    told = api.simulate(model, "b200", precision="fp8")
+    assert (told.precision, told.weight_precision) == ("fp8", "fp8")
+
+
+def test_serve_uses_the_checkpoint_format(hub_cache):
+    _cache(hub_cache, "acme/tiny-fp4", TINY, hf_quant=MODELOPT)
+    served = api.serve("acme/tiny-fp4", "b200", concurrency=2, requests=8, prompt=64, gen=16)
+    assert served.weight_precision == "nvfp4"
+
+
+def test_an_experts_only_checkpoint_says_what_it_counts_narrower():
+    cfg = zoo_entry("deepseek-v3-0324-nvfp4").config
+    assert cfg.checkpoint.keeps_attention
+    chip = api.target("b200")
+    options, notes = checkpoint_options(cfg, chip, ["precision", "weight_precision"], {})
+    assert options == {"precision": "nvfp4", "weight_precision": "nvfp4"}
+    assert any("keeps" in n and "B parameters" in n for n in notes)
+    assert Checkpoint("x", "fp8", None, None).describe() == "x fp8 weights (weight-only)"

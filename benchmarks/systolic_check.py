@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from xpusim.cost.systolic import Dataflow, SystolicArray, gemm_cycles
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "systolic_scalesim.json"
 CONFIG = """[general]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xpusim.hardware.catalog import chip_ids, load_chip
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 
 @pytest.fixture(scope="session", params=chip_ids())

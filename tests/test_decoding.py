@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import xpusim
 from xpusim.scenarios.decoding import expected_advance
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 FIGURES = ("ttft_s", "tpot_s", "latency_s", "tokens_per_s", "energy_j", "avg_power_w")
 

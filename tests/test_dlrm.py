@@ -13,7 +13,8 @@ from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import config_from_json
-from xpusim.workloads.zoo import load_model, zoo_entry
+from xpusim.workloads.resolve import load_model
+from xpusim.workloads.zoo import zoo_entry
 
 # MLPerf DLRM-v2, shared/research/recsys-and-training.md section 1
 V2_ROWS = [40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282,

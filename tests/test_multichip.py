@@ -199,8 +199,9 @@ def test_one_chip_holds_the_configs_parameter_count():
     biases, a state-space mixer, an encoder-decoder's encoder and cross-attention (Mamba
     was once charged 1.6-1.9x its parameters and T5 without its encoder)."""
     from xpusim.compiler.partition import weights_per_chip_bytes
+    from xpusim.workloads.resolve import load_model
     from xpusim.workloads.transformer_config import TransformerConfig
-    from xpusim.workloads.zoo import built_ids, load_model
+    from xpusim.workloads.zoo import built_ids
 
     configs = [c for c in map(load_model, built_ids()) if isinstance(c, TransformerConfig)]
     assert len(configs) > 60

@@ -10,7 +10,7 @@ import xpusim
 from tests.cli_run import refused
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Grouped, parse_weight_format, weight_layouts
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 RUN = dict(precision="bf16", batch=1, prompt=8, gen=4)
 

@@ -10,7 +10,7 @@ import xpusim
 from xpusim.cli import main
 from xpusim.errors import UserError
 from xpusim.scenarios.training import model_flops_per_token, simulate_training
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 SPLIT = ("weights", "gradients", "optimizer_state", "activations", "total", "capacity")
 

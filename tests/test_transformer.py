@@ -11,12 +11,13 @@ from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType
 from xpusim.ir.op import OpKind, attention_pairs
 from xpusim.ir.tensor import Role
+from xpusim.workloads.resolve import load_model
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import (
     config_from_hf,
     expected_active_experts,
 )
-from xpusim.workloads.zoo import ZOO_DIR, load_model, model_ids, zoo_entry
+from xpusim.workloads.zoo import ZOO_DIR, model_ids, zoo_entry
 
 REQUIRED_ZOO = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-65b", "llama-3-8b",
                 "llama-3-70b", "mixtral-8x7b", "gpt-j-6b"}  # fmt: skip

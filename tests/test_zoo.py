@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from xpusim.errors import UserError
+from xpusim.workloads.resolve import load_model
 from xpusim.workloads.transformer_config import NESTED, config_from_hf
 from xpusim.workloads.zoo import (
     ZOO_DIR,
     built_ids,
     hub_names,
-    load_model,
     model_ids,
     zoo_entry,
     zoo_file,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
 from xpusim.scenarios.llm.inference import LLMInferenceResult, simulate
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 DEMO_MODEL = "llama-2-7b"
 DEMO_CHIPS = ("mtia-v1", "tpu-v4", "groq-lpu", "apple-m2-ane", "h100-sxm")

@@ -117,15 +117,6 @@ def zoo_entry(model_id: str) -> ZooEntry:
     )
 
 
-def load_model(
-    name: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
-) -> Any:
-    """What a model name resolves to (workloads/resolve.py: the zoo, a path, the Hugging
-    Face cache, the hub), under the name its many callers import."""
-    from xpusim.workloads.resolve import load_model as resolved
-
-    return resolved(name, input_shapes)
-
 
 def config_from_data(
     data: Any, origin: str, path: Path | None = None, name: str | None = None

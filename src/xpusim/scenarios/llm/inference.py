@@ -368,7 +368,7 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
         table = weight_parts(setup.req.weight, setup.req.act).table
         shared = draft.embedding_params * table.itemsize
     elif isinstance(draft, str):
-        from xpusim.workloads.zoo import load_model
+        from xpusim.workloads.resolve import load_model
 
         draft = load_model(draft)
     if not isinstance(draft, TransformerConfig):

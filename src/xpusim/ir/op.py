@@ -83,11 +83,11 @@ class Op:
 
     @property
     def matrix_flops(self) -> float:
-        return _MATRIX_FLOPS.get(self.kind, _zero)(self)
+        return RULES[self.kind].matrix_flops(self)
 
     @property
     def vector_flops(self) -> float:
-        return _VECTOR_FLOPS.get(self.kind, _per_output_element)(self)
+        return RULES[self.kind].vector_flops(self)
 
     @property
     def flops(self) -> float:
@@ -95,19 +95,7 @@ class Op:
 
     def bytes_by_role(self) -> dict[Role, float | np.ndarray]:
         """Bytes this op reads and writes, split by tensor role (placement decides the level)."""
-        counts = dict.fromkeys(ROLES, 0.0)
-        for t in self.inputs + self.outputs:  # not in place: a shape axis may widen a sum
-            counts[t.role] = counts[t.role] + t.nbytes
-        if self.kind is OpKind.EMBEDDING:  # a gather reads only the rows it looks up
-            table, ids = self.inputs
-            counts[table.role] -= table.nbytes
-            counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
-        if self.kind is OpKind.SCATTER_ADD:  # reads and writes back only the rows it adds to
-            table, ids = self.outputs[0], self.inputs[1]
-            for whole in (table, *self.inputs[2:]):  # and the gradient it adds into, if any
-                counts[whole.role] -= whole.nbytes
-            counts[table.role] += 2 * ids.numel * table.shape[-1] * table.dtype.itemsize
-        return counts
+        return RULES[self.kind].bytes_by_role(self)
 
     @property
     def bytes(self) -> float:
@@ -137,6 +125,33 @@ class Op:
 
 def _zero(op: Op) -> float:
     return 0.0
+
+
+def _every_tensor_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """Every input read once and every output written once: most kinds' traffic."""
+    counts = dict.fromkeys(ROLES, 0.0)
+    for t in op.inputs + op.outputs:  # not in place: a shape axis may widen a sum
+        counts[t.role] = counts[t.role] + t.nbytes
+    return counts
+
+
+def _gather_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """A gather reads only the rows it looks up."""
+    counts = _every_tensor_bytes(op)
+    table, ids = op.inputs
+    counts[table.role] -= table.nbytes
+    counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
+    return counts
+
+
+def _scatter_add_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """Reads and writes back only the rows it adds to."""
+    counts = _every_tensor_bytes(op)
+    table, ids = op.outputs[0], op.inputs[1]
+    for whole in (table, *op.inputs[2:]):  # and the gradient it adds into, if any
+        counts[whole.role] -= whole.nbytes
+    counts[table.role] += 2 * ids.numel * table.shape[-1] * table.dtype.itemsize
+    return counts
 
 
 def _real(count: Dim | float) -> float | np.ndarray:
@@ -336,21 +351,54 @@ def _count(values: np.ndarray) -> float | np.ndarray:
     return float(values) if np.ndim(values) == 0 else values.astype(float)
 
 
-_MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
-    OpKind.MATMUL: _matmul_flops,
-    OpKind.CONV: _conv_flops,
-    OpKind.ATTENTION: _attention_matrix_flops,
-    OpKind.ATTENTION_GRAD: _attention_grad_matrix_flops,
-    OpKind.SCAN: _scan_matrix_flops,
-}
-_VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
-    OpKind.MATMUL: _dequant_flops,
-    OpKind.CONV: _conv_epilogue_flops,
-    OpKind.ATTENTION: _attention_vector_flops,
-    OpKind.SCAN: _scan_vector_flops,
-    OpKind.EMBEDDING: _embedding_vector_flops,
-    OpKind.COLLECTIVE: _zero,
-    OpKind.ATTENTION_GRAD: _attention_grad_vector_flops,
-    OpKind.SCATTER_ADD: _scatter_add_vector_flops,
-    OpKind.TRANSPOSE: _zero,
-}
+@dataclass(frozen=True, slots=True)
+class CostRule:
+    """How one op kind's work is counted from its tensors (as JAX's roofline registers a
+    rule per primitive): FLOPs on the matrix unit, on the vector unit, and bytes by role."""
+
+    matrix_flops: Callable[[Op], float | np.ndarray]
+    vector_flops: Callable[[Op], float | np.ndarray]
+    bytes_by_role: Callable[[Op], dict[Role, float | np.ndarray]] = _every_tensor_bytes
+
+
+RULES: dict[OpKind, CostRule] = {}
+"""Every op kind's rule; a kind without one is refused when this module is imported."""
+
+
+def register(
+    kind: OpKind,
+    matrix_flops: Callable[[Op], float | np.ndarray],
+    vector_flops: Callable[[Op], float | np.ndarray],
+    bytes_by_role: Callable[[Op], dict[Role, float | np.ndarray]] = _every_tensor_bytes,
+) -> None:
+    """Registers `kind`'s rule, once: a second rule for a kind is a programming error."""
+    if kind in RULES:
+        raise ValueError(f"op kind {kind.value!r} already has a cost rule")
+    RULES[kind] = CostRule(matrix_flops, vector_flops, bytes_by_role)
+
+
+register(OpKind.MATMUL, _matmul_flops, _dequant_flops)
+register(OpKind.CONV, _conv_flops, _conv_epilogue_flops)
+register(OpKind.ATTENTION, _attention_matrix_flops, _attention_vector_flops)
+register(OpKind.ATTENTION_GRAD, _attention_grad_matrix_flops, _attention_grad_vector_flops)
+register(OpKind.SCAN, _scan_matrix_flops, _scan_vector_flops)
+# vector ops: `flops_per_element` (an attr, counted from each formula by the builder) per
+# output element
+register(OpKind.ELEMENTWISE, _zero, _per_output_element)
+register(OpKind.NORM, _zero, _per_output_element)
+register(OpKind.SOFTMAX, _zero, _per_output_element)
+register(OpKind.OPTIMIZER, _zero, _per_output_element)
+register(OpKind.EMBEDDING, _zero, _embedding_vector_flops, _gather_bytes)
+register(OpKind.SCATTER_ADD, _zero, _scatter_add_vector_flops, _scatter_add_bytes)
+register(OpKind.COLLECTIVE, _zero, _zero)  # links move its bytes (cost/collectives.py)
+register(OpKind.TRANSPOSE, _zero, _zero)  # a copy: bytes only
+
+
+def check_rules(kinds: type[OpKind] = OpKind, rules: dict[OpKind, CostRule] = RULES) -> None:
+    """Refuses op kinds without a cost rule: one would otherwise be costed as nothing."""
+    missing = [k.value for k in kinds if k not in rules]
+    if missing:
+        raise ImportError(f"op kinds without a cost rule (ir/op.py register): {missing}")
+
+
+check_rules()

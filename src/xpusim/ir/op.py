@@ -31,6 +31,8 @@ class OpKind(StrEnum):
     SOFTMAX = "softmax"
     EMBEDDING = "embedding"  # gather rows of a table
     SCAN = "scan"  # a state-space model's scan: (x, dt, B and C, ..., state) -> (y, state)
+    # linear attention with a constant state: (q, k, v, gates, ..., state) -> (out, state)
+    LINEAR_ATTENTION = "linear_attention"
     COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
     # Training (compiler/autodiff.py, compiler/optimizer.py):
     ATTENTION_GRAD = "attention_grad"  # flash backward: q, k, v, out, lse, d_out -> dq, dk, dv
@@ -346,6 +348,54 @@ def _scan_vector_flops(op: Op) -> float | np.ndarray:
     return _count(batch * tokens * channels * (states * per_state + per_channel))
 
 
+# Linear attention (Gated DeltaNet: Yang, Kautz and Hatamizadeh 2024, arXiv 2412.06464,
+# section 3.3; its chunkwise form is DeltaNet's, Yang et al. 2024, arXiv 2406.06484, section
+# 3.3, with the decay folded in). A prefill splits the tokens into chunks of C and runs, per
+# value head and chunk (d_k x d_v state S): K K^T (2 C^2 d_k), its inverse by forward
+# substitution (the WY/UT transform: C^3 / 3 multiply-adds), W = T K and U = T V
+# (2 C^2 d_k + 2 C^2 d_v), U - W S (2 C d_k d_v), Q K^T (2 C^2 d_k) and its masked product
+# with U (2 C^2 d_v), Q S (2 C d_k d_v) and the state's update K^T U (2 C d_k d_v): per
+# token 6 C d_k + 4 C d_v + 6 d_k d_v + 2 C^2 / 3 on the matrix unit. Without the delta
+# rule (MiniMax's lightning attention: Qin et al. 2024, arXiv 2401.04658, Algorithm 1)
+# there is no K K^T, inverse, W, U or U - W S: per token 2 C d_k + 2 C d_v + 4 d_k d_v. A
+# decode step updates the state on the vector units (fla's fused_recurrent kernels): decay
+# (1), S^T k and the rank-1 update (2 + 2), read-out q^T S (2) per state element; without
+# the delta rule decay, k v^T and the read-out (1 + 2 + 2). Per token and head both take
+# the gates (exp of the decay, sigmoid of beta, softplus: GATE_FLOPS) and the L2 norms of
+# q and k (3 per element, Gated DeltaNet's use_qk_l2norm_in_kernel).
+DELTA_DECODE_FLOPS_PER_STATE = 7
+LINEAR_DECODE_FLOPS_PER_STATE = 5
+LINEAR_GATE_FLOPS_PER_HEAD = 8
+L2NORM_FLOPS = 3
+
+
+def _linear_attention_dims(op: Op) -> tuple[Dim, Dim, int, int, int, int]:
+    """(batch, tokens, heads, d_k, d_v, chunk) from q [batch, tokens, ., d_k] and the
+    state [batch, value heads, d_k, d_v], the last input."""
+    batch, tokens = op.inputs[0].shape[:2]
+    _, heads, d_k, d_v = op.inputs[-1].shape
+    return batch, tokens, heads, d_k, d_v, int(op.attr("chunk", 64))
+
+
+def _linear_attention_matrix_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, heads, d_k, d_v, chunk = _linear_attention_dims(op)
+    c = np.minimum(chunk, tokens)
+    if op.attr("delta", True):
+        per_token = 6 * c * d_k + 4 * c * d_v + 6 * d_k * d_v + 2 * c * c / 3
+    else:
+        per_token = 2 * c * (d_k + d_v) + 4 * d_k * d_v
+    return _count(np.where(np.asarray(tokens) > 1, batch * tokens * heads * per_token, 0))
+
+
+def _linear_attention_vector_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, heads, d_k, d_v, _ = _linear_attention_dims(op)
+    per_state = DELTA_DECODE_FLOPS_PER_STATE if op.attr("delta", True) else (
+        LINEAR_DECODE_FLOPS_PER_STATE)  # fmt: skip
+    recurrent = np.where(np.asarray(tokens) == 1, per_state * d_k * d_v, 0)
+    per_head = LINEAR_GATE_FLOPS_PER_HEAD + 2 * L2NORM_FLOPS * d_k * bool(op.attr("delta", True))
+    return _count(batch * tokens * heads * (recurrent + per_head))
+
+
 def _count(values: np.ndarray) -> float | np.ndarray:
     """_real of what numpy made an array of even for one shape (np.where)."""
     return float(values) if np.ndim(values) == 0 else values.astype(float)
@@ -382,6 +432,7 @@ register(OpKind.CONV, _conv_flops, _conv_epilogue_flops)
 register(OpKind.ATTENTION, _attention_matrix_flops, _attention_vector_flops)
 register(OpKind.ATTENTION_GRAD, _attention_grad_matrix_flops, _attention_grad_vector_flops)
 register(OpKind.SCAN, _scan_matrix_flops, _scan_vector_flops)
+register(OpKind.LINEAR_ATTENTION, _linear_attention_matrix_flops, _linear_attention_vector_flops)
 # vector ops: `flops_per_element` (an attr, counted from each formula by the builder) per
 # output element
 register(OpKind.ELEMENTWISE, _zero, _per_output_element)

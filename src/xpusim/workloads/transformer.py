@@ -39,6 +39,10 @@ SILU_FLOPS = 4  # x / (1 + exp(-x))
 SILU_MUL_FLOPS = SILU_FLOPS + 1  # times the up projection
 GELU_FLOPS = 8  # tanh approximation: cube, 2 mul-adds, tanh, add, 2 mul
 TANH_FLOPS = 1  # counted as one operation, as GELU_FLOPS counts its tanh
+SIGMOID_MUL_FLOPS = SILU_FLOPS  # x / (1 + exp(-g)): SiLU's four operations, on a gate
+# fla's chunk size for the gated delta rule (chunk_gated_delta_rule: BT = 64), which vLLM
+# and SGLang call for Qwen3-Next's prefill
+LINEAR_ATTENTION_CHUNK = 64
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -146,9 +150,10 @@ class _Builder:
             return self.latent_attention(p, x)
         q_width = cfg.num_heads * cfg.head_dim
         kv_width = cfg.num_kv_heads * cfg.head_dim
+        gate_width = q_width if cfg.attention_output_gate else 0
         qkv = self.matmul(
-            f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias, tp="heads",
-            **self.heads,
+            f"{p}.qkv", x, q_width + gate_width + 2 * kv_width, bias=cfg.attention_bias,
+            tp="heads", gated=cfg.attention_output_gate or None, **self.heads,
         )  # fmt: skip
         if self.training:
             attn = self.training_attention(p, qkv)
@@ -181,8 +186,54 @@ class _Builder:
             causal=self.causal, compute=self.attention.value, tp="heads", window=window,
             **self.heads,
         )  # fmt: skip
+        if gate_width:  # attn x sigmoid(gate), the gate a view of q_proj's output
+            gate = Tensor(f"{qkv.name}[gate]", (s.batch, s.q_len, q_width), self.act)
+            attn = self.vector(OpKind.ELEMENTWISE, f"{p}.output_gate", [attn, gate], q_width,
+                               SIGMOID_MUL_FLOPS, tp="heads", fn="sigmoid_mul", **self.heads)
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
                            tp="row")
+
+    def linear_attention_block(self, p: str, x: Tensor) -> Tensor:
+        """A Gated DeltaNet mixer as vLLM and SGLang run Qwen3-Next's (fla's kernels):
+        in_proj_qkvz and in_proj_ba; the causal depthwise convolution (kernel K, then SiLU)
+        over q, k and v, which carries the last K - 1 of them per sequence; the gated delta
+        rule (OpKind.LINEAR_ATTENTION: a chunked scan in a prefill, one recurrent step in a
+        decode), which carries one d_k x d_v state per value head; an RMSNorm of each head
+        gated by SiLU(z); out_proj. Tensor parallelism splits the heads. The two carried
+        tensors are the layer's cache (role KV_CACHE), the same size at any context."""
+        cfg, s = self.cfg, self.step
+        hk, hv = cfg.linear_key_heads, cfg.linear_value_heads
+        dk, dv, k = cfg.linear_key_dim, cfg.linear_value_dim, cfg.linear_conv_kernel
+        channels, rows = cfg.linear_conv_channels, (s.batch, s.q_len)
+        heads = dict(heads=hv, tp="linear_heads")
+        qkvz = self.matmul(f"{p}.in_proj_qkvz", x, channels + hv * dv, tp="column")
+        ba = self.matmul(f"{p}.in_proj_ba", x, 2 * hv, tp="column")
+        conv_in = Tensor(f"{qkvz.name}[qkv]", (*rows, channels), self.act)
+        carried = [self.t(f"{p}.conv_state{new}", s.batch, k - 1, channels, role=Role.KV_CACHE)
+                   for new in ("", ".new")]  # fmt: skip
+        conv = self.op(
+            OpKind.ELEMENTWISE, f"{p}.conv",
+            [conv_in, self.t(f"{p}.conv.w", channels, k, role=Role.WEIGHT), carried[0]],
+            [self.t(f"{p}.conv.out", *rows, channels), carried[1]],
+            flops_per_element=2 * k + SILU_FLOPS, fn="conv1d_silu", **heads,
+        )  # fmt: skip
+        state = [self.t(f"{p}.state{new}", s.batch, hv, dk, dv, role=Role.KV_CACHE)
+                 for new in ("", ".new")]  # fmt: skip
+        y = self.op(
+            OpKind.LINEAR_ATTENTION, f"{p}.gated_delta",
+            [Tensor(f"{conv.name}[q]", (*rows, hk, dk), self.act),
+             Tensor(f"{conv.name}[k]", (*rows, hk, dk), self.act),
+             Tensor(f"{conv.name}[v]", (*rows, hv, dv), self.act), ba,
+             *(self.t(f"{p}.{name}", hv, role=Role.WEIGHT) for name in ("A_log", "dt_bias")),
+             state[0]],
+            [self.t(f"{p}.gated_delta.out", *rows, hv * dv), state[1]],
+            chunk=LINEAR_ATTENTION_CHUNK, delta=True, **heads,
+        )  # fmt: skip
+        z = Tensor(f"{qkvz.name}[z]", (*rows, hv * dv), self.act)
+        gated = self.vector(OpKind.NORM, f"{p}.gated_norm",
+                            [y, z, self.t(f"{p}.gated_norm.w", dv, role=Role.WEIGHT)], hv * dv,
+                            RMSNORM_FLOPS + SILU_MUL_FLOPS, fn="rmsnorm", **heads)  # fmt: skip
+        return self.matmul(f"{p}.out_proj", gated, cfg.hidden_size, tp="row")
 
     def ssm_block(self, p: str, x: Tensor) -> Tensor:
         """A Mamba or Mamba-2 mixer as its fused kernels run it (transformers' MambaMixer and
@@ -417,7 +468,10 @@ class _Builder:
                             fn="add")  # fmt: skip
                 residual = None
                 continue
-            x = self.attention_block(p, h)
+            if cfg.is_linear_layer(self.layer):
+                x = self.linear_attention_block(p, h)
+            else:
+                x = self.attention_block(p, h)
             if cfg.sandwich_norms:  # Gemma-2/3: the attention's output normed before the add
                 x = self.norm(f"{p}.norm_post_attn", x, None)[0]
             h, residual = self.norm(f"{p}.norm_mlp", x, residual)
@@ -556,8 +610,9 @@ def refuse_untrainable(cfg: TransformerConfig) -> None:
     if cfg.is_mla:
         raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
                         "not modelled yet (its inference and serving are)")
-    if cfg.ssm or cfg.is_encoder_decoder:
-        kind = "a state-space model" if cfg.ssm else "an encoder-decoder"
+    if cfg.ssm or cfg.is_encoder_decoder or cfg.linear_layers:
+        kind = ("a state-space model" if cfg.ssm else "linear attention" if cfg.linear_layers
+                 else "an encoder-decoder")  # fmt: skip
         raise UserError(f"{cfg.name}: training {kind} is not modelled yet (its inference is)")
 
 
@@ -572,7 +627,7 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
         return [(layer, 1) for layer in range(n)]
 
     def kind(layer: int) -> tuple:
-        return cfg.is_expert_layer(layer), cfg.window(layer)
+        return cfg.is_expert_layer(layer), cfg.window(layer), cfg.is_linear_layer(layer)
 
     starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]

@@ -92,6 +92,23 @@ class TransformerConfig:
     # the model, not part of what transformers builds or counts, that engines run as its
     # speculative draft (scenarios/decoding.py)
     mtp_layers: int = 0
+    # Linear attention with a constant-size state, in the layers `linear_layers` names (the
+    # rest full attention): "gated_deltanet" (Yang, Kautz and Hatamizadeh 2024, arXiv
+    # 2412.06464; Qwen3-Next and Qwen3.5's Qwen3NextGatedDeltaNet): q and k of
+    # linear_key_heads heads linear_key_dim wide, v of linear_value_heads heads
+    # linear_value_dim wide, one linear_key_dim x linear_value_dim state per value head, a
+    # causal depthwise convolution (linear_conv_kernel) over q, k and v. A sequence caches
+    # the states and the convolution's last kernel - 1 inputs, whatever its length.
+    linear_attention: str = ""
+    linear_layers: tuple[int, ...] = ()
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 4
+    # Qwen3-Next / Qwen3.5: q_proj also writes a gate per query channel, and attention's
+    # output is multiplied by its sigmoid before o_proj (attn_output_gate)
+    attention_output_gate: bool = False
     ssm: str = ""
     ssm_state_size: int = 0
     ssm_conv_kernel: int = 4
@@ -122,6 +139,46 @@ class TransformerConfig:
         """The layer's attention window (None: it sees every key)."""
         return self.sliding_window if layer in self.sliding_layers else None
 
+    def is_linear_layer(self, layer: int) -> bool:
+        """Whether the layer mixes tokens by linear attention (a constant state), not
+        softmax attention over a KV cache."""
+        return layer in self.linear_layers
+
+    @property
+    def full_cache_layers(self) -> int:
+        """Layers whose cache grows with every token: softmax attention without a window
+        (none in a state-space model)."""
+        if self.ssm:
+            return 0
+        return self.num_layers - len(self.linear_layers) - len(self.sliding_layers)
+
+    @property
+    def linear_conv_channels(self) -> int:
+        """Channels linear attention's convolution runs over: q, k and v."""
+        return (2 * self.linear_key_heads * self.linear_key_dim
+                + self.linear_value_heads * self.linear_value_dim)  # fmt: skip
+
+    @property
+    def linear_attention_params(self) -> int:
+        """A Gated DeltaNet mixer (transformers' Qwen3NextGatedDeltaNet): in_proj_qkvz
+        (q, k, v and the output gate z), in_proj_ba (beta and the decay's input a, one per
+        value head), the convolution (no bias), dt_bias and A_log per value head, the gated
+        RMSNorm over one head's width (shared by the heads), out_proj."""
+        h, hv, dv = self.hidden_size, self.linear_value_heads, self.linear_value_dim
+        in_proj = h * (self.linear_conv_channels + hv * dv + 2 * hv)
+        conv = self.linear_conv_channels * self.linear_conv_kernel
+        return in_proj + conv + 2 * hv + dv + hv * dv * h
+
+    def linear_state_elements_per_layer(self, tp: int = 1) -> int:
+        """What a sequence carries in one linear-attention layer on one of `tp` ranks: the
+        value heads' states and the convolution's last kernel - 1 inputs."""
+        if not self.linear_layers:
+            return 0
+        heads = -(-self.linear_value_heads // tp)
+        conv = -(-self.linear_conv_channels // tp)
+        return (heads * self.linear_key_dim * self.linear_value_dim
+                + conv * (self.linear_conv_kernel - 1))  # fmt: skip
+
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
     def attention_params(self) -> int:
@@ -136,7 +193,8 @@ class TransformerConfig:
 
     @property
     def attention_projection_params(self) -> int:
-        q = self.hidden_size * self.num_heads * self.head_dim
+        gates = 2 if self.attention_output_gate else 1  # q_proj writes the gate too
+        q = self.hidden_size * self.num_heads * self.head_dim * gates
         kv = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
         o = self.num_heads * self.head_dim * self.hidden_size
         bias = (
@@ -298,10 +356,19 @@ class TransformerConfig:
         return (self.encoder_layers * self.encoder_layer_params + self.final_norm_params
                 + 2 * self.relative_buckets * self.num_heads)  # fmt: skip
 
+    @property
+    def linear_mixer_difference(self) -> int:
+        """What a linear-attention layer holds beyond an attention layer (negative: less)."""
+        if not self.linear_layers:
+            return 0
+        attention = self.attention_params + (2 * self.head_dim if self.qk_norm else 0)
+        return self.linear_attention_params - attention
+
     @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
         return (
-            (self.num_layers - self.dense_layers) * self.layer_params
+            len(self.linear_layers) * self.linear_mixer_difference
+            + (self.num_layers - self.dense_layers) * self.layer_params
             + self.dense_layers * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
@@ -326,11 +393,32 @@ class TransformerConfig:
         return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
 
     def kv_cache_bytes_per_token(self, itemsize: float) -> float:
-        return self.num_layers * self.kv_elements_per_layer() * itemsize
+        """The cache every token adds for good: its layers without a window or a state."""
+        return self.full_cache_layers * self.kv_elements_per_layer() * itemsize
+
+    def window_cache_bytes_per_token(self, itemsize: float) -> float:
+        """The cache a token adds in the windowed layers, which keep only the last
+        `sliding_window` tokens of a sequence (what they read: attention_pairs)."""
+        return len(self.sliding_layers) * self.kv_elements_per_layer() * itemsize
 
     def state_bytes_per_sequence(self, itemsize: float) -> float:
-        """A state-space model's cache: constant per sequence, whatever its length."""
-        return self.num_layers * self.ssm_state_elements_per_layer * itemsize
+        """A state-space model's or linear attention's cache: constant per sequence,
+        whatever its length."""
+        return self.num_layers * self.state_elements_per_layer() * itemsize
+
+    def state_elements_per_layer(self, tp: int = 1) -> float:
+        """The constant cache per sequence of one of `tp` ranks, averaged over the layers
+        (a state-space model's every layer; a hybrid's linear-attention layers)."""
+        linear = self.linear_state_elements_per_layer(tp) * len(self.linear_layers)
+        return self.ssm_state_elements_per_layer + linear / self.num_layers
+
+    def cache_bytes(self, tokens: Dim, itemsize: float) -> Dim:
+        """One sequence's whole cache at `tokens` tokens: what grows with it, what a window
+        bounds, and what is constant."""
+        return (tokens * self.kv_cache_bytes_per_token(itemsize)
+                + np.minimum(tokens, self.sliding_window)
+                * self.window_cache_bytes_per_token(itemsize)
+                + self.state_bytes_per_sequence(itemsize))  # fmt: skip
 
 
 # HF keys per dialect: our field -> (their key, default or _REQUIRED).
@@ -398,10 +486,29 @@ _GEMMA3_KEYS = _GEMMA2_KEYS | {
     "max_position_embeddings": ("max_position_embeddings", 131_072),
     "sliding_window": ("sliding_window", 4096),
 }
-NESTED = {"gemma3": "gemma3_text"}
+# Qwen3-Next (Qwen3NextConfig) and Qwen3.5's text model (Qwen3_5MoeTextConfig, the same
+# architecture; q, k, v and z projected apart, the same parameters): Qwen3-MoE's keys and
+# experts with a gated shared expert, full attention with its output gated by a sigmoid
+# (q_proj twice as wide; attn_output_gate, on unless the file says otherwise) and partial
+# rotary embedding (partial_rotary_factor, 0.25), and Gated DeltaNet layers: those
+# layer_types calls linear_attention, else all but every full_attention_interval-th.
+_QWEN3_NEXT_KEYS = _MOE_KEYS | {
+    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
+    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+    "linear_key_heads": ("linear_num_key_heads", _REQUIRED),
+    "linear_value_heads": ("linear_num_value_heads", _REQUIRED),
+    "linear_key_dim": ("linear_key_head_dim", _REQUIRED),
+    "linear_value_dim": ("linear_value_head_dim", _REQUIRED),
+    "linear_conv_kernel": ("linear_conv_kernel_dim", 4),
+    "attention_output_gate": ("attn_output_gate", True),
+    "layer_types": ("layer_types", None),
+    "full_attention_interval": ("full_attention_interval", 4),
+}
+NESTED = {"gemma3": "gemma3_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types"}
+_LINEAR_KINDS = ("linear_attention", "full_attention")
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
 # window on every other layer (layer_types). Its MXFP4 experts are a weight format to give
@@ -549,12 +656,13 @@ DIALECTS = {
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
+    "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
-                "ssm_bias", "ssm_conv_bias"}
+                "ssm_bias", "ssm_conv_bias", "attention_output_gate"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -620,7 +728,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: field {theirs!r} is null; give a value, or leave it "
                             f"out for the default {default!r}")  # fmt: skip
         fields[ours] = value
-    if model_type in ("qwen3_moe", "qwen2_moe"):
+    if model_type in ("qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):
         _one_kind_of_layer(fields, origin)
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     if model_type in ("mamba", "mamba2"):
@@ -670,6 +778,13 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN2_FIXED)
     elif model_type in ("qwen3", "qwen3_moe"):
         fields.update(_QWEN3_FIXED)
+    elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
+        _linear_schedule(fields, origin)
+        fields["intermediate_size"] = (fields["intermediate_size"]
+                                       or fields["expert_intermediate_size"])  # fmt: skip
+        fields.update(_QWEN3_FIXED, linear_attention="gated_deltanet",
+                      rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.25,
+                                                       origin))  # fmt: skip
     elif model_type == "qwen2_moe":
         fields["attention_out_bias"] = False  # q, k and v have biases, o_proj none
     elif model_type == "falcon":
@@ -817,6 +932,25 @@ def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:
     else:
         sliding = list(range(layers))
     fields.update(sliding_window=window, sliding_layers=tuple(sliding))
+
+
+def _linear_schedule(fields: dict[str, object], origin: str) -> None:
+    """Which layers are linear attention: those `layer_types` calls linear_attention, else
+    all but every full_attention_interval-th (Qwen3NextConfig's derivation)."""
+    layers = int(fields["num_layers"])
+    types, interval = fields.pop("layer_types"), fields.pop("full_attention_interval")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != layers
+                or any(t not in _LINEAR_KINDS for t in types)):  # fmt: skip
+            raise UserError(f"{origin}: field 'layer_types' must list {layers} layers, each "
+                            f"{' or '.join(map(repr, _LINEAR_KINDS))}")  # fmt: skip
+        linear = [i for i, t in enumerate(types) if t == "linear_attention"]
+    elif isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+        raise UserError(f"{origin}: field 'full_attention_interval' must be a positive "
+                        f"integer, got {interval!r}")  # fmt: skip
+    else:
+        linear = [i for i in range(layers) if (i + 1) % interval]
+    fields["linear_layers"] = tuple(linear)
 
 
 def _deepseek(fields: dict[str, object], origin: str) -> None:

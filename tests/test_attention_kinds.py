@@ -200,3 +200,53 @@ def test_bandwidth_floor_of_a_decode_step_is_the_state():
                 if op.kind is OpKind.LINEAR_ATTENTION]  # fmt: skip
     assert op.bytes >= 2 * 5 * 8 * 32 * 48 * 2
     assert np.isfinite(op.bytes)
+
+
+DSA = dict(model_type="deepseek_v32", hidden_size=256, intermediate_size=512,
+           moe_intermediate_size=64, n_shared_experts=1, n_routed_experts=8,
+           num_experts_per_tok=2, first_k_dense_replace=1, num_hidden_layers=3,
+           num_attention_heads=4, num_key_value_heads=4, vocab_size=1000, kv_lora_rank=64,
+           q_lora_rank=96, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+           index_n_heads=4, index_head_dim=32, index_topk=16)  # fmt: skip
+
+
+def test_dsa_counts_what_transformers_builds():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    rest = {k: v for k, v in DSA.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model("deepseek_v32", **rest)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    assert config_from_hf(hf.to_dict(), "v32", "config.json").param_count == built
+
+
+@settings(max_examples=25, deadline=None)
+@given(context=st.integers(17, 1_000_000))
+def test_sparse_attention_attends_top_k_keys_and_indexes_them_all(context):
+    """A decode step of DSA: attention over the index_topk keys its indexer picks (its
+    FLOPs the same at any context past them), the indexer over every cached key (its
+    FLOPs growing with the context)."""
+    cfg = config_from_hf(DSA, "v32", "c")
+
+    def step(kv_len: int) -> dict[OpKind, float]:
+        graph = build_step(cfg, StepShape(2, 1, kv_len), DType.BF16)
+        return {kind: sum(op.flops for op in graph if op.kind is kind)
+                for kind in (OpKind.ATTENTION, OpKind.SPARSE_INDEX)}  # fmt: skip
+
+    at_top_k, here = step(16), step(context)
+    assert here[OpKind.ATTENTION] == at_top_k[OpKind.ATTENTION]
+    heads, width = 4, 32
+    indexer_matrix = 2 * heads * width * context * 2 * 3  # 2 sequences, 3 layers
+    assert here[OpKind.SPARSE_INDEX] == indexer_matrix + 2 * 3 * (3 * heads + 1) * context
+
+
+def test_the_index_keys_are_cached_beside_the_latents():
+    cfg = config_from_hf(DSA, "v32", "c")
+    assert cfg.kv_elements_per_layer() == 64 + 16 + 32
+
+
+def test_deepseek_v32s_published_total_counts_its_mtp_module():
+    cfg = xpusim.model("deepseek-v3.2")
+    assert cfg.param_count + cfg.mtp_params == pytest.approx(685e9, rel=0.01)
+    assert xpusim.model("deepseek-v3").mtp_params == pytest.approx(14e9, rel=0.05)

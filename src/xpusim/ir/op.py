@@ -33,6 +33,8 @@ class OpKind(StrEnum):
     SCAN = "scan"  # a state-space model's scan: (x, dt, B and C, ..., state) -> (y, state)
     # linear attention with a constant state: (q, k, v, gates, ..., state) -> (out, state)
     LINEAR_ATTENTION = "linear_attention"
+    # a sparse attention's indexer: (index q, index key cache, head weights) -> top-k key ids
+    SPARSE_INDEX = "sparse_index"
     COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
     # Training (compiler/autodiff.py, compiler/optimizer.py):
     ATTENTION_GRAD = "attention_grad"  # flash backward: q, k, v, out, lse, d_out -> dq, dk, dv
@@ -268,7 +270,11 @@ def _attention_matrix_flops(op: Op) -> float:
 
 
 def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
-    return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), op.attr("window"))
+    """A sliding window's pairs, or a sparse attention's: a query attending the `top_k`
+    keys its indexer picked of those it sees scores min(seen, top_k) of them, the count
+    a window of top_k gives (DeepSeek-V3.2's DSA: Liu et al. 2025, section 2.1)."""
+    window = op.attr("window", op.attr("top_k"))
+    return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), window)
 
 
 def _attention_vector_flops(op: Op) -> float:
@@ -396,6 +402,32 @@ def _linear_attention_vector_flops(op: Op) -> float | np.ndarray:
     return _count(batch * tokens * heads * (recurrent + per_head))
 
 
+# DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp report, section 2.1:
+# I_ts = sum_j w_tj ReLU(q_tj . k_s)): per causal query-key pair and index head, the dot
+# product on the matrix unit (2 x index_head_dim), then ReLU, the head weight's
+# multiply-add (3 vector FLOPs); per pair one comparison of the top-k selection.
+INDEX_FLOPS_PER_PAIR_HEAD = 3
+TOPK_FLOPS_PER_SCORE = 1
+
+
+def _index_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
+    """(batch, index heads, index head width, q_len, kv_len) of an indexer op."""
+    q, keys = op.inputs[:2]
+    batch, q_len, heads, width = q.shape
+    return batch, heads, width, q_len, keys.shape[1]
+
+
+def _index_matrix_flops(op: Op) -> float | np.ndarray:
+    batch, heads, width, q_len, kv_len = _index_dims(op)
+    return 2.0 * batch * heads * width * attention_pairs(q_len, kv_len, True)
+
+
+def _index_vector_flops(op: Op) -> float | np.ndarray:
+    batch, heads, _, q_len, kv_len = _index_dims(op)
+    per_pair = INDEX_FLOPS_PER_PAIR_HEAD * heads + TOPK_FLOPS_PER_SCORE
+    return batch * per_pair * attention_pairs(q_len, kv_len, True)
+
+
 def _count(values: np.ndarray) -> float | np.ndarray:
     """_real of what numpy made an array of even for one shape (np.where)."""
     return float(values) if np.ndim(values) == 0 else values.astype(float)
@@ -433,6 +465,7 @@ register(OpKind.ATTENTION, _attention_matrix_flops, _attention_vector_flops)
 register(OpKind.ATTENTION_GRAD, _attention_grad_matrix_flops, _attention_grad_vector_flops)
 register(OpKind.SCAN, _scan_matrix_flops, _scan_vector_flops)
 register(OpKind.LINEAR_ATTENTION, _linear_attention_matrix_flops, _linear_attention_vector_flops)
+register(OpKind.SPARSE_INDEX, _index_matrix_flops, _index_vector_flops)
 # vector ops: `flops_per_element` (an attr, counted from each formula by the builder) per
 # output element
 register(OpKind.ELEMENTWISE, _zero, _per_output_element)

@@ -312,11 +312,13 @@ class _Builder:
         heads, d, rope = cfg.num_heads, cfg.head_dim, cfg.qk_rope_head_dim
         nope, rank, v = d - rope, cfg.kv_lora_rank, cfg.v_head_dim
         latent = rank + rope
+        top_k = None
         if cfg.q_lora_rank:
             q = self.matmul(f"{p}.q_a_proj", x, cfg.q_lora_rank)
             norm_w = self.t(f"{p}.q_a_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
             q = self.vector(OpKind.NORM, f"{p}.q_a_norm", [q, norm_w], cfg.q_lora_rank,
                             RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
+            top_k = self.sparse_index(p, x, q) if cfg.index_topk else None
             q = self.matmul(f"{p}.q_b_proj", q, heads * d, tp="column")
         else:
             q = self.matmul(f"{p}.q_proj", x, heads * d, tp="column")
@@ -328,7 +330,8 @@ class _Builder:
                          (RMSNORM_FLOPS * rank + ROTARY_FLOPS * rope) / latent,
                          fn="rmsnorm")  # the latent's norm, the rotary key's rotation
         new = self.t(f"{p}.latent_new", s.batch, s.q_len, 1, latent, role=Role.KV_CACHE)
-        mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True)
+        mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True,
+                   top_k=top_k)
         tokens = self.tokens
         if s.decode or (isinstance(s.q_len, int) and s.q_len == 1):  # the absorbed form
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
@@ -337,7 +340,8 @@ class _Builder:
                     [self.t(f"{p}.q_latent", heads, tokens, rank)], compute=self.act.value,
                     tp="head_batch")  # fmt: skip
             q_lat = self.t(f"{p}.q_latent_rope", s.batch, s.q_len, heads, latent)
-            cache = self.t(f"{p}.latent_cache", s.batch, s.kv_len, 1, latent, role=Role.KV_CACHE)
+            read = s.kv_len if not cfg.index_topk else windowed(s.kv_len, s.q_len, cfg.index_topk)
+            cache = self.t(f"{p}.latent_cache", s.batch, read, 1, latent, role=Role.KV_CACHE)
             attn = self.op(OpKind.ATTENTION, f"{p}.attention", [q_lat, cache, kv],
                            [self.t(f"{p}.attn.latent", s.batch, s.q_len, heads * rank), new],
                            tp="heads", kv_heads=1, v_dim=rank, **{**mla, "head_dim": latent})
@@ -357,6 +361,30 @@ class _Builder:
                           [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * v), new],
                           tp="heads", kv_heads=heads, v_dim=v, **mla)  # fmt: skip
         return self.matmul(f"{p}.o_proj", out, cfg.hidden_size, tp="row")
+
+    def sparse_index(self, p: str, x: Tensor, q_latent: Tensor) -> int:
+        """DeepSeek Sparse Attention's lightning indexer (DeepseekV32Indexer): index
+        queries from the query latent (wq_b), one index key and the index heads' weights
+        from the hidden state (wk and weights_proj, one matmul), the scores of every cached
+        index key at the attention's format (FP8 in DeepSeek's kernels, with --precision
+        fp8 here) and the top-k selection, which writes the new key to the cache. Returns
+        the keys each query then attends (the attention's `top_k`). Whole on every
+        tensor-parallel rank, as MLA's latents are."""
+        cfg, s = self.cfg, self.step
+        heads, width = cfg.index_heads, cfg.index_head_dim
+        q = self.matmul(f"{p}.indexer.wq_b", q_latent, heads * width)
+        kw = self.matmul(f"{p}.indexer.wk_weights", x, width + heads)
+        rows = (s.batch, s.q_len)
+        self.op(
+            OpKind.SPARSE_INDEX, f"{p}.indexer",
+            [Tensor(q.name, (*rows, heads, width), self.act),
+             self.t(f"{p}.index_cache", s.batch, s.kv_len, 1, width, role=Role.KV_CACHE),
+             Tensor(f"{kw.name}[weights]", (*rows, heads), self.act)],
+            [Tensor(f"{p}.topk_ids", (*rows, cfg.index_topk), DType.INT32),
+             self.t(f"{p}.index_key_new", *rows, 1, width, role=Role.KV_CACHE)],
+            compute=self.attention.value,
+        )  # fmt: skip
+        return cfg.index_topk
 
     def training_attention(self, p: str, qkv: Tensor) -> Tensor:
         """Rotary op writing head-major q, k, v, then attention writing its output and the

@@ -65,6 +65,12 @@ class TransformerConfig:
     # head_dim is the query-key width per head (nope + rope), v_head_dim the value width.
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer of index_heads
+    # heads index_head_dim wide scores every cached key in FP8 and each query attends the
+    # index_topk best (0: dense attention); its one key per token is cached beside MLA's
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     max_position_embeddings: int = 0
@@ -209,7 +215,16 @@ class TransformerConfig:
         kv_a_layernorm)."""
         h, r, kv = self.hidden_size, self.q_lora_rank, self.kv_lora_rank
         q_down = h * r + r if r else 0
-        return q_down + h * (kv + self.qk_rope_head_dim) + kv
+        return q_down + h * (kv + self.qk_rope_head_dim) + kv + self.indexer_params
+
+    @property
+    def indexer_params(self) -> int:
+        """DSA's indexer (transformers' DeepseekV32Indexer): wq_b from the query latent, wk
+        and its LayerNorm (weight and bias), weights_proj (a weight per index head)."""
+        if not self.index_topk:
+            return 0
+        heads, width, h = self.index_heads, self.index_head_dim, self.hidden_size
+        return self.q_lora_rank * heads * width + h * width + 2 * width + h * heads
 
     @property
     def mla_head_params(self) -> int:
@@ -376,6 +391,21 @@ class TransformerConfig:
             + self.encoder_params
         )
 
+    @property
+    def mtp_params(self) -> int:
+        """The multi-token-prediction modules as a checkpoint stores them (DeepSeek-V3's
+        layer 61, README_WEIGHTS.md): per module an expert layer, eh_proj (2 hidden x
+        hidden), its norms of the embedding and the hidden state and the shared head's
+        norm, and a copy of the embedding table and the output head, which engines share
+        with the model. Published totals count them (DeepSeek-V3: 671B + 14B = 685B);
+        param_count, what transformers builds, does not."""
+        if not self.mtp_layers:
+            return 0
+        h = self.hidden_size
+        own = self.layer_params + 2 * h * h + 3 * h
+        return self.mtp_layers * (own + self.embedding_params
+                                  + self.vocab_size * self.hidden_size)  # fmt: skip
+
     @cached_property  # a sweep asks for it for every point
     def active_param_count(self) -> int:
         """Parameters one token touches (MoE: only its routed experts)."""
@@ -389,7 +419,7 @@ class TransformerConfig:
         if self.ssm:
             return 0
         if self.is_mla:
-            return self.kv_lora_rank + self.qk_rope_head_dim
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
 
     def kv_cache_bytes_per_token(self, itemsize: float) -> float:
@@ -558,6 +588,13 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "v_head_dim": ("v_head_dim", _REQUIRED),
     "mtp_layers": ("num_nextn_predict_layers", 0),
 }
+# DeepSeek-V3.2 (DeepseekV32Config): V3's keys and DSA's indexer (index_n_heads heads of
+# index_head_dim, index_topk keys per query), on every layer.
+_DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
+    "index_heads": ("index_n_heads", 64),
+    "index_head_dim": ("index_head_dim", 128),
+    "index_topk": ("index_topk", 2048),
+}
 # BERT and RoBERTa (XLM-RoBERTa too): encoders. Post-LayerNorm blocks (each sublayer's
 # output added to its input, then normed), biases on every linear layer, a GeLU MLP, learned
 # absolute positions (their table is not counted, as GPT-2's is not) and token types, and a
@@ -656,7 +693,7 @@ DIALECTS = {
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
-    "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
+    "deepseek_v32": _DEEPSEEK_V32_KEYS, "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
@@ -791,7 +828,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         _falcon(fields, heads, hidden)
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
-    elif model_type in ("deepseek_v2", "deepseek_v3"):
+    elif model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
         _deepseek(fields, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms
@@ -964,6 +1001,9 @@ def _deepseek(fields: dict[str, object], origin: str) -> None:
     if int(fields["dense_layers"]) > int(fields["num_layers"]):
         raise UserError(f"{origin}: field 'first_k_dense_replace' "
                         f"({fields['dense_layers']}) exceeds 'num_hidden_layers'")  # fmt: skip
+    if fields.get("index_topk") and not fields["q_lora_rank"]:
+        raise UserError(f"{origin}: field 'index_topk' needs 'q_lora_rank': DSA's indexer "
+                        "projects its queries from the query latent")  # fmt: skip
     nope, rope = int(fields.pop("qk_nope_head_dim")), int(fields["qk_rope_head_dim"])
     shared = int(fields.pop("shared_experts") or 0)
     fields.update(head_dim=nope + rope, num_kv_heads=fields["num_heads"],

@@ -250,3 +250,47 @@ def test_deepseek_v32s_published_total_counts_its_mtp_module():
     cfg = xpusim.model("deepseek-v3.2")
     assert cfg.param_count + cfg.mtp_params == pytest.approx(685e9, rel=0.01)
     assert xpusim.model("deepseek-v3").mtp_params == pytest.approx(14e9, rel=0.05)
+
+
+LLAMA4 = dict(model_type="llama4_text", hidden_size=256, intermediate_size=128,
+              intermediate_size_mlp=512, num_hidden_layers=8, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=64, num_local_experts=4, num_experts_per_tok=1,
+              vocab_size=1000, attention_chunk_size=64)  # fmt: skip
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_llama4_counts_what_transformers_builds(step):
+    """Scout (every layer with experts) and Maverick's interleaving (every other)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    rest = {k: v for k, v in LLAMA4.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model("llama4_text", **rest, interleave_moe_layer_step=step)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    cfg = config_from_hf(hf.to_dict(), "l4", "config.json")
+    assert cfg.param_count == built
+    assert cfg.chunked_layers == (0, 1, 2, 4, 5, 6) and cfg.expert_layers == 8 // step
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=st.integers(1, 5000), past=st.integers(0, 5000), chunk=st.integers(1, 700))
+def test_chunked_pairs_count_each_querys_chunk(q, past, chunk):
+    """Each query at position p sees p mod chunk + 1 keys: the closed form equals the sum,
+    and never exceeds what full causal attention or a window of the chunk would score."""
+    from xpusim.ir.op import attention_pairs, chunked_pairs
+
+    kv = q + past
+    counted = sum(p % chunk + 1 for p in range(past, kv))
+    assert chunked_pairs(q, kv, chunk) == counted
+    assert counted <= attention_pairs(q, kv, True)
+    assert counted <= attention_pairs(q, kv, True, chunk)
+
+
+def test_chunked_layers_keep_one_chunk_of_cache():
+    cfg = config_from_hf(LLAMA4, "l4", "c")
+    per_layer = 2 * 2 * 64 * 2
+    assert cfg.cache_bytes(10_000, 2) == (2 * 10_000 + 6 * 64) * per_layer
+    graph = build_step(cfg, StepShape(1, 1, 10_000), DType.BF16)
+    keys = sorted({op.inputs[1].shape[1] for op in graph if op.kind is OpKind.ATTENTION})
+    assert keys == [10_000 % 64, 10_000]

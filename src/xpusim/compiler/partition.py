@@ -478,7 +478,8 @@ def weights_per_chip_bytes(
     layer = cfg.layer_params - whole[1] + split[1]
     per_stage, start = [], 0
     for n in layers_per_stage(cfg.num_layers, plan.pp):  # an MoE model's dense layers first
-        dense_here = max(0, min(start + n, cfg.dense_layers) - start)
+        dense_here = sum(not cfg.is_expert_layer(i) for i in range(start, start + n)) \
+            if cfg.is_moe else 0
         linear_here = sum(start <= i < start + n for i in cfg.linear_layers)
         per_stage.append(dense * dense_here + layer * (n - dense_here)
                          + _linear_layer_difference(cfg, plan) * linear_here)

@@ -249,6 +249,25 @@ def attention_pairs(
     return growing * first + growing * (growing - 1) / 2 + (q_len - growing) * window
 
 
+def chunked_pairs(q_len: Dim, kv_len: Dim, chunk: int) -> float | np.ndarray:
+    """Causal query-key pairs of chunked local attention (Llama-4's attention_chunk_size):
+    the query at position p sees the keys from the start of its chunk, p mod chunk + 1 of
+    them. The queries are the last q_len of kv_len positions: the pairs of the first kv_len
+    positions less those of the first kv_len - q_len."""
+
+    def first(n: Dim) -> float | np.ndarray:
+        whole, rest = n // chunk, n % chunk
+        return whole * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2
+
+    return first(kv_len) - first(kv_len - q_len)
+
+
+def chunk_keys(kv_len: Dim, q_len: Dim, chunk: int) -> Dim:
+    """The keys some query of a chunked attention sees: from the start of the first
+    query's chunk to the last key (what its cache tensors hold)."""
+    return kv_len - (kv_len - q_len) // chunk * chunk
+
+
 def windowed(kv_len: Dim, q_len: Dim, window: int) -> Dim:
     """The keys some query of a windowed attention sees: what its cache tensors hold."""
     return np.minimum(kv_len, q_len + window - 1)
@@ -273,6 +292,9 @@ def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
     """A sliding window's pairs, or a sparse attention's: a query attending the `top_k`
     keys its indexer picked of those it sees scores min(seen, top_k) of them, the count
     a window of top_k gives (DeepSeek-V3.2's DSA: Liu et al. 2025, section 2.1)."""
+    chunk = op.attr("chunk")
+    if chunk:  # its keys start at the first query's chunk: kv_len counts from there
+        return chunked_pairs(q_len, q_len + (kv_len - q_len) % chunk, int(chunk))
     window = op.attr("window", op.attr("top_k"))
     return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), window)
 

@@ -359,7 +359,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     kv_size = (kv or act).itemsize
     one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
                 cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size),
-                cfg.window_cache_bytes_per_token(kv_size), cfg.sliding_window)
+                cfg.window_cache_bytes_per_token(kv_size), cfg.cache_window)
     return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
                      objective if searched else None, one_copy)  # fmt: skip
 

@@ -401,9 +401,9 @@ def stage_memory(
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
     cache's format `kv`."""
     per_layer = cfg.kv_elements_per_layer(plan.tp) * kv.itemsize
-    windowed = len(cfg.sliding_layers) / cfg.num_layers
+    windowed = len(cfg.bounded_layers) / cfg.num_layers
     return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
                        per_layer * (cfg.full_cache_layers / cfg.num_layers),
                        cfg.state_elements_per_layer(plan.tp) * kv.itemsize,
-                       per_layer * windowed, cfg.sliding_window)  # fmt: skip
+                       per_layer * windowed, cfg.cache_window)  # fmt: skip

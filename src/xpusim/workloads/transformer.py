@@ -26,7 +26,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, windowed
+from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, chunk_keys, windowed
 from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
@@ -173,6 +173,8 @@ class _Builder:
         q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
         window = cfg.window(self.layer)  # a sliding window's keys are all the cache is read for
         keys = s.kv_len if window is None else windowed(s.kv_len, s.q_len, window)
+        chunk = cfg.chunk(self.layer)  # so are a chunked attention's
+        keys = keys if chunk is None else chunk_keys(s.kv_len, s.q_len, chunk)
         cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
         kv = Role.KV_CACHE if self.causal else Role.ACTIVATION  # an encoder caches nothing
@@ -184,7 +186,7 @@ class _Builder:
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
             causal=self.causal, compute=self.attention.value, tp="heads", window=window,
-            **self.heads,
+            chunk=chunk, **self.heads,
         )  # fmt: skip
         if gate_width:  # attn x sigmoid(gate), the gate a view of q_proj's output
             gate = Tensor(f"{qkv.name}[gate]", (s.batch, s.q_len, q_width), self.act)
@@ -401,6 +403,7 @@ class _Builder:
                 Tensor(f"{p}.attn.lse", (s.batch, s.q_len, heads, 1), DType.FP32)]  # fmt: skip
         return self.op(OpKind.ATTENTION, f"{p}.attention", [q, k, v], outs, causal=True,
                        compute=self.act.value, tp="heads", window=cfg.window(self.layer),
+                       chunk=cfg.chunk(self.layer),
                        **self.heads)  # fmt: skip
 
     def mlp(self, p: str, x: Tensor) -> Tensor:
@@ -655,7 +658,8 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
         return [(layer, 1) for layer in range(n)]
 
     def kind(layer: int) -> tuple:
-        return cfg.is_expert_layer(layer), cfg.window(layer), cfg.is_linear_layer(layer)
+        return (cfg.is_expert_layer(layer), cfg.window(layer), cfg.chunk(layer),
+                cfg.is_linear_layer(layer))  # fmt: skip
 
     starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]

@@ -59,6 +59,13 @@ class TransformerConfig:
     # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
     sliding_window: int = 0
     sliding_layers: tuple[int, ...] = ()
+    # Chunked local attention (Llama-4's attention_chunk_size): in the layers chunked_layers
+    # names, a query sees the keys of its own chunk of attention_chunk_size tokens only
+    # (the rest, NoPE layers, see every key)
+    attention_chunk_size: int = 0
+    chunked_layers: tuple[int, ...] = ()
+    # Llama-4 Maverick: every moe_layer_step-th layer has experts, the rest a dense MLP
+    moe_layer_step: int = 1
     # Multi-head latent attention (DeepSeek-V2/V3): K and V are up-projected from a latent of
     # kv_lora_rank per token, which is what the cache holds (with the rotary part of the key,
     # qk_rope_head_dim, shared by the heads); q from one of q_lora_rank (0: a plain q_proj).
@@ -136,10 +143,36 @@ class TransformerConfig:
     @property
     def expert_layers(self) -> int:
         """Layers whose MLP is an MoE layer (none in a dense model)."""
-        return self.num_layers - self.dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        if self.moe_layer_step == 1:
+            return self.num_layers - self.dense_layers
+        return sum(map(self.is_expert_layer, range(self.num_layers)))
+
+    @property
+    def dense_layer_count(self) -> int:
+        """An MoE model's layers with a dense MLP (its first ones, or those between its
+        interleaved expert layers)."""
+        return self.num_layers - self.expert_layers if self.is_moe else self.dense_layers
 
     def is_expert_layer(self, layer: int) -> bool:
-        return self.is_moe and layer >= self.dense_layers
+        return (self.is_moe and layer >= self.dense_layers
+                and (layer + 1) % self.moe_layer_step == 0)  # fmt: skip
+
+    def chunk(self, layer: int) -> int | None:
+        """The layer's attention chunk (None: not chunked)."""
+        return self.attention_chunk_size if layer in self.chunked_layers else None
+
+    @property
+    def bounded_layers(self) -> tuple[int, ...]:
+        """Layers whose cache holds at most cache_window tokens of a sequence: a sliding
+        window's, or a chunked attention's (its current chunk)."""
+        return self.sliding_layers + self.chunked_layers
+
+    @property
+    def cache_window(self) -> int:
+        """The most tokens a bounded layer keeps."""
+        return self.sliding_window or self.attention_chunk_size
 
     def window(self, layer: int) -> int | None:
         """The layer's attention window (None: it sees every key)."""
@@ -156,7 +189,7 @@ class TransformerConfig:
         (none in a state-space model)."""
         if self.ssm:
             return 0
-        return self.num_layers - len(self.linear_layers) - len(self.sliding_layers)
+        return self.num_layers - len(self.linear_layers) - len(self.bounded_layers)
 
     @property
     def linear_conv_channels(self) -> int:
@@ -383,8 +416,8 @@ class TransformerConfig:
     def param_count(self) -> int:
         return (
             len(self.linear_layers) * self.linear_mixer_difference
-            + (self.num_layers - self.dense_layers) * self.layer_params
-            + self.dense_layers * self.dense_layer_params
+            + (self.num_layers - self.dense_layer_count) * self.layer_params
+            + self.dense_layer_count * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
@@ -429,7 +462,7 @@ class TransformerConfig:
     def window_cache_bytes_per_token(self, itemsize: float) -> float:
         """The cache a token adds in the windowed layers, which keep only the last
         `sliding_window` tokens of a sequence (what they read: attention_pairs)."""
-        return len(self.sliding_layers) * self.kv_elements_per_layer() * itemsize
+        return len(self.bounded_layers) * self.kv_elements_per_layer() * itemsize
 
     def state_bytes_per_sequence(self, itemsize: float) -> float:
         """A state-space model's or linear attention's cache: constant per sequence,
@@ -446,7 +479,7 @@ class TransformerConfig:
         """One sequence's whole cache at `tokens` tokens: what grows with it, what a window
         bounds, and what is constant."""
         return (tokens * self.kv_cache_bytes_per_token(itemsize)
-                + np.minimum(tokens, self.sliding_window)
+                + np.minimum(tokens, self.cache_window)
                 * self.window_cache_bytes_per_token(itemsize)
                 + self.state_bytes_per_sequence(itemsize))  # fmt: skip
 
@@ -534,10 +567,29 @@ _QWEN3_NEXT_KEYS = _MOE_KEYS | {
     "layer_types": ("layer_types", None),
     "full_attention_interval": ("full_attention_interval", 4),
 }
-NESTED = {"gemma3": "gemma3_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# Llama-4 (Llama4TextConfig, the text_config of model_type llama4): a Llama's keys with
+# experts intermediate_size wide beside a shared expert as wide (no gate), dense layers
+# intermediate_size_mlp wide between the expert layers (interleave_moe_layer_step), and
+# chunked local attention (attention_chunk_size) in the layers layer_types calls
+# chunked_attention, else in all but every no_rope_layer_interval-th (the NoPE layers,
+# which see every key). Its q and k norms have no weights; they and the NoPE layers'
+# skipped rotation are not costed apart.
+_LLAMA4_KEYS = _LLAMA_KEYS | {
+    "intermediate_size": ("intermediate_size_mlp", 16384),
+    "expert_intermediate_size": ("intermediate_size", 8192),
+    "num_experts": ("num_local_experts", 16),
+    "moe_layer_step": ("interleave_moe_layer_step", 1),
+    "moe_layers": ("moe_layers", None),
+    "attention_chunk_size": ("attention_chunk_size", 8192),
+    "layer_types": ("layer_types", None),
+    "no_rope_layer_interval": ("no_rope_layer_interval", 4),
+    "no_rope_layers": ("no_rope_layers", None),
+    "head_dim": ("head_dim", 128),
+}
+NESTED = {"gemma3": "gemma3_text", "qwen3_5_moe": "qwen3_5_moe_text", "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
-_LIST_FIELDS = {"layer_types"}
+_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers"}
 _LINEAR_KINDS = ("linear_attention", "full_attention")
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
@@ -693,7 +745,7 @@ DIALECTS = {
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
-    "deepseek_v32": _DEEPSEEK_V32_KEYS,
+    "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
@@ -816,6 +868,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN2_FIXED)
     elif model_type in ("qwen3", "qwen3_moe"):
         fields.update(_QWEN3_FIXED)
+    elif model_type == "llama4_text":
+        _llama4(fields, origin)
     elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
         _linear_schedule(fields, origin)
         fields["intermediate_size"] = (fields["intermediate_size"]
@@ -930,7 +984,7 @@ def _rotary_fraction(data: dict, key: str, default: float, origin: str) -> float
     return float(value)
 
 
-_NULL_MEANS_NONE = frozenset({"sliding_window"})
+_NULL_MEANS_NONE = frozenset({"sliding_window", "attention_chunk_size"})
 """Fields whose null says "none" (no window), as Hugging Face's configs write it. Any other
 field with a default must hold a value when present: a null there would reach arithmetic."""
 
@@ -970,6 +1024,35 @@ def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:
     else:
         sliding = list(range(layers))
     fields.update(sliding_window=window, sliding_layers=tuple(sliding))
+
+
+def _llama4(fields: dict[str, object], origin: str) -> None:
+    """Llama-4's experts, shared expert, interleaved dense layers and chunked layers."""
+    layers, step = int(fields["num_layers"]), int(fields["moe_layer_step"])
+    moe_layers = fields.pop("moe_layers")
+    if moe_layers is not None and list(moe_layers) != list(range(step - 1, layers, step)):
+        raise UserError(f"{origin}: field 'moe_layers' other than every "
+                        f"interleave_moe_layer_step-th layer is not modelled")  # fmt: skip
+    types, interval = fields.pop("layer_types"), int(fields.pop("no_rope_layer_interval"))
+    chunk = fields["attention_chunk_size"]
+    roped = fields.pop("no_rope_layers")  # 1: the layer rotates (and is chunked), 0: NoPE
+    if types is None and roped:
+        if not isinstance(roped, list) or len(roped) != layers or set(roped) - {0, 1}:
+            raise UserError(f"{origin}: field 'no_rope_layers' must list {layers} layers, "
+                            "each 0 or 1")  # fmt: skip
+        types = ["chunked_attention" if r and chunk else "full_attention" for r in roped]
+    kinds = ("chunked_attention", "full_attention")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != layers
+                or any(t not in kinds for t in types)):  # fmt: skip
+            raise UserError(f"{origin}: field 'layer_types' must list {layers} layers, each "
+                            f"{' or '.join(map(repr, kinds))}")  # fmt: skip
+        chunked = [i for i, t in enumerate(types) if t == "chunked_attention"]
+    else:
+        chunked = [i for i in range(layers) if (i + 1) % interval] if chunk else []
+    fields.update(chunked_layers=tuple(chunked), attention_chunk_size=chunk or 0,
+                  shared_expert_width=fields["expert_intermediate_size"],
+                  shared_expert_gate=False)  # fmt: skip
 
 
 def _linear_schedule(fields: dict[str, object], origin: str) -> None:

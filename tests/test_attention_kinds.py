@@ -294,3 +294,21 @@ def test_chunked_layers_keep_one_chunk_of_cache():
     graph = build_step(cfg, StepShape(1, 1, 10_000), DType.BF16)
     keys = sorted({op.inputs[1].shape[1] for op in graph if op.kind is OpKind.ATTENTION})
     assert keys == [10_000 % 64, 10_000]
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_glm4_moe_counts_what_transformers_builds(qk_norm):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    fields = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=64,
+                  n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                  first_k_dense_replace=1, num_hidden_layers=3, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64, vocab_size=1000, attention_bias=True,
+                  use_qk_norm=qk_norm)  # fmt: skip
+    hf = transformers.AutoConfig.for_model("glm4_moe", **fields)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    cfg = config_from_hf(hf.to_dict(), "glm", "config.json")
+    assert cfg.param_count == built
+    assert cfg.rotary_fraction == 0.5 and cfg.mtp_layers == 1

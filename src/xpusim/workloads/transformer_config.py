@@ -640,6 +640,20 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "v_head_dim": ("v_head_dim", _REQUIRED),
     "mtp_layers": ("num_nextn_predict_layers", 0),
 }
+# GLM-4.5 to GLM-4.7 (Glm4MoeConfig): DeepSeek-V3's experts (n_routed_experts of
+# moe_intermediate_size, n_shared_experts always run, the first first_k_dense_replace
+# layers dense) under grouped-query attention with biases on q, k and v (not o_proj), an
+# optional RMSNorm on each head of q and k (use_qk_norm), rotary embedding on
+# partial_rotary_factor (0.5) of each head, and an MTP module (num_nextn_predict_layers).
+_GLM4_MOE_KEYS = _LLAMA_KEYS | {
+    "num_experts": ("n_routed_experts", _REQUIRED),
+    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
+    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "shared_experts": ("n_shared_experts", 1),
+    "dense_layers": ("first_k_dense_replace", 1),
+    "qk_norm": ("use_qk_norm", False),
+    "mtp_layers": ("num_nextn_predict_layers", 1),
+}
 # DeepSeek-V3.2 (DeepseekV32Config): V3's keys and DSA's indexer (index_n_heads heads of
 # index_head_dim, index_topk keys per query), on every layer.
 _DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
@@ -746,13 +760,14 @@ DIALECTS = {
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
     "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
+    "glm4_moe": _GLM4_MOE_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
-                "ssm_bias", "ssm_conv_bias", "attention_output_gate"}
+                "ssm_bias", "ssm_conv_bias", "attention_output_gate", "qk_norm"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -870,6 +885,12 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN3_FIXED)
     elif model_type == "llama4_text":
         _llama4(fields, origin)
+    elif model_type == "glm4_moe":
+        shared = int(fields.pop("shared_experts") or 0)
+        fields.update(attention_out_bias=False, shared_expert_gate=False,
+                      shared_expert_width=shared * int(fields["expert_intermediate_size"]),
+                      rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.5,
+                                                       origin))  # fmt: skip
     elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
         _linear_schedule(fields, origin)
         fields["intermediate_size"] = (fields["intermediate_size"]

@@ -566,6 +566,7 @@ _QWEN3_NEXT_KEYS = _MOE_KEYS | {
     "attention_output_gate": ("attn_output_gate", True),
     "layer_types": ("layer_types", None),
     "full_attention_interval": ("full_attention_interval", 4),
+    "mtp_layers": ("mtp_num_hidden_layers", 0),
 }
 # Llama-4 (Llama4TextConfig, the text_config of model_type llama4): a Llama's keys with
 # experts intermediate_size wide beside a shared expert as wide (no gate), dense layers

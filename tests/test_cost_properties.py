@@ -27,7 +27,8 @@ small = st.integers(min_value=1, max_value=64)
 
 @st.composite
 def random_op(draw, dtype):
-    kind = draw(st.sampled_from([OpKind.MATMUL, OpKind.ATTENTION, OpKind.ELEMENTWISE, OpKind.NORM]))
+    kind = draw(st.sampled_from([OpKind.MATMUL, OpKind.ATTENTION, OpKind.ELEMENTWISE, OpKind.NORM,
+                                 OpKind.LINEAR_ATTENTION]))
     weight_role = draw(st.sampled_from([Role.WEIGHT, Role.ACTIVATION]))
     if kind is OpKind.MATMUL:
         m, k, n = draw(dims), draw(dims), draw(dims)
@@ -41,6 +42,13 @@ def random_op(draw, dtype):
         ins = (Tensor("q", (b, q, kvh * group, d), dtype), cache, dataclasses.replace(cache))
         outs = (Tensor("o", (b, q, kvh * group * d), dtype),)
         return Op(kind, "attn", ins, outs, (("causal", draw(st.booleans())),))
+    if kind is OpKind.LINEAR_ATTENTION:
+        b, heads, d_k, d_v, tokens = draw(small), draw(small), 128, draw(small), draw(dims)
+        state = Tensor("s", (b, heads, d_k, d_v), dtype, Role.KV_CACHE)
+        ins = (*(Tensor(n, (b, tokens, heads, w), dtype) for n, w in (("q", d_k), ("k", d_k),
+                                                                       ("v", d_v))), state)
+        outs = (Tensor("o", (b, tokens, heads * d_v), dtype), dataclasses.replace(state))
+        return Op(kind, "linear", ins, outs, (("chunk", 64), ("delta", draw(st.booleans()))))
     shape = (draw(small), draw(dims))
     flops = draw(st.integers(1, 10))
     return Op(kind, "vec", (Tensor("a", shape, dtype),), (Tensor("b", shape, dtype),),

@@ -217,6 +217,8 @@ class _Sharder:
         h_rank, kv_rank = self.split(h), max(1, self.split(kvh))
         widths = {(h + 2 * kvh) * d: (h_rank + 2 * kv_rank) * d,
                   (h + kvh) * d: (h_rank + kv_rank) * d, h * d: h_rank * d}  # fmt: skip
+        if op.attr("gated"):  # q_proj also writes the output gate (Qwen3-Next)
+            widths[(2 * h + 2 * kvh) * d] = (2 * h_rank + 2 * kv_rank) * d
         v = op.attr("v_dim")  # values narrower or wider than the keys (latent attention)
         if v is not None:
             widths[h * int(v)] = h_rank * int(v)
@@ -239,6 +241,29 @@ class _Sharder:
             else (tuple(map(shard, op.inputs)))
         )
         return [self._with(op, list(ins), [shard(t) for t in op.outputs])]
+
+    def _linear_heads(self, op: Op) -> list[Op]:
+        """Linear attention, its convolution and its gated norm, split by heads: the head
+        axis of [batch, tokens, heads, width] activations and of [batch, heads, d_k, d_v]
+        states, the channels (heads x a head's width) of [..., channels] tensors and of a
+        convolution's [channels, kernel] weight; a norm weight one head wide, shared by
+        the heads, is whole on every rank."""
+        heads = int(op.attr("heads"))
+
+        def shard(t: Tensor) -> Tensor:
+            shape = list(t.shape)
+            if len(shape) == 4:
+                axis = 1 if t.role is Role.KV_CACHE else 2
+            elif t.role is Role.WEIGHT:
+                axis = 0
+                if len(shape) == 1 and shape[0] != heads:
+                    return t
+            else:
+                axis = len(shape) - 1
+            shape[axis] = self.split(shape[axis])
+            return _resized(t, *shape)
+
+        return [self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))]
 
     def _head_batch(self, op: Op) -> list[Op]:
         """A matmul batched over heads ([heads, tokens, k] x [heads, k, n], latent
@@ -394,20 +419,39 @@ def _split_params(cfg: TransformerConfig, plan: Plan) -> tuple[float, float]:
     parallelism is refused)."""
     if cfg.ssm:
         return 0.0, 0.0
+    attn = _split_attention_params(cfg, plan)
+    experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
+    shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
+    return attn + cfg.dense_mlp_params / plan.tp, attn + experts + shared
+
+
+def _split_attention_params(cfg: TransformerConfig, plan: Plan) -> float:
+    """The attention parameters of a layer that one rank of `plan` holds of those tensor
+    parallelism splits by heads (the output gate's share of q_proj too)."""
     h_rank, kv_rank = (
         _ceil_div(cfg.num_heads, plan.tp),
         max(1, _ceil_div(cfg.num_kv_heads, plan.tp)),
     )
     if cfg.is_mla:  # the latents' projections whole on every rank, the heads' split
-        attn = cfg.mla_replicated_params + cfg.mla_head_params * h_rank / cfg.num_heads
-    else:
-        q_o = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim
-        k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
-        attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
-        attn += cfg.sink_params * h_rank / cfg.num_heads
-    experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
-    shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
-    return attn + cfg.dense_mlp_params / plan.tp, attn + experts + shared
+        return cfg.mla_replicated_params + cfg.mla_head_params * h_rank / cfg.num_heads
+    q_o = (2 + cfg.attention_output_gate) * cfg.hidden_size * cfg.num_heads * cfg.head_dim
+    k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
+    attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
+    return attn + cfg.sink_params * h_rank / cfg.num_heads
+
+
+def _linear_layer_difference(cfg: TransformerConfig, plan: Plan) -> float:
+    """What one rank holds of a linear-attention layer beyond an attention layer: its mixer
+    split by value heads (the norm weight one head wide whole) in place of the attention's
+    rank share (linear_mixer_difference on one chip)."""
+    if not cfg.linear_layers:
+        return 0.0
+    norm = cfg.linear_value_dim
+    linear = (cfg.linear_attention_params - norm) * _ceil_div(
+        cfg.linear_value_heads, plan.tp) / cfg.linear_value_heads + norm  # fmt: skip
+    whole, mine = _split_attention_params(cfg, Plan()), _split_attention_params(cfg, plan)
+    attention = cfg.attention_params - whole + mine + (2 * cfg.head_dim if cfg.qk_norm else 0)
+    return linear - attention
 
 
 @scoped(maxsize=1024)
@@ -433,8 +477,11 @@ def weights_per_chip_bytes(
     layer = cfg.layer_params - whole[1] + split[1]
     per_stage, start = [], 0
     for n in layers_per_stage(cfg.num_layers, plan.pp):  # an MoE model's dense layers first
-        dense_here = max(0, min(start + n, cfg.dense_layers) - start)
-        per_stage.append(dense * dense_here + layer * (n - dense_here))
+        dense_here = sum(not cfg.is_expert_layer(i) for i in range(start, start + n)) \
+            if cfg.is_moe else 0
+        linear_here = sum(start <= i < start + n for i in cfg.linear_layers)
+        per_stage.append(dense * dense_here + layer * (n - dense_here)
+                         + _linear_layer_difference(cfg, plan) * linear_here)
         start += n
     per_stage[0] += cfg.encoder_params - cfg.encoder_layers * (whole[0] - split[0])
     per_stage = [params * itemsize for params in per_stage]

@@ -31,6 +31,10 @@ class OpKind(StrEnum):
     SOFTMAX = "softmax"
     EMBEDDING = "embedding"  # gather rows of a table
     SCAN = "scan"  # a state-space model's scan: (x, dt, B and C, ..., state) -> (y, state)
+    # linear attention with a constant state: (q, k, v, gates, ..., state) -> (out, state)
+    LINEAR_ATTENTION = "linear_attention"
+    # a sparse attention's indexer: (index q, index key cache, head weights) -> top-k key ids
+    SPARSE_INDEX = "sparse_index"
     COLLECTIVE = "collective"  # inter-chip communication (used by the partitioner)
     # Training (compiler/autodiff.py, compiler/optimizer.py):
     ATTENTION_GRAD = "attention_grad"  # flash backward: q, k, v, out, lse, d_out -> dq, dk, dv
@@ -83,11 +87,11 @@ class Op:
 
     @property
     def matrix_flops(self) -> float:
-        return _MATRIX_FLOPS.get(self.kind, _zero)(self)
+        return RULES[self.kind].matrix_flops(self)
 
     @property
     def vector_flops(self) -> float:
-        return _VECTOR_FLOPS.get(self.kind, _per_output_element)(self)
+        return RULES[self.kind].vector_flops(self)
 
     @property
     def flops(self) -> float:
@@ -95,19 +99,7 @@ class Op:
 
     def bytes_by_role(self) -> dict[Role, float | np.ndarray]:
         """Bytes this op reads and writes, split by tensor role (placement decides the level)."""
-        counts = dict.fromkeys(ROLES, 0.0)
-        for t in self.inputs + self.outputs:  # not in place: a shape axis may widen a sum
-            counts[t.role] = counts[t.role] + t.nbytes
-        if self.kind is OpKind.EMBEDDING:  # a gather reads only the rows it looks up
-            table, ids = self.inputs
-            counts[table.role] -= table.nbytes
-            counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
-        if self.kind is OpKind.SCATTER_ADD:  # reads and writes back only the rows it adds to
-            table, ids = self.outputs[0], self.inputs[1]
-            for whole in (table, *self.inputs[2:]):  # and the gradient it adds into, if any
-                counts[whole.role] -= whole.nbytes
-            counts[table.role] += 2 * ids.numel * table.shape[-1] * table.dtype.itemsize
-        return counts
+        return RULES[self.kind].bytes_by_role(self)
 
     @property
     def bytes(self) -> float:
@@ -137,6 +129,33 @@ class Op:
 
 def _zero(op: Op) -> float:
     return 0.0
+
+
+def _every_tensor_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """Every input read once and every output written once: most kinds' traffic."""
+    counts = dict.fromkeys(ROLES, 0.0)
+    for t in op.inputs + op.outputs:  # not in place: a shape axis may widen a sum
+        counts[t.role] = counts[t.role] + t.nbytes
+    return counts
+
+
+def _gather_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """A gather reads only the rows it looks up."""
+    counts = _every_tensor_bytes(op)
+    table, ids = op.inputs
+    counts[table.role] -= table.nbytes
+    counts[table.role] += ids.numel * table.shape[-1] * table.dtype.itemsize
+    return counts
+
+
+def _scatter_add_bytes(op: Op) -> dict[Role, float | np.ndarray]:
+    """Reads and writes back only the rows it adds to."""
+    counts = _every_tensor_bytes(op)
+    table, ids = op.outputs[0], op.inputs[1]
+    for whole in (table, *op.inputs[2:]):  # and the gradient it adds into, if any
+        counts[whole.role] -= whole.nbytes
+    counts[table.role] += 2 * ids.numel * table.shape[-1] * table.dtype.itemsize
+    return counts
 
 
 def _real(count: Dim | float) -> float | np.ndarray:
@@ -230,6 +249,25 @@ def attention_pairs(
     return growing * first + growing * (growing - 1) / 2 + (q_len - growing) * window
 
 
+def chunked_pairs(q_len: Dim, kv_len: Dim, chunk: int) -> float | np.ndarray:
+    """Causal query-key pairs of chunked local attention (Llama-4's attention_chunk_size):
+    the query at position p sees the keys from the start of its chunk, p mod chunk + 1 of
+    them. The queries are the last q_len of kv_len positions: the pairs of the first kv_len
+    positions less those of the first kv_len - q_len."""
+
+    def first(n: Dim) -> float | np.ndarray:
+        whole, rest = n // chunk, n % chunk
+        return whole * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2
+
+    return first(kv_len) - first(kv_len - q_len)
+
+
+def chunk_keys(kv_len: Dim, q_len: Dim, chunk: int) -> Dim:
+    """The keys some query of a chunked attention sees: from the start of the first
+    query's chunk to the last key (what its cache tensors hold)."""
+    return kv_len - (kv_len - q_len) // chunk * chunk
+
+
 def windowed(kv_len: Dim, q_len: Dim, window: int) -> Dim:
     """The keys some query of a windowed attention sees: what its cache tensors hold."""
     return np.minimum(kv_len, q_len + window - 1)
@@ -251,7 +289,14 @@ def _attention_matrix_flops(op: Op) -> float:
 
 
 def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
-    return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), op.attr("window"))
+    """A sliding window's pairs, or a sparse attention's: a query attending the `top_k`
+    keys its indexer picked of those it sees scores min(seen, top_k) of them, the count
+    a window of top_k gives (DeepSeek-V3.2's DSA: Liu et al. 2025, section 2.1)."""
+    chunk = op.attr("chunk")
+    if chunk:  # its keys start at the first query's chunk: kv_len counts from there
+        return chunked_pairs(q_len, q_len + (kv_len - q_len) % chunk, int(chunk))
+    window = op.attr("window", op.attr("top_k"))
+    return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), window)
 
 
 def _attention_vector_flops(op: Op) -> float:
@@ -331,26 +376,135 @@ def _scan_vector_flops(op: Op) -> float | np.ndarray:
     return _count(batch * tokens * channels * (states * per_state + per_channel))
 
 
+# Linear attention (Gated DeltaNet: Yang, Kautz and Hatamizadeh 2024, arXiv 2412.06464,
+# section 3.3; its chunkwise form is DeltaNet's, Yang et al. 2024, arXiv 2406.06484, section
+# 3.3, with the decay folded in). A prefill splits the tokens into chunks of C and runs, per
+# value head and chunk (d_k x d_v state S): K K^T (2 C^2 d_k), its inverse by forward
+# substitution (the WY/UT transform: C^3 / 3 multiply-adds), W = T K and U = T V
+# (2 C^2 d_k + 2 C^2 d_v), U - W S (2 C d_k d_v), Q K^T (2 C^2 d_k) and its masked product
+# with U (2 C^2 d_v), Q S (2 C d_k d_v) and the state's update K^T U (2 C d_k d_v): per
+# token 6 C d_k + 4 C d_v + 6 d_k d_v + 2 C^2 / 3 on the matrix unit. Without the delta
+# rule (MiniMax's lightning attention: Qin et al. 2024, arXiv 2401.04658, Algorithm 1)
+# there is no K K^T, inverse, W, U or U - W S: per token 2 C d_k + 2 C d_v + 4 d_k d_v. A
+# decode step updates the state on the vector units (fla's fused_recurrent kernels): decay
+# (1), S^T k and the rank-1 update (2 + 2), read-out q^T S (2) per state element; without
+# the delta rule decay, k v^T and the read-out (1 + 2 + 2). Per token and head both take
+# the gates (exp of the decay, sigmoid of beta, softplus: GATE_FLOPS) and the L2 norms of
+# q and k (3 per element, Gated DeltaNet's use_qk_l2norm_in_kernel).
+DELTA_DECODE_FLOPS_PER_STATE = 7
+LINEAR_DECODE_FLOPS_PER_STATE = 5
+LINEAR_GATE_FLOPS_PER_HEAD = 8
+L2NORM_FLOPS = 3
+
+
+def _linear_attention_dims(op: Op) -> tuple[Dim, Dim, int, int, int, int]:
+    """(batch, tokens, heads, d_k, d_v, chunk) from q [batch, tokens, ., d_k] and the
+    state [batch, value heads, d_k, d_v], the last input."""
+    batch, tokens = op.inputs[0].shape[:2]
+    _, heads, d_k, d_v = op.inputs[-1].shape
+    return batch, tokens, heads, d_k, d_v, int(op.attr("chunk", 64))
+
+
+def _linear_attention_matrix_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, heads, d_k, d_v, chunk = _linear_attention_dims(op)
+    c = np.minimum(chunk, tokens)
+    if op.attr("delta", True):
+        per_token = 6 * c * d_k + 4 * c * d_v + 6 * d_k * d_v + 2 * c * c / 3
+    else:
+        per_token = 2 * c * (d_k + d_v) + 4 * d_k * d_v
+    return _count(np.where(np.asarray(tokens) > 1, batch * tokens * heads * per_token, 0))
+
+
+def _linear_attention_vector_flops(op: Op) -> float | np.ndarray:
+    batch, tokens, heads, d_k, d_v, _ = _linear_attention_dims(op)
+    per_state = DELTA_DECODE_FLOPS_PER_STATE if op.attr("delta", True) else (
+        LINEAR_DECODE_FLOPS_PER_STATE)  # fmt: skip
+    recurrent = np.where(np.asarray(tokens) == 1, per_state * d_k * d_v, 0)
+    per_head = LINEAR_GATE_FLOPS_PER_HEAD + 2 * L2NORM_FLOPS * d_k * bool(op.attr("delta", True))
+    return _count(batch * tokens * heads * (recurrent + per_head))
+
+
+# DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp report, section 2.1:
+# I_ts = sum_j w_tj ReLU(q_tj . k_s)): per causal query-key pair and index head, the dot
+# product on the matrix unit (2 x index_head_dim), then ReLU, the head weight's
+# multiply-add (3 vector FLOPs); per pair one comparison of the top-k selection.
+INDEX_FLOPS_PER_PAIR_HEAD = 3
+TOPK_FLOPS_PER_SCORE = 1
+
+
+def _index_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
+    """(batch, index heads, index head width, q_len, kv_len) of an indexer op."""
+    q, keys = op.inputs[:2]
+    batch, q_len, heads, width = q.shape
+    return batch, heads, width, q_len, keys.shape[1]
+
+
+def _index_matrix_flops(op: Op) -> float | np.ndarray:
+    batch, heads, width, q_len, kv_len = _index_dims(op)
+    return 2.0 * batch * heads * width * attention_pairs(q_len, kv_len, True)
+
+
+def _index_vector_flops(op: Op) -> float | np.ndarray:
+    batch, heads, _, q_len, kv_len = _index_dims(op)
+    per_pair = INDEX_FLOPS_PER_PAIR_HEAD * heads + TOPK_FLOPS_PER_SCORE
+    return batch * per_pair * attention_pairs(q_len, kv_len, True)
+
+
 def _count(values: np.ndarray) -> float | np.ndarray:
     """_real of what numpy made an array of even for one shape (np.where)."""
     return float(values) if np.ndim(values) == 0 else values.astype(float)
 
 
-_MATRIX_FLOPS: dict[OpKind, Callable[[Op], float]] = {
-    OpKind.MATMUL: _matmul_flops,
-    OpKind.CONV: _conv_flops,
-    OpKind.ATTENTION: _attention_matrix_flops,
-    OpKind.ATTENTION_GRAD: _attention_grad_matrix_flops,
-    OpKind.SCAN: _scan_matrix_flops,
-}
-_VECTOR_FLOPS: dict[OpKind, Callable[[Op], float]] = {
-    OpKind.MATMUL: _dequant_flops,
-    OpKind.CONV: _conv_epilogue_flops,
-    OpKind.ATTENTION: _attention_vector_flops,
-    OpKind.SCAN: _scan_vector_flops,
-    OpKind.EMBEDDING: _embedding_vector_flops,
-    OpKind.COLLECTIVE: _zero,
-    OpKind.ATTENTION_GRAD: _attention_grad_vector_flops,
-    OpKind.SCATTER_ADD: _scatter_add_vector_flops,
-    OpKind.TRANSPOSE: _zero,
-}
+@dataclass(frozen=True, slots=True)
+class CostRule:
+    """How one op kind's work is counted from its tensors (as JAX's roofline registers a
+    rule per primitive): FLOPs on the matrix unit, on the vector unit, and bytes by role."""
+
+    matrix_flops: Callable[[Op], float | np.ndarray]
+    vector_flops: Callable[[Op], float | np.ndarray]
+    bytes_by_role: Callable[[Op], dict[Role, float | np.ndarray]] = _every_tensor_bytes
+
+
+RULES: dict[OpKind, CostRule] = {}
+"""Every op kind's rule; a kind without one is refused when this module is imported."""
+
+
+def register(
+    kind: OpKind,
+    matrix_flops: Callable[[Op], float | np.ndarray],
+    vector_flops: Callable[[Op], float | np.ndarray],
+    bytes_by_role: Callable[[Op], dict[Role, float | np.ndarray]] = _every_tensor_bytes,
+) -> None:
+    """Registers `kind`'s rule, once: a second rule for a kind is a programming error."""
+    if kind in RULES:
+        raise ValueError(f"op kind {kind.value!r} already has a cost rule")
+    RULES[kind] = CostRule(matrix_flops, vector_flops, bytes_by_role)
+
+
+register(OpKind.MATMUL, _matmul_flops, _dequant_flops)
+register(OpKind.CONV, _conv_flops, _conv_epilogue_flops)
+register(OpKind.ATTENTION, _attention_matrix_flops, _attention_vector_flops)
+register(OpKind.ATTENTION_GRAD, _attention_grad_matrix_flops, _attention_grad_vector_flops)
+register(OpKind.SCAN, _scan_matrix_flops, _scan_vector_flops)
+register(OpKind.LINEAR_ATTENTION, _linear_attention_matrix_flops, _linear_attention_vector_flops)
+register(OpKind.SPARSE_INDEX, _index_matrix_flops, _index_vector_flops)
+# vector ops: `flops_per_element` (an attr, counted from each formula by the builder) per
+# output element
+register(OpKind.ELEMENTWISE, _zero, _per_output_element)
+register(OpKind.NORM, _zero, _per_output_element)
+register(OpKind.SOFTMAX, _zero, _per_output_element)
+register(OpKind.OPTIMIZER, _zero, _per_output_element)
+register(OpKind.EMBEDDING, _zero, _embedding_vector_flops, _gather_bytes)
+register(OpKind.SCATTER_ADD, _zero, _scatter_add_vector_flops, _scatter_add_bytes)
+register(OpKind.COLLECTIVE, _zero, _zero)  # links move its bytes (cost/collectives.py)
+register(OpKind.TRANSPOSE, _zero, _zero)  # a copy: bytes only
+
+
+def check_rules(kinds: type[OpKind] = OpKind, rules: dict[OpKind, CostRule] = RULES) -> None:
+    """Refuses op kinds without a cost rule: one would otherwise be costed as nothing."""
+    missing = [k.value for k in kinds if k not in rules]
+    if missing:
+        raise ImportError(f"op kinds without a cost rule (ir/op.py register): {missing}")
+
+
+check_rules()

@@ -170,7 +170,9 @@ def mtp_draft(target: Any) -> Any:
         raise UserError(f"--speculative mtp: {target.name} has no multi-token-prediction "
                         "module (its config's num_nextn_predict_layers)")  # fmt: skip
     return replace(target, name=f"{target.name}-mtp", num_layers=target.mtp_layers,
-                   dense_layers=0, tie_word_embeddings=True, mtp_layers=0)
+                   dense_layers=0, tie_word_embeddings=True, mtp_layers=0,
+                   # full attention (Qwen3-Next's and Qwen3.5's MTP layer too)
+                   linear_layers=(), sliding_layers=(), chunked_layers=())
 
 
 @dataclass(frozen=True)

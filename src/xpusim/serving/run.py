@@ -101,7 +101,8 @@ def prepare(
             raise UserError(f"{engine.prefill_replicas} prefill replicas of {one.chips} chips "
                             f"and {engine.decode_replicas} decode replicas of {decode_chips} "
                             f"need {need} chips; the system has {system.chips}")  # fmt: skip
-    longest = int((requests.prompt + requests.gen).max())
+    lengths = requests.prompt + requests.gen
+    longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     budgets = [engine.token_budget] if engine.token_budget else AUTO_BUDGETS
     for budget in budgets:
@@ -111,7 +112,7 @@ def prepare(
         trial = replace(engine, token_budget=budget)
         max_tokens = _table_tokens(trial, requests)
         activations, blocks, per_token = _kv_room(cfg, system, cand.memory, req, one, trial,
-                                                  max_tokens)  # fmt: skip
+                                                  max_tokens, lengths)  # fmt: skip
         if blocks >= -(-longest // engine.kv_block):
             break
     if budget != (engine.token_budget or AUTO_BUDGETS[0]):
@@ -151,14 +152,28 @@ less on chips whose activations at 8,192 tokens would crowd out the KV cache (Gr
 
 def _kv_room(
     cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
-    engine: Engine, max_tokens: int,
+    engine: Engine, max_tokens: int, lengths: np.ndarray,
 ) -> tuple[float, int, float]:  # fmt: skip
     """A replica's largest iteration's activations, the KV blocks its fullest chip has room
-    for beside them and the weights, and that chip's KV bytes per token."""
+    for beside them and the weights, and that chip's KV bytes per token.
+
+    A block holds its tokens' cache in the layers whose cache grows with every token, and
+    a share of what a sequence holds whatever its length (a linear-attention layer's
+    state) or up to a bound (a windowed layer's last `window` tokens and a block beyond,
+    as paged engines free whole blocks): that share is the requests' mean of it over their
+    mean length (`lengths`: each request's prompt + gen), so the blocks a load's sequences
+    take hold what they keep on average. A model whose every attention layer is windowed
+    keeps those layers in the blocks whole (Mistral-7B v0.1), as before."""
     activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
                                      plan.ep).activation_bytes[0])  # fmt: skip
     capacity = system.chip.capacity_bytes * engine.kv_utilization
-    per_token = [memory.kv_bytes_per_token_layer * n for n in memory.layers]
+    per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
+    if not per_layer:  # every layer windowed
+        per_layer, windowed = windowed, 0.0
+    if windowed or memory.state_bytes_per_sequence_layer:
+        kept = np.minimum(lengths, memory.window + engine.kv_block).mean()
+        per_layer += (memory.state_bytes_per_sequence_layer + windowed * kept) / lengths.mean()
+    per_token = [per_layer * n for n in memory.layers]
     tokens = min(int((capacity - w - activations) // need) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip
     return activations, max(tokens // engine.kv_block, 0), max(per_token)
@@ -252,11 +267,10 @@ def _transfer(p: Prepared) -> Callable[[int], float]:
     tp x ep ranks sends its shard at once, over the link that spans both replicas."""
     chips = p.plan.chips
     line = collective_line(p.system, Collective.SEND_RECV, 2, min(2 * chips, p.system.chips))
-    per_token = (p.cfg.kv_cache_bytes_per_token(p.formats.kv_format.itemsize)
-                 / (p.plan.tp * p.plan.ep))  # fmt: skip
+    itemsize, ranks = p.formats.kv_format.itemsize, p.plan.tp * p.plan.ep
 
     def transfer_s(tokens: int) -> float:
-        return line.fixed_s + line.s_per_byte * per_token * tokens
+        return line.fixed_s + line.s_per_byte * p.cfg.cache_bytes(tokens, itemsize) / ranks
 
     return transfer_s
 
@@ -277,9 +291,9 @@ def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
     found = []
     if cfg.sliding_layers:
         found.append(f"the {cfg.sliding_window}-token sliding window of "
-                     f"{len(cfg.sliding_layers)} of {cfg.num_layers} layers is not applied by "
-                     "serving (run applies it): those layers' attention past the window is "
-                     "overcounted")
+                     f"{len(cfg.sliding_layers)} of {cfg.num_layers} layers bounds their KV "
+                     "cache in serving but not their attention's time (run applies both): "
+                     "those layers' attention past the window is overcounted")
     if cfg.is_mla:
         found.append("serving costs latent attention's decode in its prefill form "
                      f"(decompressed keys and values, {cfg.head_dim} + {cfg.v_head_dim} wide "

@@ -26,7 +26,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, windowed
+from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, chunk_keys, windowed
 from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
@@ -39,6 +39,10 @@ SILU_FLOPS = 4  # x / (1 + exp(-x))
 SILU_MUL_FLOPS = SILU_FLOPS + 1  # times the up projection
 GELU_FLOPS = 8  # tanh approximation: cube, 2 mul-adds, tanh, add, 2 mul
 TANH_FLOPS = 1  # counted as one operation, as GELU_FLOPS counts its tanh
+SIGMOID_MUL_FLOPS = SILU_FLOPS  # x / (1 + exp(-g)): SiLU's four operations, on a gate
+# fla's chunk size for the gated delta rule (chunk_gated_delta_rule: BT = 64), which vLLM
+# and SGLang call for Qwen3-Next's prefill
+LINEAR_ATTENTION_CHUNK = 64
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -146,9 +150,10 @@ class _Builder:
             return self.latent_attention(p, x)
         q_width = cfg.num_heads * cfg.head_dim
         kv_width = cfg.num_kv_heads * cfg.head_dim
+        gate_width = q_width if cfg.attention_output_gate else 0
         qkv = self.matmul(
-            f"{p}.qkv", x, q_width + 2 * kv_width, bias=cfg.attention_bias, tp="heads",
-            **self.heads,
+            f"{p}.qkv", x, q_width + gate_width + 2 * kv_width, bias=cfg.attention_bias,
+            tp="heads", gated=cfg.attention_output_gate or None, **self.heads,
         )  # fmt: skip
         if self.training:
             attn = self.training_attention(p, qkv)
@@ -168,6 +173,8 @@ class _Builder:
         q = Tensor(f"{p}.q", (s.batch, s.q_len, cfg.num_heads, cfg.head_dim), self.act)
         window = cfg.window(self.layer)  # a sliding window's keys are all the cache is read for
         keys = s.kv_len if window is None else windowed(s.kv_len, s.q_len, window)
+        chunk = cfg.chunk(self.layer)  # so are a chunked attention's
+        keys = keys if chunk is None else chunk_keys(s.kv_len, s.q_len, chunk)
         cache = (s.batch, keys, cfg.num_kv_heads, cfg.head_dim)
         new = (s.batch, s.q_len, cfg.num_kv_heads, cfg.head_dim)
         kv = Role.KV_CACHE if self.causal else Role.ACTIVATION  # an encoder caches nothing
@@ -179,10 +186,56 @@ class _Builder:
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
             causal=self.causal, compute=self.attention.value, tp="heads", window=window,
-            **self.heads,
+            chunk=chunk, **self.heads,
         )  # fmt: skip
+        if gate_width:  # attn x sigmoid(gate), the gate a view of q_proj's output
+            gate = Tensor(f"{qkv.name}[gate]", (s.batch, s.q_len, q_width), self.act)
+            attn = self.vector(OpKind.ELEMENTWISE, f"{p}.output_gate", [attn, gate], q_width,
+                               SIGMOID_MUL_FLOPS, tp="heads", fn="sigmoid_mul", **self.heads)
         return self.matmul(f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias,
                            tp="row")
+
+    def linear_attention_block(self, p: str, x: Tensor) -> Tensor:
+        """A Gated DeltaNet mixer as vLLM and SGLang run Qwen3-Next's (fla's kernels):
+        in_proj_qkvz and in_proj_ba; the causal depthwise convolution (kernel K, then SiLU)
+        over q, k and v, which carries the last K - 1 of them per sequence; the gated delta
+        rule (OpKind.LINEAR_ATTENTION: a chunked scan in a prefill, one recurrent step in a
+        decode), which carries one d_k x d_v state per value head; an RMSNorm of each head
+        gated by SiLU(z); out_proj. Tensor parallelism splits the heads. The two carried
+        tensors are the layer's cache (role KV_CACHE), the same size at any context."""
+        cfg, s = self.cfg, self.step
+        hk, hv = cfg.linear_key_heads, cfg.linear_value_heads
+        dk, dv, k = cfg.linear_key_dim, cfg.linear_value_dim, cfg.linear_conv_kernel
+        channels, rows = cfg.linear_conv_channels, (s.batch, s.q_len)
+        heads = dict(heads=hv, tp="linear_heads")
+        qkvz = self.matmul(f"{p}.in_proj_qkvz", x, channels + hv * dv, tp="column")
+        ba = self.matmul(f"{p}.in_proj_ba", x, 2 * hv, tp="column")
+        conv_in = Tensor(f"{qkvz.name}[qkv]", (*rows, channels), self.act)
+        carried = [self.t(f"{p}.conv_state{new}", s.batch, k - 1, channels, role=Role.KV_CACHE)
+                   for new in ("", ".new")]  # fmt: skip
+        conv = self.op(
+            OpKind.ELEMENTWISE, f"{p}.conv",
+            [conv_in, self.t(f"{p}.conv.w", channels, k, role=Role.WEIGHT), carried[0]],
+            [self.t(f"{p}.conv.out", *rows, channels), carried[1]],
+            flops_per_element=2 * k + SILU_FLOPS, fn="conv1d_silu", **heads,
+        )  # fmt: skip
+        state = [self.t(f"{p}.state{new}", s.batch, hv, dk, dv, role=Role.KV_CACHE)
+                 for new in ("", ".new")]  # fmt: skip
+        y = self.op(
+            OpKind.LINEAR_ATTENTION, f"{p}.gated_delta",
+            [Tensor(f"{conv.name}[q]", (*rows, hk, dk), self.act),
+             Tensor(f"{conv.name}[k]", (*rows, hk, dk), self.act),
+             Tensor(f"{conv.name}[v]", (*rows, hv, dv), self.act), ba,
+             *(self.t(f"{p}.{name}", hv, role=Role.WEIGHT) for name in ("A_log", "dt_bias")),
+             state[0]],
+            [self.t(f"{p}.gated_delta.out", *rows, hv * dv), state[1]],
+            chunk=LINEAR_ATTENTION_CHUNK, delta=True, **heads,
+        )  # fmt: skip
+        z = Tensor(f"{qkvz.name}[z]", (*rows, hv * dv), self.act)
+        gated = self.vector(OpKind.NORM, f"{p}.gated_norm",
+                            [y, z, self.t(f"{p}.gated_norm.w", dv, role=Role.WEIGHT)], hv * dv,
+                            RMSNORM_FLOPS + SILU_MUL_FLOPS, fn="rmsnorm", **heads)  # fmt: skip
+        return self.matmul(f"{p}.out_proj", gated, cfg.hidden_size, tp="row")
 
     def ssm_block(self, p: str, x: Tensor) -> Tensor:
         """A Mamba or Mamba-2 mixer as its fused kernels run it (transformers' MambaMixer and
@@ -261,11 +314,13 @@ class _Builder:
         heads, d, rope = cfg.num_heads, cfg.head_dim, cfg.qk_rope_head_dim
         nope, rank, v = d - rope, cfg.kv_lora_rank, cfg.v_head_dim
         latent = rank + rope
+        top_k = None
         if cfg.q_lora_rank:
             q = self.matmul(f"{p}.q_a_proj", x, cfg.q_lora_rank)
             norm_w = self.t(f"{p}.q_a_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
             q = self.vector(OpKind.NORM, f"{p}.q_a_norm", [q, norm_w], cfg.q_lora_rank,
                             RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
+            top_k = self.sparse_index(p, x, q) if cfg.index_topk else None
             q = self.matmul(f"{p}.q_b_proj", q, heads * d, tp="column")
         else:
             q = self.matmul(f"{p}.q_proj", x, heads * d, tp="column")
@@ -277,7 +332,8 @@ class _Builder:
                          (RMSNORM_FLOPS * rank + ROTARY_FLOPS * rope) / latent,
                          fn="rmsnorm")  # the latent's norm, the rotary key's rotation
         new = self.t(f"{p}.latent_new", s.batch, s.q_len, 1, latent, role=Role.KV_CACHE)
-        mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True)
+        mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True,
+                   top_k=top_k)
         tokens = self.tokens
         if s.decode or (isinstance(s.q_len, int) and s.q_len == 1):  # the absorbed form
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
@@ -286,7 +342,8 @@ class _Builder:
                     [self.t(f"{p}.q_latent", heads, tokens, rank)], compute=self.act.value,
                     tp="head_batch")  # fmt: skip
             q_lat = self.t(f"{p}.q_latent_rope", s.batch, s.q_len, heads, latent)
-            cache = self.t(f"{p}.latent_cache", s.batch, s.kv_len, 1, latent, role=Role.KV_CACHE)
+            read = s.kv_len if not cfg.index_topk else windowed(s.kv_len, s.q_len, cfg.index_topk)
+            cache = self.t(f"{p}.latent_cache", s.batch, read, 1, latent, role=Role.KV_CACHE)
             attn = self.op(OpKind.ATTENTION, f"{p}.attention", [q_lat, cache, kv],
                            [self.t(f"{p}.attn.latent", s.batch, s.q_len, heads * rank), new],
                            tp="heads", kv_heads=1, v_dim=rank, **{**mla, "head_dim": latent})
@@ -307,6 +364,30 @@ class _Builder:
                           tp="heads", kv_heads=heads, v_dim=v, **mla)  # fmt: skip
         return self.matmul(f"{p}.o_proj", out, cfg.hidden_size, tp="row")
 
+    def sparse_index(self, p: str, x: Tensor, q_latent: Tensor) -> int:
+        """DeepSeek Sparse Attention's lightning indexer (DeepseekV32Indexer): index
+        queries from the query latent (wq_b), one index key and the index heads' weights
+        from the hidden state (wk and weights_proj, one matmul), the scores of every cached
+        index key at the attention's format (FP8 in DeepSeek's kernels, with --precision
+        fp8 here) and the top-k selection, which writes the new key to the cache. Returns
+        the keys each query then attends (the attention's `top_k`). Whole on every
+        tensor-parallel rank, as MLA's latents are."""
+        cfg, s = self.cfg, self.step
+        heads, width = cfg.index_heads, cfg.index_head_dim
+        q = self.matmul(f"{p}.indexer.wq_b", q_latent, heads * width)
+        kw = self.matmul(f"{p}.indexer.wk_weights", x, width + heads)
+        rows = (s.batch, s.q_len)
+        self.op(
+            OpKind.SPARSE_INDEX, f"{p}.indexer",
+            [Tensor(q.name, (*rows, heads, width), self.act),
+             self.t(f"{p}.index_cache", s.batch, s.kv_len, 1, width, role=Role.KV_CACHE),
+             Tensor(f"{kw.name}[weights]", (*rows, heads), self.act)],
+            [Tensor(f"{p}.topk_ids", (*rows, cfg.index_topk), DType.INT32),
+             self.t(f"{p}.index_key_new", *rows, 1, width, role=Role.KV_CACHE)],
+            compute=self.attention.value,
+        )  # fmt: skip
+        return cfg.index_topk
+
     def training_attention(self, p: str, qkv: Tensor) -> Tensor:
         """Rotary op writing head-major q, k, v, then attention writing its output and the
         per-query log-sum-exp of the scores (fp32) that FlashAttention's backward reads."""
@@ -322,6 +403,7 @@ class _Builder:
                 Tensor(f"{p}.attn.lse", (s.batch, s.q_len, heads, 1), DType.FP32)]  # fmt: skip
         return self.op(OpKind.ATTENTION, f"{p}.attention", [q, k, v], outs, causal=True,
                        compute=self.act.value, tp="heads", window=cfg.window(self.layer),
+                       chunk=cfg.chunk(self.layer),
                        **self.heads)  # fmt: skip
 
     def mlp(self, p: str, x: Tensor) -> Tensor:
@@ -417,7 +499,10 @@ class _Builder:
                             fn="add")  # fmt: skip
                 residual = None
                 continue
-            x = self.attention_block(p, h)
+            if cfg.is_linear_layer(self.layer):
+                x = self.linear_attention_block(p, h)
+            else:
+                x = self.attention_block(p, h)
             if cfg.sandwich_norms:  # Gemma-2/3: the attention's output normed before the add
                 x = self.norm(f"{p}.norm_post_attn", x, None)[0]
             h, residual = self.norm(f"{p}.norm_mlp", x, residual)
@@ -556,8 +641,9 @@ def refuse_untrainable(cfg: TransformerConfig) -> None:
     if cfg.is_mla:
         raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
                         "not modelled yet (its inference and serving are)")
-    if cfg.ssm or cfg.is_encoder_decoder:
-        kind = "a state-space model" if cfg.ssm else "an encoder-decoder"
+    if cfg.ssm or cfg.is_encoder_decoder or cfg.linear_layers:
+        kind = ("a state-space model" if cfg.ssm else "linear attention" if cfg.linear_layers
+                 else "an encoder-decoder")  # fmt: skip
         raise UserError(f"{cfg.name}: training {kind} is not modelled yet (its inference is)")
 
 
@@ -572,7 +658,8 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
         return [(layer, 1) for layer in range(n)]
 
     def kind(layer: int) -> tuple:
-        return cfg.is_expert_layer(layer), cfg.window(layer)
+        return (cfg.is_expert_layer(layer), cfg.window(layer), cfg.chunk(layer),
+                cfg.is_linear_layer(layer))  # fmt: skip
 
     starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]

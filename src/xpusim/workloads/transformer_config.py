@@ -61,12 +61,25 @@ class TransformerConfig:
     # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
     sliding_window: int = 0
     sliding_layers: tuple[int, ...] = ()
+    # Chunked local attention (Llama-4's attention_chunk_size): in the layers chunked_layers
+    # names, a query sees the keys of its own chunk of attention_chunk_size tokens only
+    # (the rest, NoPE layers, see every key)
+    attention_chunk_size: int = 0
+    chunked_layers: tuple[int, ...] = ()
+    # Llama-4 Maverick: every moe_layer_step-th layer has experts, the rest a dense MLP
+    moe_layer_step: int = 1
     # Multi-head latent attention (DeepSeek-V2/V3): K and V are up-projected from a latent of
     # kv_lora_rank per token, which is what the cache holds (with the rotary part of the key,
     # qk_rope_head_dim, shared by the heads); q from one of q_lora_rank (0: a plain q_proj).
     # head_dim is the query-key width per head (nope + rope), v_head_dim the value width.
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer of index_heads
+    # heads index_head_dim wide scores every cached key in FP8 and each query attends the
+    # index_topk best (0: dense attention); its one key per token is cached beside MLA's
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     max_position_embeddings: int = 0
@@ -94,6 +107,23 @@ class TransformerConfig:
     # the model, not part of what transformers builds or counts, that engines run as its
     # speculative draft (scenarios/decoding.py)
     mtp_layers: int = 0
+    # Linear attention with a constant-size state, in the layers `linear_layers` names (the
+    # rest full attention): "gated_deltanet" (Yang, Kautz and Hatamizadeh 2024, arXiv
+    # 2412.06464; Qwen3-Next and Qwen3.5's Qwen3NextGatedDeltaNet): q and k of
+    # linear_key_heads heads linear_key_dim wide, v of linear_value_heads heads
+    # linear_value_dim wide, one linear_key_dim x linear_value_dim state per value head, a
+    # causal depthwise convolution (linear_conv_kernel) over q, k and v. A sequence caches
+    # the states and the convolution's last kernel - 1 inputs, whatever its length.
+    linear_attention: str = ""
+    linear_layers: tuple[int, ...] = ()
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 4
+    # Qwen3-Next / Qwen3.5: q_proj also writes a gate per query channel, and attention's
+    # output is multiplied by its sigmoid before o_proj (attn_output_gate)
+    attention_output_gate: bool = False
     ssm: str = ""
     ssm_state_size: int = 0
     ssm_conv_kernel: int = 4
@@ -119,14 +149,80 @@ class TransformerConfig:
     @property
     def expert_layers(self) -> int:
         """Layers whose MLP is an MoE layer (none in a dense model)."""
-        return self.num_layers - self.dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        if self.moe_layer_step == 1:
+            return self.num_layers - self.dense_layers
+        return sum(map(self.is_expert_layer, range(self.num_layers)))
+
+    @property
+    def dense_layer_count(self) -> int:
+        """An MoE model's layers with a dense MLP (its first ones, or those between its
+        interleaved expert layers)."""
+        return self.num_layers - self.expert_layers if self.is_moe else self.dense_layers
 
     def is_expert_layer(self, layer: int) -> bool:
-        return self.is_moe and layer >= self.dense_layers
+        return (self.is_moe and layer >= self.dense_layers
+                and (layer + 1) % self.moe_layer_step == 0)  # fmt: skip
+
+    def chunk(self, layer: int) -> int | None:
+        """The layer's attention chunk (None: not chunked)."""
+        return self.attention_chunk_size if layer in self.chunked_layers else None
+
+    @property
+    def bounded_layers(self) -> tuple[int, ...]:
+        """Layers whose cache holds at most cache_window tokens of a sequence: a sliding
+        window's, or a chunked attention's (its current chunk)."""
+        return self.sliding_layers + self.chunked_layers
+
+    @property
+    def cache_window(self) -> int:
+        """The most tokens a bounded layer keeps."""
+        return self.sliding_window or self.attention_chunk_size
 
     def window(self, layer: int) -> int | None:
         """The layer's attention window (None: it sees every key)."""
         return self.sliding_window if layer in self.sliding_layers else None
+
+    def is_linear_layer(self, layer: int) -> bool:
+        """Whether the layer mixes tokens by linear attention (a constant state), not
+        softmax attention over a KV cache."""
+        return layer in self.linear_layers
+
+    @property
+    def full_cache_layers(self) -> int:
+        """Layers whose cache grows with every token: softmax attention without a window
+        (none in a state-space model)."""
+        if self.ssm:
+            return 0
+        return self.num_layers - len(self.linear_layers) - len(self.bounded_layers)
+
+    @property
+    def linear_conv_channels(self) -> int:
+        """Channels linear attention's convolution runs over: q, k and v."""
+        return (2 * self.linear_key_heads * self.linear_key_dim
+                + self.linear_value_heads * self.linear_value_dim)  # fmt: skip
+
+    @property
+    def linear_attention_params(self) -> int:
+        """A Gated DeltaNet mixer (transformers' Qwen3NextGatedDeltaNet): in_proj_qkvz
+        (q, k, v and the output gate z), in_proj_ba (beta and the decay's input a, one per
+        value head), the convolution (no bias), dt_bias and A_log per value head, the gated
+        RMSNorm over one head's width (shared by the heads), out_proj."""
+        h, hv, dv = self.hidden_size, self.linear_value_heads, self.linear_value_dim
+        in_proj = h * (self.linear_conv_channels + hv * dv + 2 * hv)
+        conv = self.linear_conv_channels * self.linear_conv_kernel
+        return in_proj + conv + 2 * hv + dv + hv * dv * h
+
+    def linear_state_elements_per_layer(self, tp: int = 1) -> int:
+        """What a sequence carries in one linear-attention layer on one of `tp` ranks: the
+        value heads' states and the convolution's last kernel - 1 inputs."""
+        if not self.linear_layers:
+            return 0
+        heads = -(-self.linear_value_heads // tp)
+        conv = -(-self.linear_conv_channels // tp)
+        return (heads * self.linear_key_dim * self.linear_value_dim
+                + conv * (self.linear_conv_kernel - 1))  # fmt: skip
 
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
@@ -142,7 +238,8 @@ class TransformerConfig:
 
     @property
     def attention_projection_params(self) -> int:
-        q = self.hidden_size * self.num_heads * self.head_dim
+        gates = 2 if self.attention_output_gate else 1  # q_proj writes the gate too
+        q = self.hidden_size * self.num_heads * self.head_dim * gates
         kv = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
         o = self.num_heads * self.head_dim * self.hidden_size
         bias = (
@@ -157,7 +254,16 @@ class TransformerConfig:
         kv_a_layernorm)."""
         h, r, kv = self.hidden_size, self.q_lora_rank, self.kv_lora_rank
         q_down = h * r + r if r else 0
-        return q_down + h * (kv + self.qk_rope_head_dim) + kv
+        return q_down + h * (kv + self.qk_rope_head_dim) + kv + self.indexer_params
+
+    @property
+    def indexer_params(self) -> int:
+        """DSA's indexer (transformers' DeepseekV32Indexer): wq_b from the query latent, wk
+        and its LayerNorm (weight and bias), weights_proj (a weight per index head)."""
+        if not self.index_topk:
+            return 0
+        heads, width, h = self.index_heads, self.index_head_dim, self.hidden_size
+        return self.q_lora_rank * heads * width + h * width + 2 * width + h * heads
 
     @property
     def mla_head_params(self) -> int:
@@ -306,16 +412,40 @@ class TransformerConfig:
         return (self.encoder_layers * self.encoder_layer_params + self.final_norm_params
                 + 2 * self.relative_buckets * self.num_heads)  # fmt: skip
 
+    @property
+    def linear_mixer_difference(self) -> int:
+        """What a linear-attention layer holds beyond an attention layer (negative: less)."""
+        if not self.linear_layers:
+            return 0
+        attention = self.attention_params + (2 * self.head_dim if self.qk_norm else 0)
+        return self.linear_attention_params - attention
+
     @cached_property  # a sweep asks for it for every point
     def param_count(self) -> int:
         return (
-            (self.num_layers - self.dense_layers) * self.layer_params
-            + self.dense_layers * self.dense_layer_params
+            len(self.linear_layers) * self.linear_mixer_difference
+            + (self.num_layers - self.dense_layer_count) * self.layer_params
+            + self.dense_layer_count * self.dense_layer_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
             + self.encoder_params
         )
+
+    @property
+    def mtp_params(self) -> int:
+        """The multi-token-prediction modules as a checkpoint stores them (DeepSeek-V3's
+        layer 61, README_WEIGHTS.md): per module an expert layer, eh_proj (2 hidden x
+        hidden), its norms of the embedding and the hidden state and the shared head's
+        norm, and a copy of the embedding table and the output head, which engines share
+        with the model. Published totals count them (DeepSeek-V3: 671B + 14B = 685B);
+        param_count, what transformers builds, does not."""
+        if not self.mtp_layers:
+            return 0
+        h = self.hidden_size
+        own = self.layer_params + 2 * h * h + 3 * h
+        return self.mtp_layers * (own + self.embedding_params
+                                  + self.vocab_size * self.hidden_size)  # fmt: skip
 
     @cached_property  # a sweep asks for it for every point
     def active_param_count(self) -> int:
@@ -330,15 +460,36 @@ class TransformerConfig:
         if self.ssm:
             return 0
         if self.is_mla:
-            return self.kv_lora_rank + self.qk_rope_head_dim
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
 
     def kv_cache_bytes_per_token(self, itemsize: float) -> float:
-        return self.num_layers * self.kv_elements_per_layer() * itemsize
+        """The cache every token adds for good: its layers without a window or a state."""
+        return self.full_cache_layers * self.kv_elements_per_layer() * itemsize
+
+    def window_cache_bytes_per_token(self, itemsize: float) -> float:
+        """The cache a token adds in the windowed layers, which keep only the last
+        `sliding_window` tokens of a sequence (what they read: attention_pairs)."""
+        return len(self.bounded_layers) * self.kv_elements_per_layer() * itemsize
 
     def state_bytes_per_sequence(self, itemsize: float) -> float:
-        """A state-space model's cache: constant per sequence, whatever its length."""
-        return self.num_layers * self.ssm_state_elements_per_layer * itemsize
+        """A state-space model's or linear attention's cache: constant per sequence,
+        whatever its length."""
+        return self.num_layers * self.state_elements_per_layer() * itemsize
+
+    def state_elements_per_layer(self, tp: int = 1) -> float:
+        """The constant cache per sequence of one of `tp` ranks, averaged over the layers
+        (a state-space model's every layer; a hybrid's linear-attention layers)."""
+        linear = self.linear_state_elements_per_layer(tp) * len(self.linear_layers)
+        return self.ssm_state_elements_per_layer + linear / self.num_layers
+
+    def cache_bytes(self, tokens: Dim, itemsize: float) -> Dim:
+        """One sequence's whole cache at `tokens` tokens: what grows with it, what a window
+        bounds, and what is constant."""
+        return (tokens * self.kv_cache_bytes_per_token(itemsize)
+                + np.minimum(tokens, self.cache_window)
+                * self.window_cache_bytes_per_token(itemsize)
+                + self.state_bytes_per_sequence(itemsize))  # fmt: skip
 
 
 # HF keys per dialect: our field -> (their key, default or _REQUIRED).
@@ -406,10 +557,49 @@ _GEMMA3_KEYS = _GEMMA2_KEYS | {
     "max_position_embeddings": ("max_position_embeddings", 131_072),
     "sliding_window": ("sliding_window", 4096),
 }
-NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2"}
+# Qwen3-Next (Qwen3NextConfig) and Qwen3.5's text model (Qwen3_5MoeTextConfig, the same
+# architecture; q, k, v and z projected apart, the same parameters): Qwen3-MoE's keys and
+# experts with a gated shared expert, full attention with its output gated by a sigmoid
+# (q_proj twice as wide; attn_output_gate, on unless the file says otherwise) and partial
+# rotary embedding (partial_rotary_factor, 0.25), and Gated DeltaNet layers: those
+# layer_types calls linear_attention, else all but every full_attention_interval-th.
+_QWEN3_NEXT_KEYS = _MOE_KEYS | {
+    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
+    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+    "linear_key_heads": ("linear_num_key_heads", _REQUIRED),
+    "linear_value_heads": ("linear_num_value_heads", _REQUIRED),
+    "linear_key_dim": ("linear_key_head_dim", _REQUIRED),
+    "linear_value_dim": ("linear_value_head_dim", _REQUIRED),
+    "linear_conv_kernel": ("linear_conv_kernel_dim", 4),
+    "attention_output_gate": ("attn_output_gate", True),
+    "layer_types": ("layer_types", None),
+    "full_attention_interval": ("full_attention_interval", 4),
+    "mtp_layers": ("mtp_num_hidden_layers", 0),
+}
+# Llama-4 (Llama4TextConfig, the text_config of model_type llama4): a Llama's keys with
+# experts intermediate_size wide beside a shared expert as wide (no gate), dense layers
+# intermediate_size_mlp wide between the expert layers (interleave_moe_layer_step), and
+# chunked local attention (attention_chunk_size) in the layers layer_types calls
+# chunked_attention, else in all but every no_rope_layer_interval-th (the NoPE layers,
+# which see every key). Its q and k norms have no weights; they and the NoPE layers'
+# skipped rotation are not costed apart.
+_LLAMA4_KEYS = _LLAMA_KEYS | {
+    "intermediate_size": ("intermediate_size_mlp", 16384),
+    "expert_intermediate_size": ("intermediate_size", 8192),
+    "num_experts": ("num_local_experts", 16),
+    "moe_layer_step": ("interleave_moe_layer_step", 1),
+    "moe_layers": ("moe_layers", None),
+    "attention_chunk_size": ("attention_chunk_size", 8192),
+    "layer_types": ("layer_types", None),
+    "no_rope_layer_interval": ("no_rope_layer_interval", 4),
+    "no_rope_layers": ("no_rope_layers", None),
+    "head_dim": ("head_dim", 128),
+}
+NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text", "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
-_LIST_FIELDS = {"layer_types"}
+_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers"}
+_LINEAR_KINDS = ("linear_attention", "full_attention")
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
 # window on every other layer (layer_types). Its MXFP4 experts are its checkpoint format, read
@@ -459,19 +649,26 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
     "v_head_dim": ("v_head_dim", _REQUIRED),
     "mtp_layers": ("num_nextn_predict_layers", 0),
 }
-# GLM-4.5 to 4.7 (glm4_moe): grouped-query attention with biases on q, k and v, a norm on
-# each head of q and k (use_qk_norm), rotary embedding on partial_rotary_factor of each
-# head; DeepSeek-V3's MoE (routed experts of their own width, n_shared_experts always run as
-# one ungated MLP, the first first_k_dense_replace layers dense; the router's score
-# correction bias is a buffer, not a parameter). Its MTP layer (num_nextn_predict_layers)
-# is not part of what transformers builds. Defaults: transformers' Glm4MoeConfig.
+# GLM-4.5 to GLM-4.7 (Glm4MoeConfig): DeepSeek-V3's experts (n_routed_experts of
+# moe_intermediate_size, n_shared_experts always run, the first first_k_dense_replace
+# layers dense) under grouped-query attention with biases on q, k and v (not o_proj), an
+# optional RMSNorm on each head of q and k (use_qk_norm), rotary embedding on
+# partial_rotary_factor (0.5) of each head, and an MTP module (num_nextn_predict_layers).
 _GLM4_MOE_KEYS = _LLAMA_KEYS | {
     "num_experts": ("n_routed_experts", _REQUIRED),
+    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
     "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
     "shared_experts": ("n_shared_experts", 1),
     "dense_layers": ("first_k_dense_replace", 1),
     "qk_norm": ("use_qk_norm", False),
-    "mtp_layers": ("num_nextn_predict_layers", 0),
+    "mtp_layers": ("num_nextn_predict_layers", 1),
+}
+# DeepSeek-V3.2 (DeepseekV32Config): V3's keys and DSA's indexer (index_n_heads heads of
+# index_head_dim, index_topk keys per query), on every layer.
+_DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
+    "index_heads": ("index_n_heads", 64),
+    "index_head_dim": ("index_head_dim", 128),
+    "index_topk": ("index_topk", 2048),
 }
 # MiniMax-M2 (and M2.1 to M2.7): full grouped-query attention (not MiniMax-01's lightning
 # attention), rotary embedding on rotary_dim of each head, q and k normed over all their
@@ -578,12 +775,14 @@ DIALECTS = {
     "gpt_neox": _GPT_NEOX_KEYS, "opt": _OPT_KEYS,
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
+    "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
+    "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
-                "ssm_bias", "ssm_conv_bias", "qk_norm"}
+                "ssm_bias", "ssm_conv_bias", "attention_output_gate", "qk_norm"}
 _GPTJ_FIXED = dict(
     gated_mlp=False, norm="layernorm", parallel_block=True, mlp_bias=True, lm_head_bias=True
 )
@@ -649,7 +848,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: field {theirs!r} is null; give a value, or leave it "
                             f"out for the default {default!r}")  # fmt: skip
         fields[ours] = value
-    if model_type in ("qwen3_moe", "qwen2_moe"):
+    if model_type in ("qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):
         _one_kind_of_layer(fields, origin)
         keys = {ours: key for ours, key in keys.items() if ours in fields}
     if model_type in ("mamba", "mamba2"):
@@ -699,20 +898,29 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
         fields.update(_QWEN2_FIXED)
     elif model_type in ("qwen3", "qwen3_moe"):
         fields.update(_QWEN3_FIXED)
-    elif model_type == "qwen2_moe":
-        fields["attention_out_bias"] = False  # q, k and v have biases, o_proj none
-    elif model_type == "falcon":
-        _falcon(fields, heads, hidden)
-    elif model_type == "palm":
-        fields.update(_PALM_FIXED)
-    elif model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
-        _deepseek(fields, origin)
+    elif model_type == "llama4_text":
+        _llama4(fields, origin)
     elif model_type == "glm4_moe":
         shared = int(fields.pop("shared_experts") or 0)
         fields.update(attention_out_bias=False, shared_expert_gate=False,
                       shared_expert_width=shared * int(fields["expert_intermediate_size"]),
                       rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.5,
                                                        origin))  # fmt: skip
+    elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
+        _linear_schedule(fields, origin)
+        fields["intermediate_size"] = (fields["intermediate_size"]
+                                       or fields["expert_intermediate_size"])  # fmt: skip
+        fields.update(_QWEN3_FIXED, linear_attention="gated_deltanet",
+                      rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.25,
+                                                       origin))  # fmt: skip
+    elif model_type == "qwen2_moe":
+        fields["attention_out_bias"] = False  # q, k and v have biases, o_proj none
+    elif model_type == "falcon":
+        _falcon(fields, heads, hidden)
+    elif model_type == "palm":
+        fields.update(_PALM_FIXED)
+    elif model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"):
+        _deepseek(fields, origin)
     elif model_type == "minimax_m2":
         head_dim = int(fields.get("head_dim") or hidden // heads)  # type: ignore[call-overload]
         rotary = data.get("rotary_dim", head_dim)
@@ -820,7 +1028,7 @@ def _rotary_fraction(data: dict, key: str, default: float, origin: str) -> float
     return float(value)
 
 
-_NULL_MEANS_NONE = frozenset({"sliding_window"})
+_NULL_MEANS_NONE = frozenset({"sliding_window", "attention_chunk_size"})
 """Fields whose null says "none" (no window), as Hugging Face's configs write it. Any other
 field with a default must hold a value when present: a null there would reach arithmetic."""
 
@@ -862,6 +1070,54 @@ def _sliding(fields: dict[str, object], model_type: str, origin: str) -> None:
     fields.update(sliding_window=window, sliding_layers=tuple(sliding))
 
 
+def _llama4(fields: dict[str, object], origin: str) -> None:
+    """Llama-4's experts, shared expert, interleaved dense layers and chunked layers."""
+    layers, step = int(fields["num_layers"]), int(fields["moe_layer_step"])
+    moe_layers = fields.pop("moe_layers")
+    if moe_layers is not None and list(moe_layers) != list(range(step - 1, layers, step)):
+        raise UserError(f"{origin}: field 'moe_layers' other than every "
+                        f"interleave_moe_layer_step-th layer is not modelled")  # fmt: skip
+    types, interval = fields.pop("layer_types"), int(fields.pop("no_rope_layer_interval"))
+    chunk = fields["attention_chunk_size"]
+    roped = fields.pop("no_rope_layers")  # 1: the layer rotates (and is chunked), 0: NoPE
+    if types is None and roped:
+        if not isinstance(roped, list) or len(roped) != layers or set(roped) - {0, 1}:
+            raise UserError(f"{origin}: field 'no_rope_layers' must list {layers} layers, "
+                            "each 0 or 1")  # fmt: skip
+        types = ["chunked_attention" if r and chunk else "full_attention" for r in roped]
+    kinds = ("chunked_attention", "full_attention")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != layers
+                or any(t not in kinds for t in types)):  # fmt: skip
+            raise UserError(f"{origin}: field 'layer_types' must list {layers} layers, each "
+                            f"{' or '.join(map(repr, kinds))}")  # fmt: skip
+        chunked = [i for i, t in enumerate(types) if t == "chunked_attention"]
+    else:
+        chunked = [i for i in range(layers) if (i + 1) % interval] if chunk else []
+    fields.update(chunked_layers=tuple(chunked), attention_chunk_size=chunk or 0,
+                  shared_expert_width=fields["expert_intermediate_size"],
+                  shared_expert_gate=False)  # fmt: skip
+
+
+def _linear_schedule(fields: dict[str, object], origin: str) -> None:
+    """Which layers are linear attention: those `layer_types` calls linear_attention, else
+    all but every full_attention_interval-th (Qwen3NextConfig's derivation)."""
+    layers = int(fields["num_layers"])
+    types, interval = fields.pop("layer_types"), fields.pop("full_attention_interval")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != layers
+                or any(t not in _LINEAR_KINDS for t in types)):  # fmt: skip
+            raise UserError(f"{origin}: field 'layer_types' must list {layers} layers, each "
+                            f"{' or '.join(map(repr, _LINEAR_KINDS))}")  # fmt: skip
+        linear = [i for i, t in enumerate(types) if t == "linear_attention"]
+    elif isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+        raise UserError(f"{origin}: field 'full_attention_interval' must be a positive "
+                        f"integer, got {interval!r}")  # fmt: skip
+    else:
+        linear = [i for i in range(layers) if (i + 1) % interval]
+    fields["linear_layers"] = tuple(linear)
+
+
 def _deepseek(fields: dict[str, object], origin: str) -> None:
     """DeepSeek's keys as the transformer config's fields (DeepseekV2Attention, DeepseekV2MoE)."""
     if fields.pop("moe_layer_freq") != 1:
@@ -873,6 +1129,9 @@ def _deepseek(fields: dict[str, object], origin: str) -> None:
     if int(fields["dense_layers"]) > int(fields["num_layers"]):
         raise UserError(f"{origin}: field 'first_k_dense_replace' "
                         f"({fields['dense_layers']}) exceeds 'num_hidden_layers'")  # fmt: skip
+    if fields.get("index_topk") and not fields["q_lora_rank"]:
+        raise UserError(f"{origin}: field 'index_topk' needs 'q_lora_rank': DSA's indexer "
+                        "projects its queries from the query latent")  # fmt: skip
     nope, rope = int(fields.pop("qk_nope_head_dim")), int(fields["qk_rope_head_dim"])
     shared = int(fields.pop("shared_experts") or 0)
     fields.update(head_dim=nope + rope, num_kv_heads=fields["num_heads"],

@@ -306,7 +306,7 @@ class _Resolved:
     decoding: Decoding
     plans: list[Plan]
     objective: str | None  # None when the plan was given
-    one_copy: tuple[float, float, float]  # Setup.one_copy
+    one_copy: tuple[float, ...]  # Setup.one_copy
 
 
 _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
@@ -354,7 +354,8 @@ def _resolve_now(
                             "give --pp 1")  # fmt: skip
     kv_size = (kv or act).itemsize
     one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
-                cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size))
+                cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size),
+                cfg.window_cache_bytes_per_token(kv_size), cfg.cache_window)
     return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
                      objective if searched else None, one_copy)  # fmt: skip
 
@@ -425,11 +426,13 @@ def _table(
     m, fits = cands.microbatches[best], cands.fits[best]
     batch, cached, width = cands.terms
     copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
-    one_weights, per_token, per_sequence = np.array(copies, dtype=float)[which].T
+    one_weights, per_token, per_sequence, windowed, window = np.array(copies,
+                                                                      dtype=float)[which].T
     capacity = cands.capacity
     activations = cands.activations[best]
-    single_copy = one_weights + batch * m * (cached * per_token + width * per_sequence) \
-        + activations
+    single_copy = one_weights + batch * m * (
+        cached * per_token + width * per_sequence
+        + np.minimum(cached, width * window) * windowed) + activations
     fullest = cands.footprints(best)
     system_fp = (*_system_memory(setups, cands, best, tp * ep * dp, tp, dp), activations * n_chips)
     f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",

@@ -39,9 +39,10 @@ class Setup:
     overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
-    # The model's weights in one copy, and its cache per token and per sequence (a
-    # state-space model's), in the request's formats: what min_chips divides
-    one_copy: tuple[float, float, float]
+    # The model's weights in one copy, its cache per token and per sequence (a
+    # state-space model's), and its windowed layers' per token and their window, in the
+    # request's formats: what min_chips divides
+    one_copy: tuple[float, float, float, float, int]
     decoding: Decoding = field(default_factory=Decoding)
     drafts: dict[int, DraftCost] | None = None  # speculative decoding: its draft, by tp
 
@@ -136,6 +137,10 @@ class Candidates:
             # what each stage's chip holds: weights + its layers' caches (+ activations)
             cache = (tokens_a[at] * found.kv_bytes_per_token_layer
                      + sequences_a[at] * found.state_bytes_per_sequence_layer)
+            if found.window_bytes_per_token_layer:  # a windowed layer keeps its window's
+                windowed = np.minimum(cached[job_a[at]], width[job_a[at]] * found.window)
+                cache = cache + (batch[job_a[at]] * ms_a[at] * windowed
+                                 * found.window_bytes_per_token_layer)
             totals = (np.array(found.weights)[None, :]
                       + cache[:, None] * np.array(found.layers)[None, :])  # fmt: skip
             fullest_stage[at] = totals.argmax(axis=1)
@@ -195,17 +200,19 @@ class Candidates:
         """One layer's KV cache on one chip of each of these plans: a microbatch's
         sequences times the microbatches, times each one's cached tokens' cache and its
         state (a state-space model's)."""
-        (batch, cached, width), (per_token, per_sequence) = self._cache_terms
+        (batch, cached, width), (per_token, per_sequence, windowed, window) = self._cache_terms
         jobs, codes = self.job[cs], self.memory_of[cs]
         return batch[jobs] * self.microbatches[cs] * (
-            cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes])
+            cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes]
+            + np.minimum(cached[jobs], width[jobs] * window[codes]) * windowed[codes])
 
     @cached_property
     def _cache_terms(self) -> tuple[np.ndarray, np.ndarray]:
         """Per job its batch, cached tokens and width; per StageMemory its cache per token
         and layer and state per sequence and layer (layer_kv_bytes's)."""
         return (np.array(self.terms),
-                np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer)
+                np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer,
+                           m.window_bytes_per_token_layer, m.window)
                           for m in self.memories], dtype=float).T)  # fmt: skip
 
     def placement(self, c: int) -> Placement:
@@ -374,6 +381,10 @@ class StageMemory:
     layers: tuple[int, ...]  # per stage
     kv_bytes_per_token_layer: float  # one chip's cache per token in flight and layer
     state_bytes_per_sequence_layer: float  # a state-space model's, per sequence and layer
+    # windowed layers' cache per token and layer, which holds a sequence's last `window`
+    # tokens only (all per layer: averages over the model's layers)
+    window_bytes_per_token_layer: float = 0.0
+    window: int = 0
 
     @cached_property
     def total_weights(self) -> float:
@@ -387,10 +398,13 @@ def stage_memory(
 ) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
     cache's format `kv`."""
+    per_layer = cfg.kv_elements_per_layer(plan.tp) * kv.itemsize
+    windowed = len(cfg.bounded_layers) / cfg.num_layers
     return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
-                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
-                       cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip
+                       per_layer * (cfg.full_cache_layers / cfg.num_layers),
+                       cfg.state_elements_per_layer(plan.tp) * kv.itemsize,
+                       per_layer * windowed, cfg.cache_window)  # fmt: skip
 
 
 # Plan search: every feasible way to spread a model over N chips.

@@ -63,7 +63,9 @@ def test_count_matches_the_published_figure(model_id):
     meta = json.loads((ZOO_DIR / f"{model_id}.json").read_text())["_xpusim"]
     if meta.get("published_params_include_mtp"):  # a checkpoint's total (DeepSeek's 685B)
         count += entry.config.mtp_params
-    if entry.published_rounding:
+    if meta.get("published_params_include"):  # a part not built (a vision encoder): less,
+        assert 0.97 * published <= count < published  # but by no more than such a part
+    elif entry.published_rounding:
         assert abs(count - published) <= entry.published_rounding / 2
     else:
         assert count == pytest.approx(published, rel=0.01)

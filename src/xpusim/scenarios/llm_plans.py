@@ -388,8 +388,8 @@ def stage_memory(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType, kv: DType
 ) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
-    cache's format `kv`."""
+    cache's format `kv` (a chained stage's chips share its layers' caches evenly)."""
     return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
-                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize,
-                       cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip
+                       cfg.kv_elements_per_layer(plan.tp) * kv.itemsize / plan.chain,
+                       cfg.ssm_state_elements_per_layer * kv.itemsize / plan.chain)  # fmt: skip

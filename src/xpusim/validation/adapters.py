@@ -50,6 +50,9 @@ def _llm_inference(point: Point) -> Prediction:
         "tokens_per_s_per_user": result.tokens_per_s_per_user,
         "ttft_s": result.ttft_s,
         "tokens_per_s_per_chip": result.tokens_per_s / result.chips,
+        # LLMPerf's per-request output throughput: the tokens over the request's whole
+        # latency, its TTFT included (ray-project/llmperf, request_output_throughput)
+        "request_tokens_per_s": int(point.get("gen", 128)) / result.latency_s,
     }
     if point.metric not in metrics:
         raise Unexpressible(f"metric {point.metric!r} is not an LLM inference output")

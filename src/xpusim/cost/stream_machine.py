@@ -73,3 +73,12 @@ def pipeline_note(system: System, plan: Plan, weight_bytes: float, hop_s: float)
             f"of weights in {weight_bytes / rate * 1e6:.2f} us a token at "
             f"{rate / 1e12:.1f} TB/s; {plan.hops} hops ({hop_line(system, plan).level}) "
             f"of {hop_s * 1e6:.2f} us each")
+
+
+def stage_send_line(system: System, plan: Plan) -> CollectiveLine:
+    """What a chained pipeline's send between two stages stands for where a model counts
+    pp - 1 sends (serving's steps): the hops of a token's whole trip shared among them."""
+    line = hop_line(system, plan)
+    share = plan.hops / max(plan.pp - 1, 1)
+    return CollectiveLine(line.fixed_s * share, line.s_per_byte * share, line.algorithm,
+                          line.level)

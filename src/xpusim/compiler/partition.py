@@ -35,13 +35,23 @@ class Plan:
     pp: int = 1  # pipeline stages
     dp: int = 1  # data-parallel replicas
     ep: int = 1  # expert parallel (MoE only)
+    # chips each pipeline stage's layers run across in turn, consecutive slices of its ops
+    # on consecutive chips: a pipeline deeper than the model's layers (Groq's 576 chips are
+    # 72 stages of 8, cost/stream_machine.py). 1: a stage is one chip (of its tp group).
+    chain: int = 1
 
     @property
     def chips(self) -> int:
-        return self.tp * self.pp * self.dp * self.ep
+        return self.tp * self.pp * self.dp * self.ep * self.chain
+
+    @property
+    def hops(self) -> int:
+        """Sends on a token's trip through the pipeline: one between consecutive chips."""
+        return self.pp * self.chain - 1
 
     def to_dict(self) -> dict[str, int]:
-        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep}
+        degrees = {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep}
+        return degrees | ({"chain": self.chain} if self.chain > 1 else {})
 
     def __str__(self) -> str:
         return " x ".join(f"{k}{v}" for k, v in self.to_dict().items() if v > 1) or "1 chip"
@@ -469,6 +479,7 @@ def weights_per_chip_bytes(
     where they are stored apart from the linear layers (ir/dtypes.weight_parts: a grouped
     int4 layout keeps them 16-bit); by default every weight is `itemsize` wide. An
     encoder's pooler, counted where a decoder's LM head is, is a linear layer like the rest.
+    A chained stage (Plan.chain) spreads its weights evenly over its chips.
     """
     table_itemsize = itemsize if table_itemsize is None else table_itemsize
     head_itemsize = itemsize if head_itemsize is None or cfg.encoder else head_itemsize
@@ -487,7 +498,7 @@ def weights_per_chip_bytes(
     per_stage = [params * itemsize for params in per_stage]
     per_stage[0] += cfg.embedding_params / plan.tp * table_itemsize
     per_stage[-1] += cfg.lm_head_params / plan.tp * head_itemsize + cfg.final_norm_params * itemsize
-    return tuple(per_stage)
+    return tuple(b / plan.chain for b in per_stage)  # a chained stage's chips share its weights
 
 
 def weight_bytes(

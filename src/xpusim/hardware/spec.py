@@ -214,6 +214,11 @@ class Overhead(_Strict):
 
 class Energy(_Strict):
     static_power_w: Figure  # drawn whenever the chip is busy, whatever it computes
+    # The chip's draw with its arithmetic at peak, where a source gives it apart from the
+    # power limit (tdp_w): TPU v4's production maximum is 192 W, yet its MLPerf runs
+    # averaged 197-206 W, so the limit is higher than what sets the energy per op.
+    # Absent: tdp_w is both.
+    peak_arithmetic_w: PositiveFigure | None = None
 
 
 class Chip(_Strict):
@@ -277,15 +282,17 @@ class Chip(_Strict):
         """Power above static draw (and any sparse cores) that arithmetic at peak may use.
 
         Energy per matrix or vector op is derived from it (cost/roofline.py): arithmetic at
-        the peak rate alone draws exactly the TDP. Memory traffic is charged per byte on top
-        (its measured path energy, hardware/catalog), so an op that computes and streams at
-        once can ask for more than the TDP; the chip then runs slower, as a GPU's power
-        limiter lowers its clocks, and cost/roofline.py stretches the op's time until its
-        average power is the TDP. Where a measured pJ/op exists it should replace this
+        the peak rate alone draws exactly the TDP (or energy.peak_arithmetic_w, where a
+        source puts the chip's power limit above that draw). Memory traffic is charged per
+        byte on top (its measured path energy, hardware/catalog), so an op that computes and
+        streams at once can ask for more than the TDP; the chip then runs slower, as a GPU's
+        power limiter lowers its clocks, and cost/roofline.py stretches the op's time until
+        its average power is the TDP. Where a measured pJ/op exists it should replace this
         derivation.
         """
         sparse_w = self.sparse_core.power_w.value if self.sparse_core else 0.0
-        return self.tdp_w.value - self.energy.static_power_w.value - sparse_w
+        at_peak = self.energy.peak_arithmetic_w or self.tdp_w
+        return at_peak.value - self.energy.static_power_w.value - sparse_w
 
     def peak(self, dtype: DType, option: str = "--precision") -> float:
         """The dtype's peak; a format the chip lacks is a UserError naming the option that

@@ -101,6 +101,17 @@ class TopologyLevel(_Strict):
         return self.links_per_chip.value * link
 
 
+class Deployment(_Strict):
+    """The layout the vendor's software serves models with on this system, where a source
+    describes one: the plan search then offers that layout only (a user's --tp/--pp still
+    run any plan). "pipeline": consecutive chips hold consecutive slices of the model, as
+    deep as the chips (cost/stream_machine.py)."""
+
+    layout: Literal["pipeline"]
+    source: str
+    note: str = ""
+
+
 class System(_Strict):
     id: str
     name: str
@@ -110,6 +121,7 @@ class System(_Strict):
     description: str = ""
     sources: dict[str, str]
     levels: list[TopologyLevel] = Field(min_length=1)
+    deployment: Deployment | None = None
     spec: Chip | None = None  # the chip itself when it is not the catalog's (a what-if copy)
 
     @model_validator(mode="after")
@@ -121,7 +133,7 @@ class System(_Strict):
             f.source
             for level in self.levels
             for f in (level.links_per_chip, level.bandwidth_bytes_per_s, level.latency_s)
-        }
+        } | ({self.deployment.source} if self.deployment else set())
         if missing := sorted(cited - set(self.sources)):
             raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
         check_ranges([(f"levels[{i}].{name}", getattr(level, name))

@@ -44,6 +44,7 @@ from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
+from xpusim.cost.stream_machine import stage_send_line
 from xpusim.hardware.system import System
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.scenarios.llm.engine import cost_phases, ordered_sum
@@ -290,7 +291,8 @@ def step_cost(
     nn, mm = np.broadcast_arrays(n, mean[None, :])
     basis = np.stack([nn, nn, nn * mm, nn * mm, nn], axis=-1).reshape(-1, 5)
     decode_s, decode_j = att.cost(basis)
-    send = collective_line(system, Collective.SEND_RECV, 2, plan.tp * plan.ep * plan.pp)
+    send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
+        system, Collective.SEND_RECV, 2, plan.tp * plan.ep * plan.pp)  # fmt: skip
     per_token = cfg.hidden_size * act.itemsize
     return StepCost(
         max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, att, mean,

@@ -50,6 +50,10 @@ def _llm_inference(point: Point) -> Prediction:
         "tokens_per_s_per_user": result.tokens_per_s_per_user,
         "ttft_s": result.ttft_s,
         "tokens_per_s_per_chip": result.tokens_per_s / result.chips,
+        # LLMPerf's per-request output throughput: the tokens over the request's whole
+        # latency, its TTFT included (ray-project/llmperf, request_output_throughput)
+        "request_tokens_per_s": int(point.get("gen", 128)) / result.latency_s,
+        "tpot_s": result.tpot_s,
     }
     if point.metric not in metrics:
         raise Unexpressible(f"metric {point.metric!r} is not an LLM inference output")
@@ -225,6 +229,9 @@ def predict(point: Point) -> Prediction:
         raise Unexpressible(point.known_gap)
     if not isinstance(point.value, int | float):
         raise Unexpressible("a published range or qualitative claim, discussed in the docs")
+    if point.get("calibration_of"):  # the chip file's figure is this point: never scored
+        raise Unexpressible(f"the chip file's {point.get('calibration_of')} is this figure: "
+                            "scoring it would score the figure against itself")  # fmt: skip
     adapter = ADAPTERS.get(point.workload)
     if adapter is None:
         raise Unexpressible(f"no {point.workload} scenario in the simulator yet")

@@ -595,7 +595,8 @@ _LLAMA4_KEYS = _LLAMA_KEYS | {
     "no_rope_layers": ("no_rope_layers", None),
     "head_dim": ("head_dim", 128),
 }
-NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text", "llama4": "llama4_text"}
+NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
+          "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers"}

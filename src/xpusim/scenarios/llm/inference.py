@@ -27,6 +27,7 @@ from xpusim.compiler.partition import Plan, check_plan, weight_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
+from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
@@ -342,6 +343,8 @@ def _resolve_now(
         if objective not in OBJECTIVES:
             raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
         plans = candidate_plans(cfg, system.chips)
+        if system.deployment and system.deployment.layout == "pipeline":  # the vendor's
+            plans = pipeline_plans(cfg, system.chips)
         if how.draft is not None:  # engines run speculative decoding on one pipeline stage
             plans = [p for p in plans if p.pp == 1]
         if not plans:
@@ -593,12 +596,17 @@ def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     result.ops = [
         *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
-        *_sends("prefill", plan.pp, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
+        *_sends("prefill", plan.hops, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
         *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
-        *_sends("decode", plan.pp, got.send_decode_s, got.trip_s, act_bytes),
+        *_sends("decode", plan.hops, got.send_decode_s, got.trip_s, act_bytes),
     ]
     result.collectives = collective_algorithms(decode.table, setup.system, plan,
                                                graphs.collective_bytes[1][row])  # fmt: skip
+    if plan.chain > 1:  # a stream machine's pipeline: its per-chip time and hops
+        from xpusim.cost.stream_machine import pipeline_note
+
+        result.notes = [*result.notes, pipeline_note(setup.system, plan, cand.fullest.weights,
+                                                     got.send_decode_s)]  # fmt: skip
 
 
 def _placement_names(placed: tuple[Placement, Chip]) -> dict[str, str]:
@@ -637,15 +645,16 @@ def op_reports(
     ]
 
 
-def _sends(phase: str, pp: int, send_s: float, phase_s: float, nbytes: float) -> list[OpReport]:
-    """The pipeline's hops as one report: a token's trip crosses pp - 1 of them, so with
-    the ops' they add up to the phase's time (Groq's 72 stages: a quarter of a token)."""
-    if pp == 1:
+def _sends(phase: str, hops: int, send_s: float, phase_s: float, nbytes: float) -> list[OpReport]:
+    """The pipeline's hops as one report: a token's trip crosses `hops` of them (pp - 1, or
+    one between every pair of consecutive chips of a chained pipeline), so with the ops'
+    they add up to the phase's time."""
+    if hops == 0:
         return []
-    return [OpReport(phase=phase, name="pipeline.send", kind="send", count=pp - 1, flops=0.0,
+    return [OpReport(phase=phase, name="pipeline.send", kind="send", count=hops, flops=0.0,
                      bytes=nbytes, time_s=send_s, compute_s=0.0, memory_s=0.0, overhead_s=0.0,
                      comm_s=send_s, energy_j=0.0, bottleneck=Bottleneck.INTERCONNECT.label,
-                     share=(pp - 1) * send_s / phase_s if phase_s else 0.0)]  # fmt: skip
+                     share=hops * send_s / phase_s if phase_s else 0.0)]  # fmt: skip
 
 
 def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:

@@ -397,13 +397,13 @@ def stage_memory(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType, kv: DType
 ) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
-    cache's format `kv`."""
-    per_layer = cfg.kv_elements_per_layer(plan.tp) * kv.itemsize
+    cache's format `kv` (a chained stage's chips share its layers' caches evenly)."""
+    per_layer = cfg.kv_elements_per_layer(plan.tp) * kv.itemsize / plan.chain
     windowed = len(cfg.bounded_layers) / cfg.num_layers
     return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
                        per_layer * (cfg.full_cache_layers / cfg.num_layers),
-                       cfg.state_elements_per_layer(plan.tp) * kv.itemsize,
+                       cfg.state_elements_per_layer(plan.tp) * kv.itemsize / plan.chain,
                        per_layer * windowed, cfg.cache_window)  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
+from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
@@ -141,6 +142,7 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
             *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
               for d in batch.drafts], strict=True))  # fmt: skip
     pp = np.array([p.pp for p in plans])[plan_of]
+    hops = np.array([p.hops for p in plans])[plan_of]  # pp - 1 but for a chained pipeline
     m, overlap = batch.microbatches, batch.overlap
     prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
                                   batch.plans[0], pp)  # fmt: skip
@@ -163,10 +165,11 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
     send = []
     for pair in pairs.tolist():
         system, plan = systems[pair // len(plans)], plans[pair % len(plans)]
-        key = (id(system.levels), plan.pp)
-        if plan.pp > 1 and key not in lines:
+        key = (id(system.levels), plan.pp, plan.chain)
+        if plan.hops and key not in lines:
             span = plan.tp * plan.ep * plan.pp
-            lines[key] = collective_line(system, Collective.SEND_RECV, 2, span)
+            lines[key] = hop_line(system, plan) if plan.chain > 1 else collective_line(
+                system, Collective.SEND_RECV, 2, span)  # fmt: skip
         send.append(lines.get(key, none))
     send_fixed_s, send_s_per_byte = (np.array(v)[pair_of.reshape(-1)] for v in zip(
         *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
@@ -177,8 +180,8 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
-    ttft_s = _over_stages(pre) + (pp - 1) * send_pre + draft_s
-    trip = _over_stages(dec) + ((pp - 1) * send_dec)[:, None]
+    ttft_s = _over_stages(pre) + hops * send_pre + draft_s
+    trip = _over_stages(dec) + (hops * send_dec)[:, None]
     step_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1))) + draft_step_s
     tpot_s = step_s / advance  # a speculative step outputs `advance` tokens, expected
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
@@ -199,8 +202,8 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
                     + dp * m * (draft_j + decode_steps * draft_step_j))  # fmt: skip
 
     comm_s = decode.step_mean(decode.totals("time_s", comm_only=True))
-    comm_s += (pp - 1) * send_dec
-    send_total_s = (pp - 1) * (send_pre + decode_steps * send_dec)
+    comm_s += hops * send_dec
+    send_total_s = hops * (send_pre + decode_steps * send_dec)
     return Metrics(
         ttft_s, tpot_s, latency_s, energy_j, comm_s, decode.step_mean(trip),
         send_pre, send_dec,  # zero at pp 1: its line is `none`

@@ -31,7 +31,8 @@ def test_engine_equals_reference(model, chip, batch, prompt, gen, precision):
                                  precision=precision)  # fmt: skip
     except UserError:  # a precision the chip lacks
         return
-    ref = simulate_reference(cfg, spec, batch, prompt, gen, engine.precision)
+    ref = simulate_reference(cfg, spec, batch, prompt, gen, engine.precision,
+                             engine.weight_precision)
     for name in ("ttft_s", "tpot_s", "latency_s", "energy_j"):
         assert getattr(engine, name) == pytest.approx(getattr(ref, name), rel=1e-9), (
             name, model, chip, batch, prompt, gen, precision)

@@ -10,7 +10,7 @@ from xpusim.compiler.partition import Plan, weights_per_chip_bytes
 from xpusim.cost.stream_machine import hop_line, pipeline_plans
 from xpusim.hardware.catalog import load_chip
 from xpusim.hardware.system import load_system
-from xpusim.workloads.zoo import load_model
+from xpusim.workloads.resolve import load_model
 
 
 def test_the_sram_level_is_the_stream_bound_of_its_sourced_inputs():

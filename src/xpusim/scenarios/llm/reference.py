@@ -47,10 +47,10 @@ class Reference:
 
 def simulate_reference(
     cfg: TransformerConfig, chip: Chip, batch: int, prompt: int, gen: int,
-    precision: str | None = None,
+    precision: str | None = None, weight_precision: str | None = None,
 ) -> Reference:  # fmt: skip
     """One batch of `batch` sequences: `prompt` tokens in, `gen` out, on one chip."""
-    act, weight, _ = resolve_formats(chip, precision, None)
+    act, weight, _ = resolve_formats(chip, precision, weight_precision)
 
     def graph(shape: StepShape) -> Graph:
         return partition(build_step(cfg, shape, act, weight), Plan())
@@ -61,9 +61,7 @@ def simulate_reference(
     decode = [graph(StepShape(batch, 1, prompt + 1 + i, decode=True))
               for i in range(max(gen - 1, 1))]  # fmt: skip
 
-    per_token_layer = cfg.kv_elements_per_layer(1) * act.itemsize
-    per_sequence_layer = cfg.ssm_state_elements_per_layer * act.itemsize
-    kv_cache = batch * ((prompt + gen) * per_token_layer + per_sequence_layer) * cfg.num_layers
+    kv_cache = batch * cfg.cache_bytes(prompt + gen, act.itemsize)
     memory = Footprint(sum(weight_bytes(cfg, Plan(), weight, act)), kv_cache,
                        max(peak_activation_bytes(prefill), peak_activation_bytes(decode[-1])))
     placement = place(chip, memory)

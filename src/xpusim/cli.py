@@ -31,13 +31,40 @@ def _emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, allow_nan=False))
 
 
-def _print(*renderables: Any) -> None:
+def _console() -> Any:
+    """The console tables are printed on: the terminal's width, or $COLUMNS where set; when
+    piped with neither, 160 columns (rich would assume 80)."""
+    import os
+
     from rich.console import Console
 
-    # rich assumes 80 columns when piped; tables of a dozen columns need more to stay legible
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS", "").isdigit()
+    return Console(width=160 if piped else None)
+
+
+def _print(*renderables: Any) -> None:
+    """Print tables fitted to the console (report/fit.py), or each whole with --wide."""
+    from xpusim.report.fit import fit, widest
+
+    console = _console()
+    ctx = click.get_current_context(silent=True)
+    wide = ctx is not None and ctx.meta.get("wide", False)
     for r in renderables:
-        console.print(r)
+        if wide:
+            console.width = max(console.width, widest(console, r))
+            console.print(r)
+        else:
+            console.print(fit(console, r))
+
+
+def _set_wide(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    ctx.meta["wide"] = value
+
+
+_wide_option = click.option(
+    "--wide", is_flag=True, expose_value=False, callback=_set_wide,
+    help="Print each table whole, however wide (default: split to fit the terminal).",
+)  # fmt: skip
 
 
 def _workload_options(f: Callable) -> Callable:
@@ -255,6 +282,7 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def chips(as_json: bool) -> None:
     """List the chip catalog."""
     from xpusim.hardware.catalog import chip_ids, load_chip
@@ -283,6 +311,7 @@ def _chip_summary(chip: Any) -> dict:
 @cli.command()
 @click.argument("chip_id")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def chip(chip_id: str, as_json: bool) -> None:
     """One chip in full, with the source of every figure (CHIP_ID: catalog id or TOML path)."""
     from xpusim.hardware.catalog import load_chip
@@ -297,6 +326,7 @@ def chip(chip_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def systems(as_json: bool) -> None:
     """List the multi-chip systems: chips, topology levels and link figures."""
     from xpusim.hardware.system import load_system, system_ids
@@ -311,6 +341,7 @@ def systems(as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def models(as_json: bool) -> None:
     """List the model zoo."""
     from xpusim.report.tables import models_table
@@ -340,6 +371,7 @@ def models(as_json: bool) -> None:
 @_input_shape_option
 @_set_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
+@_wide_option
 def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
         input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
     """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on one chip."""
@@ -387,6 +419,7 @@ def _parse_provisioned(ctx: click.Context, param: click.Parameter,
 @_workload_options
 @_input_shape_option
 @_set_option
+@_wide_option
 def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dict[str, float],
             mode: str, as_json: bool, input_shapes: dict, sets: list,
             **options: Any) -> None:  # fmt: skip
@@ -420,9 +453,10 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
 
 
 @contextlib.contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal's stderr (none when piped), as a (done, total) callback."""
-    if not sys.stderr.isatty():
+def _progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal's stderr (none when piped or `quiet`), as a (done, total)
+    callback."""
+    if quiet or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
@@ -441,6 +475,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 @_set_option
 @click.option("--metric", default=None, help="A number of the run's result to rank by "
               "(default: tokens_per_s_per_user for LLMs, latency_s otherwise).")  # fmt: skip
+@_wide_option
 def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes: dict,
                 sets: list, metric: str | None, **options: Any) -> None:  # fmt: skip
     """Which single x2 change to the chip (peak, each memory's bandwidth and capacity, links)
@@ -484,6 +519,7 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
     "--unfused", is_flag=True, help="Imported models: one IR op per framework op, before fusion."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def inspect(model: str, batch: int, prompt: int, precision: str | None, input_shapes: dict,
             unfused: bool, as_json: bool) -> None:  # fmt: skip
     """Print MODEL's IR: every op with its shapes, FLOPs and bytes (a zoo model's prefill)."""
@@ -514,19 +550,34 @@ def inspect(model: str, batch: int, prompt: int, precision: str | None, input_sh
     show_default=True,
     help="Folder for the Markdown report and the parity plot.",
 )
+@click.option("--chip", "chips", multiple=True, help="Only points on this chip (repeatable).")
+@click.option("--source", "sources", multiple=True,
+              help="Only points whose source cites this, case-insensitive: mlcommons, "
+                   "tensorrt-llm, gpt-fast (repeatable).")  # fmt: skip
+@click.option("--workload", "workloads", multiple=True,
+              help="Only points of this workload: llm-serving, llm-inference, llm-training, "
+                   "gemm, cnn-inference, encoder-inference (repeatable).")  # fmt: skip
+@click.option("--workers", type=count(), default=None,
+              help="Processes (default: every core; 1 runs in this process).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def validate(out: str, as_json: bool) -> None:
-    """Score predictions against published measurements; report error per point."""
+@_wide_option
+def validate(out: str, chips: tuple[str, ...], sources: tuple[str, ...],
+             workloads: tuple[str, ...], workers: int | None, as_json: bool) -> None:  # fmt: skip
+    """Score predictions against published measurements; report error per point. A progress
+    bar shows on a terminal (not with --json)."""
     from pathlib import Path
 
     from xpusim.files import writable_dir
     from xpusim.report.tables import validation_table
+    from xpusim.validation.points import load_points
     from xpusim.validation.report import write
-    from xpusim.validation.score import reason
+    from xpusim.validation.score import reason, select
     from xpusim.validation.score import validate as run_validation
 
-    folder = writable_dir(Path(out), "--out")  # before the minutes of validating
-    result = run_validation()
+    points = select(load_points(), chips, sources, workloads)
+    folder = writable_dir(Path(out), "--out")  # before the seconds of validating
+    with _progress(f"validating {len(points)} points", quiet=as_json) as bar:
+        result = run_validation(points, bar, workers)
     written = write(result, folder)
     if as_json:
         _emit_json({**result.to_dict(), "written": [str(p) for p in written]})
@@ -593,6 +644,7 @@ def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> No
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def demo(as_json: bool) -> None:
     """MTIA v1, TPU v4, Groq, Apple's ANE and an H100 on a 7B model, int8 and 16-bit."""
     from xpusim.report.tables import results_table

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from xpusim.cli import _wide_option
 from xpusim.cli_lists import (
     PRECISIONS,
     PRICE_HELP,
@@ -74,6 +75,7 @@ def _declared(f: Callable) -> Callable:
               help="Folder for per-request rows and the timeline (CSV; Parquet with the "
                    "extra) and plots.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: Any) -> None:
     """Serve MODEL under load: --concurrency clients, a --rate of requests/s or a --trace;
     TTFT, TPOT, ITL and end-to-end percentiles, throughput, goodput, energy."""

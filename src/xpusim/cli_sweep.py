@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from xpusim.cli import _emit_json, _input_shape_option, _print, _progress, run
+from xpusim.cli import _emit_json, _input_shape_option, _print, _progress, _wide_option, run
 from xpusim.cli_lists import RANKS, count, listed, parse_set_lists
 from xpusim.cli_serve import serve as serve_command
 
@@ -20,10 +20,10 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 @click.argument("model")
 @click.option("--chip", "chip_ids", multiple=True, required=True,
               help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
-@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json"))
+@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "wide"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
                              "attention_precision", "kv_precision", "chips", "tp", "pp",
-                             "dp", "ep", "prompt", "gen", "sla_ms", "price"))
+                             "dp", "ep", "prompt", "gen", "sla_ms", "price", "wide"))
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
@@ -55,6 +55,7 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
               show_default=True, help="What the Pareto front trades against per-user speed "
               "(or latency): throughput per chip, or dollars per million tokens (--price).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
+@_wide_option
 def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
           out: str, workers: int | None, use_ray: bool, ray_address: str | None,
           no_plots: bool, top: int, rank: str, as_json: bool, **lists: Any) -> None:  # fmt: skip
@@ -68,6 +69,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     from xpusim.explore.sweep import Grid
     from xpusim.explore.sweep import run as run_sweep
     from xpusim.report.sweep_tables import front_table
+    from xpusim.report.units import si
 
     axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
     if SERVING_AXES & set(axes) and "mode" not in axes:
@@ -86,7 +88,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     for target, row in summary.best.items():
         what = "lowest cost" if rank == "cost" else "best throughput per chip"
         _print(f"{what} on {target}: " + ", ".join(
-            f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
+            f"{k} {si(row[k])}" if isinstance(row[k], float) else f"{k} {row[k]}"
             for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
     workers = f"{summary.workers} {summary.executor} worker(s)"
     resumed = summary.n_points - summary.n_simulated

@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
+from xpusim.report.units import si
+
 
 @dataclass(frozen=True)
 class PerfPerWatt:
@@ -92,4 +94,4 @@ def _per_joule(result: Any, provisioned_w: float | None) -> float | None:
 def _cell(value: float | None, ratio: float | None) -> str:
     if value is None:
         return "does not fit"
-    return f"{value:.4g}" if ratio is None else f"{value:.4g} ({ratio:.2f}x)"
+    return si(value) if ratio is None else f"{si(value)} ({ratio:.2f}x)"

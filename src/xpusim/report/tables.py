@@ -10,7 +10,8 @@ from rich.table import Table
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
-from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si
+from xpusim.report.fit import keyed
+from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si, watts
 from xpusim.workloads.transformer_config import TransformerConfig
 from xpusim.workloads.zoo import ZooEntry
 
@@ -105,7 +106,7 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     table = Table(title=title)
     money = cost_column(results)
     columns = ["chip", "chips", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
-               *money, "J/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
+               *money, "energy/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
@@ -116,11 +117,11 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
             continue
         table.add_row(
             *head, "yes", seconds(r.ttft_s), seconds(r.tpot_s),
-            f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", *cost_cell(r, money),
-            f"{r.joules_per_token:.3g}",
-            f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
+            si(r.tokens_per_s_per_user), si(r.tokens_per_s), *cost_cell(r, money),
+            si(r.joules_per_token, "J"), si(1 / r.joules_per_token),
+            watts(r.avg_power_w, r.tdp_w), r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 3)
 
 
 def _not_fit(r: LLMInferenceResult) -> str:
@@ -138,7 +139,7 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
     table = Table(title=title)
     money = cost_column(results)
     columns = ["chip", "chips", "precision", "fits", "batch", "latency", "queries/s", *money,
-               "queries/J", "J/query", "power/chip", "lookups", "bound by"]  # fmt: skip
+               "queries/J", "energy/query", "power/chip", "lookups", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
@@ -151,10 +152,10 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
         lookups = "sparse core" if r.sparse_core else f"{r.embedding_s / r.latency_s:.0%} of time"
         table.add_row(
             *head, "yes", str(r.batch), seconds(r.latency_s), si(r.queries_per_s),
-            *cost_cell(r, money), si(r.queries_per_joule), f"{r.joules_per_query:.3g}",
-            f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", lookups, r.bottleneck,
+            *cost_cell(r, money), si(r.queries_per_joule), si(r.joules_per_query, "J"),
+            watts(r.avg_power_w, r.tdp_w), lookups, r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 3)
 
 
 def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
@@ -167,12 +168,12 @@ def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
             op.phase, op.name, op.kind, str(op.count), seconds(op.time_s),
             f"{op.share:.1%}", op.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 2)
 
 
 def validation_table(v: Validation) -> Table:
     table = Table(title="predicted vs published, grouped by chip and workload")
-    for col in ["chip", "workload", "point", "metric", "measured", "predicted", "error",
+    for col in ["point", "metric", "measured", "predicted", "error", "chip", "workload",
                 "plan", "bound by"]:  # fmt: skip
         table.add_column(
             col, justify="right" if col in ("measured", "predicted", "error") else "left"
@@ -180,7 +181,7 @@ def validation_table(v: Validation) -> Table:
     for p in sorted(v.points, key=lambda p: (p.chip, p.workload, p.id)):
         sign = "+" if p.ratio > 1 else "-"
         table.add_row(
-            p.chip, p.workload, p.id, p.metric, f"{p.measured:.4g}", f"{p.predicted:.4g}",
-            f"{sign}{p.ape:.0%}", p.detail, p.bottleneck,
+            p.id, p.metric, si(p.measured), si(p.predicted), f"{sign}{p.ape:.0%}", p.chip,
+            p.workload, p.detail, p.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 1)

@@ -8,6 +8,7 @@ object on stdout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -16,13 +17,16 @@ from typing import Any, ClassVar
 import click
 
 from xpusim.cli_lists import (
+    CHIP_HELP,
     MAX_COUNT,
     PRECISIONS,
     PRICE_HELP,
     WEIGHT_PRECISIONS,
     Finite,
     PriceType,
+    chip_counts,
     count,
+    merged_chips,
     parse_sets,
 )
 
@@ -361,25 +365,22 @@ def models(as_json: bool) -> None:
 
 @cli.command()
 @click.argument("model")
-@click.option(
-    "--chip",
-    "chip_id",
-    required=True,
-    help="Chip or system id (xpusim chips / xpusim systems), or a chip TOML path.",
-)
+@click.option("--chip", "chip_id", required=True, callback=chip_counts, help=CHIP_HELP)
 @_workload_options
 @_input_shape_option
 @_set_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
 @_wide_option
-def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
+def run(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool, show_ops: bool,
         input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
-    """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on one chip."""
+    """Simulate MODEL (zoo id, HF config.json, .onnx or torch.export .pt2 file) on a chip or
+    system (ID:N or --chips N for several)."""
     from xpusim import api
     from xpusim.report.tables import ops_table
 
     workload = api.model(model, input_shapes)
-    result = api.simulate(workload, _what_if(chip_id, sets), mode, **_given(options))
+    given = merged_chips(chip_id, _given(options))
+    result = api.simulate(workload, _what_if(chip_id[0], sets), mode, **given)
     if as_json:
         _emit_json(result.to_dict())
         return
@@ -409,8 +410,8 @@ def _parse_provisioned(ctx: click.Context, param: click.Parameter,
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@click.option("--chip", "chip_ids", multiple=True, required=True,
-              help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
+@click.option("--chip", "chip_ids", multiple=True, required=True, callback=chip_counts,
+              help=f"{CHIP_HELP} Repeat for each chip.")  # fmt: skip
 @click.option("--provisioned-w", "provisioned", multiple=True, metavar="CHIP=WATTS",
               callback=_parse_provisioned,
               help="Performance per watt on provisioned power (a server's power over its "
@@ -430,26 +431,69 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
     from xpusim.errors import UserError
     from xpusim.report.perf_per_watt import PerfPerWatt
 
-    missing = sorted(set(provisioned) - set(chip_ids))
+    names = [name for name, _ in chip_ids]
+    missing = sorted(set(provisioned) - set(names))
     if missing:
         raise UserError(f"--provisioned-w {missing[0]}: not one of the --chip given "
-                        f"({', '.join(chip_ids)})")  # fmt: skip
-    targets = [_what_if(c, sets) for c in chip_ids]
-    runs = {m: api.compare(api.model(m, input_shapes), targets, mode=mode, **_given(options))
-            for m in dict.fromkeys(models)}  # fmt: skip
-    summary = PerfPerWatt.of(runs, chip_ids, provisioned)
+                        f"({', '.join(names)})")  # fmt: skip
+    given = _given(options)
+    runs: dict[str, list[Any]] = {}
+    for m in dict.fromkeys(models):
+        workload = api.model(m, input_shapes)
+        runs[m] = [_attempt(workload, chip, sets, mode, given) for chip in chip_ids]
+    for results in runs.values():  # no chip can run it: the first reason, as for one chip
+        if all(isinstance(r, _Refused) for r in results):
+            raise UserError(results[0].reason)
+    summary = PerfPerWatt.of(runs, names, provisioned)
     if as_json:
         found = {"results": [r.to_dict() for results in runs.values() for r in results]}
         _emit_json(found | ({"perf_per_watt": summary.to_dict()} if summary.shown else {}))
         return
     for results in runs.values():
-        _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
-                                      "per watt"))  # fmt: skip
+        ran = [r for r in results if not isinstance(r, _Refused)]
+        view = _results_view(ran, f"{_model_label(ran[0])}; per joule is performance per watt")
+        for refused in (r for r in results if isinstance(r, _Refused)):
+            refused.add_row(view)
+        _print(view)
         for r in results:
-            for line in _notes(r):
+            for line in [r.reason] if isinstance(r, _Refused) else _notes(r):
                 _print(f"note: {r.chip}: {line}")
     if summary.shown:
         _print(summary.table())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Refused:
+    """A chip of a comparison that cannot run the point (a format it lacks, a count its
+    system cannot have): its row says why, and the other chips' rows stand."""
+
+    chip: str
+    chips: int | None
+    reason: str
+    fits = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chip": self.chip, "chips": self.chips, "error": self.reason}
+
+    def add_row(self, view: Any) -> None:
+        """A row in the view's (first) table: the chip, its count, the reason under 'fits'."""
+        from rich.console import Group
+
+        table = view.renderables[0] if isinstance(view, Group) else view
+        cells = {"chip": self.chip, "chips": str(self.chips or "—"), "fits": "no: see note"}
+        table.add_row(*(cells.get(str(c.header), "—") for c in table.columns))
+
+
+def _attempt(workload: Any, chip: tuple[str, int | None], sets: list, mode: str,
+             given: dict[str, Any]) -> Any:  # fmt: skip
+    """One chip's result, or its refusal."""
+    from xpusim import api
+    from xpusim.errors import UserError
+
+    try:
+        return api.simulate(workload, _what_if(chip[0], sets), mode, **merged_chips(chip, given))
+    except UserError as why:
+        return _Refused(chip[0], chip[1] or given.get("chips"), str(why))
 
 
 @contextlib.contextmanager
@@ -469,15 +513,16 @@ def _progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], 
 
 @cli.command()
 @click.argument("model")
-@click.option("--chip", "chip_id", required=True, help="Catalog or system id, or a chip TOML.")
+@click.option("--chip", "chip_id", required=True, callback=chip_counts, help=CHIP_HELP)
 @_workload_options
 @_input_shape_option
 @_set_option
 @click.option("--metric", default=None, help="A number of the run's result to rank by "
               "(default: tokens_per_s_per_user for LLMs, latency_s otherwise).")  # fmt: skip
 @_wide_option
-def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes: dict,
-                sets: list, metric: str | None, **options: Any) -> None:  # fmt: skip
+def sensitivity(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool,
+                input_shapes: dict, sets: list, metric: str | None,
+                **options: Any) -> None:  # fmt: skip
     """Which single x2 change to the chip (peak, each memory's bandwidth and capacity, links)
     helps MODEL most."""
     from xpusim import api
@@ -485,7 +530,8 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
     from xpusim.report.sweep_tables import sensitivity_table
 
     workload = api.model(model, input_shapes)
-    result = rank(workload, _what_if(chip_id, sets), metric, mode=mode, **_given(options))
+    result = rank(workload, _what_if(chip_id[0], sets), metric, mode=mode,
+                  **merged_chips(chip_id, _given(options)))  # fmt: skip
     if as_json:
         _emit_json(result.to_dict())
     else:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from xpusim.cli import _emit_json, _input_shape_option, _print, _progress, _wide_option, run
-from xpusim.cli_lists import RANKS, count, listed, parse_set_lists
+from xpusim.cli_lists import RANKS, chip_counts, count, listed, parse_set_lists
 from xpusim.cli_serve import serve as serve_command
 
 SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",
@@ -18,8 +18,9 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 
 @click.command()
 @click.argument("model")
-@click.option("--chip", "chip_ids", multiple=True, required=True,
-              help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
+@click.option("--chip", "chip_ids", multiple=True, required=True, callback=chip_counts,
+              help="Catalog id, system id or TOML path, ID:N for N chips (the same N on "
+                   "every chip: --chips sweeps counts); repeat for each chip.")  # fmt: skip
 @listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "wide"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "precision", "weight_precision",
                              "attention_precision", "kv_precision", "chips", "tp", "pp",
@@ -72,6 +73,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     from xpusim.report.units import si
 
     axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
+    chip_ids, axes = _counted(chip_ids, axes)
     if SERVING_AXES & set(axes) and "mode" not in axes:
         axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
     grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
@@ -98,3 +100,22 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     for line in summary.notes:
         _print(f"note: {line}")
     _print("wrote " + ", ".join(summary.files))
+
+
+def _counted(chips: tuple[tuple[str, int | None], ...],
+             axes: dict[str, tuple]) -> tuple[tuple[str, ...], dict[str, tuple]]:  # fmt: skip
+    """The chip ids, and the axes with `--chip ID:N`'s count as the chips axis. A grid crosses
+    every target with every count, so the count must be the same on every chip."""
+    from xpusim.errors import UserError
+
+    names = tuple(name for name, _ in chips)
+    counts = {n for _, n in chips}
+    if counts == {None}:
+        return names, axes
+    if len(counts) > 1:
+        raise UserError("--chip ID:N: a sweep crosses every chip with every count, so give "
+                        "the same N on every chip, or sweep counts with --chips 1,2,4")  # fmt: skip
+    (n,) = counts
+    if "chips" in axes and axes["chips"] != (n,):
+        raise UserError(f"--chip {names[0]}:{n} and --chips disagree: give the count once")
+    return names, {**axes, "chips": (n,)}

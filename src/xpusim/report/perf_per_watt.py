@@ -30,7 +30,8 @@ class PerfPerWatt:
     @classmethod
     def of(cls, runs: dict[str, Sequence[Any]], chips: Sequence[str],
            provisioned: dict[str, float]) -> PerfPerWatt:  # fmt: skip
-        units = {type(r).PRICED_BY[1] for results in runs.values() for r in results}
+        units = {type(r).PRICED_BY[1] for results in runs.values() for r in results
+                 if getattr(r, "fits", True)}  # a refused chip (cli.py) has no rate
         return cls(
             chips=tuple(chips),
             basis="provisioned power" if provisioned else "simulated power",

@@ -29,6 +29,7 @@ from xpusim.cli_lists import (
     merged_chips,
     parse_sets,
 )
+from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 
 def _emit_json(obj: Any) -> None:
@@ -83,10 +84,10 @@ def _workload_options(f: Callable) -> Callable:
         click.option("--sharding", type=click.Choice(["auto", "table", "row"]), default="auto",
                      show_default=True,
                      help="Recommendation models on several chips: how tables are sharded."),
-        click.option("--prompt", type=count(), default=128, show_default=True,
+        click.option("--prompt", type=count(), default=PROMPT_TOKENS, show_default=True,
                      help="Input tokens per sequence (training: the sequence length, "
                           "default 2048)."),
-        click.option("--gen", type=count(), default=128, show_default=True,
+        click.option("--gen", type=count(), default=GEN_TOKENS, show_default=True,
                      help="Output tokens per sequence."),
         click.option("--precision", type=click.Choice(PRECISIONS), default=None,
                      help="Weights, activations and KV cache. Default: the chip's bf16, "
@@ -213,10 +214,15 @@ def _count(params: int) -> str:
 
 
 def _notes(result: Any) -> list[str]:
-    """Lines under a result's table: its notes, then why it does not fit or, for training,
-    where the chip falls short."""
+    """Lines under a result's table: what a what-if chip changed, its notes, then why it does
+    not fit or, for training, where the chip falls short."""
+    from xpusim.hardware.spec import base_id, display_id
+
     tail = getattr(result, "limits", None) or [result.reason]
-    return [line for line in [*result.notes, *tail] if line]
+    changed = result.chip[len(base_id(result.chip)):]
+    what_if = [f"{display_id(result.chip)} is a what-if {base_id(result.chip)}: "
+               + changed.replace("][", ", ").strip("[]")] if changed else []  # fmt: skip
+    return [line for line in [*what_if, *result.notes, *tail] if line]
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:
@@ -384,7 +390,9 @@ def run(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool, s
     if as_json:
         _emit_json(result.to_dict())
         return
-    title = f"{_model_label(result)} on {result.chip}"
+    from xpusim.hardware.spec import display_id
+
+    title = f"{_model_label(result)} on {display_id(result.chip)}"
     _print(_results_view([result], title), *(ops_table(result),) * show_ops)
     for line in _notes(result):
         _print(f"note: {line}")
@@ -429,6 +437,7 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
     against the first chip's, per model, and their geometric mean."""
     from xpusim import api
     from xpusim.errors import UserError
+    from xpusim.hardware.spec import display_id
     from xpusim.report.perf_per_watt import PerfPerWatt
 
     names = [name for name, _ in chip_ids]
@@ -457,7 +466,7 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
         _print(view)
         for r in results:
             for line in [r.reason] if isinstance(r, _Refused) else _notes(r):
-                _print(f"note: {r.chip}: {line}")
+                _print(f"note: {display_id(r.chip)}: {line}")
     if summary.shown:
         _print(summary.table())
 
@@ -773,7 +782,24 @@ def main(argv: list[str] | None = None) -> None:
 
         if not isinstance(e, UserError):
             raise
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {_as_option(str(e))}", err=True)
         sys.exit(2)
+
+
+def _as_option(message: str) -> str:
+    """A message that names a keyword the way the API spells it ('rate must be a positive
+    number') names the command-line option instead ('--rate must be ...'), where one is
+    spelled so: the user typed the option, not the keyword."""
+    import re
+
+    found = re.match(r"([a-z_]+) must be ", message)
+    if found is None:
+        return message
+    ctx = click.Context(cli)
+    names = {p.name: p.opts[0] for name in cli.list_commands(ctx)
+             for p in cli.get_command(ctx, name).params
+             if isinstance(p, click.Option) and p.opts[0].startswith("--")}  # fmt: skip
+    option = names.get(found.group(1))
+    return message if option is None else option + message[found.end(1):]
 
 

@@ -21,7 +21,8 @@ KEYS_ATTR = "xpusim_key_columns"
 
 
 def keyed(table: Table, keys: int) -> Table:
-    """Mark the first `keys` columns of `table` as the ones repeated in every part of it."""
+    """Mark the first `keys` columns of `table` as the ones repeated in every part of it;
+    0 for a table of prose (sources, notes) that wraps its cells instead of splitting."""
     setattr(table, KEYS_ATTR, keys)
     return table
 
@@ -56,7 +57,7 @@ def _split(console: Console, table: Table) -> Iterator[Table]:
     """Parts of `table`, each within the console's width where the key columns and one more
     fit at all: each column goes into the first part it fits in (order kept within a part),
     a new part opening when it fits in none."""
-    if natural_width(console, table) <= console.width:
+    if not getattr(table, KEYS_ATTR, 1) or natural_width(console, table) <= console.width:
         yield _subtable(table, list(range(len(table.columns))), True)  # a copy, then folded
         return
     keys = list(range(min(getattr(table, KEYS_ATTR, 1), len(table.columns))))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from xpusim.hardware.spec import display_id
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Role, Tensor
@@ -69,10 +70,10 @@ def graph_results_table(results: Sequence[GraphInferenceResult], title: str) -> 
     for r in results:
         if not r.fits:
             fits = f"no: needs {r.min_chips} chips"
-            table.add_row(r.chip, r.precision, fits, *["—"] * (len(columns) - 3))
+            table.add_row(display_id(r.chip), r.precision, fits, *["—"] * (len(columns) - 3))
             continue
         table.add_row(
-            r.chip, r.precision, "yes", seconds(r.latency_s), si(r.throughput),
+            display_id(r.chip), r.precision, "yes", seconds(r.latency_s), si(r.throughput),
             *cost_cell(r, money), si(r.joules_per_item, "J"), si(1 / r.joules_per_item),
             watts(r.avg_power_w, r.tdp_w), r.bottleneck,
         )  # fmt: skip

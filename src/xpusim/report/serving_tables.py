@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from xpusim.hardware.spec import display_id
 from xpusim.report.units import dollars, seconds, si
 
 
@@ -24,8 +25,9 @@ def serving_view(result: Any) -> Any:
     if result.decode_plan:
         split += " (decode: " + (" x ".join(f"{k}{v}" for k, v in result.decode_plan.items()
                                             if v > 1) or "1 chip") + ")"  # fmt: skip
-    title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
-             f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
+    title = (f"{result.model} on {result.chips} {display_id(result.chip)} "
+             f"({result.replicas} x {plan}{split}; {result.scheduler}, engine {result.engine}): "
+             f"{shape}")  # fmt: skip
     if not result.fits:
         return Group(title)
     table = _percentiles([("TTFT", result.ttft_s), ("TPOT", result.tpot_s),
@@ -53,7 +55,8 @@ def serving_view(result: Any) -> Any:
 
 
 def _queries(result: Any) -> Any:
-    title = (f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} queries/s, "
+    title = (f"{result.model} on {result.chips} {display_id(result.chip)}: "
+             f"{result.rate_qps:g} queries/s, "
              f"batches up to {result.max_batch} within {result.window_ms:g} ms")  # fmt: skip
     if not result.fits:
         return Group(title)

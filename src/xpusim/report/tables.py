@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from xpusim.hardware.spec import Chip
+from xpusim.hardware.spec import Chip, display_id
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.fit import keyed
@@ -45,17 +45,33 @@ def chips_table(chips: Sequence[Chip]) -> Table:
 
 
 def chip_table(chip: Chip) -> Table:
-    table = Table(title=f"{chip.name} ({chip.id}), {chip.process}, {chip.year}")
+    """Every figure of the chip file, and where a run uses a calibrated figure instead
+    (cost/calibration.py), that one beside it, marked with its calibration."""
+    from xpusim.cost.calibration import catalog_calibration
+
+    cal = catalog_calibration(chip.id)
+    replaced = cal.replaced_figures() if cal else {}
+    title = f"{chip.name} ({chip.id}), {chip.process}, {chip.year}"
+    if replaced:
+        title += (f"; * a run uses the calibrated figure (hardware/calibration/"
+                  f"{cal.chip}.json, {cal.date})")  # fmt: skip
+    table = keyed(Table(title=title), 0)
     for col in ["field", "value", "confidence", "source", "note"]:
         table.add_column(col, overflow="fold")
+    shown = set()
     for path, fig in chip.figure_items():
         value = fig.value if isinstance(fig.value, str) else f"{fig.value:.6g}"
+        if path in replaced:
+            shown.add(path)
+            value = f"{replaced[path]} * (file: {value})"
         table.add_row(path, value, fig.confidence, fig.source, fig.note)
+    for path in replaced.keys() - shown:  # fitted where the chip file assumes nothing
+        table.add_row(path, f"{replaced[path]} *", "calibrated", "", "")
     return table
 
 
 def sources_table(chip: Chip) -> Table:
-    table = Table(title="sources")
+    table = keyed(Table(title="sources"), 0)
     table.add_column("key")
     table.add_column("source", overflow="fold")
     for key, text in chip.sources.items():
@@ -110,7 +126,7 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
-        head = [r.chip, _plan(r), r.precision]
+        head = [display_id(r.chip), _plan(r), r.precision]
         if not r.fits:
             head.append(_not_fit(r))
             table.add_row(*head, *["—"] * (len(columns) - len(head)))
@@ -144,7 +160,7 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
         chips = f"{r.chips} ({r.sharding}-wise)" if r.sharding else str(r.chips)
-        head = [r.chip, chips, f"{r.precision}/{r.weight_precision}"]
+        head = [display_id(r.chip), chips, f"{r.precision}/{r.weight_precision}"]
         if not r.fits:
             head.append(f"no: needs {r.min_chips} chips")
             table.add_row(*head, *["—"] * (len(columns) - len(head)))

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from cli_run import refused, run_cli
 
 from xpusim.cli import run
@@ -70,3 +71,19 @@ def test_an_option_out_of_range_is_named_as_typed(capsys):
 def test_the_sweep_folder_is_ignored_by_git():
     ignored = (Path(__file__).parents[1] / ".gitignore").read_text().split()
     assert "sweep/" in ignored
+
+
+def test_ops_rows_add_up_to_the_whole_tpot_with_the_pipelines_waits():
+    """Groq's 576 chips (72 stages): the ops alone made 848 us of a 1.12 ms token."""
+    from rich.console import Console
+
+    import xpusim
+    from xpusim.report.tables import ops_table
+
+    result = xpusim.simulate("llama-2-70b", "groq-lpu", chips=576, precision="int8")
+    console = Console(width=200, record=True)
+    console.print(ops_table(result))
+    rows = [line.split("│") for line in console.export_text().splitlines() if "│" in line]
+    decode = [float(r[6].strip().rstrip("%")) for r in rows if r[1].strip() == "decode"]
+    assert sum(decode) == pytest.approx(100, abs=1)
+    assert any("waits: pipeline bubbles" in r[2] for r in rows)

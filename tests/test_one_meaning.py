@@ -87,3 +87,13 @@ def test_ops_rows_add_up_to_the_whole_tpot_with_the_pipelines_waits():
     decode = [float(r[6].strip().rstrip("%")) for r in rows if r[1].strip() == "decode"]
     assert sum(decode) == pytest.approx(100, abs=1)
     assert any("waits: pipeline bubbles" in r[2] for r in rows)
+
+
+def test_a_pipelines_sequences_in_flight_show_beside_the_batch(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(capsys, "run", "llama-2-70b", "--chip", "groq-lpu", "--chips",
+                             "576", "--precision", "int8")  # fmt: skip
+    assert code == 0, err
+    assert "batch 1 (72 sequences in flight)" in out.splitlines()[0]
+    code, out, err = run_cli(capsys, "run", "llama-2-7b", "--chip", "h100-sxm")
+    assert "in flight" not in out

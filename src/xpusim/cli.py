@@ -261,8 +261,11 @@ def _results_view(results: list, title: str) -> Any:
         return recsys_table(results, f"{title}: {shape}")
     from xpusim.report.tables import results_table
 
-    return results_table(results, f"{title}: batch {first.batch}, prompt {first.prompt}, "
-                                  f"gen {first.gen}")  # fmt: skip
+    flight = {r.sequences_in_flight for r in results if r.fits}
+    shown = f" ({', '.join(map(str, sorted(flight)))} sequences in flight)" if flight - {
+        first.batch} else ""  # a pipeline's microbatches: tok/s counts every one of them
+    return results_table(results, f"{title}: batch {first.batch}{shown}, prompt {first.prompt},"
+                                  f" gen {first.gen}")  # fmt: skip
 
 
 class _Commands(click.Group):

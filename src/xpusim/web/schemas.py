@@ -136,7 +136,7 @@ def options_model(name: str, command: click.Command, skip: tuple[str, ...],
 
 
 _NOT_OPTIONS = ("model", "chip_id", "chip_ids", "as_json", "show_ops", "input_shapes", "sets",
-                "chips")  # fmt: skip
+                "chips", "wide")  # fmt: skip
 RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
 SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)
 ServeOptions = options_model("ServeOptions", serve_command, (*_NOT_OPTIONS, "out"))

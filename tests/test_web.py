@@ -179,11 +179,11 @@ def test_option_fields_follow_the_command_line():
     # less the options that name files (--speculative may be a config.json), as serve's
     run_names = {p.name for p in run.params} - {"model", "chip_id", "as_json", "show_ops",
                                                 "input_shapes", "sets", "chips",
-                                                "speculative"}  # fmt: skip
+                                                "speculative", "wide"}  # fmt: skip
     assert set(RunOptions.model_fields) == run_names
     assert set(SweepAxes.model_fields) == run_names - {"mode"}
     assert set(ServeOptions.model_fields) == {p.name for p in serve.params} - {
-        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths"}
+        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths", "wide"}
 
 
 def test_the_command_serves_on_a_free_port_and_says_where():

@@ -90,7 +90,7 @@ def test_compare_prints_dollars_beside_tokens_and_joules(capsys):
                            "--chip", "a100-sxm-80gb")  # fmt: skip
     assert code == 0
     header = next(line for line in out.splitlines() if "tok/s" in line)
-    assert header.index("tok/s") < header.index("$/M output tokens") < header.index("J/token")
+    assert header.index("tok/s") < header.index("$/M output tokens") < header.index("energy/token")
     assert "note: h100-sxm: cost: $6.88 per chip-hour, on-demand" in out
 
 

@@ -303,7 +303,7 @@ def _cli(*argv):
     (["--concurrency", "0"], "concurrency"),
     (["--rate", "-1"], "rate"),
     (["--concurrency", "4", "--gen", "0"], "gen"),
-    (["--concurrency", "4", "--slo-ttft-ms", "0"], "slo_ttft_ms"),
+    (["--concurrency", "4", "--slo-ttft-ms", "0"], "--slo-ttft-ms"),  # as typed
     (["--concurrency", "4", "--slo-tpot-ms", "nan"], "--slo-tpot-ms"),
     (["--concurrency", "4", "--scheduler", "chunkd"], "chunked"),
     (["--concurrency", "4", "--engine", "vlm"], "vllm"),
@@ -312,7 +312,7 @@ def _cli(*argv):
     (["--rate", "2", "--chips", "8", "--prefill-replicas", "1", "--decode-replicas", "1",
       "--decode-tp", "3"], "--decode-tp 3"),  # the message named --tp
     # a block of 2^40 tokens left an H100 "room for 0 tokens of KV cache"
-    (["--concurrency", "4", "--kv-block", str(2**40)], "kv_block"),
+    (["--concurrency", "4", "--kv-block", str(2**40)], "--kv-block"),
     # a shared prefix longer than the prompts that begin with it was cut short unsaid
     (["--concurrency", "4", "--prompt", "100", "--prefix", "5000"], "prefix (5000 tokens)"),
 ])  # fmt: skip

@@ -409,8 +409,8 @@ def test_columns_hold_each_results_scalars_one_level_deep():
         "key": points[1].key, "error": "no int8"}  # fmt: skip
     assert got.row(2)["part.share"] is None
     assert [result_row(p, f) for p, f in zip(points, found, strict=True)][2] == {
-        "target": "z", "chips": 1, "throughput": 3.0, "plan.tp": 1, "part": None,
-        "throughput_per_chip": 3.0, "key": points[2].key}
+        "target": "z", "chips": 1, "throughput": 3.0, "plan.tp": 1,
+        "throughput_per_chip": 3.0, "key": points[2].key}  # no `part` of its own, even alone
 
 
 def test_a_signal_during_a_write_keeps_what_it_counts(tmp_path, monkeypatch):

@@ -182,11 +182,11 @@ def test_option_fields_follow_the_command_line():
     # and --offline: the server's process is offline or not (HF_HUB_OFFLINE)
     run_names = {p.name for p in run.params} - {"model", "chip_id", "as_json", "show_ops",
                                                 "input_shapes", "sets", "chips",
-                                                "speculative", "offline"}  # fmt: skip
+                                                "speculative", "offline", "wide"}  # fmt: skip
     assert set(RunOptions.model_fields) == run_names
     assert set(SweepAxes.model_fields) == run_names - {"mode"}
     assert set(ServeOptions.model_fields) == {p.name for p in serve.params} - {
-        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths", "offline"}
+        "model", "chip_id", "as_json", "out", "chips", "trace", "lengths", "offline", "wide"}
 
 
 def test_the_command_serves_on_a_free_port_and_says_where():

@@ -7,17 +7,28 @@ object on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any, ClassVar
 
 import click
 
-from xpusim.cli_lists import PRECISIONS, count, offline_option, parse_sets
+from xpusim.cli_lists import (
+    CHIP_HELP,
+    PRECISIONS,
+    chip_counts,
+    count,
+    merged_chips,
+    offline_option,
+    parse_sets,
+)
 from xpusim.cli_output import emit_json as _emit_json
 from xpusim.cli_output import given as _given
 from xpusim.cli_output import input_shape_option as _input_shape_option
 from xpusim.cli_output import print_tables as _print
+from xpusim.cli_output import progress as _progress
 from xpusim.cli_output import run_options as _workload_options
+from xpusim.cli_output import wide_option as _wide_option
 
 _set_option = click.option(
     "--set", "sets", multiple=True, callback=parse_sets, metavar="FIELD=VALUE",
@@ -51,10 +62,15 @@ def _count(params: int) -> str:
 
 
 def _notes(result: Any) -> list[str]:
-    """Lines under a result's table: its notes, then why it does not fit or, for training,
-    where the chip falls short."""
+    """Lines under a result's table: what a what-if chip changed, its notes, then why it does
+    not fit or, for training, where the chip falls short."""
+    from xpusim.hardware.spec import base_id, display_id
+
     tail = getattr(result, "limits", None) or [result.reason]
-    return [line for line in [*result.notes, *tail] if line]
+    changed = result.chip[len(base_id(result.chip)):]
+    what_if = [f"{display_id(result.chip)} is a what-if {base_id(result.chip)}: "
+               + changed.replace("][", ", ").strip("[]")] if changed else []  # fmt: skip
+    return [line for line in [*what_if, *result.notes, *tail] if line]
 
 
 def _results_view(results: list, title: str) -> Any:
@@ -83,8 +99,11 @@ def _results_view(results: list, title: str) -> Any:
         return recsys_table(results, f"{title}: {shape}")
     from xpusim.report.tables import results_table
 
-    return results_table(results, f"{title}: batch {first.batch}, prompt {first.prompt}, "
-                                  f"gen {first.gen}")  # fmt: skip
+    flight = {r.sequences_in_flight for r in results if r.fits}
+    shown = f" ({', '.join(map(str, sorted(flight)))} sequences in flight)" if flight - {
+        first.batch} else ""  # a pipeline's microbatches: tok/s counts every one of them
+    return results_table(results, f"{title}: batch {first.batch}{shown}, prompt {first.prompt},"
+                                  f" gen {first.gen}")  # fmt: skip
 
 
 class _Commands(click.Group):
@@ -114,6 +133,7 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def chips(as_json: bool) -> None:
     """List the chip catalog."""
     from xpusim.hardware.catalog import chip_ids, load_chip
@@ -142,6 +162,7 @@ def _chip_summary(chip: Any) -> dict:
 @cli.command()
 @click.argument("chip_id")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def chip(chip_id: str, as_json: bool) -> None:
     """One chip in full, with the source of every figure (CHIP_ID: catalog id or TOML path)."""
     from xpusim.hardware.catalog import load_chip
@@ -156,6 +177,7 @@ def chip(chip_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def systems(as_json: bool) -> None:
     """List the multi-chip systems: chips, topology levels and link figures."""
     from xpusim.hardware.system import load_system, system_ids
@@ -170,6 +192,7 @@ def systems(as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def models(as_json: bool) -> None:
     """List the models a name resolves to without the network: the zoo, and the repos in
     the local Hugging Face cache, each with where it came from."""
@@ -185,31 +208,31 @@ def models(as_json: bool) -> None:
 
 @cli.command()
 @click.argument("model")
-@click.option(
-    "--chip",
-    "chip_id",
-    required=True,
-    help="Chip or system id (xpusim chips / xpusim systems), or a chip TOML path.",
-)
+@click.option("--chip", "chip_id", required=True, callback=chip_counts, help=CHIP_HELP)
 @_workload_options
 @_input_shape_option
 @_set_option
 @offline_option
 @click.option("--ops", "show_ops", is_flag=True, help="Also show where the time goes, per op.")
-def run(model: str, chip_id: str, mode: str, as_json: bool, show_ops: bool,
+@_wide_option
+def run(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool, show_ops: bool,
         input_shapes: dict, sets: list, **options: Any) -> None:  # fmt: skip
-    """Simulate MODEL on one chip: a zoo id or Hugging Face repo (the zoo, the local cache,
-    then the hub), a config.json or snapshot folder, or an .onnx or torch.export .pt2 file."""
+    """Simulate MODEL on a chip or system (ID:N or --chips N for several). MODEL: a zoo id
+    or Hugging Face repo (the zoo, the local cache, then the hub), a config.json or
+    snapshot folder, or an .onnx or torch.export .pt2 file."""
     from xpusim import api
     from xpusim.report.tables import ops_table
 
     workload = api.model(model, input_shapes)
-    result = api.simulate(workload, _what_if(chip_id, sets), mode, **_given(options))
+    given = merged_chips(chip_id, _given(options))
+    result = api.simulate(workload, _what_if(chip_id[0], sets), mode, **given)
     if as_json:
         _emit_json(result.to_dict())
         return
-    title = f"{_model_label(result)} on {result.chip}"
-    _print(_results_view([result], title), *(ops_table(result),) * show_ops)
+    from xpusim.hardware.spec import display_id
+
+    title = f"{_model_label(result)} on {display_id(result.chip)}"
+    _print(_results_view([result], title), *([ops_table(result)] if show_ops else []))
     for line in _notes(result):
         _print(f"note: {line}")
 
@@ -234,8 +257,8 @@ def _parse_provisioned(ctx: click.Context, param: click.Parameter,
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@click.option("--chip", "chip_ids", multiple=True, required=True,
-              help="Catalog id or TOML path; repeat for each chip.")  # fmt: skip
+@click.option("--chip", "chip_ids", multiple=True, required=True, callback=chip_counts,
+              help=f"{CHIP_HELP} Repeat for each chip.")  # fmt: skip
 @click.option("--provisioned-w", "provisioned", multiple=True, metavar="CHIP=WATTS",
               callback=_parse_provisioned,
               help="Performance per watt on provisioned power (a server's power over its "
@@ -245,6 +268,7 @@ def _parse_provisioned(ctx: click.Context, param: click.Parameter,
 @_input_shape_option
 @_set_option
 @offline_option
+@_wide_option
 def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dict[str, float],
             mode: str, as_json: bool, input_shapes: dict, sets: list,
             **options: Any) -> None:  # fmt: skip
@@ -253,41 +277,87 @@ def compare(models: tuple[str, ...], chip_ids: tuple[str, ...], provisioned: dic
     against the first chip's, per model, and their geometric mean."""
     from xpusim import api
     from xpusim.errors import UserError
+    from xpusim.hardware.spec import display_id
     from xpusim.report.perf_per_watt import PerfPerWatt
 
-    missing = sorted(set(provisioned) - set(chip_ids))
+    names = [name for name, _ in chip_ids]
+    missing = sorted(set(provisioned) - set(names))
     if missing:
         raise UserError(f"--provisioned-w {missing[0]}: not one of the --chip given "
-                        f"({', '.join(chip_ids)})")  # fmt: skip
-    targets = [_what_if(c, sets) for c in chip_ids]
-    runs = {m: api.compare(api.model(m, input_shapes), targets, mode=mode, **_given(options))
-            for m in dict.fromkeys(models)}  # fmt: skip
-    summary = PerfPerWatt.of(runs, chip_ids, provisioned)
+                        f"({', '.join(names)})")  # fmt: skip
+    given = _given(options)
+    runs: dict[str, list[Any]] = {}
+    for m in dict.fromkeys(models):
+        workload = api.model(m, input_shapes)
+        runs[m] = [_attempt(workload, chip, sets, mode, given) for chip in chip_ids]
+    for results in runs.values():  # no chip can run it: the first reason, as for one chip
+        if all(isinstance(r, _Refused) for r in results):
+            raise UserError(results[0].reason)
+    summary = PerfPerWatt.of(runs, names, provisioned)
     if as_json:
         found = {"results": [r.to_dict() for results in runs.values() for r in results]}
         _emit_json(found | ({"perf_per_watt": summary.to_dict()} if summary.shown else {}))
         return
     for results in runs.values():
-        _print(_results_view(results, f"{_model_label(results[0])}; per joule is performance "
-                                      "per watt"))  # fmt: skip
+        ran = [r for r in results if not isinstance(r, _Refused)]
+        view = _results_view(ran, f"{_model_label(ran[0])}; per joule is performance per watt")
+        for refused in (r for r in results if isinstance(r, _Refused)):
+            refused.add_row(view)
+        _print(view)
         for r in results:
-            for line in _notes(r):
-                _print(f"note: {r.chip}: {line}")
+            for line in [r.reason] if isinstance(r, _Refused) else _notes(r):
+                _print(f"note: {display_id(r.chip)}: {line}")
     if summary.shown:
         _print(summary.table())
 
 
+@dataclasses.dataclass(frozen=True)
+class _Refused:
+    """A chip of a comparison that cannot run the point (a format it lacks, a count its
+    system cannot have): its row says why, and the other chips' rows stand."""
+
+    chip: str
+    chips: int | None
+    reason: str
+    fits = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chip": self.chip, "chips": self.chips, "error": self.reason}
+
+    def add_row(self, view: Any) -> None:
+        """A row in the view's (first) table: the chip, its count, the reason under 'fits'."""
+        from rich.console import Group
+
+        table = view.renderables[0] if isinstance(view, Group) else view
+        cells = {"chip": self.chip, "chips": str(self.chips or "—"), "fits": "no: see note"}
+        table.add_row(*(cells.get(str(c.header), "—") for c in table.columns))
+
+
+def _attempt(workload: Any, chip: tuple[str, int | None], sets: list, mode: str,
+             given: dict[str, Any]) -> Any:  # fmt: skip
+    """One chip's result, or its refusal."""
+    from xpusim import api
+    from xpusim.errors import UserError
+
+    try:
+        return api.simulate(workload, _what_if(chip[0], sets), mode, **merged_chips(chip, given))
+    except UserError as why:
+        return _Refused(chip[0], chip[1] or given.get("chips"), str(why))
+
+
 @cli.command()
 @click.argument("model")
-@click.option("--chip", "chip_id", required=True, help="Catalog or system id, or a chip TOML.")
+@click.option("--chip", "chip_id", required=True, callback=chip_counts, help=CHIP_HELP)
 @_workload_options
 @_input_shape_option
 @_set_option
 @offline_option
 @click.option("--metric", default=None, help="A number of the run's result to rank by "
               "(default: tokens_per_s_per_user for LLMs, latency_s otherwise).")  # fmt: skip
-def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes: dict,
-                sets: list, metric: str | None, **options: Any) -> None:  # fmt: skip
+@_wide_option
+def sensitivity(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool,
+                input_shapes: dict, sets: list, metric: str | None,
+                **options: Any) -> None:  # fmt: skip
     """Which single x2 change to the chip (peak, each memory's bandwidth and capacity, links)
     helps MODEL most."""
     from xpusim import api
@@ -295,7 +365,8 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
     from xpusim.report.sweep_tables import sensitivity_table
 
     workload = api.model(model, input_shapes)
-    result = rank(workload, _what_if(chip_id, sets), metric, mode=mode, **_given(options))
+    result = rank(workload, _what_if(chip_id[0], sets), metric, mode=mode,
+                  **merged_chips(chip_id, _given(options)))  # fmt: skip
     if as_json:
         _emit_json(result.to_dict())
     else:
@@ -330,6 +401,7 @@ def sensitivity(model: str, chip_id: str, mode: str, as_json: bool, input_shapes
 )
 @offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def inspect(model: str, batch: int, prompt: int, precision: str | None, input_shapes: dict,
             unfused: bool, as_json: bool) -> None:  # fmt: skip
     """Print MODEL's IR: every op with its shapes, FLOPs and bytes (a zoo model's prefill)."""
@@ -360,19 +432,34 @@ def inspect(model: str, batch: int, prompt: int, precision: str | None, input_sh
     show_default=True,
     help="Folder for the Markdown report and the parity plot.",
 )
+@click.option("--chip", "chips", multiple=True, help="Only points on this chip (repeatable).")
+@click.option("--source", "sources", multiple=True,
+              help="Only points whose source cites this, case-insensitive: mlcommons, "
+                   "tensorrt-llm, gpt-fast (repeatable).")  # fmt: skip
+@click.option("--workload", "workloads", multiple=True,
+              help="Only points of this workload: llm-serving, llm-inference, llm-training, "
+                   "gemm, cnn-inference, encoder-inference (repeatable).")  # fmt: skip
+@click.option("--workers", type=count(), default=None,
+              help="Processes (default: every core; 1 runs in this process).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def validate(out: str, as_json: bool) -> None:
-    """Score predictions against published measurements; report error per point."""
+@_wide_option
+def validate(out: str, chips: tuple[str, ...], sources: tuple[str, ...],
+             workloads: tuple[str, ...], workers: int | None, as_json: bool) -> None:  # fmt: skip
+    """Score predictions against published measurements; report error per point. A progress
+    bar shows on a terminal (not with --json)."""
     from pathlib import Path
 
     from xpusim.files import writable_dir
     from xpusim.report.tables import validation_table
+    from xpusim.validation.points import load_points
     from xpusim.validation.report import write
-    from xpusim.validation.score import reason
+    from xpusim.validation.score import reason, select
     from xpusim.validation.score import validate as run_validation
 
-    folder = writable_dir(Path(out), "--out")  # before the minutes of validating
-    result = run_validation()
+    points = select(load_points(), chips, sources, workloads)
+    folder = writable_dir(Path(out), "--out")  # before the seconds of validating
+    with _progress(f"validating {len(points)} points", quiet=as_json) as bar:
+        result = run_validation(points, bar, workers)
     written = write(result, folder)
     if as_json:
         _emit_json({**result.to_dict(), "written": [str(p) for p in written]})
@@ -439,6 +526,7 @@ def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> No
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_wide_option
 def demo(as_json: bool) -> None:
     """MTIA v1, TPU v4, Groq, Apple's ANE and an H100 on a 7B model, int8 and 16-bit."""
     from xpusim.report.tables import results_table
@@ -521,7 +609,24 @@ def main(argv: list[str] | None = None) -> None:
 
         if not isinstance(e, UserError):
             raise
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {_as_option(str(e))}", err=True)
         sys.exit(2)
+
+
+def _as_option(message: str) -> str:
+    """A message that names a keyword the way the API spells it ('rate must be a positive
+    number') names the command-line option instead ('--rate must be ...'), where one is
+    spelled so: the user typed the option, not the keyword."""
+    import re
+
+    found = re.match(r"([a-z_]+) must be ", message)
+    if found is None:
+        return message
+    ctx = click.Context(cli)
+    names = {p.name: p.opts[0] for name in cli.list_commands(ctx)
+             for p in cli.get_command(ctx, name).params
+             if isinstance(p, click.Option) and p.opts[0].startswith("--")}  # fmt: skip
+    option = names.get(found.group(1))
+    return message if option is None else option + message[found.end(1):]
 
 

@@ -88,6 +88,45 @@ class PriceType(click.ParamType):
 PRICE_HELP = RunOptions.__dataclass_fields__["price"].metadata["help"]
 
 
+CHIP_HELP = ("Chip or system id (xpusim chips / xpusim systems), or a chip TOML path; "
+             "ID:N for N chips of it (h100-sxm:8, as --chips 8).")
+
+
+def chip_counts(ctx: click.Context, param: click.Parameter,
+                values: str | tuple[str, ...]) -> Any:  # fmt: skip
+    """`--chip ID[:N]` -> (ID, N or None), or a tuple of them for a repeatable option: each
+    chip of a comparison may have its own count (8 H100s against 4 MI300Xs)."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        return _chip_count(values)
+    return tuple(_chip_count(v) for v in values)
+
+
+def _chip_count(value: str) -> tuple[str, int | None]:
+    name, sep, number = value.rpartition(":")
+    if not sep or not number.strip().isdigit():  # no count (a path may hold a colon)
+        return value, None
+    chips = int(number)
+    if not name or not 1 <= chips <= MAX_COUNT:
+        raise click.BadParameter(f"{value!r}: expected ID:N with N a count of chips from 1")
+    return name, chips
+
+
+def merged_chips(chip: tuple[str, int | None], given: dict[str, Any]) -> dict[str, Any]:
+    """The options with the count of `--chip ID:N` as their `chips`; a different --chips
+    beside it is refused (which one was meant cannot be known)."""
+    name, chips = chip
+    if chips is None:
+        return given
+    if given.get("chips") not in (None, chips):
+        from xpusim.errors import UserError
+
+        raise UserError(f"--chip {name}:{chips} and --chips {given['chips']} disagree: give "
+                        "the count once")  # fmt: skip
+    return {**given, "chips": chips}
+
+
 class CommaList(click.ParamType):
     """A comma list (or an `A,B,...,END` progression) of values of another option type."""
 

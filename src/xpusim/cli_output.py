@@ -21,13 +21,40 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, allow_nan=False))
 
 
-def print_tables(*renderables: Any) -> None:
+def _console() -> Any:
+    """The console tables are printed on: the terminal's width, or $COLUMNS where set; when
+    piped with neither, 160 columns (rich would assume 80)."""
+    import os
+
     from rich.console import Console
 
-    # rich assumes 80 columns when piped; tables of a dozen columns need more to stay legible
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS", "").isdigit()
+    return Console(width=160 if piped else None)
+
+
+def print_tables(*renderables: Any) -> None:
+    """Print tables fitted to the console (report/fit.py), or each whole with --wide."""
+    from xpusim.report.fit import fit, widest
+
+    console = _console()
+    ctx = click.get_current_context(silent=True)
+    wide = ctx is not None and ctx.meta.get("wide", False)
     for r in renderables:
-        console.print(r)
+        if wide:
+            console.width = max(console.width, widest(console, r))
+            console.print(r)
+        else:
+            console.print(fit(console, r))
+
+
+def _set_wide(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    ctx.meta["wide"] = value
+
+
+wide_option = click.option(
+    "--wide", is_flag=True, expose_value=False, callback=_set_wide,
+    help="Print each table whole, however wide (default: split to fit the terminal).",
+)  # fmt: skip
 
 
 def given(options: dict[str, Any]) -> dict[str, Any]:
@@ -41,9 +68,10 @@ def given(options: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal's stderr (none when piped), as a (done, total) callback."""
-    if not sys.stderr.isatty():
+def progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal's stderr (none when piped or `quiet`), as a (done, total)
+    callback."""
+    if quiet or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console

@@ -10,14 +10,18 @@ from typing import Any
 import click
 
 from xpusim.cli_lists import (
+    CHIP_HELP,
     PRECISIONS,
     PRICE_HELP,
     WEIGHT_PRECISIONS,
     Finite,
     PriceType,
+    chip_counts,
     count,
+    merged_chips,
     offline_option,
 )
+from xpusim.cli_output import wide_option as _wide_option
 from xpusim.serving.options import PATH, Engine, Load, Search
 
 PLAN_HELP = {
@@ -69,14 +73,16 @@ def _declared(f: Callable) -> Callable:
 
 @click.command()
 @click.argument("model")
-@click.option("--chip", "chip_id", required=True, help="Chip or system id, or a chip TOML path.")
+@click.option("--chip", "chip_id", required=True, callback=chip_counts, help=CHIP_HELP)
 @_declared
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for per-request rows and the timeline (CSV; Parquet with the "
                    "extra) and plots.")  # fmt: skip
 @offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: Any) -> None:
+@_wide_option
+def serve(model: str, chip_id: tuple[str, int | None], out: str | None, as_json: bool,
+          **options: Any) -> None:  # fmt: skip
     """Serve MODEL under load: --concurrency clients, a --rate of requests/s or a --trace;
     TTFT, TPOT, ITL and end-to-end percentiles, throughput, goodput, energy."""
     from pathlib import Path
@@ -94,8 +100,8 @@ def serve(model: str, chip_id: str, out: str | None, as_json: bool, **options: A
         writable_dir(Path(out), "--out")  # before the simulation, not after it
     from xpusim.cost.dollars import parse_price, priced
 
-    workload, target = api.model(model), api.target(chip_id)
-    given = _given(options)
+    workload, target = api.model(model), api.target(chip_id[0])
+    given = merged_chips(chip_id, _given(options))
     price = parse_price(given.pop("price", None), getattr(target, "chip", target).id)
     given, notes = api.checkpoint_defaults(workload, target, "serving", given)
     with _progress("serving") as bar:

@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from xpusim.cli import run
-from xpusim.cli_lists import RANKS, count, listed, offline_option, parse_set_lists
+from xpusim.cli_lists import RANKS, chip_counts, count, listed, offline_option, parse_set_lists
 from xpusim.cli_output import emit_json as _emit_json
 from xpusim.cli_output import input_shape_option as _input_shape_option
 from xpusim.cli_output import print_tables as _print
 from xpusim.cli_output import progress as _progress
+from xpusim.cli_output import wide_option as _wide_option
 from xpusim.cli_serve import serve as serve_command
 
 SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler", "engine",
@@ -22,12 +23,14 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 
 @click.command()
 @click.argument("model")
-@click.option("--chip", "chip_ids", multiple=True, required=True,
-              help="Catalog id, system id or TOML path; repeat for each chip.")  # fmt: skip
-@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "offline"))
+@click.option("--chip", "chip_ids", multiple=True, required=True, callback=chip_counts,
+              help="Catalog id, system id or TOML path, ID:N for N chips (the same N on "
+                   "every chip: --chips sweeps counts); repeat for each chip.")  # fmt: skip
+@listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "offline", "wide"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "offline", "precision",
                              "weight_precision", "attention_precision", "kv_precision",
-                             "chips", "tp", "pp", "dp", "ep", "prompt", "gen", "sla_ms", "price"))
+                             "chips", "tp", "pp", "dp", "ep", "prompt", "gen", "sla_ms", "price",
+                             "wide"))
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "
@@ -60,6 +63,7 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
               "(or latency): throughput per chip, or dollars per million tokens (--price).")
 @offline_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a summary).")
+@_wide_option
 def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple,
           out: str, workers: int | None, use_ray: bool, ray_address: str | None,
           no_plots: bool, top: int, rank: str, as_json: bool, **lists: Any) -> None:  # fmt: skip
@@ -73,8 +77,10 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     from xpusim.explore.sweep import Grid
     from xpusim.explore.sweep import run as run_sweep
     from xpusim.report.sweep_tables import front_table
+    from xpusim.report.units import si
 
     axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
+    chip_ids, axes = _counted(chip_ids, axes)
     if SERVING_AXES & set(axes) and "mode" not in axes:
         axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
     grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
@@ -91,7 +97,7 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     for target, row in summary.best.items():
         what = "lowest cost" if rank == "cost" else "best throughput per chip"
         _print(f"{what} on {target}: " + ", ".join(
-            f"{k} {row[k]:.4g}" if isinstance(row[k], float) else f"{k} {row[k]}"
+            f"{k} {si(row[k])}" if isinstance(row[k], float) else f"{k} {row[k]}"
             for k in ("batch", "precision", "chips", *summary.objectives) if k in row))  # fmt: skip
     workers = f"{summary.workers} {summary.executor} worker(s)"
     resumed = summary.n_points - summary.n_simulated
@@ -101,3 +107,22 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     for line in summary.notes:
         _print(f"note: {line}")
     _print("wrote " + ", ".join(summary.files))
+
+
+def _counted(chips: tuple[tuple[str, int | None], ...],
+             axes: dict[str, tuple]) -> tuple[tuple[str, ...], dict[str, tuple]]:  # fmt: skip
+    """The chip ids, and the axes with `--chip ID:N`'s count as the chips axis. A grid crosses
+    every target with every count, so the count must be the same on every chip."""
+    from xpusim.errors import UserError
+
+    names = tuple(name for name, _ in chips)
+    counts = {n for _, n in chips}
+    if counts == {None}:
+        return names, axes
+    if len(counts) > 1:
+        raise UserError("--chip ID:N: a sweep crosses every chip with every count, so give "
+                        "the same N on every chip, or sweep counts with --chips 1,2,4")  # fmt: skip
+    (n,) = counts
+    if "chips" in axes and axes["chips"] != (n,):
+        raise UserError(f"--chip {names[0]}:{n} and --chips disagree: give the count once")
+    return names, {**axes, "chips": (n,)}

@@ -87,6 +87,24 @@ class Calibration(Result):
         fit = self.matmul.get(dtype.value)
         return fit.efficiency if fit else None
 
+    def replaced_figures(self) -> dict[str, str]:
+        """The chip-file figures a run takes from this calibration instead (as
+        cost/roofline.py applies them, unless a --set names the figure), each with the
+        calibrated value as a person reads it: what `xpusim chip` shows beside the file's."""
+        found: dict[str, str] = {}
+        if self.matmul:
+            found["efficiency.matmul"] = ", ".join(
+                f"{dtype} {fit.efficiency:.3g}" for dtype, fit in self.matmul.items()
+            ) + (f"; attention {self.attention.efficiency:.3g}" if self.attention else "")
+        if self.matmul_fixed_s:
+            found["overhead.matmul_fixed_s"] = f"{self.matmul_fixed_s:.3g}"
+        if self.overlap is not None:
+            found["efficiency.matmul_overlap_p"] = (
+                "inf" if self.overlap.p is None else f"{self.overlap.p:.3g}")
+        if self.memory_efficiency:
+            found["efficiency.memory"] = f"{self.memory_efficiency:.3g}"
+        return found
+
     @property
     def matmul_fixed_s(self) -> float:
         """Per-kernel fixed time: fitted on whichever precision had enough shapes."""

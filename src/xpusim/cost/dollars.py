@@ -17,6 +17,7 @@ import numpy as np
 
 from xpusim.errors import UserError
 from xpusim.hardware.prices import HOURS_PER_YEAR, check_basis, chip_price, prices
+from xpusim.hardware.spec import base_id
 from xpusim.result import Nested, Table
 
 BASES = ("on-demand", "tco")
@@ -171,9 +172,10 @@ def chip_hour_rate(chip_id: str, price: Price, avg_power_w: float) -> Rate | Non
     found = chip_price(chip_id)
     if found is None:
         return None
+    kept = "" if base_id(chip_id) == chip_id else f"; a what-if keeps {base_id(chip_id)}'s price"
     on_demand = found.on_demand_usd_per_chip_hour
     if on_demand is not None and price in (None, "on-demand"):
-        return on_demand.value, "on-demand", f"{on_demand.note} ({on_demand.date})"
+        return on_demand.value, "on-demand", f"{on_demand.note} ({on_demand.date}){kept}"
     purchase = found.purchase_usd
     if purchase is None:
         return None
@@ -183,5 +185,5 @@ def chip_hour_rate(chip_id: str, price: Price, avg_power_w: float) -> Rate | Non
     source = (f"${purchase.value:,.0f} ({purchase.date}) over "
               f"{own.service_years.value:g} years + {avg_power_w:.0f} W x PUE "
               f"{own.pue.value:g} at ${own.electricity_usd_per_kwh.value:g}/kWh; chip "
-              f"and power only")  # fmt: skip
+              f"and power only{kept}")  # fmt: skip
     return capital + energy, "tco", source

@@ -11,6 +11,8 @@ columns (`Columns`), which is how it travels to the results file.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from collections.abc import Mapping, Sequence
 from operator import itemgetter, truediv
 from typing import Any
@@ -68,7 +70,10 @@ class Columns:
                     for key, values in column.columns.items():
                         gathered.put_values(where, f"{name}.{key}", _taken(values, take))
                 else:
-                    gathered.put_values(where, name, _taken(column, take))
+                    values = _taken(column, take)
+                    if name in _objects(table.kind) and not any(v is not None for v in values):
+                        continue  # no column of its own: its dotted ones, where any row has it
+                    gathered.put_values(where, name, values)
         cells = gathered.cells
         chips = cells.get("chips")
         for rate in PER_CHIP:
@@ -214,6 +219,19 @@ class _Gathered:
             if _ABSENT in column:
                 self.cells[name] = [None if v is _ABSENT else v for v in column]
         return self.cells
+
+
+@functools.cache
+def _objects(kind: type) -> frozenset[str]:
+    """The result fields declared as an object or None (`cost: Cost | None`). Where every row
+    of a chunk has None there, the field gets no column: a chunk with one would store a
+    `cost` column that a chunk holding an object stores as `cost.basis`, ..., and a resumed
+    sweep's file would differ from one run at once (an unpriced chip's rows resumed beside
+    a priced one's)."""
+    hints = typing.get_type_hints(kind)
+    return frozenset(name for name, hint in hints.items()
+                     if any(dataclasses.is_dataclass(a) or a is dict
+                            for a in typing.get_args(hint)))  # fmt: skip
 
 
 def _per_chip(rates: list, chips: list) -> list:

@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from xpusim.errors import UserError
-from xpusim.hardware.spec import Figure, _Strict, read_toml, validated
+from xpusim.hardware.spec import Figure, _Strict, base_id, read_toml, validated
 
 PRICES_FILE = Path(__file__).parent / "prices.toml"
 HOURS_PER_YEAR = 8766.0  # 365.25 days
@@ -88,7 +88,7 @@ def prices() -> Prices:
 
 def chip_price(chip_id: str) -> ChipPrice | None:
     """The catalog's prices for a chip; None for a chip nobody has priced."""
-    return prices().chips.get(chip_id)
+    return prices().chips.get(base_id(chip_id))  # a what-if keeps its base chip's price
 
 
 def check_basis(chip_id: str, basis: Basis) -> None:

@@ -352,5 +352,18 @@ def load_chip_file(path: Path) -> Chip:
     return parse_chip(read_toml(path, "chip"), str(path))
 
 
+def base_id(chip_id: str) -> str:
+    """The catalog chip a what-if copy ('h100-sxm[memory.hbm3.bandwidth_bytes_per_s=4e+12]',
+    hardware/whatif.py) was made from; a catalog id is its own."""
+    return chip_id.split("[", 1)[0]
+
+
+def display_id(chip_id: str) -> str:
+    """A chip id as a table shows it: a what-if copy as its base id and a star (the changes
+    are in its note; rich would read the brackets as markup and drop them)."""
+    base = base_id(chip_id)
+    return chip_id if base == chip_id else f"{base}*"
+
+
 def parse_chip(data: dict, origin: str) -> Chip:
     return validated(Chip, data, origin)

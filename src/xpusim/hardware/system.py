@@ -25,6 +25,7 @@ from xpusim.hardware.spec import (
     Figure,
     PositiveFigure,
     _Strict,
+    base_id,
     check_ranges,
     read_toml,
     validated,
@@ -234,7 +235,7 @@ def host_system(chip: Chip, chips: int) -> System:
 
 def default_system(chip: Chip, chips: int) -> System:
     """The system `--chips N` builds for a chip: its default system file, else the host."""
-    base = chip.id.split("[", 1)[0]  # what-if copies ("id[field=value]") keep their system
+    base = base_id(chip.id)  # what-if copies keep their base chip's system
     for system_id in system_ids():
         system = _catalog_system(system_id)
         if system.default_for_chip and system.chip_id == base:

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from xpusim.hardware.spec import display_id
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Role, Tensor
-from xpusim.report.units import cost_cell, cost_column, seconds, si
+from xpusim.report.fit import keyed
+from xpusim.report.units import cost_cell, cost_column, seconds, si, watts
 
 if TYPE_CHECKING:
     from xpusim.scenarios.graph_inference import GraphInferenceResult
@@ -61,18 +63,18 @@ def graph_results_table(results: Sequence[GraphInferenceResult], title: str) -> 
     """Side by side: one row per result; timings only where the model fits."""
     table = Table(title=title)
     money = cost_column(results)
-    columns = ["chip", "precision", "fits", "latency", "items/s", *money, "J/item", "items/J",
+    columns = ["chip", "precision", "fits", "latency", "items/s", *money, "energy/item", "items/J",
                "power", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
         if not r.fits:
             fits = f"no: needs {r.min_chips} chips"
-            table.add_row(r.chip, r.precision, fits, *["—"] * (len(columns) - 3))
+            table.add_row(display_id(r.chip), r.precision, fits, *["—"] * (len(columns) - 3))
             continue
         table.add_row(
-            r.chip, r.precision, "yes", seconds(r.latency_s), f"{r.throughput:.4g}",
-            *cost_cell(r, money), f"{r.joules_per_item:.3g}", f"{1 / r.joules_per_item:.3g}",
-            f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
+            display_id(r.chip), r.precision, "yes", seconds(r.latency_s), si(r.throughput),
+            *cost_cell(r, money), si(r.joules_per_item, "J"), si(1 / r.joules_per_item),
+            watts(r.avg_power_w, r.tdp_w), r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 2)

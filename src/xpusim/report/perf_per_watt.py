@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
+from xpusim.report.units import si
+
 
 @dataclass(frozen=True)
 class PerfPerWatt:
@@ -28,7 +30,8 @@ class PerfPerWatt:
     @classmethod
     def of(cls, runs: dict[str, Sequence[Any]], chips: Sequence[str],
            provisioned: dict[str, float]) -> PerfPerWatt:  # fmt: skip
-        units = {type(r).PRICED_BY[1] for results in runs.values() for r in results}
+        units = {type(r).PRICED_BY[1] for results in runs.values() for r in results
+                 if getattr(r, "fits", True)}  # a refused chip (cli.py) has no rate
         return cls(
             chips=tuple(chips),
             basis="provisioned power" if provisioned else "simulated power",
@@ -92,4 +95,4 @@ def _per_joule(result: Any, provisioned_w: float | None) -> float | None:
 def _cell(value: float | None, ratio: float | None) -> str:
     if value is None:
         return "does not fit"
-    return f"{value:.4g}" if ratio is None else f"{value:.4g} ({ratio:.2f}x)"
+    return si(value) if ratio is None else f"{si(value)} ({ratio:.2f}x)"

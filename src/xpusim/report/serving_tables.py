@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from xpusim.hardware.spec import display_id
 from xpusim.report.units import dollars, seconds, si
 
 
@@ -16,7 +17,7 @@ def serving_view(result: Any) -> Any:
     if type(result).__name__ == "QueryServingResult":
         return _queries(result)
     load = result.load
-    shape = (f"{load['kind']} {load['value']}, {result.requests} requests of "
+    shape = (f"{_load(load)}, {result.requests} requests of "
              f"{result.prompt_mean:.0f} -> {result.gen_mean:.0f} tokens")  # fmt: skip
     plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
     split = (f", {result.prefill_replicas}P{result.decode_replicas}D" if result.prefill_replicas
@@ -24,48 +25,68 @@ def serving_view(result: Any) -> Any:
     if result.decode_plan:
         split += " (decode: " + (" x ".join(f"{k}{v}" for k, v in result.decode_plan.items()
                                             if v > 1) or "1 chip") + ")"  # fmt: skip
-    title = (f"{result.model} on {result.chips} {result.chip} ({result.replicas} x {plan}"
-             f"{split}; {result.scheduler}, engine {result.engine}): {shape}")  # fmt: skip
+    title = (f"{result.model} on {result.chips} {display_id(result.chip)} "
+             f"({result.replicas} x {plan}{split}; {result.scheduler}, engine {result.engine}): "
+             f"{shape}")  # fmt: skip
     if not result.fits:
         return Group(title)
     table = _percentiles([("TTFT", result.ttft_s), ("TPOT", result.tpot_s),
                           ("ITL", result.itl_s), ("end to end", result.e2e_s)])  # fmt: skip
     lines = [
-        f"{result.requests_per_s:.3g} requests/s, {si(result.output_tokens_per_s)} output "
+        f"{_requests_per_s(result)}, {si(result.output_tokens_per_s)} output "
         f"tokens/s ({si(result.tokens_per_s_per_chip)} per chip, "
-        f"{result.tokens_per_s_per_user:.3g} per user)",
-        f"energy {result.joules_per_token:.3g} J/token, {result.avg_power_w:.3g} W per chip "
-        f"(TDP {result.tdp_w:.3g} W)" + _cost(result),
+        f"{si(result.tokens_per_s_per_user)} per user)",
+        f"energy {si(result.joules_per_token, 'J')} a token, {si(result.avg_power_w, 'W')} per "
+        f"chip (TDP {si(result.tdp_w, 'W')})" + _cost(result),
         f"batch {result.mean_batch:.3g} sequences per iteration, {result.mean_waiting:.3g} "
         f"waiting; KV cache {result.kv_cache.mean_used:.0%} used on average "
         f"(peak {result.kv_cache.peak_used:.0%} of {si(result.kv_cache.capacity_tokens)} "
         f"tokens); {result.preemptions} preemptions",
     ]
     if result.goodput_requests_per_s is not None:
-        lines.append(f"goodput {result.goodput_requests_per_s:.3g} requests/s "
+        lines.append(f"goodput {si(result.goodput_requests_per_s)} requests/s "
                      f"({result.slo_met:.1%} within the SLOs)")  # fmt: skip
     if result.search:
         found = {k: v for k, v in result.search.items() if k not in ("find", "trials")}
         lines.append(f"--find {result.search['find']}: " + ", ".join(
-            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in found.items())
+            f"{k} {si(v)}" if isinstance(v, float) else f"{k} {v}" for k, v in found.items())
             + f" ({len(result.search['trials'])} trials)")  # fmt: skip
     return Group(title, table, *lines)
 
 
 def _queries(result: Any) -> Any:
-    title = (f"{result.model} on {result.chips} {result.chip}: {result.rate_qps:g} queries/s, "
+    title = (f"{result.model} on {result.chips} {display_id(result.chip)}: "
+             f"{result.rate_qps:g} queries/s, "
              f"batches up to {result.max_batch} within {result.window_ms:g} ms")  # fmt: skip
     if not result.fits:
         return Group(title)
     table = _percentiles([("latency", result.latency_s)])
     lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
              f"chip busy {result.utilization:.0%}",
-             f"energy {result.joules_per_query:.3g} J/query, {result.avg_power_w:.3g} W per "
-             f"chip (TDP {result.tdp_w:.3g} W)" + _cost(result)]  # fmt: skip
+             f"energy {si(result.joules_per_query, 'J')} a query, {si(result.avg_power_w, 'W')} "
+             f"per chip (TDP {si(result.tdp_w, 'W')})" + _cost(result)]  # fmt: skip
     if result.goodput_queries_per_s is not None:
         lines.append(f"goodput {si(result.goodput_queries_per_s)} queries/s "
                      f"({result.sla_met:.1%} within {result.sla_ms:g} ms)")  # fmt: skip
     return Group(title, table, *lines)
+
+
+def _requests_per_s(result: Any) -> str:
+    """Completed requests a second over the measured window, or, where every request outlives
+    the window (a short burst of long requests), that instead of a rate of 0: the tokens/s
+    beside it are real, and '0 requests/s' would read as a system doing nothing."""
+    if result.requests_per_s > 0 or result.output_tokens_per_s == 0:
+        return f"{si(result.requests_per_s)} requests/s"
+    return (f"no request finished within the {seconds(result.duration_s)} arrival window "
+            "(each outlives it)")  # fmt: skip
+
+
+def _load(load: dict[str, Any]) -> str:
+    """The load as a person reads it: 'rate 14.6 requests/s', 'concurrency 32', 'trace X'."""
+    value = load["value"]
+    if load["kind"] == "rate":
+        return f"rate {si(value)} requests/s"
+    return f"{load['kind']} {value}"
 
 
 def _cost(result: Any) -> str:

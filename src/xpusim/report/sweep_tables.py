@@ -9,13 +9,14 @@ from rich.table import Table
 
 from xpusim.explore.sensitivity import Sensitivity
 from xpusim.explore.summary import SweepSummary
-from xpusim.report.units import dollars, seconds
+from xpusim.report.fit import keyed
+from xpusim.report.units import dollars, seconds, si
 
 Row = Mapping[str, Any]
 
 
 def _number(value: float) -> str:
-    return f"{value:.4g}"
+    return si(value)
 
 
 METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
@@ -35,8 +36,8 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("queries_per_s_per_chip", "queries/s/chip", _number),
     ("throughput_per_chip", "items/s/chip", _number),
     ("cost.usd_per_million", "$/M", dollars),
-    ("joules_per_token", "J/token", lambda v: f"{v:.3g}"),
-    ("joules_per_query", "J/query", lambda v: f"{v:.3g}"),
+    ("joules_per_token", "energy/token", lambda v: si(v, "J")),
+    ("joules_per_query", "energy/query", lambda v: si(v, "J")),
     ("bottleneck", "bound by", str),
 )
 """The columns a front's rows are shown with, where the rows have them."""
@@ -66,7 +67,7 @@ def front_table(summary: SweepSummary, inputs: Sequence[str], top: int) -> Table
         cells = [str(row["target"]), *(_cell(row.get(name)) for name in inputs), _plan(row)]
         cells += [fmt(row[name]) if row.get(name) is not None else "—" for name, _, fmt in metrics]
         table.add_row(*cells)
-    return table
+    return keyed(table, 2 + len(inputs))  # target, the swept inputs and chips name a row
 
 
 def _cell(value: Any) -> str:
@@ -78,7 +79,7 @@ def _cell(value: Any) -> str:
 def sensitivity_table(s: Sensitivity) -> Table:
     better = "higher" if s.higher_is_better else "lower"
     fits = "fits" if s.fits else f"does not fit (min_chips {s.min_chips})"
-    table = Table(title=f"{s.model} on {s.chip}: {s.metric} = {s.baseline:.4g} ({better} is "
+    table = Table(title=f"{s.model} on {s.chip}: {s.metric} = {si(s.baseline)} ({better} is "
                         f"better; {fits}), one change at a time")  # fmt: skip
     for header in ["change", s.metric, "gain", "fits", "min_chips"]:
         table.add_column(header, justify="left" if header == "change" else "right")
@@ -86,6 +87,6 @@ def sensitivity_table(s: Sensitivity) -> Table:
         if g.error:
             table.add_row(g.change, "—", "—", "—", f"not possible: {g.error}")
             continue
-        table.add_row(g.change, f"{g.value:.4g}", f"{g.gain:.3f}x", "yes" if g.fits else "no",
+        table.add_row(g.change, si(g.value), f"{g.gain:.3f}x", "yes" if g.fits else "no",
                       str(g.min_chips))  # fmt: skip
     return table

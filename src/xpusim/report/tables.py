@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from xpusim.hardware.spec import Chip
+from xpusim.hardware.spec import Chip, display_id
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
-from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si
+from xpusim.report.fit import keyed
+from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si, watts
 from xpusim.workloads.transformer_config import TransformerConfig
 
 if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other scenario
@@ -44,17 +45,33 @@ def chips_table(chips: Sequence[Chip]) -> Table:
 
 
 def chip_table(chip: Chip) -> Table:
-    table = Table(title=f"{chip.name} ({chip.id}), {chip.process}, {chip.year}")
+    """Every figure of the chip file, and where a run uses a calibrated figure instead
+    (cost/calibration.py), that one beside it, marked with its calibration."""
+    from xpusim.cost.calibration import catalog_calibration
+
+    cal = catalog_calibration(chip.id)
+    replaced = cal.replaced_figures() if cal else {}
+    title = f"{chip.name} ({chip.id}), {chip.process}, {chip.year}"
+    if replaced:
+        title += (f"; * a run uses the calibrated figure (hardware/calibration/"
+                  f"{cal.chip}.json, {cal.date})")  # fmt: skip
+    table = keyed(Table(title=title), 0)
     for col in ["field", "value", "confidence", "source", "note"]:
         table.add_column(col, overflow="fold")
+    shown = set()
     for path, fig in chip.figure_items():
         value = fig.value if isinstance(fig.value, str) else f"{fig.value:.6g}"
+        if path in replaced:
+            shown.add(path)
+            value = f"{replaced[path]} * (file: {value})"
         table.add_row(path, value, fig.confidence, fig.source, fig.note)
+    for path in replaced.keys() - shown:  # fitted where the chip file assumes nothing
+        table.add_row(path, f"{replaced[path]} *", "calibrated", "", "")
     return table
 
 
 def sources_table(chip: Chip) -> Table:
-    table = Table(title="sources")
+    table = keyed(Table(title="sources"), 0)
     table.add_column("key")
     table.add_column("source", overflow="fold")
     for key, text in chip.sources.items():
@@ -114,22 +131,22 @@ def results_table(results: Sequence[LLMInferenceResult], title: str) -> Table:
     table = Table(title=title)
     money = cost_column(results)
     columns = ["chip", "chips", "precision", "fits", "TTFT", "TPOT", "tok/s/user", "tok/s",
-               *money, "J/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
+               *money, "energy/token", "tok/J", "power/chip", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
-        head = [r.chip, _plan(r), r.precision]
+        head = [display_id(r.chip), _plan(r), r.precision]
         if not r.fits:
             head.append(_not_fit(r))
             table.add_row(*head, *["—"] * (len(columns) - len(head)))
             continue
         table.add_row(
             *head, "yes", seconds(r.ttft_s), seconds(r.tpot_s),
-            f"{r.tokens_per_s_per_user:.4g}", f"{r.tokens_per_s:.4g}", *cost_cell(r, money),
-            f"{r.joules_per_token:.3g}",
-            f"{1 / r.joules_per_token:.3g}", f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
+            si(r.tokens_per_s_per_user), si(r.tokens_per_s), *cost_cell(r, money),
+            si(r.joules_per_token, "J"), si(1 / r.joules_per_token),
+            watts(r.avg_power_w, r.tdp_w), r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 3)
 
 
 def _not_fit(r: LLMInferenceResult) -> str:
@@ -147,12 +164,12 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
     table = Table(title=title)
     money = cost_column(results)
     columns = ["chip", "chips", "precision", "fits", "batch", "latency", "queries/s", *money,
-               "queries/J", "J/query", "power/chip", "lookups", "bound by"]  # fmt: skip
+               "queries/J", "energy/query", "power/chip", "lookups", "bound by"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("chip", "precision", "fits") else "right")
     for r in results:
         chips = f"{r.chips} ({r.sharding}-wise)" if r.sharding else str(r.chips)
-        head = [r.chip, chips, f"{r.precision}/{r.weight_precision}"]
+        head = [display_id(r.chip), chips, f"{r.precision}/{r.weight_precision}"]
         if not r.fits:
             head.append(f"no: needs {r.min_chips} chips")
             table.add_row(*head, *["—"] * (len(columns) - len(head)))
@@ -160,28 +177,48 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
         lookups = "sparse core" if r.sparse_core else f"{r.embedding_s / r.latency_s:.0%} of time"
         table.add_row(
             *head, "yes", str(r.batch), seconds(r.latency_s), si(r.queries_per_s),
-            *cost_cell(r, money), si(r.queries_per_joule), f"{r.joules_per_query:.3g}",
-            f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", lookups, r.bottleneck,
+            *cost_cell(r, money), si(r.queries_per_joule), si(r.joules_per_query, "J"),
+            watts(r.avg_power_w, r.tdp_w), lookups, r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 3)
 
 
 def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
-    table = Table(title=f"where the time goes (top {top} ops by share of their phase)")
+    """The ops that take most of TTFT and TPOT, each with its share of the whole figure, then
+    the rest of the figure as rows of its own: the ops not shown, and the time no op of the
+    critical path accounts for (a pipeline's microbatches waiting for each other, the
+    bubbles; on Groq's 72 stages a quarter of a token), so that a phase's rows add up to it."""
+    table = Table(title=f"where the time goes (top {top} ops of TTFT and TPOT, with the rest)")
     for col in ["phase", "op", "kind", "count", "time each", "share", "bound by"]:
         table.add_column(col, justify="left" if col in ("phase", "op", "kind") else "right")
-    ranked = sorted(result.ops, key=lambda o: (o.phase != "decode", -o.share))[:top]
-    for op in ranked:
-        table.add_row(
-            op.phase, op.name, op.kind, str(op.count), seconds(op.time_s),
-            f"{op.share:.1%}", op.bottleneck,
-        )  # fmt: skip
-    return table
+    whole = {"prefill": result.ttft_s, "decode": result.tpot_s}
+    ranked = sorted(result.ops, key=lambda o: (o.phase != "decode", -o.count * o.time_s))
+    shown = [op for phase in ("decode", "prefill")
+             for op in [o for o in ranked if o.phase == phase][:top]]  # fmt: skip
+    for phase in ("decode", "prefill"):
+        ops = [o for o in result.ops if o.phase == phase]
+        total = whole[phase]
+        if not ops or not total:
+            continue
+        for op in (o for o in shown if o.phase == phase):
+            table.add_row(phase, op.name, op.kind, str(op.count), seconds(op.time_s),
+                          f"{op.count * op.time_s / total:.1%}", op.bottleneck)  # fmt: skip
+        rest = [o for o in ops if o not in shown]
+        rest_s = sum(o.count * o.time_s for o in rest)
+        if rest:
+            table.add_row(phase, f"{len(rest)} other ops", "", "", "", f"{rest_s / total:.1%}",
+                          "")  # fmt: skip
+        waits_s = total - sum(o.count * o.time_s for o in ops)
+        if waits_s > 0.005 * total:
+            what = "waits: pipeline bubbles" if result.plan.get("pp", 1) > 1 else "waits"
+            table.add_row(phase, what, "wait", "", seconds(waits_s),
+                          f"{waits_s / total:.1%}", "")  # fmt: skip
+    return keyed(table, 2)
 
 
 def validation_table(v: Validation) -> Table:
     table = Table(title="predicted vs published, grouped by chip and workload")
-    for col in ["chip", "workload", "point", "metric", "measured", "predicted", "error",
+    for col in ["point", "metric", "measured", "predicted", "error", "chip", "workload",
                 "plan", "bound by"]:  # fmt: skip
         table.add_column(
             col, justify="right" if col in ("measured", "predicted", "error") else "left"
@@ -189,7 +226,7 @@ def validation_table(v: Validation) -> Table:
     for p in sorted(v.points, key=lambda p: (p.chip, p.workload, p.id)):
         sign = "+" if p.ratio > 1 else "-"
         table.add_row(
-            p.chip, p.workload, p.id, p.metric, f"{p.measured:.4g}", f"{p.predicted:.4g}",
-            f"{sign}{p.ape:.0%}", p.detail, p.bottleneck,
+            p.id, p.metric, si(p.measured), si(p.predicted), f"{sign}{p.ape:.0%}", p.chip,
+            p.workload, p.detail, p.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 1)

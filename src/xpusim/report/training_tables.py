@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds
+from xpusim.hardware.spec import display_id
+from xpusim.report.fit import keyed
+from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si, watts
 from xpusim.scenarios.training import TrainingResult
 
 
@@ -32,13 +34,14 @@ def training_table(results: Sequence[TrainingResult], title: str) -> Table:
         mem = r.per_chip_memory_bytes
         fits = "yes" if r.fits else f"no: needs {r.min_chips}+ chips"
         table.add_row(
-            r.chip, _plan(r), r.precision, fits, seconds(r.step_time_s), f"{r.tokens_per_s:.4g}",
+            display_id(r.chip), _plan(r), r.precision, fits, seconds(r.step_time_s),
+            si(r.tokens_per_s),
             *cost_cell(r, money), f"{r.mfu:.1%}", f"{r.hfu:.1%}",
             f"{gigabytes(mem.weights)}+{gigabytes(mem.gradients)}+"
             f"{gigabytes(mem.optimizer_state)}", gigabytes(mem.activations),
-            gigabytes(mem.capacity), f"{r.avg_power_w:.3g}/{r.tdp_w:g} W", r.bottleneck,
+            gigabytes(mem.capacity), watts(r.avg_power_w, r.tdp_w), r.bottleneck,
         )  # fmt: skip
-    return table
+    return keyed(table, 3)
 
 
 def breakdown_table(results: Sequence[TrainingResult]) -> Table:
@@ -50,5 +53,5 @@ def breakdown_table(results: Sequence[TrainingResult]) -> Table:
         table.add_column(part.replace("_", " "), justify="right")
     for r in results:
         shares = [r.time_breakdown_s[p] / r.step_time_s for p in parts]
-        table.add_row(r.chip, *(f"{s:.0%}" if s >= 0.005 else "—" for s in shares))
+        table.add_row(display_id(r.chip), *(f"{s:.0%}" if s >= 0.005 else "—" for s in shares))
     return table

@@ -7,16 +7,24 @@ from collections.abc import Sequence
 from typing import Any
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_SMALL_PREFIXES = [(1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p")]
 _SMALL = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps")]
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """1.979e15, 'OPS' -> '1.98 POPS'."""
+    """The one number style of every table: three significant figures and an SI prefix.
+    1.979e15, 'OPS' -> '1.98 POPS'; 55_850 -> '55.8 k'; 0.00412, 'J' -> '4.12 mJ'. Below one,
+    a bare number stays a decimal ('0.686'): a prefix on a count without a unit reads badly."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g} {unit}".strip()
+    value = float(f"{value:.{digits}g}")  # round first: 999.96 prints as '1 k', not '1e+03'
     for scale, prefix in _PREFIXES:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}".strip()
+    if unit:
+        for scale, prefix in _SMALL_PREFIXES:
+            if abs(value) >= scale:
+                return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}".strip()
 
 
@@ -26,6 +34,11 @@ def seconds(value: float, digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {unit}"
     return f"{value:.{digits}g} s"
+
+
+def watts(average: float, tdp: float) -> str:
+    """A chip's average draw over its TDP: '385/700 W'."""
+    return f"{average:.3g}/{tdp:.3g} W"
 
 
 def gigabytes(value: float) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
+from xpusim.report.units import si
 from xpusim.scenarios.llm.inference import LLMInferenceResult, simulate
 from xpusim.workloads.resolve import load_model
 
@@ -54,8 +55,8 @@ def _summarize(results: list[LLMInferenceResult]) -> list[str]:
             frugal = min(fit, key=lambda r: r.joules_per_token)
             lines.append(
                 f"{bits}: fastest per user is {fastest.chip} "
-                f"({fastest.tokens_per_s_per_user:.0f} tokens/s); most efficient is "
-                f"{frugal.chip} ({frugal.joules_per_token:.3g} J/token)"
+                f"({si(fastest.tokens_per_s_per_user, 'tokens/s')}); most efficient is "
+                f"{frugal.chip} ({si(frugal.joules_per_token, 'J')} a token)"
             )
         lines += [
             f"{bits}: {r.chip} cannot hold the model ({r.memory_bytes.total / 1e9:.1f} GB needed, "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, check_positive
+from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split")
@@ -47,8 +48,10 @@ class Load:
     burstiness: float = option(1.0, "Gamma shape of the arrival gaps: 1 is Poisson, below 1 "
                                 "burstier.", type=float)
     requests: int = option(500, "Requests to serve.", type=int)
-    prompt: int = option(1024, "Input tokens per request (the mean with --spread).", type=int)
-    gen: int = option(128, "Output tokens per request (the mean with --spread).", type=int)
+    prompt: int = option(PROMPT_TOKENS, "Input tokens per request (the mean with --spread).",
+                         type=int)  # fmt: skip
+    gen: int = option(GEN_TOKENS, "Output tokens per request (the mean with --spread).",
+                      type=int)  # fmt: skip
     spread: float = option(0.0, "Lengths uniform in [L(1-s), L(1+s)] (vLLM's random "
                             "range ratio).", type=float)
     seed: int = option(0, "Seed of arrivals and lengths.", type=int)

@@ -214,8 +214,20 @@ def _cnn(point: Point) -> Prediction:
     return Prediction(r.throughput, r.bottleneck, f"batch {batch}")
 
 
+def _encoder(point: Point) -> Prediction:
+    """Sequences per second of a zoo encoder (BERT) at the point's sequence length: MLPerf
+    Offline's throughput, at a large batch as for CNNs (the batch is not published)."""
+    import xpusim
+
+    batch, seq = int(point.get("batch", 256)), int(point.get("seq", 128))
+    r = xpusim.simulate(point.get("model"), point.chip, batch=batch, prompt=seq,
+                        precision=point.get("precision"))  # fmt: skip
+    return Prediction(r.throughput, r.bottleneck, f"batch {batch}, {seq} tokens each")
+
+
 ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
     "cnn-inference": _cnn,
+    "encoder-inference": _encoder,
     "llm-serving": _llm_serving,
     "llm-inference": _llm_inference,
     "llm-training": _llm_training,

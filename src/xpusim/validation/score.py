@@ -7,8 +7,10 @@ a simulator that is always optimistic says something different from a noisy one.
 
 from __future__ import annotations
 
+import difflib
+import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xpusim.errors import UserError
@@ -105,39 +107,90 @@ def score_point(point: Point) -> ScoredPoint:
 
 
 def validate(
-    points: tuple[Point, ...] | None = None, progress: Callable[[int, int], None] | None = None
+    points: tuple[Point, ...] | None = None, progress: Callable[[int, int], None] | None = None,
+    workers: int | None = 1,
 ) -> Validation:
-    """Every point scored or skipped, `progress(done, total)` told after each; the published
-    set's answer is kept (a process asks for it again: the report, the tests), since its
-    serving points run simulations."""
+    """Every point scored or skipped, `progress(done, total)` told as they finish, on
+    `workers` processes (None: every core); the published set's answer is kept (a process
+    asks for it again: the report, the tests), since its serving points run simulations."""
     if points is None:
-        return _validate_published(progress)
-    return _validate(points, progress)
+        return _validate_published(progress, workers)
+    return _validate(points, progress, workers)
 
 
 _PUBLISHED: list[Validation] = []
 
 
-def _validate_published(progress: Callable[[int, int], None] | None) -> Validation:
+def _validate_published(progress: Callable[[int, int], None] | None,
+                        workers: int | None) -> Validation:  # fmt: skip
     if not _PUBLISHED:
-        _PUBLISHED.append(_validate(load_points(), progress))
+        _PUBLISHED.append(_validate(load_points(), progress, workers))
     return _PUBLISHED[0]
 
 
-@in_scope  # a source's serving points share one run (adapters._served)
-def _validate(
-    points: tuple[Point, ...], progress: Callable[[int, int], None] | None = None
-) -> Validation:
-    scored, skipped = [], []
-    for done, point in enumerate(points, 1):
-        try:
-            scored.append(score_point(point))
-        except (Unexpressible, UserError) as why:
-            skipped.append(SkippedPoint(point.id, point.chip, point.workload, point.metric,
-                                        str(why)))  # fmt: skip
+def select(points: tuple[Point, ...], chips: Sequence[str] = (), sources: Sequence[str] = (),
+           workloads: Sequence[str] = ()) -> tuple[Point, ...]:  # fmt: skip
+    """The points on any of `chips`, of any of `workloads` (exact ids), whose source holds any
+    of `sources` (case-insensitive: 'mlcommons', 'tensorrt-llm'); a name matching no point is
+    refused, naming the closest one that does."""
+    for option, wanted, have in (("--chip", chips, {p.chip for p in points}),
+                                 ("--workload", workloads, {p.workload for p in points})):
+        for name in wanted:
+            if name not in have:
+                close = difflib.get_close_matches(name, sorted(have), n=1)
+                hint = (f"; did you mean {close[0]}?" if close
+                        else f" (one of: {', '.join(sorted(have))})")  # fmt: skip
+                raise UserError(f"{option} {name}: no published point has it{hint}")
+    chosen = tuple(
+        p for p in points
+        if (not chips or p.chip in chips) and (not workloads or p.workload in workloads)
+        and (not sources or any(s.lower() in p.source.lower() for s in sources))
+    )  # fmt: skip
+    if not chosen:
+        raise UserError(f"--source {', '.join(sources)}: no published point of these chips and "
+                        "workloads cites it")  # fmt: skip
+    return chosen
+
+
+def _validate(points: tuple[Point, ...], progress: Callable[[int, int], None] | None = None,
+              workers: int | None = 1) -> Validation:  # fmt: skip
+    """Points are scored in groups that share a simulation (a serving run's mean and p99, TTFT
+    and TPOT are four points of one run, cached per process by the adapter): the groups run
+    on a process pool, largest first, so no run is done twice and no core waits long."""
+    from xpusim.explore.executor import choose
+
+    groups = sorted(_groups(points), key=len, reverse=True)
+    found: dict[str, ScoredPoint | SkippedPoint] = {}
+    executor = choose(1 if len(groups) < 2 else workers, False, None)
+    for outcomes in executor.map(_score_group, groups):
+        found.update((o.id, o) for o in outcomes)
         if progress:
-            progress(done, len(points))
-    return summarize(scored, skipped)
+            progress(len(found), len(points))
+    ordered = [found[p.id] for p in points]
+    return summarize([o for o in ordered if isinstance(o, ScoredPoint)],
+                     [o for o in ordered if isinstance(o, SkippedPoint)])  # fmt: skip
+
+
+def _groups(points: tuple[Point, ...]) -> list[tuple[Point, ...]]:
+    """Points that one simulation answers, together: same workload and setup, any metric."""
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        setup = {k: v for k, v in p.setup.items() if k != "stat"}
+        key = json.dumps([p.workload, p.chip, setup], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(p)
+    return [tuple(g) for g in groups.values()]
+
+
+@in_scope  # a group's serving points share one run (adapters._served)
+def _score_group(points: tuple[Point, ...]) -> list[ScoredPoint | SkippedPoint]:
+    outcomes: list[ScoredPoint | SkippedPoint] = []
+    for point in points:
+        try:
+            outcomes.append(score_point(point))
+        except (Unexpressible, UserError) as why:
+            outcomes.append(SkippedPoint(point.id, point.chip, point.workload, point.metric,
+                                         str(why)))  # fmt: skip
+    return outcomes
 
 
 def reason(point: ScoredPoint) -> str:

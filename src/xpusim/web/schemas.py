@@ -137,7 +137,7 @@ def options_model(name: str, command: click.Command, skip: tuple[str, ...],
 
 
 _NOT_OPTIONS = ("model", "chip_id", "chip_ids", "as_json", "show_ops", "input_shapes", "sets",
-                "chips", "offline")  # fmt: skip
+                "chips", "offline", "wide")  # fmt: skip
 run_command = run_options_command()
 RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
 SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)

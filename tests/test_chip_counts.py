@@ -1,0 +1,68 @@
+"""`--chip ID:N` on every command, and a comparison where one chip cannot run the point."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from cli_run import refused, run_cli
+
+
+def test_run_takes_a_count_with_the_chip(capsys):
+    code, out, err = run_cli(capsys, "run", "llama-2-70b", "--chip", "h100-sxm:8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["chips"] == 8
+
+
+def test_compare_gives_each_chip_its_own_count(capsys):
+    code, out, err = run_cli(capsys, "compare", "llama-2-70b", "--chip", "h100-sxm:8",
+                             "--chip", "mi300x:2", "--json")  # fmt: skip
+    assert code == 0, err
+    assert [r["chips"] for r in json.loads(out)["results"]] == [8, 2]
+
+
+def test_serve_and_sensitivity_take_a_count(capsys):
+    code, out, err = run_cli(capsys, "serve", "llama-2-7b", "--chip", "h100-sxm:2",
+                             "--concurrency", "2", "--requests", "10", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["chips"] == 2
+    code, out, err = run_cli(capsys, "sensitivity", "llama-2-7b", "--chip", "h100-sxm:2",
+                             "--json")  # fmt: skip
+    assert code == 0, err
+
+
+def test_a_count_given_twice_differently_is_refused(capsys):
+    err = refused(capsys, "run", "llama-2-7b", "--chip", "h100-sxm:2", "--chips", "4")
+    assert "--chip h100-sxm:2 and --chips 4" in err
+    assert "--chip" in refused(capsys, "run", "llama-2-7b", "--chip", "h100-sxm:0")
+
+
+def test_sweep_takes_one_count_for_every_chip(capsys, tmp_path):
+    err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2", "--chip", "mi300x",
+                  "--out", str(tmp_path))  # fmt: skip
+    assert "same N on every chip" in err
+    code, _, err = run_cli(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2",
+                           "--batch", "1,2", "--no-plots", "--workers", "1",
+                           "--out", str(tmp_path / "s"), "--json")  # fmt: skip
+    assert code == 0, err
+    with open(tmp_path / "s" / "results.csv") as f:
+        assert {row["chips"] for row in csv.DictReader(f)} == {"2"}
+
+
+def test_a_chip_that_cannot_run_the_point_gets_a_row_and_the_rest_stand(capsys):
+    args = ["compare", "llama-2-7b", "--chip", "h100-sxm", "--chip", "tpu-v4", "--chip",
+            "mi300x", "--precision", "fp8"]  # fmt: skip
+    code, out, err = run_cli(capsys, *args, "--wide")
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│" in line}
+    assert {"h100-sxm", "tpu-v4", "mi300x"} <= set(rows)
+    assert "no: see note" in rows["tpu-v4"] and "ms" in rows["mi300x"]
+    assert "note: tpu-v4: --precision fp8: tpu-v4 has no fp8" in out
+    code, out, err = run_cli(capsys, *args, "--json")
+    found = json.loads(out)["results"]
+    assert "error" in found[1] and found[2]["fits"]
+
+
+def test_a_comparison_no_chip_can_run_is_one_line(capsys):
+    err = refused(capsys, "compare", "llama-2-7b", "--chip", "tpu-v4", "--precision", "fp8")
+    assert "tpu-v4 has no fp8" in err

@@ -1,0 +1,82 @@
+"""Tables fit the terminal and print every number whole (report/fit.py): each command that
+prints results is rendered at 80 and 120 columns and checked against its `--wide` rendering,
+cell by cell."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cli_run import run_cli
+from rich.console import Console
+from rich.table import Table
+
+from xpusim.report.fit import fit, keyed
+from xpusim.report.units import si
+
+BORDER = re.compile(r"[│┃]")
+
+
+def cells(out: str) -> set[str]:
+    """Every cell of every table row printed (the text between vertical borders)."""
+    found = set()
+    for line in out.splitlines():
+        if BORDER.search(line):
+            found.update(c.strip() for c in BORDER.split(line)[1:-1] if c.strip())
+    return found
+
+
+COMMANDS = {
+    "demo": ["demo"],
+    "run": ["run", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8"],
+    "run-training": ["run", "llama-2-7b", "--chip", "h100-sxm", "--mode", "training",
+                     "--chips", "8"],
+    "compare": ["compare", "llama-2-7b", "--chip", "h100-sxm", "--chip", "mi300x",
+                "--chip", "tpu-v5p", "--price", "2"],
+    "serve": ["serve", "llama-2-7b", "--chip", "h100-sxm", "--concurrency", "4",
+              "--requests", "20"],
+    "sweep": ["sweep", "llama-2-7b", "--chip", "h100-sxm", "--chip", "mi300x", "--batch",
+              "1,8", "--precision", "fp8,bf16", "--no-plots", "--workers", "1"],
+    "validate": ["validate", "--chip", "tpu-v4"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.parametrize("columns", [80, 120])
+def test_every_cell_prints_whole_at_80_and_120_columns(capsys, monkeypatch, tmp_path, name,
+                                                       columns):  # fmt: skip
+    argv = list(COMMANDS[name])
+    if name in ("sweep", "validate"):
+        argv += ["--out", str(tmp_path / "out")]
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "…" not in out
+    assert max(map(len, out.splitlines())) <= columns
+    monkeypatch.setenv("COLUMNS", "1000")
+    if name == "sweep":  # the second run would resume the first: a new folder
+        argv[-1] = str(tmp_path / "wide")
+    code, wide, err = run_cli(capsys, *argv, "--wide")
+    assert code == 0, err
+    assert cells(wide) and cells(wide) <= cells(out), cells(wide) - cells(out)
+
+
+def test_key_columns_repeat_in_every_part():
+    table = keyed(Table(title="t"), 2)
+    for header in ["chip", "precision", *(f"metric {i}" for i in range(12))]:
+        table.add_column(header)
+    table.add_row("h100-sxm", "fp8", *(si(1234.5 * i, "B") for i in range(12)))
+    console = Console(width=60, record=True)
+    console.print(fit(console, table))
+    out = console.export_text()
+    headers = [line for line in out.splitlines() if "chip" in line]
+    assert len(headers) > 1 and all("precision" in line for line in headers)
+    assert max(map(len, out.splitlines())) <= 60
+
+
+@pytest.mark.parametrize(("value", "unit", "shown"), [
+    (55_850, "", "55.8 k"), (999.96, "", "1 k"), (0.686, "", "0.686"), (0.00412, "J", "4.12 mJ"),
+    (1.979e15, "OPS", "1.98 POPS"), (2.5e-5, "J", "25 µJ"),
+])  # fmt: skip
+def test_one_number_style(value, unit, shown):
+    assert si(value, unit) == shown

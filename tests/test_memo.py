@@ -20,6 +20,10 @@ LOADERS_KEPT = {
     "validation/points.py", "api.py", "serving/engines.py", "hardware/system.py",
     "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py",
 }  # fmt: skip
+# Single functions kept likewise: a result class's fields read off its type hints (a
+# constant of the class), and a lengths file's rows keyed by its path, size and mtime.
+FUNCTIONS_KEPT = {"explore/rows.py: @functools.cache _objects",
+                  "serving/load.py: @lru_cache(maxsize=8) _read_lengths"}
 
 
 def _module_level_caches(tree: ast.Module) -> list[str]:
@@ -46,7 +50,7 @@ def test_no_process_global_computed_cache():
         if name in LOADERS_KEPT:
             continue
         offenders += [f"{name}: {c}" for c in _module_level_caches(ast.parse(path.read_text()))]
-    assert offenders == []
+    assert [o for o in offenders if o not in FUNCTIONS_KEPT] == []
 
 
 def test_a_scope_keeps_values_and_nothing_outlives_it():

@@ -11,7 +11,7 @@ from xpusim.run_options import RUN_FIELDS
 def test_every_run_option_is_a_flag_of_run_in_order():
     flags = [p.name for p in run.params if p.name not in ("model", "chip_id", "as_json",
                                                             "input_shapes", "sets", "show_ops",
-                                                            "offline")]
+                                                            "offline", "wide")]
     assert flags == [f.name for f in RUN_FIELDS]
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
+
 PRECISIONS = ("nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32")
 
 
@@ -32,9 +34,9 @@ class RunOptions:
     sharding: str = option("auto", "Recommendation models on several chips: how tables are "
                            "sharded.", "choice", choices=("auto", "table", "row"),
                            show_default=True)
-    prompt: int = option(128, "Input tokens per sequence (training: the sequence length, "
+    prompt: int = option(PROMPT_TOKENS, "Input tokens per sequence (training: the sequence length, "
                          "default 2048).", show_default=True)
-    gen: int = option(128, "Output tokens per sequence.", show_default=True)
+    gen: int = option(GEN_TOKENS, "Output tokens per sequence.", show_default=True)
     precision: str | None = option(None, "Weights, activations and KV cache. Default: the "
                                    "chip's bf16, else fp16, else int8 (reported in the "
                                    "output).", "choice", choices=PRECISIONS)

@@ -6,7 +6,8 @@ still beat the best found.
 
 Why these bound the simulation: a request's TTFT under load is its prefill alone plus any
 wait, and its TPOT is a decode step with at least itself in the batch plus the engine's
-host time per step that the device waits for (serving/engines.py's exposed_s). Each decode replica emits at most b tokens per step of b
+host time per step that the device waits for (serving/engines.py's exposed_s). Each
+decode replica emits at most b tokens per step of b
 sequences, b no more than max_batch nor (closed loop) its share of the clients, and a step
 of b takes at least `run`'s decode step at batch b; a closed loop's client has one request
 at a time, each at least its unloaded latency long; an open loop delivers no more than it

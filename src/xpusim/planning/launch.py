@@ -4,6 +4,7 @@ Kubernetes Deployment of the replica group, written only from planning/launch.to
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -74,11 +75,11 @@ def command(config: Any, hub_id: str, role: str | None = None) -> tuple[list[str
 def manifest(name: str, config: Any, words: list[str], replicas: int) -> str:
     """A Kubernetes Deployment of `replicas` copies of one replica's server, each asking
     for its chips (nvidia.com/gpu, amd.com/gpu or google.com/tpu)."""
-    import shlex
-
     resource = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu",
                 "Google": "google.com/tpu"}[_vendor(config.chip)]  # fmt: skip
-    image = table()[config.knobs.engine]["image"]
+    vendor = _vendor(config.chip)
+    image = table()[config.knobs.engine]["images"].get(
+        vendor, f"FILL-IN-{config.knobs.engine}-image-for-{vendor}")
     chips = config.layout.replica_chips
     return f"""apiVersion: apps/v1
 kind: Deployment
@@ -127,14 +128,21 @@ def emit(result: Any, out: Path) -> list[str]:
     if best is None:
         return []
     config, hub = best.config, _hub_id(result.model)
-    lay = config.layout
-    groups = ([(None, lay.replicas)] if lay.prefill_replicas is None
-              else [("prefill", lay.prefill_replicas), ("decode", lay.decode_replicas)])  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
+    if config.knobs.engine not in table():
+        path = out / "launch.sh"
+        with atomic(path) as f:
+            f.write(f"#!/bin/sh\n# xpusim plan's choice: {config.label()}\n# note: no engine in "
+                    f"planning/launch.toml runs {config.chip}: no launch command\n")
+        return [str(path)]
+    lay = config.layout
+    groups: list[tuple[str | None, int]] = [(None, lay.replicas)]
+    if lay.prefill_replicas is not None:
+        groups = [("prefill", lay.prefill_replicas), ("decode", lay.decode_replicas or 0)]
+    source = table()[config.knobs.engine]["source"]
     lines = ["#!/bin/sh", f"# xpusim plan's choice: {config.label()}",
-             f"# flags: planning/launch.toml, {table()[config.knobs.engine]['source']}"]  # fmt: skip
+             f"# flags: planning/launch.toml, {source}"]
     written = []
-    import shlex
 
     for role, replicas in groups:
         words, notes = command(config, hub, role)

@@ -18,8 +18,23 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.planning.bounds import SECONDS_PER_HOUR, Bound, bound, decode_batch, run_key, run_options
-from xpusim.planning.space import KINDS, MAX_BATCHES, TOKEN_BUDGETS, Config, Knobs, chip_counts, precisions
+from xpusim.planning.bounds import (
+    SECONDS_PER_HOUR,
+    Bound,
+    bound,
+    decode_batch,
+    run_key,
+    run_options,
+)
+from xpusim.planning.space import (
+    KINDS,
+    TOKEN_BUDGETS,
+    Config,
+    Knobs,
+    chip_counts,
+    max_batches,
+    precisions,
+)
 
 DEFAULT_REQUESTS = 300
 """Requests each simulation serves: 30 of warm-up and 270 measured, enough for a p99 of a
@@ -144,7 +159,7 @@ def plan(
                    for n in chip_counts(num_chips, max_chips)
                    for kind in kinds for layout in KINDS[kind](cfg, n)
                    for p in precisions(target) for e in simulated_as
-                   for mb in MAX_BATCHES for tb in TOKEN_BUDGETS]  # fmt: skip
+                   for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS]  # fmt: skip
         per_chip[chip_id] = (configs, names, notes)
 
     # every bound's `run` jobs, each once, in one batched call
@@ -153,8 +168,8 @@ def plan(
         for c in configs:
             for b in (1, decode_batch(c, concurrency)):
                 keys.setdefault(run_key(c, b), len(keys))
-    jobs = [(targets[k[0]], {**run_options(k, prompt, gen),
-                             **({} if price is None else {"price": price})}) for k in keys]  # fmt: skip
+    priced = {} if price is None else {"price": price}
+    jobs = [(targets[k[0]], {**run_options(k, prompt, gen), **priced}) for k in keys]
     runs = api.simulate_many(cfg, jobs)
     bounds: dict[Config, Bound] = {}
     for configs, _, _ in per_chip.values():

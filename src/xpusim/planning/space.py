@@ -98,6 +98,15 @@ PRECISIONS = ("bf16", "fp16", "fp8")
 FP8 (weights and activations, as vLLM's --quantization fp8)."""
 
 
+def max_batches(concurrency: int | None) -> list[int]:
+    """MAX_BATCHES less those that cannot differ: with C clients no replica ever holds more
+    than C sequences, so every limit of C or more serves alike; the smallest stands for them."""
+    if concurrency is None:
+        return list(MAX_BATCHES)
+    below = [b for b in MAX_BATCHES if b < concurrency]
+    return below + [b for b in MAX_BATCHES if b >= concurrency][:1]
+
+
 def _factors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 

@@ -4,7 +4,8 @@ why every other lost.
 
 A configuration meets the objectives when its simulated p99 TTFT and p99 TPOT are within
 them (as `serve --find` judges); its cost counts only the tokens of requests that met both
-(`serve`'s slo_met share of its output tokens/s). Configurations are costed cheaply first
+(`serve`'s slo_met share of its output tokens/s; in an open loop, of no more than the
+offered rate's tokens). Configurations are costed cheaply first
 (bounds.py) and simulated in order of the least they could cost; the search stops at the
 first whose bound is no cheaper than the best simulated (branch and bound), and answers at
 once when no configuration's unloaded latencies are within the objectives.
@@ -220,6 +221,8 @@ def plan(
 
 
 def _rank(o: Outcome) -> tuple[float, str]:
+    """Cheapest per goodput token first; equal costs by label, so that the pruned and the
+    exhaustive search name the same one."""
     return (o.usd_per_million_goodput or math.inf, o.config.label())
 
 
@@ -278,7 +281,7 @@ def _search(
     """One chip's configurations, simulated cheapest bound first until no bound can beat the
     best found (every one that fits, when exhaustive)."""
     outcomes: list[Outcome] = []
-    best: float = math.inf
+    best: tuple[float, str] = (math.inf, "")  # _rank's key of the best found
     for c in sorted(configs, key=lambda c: _order(c, bounds[c])):
         b = bounds[c]
         judged = _unsimulated(c, b, ttft_ms, tpot_ms)
@@ -286,13 +289,14 @@ def _search(
             outcomes.append(judged)
             continue
         lower = b.usd_per_million
-        if not exhaustive and lower is not None and lower >= best:
+        if not exhaustive and lower is not None and (lower, c.label()) > best:
+            # its cost is at least its bound; at the best's cost, the label breaks the tie
             outcomes.append(Outcome(c, "bound", f"can cost no less than ${lower:.3g}/M, "
-                                    f"above the ${best:.3g}/M found", lower))  # fmt: skip
+                                    f"not below the ${best[0]:.3g}/M found", lower))  # fmt: skip
             continue
         o = _served(cfg, target, c, options, ttft_ms, tpot_ms, lower)
-        if o.meets and o.usd_per_million_goodput is not None:
-            best = min(best, o.usd_per_million_goodput)
+        if o.meets:
+            best = min(best, _rank(o))
         outcomes.append(o)
     return outcomes
 
@@ -311,7 +315,10 @@ def _served(
     if not r.fits:
         return Outcome(c, "fit", f"does not fit: {r.reason}", lower, simulated=True)
     ttft, tpot = r.ttft_s.p99 * 1e3, r.tpot_s.p99 * 1e3
-    goodput = r.output_tokens_per_s * (r.slo_met or 0.0)
+    delivered = r.output_tokens_per_s
+    if options.get("rate") is not None:  # no more than offered: a window's sample can read more
+        delivered = min(delivered, options["rate"] * options["gen"])
+    goodput = delivered * (r.slo_met or 0.0)
     usd_hour = None if r.cost is None else r.cost.usd_per_hour
     o = Outcome(c, "chosen", "", lower, True, ttft, tpot, r.slo_met, r.output_tokens_per_s,
                 r.tokens_per_s_per_chip, r.tokens_per_s_per_user,

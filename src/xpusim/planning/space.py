@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xpusim.hardware.spec import Chip
-from xpusim.workloads.transformer_config import TransformerConfig
+if TYPE_CHECKING:  # `xpusim --help` lists plan's options without pydantic
+    from xpusim.hardware.spec import Chip
+    from xpusim.workloads.transformer_config import TransformerConfig
 
 
 @dataclass(frozen=True)

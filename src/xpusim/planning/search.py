@@ -327,9 +327,9 @@ def _served(
                 else None)  # fmt: skip
     missed = []
     if ttft > ttft_ms:
-        missed.append(f"p99 TTFT {ttft:.3g} ms > {ttft_ms:g} ms")
+        missed.append(f"p99 TTFT {ttft:.4g} ms > {ttft_ms:g} ms")
     if tpot > tpot_ms:
-        missed.append(f"p99 TPOT {tpot:.3g} ms > {tpot_ms:g} ms")
+        missed.append(f"p99 TPOT {tpot:.4g} ms > {tpot_ms:g} ms")
     if missed:
         o.status, o.reason = "slo", "SLO missed: " + "; ".join(missed)
     elif o.usd_per_million_goodput is None:

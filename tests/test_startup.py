@@ -17,6 +17,7 @@ HEAVY = ("torch", "onnx", "matplotlib", "pyarrow", "ray", "transformers", "onnxs
 OTHER_SCENARIOS = ("xpusim.scenarios.recsys", "xpusim.scenarios.training",
                    "xpusim.scenarios.graph_inference", "xpusim.explore", "xpusim.validation",
                    "xpusim.serving", "xpusim.cli_serve", "xpusim.cli_sweep",
+                   "xpusim.planning", "xpusim.cli_plan",
                    "xpusim.workloads.cnn", "xpusim.workloads.dlrm_config",
                    "xpusim.workloads.imported")  # fmt: skip
 
@@ -56,10 +57,10 @@ def test_an_llm_run_loads_no_other_scenario():
 def test_the_commands_imported_when_named_are_listed_and_run():
     done = subprocess.run([sys.executable, "-m", "xpusim", "--help"], capture_output=True,
                           text=True, check=True)  # fmt: skip
-    assert {"serve", "sweep", "run"} <= {line.split()[0] for line in
+    assert {"plan", "serve", "sweep", "run"} <= {line.split()[0] for line in
                                          done.stdout.split("Commands:")[1].splitlines()
                                          if line.strip()}  # fmt: skip
-    for command in ("serve", "sweep"):
+    for command in ("plan", "serve", "sweep"):
         done = subprocess.run([sys.executable, "-m", "xpusim", command, "--help"],
                               capture_output=True, text=True, check=True)  # fmt: skip
         assert done.stdout.startswith(f"Usage: xpusim {command} [OPTIONS] MODEL")

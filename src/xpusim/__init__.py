@@ -12,9 +12,14 @@ from __future__ import annotations
 __version__ = "0.1.0"
 _API = {"chip", "chip_ids", "compare", "from_torch", "graph", "model", "model_ids", "serve",
         "simulate", "simulate_many", "system", "system_ids", "target"}  # fmt: skip
+_PLAN = {"plan"}  # planning/search.py: imports nothing until called
 
 
 def __getattr__(name: str):
+    if name in _PLAN:
+        from xpusim.planning import search
+
+        return search.plan
     if name in _API:
         from xpusim import api
 
@@ -23,4 +28,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, *_PLAN])

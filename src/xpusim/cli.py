@@ -111,7 +111,8 @@ class _Commands(click.Group):
     options are generated from serving/options.py's fields and from `run`'s and `serve`'s
     options, work that `xpusim run` need not do."""
 
-    LAZY: ClassVar[dict[str, str]] = {"serve": "xpusim.cli_serve", "sweep": "xpusim.cli_sweep"}
+    LAZY: ClassVar[dict[str, str]] = {"plan": "xpusim.cli_plan", "serve": "xpusim.cli_serve",
+                                      "sweep": "xpusim.cli_sweep"}  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})

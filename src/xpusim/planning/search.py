@@ -1,0 +1,336 @@
+"""The decision: for each chip, the configuration that serves the load within both
+objectives for the fewest dollars per million tokens delivered within them (goodput), and
+why every other lost.
+
+A configuration meets the objectives when its simulated p99 TTFT and p99 TPOT are within
+them (as `serve --find` judges); its cost counts only the tokens of requests that met both
+(`serve`'s slo_met share of its output tokens/s; in an open loop, of no more than the
+offered rate's tokens). Configurations are costed cheaply first
+(bounds.py) and simulated in order of the least they could cost; the search stops at the
+first whose bound is no cheaper than the best simulated (branch and bound), and answers at
+once when no configuration's unloaded latencies are within the objectives.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from xpusim.errors import UserError
+from xpusim.planning.bounds import (
+    SECONDS_PER_HOUR,
+    Bound,
+    batches,
+    bound,
+    run_key,
+    run_options,
+)
+from xpusim.planning.space import (
+    KINDS,
+    TOKEN_BUDGETS,
+    Config,
+    Knobs,
+    chip_counts,
+    max_batches,
+    precisions,
+)
+
+DEFAULT_REQUESTS = 300
+"""Requests each simulation serves: 30 of warm-up and 270 measured, enough for a p99 of a
+closed loop of tens of clients (serve's default is 500; the plan runs tens of them)."""
+
+
+@dataclass
+class Outcome:
+    """One configuration's fate in the search."""
+
+    config: Config
+    status: str  # chosen, dearer, slo, fit, refused, bound
+    reason: str
+    bound_usd_per_million: float | None
+    simulated: bool = False
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    slo_met: float | None = None
+    output_tokens_per_s: float | None = None
+    tokens_per_s_per_chip: float | None = None
+    tokens_per_s_per_user: float | None = None
+    usd_per_million: float | None = None  # every token
+    usd_per_million_goodput: float | None = None  # tokens of requests within both SLOs
+
+    @property
+    def meets(self) -> bool:
+        return self.status in ("chosen", "dearer")
+
+
+@dataclass
+class ChipPlan:
+    chip: str
+    engines: list[str]
+    best: Outcome | None
+    outcomes: list[Outcome]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanResult:
+    """`xpusim.plan`'s answer: the best configuration overall and per chip, every
+    configuration's outcome, and the search's counts."""
+
+    model: str
+    slo_ttft_ms: float
+    slo_tpot_ms: float
+    load: dict[str, Any]
+    best: Outcome | None
+    chips: list[ChipPlan]
+    binding: str  # when nothing meets the objectives: which one binds ("" otherwise)
+    costed: int  # configurations given a bound
+    simulated: int  # configurations served in the discrete-event simulation
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return _finite(asdict(self))
+
+
+def _finite(value: Any) -> Any:
+    """JSON's values: an infinite or NaN float is no number (None)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def plan(
+    model: Any, chips: list[str], *, slo_ttft_ms: float, slo_tpot_ms: float,
+    rate: float | None = None, concurrency: int | None = None, num_chips: int | None = None,
+    max_chips: int | None = None, prompt: int = 1024, gen: int = 128,
+    requests: int = DEFAULT_REQUESTS, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),
+    exhaustive: bool = False,
+) -> PlanResult:  # fmt: skip
+    """The cheapest configuration per chip and overall that serves `rate` requests/s or
+    `concurrency` clients of `prompt` + `gen` tokens within p99 TTFT `slo_ttft_ms` and p99
+    TPOT `slo_tpot_ms`, over `num_chips` chips (or each count up to `max_chips`).
+    `exhaustive` simulates every configuration that fits (the pruned search's check)."""
+    from xpusim import api
+    from xpusim.cost.dollars import parse_price
+    from xpusim.serving.engines import engine as profile_named
+    from xpusim.serving.options import Load, check_slo
+    from xpusim.workloads.transformer_config import TransformerConfig
+
+    start = time.perf_counter()
+    check_slo(slo_ttft_ms, "slo_ttft_ms")
+    check_slo(slo_tpot_ms, "slo_tpot_ms")
+    if slo_ttft_ms is None or slo_tpot_ms is None:
+        raise UserError("plan needs both objectives: --slo-ttft-ms and --slo-tpot-ms")
+    Load(concurrency=concurrency, rate=rate, prompt=prompt, gen=gen, requests=requests)
+    if (num_chips is None) == (max_chips is None):
+        raise UserError("give one of --chips N (exactly N) and --max-chips N (up to N)")
+    for name, value in (("chips", num_chips), ("max_chips", max_chips)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):  # fmt: skip
+            raise UserError(f"{name} must be a positive integer, got {value!r}")
+    if not chips:
+        raise UserError("give at least one --chip")
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise UserError(f"unknown plan kind {unknown[0]!r}; choose {', '.join(KINDS)}")
+    cfg = api.model(model) if isinstance(model, str) else model
+    if not isinstance(cfg, TransformerConfig) or cfg.encoder or cfg.ssm \
+            or cfg.is_encoder_decoder:  # fmt: skip
+        raise UserError("plan serves decoder-only transformer LLMs (as serve does)")
+    targets = {c: api.target(c) for c in dict.fromkeys(chips)}
+    for chip_id, target in targets.items():
+        if not hasattr(target, "peak_ops_per_s"):
+            raise UserError(f"--chip {chip_id}: plan takes chips (it sizes their systems); "
+                            "give the system's chip")  # fmt: skip
+        parse_price(price, chip_id)
+
+    from xpusim.planning.launch import engines_for
+
+    per_chip: dict[str, tuple[list[Config], list[str], list[str]]] = {}
+    for chip_id, target in targets.items():
+        names, notes = engines_for(target)
+        simulated_as = names or ["ideal"]
+        configs = [Config(chip_id, n, layout, p, Knobs(e, mb, tb))
+                   for n in chip_counts(num_chips, max_chips)
+                   for kind in kinds for layout in KINDS[kind](cfg, n)
+                   for p in precisions(target) for e in simulated_as
+                   for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS]  # fmt: skip
+        per_chip[chip_id] = (configs, names, notes)
+
+    # every bound's `run` jobs, each once, in one batched call
+    keys: dict[tuple, int] = {}
+    for configs, _, _ in per_chip.values():
+        for c in configs:
+            for b in batches(c, concurrency, rate):
+                keys.setdefault(run_key(c, b), len(keys))
+    priced = {} if price is None else {"price": price}
+    jobs = [(targets[k[0]], {**run_options(k, prompt, gen), **priced}) for k in keys]
+    runs = api.simulate_many(cfg, jobs)
+    bounds: dict[Config, Bound] = {}
+    for configs, _, _ in per_chip.values():
+        for c in configs:
+            got = {b: runs[keys[run_key(c, b)]] for b in batches(c, concurrency, rate)}
+            error = next((r for r in got.values() if isinstance(r, UserError)), None)
+            if error is not None:
+                bounds[c] = Bound(False, str(error), math.inf, math.inf, 0.0, None)
+                continue
+            bounds[c] = bound(c, got, profile_named(c.knobs.engine), gen, concurrency, rate)
+
+    load = {"concurrency": concurrency} if concurrency is not None else {"rate": rate}
+    load |= {"prompt": prompt, "gen": gen, "requests": requests}
+    binding = _binding(list(bounds.values()), slo_ttft_ms, slo_tpot_ms)
+    serve_options = {**load, "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
+                     **({} if price is None else {"price": price})}  # fmt: skip
+    plans, simulated = [], 0
+    for chip_id, (configs, names, notes) in per_chip.items():
+        if not names:
+            notes = [*notes, "no engine in planning/launch.toml runs this chip: simulated "
+                     "with no host time (engine 'ideal')"]  # fmt: skip
+        if binding:
+            outcomes = [o for c in configs
+                        if (o := _unsimulated(c, bounds[c], slo_ttft_ms, slo_tpot_ms))]
+            plans.append(ChipPlan(chip_id, names, None, outcomes, notes))
+            continue
+        outcomes = _search(cfg, targets[chip_id], configs, bounds, serve_options, slo_ttft_ms,
+                           slo_tpot_ms, exhaustive)  # fmt: skip
+        simulated += sum(o.simulated for o in outcomes)
+        met = [o for o in outcomes if o.meets]
+        best = min(met, key=_rank) if met else None
+        plans.append(ChipPlan(chip_id, names, best, outcomes, notes))
+    bests = [p.best for p in plans if p.best is not None]
+    best = min(bests, key=_rank) if bests else None
+    for p in plans:
+        for o in p.outcomes:
+            if o.meets:
+                o.status = "chosen" if o is best else "dearer"
+                if o is not best and best is not None:
+                    o.reason = (f"${o.usd_per_million_goodput:.3g}/M goodput tokens against "
+                                f"${best.usd_per_million_goodput:.3g}")  # fmt: skip
+    if best is None and not binding:
+        binding = _binding_simulated([o for p in plans for o in p.outcomes])
+    return PlanResult(cfg.name, slo_ttft_ms, slo_tpot_ms, load, best, plans, binding,
+                      len(bounds), simulated, time.perf_counter() - start)  # fmt: skip
+
+
+def _rank(o: Outcome) -> tuple[float, str]:
+    """Cheapest per goodput token first; equal costs by label, so that the pruned and the
+    exhaustive search name the same one."""
+    return (o.usd_per_million_goodput or math.inf, o.config.label())
+
+
+def _order(c: Config, b: Bound) -> tuple[float, str]:
+    return (b.usd_per_million if b.usd_per_million is not None else math.inf, c.label())
+
+
+def _binding(bounds: list[Bound], ttft_ms: float, tpot_ms: float) -> str:
+    """Which objective no configuration can meet even unloaded ("" when some might)."""
+    fit = [b for b in bounds if b.fits]
+    if not fit:
+        return "memory: no configuration fits"
+    if any(b.ttft_s * 1e3 <= ttft_ms and b.tpot_s * 1e3 <= tpot_ms for b in fit):
+        return ""
+    fastest_ttft = min(b.ttft_s for b in fit) * 1e3
+    fastest_tpot = min(b.tpot_s for b in fit) * 1e3
+    if fastest_ttft > ttft_ms:
+        return f"TTFT: the fastest unloaded TTFT is {fastest_ttft:.3g} ms > {ttft_ms:g} ms"
+    if fastest_tpot > tpot_ms:
+        return (f"TPOT: the fastest TPOT (unloaded, or under an open loop's load) is "
+                f"{fastest_tpot:.3g} ms > {tpot_ms:g} ms")  # fmt: skip
+    return (f"both: no configuration is within {ttft_ms:g} ms TTFT and {tpot_ms:g} ms TPOT "
+            "at once, even unloaded")  # fmt: skip
+
+
+def _binding_simulated(outcomes: list[Outcome]) -> str:
+    """Which objective the simulated configurations missed most often."""
+    missed = [o.reason for o in outcomes if o.status == "slo"]
+    if not missed:
+        return "memory: no configuration fits under load"
+    ttft = sum("TTFT" in r for r in missed)
+    tpot = sum("TPOT" in r for r in missed)
+    which = "TTFT" if ttft >= tpot else "TPOT"
+    return (f"{which} under load: {max(ttft, tpot)} of the {len(missed)} configurations "
+            f"simulated miss it at p99")  # fmt: skip
+
+
+def _unsimulated(c: Config, b: Bound, ttft_ms: float, tpot_ms: float) -> Outcome | None:
+    """A configuration judged by its bound alone: it does not fit, or misses an objective
+    even unloaded (None when its bound leaves it in the running)."""
+    if not b.fits:
+        return Outcome(c, "fit", f"does not fit: {b.reason}", None)
+    missed = []
+    if b.ttft_s * 1e3 > ttft_ms:
+        missed.append(f"TTFT unloaded {b.ttft_s * 1e3:.3g} ms > {ttft_ms:g} ms")
+    if b.tpot_s * 1e3 > tpot_ms:
+        missed.append(f"TPOT at least {b.tpot_s * 1e3:.3g} ms > {tpot_ms:g} ms")
+    if not missed:
+        return None
+    return Outcome(c, "slo", "SLO missed: " + "; ".join(missed), b.usd_per_million)
+
+
+def _search(
+    cfg: Any, target: Any, configs: list[Config], bounds: dict[Config, Bound],
+    options: dict[str, Any], ttft_ms: float, tpot_ms: float, exhaustive: bool,
+) -> list[Outcome]:  # fmt: skip
+    """One chip's configurations, simulated cheapest bound first until no bound can beat the
+    best found (every one that fits, when exhaustive)."""
+    outcomes: list[Outcome] = []
+    best: tuple[float, str] = (math.inf, "")  # _rank's key of the best found
+    for c in sorted(configs, key=lambda c: _order(c, bounds[c])):
+        b = bounds[c]
+        judged = _unsimulated(c, b, ttft_ms, tpot_ms)
+        if judged is not None and (not b.fits or not exhaustive):
+            outcomes.append(judged)
+            continue
+        lower = b.usd_per_million
+        if not exhaustive and lower is not None and (lower, c.label()) > best:
+            # its cost is at least its bound; at the best's cost, the label breaks the tie
+            outcomes.append(Outcome(c, "bound", f"can cost no less than ${lower:.3g}/M, "
+                                    f"not below the ${best[0]:.3g}/M found", lower))  # fmt: skip
+            continue
+        o = _served(cfg, target, c, options, ttft_ms, tpot_ms, lower)
+        if o.meets:
+            best = min(best, _rank(o))
+        outcomes.append(o)
+    return outcomes
+
+
+def _served(
+    cfg: Any, target: Any, c: Config, options: dict[str, Any], ttft_ms: float, tpot_ms: float,
+    lower: float | None,
+) -> Outcome:  # fmt: skip
+    """The configuration served in the discrete-event simulation."""
+    from xpusim import api
+
+    try:
+        r = api.serve(cfg, target, **options, **c.serve_options())
+    except UserError as e:
+        return Outcome(c, "refused", f"serve refused it: {e}", lower, simulated=True)
+    if not r.fits:
+        return Outcome(c, "fit", f"does not fit: {r.reason}", lower, simulated=True)
+    ttft, tpot = r.ttft_s.p99 * 1e3, r.tpot_s.p99 * 1e3
+    delivered = r.output_tokens_per_s
+    if options.get("rate") is not None:  # no more than offered: a window's sample can read more
+        delivered = min(delivered, options["rate"] * options["gen"])
+    goodput = delivered * (r.slo_met or 0.0)
+    usd_hour = None if r.cost is None else r.cost.usd_per_hour
+    o = Outcome(c, "chosen", "", lower, True, ttft, tpot, r.slo_met, r.output_tokens_per_s,
+                r.tokens_per_s_per_chip, r.tokens_per_s_per_user,
+                r.cost.usd_per_million if r.cost else None,
+                usd_hour / (goodput * SECONDS_PER_HOUR) * 1e6 if usd_hour and goodput > 0
+                else None)  # fmt: skip
+    missed = []
+    if ttft > ttft_ms:
+        missed.append(f"p99 TTFT {ttft:.4g} ms > {ttft_ms:g} ms")
+    if tpot > tpot_ms:
+        missed.append(f"p99 TPOT {tpot:.4g} ms > {tpot_ms:g} ms")
+    if missed:
+        o.status, o.reason = "slo", "SLO missed: " + "; ".join(missed)
+    elif o.usd_per_million_goodput is None:
+        o.status, o.reason = "refused", "no price known for this chip: give --price"
+    return o

@@ -18,7 +18,7 @@ SRC = Path(xpusim.__file__).parent
 LOADERS_KEPT = {
     "web/app.py", "workloads/zoo.py", "workloads/torch_kernels.py", "ir/dtypes.py",
     "validation/points.py", "api.py", "serving/engines.py", "hardware/system.py",
-    "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py",
+    "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py", "planning/launch.py",
 }  # fmt: skip
 # Single functions kept likewise: a result class's fields read off its type hints (a
 # constant of the class), and a lengths file's rows keyed by its path, size and mtime.

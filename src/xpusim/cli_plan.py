@@ -46,7 +46,8 @@ def plan(model: str, chip_ids: tuple[str, ...], out: str | None, emit: str | Non
          as_json: bool, **options: Any) -> None:  # fmt: skip
     """The cheapest configuration of each --chip, and overall, that serves MODEL's load
     within both objectives, ranked by dollars per million tokens delivered within them."""
-    from xpusim.cli import _emit_json, _print
+    from xpusim.cli_output import emit_json as _emit_json
+    from xpusim.cli_output import print_tables as _print
     from xpusim.files import writable_dir
     from xpusim.planning.search import plan as run_plan
 

@@ -114,7 +114,7 @@ def _yaml_string(text: str) -> str:
 
 
 def _vendor(chip_id: str) -> str:
-    from xpusim import api
+    import xpusim.api as api
 
     return api.chip(chip_id).vendor
 

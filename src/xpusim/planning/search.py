@@ -116,7 +116,7 @@ def plan(
     `concurrency` clients of `prompt` + `gen` tokens within p99 TTFT `slo_ttft_ms` and p99
     TPOT `slo_tpot_ms`, over `num_chips` chips (or each count up to `max_chips`).
     `exhaustive` simulates every configuration that fits (the pruned search's check)."""
-    from xpusim import api
+    import xpusim.api as api
     from xpusim.cost.dollars import parse_price
     from xpusim.serving.engines import engine as profile_named
     from xpusim.serving.options import Load, check_slo
@@ -305,7 +305,7 @@ def _served(
     lower: float | None,
 ) -> Outcome:  # fmt: skip
     """The configuration served in the discrete-event simulation."""
-    from xpusim import api
+    import xpusim.api as api
 
     try:
         r = api.serve(cfg, target, **options, **c.serve_options())

@@ -44,10 +44,11 @@ from xpusim.scenarios.formats import (
     resolve_formats,
     resolve_kv_format,
 )
-from xpusim.scenarios.llm.engine import collective_algorithms
+from xpusim.scenarios.llm.engine import collective_algorithms, cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
+from xpusim.scenarios.llm.timeline import timeline
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -206,7 +207,12 @@ def _simulate_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
     """The jobs' results, with what `simulate` adds the detail from: their setups, the
-    candidates of those that could be set up and each one's chosen candidate."""
+    candidates of those that could be set up and each one's chosen candidate.
+
+    Every plan of these jobs is costed with one graph per format and (tp, ep) over every
+    request that needs it (shapes as arrays): the engine costs each group's ops, the
+    timeline makes them TTFT, TPOT and energy. Written out here, not behind helpers, so
+    that `run` reaches the cost formula in few frames (tests/test_call_depth.py)."""
     setups: list[Setup | UserError] = []
     for target, options in jobs:
         try:
@@ -216,25 +222,26 @@ def _simulate_jobs(
     ready = [s for s in setups if isinstance(s, Setup)]
     if not ready:
         return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
-    cands = _costed(model, ready)
-    best, runner_up = cands.choose()
-    rows = iter(range(len(ready)))
-    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
-    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
-
-
-def _costed(model: TransformerConfig, setups: list[Setup]) -> Candidates:
-    """Every plan of these jobs, costed: one graph per format and (tp, ep) over every
-    request that needs it (shapes as arrays)."""
     requests: dict[tuple, dict[Request, None]] = {}
-    for setup in setups:
+    for setup in ready:
         for plan in setup.plans:
             requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
               for key, reqs in requests.items()}  # fmt: skip
-    cands = Candidates.of(model, setups, graphs)
-    cands.cost(model)
-    return cands
+    cands = Candidates.of(model, ready, graphs)
+    worth = np.flatnonzero(cands.worth)
+    for code, key in enumerate(cands.group_keys):
+        members = worth[cands.group_of[worth] == code].tolist()
+        if members:
+            batch = cands.batch(members)
+            pp = np.array([p.pp for p in batch.plans])
+            phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
+                                 batch.plans[0], pp)  # fmt: skip
+            cands.add(code, members, timeline(model, batch, phases))
+    best, runner_up = cands.choose()
+    rows = iter(range(len(ready)))
+    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
+    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
 
 
 def chosen_plan(
@@ -242,9 +249,9 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    setup = _setup(model, target, options)
-    cands = _costed(model, [setup])
-    best, _ = cands.choose()
+    _, (setup,), cands, best = _simulate_jobs(model, [(target, options)])
+    if isinstance(setup, UserError):
+        raise setup
     return setup, cands.candidate(int(best[0]))
 
 

@@ -23,7 +23,7 @@ from xpusim.memo import distinct, remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 from xpusim.scenarios.llm.request import Request
-from xpusim.scenarios.llm.timeline import CostBatch, Costed, Metrics, cost
+from xpusim.scenarios.llm.timeline import CostBatch, Costed, Metrics
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -75,7 +75,7 @@ class Candidates:
     terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) _request_terms
     capacity: np.ndarray  # (jobs,) bytes each job's chip holds
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
-    # Set by cost() for the plans worth costing (nan elsewhere):
+    # Set by add() for the plans worth costing (nan elsewhere):
     figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
     metrics: dict[int, Metrics] = field(init=False)  # by graph group
     k: np.ndarray = field(init=False)  # (C,) each costed plan's position in its group's
@@ -147,6 +147,8 @@ class Candidates:
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
                     fullest_bytes <= capacity[job_a], terms, capacity)  # fmt: skip
         cands.worth = cands.fits | cands._closest_where_none_fits()
+        cands.figures = {name: np.full(len(job_a), np.nan) for name in Metrics.FIGURES}
+        cands.metrics, cands.k = {}, np.full(len(job_a), -1)
         return cands
 
     @cached_property
@@ -240,23 +242,16 @@ class Candidates:
             for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
         return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
-    def cost(self, cfg: TransformerConfig) -> None:
-        """Costs the plans worth it, one array computation per graph group."""
-        n = len(self.job)
-        self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
-        self.metrics, self.k = {}, np.full(n, -1)
-        worth = np.flatnonzero(self.worth)
-        for code, key in enumerate(self.group_keys):
-            members = worth[self.group_of[worth] == code].tolist()
-            if not members:
-                continue
-            metrics = self.metrics[code] = cost(cfg, self.graphs[key], self._batch(members))
-            at = np.array(members)
-            for name in self.figures:
-                self.figures[name][at] = getattr(metrics, name)
-            self.k[at] = np.arange(len(at))
+    def add(self, code: int, members: list[int], metrics: Metrics) -> None:
+        """The costed timelines of plans `members`, of graph group `code`."""
+        self.metrics[code] = metrics
+        at = np.array(members)
+        for name in self.figures:
+            self.figures[name][at] = getattr(metrics, name)
+        self.k[at] = np.arange(len(at))
 
-    def _batch(self, members: list[int]) -> CostBatch:
+    def batch(self, members: list[int]) -> CostBatch:
+        """What the timeline needs of plans `members` (one graph group), as columns."""
         setups = [self.setups[j] for j in self.job[members].tolist()]
         return CostBatch(
             systems=[s.system for s in setups],

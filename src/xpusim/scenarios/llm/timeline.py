@@ -37,8 +37,7 @@ from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
-from xpusim.scenarios.llm.engine import PhaseCosts, cost_phases, ordered_sum
-from xpusim.scenarios.llm.graphs import ShapeGraphs
+from xpusim.scenarios.llm.engine import PhaseCosts, ordered_sum
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -125,10 +124,12 @@ class Costed(NamedTuple):
     k: int  # its position in the phases' arrays
 
 
-def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metrics:
+def timeline(
+    cfg: TransformerConfig, batch: CostBatch, phases: tuple[PhaseCosts, PhaseCosts]
+) -> Metrics:
     """The timeline of one microbatch (see the module docstring) for K plans that share
-    formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
-    microbatches and overlap."""
+    formats, tp and ep, each with its own request, system, depth, microbatches and
+    overlap, from their (prefill, decode) costs (engine.cost_phases)."""
     sequences, decode_steps, advance, prompt = (
         np.array(list(map(attrgetter(name), batch.reqs)))
         for name in ("batch", "steps_after_first", "advance", "prompt"))  # fmt: skip
@@ -142,8 +143,7 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
               for d in batch.drafts], strict=True))  # fmt: skip
     pp = np.array([p.pp for p in plans])[plan_of]
     m, overlap = batch.microbatches, batch.overlap
-    prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
-                                  batch.plans[0], pp)  # fmt: skip
+    prefill, decode = phases
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         """Each stage's time: its ops' times in sequence, or with overlap the longer of its

@@ -1,11 +1,8 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
-`simulate` runs one configuration, `simulate_many` many at once: each job's options are
-resolved into a system, a request and the plans to consider (`_setup`), every plan of every
-job becomes a column of `scenarios/llm/plans.py`'s Candidates, those worth it are costed as
-arrays (`scenarios/llm/timeline.py`, which says what a request's timeline is), and the
-jobs' chosen plans become their results as columns (`_table`): a result object is made
-only for a job a caller takes, and a sweep's rows are made from the columns.
+Each job's options become a system, a request and the plans to consider (`_setup`); every
+plan of every job is costed together (`_simulate_jobs`), and the chosen plans' figures
+become the results as columns (`_table`), so that a sweep's rows need no object a point.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import inspect
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -189,17 +185,9 @@ def simulate(
 def simulate_many(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> Results:
-    """Many simulations of one model, each a target and `simulate`'s options, costed together.
-
-    Every plan of every job that shares formats, tp and ep is costed by one array
-    computation over one graph whose dimensions span all their request shapes
-    (scenarios/llm/graphs.py), which is what makes a sweep of thousands of points and a plan
-    search over hundreds of plans fast; the plans are columns (Candidates), not objects,
-    and so are the results (`_table`): a result object is made for a job only when it is
-    indexed. A job whose options its target cannot take gets the UserError in its place.
-    Results leave out their per-op reports and collectives (a sweep's rows do not hold
-    them; `simulate` adds them).
-    """
+    """Many simulations of one model, each a target and `simulate`'s options, costed together
+    (what makes a sweep fast). A job whose options its target cannot take gets the UserError
+    in its place; results leave out the per-op reports and collectives `simulate` adds."""
     return _simulate_jobs(model, jobs)[0]
 
 
@@ -255,10 +243,10 @@ def chosen_plan(
     return setup, cands.candidate(int(best[0]))
 
 
+# Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
+# tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63 (int64 dimensions)
 MAX_TOKENS = 2**40
-"""Tokens one request batch may hold (batch x (prompt + gen)): graph dimensions are int64
-arrays over the requests (graphs.ShapeGraphs), and a token count times the widest
-tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63."""
+
 
 def keyword_defaults(function: Any) -> dict[str, Any]:
     """A scenario function's keyword-only options and their defaults: what a job that
@@ -272,8 +260,7 @@ _COUNTS = ("batch", "prompt", "gen", "chips", "tp", "pp", "dp", "ep", "microbatc
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
-    """A job's options (simulate's keywords; those not given take simulate's defaults)
-    resolved into a system, a request and the plans to consider."""
+    """A job's options (simulate's keywords) resolved into a system, a request and plans."""
     given = {**_DEFAULTS, **options}
     batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()
@@ -281,7 +268,12 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    job = _resolve(cfg, target, given)
+    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))  # all but the request's shape
+    try:  # the same for every shape of a sweep: resolved once (a draft object: each time)
+        hash(rest)
+        job = remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
+    except TypeError:
+        job = _resolve(cfg, target, given)
     notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
@@ -301,8 +293,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
 
 @dataclass(frozen=True)
 class _Resolved:
-    """What a job's options resolve to apart from its request's shape: the same for every
-    batch, prompt and generation length of a sweep, so worked out once for them."""
+    """What a job's options resolve to apart from its request's shape."""
 
     system: System
     act: DType
@@ -320,20 +311,6 @@ _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "pro
 
 
 def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
-    """The job's system, formats, decoding and plans, kept per model and target object
-    and the options other than the shape (an option that cannot be hashed, a draft model
-    given as an object, is resolved every time)."""
-    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
-    try:
-        hash(rest)
-    except TypeError:
-        return _resolve_now(cfg, target, given)
-    return remembered("resolved", (cfg, target), rest, lambda: _resolve_now(cfg, target, given))
-
-
-def _resolve_now(
-    cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]
-) -> _Resolved:  # fmt: skip
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
     system = system_for(target, chips)
@@ -421,9 +398,9 @@ def _table(
     that differ from job to job as arrays, those the jobs share (a chip's name, a plan's
     degrees) as one object each, so that a sweep's rows cost no object a point."""
     n, chosen = len(setups), best.tolist()
-    reqs = list(map(_REQ, setups))
+    reqs = [s.req for s in setups]
     # the jobs share a few systems and plans: their figures once each, spread by position
-    systems, system_of = distinct(list(map(_SYSTEM, setups)))
+    systems, system_of = distinct([s.system for s in setups])
     each_system = system_of.tolist()
     chips = [system.chip for system in systems]
     plans, plan_of = distinct([cands.plans[c] for c in chosen])
@@ -457,8 +434,8 @@ def _table(
         "batch": batch.tolist(),
         "prompt": [r.prompt for r in reqs],
         "gen": [r.gen for r in reqs],
-        "precision": _shared([r.act for r in reqs], _VALUE),
-        "weight_precision": _shared([r.weight for r in reqs], _VALUE),
+        "precision": [r.act.value for r in reqs],
+        "weight_precision": [r.weight.value for r in reqs],
         "mode": ["inference"] * n,
         "fits": fit_list,
         "reason": [""] * n if all(fit_list) else [
@@ -469,7 +446,9 @@ def _table(
                       zip(single_copy.tolist(), capacity.tolist(), strict=True)],
         "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
         "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
-        "placement": _placement_column(cands.placements(chosen), chips, system_of),
+        "placement": _shared(list(zip(cands.placements(chosen), [chips[k] for k in each_system],
+                                      strict=True)), _placement_names,
+                             key=lambda placed: (id(placed[0]), id(placed[1]))),
         "ttft_s": f["ttft_s"].tolist(),
         "tpot_s": f["tpot_s"].tolist(),
         "latency_s": f["latency_s"].tolist(),
@@ -484,7 +463,7 @@ def _table(
         "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
         "prefill_flops": (flops[0] * tp * ep).tolist(),
         "decode_flops_per_step": (flops[1] * tp * ep).tolist(),
-        "decoding": _shared(list(map(_DECODING, setups)), lambda how: how.summary()),
+        "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
         "plan_search": [None if s.objective is None else _search(s, cands, c, r)
                         for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
         "cost": [None] * n,
@@ -504,20 +483,6 @@ def _shared(objects: list[Any], made: Callable[[Any], Any],
 def _spread(values: list[Any], where: list[int]) -> list[Any]:
     """values[i] for each position i, in one C call a row."""
     return list(map(values.__getitem__, where))
-
-
-def _placement_column(placements: list[Placement], chips: list[Chip],
-                      system_of: np.ndarray) -> list[dict[str, str]]:  # fmt: skip
-    """Each job's placement by its memory levels' names, made once per distinct placement
-    and chip (the job's system's, chips[system_of])."""
-    homes, home_of = distinct(placements)
-    pairs, pair_of = np.unique(home_of * len(chips) + system_of, return_inverse=True)
-    return _spread([_placement_names((homes[p // len(chips)], chips[p % len(chips)]))
-                    for p in pairs.tolist()], pair_of.reshape(-1).tolist())  # fmt: skip
-
-
-_VALUE = attrgetter("value")  # a format's name
-_REQ, _SYSTEM, _DECODING = attrgetter("req"), attrgetter("system"), attrgetter("decoding")
 
 
 def _system_memory(

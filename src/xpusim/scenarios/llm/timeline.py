@@ -24,7 +24,6 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from operator import attrgetter
 from typing import ClassVar, NamedTuple
 
@@ -77,32 +76,15 @@ class Metrics:
 
     def costed(self, k: int) -> Costed:
         """Plan k's figures, as Python numbers, with its bottleneck."""
-        return Costed(*self._figures[k], self.bottlenecks(np.array([k]))[0], self.phases, k)
+        figures = (float(getattr(self, name)[k]) for name in self.FIGURES)
+        return Costed(*figures, self.bottlenecks(np.array([k]))[0], self.phases, k)
 
     def bottlenecks(self, ks: np.ndarray) -> list[str]:
-        """Plans ks' bottlenecks (worked out here where label_bottlenecks did not)."""
-        self.label_bottlenecks(ks)
-        return list(map(_LABELS.__getitem__, self._labels[ks].tolist()))
-
-    @cached_property
-    def _labels(self) -> np.ndarray:
-        """(K,) each plan's Bottleneck, -1 until label_bottlenecks works it out."""
-        return np.full(len(self.ttft_s), -1)
-
-    @cached_property
-    def _figures(self) -> list[tuple]:
-        """Each plan's figures as Python numbers (a sweep asks for every plan's: one
-        conversion of each array, not one a figure and plan)."""
-        return list(zip(*(getattr(self, name).tolist() for name in self.FIGURES), strict=True))
-
-    def label_bottlenecks(self, ks: np.ndarray) -> None:
-        """Works out the bottleneck of plans `ks` together, for `costed`: only the plans a
-        search keeps are reported, and labelling each op of every plan of a search (86,000
-        of them for 10,000 points of 8 chips) took a tenth of the costing."""
-        ks = ks[self._labels[ks] < 0]
-        if len(ks):
-            self._labels[ks] = _bottleneck(*self.phases, self.decode_steps[ks],
-                                           self.send_total_s[ks], ks)  # fmt: skip
+        """Plans ks' bottlenecks, worked out for them alone: labelling each op of every
+        plan of a search (86,000 of them for 10,000 points of 8 chips) took a tenth of the
+        costing, and only the plans a search keeps are reported."""
+        labels = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
+        return [_LABELS[label] for label in labels.tolist()]
 
 
 _LABELS = [b.label for b in sorted(Bottleneck)]  # by value: 0, 1, ...
@@ -209,7 +191,7 @@ def timeline(
 
 
 def _over_stages(values: np.ndarray) -> np.ndarray:
-    """Sum over the stage axis (last); a shallow pipeline costed beside deeper ones has
+    """Sum over the stage axis (last): a shallow pipeline costed beside deeper ones has
     trailing stages of zeros, which an ordered sum adds exactly."""
     return ordered_sum(values, axis=-1)
 

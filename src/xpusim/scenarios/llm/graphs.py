@@ -1,11 +1,9 @@
 """The graphs one tensor/expert-parallel rank runs, built once for many requests.
 
-A rank's graphs (all pipeline stages) depend on the model, the formats and the plan's tp
-and ep only, never on the chip, and not on the request's shape either: their dimensions are
-arrays over the requests asked for together (shapes as arrays, ir/tensor.py), so one compact
-graph (one layer standing for the identical others) per phase counts every op's FLOPs and
-bytes for all of them. Pipeline stages are (distinct ops x stages) count matrices, so any
-depth costs a few array sums.
+A rank's graphs depend on the model, the formats and the plan's tp and ep only, not on the
+chip nor the request's shape: their dimensions are arrays over the requests asked for
+together (ir/tensor.py), so one compact graph per phase counts every op for all of them.
+Pipeline stages are (distinct ops x stages) count matrices: any depth is a few array sums.
 """
 
 from __future__ import annotations
@@ -30,13 +28,10 @@ from xpusim.workloads.transformer_config import TransformerConfig
 
 @dataclass(frozen=True)
 class PhaseValues:
-    """A phase's op counts for R requests at the steps each is costed at, split into the
-    ops that do the same at every step and those that do not (attention over a growing KV
-    cache): only the latter are costed per step, which keeps long generations cheap.
-
-    Counts are affine in the KV length, so the counts of a request's first and last costed
-    step (`ends`) give every step between them exactly. Kept per request, not per
-    configuration: a sweep's configurations index into them."""
+    """A phase's op counts for R requests at the steps each is costed at. Only the ops that
+    vary by step (attention over a growing KV cache) are costed per step, which keeps long
+    generations cheap; counts are affine in the KV length, so a request's first and last
+    step (`ends`) give every step between them exactly."""
 
     ends: OpTable  # counts on leading (request, end) axes: (R, 2, ...), or (R, 1, ...)
     fraction: np.ndarray  # (R, steps) where each costed step lies from the first end to the last
@@ -44,8 +39,8 @@ class PhaseValues:
 
     @cached_property
     def varying(self) -> np.ndarray:
-        """Positions of the ops whose counts differ between a request's ends: those that
-        grow with the KV cache, whatever the requests beside (their ends always differ)."""
+        """Positions of the ops whose counts differ between a request's ends (the ends of
+        every request differ, so this does not depend on the requests beside)."""
         t, n = self.ends, len(self.ends)
         moves = [(a[:, 1:] != a[:, :1]).reshape(-1, n).any(axis=0)
                  for a in (t.matrix_flops, t.vector_flops, t.role_bytes)]  # fmt: skip
@@ -89,13 +84,9 @@ class PhaseValues:
 
 @dataclass(frozen=True)
 class ShapeGraphs:
-    """The compact graphs one rank runs for many requests of one format, tp and ep.
-
-    Their dimensions are arrays over the requests (ir/tensor.py), (R, 1), or (R, 2) for the
-    KV cache: one prefill graph for every request's prompt, one decode graph for every
-    request's first and last decode step (the steps between are interpolated: PhaseValues).
-    A sweep over batch, prompt and generation lengths thus builds and tabulates two graphs
-    per format and (tp, ep), not two per shape. They never depend on the chip."""
+    """The compact graphs one rank runs for many requests of one format, tp and ep: one
+    prefill graph over every request's prompt, one decode graph over every request's first
+    and last decode step (dimensions (R, 1), or (R, 2) for the KV cache)."""
 
     requests: tuple[Request, ...]
     prefill: Graph  # dimensions (R, 1)
@@ -171,9 +162,8 @@ class ShapeGraphs:
 
     @cached_property
     def layouts(self) -> tuple[tuple, tuple]:
-        """What stage counts depend on, per phase: each op's layer, copies, whether it is a
-        collective, and its distinct-op row. Other requests of one model, plan and format
-        have the same, so the counts are shared between them."""
+        """What stage counts depend on, per phase (each op's layer, copies, whether it is a
+        collective, its distinct-op row): the same for other requests' graphs."""
         return tuple(  # type: ignore[return-value]
             (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
              table.index.tobytes())
@@ -212,9 +202,8 @@ def _stage_counts(
 def shape_graphs(
     cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
 ) -> ShapeGraphs:
-    """ShapeGraphs of requests that share their formats, in the order first asked for: a
-    sweep's chunk costs its configurations in that order, so that their rows are the
-    graphs' own and no table is copied row by row (cost_phases)."""
+    """ShapeGraphs of requests that share their formats, in the order first asked for (a
+    sweep's chunk costs them in that order: no table is copied row by row)."""
     return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
 
 

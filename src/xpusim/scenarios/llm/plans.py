@@ -1,17 +1,12 @@
-"""The plans of many LLM inference jobs as columns: their memory, which are worth costing,
-their costed timelines (scenarios/llm/timeline.py) and each job's choice among them.
-
-A plan search over hundreds of plans and a sweep of thousands of points each ask for
-hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and the
-results are made from the chosen plans' columns (inference._table); a chosen plan
-becomes an object (Candidate) only for what one job reports of its ops or serves.
+"""The plans of many LLM inference jobs as columns (a sweep of plan searches has hundreds
+of thousands): their memory, which are worth costing, their costed timelines and each
+job's choice among them; the plan search's candidates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from operator import attrgetter
 
 import numpy as np
 
@@ -51,11 +46,8 @@ class Setup:
 
 @dataclass
 class Candidates:
-    """Every plan of every job of one simulate_many call, as columns (one entry per job and
-    plan): their memory, which are worth costing, their costed timelines and the choice
-    among each job's, without an object per plan (a sweep has hundreds of thousands).
-
-    Only plans that fit are worth costing; when none of a job's does, the one closest to
+    """Every plan of every job of one call, as columns (one entry per job and plan). Only
+    plans that fit are worth costing; when none of a job's does, the one closest to
     fitting is, and it is the answer (with `fits` false)."""
 
     setups: list[Setup]
@@ -83,9 +75,8 @@ class Candidates:
     @classmethod
     def of(cls, cfg: TransformerConfig, setups: list[Setup],
            graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
-        """The columns, made a layout at a time: the jobs that share their plan list,
-        formats and microbatches (a sweep's share a few) have the same plans' columns, and
-        only their requests' rows differ."""
+        """The columns, made a layout at a time: jobs that share their plan list, formats
+        and microbatches (a sweep's share a few) differ only in their requests' rows."""
         group_keys: dict[tuple, int] = {}
         memories: dict[tuple, int] = {}  # by plan and formats, their positions
         memory_list: list[StageMemory] = []
@@ -121,7 +112,12 @@ class Candidates:
                 np.concatenate([part[i] for part in parts])[order] for i in (0, 2, 3, 4, 5))
             every_plan = [plan for part in parts for plan in part[1]]
             plans = list(map(every_plan.__getitem__, order.tolist()))
-        terms, capacity = _request_terms(setups), _capacities(setups)
+        reqs = [s.req for s in setups]
+        terms = tuple(np.array([getattr(r, name) for r in reqs], dtype=np.int64)
+                      for name in ("batch", "cached_tokens", "width"))
+        systems, which = distinct([s.system for s in setups])
+        capacity = np.array([system.chip.capacity_bytes for system in systems],
+                            dtype=float)[which]  # fmt: skip
         batch, cached, width = terms
         # as floats: the in-flight counts are multiplied by bytes
         tokens_a = batch[job_a].astype(float) * ms_a * cached[job_a]  # in flight, per microbatch
@@ -141,8 +137,8 @@ class Candidates:
             fullest_stage[at] = totals.argmax(axis=1)
             fullest_bytes[at] = totals.max(axis=1) + activations[at]
         if any(s.drafts for s in setups):  # a draft model's weights and cache on every chip
-            fullest_bytes += [_draft_bytes(setups[j], p)
-                              for j, p in zip(job_a.tolist(), plans, strict=True)]
+            drafts = [setups[j].draft(p) for j, p in zip(job_a.tolist(), plans, strict=True)]
+            fullest_bytes += [d.weight_bytes + d.kv_bytes if d else 0.0 for d in drafts]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
                     fullest_bytes <= capacity[job_a], terms, capacity)  # fmt: skip
@@ -165,10 +161,6 @@ class Candidates:
         closest[first[~any_fit[self.job[first]]]] = True
         return closest
 
-    def footprint(self, c: int) -> Footprint:
-        """What plan c's fullest chip holds."""
-        return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
-
     def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
         activations, as arrays), a speculative job's draft model included."""
@@ -181,6 +173,9 @@ class Candidates:
             weights = weights + [0.0 if d is None else d.weight_bytes for d in drafts]
             kv = kv + [0.0 if d is None else d.kv_bytes for d in drafts]
         return weights, kv, self.activations[cs]
+
+    def _footprint(self, c: int) -> Footprint:
+        return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
 
     @cached_property
     def _by_stage(self) -> tuple[np.ndarray, np.ndarray]:
@@ -210,10 +205,6 @@ class Candidates:
                 np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer)
                           for m in self.memories], dtype=float).T)  # fmt: skip
 
-    def placement(self, c: int) -> Placement:
-        """Where plan c's fullest chip keeps what."""
-        return self.placements([c])[0]
-
     def placements(self, cs: list[int]) -> list[Placement]:
         """Where each of these plans' fullest chip keeps what (its footprint worked out
         only where the chip has more than one memory to choose from)."""
@@ -238,7 +229,7 @@ class Candidates:
         _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
         first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
         by_chip = [None if footprint_matters(chip) else remembered(
-            "placement", (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
+            "placement", (chip,), None, lambda chip=chip, c=c: place(chip, self._footprint(c)))
             for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
         return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
@@ -319,28 +310,8 @@ class Candidates:
         return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
                          self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
                          self.memories[self.memory_of[c]],
-                         self.footprint(c), bool(self.fits[c]), self.placement(c),
+                         self._footprint(c), bool(self.fits[c]), self.placements([c])[0],
                          metrics.costed(k))  # fmt: skip
-
-
-def _request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(jobs,) int64 batch, cached tokens and width of each job's request: an array an
-    attribute (numpy reads a list of tuples a row at a time, 1.4 us a job)."""
-    reqs = [s.req for s in setups]
-    return tuple(np.array(list(map(attrgetter(name), reqs)), dtype=np.int64)  # type: ignore[return-value]
-                 for name in ("batch", "cached_tokens", "width"))  # fmt: skip
-
-
-def _capacities(setups: list[Setup]) -> np.ndarray:
-    """(jobs,) bytes the chip of each job's system holds, worked out once a system."""
-    systems, which = distinct([s.system for s in setups])
-    return np.array([system.chip.capacity_bytes for system in systems], dtype=float)[which]
-
-
-def _draft_bytes(setup: Setup, plan: Plan) -> float:
-    """What a speculative job's draft keeps on each chip of the plan (0 without one)."""
-    draft = setup.draft(plan)
-    return 0.0 if draft is None else draft.weight_bytes + draft.kv_bytes
 
 
 @dataclass
@@ -388,15 +359,6 @@ def stage_memory(
                        cfg.ssm_state_elements_per_layer * kv.itemsize)  # fmt: skip
 
 
-# Plan search: every feasible way to spread a model over N chips.
-#
-# Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows (tp divides
-# the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
-# ep only, so they are built once per pair (memoized in graphs.py) and every pipeline depth
-# reuses them. The search itself is part of every simulation (inference.simulate_many):
-# a plan that does not fit is never costed while one that fits exists (its memory is checked
-# first, cheaply), and the plans that are costed share one array computation per depth with
-# every other job's.
 OBJECTIVES = ("latency", "throughput")
 
 
@@ -406,6 +368,8 @@ def _divisors(n: int) -> list[int]:
 
 @scoped(maxsize=64)
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
+    """The plan search's candidates: every (tp, pp, ep, dp) whose product is `chips` and
+    that the model allows (tp divides the heads, pp at most the layers, ep the experts)."""
     plans = []
     for tp in _divisors(chips):
         if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why

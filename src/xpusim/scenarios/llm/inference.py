@@ -165,13 +165,7 @@ def simulate(
     `acceptance_lengths`, "p0,...,pK": the share of steps accepting k of K draft tokens);
     `speculative="mtp"` drafts with the model's own multi-token-prediction module.
     """
-    options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
-                   weight_precision=weight_precision, attention_precision=attention_precision,
-                   kv_precision=kv_precision,
-                   chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
-                   microbatches=microbatches, objective=objective, overlap=overlap,
-                   beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
-                   acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
+    options = {name: value for name, value in locals().items() if name in _DEFAULTS}
     with scope():
         results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
         result = results[0]
@@ -279,10 +273,10 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how = job.decoding
-    req = Request(batch, prompt, gen, job.act, job.weight, job.attention, job.kv, how.width,
-                  how.returned, how.step_tokens, how.advance)  # fmt: skip
-    setup = Setup(job.system, req, notes, job.plans, given["microbatches"], given["overlap"],
+    how, r = job.decoding, job.req  # the request without its shape
+    req = Request(batch, prompt, gen, r.act, r.weight, r.attention, r.kv, r.width, r.returned,
+                  r.step_tokens, r.advance)  # fmt: skip
+    setup = Setup(job.system, req, notes, job.plans, job.microbatches, job.overlap,
                   job.objective, started_s, job.one_copy, how)  # fmt: skip
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
@@ -291,26 +285,12 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     return setup
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    """What a job's options resolve to apart from its request's shape."""
-
-    system: System
-    act: DType
-    weight: Format
-    attention: DType | None
-    kv: DType | None
-    notes: tuple[str, ...]
-    decoding: Decoding
-    plans: list[Plan]
-    objective: str | None  # None when the plan was given
-    one_copy: tuple[float, float, float]  # Setup.one_copy
-
-
 _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
 
 
-def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
+def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> Setup:
+    """What a job's options resolve to apart from its request's shape (batch, prompt and
+    gen 0): the same for every shape of a sweep."""
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
     system = system_for(target, chips)
@@ -339,8 +319,10 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     kv_size = (kv or act).itemsize
     one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
                 cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size))
-    return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
-                     objective if searched else None, one_copy)  # fmt: skip
+    req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
+                  how.advance)  # fmt: skip
+    return Setup(system, req, notes, plans, given["microbatches"], given["overlap"],
+                 objective if searched else None, 0.0, one_copy, how)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -492,17 +474,12 @@ def _system_memory(
     """The whole system's weights and KV cache under each job's chosen plan: one chip of
     each stage times the replicas of a stage's chips (tp x ep x dp), and a speculative
     job's draft model on each of its tp x dp chips."""
-    weights, kv = np.empty(len(best)), np.empty(len(best))
-    layer_kv = cands.layer_kv_bytes(best)
     codes = cands.memory_of[best]
-    for code in sorted(set(codes.tolist())):
-        at = np.flatnonzero(codes == code)
-        memory = cands.memories[code]
-        every_layer = layer_kv[at] * memory.layers[0]
-        for count in memory.layers[1:]:  # in order, as sum() adds them
-            every_layer = every_layer + layer_kv[at] * count
-        weights[at] = memory.total_weights * replicas[at]
-        kv[at] = every_layer * replicas[at]
+    weights = np.array([m.total_weights for m in cands.memories])[codes] * replicas
+    layer_kv, every_layer = cands.layer_kv_bytes(best), 0.0
+    for count in cands.by_stage[1][codes].T:  # in order, as sum() adds them
+        every_layer = every_layer + layer_kv * count
+    kv = every_layer * replicas
     drafts = [s.draft(cands.plans[c]) for s, c in zip(setups, best.tolist(), strict=True)]
     if any(d is not None for d in drafts):
         weight, cache = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])

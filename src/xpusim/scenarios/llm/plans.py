@@ -75,43 +75,27 @@ class Candidates:
     @classmethod
     def of(cls, cfg: TransformerConfig, setups: list[Setup],
            graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
-        """The columns, made a layout at a time: jobs that share their plan list, formats
-        and microbatches (a sweep's share a few) differ only in their requests' rows."""
-        group_keys: dict[tuple, int] = {}
-        memories: dict[tuple, int] = {}  # by plan and formats, their positions
+        """The columns, in job order and each job's plans in their order."""
+        group_keys: dict[tuple, int] = {}  # graph groups' positions
+        memories: dict[tuple, int] = {}  # by plan and graph group, their positions
         memory_list: list[StageMemory] = []
-        layouts: dict[tuple, list[int]] = {}  # by plan list, formats and microbatches: jobs
+        columns: tuple[list, ...] = ([], [], [], [], [], [])
+        job_l, plans, group_l, memory_l, rows_l, ms_l = columns
         for j, setup in enumerate(setups):
-            key = (id(setup.plans), setup.req.formats, setup.microbatches)
-            layouts.setdefault(key, []).append(j)
-        parts = []  # per layout: (jobs x plans) columns, row-major
-        for jobs in layouts.values():
-            setup = setups[jobs[0]]
-            req, plan_list = setup.req, setup.plans
-            keys = [(req.formats, p.tp, p.ep) for p in plan_list]
-            for p, k in zip(plan_list, keys, strict=True):
-                if (p, k) not in memories:
-                    memories[p, k] = len(memory_list)
+            req = setup.req
+            for p in setup.plans:
+                key = (req.formats, p.tp, p.ep)
+                if (p, key) not in memories:
+                    memories[p, key] = len(memory_list)
                     memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
-            reqs = [setups[j].req for j in jobs]
-            every = (len(jobs), len(plan_list))
-            parts.append((
-                np.repeat(jobs, len(plan_list)), plan_list * len(jobs),
-                np.broadcast_to([group_keys.setdefault(k, len(group_keys)) for k in keys],
-                                every).ravel(),
-                np.broadcast_to([memories[p, k] for p, k in zip(plan_list, keys, strict=True)],
-                                every).ravel(),
-                np.stack([np.array(list(map(graphs[k].row.__getitem__, reqs))) for k in keys],
-                         axis=1).ravel(),
-                np.broadcast_to([setup.microbatches or p.pp for p in plan_list], every).ravel(),
-            ))  # fmt: skip
-        job_a, plans, group_a, memory_a, rows_a, ms_a = parts[0]
-        if len(parts) > 1:  # in job order (each job's plans in their order)
-            order = np.argsort(np.concatenate([part[0] for part in parts]), kind="stable")
-            job_a, group_a, memory_a, rows_a, ms_a = (
-                np.concatenate([part[i] for part in parts])[order] for i in (0, 2, 3, 4, 5))
-            every_plan = [plan for part in parts for plan in part[1]]
-            plans = list(map(every_plan.__getitem__, order.tolist()))
+                job_l.append(j)
+                plans.append(p)
+                group_l.append(group_keys.setdefault(key, len(group_keys)))
+                memory_l.append(memories[p, key])
+                rows_l.append(graphs[key].row[req])
+                ms_l.append(setup.microbatches or p.pp)
+        job_a, group_a, memory_a, rows_a, ms_a = map(np.array, (job_l, group_l, memory_l,
+                                                                rows_l, ms_l))  # fmt: skip
         reqs = [s.req for s in setups]
         terms = tuple(np.array([getattr(r, name) for r in reqs], dtype=np.int64)
                       for name in ("batch", "cached_tokens", "width"))
@@ -164,7 +148,7 @@ class Candidates:
     def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
         activations, as arrays), a speculative job's draft model included."""
-        by_stage_weights, by_stage_layers = self._by_stage
+        by_stage_weights, by_stage_layers = self.by_stage
         at = (self.memory_of[cs], self.fullest_stage[cs])
         weights, kv = by_stage_weights[at], self.layer_kv_bytes(cs) * by_stage_layers[at]
         if any(s.drafts for s in self.setups):
@@ -178,7 +162,7 @@ class Candidates:
         return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
 
     @cached_property
-    def _by_stage(self) -> tuple[np.ndarray, np.ndarray]:
+    def by_stage(self) -> tuple[np.ndarray, np.ndarray]:
         """Each StageMemory's weights and layers by stage (0 past its last stage): a plan's
         fullest chip's is one lookup, not a Python loop over the plans (footprints)."""
         shape = (len(self.memories), max(len(m.layers) for m in self.memories))

@@ -533,15 +533,17 @@ def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[
 def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
                 result: LLMInferenceResult) -> None:  # fmt: skip
     """A result's per-op reports and its decode step's collectives (`simulate`'s)."""
-    req, plan, got, graphs, row = setup.req, cand.plan, cand.metrics, cand.graphs, cand.row
-    (prefill, decode), k = got.phases, got.k
+    req, plan, graphs, row, k = setup.req, cand.plan, cand.graphs, cand.row, cand.k
+    prefill, decode = cand.metrics.phases
+    ttft_s, trip_s, send_prefill_s, send_decode_s = (float(getattr(cand.metrics, name)[k])
+        for name in ("ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
     act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     result.ops = [
-        *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
-        *_sends("prefill", plan.pp, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
-        *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
-        *_sends("decode", plan.pp, got.send_decode_s, got.trip_s, act_bytes),
+        *op_reports("prefill", pre, prefill.config(k), ttft_s),
+        *_sends("prefill", plan.pp, send_prefill_s, ttft_s, act_bytes * req.prompt),
+        *op_reports("decode", dec, decode.config(k), trip_s, graphs.step_weights[row]),
+        *_sends("decode", plan.pp, send_decode_s, trip_s, act_bytes),
     ]
     result.collectives = collective_algorithms(decode.table, setup.system, plan,
                                                graphs.collective_bytes[1][row])  # fmt: skip

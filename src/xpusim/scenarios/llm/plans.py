@@ -18,7 +18,7 @@ from xpusim.memo import distinct, remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 from xpusim.scenarios.llm.request import Request
-from xpusim.scenarios.llm.timeline import CostBatch, Costed, Metrics
+from xpusim.scenarios.llm.timeline import CostBatch, Metrics
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -158,9 +158,6 @@ class Candidates:
             kv = kv + [0.0 if d is None else d.kv_bytes for d in drafts]
         return weights, kv, self.activations[cs]
 
-    def _footprint(self, c: int) -> Footprint:
-        return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
-
     @cached_property
     def by_stage(self) -> tuple[np.ndarray, np.ndarray]:
         """Each StageMemory's weights and layers by stage (0 past its last stage): a plan's
@@ -212,9 +209,11 @@ class Candidates:
         chips, which = distinct([setup.system.chip for setup in self.setups])
         _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
         first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
+        fullest = [Footprint(*map(float, split))
+                   for split in zip(*self.footprints(first), strict=True)]
         by_chip = [None if footprint_matters(chip) else remembered(
-            "placement", (chip,), None, lambda chip=chip, c=c: place(chip, self._footprint(c)))
-            for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
+            "placement", (chip,), None, lambda chip=chip, fp=fp: place(chip, fp))
+            for chip, fp in zip(chips, fullest, strict=True)]  # fmt: skip
         return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
     def add(self, code: int, members: list[int], metrics: Metrics) -> None:
@@ -289,13 +288,11 @@ class Candidates:
 
     def candidate(self, c: int) -> Candidate:
         """Plan c as one object, for its result."""
-        setup = self.setups[self.job[c]]
-        metrics, k = self.metrics[int(self.group_of[c])], int(self.k[c])
-        return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
-                         self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
-                         self.memories[self.memory_of[c]],
-                         self._footprint(c), bool(self.fits[c]), self.placements([c])[0],
-                         metrics.costed(k))  # fmt: skip
+        code = int(self.group_of[c])
+        return Candidate(self.setups[self.job[c]].system, self.plans[c],
+                         self.graphs[self.group_keys[code]], int(self.rows[c]),
+                         self.memories[self.memory_of[c]], self.placements([c])[0],
+                         self.metrics[code], int(self.k[c]))  # fmt: skip
 
 
 @dataclass
@@ -304,15 +301,12 @@ class Candidate:
 
     system: System
     plan: Plan
-    req: Request
-    microbatches: int
     graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
     row: int  # its request's position on their shape axis
     memory: StageMemory
-    fullest: Footprint  # the stage whose chip holds the most
-    fits: bool
     placement: Placement
-    metrics: Costed
+    metrics: Metrics  # its graph group's
+    k: int  # its position in them
 
 
 @dataclass(frozen=True)

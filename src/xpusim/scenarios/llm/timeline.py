@@ -74,11 +74,6 @@ class Metrics:
     decode_steps: np.ndarray  # (K,) a request's decode steps after its first token
     send_total_s: np.ndarray  # (K,) a request's pipeline sends, all steps
 
-    def costed(self, k: int) -> Costed:
-        """Plan k's figures, as Python numbers, with its bottleneck."""
-        figures = (float(getattr(self, name)[k]) for name in self.FIGURES)
-        return Costed(*figures, self.bottlenecks(np.array([k]))[0], self.phases, k)
-
     def bottlenecks(self, ks: np.ndarray) -> list[str]:
         """Plans ks' bottlenecks, worked out for them alone: labelling each op of every
         plan of a search (86,000 of them for 10,000 points of 8 chips) took a tenth of the
@@ -88,22 +83,6 @@ class Metrics:
 
 
 _LABELS = [b.label for b in sorted(Bottleneck)]  # by value: 0, 1, ...
-
-
-class Costed(NamedTuple):
-    """One plan's costed timeline (see Metrics), and where its per-op costs are."""
-
-    ttft_s: float
-    tpot_s: float
-    latency_s: float
-    energy_j: float
-    comm_s: float
-    trip_s: float
-    send_prefill_s: float
-    send_decode_s: float
-    bottleneck: str
-    phases: tuple[PhaseCosts, PhaseCosts]
-    k: int  # its position in the phases' arrays
 
 
 def timeline(

@@ -401,7 +401,9 @@ def _table(
     f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
                                                       "energy_j", "comm_s", "trip_s")}
     tokens = cands.tokens[best]
-    flops = _flops_columns(cands, best)
+    graph_rows = list(zip(cands.group_of[best].tolist(), cands.rows[best].tolist(), strict=True))
+    flops = [np.array([float(cands.graphs[cands.group_keys[g]].flops[phase][r])  # a rank's
+                       for g, r in graph_rows]) for phase in (0, 1)]  # prefill, decode step
     fit_list = fits.tolist()
     columns: dict[str, Any] = {
         "model": [cfg.name] * n,
@@ -497,19 +499,6 @@ def _memory_bytes(split: tuple[np.ndarray, np.ndarray, np.ndarray],
         "weights": weights.tolist(), "kv_cache": kv.tolist(),
         "activations": activations.tolist(),
         "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
-
-
-def _flops_columns(cands: Candidates, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A chosen plan's rank's FLOPs in its prefill and in one decode step."""
-    prefill, decode = np.empty(len(best)), np.empty(len(best))
-    groups = cands.group_of[best]
-    for code in sorted(set(groups.tolist())):
-        at = np.flatnonzero(groups == code)
-        graphs = cands.graphs[cands.group_keys[code]]
-        rows = cands.rows[best[at]]
-        prefill[at] = np.asarray(graphs.flops[0], dtype=float)[rows]
-        decode[at] = np.asarray(graphs.flops[1], dtype=float)[rows]
-    return prefill, decode
 
 
 def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:

@@ -173,18 +173,13 @@ class Candidates:
         """One layer's KV cache on one chip of each of these plans: a microbatch's
         sequences times the microbatches, times each one's cached tokens' cache and its
         state (a state-space model's)."""
-        (batch, cached, width), (per_token, per_sequence) = self._cache_terms
+        batch, cached, width = self.terms
+        per_token, per_sequence = np.array([(m.kv_bytes_per_token_layer,
+                                             m.state_bytes_per_sequence_layer)
+                                            for m in self.memories], dtype=float).T  # fmt: skip
         jobs, codes = self.job[cs], self.memory_of[cs]
         return batch[jobs] * self.microbatches[cs] * (
             cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes])
-
-    @cached_property
-    def _cache_terms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per job its batch, cached tokens and width; per StageMemory its cache per token
-        and layer and state per sequence and layer (layer_kv_bytes's)."""
-        return (np.array(self.terms),
-                np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer)
-                          for m in self.memories], dtype=float).T)  # fmt: skip
 
     def placements(self, cs: list[int]) -> list[Placement]:
         """Where each of these plans' fullest chip keeps what (its footprint worked out

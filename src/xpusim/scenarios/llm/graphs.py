@@ -142,33 +142,30 @@ class ShapeGraphs:
         return found[0], found[1]
 
     def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
-        shallower pipeline lacks running nothing (so sums and maxima over stages hold)."""
+        """Instances of each distinct op each stage runs, of all ops and of collectives, for
+        each configuration's depth: (K, 1, ops, deepest), the stages a shallower pipeline
+        lacks running nothing (so sums and maxima over stages hold)."""
+        graph, table = (self.prefill, self.decode)[phase], self.tables[phase]
+        # what the counts depend on, the same for other requests' graphs: kept by it
+        layout = (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE)
+                        for op in graph.ops), table.index.tobytes())  # fmt: skip
+
+        def counts(d: int) -> tuple[np.ndarray, np.ndarray]:
+            per_op = op_stage_counts(graph, self.num_layers, d)
+            comm = distinct_stage_counts(table, per_op, np.array([c for *_, c in layout[0]],
+                                                                 dtype=float))  # fmt: skip
+            return distinct_stage_counts(table, per_op), comm
+
         depths, which = np.unique(pp, return_inverse=True)
-        deepest = int(depths[-1])
+        by_depth = [remembered("stage counts", (), (layout, self.num_layers, int(d)),
+                               lambda d=int(d): counts(d)) for d in depths]  # fmt: skip
         found = []
         for part in (0, 1):
-            padded = np.zeros((len(depths), len(self.tables[phase]), deepest))
+            padded = np.zeros((len(depths), len(table), int(depths[-1])))
             for i, d in enumerate(depths):
-                padded[i, :, :d] = self.stage_counts(phase, int(d))[part]
+                padded[i, :, :d] = by_depth[i][part]
             found.append(padded[which][:, None])
         return found[0], found[1]
-
-    def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
-        the prefill (phase 0) or decode (1)."""
-        graph = (self.prefill, self.decode)[phase]
-        return _stage_counts(self.layouts[phase], graph, self.tables[phase], self.num_layers, pp)
-
-    @cached_property
-    def layouts(self) -> tuple[tuple, tuple]:
-        """What stage counts depend on, per phase (each op's layer, copies, whether it is a
-        collective, its distinct-op row): the same for other requests' graphs."""
-        return tuple(  # type: ignore[return-value]
-            (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
-             table.index.tobytes())
-            for graph, table in zip((self.prefill, self.decode), self.tables, strict=True)
-        )  # fmt: skip
 
 
 def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
@@ -184,19 +181,6 @@ def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
         vector_flops=shaped(table.vector_flops, (n,)),
         role_bytes=shaped(table.role_bytes, (len(ROLES), n)),
     )
-
-
-def _stage_counts(
-    layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Kept by layout (not by graph: the graphs of other requests share it)."""
-
-    def make() -> tuple[np.ndarray, np.ndarray]:
-        per_op = op_stage_counts(graph, num_layers, pp)
-        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
-        return distinct_stage_counts(table, per_op), distinct_stage_counts(table, per_op, is_comm)
-
-    return remembered("stage counts", (), (layout, num_layers, pp), make)
 
 
 def shape_graphs(

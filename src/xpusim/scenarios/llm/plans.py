@@ -64,7 +64,7 @@ class Candidates:
     fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
     fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
     fits: np.ndarray  # (C,) bool
-    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) _request_terms
+    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) batch, cached tokens, width
     capacity: np.ndarray  # (jobs,) bytes each job's chip holds
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
     # Set by add() for the plans worth costing (nan elsewhere):
@@ -269,7 +269,7 @@ class Candidates:
 
     def bottlenecks(self, cs: np.ndarray) -> list[str]:
         """These costed plans' bottlenecks, as results name them, worked out one array pass
-        per graph group (Metrics.label_bottlenecks): only for the plans a search keeps."""
+        per graph group (Metrics.bottlenecks): only for the plans a search keeps."""
         found: list[str] = [""] * len(cs)
         groups = self.group_of[cs]
         for code in sorted(set(groups.tolist())):

@@ -42,7 +42,7 @@ from xpusim.workloads.transformer_config import TransformerConfig
 
 
 class CostBatch(NamedTuple):
-    """What `cost` needs of K plans of one graph group, as columns."""
+    """What `timeline` needs of K plans of one graph group, as columns."""
 
     systems: list[System]
     reqs: list[Request]

@@ -114,24 +114,25 @@ def test_simulate_many_is_exported_at_package_level():
 
 
 def test_a_plans_bottleneck_does_not_depend_on_the_plans_labelled_with_it(llama7b):
-    """Only the plans a search keeps are given a bottleneck (Metrics.label_bottlenecks),
-    in one pass over them: a plan's label is the one it gets labelled with every other."""
-    from xpusim.scenarios.llm.inference import _costed, _setup
+    """Only the plans a search keeps are given a bottleneck (Metrics.bottlenecks), in one
+    pass over them: a plan's label is the one it gets labelled with every other."""
+    from xpusim.scenarios.llm.inference import _simulate_jobs
 
     target = xpusim.target("h100-sxm")
     shapes = ((1, 128, 128), (256, 4096, 16), (64, 1024, 1024), (8, 32, 2000), (2, 8, 3))
-    setups = [_setup(llama7b, target, dict(batch=b, prompt=p, gen=g)) for b, p, g in shapes]
+    jobs = [(target, dict(batch=b, prompt=p, gen=g)) for b, p, g in shapes]
+
+    (metrics,) = _simulate_jobs(llama7b, jobs)[2].metrics.values()
 
     def labels(subsets):
-        cands = _costed(llama7b, setups)
-        (metrics,) = cands.metrics.values()
+        found = {}
         for ks in subsets:
-            metrics.label_bottlenecks(np.array(ks))
-        return [metrics.costed(k).bottleneck for k in range(len(shapes))]
+            found.update(zip(ks, metrics.bottlenecks(np.array(ks)), strict=True))
+        return [found[k] for k in range(len(shapes))]
 
     every = labels([range(len(shapes))])
     assert len(set(every)) > 1  # the shapes are bound by different things
-    assert labels([]) == labels([[k] for k in range(len(shapes))]) == every
+    assert labels([[k] for k in range(len(shapes))]) == every
     assert labels([[3, 1], [0, 4, 2]]) == every
 
 

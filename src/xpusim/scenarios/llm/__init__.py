@@ -7,7 +7,8 @@ Read in this order; each module imports only those above it:
 - `engine.py`    per-op cost of those graphs on many configurations at once (batching)
 - `timeline.py`  phases, pipeline stages and steps: costs into TTFT, TPOT, energy
 - `plans.py`     the plans worth costing for each job, their memory, the plan search
-- `inference.py` `simulate` and `simulate_many`: options into jobs, results out
+- `inference.py` `simulate` and `simulate_many`: options into jobs, each costed group
+                 (engine, then timeline) into results
 
 `reference.py` states the same model as plain loops for one chip (the specification);
 tests/test_reference.py holds the engine equal to it on random configurations.

@@ -1,11 +1,8 @@
 """The engine: per-op time and energy of a rank's graphs for many configurations at once.
 
-Costing is array arithmetic with a leading configuration axis: every (request, system,
-plan) of one format and (tp, ep) is costed by one call, whether they are the plans of a
-search, the chips, what-if specs and chip counts of a sweep, or its batches, prompts and
-generation lengths. Each figure of a chip, placement or topology is worked out once per
-distinct object and spread by index; what is worked out is kept in the call's memo scope
-(xpusim/memo.py), never in the process.
+Every (request, system, plan) of one format and (tp, ep) is costed by one array call with a
+leading configuration axis: the plans of a search, or the chips, what-ifs and shapes of a
+sweep. A chip's, placement's or topology's figures are worked out once and spread by index.
 """
 
 from __future__ import annotations
@@ -29,12 +26,10 @@ from xpusim.scenarios.llm.graphs import ShapeGraphs
 
 
 def ordered_sum(values: np.ndarray, axis: int) -> np.ndarray:
-    """A sum whose order of additions depends only on the length of the axis, as a tree:
-    the axis is padded with zeros to a power of two and halved, first half plus second,
-    until one term is left. numpy's own sum groups terms differently with the shape of the
-    array around them (pairwise, unrolled); a configuration's result must not depend on
-    how many others were costed beside it. Zeros appended past the last term change
-    nothing: a pipeline of 3 stages padded to 16 sums exactly as it does alone."""
+    """A sum over `axis` as a tree (padded with zeros to a power of two, halved until one
+    term is left): numpy's own sum groups terms differently with the array's shape, and a
+    configuration's result must not depend on how many were costed beside it. Zeros past
+    the last term change nothing: 3 stages padded to 16 sum exactly as they do alone."""
     values = np.moveaxis(values, axis, 0)
     n = len(values)
     size = 1 << max(n - 1, 0).bit_length()
@@ -63,22 +58,14 @@ class PhaseCosts:
     varying: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     steps: OpCosts | None = None
     step_weights: np.ndarray = field(default_factory=lambda: np.ones((1, 1)))  # (K, steps)
-    _sums: dict[tuple[str, bool], np.ndarray] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
     def stage_sums(self, name: str, comm_only: bool = False) -> np.ndarray:
         """A cost (an OpCosts field) summed over each stage's op instances: (..., pp), with
-        the step axis where the phase has one. Kept: the timeline asks for some twice."""
-        if (name, comm_only) not in self._sums:
-            counts = self.comm_counts if comm_only else self.counts
-            self._sums[name, comm_only] = self._summed(name, counts)
-        return self._sums[name, comm_only]
+        the step axis where the phase has one."""
+        return self._summed(name, self.comm_counts if comm_only else self.counts)
 
     def totals(self, name: str, comm_only: bool = False) -> np.ndarray:
-        """A cost summed over every stage's op instances, without the stage axis: (K,
-        steps). Energy and link time are wanted only in total, and summing each op's count
-        over the stages first (integers: exact) spares the per-stage products."""
+        """A cost summed over every stage's op instances: (K, steps). The counts summed
+        over the stages first (integers: exact) spare the per-stage products."""
         counts = self.comm_counts if comm_only else self.counts
         return self._summed(name, counts.sum(axis=-1, keepdims=True))[..., 0]
 
@@ -132,22 +119,10 @@ def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
 
 def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
-    ops). A collective's time is a line in its bytes (cost/collectives.py) whose terms
-    depend on the topology and the collective only, so the lines are kept per topology and
-    the table's collectives and shared by every request; only the bytes are a request's."""
-    collectives, signature = table.collectives
-    return remembered(
-        "comm lines",
-        tuple(system.levels), (signature, len(table), plan.tp, plan.ep),
-        lambda: _comm_lines(collectives, len(table), system, plan),
-    )  # fmt: skip
-
-
-def _comm_lines(
-    collectives: tuple[tuple[int, Op], ...], n: int, system: System, plan: Plan
-) -> tuple[np.ndarray, np.ndarray]:
-    fixed_s, s_per_byte = np.zeros(n), np.zeros(n)
-    for i, op in collectives:
+    ops): a collective's time is a line in its bytes (cost/collectives.py) whose terms do
+    not depend on the request, so every request shares them."""
+    fixed_s, s_per_byte = np.zeros(len(table)), np.zeros(len(table))
+    for i, op in table.collectives[0]:
         line = _collective_line(op, system, plan)
         if line.algorithm != "none":
             fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
@@ -182,13 +157,8 @@ def cost_phases(
     phases: tuple[int, ...] = (0, 1),
 ) -> tuple[PhaseCosts, ...]:
     """(prefill, decode) costs of one rank under K configurations: the request at rows[k]
-    on system k with placement k (where its fullest chip keeps what) and a pipeline of
-    pp[k] stages, all with `plan`'s tp and ep; `phases` (0 prefill, 1 decode) only those
-    (a serving step cost tabulates prefill graphs alone).
-
-    The K configurations of a sweep share a few chips, placements and topologies: each
-    figure is worked out once per distinct object and spread to the configurations by index.
-    """
+    on system k with placement k and a pipeline of pp[k] stages, all with `plan`'s tp and
+    ep; `phases` (0 prefill, 1 decode) only those (serving costs prefill graphs alone)."""
     each_system, system_of = distinct(systems)
     chips, chip_of = distinct([s.chip for s in each_system])
     homes, home_of = distinct(placements)
@@ -226,8 +196,7 @@ def cost_phases(
 
 
 def _spread(costs: OpCosts, which: np.ndarray | slice) -> OpCosts:
-    """Per-configuration costs from those of the distinct configurations they index (a
-    slice of them all: the same costs)."""
+    """Per-configuration costs from those of the distinct configurations they index."""
     if isinstance(which, slice):
         return costs
     return OpCosts(*(getattr(costs, name)[which] for name in OpCosts.__dataclass_fields__))

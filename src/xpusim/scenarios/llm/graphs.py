@@ -1,11 +1,9 @@
 """The graphs one tensor/expert-parallel rank runs, built once for many requests.
 
-A rank's graphs (all pipeline stages) depend on the model, the formats and the plan's tp
-and ep only, never on the chip, and not on the request's shape either: their dimensions are
-arrays over the requests asked for together (shapes as arrays, ir/tensor.py), so one compact
-graph (one layer standing for the identical others) per phase counts every op's FLOPs and
-bytes for all of them. Pipeline stages are (distinct ops x stages) count matrices, so any
-depth costs a few array sums.
+A rank's graphs depend on the model, the formats and the plan's tp and ep only, not on the
+chip nor the request's shape: their dimensions are arrays over the requests asked for
+together (ir/tensor.py), so one compact graph per phase counts every op for all of them.
+Pipeline stages are (distinct ops x stages) count matrices: any depth is a few array sums.
 """
 
 from __future__ import annotations
@@ -30,13 +28,10 @@ from xpusim.workloads.transformer_config import TransformerConfig
 
 @dataclass(frozen=True)
 class PhaseValues:
-    """A phase's op counts for R requests at the steps each is costed at, split into the
-    ops that do the same at every step and those that do not (attention over a growing KV
-    cache): only the latter are costed per step, which keeps long generations cheap.
-
-    Counts are affine in the KV length, so the counts of a request's first and last costed
-    step (`ends`) give every step between them exactly. Kept per request, not per
-    configuration: a sweep's configurations index into them."""
+    """A phase's op counts for R requests at the steps each is costed at. Only the ops that
+    vary by step (attention over a growing KV cache) are costed per step, which keeps long
+    generations cheap; counts are affine in the KV length, so a request's first and last
+    step (`ends`) give every step between them exactly."""
 
     ends: OpTable  # counts on leading (request, end) axes: (R, 2, ...), or (R, 1, ...)
     fraction: np.ndarray  # (R, steps) where each costed step lies from the first end to the last
@@ -44,8 +39,8 @@ class PhaseValues:
 
     @cached_property
     def varying(self) -> np.ndarray:
-        """Positions of the ops whose counts differ between a request's ends: those that
-        grow with the KV cache, whatever the requests beside (their ends always differ)."""
+        """Positions of the ops whose counts differ between a request's ends (the ends of
+        every request differ, so this does not depend on the requests beside)."""
         t, n = self.ends, len(self.ends)
         moves = [(a[:, 1:] != a[:, :1]).reshape(-1, n).any(axis=0)
                  for a in (t.matrix_flops, t.vector_flops, t.role_bytes)]  # fmt: skip
@@ -89,13 +84,9 @@ class PhaseValues:
 
 @dataclass(frozen=True)
 class ShapeGraphs:
-    """The compact graphs one rank runs for many requests of one format, tp and ep.
-
-    Their dimensions are arrays over the requests (ir/tensor.py), (R, 1), or (R, 2) for the
-    KV cache: one prefill graph for every request's prompt, one decode graph for every
-    request's first and last decode step (the steps between are interpolated: PhaseValues).
-    A sweep over batch, prompt and generation lengths thus builds and tabulates two graphs
-    per format and (tp, ep), not two per shape. They never depend on the chip."""
+    """The compact graphs one rank runs for many requests of one format, tp and ep: one
+    prefill graph over every request's prompt, one decode graph over every request's first
+    and last decode step (dimensions (R, 1), or (R, 2) for the KV cache)."""
 
     requests: tuple[Request, ...]
     prefill: Graph  # dimensions (R, 1)
@@ -151,34 +142,30 @@ class ShapeGraphs:
         return found[0], found[1]
 
     def depth_counts(self, phase: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """stage_counts for each configuration's depth: (K, 1, ops, deepest), the stages a
-        shallower pipeline lacks running nothing (so sums and maxima over stages hold)."""
+        """Instances of each distinct op each stage runs, of all ops and of collectives, for
+        each configuration's depth: (K, 1, ops, deepest), the stages a shallower pipeline
+        lacks running nothing (so sums and maxima over stages hold)."""
+        graph, table = (self.prefill, self.decode)[phase], self.tables[phase]
+        # what the counts depend on, the same for other requests' graphs: kept by it
+        layout = (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE)
+                        for op in graph.ops), table.index.tobytes())  # fmt: skip
+
+        def counts(d: int) -> tuple[np.ndarray, np.ndarray]:
+            per_op = op_stage_counts(graph, self.num_layers, d)
+            comm = distinct_stage_counts(table, per_op, np.array([c for *_, c in layout[0]],
+                                                                 dtype=float))  # fmt: skip
+            return distinct_stage_counts(table, per_op), comm
+
         depths, which = np.unique(pp, return_inverse=True)
-        deepest = int(depths[-1])
+        by_depth = [remembered("stage counts", (), (layout, self.num_layers, int(d)),
+                               lambda d=int(d): counts(d)) for d in depths]  # fmt: skip
         found = []
         for part in (0, 1):
-            padded = np.zeros((len(depths), len(self.tables[phase]), deepest))
+            padded = np.zeros((len(depths), len(table), int(depths[-1])))
             for i, d in enumerate(depths):
-                padded[i, :, :d] = self.stage_counts(phase, int(d))[part]
+                padded[i, :, :d] = by_depth[i][part]
             found.append(padded[which][:, None])
         return found[0], found[1]
-
-    def stage_counts(self, phase: int, pp: int) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct ops, pp) instances each stage runs, of all ops and of collectives, for
-        the prefill (phase 0) or decode (1)."""
-        graph = (self.prefill, self.decode)[phase]
-        return _stage_counts(self.layouts[phase], graph, self.tables[phase], self.num_layers, pp)
-
-    @cached_property
-    def layouts(self) -> tuple[tuple, tuple]:
-        """What stage counts depend on, per phase: each op's layer, copies, whether it is a
-        collective, and its distinct-op row. Other requests of one model, plan and format
-        have the same, so the counts are shared between them."""
-        return tuple(  # type: ignore[return-value]
-            (tuple((op.layer, graph.copies(op), op.kind is OpKind.COLLECTIVE) for op in graph.ops),
-             table.index.tobytes())
-            for graph, table in zip((self.prefill, self.decode), self.tables, strict=True)
-        )  # fmt: skip
 
 
 def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
@@ -196,25 +183,11 @@ def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
     )
 
 
-def _stage_counts(
-    layout: tuple, graph: Graph, table: OpTable, num_layers: int, pp: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Kept by layout (not by graph: the graphs of other requests share it)."""
-
-    def make() -> tuple[np.ndarray, np.ndarray]:
-        per_op = op_stage_counts(graph, num_layers, pp)
-        is_comm = np.array([op.kind is OpKind.COLLECTIVE for op in graph.ops], dtype=float)
-        return distinct_stage_counts(table, per_op), distinct_stage_counts(table, per_op, is_comm)
-
-    return remembered("stage counts", (), (layout, num_layers, pp), make)
-
-
 def shape_graphs(
     cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
 ) -> ShapeGraphs:
-    """ShapeGraphs of requests that share their formats, in the order first asked for: a
-    sweep's chunk costs its configurations in that order, so that their rows are the
-    graphs' own and no table is copied row by row (cost_phases)."""
+    """ShapeGraphs of requests that share their formats, in the order first asked for (a
+    sweep's chunk costs them in that order: no table is copied row by row)."""
     return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
 
 

@@ -1,11 +1,8 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
-`simulate` runs one configuration, `simulate_many` many at once: each job's options are
-resolved into a system, a request and the plans to consider (`_setup`), every plan of every
-job becomes a column of `scenarios/llm/plans.py`'s Candidates, those worth it are costed as
-arrays (`scenarios/llm/timeline.py`, which says what a request's timeline is), and the
-jobs' chosen plans become their results as columns (`_table`): a result object is made
-only for a job a caller takes, and a sweep's rows are made from the columns.
+Each job's options become a system, a request and the plans to consider (`_setup`); every
+plan of every job is costed together (`_simulate_jobs`), and the chosen plans' figures
+become the results as columns (`_table`), so that a sweep's rows need no object a point.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import inspect
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,10 +41,11 @@ from xpusim.scenarios.formats import (
     resolve_formats,
     resolve_kv_format,
 )
-from xpusim.scenarios.llm.engine import collective_algorithms
+from xpusim.scenarios.llm.engine import collective_algorithms, cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
+from xpusim.scenarios.llm.timeline import timeline
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -169,13 +166,7 @@ def simulate(
     `acceptance_lengths`, "p0,...,pK": the share of steps accepting k of K draft tokens);
     `speculative="mtp"` drafts with the model's own multi-token-prediction module.
     """
-    options = dict(batch=batch, prompt=prompt, gen=gen, precision=precision,
-                   weight_precision=weight_precision, attention_precision=attention_precision,
-                   kv_precision=kv_precision,
-                   chips=chips, tp=tp, pp=pp, dp=dp, ep=ep,
-                   microbatches=microbatches, objective=objective, overlap=overlap,
-                   beams=beams, n=n, speculative=speculative, draft_tokens=draft_tokens,
-                   acceptance=acceptance, acceptance_lengths=acceptance_lengths)  # fmt: skip
+    options = {name: value for name, value in locals().items() if name in _DEFAULTS}
     with scope():
         results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
         result = results[0]
@@ -189,17 +180,9 @@ def simulate(
 def simulate_many(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> Results:
-    """Many simulations of one model, each a target and `simulate`'s options, costed together.
-
-    Every plan of every job that shares formats, tp and ep is costed by one array
-    computation over one graph whose dimensions span all their request shapes
-    (scenarios/llm/graphs.py), which is what makes a sweep of thousands of points and a plan
-    search over hundreds of plans fast; the plans are columns (Candidates), not objects,
-    and so are the results (`_table`): a result object is made for a job only when it is
-    indexed. A job whose options its target cannot take gets the UserError in its place.
-    Results leave out their per-op reports and collectives (a sweep's rows do not hold
-    them; `simulate` adds them).
-    """
+    """Many simulations of one model, each a target and `simulate`'s options, costed together
+    (what makes a sweep fast). A job whose options its target cannot take gets the UserError
+    in its place; results leave out the per-op reports and collectives `simulate` adds."""
     return _simulate_jobs(model, jobs)[0]
 
 
@@ -207,7 +190,12 @@ def _simulate_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
 ) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
     """The jobs' results, with what `simulate` adds the detail from: their setups, the
-    candidates of those that could be set up and each one's chosen candidate."""
+    candidates of those that could be set up and each one's chosen candidate.
+
+    Every plan of these jobs is costed with one graph per format and (tp, ep) over every
+    request that needs it (shapes as arrays): the engine costs each group's ops, the
+    timeline makes them TTFT, TPOT and energy. Written out here, not behind helpers, so
+    that `run` reaches the cost formula in few frames (tests/test_call_depth.py)."""
     setups: list[Setup | UserError] = []
     for target, options in jobs:
         try:
@@ -217,25 +205,26 @@ def _simulate_jobs(
     ready = [s for s in setups if isinstance(s, Setup)]
     if not ready:
         return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
-    cands = _costed(model, ready)
-    best, runner_up = cands.choose()
-    rows = iter(range(len(ready)))
-    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
-    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
-
-
-def _costed(model: TransformerConfig, setups: list[Setup]) -> Candidates:
-    """Every plan of these jobs, costed: one graph per format and (tp, ep) over every
-    request that needs it (shapes as arrays)."""
     requests: dict[tuple, dict[Request, None]] = {}
-    for setup in setups:
+    for setup in ready:
         for plan in setup.plans:
             requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
               for key, reqs in requests.items()}  # fmt: skip
-    cands = Candidates.of(model, setups, graphs)
-    cands.cost(model)
-    return cands
+    cands = Candidates.of(model, ready, graphs)
+    worth = np.flatnonzero(cands.worth)
+    for code, key in enumerate(cands.group_keys):
+        members = worth[cands.group_of[worth] == code].tolist()
+        if members:
+            batch = cands.batch(members)
+            pp = np.array([p.pp for p in batch.plans])
+            phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
+                                 batch.plans[0], pp)  # fmt: skip
+            cands.add(code, members, timeline(model, batch, phases))
+    best, runner_up = cands.choose()
+    rows = iter(range(len(ready)))
+    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
+    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
 
 
 def chosen_plan(
@@ -243,16 +232,16 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    setup = _setup(model, target, options)
-    cands = _costed(model, [setup])
-    best, _ = cands.choose()
+    _, (setup,), cands, best = _simulate_jobs(model, [(target, options)])
+    if isinstance(setup, UserError):
+        raise setup
     return setup, cands.candidate(int(best[0]))
 
 
+# Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
+# tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63 (int64 dimensions)
 MAX_TOKENS = 2**40
-"""Tokens one request batch may hold (batch x (prompt + gen)): graph dimensions are int64
-arrays over the requests (graphs.ShapeGraphs), and a token count times the widest
-tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63."""
+
 
 def keyword_defaults(function: Any) -> dict[str, Any]:
     """A scenario function's keyword-only options and their defaults: what a job that
@@ -266,8 +255,7 @@ _COUNTS = ("batch", "prompt", "gen", "chips", "tp", "pp", "dp", "ep", "microbatc
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
-    """A job's options (simulate's keywords; those not given take simulate's defaults)
-    resolved into a system, a request and the plans to consider."""
+    """A job's options (simulate's keywords) resolved into a system, a request and plans."""
     given = {**_DEFAULTS, **options}
     batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()
@@ -275,16 +263,21 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    job = _resolve(cfg, target, given)
+    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))  # all but the request's shape
+    try:  # the same for every shape of a sweep: resolved once (a draft object: each time)
+        hash(rest)
+        job = remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
+    except TypeError:
+        job = _resolve(cfg, target, given)
     notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how = job.decoding
-    req = Request(batch, prompt, gen, job.act, job.weight, job.attention, job.kv, how.width,
-                  how.returned, how.step_tokens, how.advance)  # fmt: skip
-    setup = Setup(job.system, req, notes, job.plans, given["microbatches"], given["overlap"],
+    how, r = job.decoding, job.req  # the request without its shape
+    req = Request(batch, prompt, gen, r.act, r.weight, r.attention, r.kv, r.width, r.returned,
+                  r.step_tokens, r.advance)  # fmt: skip
+    setup = Setup(job.system, req, notes, job.plans, job.microbatches, job.overlap,
                   job.objective, started_s, job.one_copy, how)  # fmt: skip
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
@@ -293,41 +286,12 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     return setup
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    """What a job's options resolve to apart from its request's shape: the same for every
-    batch, prompt and generation length of a sweep, so worked out once for them."""
-
-    system: System
-    act: DType
-    weight: Format
-    attention: DType | None
-    kv: DType | None
-    notes: tuple[str, ...]
-    decoding: Decoding
-    plans: list[Plan]
-    objective: str | None  # None when the plan was given
-    one_copy: tuple[float, ...]  # Setup.one_copy
-
-
 _SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
 
 
-def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> _Resolved:
-    """The job's system, formats, decoding and plans, kept per model and target object
-    and the options other than the shape (an option that cannot be hashed, a draft model
-    given as an object, is resolved every time)."""
-    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
-    try:
-        hash(rest)
-    except TypeError:
-        return _resolve_now(cfg, target, given)
-    return remembered("resolved", (cfg, target), rest, lambda: _resolve_now(cfg, target, given))
-
-
-def _resolve_now(
-    cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]
-) -> _Resolved:  # fmt: skip
+def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> Setup:
+    """What a job's options resolve to apart from its request's shape (batch, prompt and
+    gen 0): the same for every shape of a sweep."""
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
     system = system_for(target, chips)
@@ -359,8 +323,10 @@ def _resolve_now(
     one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
                 cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size),
                 cfg.window_cache_bytes_per_token(kv_size), cfg.cache_window)
-    return _Resolved(system, act, weight, attention, kv, tuple(notes), how, plans,
-                     objective if searched else None, one_copy)  # fmt: skip
+    req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
+                  how.advance)  # fmt: skip
+    return Setup(system, req, notes, plans, given["microbatches"], given["overlap"],
+                 objective if searched else None, 0.0, one_copy, how)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -418,9 +384,9 @@ def _table(
     that differ from job to job as arrays, those the jobs share (a chip's name, a plan's
     degrees) as one object each, so that a sweep's rows cost no object a point."""
     n, chosen = len(setups), best.tolist()
-    reqs = list(map(_REQ, setups))
+    reqs = [s.req for s in setups]
     # the jobs share a few systems and plans: their figures once each, spread by position
-    systems, system_of = distinct(list(map(_SYSTEM, setups)))
+    systems, system_of = distinct([s.system for s in setups])
     each_system = system_of.tolist()
     chips = [system.chip for system in systems]
     plans, plan_of = distinct([cands.plans[c] for c in chosen])
@@ -441,7 +407,9 @@ def _table(
     f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
                                                       "energy_j", "comm_s", "trip_s")}
     tokens = cands.tokens[best]
-    flops = _flops_columns(cands, best)
+    graph_rows = list(zip(cands.group_of[best].tolist(), cands.rows[best].tolist(), strict=True))
+    flops = [np.array([float(cands.graphs[cands.group_keys[g]].flops[phase][r])  # a rank's
+                       for g, r in graph_rows]) for phase in (0, 1)]  # prefill, decode step
     fit_list = fits.tolist()
     columns: dict[str, Any] = {
         "model": [cfg.name] * n,
@@ -456,8 +424,8 @@ def _table(
         "batch": batch.tolist(),
         "prompt": [r.prompt for r in reqs],
         "gen": [r.gen for r in reqs],
-        "precision": _shared([r.act for r in reqs], _VALUE),
-        "weight_precision": _shared([r.weight for r in reqs], _VALUE),
+        "precision": [r.act.value for r in reqs],
+        "weight_precision": [r.weight.value for r in reqs],
         "mode": ["inference"] * n,
         "fits": fit_list,
         "reason": [""] * n if all(fit_list) else [
@@ -468,7 +436,9 @@ def _table(
                       zip(single_copy.tolist(), capacity.tolist(), strict=True)],
         "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
         "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
-        "placement": _placement_column(cands.placements(chosen), chips, system_of),
+        "placement": _shared(list(zip(cands.placements(chosen), [chips[k] for k in each_system],
+                                      strict=True)), _placement_names,
+                             key=lambda placed: (id(placed[0]), id(placed[1]))),
         "ttft_s": f["ttft_s"].tolist(),
         "tpot_s": f["tpot_s"].tolist(),
         "latency_s": f["latency_s"].tolist(),
@@ -483,7 +453,7 @@ def _table(
         "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
         "prefill_flops": (flops[0] * tp * ep).tolist(),
         "decode_flops_per_step": (flops[1] * tp * ep).tolist(),
-        "decoding": _shared(list(map(_DECODING, setups)), lambda how: how.summary()),
+        "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
         "plan_search": [None if s.objective is None else _search(s, cands, c, r)
                         for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
         "cost": [None] * n,
@@ -505,20 +475,6 @@ def _spread(values: list[Any], where: list[int]) -> list[Any]:
     return list(map(values.__getitem__, where))
 
 
-def _placement_column(placements: list[Placement], chips: list[Chip],
-                      system_of: np.ndarray) -> list[dict[str, str]]:  # fmt: skip
-    """Each job's placement by its memory levels' names, made once per distinct placement
-    and chip (the job's system's, chips[system_of])."""
-    homes, home_of = distinct(placements)
-    pairs, pair_of = np.unique(home_of * len(chips) + system_of, return_inverse=True)
-    return _spread([_placement_names((homes[p // len(chips)], chips[p % len(chips)]))
-                    for p in pairs.tolist()], pair_of.reshape(-1).tolist())  # fmt: skip
-
-
-_VALUE = attrgetter("value")  # a format's name
-_REQ, _SYSTEM, _DECODING = attrgetter("req"), attrgetter("system"), attrgetter("decoding")
-
-
 def _system_memory(
     setups: list[Setup], cands: Candidates, best: np.ndarray, replicas: np.ndarray,
     tp: np.ndarray, dp: np.ndarray,
@@ -526,17 +482,12 @@ def _system_memory(
     """The whole system's weights and KV cache under each job's chosen plan: one chip of
     each stage times the replicas of a stage's chips (tp x ep x dp), and a speculative
     job's draft model on each of its tp x dp chips."""
-    weights, kv = np.empty(len(best)), np.empty(len(best))
-    layer_kv = cands.layer_kv_bytes(best)
     codes = cands.memory_of[best]
-    for code in sorted(set(codes.tolist())):
-        at = np.flatnonzero(codes == code)
-        memory = cands.memories[code]
-        every_layer = layer_kv[at] * memory.layers[0]
-        for count in memory.layers[1:]:  # in order, as sum() adds them
-            every_layer = every_layer + layer_kv[at] * count
-        weights[at] = memory.total_weights * replicas[at]
-        kv[at] = every_layer * replicas[at]
+    weights = np.array([m.total_weights for m in cands.memories])[codes] * replicas
+    layer_kv, every_layer = cands.layer_kv_bytes(best), 0.0
+    for count in cands.by_stage[1][codes].T:  # in order, as sum() adds them
+        every_layer = every_layer + layer_kv * count
+    kv = every_layer * replicas
     drafts = [s.draft(cands.plans[c]) for s, c in zip(setups, best.tolist(), strict=True)]
     if any(d is not None for d in drafts):
         weight, cache = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])
@@ -554,19 +505,6 @@ def _memory_bytes(split: tuple[np.ndarray, np.ndarray, np.ndarray],
         "weights": weights.tolist(), "kv_cache": kv.tolist(),
         "activations": activations.tolist(),
         "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
-
-
-def _flops_columns(cands: Candidates, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A chosen plan's rank's FLOPs in its prefill and in one decode step."""
-    prefill, decode = np.empty(len(best)), np.empty(len(best))
-    groups = cands.group_of[best]
-    for code in sorted(set(groups.tolist())):
-        at = np.flatnonzero(groups == code)
-        graphs = cands.graphs[cands.group_keys[code]]
-        rows = cands.rows[best[at]]
-        prefill[at] = np.asarray(graphs.flops[0], dtype=float)[rows]
-        decode[at] = np.asarray(graphs.flops[1], dtype=float)[rows]
-    return prefill, decode
 
 
 def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:
@@ -590,23 +528,25 @@ def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[
 def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
                 result: LLMInferenceResult) -> None:  # fmt: skip
     """A result's per-op reports and its decode step's collectives (`simulate`'s)."""
-    req, plan, got, graphs, row = setup.req, cand.plan, cand.metrics, cand.graphs, cand.row
-    (prefill, decode), k = got.phases, got.k
+    req, plan, graphs, row, k = setup.req, cand.plan, cand.graphs, cand.row, cand.k
+    prefill, decode = cand.metrics.phases
+    ttft_s, trip_s, send_prefill_s, send_decode_s = (float(getattr(cand.metrics, name)[k])
+        for name in ("ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
     act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     result.ops = [
-        *op_reports("prefill", pre, prefill.config(k), got.ttft_s),
-        *_sends("prefill", plan.hops, got.send_prefill_s, got.ttft_s, act_bytes * req.prompt),
-        *op_reports("decode", dec, decode.config(k), got.trip_s, graphs.step_weights[row]),
-        *_sends("decode", plan.hops, got.send_decode_s, got.trip_s, act_bytes),
+        *op_reports("prefill", pre, prefill.config(k), ttft_s),
+        *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * req.prompt),
+        *op_reports("decode", dec, decode.config(k), trip_s, graphs.step_weights[row]),
+        *_sends("decode", plan.hops, send_decode_s, trip_s, act_bytes),
     ]
     result.collectives = collective_algorithms(decode.table, setup.system, plan,
                                                graphs.collective_bytes[1][row])  # fmt: skip
     if plan.chain > 1:  # a stream machine's pipeline: its per-chip time and hops
         from xpusim.cost.stream_machine import pipeline_note
 
-        result.notes = [*result.notes, pipeline_note(setup.system, plan, cand.fullest.weights,
-                                                     got.send_decode_s)]  # fmt: skip
+        result.notes = [*result.notes, pipeline_note(setup.system, plan, max(cand.memory.weights),
+                                                     send_decode_s)]  # fmt: skip
 
 
 def _placement_names(placed: tuple[Placement, Chip]) -> dict[str, str]:

@@ -1,17 +1,12 @@
-"""The plans of many LLM inference jobs as columns: their memory, which are worth costing,
-their costed timelines (scenarios/llm/timeline.py) and each job's choice among them.
-
-A plan search over hundreds of plans and a sweep of thousands of points each ask for
-hundreds of thousands of (job, plan) pairs; they are rows of arrays here, and the
-results are made from the chosen plans' columns (inference._table); a chosen plan
-becomes an object (Candidate) only for what one job reports of its ops or serves.
+"""The plans of many LLM inference jobs as columns (a sweep of plan searches has hundreds
+of thousands): their memory, which are worth costing, their costed timelines and each
+job's choice among them; the plan search's candidates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from operator import attrgetter
 
 import numpy as np
 
@@ -23,7 +18,7 @@ from xpusim.memo import distinct, remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 from xpusim.scenarios.llm.request import Request
-from xpusim.scenarios.llm.timeline import CostBatch, Costed, Metrics, cost
+from xpusim.scenarios.llm.timeline import CostBatch, Metrics
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -52,11 +47,8 @@ class Setup:
 
 @dataclass
 class Candidates:
-    """Every plan of every job of one simulate_many call, as columns (one entry per job and
-    plan): their memory, which are worth costing, their costed timelines and the choice
-    among each job's, without an object per plan (a sweep has hundreds of thousands).
-
-    Only plans that fit are worth costing; when none of a job's does, the one closest to
+    """Every plan of every job of one call, as columns (one entry per job and plan). Only
+    plans that fit are worth costing; when none of a job's does, the one closest to
     fitting is, and it is the answer (with `fits` false)."""
 
     setups: list[Setup]
@@ -73,10 +65,10 @@ class Candidates:
     fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
     fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
     fits: np.ndarray  # (C,) bool
-    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) _request_terms
+    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) batch, cached tokens, width
     capacity: np.ndarray  # (jobs,) bytes each job's chip holds
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
-    # Set by cost() for the plans worth costing (nan elsewhere):
+    # Set by add() for the plans worth costing (nan elsewhere):
     figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
     metrics: dict[int, Metrics] = field(init=False)  # by graph group
     k: np.ndarray = field(init=False)  # (C,) each costed plan's position in its group's
@@ -84,45 +76,33 @@ class Candidates:
     @classmethod
     def of(cls, cfg: TransformerConfig, setups: list[Setup],
            graphs: dict[tuple, ShapeGraphs]) -> Candidates:  # fmt: skip
-        """The columns, made a layout at a time: the jobs that share their plan list,
-        formats and microbatches (a sweep's share a few) have the same plans' columns, and
-        only their requests' rows differ."""
-        group_keys: dict[tuple, int] = {}
-        memories: dict[tuple, int] = {}  # by plan and formats, their positions
+        """The columns, in job order and each job's plans in their order."""
+        group_keys: dict[tuple, int] = {}  # graph groups' positions
+        memories: dict[tuple, int] = {}  # by plan and graph group, their positions
         memory_list: list[StageMemory] = []
-        layouts: dict[tuple, list[int]] = {}  # by plan list, formats and microbatches: jobs
+        columns: tuple[list, ...] = ([], [], [], [], [], [])
+        job_l, plans, group_l, memory_l, rows_l, ms_l = columns
         for j, setup in enumerate(setups):
-            key = (id(setup.plans), setup.req.formats, setup.microbatches)
-            layouts.setdefault(key, []).append(j)
-        parts = []  # per layout: (jobs x plans) columns, row-major
-        for jobs in layouts.values():
-            setup = setups[jobs[0]]
-            req, plan_list = setup.req, setup.plans
-            keys = [(req.formats, p.tp, p.ep) for p in plan_list]
-            for p, k in zip(plan_list, keys, strict=True):
-                if (p, k) not in memories:
-                    memories[p, k] = len(memory_list)
+            req = setup.req
+            for p in setup.plans:
+                key = (req.formats, p.tp, p.ep)
+                if (p, key) not in memories:
+                    memories[p, key] = len(memory_list)
                     memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
-            reqs = [setups[j].req for j in jobs]
-            every = (len(jobs), len(plan_list))
-            parts.append((
-                np.repeat(jobs, len(plan_list)), plan_list * len(jobs),
-                np.broadcast_to([group_keys.setdefault(k, len(group_keys)) for k in keys],
-                                every).ravel(),
-                np.broadcast_to([memories[p, k] for p, k in zip(plan_list, keys, strict=True)],
-                                every).ravel(),
-                np.stack([np.array(list(map(graphs[k].row.__getitem__, reqs))) for k in keys],
-                         axis=1).ravel(),
-                np.broadcast_to([setup.microbatches or p.pp for p in plan_list], every).ravel(),
-            ))  # fmt: skip
-        job_a, plans, group_a, memory_a, rows_a, ms_a = parts[0]
-        if len(parts) > 1:  # in job order (each job's plans in their order)
-            order = np.argsort(np.concatenate([part[0] for part in parts]), kind="stable")
-            job_a, group_a, memory_a, rows_a, ms_a = (
-                np.concatenate([part[i] for part in parts])[order] for i in (0, 2, 3, 4, 5))
-            every_plan = [plan for part in parts for plan in part[1]]
-            plans = list(map(every_plan.__getitem__, order.tolist()))
-        terms, capacity = _request_terms(setups), _capacities(setups)
+                job_l.append(j)
+                plans.append(p)
+                group_l.append(group_keys.setdefault(key, len(group_keys)))
+                memory_l.append(memories[p, key])
+                rows_l.append(graphs[key].row[req])
+                ms_l.append(setup.microbatches or p.pp)
+        job_a, group_a, memory_a, rows_a, ms_a = map(np.array, (job_l, group_l, memory_l,
+                                                                rows_l, ms_l))  # fmt: skip
+        reqs = [s.req for s in setups]
+        terms = tuple(np.array([getattr(r, name) for r in reqs], dtype=np.int64)
+                      for name in ("batch", "cached_tokens", "width"))
+        systems, which = distinct([s.system for s in setups])
+        capacity = np.array([system.chip.capacity_bytes for system in systems],
+                            dtype=float)[which]  # fmt: skip
         batch, cached, width = terms
         # as floats: the in-flight counts are multiplied by bytes
         tokens_a = batch[job_a].astype(float) * ms_a * cached[job_a]  # in flight, per microbatch
@@ -146,12 +126,14 @@ class Candidates:
             fullest_stage[at] = totals.argmax(axis=1)
             fullest_bytes[at] = totals.max(axis=1) + activations[at]
         if any(s.drafts for s in setups):  # a draft model's weights and cache on every chip
-            fullest_bytes += [_draft_bytes(setups[j], p)
-                              for j, p in zip(job_a.tolist(), plans, strict=True)]
+            drafts = [setups[j].draft(p) for j, p in zip(job_a.tolist(), plans, strict=True)]
+            fullest_bytes += [d.weight_bytes + d.kv_bytes if d else 0.0 for d in drafts]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
                     fullest_bytes <= capacity[job_a], terms, capacity)  # fmt: skip
         cands.worth = cands.fits | cands._closest_where_none_fits()
+        cands.figures = {name: np.full(len(job_a), np.nan) for name in Metrics.FIGURES}
+        cands.metrics, cands.k = {}, np.full(len(job_a), -1)
         return cands
 
     @cached_property
@@ -168,14 +150,10 @@ class Candidates:
         closest[first[~any_fit[self.job[first]]]] = True
         return closest
 
-    def footprint(self, c: int) -> Footprint:
-        """What plan c's fullest chip holds."""
-        return Footprint(*(float(a[0]) for a in self.footprints(np.array([c]))))
-
     def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
         activations, as arrays), a speculative job's draft model included."""
-        by_stage_weights, by_stage_layers = self._by_stage
+        by_stage_weights, by_stage_layers = self.by_stage
         at = (self.memory_of[cs], self.fullest_stage[cs])
         weights, kv = by_stage_weights[at], self.layer_kv_bytes(cs) * by_stage_layers[at]
         if any(s.drafts for s in self.setups):
@@ -186,7 +164,7 @@ class Candidates:
         return weights, kv, self.activations[cs]
 
     @cached_property
-    def _by_stage(self) -> tuple[np.ndarray, np.ndarray]:
+    def by_stage(self) -> tuple[np.ndarray, np.ndarray]:
         """Each StageMemory's weights and layers by stage (0 past its last stage): a plan's
         fullest chip's is one lookup, not a Python loop over the plans (footprints)."""
         shape = (len(self.memories), max(len(m.layers) for m in self.memories))
@@ -200,24 +178,15 @@ class Candidates:
         """One layer's KV cache on one chip of each of these plans: a microbatch's
         sequences times the microbatches, times each one's cached tokens' cache and its
         state (a state-space model's)."""
-        (batch, cached, width), (per_token, per_sequence, windowed, window) = self._cache_terms
+        batch, cached, width = self.terms
+        per_token, per_sequence, windowed, window = np.array(
+            [(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer,
+              m.window_bytes_per_token_layer, m.window) for m in self.memories],
+            dtype=float).T  # fmt: skip
         jobs, codes = self.job[cs], self.memory_of[cs]
         return batch[jobs] * self.microbatches[cs] * (
             cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes]
             + np.minimum(cached[jobs], width[jobs] * window[codes]) * windowed[codes])
-
-    @cached_property
-    def _cache_terms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per job its batch, cached tokens and width; per StageMemory its cache per token
-        and layer and state per sequence and layer (layer_kv_bytes's)."""
-        return (np.array(self.terms),
-                np.array([(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer,
-                           m.window_bytes_per_token_layer, m.window)
-                          for m in self.memories], dtype=float).T)  # fmt: skip
-
-    def placement(self, c: int) -> Placement:
-        """Where plan c's fullest chip keeps what."""
-        return self.placements([c])[0]
 
     def placements(self, cs: list[int]) -> list[Placement]:
         """Where each of these plans' fullest chip keeps what (its footprint worked out
@@ -242,28 +211,23 @@ class Candidates:
         chips, which = distinct([setup.system.chip for setup in self.setups])
         _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
         first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
+        fullest = [Footprint(*map(float, split))
+                   for split in zip(*self.footprints(first), strict=True)]
         by_chip = [None if footprint_matters(chip) else remembered(
-            "placement", (chip,), None, lambda chip=chip, c=c: place(chip, self.footprint(c)))
-            for chip, c in zip(chips, first.tolist(), strict=True)]  # fmt: skip
+            "placement", (chip,), None, lambda chip=chip, fp=fp: place(chip, fp))
+            for chip, fp in zip(chips, fullest, strict=True)]  # fmt: skip
         return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
 
-    def cost(self, cfg: TransformerConfig) -> None:
-        """Costs the plans worth it, one array computation per graph group."""
-        n = len(self.job)
-        self.figures = {name: np.full(n, np.nan) for name in Metrics.FIGURES}
-        self.metrics, self.k = {}, np.full(n, -1)
-        worth = np.flatnonzero(self.worth)
-        for code, key in enumerate(self.group_keys):
-            members = worth[self.group_of[worth] == code].tolist()
-            if not members:
-                continue
-            metrics = self.metrics[code] = cost(cfg, self.graphs[key], self._batch(members))
-            at = np.array(members)
-            for name in self.figures:
-                self.figures[name][at] = getattr(metrics, name)
-            self.k[at] = np.arange(len(at))
+    def add(self, code: int, members: list[int], metrics: Metrics) -> None:
+        """The costed timelines of plans `members`, of graph group `code`."""
+        self.metrics[code] = metrics
+        at = np.array(members)
+        for name in self.figures:
+            self.figures[name][at] = getattr(metrics, name)
+        self.k[at] = np.arange(len(at))
 
-    def _batch(self, members: list[int]) -> CostBatch:
+    def batch(self, members: list[int]) -> CostBatch:
+        """What the timeline needs of plans `members` (one graph group), as columns."""
         setups = [self.setups[j] for j in self.job[members].tolist()]
         return CostBatch(
             systems=[s.system for s in setups],
@@ -312,7 +276,7 @@ class Candidates:
 
     def bottlenecks(self, cs: np.ndarray) -> list[str]:
         """These costed plans' bottlenecks, as results name them, worked out one array pass
-        per graph group (Metrics.label_bottlenecks): only for the plans a search keeps."""
+        per graph group (Metrics.bottlenecks): only for the plans a search keeps."""
         found: list[str] = [""] * len(cs)
         groups = self.group_of[cs]
         for code in sorted(set(groups.tolist())):
@@ -326,33 +290,11 @@ class Candidates:
 
     def candidate(self, c: int) -> Candidate:
         """Plan c as one object, for its result."""
-        setup = self.setups[self.job[c]]
-        metrics, k = self.metrics[int(self.group_of[c])], int(self.k[c])
-        return Candidate(setup.system, self.plans[c], setup.req, int(self.microbatches[c]),
-                         self.graphs[self.group_keys[self.group_of[c]]], int(self.rows[c]),
-                         self.memories[self.memory_of[c]],
-                         self.footprint(c), bool(self.fits[c]), self.placement(c),
-                         metrics.costed(k))  # fmt: skip
-
-
-def _request_terms(setups: list[Setup]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(jobs,) int64 batch, cached tokens and width of each job's request: an array an
-    attribute (numpy reads a list of tuples a row at a time, 1.4 us a job)."""
-    reqs = [s.req for s in setups]
-    return tuple(np.array(list(map(attrgetter(name), reqs)), dtype=np.int64)  # type: ignore[return-value]
-                 for name in ("batch", "cached_tokens", "width"))  # fmt: skip
-
-
-def _capacities(setups: list[Setup]) -> np.ndarray:
-    """(jobs,) bytes the chip of each job's system holds, worked out once a system."""
-    systems, which = distinct([s.system for s in setups])
-    return np.array([system.chip.capacity_bytes for system in systems], dtype=float)[which]
-
-
-def _draft_bytes(setup: Setup, plan: Plan) -> float:
-    """What a speculative job's draft keeps on each chip of the plan (0 without one)."""
-    draft = setup.draft(plan)
-    return 0.0 if draft is None else draft.weight_bytes + draft.kv_bytes
+        code = int(self.group_of[c])
+        return Candidate(self.setups[self.job[c]].system, self.plans[c],
+                         self.graphs[self.group_keys[code]], int(self.rows[c]),
+                         self.memories[self.memory_of[c]], self.placements([c])[0],
+                         self.metrics[code], int(self.k[c]))  # fmt: skip
 
 
 @dataclass
@@ -361,15 +303,12 @@ class Candidate:
 
     system: System
     plan: Plan
-    req: Request
-    microbatches: int
     graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
     row: int  # its request's position on their shape axis
     memory: StageMemory
-    fullest: Footprint  # the stage whose chip holds the most
-    fits: bool
     placement: Placement
-    metrics: Costed
+    metrics: Metrics  # its graph group's
+    k: int  # its position in them
 
 
 @dataclass(frozen=True)
@@ -407,15 +346,6 @@ def stage_memory(
                        per_layer * windowed, cfg.cache_window)  # fmt: skip
 
 
-# Plan search: every feasible way to spread a model over N chips.
-#
-# Candidates are all (tp, pp, ep, dp) whose product is N and that the model allows (tp divides
-# the heads, pp at most the layers, ep divides the experts). A rank's graphs depend on tp and
-# ep only, so they are built once per pair (memoized in graphs.py) and every pipeline depth
-# reuses them. The search itself is part of every simulation (inference.simulate_many):
-# a plan that does not fit is never costed while one that fits exists (its memory is checked
-# first, cheaply), and the plans that are costed share one array computation per depth with
-# every other job's.
 OBJECTIVES = ("latency", "throughput")
 
 
@@ -425,6 +355,8 @@ def _divisors(n: int) -> list[int]:
 
 @scoped(maxsize=64)
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
+    """The plan search's candidates: every (tp, pp, ep, dp) whose product is `chips` and
+    that the model allows (tp divides the heads, pp at most the layers, ep the experts)."""
     plans = []
     for tp in _divisors(chips):
         if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why

@@ -24,7 +24,6 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from operator import attrgetter
 from typing import ClassVar, NamedTuple
 
@@ -38,14 +37,13 @@ from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
-from xpusim.scenarios.llm.engine import PhaseCosts, cost_phases, ordered_sum
-from xpusim.scenarios.llm.graphs import ShapeGraphs
+from xpusim.scenarios.llm.engine import PhaseCosts, ordered_sum
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
 class CostBatch(NamedTuple):
-    """What `cost` needs of K plans of one graph group, as columns."""
+    """What `timeline` needs of K plans of one graph group, as columns."""
 
     systems: list[System]
     reqs: list[Request]
@@ -77,59 +75,23 @@ class Metrics:
     decode_steps: np.ndarray  # (K,) a request's decode steps after its first token
     send_total_s: np.ndarray  # (K,) a request's pipeline sends, all steps
 
-    def costed(self, k: int) -> Costed:
-        """Plan k's figures, as Python numbers, with its bottleneck."""
-        return Costed(*self._figures[k], self.bottlenecks(np.array([k]))[0], self.phases, k)
-
     def bottlenecks(self, ks: np.ndarray) -> list[str]:
-        """Plans ks' bottlenecks (worked out here where label_bottlenecks did not)."""
-        self.label_bottlenecks(ks)
-        return list(map(_LABELS.__getitem__, self._labels[ks].tolist()))
-
-    @cached_property
-    def _labels(self) -> np.ndarray:
-        """(K,) each plan's Bottleneck, -1 until label_bottlenecks works it out."""
-        return np.full(len(self.ttft_s), -1)
-
-    @cached_property
-    def _figures(self) -> list[tuple]:
-        """Each plan's figures as Python numbers (a sweep asks for every plan's: one
-        conversion of each array, not one a figure and plan)."""
-        return list(zip(*(getattr(self, name).tolist() for name in self.FIGURES), strict=True))
-
-    def label_bottlenecks(self, ks: np.ndarray) -> None:
-        """Works out the bottleneck of plans `ks` together, for `costed`: only the plans a
-        search keeps are reported, and labelling each op of every plan of a search (86,000
-        of them for 10,000 points of 8 chips) took a tenth of the costing."""
-        ks = ks[self._labels[ks] < 0]
-        if len(ks):
-            self._labels[ks] = _bottleneck(*self.phases, self.decode_steps[ks],
-                                           self.send_total_s[ks], ks)  # fmt: skip
+        """Plans ks' bottlenecks, worked out for them alone: labelling each op of every
+        plan of a search (86,000 of them for 10,000 points of 8 chips) took a tenth of the
+        costing, and only the plans a search keeps are reported."""
+        labels = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
+        return [_LABELS[label] for label in labels.tolist()]
 
 
 _LABELS = [b.label for b in sorted(Bottleneck)]  # by value: 0, 1, ...
 
 
-class Costed(NamedTuple):
-    """One plan's costed timeline (see Metrics), and where its per-op costs are."""
-
-    ttft_s: float
-    tpot_s: float
-    latency_s: float
-    energy_j: float
-    comm_s: float
-    trip_s: float
-    send_prefill_s: float
-    send_decode_s: float
-    bottleneck: str
-    phases: tuple[PhaseCosts, PhaseCosts]
-    k: int  # its position in the phases' arrays
-
-
-def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metrics:
+def timeline(
+    cfg: TransformerConfig, batch: CostBatch, phases: tuple[PhaseCosts, PhaseCosts]
+) -> Metrics:
     """The timeline of one microbatch (see the module docstring) for K plans that share
-    formats, tp and ep (one ShapeGraphs), each with its own request, system, depth,
-    microbatches and overlap."""
+    formats, tp and ep, each with its own request, system, depth, microbatches and
+    overlap, from their (prefill, decode) costs (engine.cost_phases)."""
     sequences, decode_steps, advance, prompt = (
         np.array(list(map(attrgetter(name), batch.reqs)))
         for name in ("batch", "steps_after_first", "advance", "prompt"))  # fmt: skip
@@ -141,11 +103,9 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
         draft_s, draft_step_s, draft_j, draft_step_j = (np.array(v) for v in zip(
             *[(d.prefill_s, d.step_s, d.prefill_j, d.step_j) if d else (0.0,) * 4
               for d in batch.drafts], strict=True))  # fmt: skip
-    pp = np.array([p.pp for p in plans])[plan_of]
     hops = np.array([p.hops for p in plans])[plan_of]  # pp - 1 but for a chained pipeline
     m, overlap = batch.microbatches, batch.overlap
-    prefill, decode = cost_phases(graphs, batch.rows, batch.systems, batch.placements,
-                                  batch.plans[0], pp)  # fmt: skip
+    prefill, decode = phases
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         """Each stage's time: its ops' times in sequence, or with overlap the longer of its
@@ -212,7 +172,7 @@ def cost(cfg: TransformerConfig, graphs: ShapeGraphs, batch: CostBatch) -> Metri
 
 
 def _over_stages(values: np.ndarray) -> np.ndarray:
-    """Sum over the stage axis (last); a shallow pipeline costed beside deeper ones has
+    """Sum over the stage axis (last): a shallow pipeline costed beside deeper ones has
     trailing stages of zeros, which an ordered sum adds exactly."""
     return ordered_sum(values, axis=-1)
 

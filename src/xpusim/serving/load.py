@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xpusim.errors import UserError
-from xpusim.files import is_file, parse_json, read_text
+from xpusim.files import parse_json, read_text
 from xpusim.serving.options import MAX_SPAN_S
 
 if TYPE_CHECKING:
@@ -109,8 +109,6 @@ def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 def _rows(path: Path) -> list[tuple[int, dict[str, object]]]:
     """(line number, record with lower-case keys) of every row of a JSONL or CSV file."""
-    if not is_file(path):
-        raise UserError(f"file {str(path)!r} not found")
     text = read_text(path, "request")
     rows: list[tuple[int, dict[str, object]]] = []
     if path.suffix.lower() in (".jsonl", ".json"):

@@ -84,7 +84,9 @@ def load_model(
     id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None
 ) -> Any:
     """A zoo id (`llama-2-7b`), a path to a config file (see load_config_file), or an exported
-    model: `.onnx` (its symbolic input dimensions from `input_shapes`) or torch.export `.pt2`."""
+    model: `.onnx` (its symbolic input dimensions from `input_shapes`) or torch.export `.pt2`.
+    A zoo id wins over a file of that name in the working folder, which would otherwise
+    silently stand in for the model; `./llama-2-7b` (any path with a folder) names the file."""
     text = str(id_or_path)
     if text.endswith(".onnx"):
         from xpusim.workloads.onnx_import import load_onnx
@@ -96,14 +98,14 @@ def load_model(
         from xpusim.workloads.torch_import import load_exported
 
         return load_exported(Path(text))
+    if text in model_ids():  # before files: a file named like a zoo id is read as ./name
+        return zoo_entry(text).config
     if text.endswith(".json") or is_file(text):
         return load_config_file(Path(text))
-    if text not in model_ids():
-        if text.lower() in hub_names():
-            return zoo_entry(hub_names()[text.lower()]).config
-        repos = [zoo_entry(i).hf_repo for i in hub_names().values()]
-        raise UserError(f"unknown model {text!r}" + closest(text, [*model_ids(), *repos]))
-    return zoo_entry(text).config
+    if text.lower() in hub_names():
+        return zoo_entry(hub_names()[text.lower()]).config
+    repos = [zoo_entry(i).hf_repo for i in hub_names().values()]
+    raise UserError(f"unknown model {text!r}" + closest(text, [*model_ids(), *repos]))
 
 
 def load_config_file(path: Path) -> Any:

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from xpusim.cli import cli, main
 from xpusim.cli_lists import CommaList, Finite
 from xpusim.hardware.catalog import CATALOG_DIR, load_chip
-from xpusim.workloads.zoo import ZOO_DIR
+from xpusim.workloads.zoo import ZOO_DIR, model_ids
 
 FUZZ_EXAMPLES = int(os.environ.get("XPUSIM_FUZZ_EXAMPLES", "120"))
 FUZZ_SEED = int(os.environ.get("XPUSIM_FUZZ_SEED", "20261201"))
@@ -53,6 +53,9 @@ SLOW = {"--find", "--mode"}  # fuzzed rarely: a capacity search or training is s
 
 HOSTILE_NUMBERS = ("inf", "-inf", "nan", "1e-300", "1e300", "0", "-1", "-0.0", "1e309",
                    "99999999999999999999999", "2147483648", "abc", "", "0x10", "1_000")  # fmt: skip
+SPECIAL_FILES = ("/dev/zero", "/dev/null", "/proc/self/status", "/tmp")
+"""Names that are not regular files: a device that never ends, one that is empty, a /proc
+file that reports no size, a folder (a named pipe is added per run: fixture `files`)."""
 HOSTILE_WORDS = ("", "x" * 300, "bf17", "../../etc/passwd", "\u00e9\u00e8", "a,b", "--json")
 
 
@@ -85,7 +88,8 @@ def value_for(option: click.Option, files: dict[str, str]) -> st.SearchStrategy[
         return FLOATS
     if isinstance(kind, click.Path):
         return st.sampled_from([files["trace"], files["trace"], files["config"], "missing.csv",
-                                "/proc/nope", "x" * 5000])  # fmt: skip
+                                "/proc/nope", "x" * 5000, files["fifo"],
+                                *SPECIAL_FILES])  # fmt: skip
     return st.sampled_from(WORDS.get(option.name, HOSTILE_WORDS))
 
 
@@ -131,6 +135,8 @@ FIGURES = [(path, f.value) for path, f in load_chip("h100-sxm").figure_items()
 def what_if(draw) -> str:
     """A --set of a real figure: scaled (x0.1 to x10, as a what-if study does) or hostile."""
     path, value = draw(st.sampled_from(FIGURES))
+    if path.startswith("efficiency.") and not draw(st.integers(0, 2)):  # the range's edges
+        return f"{path}={draw(st.sampled_from(['5e-324', '0.000999', '0.001', '1', '1.01']))}"
     scaled = st.sampled_from([0.1, 0.5, 0.9, 1.1, 2.0, 10.0]).map(lambda k: f"{k * value:g}")
     return f"{path}={draw(st.one_of(scaled, scaled, scaled, FLOATS))}"
 
@@ -142,7 +148,8 @@ def mutated_toml(text: str, draw) -> bytes:
     if how == "value":
         numbered = [i for i, line in enumerate(lines) if re.search(r"value = [-0-9.e+]+", line)]
         i = draw(st.sampled_from(numbered))
-        bad = draw(st.sampled_from(["inf", "nan", "1e-300", "1e300", "-5", "0", '"x"', "[]"]))
+        bad = draw(st.sampled_from(["inf", "nan", "1e-300", "1e300", "-5", "0", '"x"', "[]",
+                                    "5e-324", "0.001", "0.000999", "1.0000001"]))  # fmt: skip
         lines[i] = re.sub(r"value = [-0-9.e+]+", f"value = {bad}", lines[i], count=1)
     elif how == "drop-line":
         lines.pop(draw(st.integers(0, len(lines) - 1)))
@@ -178,11 +185,14 @@ def command_lines(draw, files: dict[str, str]) -> list[str]:
     command = draw(st.sampled_from(COMMANDS))
     if command == "chip":
         return ["chip", draw(st.sampled_from([*TARGETS, files["chip"], "nope"])), "--json"]
-    model = draw(st.sampled_from([*MODELS, *MODELS, files["config"], "nope", "x" * 5000]))
+    zoo = model_ids() if command == "inspect" else MODELS  # every zoo model's IR as JSON
+    model = draw(st.sampled_from([*zoo, *MODELS, files["config"], "nope", "x" * 5000,
+                                  files["fifo"], *SPECIAL_FILES]))  # fmt: skip
     argv = [command, model]
     if command != "inspect":
         chips = TARGETS if command != "serve" else ("h100-sxm", "mi300x", "dgx-h100", "tpu-v4")
-        argv += ["--chip", draw(st.sampled_from([*chips, *chips, files["chip"], "nope"]))]
+        argv += ["--chip", draw(st.sampled_from([*chips, *chips, files["chip"], "nope",
+                                                 files["fifo"], "/dev/zero"]))]  # fmt: skip
     params = {p.opts[0]: p for p in options_of(command, model)}
     chosen = draw(st.lists(st.sampled_from(sorted(params)), max_size=4, unique=True))
     if any(name in SLOW for name in chosen) and draw(st.integers(0, 3)):
@@ -230,7 +240,7 @@ def check_contract(argv: list[str]) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: "), f"xpusim {shown}:\n{err}"
         return
     assert code == 0 and not err, f"xpusim {shown}: exit {code}\n{err[-3000:]}"
-    if "--json" in argv:
+    if argv[-1] == "--json":  # appended; "--json" as an option's value is not the flag
         json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in {shown}"))
     else:
         assert not re.search(r"\b(nan|inf)\b", out, re.I), f"xpusim {shown}:\n{out}"
@@ -240,8 +250,10 @@ def check_contract(argv: list[str]) -> None:
 def files(tmp_path_factory) -> dict[str, str]:
     """Paths the cases name, rewritten by each case's own draw (see test_contract)."""
     folder = tmp_path_factory.mktemp("fuzz")
+    os.mkfifo(folder / "pipe.csv")  # opening it for reading would wait for a writer
     return {"chip": str(folder / "chip.toml"), "config": str(folder / "config.json"),
-            "trace": str(folder / "trace.csv"), "sweeps": str(folder / "sweeps")}  # fmt: skip
+            "trace": str(folder / "trace.csv"), "sweeps": str(folder / "sweeps"),
+            "fifo": str(folder / "pipe.csv")}  # fmt: skip
 
 
 @seed(FUZZ_SEED)

@@ -226,6 +226,8 @@ def simulate_table(
         for table, its_prices in zip(part.tables, row_prices, strict=True):
             priced_table(table, its_prices)
         tables += part.tables
+    for table in tables:
+        table.check_finite()  # the result boundary, as Result.to_dict is for one result
     return Results(tables, found)
 
 

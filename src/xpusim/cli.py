@@ -549,7 +549,8 @@ def demo(as_json: bool) -> None:
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on (0.0.0.0: every interface, so anyone who reaches "
-                   "this machine can run simulations on it).")
+                   "this machine can run simulations on it; any address beyond loopback is "
+                   "warned of).")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port to listen on; 0 takes a free one (printed).")
 def web(host: str, port: int) -> None:

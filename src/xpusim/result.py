@@ -94,9 +94,31 @@ class Table:
     def row(self, i: int) -> Any:
         return self.kind(**{name: _cell(column, i) for name, column in self.columns.items()})
 
+    def check_finite(self) -> None:
+        """to_dict's check over every row at once (a sweep's rows are never made objects):
+        a column of numbers is summed in one C loop, finite only if every cell is; only a
+        column that is not, or holds texts, None or objects, is looked at cell by cell
+        (4 ms for 2,000 one-chip points, against 0.46 s simulating them)."""
+        _check_columns(self.columns, self.kind.__name__)
+
     def cell(self, name: str, i: int) -> Any:
         """One field of row i, as the row's object would hold it."""
         return _cell(self.columns[name], i)
+
+
+def _check_columns(columns: dict[str, list | Nested], path: str) -> None:
+    for name, column in columns.items():
+        if isinstance(column, Nested):
+            _check_columns(column.columns, f"{path}.{name}")
+            continue
+        try:
+            if math.isfinite(sum(column)):
+                continue
+        except (TypeError, OverflowError):  # texts, None, objects; ints past a float
+            pass
+        # rows share their plan's and placement's objects: each is looked into once
+        for i, value in {id(v): (i, v) for i, v in enumerate(column)}.values():
+            check_finite(value, f"{path}.{name}[{i}]")
 
 
 def _cell(column: list | Nested, i: int) -> Any:

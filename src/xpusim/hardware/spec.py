@@ -49,10 +49,18 @@ class PositiveFigure(Figure):
     value: float = Field(gt=0, allow_inf_nan=False)
 
 
-class Fraction(Figure):
-    """An efficiency: achieved over peak, in (0, 1]."""
+MIN_EFFICIENCY = 1e-3
+"""The least fraction of a peak an efficiency may claim. The catalog's lowest is 0.15
+(MTIA v1's random LPDDR5 row reads) and the lowest published for large, well-shaped work is
+a few percent, so 0.1% is a typo (a percentage divided by 100 twice) or a denormal; every
+time is a figure over an efficiency, and 5e-324 made them infinite. At 1e-3 the longest
+time the ranges allow (1e16 B at 1e3 B/s) is 1e16 s, far from overflowing."""
 
-    value: float = Field(gt=0, le=1)
+
+class Fraction(Figure):
+    """An efficiency: achieved over peak, in [MIN_EFFICIENCY, 1]."""
+
+    value: float = Field(ge=MIN_EFFICIENCY, le=1)
 
 
 PHYSICAL_RANGES: tuple[tuple[str, float, float, str], ...] = (

@@ -269,7 +269,11 @@ def chunk_keys(kv_len: Dim, q_len: Dim, chunk: int) -> Dim:
 
 
 def windowed(kv_len: Dim, q_len: Dim, window: int) -> Dim:
-    """The keys some query of a windowed attention sees: what its cache tensors hold."""
+    """The keys some query of a windowed attention sees: what its cache tensors hold. An int
+    for int lengths (a Dim is an int or an array, never a NumPy scalar: one would reach
+    `inspect --json` as an int64 no JSON encoder takes)."""
+    if type(kv_len) is int and type(q_len) is int:
+        return min(kv_len, q_len + window - 1)
     return np.minimum(kv_len, q_len + window - 1)
 
 

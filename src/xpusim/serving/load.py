@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xpusim.errors import UserError
-from xpusim.files import is_file, parse_json, read_text
+from xpusim.files import MAX_INPUT_BYTES, parse_json, read_text, regular_file
 from xpusim.serving.options import MAX_SPAN_S
 
 if TYPE_CHECKING:
@@ -104,8 +104,7 @@ def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     trial, and parsing MLPerf's 24,576 rows each time was an eighth of a validation's
     max-rate point (cProfile, 2026-12-04)."""
     path = Path(path)
-    if not is_file(path):
-        raise UserError(f"file {str(path)!r} not found")
+    regular_file(path, "request", MAX_INPUT_BYTES)  # the true error for a pipe or device
     stat = path.stat()
     prompt, gen = _read_lengths(path.resolve(), stat.st_size, stat.st_mtime_ns)
     return prompt.copy(), None if gen is None else gen.copy()
@@ -122,8 +121,6 @@ def _read_lengths(path: Path, size: int, mtime_ns: int) -> tuple[np.ndarray, np.
 
 def _rows(path: Path) -> list[tuple[int, dict[str, object]]]:
     """(line number, record with lower-case keys) of every row of a JSONL or CSV file."""
-    if not is_file(path):
-        raise UserError(f"file {str(path)!r} not found")
     text = read_text(path, "request")
     rows: list[tuple[int, dict[str, object]]] = []
     if path.suffix.lower() in (".jsonl", ".json"):

@@ -347,17 +347,45 @@ def _models() -> dict[str, Any]:
 
 
 def serve(host: str, port: int, announce: Callable[[str], None]) -> None:
-    """Runs the server until interrupted; port 0 takes a free one, announced before serving."""
+    """Runs the server until interrupted; port 0 takes a free one, announced before serving,
+    after a warning where the address is reachable from beyond this machine."""
     import socket
 
     import uvicorn
 
+    shared = not host_is_loopback(host)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UserError(f"--host {host} --port {port}: cannot listen there: "
+                        f"{e.strerror or e}") from None  # fmt: skip
+    if shared:  # once it listens: a refused address says one line, not a warning too
+        announce(f"warning: --host {host} is reachable beyond this machine: anyone who can "
+                 "connect can run simulations on it")  # fmt: skip
     sock.listen(2048)  # connections made once the address is announced wait, not fail
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     announce(f"xpusim web: http://{shown}:{sock.getsockname()[1]}/ (Ctrl-C stops)")
     config = uvicorn.Config(create_app(), log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def host_is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) listens on this machine's loopback only. An
+    empty host, which the socket binds to every interface, is a UserError: sharing the
+    server beyond this machine is asked for by name (0.0.0.0), never by an empty string.
+    A name is resolved; one that resolves to anything but loopback counts as shared."""
+    import ipaddress
+    import socket
+
+    if not host.strip():
+        raise UserError(f"--host {host!r}: give an address: 127.0.0.1 (the default) for "
+                        "this machine only, 0.0.0.0 for every interface")  # fmt: skip
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError) as e:
+        raise UserError(f"--host {host}: not an address of this machine ({e})") from None
+    return all(ipaddress.ip_address(a.split("%", 1)[0]).is_loopback for a in found)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
+from xpusim.files import regular_file
 from xpusim.ir.dtypes import DType
 from xpusim.ir.tensor import Role
 from xpusim.workloads import onnx_ops
@@ -32,8 +33,14 @@ _DTYPES = {
 Shapes = dict[str, tuple[int, ...]]
 
 
+MAX_ONNX_BYTES = 2**31
+"""Protobuf's limit on one serialized message: a bigger model keeps its weights in external
+data files, so a bigger .onnx file is the wrong file (and onnx.load would read all of it)."""
+
+
 def load_onnx(path: Path, input_shapes: Shapes | None = None) -> ImportedModel:
     """Reads, checks and shape-infers an ONNX file, then lowers its graph."""
+    regular_file(path, "ONNX", MAX_ONNX_BYTES)
     onnx = require("onnx", "onnx")
 
     try:

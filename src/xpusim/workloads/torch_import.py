@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
+from xpusim.files import regular_file
 from xpusim.ir.dtypes import DType
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
@@ -67,7 +69,11 @@ def from_torch(
 
 
 def load_exported(path: Path) -> ImportedModel:
-    """A program saved by torch.export.save (a .pt2 file)."""
+    """A program saved by torch.export.save (a .pt2 file). torch.export.load reads every
+    weight in it into memory, so an archive larger than this machine's memory is refused
+    before it is opened."""
+    memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    regular_file(path, "torch.export", memory_bytes)
     torch = require("torch", "torch")
 
     if not zipfile.is_zipfile(path):  # before torch, which logs a traceback of its own

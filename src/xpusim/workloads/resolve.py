@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.files import read_json
+from xpusim.files import is_file, read_json
 from xpusim.offline import offline
 from xpusim.workloads.checkpoint import read_checkpoint
 from xpusim.workloads.zoo import config_from_data, hub_names, model_ids, zoo_entry, zoo_file
@@ -138,7 +138,7 @@ def _from_path(path: Path, input_shapes: dict[str, tuple[int, ...]] | None) -> A
             raise UserError(f"{path}: a folder without config.json (a model folder holds "
                             "the config.json of its Hugging Face snapshot)")  # fmt: skip
         return _from_folder(path / "config.json")
-    if not path.is_file():
+    if not is_file(path):  # a device or pipe is read, and refused with its true error
         raise UserError(f"{path}: no such file or folder")
     return _from_folder(path)
 

@@ -25,7 +25,6 @@ NOT_YET = {"qwen3_5_moe": "linear-attention hybrid (Gated DeltaNet)",
            "qwen3_5": "linear-attention hybrid (Gated DeltaNet)",
            "qwen3_next": "linear-attention hybrid (Gated DeltaNet)",
            "deepseek_v32": "DeepSeek sparse attention (indexer, top-k)",
-           "glm_moe_dsa": "DeepSeek sparse attention (indexer, top-k)",
            "deepseek_v4": "DeepSeek-V4's attention", "llama4": "chunked local attention"}
 """Architectures whose configs are bundled before this tree builds them (issue 43's other
 half adds them): their files must be refused by model_type, one line naming it, and are

@@ -95,6 +95,11 @@ def test_a_bundled_architecture_not_built_yet_is_refused_in_one_line(model_id):
         load_model(zoo_file(model_id)[0]["hf_repo"])
 
 
+def test_deepseek_v4_is_refused_naming_what_is_missing():
+    with pytest.raises(UserError, match=r"compress_ratios.*o_groups.*hc_mult.*num_hash_layers"):
+        load_model("deepseek-ai/DeepSeek-V4-Pro")
+
+
 TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3"}
 """model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model."""
 

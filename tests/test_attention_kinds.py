@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +249,45 @@ def test_deepseek_v32s_published_total_counts_its_mtp_module():
     cfg = xpusim.model("deepseek-v3.2")
     assert cfg.param_count + cfg.mtp_params == pytest.approx(685e9, rel=0.01)
     assert xpusim.model("deepseek-v3").mtp_params == pytest.approx(14e9, rel=0.05)
+
+
+def test_glm5_counts_what_transformers_builds_and_builds_as_deepseek_v32():
+    """GLM-5 (glm_moe_dsa) is V3.2's MLA, indexer and experts under V3.2's keys."""
+    glm = {**DSA, "model_type": "glm_moe_dsa"}
+    assert config_from_hf(glm, "g", "c").param_count == config_from_hf(DSA, "v", "c").param_count
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    rest = {k: v for k, v in glm.items() if k != "model_type"}
+    try:
+        hf = transformers.AutoConfig.for_model("glm_moe_dsa", **rest)
+    except ValueError:
+        pytest.skip("this transformers has no glm_moe_dsa")
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    assert config_from_hf(hf.to_dict(), "glm", "config.json").param_count == built
+
+
+@pytest.mark.parametrize("key, value", [("index_topk_freq", 4), ("index_topk_pattern", "FFS"),
+                                        ("indexer_types", ["full", "shared", "full"])])
+def test_glm_layers_sharing_another_layers_top_k_are_refused(key, value):
+    with pytest.raises(UserError, match=f"field '{key}'.*not modelled"):
+        config_from_hf({**DSA, "model_type": "glm_moe_dsa", key: value}, "g", "config.json")
+    config_from_hf({**DSA, "model_type": "glm_moe_dsa", "index_topk_freq": 1,
+                    "indexer_types": ["full"] * 3}, "g", "config.json")  # fmt: skip
+
+
+def test_glm5_runs_on_eight_h200s_with_its_fp8_blocks():
+    from click.testing import CliRunner
+
+    from xpusim.cli import cli
+
+    out = CliRunner().invoke(cli, ["run", "zai-org/GLM-5-FP8", "--chip", "h200-sxm",
+                                   "--chips", "8", "--json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    row = json.loads(out.output)
+    assert row["fits"] and row["weight_precision"] == "fp8-block"
+    assert row["params"] == pytest.approx(744e9, rel=0.01) and 0 < row["tpot_s"] < 1
 
 
 LLAMA4 = dict(model_type="llama4_text", hidden_size=256, intermediate_size=128,

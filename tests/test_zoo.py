@@ -25,7 +25,6 @@ NOT_YET = {"qwen3_5_moe": "linear-attention hybrid (Gated DeltaNet)",
            "qwen3_5": "linear-attention hybrid (Gated DeltaNet)",
            "qwen3_next": "linear-attention hybrid (Gated DeltaNet)",
            "deepseek_v32": "DeepSeek sparse attention (indexer, top-k)",
-           "glm_moe_dsa": "DeepSeek sparse attention (indexer, top-k)",
            "deepseek_v4": "DeepSeek-V4's attention", "llama4": "chunked local attention"}
 """Architectures whose configs are bundled before this tree builds them (issue 43's other
 half adds them): their files must be refused by model_type, one line naming it, and are
@@ -94,6 +93,11 @@ def test_a_bundled_architecture_not_built_yet_is_refused_in_one_line(model_id):
     assert model_type in NOT_YET
     with pytest.raises(UserError, match=f"model_type {model_type!r} is not supported"):
         load_model(zoo_file(model_id)[0]["hf_repo"])
+
+
+def test_deepseek_v4_is_refused_naming_what_is_missing():
+    with pytest.raises(UserError, match=r"compress_ratios.*o_groups.*hc_mult.*num_hash_layers"):
+        load_model("deepseek-ai/DeepSeek-V4-Pro")
 
 
 TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3"}

@@ -671,6 +671,13 @@ _DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
     "index_head_dim": ("index_head_dim", 128),
     "index_topk": ("index_topk", 2048),
 }
+# GLM-5 (GlmMoeDsaConfig, GlmMoeDsaForCausalLM): DeepSeek-V3.2's MLA, DSA indexer
+# (GlmMoeDsaIndexer subclasses DeepseekV32Indexer unchanged) and experts under V3.2's keys,
+# index_n_heads 32 in its file. transformers' later GLM-5.x configs let a layer reuse the
+# previous layer's top-k (indexer_types "shared", from index_topk_pattern or index_topk_freq);
+# absent, as in GLM-5's file, every layer runs its own indexer ("full"). Shared layers are
+# refused, not costed as full ones (_every_layer_indexed).
+_SHARED_INDEXER_KEYS = ("indexer_types", "index_topk_pattern", "index_topk_freq")
 # MiniMax-M2 (and M2.1 to M2.7): full grouped-query attention (not MiniMax-01's lightning
 # attention), rotary embedding on rotary_dim of each head, q and k normed over all their
 # heads at once (qk_norm_type per_layer), Mixtral's experts (intermediate_size wide) under a
@@ -777,8 +784,16 @@ DIALECTS = {
     "bert": _BERT_KEYS, "roberta": _BERT_KEYS, "xlm-roberta": _BERT_KEYS,
     "mamba": _MAMBA_KEYS, "mamba2": _MAMBA2_KEYS, "t5": _T5_KEYS,
     "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
+    "glm_moe_dsa": _DEEPSEEK_V32_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
 }  # fmt: skip
+# Architectures read from public code but not built yet, each with what is missing (a one-line
+# refusal, rather than a list of every supported model_type). See docs/models.md.
+NOT_BUILT = {
+    "deepseek_v4": "DeepSeek-V4's compressed-KV attention (compress_ratios), grouped "
+                   "low-rank output (o_groups), hyper-connections (hc_mult) and hash-routed "
+                   "expert layers (num_hash_layers) are not modelled yet",
+}
 _ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
@@ -830,6 +845,9 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: model_type {model_type!r} reads its language model "
                             "from 'text_config', which is missing or not an object")  # fmt: skip
         data, model_type = {**text, "model_type": NESTED[model_type]}, NESTED[model_type]
+    if isinstance(model_type, str) and model_type in NOT_BUILT:
+        raise UserError(f"{origin}: model_type {model_type!r} is not supported: "
+                        f"{NOT_BUILT[model_type]}")  # fmt: skip
     if not isinstance(model_type, str) or model_type not in DIALECTS:
         raise UserError(f"{origin}: model_type {model_type!r} is not supported (supported: "
                         f"{', '.join(sorted(DIALECTS))}); read as a Llama its keys would "
@@ -921,6 +939,9 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     elif model_type == "palm":
         fields.update(_PALM_FIXED)
     elif model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"):
+        _deepseek(fields, origin)
+    elif model_type == "glm_moe_dsa":
+        _every_layer_indexed(data, origin)
         _deepseek(fields, origin)
     elif model_type == "minimax_m2":
         head_dim = int(fields.get("head_dim") or hidden // heads)  # type: ignore[call-overload]
@@ -1139,6 +1160,21 @@ def _deepseek(fields: dict[str, object], origin: str) -> None:
                   rotary_fraction=rope / (nope + rope), q_lora_rank=fields["q_lora_rank"] or 0,
                   shared_expert_width=shared * int(fields["expert_intermediate_size"]),
                   shared_expert_gate=False)  # fmt: skip
+
+
+def _every_layer_indexed(data: dict, origin: str) -> None:
+    """GLM-5.x's indexer sharing (a layer reusing the previous layer's top-k) refused: every
+    layer is costed with its own indexer, as GLM-5 runs (no sharing key in its file)."""
+    for key in _SHARED_INDEXER_KEYS:
+        value = data.get(key)
+        if value is None or (key == "index_topk_freq" and value == 1):
+            continue
+        if key == "indexer_types" and isinstance(value, list) and set(value) <= {"full"}:
+            continue
+        if key == "index_topk_pattern" and isinstance(value, str) and set(value) <= {"F"}:
+            continue
+        raise UserError(f"{origin}: field {key!r} ({value!r}): layers that reuse another "
+                        "layer's top-k (indexer_types 'shared') are not modelled")  # fmt: skip
 
 
 def _one_kind_of_layer(fields: dict[str, object], origin: str) -> None:

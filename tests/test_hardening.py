@@ -43,6 +43,16 @@ def test_inspect_json_of_every_zoo_model(capsys, model):
     assert data["ops"] and data["total_flops"] > 0
 
 
+@pytest.mark.parametrize("model", ["mamba-codestral-7b", "qwen3-next-80b-a3b-instruct"])
+def test_a_scan_counts_past_int64_as_numbers(capsys, model):
+    """A chunked scan's FLOPs at 2^31 sequences of 2^31 tokens pass 2^63: counted in floats,
+    not int64 (an OverflowError traceback before; found by the 10,000-case fuzz, seed 4747)."""
+    code, out, err = run_cli(capsys, "inspect", model, "--prompt", str(2**31),
+                             "--batch", str(2**31), "--json")  # fmt: skip
+    assert code == 0, err
+    assert all(np.isfinite(op["flops"]) for op in json.loads(out)["ops"])
+
+
 def test_a_window_keeps_int_lengths_int():
     from xpusim.ir.op import windowed
 

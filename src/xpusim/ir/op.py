@@ -366,7 +366,7 @@ def _scan_matrix_flops(op: Op) -> float | np.ndarray:
     if not chunk:
         return 0.0
     head_dim = channels // heads
-    q = np.minimum(chunk, tokens)
+    q = np.minimum(float(chunk), tokens)  # floats: a count past 2^63 stays a number
     per_head = 2 * q * (states + head_dim) + 4 * states * head_dim
     return _count(np.where(np.asarray(tokens) > 1, batch * tokens * heads * per_head, 0))
 
@@ -376,7 +376,7 @@ def _scan_vector_flops(op: Op) -> float | np.ndarray:
     per_channel = SCAN_FLOPS_PER_CHANNEL
     if not chunk:
         return _real(batch * tokens * channels * (states * SCAN_FLOPS_PER_STATE + per_channel))
-    per_state = np.where(np.asarray(tokens) == 1, SSD_DECODE_FLOPS_PER_STATE, 0)
+    per_state = np.where(np.asarray(tokens) == 1, float(SSD_DECODE_FLOPS_PER_STATE), 0.0)
     return _count(batch * tokens * channels * (states * per_state + per_channel))
 
 
@@ -411,7 +411,7 @@ def _linear_attention_dims(op: Op) -> tuple[Dim, Dim, int, int, int, int]:
 
 def _linear_attention_matrix_flops(op: Op) -> float | np.ndarray:
     batch, tokens, heads, d_k, d_v, chunk = _linear_attention_dims(op)
-    c = np.minimum(chunk, tokens)
+    c = np.minimum(float(chunk), tokens)  # floats: a count past 2^63 stays a number
     if op.attr("delta", True):
         per_token = 6 * c * d_k + 4 * c * d_v + 6 * d_k * d_v + 2 * c * c / 3
     else:
@@ -423,7 +423,7 @@ def _linear_attention_vector_flops(op: Op) -> float | np.ndarray:
     batch, tokens, heads, d_k, d_v, _ = _linear_attention_dims(op)
     per_state = DELTA_DECODE_FLOPS_PER_STATE if op.attr("delta", True) else (
         LINEAR_DECODE_FLOPS_PER_STATE)  # fmt: skip
-    recurrent = np.where(np.asarray(tokens) == 1, per_state * d_k * d_v, 0)
+    recurrent = np.where(np.asarray(tokens) == 1, float(per_state * d_k * d_v), 0.0)
     per_head = LINEAR_GATE_FLOPS_PER_HEAD + 2 * L2NORM_FLOPS * d_k * bool(op.attr("delta", True))
     return _count(batch * tokens * heads * (recurrent + per_head))
 

@@ -76,7 +76,10 @@ def test_lookups_obey_the_physics_floors_and_the_tdp(any_chip, data):
                                        if m.kind is not MemoryKind.LOCAL]))  # fmt: skip
     cost = evaluate_bags(any_chip, b, served_at(any_chip, level, len(b.rows)), level)
     needed = float(b.lookups @ b.row_bytes) + b.io_bytes
-    assert cost.time_s >= needed / any_chip.memory[level].bandwidth_bytes_per_s.value
+    # within rounding, as the roofline's floors are held (test_cost_properties): a level at
+    # an efficiency of exactly 1 (Groq's streams) lands on its floor to the last bit
+    bandwidth = any_chip.memory[level].bandwidth_bytes_per_s.value
+    assert cost.time_s >= needed / bandwidth * (1 - 1e-12)
     sparse = any_chip.sparse_core
     peak = sparse.vector_ops_per_s.value if sparse else any_chip.vector_ops_per_s.value
     assert cost.time_s >= b.pool_flops.sum() / peak

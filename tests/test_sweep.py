@@ -573,3 +573,23 @@ def test_a_local_pool_keeps_a_bounded_window_of_chunks_in_flight():
             assert len(sent) - len(got) <= 4 + 1  # the one handed back
             got.append(result)
     assert sorted(got) == [x * x for x in range(50)] and len(sent) == 50
+
+
+def test_a_finished_files_columns_do_not_depend_on_which_chunk_finished_first(tmp_path):
+    """A column only some chunks bring (a price, where some chips have none) takes its
+    place from the grid's order, not from the chunk that happened to finish first: the
+    local pool and Ray wrote the same rows under two headers (2026-12-05)."""
+    from xpusim.explore.store import ResultStore
+
+    priced = _chunk({"key": "a", "spec_hash": "h", "x": 1.0, "cost.usd": 2.0, "y": 3.0})
+    unpriced = _chunk({"key": "b", "spec_hash": "h", "x": 4.0, "y": 5.0})
+    texts = []
+    for arrival in ((priced, unpriced), (unpriced, priced)):
+        path = tmp_path / f"{len(texts)}.csv"
+        store = ResultStore(path, {"a": "h", "b": "h"})
+        for chunk in arrival:
+            store.add(chunk)
+        store.reorder(["a", "b"])
+        texts.append(path.read_text())
+    assert texts[0] == texts[1]
+    assert texts[0].splitlines()[0] == "key,spec_hash,x,cost.usd,y"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xpusim.compiler.moe_expert import busiest_rank_pairs
+from xpusim.compiler import moe_expert
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
@@ -452,7 +452,8 @@ class _Sharder:
         if key not in self.experts:
             used = expected_active_experts(tokens, int(experts), int(per_token))
             mine = _ceil_div(used, self.ep)
-            pairs = busiest_rank_pairs(tokens * per_token, self.ep)
+            pairs = moe_expert.busiest_rank_pairs(tokens * per_token, self.ep,
+                                                  moe_expert.ROUTING_SKEW)
             self.experts[key] = mine, _ceil_div(pairs, mine)
         return self.experts[key]
 

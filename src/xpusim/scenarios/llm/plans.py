@@ -358,16 +358,17 @@ def _divisors(n: int) -> list[int]:
 
 @scoped(maxsize=64)
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
-    """The plan search's candidates: every (tp, pp, ep, dp) whose product is `chips` and
-    that the model allows (tp divides the heads, pp at most the layers, ep the experts)."""
+    """The plan search's candidates: every (tp, pp, dp) whose product is `chips`, with ep
+    over the tp chips, that the model allows (tp divides the heads, pp at most the layers,
+    ep tp and the experts)."""
     plans = []
     for tp in _divisors(chips):
         if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why
             continue
-        for ep in _divisors(chips // tp):
+        for ep in _divisors(tp):
             if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):
                 continue
-            for pp in _divisors(chips // (tp * ep)):
+            for pp in _divisors(chips // tp):
                 if pp <= cfg.num_layers and not (cfg.is_encoder_decoder and pp > 1):
-                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * ep * pp), ep=ep))
+                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * pp), ep=ep))
     return plans

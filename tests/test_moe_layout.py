@@ -202,3 +202,14 @@ def test_serve_runs_the_engines_layouts_and_dp_attention_holds_more_cache(deepse
     assert tp.plan["ep"] == dp.plan["ep"] == 8 and dp.plan["dp_attention"] == 1
     for r in (tp, dp):
         assert r.fits and r.output_tokens_per_s > 0
+
+
+@pytest.mark.parametrize("dp_attention", [False, True])
+def test_serve_at_one_client_is_run_at_batch_one(mixtral, dp_attention):
+    """The busiest chip's step in serve (its sequences, the experts' every token) is the
+    rank `run` costs: at one client they agree."""
+    plan = dict(chips=4, tp=4, ep=4, dp_attention=dp_attention, prompt=512, gen=32)
+    r = xpusim.simulate(mixtral, "h100-sxm", batch=1, **plan)
+    s = xpusim.serve(mixtral, "h100-sxm", concurrency=1, requests=3, **plan)
+    assert s.ttft_s.mean == pytest.approx(r.ttft_s, rel=0.02)
+    assert s.tpot_s.mean == pytest.approx(r.tpot_s, rel=0.02)

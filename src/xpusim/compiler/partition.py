@@ -212,7 +212,9 @@ class _Sharder:
         self.tp, self.ep = plan.attention_tp, plan.ep  # self.tp: what splits attention
         self.sp = sequence_parallel and plan.tp > 1
         self.experts: dict[tuple, tuple[Dim, Dim]] = {}
-        self.expert_outputs: set[str] = set()
+        # under attention data parallelism, what a chip gets back of each expert output:
+        # its own tokens' (x top-k after an all-to-all combine, summed after a reduce-scatter)
+        self.expert_outputs: dict[str, Tensor] = {}
         self.parts: dict[tuple, tuple[Dim, Dim]] = {}  # dimension, parts -> (it, its part)
 
     def split(self, n: int) -> int:
@@ -425,13 +427,15 @@ class _Sharder:
     def _own_sequences(self, op: Op) -> Op:
         """An op outside the experts under attention data parallelism: whole weights, on
         this chip's 1/tp of the sequences (the leading axis of its activations and cache;
-        the second of a head-batched matmul's [heads, tokens, k]). The experts' outputs
-        an op reads are the experts' own shape (_expert_row's combine brings them back)."""
+        the second of a head-batched matmul's [heads, tokens, k]); an expert output it
+        reads is what the combine brought back of it (_expert_row)."""
         axis = 1 if op.attr("tp") == "head_batch" else 0
         parts = self.plan.attention_dp
 
         def shard(t: Tensor) -> Tensor:
-            if t.role is Role.WEIGHT or len(t.shape) < 2 or t.name in self.expert_outputs:
+            if t.name in self.expert_outputs:
+                return self.expert_outputs[t.name]
+            if t.role is Role.WEIGHT or len(t.shape) < 2:
                 return t
             shape = list(t.shape)
             shape[axis] = self._part_of(shape[axis], parts)
@@ -503,7 +507,10 @@ class _Sharder:
         e, rows = self._experts(op)
         k = _ceil_div(w.shape[-2], self.plan.expert_tp)
         out = _resized(op.outputs[0], e, rows, w.shape[-1])
-        self.expert_outputs.add(op.outputs[0].name)
+        if self.plan.dp_attention:
+            copies = int(op.attr("experts_per_token")) if self.plan.ep == self.plan.tp else 1
+            self.expert_outputs[op.outputs[0].name] = self._tokens(op, "mine", self.plan.tp,
+                                                                   copies)  # fmt: skip
         sharded = self._with(op, [_resized(x, e, rows, k), _resized(w, e, k, w.shape[-1])], [out])
         return [sharded, *self._dispatch(op, combine=True)]
 

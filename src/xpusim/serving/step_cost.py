@@ -175,7 +175,7 @@ class StepCost:
     # attention data parallelism: chips that each run their own sequences (1: none), and
     # the expert ops' part of the token table (token_stage_s then holds the rest)
     attention_dp: int = 1
-    expert_stage_s: np.ndarray | None = None  # (max_tokens, pp) at the step's T = a t
+    expert_stage_s: np.ndarray | None = None  # (max_tokens, pp) at the step's T
     expert_energy_j: np.ndarray | None = None
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
@@ -244,7 +244,7 @@ class StepCost:
         if work.prefills:
             mine += -(-work.prefill_tokens * self._busiest_prefills(work) // work.prefills)
         return [x + y for x, y in zip(self._token_rows[min(mine, tokens) - 1],
-                                      self._expert_rows[-(-tokens // a) - 1], strict=True)]
+                                      self._expert_rows[tokens - 1], strict=True)]
 
     def _decode(self, n: int, context: int) -> list[float]:
         """The decode kernel (stage times..., energy), interpolated along the mean context
@@ -305,9 +305,9 @@ def step_cost(
         (lambda op: not _expert_op(op)) if a > 1 else (lambda op: True),
     )
     experts: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
-    if a > 1:
-        experts = _tabulated(cfg, steps, system, plan, placement, kinds, "token",
-                             _expert_op)[:2]  # fmt: skip
+    if a > 1:  # one sequence of T tokens: the experts' ops see the step's T exactly
+        experts = _tabulated(cfg, requests(np.ones_like(tokens), tokens), system, plan,
+                             placement, kinds, "token", _expert_op)[:2]  # fmt: skip
     sampled = np.arange(1, max_sampled + 1)
     sample_s, sample_j, _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement, kinds, "sample"

@@ -213,3 +213,16 @@ def test_serve_at_one_client_is_run_at_batch_one(mixtral, dp_attention):
     s = xpusim.serve(mixtral, "h100-sxm", concurrency=1, requests=3, **plan)
     assert s.ttft_s.mean == pytest.approx(r.ttft_s, rel=0.02)
     assert s.tpot_s.mean == pytest.approx(r.tpot_s, rel=0.02)
+
+
+def test_a_chip_reads_only_the_experts_its_tokens_touch(deepseek):
+    """At one decode token the busiest of 8 chips holds a few of the token's 8 experts; at
+    a long prefill, all 32 of its share. Never fewer as the tokens grow."""
+    def experts_read(tokens: int) -> int:
+        rank = _rank(deepseek, Plan(tp=8, ep=8), batch=1, prompt=tokens)
+        gate_up = next(op for op in rank if op.name.endswith("experts.gate_up"))
+        return gate_up.inputs[1].shape[0]
+
+    counts = [experts_read(t) for t in (1, 4, 16, 64, 4096)]
+    assert 1 <= counts[0] <= deepseek.experts_per_token
+    assert counts == sorted(counts) and counts[-1] == deepseek.num_experts // 8

@@ -445,19 +445,24 @@ class _Sharder:
 
     # --- experts (engines' expert parallelism over the tp chips) ------------------------
     def _experts(self, op: Op) -> tuple[Dim, Dim]:
-        """(experts one chip runs, rows each runs) for the stage's tokens: the experts of
-        its 1/ep share that the tokens are expected to touch (expected_active_experts: at
-        small batch a chip reads only those), each running the busiest chip's token-expert
-        pairs spread over them (moe_expert.busiest_rank_pairs). Kept per token count, so
-        that every expert op of the graph gets the same dimensions."""
+        """(experts one chip runs, rows each runs) for the stage's tokens, on the busiest
+        chip: its token-expert pairs (moe_expert.busiest_rank_pairs) land on the distinct
+        experts of its experts / ep they are expected to touch (expected_active_experts, a
+        pair at a time: at small batch a chip reads only those experts' weights), spread
+        evenly over them. One chip (ep 1) runs the experts the tokens touch, k at a time.
+        Kept per token count, so that every expert op of the graph gets the same
+        dimensions."""
         tokens, experts, per_token = (op.attr(k) for k in ("tokens", "experts",
                                                            "experts_per_token"))  # fmt: skip
         key = (dim_key(tokens), experts, per_token)
         if key not in self.experts:
-            used = expected_active_experts(tokens, int(experts), int(per_token))
-            mine = _ceil_div(used, self.ep)
-            pairs = moe_expert.busiest_rank_pairs(tokens * per_token, self.ep,
-                                                  moe_expert.ROUTING_SKEW)
+            if self.ep == 1:
+                mine, pairs = expected_active_experts(tokens, int(experts), int(per_token)), \
+                    tokens * per_token
+            else:
+                pairs = moe_expert.busiest_rank_pairs(tokens * per_token, self.ep,
+                                                      moe_expert.ROUTING_SKEW)
+                mine = expected_active_experts(pairs, _ceil_div(int(experts), self.ep), 1)
             self.experts[key] = mine, _ceil_div(pairs, mine)
         return self.experts[key]
 

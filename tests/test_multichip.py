@@ -172,9 +172,11 @@ def test_pipeline_stages_add_up_to_the_rank_and_send_between_them():
 
 
 def test_moe_expert_parallel_holds_fewer_experts_and_adds_all_to_all():
+    """Experts spread over the tp chips (engines' --ep); tokens reach them by all-to-all
+    under attention data parallelism (tests/test_moe_layout.py has the other forms)."""
     cfg = xpusim.model("mixtral-8x7b")
     graph = build_step(cfg, StepShape(8, 256, 256), DType.BF16)
-    rank = partition(graph, Plan(ep=4))
+    rank = partition(graph, Plan(tp=4, ep=4, dp_attention=True))
     experts = [op for op in rank if op.name.endswith("experts.gate_up")]
     assert experts[0].inputs[1].shape[0] == 2  # 8 experts over 4 chips
     assert sum(op.attr("collective") == "all_to_all" for op in rank) == 2 * cfg.num_layers

@@ -29,8 +29,10 @@ requests = st.builds(lambda b, p, g: (b, p, g), st.integers(1, 300), st.integers
                      st.integers(1, 3000))  # fmt: skip
 
 
-def _alone(cfg, step: StepShape, act: DType, weight: DType, tp: int, ep: int):
-    graph = partition(build_step(cfg, step, act, weight, compact=True), Plan(tp=tp, ep=ep))
+def _alone(cfg, step: StepShape, act: DType, weight: DType, tp: int, ep: int,
+           dp_attention: bool = False):  # fmt: skip
+    graph = partition(build_step(cfg, step, act, weight, compact=True),
+                      Plan(tp=tp, ep=ep, dp_attention=dp_attention))  # fmt: skip
     return graph, op_table(graph)
 
 
@@ -49,22 +51,25 @@ def _same_counts(ours, alone, row, step):
 def test_one_graph_over_many_requests_counts_each_exactly(model, formats, shapes, data):
     cfg = xpusim.model(model)
     tp = data.draw(st.sampled_from(MODELS[model]), label="tp")
-    ep = data.draw(st.sampled_from((1, 2) if cfg.is_moe and tp == 1 else (1,)), label="ep")
+    ep = data.draw(st.sampled_from((1, tp) if cfg.is_moe else (1,)), label="ep")
     act, weight = formats
     reqs = [Request(b, p, g, act, weight) for b, p, g in shapes]
-    graphs = shape_graphs(cfg, reqs, tp, ep)
+    # attention data parallelism splits the shape arrays themselves (the sequences)
+    dp_attention = data.draw(st.booleans(), label="dp_attention") if tp > 1 else False
+    graphs = shape_graphs(cfg, reqs, tp, ep, dp_attention)
     prefill, decode = graphs.phase_values
     for req in reqs:
         r = graphs.row[req]
         graph, alone = _alone(cfg, StepShape(req.batch, req.prompt, req.prompt), act, weight,
-                              tp, ep)  # fmt: skip
+                              tp, ep, dp_attention)  # fmt: skip
         _same_counts(prefill.ends, alone, r, 0)
         assert graphs.activation_bytes[r] >= peak_activation_bytes(graph)
         # the decode steps the request is costed at: ends exactly, the others interpolated
         steps = max(req.gen - 1, 1)
         for node in sorted({0, steps - 1, steps // 2}):
             kv = req.prompt + 1 + node
-            _, alone = _alone(cfg, StepShape(req.batch, 1, kv), act, weight, tp, ep)
+            _, alone = _alone(cfg, StepShape(req.batch, 1, kv), act, weight, tp, ep,
+                              dp_attention)  # fmt: skip
             at = np.flatnonzero(np.isclose(graphs.step_fraction[r] * max(steps - 1, 1), node))
             assert len(at) or node == steps // 2  # the first and last steps are always costed
             if len(at):

@@ -37,7 +37,9 @@ PLAN_HELP = {
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),
     "dp": ("Replicas (default: the chips the others leave).", count()),
-    "ep": ("Expert parallel (MoE).", count()),
+    "ep": ("MoE: experts spread over this many of the --tp chips (engines' --ep).", count()),
+    "dp_attention": ("Attention data parallelism (SGLang's --enable-dp-attention): each --tp "
+                     "chip runs attention for its own share of the sequences.", bool),
     "price": (PRICE_HELP, PriceType()),
 }  # fmt: skip
 RECSYS_HELP = {
@@ -61,8 +63,9 @@ def _declared(f: Callable) -> Callable:
                                         default=default, show_default=default is not None,
                                         help=fld.metadata["help"]))  # fmt: skip
     for name, (text, kind) in PLAN_HELP.items():
-        options.append(click.option(f"--{name.replace('_', '-')}", name, type=kind,
-                                    default=None, help=text))  # fmt: skip
+        flag = dict(is_flag=True, default=False) if kind is bool else dict(type=kind, default=None)
+        options.append(click.option(f"--{name.replace('_', '-')}", name, help=text,
+                                    **flag))  # fmt: skip
     for name, (text, kind, default) in RECSYS_HELP.items():
         options.append(click.option(f"--{name.replace('_', '-')}", name, type=kind,
                                     default=default, help=text))  # fmt: skip

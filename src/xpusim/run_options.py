@@ -53,11 +53,17 @@ class RunOptions:
     chips: int | None = option(None, "Chips in the system; on a chip id, builds its default "
                                "system. Without --tp/--pp/--dp/--ep the best plan is searched "
                                "for.")
-    tp: int | None = option(None, "Tensor parallel.")
+    tp: int | None = option(None, "Tensor parallel: chips per pipeline stage, attention split "
+                            "by heads over them.")
     pp: int | None = option(None, "Pipeline stages.")
     dp: int | None = option(None, "Data-parallel replicas (default: the chips the others "
                             "leave).")
-    ep: int | None = option(None, "Expert parallel (MoE).")
+    ep: int | None = option(None, "MoE: experts spread over this many of the --tp chips "
+                            "(engines' --ep; divides --tp), each split over the rest.")
+    dp_attention: bool = option(False, "LLM inference: attention data parallelism (SGLang's "
+                                "--enable-dp-attention): each --tp chip runs attention whole "
+                                "for its own share of the sequences and KV cache; experts "
+                                "still spread by --ep.", "flag")
     microbatches: int | None = option(None, "Microbatches of --batch sequences in flight "
                                       "(default: --pp); training: per replica and step "
                                       "(default 1, or one sequence each with --pp).")

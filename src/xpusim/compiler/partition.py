@@ -4,9 +4,19 @@ Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019, section 3): the fir
 a block is split by columns and the second by rows, so each block needs one all-reduce of
 its output; attention is split by heads (KV heads are replicated when there are fewer of
 them than ranks, as in Megatron's GQA support); the embedding and LM head are split over
-the vocabulary. Expert parallelism spreads an MoE layer's experts over `ep` chips with an
-all-to-all to send tokens to their experts and one to bring them back. Pipeline parallelism
-cuts the layer sequence into `pp` stages; data parallelism replicates everything.
+the vocabulary. Expert parallelism works as the serving engines run it (SGLang, vLLM,
+TensorRT-LLM): an MoE layer's experts are spread over `ep` of the SAME `tp` chips that run
+attention, each expert split tensor-parallel over the tp/ep chips left (SGLang's
+moe_tp_size = tp_size / ep_size, TensorRT-LLM's moe_tp x moe_ep = tp). Attention is split
+by heads over the tp chips, or, with `dp_attention` (SGLang's and TensorRT-LLM's attention
+data parallelism), runs whole on every chip for its own 1/tp of the sequences. Tokens reach
+their experts as engines send them: with attention split by heads every chip already holds
+every token, and the experts' partial outputs are all-reduced (moe_expert.py); with
+attention data parallelism an all-to-all dispatches each token to the chips of its top-k
+experts and another brings the results back (DeepEP's dispatch and combine) when every chip
+holds whole experts (ep = tp), else an all-gather brings every token to every chip and a
+reduce-scatter returns each chip's (SGLang's gather into a tensor-parallel MoE). Pipeline
+parallelism cuts the layer sequence into `pp` stages; data parallelism replicates everything.
 
 The builder tags each op with how it splits (`tp` attribute) and with its layer; this pass
 only applies those rules, so it knows no model by name. All ranks of a tensor/expert group
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xpusim.compiler import moe_expert
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
@@ -31,18 +42,42 @@ from xpusim.workloads.transformer_config import TransformerConfig, expected_acti
 
 @dataclass(frozen=True)
 class Plan:
-    tp: int = 1  # tensor parallel
+    tp: int = 1  # chips of one pipeline stage of one replica, which attention splits by heads
     pp: int = 1  # pipeline stages
     dp: int = 1  # data-parallel replicas
-    ep: int = 1  # expert parallel (MoE only)
+    ep: int = 1  # MoE: the tp chips the experts are spread over (engines' --ep; divides tp)
     # chips each pipeline stage's layers run across in turn, consecutive slices of its ops
     # on consecutive chips: a pipeline deeper than the model's layers (Groq's 576 chips are
     # 72 stages of 8, cost/stream_machine.py). 1: a stage is one chip (of its tp group).
     chain: int = 1
+    # attention data parallelism (SGLang's --enable-dp-attention, TensorRT-LLM's
+    # enable_attention_dp): each of the tp chips runs attention whole for its own 1/tp of
+    # the sequences, with its own KV cache, instead of splitting heads
+    dp_attention: bool = False
 
     @property
     def chips(self) -> int:
-        return self.tp * self.pp * self.dp * self.ep * self.chain
+        return self.tp * self.pp * self.dp * self.chain
+
+    @property
+    def attention_tp(self) -> int:
+        """Chips attention (and the dense layers, embedding and LM head) is split over."""
+        return 1 if self.dp_attention else self.tp
+
+    @property
+    def attention_dp(self) -> int:
+        """Chips of a stage that each run attention for their own share of the sequences."""
+        return self.tp if self.dp_attention else 1
+
+    @property
+    def expert_tp(self) -> int:
+        """Chips each expert's matrices are split over: the tp chips ep leaves."""
+        return max(self.tp // self.ep, 1)
+
+    @property
+    def rank(self) -> Plan:
+        """What shapes one chip's graph: the split, not the pipeline or the replicas."""
+        return Plan(tp=self.tp, ep=self.ep, dp_attention=self.dp_attention)
 
     @property
     def hops(self) -> int:
@@ -51,10 +86,13 @@ class Plan:
 
     def to_dict(self) -> dict[str, int]:
         degrees = {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep}
-        return degrees | ({"chain": self.chain} if self.chain > 1 else {})
+        return (degrees | ({"chain": self.chain} if self.chain > 1 else {})
+                | ({"dp_attention": 1} if self.dp_attention else {}))  # fmt: skip
 
     def __str__(self) -> str:
-        return " x ".join(f"{k}{v}" for k, v in self.to_dict().items() if v > 1) or "1 chip"
+        degrees = {k: v for k, v in self.to_dict().items() if k != "dp_attention"}
+        text = " x ".join(f"{k}{v}" for k, v in degrees.items() if v > 1) or "1 chip"
+        return text + (" (dp-attention)" if self.dp_attention else "")
 
 
 def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
@@ -76,11 +114,28 @@ def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
             f"--ep {plan.ep} needs an MoE model whose expert count it divides "
             f"({cfg.name} has {cfg.num_experts} expert(s) per layer)"
         )
+    check_expert_plan(plan.tp, plan.ep, plan.pp, chips)
+    if plan.dp_attention and plan.pp > 1:
+        raise UserError("--dp-attention with --pp is not modelled; give --pp 1")
     if plan.dp < 1 or plan.chips != chips:
         raise UserError(
-            f"plan tp {plan.tp} x pp {plan.pp} x dp {plan.dp} x ep {plan.ep} = {plan.chips} "
+            f"plan tp {plan.tp} x pp {plan.pp} x dp {plan.dp} = {plan.chips} "
             f"chips, but --chips is {chips}"
         )
+
+
+def check_expert_plan(tp: int, ep: int, pp: int, chips: int) -> None:
+    """--ep spreads experts over the --tp chips, as engines mean it; the product form (tp x
+    ep chips, this project's before 2026-12) is refused with the engines' spelling."""
+    if ep <= tp and tp % ep == 0:
+        return
+    if tp * ep * pp == chips:
+        raise UserError(f"--tp {tp} --ep {ep} is {tp * ep * pp} chips in the old product "
+                        "form; --ep now spreads experts over the --tp chips, as engines "
+                        f"mean it: write --tp {tp * ep} --ep {ep} (add --dp-attention for "
+                        "attention data parallelism)")  # fmt: skip
+    raise UserError(f"--ep {ep} must divide --tp {tp}: experts are spread over the chips "
+                    "attention runs on (engines' meaning)")
 
 
 @scoped(maxsize=1024)
@@ -153,9 +208,14 @@ def collective(kind: str, group: str, size: int, t: Tensor, after: Op) -> Op:
 
 class _Sharder:
     def __init__(self, plan: Plan, sequence_parallel: bool = False):
-        self.tp, self.ep = plan.tp, plan.ep
+        self.plan = plan
+        self.tp, self.ep = plan.attention_tp, plan.ep  # self.tp: what splits attention
         self.sp = sequence_parallel and plan.tp > 1
         self.experts: dict[tuple, tuple[Dim, Dim]] = {}
+        # under attention data parallelism, what a chip gets back of each expert output:
+        # its own tokens' (x top-k after an all-to-all combine, summed after a reduce-scatter)
+        self.expert_outputs: dict[str, Tensor] = {}
+        self.parts: dict[tuple, tuple[Dim, Dim]] = {}  # dimension, parts -> (it, its part)
 
     def split(self, n: int) -> int:
         return _ceil_div(n, self.tp)
@@ -164,7 +224,10 @@ class _Sharder:
         rule = op.attr("tp")
         if self.sp and rule is None:
             return self._sequence(op)
-        if rule is None or (self.tp == 1 and self.ep == 1):
+        expert = str(rule).startswith("expert")
+        if self.plan.dp_attention and not expert:
+            return [self._own_sequences(op)]
+        if rule is None or (self.plan.tp == 1 and self.ep == 1):
             return [op]
         ops = getattr(self, f"_{rule}")(op)
         if self.sp and self._gathers(op, str(rule)):
@@ -352,46 +415,109 @@ class _Sharder:
         stats = Tensor(f"{loss.name}.stats", (*loss.shape, 3), loss.dtype, loss.role)
         return [sharded, collective("all_reduce", "tp", self.tp, stats, op)]
 
+    def _part_of(self, d: Dim, parts: int) -> Dim:
+        """ceil(d / parts), one object per dimension object: layers that shared an array
+        dimension share its part, and stay one op signature (ir/tensor.dim_key)."""
+        key = (dim_key(d), parts)
+        if key not in self.parts:
+            self.parts[key] = (d, _ceil_div(d, parts))  # d kept: its id stays its own
+        return self.parts[key][1]
+
+    # --- attention data parallelism ---------------------------------------------------
+    def _own_sequences(self, op: Op) -> Op:
+        """An op outside the experts under attention data parallelism: whole weights, on
+        this chip's 1/tp of the sequences (the leading axis of its activations and cache;
+        the second of a head-batched matmul's [heads, tokens, k]); an expert output it
+        reads is what the combine brought back of it (_expert_row)."""
+        axis = 1 if op.attr("tp") == "head_batch" else 0
+        parts = self.plan.attention_dp
+
+        def shard(t: Tensor) -> Tensor:
+            if t.name in self.expert_outputs:
+                return self.expert_outputs[t.name]
+            if t.role is Role.WEIGHT or len(t.shape) < 2:
+                return t
+            shape = list(t.shape)
+            shape[axis] = self._part_of(shape[axis], parts)
+            return _resized(t, *shape)
+
+        return self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))
+
+    # --- experts (engines' expert parallelism over the tp chips) ------------------------
     def _experts(self, op: Op) -> tuple[Dim, Dim]:
-        """(experts held by one chip, rows each runs) once ep chips pool their tokens; kept
-        per token count, so that every expert op of the graph gets the same dimensions."""
+        """(experts one chip runs, rows each runs) for the stage's tokens, on the busiest
+        chip: its token-expert pairs (moe_expert.busiest_rank_pairs) land on the distinct
+        experts of its experts / ep they are expected to touch (expected_active_experts, a
+        pair at a time: at small batch a chip reads only those experts' weights), spread
+        evenly over them. One chip (ep 1) runs the experts the tokens touch, k at a time.
+        Kept per token count, so that every expert op of the graph gets the same
+        dimensions."""
         tokens, experts, per_token = (op.attr(k) for k in ("tokens", "experts",
                                                            "experts_per_token"))  # fmt: skip
         key = (dim_key(tokens), experts, per_token)
         if key not in self.experts:
-            pooled = tokens * self.ep
-            used = expected_active_experts(pooled, int(experts), int(per_token))
-            self.experts[key] = _ceil_div(used, self.ep), _ceil_div(pooled * per_token, used)
+            if self.ep == 1:
+                mine, pairs = expected_active_experts(tokens, int(experts), int(per_token)), \
+                    tokens * per_token
+            else:
+                pairs = moe_expert.busiest_rank_pairs(tokens * per_token, self.ep,
+                                                      moe_expert.ROUTING_SKEW)
+                mine = expected_active_experts(pairs, _ceil_div(int(experts), self.ep), 1)
+            self.experts[key] = mine, _ceil_div(pairs, mine)
         return self.experts[key]
+
+    def _tokens(self, op: Op, name: str, parts: int = 1, copies: int = 1) -> Tensor:
+        """The stage's tokens (1/parts of them) as [tokens, copies, hidden] activations: what
+        a dispatch, combine or all-reduce moves."""
+        x = op.outputs[0] if op.attr("tp") == "expert_row" else op.inputs[0]
+        tokens = self._part_of(op.attr("tokens"), parts)
+        return Tensor(f"{op.name}.{name}", (tokens, copies, x.shape[-1]), x.dtype, x.role)
+
+    def _dispatch(self, op: Op, combine: bool) -> list[Op]:
+        """How tokens reach their experts and come back (the module docstring's three
+        forms): nothing to send and an all-reduce of the partial sums with attention split
+        by heads; with attention data parallelism, all-to-alls of each chip's tokens x
+        top-k (DeepEP's dispatch, combine) where chips hold whole experts, else an
+        all-gather and a reduce-scatter of every token."""
+        plan, k = self.plan, int(op.attr("experts_per_token"))
+        if plan.tp == 1:
+            return []
+        if not plan.dp_attention:
+            return [collective("all_reduce", "ep", plan.tp, self._tokens(op, "sum"), op)] \
+                if combine else []
+        if plan.ep == plan.tp:
+            sent = self._tokens(op, "routed", plan.tp, k)
+            return [collective("all_to_all", "ep", plan.tp, sent, op)]
+        kind = "reduce_scatter" if combine else "all_gather"
+        return [collective(kind, "ep", plan.tp, self._tokens(op, "all"), op)]
 
     def _expert_column(self, op: Op) -> list[Op]:
         x, w = op.inputs
         e, rows = self._experts(op)
-        n = self.split(w.shape[-1])
+        n = _ceil_div(w.shape[-1], self.plan.expert_tp)
         sharded = self._with(op, [_resized(x, e, rows, x.shape[-1]), _resized(w, e, w.shape[1], n)],
                              [_resized(op.outputs[0], e, rows, n)])  # fmt: skip
-        if self.ep == 1:
-            return [sharded]
-        return [collective("all_to_all", "ep", self.ep, op.inputs[0], op), sharded]
+        return [*self._dispatch(op, combine=False), sharded]
 
     def _expert_split(self, op: Op) -> list[Op]:
         e, rows = self._experts(op)
 
         def shard(t: Tensor) -> Tensor:
-            return _resized(t, e, rows, self.split(t.shape[-1]))
+            return _resized(t, e, rows, _ceil_div(t.shape[-1], self.plan.expert_tp))
 
         return [self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))]
 
     def _expert_row(self, op: Op) -> list[Op]:
         x, w = op.inputs
         e, rows = self._experts(op)
-        k = self.split(w.shape[-2])
+        k = _ceil_div(w.shape[-2], self.plan.expert_tp)
         out = _resized(op.outputs[0], e, rows, w.shape[-1])
-        ops = self._all_reduce(self._with(op, [_resized(x, e, rows, k),
-                                               _resized(w, e, k, w.shape[-1])], [out]))  # fmt: skip
-        if self.ep > 1:
-            ops.append(collective("all_to_all", "ep", self.ep, op.outputs[0], op))
-        return ops
+        if self.plan.dp_attention:
+            copies = int(op.attr("experts_per_token")) if self.plan.ep == self.plan.tp else 1
+            self.expert_outputs[op.outputs[0].name] = self._tokens(op, "mine", self.plan.tp,
+                                                                   copies)  # fmt: skip
+        sharded = self._with(op, [_resized(x, e, rows, k), _resized(w, e, k, w.shape[-1])], [out])
+        return [sharded, *self._dispatch(op, combine=True)]
 
 
 def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Graph:
@@ -401,7 +527,7 @@ def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Grap
     instead, trading each all-reduce for a reduce-scatter and an all-gather (training).
     """
     rank = Graph(f"{graph.name}[{plan}]", layer_copies=dict(graph.layer_copies))
-    if plan.tp == 1 and plan.ep == 1:  # one rank runs every op whole (tested): nothing to split
+    if plan.tp == 1:  # one rank runs every op whole (tested): nothing to split
         rank.ops.extend(graph.ops)
         return rank
     sharder = _Sharder(plan, sequence_parallel)
@@ -430,17 +556,18 @@ def _split_params(cfg: TransformerConfig, plan: Plan) -> tuple[float, float]:
     if cfg.ssm:
         return 0.0, 0.0
     attn = _split_attention_params(cfg, plan)
-    experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.tp
-    shared = cfg.shared_expert_params / plan.tp  # split as a dense MLP is (its gate aside)
-    return attn + cfg.dense_mlp_params / plan.tp, attn + experts + shared
+    experts = math.ceil(cfg.num_experts / plan.ep) * cfg.expert_params / plan.expert_tp
+    tp = plan.attention_tp  # whole on every chip under attention data parallelism
+    shared = cfg.shared_expert_params / tp  # split as a dense MLP is (its gate aside)
+    return attn + cfg.dense_mlp_params / tp, attn + experts + shared
 
 
 def _split_attention_params(cfg: TransformerConfig, plan: Plan) -> float:
     """The attention parameters of a layer that one rank of `plan` holds of those tensor
     parallelism splits by heads (the output gate's share of q_proj too)."""
     h_rank, kv_rank = (
-        _ceil_div(cfg.num_heads, plan.tp),
-        max(1, _ceil_div(cfg.num_kv_heads, plan.tp)),
+        _ceil_div(cfg.num_heads, plan.attention_tp),
+        max(1, _ceil_div(cfg.num_kv_heads, plan.attention_tp)),
     )
     if cfg.is_mla:  # the latents' projections whole on every rank, the heads' split
         return cfg.mla_replicated_params + cfg.mla_head_params * h_rank / cfg.num_heads
@@ -458,7 +585,7 @@ def _linear_layer_difference(cfg: TransformerConfig, plan: Plan) -> float:
         return 0.0
     norm = cfg.linear_value_dim
     linear = (cfg.linear_attention_params - norm) * _ceil_div(
-        cfg.linear_value_heads, plan.tp) / cfg.linear_value_heads + norm  # fmt: skip
+        cfg.linear_value_heads, plan.attention_tp) / cfg.linear_value_heads + norm  # fmt: skip
     whole, mine = _split_attention_params(cfg, Plan()), _split_attention_params(cfg, plan)
     attention = cfg.attention_params - whole + mine + (2 * cfg.head_dim if cfg.qk_norm else 0)
     return linear - attention
@@ -496,8 +623,9 @@ def weights_per_chip_bytes(
         start += n
     per_stage[0] += cfg.encoder_params - cfg.encoder_layers * (whole[0] - split[0])
     per_stage = [params * itemsize for params in per_stage]
-    per_stage[0] += cfg.embedding_params / plan.tp * table_itemsize
-    per_stage[-1] += cfg.lm_head_params / plan.tp * head_itemsize + cfg.final_norm_params * itemsize
+    per_stage[0] += cfg.embedding_params / plan.attention_tp * table_itemsize
+    per_stage[-1] += (cfg.lm_head_params / plan.attention_tp * head_itemsize
+                      + cfg.final_norm_params * itemsize)  # fmt: skip
     return tuple(b / plan.chain for b in per_stage)  # a chained stage's chips share its weights
 
 

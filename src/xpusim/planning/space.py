@@ -30,7 +30,7 @@ class Layout:
 
     @property
     def replica_chips(self) -> int:
-        return self.tp * self.pp * self.ep
+        return self.tp * self.pp  # ep spreads the experts over the tp chips
 
     @property
     def decoders(self) -> int:
@@ -113,17 +113,18 @@ def _factors(n: int) -> list[int]:
 
 
 def aggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:
-    """Every tp x pp x (ep for MoE) x replicas that fills the chips, each replica serving
-    prefill and decode. TP divides the attention heads, as engines require."""
-    eps = _factors(chips) if cfg.is_moe else [1]
-    for ep in eps:
-        for tp in _factors(chips // ep):
-            if cfg.num_heads % tp:
-                continue
-            for pp in _factors(chips // (ep * tp)):
+    """Every tp x pp x replicas that fills the chips, with ep (MoE: the tp chips the
+    experts spread over, a divisor of tp and of the experts), each replica serving prefill
+    and decode. TP divides the attention heads, as engines require."""
+    for tp in _factors(chips):
+        if cfg.num_heads % tp:
+            continue
+        eps = [e for e in _factors(tp) if cfg.num_experts % e == 0] if cfg.is_moe else [1]
+        for ep in eps:
+            for pp in _factors(chips // tp):
                 if pp > cfg.num_layers:
                     continue
-                yield Layout("aggregated", tp, pp, ep, chips // (ep * tp * pp))
+                yield Layout("aggregated", tp, pp, ep, chips // (tp * pp))
 
 
 def disaggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:

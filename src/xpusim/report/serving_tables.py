@@ -20,6 +20,7 @@ def serving_view(result: Any) -> Any:
     shape = (f"{_load(load)}, {result.requests} requests of "
              f"{result.prompt_mean:.0f} -> {result.gen_mean:.0f} tokens")  # fmt: skip
     plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
+    plan += ", dp-attention" if result.plan.get("dp_attention") else ""
     split = (f", {result.prefill_replicas}P{result.decode_replicas}D" if result.prefill_replicas
              else "")  # fmt: skip
     if result.decode_plan:

@@ -46,6 +46,7 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 def _plan(row: Row) -> str:
     degrees = " x ".join(f"{k}{row[f'plan.{k}']}" for k in ("tp", "pp", "dp", "ep", "chain")
                          if (row.get(f"plan.{k}") or 1) > 1)  # fmt: skip
+    degrees += ", dp-attention" if row.get("plan.dp_attention") == 1 else ""
     chips = row.get("chips", 1)
     return f"{chips} ({degrees})" if degrees else str(chips)
 

@@ -340,8 +340,8 @@ def run_plan(
     tokens = setup.batch * setup.seq
     peak = chip.peak(setup.act)
     model_flops = model_flops_per_token(cfg, setup.seq) * tokens
-    executed = rank.matrix_flops * m * plan.tp * plan.ep * plan.dp
-    group = plan.tp * plan.ep * plan.dp  # chips per stage
+    executed = rank.matrix_flops * m * plan.tp * plan.dp
+    group = plan.tp * plan.dp  # chips per stage
     static_w = chip.energy.static_power_w.value
     # every op's dynamic energy, and static power on every chip for the whole step (an op's
     # energy_j holds static power over its own time, which overlap would count twice)

@@ -119,7 +119,7 @@ def collectives(
     nbytes = max(params) * setup.act.itemsize
     for kind, what, when in dp_traffic(setup.zero):
         cost = hierarchical_time(system, Collective(kind), nbytes, plan.dp,
-                                 plan.tp * plan.ep * plan.pp)  # fmt: skip
+                                 plan.tp * plan.pp)  # fmt: skip
         found.append({"op": f"{what} per {when}", "collective": kind, "group": "dp",
                       "size": plan.dp, "bytes": nbytes, "algorithm": cost.algorithm,
                       "level": cost.level, "time_s": cost.time_s})  # fmt: skip
@@ -132,7 +132,7 @@ def _dp_times(
     """Per stage: data-parallel collectives once per step, and per microbatch by pass."""
     step = np.zeros(plan.pp)
     micro = {"forward": np.zeros(plan.pp), "backward": np.zeros(plan.pp)}
-    stride = plan.tp * plan.ep * plan.pp
+    stride = plan.tp * plan.pp
     gathers = 0
     for kind, what, when in dp_traffic(setup.zero):
         nbytes = np.array(params) * setup.act.itemsize  # gradients and weights: compute format
@@ -151,5 +151,5 @@ def _dp_times(
 def _send_s(system: System, plan: Plan, micro: int, setup: Setup, cfg: TransformerConfig) -> float:
     """One microbatch's activations (or their gradient) to the next (previous) stage."""
     nbytes = micro * setup.seq * cfg.hidden_size * setup.act.itemsize
-    span = plan.tp * plan.ep * plan.pp
+    span = plan.tp * plan.pp
     return collective_time(system, Collective.SEND_RECV, nbytes, 2, span).time_s

@@ -165,7 +165,7 @@ def _kv_room(
     take hold what they keep on average. A model whose every attention layer is windowed
     keeps those layers in the blocks whole (Mistral-7B v0.1), as before."""
     activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
-                                     plan.ep).activation_bytes[0])  # fmt: skip
+                                     plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
     capacity = system.chip.capacity_bytes * engine.kv_utilization
     per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
     if not per_layer:  # every layer windowed
@@ -264,10 +264,10 @@ def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | No
 
 def _transfer(p: Prepared) -> Callable[[int], float]:
     """Moving a sequence's KV cache from a prefill replica to a decode replica: each of the
-    tp x ep ranks sends its shard at once, over the link that spans both replicas."""
+    tp ranks sends its shard at once, over the link that spans both replicas."""
     chips = p.plan.chips
     line = collective_line(p.system, Collective.SEND_RECV, 2, min(2 * chips, p.system.chips))
-    itemsize, ranks = p.formats.kv_format.itemsize, p.plan.tp * p.plan.ep
+    itemsize, ranks = p.formats.kv_format.itemsize, p.plan.tp
 
     def transfer_s(tokens: int) -> float:
         return line.fixed_s + line.s_per_byte * p.cfg.cache_bytes(tokens, itemsize) / ranks

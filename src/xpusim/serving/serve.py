@@ -51,7 +51,7 @@ def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:
 
 
 PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision", "chips",
-                "tp", "pp", "dp", "ep", "objective")  # fmt: skip
+                "tp", "pp", "dp", "ep", "dp_attention", "objective")  # fmt: skip
 
 
 def serve_llm(

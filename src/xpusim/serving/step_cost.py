@@ -28,6 +28,12 @@ grid: exact where the cost is affine in Σc (memory-bound everywhere but near th
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
 at most one per iteration, is costed by the roofline (cost/roofline.evaluate) itself, kept
 per distinct work (an engine sees the same prompt lengths again and again).
+
+Under attention data parallelism (Plan.dp_attention) the step is its busiest chip's: the
+engine spreads the decoding sequences evenly over the tp chips, each prefill chunk runs on
+one of them, and the experts run the whole step's tokens. So token ops are tabulated twice
+over: those outside the experts at the busiest chip's tokens, the experts' (and their
+dispatch and combine) at the step's, and attention at the busiest chip's sequences.
 """
 
 from __future__ import annotations
@@ -163,9 +169,14 @@ class StepCost:
     mean_context: np.ndarray  # (M,) the decode table's grid
     decode_stage_s: np.ndarray  # (max_sampled, M, pp) decode attention of n sequences
     decode_energy_j: np.ndarray  # (max_sampled, M)
-    ranks: int  # chips per stage: tp x ep
+    ranks: int  # chips per stage: tp
     send_fixed_s: float
     send_s_per_token: float
+    # attention data parallelism: chips that each run their own sequences (1: none), and
+    # the expert ops' part of the token table (token_stage_s then holds the rest)
+    attention_dp: int = 1
+    expert_stage_s: np.ndarray | None = None  # (max_tokens, pp) at the step's T
+    expert_energy_j: np.ndarray | None = None
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -175,6 +186,8 @@ class StepCost:
             return np.concatenate([stage_s, energy_j[..., None]], axis=-1).tolist()
 
         self._token_rows = rows(self.token_stage_s, self.token_energy_j)
+        self._expert_rows = None if self.expert_stage_s is None else rows(
+            self.expert_stage_s, self.expert_energy_j)  # fmt: skip
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
         self._grid = self.mean_context.tolist()
@@ -198,10 +211,10 @@ class StepCost:
             n = work.decodes
             low, high, f = self._decode_nodes(n, work.decode_context)
             total = [a + b + d + f * (e - d) for a, b, d, e in zip(
-                self._token_rows[n - 1], self._sample_rows[n - 1], low, high, strict=True)]
+                self._token(n, work), self._sample_rows[n - 1], low, high, strict=True)]
             send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
             return StepTime(total[:-1], send, total[-1] * self.ranks)
-        total = self._token_rows[tokens - 1]
+        total = self._token(tokens, work)
         if work.sampled:
             total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
                                            strict=True)]  # fmt: skip
@@ -209,10 +222,29 @@ class StepCost:
             total = [a + b for a, b in zip(total, self._decode(work.decodes, work.decode_context),
                                            strict=True)]  # fmt: skip
         if work.prefills:
-            total = [a + b for a, b in zip(total, self._prefill(work.prefill_basis),
-                                           strict=True)]  # fmt: skip
+            busiest = self._busiest_prefills(work) / work.prefills
+            total = [a + b * busiest for a, b in zip(total, self._prefill(work.prefill_basis),
+                                                     strict=True)]  # fmt: skip
         send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
         return StepTime(total[:-1], send, total[-1] * self.ranks)
+
+    def _busiest_prefills(self, work: Work) -> int:
+        """Prefill chunks the busiest chip runs: all of them, or under attention data
+        parallelism its share of them, one chip each."""
+        return -(-work.prefills // self.attention_dp)
+
+    def _token(self, tokens: int, work: Work) -> list[float]:
+        """The token ops (stage times..., energy) of a step of `tokens` new tokens; under
+        attention data parallelism, the busiest chip's (its share of the decodes and of the
+        prefill chunks, at their mean length) beside the experts' over every token."""
+        if self._expert_rows is None:
+            return self._token_rows[tokens - 1]
+        a = self.attention_dp
+        mine = -(-work.decodes // a)
+        if work.prefills:
+            mine += -(-work.prefill_tokens * self._busiest_prefills(work) // work.prefills)
+        return [x + y for x, y in zip(self._token_rows[min(mine, tokens) - 1],
+                                      self._expert_rows[tokens - 1], strict=True)]
 
     def _decode(self, n: int, context: int) -> list[float]:
         """The decode kernel (stage times..., energy), interpolated along the mean context
@@ -266,9 +298,16 @@ def step_cost(
 
     kinds = _op_kinds(cfg, requests, plan)
     tokens = np.arange(1, max_tokens + 1)
+    a = plan.attention_dp  # a sequences of t tokens: each chip t, the experts a t
+    steps = requests(np.full_like(tokens, a), tokens)
     token_s, token_j, table, counts = _tabulated(
-        cfg, requests(np.ones_like(tokens), tokens), system, plan, placement, kinds, "token"
+        cfg, steps, system, plan, placement, kinds, "token",
+        (lambda op: not _expert_op(op)) if a > 1 else (lambda op: True),
     )
+    experts: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    if a > 1:  # one sequence of T tokens: the experts' ops see the step's T exactly
+        experts = _tabulated(cfg, requests(np.ones_like(tokens), tokens), system, plan,
+                             placement, kinds, "token", _expert_op)[:2]  # fmt: skip
     sampled = np.arange(1, max_sampled + 1)
     sample_s, sample_j, _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement, kinds, "sample"
@@ -287,26 +326,32 @@ def step_cost(
     # the decode kernel of n sequences at mean context m: the basis (n, n, nm, nm, n)
     top = max(max_context, 2)
     mean = np.unique(np.r_[np.geomspace(1, top, int(np.log(top) / np.log(GRID_RATIO)) + 2), top])
-    n = np.arange(1, max_sampled + 1, dtype=float)[:, None]
+    n = np.ceil(np.arange(1, max_sampled + 1, dtype=float) / a)[:, None]  # a chip's sequences
     nn, mm = np.broadcast_arrays(n, mean[None, :])
     basis = np.stack([nn, nn, nn * mm, nn * mm, nn], axis=-1).reshape(-1, 5)
     decode_s, decode_j = att.cost(basis)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
-        system, Collective.SEND_RECV, 2, plan.tp * plan.ep * plan.pp)  # fmt: skip
+        system, Collective.SEND_RECV, 2, plan.tp * plan.pp)  # fmt: skip
     per_token = cfg.hidden_size * act.itemsize
     return StepCost(
         max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, att, mean,
-        decode_s.reshape(*nn.shape, -1), decode_j.reshape(nn.shape), plan.tp * plan.ep,
-        send.fixed_s, send.s_per_byte * per_token,
+        decode_s.reshape(*nn.shape, -1), decode_j.reshape(nn.shape), plan.tp,
+        send.fixed_s, send.s_per_byte * per_token, a, *experts,
     )  # fmt: skip
+
+
+def _expert_op(op) -> bool:
+    """An MoE layer's expert GEMMs and their dispatch and combine (partition.py's rules)."""
+    return str(op.attr("tp")).startswith("expert") or op.attr("group") == "ep"
 
 
 def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
     """Each op's kind (token, sample or attention) from three prefill shapes: (batch 1,
     2 tokens) and (batch 2, 1 token each) run as many tokens; (1, 1) as many sequences
     as the first. Token ops agree on the first two, sampling ops on the first and third."""
-    probes = requests(np.array([1, 2, 1]), np.array([2, 1, 1]))
-    graphs = shape_graphs(cfg, probes, plan.tp, plan.ep)
+    a = plan.attention_dp  # each chip's share: (1, 2), (2, 1), (1, 1)
+    probes = requests(np.array([a, 2 * a, a]), np.array([2, 1, 1]))
+    graphs = shape_graphs(cfg, probes, plan.tp, plan.ep, plan.dp_attention)
     table = graphs.tables[0]
     rows = [graphs.row[r] for r in probes]
     found = {}
@@ -321,16 +366,17 @@ def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
 
 def _tabulated(
     cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
-    placement: Placement, kinds: dict[str, str], kind: str,
+    placement: Placement, kinds: dict[str, str], kind: str, which=lambda op: True,
 ) -> tuple[np.ndarray, np.ndarray, OpTable, np.ndarray]:  # fmt: skip
-    """Stage times (R, pp) and energy (R,) of the ops of one kind in the prefill graphs of
-    these requests, one per row; the table and its (ops, pp) stage counts."""
-    graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep)
+    """Stage times (R, pp) and energy (R,) of the ops of one kind (those of them `which`
+    keeps) in the prefill graphs of these requests, one per row; the table and its (ops,
+    pp) stage counts."""
+    graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
     (prefill,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                             Plan(tp=plan.tp, ep=plan.ep), np.full(len(reqs), plan.pp),
-                             phases=(0,))  # fmt: skip
-    mine = np.array([kinds[op.name] == kind for op in prefill.table.ops], dtype=float)
+                             plan.rank, np.full(len(reqs), plan.pp), phases=(0,))  # fmt: skip
+    mine = np.array([kinds[op.name] == kind and which(op) for op in prefill.table.ops],
+                    dtype=float)  # fmt: skip
     counts = prefill.counts[0, 0]  # (ops, pp): the same for every row
     per_op = prefill.costs.time_s[:, 0] * mine  # (R, ops)
     stage_s = ordered_sum(per_op[:, :, None] * counts, axis=1)
@@ -344,7 +390,8 @@ def _attention_probe(cfg, plan: Plan, act, weight, attention, kv) -> OpTable:
     are the same at every probe and broadcast)."""
     step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
     graph = build_step(cfg, step, act, weight, compact=True, attention=attention, kv=kv)
-    table = op_table(partition(graph, Plan(tp=plan.tp, ep=plan.ep)))
+    # a sequence's attention runs on one chip: whole heads under attention data parallelism
+    table = op_table(partition(graph, Plan() if plan.dp_attention else plan.rank))
     n = len(_PROBES_Q)
 
     def per_probe(values: np.ndarray) -> np.ndarray:  # (probes, 1, ...) or (...) -> (probes, ...)

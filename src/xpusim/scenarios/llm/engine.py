@@ -1,8 +1,9 @@
 """The engine: per-op time and energy of a rank's graphs for many configurations at once.
 
-Every (request, system, plan) of one format and (tp, ep) is costed by one array call with a
-leading configuration axis: the plans of a search, or the chips, what-ifs and shapes of a
-sweep. A chip's, placement's or topology's figures are worked out once and spread by index.
+Every (request, system, plan) of one format and rank split (Plan.rank) is costed by one
+array call with a leading configuration axis: the plans of a search, or the chips, what-ifs
+and shapes of a sweep. A chip's, placement's or topology's figures are worked out once
+and spread by index.
 """
 
 from __future__ import annotations
@@ -110,9 +111,9 @@ class PhaseCosts:
 
 
 def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
-    """A collective op's line on the system; tp groups span tp chips, ep groups tp x ep
-    (tp inner)."""
-    span = {"tp": plan.tp, "ep": plan.tp * plan.ep}[str(op.attr("group"))]
+    """A collective op's line on the system; tp and ep groups both span a stage's tp chips
+    (experts are spread over the chips attention runs on, as engines place them)."""
+    span = plan.tp
     kind = Collective(str(op.attr("collective")))
     return collective_line(system, kind, int(op.attr("size")), span)
 

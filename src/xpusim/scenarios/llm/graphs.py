@@ -184,17 +184,19 @@ def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
 
 
 def shape_graphs(
-    cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int
-) -> ShapeGraphs:
+    cfg: TransformerConfig, requests: Sequence[Request], tp: int, ep: int,
+    dp_attention: bool = False,
+) -> ShapeGraphs:  # fmt: skip
     """ShapeGraphs of requests that share their formats, in the order first asked for (a
     sweep's chunk costs them in that order: no table is copied row by row)."""
-    return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep)
+    return _shape_graphs(cfg, tuple(dict.fromkeys(requests)), tp, ep, dp_attention)
 
 
 @scoped(maxsize=16)  # `compare` asks again per chip; a sweep's chunks never repeat a set
 def _shape_graphs(
-    cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int
-) -> ShapeGraphs:
+    cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int,
+    dp_attention: bool = False,
+) -> ShapeGraphs:  # fmt: skip
     act, weight, attention, kv_format = requests[0].formats
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
@@ -227,7 +229,7 @@ def _shape_graphs(
     def rank(step: StepShape) -> Graph:
         graph = build_step(cfg, step, act, weight, compact=True, attention=attention,
                            kv=kv_format)  # fmt: skip
-        return partition(graph, Plan(tp=tp, ep=ep))
+        return partition(graph, Plan(tp=tp, ep=ep, dp_attention=dp_attention))
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),
                        rank(StepShape(batch * width, q, kv, logits=q,

@@ -143,6 +143,7 @@ def simulate(
     pp: int | None = None,
     dp: int | None = None,
     ep: int | None = None,
+    dp_attention: bool = False,
     microbatches: int | None = None,
     objective: str = "latency",
     overlap: bool = False,
@@ -159,6 +160,10 @@ def simulate(
     than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
     `kv_precision` is the format the KV cache is stored in (an FP8 cache beside NVFP4 GEMMs);
     None: `precision`.
+
+    Plans are stated as engines state them: `tp` chips per pipeline stage, attention split
+    by heads over them (or, with `dp_attention`, run whole on each for its own share of the
+    sequences), `ep` of them sharing the experts (compiler/partition.py).
 
     Decoding (scenarios/decoding.py): `beams` (beam search, one sequence output per prompt),
     `n` (parallel samples, all output), or `speculative` (a draft model, a zoo id or config)
@@ -208,8 +213,9 @@ def _simulate_jobs(
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
         for plan in setup.plans:
-            requests.setdefault((setup.req.formats, plan.tp, plan.ep), {})[setup.req] = None
-    graphs = {key: shape_graphs(model, list(reqs), key[1], key[2])
+            requests.setdefault((setup.req.formats, plan.tp, plan.ep, plan.dp_attention),
+                                {})[setup.req] = None  # fmt: skip
+    graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
     cands = Candidates.of(model, ready, graphs)
     worth = np.flatnonzero(cands.worth)
@@ -302,7 +308,9 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
                            given["draft_tokens"], given["acceptance"],
                            given["acceptance_lengths"])  # fmt: skip
-    searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep))
+    dp_attention = given["dp_attention"]
+    searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)) \
+        and not dp_attention
     if searched:
         if objective not in OBJECTIVES:
             raise UserError(f"unknown objective {objective!r}; choose latency or throughput")
@@ -314,7 +322,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
         if not plans:
             raise UserError(f"no parallelism plan splits {cfg.name} over {system.chips} chips")
     else:
-        plans = [complete_plan(system.chips, tp, pp, dp, ep)]
+        plans = [complete_plan(system.chips, tp, pp, dp, ep, dp_attention)]
         check_plan(plans[0], cfg, system.chips)
         if how.draft is not None and plans[0].pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
@@ -370,10 +378,14 @@ _ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weight
 
 
 def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
-                  ep: int | None) -> Plan:  # fmt: skip
-    """Missing degrees are 1, except dp, which takes up the chips the others leave."""
-    tp, pp, ep = tp or 1, pp or 1, ep or 1
-    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp * ep), 1), ep=ep)
+                  ep: int | None, dp_attention: bool = False) -> Plan:  # fmt: skip
+    """Missing degrees are 1, except dp, which takes up the chips the others leave, and,
+    under attention data parallelism, tp, which takes the chips pp and dp leave (--ep
+    spreads experts over the tp chips: it adds none)."""
+    pp, ep = pp or 1, ep or 1
+    tp = tp or (max(chips // (pp * (dp or 1)), 1) if dp_attention else 1)
+    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp), 1), ep=ep,
+                dp_attention=bool(dp_attention))
 
 
 def _table(
@@ -391,7 +403,7 @@ def _table(
     chips = [system.chip for system in systems]
     plans, plan_of = distinct([cands.plans[c] for c in chosen])
     n_chips = np.array([system.chips for system in systems])[system_of]
-    tp, dp, ep = (np.array([getattr(p, d) for p in plans])[plan_of] for d in ("tp", "dp", "ep"))
+    tp, dp = (np.array([getattr(p, d) for p in plans])[plan_of] for d in ("tp", "dp"))
     m, fits = cands.microbatches[best], cands.fits[best]
     batch, cached, width = cands.terms
     copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
@@ -403,7 +415,7 @@ def _table(
         cached * per_token + width * per_sequence
         + np.minimum(cached, width * window) * windowed) + activations
     fullest = cands.footprints(best)
-    system_fp = (*_system_memory(setups, cands, best, tp * ep * dp, tp, dp), activations * n_chips)
+    system_fp = (*_system_memory(setups, cands, best, tp * dp, tp, dp), activations * n_chips)
     f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
                                                       "energy_j", "comm_s", "trip_s")}
     tokens = cands.tokens[best]
@@ -451,8 +463,8 @@ def _table(
         "bottleneck": cands.bottlenecks(best),
         "comm_s": f["comm_s"].tolist(),
         "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
-        "prefill_flops": (flops[0] * tp * ep).tolist(),
-        "decode_flops_per_step": (flops[1] * tp * ep).tolist(),
+        "prefill_flops": (flops[0] * tp).tolist(),
+        "decode_flops_per_step": (flops[1] * tp).tolist(),
         "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
         "plan_search": [None if s.objective is None else _search(s, cands, c, r)
                         for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
@@ -480,7 +492,7 @@ def _system_memory(
     tp: np.ndarray, dp: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The whole system's weights and KV cache under each job's chosen plan: one chip of
-    each stage times the replicas of a stage's chips (tp x ep x dp), and a speculative
+    each stage times the replicas of a stage's chips (tp x dp), and a speculative
     job's draft model on each of its tp x dp chips."""
     codes = cands.memory_of[best]
     weights = np.array([m.total_weights for m in cands.memories])[codes] * replicas

@@ -54,7 +54,7 @@ class Candidates:
     setups: list[Setup]
     job: np.ndarray  # (C,) the plan's job, a position in setups
     plans: list[Plan]
-    group_keys: list[tuple]  # the graph groups: formats, tp, ep
+    group_keys: list[tuple]  # the graph groups: formats, tp, ep, dp_attention
     group_of: np.ndarray  # (C,) each plan's, a position in group_keys
     graphs: dict[tuple, ShapeGraphs]
     rows: np.ndarray  # its request's position on its graphs' shape axis
@@ -85,7 +85,7 @@ class Candidates:
         for j, setup in enumerate(setups):
             req = setup.req
             for p in setup.plans:
-                key = (req.formats, p.tp, p.ep)
+                key = (req.formats, p.tp, p.ep, p.dp_attention)
                 if (p, key) not in memories:
                     memories[p, key] = len(memory_list)
                     memory_list.append(stage_memory(cfg, p, req.weight, req.act, req.kv_format))
@@ -336,13 +336,16 @@ def stage_memory(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType, kv: DType
 ) -> StageMemory:
     """Per stage: one chip's weights, its layers, and its KV cache per token and layer in the
-    cache's format `kv` (a chained stage's chips share its layers' caches evenly)."""
-    per_layer = cfg.kv_elements_per_layer(plan.tp) * kv.itemsize / plan.chain
+    cache's format `kv` (a chained stage's chips share its layers' caches evenly; under
+    attention data parallelism each chip holds whole caches of 1/tp of the sequences, where
+    tensor parallelism splits KV heads and repeats a latent cache on every chip)."""
+    shared = plan.chain * plan.attention_dp  # chips a replica's tokens' cache is spread over
+    per_layer = cfg.kv_elements_per_layer(plan.attention_tp) * kv.itemsize / shared
     windowed = len(cfg.bounded_layers) / cfg.num_layers
     return StageMemory(weight_bytes(cfg, plan, weight, act),
                        layers_per_stage(cfg.num_layers, plan.pp),
                        per_layer * (cfg.full_cache_layers / cfg.num_layers),
-                       cfg.state_elements_per_layer(plan.tp) * kv.itemsize / plan.chain,
+                       cfg.state_elements_per_layer(plan.attention_tp) * kv.itemsize / shared,
                        per_layer * windowed, cfg.cache_window)  # fmt: skip
 
 
@@ -355,16 +358,17 @@ def _divisors(n: int) -> list[int]:
 
 @scoped(maxsize=64)
 def candidate_plans(cfg: TransformerConfig, chips: int) -> list[Plan]:
-    """The plan search's candidates: every (tp, pp, ep, dp) whose product is `chips` and
-    that the model allows (tp divides the heads, pp at most the layers, ep the experts)."""
+    """The plan search's candidates: every (tp, pp, dp) whose product is `chips`, with ep
+    over the tp chips, that the model allows (tp divides the heads, pp at most the layers,
+    ep tp and the experts)."""
     plans = []
     for tp in _divisors(chips):
         if cfg.num_heads % tp or (cfg.ssm and tp > 1):  # check_plan says why
             continue
-        for ep in _divisors(chips // tp):
+        for ep in _divisors(tp):
             if ep > 1 and (not cfg.is_moe or cfg.num_experts % ep):
                 continue
-            for pp in _divisors(chips // (tp * ep)):
+            for pp in _divisors(chips // tp):
                 if pp <= cfg.num_layers and not (cfg.is_encoder_decoder and pp > 1):
-                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * ep * pp), ep=ep))
+                    plans.append(Plan(tp=tp, pp=pp, dp=chips // (tp * pp), ep=ep))
     return plans

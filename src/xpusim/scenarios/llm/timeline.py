@@ -127,7 +127,7 @@ def timeline(
         system, plan = systems[pair // len(plans)], plans[pair % len(plans)]
         key = (id(system.levels), plan.pp, plan.chain)
         if plan.hops and key not in lines:
-            span = plan.tp * plan.ep * plan.pp
+            span = plan.tp * plan.pp
             lines[key] = hop_line(system, plan) if plan.chain > 1 else collective_line(
                 system, Collective.SEND_RECV, 2, span)  # fmt: skip
         send.append(lines.get(key, none))
@@ -148,7 +148,7 @@ def timeline(
 
     # Energy: every chip's ops, then static power for the time each chip waits.
     static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
-    group_chips = np.array([p.tp * p.ep * p.dp for p in plans])[plan_of]
+    group_chips = np.array([p.tp * p.dp for p in plans])[plan_of]
     chips = np.array([s.chips for s in systems])[system_of]
     busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
     overlapped = bool(overlap.any())

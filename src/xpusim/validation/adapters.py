@@ -129,9 +129,9 @@ def _power(point: Point, result: Any) -> dict[str, float]:
 
 NOT_YET_MODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ep": (lambda ep: int(ep) > 1,
-           "ep {}: experts sharded over the same GPUs as attention (the engines' --ep), while serve "
-           "still takes ep as a chip axis of its own (tp x ep chips), so it would cost another "
-           "system (issue #48 item 2)"),
+           "ep {}: experts sharded over the same GPUs as attention (the engines' --ep), while "
+           "serve still takes ep as a chip axis of its own (tp x ep chips), so it would cost "
+           "another system (issue #48 item 2)"),
     "dp_attention": (bool, "dp_attention: attention data-parallel over the GPUs (SGLang's and "
                            "TensorRT-LLM's dp-attention) is not in serve yet (issue #48 item 2)"),
     "speculative": (bool, "speculative {}: decoding with drafts under load is not in serve yet "

@@ -127,12 +127,34 @@ def _power(point: Point, result: Any) -> dict[str, float]:
     return values
 
 
+NOT_YET_MODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "ep": (lambda ep: int(ep) > 1,
+           "ep {}: experts sharded over the same GPUs as attention (the engines' --ep), while "
+           "serve still takes ep as a chip axis of its own (tp x ep chips), so it would cost "
+           "another system (issue #48 item 2)"),
+    "dp_attention": (bool, "dp_attention: attention data-parallel over the GPUs (SGLang's and "
+                           "TensorRT-LLM's dp-attention) is not in serve yet (issue #48 item 2)"),
+    "speculative": (bool, "speculative {}: decoding with drafts under load is not in serve yet "
+                          "(issue #48 item 5)"),
+}
+"""Settings a source states that serve cannot run yet, each with its test and why: a point
+carrying one is refused by name, never simulated without it. Remove an entry when serve
+takes the setting (and pass it through in `_llm_serving`)."""
+
+
+def _unmodelled(point: Point) -> list[str]:
+    return [why.format(point.get(key)) for key, (applies, why) in NOT_YET_MODELLED.items()
+            if point.get(key) is not None and applies(point.get(key))]  # fmt: skip
+
+
 def _llm_serving(point: Point) -> Prediction:
     """A serving measurement at a stated load: the engine's profile and scheduler as the
     point names them (data in published.json, with why), requests as SERVING_REQUESTS."""
 
     if point.get("prompt") is None or point.get("gen") is None:
         raise Unexpressible("the source states no mean input or output length")
+    if missing := _unmodelled(point):
+        raise Unexpressible("; ".join(missing))
     load = point.get("load")
     options: dict[str, Any] = {
         "prompt": int(point.get("prompt")), "gen": int(point.get("gen")),

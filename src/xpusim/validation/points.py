@@ -36,10 +36,41 @@ class Point:
 
 _CORE = {"id", "workload", "chip", "metric", "value", "source", "notes", "known_gap"}
 
+SERVING_KEYS = _CORE | {
+    "unit", "stat", "model", "chips", "tp", "precision", "weight_precision",
+    "attention_precision", "kv_precision", "prompt", "gen", "lengths", "load",
+    "engine", "engine_version", "engine_profile", "scheduler", "max_batch", "token_budget",
+    "power_limit_w", "host_idle_w", "xpusim_setup",
+    "ep", "dp_attention", "speculative",
+}  # fmt: skip
+"""Every key a serving point may carry. `engine` and `engine_version` name what the source
+ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
+same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
+data-parallel over those GPUs) and `speculative` are settings a source states that the
+adapter must honour or refuse by name, never drop."""
+LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms"}
+SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance"}
+
+
+def check_keys(point: dict[str, Any]) -> None:
+    """A serving point's key set is closed: a misspelt or new setting is an error here, not
+    a setting the simulation silently runs without."""
+    if point.get("workload") != "llm-serving":
+        return
+    parts = (("", point, SERVING_KEYS), (".load", point.get("load") or {}, LOAD_KEYS),
+             (".speculative", point.get("speculative") or {}, SPECULATIVE_KEYS))
+    for where, given, allowed in parts:
+        unknown = sorted(set(given) - allowed)
+        if unknown:
+            raise ValueError(f"published point {point.get('id')!r}{where}: unknown key(s) "
+                             f"{', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
 
 @cache
 def load_points(path: Path = DATA) -> tuple[Point, ...]:
     data = json.loads(path.read_text())
+    for p in data["points"]:
+        check_keys(p)
     return tuple(
         Point(
             id=p["id"],

@@ -1,0 +1,100 @@
+"""The published serving points of issue #48: each loads with a closed key set, names its source
+and engine version, and a setting serve cannot run yet is refused by name, never dropped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import xpusim
+from xpusim.validation import adapters
+from xpusim.validation.adapters import Unexpressible
+from xpusim.validation.points import DATA, SERVING_KEYS, Point, check_keys, load_points
+
+SERVING = [p for p in load_points() if p.workload == "llm-serving"]
+ISSUE_48 = [p for p in SERVING if p.get("engine_version")]  # the points #48 added carry it
+
+
+def _site(source: str) -> str:
+    """A source is its site and owner: github.com/mlcommons, github.com/dstackai, ..."""
+    return "/".join(source.split(" ")[0].removeprefix("https://").split("/")[:2])
+
+
+def test_issue_48_adds_150_points_from_five_sources_three_vendors_moe_and_mla():
+    assert len(ISSUE_48) >= 150
+    # MLPerf's are several submitters' runs (NVIDIA, Dell, GigaComputing, Google, Nebius,
+    # AMD, ASUSTeK), published through one site: counted apart as the submitters they are
+    sites = {_site(p.source) for p in ISSUE_48 if "mlcommons" not in p.source}
+    submitters = {p.source.split("closed/")[1].split("/")[0] for p in ISSUE_48
+                  if "mlcommons" in p.source}  # fmt: skip
+    assert len(sites) + len(submitters) >= 5 and len(sites) >= 3
+    vendors = {xpusim.chip(p.chip).vendor.split()[0] for p in ISSUE_48}
+    assert {"NVIDIA", "AMD", "Google"} <= vendors
+    models = {p.get("model") for p in ISSUE_48}
+    assert {"deepseek-r1", "mixtral-8x7b", "gpt-oss-120b", "qwen3-235b-a22b"} <= models
+    for metric in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+        assert any(p.metric == metric for p in ISSUE_48)
+
+
+@pytest.mark.parametrize("point", ISSUE_48, ids=lambda p: p.id)
+def test_each_new_point_names_its_source_engine_and_settings(point: Point):
+    assert "commit" in point.source, "a repository source names its commit"
+    assert point.get("engine") and point.get("engine_version") and point.get("engine_profile")
+    assert point.get("prompt") and point.get("gen") and point.get("precision")
+    assert point.get("load")["kind"] in ("concurrency", "rate", "max-rate", "offline")
+    assert point.notes and point.get("xpusim_setup")
+    if point.get("lengths"):
+        assert (DATA.parent / point.get("lengths")).is_file()
+
+
+def test_serving_key_sets_are_closed():
+    """Every serving point's keys are known; an unknown one, at the top or in a nested
+    load or speculative setting, is an error naming it (it was silently ignored before)."""
+    raw = json.loads(DATA.read_text())["points"]
+    for p in raw:
+        check_keys(p)  # the committed file passes
+        if p["workload"] == "llm-serving":
+            assert set(p) <= SERVING_KEYS
+    base = next(p for p in raw if p["workload"] == "llm-serving")
+    with pytest.raises(ValueError, match=r"unknown key.*expert_parallel"):
+        check_keys(base | {"expert_parallel": 8})
+    with pytest.raises(ValueError, match=r"\.load: unknown key.*burst"):
+        check_keys(base | {"load": {"kind": "rate", "value": 1, "burst": 2}})
+    with pytest.raises(ValueError, match=r"\.speculative: unknown key.*tokens"):
+        check_keys(base | {"speculative": {"kind": "mtp", "tokens": 3}})
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ({"ep": 8}, "ep 8: experts sharded over the same GPUs"),
+    ({"dp_attention": True}, "dp_attention"),
+    ({"speculative": {"kind": "mtp", "draft_tokens": 3, "acceptance": 0.7}}, "speculative"),
+])  # fmt: skip
+def test_settings_serve_cannot_run_are_refused_by_name_not_simulated(monkeypatch, setting, says):
+    """A point with experts over TP's GPUs would be costed on tp x ep chips by the old product
+    form, and one with dp-attention or drafts as a plain run: neither is simulated."""
+
+    def served(*args):
+        raise AssertionError("simulated a setting serve does not model")
+
+    monkeypatch.setattr(adapters, "_served", served)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024,
+             "precision": "fp8", "load": {"kind": "concurrency", "value": 64}}  # fmt: skip
+    point = Point("p", "llm-serving", "h200-sxm", "tpot_s", 0.05, "test", setup=setup | setting)
+    with pytest.raises(Unexpressible, match=says):
+        adapters._llm_serving(point)
+
+
+def test_ep_of_one_and_dp_attention_off_are_plain_runs(monkeypatch):
+    seen: list[dict] = []
+
+    class Served:
+        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
+        ttft_s = tpot_s = None
+
+    monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
+    setup = {"model": "llama-3-70b", "chips": 2, "tp": 2, "prompt": 1024, "gen": 1024, "ep": 1,
+             "dp_attention": False, "load": {"kind": "offline"}}  # fmt: skip
+    point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert seen and "ep" not in seen[0] and "dp_attention" not in seen[0]

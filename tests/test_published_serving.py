@@ -66,13 +66,10 @@ def test_serving_key_sets_are_closed():
 
 
 @pytest.mark.parametrize(("setting", "says"), [
-    ({"ep": 8}, "ep 8: experts sharded over the same GPUs"),
-    ({"dp_attention": True}, "dp_attention"),
     ({"speculative": {"kind": "mtp", "draft_tokens": 3, "acceptance": 0.7}}, "speculative"),
 ])  # fmt: skip
 def test_settings_serve_cannot_run_are_refused_by_name_not_simulated(monkeypatch, setting, says):
-    """A point with experts over TP's GPUs would be costed on tp x ep chips by the old product
-    form, and one with dp-attention or drafts as a plain run: neither is simulated."""
+    """A point with drafts would be costed as a plain run: it is not simulated."""
 
     def served(*args):
         raise AssertionError("simulated a setting serve does not model")
@@ -85,7 +82,10 @@ def test_settings_serve_cannot_run_are_refused_by_name_not_simulated(monkeypatch
         adapters._llm_serving(point)
 
 
-def test_ep_of_one_and_dp_attention_off_are_plain_runs(monkeypatch):
+@pytest.mark.parametrize(("ep", "dp_attention"), [(1, False), (8, True), (8, False)])
+def test_ep_and_dp_attention_reach_serve_as_the_engines_flags(monkeypatch, ep, dp_attention):
+    """Experts over TP's GPUs and attention data-parallelism are passed to serve with the
+    engines' meanings (chips stay tp, not tp x ep)."""
     seen: list[dict] = []
 
     class Served:
@@ -93,8 +93,9 @@ def test_ep_of_one_and_dp_attention_off_are_plain_runs(monkeypatch):
         ttft_s = tpot_s = None
 
     monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
-    setup = {"model": "llama-3-70b", "chips": 2, "tp": 2, "prompt": 1024, "gen": 1024, "ep": 1,
-             "dp_attention": False, "load": {"kind": "offline"}}  # fmt: skip
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024, "ep": ep,
+             "dp_attention": dp_attention, "load": {"kind": "offline"}}  # fmt: skip
     point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
     adapters._llm_serving(point)
-    assert seen and "ep" not in seen[0] and "dp_attention" not in seen[0]
+    assert seen[0]["ep"] == ep and seen[0]["dp_attention"] is dp_attention
+    assert seen[0]["chips"] == 8 and seen[0]["tp"] == 8

@@ -128,12 +128,6 @@ def _power(point: Point, result: Any) -> dict[str, float]:
 
 
 NOT_YET_MODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "ep": (lambda ep: int(ep) > 1,
-           "ep {}: experts sharded over the same GPUs as attention (the engines' --ep), while "
-           "serve still takes ep as a chip axis of its own (tp x ep chips), so it would cost "
-           "another system (issue #48 item 2)"),
-    "dp_attention": (bool, "dp_attention: attention data-parallel over the GPUs (SGLang's and "
-                           "TensorRT-LLM's dp-attention) is not in serve yet (issue #48 item 2)"),
     "speculative": (bool, "speculative {}: decoding with drafts under load is not in serve yet "
                           "(issue #48 item 5)"),
 }
@@ -162,6 +156,7 @@ def _llm_serving(point: Point) -> Prediction:
         "attention_precision": point.get("attention_precision"),
         "kv_precision": point.get("kv_precision"),
         "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
+        "ep": int(point.get("ep") or 1), "dp_attention": bool(point.get("dp_attention")),
         "engine": point.get("engine_profile", "ideal"),
         "scheduler": point.get("scheduler", "continuous"),
     }  # fmt: skip

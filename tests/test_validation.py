@@ -35,8 +35,10 @@ def _site(point: Point) -> str:
 def _sample() -> tuple[Point, ...]:
     """What the suite scores: every non-serving point (about a second together) and, per
     serving source and metric, its cheapest point (a burst or fixed concurrency, fewest
-    users), so each scoring path and adapter runs without the MLPerf max-rate searches that
-    make the full set take minutes; `xpusim validate` and the full_validation tests score all."""
+    users), and of each other load kind the point on fewest chips (one MI300X: a max-rate
+    search in about a second), so each scoring path and adapter runs without the large
+    max-rate searches that make the full set take minutes; `xpusim validate` and the
+    full_validation tests score all."""
     points = load_points()
     cheapest: dict[tuple[str, str], tuple[tuple[bool, float], Point]] = {}
     for p in points:
@@ -48,6 +50,9 @@ def _sample() -> tuple[Point, ...]:
         if key not in cheapest or cost < cheapest[key][0]:
             cheapest[key] = (cost, p)
     serving = tuple(p for _, p in cheapest.values())
+    for kind in ("rate", "offline", "max-rate"):  # each other load kind's adapter path, once
+        of_kind = [p for p in points if (p.setup.get("load") or {}).get("kind") == kind]
+        serving += (min(of_kind, key=lambda p: (int(p.setup.get("chips") or 1), p.id)),)
     return tuple(p for p in points if p.workload != "llm-serving") + serving
 
 

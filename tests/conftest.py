@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from xpusim.hardware.catalog import chip_ids, load_chip
@@ -25,3 +27,21 @@ def _no_hub(monkeypatch, tmp_path_factory):
     (workloads/resolve.py)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "empty-hf-cache"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "full_validation: scores every published point (about 20 minutes on one "
+        "core); runs only with XPUSIM_FULL_VALIDATION=1, `xpusim validate` scores them too")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The full validation set is scored by `xpusim validate`, not by every test run: the
+    suite scores a sample (tests/test_validation.py) and stays inside CI's budget."""
+    if os.environ.get("XPUSIM_FULL_VALIDATION") == "1":
+        return
+    skip = pytest.mark.skip(reason="scores all published points (~20 min): set "
+                            "XPUSIM_FULL_VALIDATION=1 to run")
+    for item in items:
+        if "full_validation" in item.keywords:
+            item.add_marker(skip)

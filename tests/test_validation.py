@@ -24,6 +24,41 @@ from xpusim.validation.points import DATA, Point, load_points
 from xpusim.validation.score import ScoredPoint, ape, reason, summarize, validate
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "device"
+FULL = pytest.mark.full_validation  # scores all ~600 points: ~20 min on one core (conftest.py)
+
+
+def _site(point: Point) -> str:
+    """A source's site and owner: github.com/mlcommons, docs.nvidia.com/nim, ..."""
+    return "/".join(point.source.split(" ")[0].removeprefix("https://").split("/")[:2])
+
+
+def _sample() -> tuple[Point, ...]:
+    """What the suite scores: every non-serving point (about a second together) and, per
+    serving source and metric, its cheapest point (a burst or fixed concurrency, fewest
+    users), and of each other load kind the point on fewest chips (one MI300X: a max-rate
+    search in about a second), so each scoring path and adapter runs without the large
+    max-rate searches that make the full set take minutes; `xpusim validate` and the
+    full_validation tests score all."""
+    points = load_points()
+    cheapest: dict[tuple[str, str], tuple[tuple[bool, float], Point]] = {}
+    for p in points:
+        kind = (p.setup.get("load") or {}).get("kind")
+        if p.workload != "llm-serving" or kind not in ("burst", "concurrency"):
+            continue
+        cost = (kind == "concurrency", float(p.setup["load"]["value"]))
+        key = (_site(p), p.metric)
+        if key not in cheapest or cost < cheapest[key][0]:
+            cheapest[key] = (cost, p)
+    serving = tuple(p for _, p in cheapest.values())
+    for kind in ("rate", "offline", "max-rate"):  # each other load kind's adapter path, once
+        of_kind = [p for p in points if (p.setup.get("load") or {}).get("kind") == kind]
+        serving += (min(of_kind, key=lambda p: (int(p.setup.get("chips") or 1), p.id)),)
+    return tuple(p for p in points if p.workload != "llm-serving") + serving
+
+
+@pytest.fixture(scope="module")
+def sampled():
+    return validate(_sample())
 
 
 def _scored(
@@ -50,6 +85,15 @@ def test_reason_knows_which_way_is_optimistic():
     assert reason(_scored("t", 0.1, 0.2, "ttft_s")).startswith("pessimistic")
 
 
+def test_sampled_points_are_scored_or_skipped_with_a_reason(sampled):
+    v = sampled
+    assert v.n_points + v.n_skipped == len(_sample())
+    assert v.n_points >= 10 and {p.workload for p in v.points} >= {"llm-serving", "gemm"}
+    assert all(s.reason for s in v.skipped)
+    assert all(np.isfinite(p.predicted) and p.predicted > 0 for p in v.points)
+
+
+@FULL
 def test_every_published_point_is_scored_or_skipped_with_a_reason():
     v = validate()
     assert v.n_points + v.n_skipped == len(load_points())
@@ -69,7 +113,7 @@ def test_unexpressible_setups_are_skipped_not_dropped():
 
 
 def test_validate_command_writes_report_and_json(capsys, tmp_path):
-    main(["validate", "--out", str(tmp_path), "--json"])
+    main(["validate", "--chip", "tpu-v4", "--out", str(tmp_path), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert {"median_ape", "mean_ape", "n_points", "n_skipped", "points"} <= set(out)
     assert (tmp_path / "validation.md").read_text().startswith("# xpusim validation")
@@ -259,8 +303,8 @@ def test_calibration_only_slows_ops_down_from_the_floor():
             assert 0 < fit.efficiency <= 1 and (fit.fixed_s is None or fit.fixed_s >= 0)
 
 
-def test_known_gaps_reach_the_report():
-    v = validate()
+def test_known_gaps_reach_the_report(sampled):
+    v = sampled
     groq = next(p for p in v.points if p.id == "llmperf-groq-l2-70b-ttft")
     assert "network" in groq.known_gap and "known gap" in reason(groq)
 
@@ -282,6 +326,13 @@ def test_points_are_unique_and_sourced():
     assert all(p.source and p.workload and p.metric for p in points)
 
 
+def test_no_sampled_point_off_by_more_than_2x_without_a_stated_cause(sampled):
+    """Issue 7's bar on the sample; the full set's is test_no_point_off_by_more_than_2x_..."""
+    unexplained = [p.id for p in sampled.points if not 0.5 <= p.ratio <= 2 and not p.known_gap]
+    assert not unexplained, unexplained
+
+
+@FULL
 def test_no_point_off_by_more_than_2x_without_a_stated_cause():
     """Issue 7's bar: a miss beyond 2x either way must carry a known_gap saying why."""
     v = validate()
@@ -289,15 +340,13 @@ def test_no_point_off_by_more_than_2x_without_a_stated_cause():
     assert not unexplained, unexplained
 
 
-def test_serving_points_are_scored_by_metric_from_several_sources():
+def test_serving_points_are_scored_by_metric_from_several_sources(sampled):
     """Issue 14: at least 40 serving points from at least three sources, with TTFT, TPOT
-    and throughput reported apart."""
-    v = validate()
-    serving = [p for p in v.points if p.workload == "llm-serving"]
-    # a source is its site and owner: github.com/mlcommons, docs.nvidia.com/nim, ...
-    sources = {"/".join(p.source.split(" ")[0].removeprefix("https://").split("/")[:2])
-               for p in serving}  # fmt: skip
-    assert len(serving) >= 40 and len(sources) >= 3
+    and throughput reported apart (the set from the data, the scoring on the sample)."""
+    serving = [p for p in load_points() if p.workload == "llm-serving"]
+    assert len(serving) >= 40 and len({_site(p) for p in serving}) >= 3
+    v = sampled
+    assert len({_site(p) for p in v.points if p.workload == "llm-serving"}) >= 3
     for metric in ("ttft_s", "tpot_s", "output_tokens_per_s"):
         assert v.groups[f"llm-serving {metric}"]["n_points"] > 0
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xpusim.ir.op import Op
 from xpusim.ir.tensor import Dim
 
 ROUTING_SKEW = 1.0
@@ -39,6 +40,12 @@ contiguous layout 8 groups x M 4096, N 4096, K 7168 at 1288 TFLOPS against the n
 M 4096, N 4096, K 7168 at 1304 TFLOPS. Small per-expert row counts are slower still, which
 the GEMM's own shape costs (cost/roofline.py's padding and ridge). One named figure until
 per-vendor grouped-GEMM tables replace it (cost/ calibration data)."""
+
+
+def is_expert(op: Op) -> bool:
+    """An op of the routed experts (the builder's expert_* split rules): what expert
+    parallelism spreads, and what runs as grouped GEMMs."""
+    return str(op.attr("tp")).startswith("expert")
 
 
 def busiest_rank_pairs(pairs: Dim, ep: int, skew: float = ROUTING_SKEW) -> Dim:

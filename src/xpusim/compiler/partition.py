@@ -26,6 +26,7 @@ run the same graph, so one rank's graph stands for all of them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,9 +91,18 @@ class Plan:
                 | ({"dp_attention": 1} if self.dp_attention else {}))  # fmt: skip
 
     def __str__(self) -> str:
-        degrees = {k: v for k, v in self.to_dict().items() if k != "dp_attention"}
-        text = " x ".join(f"{k}{v}" for k, v in degrees.items() if v > 1) or "1 chip"
-        return text + (" (dp-attention)" if self.dp_attention else "")
+        return plan_text(self.to_dict())
+
+
+def plan_text(degrees: Mapping[str, int | None], sep: str = " x ") -> str:
+    """A plan as people write it (also from a result row's plan.* columns): the degrees
+    that multiply chips joined by `sep` ('tp8 x pp2'), then the two that add none, experts
+    spread over the tp chips and attention data parallelism ('tp8, ep8, dp-attention');
+    '1 chip' when nothing is split."""
+    text = sep.join(f"{k}{degrees[k]}" for k in ("tp", "pp", "dp", "chain")
+                    if (degrees.get(k) or 1) > 1) or "1 chip"  # fmt: skip
+    text += f", ep{degrees['ep']}" if (degrees.get("ep") or 1) > 1 else ""
+    return text + (", dp-attention" if degrees.get("dp_attention") == 1 else "")
 
 
 def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
@@ -224,7 +234,7 @@ class _Sharder:
         rule = op.attr("tp")
         if self.sp and rule is None:
             return self._sequence(op)
-        expert = str(rule).startswith("expert")
+        expert = moe_expert.is_expert(op)
         if self.plan.dp_attention and not expert:
             return [self._own_sequences(op)]
         if rule is None or (self.plan.tp == 1 and self.ep == 1):

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
-from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY
+from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY, is_expert
 from xpusim.cost import systolic
 from xpusim.cost.calibration import catalog_calibration, overlap_time
 from xpusim.cost.op_table import OpTable
@@ -207,7 +207,7 @@ class HardwareArrays:
                              or (cal and cal.matmul_efficiency(d)), 0.0).value
             for d, k in zip(table.dtypes, table.kinds, strict=True)])  # fmt: skip
         is_matmul = np.array([k in (OpKind.MATMUL, OpKind.CONV) for k in table.kinds])
-        grouped = np.array([str(op.attr("tp")).startswith("expert") for op in table.ops])
+        grouped = np.array([is_expert(op) for op in table.ops])
         efficiency = np.where(is_matmul & grouped, efficiency * GROUPED_GEMM_EFFICIENCY,
                               efficiency)  # an MoE layer's per-expert GEMMs
         unit = MatrixUnit.of(chip)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from xpusim.compiler.partition import plan_text
 from xpusim.explore.pareto import Objective
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType
@@ -88,9 +89,8 @@ def _short(row: Row, varied: Sequence[str]) -> str:
     for name in varied:
         value = row.get(name)
         if name == "chips":
-            plan = "x".join(f"{k}{row.get(f'plan.{k}')}" for k in ("tp", "pp", "dp", "ep")
-                            if (row.get(f"plan.{k}") or 1) > 1)  # fmt: skip
-            parts.append(plan or "1 chip")
+            parts.append(plan_text({k.removeprefix("plan."): v for k, v in row.items()
+                                    if k.startswith("plan.")}, sep="x"))  # fmt: skip
         elif name == "batch":
             parts.append(f"b{value}")
         elif value is not None:

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from xpusim.compiler.partition import plan_text
 from xpusim.hardware.spec import display_id
 from xpusim.report.units import dollars, seconds, si
 
@@ -19,13 +20,11 @@ def serving_view(result: Any) -> Any:
     load = result.load
     shape = (f"{_load(load)}, {result.requests} requests of "
              f"{result.prompt_mean:.0f} -> {result.gen_mean:.0f} tokens")  # fmt: skip
-    plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
-    plan += ", dp-attention" if result.plan.get("dp_attention") else ""
+    plan = plan_text(result.plan)
     split = (f", {result.prefill_replicas}P{result.decode_replicas}D" if result.prefill_replicas
              else "")  # fmt: skip
     if result.decode_plan:
-        split += " (decode: " + (" x ".join(f"{k}{v}" for k, v in result.decode_plan.items()
-                                            if v > 1) or "1 chip") + ")"  # fmt: skip
+        split += f" (decode: {plan_text(result.decode_plan)})"
     title = (f"{result.model} on {result.chips} {display_id(result.chip)} "
              f"({result.replicas} x {plan}{split}; {result.scheduler}, engine {result.engine}): "
              f"{shape}")  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from xpusim.compiler.partition import plan_text
 from xpusim.explore.sensitivity import Sensitivity
 from xpusim.explore.summary import SweepSummary
 from xpusim.report.fit import keyed
@@ -44,11 +45,10 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 
 
 def _plan(row: Row) -> str:
-    degrees = " x ".join(f"{k}{row[f'plan.{k}']}" for k in ("tp", "pp", "dp", "ep", "chain")
-                         if (row.get(f"plan.{k}") or 1) > 1)  # fmt: skip
-    degrees += ", dp-attention" if row.get("plan.dp_attention") == 1 else ""
+    degrees = plan_text({k.removeprefix("plan."): v for k, v in row.items()
+                         if k.startswith("plan.")})  # fmt: skip
     chips = row.get("chips", 1)
-    return f"{chips} ({degrees})" if degrees else str(chips)
+    return str(chips) if degrees == "1 chip" else f"{chips} ({degrees})"
 
 
 def front_table(summary: SweepSummary, inputs: Sequence[str], top: int) -> Table:

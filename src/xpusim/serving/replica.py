@@ -1,4 +1,4 @@
-"""One engine instance: a replica of the model's plan (tp x ep x pp chips), its queues, its
+"""One engine instance: a replica of the model's plan (tp x pp chips), its queues, its
 KV cache, and the iterations it runs.
 
 An iteration's time is the step cost's (serving/step_cost.py) plus the engine's exposed host

@@ -46,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
+from xpusim.compiler.moe_expert import is_expert
 from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.cost.op_table import OpTable, op_table
@@ -157,7 +158,7 @@ class Attention:
 
 @dataclass
 class StepCost:
-    """Costs iterations of one replica (tp x ep x pp chips) of a model on a system."""
+    """Costs iterations of one replica (tp x pp chips) of a model on a system."""
 
     max_tokens: int
     max_sampled: int
@@ -342,7 +343,7 @@ def step_cost(
 
 def _expert_op(op) -> bool:
     """An MoE layer's expert GEMMs and their dispatch and combine (partition.py's rules)."""
-    return str(op.attr("tp")).startswith("expert") or op.attr("group") == "ep"
+    return is_expert(op) or op.attr("group") == "ep"
 
 
 def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:

@@ -456,3 +456,13 @@ def test_a_result_says_when_the_largest_batch_held_requests_back():
     assert "a larger --max-batch would admit them" in note
     free = xpusim.serve("llama-3-8b", "h100-sxm", max_batch=64, **run)
     assert not [n for n in free.notes if "--max-batch" in n]
+
+
+def test_disaggregated_decode_replica_runs_under_chunked_scheduler():
+    """A decode replica whose only new sequences were prefilled elsewhere decodes them: the
+    chunked scheduler asked its cohort before they joined and returned an empty batch, so
+    every request hung ("500 requests never finished", a RuntimeError traceback)."""
+    runs = {s: xpusim.serve("llama-3-8b", "h100-sxm", chips=2, prefill_replicas=1,
+                            decode_replicas=1, scheduler=s, concurrency=4, requests=40)
+            for s in ("chunked", "continuous")}  # fmt: skip
+    assert runs["chunked"].tpot_s.mean == pytest.approx(runs["continuous"].tpot_s.mean, rel=0.05)

@@ -270,7 +270,7 @@ def test_latent_attention_caches_the_latent_and_decodes_absorbed():
     from xpusim.compiler.partition import Plan, partition
 
     cfg = xpusim.model("deepseek-v3")
-    step = StepShape(4, 1, 1000)
+    step = StepShape(4, 1, 1000, decode=True)
     decode = build_step(cfg, step, DType.FP8)
     layer0 = {op.name.removeprefix("layers.0."): op for op in decode if op.layer == 0}
     assert {"q_absorb", "v_absorb", "attention"} <= set(layer0) and "kv_b_proj" not in layer0

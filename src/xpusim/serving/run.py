@@ -285,17 +285,13 @@ def _load_dict(load: Load) -> dict[str, Any]:
 
 def unmodelled_attention(cfg: TransformerConfig) -> list[str]:
     """What serving's cost table (step_cost.py) does not model of this model's attention,
-    said in the result rather than left silent: its attention polynomial is read off the
-    prefill graph at small probe shapes, so a sliding window (wider than every probe) and
-    latent attention's absorbed decode kernel (a decode-only form) are not in it."""
-    found = []
-    if cfg.sliding_layers:
-        found.append(f"the {cfg.sliding_window}-token sliding window of "
-                     f"{len(cfg.sliding_layers)} of {cfg.num_layers} layers bounds their KV "
-                     "cache in serving but not their attention's time (run applies both): "
-                     "those layers' attention past the window is overcounted")
-    if cfg.is_mla:
-        found.append("serving costs latent attention's decode in its prefill form "
-                     f"(decompressed keys and values, {cfg.head_dim} + {cfg.v_head_dim} wide "
-                     "per head) where run costs the absorbed decode kernel")
-    return found
+    said in the result rather than left silent. Decodes and whole prompts are costed on
+    run's own graphs; a prefill chunk with cached keys before it (chunked prefill, a cached
+    prefix) by the attention polynomial read at small probe shapes, which a sliding window
+    wider than every probe is not in."""
+    if not cfg.sliding_layers:
+        return []
+    return [f"the {cfg.sliding_window}-token sliding window of {len(cfg.sliding_layers)} of "
+            f"{cfg.num_layers} layers is applied to decodes and whole prompts but not to a "
+            "prefill chunk after a prompt's first (chunked prefill, a cached prefix): such a "
+            "chunk's attention past the window is overcounted"]

@@ -151,4 +151,6 @@ def chunked(r: Replica) -> Batch:
         q = min(s.target - s.done, budget, r.chunk)
         batch.chunks.append((s, q))
         budget -= q
+    if not batch:  # only sequences prefilled elsewhere joined (a decode replica): they decode
+        batch.decode = r.decodes()
     return batch

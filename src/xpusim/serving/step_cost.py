@@ -39,6 +39,7 @@ dispatch and combine) at the step's, and attention at the busiest chip's sequenc
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
@@ -53,6 +54,7 @@ from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
 from xpusim.cost.stream_machine import stage_send_line
 from xpusim.hardware.system import System
+from xpusim.ir.op import Op
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.scenarios.llm.engine import cost_phases, ordered_sum
 from xpusim.scenarios.llm.graphs import shape_graphs
@@ -124,11 +126,10 @@ class StepTime(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Attention:
-    """A model's attention ops on one chip, costed for any sums over sequences."""
+class Kernel:
+    """Some ops on one chip, costed for any counts of their work."""
 
     table: OpTable  # the ops; their counts are replaced by each work's
-    coefficients: tuple[np.ndarray, np.ndarray, np.ndarray]  # (5, n), (5, n), (5, roles, n)
     hw: HardwareArrays
     counts: np.ndarray  # (n, pp) instances per stage
     placement: Placement
@@ -140,13 +141,12 @@ class Attention:
         act = np.zeros((1, len(self.table)))
         return placement_onehot(act, [self.placement], self.levels)
 
-    def cost(self, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5)."""
-        k = len(basis)
-        matrix, vector, roles = (basis @ c.reshape(5, -1) for c in self.coefficients)
-        n = len(self.table)
-        table = replace(self.table, matrix_flops=matrix, vector_flops=vector,
-                        role_bytes=roles.reshape(k, len(ROLES), n))  # fmt: skip
+    def cost_counts(self, matrix: np.ndarray, vector: np.ndarray,
+                    roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Stage times (K, pp) and energy (K,) of the ops at K works' FLOPs (K, n) and
+        bytes by role (K, roles, n)."""
+        k = len(matrix)
+        table = replace(self.table, matrix_flops=matrix, vector_flops=vector, role_bytes=roles)
         if self.placement.onchip_level is None and k == 1:  # then where does not depend on it
             where = self._offchip
         else:
@@ -154,6 +154,19 @@ class Attention:
             where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
         costs = evaluate(table, self.hw, where)
         return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class Attention(Kernel):
+    """A model's prefill attention ops on one chip, costed for any sums over sequences."""
+
+    coefficients: tuple[np.ndarray, ...] = ()  # (5, n), (5, n), (5, roles, n)
+
+    def cost(self, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5)."""
+        k = len(basis)
+        matrix, vector, roles = (basis @ c.reshape(5, -1) for c in self.coefficients)
+        return self.cost_counts(matrix, vector, roles.reshape(k, len(ROLES), len(self.table)))
 
 
 @dataclass
@@ -166,9 +179,13 @@ class StepCost:
     token_energy_j: np.ndarray  # (max_tokens,)
     sample_stage_s: np.ndarray  # (max_sampled, pp)
     sample_energy_j: np.ndarray  # (max_sampled,)
+    step_stage_s: np.ndarray  # (max_sampled, pp) a decode step's ops but its kernel, n sequences
+    step_energy_j: np.ndarray  # (max_sampled,)
+    prompt_stage_s: np.ndarray  # (max_tokens, pp) attention of one whole prompt of T tokens
+    prompt_energy_j: np.ndarray  # (max_tokens,)
     attention: Attention
     mean_context: np.ndarray  # (M,) the decode table's grid
-    decode_stage_s: np.ndarray  # (max_sampled, M, pp) decode attention of n sequences
+    decode_stage_s: np.ndarray  # (max_sampled, M, pp) the decode kernel of n sequences
     decode_energy_j: np.ndarray  # (max_sampled, M)
     ranks: int  # chips per stage: tp
     send_fixed_s: float
@@ -190,13 +207,10 @@ class StepCost:
         self._expert_rows = None if self.expert_stage_s is None else rows(
             self.expert_stage_s, self.expert_energy_j)  # fmt: skip
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
+        self._step_rows = rows(self.step_stage_s, self.step_energy_j)
         self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
         self._grid = self.mean_context.tolist()
-        # one whole prompt of every length up to the token budget: the basis (1, p, p, p², p²)
-        p = np.arange(1, self.max_tokens + 1, dtype=float)[:, None]
-        prompt_s, prompt_j = self.attention.cost(np.hstack([np.ones_like(p), p, p, p * p,
-                                                            p * p]))  # fmt: skip
-        self._prompt_rows = rows(prompt_s, prompt_j)
+        self._prompt_rows = rows(self.prompt_stage_s, self.prompt_energy_j)
 
     @property
     def stages(self) -> int:
@@ -211,8 +225,8 @@ class StepCost:
         if not work.prefills and work.sampled == work.decodes:  # decodes only: one pass
             n = work.decodes
             low, high, f = self._decode_nodes(n, work.decode_context)
-            total = [a + b + d + f * (e - d) for a, b, d, e in zip(
-                self._token(n, work), self._sample_rows[n - 1], low, high, strict=True)]
+            total = [a + d + f * (e - d) for a, d, e in zip(
+                self._step_rows[n - 1], low, high, strict=True)]
             send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
             return StepTime(total[:-1], send, total[-1] * self.ranks)
         total = self._token(tokens, work)
@@ -299,20 +313,34 @@ def step_cost(
 
     kinds = _op_kinds(cfg, requests, plan)
     tokens = np.arange(1, max_tokens + 1)
-    a = plan.attention_dp  # a sequences of t tokens: each chip t, the experts a t
-    steps = requests(np.full_like(tokens, a), tokens)
-    token_s, token_j, table, counts = _tabulated(
-        cfg, steps, system, plan, placement, kinds, "token",
-        (lambda op: not _expert_op(op)) if a > 1 else (lambda op: True),
-    )
+    a = plan.attention_dp
+    one = requests(np.ones_like(tokens), tokens)  # one prompt of T tokens: the experts see T
+
+    def token(op: Op) -> bool:
+        return kinds[op.name] == "token"
+
+    def whole_prompt(op: Op) -> bool:  # its attention, as the prefill graph has it (windows)
+        return kinds[op.name] == "attention"
+
     experts: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
-    if a > 1:  # one sequence of T tokens: the experts' ops see the step's T exactly
-        experts = _tabulated(cfg, requests(np.ones_like(tokens), tokens), system, plan,
-                             placement, kinds, "token", _expert_op)[:2]  # fmt: skip
+    if a == 1:
+        (token_s, token_j, prompt_s, prompt_j), table, counts = _tabulated(
+            cfg, one, system, plan, placement, [token, whole_prompt])  # fmt: skip
+    else:  # a sequences of t tokens: each chip t, the experts a t, tabulated at the step's T
+        (token_s, token_j), table, counts = _tabulated(
+            cfg, requests(np.full_like(tokens, a), tokens), system, plan, placement,
+            [lambda op: token(op) and not _expert_op(op)],
+        )  # fmt: skip
+        (expert_s, expert_j, prompt_s, prompt_j), _, _ = _tabulated(
+            cfg, one, system, plan, placement,
+            [lambda op: token(op) and _expert_op(op), whole_prompt],
+        )  # fmt: skip
+        experts = (expert_s, expert_j)
     sampled = np.arange(1, max_sampled + 1)
-    sample_s, sample_j, _, _ = _tabulated(
-        cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement, kinds, "sample"
-    )
+    (sample_s, sample_j), _, _ = _tabulated(
+        cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
+        [lambda op: kinds[op.name] == "sample"],
+    )  # fmt: skip
     at = np.array([i for i, op in enumerate(table.ops) if kinds[op.name] == "attention"], dtype=int)
     probe = _attention_probe(cfg, plan, act, weight, attention, kv)
     rows = np.array([probe.names.index(table.ops[i].name) for i in at], dtype=int)
@@ -320,23 +348,30 @@ def step_cost(
     ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
                   role_bytes=found.role_bytes[:1])  # fmt: skip
     att = Attention(
-        ops, tuple(_fit(getattr(found, f)) for f in ("matrix_flops", "vector_flops",  # type: ignore[arg-type]
-                                                     "role_bytes")),
-        HardwareArrays.of(system.chip, ops), counts[at], placement, len(system.chip.memory),
+        ops, HardwareArrays.of(system.chip, ops), counts[at], placement, len(system.chip.memory),
+        tuple(_fit(getattr(found, f)) for f in ("matrix_flops", "vector_flops", "role_bytes")),
     )  # fmt: skip
-    # the decode kernel of n sequences at mean context m: the basis (n, n, nm, nm, n)
-    top = max(max_context, 2)
-    mean = np.unique(np.r_[np.geomspace(1, top, int(np.log(top) / np.log(GRID_RATIO)) + 2), top])
-    n = np.ceil(np.arange(1, max_sampled + 1, dtype=float) / a)[:, None]  # a chip's sequences
-    nn, mm = np.broadcast_arrays(n, mean[None, :])
-    basis = np.stack([nn, nn, nn * mm, nn * mm, nn], axis=-1).reshape(-1, 5)
-    decode_s, decode_j = att.cost(basis)
+    # decodes run the decode graph `run` costs (MLA's absorbed form, windows, sinks): its
+    # ops whose work grows with the keys are the decode kernel, the rest depend on the
+    # sequences alone and are tabulated over them like the token ops
+    varies = _context_ops(cfg, requests, plan)
+    (step_s, step_j), _, _ = _tabulated(
+        cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
+        [lambda op: op.name not in varies], phase=1,
+    )  # fmt: skip
+    top = max(max_context, 3)
+    mean = np.unique(np.rint(np.r_[np.geomspace(2, top, int(np.log(top / 2) / np.log(GRID_RATIO))
+                                                + 2), top]))  # fmt: skip
+    decode = _decode_kernel(cfg, requests(np.ones_like(mean), mean - 1), system, plan,
+                            placement, varies)  # fmt: skip
+    mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
+    decode_s, decode_j = decode.per_sequence(mine)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
         system, Collective.SEND_RECV, 2, plan.tp * plan.pp)  # fmt: skip
     per_token = cfg.hidden_size * act.itemsize
     return StepCost(
-        max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, att, mean,
-        decode_s.reshape(*nn.shape, -1), decode_j.reshape(nn.shape), plan.tp,
+        max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, step_s, step_j,
+        prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, plan.tp,
         send.fixed_s, send.s_per_byte * per_token, a, *experts,
     )  # fmt: skip
 
@@ -365,24 +400,92 @@ def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
     return found
 
 
+def _context_ops(cfg: TransformerConfig, requests, plan: Plan) -> frozenset[str]:
+    """The decode graph's ops whose work grows with the keys a sequence attends (its
+    attention kernels, whatever their form): those of two decode steps of one sequence
+    that differ only in their cache."""
+    probes = requests(np.array([1, 1]), np.array([1, 4]))
+    graphs = shape_graphs(cfg, probes, plan.tp, plan.ep, plan.dp_attention)
+    table = graphs.tables[1]
+    n = len(graphs.requests)
+
+    def work(values: np.ndarray, row: int) -> np.ndarray:  # (..., ops) at one probe's first step
+        return np.broadcast_to(values, (n, *values.shape[1:]))[row, 0].reshape(-1, len(table))
+
+    a, b = (np.concatenate([work(getattr(table, f), graphs.row[r])
+                            for f in ("matrix_flops", "vector_flops", "role_bytes")])
+            for r in probes)  # fmt: skip
+    return frozenset(op.name for i, op in enumerate(table.ops)
+                     if not np.array_equal(a[:, i], b[:, i]))  # fmt: skip
+
+
 def _tabulated(
     cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
-    placement: Placement, kinds: dict[str, str], kind: str, which=lambda op: True,
-) -> tuple[np.ndarray, np.ndarray, OpTable, np.ndarray]:  # fmt: skip
-    """Stage times (R, pp) and energy (R,) of the ops of one kind (those of them `which`
-    keeps) in the prefill graphs of these requests, one per row; the table and its (ops,
-    pp) stage counts."""
+    placement: Placement, picks: list[Callable[[Op], bool]], phase: int = 0,
+) -> tuple[list[np.ndarray], OpTable, np.ndarray]:  # fmt: skip
+    """Stage times (R, pp) and energy (R,) of the ops each of `picks` picks in the prefill
+    (phase 0) or first decode step's (phase 1) graphs of these requests, one per row, as
+    [times, energy, times, energy, ...]; the table and its (ops, pp) stage counts."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
-    (prefill,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                             plan.rank, np.full(len(reqs), plan.pp), phases=(0,))  # fmt: skip
-    mine = np.array([kinds[op.name] == kind and which(op) for op in prefill.table.ops],
-                    dtype=float)  # fmt: skip
-    counts = prefill.counts[0, 0]  # (ops, pp): the same for every row
-    per_op = prefill.costs.time_s[:, 0] * mine  # (R, ops)
-    stage_s = ordered_sum(per_op[:, :, None] * counts, axis=1)
-    energy = (prefill.costs.energy_j[:, 0] * mine) @ counts.sum(axis=1)
-    return stage_s, energy, prefill.table, counts
+    (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
+                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,))  # fmt: skip
+    counts = found.counts[0, 0]  # (ops, pp): the same for every row
+    tables = []
+    for mine in picks:
+        picked = np.array([mine(op) for op in found.table.ops], dtype=float)
+        per_op = found.costs.time_s[:, 0] * picked  # (R, ops)
+        tables.append(ordered_sum(per_op[:, :, None] * counts, axis=1))
+        tables.append((found.costs.energy_j[:, 0] * picked) @ counts.sum(axis=1))
+    return tables, found.table, counts
+
+
+@dataclass(frozen=True)
+class DecodeKernel:
+    """The decode graph's context-dependent ops (`kernel`) and their work for one sequence
+    at each mean context of the grid: FLOPs (M, n) and bytes by role (M, roles, n)."""
+
+    kernel: Kernel
+    matrix: np.ndarray
+    vector: np.ndarray
+    roles: np.ndarray
+
+    def per_sequence(self, sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stage times (N, M, pp) and energy (N, M) of n sequences each at a grid context:
+        every count n times one sequence's, but weights (a sink's logits) read once."""
+        n = sequences.astype(float)[:, None, None]
+        scale = np.array([1.0 if r is not Role.WEIGHT else 0.0 for r in ROLES])[:, None]
+        once = self.roles * (1 - scale)
+        roles = once[None] + n[..., None] * (self.roles * scale)[None]
+        shape = (len(sequences), len(self.matrix))
+        stage_s, energy = self.kernel.cost_counts(
+            (n * self.matrix[None]).reshape(-1, self.matrix.shape[-1]),
+            (n * self.vector[None]).reshape(-1, self.vector.shape[-1]),
+            roles.reshape(-1, *self.roles.shape[1:]))  # fmt: skip
+        return stage_s.reshape(*shape, -1), energy.reshape(shape)
+
+
+def _decode_kernel(cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
+                   placement: Placement, varies: frozenset[str]) -> DecodeKernel:  # fmt: skip
+    """The decode kernel of one sequence at each request's first decode step."""
+    graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
+    rows = np.array([graphs.row[r] for r in reqs])
+    (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
+                           plan.rank, np.full(len(reqs), plan.pp), phases=(1,))  # fmt: skip
+    at = np.array([i for i, op in enumerate(found.table.ops) if op.name in varies], dtype=int)
+    table = found.table.subset(ops=at)
+    m = len(reqs)
+
+    def per_row(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values, (m, *values.shape[1:]))[:, 0].astype(float)
+
+    ops = replace(table, matrix_flops=per_row(table.matrix_flops)[:1],
+                  vector_flops=per_row(table.vector_flops)[:1],
+                  role_bytes=per_row(table.role_bytes)[:1])  # fmt: skip
+    kernel = Kernel(ops, HardwareArrays.of(system.chip, ops), found.counts[0, 0][at], placement,
+                    len(system.chip.memory))  # fmt: skip
+    return DecodeKernel(kernel, per_row(table.matrix_flops), per_row(table.vector_flops),
+                        per_row(table.role_bytes))  # fmt: skip
 
 
 def _attention_probe(cfg, plan: Plan, act, weight, attention, kv) -> OpTable:

@@ -335,7 +335,9 @@ class _Builder:
         mla = dict(heads=heads, head_dim=d, compute=self.attention.value, causal=True,
                    top_k=top_k)
         tokens = self.tokens
-        if s.decode or (isinstance(s.q_len, int) and s.q_len == 1):  # the absorbed form
+        # the absorbed form in decode steps only: a one-token prompt is a prefill, built
+        # the same whether its q_len is an int or one entry of a shape array
+        if s.decode:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             self.op(OpKind.MATMUL, f"{p}.q_absorb", [q_nope, w_uk],

@@ -16,7 +16,11 @@ from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split")
-SCHEDULERS = ("static", "continuous", "chunked")
+SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
+SPECULATIVE_HEADS = ("mtp", "eagle")
+MAX_DRAFT_TOKENS = 16
+"""Draft tokens per step: engines run 1-7 (DeepSeek-V3's MTP 1, EAGLE-3 trees up to 7-8
+deep); 16 keeps a step's verify chunks within the step cost's tables."""
 
 
 MAX_SPAN_S = 1e9
@@ -33,6 +37,11 @@ MAX_REQUESTS = 10**6
 benchmarks/bench_serve.py, 2026-12-01, so 10^6 is derived, not run), and per-request columns
 of 72 MB (9 float64s each) beside the simulator's own per-request objects. Percentiles settle
 long before: a sample of a longer trace (--requests N takes its first N) serves."""
+
+
+DEFAULT_DRAFT_TOKENS = 3
+"""Draft tokens per step when none are given: vLLM's and SGLang's EAGLE examples and
+DeepSeek-R1 recipes run 3 (SGLang's --speculative-num-steps 3)."""
 
 
 def option(default: Any, help: str, type: Any) -> Any:
@@ -99,22 +108,29 @@ class Load:
 class Engine:
     """How the engine runs: the scheduler and its limits, and the engine's host profile."""
 
-    scheduler: str = option("continuous", "static, continuous or chunked (prefill).",
-                             type=str)
-    engine: str = option("ideal", "Host time per iteration: ideal (none, as run), vllm, "
-                          "vllm-v0, sglang, trtllm (serving/engines.toml).", type=str)
-    max_batch: int = option(256, "Sequences per iteration (vLLM's max_num_seqs).", type=int)
+    scheduler: str | None = option(None, "Scheduling policy (default: the engine's): "
+                                    "decode-first (vLLM V1; alias chunked), prefill-first "
+                                    "(SGLang, ATOM), inflight (TensorRT-LLM), continuous "
+                                    "(vLLM V0), static.", type=str)
+    engine: str = option("vllm", "Engine profile: vllm (V1), sglang, trtllm, atom, "
+                          "vllm-v0, or ideal (no host time or padding: the bound); "
+                          "serving/engines.toml.", type=str)
+    max_batch: int | None = option(None, "Sequences per iteration (max_num_seqs; default: "
+                                   "the engine's on this chip).", type=int)
     token_budget: int | None = option(None, "New tokens per iteration "
-                                       "(max_num_batched_tokens; default 8192, less where "
-                                       "memory needs).", type=int)
+                                       "(max_num_batched_tokens; default: the engine's on "
+                                       "this chip, less where memory needs).", type=int)
     chunk: int | None = option(None, "Chunked prefill's largest chunk (default: the token "
                                 "budget).", type=int)
-    kv_block: int = option(16, "Tokens per KV-cache block.", type=int)
+    kv_block: int | None = option(None, "Tokens per KV-cache block (default: the "
+                                  "engine's).", type=int)
     kv_blocks: int | None = option(None, "KV blocks per replica, instead of what memory "
                                    "leaves (vLLM's num_gpu_blocks_override).", type=int)
-    kv_utilization: float = option(0.9, "Share of the memory left after weights and "
-                                    "activations that holds KV cache (vLLM's 0.9).",
-                                    type=float)
+    kv_utilization: float | None = option(None, "The engine's memory fraction, read as "
+                                           "it reads it: vLLM's gpu_memory_utilization, "
+                                           "SGLang's mem_fraction_static, TensorRT-LLM's "
+                                           "free_gpu_memory_fraction (default: the "
+                                           "engine's).", type=float)
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
@@ -124,16 +140,23 @@ class Engine:
     decode_tp: int | None = option(None, "Disaggregation: the decode replicas' tensor "
                                    "parallelism (default: the prefill replicas' plan).",
                                    type=int)
+    speculative: str | None = option(None, "Speculative decoding: a draft model's name, or "
+                                     "mtp / eagle (draft heads of one layer each).", type=str)
+    draft_tokens: int | None = option(None, "Speculative: tokens drafted per step (default "
+                                      "3).", type=int)
+    acceptance: str | None = option(None, "Speculative: the chance each draft token is "
+                                    "accepted, one rate or one per position "
+                                    "(0.8,0.6,0.4: given the ones before it).", type=str)
 
     def __post_init__(self) -> None:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
-        if self.kv_block is None or self.kv_block > MAX_KV_BLOCK:
+        if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
-        if not 0 < self.kv_utilization <= 1:
+        if self.kv_utilization is not None and not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
@@ -142,7 +165,7 @@ class Engine:
         if self.decode_tp is not None and self.prefill_replicas is None:
             raise UserError("decode_tp applies to disaggregation: give --prefill-replicas and "
                             "--decode-replicas")  # fmt: skip
-        if self.scheduler not in SCHEDULERS:
+        if self.scheduler is not None and self.scheduler not in SCHEDULERS:
             from xpusim.errors import closest
 
             raise UserError(f"unknown scheduler {self.scheduler!r}"
@@ -150,6 +173,75 @@ class Engine:
         from xpusim.serving.engines import engine
 
         engine(self.engine)
+        self._check_speculative()
+
+    def _check_speculative(self) -> None:
+        given = self.draft_tokens is not None or self.acceptance is not None
+        if self.speculative is None:
+            if given:
+                raise UserError("--draft-tokens and --acceptance apply to speculative "
+                                "decoding: give --speculative MODEL, mtp or eagle")
+            return
+        check_positive(draft_tokens=self.draft_tokens)
+        if self.draft_tokens is not None and self.draft_tokens > MAX_DRAFT_TOKENS:
+            raise UserError(f"draft_tokens must be 1-{MAX_DRAFT_TOKENS}, got "
+                            f"{self.draft_tokens}")
+        if self.acceptance is None:
+            raise UserError("speculative decoding needs --acceptance: the chance a draft "
+                            "token is accepted (one rate, or one per position)")
+        rates = self.acceptance_rates
+        if len(rates) > 1 and len(rates) != self.drafts:
+            raise UserError(f"acceptance gives {len(rates)} rates for {self.drafts} draft "
+                            "tokens: give one rate, or one per draft token")
+
+    @property
+    def drafts(self) -> int:
+        """Draft tokens per step (vLLM's num_speculative_tokens), 0 without speculation."""
+        if self.speculative is None:
+            return 0
+        return self.draft_tokens if self.draft_tokens is not None else DEFAULT_DRAFT_TOKENS
+
+    @property
+    def acceptance_rates(self) -> list[float]:
+        """Each draft position's acceptance, given the ones before it were accepted."""
+        if self.acceptance is None:
+            return []
+        try:
+            rates = [float(x) for x in str(self.acceptance).split(",")]
+        except ValueError:
+            raise UserError(f"acceptance must be a rate in [0, 1] or a comma list of them, "
+                            f"got {self.acceptance!r}") from None
+        if not rates or not all(math.isfinite(a) and 0 <= a <= 1 for a in rates):
+            raise UserError(f"acceptance rates must be in [0, 1], got {self.acceptance!r}")
+        return rates * self.drafts if len(rates) == 1 else rates
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a sequence gains per verify step, on average: the bonus token and each
+        draft token accepted with all before it, 1 + a1 + a1 a2 + ... (Leviathan et al.
+        2023, eq. 1, with a rate per position)."""
+        total, run = 1.0, 1.0
+        for a in self.acceptance_rates:
+            run *= a
+            total += run
+        return total
+
+    def on(self, chip_id: str, memory_bytes: float) -> Engine:
+        """These settings with the engine's own defaults filled in for a chip of
+        `memory_bytes` (what is given stays): the policy, limits, block and fraction."""
+        from dataclasses import replace
+
+        from xpusim.serving.engines import engine
+
+        profile = engine(self.engine)
+        limits = profile.limits_on(chip_id, memory_bytes)
+        return replace(
+            self,
+            scheduler=self.scheduler or profile.policy,
+            max_batch=self.max_batch or limits.max_batch,
+            kv_block=self.kv_block or profile.kv_block,
+            kv_utilization=self.kv_utilization or profile.memory_fraction or None,
+        )
 
     @property
     def disaggregated(self) -> bool:

@@ -18,9 +18,6 @@ PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split")
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
-MAX_DRAFT_TOKENS = 16
-"""Draft tokens per step: engines run 1-7 (DeepSeek-V3's MTP 1, EAGLE-3 trees up to 7-8
-deep); 16 keeps a step's verify chunks within the step cost's tables."""
 
 
 MAX_SPAN_S = 1e9
@@ -37,11 +34,6 @@ MAX_REQUESTS = 10**6
 benchmarks/bench_serve.py, 2026-12-01, so 10^6 is derived, not run), and per-request columns
 of 72 MB (9 float64s each) beside the simulator's own per-request objects. Percentiles settle
 long before: a sample of a longer trace (--requests N takes its first N) serves."""
-
-
-DEFAULT_DRAFT_TOKENS = 3
-"""Draft tokens per step when none are given: vLLM's and SGLang's EAGLE examples and
-DeepSeek-R1 recipes run 3 (SGLang's --speculative-num-steps 3)."""
 
 
 def option(default: Any, help: str, type: Any) -> Any:
@@ -140,13 +132,17 @@ class Engine:
     decode_tp: int | None = option(None, "Disaggregation: the decode replicas' tensor "
                                    "parallelism (default: the prefill replicas' plan).",
                                    type=int)
-    speculative: str | None = option(None, "Speculative decoding: a draft model's name, or "
-                                     "mtp / eagle (draft heads of one layer each).", type=str)
-    draft_tokens: int | None = option(None, "Speculative: tokens drafted per step (default "
-                                      "3).", type=int)
-    acceptance: str | None = option(None, "Speculative: the chance each draft token is "
-                                    "accepted, one rate or one per position "
-                                    "(0.8,0.6,0.4: given the ones before it).", type=str)
+    speculative: str | None = option(None, "Speculative decoding (same flags as run): a "
+                                     "draft model (zoo id or hub name), mtp (the model's own "
+                                     "multi-token prediction) or eagle (one draft layer of "
+                                     "the model's kind); needs --acceptance.", type=str)
+    draft_tokens: int | None = option(None, "Speculative: draft tokens per step (default 5, "
+                                      "as run).", type=int)
+    acceptance: float | None = option(None, "Speculative: the probability the target "
+                                      "accepts a draft token (0 <= a < 1).", type=float)
+    acceptance_lengths: str | None = option(None, "Speculative, in place of --acceptance: "
+                                            "the share of steps accepting exactly 0, 1, ..., "
+                                            "K draft tokens (P0,P1,...,PK).", type=str)
 
     def __post_init__(self) -> None:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
@@ -173,58 +169,23 @@ class Engine:
         from xpusim.serving.engines import engine
 
         engine(self.engine)
-        self._check_speculative()
+        self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
 
-    def _check_speculative(self) -> None:
-        given = self.draft_tokens is not None or self.acceptance is not None
-        if self.speculative is None:
-            if given:
-                raise UserError("--draft-tokens and --acceptance apply to speculative "
-                                "decoding: give --speculative MODEL, mtp or eagle")
-            return
-        check_positive(draft_tokens=self.draft_tokens)
-        if self.draft_tokens is not None and self.draft_tokens > MAX_DRAFT_TOKENS:
-            raise UserError(f"draft_tokens must be 1-{MAX_DRAFT_TOKENS}, got "
-                            f"{self.draft_tokens}")
-        if self.acceptance is None:
-            raise UserError("speculative decoding needs --acceptance: the chance a draft "
-                            "token is accepted (one rate, or one per position)")
-        rates = self.acceptance_rates
-        if len(rates) > 1 and len(rates) != self.drafts:
-            raise UserError(f"acceptance gives {len(rates)} rates for {self.drafts} draft "
-                            "tokens: give one rate, or one per draft token")
+    @property
+    def decoding(self) -> Any:
+        """The speculative settings resolved as `run` resolves them (scenarios/decoding.py:
+        the draft tokens, the tokens a step adds on average), or None without them."""
+        from xpusim.scenarios.decoding import resolve_decoding
+
+        how = resolve_decoding(None, None, self.speculative, self.draft_tokens,
+                               self.acceptance, self.acceptance_lengths)  # fmt: skip
+        return how if how.draft is not None else None
 
     @property
     def drafts(self) -> int:
         """Draft tokens per step (vLLM's num_speculative_tokens), 0 without speculation."""
-        if self.speculative is None:
-            return 0
-        return self.draft_tokens if self.draft_tokens is not None else DEFAULT_DRAFT_TOKENS
-
-    @property
-    def acceptance_rates(self) -> list[float]:
-        """Each draft position's acceptance, given the ones before it were accepted."""
-        if self.acceptance is None:
-            return []
-        try:
-            rates = [float(x) for x in str(self.acceptance).split(",")]
-        except ValueError:
-            raise UserError(f"acceptance must be a rate in [0, 1] or a comma list of them, "
-                            f"got {self.acceptance!r}") from None
-        if not rates or not all(math.isfinite(a) and 0 <= a <= 1 for a in rates):
-            raise UserError(f"acceptance rates must be in [0, 1], got {self.acceptance!r}")
-        return rates * self.drafts if len(rates) == 1 else rates
-
-    @property
-    def tokens_per_step(self) -> float:
-        """Tokens a sequence gains per verify step, on average: the bonus token and each
-        draft token accepted with all before it, 1 + a1 + a1 a2 + ... (Leviathan et al.
-        2023, eq. 1, with a rate per position)."""
-        total, run = 1.0, 1.0
-        for a in self.acceptance_rates:
-            run *= a
-            total += run
-        return total
+        how = self.decoding
+        return 0 if how is None else how.step_tokens - 1
 
     def on(self, chip_id: str, memory_bytes: float) -> Engine:
         """These settings with the engine's own defaults filled in for a chip of

@@ -119,8 +119,8 @@ def prepare(
             budget = longest_prompt
         trial = replace(engine, token_budget=budget)
         max_tokens = _table_tokens(trial, requests, in_flight)
-        activations, blocks, per_token = _kv_room(cfg, system, cand.memory, req, one, trial,
-                                                  max_tokens, lengths, limits.graph_max)  # fmt: skip
+        activations, blocks, per_token = _kv_room(
+            cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
         if blocks >= -(-longest // engine.kv_block):
             break
     if budget != budgets[0]:
@@ -148,7 +148,10 @@ def prepare(
     sampled = in_flight if fits else 1
     cost = step_cost(cfg, system, one, req, cand.placement, max_tokens, sampled, longest)
     draft = None
-    if engine.speculative not in (None, *SPECULATIVE_HEADS) and fits:
+    if engine.speculative is not None and fits:
+        if one.pp > 1:
+            raise UserError("--speculative runs on one pipeline stage, as engines run it; "
+                            f"the plan has {one.pp}")  # fmt: skip
         draft = _draft_cost(engine.speculative, cfg, system, one, req, cand.placement,
                             max_tokens, sampled, longest)  # fmt: skip
     if decode is not None and not decode.fits:
@@ -157,25 +160,21 @@ def prepare(
                     decode, profile.captured(limits.graph_max), draft)
 
 
-def _draft_cost(name: str, cfg: TransformerConfig, system: System, plan: Plan, req: Request,
-                placement: Any, max_tokens: int, sampled: int, longest: int) -> StepCost:  # fmt: skip
-    """A separate draft model's step cost on the target's chips, tensor-parallel as the
-    target (vLLM runs its draft model at the target's tensor parallelism)."""
-    from xpusim.workloads.resolve import resolve
+def _draft_cost(
+    name: str, cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Any,
+    max_tokens: int, sampled: int, longest: int,
+) -> StepCost:  # fmt: skip
+    """The draft's step cost on the target's chips, at the target's tensor parallelism (as
+    vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too."""
+    from xpusim.serving.speculative import draft_model
 
-    try:
-        draft = resolve(name).workload
-    except UserError as e:
-        raise UserError(f"--speculative: {e}") from None
-    if not isinstance(draft, TransformerConfig) or draft.encoder or draft.ssm \
-            or draft.linear_layers or draft.is_encoder_decoder:
-        raise UserError(f"--speculative {name}: a draft model must be a decoder LLM")
+    draft = draft_model(name, cfg)
     if draft.vocab_size != cfg.vocab_size:
         raise UserError(f"--speculative {name}: its vocabulary ({draft.vocab_size}) is not "
                         f"{cfg.name}'s ({cfg.vocab_size}); a draft shares the target's")
+    own = Plan(tp=plan.tp, ep=plan.ep if name in SPECULATIVE_HEADS else 1)
     try:
-        return step_cost(draft, system, Plan(tp=plan.tp, pp=plan.pp), req, placement,
-                         max_tokens, sampled, longest)  # fmt: skip
+        return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest)
     except (UserError, ValueError) as e:
         raise UserError(f"--speculative {name} at tp {plan.tp}: {e}") from None
 
@@ -273,9 +272,8 @@ def run(
         own = p.decode if role == "decode" and p.decode is not None else p
         kv, stages = KVCache(own.kv.blocks, e.kv_block, e.prefix), [0.0] * own.plan.pp
         spec = None
-        if e.speculative is not None:
-            spec = Speculator(e.drafts, e.tokens_per_step, own.cost, own.draft,
-                              p.cfg.num_layers)  # fmt: skip
+        if own.draft is not None:
+            spec = Speculator(e.drafts, e.decoding.advance, own.draft)
         padding = Padding.of(profile.graph_pad, own.graphs, own.cost, e.drafts + 1,
                              profile.padded)  # fmt: skip
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,

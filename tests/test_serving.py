@@ -316,6 +316,10 @@ def _cli(*argv):
     (["--concurrency", "4", "--kv-block", str(2**40)], "--kv-block"),
     # a shared prefix longer than the prompts that begin with it was cut short unsaid
     (["--concurrency", "4", "--prompt", "100", "--prefix", "5000"], "prefix (5000 tokens)"),
+    (["--concurrency", "2", "--acceptance", "0.5"], "--speculative"),
+    (["--concurrency", "2", "--speculative", "mtp", "--acceptance", "0.5"],
+     "multi-token-prediction"),
+    (["--concurrency", "2", "--engine", "sglng"], "sglang"),
 ])  # fmt: skip
 def test_bad_input_exits_2_with_one_line(argv, says):
     import subprocess

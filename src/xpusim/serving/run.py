@@ -156,6 +156,16 @@ def prepare(
                             max_tokens, sampled, longest)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
+    pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
+    graphs = (f", CUDA graphs up to {limits.graph_max} padding {pads[profile.graph_pad]}"
+              if profile.graph_pad != "none" and limits.graph_max else "")  # fmt: skip
+    notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
+                 f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
+                 f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+    if draft is not None:
+        how = engine.decoding
+        notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
+                     f"tokens per step, {how.advance:.3g} tokens per step expected")
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
                     decode, profile.captured(limits.graph_max), draft)
 

@@ -163,9 +163,13 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
     elif kind == "offline":  # the whole set at once, measured to its last token
-        from xpusim.serving.options import Engine
+        import xpusim
+        from xpusim.serving.engines import engine
 
-        batch = options.get("max_batch", Engine.max_batch)  # the engine's, or serve's default
+        chip = xpusim.target(point.chip)
+        chip = getattr(chip, "chip", chip)
+        batch = options.get("max_batch") or engine(options["engine"]).limits_on(
+            chip.id, chip.capacity_bytes).max_batch  # the source's, or the engine's default
         slots = batch * (options["chips"] // options["tp"])
         n = SERVING_REQUESTS[kind] * slots
         options |= {"concurrency": n, "requests": n, "warmup": 0}

@@ -18,6 +18,7 @@ token: 10,000 requests of 256 tokens are 2.6 million tokens.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import ceil, nan
 
@@ -35,13 +36,13 @@ class Padding:
     padding T tokens adds (stage times..., energy of one chip)."""
 
     mode: str  # "tokens": every step's token count; "decode": decode-only steps' batch
-    sizes: list[int]  # captured sizes, ascending
     rows: list[list[float]]
-    pad: object  # EngineProfile.padded
 
     @classmethod
-    def of(cls, mode: str, sizes: list[int], cost: StepCost, q: int, pad) -> Padding | None:
-        """The padding of a step cost's token ops; q tokens per decoding sequence."""
+    def of(cls, mode: str, sizes: list[int], cost: StepCost, q: int,
+           pad: Callable[[int, list[int]], int]) -> Padding | None:  # fmt: skip
+        """The padding of a step cost's token ops at the captured `sizes` (ascending), q
+        tokens per decoding sequence; `pad`: EngineProfile.padded."""
         if mode == "none" or not sizes:
             return None
         top = min(sizes[-1] * q, cost.max_tokens)
@@ -53,7 +54,7 @@ class Padding:
             padded = min(pad(n, sizes) * (q if mode == "decode" else 1), top)
             rows.append([a - b for a, b in zip([*stage[padded - 1], energy[padded - 1]],
                                                [*stage[t - 1], energy[t - 1]], strict=True)])
-        return cls(mode, sizes, rows, pad)
+        return cls(mode, rows)
 
     def extra(self, tokens: int, decode_only: bool) -> list[float] | None:
         if (self.mode == "decode" and not decode_only) or tokens > len(self.rows):
@@ -180,7 +181,7 @@ class Replica:
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
         steps = self.steps - s.joined
-        s.generated = min(s.base + self._tokens_in(steps), max(s.gen, s.base))
+        s.generated = min(s.base + self._tokens_in(steps), s.gen)
         s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
         self.context_sum -= s.prompt + s.base + steps * self._gain
         self._measured -= s.id >= self.measured_from

@@ -141,7 +141,7 @@ def _llm_serving(point: Point) -> Prediction:
         "kv_precision": point.get("kv_precision"),
         "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
         "engine": point.get("engine_profile", "ideal"),
-        "scheduler": point.get("scheduler", "continuous"),
+        "scheduler": point.get("scheduler"),  # none stated: the engine's own policy
     }  # fmt: skip
     for setting in ("token_budget", "max_batch"):  # engine limits the source states
         if point.get(setting) is not None:
@@ -187,7 +187,7 @@ def _llm_serving(point: Point) -> Prediction:
               "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:
         raise Unexpressible(f"metric {point.metric!r} is not a serving output")
-    detail = f"{result.replicas} x tp{options['tp']}, {options['scheduler']}, {options['engine']}"
+    detail = f"{result.replicas} x tp{options['tp']}, {result.scheduler}, {options['engine']}"
     return Prediction(float(values[point.metric]), "serving", detail)
 
 

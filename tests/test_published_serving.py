@@ -9,7 +9,6 @@ import pytest
 
 import xpusim
 from xpusim.validation import adapters
-from xpusim.validation.adapters import Unexpressible
 from xpusim.validation.points import DATA, SERVING_KEYS, Point, check_keys, load_points
 
 SERVING = [p for p in load_points() if p.workload == "llm-serving"]
@@ -65,21 +64,24 @@ def test_serving_key_sets_are_closed():
         check_keys(base | {"speculative": {"kind": "mtp", "tokens": 3}})
 
 
-@pytest.mark.parametrize(("setting", "says"), [
-    ({"speculative": {"kind": "mtp", "draft_tokens": 3, "acceptance": 0.7}}, "speculative"),
-])  # fmt: skip
-def test_settings_serve_cannot_run_are_refused_by_name_not_simulated(monkeypatch, setting, says):
-    """A point with drafts would be costed as a plain run: it is not simulated."""
+def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatch):
+    """A point with drafts is simulated with them (serve's --speculative, --draft-tokens,
+    --acceptance), never as a plain run."""
+    seen: list[dict] = []
 
-    def served(*args):
-        raise AssertionError("simulated a setting serve does not model")
+    class Served:
+        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
+        ttft_s = tpot_s = None
+        scheduler = "chunked"
 
-    monkeypatch.setattr(adapters, "_served", served)
+    monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
     setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024,
-             "precision": "fp8", "load": {"kind": "concurrency", "value": 64}}  # fmt: skip
-    point = Point("p", "llm-serving", "h200-sxm", "tpot_s", 0.05, "test", setup=setup | setting)
-    with pytest.raises(Unexpressible, match=says):
-        adapters._llm_serving(point)
+             "precision": "fp8", "load": {"kind": "concurrency", "value": 64},
+             "speculative": {"kind": "mtp", "draft_tokens": 3, "acceptance": 0.7}}  # fmt: skip
+    point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert (seen[0]["speculative"], seen[0]["draft_tokens"], seen[0]["acceptance"]) \
+        == ("mtp", 3, 0.7)
 
 
 @pytest.mark.parametrize(("ep", "dp_attention"), [(1, False), (8, True), (8, False)])
@@ -91,6 +93,7 @@ def test_ep_and_dp_attention_reach_serve_as_the_engines_flags(monkeypatch, ep, d
     class Served:
         fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
         ttft_s = tpot_s = None
+        scheduler = "chunked"
 
     monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
     setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024, "ep": ep,

@@ -123,7 +123,7 @@ def test_attention_polynomial_matches_the_builders_counts(llama8b):
 
 def test_one_request_at_a_time_is_runs_batch_of_one():
     result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=1024, gen=128,
-                          requests=20)  # fmt: skip
+                          requests=20, engine="ideal")  # run's step: no host time, no padding
     run = xpusim.simulate("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=128)
     assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
     assert result.tpot_s.mean == pytest.approx(run.tpot_s, rel=1e-3)
@@ -133,7 +133,8 @@ def test_one_request_at_a_time_is_runs_batch_of_one():
 def test_static_batching_of_c_is_runs_batch_of_c():
     for c in (4, 32):
         result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=c, prompt=512, gen=64,
-                              requests=3 * c, scheduler="static", max_batch=c, warmup=0)
+                              requests=3 * c, scheduler="static", max_batch=c, warmup=0,
+                              engine="ideal")
         run = xpusim.simulate("llama-3-8b", "h100-sxm", batch=c, prompt=512, gen=64)
         assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
         assert result.tpot_s.mean == pytest.approx(run.tpot_s, rel=2e-3)
@@ -142,7 +143,7 @@ def test_static_batching_of_c_is_runs_batch_of_c():
 def test_pipeline_replica_at_concurrency_one_is_runs_trip():
     """A 2-stage replica: one request's tokens cross both stages and the send between."""
     result = xpusim.serve("llama-2-13b", "h100-sxm", chips=2, pp=2, concurrency=1, prompt=256,
-                          gen=32, requests=4, warmup=0)  # fmt: skip
+                          gen=32, requests=4, warmup=0, engine="ideal")  # fmt: skip
     run = xpusim.simulate("llama-2-13b", "h100-sxm", chips=2, pp=2, microbatches=1, prompt=256,
                           gen=32)  # fmt: skip
     assert result.ttft_s.mean == pytest.approx(run.ttft_s, rel=1e-9)
@@ -220,7 +221,7 @@ def test_prefix_caching_shortens_prefills():
 
 def test_engine_host_time_adds_to_every_iteration():
     ideal = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=128, gen=64,
-                         requests=5)  # fmt: skip
+                         requests=5, engine="ideal", scheduler="continuous")  # fmt: skip
     v0 = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=128, gen=64, requests=5,
                       engine="vllm-v0")  # fmt: skip
     assert v0.tpot_s.mean == pytest.approx(ideal.tpot_s.mean + 4e-3 + 35e-6, rel=1e-6)
@@ -315,6 +316,10 @@ def _cli(*argv):
     (["--concurrency", "4", "--kv-block", str(2**40)], "--kv-block"),
     # a shared prefix longer than the prompts that begin with it was cut short unsaid
     (["--concurrency", "4", "--prompt", "100", "--prefix", "5000"], "prefix (5000 tokens)"),
+    (["--concurrency", "2", "--acceptance", "0.5"], "--speculative"),
+    (["--concurrency", "2", "--speculative", "mtp", "--acceptance", "0.5"],
+     "multi-token-prediction"),
+    (["--concurrency", "2", "--engine", "sglng"], "sglang"),
 ])  # fmt: skip
 def test_bad_input_exits_2_with_one_line(argv, says):
     import subprocess

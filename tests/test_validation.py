@@ -354,8 +354,8 @@ def test_serving_points_are_scored_by_metric_from_several_sources(sampled):
 def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypatch):
     """The largest batch a submitter's config publishes (MLPerf's gpu_batch_size) is the
     engine's limit in the simulation, and an Offline burst fills every replica's batch
-    SERVING_REQUESTS times whatever that limit is (it was 256 sequences a replica, serve's
-    default, before)."""
+    SERVING_REQUESTS times whatever that limit is (without one, the engine profile's
+    default on the chip)."""
     from xpusim.validation import adapters
 
     seen: list[dict] = []
@@ -363,6 +363,7 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
     class Served:  # what _llm_serving reads of a serve result
         fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 4, 1.0, 1.0, 1.0
         ttft_s = tpot_s = None
+        scheduler = "chunked"
 
     def served(model, chip, power_limit_w, options):
         seen.append(dict(options))
@@ -371,8 +372,13 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
     monkeypatch.setattr(adapters, "_served", served)
     setup = {"model": "llama-2-70b", "chips": 8, "tp": 2, "prompt": 222, "gen": 290,
              "engine_profile": "trtllm", "scheduler": "chunked", "load": {"kind": "offline"}}
+    import xpusim
+    from xpusim.serving.engines import engine
+
+    chip = xpusim.target("h100-sxm")
+    default = engine("trtllm").limits_on(chip.id, chip.capacity_bytes).max_batch
     rounds = adapters.SERVING_REQUESTS["offline"]
-    for limits, batch in (({}, 256), ({"max_batch": 896, "token_budget": 16384}, 896)):
+    for limits, batch in (({}, default), ({"max_batch": 896, "token_budget": 16384}, 896)):
         point = Point("p", "llm-serving", "h100-sxm", "output_tokens_per_s", 1.0, "test",
                       setup=setup | limits)  # fmt: skip
         adapters._llm_serving(point)

@@ -138,6 +138,17 @@ def test_serve_answers_what_the_api_does(client):
     assert no_load.status_code == 400 and "exactly one of" in no_load.json()["error"]
 
 
+def test_serve_takes_an_engine_and_speculative_decoding(client):
+    """The page's serve form sends these: the engine and the speculative options."""
+    options = {"concurrency": 4, "requests": 20, "prompt": 256, "gen": 32, "engine": "sglang",
+               "speculative": "eagle", "draft_tokens": 3, "acceptance": 0.6}  # fmt: skip
+    got = client.post("/api/serve", json={**LLAMA, "target": {"chip": "h100-sxm"},
+                                          "options": options})  # fmt: skip
+    assert got.status_code == 200, got.json()
+    want = api.serve("llama-2-7b", "h100-sxm", **options)
+    assert got.json()["result"]["tpot_s"]["mean"] == pytest.approx(want.tpot_s.mean, rel=1e-12)
+
+
 def test_validation_runs_as_a_job_and_keeps_its_answer(client):
     first = client.get("/api/validate", params={"chip": "tpu-v4"})
     assert first.status_code in (200, 202)

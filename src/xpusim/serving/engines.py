@@ -1,26 +1,64 @@
-"""Serving engines' host time per iteration, as named profiles (engines.toml, each figure
-with its source): the part of an engine step that is not the model's kernels."""
+"""Serving engines as named profiles (engines.toml, each figure with its source): the host
+time of a step, the scheduling policy, the limits an engine starts with on a chip, the
+CUDA-graph sizes that pad a step, the KV block and how the KV cache's memory is read. What
+`serve --engine NAME` runs unless an option says otherwise."""
 
 from __future__ import annotations
 
 import tomllib
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from xpusim.errors import UserError, closest
 
 DATA = Path(__file__).with_name("engines.toml")
+GIB = 2**30
+MIB = 2**20
+POLICIES = ("decode-first", "prefill-first", "inflight", "continuous")
+GRAPH_PADS = ("tokens", "decode", "none")
+MEMORY_RULES = ("total", "free", "static")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """An engine's defaults on one chip."""
+
+    token_budget: int
+    max_batch: int
+    graph_max: int  # the largest captured size (0: no graphs)
 
 
 @dataclass(frozen=True)
 class EngineProfile:
     name: str
+    version: str
     about: str
     per_iteration_s: float
     per_sequence_s: float
     overlapped: bool  # host work for the next iteration runs while the device runs this one
     source: str
+    policy: str
+    limits: tuple[dict[str, Any], ...]
+    limits_source: str
+    graph_pad: str
+    graph_sizes: tuple[tuple[int, int, int], ...]
+    graph_source: str
+    kv_block: int
+    kv_block_source: str
+    memory: str
+    memory_fraction: float
+    memory_source: str
+    small_chips: tuple[str, ...] = ()
+    graph_max: int = 0
+    graph_max_per_batch: int = 0
+    reserved_base_mib: float = 0.0
+    reserved_per_chunk_token_mib: float = 0.0
+    reserved_per_graph_batch_mib: float = 0.0
+    reserved_per_eighth_rank_mib: float = 0.0
+    reserved_floor_mib: float = 0.0
 
     def host_s(self, sequences: int) -> float:
         return self.per_iteration_s + self.per_sequence_s * sequences
@@ -30,11 +68,69 @@ class EngineProfile:
         host = self.host_s(sequences)
         return max(host - device_s, 0.0) if self.overlapped else host
 
+    def limits_on(self, chip_id: str, memory_bytes: float, tp: int = 1) -> Limits:
+        """The defaults the engine picks on a chip of `memory_bytes` (its tier) at `tp`."""
+        gib = memory_bytes / GIB
+        small = any(chip_id.startswith(prefix) for prefix in self.small_chips)
+        row = next(r for r in self.limits
+                   if "below_gib" not in r or gib < r["below_gib"]
+                   or (small and r is not self.limits[-1]))  # fmt: skip
+        graph = row.get("graph_max_tp4", row.get("graph_max", self.graph_max)) if tp >= 4 \
+            else row.get("graph_max", self.graph_max)
+        if self.graph_max_per_batch:
+            graph = min(graph, self.graph_max_per_batch * row["max_batch"])
+        return Limits(row["token_budget"], row["max_batch"], graph if self.graph_sizes else 0)
+
+    def captured(self, graph_max: int) -> list[int]:
+        """The captured sizes up to graph_max, ascending."""
+        sizes = {n for first, last, step in self.graph_sizes
+                 for n in range(first, last + 1, step) if n <= graph_max}  # fmt: skip
+        return sorted(sizes)
+
+    def padded(self, n: int, sizes: list[int]) -> int:
+        """The captured size a step of n runs at: the next one up, or n past the largest."""
+        i = bisect_left(sizes, n)
+        return sizes[i] if i < len(sizes) else n
+
+    def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
+                 token_budget: int, graph_max: int, ranks: int) -> float:  # fmt: skip
+        """Bytes of one chip's memory the KV cache gets, as the engine reads its fraction;
+        `fraction` 0 asks SGLang's rule for it (see engines.toml)."""
+        if self.memory == "free":
+            return fraction * (capacity - weights - activations)
+        if self.memory == "static":
+            if not fraction:
+                fraction = self.static_fraction(capacity, token_budget, graph_max, ranks)
+            return fraction * capacity - weights
+        return fraction * capacity - weights - activations
+
+    def static_fraction(self, capacity: float, token_budget: int, graph_max: int,
+                        ranks: int) -> float:  # fmt: skip
+        """SGLang's default mem_fraction_static: what its reserve for activations and graph
+        buffers leaves of the memory."""
+        reserved = (self.reserved_base_mib
+                    + self.reserved_per_chunk_token_mib * max(token_budget, 2048)
+                    + self.reserved_per_graph_batch_mib * graph_max
+                    + self.reserved_per_eighth_rank_mib * ranks / 8)  # fmt: skip
+        mib = capacity / MIB
+        if mib > 60 * 1024:
+            reserved = max(reserved, self.reserved_floor_mib)
+        return max(mib - reserved, 0.0) / mib
+
 
 @cache
 def engines() -> dict[str, EngineProfile]:
     data = tomllib.loads(DATA.read_text())
-    return {name: EngineProfile(name, **fields) for name, fields in data.items()}
+    found = {}
+    for name, fields in data.items():
+        fields = {**fields, "limits": tuple(fields["limits"]),
+                  "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
+                  "small_chips": tuple(fields.get("small_chips", ()))}  # fmt: skip
+        profile = EngineProfile(name, **fields)
+        assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
+            and profile.memory in MEMORY_RULES, name
+        found[name] = profile
+    return found
 
 
 def engine(name: str) -> EngineProfile:

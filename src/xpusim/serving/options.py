@@ -16,7 +16,8 @@ from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split")
-SCHEDULERS = ("static", "continuous", "chunked")
+SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
+SPECULATIVE_HEADS = ("mtp", "eagle")
 
 
 MAX_SPAN_S = 1e9
@@ -99,22 +100,29 @@ class Load:
 class Engine:
     """How the engine runs: the scheduler and its limits, and the engine's host profile."""
 
-    scheduler: str = option("continuous", "static, continuous or chunked (prefill).",
-                             type=str)
-    engine: str = option("ideal", "Host time per iteration: ideal (none, as run), vllm, "
-                          "vllm-v0, sglang, trtllm (serving/engines.toml).", type=str)
-    max_batch: int = option(256, "Sequences per iteration (vLLM's max_num_seqs).", type=int)
+    scheduler: str | None = option(None, "Scheduling policy (default: the engine's): "
+                                    "decode-first (vLLM V1; alias chunked), prefill-first "
+                                    "(SGLang, ATOM), inflight (TensorRT-LLM), continuous "
+                                    "(vLLM V0), static.", type=str)
+    engine: str = option("vllm", "Engine profile: vllm (V1), sglang, trtllm, atom, "
+                          "vllm-v0, or ideal (no host time or padding: the bound); "
+                          "serving/engines.toml.", type=str)
+    max_batch: int | None = option(None, "Sequences per iteration (max_num_seqs; default: "
+                                   "the engine's on this chip).", type=int)
     token_budget: int | None = option(None, "New tokens per iteration "
-                                       "(max_num_batched_tokens; default 8192, less where "
-                                       "memory needs).", type=int)
+                                       "(max_num_batched_tokens; default: the engine's on "
+                                       "this chip, less where memory needs).", type=int)
     chunk: int | None = option(None, "Chunked prefill's largest chunk (default: the token "
                                 "budget).", type=int)
-    kv_block: int = option(16, "Tokens per KV-cache block.", type=int)
+    kv_block: int | None = option(None, "Tokens per KV-cache block (default: the "
+                                  "engine's).", type=int)
     kv_blocks: int | None = option(None, "KV blocks per replica, instead of what memory "
                                    "leaves (vLLM's num_gpu_blocks_override).", type=int)
-    kv_utilization: float = option(0.9, "Share of the memory left after weights and "
-                                    "activations that holds KV cache (vLLM's 0.9).",
-                                    type=float)
+    kv_utilization: float | None = option(None, "The engine's memory fraction, read as "
+                                           "it reads it: vLLM's gpu_memory_utilization, "
+                                           "SGLang's mem_fraction_static, TensorRT-LLM's "
+                                           "free_gpu_memory_fraction (default: the "
+                                           "engine's).", type=float)
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
@@ -124,16 +132,27 @@ class Engine:
     decode_tp: int | None = option(None, "Disaggregation: the decode replicas' tensor "
                                    "parallelism (default: the prefill replicas' plan).",
                                    type=int)
+    speculative: str | None = option(None, "Speculative decoding (same flags as run): a "
+                                     "draft model (zoo id or hub name), mtp (the model's own "
+                                     "multi-token prediction) or eagle (one draft layer of "
+                                     "the model's kind); needs --acceptance.", type=str)
+    draft_tokens: int | None = option(None, "Speculative: draft tokens per step (default 5, "
+                                      "as run).", type=int)
+    acceptance: float | None = option(None, "Speculative: the probability the target "
+                                      "accepts a draft token (0 <= a < 1).", type=float)
+    acceptance_lengths: str | None = option(None, "Speculative, in place of --acceptance: "
+                                            "the share of steps accepting exactly 0, 1, ..., "
+                                            "K draft tokens (P0,P1,...,PK).", type=str)
 
     def __post_init__(self) -> None:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
-        if self.kv_block is None or self.kv_block > MAX_KV_BLOCK:
+        if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
-        if not 0 < self.kv_utilization <= 1:
+        if self.kv_utilization is not None and not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
@@ -142,7 +161,7 @@ class Engine:
         if self.decode_tp is not None and self.prefill_replicas is None:
             raise UserError("decode_tp applies to disaggregation: give --prefill-replicas and "
                             "--decode-replicas")  # fmt: skip
-        if self.scheduler not in SCHEDULERS:
+        if self.scheduler is not None and self.scheduler not in SCHEDULERS:
             from xpusim.errors import closest
 
             raise UserError(f"unknown scheduler {self.scheduler!r}"
@@ -150,6 +169,40 @@ class Engine:
         from xpusim.serving.engines import engine
 
         engine(self.engine)
+        self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
+
+    @property
+    def decoding(self) -> Any:
+        """The speculative settings resolved as `run` resolves them (scenarios/decoding.py:
+        the draft tokens, the tokens a step adds on average), or None without them."""
+        from xpusim.scenarios.decoding import resolve_decoding
+
+        how = resolve_decoding(None, None, self.speculative, self.draft_tokens,
+                               self.acceptance, self.acceptance_lengths)  # fmt: skip
+        return how if how.draft is not None else None
+
+    @property
+    def drafts(self) -> int:
+        """Draft tokens per step (vLLM's num_speculative_tokens), 0 without speculation."""
+        how = self.decoding
+        return 0 if how is None else how.step_tokens - 1
+
+    def on(self, chip_id: str, memory_bytes: float) -> Engine:
+        """These settings with the engine's own defaults filled in for a chip of
+        `memory_bytes` (what is given stays): the policy, limits, block and fraction."""
+        from dataclasses import replace
+
+        from xpusim.serving.engines import engine
+
+        profile = engine(self.engine)
+        limits = profile.limits_on(chip_id, memory_bytes)
+        return replace(
+            self,
+            scheduler=self.scheduler or profile.policy,
+            max_batch=self.max_batch or limits.max_batch,
+            kv_block=self.kv_block or profile.kv_block,
+            kv_utilization=self.kv_utilization or profile.memory_fraction or None,
+        )
 
     @property
     def disaggregated(self) -> bool:

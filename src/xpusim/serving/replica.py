@@ -18,13 +18,48 @@ token: 10,000 requests of 256 tokens are 2.6 million tokens.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import nan
+from math import ceil, nan
 
 from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
-from xpusim.serving.step_cost import StepCost, Work
+from xpusim.serving.speculative import Speculator
+from xpusim.serving.step_cost import StepCost, StepTime, Work
+
+
+@dataclass
+class Padding:
+    """CUDA-graph padding (serving/engines.toml): a step whose size is captured runs as the
+    next captured size up, so its token ops cost that many tokens. `rows[T - 1]`: what
+    padding T tokens adds (stage times..., energy of one chip)."""
+
+    mode: str  # "tokens": every step's token count; "decode": decode-only steps' batch
+    rows: list[list[float]]
+
+    @classmethod
+    def of(cls, mode: str, sizes: list[int], cost: StepCost, q: int,
+           pad: Callable[[int, list[int]], int]) -> Padding | None:  # fmt: skip
+        """The padding of a step cost's token ops at the captured `sizes` (ascending), q
+        tokens per decoding sequence; `pad`: EngineProfile.padded."""
+        if mode == "none" or not sizes:
+            return None
+        top = min(sizes[-1] * q, cost.max_tokens)
+        stage = cost.token_stage_s[:top].tolist()
+        energy = cost.token_energy_j[:top].tolist()
+        rows = []
+        for t in range(1, top + 1):
+            n = -(-t // q) if mode == "decode" else t
+            padded = min(pad(n, sizes) * (q if mode == "decode" else 1), top)
+            rows.append([a - b for a, b in zip([*stage[padded - 1], energy[padded - 1]],
+                                               [*stage[t - 1], energy[t - 1]], strict=True)])
+        return cls(mode, rows)
+
+    def extra(self, tokens: int, decode_only: bool) -> list[float] | None:
+        if (self.mode == "decode" and not decode_only) or tokens > len(self.rows):
+            return None
+        return self.rows[tokens - 1]
 
 
 @dataclass
@@ -35,7 +70,8 @@ class Iteration:
     stage0_free_s: float  # when the next iteration may enter the first stage
     energy_j: float
     busy_chip_s: float  # chip-seconds its stages kept busy
-    sampled: int  # tokens it emits: one per decode and per prompt it completes
+    sampled: float  # tokens it emits: per decode one (speculative: the mean accepted), and
+    # one per prompt it completes
     decodes: int  # sequences it decoded
 
 
@@ -55,6 +91,8 @@ class Replica:
     chunk: int
     stage_free_s: list[float]  # shared by the lanes of a replica
     measured_from: int = 0  # sequence ids below it are warm-up: their gaps are not kept
+    padding: Padding | None = None  # the engine's CUDA graphs
+    speculator: Speculator | None = None  # speculative decoding
     waiting: deque[Sequence] = field(default_factory=deque)
     prefilling: list[Sequence] = field(default_factory=list)
     cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order
@@ -69,6 +107,26 @@ class Replica:
     _grow_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
+
+    @property
+    def per_decode(self) -> int:
+        """Tokens a decoding sequence runs per step: 1, or its verify chunk's K + 1."""
+        return 1 if self.speculator is None else self.speculator.drafts + 1
+
+    @property
+    def _gain(self) -> float:
+        """Tokens a decoding sequence gains per decode step, on average."""
+        return 1 if self.speculator is None else self.speculator.tokens_per_step
+
+    def _steps_for(self, tokens: int) -> int:
+        """Decode steps until a sequence has gained `tokens` more."""
+        gain = self._gain
+        return tokens if gain == 1 else ceil(tokens / gain - 1e-9)
+
+    def _tokens_in(self, steps: int) -> int:
+        """Tokens a sequence has gained after `steps` decode steps (at least one each)."""
+        gain = self._gain
+        return steps if gain == 1 else max(int(steps * gain + 1e-9), steps)
 
     @property
     def load(self) -> int:
@@ -103,7 +161,7 @@ class Replica:
         s.joined, s.base = self.steps, s.generated
         self.cohort[s.id] = s
         self.context_sum += s.prompt + s.generated
-        self._file(self._finish_at, self.steps + s.gen - s.generated, s)
+        self._file(self._finish_at, self.steps + self._steps_for(s.gen - s.generated), s)
         self._file_growth(s)
         self._fresh.append(s)
         self._measured += s.id >= self.measured_from
@@ -114,16 +172,18 @@ class Replica:
     def _file_growth(self, s: Sequence) -> None:
         """The decode step whose token first exceeds the sequence's blocks."""
         held = s.blocks * self.kv.block_tokens + s.shared
-        self._file(self._grow_at, max(held - s.prompt - s.base + 2 + s.joined, self.steps + 1), s)
+        step = s.joined + self._steps_for(held - s.prompt - s.base + 2)
+        self._file(self._grow_at, max(step, self.steps + 1), s)
 
     def _current(self, s: Sequence, joined: int) -> bool:
         return self.cohort.get(s.id) is s and s.joined == joined
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
-        s.generated = s.base + self.steps - s.joined
+        steps = self.steps - s.joined
+        s.generated = min(s.base + self._tokens_in(steps), s.gen)
         s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
-        self.context_sum -= s.prompt + s.generated
+        self.context_sum -= s.prompt + s.base + steps * self._gain
         self._measured -= s.id >= self.measured_from
         if s in self._fresh:
             self._fresh.remove(s)
@@ -137,6 +197,11 @@ class Replica:
         due = [(s, j) for s, j in self._grow_at.pop(step, ())
                if cohort.get(s.id) is s and s.joined == j]  # fmt: skip
         if due and self.kv.take(len(due)):  # the common case: every one gets its block
+            if self.speculator is not None:
+                for s, _ in due:
+                    s.blocks += 1
+                    self._file_growth(s)
+                return bool(cohort)
             later = self._grow_at.setdefault(step + self.kv.block_tokens, [])
             for s, joined in due:
                 s.blocks += 1
@@ -155,7 +220,7 @@ class Replica:
                     break
             if self._current(s, joined):
                 s.blocks += 1
-                self._file(self._grow_at, step + self.kv.block_tokens, s)
+                self._file_growth(s)
         return bool(cohort)
 
     def _preempt(self, s: Sequence) -> None:
@@ -183,15 +248,28 @@ class Replica:
             return None
         chunks = batch.chunks
         n = len(self.cohort) if batch.decode else 0
+        context = round(self.context_sum) if n else 0
+        prefill = None
         if chunks:
             q = [k for _, k in chunks]
             c = [s.done + k for s, k in chunks]
             sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)
-            work = Work.of_cohort(n, self.context_sum if n else 0, q, c, sampled)
+            work = Work.of_cohort(n, context, q, c, sampled)
+            prefill = Work.of_cohort(0, 0, q, c, sampled - n)
         else:  # a decode-only iteration, nearly all of a run's
-            work = Work(n, self.context_sum, 0, 0, 0, 0, 0, n)
+            work = Work(n, context, 0, 0, 0, 0, 0, n)
             sampled = n
+        spec = self.speculator
+        if spec is not None and n:
+            work = spec.verify(n, context, prefill)
         step = self.cost(work)
+        if self.padding is not None:
+            extra = self.padding.extra(work.tokens, not chunks)
+            if extra is not None:
+                step = _plus(step, extra[:-1], extra[-1] * self.cost.ranks)
+        if spec is not None:
+            draft = spec.draft_s(n, context, prefill)
+            step = _plus(step, draft.stage_s, draft.energy_j)
         stages = step.stage_s
         host_s = self.engine.exposed_s(n + len(chunks), step.trip_s)
         t = now_s + host_s
@@ -205,7 +283,8 @@ class Replica:
                 t += step.send_s
         self.busy = True
         busy = sum(stages) * self.cost.ranks
-        return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, sampled, n)
+        emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
+        return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, emitted, n)
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it
@@ -247,9 +326,15 @@ class Replica:
         if self._measured > len(fresh):
             self._gap(now - self.last_decode_s, self._measured - len(fresh))
         self._fresh = []
-        self.context_sum += len(self.cohort)
+        self.context_sum += len(self.cohort) * self._gain
         self.last_decode_s = now
 
     def _gap(self, gap_s: float, count: int) -> None:
         self.itl_s.append(gap_s)
         self.itl_count.append(count)
+
+
+def _plus(step: StepTime, stage_s: list[float], energy_j: float) -> StepTime:
+    """A step with more work on its stages."""
+    return StepTime([a + b for a, b in zip(step.stage_s, stage_s, strict=True)], step.send_s,
+                    step.energy_j + energy_j)  # fmt: skip

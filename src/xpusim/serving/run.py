@@ -5,7 +5,7 @@ capacity.py runs many in its searches."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,10 +22,11 @@ from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.load import Requests
 from xpusim.serving.metrics import Frames, KVUse, ServingResult, summarize
-from xpusim.serving.options import Engine, Load
-from xpusim.serving.replica import Replica
+from xpusim.serving.options import SPECULATIVE_HEADS, Engine, Load
+from xpusim.serving.replica import Padding, Replica
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
+from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -50,6 +51,8 @@ class Prepared:
     reason: str
     notes: list[str]
     decode: Prepared | None = None  # disaggregation: the decode replicas', when their plan differs
+    graphs: list[int] = field(default_factory=list)  # the engine's captured CUDA-graph sizes
+    draft: StepCost | None = None  # speculative decoding's draft model, on the same plan
 
     @property
     def chips(self) -> int:
@@ -104,18 +107,23 @@ def prepare(
     lengths = requests.prompt + requests.gen
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
-    budgets = [engine.token_budget] if engine.token_budget else AUTO_BUDGETS
+    profile = engine_profile(engine.engine)
+    limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
+    budgets = [engine.token_budget] if engine.token_budget else \
+        [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
+    # at most this many sequences run at once: the batch limit, the clients, the requests
+    in_flight = min(engine.max_batch, load.concurrency or len(requests), len(requests))
     for budget in budgets:
         if engine.scheduler == "continuous" and budget < longest_prompt:
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
             budget = longest_prompt
         trial = replace(engine, token_budget=budget)
-        max_tokens = _table_tokens(trial, requests)
-        activations, blocks, per_token = _kv_room(cfg, system, cand.memory, req, one, trial,
-                                                  max_tokens, lengths)  # fmt: skip
+        max_tokens = _table_tokens(trial, requests, in_flight)
+        activations, blocks, per_token = _kv_room(
+            cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
         if blocks >= -(-longest // engine.kv_block):
             break
-    if budget != (engine.token_budget or AUTO_BUDGETS[0]):
+    if budget != budgets[0]:
         why = ("the longest prompt: continuous batching prefills whole prompts"
                if budget == longest_prompt and engine.scheduler == "continuous"
                else "the largest whose activations leave room for the KV cache")
@@ -137,12 +145,48 @@ def prepare(
         if engine.kv_blocks is not None:
             reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
                       f"replica; the longest request needs {longest}")  # fmt: skip
-    cost = step_cost(cfg, system, one, req, cand.placement, max_tokens,
-                     min(engine.max_batch, len(requests)) if fits else 1, longest)  # fmt: skip
+    sampled = in_flight if fits else 1
+    cost = step_cost(cfg, system, one, req, cand.placement, max_tokens, sampled, longest)
+    draft = None
+    if engine.speculative is not None and fits:
+        if one.pp > 1:
+            raise UserError("--speculative runs on one pipeline stage, as engines run it; "
+                            f"the plan has {one.pp}")  # fmt: skip
+        draft = _draft_cost(engine.speculative, cfg, system, one, req, cand.placement,
+                            max_tokens, sampled, longest)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
+    pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
+    graphs = (f", CUDA graphs up to {limits.graph_max} padding {pads[profile.graph_pad]}"
+              if profile.graph_pad != "none" and limits.graph_max else "")  # fmt: skip
+    notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
+                 f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
+                 f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+    if draft is not None:
+        how = engine.decoding
+        notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
+                     f"tokens per step, {how.advance:.3g} tokens per step expected")
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
-                    decode)
+                    decode, profile.captured(limits.graph_max), draft)
+
+
+def _draft_cost(
+    name: str, cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Any,
+    max_tokens: int, sampled: int, longest: int,
+) -> StepCost:  # fmt: skip
+    """The draft's step cost on the target's chips, at the target's tensor parallelism (as
+    vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too."""
+    from xpusim.serving.speculative import draft_model
+
+    draft = draft_model(name, cfg)
+    if draft.vocab_size != cfg.vocab_size:
+        raise UserError(f"--speculative {name}: its vocabulary ({draft.vocab_size}) is not "
+                        f"{cfg.name}'s ({cfg.vocab_size}); a draft shares the target's")
+    own = Plan(tp=plan.tp, ep=plan.ep if name in SPECULATIVE_HEADS else 1)
+    try:
+        return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest)
+    except (UserError, ValueError) as e:
+        raise UserError(f"--speculative {name} at tp {plan.tp}: {e}") from None
 
 
 AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)
@@ -152,7 +196,7 @@ less on chips whose activations at 8,192 tokens would crowd out the KV cache (Gr
 
 def _kv_room(
     cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
-    engine: Engine, max_tokens: int, lengths: np.ndarray,
+    engine: Engine, max_tokens: int, lengths: np.ndarray, graph_max: int,
 ) -> tuple[float, int, float]:  # fmt: skip
     """A replica's largest iteration's activations, the KV blocks its fullest chip has room
     for beside them and the weights, and that chip's KV bytes per token.
@@ -166,7 +210,7 @@ def _kv_room(
     keeps those layers in the blocks whole (Mistral-7B v0.1), as before."""
     activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
                                      plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
-    capacity = system.chip.capacity_bytes * engine.kv_utilization
+    profile, capacity = engine_profile(engine.engine), system.chip.capacity_bytes
     per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
     if not per_layer:  # every layer windowed
         per_layer, windowed = windowed, 0.0
@@ -174,15 +218,23 @@ def _kv_room(
         kept = np.minimum(lengths, memory.window + engine.kv_block).mean()
         per_layer += (memory.state_bytes_per_sequence_layer + windowed * kept) / lengths.mean()
     per_token = [per_layer * n for n in memory.layers]
-    tokens = min(int((capacity - w - activations) // need) if need else 0
+    ranks = plan.tp * plan.ep * plan.pp
+
+    def room(weights: float) -> float:  # the KV bytes of a chip, as the engine reads it
+        return profile.kv_bytes(engine.kv_utilization, capacity, weights, activations,  # type: ignore[arg-type]
+                                engine.token_budget, graph_max, ranks)  # fmt: skip
+
+    tokens = min(max(int(room(w) // need), 0) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip
     return activations, max(tokens // engine.kv_block, 0), max(per_token)
 
 
-def _table_tokens(engine: Engine, requests: Requests) -> int:
+def _table_tokens(engine: Engine, requests: Requests, in_flight: int) -> int:
     """Most new tokens one iteration can hold under the scheduler: a static batch's prompts,
     a continuous batch's whole prompts or the recompute of a preempted sequence (its prompt
-    and output so far), or chunked prefill's budget."""
+    and output so far), or chunked prefill's budget; with speculative decoding at least
+    every sequence's verify chunk (K + 1 tokens), which prefill-first engines run beside no
+    prompt, whatever the budget."""
     longest_prompt = int(requests.prompt.max())
     if engine.scheduler == "static":
         tokens = min(engine.max_batch, len(requests)) * longest_prompt
@@ -190,6 +242,7 @@ def _table_tokens(engine: Engine, requests: Requests) -> int:
         tokens = max(engine.token_budget, int((requests.prompt + requests.gen).max()))
     else:
         tokens = engine.token_budget
+    tokens = max(tokens, in_flight * (engine.drafts + 1))
     if tokens > MAX_TABLE_TOKENS:
         raise UserError(f"an iteration could hold {tokens} new tokens; at most "
                         f"{MAX_TABLE_TOKENS} can be simulated (shorter prompts, a lower "
@@ -228,8 +281,14 @@ def run(
     for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
         own = p.decode if role == "decode" and p.decode is not None else p
         kv, stages = KVCache(own.kv.blocks, e.kv_block, e.prefix), [0.0] * own.plan.pp
+        spec = None
+        if own.draft is not None:
+            spec = Speculator(e.drafts, e.decoding.advance, own.draft)
+        padding = Padding.of(profile.graph_pad, own.graphs, own.cost, e.drafts + 1,
+                             profile.padded)  # fmt: skip
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
-                         e.token_budget, e.chunk or e.token_budget, stages, warmup)
+                         e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
+                         spec)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)

@@ -7,9 +7,20 @@
   whenever a slot and their whole prompt's KV blocks are free, in an iteration of prefills
   only (whole prompts, within the token budget), which pauses the decodes; otherwise every
   running sequence decodes one token.
-- chunked: chunked prefill (Sarathi-Serve; vLLM V1, SGLang): decodes first, then prompts in
-  chunks of at most `chunk` tokens fill the rest of the token budget, so a long prompt never
-  stalls the decodes for longer than one budget's worth of work.
+- decode-first (alias chunked): chunked prefill as vLLM V1 schedules it (Sarathi-Serve):
+  decodes first, then prompts in chunks of at most `chunk` tokens fill the rest of the
+  token budget, so a long prompt never stalls the decodes for longer than one budget's
+  worth of work.
+- prefill-first: SGLang's and ATOM's: whenever a prompt can start or continue, a step of
+  prompt chunks only (the one part-way first, then new requests in arrival order, within
+  the chunked-prefill size), which pauses the decodes; otherwise every running sequence
+  decodes. Short TTFT, decodes stalled by each prefill step.
+- inflight: TensorRT-LLM's in-flight batching with its defaults: decodes, then whole
+  prompts beside them within max_num_tokens (context chunking off; a prompt longer than
+  the budget runs alone, chunked), a request admitted only when the blocks of its whole
+  length are free (the GUARANTEED_NO_EVICT capacity scheduler), so nothing is preempted.
+
+Each engine profile (serving/engines.toml) names its policy; --scheduler overrides it.
 
 A scheduler sees the replica's queues and KV cache (serving/replica.py) and returns the
 sequences to run: decodes, and prefill chunks with their sizes.
@@ -127,11 +138,25 @@ def continuous(r: Replica) -> Batch:
 
 
 @_register("chunked")
+@_register("decode-first")
 def chunked(r: Replica) -> Batch:
     """Decodes first, then prefill chunks (ongoing prompts, then new requests in arrival
     order) within the token budget."""
+    return _beside_decodes(r, whole=False)
+
+
+@_register("inflight")
+def inflight(r: Replica) -> Batch:
+    """Decodes first, then whole prompts within the budget, each admitted with its whole
+    length's blocks."""
+    return _beside_decodes(r, whole=True)
+
+
+def _beside_decodes(r: Replica, whole: bool) -> Batch:
+    """The decodes, then prompt chunks in the budget they leave: chunks of any size, or
+    (`whole`) whole prompts reserved to their last token."""
     batch = Batch(decode=r.decodes())
-    budget = r.token_budget - (len(r.cohort) if batch.decode else 0)
+    budget = r.token_budget - (len(r.cohort) * r.per_decode if batch.decode else 0)
     for s in r.prefilling:  # prompts part-way through their chunks
         if budget <= 0:
             break
@@ -145,12 +170,46 @@ def chunked(r: Replica) -> Batch:
                 break
             r.waiting.popleft()
             continue
-        if budget <= 0 or not r.admit(s, s.target):
+        if budget <= 0:
+            break
+        if whole and s.target - r.cached(s) > budget and (batch.chunks or batch.decode):
+            break  # it waits for a step with room for all of it
+        if not r.admit(s, s.prompt + s.gen if whole else s.target):
             break
         r.waiting.popleft()
         q = min(s.target - s.done, budget, r.chunk)
         batch.chunks.append((s, q))
         budget -= q
     if not batch:  # only sequences prefilled elsewhere joined (a decode replica): they decode
+        batch.decode = r.decodes()
+    return batch
+
+
+@_register("prefill-first")
+def prefill_first(r: Replica) -> Batch:
+    """A step of prompt chunks when a prompt can run (the part-way one first, then new
+    ones), else the decodes."""
+    batch = Batch()
+    budget = r.token_budget
+    for s in r.prefilling:
+        if budget <= 0:
+            break
+        q = min(s.target - s.done, budget, r.chunk)
+        batch.chunks.append((s, q))
+        budget -= q
+    while r.waiting and r.running < r.max_batch and budget > 0:
+        s = r.waiting[0]
+        if s.decoding:  # prefilled elsewhere: it joins the decodes
+            if not r.admit(s, s.context):
+                break
+            r.waiting.popleft()
+            continue
+        if not r.admit(s, s.target):
+            break
+        r.waiting.popleft()
+        q = min(s.target - s.done, budget, r.chunk)
+        batch.chunks.append((s, q))
+        budget -= q
+    if not batch.chunks:
         batch.decode = r.decodes()
     return batch

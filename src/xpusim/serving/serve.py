@@ -4,8 +4,10 @@ Each replica runs the plan `xpusim run` would choose for a batch of the expected
 sequences (the concurrency, else the max batch) at the mean lengths, or the plan given; the
 system's data-parallel replicas are the engine's instances, and the router spreads requests
 over them. A replica's KV cache is what its fullest chip has left after weights and the
-largest iteration's activations, times `kv_utilization` (vLLM's gpu_memory_utilization),
-in blocks of `kv_block` tokens.
+largest iteration's activations, as the engine reads its memory fraction (`kv_utilization`:
+vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
+free_gpu_memory_fraction), in blocks of `kv_block` tokens; the engine's profile
+(serving/engines.toml) gives every setting not given.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def serve(
     ):
         load_options = {**load_options, "rate": 1.0}  # a placeholder: the search sets it
     load = Load(**load_options)
-    engine = Engine(**given[Engine])
+    chip = getattr(target, "chip", target)
+    engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)
     search = Search(**given[Search])
     plan = {k: v for k, v in options.items() if k in PLAN_OPTIONS}
     return serve_llm(workload, target, load, engine, search, plan, progress)

@@ -33,7 +33,8 @@ class Timeline:
     prefills: list[int] = field(default_factory=list)  # sequences running a prefill chunk
     prefill_tokens: list[int] = field(default_factory=list)
     sampled: list[int] = field(default_factory=list)  # tokens emitted
-    waiting: list[int] = field(default_factory=list)  # requests queued, all replicas
+    waiting: list[int] = field(default_factory=list)  # requests queued, all replicas, as
+    # the iteration starts (after its scheduler admitted what it could)
     kv_used: list[float] = field(default_factory=list)  # the replica's cache, a fraction
 
     def add(self, r: Replica, it: Iteration, waiting: int) -> None:
@@ -135,9 +136,10 @@ def simulate(
                 source.kv.give(s.blocks)
                 s.blocks = s.shared = 0
                 route(s, decode)
-        waiting = sum(len(r.waiting) for r in replicas)
         for r in replicas:
             while (it := r.start(now)) is not None:
+                # the queue the iteration leaves behind (what it admitted is not waiting)
+                waiting = sum(len(x.waiting) for x in replicas)
                 push(it.end_s, _END, (r, it))
                 if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)

@@ -127,28 +127,12 @@ def _power(point: Point, result: Any) -> dict[str, float]:
     return values
 
 
-NOT_YET_MODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "speculative": (bool, "speculative {}: decoding with drafts under load is not in serve yet "
-                          "(issue #48 item 5)"),
-}
-"""Settings a source states that serve cannot run yet, each with its test and why: a point
-carrying one is refused by name, never simulated without it. Remove an entry when serve
-takes the setting (and pass it through in `_llm_serving`)."""
-
-
-def _unmodelled(point: Point) -> list[str]:
-    return [why.format(point.get(key)) for key, (applies, why) in NOT_YET_MODELLED.items()
-            if point.get(key) is not None and applies(point.get(key))]  # fmt: skip
-
-
 def _llm_serving(point: Point) -> Prediction:
     """A serving measurement at a stated load: the engine's profile and scheduler as the
     point names them (data in published.json, with why), requests as SERVING_REQUESTS."""
 
     if point.get("prompt") is None or point.get("gen") is None:
         raise Unexpressible("the source states no mean input or output length")
-    if missing := _unmodelled(point):
-        raise Unexpressible("; ".join(missing))
     load = point.get("load")
     options: dict[str, Any] = {
         "prompt": int(point.get("prompt")), "gen": int(point.get("gen")),
@@ -158,8 +142,11 @@ def _llm_serving(point: Point) -> Prediction:
         "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
         "ep": int(point.get("ep") or 1), "dp_attention": bool(point.get("dp_attention")),
         "engine": point.get("engine_profile", "ideal"),
-        "scheduler": point.get("scheduler", "continuous"),
+        "scheduler": point.get("scheduler"),  # none stated: the engine's own policy
     }  # fmt: skip
+    if spec := point.get("speculative"):  # SPECULATIVE_KEYS, with serve's meanings
+        options |= {"speculative": spec["kind"], "draft_tokens": spec.get("draft_tokens"),
+                    "acceptance": spec.get("acceptance")}  # fmt: skip
     for setting in ("token_budget", "max_batch"):  # engine limits the source states
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))
@@ -180,9 +167,13 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
     elif kind == "offline":  # the whole set at once, measured to its last token
-        from xpusim.serving.options import Engine
+        import xpusim
+        from xpusim.serving.engines import engine
 
-        batch = options.get("max_batch", Engine.max_batch)  # the engine's, or serve's default
+        chip = xpusim.target(point.chip)
+        chip = getattr(chip, "chip", chip)
+        batch = options.get("max_batch") or engine(options["engine"]).limits_on(
+            chip.id, chip.capacity_bytes).max_batch  # the source's, or the engine's default
         slots = batch * (options["chips"] // options["tp"])
         n = SERVING_REQUESTS[kind] * slots
         options |= {"concurrency": n, "requests": n, "warmup": 0}
@@ -200,7 +191,7 @@ def _llm_serving(point: Point) -> Prediction:
               "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:
         raise Unexpressible(f"metric {point.metric!r} is not a serving output")
-    detail = f"{result.replicas} x tp{options['tp']}, {options['scheduler']}, {options['engine']}"
+    detail = f"{result.replicas} x tp{options['tp']}, {result.scheduler}, {options['engine']}"
     return Prediction(float(values[point.metric]), "serving", detail)
 
 

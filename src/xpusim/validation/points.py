@@ -46,8 +46,9 @@ SERVING_KEYS = _CORE | {
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
-data-parallel over those GPUs) and `speculative` are settings a source states that the
-adapter must honour or refuse by name, never drop."""
+data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
+--draft-tokens, --acceptance) are settings a source states that the adapter passes to serve
+with the engines' meanings, never drops."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms"}
 SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance"}
 

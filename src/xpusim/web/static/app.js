@@ -158,7 +158,9 @@ function wireForm() {
   $("serve-form").onsubmit = (e) => {
     e.preventDefault();
     setState({ sl: $("serve-loads").value, sr: $("serve-requests").value,
-               spr: $("serve-prompt").value, sgn: $("serve-gen").value }, false);
+               spr: $("serve-prompt").value, sgn: $("serve-gen").value,
+               se: $("serve-engine").value, ssp: $("serve-speculative").value,
+               sdt: $("serve-draft-tokens").value, sac: $("serve-acceptance").value }, false);
     serve();
   };
   $("validate-form").onsubmit = (e) => {
@@ -456,6 +458,12 @@ async function serve() {
   const loads = list(s.sl || $("serve-loads").value), targets = targetsOf(s);
   const base = { requests: intOrText(s.sr || "200"), prompt: intOrText(s.spr || "1024"), gen: intOrText(s.sgn || "128") };
   if (s.p) base.precision = s.p;
+  if (s.se) base.engine = s.se;
+  if (s.ssp) {  // speculative decoding: the serve options of the same names
+    base.speculative = s.ssp;
+    if (s.sdt) base.draft_tokens = intOrText(s.sdt);
+    if (s.sac) base.acceptance = Number(s.sac);
+  }
   busy("serving…");
   try {
     const runs = await Promise.all(targets.flatMap((target) => loads.map((c) =>
@@ -534,6 +542,10 @@ async function start() {
   if (s.sr) $("serve-requests").value = s.sr;
   if (s.spr) $("serve-prompt").value = s.spr;
   if (s.sgn) $("serve-gen").value = s.sgn;
+  if (s.se) $("serve-engine").value = s.se;
+  if (s.ssp) $("serve-speculative").value = s.ssp;
+  if (s.sdt) $("serve-draft-tokens").value = s.sdt;
+  if (s.sac) $("serve-acceptance").value = s.sac;
   drawForm();
   await compare();
   if (s.sb) await sweep();

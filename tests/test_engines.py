@@ -1,0 +1,97 @@
+"""Engine profiles as data (serving/engines.toml) and speculative decoding under load."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.serving.engines import engines
+
+SMALL = dict(prompt=256, gen=32, requests=12, warmup=0)
+
+
+def test_every_engine_names_a_version_and_a_source_for_each_figure():
+    for profile in engines().values():
+        assert profile.version
+        for source in (profile.source, profile.limits_source, profile.graph_source,
+                       profile.kv_block_source, profile.memory_source):  # fmt: skip
+            assert source.strip(), profile.name
+    assert {"vllm", "sglang", "trtllm", "atom", "ideal"} <= set(engines())
+
+
+def test_limits_follow_the_chips_memory_as_the_engines_pick_them():
+    vllm, sglang = engines()["vllm"], engines()["sglang"]
+    big = vllm.limits_on("h100-sxm", 80e9)
+    assert (big.token_budget, big.max_batch, big.graph_max) == (8192, 1024, 512)
+    small = vllm.limits_on("a100-sxm-80gb", 80e9)  # A100 kept on the small defaults
+    assert (small.token_budget, small.max_batch) == (2048, 256)
+    assert sglang.limits_on("h100-sxm", 80e9, tp=1).graph_max == 256
+    assert sglang.limits_on("h100-sxm", 80e9, tp=8).graph_max == 512
+    assert sglang.limits_on("mi300x", 192e9).token_budget == 16384
+    assert vllm.captured(512)[:5] == [1, 2, 4, 8, 16] and vllm.captured(512)[-1] == 512
+    assert vllm.padded(3, vllm.captured(512)) == 4 and vllm.padded(600, [1, 512]) == 600
+
+
+def test_serve_runs_vllm_v1_by_default():
+    result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=2, **SMALL)
+    assert (result.engine, result.scheduler) == ("vllm", "decode-first")
+
+
+def test_a_batch_of_one_costs_the_host_time_and_three_pad_to_four():
+    """vLLM at one client: ideal's step plus its 160 us, no padding (1 is captured); at three
+    a decode step runs as four (the captured size) and costs more than three's."""
+    ideal = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, engine="ideal", **SMALL)
+    vllm = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, **SMALL)
+    assert vllm.tpot_s.mean == pytest.approx(ideal.tpot_s.mean + 160e-6, rel=1e-6)
+    three = [xpusim.serve("llama-3-8b", "h100-sxm", concurrency=3, engine=e, **SMALL)
+             for e in ("ideal", "vllm")]  # fmt: skip
+    assert three[1].tpot_s.mean > three[0].tpot_s.mean + 160e-6
+
+
+def test_inflight_reserves_each_requests_whole_length_so_nothing_is_preempted():
+    tight = dict(concurrency=16, prompt=256, gen=256, requests=48, warmup=0, kv_blocks=40,
+                 kv_block=32)  # fmt: skip
+    v1 = xpusim.serve("llama-3-8b", "h100-sxm", engine="vllm", **tight)
+    trt = xpusim.serve("llama-3-8b", "h100-sxm", engine="trtllm", **tight)
+    assert v1.preemptions > 0 and trt.preemptions == 0
+
+
+@pytest.mark.parametrize("engine", ["sglang", "atom", "trtllm"])
+def test_each_engine_serves_with_its_own_policy(engine):
+    result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=8, engine=engine, **SMALL)
+    assert result.scheduler == engines()[engine].policy
+    assert result.ttft_s.mean > 0 and result.tpot_s.mean > 0
+
+
+def _tpot(**options) -> float:
+    return xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, engine="ideal", prompt=128,
+                        gen=48, requests=8, warmup=0, **options).tpot_s.mean  # fmt: skip
+
+
+@settings(max_examples=4, deadline=None)
+@given(k=st.integers(1, 4))
+def test_speculation_accepting_nothing_is_never_faster_than_none(k):
+    """At acceptance 0 a step yields one token, as without speculation, plus the draft's
+    work and a verify of K + 1 tokens: never faster."""
+    assert _tpot(speculative="eagle", draft_tokens=k, acceptance=0.0) >= _tpot()
+
+
+@settings(max_examples=4, deadline=None)
+@given(low=st.floats(0, 0.95), more=st.floats(0.01, 0.5))
+def test_more_acceptance_is_never_slower(low, more):
+    """Within 0.1%: a sequence's steps are whole (ceil of its tokens over the mean gain), so
+    two rates that round to the same steps differ only in the keys attended, which more
+    acceptance reaches sooner (a few parts in 10^5)."""
+    high = min(low + more, 0.99)
+    slow = _tpot(speculative="eagle", draft_tokens=3, acceptance=low)
+    fast = _tpot(speculative="eagle", draft_tokens=3, acceptance=high)
+    assert fast <= slow * (1 + 1e-3)
+
+
+def test_accepted_tokens_per_step_set_the_decode_speed():
+    """Acceptance lengths that always take every draft token: each step yields K + 1."""
+    all_in = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="0,0,1")
+    none = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="1,0,0")
+    assert all_in < none / 2

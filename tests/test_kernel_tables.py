@@ -161,3 +161,13 @@ def test_grouped_gemms_count_all_rows_and_stacking_keeps_the_tables():
     assert np.allclose(floors, alone) and alone[2] == 0.0  # the B200 has no FP8 table
     picked = stacked.take_configs(np.array([1])).take(np.array([0]))
     assert np.allclose(kernel_floor_s(table, picked)[0, 0, 0], alone[1])
+
+
+def test_the_chip_view_lists_the_tables_that_price_it():
+    from xpusim.report.tables import chip_table
+
+    def fields(chip_id: str) -> list[str]:
+        return list(chip_table(load_chip(chip_id)).columns[0]._cells)
+
+    assert "kernel_table.gemm.fp8" in fields("mi355x")
+    assert "kernel_table.gemm.fp8" not in fields("b200")

@@ -75,6 +75,14 @@ class KernelTable:
         """(log2 M, fraction) at each M the table measured, ascending in M (_fractions)."""
         return _fractions(self.rows_m, self.roofline_s, self.measured_s, self.fixed_s)
 
+    def describe(self) -> tuple[str, str]:
+        """(figure, value) as `xpusim chip` lists it: the model and its curve."""
+        nodes, values = self.curve()
+        curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
+        return (f"kernel_table.{self.kind}.{self.dtype}",
+                f"{self.name}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
+                f"f at M = {curve}")  # fmt: skip
+
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
         """A kernel's time on the table's model: fixed time + roofline / fraction at M."""
         return self.fixed_s + roofline_s / self.fraction_at(m)
@@ -181,12 +189,16 @@ def all_tables() -> tuple[KernelTable, ...]:
     return tuple(tables)
 
 
+def tables_for_chip(chip_id: str) -> list[KernelTable]:
+    """Every table that prices some op of `chip_id` (a what-if copy: its base chip's)."""
+    base = chip_id.split("[", 1)[0]
+    return [t for t in all_tables() if base in t.chips]
+
+
 def gemm_table(chip_id: str, dtype: DType) -> KernelTable | None:
     """The table that prices `chip_id`'s matmuls of `dtype`; what-if copies share their
     base chip's (the floor scales with the copy's own peak and bandwidth)."""
-    base = chip_id.split("[", 1)[0]
-    matches = (t for t in all_tables()
-               if t.kind == "gemm" and t.dtype == dtype.value and base in t.chips)  # fmt: skip
+    matches = (t for t in tables_for_chip(chip_id) if t.kind == "gemm" and t.dtype == dtype.value)
     return next(matches, None)
 
 

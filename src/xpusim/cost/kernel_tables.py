@@ -51,6 +51,7 @@ class KernelTable:
     name: str
     kind: str  # the op kind it prices: "gemm" (matmul) for now
     dtype: str
+    scope: str  # the ops it prices: dtype (all of that format) or a narrower kernel family
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -75,12 +76,19 @@ class KernelTable:
         """(log2 M, fraction) at each M the table measured, ascending in M (_fractions)."""
         return _fractions(self.rows_m, self.roofline_s, self.measured_s, self.fixed_s)
 
+    @property
+    def prices_all_of_dtype(self) -> bool:
+        """Whether it prices every op of its format; a narrower scope (block-scaled FP8)
+        prices none until ops say which kernel family they run."""
+        return self.scope == self.dtype
+
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
         nodes, values = self.curve()
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
-        return (f"kernel_table.{self.kind}.{self.dtype}",
-                f"{self.name}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
+        priced = "" if self.prices_all_of_dtype else f" (shown only: prices {self.scope})"
+        return (f"kernel_table.{self.kind}.{self.scope}",
+                f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
                 f"f at M = {curve}")  # fmt: skip
 
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
@@ -163,11 +171,11 @@ def _table(entry: dict, path: Path) -> KernelTable:
         measured_on = _chip(entry["measured_on"], f"{where}: measured_on")
         for chip_id in entry["chips"]:
             _chip(chip_id, f"{where}: chips")
-        for key in ("source", "url", "date", "conditions"):
+        for key in ("scope", "source", "url", "date", "conditions"):
             if not str(entry[key]).strip():
                 raise ValueError(f"{key} is empty")
         return KernelTable(
-            name=entry["name"], kind=entry["kind"], dtype=dtype.value,
+            name=entry["name"], kind=entry["kind"], dtype=dtype.value, scope=entry["scope"],
             measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows[:, 0], roofline_s=roofline_seconds(rows, dtype, measured_on, where),
@@ -196,9 +204,11 @@ def tables_for_chip(chip_id: str) -> list[KernelTable]:
 
 
 def gemm_table(chip_id: str, dtype: DType) -> KernelTable | None:
-    """The table that prices `chip_id`'s matmuls of `dtype`; what-if copies share their
-    base chip's (the floor scales with the copy's own peak and bandwidth)."""
-    matches = (t for t in tables_for_chip(chip_id) if t.kind == "gemm" and t.dtype == dtype.value)
+    """The table that prices `chip_id`'s matmuls of `dtype` (one whose scope is the whole
+    format); what-if copies share their base chip's (the floor scales with the copy's own
+    peak and bandwidth)."""
+    matches = (t for t in tables_for_chip(chip_id) if t.prices_all_of_dtype
+               and t.kind == "gemm" and t.dtype == dtype.value)  # fmt: skip
     return next(matches, None)
 
 

@@ -331,7 +331,7 @@ def _dtype(row: dict, where: str) -> DType:
     return DType.parse(name, f"dtype at {where}")
 
 
-def _dram_bytes_per_s(chip: Chip) -> float:
+def dram_bytes_per_s(chip: Chip) -> float:
     """The bandwidth of the memory a microbenchmark's operands stream from: the chip's
     outermost level that holds tensors (its DRAM; SRAM on a chip without DRAM, as Groq's)."""
     home = next((m for m in reversed(chip.memory) if m.kind.holds_tensors), None)
@@ -375,7 +375,7 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
         if row["kind"] == "copy":
             where = f"{csv_path}:{i}"
             achieved = _float(row, "bytes", where) / _float(row, "seconds", where)
-            share = achieved / _dram_bytes_per_s(_measured_on(row, chip, where))
+            share = achieved / dram_bytes_per_s(_measured_on(row, chip, where))
             cal.memory_efficiency = min(1.0, max(cal.memory_efficiency or 0.0, share))
     memory_eff = cal.memory_efficiency or chip.efficiency.memory.value
     gemms: dict[str, list[tuple[float, float, float]]] = {}  # ideal s, memory s, seconds
@@ -397,7 +397,7 @@ def calibrate(csv_path: Path, chip: Chip) -> Calibration:
                                 f"peak allows ({ideal_s:.3g} s): check the units (seconds) "
                                 "and the chip")  # fmt: skip
             gemms.setdefault(dtype.value, []).append(
-                (ideal_s, moved / (_dram_bytes_per_s(on) * memory_eff), seconds))
+                (ideal_s, moved / (dram_bytes_per_s(on) * memory_eff), seconds))
         elif kind == "attention":
             dtype = _dtype(row, where)
             flops = 4 * _float(row, "batch", where) * _float(row, "m", where) * _float(

@@ -45,7 +45,8 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY, is_expert
 from xpusim.cost import systolic
-from xpusim.cost.calibration import catalog_calibration, overlap_time
+from xpusim.cost.calibration import catalog_calibration, dram_bytes_per_s, overlap_time
+from xpusim.cost.kernel_tables import GRID_LOG2, gemm_fraction_grid, interpolate_grid
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
@@ -133,6 +134,15 @@ class HardwareArrays:
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
     unit: MatrixUnit
+    # Measured kernel tables (cost/kernel_tables.py): each op's curve of the fraction of
+    # its datasheet roofline its kernels reach, sampled at kernel_tables.GRID_LOG2 of M
+    # ((n, G); 1 where no table prices the op, a floor no op is below anyway), the
+    # datasheet figures that roofline is of, and the dispatch time between kernels.
+    kernel_grid: np.ndarray
+    kernel_peak: np.ndarray  # (n,) datasheet peak of a priced op's format; inf elsewhere
+    kernel_fixed_s: np.ndarray  # (n,) the table's fixed time of a kernel (0 unpriced)
+    kernel_bw: float | np.ndarray  # datasheet bandwidth of the memory weights stream from
+    dispatch_s: float | np.ndarray
 
     @classmethod
     def of(cls, chip: Chip, table: OpTable) -> HardwareArrays:
@@ -149,6 +159,9 @@ class HardwareArrays:
             e_matrix_j=self.e_matrix_j[..., ops],
             overhead_s=self.overhead_s[..., ops],
             overlap_p=self.overlap_p[..., ops],
+            kernel_grid=self.kernel_grid[..., ops, :],
+            kernel_peak=self.kernel_peak[..., ops],
+            kernel_fixed_s=self.kernel_fixed_s[..., ops],
         )
 
     def take_configs(self, which: np.ndarray) -> HardwareArrays:
@@ -190,6 +203,11 @@ class HardwareArrays:
             tdp_w=per_chip([a.tdp_w for a in arrays]),
             unit=arrays[0].unit.map(
                 lambda name, _: per_chip([getattr(a.unit, name) for a in arrays])),
+            kernel_grid=per_op("kernel_grid"),
+            kernel_peak=per_op("kernel_peak"),
+            kernel_fixed_s=per_op("kernel_fixed_s"),
+            kernel_bw=per_chip([a.kernel_bw for a in arrays]),
+            dispatch_s=per_chip([a.dispatch_s for a in arrays]),
         )
 
     @classmethod
@@ -223,6 +241,12 @@ class HardwareArrays:
         budget = chip.compute_power_budget_w
         levels = chip.memory
         level_eff = level_efficiencies(chip, memory_eff)
+        grid = np.ones((len(table), len(GRID_LOG2)))
+        kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
+        for i, (dtype, kind) in enumerate(zip(table.dtypes, table.kinds, strict=True)):
+            curve = gemm_fraction_grid(chip.id, dtype) if kind == OpKind.MATMUL else None
+            if curve is not None and has_matrix[i]:
+                (grid[i], kernel_fixed_s[i]), kernel_peak[i] = curve, peaks[i]
         return cls(
             matrix_rate=peaks * efficiency,
             e_matrix_j=budget / peaks,
@@ -236,6 +260,11 @@ class HardwareArrays:
             static_w=chip.energy.static_power_w.value,
             tdp_w=chip.tdp_w.value,
             unit=unit,
+            kernel_grid=grid,
+            kernel_peak=kernel_peak,
+            kernel_fixed_s=kernel_fixed_s,
+            kernel_bw=dram_bytes_per_s(chip),
+            dispatch_s=chip.overhead.per_op_s.value,
         )
 
 
@@ -414,6 +443,21 @@ def work_factors(
     return np.where(is_matmul & (mode > 0), mapped, padded), padded
 
 
+def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
+    """Each op's time on its kernel table's measurements (cost/kernel_tables.py): the
+    table's fixed kernel time plus the op's roofline on the chip's datasheet peak and
+    bandwidth over the fraction of it the table's kernels reach at the op's M (its rows
+    over all batch dimensions); 0 for ops no table prices. All the op's bytes count as
+    streamed from DRAM, as the tables' kernels stream theirs."""
+    k, n = table.weight_tile_kn
+    priced = np.isfinite(hw.kernel_peak) & (k > 0)
+    m = table.matrix_flops / (2 * np.where(priced, k * n, 1.0))
+    roof_s = np.maximum(table.matrix_flops / hw.kernel_peak,
+                        table.role_bytes.sum(axis=-2) / hw.kernel_bw)  # fmt: skip
+    return np.where(priced, hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m),
+                    0.0)  # fmt: skip
+
+
 def evaluate(
     table: OpTable,
     hw: HardwareArrays,
@@ -445,6 +489,10 @@ def evaluate(
         + byte_j
     )
     power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
+    if np.isfinite(hw.kernel_peak).any():  # the measured kernels' floor, as overhead: the
+        # time a kernel spends past the chip's figures is its own (latency, partial waves)
+        floored = np.maximum(time_s, kernel_floor_s(table, hw) + hw.dispatch_s + comm_s)
+        overhead_s, time_s = overhead_s + (floored - time_s), floored
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
     return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j,

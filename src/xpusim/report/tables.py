@@ -48,6 +48,7 @@ def chip_table(chip: Chip) -> Table:
     """Every figure of the chip file, and where a run uses a calibrated figure instead
     (cost/calibration.py), that one beside it, marked with its calibration."""
     from xpusim.cost.calibration import catalog_calibration
+    from xpusim.cost.kernel_tables import tables_for_chip
 
     cal = catalog_calibration(chip.id)
     replaced = cal.replaced_figures() if cal else {}
@@ -67,6 +68,8 @@ def chip_table(chip: Chip) -> Table:
         table.add_row(path, value, fig.confidence, fig.source, fig.note)
     for path in replaced.keys() - shown:  # fitted where the chip file assumes nothing
         table.add_row(path, f"{replaced[path]} *", "calibrated", "", "")
+    for kernels in tables_for_chip(chip.id):  # measured kernels' floor (cost/kernel_tables.py)
+        table.add_row(*kernels.describe(), "measured", kernels.source, kernels.conditions)
     return table
 
 

@@ -1,0 +1,233 @@
+"""Kernel efficiency tables: measured kernel times at serving shapes, per vendor and chip.
+
+A chip's calibration (cost/calibration.py) fits one efficiency per precision, a fixed time
+and an overlap exponent to large, square-ish GEMMs. Serving runs other shapes: decode GEMMs
+of 1-256 rows against a large weight, grouped expert GEMMs, which the vendors' kernels run
+well below both roofs (AITER's FP8 GEMM of 1 x 2112 x 7168 on an MI355X streams its weight
+at 0.68 TB/s of 8). These tables hold what the kernels measurably do there, as data
+(`kernel_tables/*.toml`, each table with its source, date and conditions), never a serving
+end-to-end number.
+
+Each row is one measured kernel: M, N, K, microseconds (and the groups of a grouped GEMM,
+whose weight is groups x K x N). Its roofline time is
+
+    r = max(2MNK / peak, bytes / DRAM bandwidth)
+
+on the datasheet figures of the chip that measured it, and a row faster than r is refused.
+A table's model of its kernels is t = t0 + r / f(M): t0 a fixed time of the kernels (launch,
+prologue, the last partial wave; fitted, fit_fixed_s) and f(M) the fraction of the roofline
+they reach past it, at each measured M the rows' total r over their total t - t0 (at most
+1), piecewise linear in log2 M between them and flat beyond the ends. The cost model
+(cost/roofline.py) reads it for each matmul of a listed chip and precision as a floor: the
+op takes at least t0 + its roofline on that chip / f(M); where the chip's own figures make
+it slower they stand. So a table only ever adds time, no op is faster than either roof, and
+more bandwidth is never slower (the floor falls with the roofline). Chips and precisions
+without a table keep the model they had.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from xpusim.errors import UserError
+from xpusim.hardware.spec import Chip
+from xpusim.ir.dtypes import DType
+
+TABLES_DIR = Path(__file__).resolve().parent / "kernel_tables"
+GRID_LOG2 = np.arange(0.0, 41.0)
+"""Nodes (log2 of M) a table's curve is sampled at for the cost model: M from 1 to 2^40,
+each node exact where a table has a row at a power of two, linear between."""
+
+_OUTPUT_ITEMSIZE = 2  # the tables' GEMMs write BF16 (their conditions say so)
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    name: str
+    kind: str  # the op kind it prices: "gemm" (matmul) for now
+    dtype: str
+    scope: str  # the ops it prices: dtype (all of that format) or a narrower kernel family
+    measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
+    chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
+    source: str
+    url: str
+    date: str
+    conditions: str
+    rows_m: np.ndarray
+    roofline_s: np.ndarray  # of each row on measured_on's datasheet peak and bandwidth
+    measured_s: np.ndarray
+
+    @property
+    def fractions(self) -> np.ndarray:
+        """Each row's fraction of its roofline (<= 1, checked on loading)."""
+        return self.roofline_s / self.measured_s
+
+    @property
+    def fixed_s(self) -> float:
+        """The kernels' fixed time (fit_fixed_s)."""
+        return fit_fixed_s(self.rows_m, self.roofline_s, self.measured_s)
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(log2 M, fraction) at each M the table measured, ascending in M (_fractions)."""
+        return _fractions(self.rows_m, self.roofline_s, self.measured_s, self.fixed_s)
+
+    @property
+    def prices_all_of_dtype(self) -> bool:
+        """Whether it prices every op of its format; a narrower scope (block-scaled FP8)
+        prices none until ops say which kernel family they run."""
+        return self.scope == self.dtype
+
+    def describe(self) -> tuple[str, str]:
+        """(figure, value) as `xpusim chip` lists it: the model and its curve."""
+        nodes, values = self.curve()
+        curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
+        priced = "" if self.prices_all_of_dtype else f" (shown only: prices {self.scope})"
+        return (f"kernel_table.{self.kind}.{self.scope}",
+                f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
+                f"f at M = {curve}")  # fmt: skip
+
+    def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
+        """A kernel's time on the table's model: fixed time + roofline / fraction at M."""
+        return self.fixed_s + roofline_s / self.fraction_at(m)
+
+    def fraction_at(self, m: np.ndarray | float) -> np.ndarray:
+        """The fraction of the roofline the table's kernels reach at M rows (interpolated)."""
+        nodes, values = self.curve()
+        return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
+
+
+def _fractions(
+    rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray, fixed_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(log2 M, fraction) at each M measured: the rows' total roofline time over their total
+    time past the fixed time, so that large GEMMs, which decide a step's time, weigh more
+    than small ones; at most 1, since fixed_s leaves every row its roofline time."""
+    log_m = np.log2(rows_m)
+    nodes = np.unique(log_m)
+    return nodes, np.array([
+        min(roofline_s[log_m == x].sum() / (measured_s[log_m == x] - fixed_s).sum(), 1.0)
+        for x in nodes])  # fmt: skip
+
+
+def fit_fixed_s(rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray) -> float:
+    """The fixed time t0 of a table's kernels (launch, prologue, the last partial wave),
+    such that t = t0 + roofline / f(M) fits the rows best in relative error: a kernel of a
+    small weight is slow for its latency, one of a large weight for its bandwidth, and one
+    fraction per M could not say both. Searched over [0, the least time any row has past
+    its roofline], which keeps every fraction at most 1."""
+    best, best_err = 0.0, np.inf
+    for t0 in np.linspace(0.0, float(np.min(measured_s - roofline_s)), 101):
+        nodes, values = _fractions(rows_m, roofline_s, measured_s, t0)
+        predicted = t0 + roofline_s / np.interp(np.log2(rows_m), nodes, values)
+        err = float(np.sqrt(np.mean((predicted / measured_s - 1) ** 2)))
+        if err < best_err:
+            best, best_err = float(t0), err
+    return best
+
+
+def _chip(chip_id: str, where: str) -> Chip:
+    from xpusim.hardware.catalog import load_chip
+
+    try:
+        return load_chip(chip_id)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+def roofline_seconds(rows: np.ndarray, dtype: DType, chip: Chip, where: str) -> np.ndarray:
+    """Each row's (M, N, K, microseconds[, groups]) time on `chip`'s datasheet roofline; a
+    row faster than the roofline is an error in the table (its units or its chip)."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+
+    m, n, k, micros = (rows[:, i] for i in range(4))
+    groups = rows[:, 4] if rows.shape[1] > 4 else np.ones(len(rows))
+    flops = 2 * m * n * k
+    moved = (m * k + groups * k * n) * dtype.itemsize + m * n * _OUTPUT_ITEMSIZE
+    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    fractions = roof_s / (micros * 1e-6)
+    if not np.all((fractions > 0) & (fractions <= 1)):
+        bad = int(np.argmax(~((fractions > 0) & (fractions <= 1))))
+        raise UserError(f"{where}: row {bad + 1} ({rows[bad].tolist()}) runs at "
+                        f"{fractions[bad]:.3g} of {chip.id}'s roofline; at most 1 is possible")
+    return roof_s
+
+
+def _table(entry: dict, path: Path) -> KernelTable:
+    where = f"{path.name}: table {entry.get('name', '?')!r}"
+    try:
+        rows = np.array(entry["rows"], dtype=float)
+        if rows.ndim != 2 or rows.shape[1] not in (4, 5) or len(rows) == 0:
+            raise ValueError("rows must be [M, N, K, microseconds(, groups)]")
+        if not np.all(np.isfinite(rows) & (rows > 0)):
+            raise ValueError("every value of a row must be a positive number")
+        if entry["kind"] != "gemm":
+            raise ValueError(f"kind must be 'gemm', not {entry['kind']!r}")
+        dtype = DType.parse(entry["dtype"], f"{where}: dtype")
+        measured_on = _chip(entry["measured_on"], f"{where}: measured_on")
+        for chip_id in entry["chips"]:
+            _chip(chip_id, f"{where}: chips")
+        for key in ("scope", "source", "url", "date", "conditions"):
+            if not str(entry[key]).strip():
+                raise ValueError(f"{key} is empty")
+        return KernelTable(
+            name=entry["name"], kind=entry["kind"], dtype=dtype.value, scope=entry["scope"],
+            measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
+            url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
+            rows_m=rows[:, 0], roofline_s=roofline_seconds(rows, dtype, measured_on, where),
+            measured_s=rows[:, 3] * 1e-6,
+        )  # fmt: skip
+    except KeyError as e:
+        raise UserError(f"{where}: missing field {e}") from None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+@cache
+def all_tables() -> tuple[KernelTable, ...]:
+    """Every committed table (kernel_tables/*.toml), in file and table order."""
+    tables = []
+    for path in sorted(TABLES_DIR.glob("*.toml")):
+        with path.open("rb") as f:
+            tables.extend(_table(entry, path) for entry in tomllib.load(f)["table"])
+    return tuple(tables)
+
+
+def tables_for_chip(chip_id: str) -> list[KernelTable]:
+    """Every table that prices some op of `chip_id` (a what-if copy: its base chip's)."""
+    base = chip_id.split("[", 1)[0]
+    return [t for t in all_tables() if base in t.chips]
+
+
+def gemm_table(chip_id: str, dtype: DType) -> KernelTable | None:
+    """The table that prices `chip_id`'s matmuls of `dtype` (one whose scope is the whole
+    format); what-if copies share their base chip's (the floor scales with the copy's own
+    peak and bandwidth)."""
+    matches = (t for t in tables_for_chip(chip_id) if t.prices_all_of_dtype
+               and t.kind == "gemm" and t.dtype == dtype.value)  # fmt: skip
+    return next(matches, None)
+
+
+def gemm_fraction_grid(chip_id: str, dtype: DType) -> tuple[np.ndarray, float] | None:
+    """The table's curve sampled at GRID_LOG2 (what the cost model interpolates) and its
+    fixed time, or None."""
+    table = gemm_table(chip_id, dtype)
+    return None if table is None else (table.fraction_at(2.0**GRID_LOG2), table.fixed_s)
+
+
+def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Linear interpolation in log2 M of per-op curves sampled at GRID_LOG2: grid (..., n, G)
+    and m (..., n) broadcasting; M outside [1, 2^40] takes the end node's value."""
+    position = np.clip(np.log2(np.maximum(m, 1.0)), GRID_LOG2[0], GRID_LOG2[-1])
+    low = np.minimum(np.floor(position), GRID_LOG2[-1] - 1).astype(int)
+    weight = position - low
+    shape = np.broadcast_shapes(grid.shape[:-1], low.shape)
+    grid = np.broadcast_to(grid, (*shape, grid.shape[-1]))
+    low = np.broadcast_to(low, shape)[..., None]
+    below = np.take_along_axis(grid, low, -1)[..., 0]
+    above = np.take_along_axis(grid, low + 1, -1)[..., 0]
+    return below + (above - below) * weight

@@ -1,0 +1,178 @@
+"""Kernel efficiency tables (cost/kernel_tables.py): each loads with its source, its
+fractions are physical, its curve interpolates without overshoot, and the cost model's
+floor from it keeps the physics (at least the roofline; more bandwidth never slower)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost.kernel_tables import (
+    GRID_LOG2,
+    all_tables,
+    gemm_table,
+    interpolate_grid,
+    roofline_seconds,
+)
+from xpusim.cost.op_table import op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.errors import UserError
+from xpusim.hardware.catalog import load_chip
+from xpusim.hardware.whatif import override
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+
+TABLES = all_tables()
+
+
+def test_every_table_loads_with_its_source_date_and_conditions():
+    assert {t.name for t in TABLES} >= {"deepgemm-fp8-gemm-h800",
+                                        "aiter-fp8-blockscale-gemm-mi300x",
+                                        "aiter-fp8-blockscale-gemm-mi355x"}  # fmt: skip
+    for t in TABLES:
+        assert t.source and t.url.startswith("https://") and t.conditions
+        assert len(t.date) == 10 and t.date[4] == "-"
+        assert len(t.rows_m) >= 20
+
+
+def test_amd_chips_have_their_own_tables():
+    """AMD's chips have tables of AMD kernels measured on AMD chips, not NVIDIA's scaled;
+    they are of block-scaled FP8, which no op says it runs yet, so they price nothing."""
+    from xpusim.cost.kernel_tables import tables_for_chip
+
+    for chip_id in ("mi300x", "mi325x", "mi355x"):
+        (table,) = tables_for_chip(chip_id)
+        assert table.measured_on.startswith("mi") and table.scope == "fp8-block-scaled"
+        assert gemm_table(chip_id, DType.FP8) is None
+    assert gemm_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
+    assert gemm_table("b200", DType.FP8) is None  # no table: the chip keeps its model
+    assert gemm_table("mi300x", DType.BF16) is None
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
+def test_fractions_are_physical_and_the_fit_explains_the_rows(table):
+    assert np.all((table.fractions > 0) & (table.fractions <= 1))
+    nodes, values = table.curve()
+    assert np.all((values > 0) & (values <= 1)) and np.all(np.diff(nodes) > 0)
+    assert 0 <= table.fixed_s <= np.min(table.measured_s - table.roofline_s)
+    predicted = table.predict_s(table.rows_m, table.roofline_s)
+    assert np.all(predicted >= table.roofline_s)  # no row predicted past its roofline
+    rms = np.sqrt(np.mean((predicted / table.measured_s - 1) ** 2))
+    assert rms < 0.45, rms  # docs/cost.md states each table's rms
+
+
+@settings(max_examples=80, deadline=None)
+@given(table=st.sampled_from(TABLES), m=st.floats(1.0, 2.0**40))
+def test_interpolation_stays_between_the_measured_neighbours(table, m):
+    """Between two measured M the curve lies between their fractions (no overshoot), and
+    the cost model's sampled grid gives the table's own interpolation at powers of two."""
+    nodes, values = table.curve()
+    x = np.log2(m)
+    f = float(table.fraction_at(m))
+    i = int(np.searchsorted(nodes, x))
+    neighbours = values[max(i - 1, 0): i + 1]
+    assert neighbours.min() - 1e-12 <= f <= neighbours.max() + 1e-12
+    grid = table.fraction_at(2.0**GRID_LOG2)  # as gemm_fraction_grid samples it
+    assert np.allclose(interpolate_grid(grid[None], np.array([2.0 ** np.floor(x)])),
+                       table.fraction_at(2.0 ** np.floor(x)))  # fmt: skip
+    between = interpolate_grid(grid[None], np.array([m]))[0]
+    low, high = np.floor(x), min(np.floor(x) + 1, GRID_LOG2[-1])
+    assert min(grid[int(low)], grid[int(high)]) - 1e-12 <= between
+    assert between <= max(grid[int(low)], grid[int(high)]) + 1e-12
+
+
+def test_a_row_faster_than_the_roofline_is_refused():
+    chip = load_chip("h100-sxm")
+    rows = np.array([[4096.0, 4096.0, 4096.0, 1.0]])  # 137 GFLOP in 1 us: 137 PFLOP/s
+    with pytest.raises(UserError, match="at most 1"):
+        roofline_seconds(rows, DType.FP8, chip, "test")
+
+
+def _fp8_matmul(m: int, k: int, n: int, groups: int = 1, dtype: DType = DType.FP8):
+    lead = (groups,) if groups > 1 else ()
+    ins = (Tensor("x", (*lead, m, k), dtype),
+           Tensor("w", (*lead, k, n), dtype, Role.WEIGHT))  # fmt: skip
+    op = Op(OpKind.MATMUL, "mm", ins, (Tensor("y", (*lead, m, n), DType.BF16),),
+            (("compute", dtype.value),))  # fmt: skip
+    return op_table(Graph("one", [op]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(chip_id=st.sampled_from(["h100-sxm", "h200-sxm"]),
+       m=st.integers(1, 65536), k=st.integers(128, 16384), n=st.integers(128, 32768),
+       factor=st.floats(1.0, 8.0))  # fmt: skip
+def test_the_floor_keeps_the_physics(chip_id, m, k, n, factor):
+    chip = load_chip(chip_id)
+    table = _fp8_matmul(m, k, n)
+    placement = place(chip, Footprint(k * n, 0.0, m * (k + 2 * n)))
+    hw = HardwareArrays.build(chip, table)
+    costs = evaluate(table, hw, placement)
+    flops = 2.0 * m * k * n
+    hbm = max(level.bandwidth_bytes_per_s.value for level in chip.memory
+              if level.kind.holds_tensors)  # fmt: skip
+    assert costs.time_s[0] >= flops / chip.peak(DType.FP8) * (1 - 1e-12)
+    assert costs.time_s[0] >= (m * k + k * n + 2 * m * n) / hbm * (1 - 1e-9)
+    assert costs.time_s[0] >= kernel_floor_s(table, hw)[0] > 0  # the table prices it
+    # more bandwidth, in the chip's figures and in the table's roofline, is never slower
+    faster = dataclasses.replace(hw, level_rate=hw.level_rate * factor,
+                                 kernel_bw=hw.kernel_bw * factor)  # fmt: skip
+    assert evaluate(table, faster, placement).time_s[0] <= costs.time_s[0] * (1 + 1e-12)
+
+
+def test_a_what_if_of_more_bandwidth_is_never_slower_through_the_table():
+    chip = load_chip("h100-sxm")
+    wider = override(chip, "memory.hbm3.bandwidth_bytes_per_s", 6.7e12)
+    table = _fp8_matmul(64, 7168, 18432)
+    times = []
+    for c in (chip, wider):
+        hw = HardwareArrays.build(c, table)
+        times.append(evaluate(table, hw, place(c, Footprint(7168 * 18432, 0.0, 1e7))).time_s[0])
+    assert times[1] < times[0]
+
+
+def test_the_table_prices_decode_gemms_and_leaves_other_formats_alone():
+    """A 64-row FP8 GEMM against DeepSeek's 2112 x 7168 weight on an H100: DeepGEMM
+    measured 206 TFLOPS (9.4 us); the datasheet roofline is 4.6 us. The table's floor puts
+    the op within the fit's error of the measurement; a BF16 GEMM of the same shape has no
+    table and keeps the chip's model."""
+    chip = load_chip("h100-sxm")
+    table = _fp8_matmul(64, 7168, 2112)
+    hw = HardwareArrays.build(chip, table)
+    measured_s = 2 * 64 * 2112 * 7168 / 206e12
+    time_s = evaluate(table, hw, place(chip, Footprint(2112 * 7168, 0.0, 1e6))).time_s[0]
+    assert 0.7 * measured_s < time_s < 1.4 * measured_s
+    bf16 = _fp8_matmul(64, 2048, 7168, dtype=DType.BF16)
+    assert not np.isfinite(HardwareArrays.build(chip, bf16).kernel_peak).any()
+
+
+def test_grouped_gemms_count_all_rows_and_stacking_keeps_the_tables():
+    """Grouped expert GEMMs read the curve at their rows over all groups; stacked chips
+    (a sweep) keep each chip's own table."""
+    table = _fp8_matmul(256, 7168, 4096, groups=4)
+    chips = [load_chip(c) for c in ("h100-sxm", "h200-sxm", "b200")]
+    built = [HardwareArrays.build(c, table) for c in chips]
+    stacked = HardwareArrays.stack(built)
+    assert stacked.kernel_grid.shape == (3, 1, 1, len(GRID_LOG2))
+    floors = kernel_floor_s(table, stacked)[:, 0, 0]
+    alone = [kernel_floor_s(table, hw)[0] for hw in built]
+    assert np.allclose(floors, alone) and alone[2] == 0.0  # the B200 has no FP8 table
+    picked = stacked.take_configs(np.array([1])).take(np.array([0]))
+    assert np.allclose(kernel_floor_s(table, picked)[0, 0, 0], alone[1])
+
+
+def test_the_chip_view_lists_the_tables_that_price_it():
+    from xpusim.report.tables import chip_table
+
+    def fields(chip_id: str) -> list[str]:
+        return list(chip_table(load_chip(chip_id)).columns[0]._cells)
+
+    assert "kernel_table.gemm.fp8" in fields("h200-sxm")
+    assert "kernel_table.gemm.fp8-block-scaled" in fields("mi355x")
+    assert not any(f.startswith("kernel_table") for f in fields("b200"))

@@ -46,6 +46,7 @@ from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -541,3 +542,6 @@ def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
     memory = got.per_chip_memory_bytes
     return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
                      memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip
+
+
+register("llm", "inference", simulate, batched=simulate_many)

@@ -8,6 +8,7 @@ import pytest
 import xpusim
 from xpusim import api
 from xpusim.hardware.catalog import chip_ids
+from xpusim.scenarios import registry
 from xpusim.serving import options, schedulers
 
 
@@ -25,8 +26,10 @@ def test_every_catalog_chip_runs_a_model(chip_id):
     assert result.ttft_s > 0 and result.tpot_s > 0 and result.energy_j > 0
 
 
-@pytest.mark.parametrize("scenario", api.SCENARIOS, ids=lambda s: f"{s.module}-{s.mode}")
-def test_every_scenario_imports_and_exposes_options(scenario):
+@pytest.mark.parametrize("kind_mode", registry.HOMES, ids="-".join)
+def test_every_scenario_registers_itself_and_exposes_options(kind_mode):
+    """Each (kind, mode) of the table is registered by the module it names, and takes
+    options: a module listed but not registering, or registering under another name, fails."""
+    scenario = registry.find(*kind_mode)
+    assert scenario is not None and (scenario.kind, scenario.mode) == kind_mode
     assert api._taken(scenario)
-    if scenario.batched:
-        assert callable(scenario.load(batched=True))

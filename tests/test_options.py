@@ -6,6 +6,7 @@ from __future__ import annotations
 from xpusim import api
 from xpusim.cli import run
 from xpusim.run_options import RUN_FIELDS
+from xpusim.scenarios import registry
 
 
 def test_every_run_option_is_a_flag_of_run_in_order():
@@ -18,7 +19,8 @@ def test_every_run_option_is_a_flag_of_run_in_order():
 def test_every_run_option_is_a_scenario_keyword_and_back():
     """Each field some scenario takes (mode and price every scenario's: api.simulate's), and
     each keyword of the inference and training scenarios a field."""
-    taken = set().union(*(api._taken(s) for s in api.SCENARIOS if s.mode != "serving"))
+    taken = set().union(*(api._taken(registry.find(*key)) for key in registry.HOMES
+                          if key[1] != "serving"))  # fmt: skip
     assert {f.name for f in RUN_FIELDS} - {"mode", "price"} == taken - {"input_shapes"}
 
 

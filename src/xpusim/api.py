@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +18,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.memo import in_scope, scope
 from xpusim.result import Results, Table
+from xpusim.scenarios.registry import Scenario, find
 from xpusim.workloads.resolve import load_model
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -28,49 +26,6 @@ from xpusim.workloads.zoo import model_ids
 
 if TYPE_CHECKING:
     from xpusim.workloads.imported import ImportedModel
-
-
-@dataclass(frozen=True, eq=False)  # each one its own, by identity: hashed for every job
-class Scenario:
-    """What simulates a kind of workload in a mode, named by module and function and
-    imported when first used: `xpusim run` on an LLM never loads recsys or training."""
-
-    workload: str  # "module:Class", imported only if loaded: a workload is one once it is
-    mode: str
-    module: str
-    function: str
-    batched: str | None = None  # a function costing many jobs together, if it has one
-    encoder: bool = False  # for transformers that are encoders (BERT), not decoders
-
-    def takes(self, workload: Any, mode: str) -> bool:
-        """Whether this simulates the workload in this mode; a workload type whose module
-        was never imported has no instances, so `run` on an LLM imports no CNN or DLRM."""
-        module, name = self.workload.split(":")
-        kind = getattr(sys.modules.get(module), name, None)
-        return (mode == self.mode and kind is not None and isinstance(workload, kind)
-                and getattr(workload, "encoder", False) == self.encoder)  # fmt: skip
-
-    def load(self, batched: bool = False) -> Callable[..., Any]:
-        name = self.batched if batched else self.function
-        return getattr(importlib.import_module(f"xpusim.scenarios.{self.module}"), str(name))
-
-
-# The first that takes the workload (its type, and whether it is an encoder) in a mode wins.
-_LLM = "xpusim.workloads.transformer_config:TransformerConfig"
-_DLRM = "xpusim.workloads.dlrm_config:DLRMConfig"
-_CNN = "xpusim.workloads.cnn:ResNetConfig"
-SCENARIOS = (
-    Scenario(_LLM, "inference", "encoder_inference", "simulate", encoder=True),
-    Scenario(_LLM, "inference", "llm.inference", "simulate", "simulate_many"),
-    Scenario(_DLRM, "inference", "recsys", "simulate"),
-    Scenario(_CNN, "inference", "cnn_inference", "simulate"),
-    Scenario("xpusim.workloads.imported:ImportedModel", "inference", "graph_inference",
-             "simulate"),
-    Scenario(_LLM, "training", "training", "simulate_training", "simulate_training_many"),
-    Scenario(_LLM, "serving", "serving", "simulate_serving"),
-    Scenario(_DLRM, "serving", "serving", "simulate_serving"),
-    Scenario(_CNN, "serving", "serving", "simulate_serving"),
-)
 
 
 def chip(id_or_path: str | Path) -> Chip:
@@ -159,7 +114,7 @@ def simulate(
     _check_options(scenario, options)
     options, notes = checkpoint_defaults(workload, spec, mode, options)
     with scope():  # a block, not a decorator: one frame fewer between the CLI and the costs
-        return noted(priced(scenario.load()(workload, spec, **options), price), notes)
+        return noted(priced(scenario.function(workload, spec, **options), price), notes)
 
 
 def simulate_many(
@@ -211,9 +166,9 @@ def simulate_table(
     tables: list[Table] = []
     for scenario, (at, group) in by_scenario.items():
         if scenario.batched:
-            part = scenario.load(batched=True)(workload, group)
+            part = scenario.batched(workload, group)
         else:
-            run = scenario.load()
+            run = scenario.function
             part = [_or_error(run, workload, spec, options) for spec, options in group]
         part = part if isinstance(part, Results) else Results.of(part)
         row_prices = [[None] * t.size for t in part.tables]
@@ -287,9 +242,9 @@ def _scenario(workload: Any, mode: str) -> Scenario:
     """The scenario that simulates this workload in this mode."""
     if mode not in ("inference", "training", "serving"):
         raise UserError(f"unknown mode {mode!r}; choose inference, training or serving")
-    for scenario in SCENARIOS:
-        if scenario.takes(workload, mode):
-            return scenario
+    scenario = find(getattr(workload, "scenario_kind", None), mode)
+    if scenario is not None:
+        return scenario
     if getattr(workload, "encoder", False):
         raise UserError(f"{workload.name} is an encoder: one forward pass (inference) is "
                         f"modelled for it, not {mode}")  # fmt: skip
@@ -302,7 +257,7 @@ def _scenario(workload: Any, mode: str) -> Scenario:
 def _taken(scenario: Scenario) -> list[str]:
     """The options a scenario takes: its function's keywords, or what it lists (serving's
     options are dataclass fields, serving/options.py)."""
-    function = scenario.load()
+    function = scenario.function
     listed = getattr(function, "options", None)
     if listed is not None:
         return list(listed())

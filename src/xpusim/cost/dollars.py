@@ -80,7 +80,15 @@ def priced(result: Any, price: Price = None) -> Any:
     table = Table.of([result])
     priced_table(table, [price])
     result.cost, result.notes = table.cell("cost", 0), table.cell("notes", 0)
+    if GOODPUT_COLUMN in table.columns:
+        setattr(result, GOODPUT_COLUMN, table.cell(GOODPUT_COLUMN, 0))
     return result
+
+
+GOODPUT_COLUMN = "usd_per_million_goodput"
+"""Where a result whose kind names its GOODPUT_BY (serving: output tokens/s of requests
+within the SLOs) gets dollars per million of that: what `plan` ranks by and `sweep --rank
+cost` ranks serving points by."""
 
 
 Rate = tuple[float, str, str]
@@ -127,6 +135,14 @@ def priced_table(table: Table, prices: list[Price]) -> None:
         present[at] = True
         c["cost"] = Nested(Cost, {name: _spread(values, at, n) for name, values in
                                   columns.items()}, present.tolist())  # fmt: skip
+    goodput_of = getattr(table.kind, "GOODPUT_BY", None)
+    if goodput_of is not None:
+        per_goodput: list[float | None] = [None] * n
+        for i, usd_hour in zip(at.tolist(), usd_per_hour.tolist(), strict=True):
+            goodput = c[goodput_of][i]
+            if goodput:  # none without SLOs, or with none met
+                per_goodput[i] = usd_hour / 3600.0 / goodput * 1e6  # as cost_figures'
+        c[GOODPUT_COLUMN] = per_goodput
     said: dict[Rate, str] = {}
     notes = c["notes"]
     for i, rate in zip(at.tolist(), found, strict=True):

@@ -53,11 +53,20 @@ columns a sweep's rows have is used."""
 
 COST = Objective("cost.usd_per_million", False, "$ per million (cost)")
 """`--rank cost`: what a front trades against when money, not chips, is what is scarce."""
+GOODPUT_COST = Objective("usd_per_million_goodput", False, "$ per million within the SLOs")
+"""`--rank cost` where serving points have SLOs: only what was delivered within them counts
+(a chip that misses the TTFT objective is not cheap however many tokens it makes)."""
 
 
-def objectives_for(columns: Sequence[str], rank: str = "throughput") -> tuple[Objective, Objective]:
-    """The workload's (x, y) pair; ranked by cost, y is dollars per million of its output."""
+def objectives_for(
+    columns: Sequence[str], rank: str = "throughput", rows: Sequence[Mapping[str, Any]] = ()
+) -> tuple[Objective, Objective]:
+    """The workload's (x, y) pair; ranked by cost, y is dollars per million of its output,
+    of its output within the SLOs where any of `rows` has that (serving with SLOs)."""
     pair = next((p for p in OBJECTIVES if all(o.column in columns for o in p)), OBJECTIVES[0])
+    if rank == "cost" and GOODPUT_COST.column in columns and any(
+            row.get(GOODPUT_COST.column) is not None for row in rows):  # fmt: skip
+        return pair[0], GOODPUT_COST
     if rank == "cost":
         if COST.column not in columns:
             from xpusim.errors import UserError

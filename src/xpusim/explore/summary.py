@@ -49,7 +49,7 @@ def summarize(
     """Fronts per target on the workload's objectives (`rank` "cost": against dollars per
     million instead of throughput per chip)."""
     rows = run.rows
-    objectives = pareto.objectives_for(run.columns, rank)
+    objectives = pareto.objectives_for(run.columns, rank, rows)
     fronts = {}
     for target in grid.targets:
         mine = [i for i, row in enumerate(rows) if row["target"] == target]

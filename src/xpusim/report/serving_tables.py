@@ -93,7 +93,9 @@ def _cost(result: Any) -> str:
     cost = result.cost
     if cost is None:
         return ""
-    return f"; {dollars(cost.usd_per_million)} per million {cost.per} ({cost.basis})"
+    goodput = getattr(result, "usd_per_million_goodput", None)
+    within = "" if goodput is None else f", {dollars(goodput)} per million within the SLOs"
+    return f"; {dollars(cost.usd_per_million)} per million {cost.per}{within} ({cost.basis})"
 
 
 def _percentiles(rows: list[tuple[str, Any]]) -> Table:

@@ -37,6 +37,7 @@ METRICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("queries_per_s_per_chip", "queries/s/chip", _number),
     ("throughput_per_chip", "items/s/chip", _number),
     ("cost.usd_per_million", "$/M", dollars),
+    ("usd_per_million_goodput", "$/M in SLOs", dollars),
     ("joules_per_token", "energy/token", lambda v: si(v, "J")),
     ("joules_per_query", "energy/query", lambda v: si(v, "J")),
     ("bottleneck", "bound by", str),

@@ -12,6 +12,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.scenarios import graph_inference
 from xpusim.scenarios.graph_inference import GraphInferenceResult, one_chip
+from xpusim.scenarios.registry import register
 from xpusim.workloads.cnn import ResNetConfig
 
 
@@ -29,3 +30,6 @@ def simulate(
     spec = one_chip(chip, chips, "a CNN")
     return graph_inference.simulate(model.model(batch, DType.FP32), spec, precision=precision,
                                     weight_precision=weight_precision)  # fmt: skip
+
+
+register("cnn", "inference", simulate)

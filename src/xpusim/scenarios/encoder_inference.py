@@ -15,6 +15,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.graph_inference import GraphInferenceResult, one_chip, one_pass
+from xpusim.scenarios.registry import register
 from xpusim.workloads.imported import ImportedModel
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -41,3 +42,6 @@ def simulate(
     inputs = {"input_ids": (batch, prompt)}
     return one_pass(ImportedModel(model.name, graph, "config.json", inputs), graph, spec, act,
                     weight, notes)  # fmt: skip
+
+
+register("encoder", "inference", simulate)

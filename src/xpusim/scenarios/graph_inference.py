@@ -31,6 +31,7 @@ from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.llm.inference import OpReport, op_reports
+from xpusim.scenarios.registry import register
 from xpusim.workloads.imported import ImportedModel
 
 
@@ -157,3 +158,6 @@ def _not_fit_reason(chip: Chip, fp: Footprint) -> str:
         f"memory: needs {fp.total / gb:.2f} GB (weights {fp.weights / gb:.2f}, activations "
         f"{fp.activations / gb:.2f}) but {chip.id} holds {chip.capacity_bytes / gb:.2f} GB"
     )
+
+
+register("graph", "inference", simulate)

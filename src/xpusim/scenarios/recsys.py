@@ -48,6 +48,7 @@ from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
 from xpusim.scenarios.llm.inference import OpReport, system_for
+from xpusim.scenarios.registry import register
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import DLRMConfig
 
@@ -372,3 +373,6 @@ def _not_fit_reason(
         f"activations {fullest.activations / gb:.2f}) but {where} "
         f"{chip.capacity_bytes / gb:.2f} GB; the model needs at least {chips_needed} chips"
     )
+
+
+register("recsys", "inference", simulate)

@@ -9,6 +9,7 @@ from typing import Any
 
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
+from xpusim.scenarios.registry import register
 
 
 def simulate_serving(model: Any, target: Chip | System, **options: Any) -> Any:
@@ -29,3 +30,7 @@ def _options() -> tuple[str, ...]:
 
 
 simulate_serving.options = _options  # type: ignore[attr-defined]  # api._taken reads it
+
+
+for _kind in ("llm", "recsys", "cnn"):
+    register(_kind, "serving", simulate_serving)

@@ -62,6 +62,7 @@ from xpusim.scenarios.llm.inference import (
     system_for,
 )
 from xpusim.scenarios.llm.plans import candidate_plans
+from xpusim.scenarios.registry import register
 from xpusim.scenarios.training_graphs import RankTraining, build_rank
 from xpusim.scenarios.training_limits import limits, not_fit_reason
 from xpusim.scenarios.training_step import Setup, collectives, phase_costs, timeline
@@ -489,3 +490,6 @@ def _search(
         "search_s": time.perf_counter() - start,
     }  # fmt: skip
     return best
+
+
+register("llm", "training", simulate_training, batched=simulate_training_many)

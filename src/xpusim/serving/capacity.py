@@ -6,7 +6,9 @@
   is bisected to within RATE_TOLERANCE; a trial whose queue keeps growing fails (BACKLOG).
 - min-chips: the fewest replicas (times a replica's chips) that serve the given rate within
   the SLOs: doubling, then bisection. p99s fall as replicas are added (more capacity behind
-  the same arrivals), which is what makes bisection valid.
+  the same arrivals), which is what makes bisection valid. With no plan given, each replica
+  layout (the plan search's tp x pp x ep on 1, 2, 4 ... chips) is tried, and the fewest
+  chips overall win: a replica of tp 8 may need fewer chips in all than one of pp 8.
 - pd-split: every split of the replicas into P prefill and D decode replicas, the best by
   goodput (by output tokens/s without SLOs), ties by p99 end-to-end latency. A searched plan
   that fills the system with one replica is first cut into the smallest that fits.
@@ -24,6 +26,7 @@ from typing import Any
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
+from xpusim.scenarios.llm.plans import candidate_plans
 from xpusim.serving.load import draw
 from xpusim.serving.metrics import Frames, ServingResult
 from xpusim.serving.options import Engine, Load, Search
@@ -70,8 +73,12 @@ def answer(
     elif search.find == "min-chips":
         if load.rate is None and load.trace is None:
             raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
-        prepared = _fitting(cfg, target, load, requests, engine, plan_options, prepared)
-        found = _min_replicas(prepared, load, warmup, search, trial)
+        if engine.disaggregated or any(plan_options.get(k) for k in PLAN_KEYS):
+            prepared = _fitting(cfg, target, load, requests, engine, plan_options, prepared)
+            found = _min_replicas(prepared, load, warmup, search, trial)
+        else:
+            found = _min_over_layouts(cfg, target, load, requests, engine, plan_options,
+                                      warmup, search, trial)  # fmt: skip
     else:
         prepared = _split_ready(cfg, target, load, requests, engine, plan_options, prepared)
         found = _pd_split(prepared, load, warmup, search, trial)
@@ -192,7 +199,45 @@ def _split_ready(cfg, target, load, requests, engine, plan_options, prepared: Pr
     return replace(found, replicas=system.chips // found.plan.chips, system=system)
 
 
-def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+PLAN_KEYS = ("chips", "tp", "pp", "dp", "ep")
+MAX_REPLICA_CHIPS = 64  # the largest replica min-chips tries when it searches layouts
+
+
+def _min_over_layouts(cfg, target, load, requests, engine, plan_options, warmup: int,
+                      search: Search, trial: Trial):  # fmt: skip
+    """min-chips over replica layouts: every one-replica plan of the plan search
+    (scenarios/llm/plans.candidate_plans) on 1, 2, 4 ... chips that fits, each at its fewest
+    replicas; the fewest chips in all win, ties to the smaller replica, then the search's
+    order. Replicas of as many chips as the best answer are not tried (they cannot beat it),
+    nor more replicas of a layout than would."""
+    best, first_failure, chips = None, None, 1
+    while chips <= MAX_REPLICA_CHIPS and (best is None or chips < best[2]):
+        for p in candidate_plans(cfg, chips):
+            if p.dp != 1:
+                continue
+            layout = {**plan_options, "chips": chips, "tp": p.tp, "pp": p.pp, "ep": p.ep, "dp": 1}
+            prepared = prepare(cfg, target, load, requests, engine, layout)
+            if not prepared.fits:
+                continue
+            found = _min_replicas(prepared, load, warmup, search, trial,
+                                  below=None if best is None else best[2])  # fmt: skip
+            if found[2] and (best is None or found[2] < best[2]):
+                best = found
+            first_failure = first_failure or found
+        chips *= 2
+    if best is not None:
+        return best
+    if first_failure is not None:
+        return first_failure
+    prepared = _fitting(cfg, target, load, requests, engine, plan_options,
+                        prepare(cfg, target, load, requests, engine, plan_options))  # fmt: skip
+    return _min_replicas(prepared, load, warmup, search, trial)
+
+
+def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial,
+                  below: int | None = None):  # fmt: skip
+    """The fewest replicas of this plan that meet the SLOs, as (result, frames, chips,
+    note); with `below`, only counts of fewer chips than that are tried."""
     requests = draw(load)
     chips = prepared.plan.chips
     results: dict[int, tuple[bool, ServingResult, Frames | None]] = {}
@@ -202,16 +247,17 @@ def _min_replicas(prepared: Prepared, load: Load, warmup: int, search: Search, t
         results[k] = (trial("chips", k * chips, result), result, frames)
         return results[k][0]
 
-    k = 1
+    most = MAX_REPLICAS if below is None else min(MAX_REPLICAS, (below - 1) // chips)
+    k, low = 1, 0  # low: the last count that failed (0: none yet)
     while not at(k):
         _, result, frames = results[k]
-        if k >= MAX_REPLICAS or not prepared.fits:
+        if k >= most or not prepared.fits:
             return result, frames, 0, f"not met with {k * chips} chips"
-        if k > 1 and not _lower(result, results[k // 2][1]):
+        if low and not _lower(result, results[low][1]):
             return result, frames, 0, (f"not met: {k * chips} chips give the p99s of "
-                                       f"{k // 2 * chips}; even an idle replica misses the SLOs")
-        k *= 2
-    low, high = k // 2, k  # low fails (or is 0), high meets
+                                       f"{low * chips}; even an idle replica misses the SLOs")
+        low, k = k, min(2 * k, most)
+    high = k  # low fails (or is 0), high meets
     while high - low > 1:
         mid = (low + high) // 2
         if at(mid):

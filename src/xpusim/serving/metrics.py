@@ -54,6 +54,7 @@ class KVUse:
 @dataclass
 class ServingResult(Result):
     PRICED_BY: ClassVar[tuple[str, str]] = ("output_tokens_per_s", "output tokens")
+    GOODPUT_BY: ClassVar[str] = "goodput_tokens_per_s"  # priced into usd_per_million_goodput
 
     model: str
     chip: str
@@ -88,6 +89,10 @@ class ServingResult(Result):
     slo_tpot_ms: float | None = None
     slo_met: float | None = None  # fraction of measured requests within both SLOs
     goodput_requests_per_s: float | None = None
+    # output tokens/s times the share of requests within both SLOs (as `plan` ranks by), and
+    # what a million of those cost (cost/dollars.py: filled where a price is known)
+    goodput_tokens_per_s: float | None = None
+    usd_per_million_goodput: float | None = None
     energy_j: float = 0.0
     joules_per_token: float = 0.0
     avg_power_w: float = 0.0  # per chip
@@ -154,6 +159,7 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
             ok &= ~several | (tpot <= result.slo_tpot_ms / 1e3)
         result.slo_met = float((ok & measured).sum() / measured.sum())
         result.goodput_requests_per_s = float((ok & completed).sum() / window)
+        result.goodput_tokens_per_s = result.output_tokens_per_s * result.slo_met
     duration = float(finish.max())
     idle_chip_s = max(chips * duration - run.busy_chip_s, 0.0)
     result.energy_j = run.energy_j + static_w * idle_chip_s

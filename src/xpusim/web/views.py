@@ -101,7 +101,7 @@ def sweep(workload: Any, specs: dict[str, Chip | System], points: list, rank: st
         failed = isinstance(found, UserError)
         rows.append(error_row(point, found) if failed else result_row(point, found))
     columns = sorted({c for row in rows for c in row})
-    objectives = objectives_for(columns, rank)
+    objectives = objectives_for(columns, rank, rows)
     label = {p.key: _label(p) for p in points}
     fronts = {}
     for (target, chips), members in itertools.groupby(

@@ -13,7 +13,7 @@ A config is data (`zoo/resnet-50.json`): the stages, the stem and the image size
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from xpusim.errors import UserError, config_count
 from xpusim.ir.dtypes import DType
@@ -37,6 +37,7 @@ class Stage:
 @dataclass(frozen=True)
 class ResNetConfig:
     name: str
+    scenario_kind: ClassVar[str] = "cnn"  # what simulates it (scenarios/registry.py)
     stages: tuple[Stage, ...]
     stem_channels: int = 64
     expansion: int = 4

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import ClassVar
 
 from xpusim.errors import UserError, closest, config_count
 
@@ -36,6 +37,7 @@ class TableSpec:
 @dataclass(frozen=True)
 class DLRMConfig:
     name: str
+    scenario_kind: ClassVar[str] = "recsys"  # what simulates it (scenarios/registry.py)
     dense_features: int
     bottom_mlp: tuple[int, ...]
     tables: tuple[TableSpec, ...]

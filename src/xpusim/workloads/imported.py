@@ -9,6 +9,7 @@ imports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xpusim.errors import UserError
 from xpusim.ir.graph import Graph
@@ -17,6 +18,7 @@ from xpusim.ir.graph import Graph
 @dataclass(frozen=True)
 class ImportedModel:
     name: str
+    scenario_kind: ClassVar[str] = "graph"  # what simulates it (scenarios/registry.py)
     graph: Graph  # as lowered, in the model's own dtypes; compiler passes run per simulation
     source: str  # "torch.export" or "onnx"
     inputs: dict[str, tuple[int, ...]]  # the model's tensor inputs and the shapes traced

@@ -139,6 +139,11 @@ class TransformerConfig:
     checkpoint: Any = field(default=None, compare=False, repr=False)
 
     @property
+    def scenario_kind(self) -> str:
+        """What simulates it (scenarios/registry.py): an encoder (BERT) has its own."""
+        return "encoder" if self.encoder else "llm"
+
+    @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -28,8 +28,8 @@ from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
-from xpusim.memo import distinct, in_scope, remembered, scope
-from xpusim.result import Nested, Result, Results, Table
+from xpusim.memo import in_scope, remembered, scope
+from xpusim.result import Result, Results, Table
 from xpusim.scenarios.decoding import (
     Decoding,
     DraftCost,
@@ -46,6 +46,7 @@ from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -230,7 +231,11 @@ def _simulate_jobs(
     best, runner_up = cands.choose()
     rows = iter(range(len(ready)))
     found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
-    return Results([_table(model, ready, cands, best, runner_up)], found), setups, cands, best
+    chosen = best.tolist()
+    results = list(map(_result, [model] * len(ready), ready, [cands] * len(ready), chosen,
+                       runner_up.tolist(), map(cands.placement, chosen),
+                       cands.bottlenecks(best)))  # fmt: skip
+    return Results([Table.of(results)], found), setups, cands, best
 
 
 def chosen_plan(
@@ -388,135 +393,55 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
                 dp_attention=bool(dp_attention))
 
 
-def _table(
-    cfg: TransformerConfig, setups: list[Setup], cands: Candidates, best: np.ndarray,
-    runner_up: np.ndarray,
-) -> Table:  # fmt: skip
-    """Each job's result, from its chosen plan's (`best`) columns, as columns: the figures
-    that differ from job to job as arrays, those the jobs share (a chip's name, a plan's
-    degrees) as one object each, so that a sweep's rows cost no object a point."""
-    n, chosen = len(setups), best.tolist()
-    reqs = [s.req for s in setups]
-    # the jobs share a few systems and plans: their figures once each, spread by position
-    systems, system_of = distinct([s.system for s in setups])
-    each_system = system_of.tolist()
-    chips = [system.chip for system in systems]
-    plans, plan_of = distinct([cands.plans[c] for c in chosen])
-    n_chips = np.array([system.chips for system in systems])[system_of]
-    tp, dp = (np.array([getattr(p, d) for p in plans])[plan_of] for d in ("tp", "dp"))
-    m, fits = cands.microbatches[best], cands.fits[best]
-    batch, cached, width = cands.terms
-    copies, which = distinct([s.one_copy for s in setups])  # a sweep's jobs share a few
-    one_weights, per_token, per_sequence, windowed, window = np.array(copies,
-                                                                      dtype=float)[which].T
-    capacity = cands.capacity
-    activations = cands.activations[best]
-    single_copy = one_weights + batch * m * (
+def _result(cfg: TransformerConfig, setup: Setup, cands: Candidates, c: int, runner_up: int,
+            placement: Placement, bottleneck: str) -> LLMInferenceResult:  # fmt: skip
+    """A job's result from its chosen plan `c`."""
+    system, chip, plan, req = setup.system, setup.system.chip, cands.plans[c], setup.req
+    m, n_chips, replicas = int(cands.microbatches[c]), system.chips, plan.tp * plan.dp
+    capacity = float(chip.capacity_bytes)
+    fullest = cands.footprint(c)
+    # the whole system: one chip of each stage times the replicas of a stage's chips (tp x
+    # dp), and a speculative job's draft model on each of its tp x dp chips
+    memory = cands.memories[cands.memory_of[c]]
+    weights = float(memory.total_weights) * replicas
+    kv = sum(cands.layer_kv_bytes(c) * layers for layers in memory.layers) * replicas
+    draft = setup.draft(plan)
+    if draft is not None:
+        weights, kv = (weights + draft.weight_bytes * plan.tp * plan.dp,
+                       kv + draft.kv_bytes * plan.tp * plan.dp)  # fmt: skip
+    one_weights, per_token, per_sequence, windowed, window = setup.one_copy
+    cached, width = req.cached_tokens, req.width
+    single_copy = one_weights + req.batch * m * (
         cached * per_token + width * per_sequence
-        + np.minimum(cached, width * window) * windowed) + activations
-    fullest = cands.footprints(best)
-    system_fp = (*_system_memory(setups, cands, best, tp * dp, tp, dp), activations * n_chips)
-    f = {name: cands.figures[name][best] for name in ("ttft_s", "tpot_s", "latency_s",
-                                                      "energy_j", "comm_s", "trip_s")}
-    tokens = cands.tokens[best]
-    graph_rows = list(zip(cands.group_of[best].tolist(), cands.rows[best].tolist(), strict=True))
-    flops = [np.array([float(cands.graphs[cands.group_keys[g]].flops[phase][r])  # a rank's
-                       for g, r in graph_rows]) for phase in (0, 1)]  # prefill, decode step
-    fit_list = fits.tolist()
-    columns: dict[str, Any] = {
-        "model": [cfg.name] * n,
-        "params": [cfg.param_count] * n,
-        "active_params": [cfg.active_param_count] * n,
-        "chip": _spread([chip.id for chip in chips], each_system),
-        "chips": n_chips.tolist(),
-        "system": _spread([system.id for system in systems], each_system),
-        "plan": _spread([plan.to_dict() for plan in plans], plan_of.tolist()),
-        "microbatches": m.tolist(),
-        "sequences_in_flight": (batch * m * dp).tolist(),
-        "batch": batch.tolist(),
-        "prompt": [r.prompt for r in reqs],
-        "gen": [r.gen for r in reqs],
-        "precision": [r.act.value for r in reqs],
-        "weight_precision": [r.weight.value for r in reqs],
-        "mode": ["inference"] * n,
-        "fits": fit_list,
-        "reason": [""] * n if all(fit_list) else [
-            "" if fit else _not_fit_reason(chips[k], Footprint(*split), systems[k].chips)
-            for fit, k, *split in zip(fit_list, each_system, *(a.tolist() for a in fullest),
-                                      strict=True)],
-        "min_chips": [max(1, -int(-total // cap)) for total, cap in
-                      zip(single_copy.tolist(), capacity.tolist(), strict=True)],
-        "memory_bytes": _memory_bytes(system_fp, capacity * n_chips),
-        "per_chip_memory_bytes": _memory_bytes(fullest, capacity),
-        "placement": _shared(list(zip(cands.placements(chosen), [chips[k] for k in each_system],
-                                      strict=True)), _placement_names,
-                             key=lambda placed: (id(placed[0]), id(placed[1]))),
-        "ttft_s": f["ttft_s"].tolist(),
-        "tpot_s": f["tpot_s"].tolist(),
-        "latency_s": f["latency_s"].tolist(),
-        "tokens_per_s": (tokens / f["latency_s"]).tolist(),
-        "tokens_per_s_per_user": (1.0 / f["tpot_s"]).tolist(),
-        "energy_j": f["energy_j"].tolist(),
-        "joules_per_token": (f["energy_j"] / tokens).tolist(),
-        "avg_power_w": (f["energy_j"] / f["latency_s"] / n_chips).tolist(),
-        "tdp_w": _spread([chip.tdp_w.value for chip in chips], each_system),
-        "bottleneck": cands.bottlenecks(best),
-        "comm_s": f["comm_s"].tolist(),
-        "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
-        "prefill_flops": (flops[0] * tp).tolist(),
-        "decode_flops_per_step": (flops[1] * tp).tolist(),
-        "decoding": _shared([s.decoding for s in setups], lambda how: how.summary()),
-        "plan_search": [None if s.objective is None else _search(s, cands, c, r)
-                        for s, c, r in zip(setups, chosen, runner_up.tolist(), strict=True)],
-        "cost": [None] * n,
-        "notes": [s.notes for s in setups],
-    }  # fmt: skip
-    return Table(LLMInferenceResult, columns, n)
-
-
-def _shared(objects: list[Any], made: Callable[[Any], Any],
-            key: Callable[[Any], Hashable] = id) -> list[Any]:  # fmt: skip
-    """made(o) for each object, made once for each distinct one (by identity, or by
-    `key`): a sweep's rows share a few plans, formats and placements."""
-    found, where = distinct(objects, key)
-    return _spread([made(o) for o in found], where.tolist())
-
-
-def _spread(values: list[Any], where: list[int]) -> list[Any]:
-    """values[i] for each position i, in one C call a row."""
-    return list(map(values.__getitem__, where))
-
-
-def _system_memory(
-    setups: list[Setup], cands: Candidates, best: np.ndarray, replicas: np.ndarray,
-    tp: np.ndarray, dp: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The whole system's weights and KV cache under each job's chosen plan: one chip of
-    each stage times the replicas of a stage's chips (tp x dp), and a speculative
-    job's draft model on each of its tp x dp chips."""
-    codes = cands.memory_of[best]
-    weights = np.array([m.total_weights for m in cands.memories])[codes] * replicas
-    layer_kv, every_layer = cands.layer_kv_bytes(best), 0.0
-    for count in cands.by_stage[1][codes].T:  # in order, as sum() adds them
-        every_layer = every_layer + layer_kv * count
-    kv = every_layer * replicas
-    drafts = [s.draft(cands.plans[c]) for s, c in zip(setups, best.tolist(), strict=True)]
-    if any(d is not None for d in drafts):
-        weight, cache = (np.array([0.0 if d is None else getattr(d, name) for d in drafts])
-                         for name in ("weight_bytes", "kv_bytes"))  # fmt: skip
-        weights, kv = weights + weight * tp * dp, kv + cache * tp * dp
-    return weights, kv
-
-
-def _memory_bytes(split: tuple[np.ndarray, np.ndarray, np.ndarray],
-                  capacity: np.ndarray) -> Nested:  # fmt: skip
-    """MemoryBytes as columns: weights, KV cache and activations, their total (summed in
-    Footprint.total's order) and the capacity."""
-    weights, kv, activations = split
-    return Nested(MemoryBytes, {
-        "weights": weights.tolist(), "kv_cache": kv.tolist(),
-        "activations": activations.tolist(),
-        "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
+        + min(cached, width * window) * windowed) + fullest.activations
+    ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = (float(cands.figures[name][c]) for name
+        in ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
+    tokens = int(cands.tokens[c])
+    graphs, row = cands.graphs[cands.group_keys[cands.group_of[c]]], cands.rows[c]
+    fits = bool(cands.fits[c])
+    return LLMInferenceResult(
+        model=cfg.name, params=cfg.param_count, active_params=cfg.active_param_count,
+        chip=chip.id, chips=n_chips, system=system.id, plan=plan.to_dict(), microbatches=m,
+        sequences_in_flight=req.batch * m * plan.dp, batch=req.batch, prompt=req.prompt,
+        gen=req.gen, precision=req.act.value, weight_precision=req.weight.value,
+        mode="inference", fits=fits,
+        reason="" if fits else _not_fit_reason(chip, fullest, n_chips),
+        min_chips=max(1, -int(-single_copy // capacity)),
+        memory_bytes=MemoryBytes.of(
+            Footprint(weights, kv, fullest.activations * n_chips), capacity * n_chips),
+        per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
+        placement={role.value: chip.memory[i].name for role, i in placement.home.items()},
+        ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=tokens / latency_s,
+        tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j, joules_per_token=energy_j / tokens,
+        avg_power_w=energy_j / latency_s / n_chips, tdp_w=chip.tdp_w.value,
+        bottleneck=bottleneck, comm_s=comm_s, comm_share=comm_s / trip_s,
+        # a rank's FLOPs, over the tp ranks of a stage
+        prefill_flops=float(graphs.flops[0][row]) * plan.tp,
+        decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp,
+        decoding=setup.decoding.summary(),
+        plan_search=None if setup.objective is None else _search(setup, cands, c, runner_up),
+        notes=setup.notes,
+    )  # fmt: skip
 
 
 def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:
@@ -559,12 +484,6 @@ def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
 
         result.notes = [*result.notes, pipeline_note(setup.system, plan, max(cand.memory.weights),
                                                      send_decode_s)]  # fmt: skip
-
-
-def _placement_names(placed: tuple[Placement, Chip]) -> dict[str, str]:
-    """Each role's home on the chip by its memory level's name (a result's `placement`)."""
-    placement, chip = placed
-    return {role.value: chip.memory[i].name for role, i in placement.home.items()}
 
 
 def op_reports(
@@ -635,3 +554,6 @@ def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
     memory = got.per_chip_memory_bytes
     return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
                      memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip
+
+
+register("llm", "inference", simulate, batched=simulate_many)

@@ -65,8 +65,6 @@ class Candidates:
     fullest_bytes: np.ndarray  # (C,) what the fullest chip holds
     fullest_stage: np.ndarray  # (C,) which stage that is (the first such)
     fits: np.ndarray  # (C,) bool
-    terms: tuple[np.ndarray, np.ndarray, np.ndarray]  # (jobs,) batch, cached tokens, width
-    capacity: np.ndarray  # (jobs,) bytes each job's chip holds
     worth: np.ndarray = field(init=False)  # (C,) bool: to be costed
     # Set by add() for the plans worth costing (nan elsewhere):
     figures: dict[str, np.ndarray] = field(init=False)  # Metrics' (C,) arrays by name
@@ -130,7 +128,7 @@ class Candidates:
             fullest_bytes += [d.weight_bytes + d.kv_bytes if d else 0.0 for d in drafts]
         cands = cls(setups, job_a, plans, list(group_keys), group_a, graphs, rows_a, ms_a,
                     memory_list, memory_a, activations, fullest_bytes, fullest_stage,
-                    fullest_bytes <= capacity[job_a], terms, capacity)  # fmt: skip
+                    fullest_bytes <= capacity[job_a])  # fmt: skip
         cands.worth = cands.fits | cands._closest_where_none_fits()
         cands.figures = {name: np.full(len(job_a), np.nan) for name in Metrics.FIGURES}
         cands.metrics, cands.k = {}, np.full(len(job_a), -1)
@@ -150,73 +148,33 @@ class Candidates:
         closest[first[~any_fit[self.job[first]]]] = True
         return closest
 
-    def footprints(self, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What each of these plans' fullest chip holds (Footprint's weights, KV cache and
-        activations, as arrays), a speculative job's draft model included."""
-        by_stage_weights, by_stage_layers = self.by_stage
-        at = (self.memory_of[cs], self.fullest_stage[cs])
-        weights, kv = by_stage_weights[at], self.layer_kv_bytes(cs) * by_stage_layers[at]
-        if any(s.drafts for s in self.setups):
-            drafts = [self.setups[j].draft(self.plans[c])
-                      for j, c in zip(self.job[cs].tolist(), cs.tolist(), strict=True)]  # fmt: skip
-            weights = weights + [0.0 if d is None else d.weight_bytes for d in drafts]
-            kv = kv + [0.0 if d is None else d.kv_bytes for d in drafts]
-        return weights, kv, self.activations[cs]
+    def footprint(self, c: int) -> Footprint:
+        """What plan c's fullest chip holds, a speculative job's draft model included."""
+        memory, stage = self.memories[self.memory_of[c]], self.fullest_stage[c]
+        weights, kv = float(memory.weights[stage]), self.layer_kv_bytes(c) * memory.layers[stage]
+        draft = self.setups[self.job[c]].draft(self.plans[c])
+        if draft is not None:
+            weights, kv = weights + draft.weight_bytes, kv + draft.kv_bytes
+        return Footprint(weights, kv, float(self.activations[c]))
 
-    @cached_property
-    def by_stage(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each StageMemory's weights and layers by stage (0 past its last stage): a plan's
-        fullest chip's is one lookup, not a Python loop over the plans (footprints)."""
-        shape = (len(self.memories), max(len(m.layers) for m in self.memories))
-        weights, layers = np.zeros(shape), np.zeros(shape)
-        for i, memory in enumerate(self.memories):
-            weights[i, : len(memory.weights)] = memory.weights
-            layers[i, : len(memory.layers)] = memory.layers
-        return weights, layers
+    def layer_kv_bytes(self, c: int) -> float:
+        """One layer's KV cache on one chip of plan c: a microbatch's sequences times the
+        microbatches, times each one's cached tokens' cache and its state (a state-space
+        model's), a windowed layer's its window's tokens only."""
+        req, memory = self.setups[self.job[c]].req, self.memories[self.memory_of[c]]
+        cached, width = req.cached_tokens, req.width
+        return req.batch * int(self.microbatches[c]) * (
+            cached * memory.kv_bytes_per_token_layer
+            + width * memory.state_bytes_per_sequence_layer
+            + min(cached, width * memory.window) * memory.window_bytes_per_token_layer)
 
-    def layer_kv_bytes(self, cs: np.ndarray) -> np.ndarray:
-        """One layer's KV cache on one chip of each of these plans: a microbatch's
-        sequences times the microbatches, times each one's cached tokens' cache and its
-        state (a state-space model's)."""
-        batch, cached, width = self.terms
-        per_token, per_sequence, windowed, window = np.array(
-            [(m.kv_bytes_per_token_layer, m.state_bytes_per_sequence_layer,
-              m.window_bytes_per_token_layer, m.window) for m in self.memories],
-            dtype=float).T  # fmt: skip
-        jobs, codes = self.job[cs], self.memory_of[cs]
-        return batch[jobs] * self.microbatches[cs] * (
-            cached[jobs] * per_token[codes] + width[jobs] * per_sequence[codes]
-            + np.minimum(cached[jobs], width[jobs] * window[codes]) * windowed[codes])
-
-    def placements(self, cs: list[int]) -> list[Placement]:
-        """Where each of these plans' fullest chip keeps what (its footprint worked out
-        only where the chip has more than one memory to choose from)."""
-        shared, some_by_footprint = self._shared_placements
-        found = list(map(shared.__getitem__, self.job[cs].tolist()))
-        placed = [i for i, placement in enumerate(found) if placement is None] \
-            if some_by_footprint else []
-        if placed:
-            at = np.array(cs)[placed]
-            for i, c, *split in zip(placed, at.tolist(), *self.footprints(at), strict=True):
-                chip, fullest = self.setups[self.job[c]].system.chip, Footprint(*map(float, split))
-                found[i] = remembered("placement", (chip,), fullest,
-                                        lambda chip=chip, fp=fullest: place(chip, fp))
-        return found
-
-    @cached_property
-    def _shared_placements(self) -> tuple[list[Placement | None], bool]:
-        """Each job's placement where it is its every plan's: on a chip whose one memory
-        holds everything, whatever the footprint (None elsewhere); worked out once a chip.
-        And whether any job's is None."""
-        chips, which = distinct([setup.system.chip for setup in self.setups])
-        _, first_job = np.unique(which, return_index=True)  # of each chip, in chips' order
-        first = np.searchsorted(self.job, first_job)  # its first plan: jobs run in order
-        fullest = [Footprint(*map(float, split))
-                   for split in zip(*self.footprints(first), strict=True)]
-        by_chip = [None if footprint_matters(chip) else remembered(
-            "placement", (chip,), None, lambda chip=chip, fp=fp: place(chip, fp))
-            for chip, fp in zip(chips, fullest, strict=True)]  # fmt: skip
-        return list(map(by_chip.__getitem__, which.tolist())), any(p is None for p in by_chip)
+    def placement(self, c: int) -> Placement:
+        """Where plan c's fullest chip keeps what: worked out from its footprint only where
+        the chip has more than one memory to choose from (one HBM holds every role)."""
+        chip = self.setups[self.job[c]].system.chip
+        key = self.footprint(c) if footprint_matters(chip) else None
+        return remembered("placement", (chip,), key,
+                          lambda: place(chip, key or self.footprint(c)))  # fmt: skip
 
     def add(self, code: int, members: list[int], metrics: Metrics) -> None:
         """The costed timelines of plans `members`, of graph group `code`."""
@@ -233,7 +191,7 @@ class Candidates:
             systems=[s.system for s in setups],
             reqs=[s.req for s in setups],
             plans=[self.plans[c] for c in members],
-            placements=self.placements(members),
+            placements=list(map(self.placement, members)),
             rows=self.rows[members],
             microbatches=self.microbatches[members],
             overlap=np.array([s.overlap for s in setups]),
@@ -293,7 +251,7 @@ class Candidates:
         code = int(self.group_of[c])
         return Candidate(self.setups[self.job[c]].system, self.plans[c],
                          self.graphs[self.group_keys[code]], int(self.rows[c]),
-                         self.memories[self.memory_of[c]], self.placements([c])[0],
+                         self.memories[self.memory_of[c]], self.placement(c),
                          self.metrics[code], int(self.k[c]))  # fmt: skip
 
 

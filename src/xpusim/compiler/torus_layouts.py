@@ -1,0 +1,209 @@
+"""Inference layouts over a torus slice: Pope et al.'s partitionings, costed per step.
+
+Pope et al. ("Efficiently Scaling Transformer Inference", MLSys 2023, arXiv 2211.05102)
+serve PaLM-540B on 64 TPU v4 with layouts the (tp, pp, dp, ep) plan search lacks: weights
+split over two torus axis groups at once (traffic per chip falling as 1/sqrt(chips)), a
+multi-query model's KV cache split by sequence instead of held whole on every chip, weights
+gathered rather than activations moved for large-batch prefill, and collectives run inside
+the matmuls that consume them. Which layout splits what is data (torus_layouts.toml); this
+module costs one forward step of `batch` sequences of `tokens` new tokens each over
+`context` cached ones, per chip: its memory, and its time as computation, memory traffic,
+link traffic and hop latency, each from the chip's catalog figures. Nothing here is fitted:
+a layout's time is never below FLOPs over peak nor its own bytes over bandwidth.
+
+Link traffic per layer and chip (bytes received; T tokens, E = d_model, F = d_ff, a bytes
+an activation element, n chips), Pope section 3.2:
+- "1d": all-gather and reduce-scatter of [T, E] over all n: 2 T E a (n-1)/n;
+- "2d": d_model over X chips, d_ff over Y*Z = n/X: 2 T a (E/X (YZ-1)/YZ + F/YZ (X-1)/X),
+  which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
+- "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
+A collective along a set of torus axes uses both ring directions of each (2 links an axis)
+and takes (dim - 1) hops an axis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from xpusim.errors import UserError, closest
+from xpusim.hardware.spec import Chip
+from xpusim.ir.dtypes import DType
+from xpusim.workloads.transformer_config import TransformerConfig
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    weights: str  # "1d", "2d" or "gather"
+    kv: str  # "heads" or "batch"
+    overlap: bool  # collectives hidden behind the matmuls that consume them
+    description: str
+
+
+@cache
+def layouts() -> dict[str, Layout]:
+    """The layouts of torus_layouts.toml, by name."""
+    data = tomllib.loads(Path(__file__).with_name("torus_layouts.toml").read_text())
+    return {name: Layout(name, **fields) for name, fields in data["layouts"].items()}
+
+
+def layout(name: str) -> Layout:
+    """The layout of this name, or a UserError naming the closest ones."""
+    if name not in layouts():
+        raise UserError(f"--layout {name}: no such layout{closest(name, layouts())}")
+    return layouts()[name]
+
+
+def slice_dims(chips: int) -> tuple[int, ...]:
+    """The most cubic 3D torus shape of `chips` chips (4 x 4 x 4 for 64): TPU v4 slices are
+    cuboids of the pod's 3D torus (Jouppi et al., ISCA 2023); Pope et al. use 4 x 4 x 4."""
+    best = (chips, 1, 1)
+    for x in range(1, round(chips ** (1 / 3)) + 2):
+        for y in range(x, chips + 1):
+            if chips % (x * y) == 0 and y <= chips // (x * y):
+                shape = (x, y, chips // (x * y))
+                if max(shape) < max(best):
+                    best = shape
+    return tuple(sorted((d for d in best if d > 1), reverse=True)) or (1,)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective per layer: bytes each chip receives over the axes it spans."""
+
+    bytes_per_chip: float
+    axes: tuple[int, ...]  # the torus dimensions' sizes it runs along
+
+    def time_s(self, link_bytes_per_s: float) -> float:
+        return self.bytes_per_chip / (2 * len(self.axes) * link_bytes_per_s) if self.axes else 0.0
+
+    @property
+    def hops(self) -> int:
+        return sum(d - 1 for d in self.axes)
+
+
+@dataclass(frozen=True)
+class LayoutCost:
+    """One step of a layout on one chip (every chip of the slice does the same)."""
+
+    layout: str
+    chips: int
+    x_chips: int  # the d_model group of a 2D layout (1 otherwise)
+    weight_bytes: float
+    kv_bytes: float
+    activation_bytes: float
+    compute_s: float
+    memory_s: float
+    link_s: float
+    hop_s: float
+    step_s: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weight_bytes + self.kv_bytes + self.activation_bytes
+
+
+def _hbm(chip: Chip):
+    return next(m for m in reversed(chip.memory) if m.kind.holds_tensors)
+
+
+def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tokens: float,
+                 act_bytes: float, layer_weight_bytes: float) -> tuple[int, list[Collective]]:
+    """(X, the layer's collectives) for this layout; X is the 2D layout's d_model group,
+    chosen among products of whole torus axes to move the fewest bytes."""
+    n = math.prod(dims)
+    e, f = cfg.hidden_size, cfg.intermediate_size
+    if lay.weights == "gather":
+        return 1, [Collective(layer_weight_bytes * (n - 1) / n, dims)]
+    if lay.weights == "1d":
+        one = Collective(tokens * e * act_bytes * (n - 1) / n, dims)
+        return 1, [one, one]
+    best: tuple[float, int, list[Collective]] | None = None
+    for k in range(len(dims) + 1):
+        for x_axes in itertools.combinations(range(len(dims)), k):
+            x = math.prod(dims[i] for i in x_axes)
+            yz_axes = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
+            yz = n // x
+            over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_axes)
+            over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x,
+                                tuple(dims[i] for i in x_axes))
+            moved = 2 * (over_yz.bytes_per_chip + over_x.bytes_per_chip)
+            if best is None or moved < best[0]:
+                best = (moved, x, [over_yz, over_x, over_x, over_yz])
+    assert best is not None
+    return best[1], best[2]
+
+
+def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch: int,
+                tokens: int, context: int, weight_bytes_per_param: float,
+                act: DType = DType.BF16, kv_bytes_per_element: float = 2.0) -> LayoutCost:
+    """One forward step of `batch` sequences, `tokens` new tokens each (the prompt in
+    prefill, 1 in decode) after `context` cached ones, under layout `name` on a torus slice
+    of `chips` chips of `chip`. Weights are `weight_bytes_per_param` wide in memory and
+    computed at `act`'s peak (int8 weights are widened to bf16 for the matmul, as Pope's)."""
+    lay = layout(name)
+    if cfg.num_experts > 1 or cfg.is_mla or cfg.ssm:
+        raise UserError(f"--layout {name}: torus layouts cost dense multi-head/query attention "
+                        f"models; {cfg.name} is not one")  # fmt: skip
+    dims = slice_dims(chips)
+    a, t = act.itemsize, float(batch) * tokens
+    layers = cfg.num_layers
+    layer_w = cfg.layer_params * weight_bytes_per_param
+    all_w = cfg.param_count * weight_bytes_per_param
+    # the batch dimension splits at most `batch` ways (a gathered layout's tokens, a KV cache)
+    batch_ways = min(chips, batch)
+    kv_total = batch * (context + tokens) * cfg.kv_cache_bytes_per_token(kv_bytes_per_element)
+    kv_ways = min(chips, cfg.num_kv_heads) if lay.kv == "heads" else \
+        min(chips, batch * cfg.num_kv_heads)
+    kv = kv_total / kv_ways
+    e, f, h = cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim
+    x, comms = _collectives(lay, cfg, dims, t, a, layer_w)
+    if lay.weights == "gather":  # its shard, plus the gathered layer (two when overlapped)
+        weights = all_w / chips + layer_w * (1 + lay.overlap)
+        activations = t / batch_ways * (e + f + h) * a
+        weight_reads, matmul_ways = all_w, batch_ways
+    else:
+        weights = all_w / chips
+        share = (e / chips + f / chips + h / chips) if lay.weights == "2d" \
+            else (e + f / chips + h / chips)
+        activations = t * share * a
+        weight_reads, matmul_ways = all_w / chips, chips
+    if lay.kv == "batch" and chips > 1:  # queries to their sequence's chip and back
+        moved = t * h * a / chips * (chips - 1) / chips
+        comms += [Collective(moved, dims), Collective(moved, dims)]
+    # attention splits by query head under "heads" (its KV read whole where heads share it),
+    # by sequence under "batch"
+    attention_ways = min(chips, cfg.num_heads) if lay.kv == "heads" else batch_ways
+    attention_flops = 4.0 * batch * tokens * (context + tokens / 2) * h * layers
+    flops = 2.0 * t * cfg.active_param_count / matmul_ways + attention_flops / attention_ways
+    eff = chip.efficiency
+    compute_s = flops / (chip.peak(act) * eff.matmul.value)
+    hbm = _hbm(chip).bandwidth_bytes_per_s.value * eff.memory.value
+    memory_s = (weight_reads + kv) / hbm
+    link = chip.chip_to_chip.bandwidth_bytes_per_s.value if chip.chip_to_chip else math.inf
+    hop = chip.chip_to_chip.latency_s.value if chip.chip_to_chip else 0.0
+    link_s = layers * sum(c.time_s(link) for c in comms) if chips > 1 else 0.0
+    hop_s = layers * hop * sum(c.hops for c in comms) if chips > 1 else 0.0
+    work = max(compute_s, memory_s)
+    step = (max(work, link_s) if lay.overlap else work + link_s) + hop_s
+    return LayoutCost(name, chips, x, weights, kv, activations, compute_s, memory_s, link_s,
+                      hop_s, step)
+
+
+def best_layout(cfg: TransformerConfig, chip: Chip, chips: int, batch: int, tokens: int,
+                context: int, weight_bytes_per_param: float, act: DType = DType.BF16,
+                kv_bytes_per_element: float = 2.0) -> tuple[LayoutCost, list[LayoutCost]]:
+    """(the fastest layout whose fullest chip fits, or the one of least memory if none
+    does; every layout's cost, in the file's order)."""
+    costs = [layout_cost(cfg, chip, chips, name, batch, tokens, context,
+                         weight_bytes_per_param, act, kv_bytes_per_element)
+             for name in layouts()]  # fmt: skip
+    fitting = [c for c in costs if c.total_bytes <= chip.capacity_bytes]
+    if fitting:
+        return min(fitting, key=lambda c: c.step_s), costs
+    return min(costs, key=lambda c: c.total_bytes), costs

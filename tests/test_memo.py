@@ -19,6 +19,7 @@ LOADERS_KEPT = {
     "web/app.py", "workloads/zoo.py", "workloads/torch_kernels.py", "ir/dtypes.py",
     "validation/points.py", "api.py", "serving/engines.py", "hardware/system.py",
     "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py", "planning/launch.py",
+    "compiler/torus_layouts.py", "cost/kernel_tables.py",
 }  # fmt: skip
 # Single functions kept likewise: a result class's fields read off its type hints (a
 # constant of the class), and a lengths file's rows keyed by its path, size and mtime.

@@ -27,18 +27,39 @@ def _answer(result):
     return one(result.best), [(p.chip, one(p.best)) for p in result.chips]
 
 
-@pytest.mark.parametrize("chips, load", [
-    (["h100-sxm", "mi300x"], {"concurrency": 16, "num_chips": 2}),
-    (["h100-sxm"], {"rate": 10.0, "max_chips": 2}),  # one chip's 2-chip plans cost double
+@pytest.mark.parametrize("model, chips, load", [
+    ("llama-3.1-8b", ["h100-sxm", "mi300x"], {"concurrency": 16, "num_chips": 2}),
+    ("llama-3.1-8b", ["h100-sxm"], {"rate": 10.0, "max_chips": 2}),  # 2 chips cost double
+    # an MoE model: EP over the tp chips and attention DP searched; in an open loop at one
+    # count every configuration's bound ties, and the TPOT bound orders them
+    ("deepseek-v2-lite", ["h100-sxm"], {"rate": 10.0, "num_chips": 2}),
+    ("deepseek-v2-lite", ["h100-sxm"], {"concurrency": 16, "num_chips": 2}),
 ])  # fmt: skip
-def test_pruned_search_answers_as_the_exhaustive_one(chips, load):
+def test_pruned_search_answers_as_the_exhaustive_one(model, chips, load):
     options = dict(slo_ttft_ms=400, slo_tpot_ms=25, **load, **SMALL)
-    pruned = xpusim.plan("llama-3.1-8b", chips, **options)
-    every = xpusim.plan("llama-3.1-8b", chips, exhaustive=True, **options)
+    pruned = xpusim.plan(model, chips, **options)
+    every = xpusim.plan(model, chips, exhaustive=True, **options)
     assert pruned.best is not None
     assert _answer(pruned) == _answer(every)
     assert pruned.simulated < every.simulated
     assert every.simulated == sum(o.simulated for p in every.chips for o in p.outcomes)
+
+
+def test_an_moe_plan_searches_ep_and_attention_dp_and_says_which_won():
+    r = xpusim.plan("deepseek-v2-lite", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
+                    num_chips=2, rate=10.0, **SMALL)  # fmt: skip
+    layouts = {o.config.layout for o in r.chips[0].outcomes}
+    assert any(lay.ep == 2 for lay in layouts) and any(lay.dp_attention for lay in layouts)
+    assert all(not lay.dp_attention or lay.pp == 1 for lay in layouts)
+    dpa_engines = {o.config.knobs.engine for o in r.chips[0].outcomes
+                   if o.config.layout.dp_attention}  # fmt: skip
+    assert dpa_engines == {"sglang"}  # the one engine whose flags carry it (launch.toml)
+    said = {d.split(":")[0]: d for d in r.decisions}
+    assert set(said) == {"EP", "attention DP", "disaggregation"}
+    lay = r.best.config.layout
+    for name, used in (("EP", lay.ep > 1), ("attention DP", lay.dp_attention),
+                       ("disaggregation", lay.prefill_replicas is not None)):
+        assert said[name].startswith(f"{name}: {'won' if used else 'lost'}")
 
 
 def test_every_configuration_lost_for_a_reason_and_the_best_meets_both():

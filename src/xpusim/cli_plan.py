@@ -123,6 +123,7 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
                      f"${result.best.usd_per_million_goodput:.3g} per million goodput tokens")
     else:
         lines.append(f"no configuration meets both objectives; binding: {result.binding}")
+    lines += result.decisions
     for p in result.chips:
         if p.best is None:
             closest = [o for o in p.outcomes if o.status in ("slo", "fit")]

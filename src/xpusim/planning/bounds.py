@@ -50,13 +50,15 @@ class Bound:
 def run_key(config: Config, batch: int) -> tuple[Any, ...]:
     """The `run` job a bound needs: one replica's plan at a batch."""
     lay = config.layout
-    return (config.chip, lay.replica_chips, lay.tp, lay.pp, lay.ep, config.precision, batch)
+    return (config.chip, lay.replica_chips, lay.tp, lay.pp, lay.ep, lay.dp_attention,
+            config.precision, batch)  # fmt: skip
 
 
 def run_options(key: tuple[Any, ...], prompt: int, gen: int) -> dict[str, Any]:
-    _, chips, tp, pp, ep, precision, batch = key
+    _, chips, tp, pp, ep, dp_attention, precision, batch = key
     return {"batch": batch, "prompt": prompt, "gen": gen, "chips": chips, "tp": tp, "pp": pp,
-            "ep": ep, "dp": 1, "precision": precision}  # fmt: skip
+            "ep": ep, "dp_attention": dp_attention, "dp": 1,
+            "precision": precision}  # fmt: skip
 
 
 def decode_batch(config: Config, concurrency: int | None) -> int:

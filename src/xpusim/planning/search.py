@@ -4,8 +4,9 @@ why every other lost.
 
 A configuration meets the objectives when its simulated p99 TTFT and p99 TPOT are within
 them (as `serve --find` judges); its cost counts only the tokens of requests that met both
-(`serve`'s slo_met share of its output tokens/s; in an open loop, of no more than the
-offered rate's tokens). Configurations are costed cheaply first
+(`serve`'s slo_met share of its output tokens/s; in an open loop, of the offered rate's
+tokens, so that a configuration within both objectives for every request costs exactly its
+bound and ends the search). Configurations are costed cheaply first
 (bounds.py) and simulated in order of the least they could cost; the search stops at the
 first whose bound is no cheaper than the best simulated (branch and bound), and answers at
 once when no configuration's unloaded latencies are within the objectives.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -59,6 +61,7 @@ class Outcome:
     tokens_per_s_per_user: float | None = None
     usd_per_million: float | None = None  # every token
     usd_per_million_goodput: float | None = None  # tokens of requests within both SLOs
+    bound_tpot_ms: float = math.inf  # the least its TPOT can be (bounds.py): ties' order
 
     @property
     def meets(self) -> bool:
@@ -86,6 +89,7 @@ class PlanResult:
     best: Outcome | None
     chips: list[ChipPlan]
     binding: str  # when nothing meets the objectives: which one binds ("" otherwise)
+    decisions: list[str]  # which of EP, attention DP and disaggregation won, and by how much
     costed: int  # configurations given a bound
     simulated: int  # configurations served in the discrete-event simulation
     seconds: float
@@ -150,7 +154,7 @@ def plan(
                             "give the system's chip")  # fmt: skip
         parse_price(price, chip_id)
 
-    from xpusim.planning.launch import engines_for
+    from xpusim.planning.launch import carries, engines_for
 
     per_chip: dict[str, tuple[list[Config], list[str], list[str]]] = {}
     for chip_id, target in targets.items():
@@ -160,6 +164,7 @@ def plan(
                    for n in chip_counts(num_chips, max_chips)
                    for kind in kinds for layout in KINDS[kind](cfg, n)
                    for p in precisions(target) for e in simulated_as
+                   if not layout.dp_attention or carries(e, "dp_attention")
                    for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS]  # fmt: skip
         per_chip[chip_id] = (configs, names, notes)
 
@@ -214,18 +219,68 @@ def plan(
                                 f"${best.usd_per_million_goodput:.3g}")  # fmt: skip
     if best is None and not binding:
         binding = _binding_simulated([o for p in plans for o in p.outcomes])
+    outcomes = [o for p in plans for o in p.outcomes if best and o.config.chip == best.config.chip]
+    decisions = [] if best is None else [
+        _decision(name, has, best, outcomes) for name, has in FEATURES.items()
+        if any(has(o.config.layout) for o in outcomes)
+        and any(not has(o.config.layout) for o in outcomes)]  # fmt: skip
     return PlanResult(cfg.name, slo_ttft_ms, slo_tpot_ms, load, best, plans, binding,
-                      len(bounds), simulated, time.perf_counter() - start)  # fmt: skip
+                      decisions, len(bounds), simulated, time.perf_counter() - start)  # fmt: skip
 
 
-def _rank(o: Outcome) -> tuple[float, str]:
-    """Cheapest per goodput token first; equal costs by label, so that the pruned and the
-    exhaustive search name the same one."""
-    return (o.usd_per_million_goodput or math.inf, o.config.label())
+FEATURES = {
+    "EP": lambda lay: lay.ep > 1,
+    "attention DP": lambda lay: lay.dp_attention,
+    "disaggregation": lambda lay: lay.prefill_replicas is not None,
+}
+"""The layout choices a plan reports on: experts spread over the tp chips, attention data
+parallelism, and prefill and decode on their own replicas."""
 
 
-def _order(c: Config, b: Bound) -> tuple[float, str]:
-    return (b.usd_per_million if b.usd_per_million is not None else math.inf, c.label())
+def _decision(name: str, has: Any, best: Outcome, outcomes: list[Outcome]) -> str:
+    """Whether the best configuration uses the choice, and the best of the other side on
+    the same chip: its goodput cost where one met the objectives, else why none did (the
+    least bound of those never simulated, or the count that missed or did not fit)."""
+    won = has(best.config.layout)
+    side = [o for o in outcomes if has(o.config.layout) != won]
+    verdict = f"{name}: {'won' if won else 'lost'} ({_short(best)}"
+    verdict += f" at ${best.usd_per_million_goodput:.3g}/M goodput"
+    met = [o for o in side if o.meets]
+    other = "with" if not won else "without"
+    if met:
+        o = min(met, key=_rank)
+        cost = o.usd_per_million_goodput
+        return verdict + f"; the best {other} it: {_short(o)} at ${cost:.3g}/M)"
+    bounded = [o.bound_usd_per_million for o in side
+               if o.status == "bound" and o.bound_usd_per_million is not None]
+    why = Counter(WHY_SHORT[o.status] for o in side if o.status != "bound")
+    reasons = [f"{n} {w}" for w, n in why.most_common()]
+    if bounded:
+        reasons.append(f"{len(bounded)} could cost no less than ${min(bounded):.3g}/M")
+    return verdict + f"; {other} it: " + (", ".join(reasons) or "none") + ")"
+
+
+def _short(o: Outcome) -> str:
+    return f"{o.config.chips}x {o.config.chip} {o.config.layout.label()} {o.config.precision}"
+
+
+WHY_SHORT = {"slo": "missed an objective", "fit": "do not fit", "refused": "refused",
+             "dearer": "dearer", "chosen": "chosen"}  # fmt: skip
+
+
+def _rank(o: Outcome) -> tuple[float, float, str]:
+    """Cheapest per goodput token first. At equal costs (an open loop at one chip count and
+    price, where every configuration that meets both objectives for every request delivers
+    the offered tokens for the same dollars) the one of the least steady-state TPOT
+    (bounds.py: known before simulating, so a tie ends the search), then the label, so that
+    the pruned and the exhaustive search name the same one."""
+    return (o.usd_per_million_goodput or math.inf, o.bound_tpot_ms, o.config.label())
+
+
+def _order(c: Config, b: Bound) -> tuple[float, float, str]:
+    """A configuration's least _rank: its cost bound for its cost."""
+    lower = b.usd_per_million if b.usd_per_million is not None else math.inf
+    return (lower, b.tpot_s * 1e3, c.label())
 
 
 def _binding(bounds: list[Bound], ttft_ms: float, tpot_ms: float) -> str:
@@ -280,7 +335,7 @@ def _search(
     """One chip's configurations, simulated cheapest bound first until no bound can beat the
     best found (every one that fits, when exhaustive)."""
     outcomes: list[Outcome] = []
-    best: tuple[float, str] = (math.inf, "")  # _rank's key of the best found
+    best: tuple[float, float, str] = (math.inf, math.inf, "")  # _rank's key of the best found
     for c in sorted(configs, key=lambda c: _order(c, bounds[c])):
         b = bounds[c]
         judged = _unsimulated(c, b, ttft_ms, tpot_ms)
@@ -288,12 +343,16 @@ def _search(
             outcomes.append(judged)
             continue
         lower = b.usd_per_million
-        if not exhaustive and lower is not None and (lower, c.label()) > best:
-            # its cost is at least its bound; at the best's cost, the label breaks the tie
-            outcomes.append(Outcome(c, "bound", f"can cost no less than ${lower:.3g}/M, "
-                                    f"not below the ${best[0]:.3g}/M found", lower))  # fmt: skip
+        if not exhaustive and lower is not None and _order(c, b) > best:
+            # its cost is at least its bound: no less than the best's, and a tie loses
+            why = (f"can cost no less than ${lower:.3g}/M, not below the ${best[0]:.3g}/M found"
+                   if lower > best[0] else f"could at best tie the ${lower:.3g}/M found, with "
+                   f"a slower steady-state TPOT ({b.tpot_s * 1e3:.3g} ms against "
+                   f"{best[1]:.3g})")  # fmt: skip
+            outcomes.append(Outcome(c, "bound", why, lower, bound_tpot_ms=b.tpot_s * 1e3))
             continue
         o = _served(cfg, target, c, options, ttft_ms, tpot_ms, lower)
+        o.bound_tpot_ms = b.tpot_s * 1e3
         if o.meets:
             best = min(best, _rank(o))
         outcomes.append(o)
@@ -315,8 +374,11 @@ def _served(
         return Outcome(c, "fit", f"does not fit: {r.reason}", lower, simulated=True)
     ttft, tpot = r.ttft_s.p99 * 1e3, r.tpot_s.p99 * 1e3
     delivered = r.output_tokens_per_s
-    if options.get("rate") is not None:  # no more than offered: a window's sample can read more
-        delivered = min(delivered, options["rate"] * options["gen"])
+    if options.get("rate") is not None:
+        # a stable queue delivers what it is offered in the long run; a measured window
+        # reads a little above or below it. The offered tokens, of which the requests within
+        # both objectives count, are the goodput (DistServe's SLO attainment at a rate).
+        delivered = options["rate"] * options["gen"]
     goodput = delivered * (r.slo_met or 0.0)
     usd_hour = None if r.cost is None else r.cost.usd_per_hour
     o = Outcome(c, "chosen", "", lower, True, ttft, tpot, r.slo_met, r.output_tokens_per_s,

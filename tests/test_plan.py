@@ -13,7 +13,7 @@ import pytest
 import xpusim
 from tests.cli_run import run_cli
 from xpusim.errors import UserError
-from xpusim.planning.launch import command, emit, engines_for, table
+from xpusim.planning.launch import carries, command, emit, engines_for, table
 from xpusim.planning.space import Config, Knobs, Layout, max_batches
 
 SMALL = {"prompt": 512, "gen": 32, "requests": 60}
@@ -110,7 +110,10 @@ def test_api_refuses_a_missing_objective():
 def _configs(engine):
     """Layouts that ask for every setting: tp, pp, ep, fp8, both disaggregated roles."""
     knobs = Knobs(engine, 64, 2048)
-    for layout in (Layout("aggregated", 2, 2, 2, 1), Layout("disaggregated", 4, 1, 1, 2, 1, 1)):
+    layouts = [Layout("aggregated", 2, 2, 2, 1), Layout("disaggregated", 4, 1, 1, 2, 1, 1)]
+    if carries(engine, "dp_attention"):  # the search pairs attention DP with these only
+        layouts.append(Layout("aggregated", 4, 1, 4, 2, dp_attention=True))
+    for layout in layouts:
         for precision in ("bf16", "fp8"):
             yield Config("h100-sxm", 8, layout, precision, knobs)
 
@@ -128,6 +131,8 @@ def test_every_emitted_flag_is_in_the_engines_table(engine):
             flags = {w for w in words if w.startswith("--")}
             assert flags <= allowed, flags - allowed
             assert "meta-llama/Llama-3.1-8B" in words
+            if config.layout.dp_attention:
+                assert "--enable-dp-attention" in words and words[-1] != "--dp-size"
 
 
 def test_a_chip_no_engine_runs_gets_no_command(tmp_path):

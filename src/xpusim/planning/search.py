@@ -255,7 +255,10 @@ def _decision(name: str, has: Any, best: Outcome, outcomes: list[Outcome]) -> st
                if o.status == "bound" and o.bound_usd_per_million is not None]
     why = Counter(WHY_SHORT[o.status] for o in side if o.status != "bound")
     reasons = [f"{n} {w}" for w, n in why.most_common()]
-    if bounded:
+    if bounded and min(bounded) <= best.usd_per_million_goodput:
+        reasons.append(f"{len(bounded)} could at best tie at ${min(bounded):.3g}/M, with a "
+                       "slower steady-state TPOT")  # fmt: skip
+    elif bounded:
         reasons.append(f"{len(bounded)} could cost no less than ${min(bounded):.3g}/M")
     return verdict + f"; {other} it: " + (", ".join(reasons) or "none") + ")"
 

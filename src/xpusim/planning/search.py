@@ -110,7 +110,8 @@ def _finite(value: Any) -> Any:
 
 
 def plan(
-    model: Any, chips: list[str], *, slo_ttft_ms: float, slo_tpot_ms: float,
+    model: Any, chips: list[str], *, slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
     rate: float | None = None, concurrency: int | None = None, num_chips: int | None = None,
     max_chips: int | None = None, prompt: int = 1024, gen: int = 128,
     requests: int = DEFAULT_REQUESTS, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),

@@ -62,6 +62,25 @@ def test_an_moe_plan_searches_ep_and_attention_dp_and_says_which_won():
         assert said[name].startswith(f"{name}: {'won' if used else 'lost'}")
 
 
+def test_mtp_speculative_decoding_is_a_knob_the_pruning_keeps_exact():
+    """The model's own multi-token prediction drafting, searched with and without (a small
+    MoE given one MTP layer, so that the exhaustive check stays quick)."""
+    from dataclasses import replace
+
+    cfg = replace(xpusim.model("deepseek-v2-lite"), mtp_layers=1)
+    options = dict(slo_ttft_ms=400, slo_tpot_ms=25, num_chips=1, concurrency=16,
+                   mtp_acceptance=0.8, mtp_draft_tokens=2, **SMALL)  # fmt: skip
+    pruned = xpusim.plan(cfg, ["h100-sxm"], **options)
+    every = xpusim.plan(cfg, ["h100-sxm"], exhaustive=True, **options)
+    assert _answer(pruned) == _answer(every)
+    knobs = {o.config.knobs for o in every.chips[0].outcomes}
+    assert {k.mtp for k in knobs} == {None, (2, 0.8)}
+    assert all(k.engine == "sglang" for k in knobs if k.mtp)  # the engine that carries it
+    assert any(d.startswith("MTP speculative decoding: ") for d in pruned.decisions)
+    with pytest.raises(UserError, match="no multi-token-prediction"):
+        xpusim.plan("llama-3.1-8b", ["h100-sxm"], **options)
+
+
 def test_every_configuration_lost_for_a_reason_and_the_best_meets_both():
     r = xpusim.plan("llama-3.1-8b", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
                     num_chips=2, concurrency=16, **SMALL)  # fmt: skip
@@ -116,6 +135,8 @@ def _configs(engine):
     for layout in layouts:
         for precision in ("bf16", "fp8"):
             yield Config("h100-sxm", 8, layout, precision, knobs)
+    if carries(engine, "speculative_mtp"):  # and MTP drafting
+        yield Config("h100-sxm", 8, layouts[0], "fp8", Knobs(engine, 64, 2048, (2, 0.8)))
 
 
 @pytest.mark.parametrize("engine", list(table()))

@@ -34,6 +34,11 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
 @click.option("--requests", type=count(), default=DEFAULT_REQUESTS, show_default=True,
               help="Requests each simulation serves.")
 @click.option("--price", type=PriceType(), default=None, help=PRICE_HELP)
+@click.option("--mtp-acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
+              help="Also search speculative decoding with the model's own multi-token-"
+                   "prediction module: the probability a draft token is accepted.")
+@click.option("--mtp-draft-tokens", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="With --mtp-acceptance: draft tokens per step.")
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every configuration that fits (no pruning): slow, a check.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

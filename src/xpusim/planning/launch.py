@@ -62,6 +62,10 @@ def command(config: Any, hub_id: str, role: str | None = None) -> tuple[list[str
         words += [flags[name], str(value)]
     if lay.dp_attention:  # searched only with engines that carry it (carries())
         words += [flags["dp_attention"], flags["dp_attention_size"], str(lay.tp)]
+    if k.mtp is not None:  # searched only with engines that carry it (carries())
+        words += flags["speculative_mtp"].split()
+        words += [flags["speculative_steps"], str(k.mtp[0]),
+                  flags["speculative_draft_tokens"], str(k.mtp[0] + 1)]  # fmt: skip
     if "chunked" in flags and lay.prefill_replicas is None:
         words.append(flags["chunked"])
     if config.precision == "fp8":

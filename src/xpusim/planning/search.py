@@ -115,12 +115,17 @@ def plan(
     rate: float | None = None, concurrency: int | None = None, num_chips: int | None = None,
     max_chips: int | None = None, prompt: int = 1024, gen: int = 128,
     requests: int = DEFAULT_REQUESTS, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),
-    exhaustive: bool = False,
+    exhaustive: bool = False, mtp_acceptance: float | None = None,
+    mtp_draft_tokens: int = 1,
 ) -> PlanResult:  # fmt: skip
     """The cheapest configuration per chip and overall that serves `rate` requests/s or
     `concurrency` clients of `prompt` + `gen` tokens within p99 TTFT `slo_ttft_ms` and p99
     TPOT `slo_tpot_ms`, over `num_chips` chips (or each count up to `max_chips`).
-    `exhaustive` simulates every configuration that fits (the pruned search's check)."""
+    `exhaustive` simulates every configuration that fits (the pruned search's check).
+    `mtp_acceptance` (with `mtp_draft_tokens`) searches speculative decoding with the
+    model's own multi-token-prediction module as a knob, with and without: the probability a
+    draft token is accepted, measured for the model (DeepSeek-V3's report: 85-90% for its
+    second token)."""
     import xpusim.api as api
     from xpusim.cost.dollars import parse_price
     from xpusim.serving.engines import engine as profile_named
@@ -148,6 +153,15 @@ def plan(
     if not isinstance(cfg, TransformerConfig) or cfg.encoder or cfg.ssm \
             or cfg.is_encoder_decoder:  # fmt: skip
         raise UserError("plan serves decoder-only transformer LLMs (as serve does)")
+    mtps: list[tuple[int, float] | None] = [None]
+    if mtp_acceptance is not None:
+        if not cfg.mtp_layers:
+            raise UserError(f"--mtp-acceptance: {cfg.name} has no multi-token-prediction "
+                            "module to draft with")  # fmt: skip
+        from xpusim.scenarios.decoding import resolve_decoding
+
+        resolve_decoding(None, None, "mtp", mtp_draft_tokens, mtp_acceptance)  # its checks
+        mtps.append((mtp_draft_tokens, mtp_acceptance))
     targets = {c: api.target(c) for c in dict.fromkeys(chips)}
     for chip_id, target in targets.items():
         if not hasattr(target, "peak_ops_per_s"):
@@ -161,12 +175,13 @@ def plan(
     for chip_id, target in targets.items():
         names, notes = engines_for(target)
         simulated_as = names or ["ideal"]
-        configs = [Config(chip_id, n, layout, p, Knobs(e, mb, tb))
+        configs = [Config(chip_id, n, layout, p, Knobs(e, mb, tb, mtp))
                    for n in chip_counts(num_chips, max_chips)
                    for kind in kinds for layout in KINDS[kind](cfg, n)
                    for p in precisions(target) for e in simulated_as
                    if not layout.dp_attention or carries(e, "dp_attention")
-                   for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS]  # fmt: skip
+                   for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS
+                   for mtp in mtps if mtp is None or carries(e, "speculative_mtp")]  # fmt: skip
         per_chip[chip_id] = (configs, names, notes)
 
     # every bound's `run` jobs, each once, in one batched call
@@ -223,27 +238,28 @@ def plan(
     outcomes = [o for p in plans for o in p.outcomes if best and o.config.chip == best.config.chip]
     decisions = [] if best is None else [
         _decision(name, has, best, outcomes) for name, has in FEATURES.items()
-        if any(has(o.config.layout) for o in outcomes)
-        and any(not has(o.config.layout) for o in outcomes)]  # fmt: skip
+        if len({has(o.config) for o in outcomes}) == 2]  # both sides searched
     return PlanResult(cfg.name, slo_ttft_ms, slo_tpot_ms, load, best, plans, binding,
                       decisions, len(bounds), simulated, time.perf_counter() - start)  # fmt: skip
 
 
 FEATURES = {
-    "EP": lambda lay: lay.ep > 1,
-    "attention DP": lambda lay: lay.dp_attention,
-    "disaggregation": lambda lay: lay.prefill_replicas is not None,
+    "EP": lambda c: c.layout.ep > 1,
+    "attention DP": lambda c: c.layout.dp_attention,
+    "disaggregation": lambda c: c.layout.prefill_replicas is not None,
+    "MTP speculative decoding": lambda c: c.knobs.mtp is not None,
 }
-"""The layout choices a plan reports on: experts spread over the tp chips, attention data
-parallelism, and prefill and decode on their own replicas."""
+"""The choices a plan reports on: experts spread over the tp chips, attention data
+parallelism, prefill and decode on their own replicas, and drafting with the model's own
+multi-token-prediction module."""
 
 
 def _decision(name: str, has: Any, best: Outcome, outcomes: list[Outcome]) -> str:
     """Whether the best configuration uses the choice, and the best of the other side on
     the same chip: its goodput cost where one met the objectives, else why none did (the
     least bound of those never simulated, or the count that missed or did not fit)."""
-    won = has(best.config.layout)
-    side = [o for o in outcomes if has(o.config.layout) != won]
+    won = has(best.config)
+    side = [o for o in outcomes if has(o.config) != won]
     verdict = f"{name}: {'won' if won else 'lost'} ({_short(best)}"
     verdict += f" at ${best.usd_per_million_goodput:.3g}/M goodput"
     met = [o for o in side if o.meets]
@@ -265,7 +281,8 @@ def _decision(name: str, has: Any, best: Outcome, outcomes: list[Outcome]) -> st
 
 
 def _short(o: Outcome) -> str:
-    return f"{o.config.chips}x {o.config.chip} {o.config.layout.label()} {o.config.precision}"
+    c = o.config
+    return f"{c.chips}x {c.chip} {c.layout.label()} {c.precision}" + (" mtp" if c.knobs.mtp else "")
 
 
 WHY_SHORT = {"slo": "missed an objective", "fit": "do not fit", "refused": "refused",
@@ -369,6 +386,7 @@ def _served(
 ) -> Outcome:  # fmt: skip
     """The configuration served in the discrete-event simulation."""
     import xpusim.api as api
+    from xpusim.serving.capacity import BACKLOG
 
     try:
         r = api.serve(cfg, target, **options, **c.serve_options())
@@ -379,9 +397,10 @@ def _served(
     ttft, tpot = r.ttft_s.p99 * 1e3, r.tpot_s.p99 * 1e3
     delivered = r.output_tokens_per_s
     if options.get("rate") is not None:
-        # a stable queue delivers what it is offered in the long run; a measured window
-        # reads a little above or below it. The offered tokens, of which the requests within
-        # both objectives count, are the goodput (DistServe's SLO attainment at a rate).
+        # a queue that keeps up (checked below, as serve --find max-rate does) delivers
+        # what it is offered in the long run; a measured window reads a little above or
+        # below it. The offered tokens, of which the requests within both objectives count,
+        # are the goodput (DistServe's SLO attainment at a rate).
         delivered = options["rate"] * options["gen"]
     goodput = delivered * (r.slo_met or 0.0)
     usd_hour = None if r.cost is None else r.cost.usd_per_hour
@@ -391,6 +410,10 @@ def _served(
                 usd_hour / (goodput * SECONDS_PER_HOUR) * 1e6 if usd_hour and goodput > 0
                 else None)  # fmt: skip
     missed = []
+    if options.get("rate") is not None \
+            and r.queue_growth_per_s > BACKLOG * r.arrivals_per_s:  # fmt: skip
+        missed.append(f"does not keep up: its queue grows {r.queue_growth_per_s:.3g} "
+                      f"requests/s of {r.arrivals_per_s:.3g} arriving")  # fmt: skip
     if ttft > ttft_ms:
         missed.append(f"p99 TTFT {ttft:.4g} ms > {ttft_ms:g} ms")
     if tpot > tpot_ms:

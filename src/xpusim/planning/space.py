@@ -65,6 +65,15 @@ class Knobs:
     engine: str
     max_batch: int
     token_budget: int
+    # speculative decoding with the model's own multi-token-prediction module: its draft
+    # tokens per step and their acceptance (serve's --speculative mtp); None: none
+    mtp: tuple[int, float] | None = None
+
+    def decoding_options(self) -> dict[str, Any]:
+        """The speculative setting as `run`'s and `serve`'s options."""
+        if self.mtp is None:
+            return {}
+        return {"speculative": "mtp", "draft_tokens": self.mtp[0], "acceptance": self.mtp[1]}
 
 
 @dataclass(frozen=True)
@@ -82,12 +91,13 @@ class Config:
         scheduler = "chunked" if self.layout.prefill_replicas is None else "continuous"
         return {"chips": self.chips, "precision": self.precision, **self.layout.serve_options(),
                 "engine": self.knobs.engine, "max_batch": self.knobs.max_batch,
-                "scheduler": scheduler, "token_budget": self.knobs.token_budget}  # fmt: skip
+                "scheduler": scheduler, "token_budget": self.knobs.token_budget,
+                **self.knobs.decoding_options()}  # fmt: skip
 
     def label(self) -> str:
         k = self.knobs
         return (f"{self.chips}x {self.chip} {self.layout.label()} {self.precision} {k.engine} "
-                f"batch {k.max_batch} chunk {k.token_budget}")
+                f"batch {k.max_batch} chunk {k.token_budget}" + (" mtp" if k.mtp else ""))
 
 
 MAX_BATCHES = (64, 256)

@@ -32,6 +32,9 @@ CASES = {
     "DeepSeek-R1, 4 chips, up to 16, 10 req/s": dict(
         model="deepseek-r1", chips=FOUR, max_chips=16, rate=10.0, prompt=1024, gen=256,
         slo_ttft_ms=2000, slo_tpot_ms=100),
+    "DeepSeek-R1, as above, MTP searched": dict(
+        model="deepseek-r1", chips=FOUR, max_chips=16, rate=10.0, prompt=1024, gen=256,
+        slo_ttft_ms=2000, slo_tpot_ms=100, mtp_acceptance=0.85),
     "DeepSeek-R1, 4 chips, 16 each, 10 req/s": dict(
         model="deepseek-r1", chips=FOUR, num_chips=16, rate=10.0, prompt=1024, gen=256,
         slo_ttft_ms=2000, slo_tpot_ms=100),

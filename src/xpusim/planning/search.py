@@ -404,11 +404,14 @@ def _served(
         delivered = options["rate"] * options["gen"]
     goodput = delivered * (r.slo_met or 0.0)
     usd_hour = None if r.cost is None else r.cost.usd_per_hour
+
+    def per_million(tokens_per_s: float) -> float | None:  # of the tokens delivered, as goodput
+        return usd_hour / (tokens_per_s * SECONDS_PER_HOUR) * 1e6 if usd_hour and tokens_per_s > 0 \
+            else None  # fmt: skip
+
     o = Outcome(c, "chosen", "", lower, True, ttft, tpot, r.slo_met, r.output_tokens_per_s,
-                r.tokens_per_s_per_chip, r.tokens_per_s_per_user,
-                r.cost.usd_per_million if r.cost else None,
-                usd_hour / (goodput * SECONDS_PER_HOUR) * 1e6 if usd_hour and goodput > 0
-                else None)  # fmt: skip
+                r.tokens_per_s_per_chip, r.tokens_per_s_per_user, per_million(delivered),
+                per_million(goodput))  # fmt: skip
     missed = []
     if options.get("rate") is not None \
             and r.queue_growth_per_s > BACKLOG * r.arrivals_per_s:  # fmt: skip

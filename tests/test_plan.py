@@ -81,6 +81,27 @@ def test_mtp_speculative_decoding_is_a_knob_the_pruning_keeps_exact():
         xpusim.plan("llama-3.1-8b", ["h100-sxm"], **options)
 
 
+def test_a_trace_is_a_load_the_pruning_keeps_exact(tmp_path):
+    """A trace's arrivals and lengths (serve --trace): bounded by its shortest request and
+    mean rate, served as recorded, and the pruned answer the exhaustive one's."""
+    import random
+
+    rng, t, lines = random.Random(3), 0.0, []
+    for _ in range(60):
+        t += rng.expovariate(10.0)
+        lines.append(json.dumps({"arrival_s": round(t, 4), "prompt": rng.randint(256, 768),
+                                 "gen": rng.randint(16, 48)}))  # fmt: skip
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    options = dict(slo_ttft_ms=400, slo_tpot_ms=25, num_chips=1, trace=trace, requests=60)
+    pruned = xpusim.plan("llama-3.1-8b", ["h100-sxm", "mi300x"], **options)
+    every = xpusim.plan("llama-3.1-8b", ["h100-sxm", "mi300x"], exhaustive=True, **options)
+    assert pruned.best is not None and _answer(pruned) == _answer(every)
+    assert pruned.load == {"trace": str(trace), "requests": 60}
+    with pytest.raises(UserError, match="exactly one of"):
+        xpusim.plan("llama-3.1-8b", ["h100-sxm"], **options, rate=1.0)
+
+
 def test_every_configuration_lost_for_a_reason_and_the_best_meets_both():
     r = xpusim.plan("llama-3.1-8b", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
                     num_chips=2, concurrency=16, **SMALL)  # fmt: skip

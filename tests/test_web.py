@@ -231,7 +231,7 @@ def test_option_fields_follow_the_command_line():
     from xpusim.cli_plan import plan
 
     assert set(PlanOptions.model_fields) == {p.name for p in plan.params} - {
-        "model", "chip_ids", "as_json", "out", "emit", "exhaustive"}
+        "model", "chip_ids", "as_json", "out", "emit", "exhaustive", "trace"}
 
 
 def test_the_command_serves_on_a_free_port_and_says_where():

@@ -24,6 +24,9 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
 @click.option("--slo-tpot-ms", type=Finite(), required=True, help="p99 TPOT objective (ms).")
 @click.option("--rate", type=Finite(), default=None, help="Open loop: requests/s.")
 @click.option("--concurrency", type=count(), default=None, help="Closed loop: clients.")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="Replay a JSONL or CSV trace (arrival time, input and output tokens), "
+                   "as serve --trace.")
 @click.option("--chips", "num_chips", type=count(), default=None, help="Exactly N chips.")
 @click.option("--max-chips", type=count(), default=None,
               help="Up to N chips (powers of two and N).")
@@ -103,7 +106,8 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
     from rich.console import Group
     from rich.table import Table
 
-    load = ", ".join(f"{k} {v:g}" for k, v in result.load.items())
+    load = ", ".join(f"{k} {v:g}" if isinstance(v, int | float) else f"{k} {v}"
+                     for k, v in result.load.items())  # fmt: skip
     title = (f"{result.model}: {load}; p99 TTFT <= {result.slo_ttft_ms:g} ms, "
              f"p99 TPOT <= {result.slo_tpot_ms:g} ms")  # fmt: skip
     table = Table(title=title)

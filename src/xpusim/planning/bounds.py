@@ -106,12 +106,13 @@ def loaded_tpot(steps: dict[int, float], arrivals_per_s: float, gen: int, max_ba
 
 def bound(
     config: Config, runs: dict[int, Any], profile: Any, gen: int, concurrency: int | None,
-    rate: float | None,
+    rate: float | None, offered_tokens_per_s: float | None = None,
 ) -> Bound:  # fmt: skip
     """The configuration's bound from its replica's `run` results by batch (batches()).
     With speculative decoding `run`'s TPOT is a step's time over the tokens it is expected to
     add, and the engine's host time per step, which this bound would add per token, is left
-    out (a bound may only be lower)."""
+    out (a bound may only be lower). `offered_tokens_per_s` caps an open loop's tokens (a
+    trace's, whose `gen` is its shortest output; else `rate` x `gen`)."""
     alone = runs[1]
     if not alone.fits:
         return Bound(False, alone.reason, math.inf, math.inf, 0.0, None)
@@ -129,7 +130,7 @@ def bound(
     if concurrency is not None:
         tokens = min(tokens, concurrency * gen / (ttft + (gen - 1) * tpot))
     if rate is not None:
-        tokens = min(tokens, rate * gen)
+        tokens = min(tokens, offered_tokens_per_s or rate * gen)
         steps = {n: r.tpot_s + host(n, r.tpot_s) for n, r in runs.items()}
         loaded = loaded_tpot(steps, rate / config.layout.decoders, gen, config.knobs.max_batch)
     cost = alone.cost

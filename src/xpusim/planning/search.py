@@ -18,6 +18,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
@@ -116,10 +117,11 @@ def plan(
     max_chips: int | None = None, prompt: int = 1024, gen: int = 128,
     requests: int = DEFAULT_REQUESTS, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),
     exhaustive: bool = False, mtp_acceptance: float | None = None,
-    mtp_draft_tokens: int = 1,
+    mtp_draft_tokens: int = 1, trace: str | Path | None = None,
 ) -> PlanResult:  # fmt: skip
     """The cheapest configuration per chip and overall that serves `rate` requests/s or
-    `concurrency` clients of `prompt` + `gen` tokens within p99 TTFT `slo_ttft_ms` and p99
+    `concurrency` clients of `prompt` + `gen` tokens (or replays `trace`'s first `requests`,
+    serve's --trace) within p99 TTFT `slo_ttft_ms` and p99
     TPOT `slo_tpot_ms`, over `num_chips` chips (or each count up to `max_chips`).
     `exhaustive` simulates every configuration that fits (the pruned search's check).
     `mtp_acceptance` (with `mtp_draft_tokens`) searches speculative decoding with the
@@ -137,7 +139,12 @@ def plan(
     check_slo(slo_tpot_ms, "slo_tpot_ms")
     if slo_ttft_ms is None or slo_tpot_ms is None:
         raise UserError("plan needs both objectives: --slo-ttft-ms and --slo-tpot-ms")
-    Load(concurrency=concurrency, rate=rate, prompt=prompt, gen=gen, requests=requests)
+    Load(concurrency=concurrency, rate=rate, prompt=prompt, gen=gen, requests=requests,
+         trace=None if trace is None else Path(trace))  # fmt: skip
+    # what the bounds see: an open loop's rate and the tokens/s it offers
+    shape, offered = (prompt, gen, rate), None if rate is None else rate * gen
+    if trace is not None:
+        shape, offered = _trace_bounds(Path(trace), requests)
     if (num_chips is None) == (max_chips is None):
         raise UserError("give one of --chips N (exactly N) and --max-chips N (up to N)")
     for name, value in (("chips", num_chips), ("max_chips", max_chips)):
@@ -188,26 +195,31 @@ def plan(
     keys: dict[tuple, int] = {}
     for configs, _, _ in per_chip.values():
         for c in configs:
-            for b in batches(c, concurrency, rate):
+            for b in batches(c, concurrency, shape[2]):
                 keys.setdefault(run_key(c, b), len(keys))
     priced = {} if price is None else {"price": price}
-    jobs = [(targets[k[0]], {**run_options(k, prompt, gen), **priced}) for k in keys]
+    jobs = [(targets[k[0]], {**run_options(k, shape[0], shape[1]), **priced}) for k in keys]
     runs = api.simulate_many(cfg, jobs)
     bounds: dict[Config, Bound] = {}
     for configs, _, _ in per_chip.values():
         for c in configs:
-            got = {b: runs[keys[run_key(c, b)]] for b in batches(c, concurrency, rate)}
+            got = {b: runs[keys[run_key(c, b)]] for b in batches(c, concurrency, shape[2])}
             error = next((r for r in got.values() if isinstance(r, UserError)), None)
             if error is not None:
                 bounds[c] = Bound(False, str(error), math.inf, math.inf, 0.0, None)
                 continue
-            bounds[c] = bound(c, got, profile_named(c.knobs.engine), gen, concurrency, rate)
+            bounds[c] = bound(c, got, profile_named(c.knobs.engine), shape[1], concurrency,
+                              shape[2], offered)  # fmt: skip
 
-    load = {"concurrency": concurrency} if concurrency is not None else {"rate": rate}
-    load |= {"prompt": prompt, "gen": gen, "requests": requests}
+    load: dict[str, Any] = {"concurrency": concurrency} if concurrency is not None else \
+        {"rate": rate} if rate is not None else {"trace": str(trace)}  # fmt: skip
+    load |= {"requests": requests} if trace is not None else \
+        {"prompt": prompt, "gen": gen, "requests": requests}  # fmt: skip
     binding = _binding(list(bounds.values()), slo_ttft_ms, slo_tpot_ms)
     serve_options = {**load, "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
                      **({} if price is None else {"price": price})}  # fmt: skip
+    if trace is not None:
+        serve_options["trace"] = Path(trace)
     plans, simulated = [], 0
     for chip_id, (configs, names, notes) in per_chip.items():
         if not names:
@@ -218,8 +230,8 @@ def plan(
                         if (o := _unsimulated(c, bounds[c], slo_ttft_ms, slo_tpot_ms))]
             plans.append(ChipPlan(chip_id, names, None, outcomes, notes))
             continue
-        outcomes = _search(cfg, targets[chip_id], configs, bounds, serve_options, slo_ttft_ms,
-                           slo_tpot_ms, exhaustive)  # fmt: skip
+        outcomes = _search(cfg, targets[chip_id], configs, bounds, serve_options, offered,
+                           slo_ttft_ms, slo_tpot_ms, exhaustive)  # fmt: skip
         simulated += sum(o.simulated for o in outcomes)
         met = [o for o in outcomes if o.meets]
         best = min(met, key=_rank) if met else None
@@ -289,6 +301,20 @@ WHY_SHORT = {"slo": "missed an objective", "fit": "do not fit", "refused": "refu
              "dearer": "dearer", "chosen": "chosen"}  # fmt: skip
 
 
+def _trace_bounds(path: Path, requests: int) -> tuple[tuple[int, int, float | None], float | None]:
+    """What the bounds see of a trace's first `requests`: its shortest prompt and output
+    (no request is served faster unloaded than the shortest, nor does a step cost less than
+    at the shortest context), its mean arrival rate, and the output tokens/s it offers."""
+    from xpusim.serving.load import read_trace
+
+    reqs = read_trace(path, requests)
+    assert reqs.arrival_s is not None
+    span = float(reqs.arrival_s[-1] - reqs.arrival_s[0])
+    rate = (len(reqs) - 1) / span if span > 0 else None
+    offered = None if rate is None else rate * float(reqs.gen.mean())
+    return (int(reqs.prompt.min()), int(reqs.gen.min()), rate), offered
+
+
 def _rank(o: Outcome) -> tuple[float, float, str]:
     """Cheapest per goodput token first. At equal costs (an open loop at one chip count and
     price, where every configuration that meets both objectives for every request delivers
@@ -351,7 +377,8 @@ def _unsimulated(c: Config, b: Bound, ttft_ms: float, tpot_ms: float) -> Outcome
 
 def _search(
     cfg: Any, target: Any, configs: list[Config], bounds: dict[Config, Bound],
-    options: dict[str, Any], ttft_ms: float, tpot_ms: float, exhaustive: bool,
+    options: dict[str, Any], offered: float | None, ttft_ms: float, tpot_ms: float,
+    exhaustive: bool,
 ) -> list[Outcome]:  # fmt: skip
     """One chip's configurations, simulated cheapest bound first until no bound can beat the
     best found (every one that fits, when exhaustive)."""
@@ -372,7 +399,7 @@ def _search(
                    f"{best[1]:.3g})")  # fmt: skip
             outcomes.append(Outcome(c, "bound", why, lower, bound_tpot_ms=b.tpot_s * 1e3))
             continue
-        o = _served(cfg, target, c, options, ttft_ms, tpot_ms, lower)
+        o = _served(cfg, target, c, options, offered, ttft_ms, tpot_ms, lower)
         o.bound_tpot_ms = b.tpot_s * 1e3
         if o.meets:
             best = min(best, _rank(o))
@@ -381,8 +408,8 @@ def _search(
 
 
 def _served(
-    cfg: Any, target: Any, c: Config, options: dict[str, Any], ttft_ms: float, tpot_ms: float,
-    lower: float | None,
+    cfg: Any, target: Any, c: Config, options: dict[str, Any], offered: float | None,
+    ttft_ms: float, tpot_ms: float, lower: float | None,
 ) -> Outcome:  # fmt: skip
     """The configuration served in the discrete-event simulation."""
     import xpusim.api as api
@@ -396,12 +423,12 @@ def _served(
         return Outcome(c, "fit", f"does not fit: {r.reason}", lower, simulated=True)
     ttft, tpot = r.ttft_s.p99 * 1e3, r.tpot_s.p99 * 1e3
     delivered = r.output_tokens_per_s
-    if options.get("rate") is not None:
+    if offered is not None:  # an open loop's, or a trace's
         # a queue that keeps up (checked below, as serve --find max-rate does) delivers
         # what it is offered in the long run; a measured window reads a little above or
         # below it. The offered tokens, of which the requests within both objectives count,
         # are the goodput (DistServe's SLO attainment at a rate).
-        delivered = options["rate"] * options["gen"]
+        delivered = offered
     goodput = delivered * (r.slo_met or 0.0)
     usd_hour = None if r.cost is None else r.cost.usd_per_hour
 
@@ -413,8 +440,7 @@ def _served(
                 r.tokens_per_s_per_chip, r.tokens_per_s_per_user, per_million(delivered),
                 per_million(goodput))  # fmt: skip
     missed = []
-    if options.get("rate") is not None \
-            and r.queue_growth_per_s > BACKLOG * r.arrivals_per_s:  # fmt: skip
+    if offered is not None and r.queue_growth_per_s > BACKLOG * r.arrivals_per_s:
         missed.append(f"does not keep up: its queue grows {r.queue_growth_per_s:.3g} "
                       f"requests/s of {r.arrivals_per_s:.3g} arriving")  # fmt: skip
     if ttft > ttft_ms:

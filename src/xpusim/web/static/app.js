@@ -527,11 +527,11 @@ function planTable(data) {
   }
   return table;
 }
-function planLabel(c) {
+function planLabel(c, withChip = false) {
   const l = c.layout, k = c.knobs;
   let plan = `tp${l.tp}${l.pp > 1 ? ` pp${l.pp}` : ""}${l.ep > 1 ? ` ep${l.ep}` : ""}${l.dp_attention ? " dpa" : ""}`;
   plan += l.prefill_replicas == null ? ` x${l.replicas}` : ` ${l.prefill_replicas}P${l.decode_replicas}D`;
-  return `${c.chips}x ${plan} ${c.precision} ${k.engine} batch ${k.max_batch} chunk ${k.token_budget}`;
+  return `${c.chips}x ${withChip ? `${c.chip} ` : ""}${plan} ${c.precision} ${k.engine} batch ${k.max_batch} chunk ${k.token_budget}${k.mtp ? " mtp" : ""}`;
 }
 function planFront(data) {
   const rows = data.front.filter((r) => r.tokens_per_s_per_user > 0 && r.tokens_per_s_per_chip > 0);
@@ -570,7 +570,7 @@ async function plan() {
     showError("");
     const summary = document.createElement("p");
     summary.textContent = data.best
-      ? `best: ${data.best.config.chip} ${planLabel(data.best.config)} at $${num(data.best.usd_per_million_goodput)} per million goodput tokens ($${num(data.best.usd_per_million)} per million tokens)`
+      ? `best: ${planLabel(data.best.config, true)} at $${num(data.best.usd_per_million_goodput)} per million goodput tokens ($${num(data.best.usd_per_million)} per million tokens)`
       : `no configuration meets both objectives; binding: ${data.binding}`;
     const decisions = document.createElement("ul");
     decisions.append(...data.decisions.map((d) => { const li = document.createElement("li"); li.textContent = d; return li; }));

@@ -102,6 +102,21 @@ def test_a_trace_is_a_load_the_pruning_keeps_exact(tmp_path):
         xpusim.plan("llama-3.1-8b", ["h100-sxm"], **options, rate=1.0)
 
 
+def test_an_open_loop_needs_a_queue_that_keeps_up_and_ties_end_the_search():
+    """Past capacity an open loop misses however loose the objectives (serve --find's
+    backlog rule), so that counting the offered tokens as goodput is earned; below it, one
+    simulation that meets both for every request ties every other bound and ends the search
+    (an MoE model's 136 configurations at one count)."""
+    over = xpusim.plan("llama-3.1-8b", ["h100-sxm"], num_chips=1, rate=400.0, prompt=512,
+                       gen=32, requests=200, slo_ttft_ms=1e6, slo_tpot_ms=1e4)  # fmt: skip
+    assert over.best is None and over.binding.startswith("the arrival rate under load")
+    assert all("does not keep up" in o.reason for o in over.chips[0].outcomes)
+    r = xpusim.plan("deepseek-v2-lite", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
+                    num_chips=2, rate=10.0, **SMALL)  # fmt: skip
+    assert r.best is not None and r.best.slo_met == 1.0 and r.simulated == 1
+    assert r.best.usd_per_million_goodput == pytest.approx(r.best.bound_usd_per_million)
+
+
 def test_every_configuration_lost_for_a_reason_and_the_best_meets_both():
     r = xpusim.plan("llama-3.1-8b", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
                     num_chips=2, concurrency=16, **SMALL)  # fmt: skip

@@ -1,5 +1,7 @@
-"""`xpusim plan` timed: the issue #44 targets, a search over 4 chips for a 70B dense model in
-under 30 s on two cores and an impossible objective in under 1 s, with the counts of
+"""`xpusim plan` timed: the issue #44 targets, a search over 4 chips for a 70B dense model and
+for a DeepSeek-class MoE model (EP over the tp chips, attention DP and disaggregation
+searched) each in under 30 s on two cores and an impossible objective in under 1 s, with the
+counts of
 configurations costed (bounded from `run`) and simulated (served in the discrete-event
 simulation).
 
@@ -27,6 +29,15 @@ CASES = {
     "70B, 4 chips, up to 8, 5 req/s": dict(
         model="llama-3.1-70b", chips=FOUR, max_chips=8, rate=5.0, prompt=1024, gen=256,
         slo_ttft_ms=1000, slo_tpot_ms=50),
+    "DeepSeek-R1, 4 chips, up to 16, 10 req/s": dict(
+        model="deepseek-r1", chips=FOUR, max_chips=16, rate=10.0, prompt=1024, gen=256,
+        slo_ttft_ms=2000, slo_tpot_ms=100),
+    "DeepSeek-R1, as above, MTP searched": dict(
+        model="deepseek-r1", chips=FOUR, max_chips=16, rate=10.0, prompt=1024, gen=256,
+        slo_ttft_ms=2000, slo_tpot_ms=100, mtp_acceptance=0.85),
+    "DeepSeek-R1, 4 chips, 16 each, 10 req/s": dict(
+        model="deepseek-r1", chips=FOUR, num_chips=16, rate=10.0, prompt=1024, gen=256,
+        slo_ttft_ms=2000, slo_tpot_ms=100),
     "impossible: TTFT 10 ms": dict(
         model="llama-3.1-70b", chips=FOUR, num_chips=8, concurrency=50, prompt=1024, gen=256,
         slo_ttft_ms=10, slo_tpot_ms=50),
@@ -39,15 +50,18 @@ def run(label: str, exhaustive: bool = False, **case) -> None:
     wall = time.perf_counter() - started
     best = r.best.config.label() if r.best else f"none ({r.binding})"
     cost = f" ${r.best.usd_per_million_goodput:.3g}/M" if r.best else ""
-    print(f"{label:36s} {wall:6.2f} s  costed {r.costed:5d}  simulated {r.simulated:4d}  "
+    print(f"{label:40s} {wall:6.2f} s  costed {r.costed:5d}  simulated {r.simulated:4d}  "
           f"{best}{cost}")
+    for decision in r.decisions:
+        print(f"{'':40s} {decision}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exhaustive", action="store_true")
     args = parser.parse_args()
-    xpusim.model("llama-3.1-70b")  # the zoo and numpy: once, before the clock
+    for model in ("llama-3.1-70b", "deepseek-r1"):  # the zoo and numpy: before the clock
+        xpusim.model(model)
     for label, case in CASES.items():
         run(label, **dict(case))
     if args.exhaustive:

@@ -14,9 +14,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")  # fastapi's TestClient
 from fastapi.testclient import TestClient
 
+import xpusim
 from xpusim import api
 from xpusim.web.app import create_app
-from xpusim.web.schemas import Limits, RunOptions, ServeOptions, SweepAxes
+from xpusim.web.schemas import Limits, PlanOptions, RunOptions, ServeOptions, SweepAxes
 from xpusim.workloads.zoo import ZOO_DIR
 
 LLAMA = {"model": "llama-2-7b"}
@@ -149,6 +150,35 @@ def test_serve_takes_an_engine_and_speculative_decoding(client):
     assert got.json()["result"]["tpot_s"]["mean"] == pytest.approx(want.tpot_s.mean, rel=1e-12)
 
 
+PLAN = {"model": "llama-3.1-8b", "chips": ["h100-sxm", "mi300x"],
+        "options": {"slo_ttft_ms": 400, "slo_tpot_ms": 25, "num_chips": 2, "concurrency": 16,
+                    "prompt": 512, "gen": 32, "requests": 60}}  # fmt: skip
+
+
+def test_plan_answers_what_the_api_does_with_its_front(client):
+    got = client.post("/api/plan", json=PLAN)
+    assert got.status_code == 200, got.json()
+    body = got.json()
+    want = xpusim.plan("llama-3.1-8b", ["h100-sxm", "mi300x"], **PLAN["options"])
+    assert body["best"]["usd_per_million_goodput"] == pytest.approx(
+        want.best.usd_per_million_goodput, rel=1e-12)
+    assert body["best"]["usd_per_million"] <= body["best"]["usd_per_million_goodput"]
+    assert body["front"] and {r["chip"] for r in body["front"]} == {"h100-sxm", "mi300x"}
+    assert body["decisions"] == want.decisions
+
+
+@pytest.mark.parametrize("change, status, message", [
+    ({"chips": ["h100-sxmm"]}, 400, "chip: unknown chip or system 'h100-sxmm'; did you mean"),
+    ({"options": {"num_chips": 2, "concurrency": 4}}, 400, "plan needs both objectives"),
+    ({"options": {**PLAN["options"], "num_chips": None, "max_chips": 64}}, 413,
+     "max_chips: 64 asked for; at most 16"),
+    ({"options": {**PLAN["options"], "exhaustive": True}}, 400, "options.exhaustive"),
+])  # fmt: skip
+def test_plan_refuses_bad_input_and_too_much_work(client, change, status, message):
+    got = client.post("/api/plan", json={**PLAN, **change})
+    assert got.status_code == status and message in got.json()["error"], got.json()
+
+
 def test_validation_runs_as_a_job_and_keeps_its_answer(client):
     first = client.get("/api/validate", params={"chip": "tpu-v4"})
     assert first.status_code in (200, 202)
@@ -198,6 +228,10 @@ def test_option_fields_follow_the_command_line():
     assert set(SweepAxes.model_fields) == run_names - {"mode"}
     assert set(ServeOptions.model_fields) == {p.name for p in serve.params} - {
         "model", "chip_id", "as_json", "out", "chips", "trace", "lengths", "offline", "wide"}
+    from xpusim.cli_plan import plan
+
+    assert set(PlanOptions.model_fields) == {p.name for p in plan.params} - {
+        "model", "chip_ids", "as_json", "out", "emit", "exhaustive", "trace"}
 
 
 def test_the_command_serves_on_a_free_port_and_says_where():
@@ -236,7 +270,8 @@ from schemathesis.checks import (  # noqa: E402
 
 FUZZ_EXAMPLES = int(os.environ.get("XPUSIM_FUZZ_EXAMPLES", "30"))  # per operation; 300 ran clean
 FUZZED = schemathesis.openapi.from_asgi(
-    "/api/openapi.json", create_app(Limits(sweep_points=16, serve_requests=64, targets=3))
+    "/api/openapi.json",
+    create_app(Limits(sweep_points=16, serve_requests=64, targets=3, plan_chips=2)),
 ).exclude(path="/api/validate")  # minutes of work per chip: tested above, not fuzzed
 
 

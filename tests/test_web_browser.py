@@ -155,3 +155,12 @@ def test_sweep_serving_and_validation_draw(page, server):
     page.wait_for_selector("#validation table", timeout=120_000)
     assert len(page.query_selector_all("#sweep svg circle")) == 6
     assert "tpu-v4: median error" in page.inner_text("#validation")
+
+
+def test_the_plan_view_draws_its_front_and_goodput_cost(page, server):
+    page.goto(f"{server}/?m=llama-3.1-8b&t=h100-sxm,mi300x&pl=16&pc=2&ppr=512&pgn=32&ptt=400"
+              "&ptp=25&prq=60")  # fmt: skip
+    page.wait_for_selector("#plan svg circle", timeout=120_000)
+    text = page.inner_text("#plan")
+    assert "per million goodput tokens" in text and "$/M goodput" in text
+    assert page.query_selector("#plan svg line[stroke-dasharray]")  # the TPOT objective

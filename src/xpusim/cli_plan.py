@@ -24,6 +24,9 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
 @click.option("--slo-tpot-ms", type=Finite(), required=True, help="p99 TPOT objective (ms).")
 @click.option("--rate", type=Finite(), default=None, help="Open loop: requests/s.")
 @click.option("--concurrency", type=count(), default=None, help="Closed loop: clients.")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="Replay a JSONL or CSV trace (arrival time, input and output tokens), "
+                   "as serve --trace.")
 @click.option("--chips", "num_chips", type=count(), default=None, help="Exactly N chips.")
 @click.option("--max-chips", type=count(), default=None,
               help="Up to N chips (powers of two and N).")
@@ -34,6 +37,11 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
 @click.option("--requests", type=count(), default=DEFAULT_REQUESTS, show_default=True,
               help="Requests each simulation serves.")
 @click.option("--price", type=PriceType(), default=None, help=PRICE_HELP)
+@click.option("--mtp-acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
+              help="Also search speculative decoding with the model's own multi-token-"
+                   "prediction module: the probability a draft token is accepted.")
+@click.option("--mtp-draft-tokens", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="With --mtp-acceptance: draft tokens per step.")
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every configuration that fits (no pruning): slow, a check.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -98,7 +106,8 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
     from rich.console import Group
     from rich.table import Table
 
-    load = ", ".join(f"{k} {v:g}" for k, v in result.load.items())
+    load = ", ".join(f"{k} {v:g}" if isinstance(v, int | float) else f"{k} {v}"
+                     for k, v in result.load.items())  # fmt: skip
     title = (f"{result.model}: {load}; p99 TTFT <= {result.slo_ttft_ms:g} ms, "
              f"p99 TPOT <= {result.slo_tpot_ms:g} ms")  # fmt: skip
     table = Table(title=title)
@@ -123,6 +132,7 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
                      f"${result.best.usd_per_million_goodput:.3g} per million goodput tokens")
     else:
         lines.append(f"no configuration meets both objectives; binding: {result.binding}")
+    lines += result.decisions
     for p in result.chips:
         if p.best is None:
             closest = [o for o in p.outcomes if o.status in ("slo", "fit")]

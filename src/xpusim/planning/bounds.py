@@ -50,13 +50,17 @@ class Bound:
 def run_key(config: Config, batch: int) -> tuple[Any, ...]:
     """The `run` job a bound needs: one replica's plan at a batch."""
     lay = config.layout
-    return (config.chip, lay.replica_chips, lay.tp, lay.pp, lay.ep, config.precision, batch)
+    return (config.chip, lay.replica_chips, lay.tp, lay.pp, lay.ep, lay.dp_attention,
+            config.precision, config.knobs.mtp, batch)  # fmt: skip
 
 
 def run_options(key: tuple[Any, ...], prompt: int, gen: int) -> dict[str, Any]:
-    _, chips, tp, pp, ep, precision, batch = key
+    _, chips, tp, pp, ep, dp_attention, precision, mtp, batch = key
+    speculative = {} if mtp is None else {"speculative": "mtp", "draft_tokens": mtp[0],
+                                          "acceptance": mtp[1]}  # fmt: skip
     return {"batch": batch, "prompt": prompt, "gen": gen, "chips": chips, "tp": tp, "pp": pp,
-            "ep": ep, "dp": 1, "precision": precision}  # fmt: skip
+            "ep": ep, "dp_attention": dp_attention, "dp": 1, "precision": precision,
+            **speculative}  # fmt: skip
 
 
 def decode_batch(config: Config, concurrency: int | None) -> int:
@@ -102,24 +106,32 @@ def loaded_tpot(steps: dict[int, float], arrivals_per_s: float, gen: int, max_ba
 
 def bound(
     config: Config, runs: dict[int, Any], profile: Any, gen: int, concurrency: int | None,
-    rate: float | None,
+    rate: float | None, offered_tokens_per_s: float | None = None,
 ) -> Bound:  # fmt: skip
-    """The configuration's bound from its replica's `run` results by batch (batches())."""
+    """The configuration's bound from its replica's `run` results by batch (batches()).
+    With speculative decoding `run`'s TPOT is a step's time over the tokens it is expected to
+    add, and the engine's host time per step, which this bound would add per token, is left
+    out (a bound may only be lower). `offered_tokens_per_s` caps an open loop's tokens (a
+    trace's, whose `gen` is its shortest output; else `rate` x `gen`)."""
     alone = runs[1]
     if not alone.fits:
         return Bound(False, alone.reason, math.inf, math.inf, 0.0, None)
     b = decode_batch(config, concurrency)
     full = runs[b]
     ttft = alone.ttft_s + profile.exposed_s(1, alone.ttft_s)
-    tpot = alone.tpot_s + profile.exposed_s(1, alone.tpot_s)
-    step = full.tpot_s + profile.exposed_s(b, full.tpot_s)
+
+    def host(n: int, step_s: float) -> float:
+        return 0.0 if config.knobs.mtp else profile.exposed_s(n, step_s)
+
+    tpot = alone.tpot_s + host(1, alone.tpot_s)
+    step = full.tpot_s + host(b, full.tpot_s)
     tokens = config.layout.decoders * b / step
     loaded = tpot
     if concurrency is not None:
         tokens = min(tokens, concurrency * gen / (ttft + (gen - 1) * tpot))
     if rate is not None:
-        tokens = min(tokens, rate * gen)
-        steps = {n: r.tpot_s + profile.exposed_s(n, r.tpot_s) for n, r in runs.items()}
+        tokens = min(tokens, offered_tokens_per_s or rate * gen)
+        steps = {n: r.tpot_s + host(n, r.tpot_s) for n, r in runs.items()}
         loaded = loaded_tpot(steps, rate / config.layout.decoders, gen, config.knobs.max_batch)
     cost = alone.cost
     usd = None if cost is None else cost.usd_per_chip_hour * config.chips

@@ -1,6 +1,7 @@
 """The front people compare systems by: for each chip, its simulated configurations'
 output tokens/s per chip against tokens/s per user (1 / mean TPOT), keeping those no other
-configuration of the chip beats on both, as rows and a PNG with the TPOT objective drawn."""
+configuration of the chip beats on both, as rows and a PNG with the TPOT objective drawn,
+the configurations that miss an objective hollow and the choice a star."""
 
 from __future__ import annotations
 
@@ -46,16 +47,23 @@ def plot_front(result: Any, rows: list[dict[str, Any]], out: Path) -> list[str]:
     from xpusim.files import atomic_path
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    best = result.best.config.label() if result.best is not None else None
     for chip in dict.fromkeys(r["chip"] for r in rows):
         mine = [r for r in rows if r["chip"] == chip]
-        ax.plot([r["tokens_per_s_per_user"] for r in mine],
-                [r["tokens_per_s_per_chip"] for r in mine], marker="o", label=chip)  # fmt: skip
+        xs = [r["tokens_per_s_per_user"] for r in mine]
+        ys = [r["tokens_per_s_per_chip"] for r in mine]
+        (line,) = ax.plot(xs, ys, label=chip)
+        for r, x, y in zip(mine, xs, ys, strict=True):  # hollow: misses an objective
+            ax.plot(x, y, marker="*" if r["configuration"] == best else "o",
+                    markersize=14 if r["configuration"] == best else 6, color=line.get_color(),
+                    markerfacecolor=line.get_color() if r["meets"] else "white")  # fmt: skip
     slo = 1e3 / result.slo_tpot_ms
     ax.axvline(slo, color="grey", linestyle="--",
                label=f"TPOT objective {result.slo_tpot_ms:g} ms ({slo:.3g} tokens/s)")
     ax.set_xlabel("output tokens/s per user")
     ax.set_ylabel("output tokens/s per chip")
-    ax.set_title(f"{result.model}: simulated configurations, each chip's front")
+    ax.set_title(f"{result.model}: each chip's front (hollow: misses an objective; "
+                 "star: the choice)", fontsize=10)  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = out / "front.png"

@@ -30,6 +30,12 @@ def engines_for(chip: Any) -> tuple[list[str], list[str]]:
     return names, notes
 
 
+def carries(engine: str, setting: str) -> bool:
+    """Whether the engine's flags carry a setting (the ideal engine, no engine's, carries
+    every one: it is simulated, not launched)."""
+    return engine not in table() or setting in table()[engine]["flags"]
+
+
 def command(config: Any, hub_id: str, role: str | None = None) -> tuple[list[str], list[str]]:
     """One replica's launch command as argv words, and notes on what no flag in the table
     carries. `role` is "prefill" or "decode" for a disaggregated replica."""
@@ -54,6 +60,12 @@ def command(config: Any, hub_id: str, role: str | None = None) -> tuple[list[str
                          f"planning/launch.toml; {name} {value} is not carried")  # fmt: skip
             continue
         words += [flags[name], str(value)]
+    if lay.dp_attention:  # searched only with engines that carry it (carries())
+        words += [flags["dp_attention"], flags["dp_attention_size"], str(lay.tp)]
+    if k.mtp is not None:  # searched only with engines that carry it (carries())
+        words += flags["speculative_mtp"].split()
+        words += [flags["speculative_steps"], str(k.mtp[0]),
+                  flags["speculative_draft_tokens"], str(k.mtp[0] + 1)]  # fmt: skip
     if "chunked" in flags and lay.prefill_replicas is None:
         words.append(flags["chunked"])
     if config.precision == "fp8":

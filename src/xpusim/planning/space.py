@@ -1,8 +1,9 @@
 """The candidate space of `xpusim plan`, as data: a configuration is a chip count, a layout
 (how one model is laid over those chips), a precision and the engine's knobs. Layouts come
 from plan kinds, each a function of the model and the chip count named in KINDS, so a new
-kind (expert parallelism over the tensor-parallel GPUs, attention data parallelism:
-issue #48) is one more entry, with no change to the search."""
+kind is one more entry, with no change to the search. An MoE model's layouts spread its
+experts over some of the tensor-parallel chips (ep) and may run attention data-parallel
+over them (dp_attention), as SGLang and TensorRT-LLM do (compiler/partition.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class Layout:
     replicas: int
     prefill_replicas: int | None = None
     decode_replicas: int | None = None
+    dp_attention: bool = False  # each tp chip runs attention whole for its own sequences
 
     @property
     def replica_chips(self) -> int:
@@ -39,7 +41,8 @@ class Layout:
 
     def serve_options(self) -> dict[str, Any]:
         """The layout as `xpusim.serve`'s plan options."""
-        plan: dict[str, Any] = {"tp": self.tp, "pp": self.pp, "ep": self.ep}
+        plan: dict[str, Any] = {"tp": self.tp, "pp": self.pp, "ep": self.ep,
+                                "dp_attention": self.dp_attention}
         if self.prefill_replicas is None:
             return {**plan, "dp": self.replicas}
         return {**plan, "prefill_replicas": self.prefill_replicas,
@@ -47,7 +50,7 @@ class Layout:
 
     def label(self) -> str:
         plan = f"tp{self.tp}" + (f" pp{self.pp}" if self.pp > 1 else "") + (
-            f" ep{self.ep}" if self.ep > 1 else "")
+            f" ep{self.ep}" if self.ep > 1 else "") + (" dpa" if self.dp_attention else "")
         if self.prefill_replicas is not None:
             return f"{plan} {self.prefill_replicas}P{self.decode_replicas}D"
         return f"{plan} x{self.replicas}"
@@ -62,6 +65,15 @@ class Knobs:
     engine: str
     max_batch: int
     token_budget: int
+    # speculative decoding with the model's own multi-token-prediction module: its draft
+    # tokens per step and their acceptance (serve's --speculative mtp); None: none
+    mtp: tuple[int, float] | None = None
+
+    def decoding_options(self) -> dict[str, Any]:
+        """The speculative setting as `run`'s and `serve`'s options."""
+        if self.mtp is None:
+            return {}
+        return {"speculative": "mtp", "draft_tokens": self.mtp[0], "acceptance": self.mtp[1]}
 
 
 @dataclass(frozen=True)
@@ -79,12 +91,13 @@ class Config:
         scheduler = "chunked" if self.layout.prefill_replicas is None else "continuous"
         return {"chips": self.chips, "precision": self.precision, **self.layout.serve_options(),
                 "engine": self.knobs.engine, "max_batch": self.knobs.max_batch,
-                "scheduler": scheduler, "token_budget": self.knobs.token_budget}  # fmt: skip
+                "scheduler": scheduler, "token_budget": self.knobs.token_budget,
+                **self.knobs.decoding_options()}  # fmt: skip
 
     def label(self) -> str:
         k = self.knobs
         return (f"{self.chips}x {self.chip} {self.layout.label()} {self.precision} {k.engine} "
-                f"batch {k.max_batch} chunk {k.token_budget}")
+                f"batch {k.max_batch} chunk {k.token_budget}" + (" mtp" if k.mtp else ""))
 
 
 MAX_BATCHES = (64, 256)
@@ -114,8 +127,10 @@ def _factors(n: int) -> list[int]:
 
 def aggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:
     """Every tp x pp x replicas that fills the chips, with ep (MoE: the tp chips the
-    experts spread over, a divisor of tp and of the experts), each replica serving prefill
-    and decode. TP divides the attention heads, as engines require."""
+    experts spread over, a divisor of tp and of the experts) and, for an MoE model over
+    more than one tp chip without pipeline stages (as partition.check_plan allows), with
+    and without attention data parallelism; each replica serves prefill and decode. TP
+    divides the attention heads, as engines require."""
     for tp in _factors(chips):
         if cfg.num_heads % tp:
             continue
@@ -124,7 +139,9 @@ def aggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:
             for pp in _factors(chips // tp):
                 if pp > cfg.num_layers:
                     continue
-                yield Layout("aggregated", tp, pp, ep, chips // (tp * pp))
+                for dpa in (False, True) if cfg.is_moe and tp > 1 and pp == 1 else (False,):
+                    yield Layout("aggregated", tp, pp, ep, chips // (tp * pp),
+                                 dp_attention=dpa)  # fmt: skip
 
 
 def disaggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:
@@ -133,7 +150,7 @@ def disaggregated(cfg: TransformerConfig, chips: int) -> Iterator[Layout]:
     for layout in aggregated(cfg, chips):
         for p in range(1, layout.replicas):
             yield Layout("disaggregated", layout.tp, layout.pp, layout.ep, layout.replicas,
-                         p, layout.replicas - p)  # fmt: skip
+                         p, layout.replicas - p, layout.dp_attention)  # fmt: skip
 
 
 KINDS: dict[str, Callable[[TransformerConfig, int], Iterator[Layout]]] = {

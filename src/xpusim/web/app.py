@@ -37,9 +37,11 @@ from xpusim.web import views
 from xpusim.web.schemas import (
     CompareRequest,
     Limits,
+    PlanRequest,
     RunRequest,
     ServeRequest,
     SweepRequest,
+    Target,
     given,
 )
 
@@ -294,6 +296,26 @@ def create_app(limits: Limits | None = None) -> FastAPI:
             spec = request.target.spec()
             result = api.serve(request.workload(), spec, **options)
             return {"result": result.to_dict(), "chip": views.chip_card(views.chip_of(spec))}
+
+        return await off_loop(work)
+
+    @app.post("/api/plan", summary="The cheapest configuration within p99 TTFT and TPOT "
+              "objectives, as `xpusim plan --json`, with its front", responses=ERRORS)
+    async def plan(request: PlanRequest) -> dict[str, Any]:
+        _at_most(len(request.chips), limits.targets, "chips")
+        options = given(request.options)
+        _at_most(options.get("requests", 0), limits.serve_requests, "serving requests")
+        for name in ("num_chips", "max_chips"):
+            _at_most(options.get(name) or 0, limits.plan_chips, name)
+
+        def work() -> dict[str, Any]:
+            from xpusim.planning.front import front
+            from xpusim.planning.search import plan as run_plan
+
+            for chip in request.chips:  # one message for an unknown id, as the targets'
+                Target(chip=chip).spec()
+            result = run_plan(request.workload(), request.chips, **options)
+            return {**result.to_dict(), "front": front(result)}
 
         return await off_loop(work)
 

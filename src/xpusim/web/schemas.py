@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from xpusim.cli_lists import RANKS, Finite, PriceType
 from xpusim.cli_output import run_options_command
+from xpusim.cli_plan import plan as plan_command
 from xpusim.cli_serve import serve as serve_command
 from xpusim.cost.dollars import BASES, MAX_PRICE, MIN_PRICE
 from xpusim.errors import UserError, closest
@@ -36,6 +37,7 @@ class Limits:
     targets: int = 16  # chips or systems compared at once
     sweep_points: int = 2000
     serve_requests: int = 2000
+    plan_chips: int = 16  # a plan's --chips or --max-chips: the search grows with the count
     threads: int = 4  # simulations running at once; later ones wait their turn
 
 
@@ -142,6 +144,8 @@ run_command = run_options_command()
 RunOptions = options_model("RunOptions", run_command, _NOT_OPTIONS)
 SweepAxes = options_model("SweepAxes", run_command, (*_NOT_OPTIONS, "mode"), listed=True)
 ServeOptions = options_model("ServeOptions", serve_command, (*_NOT_OPTIONS, "out"))
+# --exhaustive is a check on the pruning that simulates thousands: the command line's only
+PlanOptions = options_model("PlanOptions", plan_command, (*_NOT_OPTIONS, "exhaustive"))
 
 
 class RunRequest(ModelSource):
@@ -165,6 +169,13 @@ class SweepRequest(ModelSource):
 class ServeRequest(ModelSource):
     target: Target
     options: ServeOptions = Field(default_factory=ServeOptions)  # type: ignore[valid-type]
+
+
+class PlanRequest(ModelSource):
+    chips: list[Annotated[str, Field(max_length=100)]] = Field(
+        min_length=1, description="Catalog chip ids to consider (plan sizes their systems).",
+        examples=[["h100-sxm", "mi300x"]])  # fmt: skip
+    options: PlanOptions  # type: ignore[valid-type]
 
 
 def given(options: BaseModel) -> dict[str, Any]:

@@ -155,6 +155,11 @@ function wireForm() {
     setState({ sb: $("sweep-batch").value, sp: $("sweep-prompt").value, sg: $("sweep-gen").value }, false);
     sweep();
   };
+  $("plan-form").onsubmit = (e) => {
+    e.preventDefault();
+    setState(Object.fromEntries(PLAN_FIELDS.map(([key, id]) => [key, $(id).value])), false);
+    plan();
+  };
   $("serve-form").onsubmit = (e) => {
     e.preventDefault();
     setState({ sl: $("serve-loads").value, sr: $("serve-requests").value,
@@ -491,6 +496,94 @@ async function serve() {
   }
 }
 
+// ---------- plan ----------
+const PLAN_FIELDS = [["plk", "plan-load-kind"], ["pl", "plan-load"], ["pck", "plan-count-kind"],
+                     ["pc", "plan-chips"], ["ppr", "plan-prompt"], ["pgn", "plan-gen"],
+                     ["ptt", "plan-ttft"], ["ptp", "plan-tpot"], ["prq", "plan-requests"]];
+function planTable(data) {
+  const table = document.createElement("table");
+  const head = document.createElement("tr");
+  head.append(...["chip", "best configuration", "p99 TTFT", "p99 TPOT", "SLO met", "tok/s/chip",
+                  "tok/s/user", "$/M", "$/M goodput", "others lost"].map((t) => {
+    const th = document.createElement("th"); th.textContent = t; return th;
+  }));
+  table.append(head);
+  for (const p of data.chips) {
+    const tr = document.createElement("tr"), b = p.best;
+    const lost = {}, bestKey = b && JSON.stringify(b.config);
+    for (const o of p.outcomes) if (JSON.stringify(o.config) !== bestKey) lost[o.status] = (lost[o.status] || 0) + 1;
+    const why = Object.entries(lost).map(([k, n]) => `${n} ${k}`).join(", ");
+    if (!b) {
+      tr.append(cell(p.chip), cell("none meets both"), ...Array(7).fill(0).map(() => cell("—")), cell(why));
+    } else {
+      tr.append(cell(p.chip), cell(b.config.layout ? planLabel(b.config) : ""), cell(si(b.ttft_p99_ms / 1e3, "s")),
+                cell(si(b.tpot_p99_ms / 1e3, "s")), cell(`${(100 * b.slo_met).toFixed(0)}%`),
+                cell(plain(b.tokens_per_s_per_chip)), cell(plain(b.tokens_per_s_per_user)),
+                cell(b.usd_per_million == null ? "—" : `$${num(b.usd_per_million)}`),
+                cell(b.usd_per_million_goodput == null ? "—" : `$${num(b.usd_per_million_goodput)}`,
+                     "dollars per million tokens of requests within both objectives"), cell(why));
+    }
+    table.append(tr);
+  }
+  return table;
+}
+function planLabel(c, withChip = false) {
+  const l = c.layout, k = c.knobs;
+  let plan = `tp${l.tp}${l.pp > 1 ? ` pp${l.pp}` : ""}${l.ep > 1 ? ` ep${l.ep}` : ""}${l.dp_attention ? " dpa" : ""}`;
+  plan += l.prefill_replicas == null ? ` x${l.replicas}` : ` ${l.prefill_replicas}P${l.decode_replicas}D`;
+  return `${c.chips}x ${withChip ? `${c.chip} ` : ""}${plan} ${c.precision} ${k.engine} batch ${k.max_batch} chunk ${k.token_budget}${k.mtp ? " mtp" : ""}`;
+}
+function planFront(data) {
+  const rows = data.front.filter((r) => r.tokens_per_s_per_user > 0 && r.tokens_per_s_per_chip > 0);
+  if (!rows.length) return document.createTextNode("no configuration was simulated: nothing to draw");
+  const slo = 1e3 / data.slo_tpot_ms;
+  const p = logPlot({ title: "front: tokens/s per chip against tokens/s per user (dashed: the TPOT objective)",
+                      xs: [...rows.map((r) => r.tokens_per_s_per_user), slo], ys: rows.map((r) => r.tokens_per_s_per_chip),
+                      xLabel: "output tokens/s per user", yLabel: "output tokens/s per chip", width: 760, height: 380 });
+  p.svg.append(svgEl("line", { x1: p.x(slo), x2: p.x(slo), y1: 22, y2: 380 - 38, stroke: "#555", "stroke-dasharray": "6 4" }));
+  const chips = [...new Set(rows.map((r) => r.chip))];
+  chips.forEach((chip, k) => {
+    const color = PALETTE[k % PALETTE.length], mine = rows.filter((r) => r.chip === chip);
+    const d = mine.map((r, i) => `${i ? "L" : "M"}${p.x(r.tokens_per_s_per_user)},${p.y(r.tokens_per_s_per_chip)}`).join("");
+    p.svg.append(svgEl("path", { d, fill: "none", stroke: color, "stroke-width": 2 }));
+    for (const r of mine) {
+      const dot = svgEl("circle", { cx: p.x(r.tokens_per_s_per_user), cy: p.y(r.tokens_per_s_per_chip), r: 4,
+                                    fill: r.meets ? color : "white", stroke: color });
+      dot.append(svgEl("title", {}, `${r.configuration}: ${num(r.tokens_per_s_per_user)} tok/s/user, ${num(r.tokens_per_s_per_chip)} tok/s/chip${r.meets ? "" : " (misses an objective)"}`));
+      p.svg.append(dot);
+    }
+  });
+  legend(p.svg, chips.map((c, k) => [c, PALETTE[k % PALETTE.length]]), 600, 40);
+  return p.svg;
+}
+async function plan() {
+  const s = state();
+  const options = { [s.plk || "concurrency"]: Number(s.pl || 16), [s.pck || "num_chips"]: intOrText(s.pc || "2"),
+                    prompt: intOrText(s.ppr || "1024"), gen: intOrText(s.pgn || "128"),
+                    slo_ttft_ms: Number(s.ptt || 1000), slo_tpot_ms: Number(s.ptp || 50),
+                    requests: intOrText(s.prq || "200") };
+  if (options.concurrency !== undefined) options.concurrency = Math.round(options.concurrency);
+  const chips = [...new Set(targetsOf(s).map((t) => t.chip))];
+  busy("planning…");
+  try {
+    const data = await api("/api/plan", { ...modelSource(s), chips, options });
+    showError("");
+    const summary = document.createElement("p");
+    summary.textContent = data.best
+      ? `best: ${planLabel(data.best.config, true)} at $${num(data.best.usd_per_million_goodput)} per million goodput tokens ($${num(data.best.usd_per_million)} per million tokens)`
+      : `no configuration meets both objectives; binding: ${data.binding}`;
+    const decisions = document.createElement("ul");
+    decisions.append(...data.decisions.map((d) => { const li = document.createElement("li"); li.textContent = d; return li; }));
+    const counts = document.createElement("p");
+    counts.textContent = `${data.costed} configurations costed, ${data.simulated} simulated, ${data.seconds.toFixed(1)} s`;
+    $("plan").replaceChildren(summary, decisions, planTable(data), planFront(data), counts);
+  } catch (e) {
+    showError(e.message);
+  } finally {
+    busy("");
+  }
+}
+
 // ---------- validation ----------
 async function validate() {
   const chip = state().v || $("validate-chip").value;
@@ -546,10 +639,12 @@ async function start() {
   if (s.ssp) $("serve-speculative").value = s.ssp;
   if (s.sdt) $("serve-draft-tokens").value = s.sdt;
   if (s.sac) $("serve-acceptance").value = s.sac;
+  for (const [key, id] of PLAN_FIELDS) if (s[key]) $(id).value = s[key];
   drawForm();
   await compare();
   if (s.sb) await sweep();
   if (s.sl) await serve();
+  if (s.ptt) await plan();
   if (s.v) await validate();
 }
 start();

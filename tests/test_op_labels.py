@@ -1,0 +1,20 @@
+"""`--ops` rows name every op they stand for (issue #46): the all-reduces after o_proj and
+down share one signature with the embedding's, and the row was labelled `embed.all_reduce`."""
+
+from __future__ import annotations
+
+import xpusim
+
+
+def test_a_shared_collective_row_names_the_ops_it_follows():
+    result = xpusim.simulate("llama-2-7b", "h100-sxm", chips=2, tp=2, batch=1, prompt=128,
+                             gen=8)  # fmt: skip
+    names = [op.name for op in result.ops if op.kind == "collective" and op.count > 1]
+    assert names, "tp 2 has per-layer all-reduces"
+    assert all(not name.startswith("embed.") for name in names), names
+    assert any("o_proj" in name and "down" in name for name in names), names
+
+
+def test_a_row_of_one_role_keeps_its_op_name():
+    result = xpusim.simulate("llama-2-7b", "h100-sxm", batch=1, prompt=128, gen=8)
+    assert "lm_head" in [op.name for op in result.ops]

@@ -3,6 +3,7 @@ against `run` where they must agree, queueing laws, the KV cache, and bad input.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import replace
 
@@ -379,6 +380,9 @@ def test_cli_json_is_the_results_dict_and_out_writes_rows(tmp_path):
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) == 21 and rows[0].startswith("id,arrival_s")
     assert (out / "timeline.csv").exists()
+    if importlib.util.find_spec("matplotlib"):  # the `plot` extra: TTFT/TPOT distributions
+        assert str(out / "latency.png") in data["written"]
+        assert (out / "latency.png").stat().st_size > 0
 
 
 def test_a_sweep_with_a_load_serves_each_point(tmp_path):

@@ -7,6 +7,7 @@ thousands, one configuration or a whole sweep, with the same code.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -27,6 +28,7 @@ class OpTable:
     vector_flops: np.ndarray  # (..., n)
     role_bytes: np.ndarray  # (..., roles, n), roles in ROLES order
     weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's or conv's weight; else 0
+    member_names: tuple[str, ...] = ()  # (graph ops,) every op's name, for `labels`
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -34,6 +36,31 @@ class OpTable:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(op.name for op in self.ops)
+
+    @cached_property
+    def labels(self) -> tuple[str, ...]:
+        """A name for each row that covers all its ops: ops of one signature but different
+        roles share a row (an embedding's all-reduce and every layer's after o_proj and
+        down), and the first op's name alone mislabelled all 65 of them `embed.all_reduce`.
+        A row of one role keeps its first op's name; a collective row names the ops it
+        follows (`all_reduce after embed, o_proj, down`); other rows list their roles."""
+        if not self.member_names:  # a subset of another table's rows
+            return self.names
+        roles: list[dict[str, None]] = [{} for _ in self.ops]
+        for row, name in zip(self.index.tolist(), self.member_names, strict=True):
+            roles[row].setdefault(_LAYER.sub("", name))
+        labels = []
+        for op, found in zip(self.ops, roles, strict=True):
+            stems = list(found)
+            if len(stems) <= 1:
+                labels.append(op.name)
+            elif op.kind is OpKind.COLLECTIVE:
+                kind = str(op.attr("collective"))
+                after = [s.removesuffix(f".{kind}") for s in stems]
+                labels.append(f"{kind} after {', '.join(after)}")
+            else:
+                labels.append(", ".join(stems))
+        return tuple(labels)
 
     @property
     def kinds(self) -> tuple[OpKind, ...]:
@@ -83,6 +110,7 @@ class OpTable:
             vector_flops=cut(self.vector_flops),
             role_bytes=cut(self.role_bytes),
             weight_tile_kn=self.weight_tile_kn if ops is None else self.weight_tile_kn[:, ops],
+            member_names=self.member_names if ops is None else (),  # `index` no longer holds
         )
 
 
@@ -111,7 +139,11 @@ def op_table(graph: Graph) -> OpTable:
         vector_flops=_columns([op.vector_flops for op in first]),
         role_bytes=role_bytes,
         weight_tile_kn=tiles,
+        member_names=tuple(op.name for op in graph.ops),
     )
+
+
+_LAYER = re.compile(r"^layers\.\d+\.")  # a layer's index: the same role in every layer
 
 
 def _columns(values: list[float | np.ndarray]) -> np.ndarray:

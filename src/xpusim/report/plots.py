@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from xpusim.compiler.partition import plan_text
 from xpusim.explore.pareto import Objective
 from xpusim.hardware.spec import Chip
@@ -122,15 +124,28 @@ def roofline_plot(points: Sequence[tuple[str, Any, Chip]], path: Path) -> None:
                 ax.scatter([op.flops / op.bytes for op in mine],
                            [op.flops / op.time_s for op in mine], marker=marker, s=28,
                            label=f"{phase} ops", zorder=3)  # fmt: skip
-        for op in sorted(ops, key=lambda o: -o.share)[:6]:
-            ax.annotate(op.name.rsplit(".", 1)[-1], (op.flops / op.bytes, op.flops / op.time_s),
-                        textcoords="offset points", xytext=(3, -9), fontsize=7)  # fmt: skip
+        for name, at in _labels_apart(sorted(ops, key=lambda o: -o.share)[:6]):
+            ax.annotate(name, at, textcoords="offset points", xytext=(3, -9), fontsize=7)
         ax.set(xscale="log", yscale="log", xlim=(low, high), title=label,
                xlabel="arithmetic intensity (FLOPs per byte moved)",
                ylabel="attained FLOP/s")  # fmt: skip
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=7, loc="lower right")
     _save(plt, fig, path)
+
+
+def _labels_apart(ops: Sequence[Any], decades: float = 0.12) -> list[tuple[str, tuple]]:
+    """The ops' labels and points, leaving out a label that would print over one already
+    placed (within `decades` on both log axes): one op's prefill and decode points often
+    sit together, and their labels overlapped."""
+    placed: list[tuple[str, tuple]] = []
+    for op in ops:
+        at = (op.flops / op.bytes, op.flops / op.time_s)
+        near = any(abs(np.log10(at[0] / x)) < decades and abs(np.log10(at[1] / y)) < decades
+                   for _, (x, y) in placed)  # fmt: skip
+        if not near:
+            placed.append((op.name.rsplit(".", 1)[-1], at))
+    return placed
 
 
 def breakdown_plot(points: Sequence[tuple[str, Any]], path: Path) -> None:

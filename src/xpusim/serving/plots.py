@@ -1,10 +1,13 @@
 """PNG plots of a serving run (the `plot` extra): the timeline of batch, queue and KV cache,
-and the latency percentiles of a --find max-rate's trials against load."""
+the measured requests' TTFT and TPOT distributions, and the latency
+percentiles of a --find max-rate's trials against load."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from xpusim.files import atomic_path
 from xpusim.report.plots import pyplot_or_none
@@ -31,9 +34,39 @@ def plot_timeline(frames: Frames, result: Any, out: Path) -> list[str]:
     with atomic_path(out / "timeline.png") as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
+    written.append(plot_latency_distribution(frames, result, out))
     if result.search and result.search.get("find") == "max-rate":
         written.append(plot_latency_load(result.search["trials"], result, out))
     return written
+
+
+def plot_latency_distribution(frames: Frames, result: Any, out: Path) -> str:
+    """The measured requests' TTFT and TPOT as cumulative distributions (every request a
+    step, so a tail is as visible as the median), p50 and p99 marked; warm-up requests and
+    one-token requests' TPOT are left out, as in the summary table."""
+    plt = pyplot_or_none()
+    rows = frames.requests
+    measured = rows["measured"].astype(bool)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
+        values = np.sort(1e3 * rows[key][measured])
+        values = values[np.isfinite(values)]
+        if len(values):
+            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post")
+            for q, style in ((50, "--"), (99, ":")):
+                ax.axvline(np.percentile(values, q), ls=style, color="grey",
+                           label=f"p{q} {np.percentile(values, q):.3g} ms")  # fmt: skip
+            ax.legend(fontsize=8, loc="lower right")
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_ylabel("share of requests")
+    fig.suptitle(f"{result.model} on {result.chips} {result.chip}: {result.load['kind']} "
+                 f"{result.load['value']:.3g}")  # fmt: skip
+    fig.tight_layout()
+    path = str(out / "latency.png")
+    with atomic_path(out / "latency.png") as tmp:
+        fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:

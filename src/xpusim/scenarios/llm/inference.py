@@ -498,7 +498,7 @@ def op_reports(
     return [
         OpReport(
             phase=phase,
-            name=op.name,
+            name=table.labels[i],
             kind=op.kind.value,
             count=int(table.count[i]),
             flops=float(flops[i]),

@@ -18,7 +18,13 @@ an activation element, n chips), Pope section 3.2:
   which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
 - "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
 A collective along a set of torus axes uses both ring directions of each (2 links an axis)
-and takes (dim - 1) hops an axis.
+and takes (dim - 1) hops an axis, after a fixed cost to dispatch it (torus_layouts.toml,
+[collective]): in decode, where a layer's collectives move a few kB each, that latency, not
+bandwidth, is most of their time.
+
+The matmuls run at the chip's matrix unit as cost/systolic.py maps a GEMM onto it: on a
+weight-stationary array (TPU MXUs) a fold of weights serves the tokens streamed through it,
+so a decode step's few tokens a chip leave it waiting on weight loads, not arithmetic.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from xpusim.cost import systolic
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType
@@ -46,10 +53,19 @@ class Layout:
 
 
 @cache
+def _data() -> dict:
+    return tomllib.loads(Path(__file__).with_name("torus_layouts.toml").read_text())
+
+
+@cache
 def layouts() -> dict[str, Layout]:
     """The layouts of torus_layouts.toml, by name."""
-    data = tomllib.loads(Path(__file__).with_name("torus_layouts.toml").read_text())
-    return {name: Layout(name, **fields) for name, fields in data["layouts"].items()}
+    return {name: Layout(name, **fields) for name, fields in _data()["layouts"].items()}
+
+
+def dispatch_s() -> float:
+    """The fixed cost of one collective before its first hop (torus_layouts.toml)."""
+    return float(_data()["collective"]["dispatch_s"])
 
 
 def layout(name: str) -> Layout:
@@ -86,6 +102,10 @@ class Collective:
     def hops(self) -> int:
         return sum(d - 1 for d in self.axes)
 
+    def latency_s(self, hop_s: float) -> float:
+        """Its time however few bytes it moves: dispatch, then its hops."""
+        return dispatch_s() + self.hops * hop_s if self.hops else 0.0
+
 
 @dataclass(frozen=True)
 class LayoutCost:
@@ -102,6 +122,8 @@ class LayoutCost:
     link_s: float
     hop_s: float
     step_s: float
+    flops: float  # one chip's, the step's
+    hbm_bytes: float  # one chip's weight and cache reads, the step's
 
     @property
     def total_bytes(self) -> float:
@@ -182,17 +204,44 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     attention_flops = 4.0 * batch * tokens * (context + tokens / 2) * h * layers
     flops = 2.0 * t * cfg.active_param_count / matmul_ways + attention_flops / attention_ways
     eff = chip.efficiency
-    compute_s = flops / (chip.peak(act) * eff.matmul.value)
+    # a chip's weight matmuls: its shard against every token (weight-stationary), or every
+    # layer's weights, gathered, against its sequences' tokens (weight-gathered)
+    gathered = lay.weights == "gather"
+    m, kn = (t / batch_ways, cfg.active_param_count) if gathered else \
+        (t, cfg.active_param_count / chips)
+    compute_s = (_weight_matmul_s(chip, act, m, e / x, kn * x / e)
+                 + attention_flops / attention_ways / (chip.peak(act) * eff.matmul.value))
     hbm = _hbm(chip).bandwidth_bytes_per_s.value * eff.memory.value
     memory_s = (weight_reads + kv) / hbm
     link = chip.chip_to_chip.bandwidth_bytes_per_s.value if chip.chip_to_chip else math.inf
     hop = chip.chip_to_chip.latency_s.value if chip.chip_to_chip else 0.0
     link_s = layers * sum(c.time_s(link) for c in comms) if chips > 1 else 0.0
-    hop_s = layers * hop * sum(c.hops for c in comms) if chips > 1 else 0.0
+    hop_s = layers * sum(c.latency_s(hop) for c in comms) if chips > 1 else 0.0
     work = max(compute_s, memory_s)
     step = (max(work, link_s) if lay.overlap else work + link_s) + hop_s
     return LayoutCost(name, chips, x, weights, kv, activations, compute_s, memory_s, link_s,
-                      hop_s, step)
+                      hop_s, step, flops, weight_reads + kv)
+
+
+def _weight_matmul_s(chip: Chip, act: DType, m: float, k: float, n: float) -> float:
+    """A chip's weight matmuls as one M x K by K x N GEMM (its share of the weights, K x N,
+    against the M tokens streamed through them): its FLOPs at the chip's matmul efficiency,
+    and on a systolic matrix unit at least its cycles there (cost/systolic.py: a weight-
+    stationary fold takes as long to load as `rows` tokens take to stream, so fewer tokens
+    than rows leave the cells waiting; Pope's 76% MFU on large prefills, Table 2, is below
+    what the cycles alone would give, so the efficiency stays the bound there)."""
+    at_efficiency_s = 2.0 * m * k * n / (chip.peak(act) * chip.efficiency.matmul.value)
+    unit = chip.matrix_unit
+    if unit.dataflow is None:
+        return at_efficiency_s
+    mode = systolic.MODES[unit.dataflow.value]
+    if mode == 1 and unit.double_buffered and unit.double_buffered.value:
+        mode = 2
+    cycles = systolic.cycles(max(m, 1.0), k, n, unit.rows.value, unit.cols.value,
+                             unit.count.value, mode)  # fmt: skip
+    # the unit's clock, as its peak states it (a TPU v4's 8 MXUs of 128 x 128 at 275 T/s)
+    clock_hz = chip.peak(act) / (2 * unit.rows.value * unit.cols.value * unit.count.value)
+    return max(at_efficiency_s, float(cycles) / clock_hz)
 
 
 def best_layout(cfg: TransformerConfig, chip: Chip, chips: int, batch: int, tokens: int,

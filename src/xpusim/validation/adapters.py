@@ -57,7 +57,8 @@ def _llm_inference(point: Point) -> Prediction:
     }
     if point.metric not in metrics:
         raise Unexpressible(f"metric {point.metric!r} is not an LLM inference output")
-    plan_text = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
+    plan_text = result.layout or " x ".join(f"{k}{v}" for k, v in result.plan.items()
+                                            if v > 1) or "1 chip"  # fmt: skip
     searched = " (searched: plan not published)" if result.plan_search else ""
     return Prediction(metrics[point.metric], result.bottleneck, f"{plan_text}{searched}")
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from xpusim.cost import systolic
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import TopologyLevel
 from xpusim.ir.dtypes import DType
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -163,16 +164,20 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
 
 def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch: int,
                 tokens: int, context: int, weight_bytes_per_param: float,
-                act: DType = DType.BF16, kv_bytes_per_element: float = 2.0) -> LayoutCost:
+                act: DType = DType.BF16, kv_bytes_per_element: float = 2.0,
+                torus: TopologyLevel | None = None) -> LayoutCost:
     """One forward step of `batch` sequences, `tokens` new tokens each (the prompt in
     prefill, 1 in decode) after `context` cached ones, under layout `name` on a torus slice
     of `chips` chips of `chip`. Weights are `weight_bytes_per_param` wide in memory and
-    computed at `act`'s peak (int8 weights are widened to bf16 for the matmul, as Pope's)."""
+    computed at `act`'s peak (int8 weights are widened to bf16 for the matmul, as Pope's).
+    `torus`: the system's torus level, sliced to the chips (its shape, link bandwidth and
+    hop latency); None: the most cubic slice and the chip's own link figures."""
     lay = layout(name)
     if cfg.num_experts > 1 or cfg.is_mla or cfg.ssm:
         raise UserError(f"--layout {name}: torus layouts cost dense multi-head/query attention "
                         f"models; {cfg.name} is not one")  # fmt: skip
-    dims = slice_dims(chips)
+    dims = tuple(sorted((d for d in torus.dims if d > 1), reverse=True)) or (1,) \
+        if torus is not None and torus.dims else slice_dims(chips)
     a, t = act.itemsize, float(batch) * tokens
     layers = cfg.num_layers
     layer_w = cfg.layer_params * weight_bytes_per_param
@@ -213,8 +218,9 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
                  + attention_flops / attention_ways / (chip.peak(act) * eff.matmul.value))
     hbm = _hbm(chip).bandwidth_bytes_per_s.value * eff.memory.value
     memory_s = (weight_reads + kv) / hbm
-    link = chip.chip_to_chip.bandwidth_bytes_per_s.value if chip.chip_to_chip else math.inf
-    hop = chip.chip_to_chip.latency_s.value if chip.chip_to_chip else 0.0
+    links = torus or chip.chip_to_chip
+    link = links.bandwidth_bytes_per_s.value if links else math.inf
+    hop = links.latency_s.value if links else 0.0
     link_s = layers * sum(c.time_s(link) for c in comms) if chips > 1 else 0.0
     hop_s = layers * sum(c.latency_s(hop) for c in comms) if chips > 1 else 0.0
     work = max(compute_s, memory_s)

@@ -25,9 +25,9 @@ from xpusim.workloads.transformer_config import TransformerConfig
 
 
 def on_torus(setup: Setup) -> bool:
-    """Whether the system's chips form one torus (its first level)."""
-    levels = setup.system.levels
-    return bool(levels) and levels[0].kind == "torus" and setup.system.chips > 1
+    """Whether the system's chips form one torus (its first level holds them all)."""
+    levels, chips = setup.system.levels, setup.system.chips
+    return bool(levels) and levels[0].kind == "torus" and 1 < chips <= levels[0].size
 
 
 def layout_model(cfg: TransformerConfig) -> bool:
@@ -52,11 +52,11 @@ def _phase(cfg: TransformerConfig, setup: Setup, tokens: int, mean_context: floa
     best: PhaseLayout | None = None
     for name in layouts():
         memory = layout_cost(cfg, chip, chips, name, req.batch, tokens, longest_context,
-                             wbytes, req.act, kv)  # fmt: skip
+                             wbytes, req.act, kv, system.levels[0])  # fmt: skip
         if memory.total_bytes > chip.capacity_bytes:
             continue
         time = layout_cost(cfg, chip, chips, name, req.batch, tokens, round(mean_context),
-                           wbytes, req.act, kv)  # fmt: skip
+                           wbytes, req.act, kv, system.levels[0])  # fmt: skip
         if best is None or time.step_s < best.time.step_s:
             best = PhaseLayout(time, memory)
     return best
@@ -93,10 +93,12 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     kv = (req.kv or req.act).itemsize
     batch = -(-req.batch // dp)
     mean = round(req.prompt + (req.gen - 1) / 2)
-    same = layout_cost(cfg, system.chip, tp, "ws-1d", batch, 1, mean, wbytes, req.act, kv)
+    level = system.levels[0].sliced(tp)
+    same = layout_cost(cfg, system.chip, tp, "ws-1d", batch, 1, mean, wbytes, req.act, kv,
+                       level)  # fmt: skip
     if setup.objective == "throughput":
         pre = layout_cost(cfg, system.chip, tp, "ws-1d", batch, req.prompt, 0, wbytes,
-                          req.act, kv)  # fmt: skip
+                          req.act, kv, level)  # fmt: skip
         plan_latency_s = pre.step_s + req.decode_steps * same.step_s
         return req.batch / latency_s > batch * dp / plan_latency_s
     return dec.step_s < same.step_s

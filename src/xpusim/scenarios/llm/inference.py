@@ -46,6 +46,7 @@ from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.llm.torus import offer_layouts
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -237,8 +238,6 @@ def _simulate_jobs(
     results = list(map(_result, [model] * len(ready), ready, [cands] * len(ready), chosen,
                        runner_up.tolist(), map(cands.placement, chosen),
                        cands.bottlenecks(best)))  # fmt: skip
-    from xpusim.scenarios.llm.torus import offer_layouts  # it imports this module
-
     results = [offer_layouts(model, s, r) for s, r in zip(ready, results, strict=True)]
     return Results([Table.of(results)], found), setups, cands, best
 

@@ -17,11 +17,14 @@ result names the layout and has no per-op rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from xpusim.compiler.torus_layouts import LayoutCost, layout_cost, layouts
-from xpusim.scenarios.llm.inference import LLMInferenceResult, MemoryBytes
 from xpusim.scenarios.llm.plans import Setup
 from xpusim.workloads.transformer_config import TransformerConfig
+
+if TYPE_CHECKING:  # inference.py calls offer_layouts: its types only, not the module
+    from xpusim.scenarios.llm.inference import LLMInferenceResult
 
 
 def on_torus(setup: Setup) -> bool:
@@ -127,15 +130,16 @@ def offer_layouts(cfg: TransformerConfig, setup: Setup,
     energy_j = _energy_j(setup, pre) + steps * _energy_j(setup, dec)
     fullest = max((prefill.memory, decode.memory), key=lambda c: c.total_bytes)
     capacity = setup.system.chip.capacity_bytes
-    per_chip = MemoryBytes(fullest.weight_bytes, fullest.kv_bytes, fullest.activation_bytes,
+    memory_bytes = type(result.per_chip_memory_bytes)  # inference.MemoryBytes
+    per_chip = memory_bytes(fullest.weight_bytes, fullest.kv_bytes, fullest.activation_bytes,
                            fullest.total_bytes, capacity)  # fmt: skip
-    whole = MemoryBytes(fullest.weight_bytes * chips, fullest.kv_bytes * chips,
+    whole = memory_bytes(fullest.weight_bytes * chips, fullest.kv_bytes * chips,
                         fullest.activation_bytes * chips, fullest.total_bytes * chips,
                         capacity * chips)  # fmt: skip
     named = f"prefill {pre.layout}, decode {dec.layout}"
     comm_s = dec.link_s + dec.hop_s
     search = dict(result.plan_search or {})
-    search["layout"] = named
+    search["layouts"] = {"prefill": pre.layout, "decode": dec.layout}
     search["runner_up"] = {"plan": result.plan, "fits": result.fits, "tpot_s": result.tpot_s,
                            "ttft_s": result.ttft_s, "tokens_per_s": result.tokens_per_s}
     note = (f"torus layouts (Pope et al., compiler/torus_layouts.py): {named}; decode "

@@ -190,8 +190,12 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     kv = kv_total / kv_ways
     e, f, h = cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim
     x, comms = _collectives(lay, cfg, dims, t, a, layer_w)
-    if lay.weights == "gather":  # its shard, plus the gathered layer (two when overlapped)
-        weights = all_w / chips + layer_w * (1 + lay.overlap)
+    if lay.weights == "gather":
+        # its shard, plus the layer being gathered: whole, or, overlapped, the two shards in
+        # flight of the looped collective einsum that multiplies each as it arrives (Pope
+        # section 3.5: "some of the weight-gathered layouts would exhaust memory without
+        # these optimizations")
+        weights = all_w / chips + (2 * layer_w / chips if lay.overlap else layer_w)
         activations = t / batch_ways * (e + f + h) * a
         weight_reads, matmul_ways = all_w, batch_ways
     else:

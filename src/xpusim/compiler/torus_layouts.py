@@ -33,7 +33,7 @@ import itertools
 import math
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from xpusim.cost import systolic
@@ -76,6 +76,7 @@ def layout(name: str) -> Layout:
     return layouts()[name]
 
 
+@cache
 def slice_dims(chips: int) -> tuple[int, ...]:
     """The most cubic 3D torus shape of `chips` chips (4 x 4 x 4 for 64): TPU v4 slices are
     cuboids of the pod's 3D torus (Jouppi et al., ISCA 2023); Pope et al. use 4 x 4 x 4."""
@@ -99,7 +100,7 @@ class Collective:
     def time_s(self, link_bytes_per_s: float) -> float:
         return self.bytes_per_chip / (2 * len(self.axes) * link_bytes_per_s) if self.axes else 0.0
 
-    @property
+    @cached_property
     def hops(self) -> int:
         return sum(d - 1 for d in self.axes)
 
@@ -146,18 +147,29 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
     if lay.weights == "1d":
         one = Collective(tokens * e * act_bytes * (n - 1) / n, dims)
         return 1, [one, one]
-    best: tuple[float, int, list[Collective]] | None = None
+    x_dims, yz_dims = _split_2d(dims, e, f)
+    x, yz = math.prod(x_dims), math.prod(yz_dims)
+    over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_dims)
+    over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x, x_dims)
+    return x, [over_yz, over_x, over_x, over_yz]
+
+
+@cache
+def _split_2d(dims: tuple[int, ...], e: int, f: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the X axes, the YZ axes) of a 2D layout: the split of the torus axes whose
+    collectives move the fewest bytes, 2 T (E/X (YZ-1)/YZ + F/YZ (X-1)/X) a layer, the
+    same split whatever T (kept: a sweep asks for it once a job)."""
+    n = math.prod(dims)
+    best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
     for k in range(len(dims) + 1):
         for x_axes in itertools.combinations(range(len(dims)), k):
-            x = math.prod(dims[i] for i in x_axes)
-            yz_axes = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
+            x_dims = tuple(dims[i] for i in x_axes)
+            yz_dims = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
+            x = math.prod(x_dims)
             yz = n // x
-            over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_axes)
-            over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x,
-                                tuple(dims[i] for i in x_axes))
-            moved = 2 * (over_yz.bytes_per_chip + over_x.bytes_per_chip)
+            moved = e / x * (yz - 1) / yz + f / yz * (x - 1) / x
             if best is None or moved < best[0]:
-                best = (moved, x, [over_yz, over_x, over_x, over_yz])
+                best = (moved, x_dims, yz_dims)
     assert best is not None
     return best[1], best[2]
 

@@ -47,20 +47,20 @@ class PhaseLayout:
 
 def _phase(cfg: TransformerConfig, setup: Setup, tokens: int, mean_context: float,
            longest_context: int) -> PhaseLayout | None:  # fmt: skip
-    """The phase's fastest layout whose fullest chip fits, or None."""
+    """The phase's fastest layout whose fullest chip fits, or None: each costed at the
+    phase's mean context, its cache grown to the longest (a cache holds context + tokens)."""
     system, req = setup.system, setup.req
     chip, chips = system.chip, system.chips
     wbytes = setup.one_copy[0] / cfg.param_count
     kv = (req.kv or req.act).itemsize
+    grown = (longest_context + tokens) / (round(mean_context) + tokens)
     best: PhaseLayout | None = None
     for name in layouts():
-        memory = layout_cost(cfg, chip, chips, name, req.batch, tokens, longest_context,
-                             wbytes, req.act, kv, system.levels[0])  # fmt: skip
-        if memory.total_bytes > chip.capacity_bytes:
-            continue
         time = layout_cost(cfg, chip, chips, name, req.batch, tokens, round(mean_context),
                            wbytes, req.act, kv, system.levels[0])  # fmt: skip
-        if best is None or time.step_s < best.time.step_s:
+        memory = replace(time, kv_bytes=time.kv_bytes * grown)
+        if memory.total_bytes <= chip.capacity_bytes and (
+                best is None or time.step_s < best.time.step_s):
             best = PhaseLayout(time, memory)
     return best
 
@@ -115,16 +115,21 @@ def offer_layouts(cfg: TransformerConfig, setup: Setup,
             or setup.decoding.width > 1 or setup.decoding.draft is not None:
         return result
     longest = req.prompt + req.gen - 1
-    prefill = _phase(cfg, setup, req.prompt, 0, req.prompt)
     decode = _phase(cfg, setup, 1, req.prompt + (req.gen - 1) / 2, longest)
-    if prefill is None or decode is None:
+    if decode is None:
+        return result
+    latency = setup.objective != "throughput"  # decided on TPOT: no prefill to cost first
+    if latency and result.fits and not _beats(cfg, setup, result.plan, decode.time, 0.0):
+        return result
+    prefill = _phase(cfg, setup, req.prompt, 0, 0)
+    if prefill is None:
         return result
     pre, dec = prefill.time, decode.time
     steps = req.decode_steps
     ttft_s, tpot_s = pre.step_s, dec.step_s
     latency_s = ttft_s + steps * tpot_s
     tokens = req.output_tokens
-    if result.fits and not _beats(cfg, setup, result.plan, dec, latency_s):
+    if not latency and result.fits and not _beats(cfg, setup, result.plan, dec, latency_s):
         return result
     chips = setup.system.chips
     energy_j = _energy_j(setup, pre) + steps * _energy_j(setup, dec)

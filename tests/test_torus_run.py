@@ -67,3 +67,14 @@ def test_a_sweep_and_a_single_run_agree_on_a_layout_answer():
     (many,) = simulate_many(model, [(xpusim.target("tpu-v4"), options)])
     alone = xpusim.simulate(model, "tpu-v4", **options)
     assert many.layout == alone.layout and many.tpot_s == alone.tpot_s
+
+
+def test_overlapped_layouts_come_with_overlap_as_run_s_own_plans_do():
+    """By default run serializes its plans' collectives, and the layouts theirs; with
+    --overlap both hide them, and the overlapped layouts are the faster."""
+    options = dict(chips=64, batch=64, prompt=2048, gen=64, precision="bf16",
+                   weight_precision="int8")  # fmt: skip
+    plain = xpusim.simulate("palm-540b", "tpu-v4", **options)
+    hidden = xpusim.simulate("palm-540b", "tpu-v4", overlap=True, **options)
+    assert "overlap" not in plain.layout
+    assert hidden.layout.endswith("ws-2d-batch-kv-overlap") and hidden.tpot_s < plain.tpot_s

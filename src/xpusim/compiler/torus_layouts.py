@@ -268,12 +268,14 @@ def _weight_matmul_s(chip: Chip, act: DType, m: float, k: float, n: float) -> fl
 
 def best_layout(cfg: TransformerConfig, chip: Chip, chips: int, batch: int, tokens: int,
                 context: int, weight_bytes_per_param: float, act: DType = DType.BF16,
-                kv_bytes_per_element: float = 2.0) -> tuple[LayoutCost, list[LayoutCost]]:
+                kv_bytes_per_element: float = 2.0,
+                overlap: bool = True) -> tuple[LayoutCost, list[LayoutCost]]:
     """(the fastest layout whose fullest chip fits, or the one of least memory if none
-    does; every layout's cost, in the file's order)."""
+    does; every layout's cost, in the file's order). `overlap` False: the layouts that
+    serialize their collectives only."""
     costs = [layout_cost(cfg, chip, chips, name, batch, tokens, context,
                          weight_bytes_per_param, act, kv_bytes_per_element)
-             for name in layouts()]  # fmt: skip
+             for name, lay in layouts().items() if overlap or not lay.overlap]  # fmt: skip
     fitting = [c for c in costs if c.total_bytes <= chip.capacity_bytes]
     if fitting:
         return min(fitting, key=lambda c: c.step_s), costs

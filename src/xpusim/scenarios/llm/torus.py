@@ -6,9 +6,12 @@ axis groups at once, a multi-query cache split by sequence, weights gathered for
 prefills, collectives inside the matmuls. Each phase takes its own layout from the same
 weight split (ExFyz, Pope section 3.2.3: only the communication changes between phases),
 the one of least time whose fullest chip holds the weights, the longest cache and the
-phase's activations. The answer is a layout's when it fits and the searched plan does not,
-or when it beats that plan on the job's objective (TPOT, or tokens/s), the plan costed the
-same way; otherwise the searched plan stands.
+phase's activations. Layouts that hide their collectives behind the matmuls are offered with
+`--overlap` only, as `run` hides its own plans' collectives only then: by default both
+serialize them, so that neither is credited with an overlap the other is denied. The
+answer is a layout's when it fits and the searched plan does not, or when it beats that
+plan on the job's objective (TPOT, or tokens/s), the plan costed the same way; otherwise
+the searched plan stands.
 
 A layout's figures come from compiler/torus_layouts.py's per-step cost (no op graph): the
 result names the layout and has no per-op rows.
@@ -55,7 +58,9 @@ def _phase(cfg: TransformerConfig, setup: Setup, tokens: int, mean_context: floa
     kv = (req.kv or req.act).itemsize
     grown = (longest_context + tokens) / (round(mean_context) + tokens)
     best: PhaseLayout | None = None
-    for name in layouts():
+    for name, lay in layouts().items():
+        if lay.overlap and not setup.overlap:  # as run's plans: overlapped with --overlap
+            continue
         time = layout_cost(cfg, chip, chips, name, req.batch, tokens, round(mean_context),
                            wbytes, req.act, kv, system.levels[0])  # fmt: skip
         memory = replace(time, kv_bytes=time.kv_bytes * grown)
@@ -97,14 +102,18 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     batch = -(-req.batch // dp)
     mean = round(req.prompt + (req.gen - 1) / 2)
     level = system.levels[0].sliced(tp)
+    def step_s(cost: LayoutCost) -> float:  # with --overlap, the plan's links hidden too
+        work = max(cost.compute_s, cost.memory_s)
+        return (max(work, cost.link_s) if setup.overlap else work + cost.link_s) + cost.hop_s
+
     same = layout_cost(cfg, system.chip, tp, "ws-1d", batch, 1, mean, wbytes, req.act, kv,
                        level)  # fmt: skip
     if setup.objective == "throughput":
         pre = layout_cost(cfg, system.chip, tp, "ws-1d", batch, req.prompt, 0, wbytes,
                           req.act, kv, level)  # fmt: skip
-        plan_latency_s = pre.step_s + req.decode_steps * same.step_s
+        plan_latency_s = step_s(pre) + req.decode_steps * step_s(same)
         return req.batch / latency_s > batch * dp / plan_latency_s
-    return dec.step_s < same.step_s
+    return dec.step_s < step_s(same)
 
 
 def offer_layouts(cfg: TransformerConfig, setup: Setup,

@@ -51,7 +51,7 @@ def main() -> None:
                        label=label if i == 0 else None)  # fmt: skip
                 bottom += value * scale
             ax.plot(i, c.step_s * scale, "k_", markersize=22, markeredgewidth=2,
-                    label="step (overlapped parts)" if i == 0 else None)  # fmt: skip
+                    label="step, as the layout composes its parts" if i == 0 else None)  # fmt: skip
             top = 3 * published_s * scale
             if c.step_s * scale > top:  # off the scale: its step written at the top
                 ax.text(i, 0.97 * top, f"{c.step_s * scale:,.0f}", ha="center", va="top",

@@ -81,3 +81,62 @@ def test_a_layout_never_beats_the_roofline(name, chips, batch, tokens, context, 
     assert cost.step_s >= 2 * batch * tokens * PALM.active_param_count / peak
     assert cost.step_s >= PALM.param_count * wbytes / hbm
     assert all(math.isfinite(v) and v >= 0 for v in (cost.step_s, cost.total_bytes))
+
+
+# Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023, arXiv 2211.05102,
+# Table 2: PaLM 540B on 64 TPU v4, 2048-token context, 64 tokens generated (read from two
+# summaries that reproduce the table; the abstract states the 29 ms and the 76% MFU).
+# (phase, batch, weight bytes a parameter, the paper's layout, its latency in seconds)
+TABLE_2 = [
+    ("prefill", 1, 1.0, "ws-2d", 0.29),  # WS 2D, attention by head, int8
+    ("decode", 64, 1.0, "ws-2d-batch-kv", 1.82 / 64),  # WS 2D, attention by batch, int8
+    ("prefill", 512, 2.0, "wg-xyz-batch-kv", 85.2),  # WG XYZ, attention by batch, bf16
+    ("decode", 512, 2.0, "ws-2d-batch-kv", 6.0 / 64),  # WS 2D, attention by batch, bf16
+]
+
+
+@pytest.mark.parametrize(("phase", "batch", "wbytes", "layout_used", "published_s"), TABLE_2)
+def test_pope_table_2_within_the_seed_chip_target(phase, batch, wbytes, layout_used,
+                                                   published_s):
+    """The best layout's step against Table 2 within the issue's bar (none above 2x). Decode
+    is 0.5-0.6x of the paper's (docs/chips/tpu-v4.md says why): this pins it from getting
+    worse unnoticed, not a fit."""
+    tokens, context = (2048, 0) if phase == "prefill" else (1, 2048 + 32)
+    best, _ = best_layout(PALM, TPU, 64, batch, tokens, context, wbytes, overlap=False)
+    assert best.total_bytes <= TPU.capacity_bytes
+    assert 0.5 <= best.step_s / published_s <= 2.0, (layout_used, best.layout, best.step_s)
+
+
+@pytest.mark.parametrize(("phase", "batch", "wbytes", "layout_used", "published_s"), TABLE_2)
+def test_the_search_picks_the_layout_pope_used(phase, batch, wbytes, layout_used,
+                                               published_s):
+    """Costed from the chip's figures alone, the fastest fitting layout of each phase is
+    the one Table 2 names: 2D weight-stationary with attention by head for one prompt,
+    weights gathered over all three axes for 512, the cache split by sequence in decode;
+    the same with the collectives overlapped."""
+    tokens, context = (2048, 0) if phase == "prefill" else (1, 2048 + 32)
+    for overlap, suffix in ((False, ""), (True, "-overlap")):
+        best, _ = best_layout(PALM, TPU, 64, batch, tokens, context, wbytes, overlap=overlap)
+        assert best.layout == layout_used + suffix
+
+
+def test_a_collective_costs_its_dispatch_and_hops_however_few_bytes():
+    """Decode at batch 1: each collective is latency-bound, dispatch plus one hop a ring
+    step (torus_layouts.toml [collective], the scaling book's 8 us for a 3-hop all-gather)."""
+    from xpusim.compiler.torus_layouts import dispatch_s
+
+    one = layout_cost(PALM, TPU, 64, "ws-1d", 1, 1, 0, 1.0)
+    hop = TPU.chip_to_chip.latency_s.value
+    # ws-1d: an all-gather and a reduce-scatter over the 4x4x4 slice, 9 hops each
+    assert one.hop_s == pytest.approx(PALM.num_layers * 2 * (dispatch_s() + 9 * hop))
+    assert dispatch_s() == pytest.approx(5e-6)
+
+
+def test_fewer_tokens_than_mxu_rows_do_not_make_the_matmuls_faster():
+    """A weight-stationary 128x128 MXU loads a fold in 128 cycles whatever the tokens that
+    stream through it (cost/systolic.py): 16 or 64 tokens a chip cost the same matmul time,
+    256 more."""
+    compute = {b: layout_cost(PALM, TPU, 64, "ws-2d", b, 1, 0, 2.0).compute_s
+               for b in (16, 64, 256)}  # fmt: skip
+    assert compute[16] == pytest.approx(compute[64], rel=0.02)
+    assert compute[256] > 1.5 * compute[64]

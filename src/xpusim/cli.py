@@ -233,7 +233,8 @@ def run(model: str, chip_id: tuple[str, int | None], mode: str, as_json: bool, s
     from xpusim.hardware.spec import display_id
 
     title = f"{_model_label(result)} on {display_id(result.chip)}"
-    _print(_results_view([result], title), *([ops_table(result)] if show_ops else []))
+    detail = [ops_table(result)] if show_ops and result.ops else []  # a torus layout has none
+    _print(_results_view([result], title), *detail)
     for line in _notes(result):
         _print(f"note: {line}")
 

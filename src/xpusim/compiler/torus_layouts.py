@@ -18,7 +18,13 @@ an activation element, n chips), Pope section 3.2:
   which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
 - "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
 A collective along a set of torus axes uses both ring directions of each (2 links an axis)
-and takes (dim - 1) hops an axis.
+and takes (dim - 1) hops an axis, after a fixed cost to dispatch it (torus_layouts.toml,
+[collective]): in decode, where a layer's collectives move a few kB each, that latency, not
+bandwidth, is most of their time.
+
+The matmuls run at the chip's matrix unit as cost/systolic.py maps a GEMM onto it: on a
+weight-stationary array (TPU MXUs) a fold of weights serves the tokens streamed through it,
+so a decode step's few tokens a chip leave it waiting on weight loads, not arithmetic.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ import itertools
 import math
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
+from xpusim.cost import systolic
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
+from xpusim.hardware.system import TopologyLevel
 from xpusim.ir.dtypes import DType
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -46,10 +54,19 @@ class Layout:
 
 
 @cache
+def _data() -> dict:
+    return tomllib.loads(Path(__file__).with_name("torus_layouts.toml").read_text())
+
+
+@cache
 def layouts() -> dict[str, Layout]:
     """The layouts of torus_layouts.toml, by name."""
-    data = tomllib.loads(Path(__file__).with_name("torus_layouts.toml").read_text())
-    return {name: Layout(name, **fields) for name, fields in data["layouts"].items()}
+    return {name: Layout(name, **fields) for name, fields in _data()["layouts"].items()}
+
+
+def dispatch_s() -> float:
+    """The fixed cost of one collective before its first hop (torus_layouts.toml)."""
+    return float(_data()["collective"]["dispatch_s"])
 
 
 def layout(name: str) -> Layout:
@@ -59,6 +76,7 @@ def layout(name: str) -> Layout:
     return layouts()[name]
 
 
+@cache
 def slice_dims(chips: int) -> tuple[int, ...]:
     """The most cubic 3D torus shape of `chips` chips (4 x 4 x 4 for 64): TPU v4 slices are
     cuboids of the pod's 3D torus (Jouppi et al., ISCA 2023); Pope et al. use 4 x 4 x 4."""
@@ -82,9 +100,13 @@ class Collective:
     def time_s(self, link_bytes_per_s: float) -> float:
         return self.bytes_per_chip / (2 * len(self.axes) * link_bytes_per_s) if self.axes else 0.0
 
-    @property
+    @cached_property
     def hops(self) -> int:
         return sum(d - 1 for d in self.axes)
+
+    def latency_s(self, hop_s: float) -> float:
+        """Its time however few bytes it moves: dispatch, then its hops."""
+        return dispatch_s() + self.hops * hop_s if self.hops else 0.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,8 @@ class LayoutCost:
     link_s: float
     hop_s: float
     step_s: float
+    flops: float  # one chip's, the step's
+    hbm_bytes: float  # one chip's weight and cache reads, the step's
 
     @property
     def total_bytes(self) -> float:
@@ -123,34 +147,49 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
     if lay.weights == "1d":
         one = Collective(tokens * e * act_bytes * (n - 1) / n, dims)
         return 1, [one, one]
-    best: tuple[float, int, list[Collective]] | None = None
+    x_dims, yz_dims = _split_2d(dims, e, f)
+    x, yz = math.prod(x_dims), math.prod(yz_dims)
+    over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_dims)
+    over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x, x_dims)
+    return x, [over_yz, over_x, over_x, over_yz]
+
+
+@cache
+def _split_2d(dims: tuple[int, ...], e: int, f: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the X axes, the YZ axes) of a 2D layout: the split of the torus axes whose
+    collectives move the fewest bytes, 2 T (E/X (YZ-1)/YZ + F/YZ (X-1)/X) a layer, the
+    same split whatever T (kept: a sweep asks for it once a job)."""
+    n = math.prod(dims)
+    best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
     for k in range(len(dims) + 1):
         for x_axes in itertools.combinations(range(len(dims)), k):
-            x = math.prod(dims[i] for i in x_axes)
-            yz_axes = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
+            x_dims = tuple(dims[i] for i in x_axes)
+            yz_dims = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
+            x = math.prod(x_dims)
             yz = n // x
-            over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_axes)
-            over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x,
-                                tuple(dims[i] for i in x_axes))
-            moved = 2 * (over_yz.bytes_per_chip + over_x.bytes_per_chip)
+            moved = e / x * (yz - 1) / yz + f / yz * (x - 1) / x
             if best is None or moved < best[0]:
-                best = (moved, x, [over_yz, over_x, over_x, over_yz])
+                best = (moved, x_dims, yz_dims)
     assert best is not None
     return best[1], best[2]
 
 
 def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch: int,
                 tokens: int, context: int, weight_bytes_per_param: float,
-                act: DType = DType.BF16, kv_bytes_per_element: float = 2.0) -> LayoutCost:
+                act: DType = DType.BF16, kv_bytes_per_element: float = 2.0,
+                torus: TopologyLevel | None = None) -> LayoutCost:
     """One forward step of `batch` sequences, `tokens` new tokens each (the prompt in
     prefill, 1 in decode) after `context` cached ones, under layout `name` on a torus slice
     of `chips` chips of `chip`. Weights are `weight_bytes_per_param` wide in memory and
-    computed at `act`'s peak (int8 weights are widened to bf16 for the matmul, as Pope's)."""
+    computed at `act`'s peak (int8 weights are widened to bf16 for the matmul, as Pope's).
+    `torus`: the system's torus level, sliced to the chips (its shape, link bandwidth and
+    hop latency); None: the most cubic slice and the chip's own link figures."""
     lay = layout(name)
     if cfg.num_experts > 1 or cfg.is_mla or cfg.ssm:
         raise UserError(f"--layout {name}: torus layouts cost dense multi-head/query attention "
                         f"models; {cfg.name} is not one")  # fmt: skip
-    dims = slice_dims(chips)
+    dims = tuple(sorted((d for d in torus.dims if d > 1), reverse=True)) or (1,) \
+        if torus is not None and torus.dims else slice_dims(chips)
     a, t = act.itemsize, float(batch) * tokens
     layers = cfg.num_layers
     layer_w = cfg.layer_params * weight_bytes_per_param
@@ -163,8 +202,12 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     kv = kv_total / kv_ways
     e, f, h = cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim
     x, comms = _collectives(lay, cfg, dims, t, a, layer_w)
-    if lay.weights == "gather":  # its shard, plus the gathered layer (two when overlapped)
-        weights = all_w / chips + layer_w * (1 + lay.overlap)
+    if lay.weights == "gather":
+        # its shard, plus the layer being gathered: whole, or, overlapped, the two shards in
+        # flight of the looped collective einsum that multiplies each as it arrives (Pope
+        # section 3.5: "some of the weight-gathered layouts would exhaust memory without
+        # these optimizations")
+        weights = all_w / chips + (2 * layer_w / chips if lay.overlap else layer_w)
         activations = t / batch_ways * (e + f + h) * a
         weight_reads, matmul_ways = all_w, batch_ways
     else:
@@ -182,27 +225,57 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     attention_flops = 4.0 * batch * tokens * (context + tokens / 2) * h * layers
     flops = 2.0 * t * cfg.active_param_count / matmul_ways + attention_flops / attention_ways
     eff = chip.efficiency
-    compute_s = flops / (chip.peak(act) * eff.matmul.value)
+    # a chip's weight matmuls: its shard against every token (weight-stationary), or every
+    # layer's weights, gathered, against its sequences' tokens (weight-gathered)
+    gathered = lay.weights == "gather"
+    m, kn = (t / batch_ways, cfg.active_param_count) if gathered else \
+        (t, cfg.active_param_count / chips)
+    compute_s = (_weight_matmul_s(chip, act, m, e / x, kn * x / e)
+                 + attention_flops / attention_ways / (chip.peak(act) * eff.matmul.value))
     hbm = _hbm(chip).bandwidth_bytes_per_s.value * eff.memory.value
     memory_s = (weight_reads + kv) / hbm
-    link = chip.chip_to_chip.bandwidth_bytes_per_s.value if chip.chip_to_chip else math.inf
-    hop = chip.chip_to_chip.latency_s.value if chip.chip_to_chip else 0.0
+    links = torus or chip.chip_to_chip
+    link = links.bandwidth_bytes_per_s.value if links else math.inf
+    hop = links.latency_s.value if links else 0.0
     link_s = layers * sum(c.time_s(link) for c in comms) if chips > 1 else 0.0
-    hop_s = layers * hop * sum(c.hops for c in comms) if chips > 1 else 0.0
+    hop_s = layers * sum(c.latency_s(hop) for c in comms) if chips > 1 else 0.0
     work = max(compute_s, memory_s)
     step = (max(work, link_s) if lay.overlap else work + link_s) + hop_s
     return LayoutCost(name, chips, x, weights, kv, activations, compute_s, memory_s, link_s,
-                      hop_s, step)
+                      hop_s, step, flops, weight_reads + kv)
+
+
+def _weight_matmul_s(chip: Chip, act: DType, m: float, k: float, n: float) -> float:
+    """A chip's weight matmuls as one M x K by K x N GEMM (its share of the weights, K x N,
+    against the M tokens streamed through them): its FLOPs at the chip's matmul efficiency,
+    and on a systolic matrix unit at least its cycles there (cost/systolic.py: a weight-
+    stationary fold takes as long to load as `rows` tokens take to stream, so fewer tokens
+    than rows leave the cells waiting; Pope's 76% MFU on large prefills, Table 2, is below
+    what the cycles alone would give, so the efficiency stays the bound there)."""
+    at_efficiency_s = 2.0 * m * k * n / (chip.peak(act) * chip.efficiency.matmul.value)
+    unit = chip.matrix_unit
+    if unit.dataflow is None:
+        return at_efficiency_s
+    mode = systolic.MODES[unit.dataflow.value]
+    if mode == 1 and unit.double_buffered and unit.double_buffered.value:
+        mode = 2
+    cycles = systolic.cycles(max(m, 1.0), k, n, unit.rows.value, unit.cols.value,
+                             unit.count.value, mode)  # fmt: skip
+    # the unit's clock, as its peak states it (a TPU v4's 8 MXUs of 128 x 128 at 275 T/s)
+    clock_hz = chip.peak(act) / (2 * unit.rows.value * unit.cols.value * unit.count.value)
+    return max(at_efficiency_s, float(cycles) / clock_hz)
 
 
 def best_layout(cfg: TransformerConfig, chip: Chip, chips: int, batch: int, tokens: int,
                 context: int, weight_bytes_per_param: float, act: DType = DType.BF16,
-                kv_bytes_per_element: float = 2.0) -> tuple[LayoutCost, list[LayoutCost]]:
+                kv_bytes_per_element: float = 2.0,
+                overlap: bool = True) -> tuple[LayoutCost, list[LayoutCost]]:
     """(the fastest layout whose fullest chip fits, or the one of least memory if none
-    does; every layout's cost, in the file's order)."""
+    does; every layout's cost, in the file's order). `overlap` False: the layouts that
+    serialize their collectives only."""
     costs = [layout_cost(cfg, chip, chips, name, batch, tokens, context,
                          weight_bytes_per_param, act, kv_bytes_per_element)
-             for name in layouts()]  # fmt: skip
+             for name, lay in layouts().items() if overlap or not lay.overlap]  # fmt: skip
     fitting = [c for c in costs if c.total_bytes <= chip.capacity_bytes]
     if fitting:
         return min(fitting, key=lambda c: c.step_s), costs

@@ -127,6 +127,7 @@ def models_table(entries: Sequence[Listed]) -> Table:
 def _plan(r: LLMInferenceResult) -> str:
     degrees = " x ".join(f"{k}{v}" for k, v in r.plan.items() if v > 1 and k != "dp_attention")
     degrees += ", dp-attention" if r.plan.get("dp_attention") else ""
+    degrees = r.layout or degrees  # a torus layout's name says more than its tp
     return f"{r.chips} ({degrees})" if degrees else str(r.chips)
 
 

@@ -57,6 +57,10 @@ def _llm_inference(point: Point) -> Prediction:
     }
     if point.metric not in metrics:
         raise Unexpressible(f"metric {point.metric!r} is not an LLM inference output")
+    if result.layout:  # a torus layout: the one of the phase the metric measures
+        phase = "prefill" if point.metric == "ttft_s" else "decode"
+        return Prediction(metrics[point.metric], result.bottleneck,
+                          result.plan_search["layouts"][phase])  # fmt: skip
     plan_text = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1) or "1 chip"
     searched = " (searched: plan not published)" if result.plan_search else ""
     return Prediction(metrics[point.metric], result.bottleneck, f"{plan_text}{searched}")

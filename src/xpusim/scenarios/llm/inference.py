@@ -46,6 +46,7 @@ from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.llm.torus import offer_layouts
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -124,6 +125,7 @@ class LLMInferenceResult(Result):
     collectives: list[dict[str, Any]] = field(default_factory=list)
     plan_search: dict[str, Any] | None = None
     cost: Cost | None = None  # cost/dollars.py: filled where a price is known
+    layout: str = ""  # a torus layout's name, where one won the search (scenarios/llm/torus.py)
     notes: list[str] = field(default_factory=list)
     ops: list[OpReport] = field(default_factory=list)
 
@@ -178,7 +180,8 @@ def simulate(
         result = results[0]
         if isinstance(result, UserError):
             raise result
-        _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
+        if not result.layout:  # a torus layout's answer has no op graph
+            _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
     return result
 
 
@@ -235,6 +238,7 @@ def _simulate_jobs(
     results = list(map(_result, [model] * len(ready), ready, [cands] * len(ready), chosen,
                        runner_up.tolist(), map(cands.placement, chosen),
                        cands.bottlenecks(best)))  # fmt: skip
+    results = [offer_layouts(model, s, r) for s, r in zip(ready, results, strict=True)]
     return Results([Table.of(results)], found), setups, cands, best
 
 

@@ -95,3 +95,24 @@ def test_accepted_tokens_per_step_set_the_decode_speed():
     all_in = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="0,0,1")
     none = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="1,0,0")
     assert all_in < none / 2
+
+
+def test_attention_dp_splits_sglangs_prefill_budget_over_its_ranks_as_each_version_does():
+    """SGLang under --enable-dp-attention: 0.5 gives each of the dp ranks chunked_prefill_size
+    / dp, 0.4.2-0.4.3 each half of it; vLLM's budget is not split."""
+    assert engines()["sglang"].prefill_split(8192, 8) == (8192, 1024)
+    assert engines()["sglang-0.4"].prefill_split(8192, 8) == (32768, 4096)
+    assert engines()["vllm"].prefill_split(8192, 8) == (8192, 8192)
+    assert engines()["sglang"].prefill_split(8192, 1) == (8192, 8192)
+
+
+def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_dp():
+    """One 4,096-token prompt on 8 chips with attention DP: SGLang 0.5 prefills it in four
+    steps of 1,024 on its rank, so its first token comes later than in one step of 4,096."""
+    load = dict(chips=8, tp=8, ep=8, dp_attention=True, precision="fp8", concurrency=1,
+                prompt=4096, gen=4, requests=2, warmup=0, engine="sglang")  # fmt: skip
+    split = xpusim.serve("deepseek-v3", "h200-sxm", **load)
+    whole = xpusim.serve("deepseek-v3", "h200-sxm", **load, chunk=4096)
+    assert any("prefills at most 1024 tokens" in n for n in split.notes)
+    assert not any("prefills at most" in n for n in whole.notes)
+    assert split.ttft_s.mean > whole.ttft_s.mean

@@ -102,3 +102,28 @@ def test_ep_and_dp_attention_reach_serve_as_the_engines_flags(monkeypatch, ep, d
     adapters._llm_serving(point)
     assert seen[0]["ep"] == ep and seen[0]["dp_attention"] is dp_attention
     assert seen[0]["chips"] == 8 and seen[0]["tp"] == 8
+
+
+def test_a_closed_loop_runs_the_prompts_and_warmup_its_source_states(monkeypatch):
+    """bench_serving/benchmark_serving at --max-concurrency C with --num-prompts N measure
+    every one of the N, the first C sent at once (their test prompt runs before and apart):
+    the adapter runs N with no warm-up where the point says so, else its own default."""
+    seen: list[dict] = []
+
+    class Served:
+        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
+        ttft_s = tpot_s = None
+        scheduler = "prefill-first"
+
+    monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 3200, "gen": 800,
+             "load": {"kind": "concurrency", "value": 64, "requests": 500, "warmup": 0}}
+    point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert (seen[0]["concurrency"], seen[0]["requests"], seen[0]["warmup"]) == (64, 500, 0)
+    unstated = Point("q", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t",
+                     setup=setup | {"load": {"kind": "concurrency", "value": 64}})
+    adapters._llm_serving(unstated)
+    assert seen[1]["requests"] == adapters.SERVING_REQUESTS["concurrency"] * 64
+    assert "warmup" not in seen[1]
+    check_keys({"workload": "llm-serving", "id": "p", **setup})

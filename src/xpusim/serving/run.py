@@ -118,11 +118,19 @@ def prepare(
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
             budget = longest_prompt
         trial = replace(engine, token_budget=budget)
+        if engine.chunk is None and one.dp_attention:  # each attention-DP rank its share
+            step, per_rank = profile.prefill_split(budget, one.attention_dp)
+            if per_rank != budget:
+                trial = replace(trial, token_budget=step, chunk=per_rank)
         max_tokens = _table_tokens(trial, requests, in_flight)
         activations, blocks, per_token = _kv_room(
             cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
         if blocks >= -(-longest // engine.kv_block):
             break
+    if trial.chunk is not None and engine.chunk is None:
+        notes.append(f"attention data parallelism: each of the {one.attention_dp} ranks "
+                     f"prefills at most {trial.chunk} tokens of its own prompts a step "
+                     f"({profile.dp_attention_source.split(': ', 1)[0]})")  # fmt: skip
     if budget != budgets[0]:
         why = ("the longest prompt: continuous batching prefills whole prompts"
                if budget == longest_prompt and engine.scheduler == "continuous"

@@ -116,3 +116,29 @@ def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_
     assert any("prefills at most 1024 tokens" in n for n in split.notes)
     assert not any("prefills at most" in n for n in whole.notes)
     assert split.ttft_s.mean > whole.ttft_s.mean
+
+
+def _mixed_steps(tmp_path, engine: str) -> int:
+    """Steps that prefill and decode at once, DeepSeek-V3 on 8 H200 with attention DP."""
+    import csv
+
+    from click.testing import CliRunner
+
+    from xpusim.cli import cli
+
+    out = tmp_path / engine
+    args = ["serve", "deepseek-v3", "--chip", "h200-sxm", "--chips", "8", "--tp", "8", "--ep",
+            "8", "--dp-attention", "--precision", "fp8", "--rate", "4", "--prompt", "2048",
+            "--gen", "32", "--requests", "24", "--warmup", "0", "--engine", engine,
+            "--out", str(out)]  # fmt: skip
+    done = CliRunner().invoke(cli, args, standalone_mode=False)
+    assert done.exit_code == 0, done.output
+    with (out / "timeline.csv").open() as f:
+        return sum(int(r["decodes"]) > 0 and int(r["prefills"]) > 0 for r in csv.DictReader(f))
+
+
+def test_sglang_ranks_with_no_prompt_decode_while_others_prefill(tmp_path):
+    """SGLang's attention-DP ranks schedule apart: a prefill-first step with fewer prompts
+    than ranks decodes the rest; ATOM's prefill-first (no rank schedulers) never mixes."""
+    assert _mixed_steps(tmp_path, "sglang") > 0
+    assert _mixed_steps(tmp_path, "atom") == 0

@@ -123,6 +123,8 @@ def prepare(
             if per_rank != budget:
                 trial = replace(trial, token_budget=step, chunk=per_rank)
         max_tokens = _table_tokens(trial, requests, in_flight)
+        if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts
+            max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
         activations, blocks, per_token = _kv_room(
             cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
         if blocks >= -(-longest // engine.kv_block):
@@ -294,9 +296,10 @@ def run(
             spec = Speculator(e.drafts, e.decoding.advance, own.draft)
         padding = Padding.of(profile.graph_pad, own.graphs, own.cost, e.drafts + 1,
                              profile.padded)  # fmt: skip
+        ranks = own.plan.attention_dp if profile.dp_attention_chunk else 1
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
-                         spec)
+                         spec, rank_schedulers=ranks)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)

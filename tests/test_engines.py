@@ -95,3 +95,50 @@ def test_accepted_tokens_per_step_set_the_decode_speed():
     all_in = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="0,0,1")
     none = _tpot(speculative="eagle", draft_tokens=2, acceptance_lengths="1,0,0")
     assert all_in < none / 2
+
+
+def test_attention_dp_splits_sglangs_prefill_budget_over_its_ranks_as_each_version_does():
+    """SGLang under --enable-dp-attention: 0.5 gives each of the dp ranks chunked_prefill_size
+    / dp, 0.4.2-0.4.3 each half of it; vLLM's budget is not split."""
+    assert engines()["sglang"].prefill_split(8192, 8) == (8192, 1024)
+    assert engines()["sglang-0.4"].prefill_split(8192, 8) == (32768, 4096)
+    assert engines()["vllm"].prefill_split(8192, 8) == (8192, 8192)
+    assert engines()["sglang"].prefill_split(8192, 1) == (8192, 8192)
+
+
+def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_dp():
+    """One 4,096-token prompt on 8 chips with attention DP: SGLang 0.5 prefills it in four
+    steps of 1,024 on its rank, so its first token comes later than in one step of 4,096."""
+    load = dict(chips=8, tp=8, ep=8, dp_attention=True, precision="fp8", concurrency=1,
+                prompt=4096, gen=4, requests=2, warmup=0, engine="sglang")  # fmt: skip
+    split = xpusim.serve("deepseek-v3", "h200-sxm", **load)
+    whole = xpusim.serve("deepseek-v3", "h200-sxm", **load, chunk=4096)
+    assert any("prefills at most 1024 tokens" in n for n in split.notes)
+    assert not any("prefills at most" in n for n in whole.notes)
+    assert split.ttft_s.mean > whole.ttft_s.mean
+
+
+def _mixed_steps(tmp_path, engine: str) -> int:
+    """Steps that prefill and decode at once, DeepSeek-V3 on 8 H200 with attention DP."""
+    import csv
+
+    from click.testing import CliRunner
+
+    from xpusim.cli import cli
+
+    out = tmp_path / engine
+    args = ["serve", "deepseek-v3", "--chip", "h200-sxm", "--chips", "8", "--tp", "8", "--ep",
+            "8", "--dp-attention", "--precision", "fp8", "--rate", "4", "--prompt", "2048",
+            "--gen", "32", "--requests", "24", "--warmup", "0", "--engine", engine,
+            "--out", str(out)]  # fmt: skip
+    done = CliRunner().invoke(cli, args, standalone_mode=False)
+    assert done.exit_code == 0, done.output
+    with (out / "timeline.csv").open() as f:
+        return sum(int(r["decodes"]) > 0 and int(r["prefills"]) > 0 for r in csv.DictReader(f))
+
+
+def test_sglang_ranks_with_no_prompt_decode_while_others_prefill(tmp_path):
+    """SGLang's attention-DP ranks schedule apart: a prefill-first step with fewer prompts
+    than ranks decodes the rest; ATOM's prefill-first (no rank schedulers) never mixes."""
+    assert _mixed_steps(tmp_path, "sglang") > 0
+    assert _mixed_steps(tmp_path, "atom") == 0

@@ -64,9 +64,8 @@ def test_serving_key_sets_are_closed():
         check_keys(base | {"speculative": {"kind": "mtp", "tokens": 3}})
 
 
-def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatch):
-    """A point with drafts is simulated with them (serve's --speculative, --draft-tokens,
-    --acceptance), never as a plain run."""
+def _options_served(monkeypatch) -> list[dict]:
+    """The serve options each adapter call asks for, recorded in place of a simulation."""
     seen: list[dict] = []
 
     class Served:
@@ -75,6 +74,13 @@ def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatc
         scheduler = "chunked"
 
     monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
+    return seen
+
+
+def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatch):
+    """A point with drafts is simulated with them (serve's --speculative, --draft-tokens,
+    --acceptance), never as a plain run."""
+    seen = _options_served(monkeypatch)
     setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024,
              "precision": "fp8", "load": {"kind": "concurrency", "value": 64},
              "speculative": {"kind": "mtp", "draft_tokens": 3, "acceptance": 0.7}}  # fmt: skip
@@ -88,17 +94,28 @@ def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatc
 def test_ep_and_dp_attention_reach_serve_as_the_engines_flags(monkeypatch, ep, dp_attention):
     """Experts over TP's GPUs and attention data-parallelism are passed to serve with the
     engines' meanings (chips stay tp, not tp x ep)."""
-    seen: list[dict] = []
-
-    class Served:
-        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
-        ttft_s = tpot_s = None
-        scheduler = "chunked"
-
-    monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
+    seen = _options_served(monkeypatch)
     setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 1024, "gen": 1024, "ep": ep,
              "dp_attention": dp_attention, "load": {"kind": "offline"}}  # fmt: skip
     point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
     adapters._llm_serving(point)
     assert seen[0]["ep"] == ep and seen[0]["dp_attention"] is dp_attention
     assert seen[0]["chips"] == 8 and seen[0]["tp"] == 8
+
+
+def test_a_closed_loop_runs_the_prompts_and_warmup_its_source_states(monkeypatch):
+    """bench_serving/benchmark_serving at --max-concurrency C with --num-prompts N measure
+    every one of the N, the first C sent at once (their test prompt runs before and apart):
+    the adapter runs N with no warm-up where the point says so, else its own default."""
+    seen = _options_served(monkeypatch)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 3200, "gen": 800,
+             "load": {"kind": "concurrency", "value": 64, "requests": 500, "warmup": 0}}
+    point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert (seen[0]["concurrency"], seen[0]["requests"], seen[0]["warmup"]) == (64, 500, 0)
+    unstated = Point("q", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t",
+                     setup=setup | {"load": {"kind": "concurrency", "value": 64}})
+    adapters._llm_serving(unstated)
+    assert seen[1]["requests"] == adapters.SERVING_REQUESTS["concurrency"] * 64
+    assert "warmup" not in seen[1]
+    check_keys({"workload": "llm-serving", "id": "p", **setup})

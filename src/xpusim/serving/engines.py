@@ -20,6 +20,7 @@ MIB = 2**20
 POLICIES = ("decode-first", "prefill-first", "inflight", "continuous")
 GRAPH_PADS = ("tokens", "decode", "none")
 MEMORY_RULES = ("total", "free", "static")
+DP_CHUNK_RULES = ("", "per-rank", "half")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class EngineProfile:
     reserved_per_graph_batch_mib: float = 0.0
     reserved_per_eighth_rank_mib: float = 0.0
     reserved_floor_mib: float = 0.0
+    dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
+    dp_attention_source: str = ""
 
     def host_s(self, sequences: int) -> float:
         return self.per_iteration_s + self.per_sequence_s * sequences
@@ -91,6 +94,20 @@ class EngineProfile:
         """The captured size a step of n runs at: the next one up, or n past the largest."""
         i = bisect_left(sizes, n)
         return sizes[i] if i < len(sizes) else n
+
+    def prefill_split(self, token_budget: int, ranks: int) -> tuple[int, int]:
+        """(a step's prefill tokens, one prompt chunk's most) under attention data
+        parallelism over `ranks`, for the token budget the engine is given: each rank's
+        scheduler prefills its own requests within its share of it. "per-rank": the budget
+        is the whole step's, each rank a 1/ranks share (SGLang 0.4.4+); "half": each rank
+        half of it, the step ranks times that (SGLang 0.4.0-0.4.3); none: one chunk may
+        take the whole budget (a rank's prompt runs on one chip either way, step_cost.py)."""
+        if ranks <= 1 or not self.dp_attention_chunk:
+            return token_budget, token_budget
+        per_rank = token_budget // ranks if self.dp_attention_chunk == "per-rank" \
+            else token_budget // 2
+        per_rank = max(per_rank, 1)
+        return per_rank * ranks, per_rank
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
                  token_budget: int, graph_max: int, ranks: int) -> float:  # fmt: skip
@@ -128,7 +145,8 @@ def engines() -> dict[str, EngineProfile]:
                   "small_chips": tuple(fields.get("small_chips", ()))}  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
-            and profile.memory in MEMORY_RULES, name
+            and profile.memory in MEMORY_RULES \
+            and profile.dp_attention_chunk in DP_CHUNK_RULES, name
         found[name] = profile
     return found
 

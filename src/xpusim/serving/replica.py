@@ -93,6 +93,8 @@ class Replica:
     measured_from: int = 0  # sequence ids below it are warm-up: their gaps are not kept
     padding: Padding | None = None  # the engine's CUDA graphs
     speculator: Speculator | None = None  # speculative decoding
+    rank_schedulers: int = 1  # attention-DP ranks that each schedule their own requests
+    # (SGLang's dp-attention): a rank not prefilling decodes in a prefill-first step
     waiting: deque[Sequence] = field(default_factory=deque)
     prefilling: list[Sequence] = field(default_factory=list)
     cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order

@@ -118,11 +118,21 @@ def prepare(
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
             budget = longest_prompt
         trial = replace(engine, token_budget=budget)
+        if engine.chunk is None and one.dp_attention:  # each attention-DP rank its share
+            step, per_rank = profile.prefill_split(budget, one.attention_dp)
+            if per_rank != budget:
+                trial = replace(trial, token_budget=step, chunk=per_rank)
         max_tokens = _table_tokens(trial, requests, in_flight)
+        if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts
+            max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
         activations, blocks, per_token = _kv_room(
             cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
         if blocks >= -(-longest // engine.kv_block):
             break
+    if trial.chunk is not None and engine.chunk is None:
+        notes.append(f"attention data parallelism: each of the {one.attention_dp} ranks "
+                     f"prefills at most {trial.chunk} tokens of its own prompts a step "
+                     f"({profile.dp_attention_source.split(': ', 1)[0]})")  # fmt: skip
     if budget != budgets[0]:
         why = ("the longest prompt: continuous batching prefills whole prompts"
                if budget == longest_prompt and engine.scheduler == "continuous"
@@ -286,9 +296,10 @@ def run(
             spec = Speculator(e.drafts, e.decoding.advance, own.draft)
         padding = Padding.of(profile.graph_pad, own.graphs, own.cost, e.drafts + 1,
                              profile.padded)  # fmt: skip
+        ranks = own.plan.attention_dp if profile.dp_attention_chunk else 1
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
-                         spec)
+                         spec, rank_schedulers=ranks)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)

@@ -14,7 +14,10 @@
 - prefill-first: SGLang's and ATOM's: whenever a prompt can start or continue, a step of
   prompt chunks only (the one part-way first, then new requests in arrival order, within
   the chunked-prefill size), which pauses the decodes; otherwise every running sequence
-  decodes. Short TTFT, decodes stalled by each prefill step.
+  decodes. Short TTFT, decodes stalled by each prefill step. Under SGLang's attention data
+  parallelism each rank schedules its own requests, so while fewer prompts prefill than
+  there are ranks, the other ranks' decodes run in the same step (the cohort decodes as a
+  whole: the prefilling ranks' few decodes are counted as running too).
 - inflight: TensorRT-LLM's in-flight batching with its defaults: decodes, then whole
   prompts beside them within max_num_tokens (context chunking off; a prompt longer than
   the budget runs alone, chunked), a request admitted only when the blocks of its whole
@@ -188,7 +191,12 @@ def _beside_decodes(r: Replica, whole: bool) -> Batch:
 @_register("prefill-first")
 def prefill_first(r: Replica) -> Batch:
     """A step of prompt chunks when a prompt can run (the part-way one first, then new
-    ones), else the decodes."""
+    ones), else the decodes. Under attention DP with each rank scheduling apart, the ranks
+    with no prompt to prefill decode in the same step (SGLang's prepare_dp_attn_batch:
+    each rank's own batch, decode or prefill, the experts over all of them); their blocks
+    are taken before the prompts are admitted, as a decode-first step takes them."""
+    apart = r.rank_schedulers > 1
+    decode = apart and r.decodes()
     batch = Batch()
     budget = r.token_budget
     for s in r.prefilling:
@@ -211,5 +219,7 @@ def prefill_first(r: Replica) -> Batch:
         batch.chunks.append((s, q))
         budget -= q
     if not batch.chunks:
-        batch.decode = r.decodes()
+        batch.decode = decode if apart else r.decodes()
+    elif len(batch.chunks) < r.rank_schedulers:  # a rank is free of prompts: it decodes
+        batch.decode = decode
     return batch

@@ -94,7 +94,10 @@ def _llm_training(point: Point) -> Prediction:
 
 
 SERVING_REQUESTS = {"concurrency": 8, "rate": 2000, "max-rate": 1500, "offline": 16}
-"""Requests simulated per point: 8 per client of a closed loop (a tenth are warm-up), 2,000
+"""Requests simulated per point where its source states none (a load's `requests` and
+`warmup` are the benchmark's own: its --num-prompts, every one measured, as vLLM's
+benchmark_serving and SGLang's bench_serving count them, their single test prompt run
+before and apart): 8 per client of a closed loop (a tenth are warm-up), 2,000
 Poisson arrivals, 1,500 per trial of a max-rate search (at least four per slot), and for
 offline one burst of 16 per slot (MLPerf's Offline and trtllm-bench issue every request at
 once and divide by the makespan; 16 rounds keep the drain at the end to a few percent)."""
@@ -159,14 +162,20 @@ def _llm_serving(point: Point) -> Prediction:
 
         options["lengths"] = str(DATA.parent / point.get("lengths"))
     kind = load["kind"]
-    if kind == "concurrency":
+    if kind == "concurrency":  # the client's prompts and warm-up as the source ran them
         c = int(load["value"])
-        options |= {"concurrency": c, "requests": max(SERVING_REQUESTS[kind] * c, 100)}
+        options |= {"concurrency": c,
+                    "requests": int(load.get("requests") or max(SERVING_REQUESTS[kind] * c, 100))}
+        if load.get("warmup") is not None:
+            options["warmup"] = int(load["warmup"])
     elif kind == "burst":  # every request at once, the run ends when they finish
         c = int(load["value"])
         options |= {"concurrency": c, "requests": c, "warmup": 0}
     elif kind == "rate":
-        options |= {"rate": float(load["value"]), "requests": SERVING_REQUESTS[kind]}
+        options |= {"rate": float(load["value"]),
+                    "requests": int(load.get("requests") or SERVING_REQUESTS[kind])}
+        if load.get("warmup") is not None:
+            options["warmup"] = int(load["warmup"])
     elif kind == "max-rate":
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}

@@ -49,7 +49,9 @@ same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (a
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
 --draft-tokens, --acceptance) are settings a source states that the adapter passes to serve
 with the engines' meanings, never drops."""
-LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms"}
+LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup"}
+"""A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
+those, the first ones its statistics leave out) where the source states them."""
 SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance"}
 
 

@@ -117,6 +117,8 @@ def test_amd_blockscale_tables_price_block_scaled_fp8_only(chip_id):
              for w in ("fp8", "fp8-block") for t in [_fp8_matmul(64, 7168, 2112, weights=w)]}
     per_tensor, block = (kernel_floor_s(t, hw)[0] for t, hw in hw_of.values())
     assert per_tensor == 0.0 and block > 0.0
+    grouped = _fp8_matmul(64, 7168, 2112, groups=8, weights="fp8-block")  # experts: fused MoE
+    assert kernel_floor_s(grouped, HardwareArrays.build(load_chip(chip_id), grouped))[0] == 0.0
     table, hw = hw_of["fp8-block"]
     chip = load_chip(chip_id)
     placement = place(chip, Footprint(7168 * 2112, 0.0, 64 * (7168 + 2 * 2112)))

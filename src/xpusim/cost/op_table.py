@@ -19,14 +19,19 @@ from xpusim.ir.tensor import ROLES, Role
 
 BLOCK_SCALED_FP8 = "fp8-block-scaled"
 """Kernel scope of FP8 matmuls over 128 x 128 block-scaled weights (DeepSeek's format)."""
+GROUPED_BLOCK_SCALED_FP8 = "fp8-block-scaled-grouped"
+"""The same over a stack of expert weights: engines run fused-MoE kernels there (AITER's
+fused_moe, DeepGEMM's grouped GEMMs), a different family from the dense GEMMs a
+BLOCK_SCALED_FP8 table measured."""
 
 
 def kernel_scope(op: Op) -> str:
     """The kernel family an op runs: BLOCK_SCALED_FP8 for a matmul whose weight is stored
-    in the `fp8-block` layout, else its compute format's name (per-tensor FP8 is `fp8`)."""
+    in the `fp8-block` layout (GROUPED_ over stacked expert weights), else its compute
+    format's name (per-tensor FP8 is `fp8`)."""
     weight_format = op.inputs[1].dtype if op.kind == OpKind.MATMUL and len(op.inputs) > 1 else None
     if getattr(weight_format, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8:
-        return BLOCK_SCALED_FP8
+        return GROUPED_BLOCK_SCALED_FP8 if len(op.inputs[1].shape) > 2 else BLOCK_SCALED_FP8
     return op.compute_dtype.value
 
 

@@ -24,7 +24,7 @@ from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
 from xpusim.hardware.whatif import override
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
@@ -44,14 +44,16 @@ def test_every_table_loads_with_its_source_date_and_conditions():
 
 def test_amd_chips_have_their_own_tables():
     """AMD's chips have tables of AMD kernels measured on AMD chips, not NVIDIA's scaled;
-    they are of block-scaled FP8, which no op says it runs yet, so they price nothing."""
+    they are of block-scaled FP8 and price those matmuls only, not per-tensor FP8."""
     from xpusim.cost.kernel_tables import tables_for_chip
 
     for chip_id in ("mi300x", "mi325x", "mi355x"):
         (table,) = tables_for_chip(chip_id)
         assert table.measured_on.startswith("mi") and table.scope == "fp8-block-scaled"
         assert gemm_table(chip_id, DType.FP8) is None
+        assert gemm_table(chip_id, DType.FP8, "fp8-block-scaled") is table
     assert gemm_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
+    assert gemm_table("h200-sxm", DType.FP8, "fp8-block-scaled").measured_on == "h100-sxm"
     assert gemm_table("b200", DType.FP8) is None  # no table: the chip keeps its model
     assert gemm_table("mi300x", DType.BF16) is None
 
@@ -95,13 +97,32 @@ def test_a_row_faster_than_the_roofline_is_refused():
         roofline_seconds(rows, DType.FP8, chip, "test")
 
 
-def _fp8_matmul(m: int, k: int, n: int, groups: int = 1, dtype: DType = DType.FP8):
+def _fp8_matmul(m: int, k: int, n: int, groups: int = 1, dtype: DType = DType.FP8,
+                weights: str | None = None):
+    """One matmul; `weights` names the weight's checkpoint layout (e.g. fp8-block)."""
     lead = (groups,) if groups > 1 else ()
+    weight_format = parse_weight_format(weights) if weights else dtype
     ins = (Tensor("x", (*lead, m, k), dtype),
-           Tensor("w", (*lead, k, n), dtype, Role.WEIGHT))  # fmt: skip
+           Tensor("w", (*lead, k, n), weight_format, Role.WEIGHT))  # fmt: skip
     op = Op(OpKind.MATMUL, "mm", ins, (Tensor("y", (*lead, m, n), DType.BF16),),
             (("compute", dtype.value),))  # fmt: skip
     return op_table(Graph("one", [op]))
+
+
+@pytest.mark.parametrize("chip_id", ["mi300x", "mi325x", "mi355x"])
+def test_amd_blockscale_tables_price_block_scaled_fp8_only(chip_id):
+    """A DeepSeek-style fp8-block weight runs AITER's block-scaled kernels, which the AMD
+    tables measured; a per-tensor FP8 weight (Llama FP8, MLPerf) keeps the chip's model."""
+    hw_of = {w: (t, HardwareArrays.build(load_chip(chip_id), t))
+             for w in ("fp8", "fp8-block") for t in [_fp8_matmul(64, 7168, 2112, weights=w)]}
+    per_tensor, block = (kernel_floor_s(t, hw)[0] for t, hw in hw_of.values())
+    assert per_tensor == 0.0 and block > 0.0
+    grouped = _fp8_matmul(64, 7168, 2112, groups=8, weights="fp8-block")  # experts: fused MoE
+    assert kernel_floor_s(grouped, HardwareArrays.build(load_chip(chip_id), grouped))[0] == 0.0
+    table, hw = hw_of["fp8-block"]
+    chip = load_chip(chip_id)
+    placement = place(chip, Footprint(7168 * 2112, 0.0, 64 * (7168 + 2 * 2112)))
+    assert evaluate(table, hw, placement).time_s[0] >= block
 
 
 @settings(max_examples=60, deadline=None)

@@ -79,14 +79,19 @@ class KernelTable:
     @property
     def prices_all_of_dtype(self) -> bool:
         """Whether it prices every op of its format; a narrower scope (block-scaled FP8)
-        prices none until ops say which kernel family they run."""
+        prices only the ops whose kernel family it is (op_table.kernel_scope)."""
         return self.scope == self.dtype
+
+    def prices(self, dtype: DType, scope: str) -> bool:
+        """Whether it prices a matmul of compute format `dtype` running kernels of `scope`."""
+        return self.kind == "gemm" and self.dtype == dtype.value and (
+            self.prices_all_of_dtype or self.scope == scope)
 
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
         nodes, values = self.curve()
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
-        priced = "" if self.prices_all_of_dtype else f" (shown only: prices {self.scope})"
+        priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         return (f"kernel_table.{self.kind}.{self.scope}",
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
                 f"f at M = {curve}")  # fmt: skip
@@ -203,19 +208,23 @@ def tables_for_chip(chip_id: str) -> list[KernelTable]:
     return [t for t in all_tables() if base in t.chips]
 
 
-def gemm_table(chip_id: str, dtype: DType) -> KernelTable | None:
-    """The table that prices `chip_id`'s matmuls of `dtype` (one whose scope is the whole
-    format); what-if copies share their base chip's (the floor scales with the copy's own
-    peak and bandwidth)."""
-    matches = (t for t in tables_for_chip(chip_id) if t.prices_all_of_dtype
-               and t.kind == "gemm" and t.dtype == dtype.value)  # fmt: skip
-    return next(matches, None)
+def gemm_table(chip_id: str, dtype: DType, scope: str | None = None) -> KernelTable | None:
+    """The table that prices `chip_id`'s matmuls of `dtype` running kernels of `scope`
+    (op_table.kernel_scope; the format's own name when None): a table of that exact scope
+    first, else one of the whole format. What-if copies share their base chip's (the floor
+    scales with the copy's own peak and bandwidth)."""
+    scope = dtype.value if scope is None else scope
+    tables = [t for t in tables_for_chip(chip_id) if t.prices(dtype, scope)]
+    exact = [t for t in tables if t.scope == scope]
+    return (exact or tables or [None])[0]
 
 
-def gemm_fraction_grid(chip_id: str, dtype: DType) -> tuple[np.ndarray, float] | None:
+def gemm_fraction_grid(
+    chip_id: str, dtype: DType, scope: str | None = None
+) -> tuple[np.ndarray, float] | None:
     """The table's curve sampled at GRID_LOG2 (what the cost model interpolates) and its
     fixed time, or None."""
-    table = gemm_table(chip_id, dtype)
+    table = gemm_table(chip_id, dtype, scope)
     return None if table is None else (table.fraction_at(2.0**GRID_LOG2), table.fixed_s)
 
 

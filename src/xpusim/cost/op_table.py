@@ -18,6 +18,23 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import ROLES, Role
 
+BLOCK_SCALED_FP8 = "fp8-block-scaled"
+"""Kernel scope of FP8 matmuls over 128 x 128 block-scaled weights (DeepSeek's format)."""
+GROUPED_BLOCK_SCALED_FP8 = "fp8-block-scaled-grouped"
+"""The same over a stack of expert weights: engines run fused-MoE kernels there (AITER's
+fused_moe, DeepGEMM's grouped GEMMs), a different family from the dense GEMMs a
+BLOCK_SCALED_FP8 table measured."""
+
+
+def kernel_scope(op: Op) -> str:
+    """The kernel family an op runs: BLOCK_SCALED_FP8 for a matmul whose weight is stored
+    in the `fp8-block` layout (GROUPED_ over stacked expert weights), else its compute
+    format's name (per-tensor FP8 is `fp8`)."""
+    weight_format = op.inputs[1].dtype if op.kind == OpKind.MATMUL and len(op.inputs) > 1 else None
+    if getattr(weight_format, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8:
+        return GROUPED_BLOCK_SCALED_FP8 if len(op.inputs[1].shape) > 2 else BLOCK_SCALED_FP8
+    return op.compute_dtype.value
+
 
 @dataclass(frozen=True)
 class OpTable:
@@ -71,12 +88,20 @@ class OpTable:
         """Compute format of each op's matrix work."""
         return tuple(op.compute_dtype for op in self.ops)
 
+    @property
+    def kernel_scopes(self) -> tuple[str, ...]:
+        """Which kernel family each op runs, as kernel tables name their scope
+        (cost/kernel_tables.py): a matmul over a block-scaled FP8 weight (the checkpoint's
+        `fp8-block` layout, workloads/checkpoint.py) runs block-scaled FP8 kernels; every
+        other op its compute format's."""
+        return tuple(kernel_scope(op) for op in self.ops)
+
     @cached_property
     def structure(self) -> tuple:
-        """What a chip's per-op figures depend on: each op's kind, format, and whether it
-        does matrix work at all."""
+        """What a chip's per-op figures depend on: each op's kind, format, kernel family and
+        whether it does matrix work at all."""
         has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
-        return (self.kinds, self.dtypes, tuple(has_matrix.tolist()))
+        return (self.kinds, self.dtypes, self.kernel_scopes, tuple(has_matrix.tolist()))
 
     @cached_property
     def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:

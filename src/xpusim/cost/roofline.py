@@ -243,8 +243,9 @@ class HardwareArrays:
         level_eff = level_efficiencies(chip, memory_eff)
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
-        for i, (dtype, kind) in enumerate(zip(table.dtypes, table.kinds, strict=True)):
-            curve = gemm_fraction_grid(chip.id, dtype) if kind == OpKind.MATMUL else None
+        for i, (dtype, kind, scope) in enumerate(
+                zip(table.dtypes, table.kinds, table.kernel_scopes, strict=True)):
+            curve = gemm_fraction_grid(chip.id, dtype, scope) if kind == OpKind.MATMUL else None
             if curve is not None and has_matrix[i]:
                 (grid[i], kernel_fixed_s[i]), kernel_peak[i] = curve, peaks[i]
         return cls(

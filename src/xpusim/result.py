@@ -129,6 +129,8 @@ def _cell(column: list | Nested, i: int) -> Any:
     value = column[i]
     if type(value) is dict:
         return dict(value)
+    if dataclasses.is_dataclass(value):  # a result object's part (its MemoryBytes): a copy
+        return dataclasses.replace(value)
     return list(value) if type(value) is list else value
 
 

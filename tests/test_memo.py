@@ -19,11 +19,14 @@ LOADERS_KEPT = {
     "web/app.py", "workloads/zoo.py", "workloads/torch_kernels.py", "ir/dtypes.py",
     "validation/points.py", "api.py", "serving/engines.py", "hardware/system.py",
     "hardware/prices.py", "hardware/catalog.py", "cost/calibration.py", "planning/launch.py",
-    "compiler/torus_layouts.py", "cost/kernel_tables.py",
+    "cost/kernel_tables.py",
 }  # fmt: skip
 # Single functions kept likewise: a result class's fields read off its type hints (a
-# constant of the class), and a lengths file's rows keyed by its path, size and mtime.
+# constant of the class), the torus layouts' TOML (in a module whose other memos are
+# computed, so scoped), and a lengths file's rows keyed by its path, size and mtime.
 FUNCTIONS_KEPT = {"explore/rows.py: @functools.cache _objects",
+                  "compiler/torus_layouts.py: @cache _data",
+                  "compiler/torus_layouts.py: @cache layouts",
                   "serving/load.py: @lru_cache(maxsize=8) _read_lengths"}
 
 

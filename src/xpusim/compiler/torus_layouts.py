@@ -41,6 +41,7 @@ from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import TopologyLevel
 from xpusim.ir.dtypes import DType
+from xpusim.memo import scoped
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -76,7 +77,7 @@ def layout(name: str) -> Layout:
     return layouts()[name]
 
 
-@cache
+@scoped()
 def slice_dims(chips: int) -> tuple[int, ...]:
     """The most cubic 3D torus shape of `chips` chips (4 x 4 x 4 for 64): TPU v4 slices are
     cuboids of the pod's 3D torus (Jouppi et al., ISCA 2023); Pope et al. use 4 x 4 x 4."""
@@ -131,6 +132,20 @@ class LayoutCost:
     def total_bytes(self) -> float:
         return self.weight_bytes + self.kv_bytes + self.activation_bytes
 
+    def step_with(self, overlap: bool) -> float:
+        """The step with its collectives hidden behind the matmuls or not, whatever the
+        layout's own choice (run's plans, costed as a layout, follow --overlap)."""
+        return step_time_s(self.compute_s, self.memory_s, self.link_s, self.hop_s, overlap)
+
+
+def step_time_s(compute_s: float, memory_s: float, link_s: float, hop_s: float,
+                overlap: bool) -> float:  # fmt: skip
+    """A step: its work (the longer of computing and reading memory) and its collectives'
+    link time, summed, or the longer of the two when overlapped (Pope section 3.5); the
+    hops' latency is never hidden."""
+    work = max(compute_s, memory_s)
+    return (max(work, link_s) if overlap else work + link_s) + hop_s
+
 
 def _hbm(chip: Chip):
     return next(m for m in reversed(chip.memory) if m.kind.holds_tensors)
@@ -154,11 +169,11 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
     return x, [over_yz, over_x, over_x, over_yz]
 
 
-@cache
+@scoped()
 def _split_2d(dims: tuple[int, ...], e: int, f: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(the X axes, the YZ axes) of a 2D layout: the split of the torus axes whose
     collectives move the fewest bytes, 2 T (E/X (YZ-1)/YZ + F/YZ (X-1)/X) a layer, the
-    same split whatever T (kept: a sweep asks for it once a job)."""
+    same split whatever T (kept for the call: a sweep asks for it once a job)."""
     n = math.prod(dims)
     best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
     for k in range(len(dims) + 1):
@@ -239,8 +254,7 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     hop = links.latency_s.value if links else 0.0
     link_s = layers * sum(c.time_s(link) for c in comms) if chips > 1 else 0.0
     hop_s = layers * sum(c.latency_s(hop) for c in comms) if chips > 1 else 0.0
-    work = max(compute_s, memory_s)
-    step = (max(work, link_s) if lay.overlap else work + link_s) + hop_s
+    step = step_time_s(compute_s, memory_s, link_s, hop_s, lay.overlap)
     return LayoutCost(name, chips, x, weights, kv, activations, compute_s, memory_s, link_s,
                       hop_s, step, flops, weight_reads + kv)
 

@@ -102,18 +102,15 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     batch = -(-req.batch // dp)
     mean = round(req.prompt + (req.gen - 1) / 2)
     level = system.levels[0].sliced(tp)
-    def step_s(cost: LayoutCost) -> float:  # with --overlap, the plan's links hidden too
-        work = max(cost.compute_s, cost.memory_s)
-        return (max(work, cost.link_s) if setup.overlap else work + cost.link_s) + cost.hop_s
-
+    hidden = setup.overlap  # with --overlap, the plan's collectives hidden too
     same = layout_cost(cfg, system.chip, tp, "ws-1d", batch, 1, mean, wbytes, req.act, kv,
                        level)  # fmt: skip
     if setup.objective == "throughput":
         pre = layout_cost(cfg, system.chip, tp, "ws-1d", batch, req.prompt, 0, wbytes,
                           req.act, kv, level)  # fmt: skip
-        plan_latency_s = step_s(pre) + req.decode_steps * step_s(same)
+        plan_latency_s = pre.step_with(hidden) + req.decode_steps * same.step_with(hidden)
         return req.batch / latency_s > batch * dp / plan_latency_s
-    return dec.step_s < step_s(same)
+    return dec.step_s < same.step_with(hidden)
 
 
 def offer_layouts(cfg: TransformerConfig, setup: Setup,
@@ -144,12 +141,10 @@ def offer_layouts(cfg: TransformerConfig, setup: Setup,
     energy_j = _energy_j(setup, pre) + steps * _energy_j(setup, dec)
     fullest = max((prefill.memory, decode.memory), key=lambda c: c.total_bytes)
     capacity = setup.system.chip.capacity_bytes
-    memory_bytes = type(result.per_chip_memory_bytes)  # inference.MemoryBytes
-    per_chip = memory_bytes(fullest.weight_bytes, fullest.kv_bytes, fullest.activation_bytes,
-                           fullest.total_bytes, capacity)  # fmt: skip
-    whole = memory_bytes(fullest.weight_bytes * chips, fullest.kv_bytes * chips,
-                        fullest.activation_bytes * chips, fullest.total_bytes * chips,
-                        capacity * chips)  # fmt: skip
+    per_chip = replace(result.per_chip_memory_bytes, weights=fullest.weight_bytes,
+                       kv_cache=fullest.kv_bytes, activations=fullest.activation_bytes,
+                       total=fullest.total_bytes, capacity=capacity)  # fmt: skip
+    whole = replace(per_chip, **{k: v * chips for k, v in vars(per_chip).items()})
     named = f"prefill {pre.layout}, decode {dec.layout}"
     comm_s = dec.link_s + dec.hop_s
     search = dict(result.plan_search or {})

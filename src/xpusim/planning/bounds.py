@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from xpusim.planning.space import Config
+from xpusim.planning.space import Config, mtp_options
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -56,11 +56,9 @@ def run_key(config: Config, batch: int) -> tuple[Any, ...]:
 
 def run_options(key: tuple[Any, ...], prompt: int, gen: int) -> dict[str, Any]:
     _, chips, tp, pp, ep, dp_attention, precision, mtp, batch = key
-    speculative = {} if mtp is None else {"speculative": "mtp", "draft_tokens": mtp[0],
-                                          "acceptance": mtp[1]}  # fmt: skip
     return {"batch": batch, "prompt": prompt, "gen": gen, "chips": chips, "tp": tp, "pp": pp,
             "ep": ep, "dp_attention": dp_attention, "dp": 1, "precision": precision,
-            **speculative}  # fmt: skip
+            **mtp_options(mtp)}  # fmt: skip
 
 
 def decode_batch(config: Config, concurrency: int | None) -> int:

@@ -70,10 +70,14 @@ class Knobs:
     mtp: tuple[int, float] | None = None
 
     def decoding_options(self) -> dict[str, Any]:
-        """The speculative setting as `run`'s and `serve`'s options."""
-        if self.mtp is None:
-            return {}
-        return {"speculative": "mtp", "draft_tokens": self.mtp[0], "acceptance": self.mtp[1]}
+        return mtp_options(self.mtp)
+
+
+def mtp_options(mtp: tuple[int, float] | None) -> dict[str, Any]:
+    """A Knobs.mtp setting as `run`'s and `serve`'s speculative options (none: {})."""
+    if mtp is None:
+        return {}
+    return {"speculative": "mtp", "draft_tokens": mtp[0], "acceptance": mtp[1]}
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,8 @@ def plot_timeline(frames: Frames, result: Any, out: Path) -> list[str]:
     fig.suptitle(f"{result.model} on {result.chips} {result.chip}: {result.load['kind']} "
                  f"{result.load['value']}")  # fmt: skip
     fig.tight_layout()
-    written = [str(out / "timeline.png")]
-    with atomic_path(out / "timeline.png") as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    written.append(plot_latency_distribution(frames, result, out))
+    written = [_save(plt, fig, out / "timeline.png"),
+               plot_latency_distribution(frames, result, out)]
     if result.search and result.search.get("find") == "max-rate":
         written.append(plot_latency_load(result.search["trials"], result, out))
     return written
@@ -62,11 +59,7 @@ def plot_latency_distribution(frames: Frames, result: Any, out: Path) -> str:
     fig.suptitle(f"{result.model} on {result.chips} {result.chip}: {result.load['kind']} "
                  f"{result.load['value']:.3g}")  # fmt: skip
     fig.tight_layout()
-    path = str(out / "latency.png")
-    with atomic_path(out / "latency.png") as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / "latency.png")
 
 
 def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
@@ -91,8 +84,12 @@ def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
     ax.legend()
     ax.set_title(f"{result.model} on {result.chips} {result.chip}: latency against load")
     fig.tight_layout()
-    path = str(out / "latency_load.png")
-    with atomic_path(out / "latency_load.png") as tmp:
+    return _save(plt, fig, out / "latency_load.png")
+
+
+def _save(plt: Any, fig: Any, path: Path) -> str:
+    """The figure written whole or not at all, and closed; its path as text."""
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
-    return path
+    return str(path)

@@ -195,8 +195,7 @@ def prefill_first(r: Replica) -> Batch:
     with no prompt to prefill decode in the same step (SGLang's prepare_dp_attn_batch:
     each rank's own batch, decode or prefill, the experts over all of them); their blocks
     are taken before the prompts are admitted, as a decode-first step takes them."""
-    apart = r.rank_schedulers > 1
-    decode = apart and r.decodes()
+    early = r.decodes() if r.rank_schedulers > 1 else None  # before any prompt's blocks
     batch = Batch()
     budget = r.token_budget
     for s in r.prefilling:
@@ -218,8 +217,6 @@ def prefill_first(r: Replica) -> Batch:
         q = min(s.target - s.done, budget, r.chunk)
         batch.chunks.append((s, q))
         budget -= q
-    if not batch.chunks:
-        batch.decode = decode if apart else r.decodes()
-    elif len(batch.chunks) < r.rank_schedulers:  # a rank is free of prompts: it decodes
-        batch.decode = decode
+    if len(batch.chunks) < r.rank_schedulers:  # no prompt, or a rank free of prompts: decodes
+        batch.decode = r.decodes() if early is None else early
     return batch

@@ -162,20 +162,14 @@ def _llm_serving(point: Point) -> Prediction:
 
         options["lengths"] = str(DATA.parent / point.get("lengths"))
     kind = load["kind"]
-    if kind == "concurrency":  # the client's prompts and warm-up as the source ran them
+    if kind == "concurrency":
         c = int(load["value"])
-        options |= {"concurrency": c,
-                    "requests": int(load.get("requests") or max(SERVING_REQUESTS[kind] * c, 100))}
-        if load.get("warmup") is not None:
-            options["warmup"] = int(load["warmup"])
+        options |= {"concurrency": c, "requests": max(SERVING_REQUESTS[kind] * c, 100)}
     elif kind == "burst":  # every request at once, the run ends when they finish
         c = int(load["value"])
         options |= {"concurrency": c, "requests": c, "warmup": 0}
     elif kind == "rate":
-        options |= {"rate": float(load["value"]),
-                    "requests": int(load.get("requests") or SERVING_REQUESTS[kind])}
-        if load.get("warmup") is not None:
-            options["warmup"] = int(load["warmup"])
+        options |= {"rate": float(load["value"]), "requests": SERVING_REQUESTS[kind]}
     elif kind == "max-rate":
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
@@ -192,6 +186,8 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"concurrency": n, "requests": n, "warmup": 0}
     else:
         raise Unexpressible(f"load kind {kind!r}")
+    if kind in ("concurrency", "rate"):  # the client's prompts and warm-up as the source ran them
+        options |= {k: int(load[k]) for k in ("requests", "warmup") if load.get(k) is not None}
     limit = point.get("power_limit_w")
     result = _served(point.get("model"), point.chip, limit and float(limit),
                      tuple(sorted(options.items())))  # fmt: skip

@@ -1,8 +1,8 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
-Each job's options become a system, a request and the plans to consider (`_setup`); every
-plan of every job is costed together (`_simulate_jobs`), and the chosen plans' figures
-become the results as columns (`_table`), so that a sweep's rows need no object a point.
+Each job's options become a system, a request and the plans to consider (`_setup`); the
+plans worth costing of every job are costed together (`_simulate_jobs`), and each job's
+best becomes its result (`_result`).
 """
 
 from __future__ import annotations
@@ -11,14 +11,12 @@ import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, ClassVar
 
 import numpy as np
 
-from xpusim.compiler.memory_plan import (
-    Footprint,
-    Placement,
-)
+from xpusim.compiler.memory_plan import Footprint
 from xpusim.compiler.partition import Plan, check_plan, weight_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
@@ -29,7 +27,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.memo import in_scope, remembered, scope
-from xpusim.result import Result, Results, Table
+from xpusim.result import Result, Results
 from xpusim.scenarios.decoding import (
     Decoding,
     DraftCost,
@@ -43,7 +41,15 @@ from xpusim.scenarios.formats import (
 )
 from xpusim.scenarios.llm.engine import collective_algorithms, cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
-from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
+from xpusim.scenarios.llm.plans import (
+    OBJECTIVES,
+    Candidate,
+    Setup,
+    candidate_plans,
+    cost_batch,
+    ranked,
+    worth_costing,
+)
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
 from xpusim.scenarios.registry import register
@@ -174,11 +180,11 @@ def simulate(
     """
     options = {name: value for name, value in locals().items() if name in _DEFAULTS}
     with scope():
-        results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
+        results, (chosen,) = _simulate_jobs(model, [(chip, options)])
         result = results[0]
         if isinstance(result, UserError):
             raise result
-        _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
+        _add_detail(model, chosen, result)
     return result
 
 
@@ -194,9 +200,9 @@ def simulate_many(
 
 def _simulate_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
-) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
-    """The jobs' results, with what `simulate` adds the detail from: their setups, the
-    candidates of those that could be set up and each one's chosen candidate.
+) -> tuple[Results, list[Candidate | UserError]]:
+    """The jobs' results, and each one's chosen candidate (or the UserError its options
+    raised), which `simulate` adds the detail from.
 
     Every plan of these jobs is costed with one graph per format and (tp, ep) over every
     request that needs it (shapes as arrays): the engine costs each group's ops, the
@@ -209,33 +215,33 @@ def _simulate_jobs(
         except UserError as error:
             setups.append(error)
     ready = [s for s in setups if isinstance(s, Setup)]
-    if not ready:
-        return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
         for plan in setup.plans:
-            requests.setdefault((setup.req.formats, plan.tp, plan.ep, plan.dp_attention),
-                                {})[setup.req] = None  # fmt: skip
+            requests.setdefault(setup.group(plan), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
-    cands = Candidates.of(model, ready, graphs)
-    worth = np.flatnonzero(cands.worth)
-    for code, key in enumerate(cands.group_keys):
-        members = worth[cands.group_of[worth] == code].tolist()
-        if members:
-            batch = cands.batch(members)
-            pp = np.array([p.pp for p in batch.plans])
-            phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
-                                 batch.plans[0], pp)  # fmt: skip
-            cands.add(code, members, timeline(model, batch, phases))
-    best, runner_up = cands.choose()
-    rows = iter(range(len(ready)))
-    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
-    chosen = best.tolist()
-    results = list(map(_result, [model] * len(ready), ready, [cands] * len(ready), chosen,
-                       runner_up.tolist(), map(cands.placement, chosen),
-                       cands.bottlenecks(best)))  # fmt: skip
-    return Results([Table.of(results)], found), setups, cands, best
+    worth = [worth_costing(model, setup, graphs) for setup in ready]
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in chain.from_iterable(worth):
+        groups.setdefault(c.setup.group(c.plan), []).append(c)
+    for key, members in groups.items():
+        batch = cost_batch(members)
+        phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
+                             members[0].plan, np.array([c.plan.pp for c in members]))  # fmt: skip
+        metrics = timeline(model, batch, phases)
+        for k, c in enumerate(members):
+            c.metrics, c.k = metrics, k
+    best = list(map(ranked, worth))
+    by_group: dict[int, list[Candidate]] = {}  # the chosen's bottlenecks, a pass per group
+    for ranks in best:
+        by_group.setdefault(id(ranks[0].metrics), []).append(ranks[0])
+    bottleneck = {id(c): label for chosen in by_group.values() for c, label in zip(
+        chosen, chosen[0].metrics.bottlenecks(np.array([c.k for c in chosen])), strict=True)}
+    results = iter([_result(model, ranks, bottleneck[id(ranks[0])]) for ranks in best])
+    chosen = iter([ranks[0] for ranks in best])
+    return (Results.of([s if isinstance(s, UserError) else next(results) for s in setups]),
+            [s if isinstance(s, UserError) else next(chosen) for s in setups])  # fmt: skip
 
 
 def chosen_plan(
@@ -243,10 +249,10 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    _, (setup,), cands, best = _simulate_jobs(model, [(target, options)])
-    if isinstance(setup, UserError):
-        raise setup
-    return setup, cands.candidate(int(best[0]))
+    (chosen,) = _simulate_jobs(model, [(target, options)])[1]
+    if isinstance(chosen, UserError):
+        raise chosen
+    return chosen.setup, chosen
 
 
 # Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
@@ -393,18 +399,18 @@ def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
                 dp_attention=bool(dp_attention))
 
 
-def _result(cfg: TransformerConfig, setup: Setup, cands: Candidates, c: int, runner_up: int,
-            placement: Placement, bottleneck: str) -> LLMInferenceResult:  # fmt: skip
-    """A job's result from its chosen plan `c`."""
-    system, chip, plan, req = setup.system, setup.system.chip, cands.plans[c], setup.req
-    m, n_chips, replicas = int(cands.microbatches[c]), system.chips, plan.tp * plan.dp
-    capacity = float(chip.capacity_bytes)
-    fullest = cands.footprint(c)
+def _result(cfg: TransformerConfig, ranks: list[Candidate],
+            bottleneck: str) -> LLMInferenceResult:  # fmt: skip
+    """A job's result from its costed candidates, best first."""
+    best = ranks[0]
+    setup, plan, fullest, m = best.setup, best.plan, best.footprint, best.microbatches
+    system, chip, req = setup.system, setup.system.chip, setup.req
+    n_chips, replicas, capacity = system.chips, plan.tp * plan.dp, float(chip.capacity_bytes)
     # the whole system: one chip of each stage times the replicas of a stage's chips (tp x
     # dp), and a speculative job's draft model on each of its tp x dp chips
-    memory = cands.memories[cands.memory_of[c]]
+    memory, kv_layer = best.memory, best.memory.layer_kv_bytes(req, m)
     weights = float(memory.total_weights) * replicas
-    kv = sum(cands.layer_kv_bytes(c) * layers for layers in memory.layers) * replicas
+    kv = sum(kv_layer * layers for layers in memory.layers) * replicas
     draft = setup.draft(plan)
     if draft is not None:
         weights, kv = (weights + draft.weight_bytes * plan.tp * plan.dp,
@@ -414,67 +420,62 @@ def _result(cfg: TransformerConfig, setup: Setup, cands: Candidates, c: int, run
     single_copy = one_weights + req.batch * m * (
         cached * per_token + width * per_sequence
         + min(cached, width * window) * windowed) + fullest.activations
-    ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = (float(cands.figures[name][c]) for name
-        in ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
-    tokens = int(cands.tokens[c])
-    graphs, row = cands.graphs[cands.group_keys[cands.group_of[c]]], cands.rows[c]
-    fits = bool(cands.fits[c])
+    ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = map(best.figure, (
+        "ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
     return LLMInferenceResult(
         model=cfg.name, params=cfg.param_count, active_params=cfg.active_param_count,
         chip=chip.id, chips=n_chips, system=system.id, plan=plan.to_dict(), microbatches=m,
         sequences_in_flight=req.batch * m * plan.dp, batch=req.batch, prompt=req.prompt,
         gen=req.gen, precision=req.act.value, weight_precision=req.weight.value,
-        mode="inference", fits=fits,
-        reason="" if fits else _not_fit_reason(chip, fullest, n_chips),
+        mode="inference", fits=best.fits,
+        reason="" if best.fits else _not_fit_reason(chip, fullest, n_chips),
         min_chips=max(1, -int(-single_copy // capacity)),
         memory_bytes=MemoryBytes.of(
             Footprint(weights, kv, fullest.activations * n_chips), capacity * n_chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: chip.memory[i].name for role, i in placement.home.items()},
-        ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=tokens / latency_s,
-        tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j, joules_per_token=energy_j / tokens,
-        avg_power_w=energy_j / latency_s / n_chips, tdp_w=chip.tdp_w.value,
-        bottleneck=bottleneck, comm_s=comm_s, comm_share=comm_s / trip_s,
+        placement={role.value: chip.memory[i].name for role, i in best.placement.home.items()},
+        ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=best.tokens / latency_s,
+        tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j,
+        joules_per_token=energy_j / best.tokens, avg_power_w=energy_j / latency_s / n_chips,
+        tdp_w=chip.tdp_w.value, bottleneck=bottleneck, comm_s=comm_s, comm_share=comm_s / trip_s,
         # a rank's FLOPs, over the tp ranks of a stage
-        prefill_flops=float(graphs.flops[0][row]) * plan.tp,
-        decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp,
+        prefill_flops=float(best.graphs.flops[0][best.row]) * plan.tp,
+        decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
-        plan_search=None if setup.objective is None else _search(setup, cands, c, runner_up),
+        plan_search=None if setup.objective is None else _search(ranks),
         notes=setup.notes,
     )  # fmt: skip
 
 
-def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:
+def _search(ranks: list[Candidate]) -> dict[str, Any]:
     """What a job's plan search found: its plan, how many it weighed and the runner-up."""
-    other = runner_up >= 0 and {
-        "plan": cands.plans[runner_up].to_dict(), "fits": bool(cands.fits[runner_up]),
-        "tpot_s": float(cands.figures["tpot_s"][runner_up]),
-        "ttft_s": float(cands.figures["ttft_s"][runner_up]),
-        "tokens_per_s": float(cands.tokens[runner_up] / cands.figures["latency_s"][runner_up]),
-    }  # fmt: skip
+    best, other = ranks[0], ranks[1] if len(ranks) > 1 else None
     return {
-        "objective": setup.objective,
-        "candidates": len(setup.plans),
-        "feasible": int(cands.feasible[cands.job[best]]),
-        "chosen": cands.plans[best].to_dict(),
-        "runner_up": other or None,
-        "search_s": time.perf_counter() - setup.started_s,
+        "objective": best.setup.objective,
+        "candidates": len(best.setup.plans),
+        "feasible": sum(c.fits for c in ranks),
+        "chosen": best.plan.to_dict(),
+        "runner_up": other and {
+            "plan": other.plan.to_dict(), "fits": other.fits, "tpot_s": other.figure("tpot_s"),
+            "ttft_s": other.figure("ttft_s"),
+            "tokens_per_s": other.tokens / other.figure("latency_s"),
+        },
+        "search_s": time.perf_counter() - best.setup.started_s,
     }
 
 
-def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
-                result: LLMInferenceResult) -> None:  # fmt: skip
+def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceResult) -> None:
     """A result's per-op reports and its decode step's collectives (`simulate`'s)."""
-    req, plan, graphs, row, k = setup.req, cand.plan, cand.graphs, cand.row, cand.k
+    setup, plan, graphs, row = cand.setup, cand.plan, cand.graphs, cand.row
     prefill, decode = cand.metrics.phases
-    ttft_s, trip_s, send_prefill_s, send_decode_s = (float(getattr(cand.metrics, name)[k])
-        for name in ("ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
-    act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
+    ttft_s, trip_s, send_prefill_s, send_decode_s = map(cand.figure, (
+        "ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
+    act_bytes = setup.req.batch * cfg.hidden_size * setup.req.act.itemsize  # a token's
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     result.ops = [
-        *op_reports("prefill", pre, prefill.config(k), ttft_s),
-        *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * req.prompt),
-        *op_reports("decode", dec, decode.config(k), trip_s, graphs.step_weights[row]),
+        *op_reports("prefill", pre, prefill.config(cand.k), ttft_s),
+        *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * setup.req.prompt),
+        *op_reports("decode", dec, decode.config(cand.k), trip_s, graphs.step_weights[row]),
         *_sends("decode", plan.hops, send_decode_s, trip_s, act_bytes),
     ]
     result.collectives = collective_algorithms(decode.table, setup.system, plan,

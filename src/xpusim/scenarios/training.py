@@ -54,13 +54,9 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.memo import in_scope
 from xpusim.result import Result
+from xpusim.run_options import keyword_defaults
 from xpusim.scenarios.llm.engine import PhaseCosts
-from xpusim.scenarios.llm.inference import (
-    OpReport,
-    complete_plan,
-    keyword_defaults,
-    system_for,
-)
+from xpusim.scenarios.llm.inference import OpReport, complete_plan, system_for
 from xpusim.scenarios.llm.plans import candidate_plans
 from xpusim.scenarios.registry import register
 from xpusim.scenarios.training_graphs import RankTraining, build_rank

@@ -7,7 +7,6 @@ best becomes its result (`_result`).
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -25,9 +24,10 @@ from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, default_system, host_system
-from xpusim.ir.dtypes import DType, Format, weight_parts
+from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Result, Results
+from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import (
     Decoding,
     DraftCost,
@@ -134,51 +134,20 @@ class LLMInferenceResult(Result):
     ops: list[OpReport] = field(default_factory=list)
 
 
-def simulate(
-    model: TransformerConfig,
-    chip: Chip | System,
-    *,
-    batch: int = 1,
-    prompt: int = 128,
-    gen: int = 128,
-    precision: str | DType | None = None,
-    weight_precision: str | Format | None = None,
-    attention_precision: str | DType | None = None,
-    kv_precision: str | DType | None = None,
-    chips: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    dp_attention: bool = False,
-    microbatches: int | None = None,
-    objective: str = "latency",
-    overlap: bool = False,
-    beams: int | None = None,
-    n: int | None = None,
-    speculative: Any = None,
-    draft_tokens: int | None = None,
-    acceptance: float | None = None,
-    acceptance_lengths: str | None = None,
-) -> LLMInferenceResult:
+OPTIONS = ("batch", "prompt", "gen", "precision", "weight_precision", "attention_precision",
+           "kv_precision", "chips", "tp", "pp", "dp", "ep", "dp_attention", "microbatches",
+           "objective", "overlap", "beams", "n", "speculative", "draft_tokens", "acceptance",
+           "acceptance_lengths")  # fmt: skip
+"""The fields of run_options.RunOptions that LLM inference takes: their help says what each
+does, and `simulate`'s keywords are made from them. Besides a name, `precision`'s take a
+DType or Format and `speculative` a TransformerConfig (or "mtp": the model's own module)."""
+
+
+@takes(OPTIONS)
+def simulate(model: TransformerConfig, chip: Chip | System, **options: Any) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan.
-
-    `attention_precision` is the format attention computes in when the engine runs it wider
-    than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
-    `kv_precision` is the format the KV cache is stored in (an FP8 cache beside NVFP4 GEMMs);
-    None: `precision`.
-
-    Plans are stated as engines state them: `tp` chips per pipeline stage, attention split
-    by heads over them (or, with `dp_attention`, run whole on each for its own share of the
-    sequences), `ep` of them sharing the experts (compiler/partition.py).
-
-    Decoding (scenarios/decoding.py): `beams` (beam search, one sequence output per prompt),
-    `n` (parallel samples, all output), or `speculative` (a draft model, a zoo id or config)
-    proposing `draft_tokens` per step, each accepted with probability `acceptance` (or
-    `acceptance_lengths`, "p0,...,pK": the share of steps accepting k of K draft tokens);
-    `speculative="mtp"` drafts with the model's own multi-token-prediction module.
-    """
-    options = {name: value for name, value in locals().items() if name in _DEFAULTS}
+    Plans are stated as engines state them (compiler/partition.py); decoding other than
+    greedy (beams, samples, a draft model) is scenarios/decoding.py's."""
     with scope():
         results, (chosen,) = _simulate_jobs(model, [(chip, options)])
         result = results[0]
@@ -260,19 +229,14 @@ def chosen_plan(
 MAX_TOKENS = 2**40
 
 
-def keyword_defaults(function: Any) -> dict[str, Any]:
-    """A scenario function's keyword-only options and their defaults: what a job that
-    leaves an option out gets (simulate_many's jobs are option dicts)."""
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY}  # fmt: skip
-
-
 _DEFAULTS = keyword_defaults(simulate)
 _COUNTS = ("batch", "prompt", "gen", "chips", "tp", "pp", "dp", "ep", "microbatches")
 
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
     """A job's options (simulate's keywords) resolved into a system, a request and plans."""
+    if unknown := options.keys() - _DEFAULTS.keys():
+        raise TypeError(f"LLM inference takes no option {', '.join(sorted(unknown))}")
     given = {**_DEFAULTS, **options}
     batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()

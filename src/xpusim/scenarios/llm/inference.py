@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint
-from xpusim.compiler.partition import Plan, check_plan, weight_bytes
+from xpusim.compiler.partition import Plan, check_plan
 from xpusim.cost.dollars import Cost
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import Bottleneck, OpCosts
@@ -48,6 +48,7 @@ from xpusim.scenarios.llm.plans import (
     candidate_plans,
     cost_batch,
     ranked,
+    stage_memory,
     worth_costing,
 )
 from xpusim.scenarios.llm.request import Request
@@ -259,7 +260,7 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     req = Request(batch, prompt, gen, r.act, r.weight, r.attention, r.kv, r.width, r.returned,
                   r.step_tokens, r.advance)  # fmt: skip
     setup = Setup(job.system, req, notes, job.plans, job.microbatches, job.overlap,
-                  job.objective, started_s, job.one_copy, how)  # fmt: skip
+                  job.objective, started_s, how)  # fmt: skip
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -302,14 +303,10 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
         if how.draft is not None and plans[0].pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             "give --pp 1")  # fmt: skip
-    kv_size = (kv or act).itemsize
-    one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
-                cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size),
-                cfg.window_cache_bytes_per_token(kv_size), cfg.cache_window)
     req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
                   how.advance)  # fmt: skip
     return Setup(system, req, notes, plans, given["microbatches"], given["overlap"],
-                 objective if searched else None, 0.0, one_copy, how)  # fmt: skip
+                 objective if searched else None, 0.0, how)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -349,9 +346,6 @@ def system_for(target: Chip | System, chips: int | None) -> System:
     return remembered("system", (target,), chips, make)
 
 
-_ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weights
-
-
 def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
                   ep: int | None, dp_attention: bool = False) -> Plan:  # fmt: skip
     """Missing degrees are 1, except dp, which takes up the chips the others leave, and,
@@ -379,11 +373,8 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate],
     if draft is not None:
         weights, kv = (weights + draft.weight_bytes * plan.tp * plan.dp,
                        kv + draft.kv_bytes * plan.tp * plan.dp)  # fmt: skip
-    one_weights, per_token, per_sequence, windowed, window = setup.one_copy
-    cached, width = req.cached_tokens, req.width
-    single_copy = one_weights + req.batch * m * (
-        cached * per_token + width * per_sequence
-        + min(cached, width * window) * windowed) + fullest.activations
+    one = stage_memory(cfg, Plan(), req.weight, req.act, req.kv_format)  # all on one chip
+    single_copy = one.weights[0] + one.layer_kv_bytes(req, m) * one.layers[0] + fullest.activations
     ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = map(best.figure, (
         "ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
     return LLMInferenceResult(

@@ -33,10 +33,6 @@ class Setup:
     overlap: bool
     objective: str | None  # None when the plan was given
     started_s: float
-    # The model's weights in one copy, its cache per token and per sequence (a
-    # state-space model's), and its windowed layers' per token and their window, in the
-    # request's formats: what min_chips divides
-    one_copy: tuple[float, float, float, float, int]
     decoding: Decoding = field(default_factory=Decoding)
     drafts: dict[int, DraftCost] | None = None  # speculative decoding: its draft, by tp
 

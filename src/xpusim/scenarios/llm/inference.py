@@ -256,11 +256,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how, r = job.decoding, job.req  # the request without its shape
-    req = Request(batch, prompt, gen, r.act, r.weight, r.attention, r.kv, r.width, r.returned,
-                  r.step_tokens, r.advance)  # fmt: skip
-    setup = Setup(job.system, req, notes, job.plans, job.microbatches, job.overlap,
-                  job.objective, started_s, how)  # fmt: skip
+    how, req = job.decoding, replace(job.req, batch=batch, prompt=prompt, gen=gen)
+    setup = replace(job, req=req, notes=notes, started_s=started_s)
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -311,7 +308,10 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
             given: dict[str, Any]) -> dict[int, DraftCost]:  # fmt: skip
-    """The draft model's cost on each tensor-parallel degree the job's plans use."""
+    """The draft model's cost on each tensor-parallel degree the job's plans use: on that
+    many chips of the target's system, decoding the request's whole length (its mean step
+    over the same contexts as the target's). An MTP module's embedding table is its
+    target's, held once, by the target, and so left out of the draft's weights."""
     draft, shared = how.draft, 0.0
     if draft == "mtp":
         draft = mtp_draft(cfg)
@@ -324,12 +324,20 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
     if not isinstance(draft, TransformerConfig):
         raise UserError("--speculative takes a transformer (a zoo id or a config.json)")
     setup.decoding = replace(how, draft=draft)
-    req = setup.req
-    options = dict(batch=req.batch, prompt=req.prompt, gen=req.gen, precision=req.act,
-                   weight_precision=req.weight, attention_precision=given["attention_precision"],
-                   kv_precision=req.kv)  # fmt: skip
-    return {tp: draft_cost(draft, setup.system, tp, options, how.step_tokens - 1, shared)
-            for tp in sorted({p.tp for p in setup.plans})}  # fmt: skip
+    req, system, found = setup.req, setup.system, {}
+    for tp in sorted({p.tp for p in setup.plans}):
+        try:
+            got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp, pp=1,
+                           dp=1, batch=req.batch, prompt=req.prompt, gen=req.gen,
+                           precision=req.act, weight_precision=req.weight, kv_precision=req.kv,
+                           attention_precision=given["attention_precision"])  # fmt: skip
+        except UserError as error:
+            raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
+        power_w, step_s = got.energy_j / got.latency_s, (how.step_tokens - 1) * got.tpot_s
+        memory = got.per_chip_memory_bytes
+        found[tp] = DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
+                              memory.weights - shared / tp, memory.kv_cache)  # fmt: skip
+    return found
 
 
 def system_for(target: Chip | System, chips: int | None) -> System:
@@ -492,24 +500,6 @@ def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:
         f"KV cache {fp.kv_cache / gb:.2f}, activations {fp.activations / gb:.2f}) but {where} "
         f"{chip.capacity_bytes / gb:.2f} GB"
     )
-
-
-def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
-               draft_tokens: int, shared_table_bytes: float = 0.0) -> DraftCost:  # fmt: skip
-    """The draft on `tp` chips of the target's system, decoding the request's whole length
-    (its mean step over the same contexts as the target's). `shared_table_bytes`: the
-    embedding table a draft shares with its target (an MTP module's), held once, by the
-    target, and so left out of the draft's weights on each chip."""
-    try:
-        got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,
-                       pp=1, dp=1, **options)  # fmt: skip
-    except UserError as error:
-        raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
-    power_w = got.energy_j / got.latency_s
-    step_s = draft_tokens * got.tpot_s
-    memory = got.per_chip_memory_bytes
-    return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
-                     memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip
 
 
 register("llm", "inference", simulate, batched=simulate_many)

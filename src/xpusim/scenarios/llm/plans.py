@@ -73,7 +73,7 @@ class Candidate:
         return self.setup.req.output_tokens * self.microbatches * self.plan.dp
 
     def figure(self, name: str) -> float:
-        """One of its costed timeline's figures (Metrics.FIGURES)."""
+        """One of its costed timeline's figures (a Metrics field: ttft_s, tpot_s...)."""
         return float(getattr(self.metrics, name)[self.k])
 
     @cached_property

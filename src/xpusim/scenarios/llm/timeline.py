@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,10 +58,6 @@ class CostBatch(NamedTuple):
 @dataclass(frozen=True)
 class Metrics:
     """The costed timeline of K plans of one graph group, each figure a (K,) array."""
-
-    FIGURES: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "latency_s", "energy_j",
-                                          "comm_s", "trip_s", "send_prefill_s",
-                                          "send_decode_s")  # fmt: skip
 
     ttft_s: np.ndarray
     tpot_s: np.ndarray

@@ -14,9 +14,9 @@ from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System
+from xpusim.hardware.system import System, system_for
 from xpusim.scenarios.llm.graphs import shape_graphs
-from xpusim.scenarios.llm.inference import chosen_plan, system_for
+from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache

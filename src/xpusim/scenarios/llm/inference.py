@@ -16,14 +16,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint
-from xpusim.compiler.partition import Plan, check_plan
+from xpusim.compiler.partition import Plan, check_plan, complete_plan
 from xpusim.cost.dollars import Cost
-from xpusim.cost.op_table import OpTable
-from xpusim.cost.roofline import Bottleneck, OpCosts
+from xpusim.cost.roofline import Bottleneck
 from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System, default_system, host_system
+from xpusim.hardware.system import System, system_for
 from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Result, Results
@@ -53,26 +52,9 @@ from xpusim.scenarios.llm.plans import (
 )
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
-
-
-@dataclass
-class OpReport:
-    phase: str
-    name: str
-    kind: str
-    count: int  # in the graph one chip group runs, all pipeline stages together
-    flops: float
-    bytes: float
-    time_s: float
-    compute_s: float
-    memory_s: float
-    overhead_s: float
-    comm_s: float
-    energy_j: float
-    bottleneck: str
-    share: float  # of the phase's critical path, all instances included
 
 
 @dataclass
@@ -340,31 +322,6 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
     return found
 
 
-def system_for(target: Chip | System, chips: int | None) -> System:
-    """A chip with --chips N becomes its default system; a system takes --chips as its size.
-    Kept per target object and size: a sweep asks for each thousands of times."""
-
-    def make() -> System:
-        if isinstance(target, System):
-            return target.with_chips(chips) if chips else target
-        if chips and chips > 1:
-            return default_system(target, chips)
-        return host_system(target, 1)
-
-    return remembered("system", (target,), chips, make)
-
-
-def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
-                  ep: int | None, dp_attention: bool = False) -> Plan:  # fmt: skip
-    """Missing degrees are 1, except dp, which takes up the chips the others leave, and,
-    under attention data parallelism, tp, which takes the chips pp and dp leave (--ep
-    spreads experts over the tp chips: it adds none)."""
-    pp, ep = pp or 1, ep or 1
-    tp = tp or (max(chips // (pp * (dp or 1)), 1) if dp_attention else 1)
-    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp), 1), ep=ep,
-                dp_attention=bool(dp_attention))
-
-
 def _result(cfg: TransformerConfig, ranks: list[Candidate],
             bottleneck: str) -> LLMInferenceResult:  # fmt: skip
     """A job's result from its costed candidates, best first."""
@@ -448,36 +405,6 @@ def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceRes
 
         result.notes = [*result.notes, pipeline_note(setup.system, plan, max(cand.memory.weights),
                                                      send_decode_s)]  # fmt: skip
-
-
-def op_reports(
-    phase: str, table: OpTable, costs: OpCosts, phase_s: float, weights: np.ndarray | None = None
-) -> list[OpReport]:
-    """One report per distinct op; a table with a leading step axis (decode) is averaged
-    over it with `weights`, as `costs` already are."""
-    w = np.ones(1) if weights is None else weights
-    flops = np.average(np.atleast_2d(table.matrix_flops + table.vector_flops), axis=0, weights=w)
-    moved = np.average(np.atleast_2d(table.role_bytes.sum(axis=-2)), axis=0, weights=w)
-    labels = costs.bottleneck
-    return [
-        OpReport(
-            phase=phase,
-            name=op.name,
-            kind=op.kind.value,
-            count=int(table.count[i]),
-            flops=float(flops[i]),
-            bytes=float(moved[i]),
-            time_s=float(costs.time_s[i]),
-            compute_s=float(costs.compute_s[i]),
-            memory_s=float(costs.memory_s[i]),
-            overhead_s=float(costs.overhead_s[i]),
-            comm_s=float(costs.comm_s[i]),
-            energy_j=float(costs.energy_j[i]),
-            bottleneck=Bottleneck(int(labels[i])).label,
-            share=float(table.count[i] * costs.time_s[i] / phase_s) if phase_s else 0.0,
-        )
-        for i, op in enumerate(table.ops)
-    ]
 
 
 def _sends(phase: str, hops: int, send_s: float, phase_s: float, nbytes: float) -> list[OpReport]:

@@ -16,12 +16,11 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.collectives import comm_lines
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.op import Op, OpKind
 from xpusim.memo import distinct, remembered
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 
@@ -110,44 +109,6 @@ class PhaseCosts:
         return OpCosts(*(self.op_mean(f)[k] for f in OpCosts.__dataclass_fields__))
 
 
-def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
-    """A collective op's line on the system; tp and ep groups both span a stage's tp chips
-    (experts are spread over the chips attention runs on, as engines place them)."""
-    span = plan.tp
-    kind = Collective(str(op.attr("collective")))
-    return collective_line(system, kind, int(op.attr("size")), span)
-
-
-def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
-    ops): a collective's time is a line in its bytes (cost/collectives.py) whose terms do
-    not depend on the request, so every request shares them."""
-    fixed_s, s_per_byte = np.zeros(len(table)), np.zeros(len(table))
-    for i, op in table.collectives[0]:
-        line = _collective_line(op, system, plan)
-        if line.algorithm != "none":
-            fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
-    return fixed_s, s_per_byte
-
-
-def collective_algorithms(
-    table: OpTable, system: System, plan: Plan, nbytes: np.ndarray | None = None
-) -> list[dict]:
-    """The algorithm and level chosen for each distinct collective, for reports; `nbytes`
-    gives each op's bytes where its tensors hold a shape axis (ShapeGraphs.collective_bytes)."""
-    found = []
-    for i, op in enumerate(table.ops):
-        if op.kind is OpKind.COLLECTIVE:
-            sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
-            cost = _collective_line(op, system, plan).cost(sent)
-            found.append({
-                "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
-                "size": op.attr("size"), "bytes": sent,
-                "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
-            })  # fmt: skip
-    return found
-
-
 def cost_phases(
     graphs: ShapeGraphs,
     rows: np.ndarray,
@@ -183,7 +144,7 @@ def cost_phases(
         levels = hw.level_rate.shape[-2]
         where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
         fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(
-            *(comm_lines(graphs.tables[phase], s, plan) for s in topologies), strict=True))
+            *(comm_lines(graphs.tables[phase], s, plan.tp) for s in topologies), strict=True))
         nbytes = graphs.collective_bytes[phase][rows]
         comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
         costs = _spread(evaluate(first, hw, where, comm), spread)

@@ -17,6 +17,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Footprint
 from xpusim.compiler.partition import Plan, check_plan, complete_plan
+from xpusim.cost.collectives import collective_algorithms
 from xpusim.cost.dollars import Cost
 from xpusim.cost.roofline import Bottleneck
 from xpusim.cost.stream_machine import pipeline_plans
@@ -27,18 +28,9 @@ from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Result, Results
 from xpusim.run_options import keyword_defaults, takes
-from xpusim.scenarios.decoding import (
-    Decoding,
-    DraftCost,
-    mtp_draft,
-    resolve_decoding,
-)
-from xpusim.scenarios.formats import (
-    resolve_attention_format,
-    resolve_formats,
-    resolve_kv_format,
-)
-from xpusim.scenarios.llm.engine import collective_algorithms, cost_phases
+from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
+from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
+from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import (
     OBJECTIVES,
@@ -398,7 +390,7 @@ def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceRes
         *op_reports("decode", dec, decode.config(cand.k), trip_s, graphs.step_weights[row]),
         *_sends("decode", plan.hops, send_decode_s, trip_s, act_bytes),
     ]
-    result.collectives = collective_algorithms(decode.table, setup.system, plan,
+    result.collectives = collective_algorithms(decode.table, setup.system, plan.tp,
                                                graphs.collective_bytes[1][row])  # fmt: skip
     if plan.chain > 1:  # a stream machine's pipeline: its per-chip time and hops
         from xpusim.cost.stream_machine import pipeline_note

@@ -53,33 +53,29 @@ class PhaseValues:
     @cached_property
     def moving(self) -> OpTable:
         """The varying ops at every costed step: (R, steps, ...)."""
-        ends = self.ends.subset(ops=self.varying)
-        f = self.fraction[..., None]
-
-        def mix(values: np.ndarray) -> np.ndarray:
-            first, last = values[:, :1], values[:, -1:]
-            return first + (last - first) * (f if values.ndim == 3 else f[..., None])
-
-        return replace(ends, matrix_flops=mix(ends.matrix_flops),
-                       vector_flops=mix(ends.vector_flops), role_bytes=mix(ends.role_bytes))
+        return _between(self.ends.subset(ops=self.varying), self.fraction)
 
     def steps_of(self, row: int) -> OpTable:
         """Every op at every costed step of one request: (steps, ...), for its report."""
-        steps = self.weights.shape[1]
-
-        def full(first: np.ndarray, moving: np.ndarray) -> np.ndarray:
-            values = np.repeat(first[row], steps, axis=0)
-            values[..., self.varying] = moving[row]
-            return values
-
-        first, moving = self.first, self.moving
-        return replace(first, **{f: full(getattr(first, f), getattr(moving, f))
-                                 for f in ("matrix_flops", "vector_flops", "role_bytes")})
+        return _between(self.ends.subset(steps=[row]), self.fraction[[row]]).subset(steps=0)
 
     @cached_property
     def activation_peak(self) -> np.ndarray:
         """(R, ops) each op's activation bytes at a request's largest step (an end: affine)."""
         return self.ends.activation_bytes.max(axis=1)
+
+
+def _between(ends: OpTable, fraction: np.ndarray) -> OpTable:
+    """Counts `fraction` (R, steps) of the way from each request's first end to its last:
+    (R, steps, ...), exact where they are affine in the KV length."""
+    f = fraction[..., None]
+
+    def mix(values: np.ndarray) -> np.ndarray:
+        first, last = values[:, :1], values[:, -1:]
+        return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+
+    return replace(ends, matrix_flops=mix(ends.matrix_flops), vector_flops=mix(ends.vector_flops),
+                   role_bytes=mix(ends.role_bytes))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -219,12 +219,10 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))  # all but the request's shape
-    try:  # the same for every shape of a sweep: resolved once (a draft object: each time)
-        hash(rest)
-        job = remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
-    except TypeError:
-        job = _resolve(cfg, target, given)
+    # the same for every shape of a sweep: resolved once (a draft model by its identity)
+    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
+    job = remembered("resolved", (cfg, target, given["speculative"]), rest,
+                     lambda: _resolve(cfg, target, given))  # fmt: skip
     notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
@@ -239,7 +237,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     return setup
 
 
-_SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
+_SHARED_OPTIONS = tuple(name for name in _DEFAULTS
+                        if name not in ("batch", "prompt", "gen", "speculative"))  # fmt: skip
 
 
 def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> Setup:
@@ -324,7 +323,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate],
     # the whole system: one chip of each stage times the replicas of a stage's chips (tp x
     # dp), and a speculative job's draft model on each of its tp x dp chips
     memory, kv_layer = best.memory, best.memory.layer_kv_bytes(req, m)
-    weights = float(memory.total_weights) * replicas
+    weights = float(sum(memory.weights)) * replicas
     kv = sum(kv_layer * layers for layers in memory.layers) * replicas
     draft = setup.draft(plan)
     if draft is not None:

@@ -152,11 +152,6 @@ class StageMemory:
     window_bytes_per_token_layer: float = 0.0
     window: int = 0
 
-    @cached_property
-    def total_weights(self) -> float:
-        """One chip of each stage together: a replica's share of a tensor-parallel group."""
-        return sum(self.weights)
-
     def layer_kv_bytes(self, req: Request, microbatches: int) -> float:
         """One layer's KV cache on one chip: a microbatch's sequences times the
         microbatches, times each one's cached tokens' cache and its state (a state-space

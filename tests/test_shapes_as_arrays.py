@@ -224,7 +224,7 @@ def test_a_request_is_made_from_its_fields_in_order():
 def test_an_ordered_sum_adds_as_its_zero_padded_tree(values, axis):
     """ordered_sum skips the zeros that pad its axis to a power of two: the sum, the sign of
     a zero included, is the padded tree's bit for bit, along any axis."""
-    from xpusim.scenarios.llm.engine import ordered_sum
+    from xpusim.cost.ordered_sum import ordered_sum
 
     def padded_tree(x: np.ndarray) -> np.ndarray:
         size = 1 << max(len(x) - 1, 0).bit_length()

@@ -19,7 +19,6 @@ from xpusim.compiler.partition import Plan, op_stage_counts, partition
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
-from xpusim.ir.tensor import ROLES
 from xpusim.memo import remembered, scoped
 from xpusim.scenarios.llm.request import Request, step_nodes
 from xpusim.workloads.transformer import StepShape, build_step
@@ -99,7 +98,7 @@ class ShapeGraphs:
     def tables(self) -> tuple[OpTable, OpTable]:
         """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
         r = len(self.requests)
-        return _leading(op_table(self.prefill), (r, 1)), _leading(op_table(self.decode), (r, 2))
+        return op_table(self.prefill).broadcast((r, 1)), op_table(self.decode).broadcast((r, 2))
 
     @cached_property
     def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
@@ -162,21 +161,6 @@ class ShapeGraphs:
                 padded[i, :, :d] = by_depth[i][part]
             found.append(padded[which][:, None])
         return found[0], found[1]
-
-
-def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
-    """A table whose leading axes broadcast to `shape` (R, steps), with them in full."""
-    n = len(table)
-
-    def shaped(values: np.ndarray, trailing: tuple[int, ...]) -> np.ndarray:
-        return np.broadcast_to(values, (*shape, *trailing))
-
-    return replace(
-        table,
-        matrix_flops=shaped(table.matrix_flops, (n,)),
-        vector_flops=shaped(table.vector_flops, (n,)),
-        role_bytes=shaped(table.role_bytes, (len(ROLES), n)),
-    )
 
 
 def shape_graphs(

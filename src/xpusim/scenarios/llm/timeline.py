@@ -32,12 +32,13 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
-from xpusim.scenarios.llm.engine import PhaseCosts, ordered_sum
+from xpusim.scenarios.llm.engine import PhaseCosts
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 

@@ -71,17 +71,14 @@ class PhaseCosts:
         steps of weight 0 that pad a short generation beside longer ones change nothing."""
         return ordered_sum(values * self.step_weights, axis=-1) / self._steps
 
-    def op_mean(self, name: str, ks: np.ndarray | None = None) -> np.ndarray:
-        """A cost of each op averaged over the steps: (K, ..., ops), or of configurations
-        `ks` only (each one's mean is its own: the same numbers as the whole's rows)."""
-        at = slice(None) if ks is None else ks
-        values = getattr(self.costs, name)[at, 0].copy()
+    def op_mean(self, name: str) -> np.ndarray:
+        """A cost of each op averaged over the steps: (K, ..., ops)."""
+        values = getattr(self.costs, name)[:, 0].copy()
         if self.steps is not None and len(self.varying):
-            moving = getattr(self.steps, name)[at]
+            moving = getattr(self.steps, name)
             inner = (1,) * (moving.ndim - 2)
-            weights = self.step_weights[at]
-            w = weights.reshape(*weights.shape, *inner)
-            mean = ordered_sum(moving * w, axis=1) / self._steps[at].reshape(-1, *inner)
+            w = self.step_weights.reshape(*self.step_weights.shape, *inner)
+            mean = ordered_sum(moving * w, axis=1) / self._steps.reshape(-1, *inner)
             values[..., self.varying] = mean
         return values
 

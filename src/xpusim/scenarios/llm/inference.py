@@ -165,7 +165,7 @@ def _simulate_jobs(
             requests.setdefault(setup.group(plan), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
-    worth = [worth_costing(model, setup, graphs) for setup in ready]
+    worth = [worth_costing(setup, graphs) for setup in ready]
     groups: dict[tuple, list[Candidate]] = {}
     for c in chain.from_iterable(worth):
         groups.setdefault(c.setup.group(c.plan), []).append(c)
@@ -177,12 +177,7 @@ def _simulate_jobs(
         for k, c in enumerate(members):
             c.metrics, c.k = metrics, k
     best = list(map(ranked, worth))
-    by_group: dict[int, list[Candidate]] = {}  # the chosen's bottlenecks, a pass per group
-    for ranks in best:
-        by_group.setdefault(id(ranks[0].metrics), []).append(ranks[0])
-    bottleneck = {id(c): label for chosen in by_group.values() for c, label in zip(
-        chosen, chosen[0].metrics.bottlenecks(np.array([c.k for c in chosen])), strict=True)}
-    results = iter([_result(model, ranks, bottleneck[id(ranks[0])]) for ranks in best])
+    results = iter([_result(model, ranks) for ranks in best])
     chosen = iter([ranks[0] for ranks in best])
     return (Results.of([s if isinstance(s, UserError) else next(results) for s in setups]),
             [s if isinstance(s, UserError) else next(chosen) for s in setups])  # fmt: skip
@@ -275,7 +270,8 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                             "give --pp 1")  # fmt: skip
     req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
                   how.advance)  # fmt: skip
-    return Setup(system, req, notes, plans, given["microbatches"], given["overlap"],
+    memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
+    return Setup(system, req, notes, plans, memories, given["microbatches"], given["overlap"],
                  objective if searched else None, 0.0, how)  # fmt: skip
 
 
@@ -313,8 +309,7 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
     return found
 
 
-def _result(cfg: TransformerConfig, ranks: list[Candidate],
-            bottleneck: str) -> LLMInferenceResult:  # fmt: skip
+def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResult:
     """A job's result from its costed candidates, best first."""
     best = ranks[0]
     setup, plan, fullest, m = best.setup, best.plan, best.footprint, best.microbatches
@@ -348,7 +343,8 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate],
         ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=best.tokens / latency_s,
         tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j,
         joules_per_token=energy_j / best.tokens, avg_power_w=energy_j / latency_s / n_chips,
-        tdp_w=chip.tdp_w.value, bottleneck=bottleneck, comm_s=comm_s, comm_share=comm_s / trip_s,
+        tdp_w=chip.tdp_w.value, bottleneck=best.metrics.bottlenecks[best.k], comm_s=comm_s,
+        comm_share=comm_s / trip_s,
         # a rank's FLOPs, over the tp ranks of a stage
         prefill_flops=float(best.graphs.flops[0][best.row]) * plan.tp,
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,

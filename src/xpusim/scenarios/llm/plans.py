@@ -29,6 +29,7 @@ class Setup:
     req: Request
     notes: list[str]
     plans: list[Plan]  # one when the plan was given
+    memories: list[StageMemory]  # each plan's
     microbatches: int | None
     overlap: bool
     objective: str | None  # None when the plan was given
@@ -85,26 +86,22 @@ class Candidate:
         return remembered("placement", (chip,), key, lambda: place(chip, self.footprint))
 
 
-def worth_costing(
-    cfg: TransformerConfig, setup: Setup, graphs: dict[tuple, ShapeGraphs]
-) -> list[Candidate]:
+def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candidate]:
     """A job's plans that fit, or where none does the one closest to fitting (the first
     of equals): it is the answer, with `fits` false."""
     req, found = setup.req, []
-    for plan in setup.plans:
-        memory = stage_memory(cfg, plan, req.weight, req.act, req.kv_format)
-        its = graphs[setup.group(plan)]
-        m = setup.microbatches or plan.pp
-        kv = memory.layer_kv_bytes(req, m)
+    for plan, memory in zip(setup.plans, setup.memories, strict=True):
+        its, m = graphs[setup.group(plan)], setup.microbatches or plan.pp
+        row, kv = its.row[req], memory.layer_kv_bytes(req, m)
         stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
         stage = stages.index(max(stages))
         fullest = Footprint(float(memory.weights[stage]), kv * memory.layers[stage],
-                            float(its.activation_bytes[its.row[req]]))  # fmt: skip
+                            float(its.activation_bytes[row]))  # fmt: skip
         draft = setup.draft(plan)
         if draft is not None:  # a draft model's weights and cache on every chip
             fullest = Footprint(fullest.weights + draft.weight_bytes,
                                 fullest.kv_cache + draft.kv_bytes, fullest.activations)
-        found.append(Candidate(setup, plan, its, its.row[req], m, memory, fullest))
+        found.append(Candidate(setup, plan, its, row, m, memory, fullest))
     return [c for c in found if c.fits] or [min(found, key=lambda c: c.footprint.total)]
 
 

@@ -24,6 +24,7 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -72,11 +73,10 @@ class Metrics:
     decode_steps: np.ndarray  # (K,) a request's decode steps after its first token
     send_total_s: np.ndarray  # (K,) a request's pipeline sends, all steps
 
-    def bottlenecks(self, ks: np.ndarray) -> list[str]:
-        """Plans ks' bottlenecks, worked out for them alone: labelling each op of every
-        plan of a search (86,000 of them for 10,000 points of 8 chips) took a tenth of the
-        costing, and only the plans a search keeps are reported."""
-        labels = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
+    @cached_property
+    def bottlenecks(self) -> list[str]:
+        """Each plan's bottleneck, as results name them: worked out when a result asks."""
+        labels = _bottleneck(*self.phases, self.decode_steps, self.send_total_s)
         return [_LABELS[label] for label in labels.tolist()]
 
 
@@ -190,16 +190,15 @@ def _phase_energy(
 
 
 def _bottleneck(
-    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray,
-    ks: np.ndarray,
-) -> np.ndarray:  # fmt: skip
-    """The label carrying the most time over the path of the requests of plans `ks`: each
-    op's time (decode's averaged over the steps) goes to its own bottleneck; pipeline sends
-    to interconnect."""
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray
+) -> np.ndarray:
+    """The label carrying the most time over each plan's request's path: each op's time
+    (decode's averaged over the steps) goes to its own bottleneck; pipeline sends to
+    interconnect."""
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
     for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
-        mean = [phase.op_mean(f, ks) for f in
+        mean = [phase.op_mean(f) for f in
                 ("compute_s", "memory_s", "overhead_s", "comm_s", "power_s", "time_s")]  # (k, n)
         labels = bottleneck_of(*mean[:5])
         time = mean[5] * phase.table.count * repeats[:, None]

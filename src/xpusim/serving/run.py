@@ -79,7 +79,7 @@ def prepare(
         total = system_for(target, plan_options.get("chips")).chips
         options["chips"] = max(total // split, 1)
     setup, cand = chosen_plan(cfg, target, options)
-    system, plan, req = cand.system, cand.plan, setup.req
+    system, plan, req = setup.system, cand.plan, setup.req
     if split > 1:
         system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)

@@ -176,11 +176,10 @@ def _simulate_jobs(
         metrics = timeline(model, batch, phases)
         for k, c in enumerate(members):
             c.metrics, c.k = metrics, k
-    best = list(map(ranked, worth))
-    results = iter([_result(model, ranks) for ranks in best])
-    chosen = iter([ranks[0] for ranks in best])
-    return (Results.of([s if isinstance(s, UserError) else next(results) for s in setups]),
-            [s if isinstance(s, UserError) else next(chosen) for s in setups])  # fmt: skip
+    ranks = iter(map(ranked, worth))  # each job's candidates, best first; or its error
+    found = [s if isinstance(s, UserError) else next(ranks) for s in setups]
+    return (Results.of([r if isinstance(r, UserError) else _result(model, r) for r in found]),
+            [r if isinstance(r, UserError) else r[0] for r in found])  # fmt: skip
 
 
 def chosen_plan(
@@ -322,8 +321,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
     kv = sum(kv_layer * layers for layers in memory.layers) * replicas
     draft = setup.draft(plan)
     if draft is not None:
-        weights, kv = (weights + draft.weight_bytes * plan.tp * plan.dp,
-                       kv + draft.kv_bytes * plan.tp * plan.dp)  # fmt: skip
+        weights, kv = weights + draft.weight_bytes * replicas, kv + draft.kv_bytes * replicas
     one = stage_memory(cfg, Plan(), req.weight, req.act, req.kv_format)  # all on one chip
     single_copy = one.weights[0] + one.layer_kv_bytes(req, m) * one.layers[0] + fullest.activations
     ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = map(best.figure, (

@@ -61,10 +61,6 @@ class Candidate:
     k: int = -1  # its position in them
 
     @property
-    def system(self) -> System:
-        return self.setup.system
-
-    @property
     def fits(self) -> bool:
         return self.footprint.total <= self.setup.system.chip.capacity_bytes
 
@@ -123,9 +119,7 @@ def cost_batch(members: list[Candidate]) -> CostBatch:
 def ranked(worth: list[Candidate]) -> list[Candidate]:
     """A job's costed candidates, best first, by its objective (latency: TPOT, TTFT, then
     throughput; throughput: tokens/s, then TPOT). A stable sort, so equal plans keep the
-    order in which they were listed; a job none of whose plans fits has only one."""
-    if len(worth) == 1:
-        return worth
+    order in which they were listed (a job none of whose plans fits has only one)."""
     latency = worth[0].setup.objective != "throughput"
 
     def score(c: Candidate) -> tuple[float, ...]:

@@ -130,9 +130,8 @@ class ShapeGraphs:
         for table in self.tables:
             shape = table.matrix_flops.shape[:2]  # (R, steps)
             nbytes = np.zeros((shape[0], len(table)))
-            for i, op in enumerate(table.ops):
-                if op.kind is OpKind.COLLECTIVE:
-                    nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
+            for i, op in table.collectives[0]:
+                nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
             found.append(nbytes)
         return found[0], found[1]
 

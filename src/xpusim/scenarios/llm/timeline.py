@@ -137,8 +137,8 @@ def timeline(
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
-    ttft_s = _over_stages(pre) + hops * send_pre + draft_s
-    trip = _over_stages(dec) + (hops * send_dec)[:, None]
+    ttft_s = ordered_sum(pre, axis=-1) + hops * send_pre + draft_s
+    trip = ordered_sum(dec, axis=-1) + (hops * send_dec)[:, None]
     step_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1))) + draft_step_s
     tpot_s = step_s / advance  # a speculative step outputs `advance` tokens, expected
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
@@ -147,7 +147,8 @@ def timeline(
     static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
     group_chips = np.array([p.tp * p.dp for p in plans])[plan_of]
     chips = np.array([s.chips for s in systems])[system_of]
-    busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
+    busy_s = m * (ordered_sum(pre, axis=-1)
+                  + decode_steps * decode.step_mean(ordered_sum(dec, axis=-1)))  # fmt: skip
     overlapped = bool(overlap.any())
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
                      + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
@@ -168,12 +169,6 @@ def timeline(
     )  # fmt: skip
 
 
-def _over_stages(values: np.ndarray) -> np.ndarray:
-    """Sum over the stage axis (last): a shallow pipeline costed beside deeper ones has
-    trailing stages of zeros, which an ordered sum adds exactly."""
-    return ordered_sum(values, axis=-1)
-
-
 def _phase_energy(
     phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray, overlapped: bool
 ) -> np.ndarray:
@@ -184,7 +179,7 @@ def _phase_energy(
     """
     energy = phase.totals("energy_j")
     if overlapped:
-        hidden = _over_stages(phase.stage_sums("time_s")) - _over_stages(stage_s)
+        hidden = ordered_sum(phase.stage_sums("time_s"), axis=-1) - ordered_sum(stage_s, axis=-1)
         energy = energy - static_w[:, None] * hidden
     return phase.step_mean(energy)
 

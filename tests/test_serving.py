@@ -28,7 +28,7 @@ def _cost(model: str, chip: str, max_tokens=4096, max_sampled=64, max_context=81
     cfg, target = xpusim.model(model), xpusim.target(chip)
     setup, cand = chosen_plan(cfg, target, {"batch": 8, "prompt": 512, "gen": 64, **plan})
     one = replace(cand.plan, dp=1)
-    cost = step_cost(cfg, cand.system, one, setup.req, cand.placement, max_tokens,
+    cost = step_cost(cfg, cand.setup.system, one, setup.req, cand.placement, max_tokens,
                      max_sampled, max_context)  # fmt: skip
     return cfg, cand, one, setup.req, cost
 
@@ -54,8 +54,8 @@ def _kernel_s(cfg, cand, plan, req, q: list[int], c: list[int]) -> float:
     sub = replace(sub, matrix_flops=summed(sub.matrix_flops),
                   vector_flops=summed(sub.vector_flops), role_bytes=summed(sub.role_bytes))
     act = sub.role_bytes[:, ROLES.index(Role.ACTIVATION)]
-    where = placement_onehot(act, [cand.placement], len(cand.system.chip.memory))
-    costs = evaluate(sub, HardwareArrays.of(cand.system.chip, sub), where)
+    where = placement_onehot(act, [cand.placement], len(cand.setup.system.chip.memory))
+    costs = evaluate(sub, HardwareArrays.of(cand.setup.system.chip, sub), where)
     return float(costs.time_s[0] @ sub.count)
 
 

@@ -118,27 +118,15 @@ def test_simulate_many_is_exported_at_package_level():
     assert isinstance(results[1], xpusim.api.UserError)
 
 
-def test_a_plans_bottleneck_does_not_depend_on_the_plans_labelled_with_it(llama7b):
-    """Only the plans a search keeps are given a bottleneck (Metrics.bottlenecks), in one
-    pass over them: a plan's label is the one it gets labelled with every other."""
-    from xpusim.scenarios.llm.inference import _simulate_jobs
-
+def test_a_plans_bottleneck_does_not_depend_on_the_jobs_costed_beside_it(llama7b):
+    """A graph group's plans are labelled together (Metrics.bottlenecks): each job's label
+    is the one it gets costed alone."""
     target = xpusim.target("h100-sxm")
     shapes = ((1, 128, 128), (256, 4096, 16), (64, 1024, 1024), (8, 32, 2000), (2, 8, 3))
     jobs = [(target, dict(batch=b, prompt=p, gen=g)) for b, p, g in shapes]
-
-    (metrics,) = _simulate_jobs(llama7b, jobs)[2].metrics.values()
-
-    def labels(subsets):
-        found = {}
-        for ks in subsets:
-            found.update(zip(ks, metrics.bottlenecks(np.array(ks)), strict=True))
-        return [found[k] for k in range(len(shapes))]
-
-    every = labels([range(len(shapes))])
-    assert len(set(every)) > 1  # the shapes are bound by different things
-    assert labels([[k] for k in range(len(shapes))]) == every
-    assert labels([[3, 1], [0, 4, 2]]) == every
+    together = [r.bottleneck for r in simulate_many(llama7b, jobs)]
+    assert len(set(together)) > 1  # the shapes are bound by different things
+    assert together == [simulate_many(llama7b, [job])[0].bottleneck for job in jobs]
 
 
 def _varied_jobs():
@@ -224,7 +212,7 @@ def test_a_request_is_made_from_its_fields_in_order():
 def test_an_ordered_sum_adds_as_its_zero_padded_tree(values, axis):
     """ordered_sum skips the zeros that pad its axis to a power of two: the sum, the sign of
     a zero included, is the padded tree's bit for bit, along any axis."""
-    from xpusim.scenarios.llm.engine import ordered_sum
+    from xpusim.cost.ordered_sum import ordered_sum
 
     def padded_tree(x: np.ndarray) -> np.ndarray:
         size = 1 << max(len(x) - 1, 0).bit_length()

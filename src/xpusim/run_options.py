@@ -2,14 +2,17 @@
 kind (a count, a choice, a bounded number, a flag, a file) and its default. The command line
 builds `run`'s, `compare`'s and `sensitivity`'s options from them (cli_output.run_options),
 `sweep` takes each as a comma list, the web page's schema is made from those options
-(web/schemas.py), and tests/test_options.py holds every field to a keyword of the scenario
-functions that take it, so the CLI, the web API and the Python API cannot drift apart.
+(web/schemas.py), LLM inference's keywords are made from them (`takes`), and
+tests/test_options.py holds every field to a keyword of the scenario functions that take
+it, so the CLI, the web API and the Python API cannot drift apart.
 Light on purpose, as serving/options.py: `xpusim --help` imports this module."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
@@ -108,3 +111,31 @@ class RunOptions:
 
 
 RUN_FIELDS = fields(RunOptions)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes(names: Sequence[str]) -> Callable[[F], F]:
+    """A scenario function that takes its options as **options, given the signature that
+    names them: RunOptions' fields `names` as keyword-only parameters with their defaults
+    and types, what help(), the API's option check and `keyword_defaults` read."""
+    by_name = {f.name: f for f in RUN_FIELDS}
+    taken = [by_name[name] for name in names]
+    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                 annotation=f.type) for f in taken]  # fmt: skip
+
+    def signed(function: F) -> F:
+        own = inspect.signature(function)
+        given = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        function.__signature__ = own.replace(parameters=[*given, *options])  # type: ignore[attr-defined]
+        return function
+
+    return signed
+
+
+def keyword_defaults(function: Any) -> dict[str, Any]:
+    """A scenario function's keyword-only options and their defaults: what a job that
+    leaves an option out gets (simulate_many's jobs are option dicts)."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY}  # fmt: skip

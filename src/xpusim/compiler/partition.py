@@ -105,6 +105,17 @@ def plan_text(degrees: Mapping[str, int | None], sep: str = " x ") -> str:
     return text + (", dp-attention" if degrees.get("dp_attention") == 1 else "")
 
 
+def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
+                  ep: int | None, dp_attention: bool = False) -> Plan:  # fmt: skip
+    """Missing degrees are 1, except dp, which takes up the chips the others leave, and,
+    under attention data parallelism, tp, which takes the chips pp and dp leave (--ep
+    spreads experts over the tp chips: it adds none)."""
+    pp, ep = pp or 1, ep or 1
+    tp = tp or (max(chips // (pp * (dp or 1)), 1) if dp_attention else 1)
+    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp), 1), ep=ep,
+                dp_attention=bool(dp_attention))
+
+
 def check_plan(plan: Plan, cfg: TransformerConfig, chips: int) -> None:
     """Raises a UserError saying why a plan cannot run this model on this many chips."""
     if cfg.ssm and plan.tp > 1:

@@ -27,7 +27,11 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+
+from xpusim.cost.op_table import OpTable
 from xpusim.hardware.system import System, TopologyLevel
+from xpusim.ir.op import Op, OpKind
 from xpusim.memo import remembered
 
 
@@ -153,3 +157,40 @@ def hierarchical_time(
         steps.append(f"{cost.algorithm} {f} on {cost.level}")
         size /= f
     return CollectiveCost(time, "hierarchical: " + ", then ".join(steps), steps[-1].split()[-1])
+
+
+def _op_line(op: Op, system: System, span: int) -> CollectiveLine:
+    """A collective op's line on the system, its group spanning `span` chips."""
+    return collective_line(system, Collective(str(op.attr("collective"))), int(op.attr("size")),
+                           span)  # fmt: skip
+
+
+def comm_lines(table: OpTable, system: System, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
+    ops), each group spanning `span` chips (a plan stage's tp chips: tp and ep groups
+    alike, experts being spread over the chips attention runs on, as engines place them).
+    Their terms do not depend on the request, so every request shares them."""
+    fixed_s, s_per_byte = np.zeros(len(table)), np.zeros(len(table))
+    for i, op in table.collectives[0]:
+        line = _op_line(op, system, span)
+        if line.algorithm != "none":
+            fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
+    return fixed_s, s_per_byte
+
+
+def collective_algorithms(
+    table: OpTable, system: System, span: int, nbytes: np.ndarray | None = None
+) -> list[dict]:
+    """The algorithm and level chosen for each distinct collective, for reports; `nbytes`
+    gives each op's bytes where its tensors hold a shape axis (ShapeGraphs.collective_bytes)."""
+    found = []
+    for i, op in enumerate(table.ops):
+        if op.kind is OpKind.COLLECTIVE:
+            sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
+            cost = _op_line(op, system, span).cost(sent)
+            found.append({
+                "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
+                "size": op.attr("size"), "bytes": sent,
+                "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
+            })  # fmt: skip
+    return found

@@ -119,6 +119,14 @@ class OpTable:
     def activation_bytes(self) -> np.ndarray:
         return self.role_bytes[..., ROLES.index(Role.ACTIVATION), :]
 
+    def broadcast(self, leading: tuple[int, ...]) -> OpTable:
+        """The table with its leading axes in full (a graph over a shape axis leaves an axis
+        its counts do not vary on at 1), so that configurations can index them."""
+        n = len(self)
+        return replace(self, matrix_flops=np.broadcast_to(self.matrix_flops, (*leading, n)),
+                       vector_flops=np.broadcast_to(self.vector_flops, (*leading, n)),
+                       role_bytes=np.broadcast_to(self.role_bytes, (*leading, len(ROLES), n)))
+
     def subset(self, steps: np.ndarray | None = None, ops: np.ndarray | None = None) -> OpTable:
         """Some steps (of a table with a leading step axis) and some ops (by position); a
         table of some ops is for costing them, its `index` no longer says where they run."""

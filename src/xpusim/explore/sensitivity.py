@@ -17,10 +17,9 @@ from typing import Any
 from xpusim import api
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip, Figure
-from xpusim.hardware.system import System
+from xpusim.hardware.system import System, system_for
 from xpusim.hardware.whatif import apply
 from xpusim.result import Result
-from xpusim.scenarios.llm.inference import system_for
 
 FACTOR = 2.0
 

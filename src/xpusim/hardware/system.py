@@ -30,7 +30,7 @@ from xpusim.hardware.spec import (
     read_toml,
     validated,
 )
-from xpusim.memo import scoped
+from xpusim.memo import remembered, scoped
 
 SYSTEMS_DIR = Path(__file__).parent / "systems"
 
@@ -243,3 +243,17 @@ def default_system(chip: Chip, chips: int) -> System:
     if chips > MAX_CHIPS:
         raise UserError(f"--chips {chips}: at most {MAX_CHIPS} (2^20) chips can be simulated")
     return host_system(chip, chips)
+
+
+def system_for(target: Chip | System, chips: int | None) -> System:
+    """A chip with --chips N becomes its default system; a system takes --chips as its size.
+    Kept per target object and size: a sweep asks for each thousands of times."""
+
+    def make() -> System:
+        if isinstance(target, System):
+            return target.with_chips(chips) if chips else target
+        if chips and chips > 1:
+            return default_system(target, chips)
+        return host_system(target, 1)
+
+    return remembered("system", (target,), chips, make)

@@ -30,7 +30,7 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
-from xpusim.scenarios.llm.inference import OpReport, op_reports
+from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.imported import ImportedModel
 

@@ -40,14 +40,14 @@ from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.roofline import Bottleneck, HardwareArrays, OpCosts, evaluate
 from xpusim.errors import UserError, check_positive
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System
+from xpusim.hardware.system import System, system_for
 from xpusim.ir.dtypes import DType, Format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.result import Result
 from xpusim.scenarios.formats import resolve_formats
-from xpusim.scenarios.llm.inference import OpReport, system_for
+from xpusim.scenarios.op_reports import OpReport
 from xpusim.scenarios.registry import register
 from xpusim.workloads.dlrm import build_batch
 from xpusim.workloads.dlrm_config import DLRMConfig

@@ -45,23 +45,19 @@ from xpusim.compiler.optimizer import (
     optimizer_spec,
     sharded,
 )
-from xpusim.compiler.partition import Plan, check_plan, weights_per_chip_bytes
+from xpusim.compiler.partition import Plan, check_plan, complete_plan, weights_per_chip_bytes
 from xpusim.cost.dollars import Cost
 from xpusim.cost.roofline import Bottleneck
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System
+from xpusim.hardware.system import System, system_for
 from xpusim.ir.dtypes import DType
 from xpusim.memo import in_scope
 from xpusim.result import Result
+from xpusim.run_options import keyword_defaults
 from xpusim.scenarios.llm.engine import PhaseCosts
-from xpusim.scenarios.llm.inference import (
-    OpReport,
-    complete_plan,
-    keyword_defaults,
-    system_for,
-)
 from xpusim.scenarios.llm.plans import candidate_plans
+from xpusim.scenarios.op_reports import OpReport
 from xpusim.scenarios.registry import register
 from xpusim.scenarios.training_graphs import RankTraining, build_rank
 from xpusim.scenarios.training_limits import limits, not_fit_reason

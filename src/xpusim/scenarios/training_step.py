@@ -17,12 +17,17 @@ from xpusim.compiler.autodiff import Recompute
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.optimizer import OptimizerSpec, dp_traffic
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import Collective, collective_time, hierarchical_time
+from xpusim.cost.collectives import (
+    Collective,
+    collective_algorithms,
+    collective_time,
+    hierarchical_time,
+)
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
-from xpusim.scenarios.llm.engine import PhaseCosts, collective_algorithms
+from xpusim.scenarios.llm.engine import PhaseCosts
 from xpusim.scenarios.training_graphs import RankTraining
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -100,7 +105,7 @@ def phase_costs(
     graph: Graph, rank: RankTraining, system: System, plan: Plan, placement: Placement
 ) -> PhaseCosts:
     table = rank.table(graph)
-    found = iter(collective_algorithms(table, system, plan))
+    found = iter(collective_algorithms(table, system, plan.tp))
     comm = np.array([next(found)["time_s"] if op.kind is OpKind.COLLECTIVE else 0.0
                      for op in table.ops])  # fmt: skip
     costs = rank.op_costs(graph, system.chip, placement, comm)
@@ -114,8 +119,8 @@ def collectives(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every distinct collective: tensor-parallel ones of the passes, then the data-parallel
     ones of the stage holding the most parameters."""
-    found = collective_algorithms(fwd.table, system, plan)
-    found += collective_algorithms(bwd.table, system, plan)
+    found = collective_algorithms(fwd.table, system, plan.tp)
+    found += collective_algorithms(bwd.table, system, plan.tp)
     nbytes = max(params) * setup.act.itemsize
     for kind, what, when in dp_traffic(setup.zero):
         cost = hierarchical_time(system, Collective(kind), nbytes, plan.dp,

@@ -14,9 +14,9 @@ from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System
+from xpusim.hardware.system import System, system_for
 from xpusim.scenarios.llm.graphs import shape_graphs
-from xpusim.scenarios.llm.inference import chosen_plan, system_for
+from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
@@ -79,7 +79,7 @@ def prepare(
         total = system_for(target, plan_options.get("chips")).chips
         options["chips"] = max(total // split, 1)
     setup, cand = chosen_plan(cfg, target, options)
-    system, plan, req = cand.system, cand.plan, setup.req
+    system, plan, req = setup.system, cand.plan, setup.req
     if split > 1:
         system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)

@@ -51,12 +51,13 @@ from xpusim.compiler.moe_expert import is_expert
 from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.cost.op_table import OpTable, op_table
+from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
 from xpusim.cost.stream_machine import stage_send_line
 from xpusim.hardware.system import System
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import ROLES, Role
-from xpusim.scenarios.llm.engine import cost_phases, ordered_sum
+from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer import StepShape, build_step

@@ -6,7 +6,7 @@ Read in this order; each module imports only those above it:
 - `graphs.py`    the graphs one tensor/expert-parallel rank runs, for many requests at once
 - `engine.py`    per-op cost of those graphs on many configurations at once (batching)
 - `timeline.py`  phases, pipeline stages and steps: costs into TTFT, TPOT, energy
-- `plans.py`     the plans worth costing for each job, their memory, the plan search
+- `plans.py`     a job's plans as candidates (memory, worth costing, ranked), the search
 - `inference.py` `simulate` and `simulate_many`: options into jobs, each costed group
                  (engine, then timeline) into results
 

@@ -16,34 +16,14 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.collectives import comm_lines
 from xpusim.cost.op_table import OpTable
+from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.op import Op, OpKind
 from xpusim.memo import distinct, remembered
 from xpusim.scenarios.llm.graphs import ShapeGraphs
-
-
-def ordered_sum(values: np.ndarray, axis: int) -> np.ndarray:
-    """A sum over `axis` as a tree (padded with zeros to a power of two, halved until one
-    term is left): numpy's own sum groups terms differently with the array's shape, and a
-    configuration's result must not depend on how many were costed beside it. Zeros past
-    the last term change nothing: 3 stages padded to 16 sum exactly as they do alone."""
-    values = np.moveaxis(values, axis, 0)
-    n = len(values)
-    size = 1 << max(n - 1, 0).bit_length()
-    if size != n:  # the first halving, without the zeros: x + 0.0 is x, except for -0.0
-        half = size // 2
-        head = values[:half].astype(float)  # a copy
-        head[: n - half] += values[half:]
-        values = head
-    while len(values) > 1:
-        half = len(values) // 2
-        values = values[:half] + values[half:]
-    # where a zero was added, the sum is never -0.0 (0.0 + -0.0 is 0.0): nor is it here
-    return values[0] + 0.0 if size != n else values[0]
 
 
 @dataclass(frozen=True)
@@ -91,61 +71,20 @@ class PhaseCosts:
         steps of weight 0 that pad a short generation beside longer ones change nothing."""
         return ordered_sum(values * self.step_weights, axis=-1) / self._steps
 
-    def op_mean(self, name: str, ks: np.ndarray | None = None) -> np.ndarray:
-        """A cost of each op averaged over the steps: (K, ..., ops), or of configurations
-        `ks` only (each one's mean is its own: the same numbers as the whole's rows)."""
-        at = slice(None) if ks is None else ks
-        values = getattr(self.costs, name)[at, 0].copy()
+    def op_mean(self, name: str) -> np.ndarray:
+        """A cost of each op averaged over the steps: (K, ..., ops)."""
+        values = getattr(self.costs, name)[:, 0].copy()
         if self.steps is not None and len(self.varying):
-            moving = getattr(self.steps, name)[at]
+            moving = getattr(self.steps, name)
             inner = (1,) * (moving.ndim - 2)
-            weights = self.step_weights[at]
-            w = weights.reshape(*weights.shape, *inner)
-            mean = ordered_sum(moving * w, axis=1) / self._steps[at].reshape(-1, *inner)
+            w = self.step_weights.reshape(*self.step_weights.shape, *inner)
+            mean = ordered_sum(moving * w, axis=1) / self._steps.reshape(-1, *inner)
             values[..., self.varying] = mean
         return values
 
     def config(self, k: int) -> OpCosts:
         """Configuration k's per-op costs, averaged over the steps."""
         return OpCosts(*(self.op_mean(f)[k] for f in OpCosts.__dataclass_fields__))
-
-
-def _collective_line(op: Op, system: System, plan: Plan) -> CollectiveLine:
-    """A collective op's line on the system; tp and ep groups both span a stage's tp chips
-    (experts are spread over the chips attention runs on, as engines place them)."""
-    span = plan.tp
-    kind = Collective(str(op.attr("collective")))
-    return collective_line(system, kind, int(op.attr("size")), span)
-
-
-def comm_lines(table: OpTable, system: System, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """(fixed_s, s_per_byte) of each collective op's line on the system (zero for other
-    ops): a collective's time is a line in its bytes (cost/collectives.py) whose terms do
-    not depend on the request, so every request shares them."""
-    fixed_s, s_per_byte = np.zeros(len(table)), np.zeros(len(table))
-    for i, op in table.collectives[0]:
-        line = _collective_line(op, system, plan)
-        if line.algorithm != "none":
-            fixed_s[i], s_per_byte[i] = line.fixed_s, line.s_per_byte
-    return fixed_s, s_per_byte
-
-
-def collective_algorithms(
-    table: OpTable, system: System, plan: Plan, nbytes: np.ndarray | None = None
-) -> list[dict]:
-    """The algorithm and level chosen for each distinct collective, for reports; `nbytes`
-    gives each op's bytes where its tensors hold a shape axis (ShapeGraphs.collective_bytes)."""
-    found = []
-    for i, op in enumerate(table.ops):
-        if op.kind is OpKind.COLLECTIVE:
-            sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
-            cost = _collective_line(op, system, plan).cost(sent)
-            found.append({
-                "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
-                "size": op.attr("size"), "bytes": sent,
-                "algorithm": cost.algorithm, "level": cost.level, "time_s": cost.time_s,
-            })  # fmt: skip
-    return found
 
 
 def cost_phases(
@@ -183,7 +122,7 @@ def cost_phases(
         levels = hw.level_rate.shape[-2]
         where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
         fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(
-            *(comm_lines(graphs.tables[phase], s, plan) for s in topologies), strict=True))
+            *(comm_lines(graphs.tables[phase], s, plan.tp) for s in topologies), strict=True))
         nbytes = graphs.collective_bytes[phase][rows]
         comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
         costs = _spread(evaluate(first, hw, where, comm), spread)

@@ -19,7 +19,6 @@ from xpusim.compiler.partition import Plan, op_stage_counts, partition
 from xpusim.cost.op_table import OpTable, distinct_stage_counts, op_table
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import OpKind
-from xpusim.ir.tensor import ROLES
 from xpusim.memo import remembered, scoped
 from xpusim.scenarios.llm.request import Request, step_nodes
 from xpusim.workloads.transformer import StepShape, build_step
@@ -53,33 +52,29 @@ class PhaseValues:
     @cached_property
     def moving(self) -> OpTable:
         """The varying ops at every costed step: (R, steps, ...)."""
-        ends = self.ends.subset(ops=self.varying)
-        f = self.fraction[..., None]
-
-        def mix(values: np.ndarray) -> np.ndarray:
-            first, last = values[:, :1], values[:, -1:]
-            return first + (last - first) * (f if values.ndim == 3 else f[..., None])
-
-        return replace(ends, matrix_flops=mix(ends.matrix_flops),
-                       vector_flops=mix(ends.vector_flops), role_bytes=mix(ends.role_bytes))
+        return _between(self.ends.subset(ops=self.varying), self.fraction)
 
     def steps_of(self, row: int) -> OpTable:
         """Every op at every costed step of one request: (steps, ...), for its report."""
-        steps = self.weights.shape[1]
-
-        def full(first: np.ndarray, moving: np.ndarray) -> np.ndarray:
-            values = np.repeat(first[row], steps, axis=0)
-            values[..., self.varying] = moving[row]
-            return values
-
-        first, moving = self.first, self.moving
-        return replace(first, **{f: full(getattr(first, f), getattr(moving, f))
-                                 for f in ("matrix_flops", "vector_flops", "role_bytes")})
+        return _between(self.ends.subset(steps=[row]), self.fraction[[row]]).subset(steps=0)
 
     @cached_property
     def activation_peak(self) -> np.ndarray:
         """(R, ops) each op's activation bytes at a request's largest step (an end: affine)."""
         return self.ends.activation_bytes.max(axis=1)
+
+
+def _between(ends: OpTable, fraction: np.ndarray) -> OpTable:
+    """Counts `fraction` (R, steps) of the way from each request's first end to its last:
+    (R, steps, ...), exact where they are affine in the KV length."""
+    f = fraction[..., None]
+
+    def mix(values: np.ndarray) -> np.ndarray:
+        first, last = values[:, :1], values[:, -1:]
+        return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+
+    return replace(ends, matrix_flops=mix(ends.matrix_flops), vector_flops=mix(ends.vector_flops),
+                   role_bytes=mix(ends.role_bytes))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,7 +98,7 @@ class ShapeGraphs:
     def tables(self) -> tuple[OpTable, OpTable]:
         """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
         r = len(self.requests)
-        return _leading(op_table(self.prefill), (r, 1)), _leading(op_table(self.decode), (r, 2))
+        return op_table(self.prefill).broadcast((r, 1)), op_table(self.decode).broadcast((r, 2))
 
     @cached_property
     def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
@@ -135,9 +130,8 @@ class ShapeGraphs:
         for table in self.tables:
             shape = table.matrix_flops.shape[:2]  # (R, steps)
             nbytes = np.zeros((shape[0], len(table)))
-            for i, op in enumerate(table.ops):
-                if op.kind is OpKind.COLLECTIVE:
-                    nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
+            for i, op in table.collectives[0]:
+                nbytes[:, i] = np.broadcast_to(op.inputs[0].nbytes, shape)[:, 0]
             found.append(nbytes)
         return found[0], found[1]
 
@@ -166,21 +160,6 @@ class ShapeGraphs:
                 padded[i, :, :d] = by_depth[i][part]
             found.append(padded[which][:, None])
         return found[0], found[1]
-
-
-def _leading(table: OpTable, shape: tuple[int, int]) -> OpTable:
-    """A table whose leading axes broadcast to `shape` (R, steps), with them in full."""
-    n = len(table)
-
-    def shaped(values: np.ndarray, trailing: tuple[int, ...]) -> np.ndarray:
-        return np.broadcast_to(values, (*shape, *trailing))
-
-    return replace(
-        table,
-        matrix_flops=shaped(table.matrix_flops, (n,)),
-        vector_flops=shaped(table.vector_flops, (n,)),
-        role_bytes=shaped(table.role_bytes, (len(ROLES), n)),
-    )
 
 
 def shape_graphs(

@@ -1,72 +1,53 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
-Each job's options become a system, a request and the plans to consider (`_setup`); every
-plan of every job is costed together (`_simulate_jobs`), and the chosen plans' figures
-become the results as columns (`_table`), so that a sweep's rows need no object a point.
+Each job's options become a system, a request and the plans to consider (`_setup`); the
+plans worth costing of every job are costed together (`_simulate_jobs`), and each job's
+best becomes its result (`_result`).
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, ClassVar
 
 import numpy as np
 
-from xpusim.compiler.memory_plan import (
-    Footprint,
-    Placement,
-)
-from xpusim.compiler.partition import Plan, check_plan, weight_bytes
+from xpusim.compiler.memory_plan import Footprint
+from xpusim.compiler.partition import Plan, check_plan, complete_plan
+from xpusim.cost.collectives import collective_algorithms
 from xpusim.cost.dollars import Cost
-from xpusim.cost.op_table import OpTable
-from xpusim.cost.roofline import Bottleneck, OpCosts
+from xpusim.cost.roofline import Bottleneck
 from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System, default_system, host_system
-from xpusim.ir.dtypes import DType, Format, weight_parts
+from xpusim.hardware.system import System, system_for
+from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
-from xpusim.result import Result, Results, Table
-from xpusim.scenarios.decoding import (
-    Decoding,
-    DraftCost,
-    mtp_draft,
-    resolve_decoding,
-)
-from xpusim.scenarios.formats import (
-    resolve_attention_format,
-    resolve_formats,
-    resolve_kv_format,
-)
-from xpusim.scenarios.llm.engine import collective_algorithms, cost_phases
+from xpusim.result import Result, Results
+from xpusim.run_options import keyword_defaults, takes
+from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
+from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
+from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
-from xpusim.scenarios.llm.plans import OBJECTIVES, Candidate, Candidates, Setup, candidate_plans
+from xpusim.scenarios.llm.plans import (
+    OBJECTIVES,
+    Candidate,
+    Setup,
+    candidate_plans,
+    cost_batch,
+    ranked,
+    stage_memory,
+    worth_costing,
+)
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
 from xpusim.scenarios.llm.torus import offer_layouts
+from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
-
-
-@dataclass
-class OpReport:
-    phase: str
-    name: str
-    kind: str
-    count: int  # in the graph one chip group runs, all pipeline stages together
-    flops: float
-    bytes: float
-    time_s: float
-    compute_s: float
-    memory_s: float
-    overhead_s: float
-    comm_s: float
-    energy_j: float
-    bottleneck: str
-    share: float  # of the phase's critical path, all instances included
 
 
 @dataclass
@@ -130,58 +111,27 @@ class LLMInferenceResult(Result):
     ops: list[OpReport] = field(default_factory=list)
 
 
-def simulate(
-    model: TransformerConfig,
-    chip: Chip | System,
-    *,
-    batch: int = 1,
-    prompt: int = 128,
-    gen: int = 128,
-    precision: str | DType | None = None,
-    weight_precision: str | Format | None = None,
-    attention_precision: str | DType | None = None,
-    kv_precision: str | DType | None = None,
-    chips: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    dp_attention: bool = False,
-    microbatches: int | None = None,
-    objective: str = "latency",
-    overlap: bool = False,
-    beams: int | None = None,
-    n: int | None = None,
-    speculative: Any = None,
-    draft_tokens: int | None = None,
-    acceptance: float | None = None,
-    acceptance_lengths: str | None = None,
-) -> LLMInferenceResult:
+OPTIONS = ("batch", "prompt", "gen", "precision", "weight_precision", "attention_precision",
+           "kv_precision", "chips", "tp", "pp", "dp", "ep", "dp_attention", "microbatches",
+           "objective", "overlap", "beams", "n", "speculative", "draft_tokens", "acceptance",
+           "acceptance_lengths")  # fmt: skip
+"""The fields of run_options.RunOptions that LLM inference takes: their help says what each
+does, and `simulate`'s keywords are made from them. Besides a name, `precision`'s take a
+DType or Format and `speculative` a TransformerConfig (or "mtp": the model's own module)."""
+
+
+@takes(OPTIONS)
+def simulate(model: TransformerConfig, chip: Chip | System, **options: Any) -> LLMInferenceResult:
     """Simulates serving one batch; with many chips and no plan, searches for the best plan.
-
-    `attention_precision` is the format attention computes in when the engine runs it wider
-    than `precision` (TensorRT-LLM's FP8 engines of 2024 ran it in FP16); None: `precision`.
-    `kv_precision` is the format the KV cache is stored in (an FP8 cache beside NVFP4 GEMMs);
-    None: `precision`.
-
-    Plans are stated as engines state them: `tp` chips per pipeline stage, attention split
-    by heads over them (or, with `dp_attention`, run whole on each for its own share of the
-    sequences), `ep` of them sharing the experts (compiler/partition.py).
-
-    Decoding (scenarios/decoding.py): `beams` (beam search, one sequence output per prompt),
-    `n` (parallel samples, all output), or `speculative` (a draft model, a zoo id or config)
-    proposing `draft_tokens` per step, each accepted with probability `acceptance` (or
-    `acceptance_lengths`, "p0,...,pK": the share of steps accepting k of K draft tokens);
-    `speculative="mtp"` drafts with the model's own multi-token-prediction module.
-    """
-    options = {name: value for name, value in locals().items() if name in _DEFAULTS}
+    Plans are stated as engines state them (compiler/partition.py); decoding other than
+    greedy (beams, samples, a draft model) is scenarios/decoding.py's."""
     with scope():
-        results, setups, cands, best = _simulate_jobs(model, [(chip, options)])
+        results, (chosen,) = _simulate_jobs(model, [(chip, options)])
         result = results[0]
         if isinstance(result, UserError):
             raise result
         if not result.layout:  # a torus layout's answer has no op graph
-            _add_detail(model, setups[0], cands.candidate(int(best[0])), result)
+            _add_detail(model, chosen, result)
     return result
 
 
@@ -197,9 +147,9 @@ def simulate_many(
 
 def _simulate_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
-) -> tuple[Results, list[Setup | UserError], Candidates | None, np.ndarray]:
-    """The jobs' results, with what `simulate` adds the detail from: their setups, the
-    candidates of those that could be set up and each one's chosen candidate.
+) -> tuple[Results, list[Candidate | UserError]]:
+    """The jobs' results, and each one's chosen candidate (or the UserError its options
+    raised), which `simulate` adds the detail from.
 
     Every plan of these jobs is costed with one graph per format and (tp, ep) over every
     request that needs it (shapes as arrays): the engine costs each group's ops, the
@@ -212,34 +162,29 @@ def _simulate_jobs(
         except UserError as error:
             setups.append(error)
     ready = [s for s in setups if isinstance(s, Setup)]
-    if not ready:
-        return Results([], list(setups)), setups, None, np.zeros(0, dtype=int)
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
         for plan in setup.plans:
-            requests.setdefault((setup.req.formats, plan.tp, plan.ep, plan.dp_attention),
-                                {})[setup.req] = None  # fmt: skip
+            requests.setdefault(setup.group(plan), {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
-    cands = Candidates.of(model, ready, graphs)
-    worth = np.flatnonzero(cands.worth)
-    for code, key in enumerate(cands.group_keys):
-        members = worth[cands.group_of[worth] == code].tolist()
-        if members:
-            batch = cands.batch(members)
-            pp = np.array([p.pp for p in batch.plans])
-            phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
-                                 batch.plans[0], pp)  # fmt: skip
-            cands.add(code, members, timeline(model, batch, phases))
-    best, runner_up = cands.choose()
-    rows = iter(range(len(ready)))
-    found = [s if isinstance(s, UserError) else (0, next(rows)) for s in setups]
-    chosen = best.tolist()
-    results = list(map(_result, [model] * len(ready), ready, [cands] * len(ready), chosen,
-                       runner_up.tolist(), map(cands.placement, chosen),
-                       cands.bottlenecks(best)))  # fmt: skip
-    results = [offer_layouts(model, s, r) for s, r in zip(ready, results, strict=True)]
-    return Results([Table.of(results)], found), setups, cands, best
+    worth = [worth_costing(setup, graphs) for setup in ready]
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in chain.from_iterable(worth):
+        groups.setdefault(c.setup.group(c.plan), []).append(c)
+    for key, members in groups.items():
+        batch = cost_batch(members)
+        phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
+                             members[0].plan, np.array([c.plan.pp for c in members]))  # fmt: skip
+        metrics = timeline(model, batch, phases)
+        for k, c in enumerate(members):
+            c.metrics, c.k = metrics, k
+    ranks = iter(map(ranked, worth))  # each job's candidates, best first; or its error
+    found = [s if isinstance(s, UserError) else next(ranks) for s in setups]
+    results = [r if isinstance(r, UserError)
+               else offer_layouts(model, r[0].setup, _result(model, r)) for r in found]  # fmt: skip
+    return (Results.of(results),
+            [r if isinstance(r, UserError) else r[0] for r in found])  # fmt: skip
 
 
 def chosen_plan(
@@ -247,22 +192,15 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    _, (setup,), cands, best = _simulate_jobs(model, [(target, options)])
-    if isinstance(setup, UserError):
-        raise setup
-    return setup, cands.candidate(int(best[0]))
+    (chosen,) = _simulate_jobs(model, [(target, options)])[1]
+    if isinstance(chosen, UserError):
+        raise chosen
+    return chosen.setup, chosen
 
 
 # Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
 # tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63 (int64 dimensions)
 MAX_TOKENS = 2**40
-
-
-def keyword_defaults(function: Any) -> dict[str, Any]:
-    """A scenario function's keyword-only options and their defaults: what a job that
-    leaves an option out gets (simulate_many's jobs are option dicts)."""
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY}  # fmt: skip
 
 
 _DEFAULTS = keyword_defaults(simulate)
@@ -271,6 +209,8 @@ _COUNTS = ("batch", "prompt", "gen", "chips", "tp", "pp", "dp", "ep", "microbatc
 
 def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
     """A job's options (simulate's keywords) resolved into a system, a request and plans."""
+    if unknown := options.keys() - _DEFAULTS.keys():
+        raise TypeError(f"LLM inference takes no option {', '.join(sorted(unknown))}")
     given = {**_DEFAULTS, **options}
     batch, prompt, gen = given["batch"], given["prompt"], given["gen"]
     started_s = time.perf_counter()
@@ -278,22 +218,17 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     if batch * (prompt + gen) > MAX_TOKENS:
         raise UserError(f"batch x (prompt + gen) is {batch * (prompt + gen):.3g} tokens; at "
                         f"most 2^40 ({MAX_TOKENS:.3g}) can be simulated")  # fmt: skip
-    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))  # all but the request's shape
-    try:  # the same for every shape of a sweep: resolved once (a draft object: each time)
-        hash(rest)
-        job = remembered("resolved", (cfg, target), rest, lambda: _resolve(cfg, target, given))
-    except TypeError:
-        job = _resolve(cfg, target, given)
+    # the same for every shape of a sweep: resolved once (a draft model by its identity)
+    rest = tuple(map(given.__getitem__, _SHARED_OPTIONS))
+    job = remembered("resolved", (cfg, target, given["speculative"]), rest,
+                     lambda: _resolve(cfg, target, given))  # fmt: skip
     notes = list(job.notes)
     if 0 < cfg.max_position_embeddings < prompt + gen:
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how, r = job.decoding, job.req  # the request without its shape
-    req = Request(batch, prompt, gen, r.act, r.weight, r.attention, r.kv, r.width, r.returned,
-                  r.step_tokens, r.advance)  # fmt: skip
-    setup = Setup(job.system, req, notes, job.plans, job.microbatches, job.overlap,
-                  job.objective, started_s, job.one_copy, how)  # fmt: skip
+    how, req = job.decoding, replace(job.req, batch=batch, prompt=prompt, gen=gen)
+    setup = replace(job, req=req, notes=notes, started_s=started_s)
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -301,7 +236,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
     return setup
 
 
-_SHARED_OPTIONS = tuple(name for name in _DEFAULTS if name not in ("batch", "prompt", "gen"))
+_SHARED_OPTIONS = tuple(name for name in _DEFAULTS
+                        if name not in ("batch", "prompt", "gen", "speculative"))  # fmt: skip
 
 
 def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any]) -> Setup:
@@ -336,19 +272,19 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
         if how.draft is not None and plans[0].pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             "give --pp 1")  # fmt: skip
-    kv_size = (kv or act).itemsize
-    one_copy = (sum(weight_bytes(cfg, _ONE_CHIP, weight, act)),
-                cfg.kv_cache_bytes_per_token(kv_size), cfg.state_bytes_per_sequence(kv_size),
-                cfg.window_cache_bytes_per_token(kv_size), cfg.cache_window)
     req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
                   how.advance)  # fmt: skip
-    return Setup(system, req, notes, plans, given["microbatches"], given["overlap"],
-                 objective if searched else None, 0.0, one_copy, how)  # fmt: skip
+    memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
+    return Setup(system, req, notes, plans, memories, given["microbatches"], given["overlap"],
+                 objective if searched else None, 0.0, how)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
             given: dict[str, Any]) -> dict[int, DraftCost]:  # fmt: skip
-    """The draft model's cost on each tensor-parallel degree the job's plans use."""
+    """The draft model's cost on each tensor-parallel degree the job's plans use: on that
+    many chips of the target's system, decoding the request's whole length (its mean step
+    over the same contexts as the target's). An MTP module's embedding table is its
+    target's, held once, by the target, and so left out of the draft's weights."""
     draft, shared = how.draft, 0.0
     if draft == "mtp":
         draft = mtp_draft(cfg)
@@ -361,163 +297,104 @@ def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
     if not isinstance(draft, TransformerConfig):
         raise UserError("--speculative takes a transformer (a zoo id or a config.json)")
     setup.decoding = replace(how, draft=draft)
-    req = setup.req
-    options = dict(batch=req.batch, prompt=req.prompt, gen=req.gen, precision=req.act,
-                   weight_precision=req.weight, attention_precision=given["attention_precision"],
-                   kv_precision=req.kv)  # fmt: skip
-    return {tp: draft_cost(draft, setup.system, tp, options, how.step_tokens - 1, shared)
-            for tp in sorted({p.tp for p in setup.plans})}  # fmt: skip
+    req, system, found = setup.req, setup.system, {}
+    for tp in sorted({p.tp for p in setup.plans}):
+        try:
+            got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp, pp=1,
+                           dp=1, batch=req.batch, prompt=req.prompt, gen=req.gen,
+                           precision=req.act, weight_precision=req.weight, kv_precision=req.kv,
+                           attention_precision=given["attention_precision"])  # fmt: skip
+        except UserError as error:
+            raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
+        power_w, step_s = got.energy_j / got.latency_s, (how.step_tokens - 1) * got.tpot_s
+        memory = got.per_chip_memory_bytes
+        found[tp] = DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
+                              memory.weights - shared / tp, memory.kv_cache)  # fmt: skip
+    return found
 
 
-def system_for(target: Chip | System, chips: int | None) -> System:
-    """A chip with --chips N becomes its default system; a system takes --chips as its size.
-    Kept per target object and size: a sweep asks for each thousands of times."""
-
-    def make() -> System:
-        if isinstance(target, System):
-            return target.with_chips(chips) if chips else target
-        if chips and chips > 1:
-            return default_system(target, chips)
-        return host_system(target, 1)
-
-    return remembered("system", (target,), chips, make)
-
-
-_ONE_CHIP = Plan()  # the whole model on one chip: its single copy of the weights
-
-
-def complete_plan(chips: int, tp: int | None, pp: int | None, dp: int | None,
-                  ep: int | None, dp_attention: bool = False) -> Plan:  # fmt: skip
-    """Missing degrees are 1, except dp, which takes up the chips the others leave, and,
-    under attention data parallelism, tp, which takes the chips pp and dp leave (--ep
-    spreads experts over the tp chips: it adds none)."""
-    pp, ep = pp or 1, ep or 1
-    tp = tp or (max(chips // (pp * (dp or 1)), 1) if dp_attention else 1)
-    return Plan(tp=tp, pp=pp, dp=dp or max(chips // (tp * pp), 1), ep=ep,
-                dp_attention=bool(dp_attention))
-
-
-def _result(cfg: TransformerConfig, setup: Setup, cands: Candidates, c: int, runner_up: int,
-            placement: Placement, bottleneck: str) -> LLMInferenceResult:  # fmt: skip
-    """A job's result from its chosen plan `c`."""
-    system, chip, plan, req = setup.system, setup.system.chip, cands.plans[c], setup.req
-    m, n_chips, replicas = int(cands.microbatches[c]), system.chips, plan.tp * plan.dp
-    capacity = float(chip.capacity_bytes)
-    fullest = cands.footprint(c)
+def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResult:
+    """A job's result from its costed candidates, best first."""
+    best = ranks[0]
+    setup, plan, fullest, m = best.setup, best.plan, best.footprint, best.microbatches
+    system, chip, req = setup.system, setup.system.chip, setup.req
+    n_chips, replicas, capacity = system.chips, plan.tp * plan.dp, float(chip.capacity_bytes)
     # the whole system: one chip of each stage times the replicas of a stage's chips (tp x
     # dp), and a speculative job's draft model on each of its tp x dp chips
-    memory = cands.memories[cands.memory_of[c]]
-    weights = float(memory.total_weights) * replicas
-    kv = sum(cands.layer_kv_bytes(c) * layers for layers in memory.layers) * replicas
+    memory, kv_layer = best.memory, best.memory.layer_kv_bytes(req, m)
+    weights = float(sum(memory.weights)) * replicas
+    kv = sum(kv_layer * layers for layers in memory.layers) * replicas
     draft = setup.draft(plan)
     if draft is not None:
-        weights, kv = (weights + draft.weight_bytes * plan.tp * plan.dp,
-                       kv + draft.kv_bytes * plan.tp * plan.dp)  # fmt: skip
-    one_weights, per_token, per_sequence, windowed, window = setup.one_copy
-    cached, width = req.cached_tokens, req.width
-    single_copy = one_weights + req.batch * m * (
-        cached * per_token + width * per_sequence
-        + min(cached, width * window) * windowed) + fullest.activations
-    ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = (float(cands.figures[name][c]) for name
-        in ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
-    tokens = int(cands.tokens[c])
-    graphs, row = cands.graphs[cands.group_keys[cands.group_of[c]]], cands.rows[c]
-    fits = bool(cands.fits[c])
+        weights, kv = weights + draft.weight_bytes * replicas, kv + draft.kv_bytes * replicas
+    one = stage_memory(cfg, Plan(), req.weight, req.act, req.kv_format)  # all on one chip
+    single_copy = one.weights[0] + one.layer_kv_bytes(req, m) * one.layers[0] + fullest.activations
+    ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = map(best.figure, (
+        "ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip
     return LLMInferenceResult(
         model=cfg.name, params=cfg.param_count, active_params=cfg.active_param_count,
         chip=chip.id, chips=n_chips, system=system.id, plan=plan.to_dict(), microbatches=m,
         sequences_in_flight=req.batch * m * plan.dp, batch=req.batch, prompt=req.prompt,
         gen=req.gen, precision=req.act.value, weight_precision=req.weight.value,
-        mode="inference", fits=fits,
-        reason="" if fits else _not_fit_reason(chip, fullest, n_chips),
+        mode="inference", fits=best.fits,
+        reason="" if best.fits else _not_fit_reason(chip, fullest, n_chips),
         min_chips=max(1, -int(-single_copy // capacity)),
         memory_bytes=MemoryBytes.of(
             Footprint(weights, kv, fullest.activations * n_chips), capacity * n_chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: chip.memory[i].name for role, i in placement.home.items()},
-        ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=tokens / latency_s,
-        tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j, joules_per_token=energy_j / tokens,
-        avg_power_w=energy_j / latency_s / n_chips, tdp_w=chip.tdp_w.value,
-        bottleneck=bottleneck, comm_s=comm_s, comm_share=comm_s / trip_s,
+        placement={role.value: chip.memory[i].name for role, i in best.placement.home.items()},
+        ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=best.tokens / latency_s,
+        tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j,
+        joules_per_token=energy_j / best.tokens, avg_power_w=energy_j / latency_s / n_chips,
+        tdp_w=chip.tdp_w.value, bottleneck=best.metrics.bottlenecks[best.k], comm_s=comm_s,
+        comm_share=comm_s / trip_s,
         # a rank's FLOPs, over the tp ranks of a stage
-        prefill_flops=float(graphs.flops[0][row]) * plan.tp,
-        decode_flops_per_step=float(graphs.flops[1][row]) * plan.tp,
+        prefill_flops=float(best.graphs.flops[0][best.row]) * plan.tp,
+        decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
-        plan_search=None if setup.objective is None else _search(setup, cands, c, runner_up),
+        plan_search=None if setup.objective is None else _search(ranks),
         notes=setup.notes,
     )  # fmt: skip
 
 
-def _search(setup: Setup, cands: Candidates, best: int, runner_up: int) -> dict[str, Any]:
+def _search(ranks: list[Candidate]) -> dict[str, Any]:
     """What a job's plan search found: its plan, how many it weighed and the runner-up."""
-    other = runner_up >= 0 and {
-        "plan": cands.plans[runner_up].to_dict(), "fits": bool(cands.fits[runner_up]),
-        "tpot_s": float(cands.figures["tpot_s"][runner_up]),
-        "ttft_s": float(cands.figures["ttft_s"][runner_up]),
-        "tokens_per_s": float(cands.tokens[runner_up] / cands.figures["latency_s"][runner_up]),
-    }  # fmt: skip
+    best, other = ranks[0], ranks[1] if len(ranks) > 1 else None
     return {
-        "objective": setup.objective,
-        "candidates": len(setup.plans),
-        "feasible": int(cands.feasible[cands.job[best]]),
-        "chosen": cands.plans[best].to_dict(),
-        "runner_up": other or None,
-        "search_s": time.perf_counter() - setup.started_s,
+        "objective": best.setup.objective,
+        "candidates": len(best.setup.plans),
+        "feasible": sum(c.fits for c in ranks),
+        "chosen": best.plan.to_dict(),
+        "runner_up": other and {
+            "plan": other.plan.to_dict(), "fits": other.fits, "tpot_s": other.figure("tpot_s"),
+            "ttft_s": other.figure("ttft_s"),
+            "tokens_per_s": other.tokens / other.figure("latency_s"),
+        },
+        "search_s": time.perf_counter() - best.setup.started_s,
     }
 
 
-def _add_detail(cfg: TransformerConfig, setup: Setup, cand: Candidate,
-                result: LLMInferenceResult) -> None:  # fmt: skip
+def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceResult) -> None:
     """A result's per-op reports and its decode step's collectives (`simulate`'s)."""
-    req, plan, graphs, row, k = setup.req, cand.plan, cand.graphs, cand.row, cand.k
+    setup, plan, graphs, row = cand.setup, cand.plan, cand.graphs, cand.row
     prefill, decode = cand.metrics.phases
-    ttft_s, trip_s, send_prefill_s, send_decode_s = (float(getattr(cand.metrics, name)[k])
-        for name in ("ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
-    act_bytes = req.batch * cfg.hidden_size * req.act.itemsize  # a token's, per sequence
+    ttft_s, trip_s, send_prefill_s, send_decode_s = map(cand.figure, (
+        "ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
+    act_bytes = setup.req.batch * cfg.hidden_size * setup.req.act.itemsize  # a token's
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     result.ops = [
-        *op_reports("prefill", pre, prefill.config(k), ttft_s),
-        *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * req.prompt),
-        *op_reports("decode", dec, decode.config(k), trip_s, graphs.step_weights[row]),
+        *op_reports("prefill", pre, prefill.config(cand.k), ttft_s),
+        *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * setup.req.prompt),
+        *op_reports("decode", dec, decode.config(cand.k), trip_s, graphs.step_weights[row]),
         *_sends("decode", plan.hops, send_decode_s, trip_s, act_bytes),
     ]
-    result.collectives = collective_algorithms(decode.table, setup.system, plan,
+    result.collectives = collective_algorithms(decode.table, setup.system, plan.tp,
                                                graphs.collective_bytes[1][row])  # fmt: skip
     if plan.chain > 1:  # a stream machine's pipeline: its per-chip time and hops
         from xpusim.cost.stream_machine import pipeline_note
 
         result.notes = [*result.notes, pipeline_note(setup.system, plan, max(cand.memory.weights),
                                                      send_decode_s)]  # fmt: skip
-
-
-def op_reports(
-    phase: str, table: OpTable, costs: OpCosts, phase_s: float, weights: np.ndarray | None = None
-) -> list[OpReport]:
-    """One report per distinct op; a table with a leading step axis (decode) is averaged
-    over it with `weights`, as `costs` already are."""
-    w = np.ones(1) if weights is None else weights
-    flops = np.average(np.atleast_2d(table.matrix_flops + table.vector_flops), axis=0, weights=w)
-    moved = np.average(np.atleast_2d(table.role_bytes.sum(axis=-2)), axis=0, weights=w)
-    labels = costs.bottleneck
-    return [
-        OpReport(
-            phase=phase,
-            name=table.labels[i],
-            kind=op.kind.value,
-            count=int(table.count[i]),
-            flops=float(flops[i]),
-            bytes=float(moved[i]),
-            time_s=float(costs.time_s[i]),
-            compute_s=float(costs.compute_s[i]),
-            memory_s=float(costs.memory_s[i]),
-            overhead_s=float(costs.overhead_s[i]),
-            comm_s=float(costs.comm_s[i]),
-            energy_j=float(costs.energy_j[i]),
-            bottleneck=Bottleneck(int(labels[i])).label,
-            share=float(table.count[i] * costs.time_s[i] / phase_s) if phase_s else 0.0,
-        )
-        for i, op in enumerate(table.ops)
-    ]
 
 
 def _sends(phase: str, hops: int, send_s: float, phase_s: float, nbytes: float) -> list[OpReport]:
@@ -540,24 +417,6 @@ def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:
         f"KV cache {fp.kv_cache / gb:.2f}, activations {fp.activations / gb:.2f}) but {where} "
         f"{chip.capacity_bytes / gb:.2f} GB"
     )
-
-
-def draft_cost(draft: Any, system: System, tp: int, options: dict[str, Any],
-               draft_tokens: int, shared_table_bytes: float = 0.0) -> DraftCost:  # fmt: skip
-    """The draft on `tp` chips of the target's system, decoding the request's whole length
-    (its mean step over the same contexts as the target's). `shared_table_bytes`: the
-    embedding table a draft shares with its target (an MTP module's), held once, by the
-    target, and so left out of the draft's weights on each chip."""
-    try:
-        got = simulate(draft, system.with_chips(tp) if tp > 1 else system.chip, tp=tp,
-                       pp=1, dp=1, **options)  # fmt: skip
-    except UserError as error:
-        raise UserError(f"the draft {draft.name} on tp {tp}: {error}") from None
-    power_w = got.energy_j / got.latency_s
-    step_s = draft_tokens * got.tpot_s
-    memory = got.per_chip_memory_bytes
-    return DraftCost(got.ttft_s, step_s, power_w * got.ttft_s, power_w * step_s,
-                     memory.weights - shared_table_bytes / tp, memory.kv_cache)  # fmt: skip
 
 
 register("llm", "inference", simulate, batched=simulate_many)

@@ -24,20 +24,22 @@ request takes ceil((gen - 1) / advance) steps and TPOT is a step over `advance`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from operator import attrgetter
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, CollectiveLine, collective_line
+from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
-from xpusim.scenarios.llm.engine import PhaseCosts, ordered_sum
+from xpusim.scenarios.llm.engine import PhaseCosts
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -59,10 +61,6 @@ class CostBatch(NamedTuple):
 class Metrics:
     """The costed timeline of K plans of one graph group, each figure a (K,) array."""
 
-    FIGURES: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "latency_s", "energy_j",
-                                          "comm_s", "trip_s", "send_prefill_s",
-                                          "send_decode_s")  # fmt: skip
-
     ttft_s: np.ndarray
     tpot_s: np.ndarray
     latency_s: np.ndarray
@@ -75,11 +73,10 @@ class Metrics:
     decode_steps: np.ndarray  # (K,) a request's decode steps after its first token
     send_total_s: np.ndarray  # (K,) a request's pipeline sends, all steps
 
-    def bottlenecks(self, ks: np.ndarray) -> list[str]:
-        """Plans ks' bottlenecks, worked out for them alone: labelling each op of every
-        plan of a search (86,000 of them for 10,000 points of 8 chips) took a tenth of the
-        costing, and only the plans a search keeps are reported."""
-        labels = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
+    @cached_property
+    def bottlenecks(self) -> list[str]:
+        """Each plan's bottleneck, as results name them: worked out when a result asks."""
+        labels = _bottleneck(*self.phases, self.decode_steps, self.send_total_s)
         return [_LABELS[label] for label in labels.tolist()]
 
 
@@ -140,8 +137,8 @@ def timeline(
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))
-    ttft_s = _over_stages(pre) + hops * send_pre + draft_s
-    trip = _over_stages(dec) + (hops * send_dec)[:, None]
+    ttft_s = ordered_sum(pre, axis=-1) + hops * send_pre + draft_s
+    trip = ordered_sum(dec, axis=-1) + (hops * send_dec)[:, None]
     step_s = decode.step_mean(np.maximum(trip, m[:, None] * dec.max(axis=-1))) + draft_step_s
     tpot_s = step_s / advance  # a speculative step outputs `advance` tokens, expected
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
@@ -150,7 +147,8 @@ def timeline(
     static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
     group_chips = np.array([p.tp * p.dp for p in plans])[plan_of]
     chips = np.array([s.chips for s in systems])[system_of]
-    busy_s = m * (_over_stages(pre) + decode_steps * decode.step_mean(_over_stages(dec)))
+    busy_s = m * (ordered_sum(pre, axis=-1)
+                  + decode_steps * decode.step_mean(ordered_sum(dec, axis=-1)))  # fmt: skip
     overlapped = bool(overlap.any())
     op_energy = m * (_phase_energy(prefill, pre[:, None], static_w, overlapped)
                      + decode_steps * _phase_energy(decode, dec, static_w, overlapped))  # fmt: skip
@@ -171,12 +169,6 @@ def timeline(
     )  # fmt: skip
 
 
-def _over_stages(values: np.ndarray) -> np.ndarray:
-    """Sum over the stage axis (last): a shallow pipeline costed beside deeper ones has
-    trailing stages of zeros, which an ordered sum adds exactly."""
-    return ordered_sum(values, axis=-1)
-
-
 def _phase_energy(
     phase: PhaseCosts, stage_s: np.ndarray, static_w: np.ndarray, overlapped: bool
 ) -> np.ndarray:
@@ -187,22 +179,21 @@ def _phase_energy(
     """
     energy = phase.totals("energy_j")
     if overlapped:
-        hidden = _over_stages(phase.stage_sums("time_s")) - _over_stages(stage_s)
+        hidden = ordered_sum(phase.stage_sums("time_s"), axis=-1) - ordered_sum(stage_s, axis=-1)
         energy = energy - static_w[:, None] * hidden
     return phase.step_mean(energy)
 
 
 def _bottleneck(
-    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray,
-    ks: np.ndarray,
-) -> np.ndarray:  # fmt: skip
-    """The label carrying the most time over the path of the requests of plans `ks`: each
-    op's time (decode's averaged over the steps) goes to its own bottleneck; pipeline sends
-    to interconnect."""
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray
+) -> np.ndarray:
+    """The label carrying the most time over each plan's request's path: each op's time
+    (decode's averaged over the steps) goes to its own bottleneck; pipeline sends to
+    interconnect."""
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
     for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
-        mean = [phase.op_mean(f, ks) for f in
+        mean = [phase.op_mean(f) for f in
                 ("compute_s", "memory_s", "overhead_s", "comm_s", "power_s", "time_s")]  # (k, n)
         labels = bottleneck_of(*mean[:5])
         time = mean[5] * phase.table.count * repeats[:, None]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from xpusim.compiler.partition import Plan, weight_bytes
 from xpusim.compiler.torus_layouts import LayoutCost, layout_cost, layouts
 from xpusim.scenarios.llm.plans import Setup
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -54,7 +55,7 @@ def _phase(cfg: TransformerConfig, setup: Setup, tokens: int, mean_context: floa
     phase's mean context, its cache grown to the longest (a cache holds context + tokens)."""
     system, req = setup.system, setup.req
     chip, chips = system.chip, system.chips
-    wbytes = setup.one_copy[0] / cfg.param_count
+    wbytes = _bytes_per_param(cfg, setup)
     kv = (req.kv or req.act).itemsize
     grown = (longest_context + tokens) / (round(mean_context) + tokens)
     best: PhaseLayout | None = None
@@ -68,6 +69,13 @@ def _phase(cfg: TransformerConfig, setup: Setup, tokens: int, mean_context: floa
                 best is None or time.step_s < best.time.step_s):
             best = PhaseLayout(time, memory)
     return best
+
+
+def _bytes_per_param(cfg: TransformerConfig, setup: Setup) -> float:
+    """The model's weights, each part in its format, per parameter: what the layouts'
+    cost takes in place of an op graph's weight tensors."""
+    req = setup.req
+    return sum(weight_bytes(cfg, Plan(), req.weight, req.act)) / cfg.param_count
 
 
 def _energy_j(setup: Setup, cost: LayoutCost) -> float:
@@ -97,7 +105,7 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     overheads), not with their splits."""
     req, system = setup.req, setup.system
     tp, dp = plan.get("tp", 1), plan.get("dp", 1)
-    wbytes = setup.one_copy[0] / cfg.param_count
+    wbytes = _bytes_per_param(cfg, setup)
     kv = (req.kv or req.act).itemsize
     batch = -(-req.batch // dp)
     mean = round(req.prompt + (req.gen - 1) / 2)

@@ -186,9 +186,15 @@ def test_serve_bounds_gemma3s_windowed_cache():
     assert 62 * per_layer > 5 * result.kv_cache.bytes_per_token
 
 
-def test_serving_a_linear_attention_hybrid_is_refused_in_one_line():
-    with pytest.raises(UserError, match="linear-attention hybrid"):
-        xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", concurrency=2, requests=2)
+def test_serve_blocks_hold_full_attention_tokens_and_a_share_of_the_state():
+    """A hybrid's KV blocks hold its full-attention layers' tokens and each linear layer's
+    state spread over a request's tokens (serving/run.py _kv_room), not every layer's KV."""
+    cfg = config_from_hf(QWEN3_NEXT, "q", "c")
+    result = xpusim.serve(cfg, "h100-sxm", concurrency=2, prompt=1000, gen=24, requests=2)
+    full = cfg.num_layers - len(cfg.linear_layers)
+    per_token = full * 2 * cfg.num_kv_heads * cfg.head_dim * 2
+    state = len(cfg.linear_layers) * cfg.linear_state_elements_per_layer() * 2
+    assert result.kv_cache.bytes_per_token == pytest.approx(per_token + state / 1024, rel=1e-12)
 
 
 def test_bandwidth_floor_of_a_decode_step_is_the_state():

@@ -449,7 +449,7 @@ def _op_kinds(cfg: TransformerConfig, requests, plan: Plan, probe: OpTable) -> d
     rows = [graphs.row[r] for r in probes]
     works = np.concatenate([probe.matrix_flops[:, None], probe.vector_flops[:, None],
                             probe.role_bytes], axis=1)  # (probes, values, ops)
-    groups = [np.flatnonzero(_PROBES_Q == q) for q in np.unique(_PROBES_Q)]
+    groups = [np.flatnonzero(q == _PROBES_Q) for q in np.unique(_PROBES_Q)]
     index = {name: j for j, name in enumerate(probe.names)}
     found = {}
     for i, op in enumerate(table.ops):

@@ -33,7 +33,7 @@ QWEN3_NEXT = dict(model_type="qwen3_next", hidden_size=256, intermediate_size=51
                   linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=32,
                   linear_value_head_dim=48, linear_conv_kernel_dim=4,
                   full_attention_interval=4)  # fmt: skip
-NEW_FAMILIES = ["qwen3-next-80b-a3b-instruct", "qwen3.5-397b-a17b"]
+NEW_FAMILIES = ["qwen3-next-80b-a3b-instruct", "qwen3.5-397b-a17b", "qwen3.5-27b"]
 
 
 def test_every_op_kind_has_a_cost_rule():
@@ -46,11 +46,15 @@ def test_a_kind_without_a_rule_is_refused_at_import():
         check_rules(extra)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_moe_text"])
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_moe_text", "qwen3_5_text"])
 def test_counts_what_transformers_builds(model_type):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    rest = {k: v for k, v in QWEN3_NEXT.items() if k != "model_type"}
+    moe = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+           "shared_expert_intermediate_size"}
+    dense = model_type == "qwen3_5_text"  # Qwen3.5-27B's: an MLP in every layer
+    rest = {k: v for k, v in QWEN3_NEXT.items()
+            if k != "model_type" and not (dense and k in moe)}  # fmt: skip
     hf = transformers.AutoConfig.for_model(model_type, **rest)
     with torch.device("meta"):
         built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)

@@ -21,8 +21,7 @@ from xpusim.workloads.zoo import (
 
 HUB_ENTRIES = sorted(hub_names().values())
 
-NOT_YET = {"qwen3_5": "linear-attention hybrid (Gated DeltaNet), dense",
-           "deepseek_v4": "DeepSeek-V4's attention"}
+NOT_YET = {"deepseek_v4": "DeepSeek-V4's attention"}
 """Architectures whose configs are bundled before this tree builds them (docs/models.md
 says what each needs): their files must be refused by model_type, one line naming it, and are
 skipped here until they build. Any other file that does not build fails."""

@@ -568,9 +568,10 @@ _GEMMA3_KEYS = _GEMMA2_KEYS | {
 # (q_proj twice as wide; attn_output_gate, on unless the file says otherwise) and partial
 # rotary embedding (partial_rotary_factor, 0.25), and Gated DeltaNet layers: those
 # layer_types calls linear_attention, else all but every full_attention_interval-th.
-_QWEN3_NEXT_KEYS = _MOE_KEYS | {
-    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
-    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+# The dense Qwen3.5 (Qwen3_5TextConfig, the text_config of model_type qwen3_5: Qwen3.5-27B)
+# has the same attention and Gated DeltaNet layers and a Llama's SwiGLU MLP
+# intermediate_size wide in every layer.
+_LINEAR_KEYS = {
     "linear_key_heads": ("linear_num_key_heads", _REQUIRED),
     "linear_value_heads": ("linear_num_value_heads", _REQUIRED),
     "linear_key_dim": ("linear_key_head_dim", _REQUIRED),
@@ -581,6 +582,11 @@ _QWEN3_NEXT_KEYS = _MOE_KEYS | {
     "full_attention_interval": ("full_attention_interval", 4),
     "mtp_layers": ("mtp_num_hidden_layers", 0),
 }
+_QWEN3_NEXT_KEYS = _MOE_KEYS | _LINEAR_KEYS | {
+    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
+    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+}
+_QWEN3_5_KEYS = _LLAMA_KEYS | _LINEAR_KEYS
 # Llama-4 (Llama4TextConfig, the text_config of model_type llama4): a Llama's keys with
 # experts intermediate_size wide beside a shared expert as wide (no gate), dense layers
 # intermediate_size_mlp wide between the expert layers (interleave_moe_layer_step), and
@@ -601,7 +607,7 @@ _LLAMA4_KEYS = _LLAMA_KEYS | {
     "head_dim": ("head_dim", 128),
 }
 NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
-          "llama4": "llama4_text"}
+          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
 _LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers"}
@@ -791,6 +797,7 @@ DIALECTS = {
     "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
     "glm_moe_dsa": _DEEPSEEK_V32_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
+    "qwen3_5_text": _QWEN3_5_KEYS,
 }  # fmt: skip
 # Architectures read from public code but not built yet, each with what is missing (a one-line
 # refusal, rather than a list of every supported model_type). See docs/models.md.
@@ -930,10 +937,10 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       shared_expert_width=shared * int(fields["expert_intermediate_size"]),
                       rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.5,
                                                        origin))  # fmt: skip
-    elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
+    elif model_type in ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text"):
         _linear_schedule(fields, origin)
         fields["intermediate_size"] = (fields["intermediate_size"]
-                                       or fields["expert_intermediate_size"])  # fmt: skip
+                                       or fields.get("expert_intermediate_size"))  # fmt: skip
         fields.update(_QWEN3_FIXED, linear_attention="gated_deltanet",
                       rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.25,
                                                        origin))  # fmt: skip

@@ -360,3 +360,56 @@ def test_glm4_moe_counts_what_transformers_builds(qk_norm):
     cfg = config_from_hf(hf.to_dict(), "glm", "config.json")
     assert cfg.param_count == built
     assert cfg.rotary_fraction == 0.5 and cfg.mtp_layers == 1
+
+
+MINIMAX_M1 = dict(model_type="minimax_m1", hidden_size=256, intermediate_size=128,
+                  num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=32, num_local_experts=4, num_experts_per_tok=2, vocab_size=1000,
+                  attn_type_list=[0, 0, 0, 1] * 2, rotary_dim=16)  # fmt: skip
+
+
+def test_minimax_m1_counts_what_transformers_builds():
+    """transformers' MiniMax (model_type minimax, the same architecture under layer_types)
+    built on the meta device from the same sizes."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    kinds = ["linear_attention" if t == 0 else "full_attention"
+             for t in MINIMAX_M1["attn_type_list"]]  # fmt: skip
+    rest = {k: v for k, v in MINIMAX_M1.items()
+            if k not in ("model_type", "attn_type_list", "rotary_dim")}  # fmt: skip
+    hf = transformers.AutoConfig.for_model("minimax", layer_types=kinds, **rest)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    cfg = config_from_hf(MINIMAX_M1, "m", "config.json")
+    assert cfg.param_count == built
+    assert cfg.linear_layers == (0, 1, 2, 4, 5, 6) and cfg.is_lightning
+
+
+def test_minimax_m1s_published_counts():
+    """456B total and 45.9B activated (MiniMax-M1, arXiv 2506.13585), the active count
+    without the embedding and LM head."""
+    cfg = zoo_entry("minimax-m1-80k").config
+    assert cfg.param_count == pytest.approx(456e9, rel=0.01)
+    active = cfg.active_param_count - cfg.embedding_params - cfg.lm_head_params
+    assert active == pytest.approx(45.9e9, rel=0.01)
+
+
+def test_lightning_layers_cache_their_state_alone():
+    """A lightning layer carries one head_dim x head_dim state per head and no convolution
+    inputs; a decode step's cost does not grow with the context, and its KV cache is the
+    softmax layers' tokens beside the states."""
+    cfg = config_from_hf(MINIMAX_M1, "m", "config.json")
+    assert cfg.linear_state_elements_per_layer() == 4 * 32 * 32
+    assert cfg.linear_state_elements_per_layer(tp=2) == 2 * 32 * 32
+    short, long = (next(op for op in build_step(cfg, StepShape(3, 1, context), DType.BF16)
+                    if op.kind is OpKind.LINEAR_ATTENTION) for context in (9, 50_000))
+    assert not long.attr("delta")
+    assert long.bytes == short.bytes >= 2 * 3 * 4 * 32 * 32 * 2  # the state, read and written
+
+
+def test_a_bad_attn_type_list_is_refused_by_name():
+    with pytest.raises(UserError, match="'attn_type_list'"):
+        config_from_hf({**MINIMAX_M1, "attn_type_list": [0, 2] * 4}, "m", "config.json")
+    with pytest.raises(UserError, match="'shared_intermediate_size'"):
+        config_from_hf({**MINIMAX_M1, "shared_intermediate_size": 64}, "m", "config.json")

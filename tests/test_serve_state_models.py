@@ -15,14 +15,15 @@ from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
 from xpusim.serving.step_cost import Work, _attention_probe, _op_kinds, step_cost
 
-# (model, chip, plan): a hybrid MoE, its Qwen3.5 siblings (MoE and dense), Mamba's scan and
-# Mamba-2's SSD
+# (model, chip, plan): a hybrid MoE, its Qwen3.5 siblings (MoE and dense), Mamba's scan,
+# Mamba-2's SSD and MiniMax-M1's lightning attention beside softmax attention
 FAMILIES = [
     ("qwen3-next-80b-a3b-instruct", "h100-sxm", {"chips": 4, "tp": 4}),
     ("qwen3.5-35b-a3b", "h100-sxm", {}),
     ("qwen3.5-27b", "h100-sxm", {}),  # dense: Gated DeltaNet beside full attention, no experts
     ("mamba-2.8b", "h100-sxm", {}),
     ("mamba-codestral-7b", "h100-sxm", {}),
+    ("minimax-m1-80k", "h200-sxm", {"chips": 8, "tp": 8, "precision": "fp8"}),  # lightning
 ]
 
 

@@ -33,7 +33,7 @@ QWEN3_NEXT = dict(model_type="qwen3_next", hidden_size=256, intermediate_size=51
                   linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=32,
                   linear_value_head_dim=48, linear_conv_kernel_dim=4,
                   full_attention_interval=4)  # fmt: skip
-NEW_FAMILIES = ["qwen3-next-80b-a3b-instruct", "qwen3.5-397b-a17b"]
+NEW_FAMILIES = ["qwen3-next-80b-a3b-instruct", "qwen3.5-397b-a17b", "qwen3.5-27b"]
 
 
 def test_every_op_kind_has_a_cost_rule():
@@ -46,11 +46,15 @@ def test_a_kind_without_a_rule_is_refused_at_import():
         check_rules(extra)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_moe_text"])
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_moe_text", "qwen3_5_text"])
 def test_counts_what_transformers_builds(model_type):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    rest = {k: v for k, v in QWEN3_NEXT.items() if k != "model_type"}
+    moe = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+           "shared_expert_intermediate_size"}
+    dense = model_type == "qwen3_5_text"  # Qwen3.5-27B's: an MLP in every layer
+    rest = {k: v for k, v in QWEN3_NEXT.items()
+            if k != "model_type" and not (dense and k in moe)}  # fmt: skip
     hf = transformers.AutoConfig.for_model(model_type, **rest)
     with torch.device("meta"):
         built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
@@ -186,9 +190,15 @@ def test_serve_bounds_gemma3s_windowed_cache():
     assert 62 * per_layer > 5 * result.kv_cache.bytes_per_token
 
 
-def test_serving_a_linear_attention_hybrid_is_refused_in_one_line():
-    with pytest.raises(UserError, match="linear-attention hybrid"):
-        xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", concurrency=2, requests=2)
+def test_serve_blocks_hold_full_attention_tokens_and_a_share_of_the_state():
+    """A hybrid's KV blocks hold its full-attention layers' tokens and each linear layer's
+    state spread over a request's tokens (serving/run.py _kv_room), not every layer's KV."""
+    cfg = config_from_hf(QWEN3_NEXT, "q", "c")
+    result = xpusim.serve(cfg, "h100-sxm", concurrency=2, prompt=1000, gen=24, requests=2)
+    full = cfg.num_layers - len(cfg.linear_layers)
+    per_token = full * 2 * cfg.num_kv_heads * cfg.head_dim * 2
+    state = len(cfg.linear_layers) * cfg.linear_state_elements_per_layer() * 2
+    assert result.kv_cache.bytes_per_token == pytest.approx(per_token + state / 1024, rel=1e-12)
 
 
 def test_bandwidth_floor_of_a_decode_step_is_the_state():
@@ -350,3 +360,56 @@ def test_glm4_moe_counts_what_transformers_builds(qk_norm):
     cfg = config_from_hf(hf.to_dict(), "glm", "config.json")
     assert cfg.param_count == built
     assert cfg.rotary_fraction == 0.5 and cfg.mtp_layers == 1
+
+
+MINIMAX_M1 = dict(model_type="minimax_m1", hidden_size=256, intermediate_size=128,
+                  num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=32, num_local_experts=4, num_experts_per_tok=2, vocab_size=1000,
+                  attn_type_list=[0, 0, 0, 1] * 2, rotary_dim=16)  # fmt: skip
+
+
+def test_minimax_m1_counts_what_transformers_builds():
+    """transformers' MiniMax (model_type minimax, the same architecture under layer_types)
+    built on the meta device from the same sizes."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    kinds = ["linear_attention" if t == 0 else "full_attention"
+             for t in MINIMAX_M1["attn_type_list"]]  # fmt: skip
+    rest = {k: v for k, v in MINIMAX_M1.items()
+            if k not in ("model_type", "attn_type_list", "rotary_dim")}  # fmt: skip
+    hf = transformers.AutoConfig.for_model("minimax", layer_types=kinds, **rest)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(hf)
+                    .parameters())  # fmt: skip
+    cfg = config_from_hf(MINIMAX_M1, "m", "config.json")
+    assert cfg.param_count == built
+    assert cfg.linear_layers == (0, 1, 2, 4, 5, 6) and cfg.is_lightning
+
+
+def test_minimax_m1s_published_counts():
+    """456B total and 45.9B activated (MiniMax-M1, arXiv 2506.13585), the active count
+    without the embedding and LM head."""
+    cfg = zoo_entry("minimax-m1-80k").config
+    assert cfg.param_count == pytest.approx(456e9, rel=0.01)
+    active = cfg.active_param_count - cfg.embedding_params - cfg.lm_head_params
+    assert active == pytest.approx(45.9e9, rel=0.01)
+
+
+def test_lightning_layers_cache_their_state_alone():
+    """A lightning layer carries one head_dim x head_dim state per head and no convolution
+    inputs; a decode step's cost does not grow with the context, and its KV cache is the
+    softmax layers' tokens beside the states."""
+    cfg = config_from_hf(MINIMAX_M1, "m", "config.json")
+    assert cfg.linear_state_elements_per_layer() == 4 * 32 * 32
+    assert cfg.linear_state_elements_per_layer(tp=2) == 2 * 32 * 32
+    short, long = (next(op for op in build_step(cfg, StepShape(3, 1, context), DType.BF16)
+                    if op.kind is OpKind.LINEAR_ATTENTION) for context in (9, 50_000))
+    assert not long.attr("delta")
+    assert long.bytes == short.bytes >= 2 * 3 * 4 * 32 * 32 * 2  # the state, read and written
+
+
+def test_a_bad_attn_type_list_is_refused_by_name():
+    with pytest.raises(UserError, match="'attn_type_list'"):
+        config_from_hf({**MINIMAX_M1, "attn_type_list": [0, 2] * 4}, "m", "config.json")
+    with pytest.raises(UserError, match="'shared_intermediate_size'"):
+        config_from_hf({**MINIMAX_M1, "shared_intermediate_size": 64}, "m", "config.json")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_run import refused
+from cli_run import refused, run_cli
 
 import xpusim
 from xpusim.errors import UserError
@@ -87,13 +87,22 @@ def test_a_mamba2_whose_heads_do_not_make_its_width_is_refused():
 @pytest.mark.parametrize("args, message", [
     (["run", "--chips", "2", "--tp", "2"], "tensor parallelism"),
     (["run", "--mode", "training"], "training a state-space model"),
-    (["serve", "--concurrency", "2"], "state-space model"),
 ])  # fmt: skip
 def test_what_is_not_modelled_is_refused_in_one_line(capsys, tmp_path, args, message):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(MAMBA))
     command, *rest = args
     assert message in refused(capsys, command, str(path), "--chip", "h100-sxm", *rest)
+
+
+def test_serve_runs_a_state_space_model(capsys, tmp_path):
+    """Once refused; its scans are serve's state ops (tests/test_serve_state_models.py)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MAMBA))
+    code, out, err = run_cli(capsys, "serve", str(path), "--chip", "h100-sxm",
+                             "--concurrency", "2", "--requests", "4")  # fmt: skip
+    assert code == 0, err
+    assert "TPOT" in out
 
 
 def test_a_plan_search_splits_a_state_space_model_by_replicas_and_stages():

@@ -261,7 +261,8 @@ def test_deepseek_reads_as_transformers_builds_it():
 def test_an_unsupported_model_type_is_refused_by_name(model_type):
     data = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
             "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}  # fmt: skip
-    supported = r"is not supported .*llama, llama4_text, mamba, mamba2, minimax_m2, mistral"
+    supported = (r"is not supported .*llama, llama4_text, mamba, mamba2, minimax_m1, "
+                 r"minimax_m2, mistral")
     with pytest.raises(UserError, match=supported):
         config_from_hf(data, "m", "config.json")
 

@@ -21,8 +21,7 @@ from xpusim.workloads.zoo import (
 
 HUB_ENTRIES = sorted(hub_names().values())
 
-NOT_YET = {"qwen3_5": "linear-attention hybrid (Gated DeltaNet), dense",
-           "deepseek_v4": "DeepSeek-V4's attention"}
+NOT_YET = {"deepseek_v4": "DeepSeek-V4's attention"}
 """Architectures whose configs are bundled before this tree builds them (docs/models.md
 says what each needs): their files must be refused by model_type, one line naming it, and are
 skipped here until they build. Any other file that does not build fails."""
@@ -97,8 +96,10 @@ def test_deepseek_v4_is_refused_naming_what_is_missing():
         load_model("deepseek-ai/DeepSeek-V4-Pro")
 
 
-TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3"}
-"""model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model."""
+TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3", "minimax_m1": "minimax"}
+"""model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model;
+MiniMax-M1's remote code is transformers' MiniMax, its attn_type_list that model's
+layer_types (0 lightning, 1 softmax)."""
 
 POSITION_TABLES = {"gpt2": ("n_positions", "n_embd", 0), "opt": (
     "max_position_embeddings", "hidden_size", 2), "bert": ("max_position_embeddings",
@@ -121,6 +122,9 @@ def test_count_equals_what_transformers_builds(model_id):
         data.pop("model_type", None)
     data.pop("quantization_config", None)  # transformers would quantize on the meta device
     data.pop("auto_map", None)  # remote code: the library's own class is built instead
+    if "attn_type_list" in data:
+        data["layer_types"] = ["full_attention" if t else "linear_attention"
+                               for t in data.pop("attn_type_list")]  # fmt: skip
     hf = transformers.AutoConfig.for_model(TRANSFORMERS_TYPES.get(model_type, model_type),
                                            **data)  # fmt: skip
     auto = (transformers.AutoModel if config.encoder else transformers.AutoModelForSeq2SeqLM

@@ -604,7 +604,7 @@ def _linear_layer_difference(cfg: TransformerConfig, plan: Plan) -> float:
     rank share (linear_mixer_difference on one chip)."""
     if not cfg.linear_layers:
         return 0.0
-    norm = cfg.linear_value_dim
+    norm = cfg.linear_norm_params
     linear = (cfg.linear_attention_params - norm) * _ceil_div(
         cfg.linear_value_heads, plan.attention_tp) / cfg.linear_value_heads + norm  # fmt: skip
     whole, mine = _split_attention_params(cfg, Plan()), _split_attention_params(cfg, plan)

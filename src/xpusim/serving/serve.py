@@ -110,12 +110,10 @@ def serve(
     if workload.encoder:
         raise UserError(f"{workload.name} is an encoder: serve runs decoders (an encoder's "
                         "request is one forward pass: xpusim run)")  # fmt: skip
-    if workload.ssm or workload.is_encoder_decoder or workload.linear_layers:
-        kind = ("a state-space model" if workload.ssm else "a linear-attention hybrid"
-                if workload.linear_layers else "an encoder-decoder")  # fmt: skip
-        raise UserError(f"{workload.name} is {kind}: serving it is not modelled yet (serve's "
-                        "step costs and KV blocks are a decoder's); xpusim run simulates a "
-                        "batch")  # fmt: skip
+    if workload.is_encoder_decoder:
+        raise UserError(f"{workload.name} is an encoder-decoder: serving it is not modelled "
+                        "yet (serve's step costs and KV blocks are a decoder's); xpusim run "
+                        "simulates a batch")  # fmt: skip
     groups = {cls: {f.name for f in fields(cls)} for cls in (Load, Engine, Search)}
     taken = set().union(*groups.values(), PLAN_OPTIONS)
     unknown = sorted(set(options) - taken)

@@ -1,13 +1,18 @@
 """The time and energy of one engine iteration: the one interface serving has to cost/.
 
 An iteration runs a batch of sequences, each with q new tokens (a prefill chunk, or 1 for a
-decode) attending c keys (its cache plus the new tokens). Its ops fall into three kinds by
-what their work depends on, found by probing the model's graph rather than by op names:
+decode) attending c keys (its cache plus the new tokens). Its ops fall into four kinds by
+what their work depends on (KINDS), found by probing the model's graph rather than by op
+names:
 
 - token ops (every linear layer, norm, collective, MoE expert): the iteration's new tokens
   T = Σ q, because an engine runs them over all sequences' tokens as one matrix;
 - sampling ops (the LM head over each sequence's last position, the sampler): the sequences
   that produce a token this iteration;
+- state ops (linear attention's chunked scan, a state-space model's scan, the convolutions
+  that carry their last inputs): each sequence's q alone, since what it carries is the
+  same size at any context; one kernel over all of them, its FLOPs and bytes the sum of
+  each sequence's, read from run's own prefill graph of a q-token prompt (chunks and all);
 - attention ops: each sequence's own (q, c), as one variable-length kernel over all of them
   (FlashAttention's varlen form), so their FLOPs and bytes are sums over the sequences.
 
@@ -27,7 +32,10 @@ geometric grid of mean context (GRID_RATIO apart), and interpolated linearly alo
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
 at most one per iteration, is costed by the roofline (cost/roofline.evaluate) itself, kept
-per distinct work (an engine sees the same prompt lengths again and again).
+per distinct work (an engine sees the same prompt lengths again and again). State ops run
+as two kernels the same way (vLLM's Gated DeltaNet: a recurrent kernel for the decodes, a
+chunked one for the prompts): the decodes' tabulated over their count, the prompts' by the
+roofline of their summed work.
 
 Under attention data parallelism (Plan.dp_attention) the step is its busiest chip's: the
 engine spreads the decoding sequences evenly over the tp chips, each prefill chunk runs on
@@ -54,6 +62,7 @@ from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
 from xpusim.cost.stream_machine import stage_send_line
+from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import ROLES, Role
@@ -84,6 +93,7 @@ class Work(NamedTuple):
     prefill_query_context: int  # Σ q·c
     prefill_query_squared: int  # Σ q²
     sampled: int  # sequences that produce a token: decodes and finished prompts
+    prefill_queries: tuple[int, ...] = ()  # each prefill chunk's q, for the state ops
 
     @property
     def tokens(self) -> int:
@@ -101,7 +111,8 @@ class Work(NamedTuple):
         """From a decoding cohort's size and keys, and each prefill chunk's (q, c)."""
         pairs = list(zip(prefill_q, prefill_c, strict=True))
         return cls(decodes, decode_context, len(pairs), sum(prefill_q), sum(prefill_c),
-                   sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled)
+                   sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled,
+                   tuple(prefill_q))  # fmt: skip
 
     @property
     def prefill_basis(self) -> tuple[int, int, int, int, int]:
@@ -130,11 +141,16 @@ class StepTime(NamedTuple):
 class Kernel:
     """Some ops on one chip, costed for any counts of their work."""
 
-    table: OpTable  # the ops; their counts are replaced by each work's
-    hw: HardwareArrays
+    table: OpTable  # the ops (perhaps none: a state-space model has no attention); their
+    # counts are replaced by each work's
+    chip: Chip
     counts: np.ndarray  # (n, pp) instances per stage
     placement: Placement
     levels: int
+
+    @cached_property
+    def _hw(self) -> HardwareArrays:
+        return HardwareArrays.of(self.chip, self.table)
 
     @cached_property
     def _offchip(self) -> np.ndarray:
@@ -147,13 +163,15 @@ class Kernel:
         """Stage times (K, pp) and energy (K,) of the ops at K works' FLOPs (K, n) and
         bytes by role (K, roles, n)."""
         k = len(matrix)
+        if not len(self.table):
+            return np.zeros((k, self.counts.shape[1])), np.zeros(k)
         table = replace(self.table, matrix_flops=matrix, vector_flops=vector, role_bytes=roles)
         if self.placement.onchip_level is None and k == 1:  # then where does not depend on it
             where = self._offchip
         else:
             act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
             where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
-        costs = evaluate(table, self.hw, where)
+        costs = evaluate(table, self._hw, where)
         return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
 
 
@@ -188,6 +206,9 @@ class StepCost:
     mean_context: np.ndarray  # (M,) the decode table's grid
     decode_stage_s: np.ndarray  # (max_sampled, M, pp) the decode kernel of n sequences
     decode_energy_j: np.ndarray  # (max_sampled, M)
+    state_stage_s: np.ndarray  # (max_sampled, pp) the state ops of n decoding sequences
+    state_energy_j: np.ndarray  # (max_sampled,)
+    state: Counts  # the state ops' work for a prefill chunk of each q up to max_tokens
     ranks: int  # chips per stage: tp
     send_fixed_s: float
     send_s_per_token: float
@@ -210,6 +231,7 @@ class StepCost:
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
         self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
+        self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
         self._prompt_rows = rows(self.prompt_stage_s, self.prompt_energy_j)
 
@@ -235,12 +257,12 @@ class StepCost:
             total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
                                            strict=True)]  # fmt: skip
         if work.decodes:
-            total = [a + b for a, b in zip(total, self._decode(work.decodes, work.decode_context),
-                                           strict=True)]  # fmt: skip
+            total = [a + b + s for a, b, s in zip(
+                total, self._decode(work.decodes, work.decode_context),
+                self._state_rows[work.decodes - 1], strict=True)]  # fmt: skip
         if work.prefills:
             busiest = self._busiest_prefills(work) / work.prefills
-            total = [a + b * busiest for a, b in zip(total, self._prefill(work.prefill_basis),
-                                                     strict=True)]  # fmt: skip
+            total = [a + b * busiest for a, b in zip(total, self._prefill(work), strict=True)]
         send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
         return StepTime(total[:-1], send, total[-1] * self.ranks)
 
@@ -277,18 +299,23 @@ class StepCost:
         row = self._decode_rows[n - 1]
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
-    def _prefill(self, basis: tuple) -> list[float]:
-        """The prefill kernel: one whole prompt from the table of every length (the common
-        iteration), else costed by the roofline once per distinct work."""
+    def _prefill(self, work: Work) -> list[float]:
+        """The prefill kernels (attention's and the state ops'): one whole prompt from the
+        table of every length (the common iteration), else costed by the roofline once per
+        distinct work."""
+        basis = work.prefill_basis
         n, q, c = basis[:3]
         if n == 1 and q == c <= len(self._prompt_rows):
             return self._prompt_rows[q - 1]
-        found = self._prefills.get(basis)
+        key = (basis, tuple(sorted(work.prefill_queries)))
+        found = self._prefills.get(key)
         if found is None:
             if len(self._prefills) > 1 << 16:
                 self._prefills.clear()
             stage_s, energy = self.attention.cost(np.array([basis], dtype=float))
-            found = self._prefills[basis] = [*stage_s[0].tolist(), float(energy[0])]
+            state_s, state_j = self.state.summed(key[1])
+            found = self._prefills[key] = [*(stage_s[0] + state_s).tolist(),
+                                           float(energy[0] + state_j)]  # fmt: skip
         return found
 
 
@@ -312,7 +339,8 @@ def step_cost(
         return [Request(int(b), int(p), 1, act, weight, attention, kv)
                 for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
 
-    kinds = _op_kinds(cfg, requests, plan)
+    probe = _attention_probe(cfg, plan, act, weight, attention, kv)
+    kinds = _op_kinds(cfg, requests, plan, probe)
     tokens = np.arange(1, max_tokens + 1)
     a = plan.attention_dp
     one = requests(np.ones_like(tokens), tokens)  # one prompt of T tokens: the experts see T
@@ -320,8 +348,8 @@ def step_cost(
     def token(op: Op) -> bool:
         return kinds[op.name] == "token"
 
-    def whole_prompt(op: Op) -> bool:  # its attention, as the prefill graph has it (windows)
-        return kinds[op.name] == "attention"
+    def whole_prompt(op: Op) -> bool:  # its attention and state ops, as the prefill graph
+        return kinds[op.name] in ("attention", "state")  # has them (windows, chunks)
 
     experts: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
     if a == 1:
@@ -343,28 +371,30 @@ def step_cost(
         [lambda op: kinds[op.name] == "sample"],
     )  # fmt: skip
     at = np.array([i for i, op in enumerate(table.ops) if kinds[op.name] == "attention"], dtype=int)
-    probe = _attention_probe(cfg, plan, act, weight, attention, kv)
     rows = np.array([probe.names.index(table.ops[i].name) for i in at], dtype=int)
     found = probe.subset(ops=rows)
     ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
                   role_bytes=found.role_bytes[:1])  # fmt: skip
     att = Attention(
-        ops, HardwareArrays.of(system.chip, ops), counts[at], placement, len(system.chip.memory),
+        ops, system.chip, counts[at], placement, len(system.chip.memory),
         tuple(_fit(getattr(found, f)) for f in ("matrix_flops", "vector_flops", "role_bytes")),
     )  # fmt: skip
     # decodes run the decode graph `run` costs (MLA's absorbed form, windows, sinks): its
     # ops whose work grows with the keys are the decode kernel, the rest depend on the
     # sequences alone and are tabulated over them like the token ops
     varies = _context_ops(cfg, requests, plan)
-    (step_s, step_j), _, _ = _tabulated(
+    (step_s, step_j, state_s, state_j), _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
-        [lambda op: op.name not in varies], phase=1,
+        [lambda op: op.name not in varies, lambda op: kinds.get(op.name) == "state"], phase=1,
     )  # fmt: skip
+    # a prefill chunk's state ops: one q-token prompt's, for every q
+    state = _counts(cfg, one, system, plan, placement,
+                    frozenset(n for n, k in kinds.items() if k == "state"), phase=0)
     top = max(max_context, 3)
     mean = np.unique(np.rint(np.r_[np.geomspace(2, top, int(np.log(top / 2) / np.log(GRID_RATIO))
                                                 + 2), top]))  # fmt: skip
-    decode = _decode_kernel(cfg, requests(np.ones_like(mean), mean - 1), system, plan,
-                            placement, varies)  # fmt: skip
+    decode = _counts(cfg, requests(np.ones_like(mean), mean - 1), system, plan, placement,
+                     varies, phase=1)  # fmt: skip
     mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
     decode_s, decode_j = decode.per_sequence(mine)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
@@ -372,7 +402,8 @@ def step_cost(
     per_token = cfg.hidden_size * act.itemsize
     return StepCost(
         max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, step_s, step_j,
-        prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, plan.tp,
+        prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, state_s, state_j,
+        state, plan.tp,
         send.fixed_s, send.s_per_byte * per_token, a, *experts,
     )  # fmt: skip
 
@@ -382,22 +413,52 @@ def _expert_op(op) -> bool:
     return is_expert(op) or op.attr("group") == "ep"
 
 
-def _op_kinds(cfg: TransformerConfig, requests, plan: Plan) -> dict[str, str]:
-    """Each op's kind (token, sample or attention) from three prefill shapes: (batch 1,
-    2 tokens) and (batch 2, 1 token each) run as many tokens; (1, 1) as many sequences
-    as the first. Token ops agree on the first two, sampling ops on the first and third."""
+class Probed(NamedTuple):
+    """One op's work (FLOPs and bytes by role, as one vector) at the probe shapes."""
+
+    two_tokens: np.ndarray  # one sequence of 2 new tokens
+    two_sequences: np.ndarray  # two sequences of 1 each
+    one: np.ndarray  # one sequence of 1
+    # per q of the attention probes, its (q, c) shapes' works (C, values); None for an op
+    # the probe graph has not (a collective of the plan's own)
+    by_query: list[np.ndarray] | None
+
+
+KINDS: dict[str, Callable[[Probed], bool]] = {
+    # the step's new tokens T, whatever the sequences they come from
+    "token": lambda w: np.array_equal(w.two_tokens, w.two_sequences),
+    # the sequences that produce a token, whatever their tokens
+    "sample": lambda w: np.array_equal(w.two_tokens, w.one),
+    # each sequence's q alone: the same at any context (a constant-size state)
+    "state": lambda w: w.by_query is not None and all((works == works[0]).all()
+                                                      for works in w.by_query),
+    # each sequence's (q, c)
+    "attention": lambda w: True,
+}
+"""The op kinds, by what an op's work depends on, each with its test; an op is the first
+kind whose test it passes. serving costs each kind its own way (StepCost)."""
+
+
+def _op_kinds(cfg: TransformerConfig, requests, plan: Plan, probe: OpTable) -> dict[str, str]:
+    """Each op's kind (KINDS) from three prefill shapes, (batch 1, 2 tokens), (batch 2, 1
+    token each) and (1, 1), and the attention probes' (q, c) shapes (`probe`)."""
     a = plan.attention_dp  # each chip's share: (1, 2), (2, 1), (1, 1)
     probes = requests(np.array([a, 2 * a, a]), np.array([2, 1, 1]))
     graphs = shape_graphs(cfg, probes, plan.tp, plan.ep, plan.dp_attention)
     table = graphs.tables[0]
     rows = [graphs.row[r] for r in probes]
+    works = np.concatenate([probe.matrix_flops[:, None], probe.vector_flops[:, None],
+                            probe.role_bytes], axis=1)  # (probes, values, ops)
+    groups = [np.flatnonzero(q == _PROBES_Q) for q in np.unique(_PROBES_Q)]
+    index = {name: j for j, name in enumerate(probe.names)}
     found = {}
     for i, op in enumerate(table.ops):
-        a, b, c = (np.concatenate([table.matrix_flops[row, 0, i, None],
-                                   table.vector_flops[row, 0, i, None],
-                                   table.role_bytes[row, 0, :, i]]) for row in rows)
-        found[op.name] = ("token" if np.array_equal(a, b) else
-                          "sample" if np.array_equal(a, c) else "attention")  # fmt: skip
+        shapes = (np.concatenate([table.matrix_flops[row, 0, i, None],
+                                  table.vector_flops[row, 0, i, None],
+                                  table.role_bytes[row, 0, :, i]]) for row in rows)
+        j = index.get(op.name)
+        probed = Probed(*shapes, None if j is None else [works[g, :, j] for g in groups])
+        found[op.name] = next(kind for kind, test in KINDS.items() if test(probed))
     return found
 
 
@@ -442,9 +503,10 @@ def _tabulated(
 
 
 @dataclass(frozen=True)
-class DecodeKernel:
-    """The decode graph's context-dependent ops (`kernel`) and their work for one sequence
-    at each mean context of the grid: FLOPs (M, n) and bytes by role (M, roles, n)."""
+class Counts:
+    """Some ops (`kernel`) and their work for one sequence at each of M shapes (the decode
+    graph's context-dependent ops at each mean context of the grid; the state ops at each
+    prefill chunk's q): FLOPs (M, n) and bytes by role (M, roles, n)."""
 
     kernel: Kernel
     matrix: np.ndarray
@@ -459,21 +521,36 @@ class DecodeKernel:
         once = self.roles * (1 - scale)
         roles = once[None] + n[..., None] * (self.roles * scale)[None]
         shape = (len(sequences), len(self.matrix))
+        k = shape[0] * shape[1]  # (not -1: a model without attention has no ops here)
         stage_s, energy = self.kernel.cost_counts(
-            (n * self.matrix[None]).reshape(-1, self.matrix.shape[-1]),
-            (n * self.vector[None]).reshape(-1, self.vector.shape[-1]),
-            roles.reshape(-1, *self.roles.shape[1:]))  # fmt: skip
-        return stage_s.reshape(*shape, -1), energy.reshape(shape)
+            (n * self.matrix[None]).reshape(k, self.matrix.shape[-1]),
+            (n * self.vector[None]).reshape(k, self.vector.shape[-1]),
+            roles.reshape(k, *self.roles.shape[1:]))  # fmt: skip
+        return stage_s.reshape(*shape, self.kernel.counts.shape[1]), energy.reshape(shape)
+
+    def summed(self, shapes: tuple[int, ...]) -> tuple[np.ndarray, float]:
+        """Stage times (pp,) and energy of one kernel over sequences at these shapes (rows,
+        from 1): their FLOPs and bytes summed, weights read once."""
+        if not shapes:
+            return np.zeros(self.kernel.counts.shape[1]), 0.0
+        at = np.asarray(shapes) - 1
+        weight = np.array([r is Role.WEIGHT for r in ROLES])[:, None]
+        roles = np.where(weight, self.roles[at].max(axis=0), self.roles[at].sum(axis=0))
+        stage_s, energy = self.kernel.cost_counts(self.matrix[at].sum(axis=0, keepdims=True),
+                                                  self.vector[at].sum(axis=0, keepdims=True),
+                                                  roles[None])  # fmt: skip
+        return stage_s[0], float(energy[0])
 
 
-def _decode_kernel(cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
-                   placement: Placement, varies: frozenset[str]) -> DecodeKernel:  # fmt: skip
-    """The decode kernel of one sequence at each request's first decode step."""
+def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
+            placement: Placement, names: frozenset[str], phase: int) -> Counts:  # fmt: skip
+    """The ops `names` names of one sequence at each request's prefill (phase 0) or first
+    decode step (1)."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
     (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                           plan.rank, np.full(len(reqs), plan.pp), phases=(1,))  # fmt: skip
-    at = np.array([i for i, op in enumerate(found.table.ops) if op.name in varies], dtype=int)
+                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,))  # fmt: skip
+    at = np.array([i for i, op in enumerate(found.table.ops) if op.name in names], dtype=int)
     table = found.table.subset(ops=at)
     m = len(reqs)
 
@@ -483,10 +560,10 @@ def _decode_kernel(cfg: TransformerConfig, reqs: list[Request], system: System, 
     ops = replace(table, matrix_flops=per_row(table.matrix_flops)[:1],
                   vector_flops=per_row(table.vector_flops)[:1],
                   role_bytes=per_row(table.role_bytes)[:1])  # fmt: skip
-    kernel = Kernel(ops, HardwareArrays.of(system.chip, ops), found.counts[0, 0][at], placement,
+    kernel = Kernel(ops, system.chip, found.counts[0, 0][at], placement,
                     len(system.chip.memory))  # fmt: skip
-    return DecodeKernel(kernel, per_row(table.matrix_flops), per_row(table.vector_flops),
-                        per_row(table.role_bytes))  # fmt: skip
+    return Counts(kernel, per_row(table.matrix_flops), per_row(table.vector_flops),
+                  per_row(table.role_bytes))  # fmt: skip
 
 
 def _attention_probe(cfg, plan: Plan, act, weight, attention, kv) -> OpTable:

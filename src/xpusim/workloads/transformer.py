@@ -43,6 +43,9 @@ SIGMOID_MUL_FLOPS = SILU_FLOPS  # x / (1 + exp(-g)): SiLU's four operations, on 
 # fla's chunk size for the gated delta rule (chunk_gated_delta_rule: BT = 64), which vLLM
 # and SGLang call for Qwen3-Next's prefill
 LINEAR_ATTENTION_CHUNK = 64
+# lightning attention's block (MiniMax-Text-01's modeling code and vLLM's lightning_attention
+# kernel: BLOCK = 256 tokens)
+LIGHTNING_CHUNK = 256
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -203,6 +206,8 @@ class _Builder:
         decode), which carries one d_k x d_v state per value head; an RMSNorm of each head
         gated by SiLU(z); out_proj. Tensor parallelism splits the heads. The two carried
         tensors are the layer's cache (role KV_CACHE), the same size at any context."""
+        if self.cfg.is_lightning:
+            return self.lightning_attention_block(p, x)
         cfg, s = self.cfg, self.step
         hk, hv = cfg.linear_key_heads, cfg.linear_value_heads
         dk, dv, k = cfg.linear_key_dim, cfg.linear_value_dim, cfg.linear_conv_kernel
@@ -235,6 +240,36 @@ class _Builder:
         gated = self.vector(OpKind.NORM, f"{p}.gated_norm",
                             [y, z, self.t(f"{p}.gated_norm.w", dv, role=Role.WEIGHT)], hv * dv,
                             RMSNORM_FLOPS + SILU_MUL_FLOPS, fn="rmsnorm", **heads)  # fmt: skip
+        return self.matmul(f"{p}.out_proj", gated, cfg.hidden_size, tp="row")
+
+    def lightning_attention_block(self, p: str, x: Tensor) -> Tensor:
+        """Lightning attention as MiniMax-M1's code and vLLM run it: qkv_proj and SiLU; the
+        linear attention with a fixed per-head decay and no delta rule (OpKind.
+        LINEAR_ATTENTION, delta off: blocks of LIGHTNING_CHUNK in a prefill, one recurrent
+        step in a decode), which carries one head_dim x head_dim state per head, the
+        layer's whole cache; an RMSNorm over every head's output; times the sigmoid of
+        output_gate(x); out_proj. Tensor parallelism splits the heads."""
+        cfg, s = self.cfg, self.step
+        h, d = cfg.linear_value_heads, cfg.linear_value_dim
+        rows, heads = (self.step.batch, self.step.q_len), dict(heads=h, tp="linear_heads")
+        qkv = self.matmul(f"{p}.qkv_proj", x, 3 * h * d, tp="column")
+        qkv = self.vector(OpKind.ELEMENTWISE, f"{p}.qkv_silu", [qkv], 3 * h * d, SILU_FLOPS,
+                          tp="split", fn="silu")  # fmt: skip
+        state = [self.t(f"{p}.state{new}", s.batch, h, d, d, role=Role.KV_CACHE)
+                 for new in ("", ".new")]  # fmt: skip
+        y = self.op(
+            OpKind.LINEAR_ATTENTION, f"{p}.lightning",
+            [*(Tensor(f"{qkv.name}[{part}]", (*rows, h, d), self.act) for part in "qkv"),
+             state[0]],
+            [self.t(f"{p}.lightning.out", *rows, h * d), state[1]],
+            chunk=LIGHTNING_CHUNK, delta=False, **heads,
+        )  # fmt: skip
+        normed = self.vector(OpKind.NORM, f"{p}.norm",
+                             [y, self.t(f"{p}.norm.w", h * d, role=Role.WEIGHT)], h * d,
+                             RMSNORM_FLOPS, fn="rmsnorm", **heads)  # fmt: skip
+        gate = self.matmul(f"{p}.output_gate", x, h * d, tp="column")
+        gated = self.vector(OpKind.ELEMENTWISE, f"{p}.gate", [normed, gate], h * d,
+                            SIGMOID_MUL_FLOPS, tp="split", fn="sigmoid_mul")  # fmt: skip
         return self.matmul(f"{p}.out_proj", gated, cfg.hidden_size, tp="row")
 
     def ssm_block(self, p: str, x: Tensor) -> Tensor:

@@ -114,6 +114,10 @@ class TransformerConfig:
     # linear_value_dim wide, one linear_key_dim x linear_value_dim state per value head, a
     # causal depthwise convolution (linear_conv_kernel) over q, k and v. A sequence caches
     # the states and the convolution's last kernel - 1 inputs, whatever its length.
+    # "lightning" (MiniMax-01 and M1: Qin et al. 2024, arXiv 2401.04658): linear attention
+    # with a fixed decay and no delta rule over the attention's own heads (num_heads of
+    # head_dim, key and value alike), no convolution, an RMSNorm over every head's output
+    # and a sigmoid output gate projected from the layer's input; the state alone is cached.
     linear_attention: str = ""
     linear_layers: tuple[int, ...] = ()
     linear_key_heads: int = 0
@@ -203,18 +207,39 @@ class TransformerConfig:
         return self.num_layers - len(self.linear_layers) - len(self.bounded_layers)
 
     @property
-    def linear_conv_channels(self) -> int:
-        """Channels linear attention's convolution runs over: q, k and v."""
+    def is_lightning(self) -> bool:
+        return self.linear_attention == "lightning"
+
+    @property
+    def linear_qkv_channels(self) -> int:
+        """q, k and v of a linear-attention layer, side by side."""
         return (2 * self.linear_key_heads * self.linear_key_dim
                 + self.linear_value_heads * self.linear_value_dim)  # fmt: skip
+
+    @property
+    def linear_conv_channels(self) -> int:
+        """Channels linear attention's convolution runs over: q, k and v (lightning
+        attention has none)."""
+        return 0 if self.is_lightning else self.linear_qkv_channels
+
+    @property
+    def linear_norm_params(self) -> int:
+        """The output norm's weight, whole on every tensor-parallel rank: Gated DeltaNet's
+        one head wide (shared by the heads), lightning attention's over every head."""
+        width = self.linear_value_dim
+        return width * self.linear_value_heads if self.is_lightning else width
 
     @property
     def linear_attention_params(self) -> int:
         """A Gated DeltaNet mixer (transformers' Qwen3NextGatedDeltaNet): in_proj_qkvz
         (q, k, v and the output gate z), in_proj_ba (beta and the decay's input a, one per
         value head), the convolution (no bias), dt_bias and A_log per value head, the gated
-        RMSNorm over one head's width (shared by the heads), out_proj."""
+        RMSNorm over one head's width (shared by the heads), out_proj. A lightning mixer
+        (transformers' MiniMaxLightningAttention): qkv_proj, output_gate, the RMSNorm over
+        every head's output, out_proj."""
         h, hv, dv = self.hidden_size, self.linear_value_heads, self.linear_value_dim
+        if self.is_lightning:
+            return h * self.linear_qkv_channels + 2 * h * hv * dv + self.linear_norm_params
         in_proj = h * (self.linear_conv_channels + hv * dv + 2 * hv)
         conv = self.linear_conv_channels * self.linear_conv_kernel
         return in_proj + conv + 2 * hv + dv + hv * dv * h
@@ -227,7 +252,7 @@ class TransformerConfig:
         heads = -(-self.linear_value_heads // tp)
         conv = -(-self.linear_conv_channels // tp)
         return (heads * self.linear_key_dim * self.linear_value_dim
-                + conv * (self.linear_conv_kernel - 1))  # fmt: skip
+                + conv * max(self.linear_conv_kernel - 1, 0))  # fmt: skip
 
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
@@ -568,9 +593,10 @@ _GEMMA3_KEYS = _GEMMA2_KEYS | {
 # (q_proj twice as wide; attn_output_gate, on unless the file says otherwise) and partial
 # rotary embedding (partial_rotary_factor, 0.25), and Gated DeltaNet layers: those
 # layer_types calls linear_attention, else all but every full_attention_interval-th.
-_QWEN3_NEXT_KEYS = _MOE_KEYS | {
-    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
-    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+# The dense Qwen3.5 (Qwen3_5TextConfig, the text_config of model_type qwen3_5: Qwen3.5-27B)
+# has the same attention and Gated DeltaNet layers and a Llama's SwiGLU MLP
+# intermediate_size wide in every layer.
+_LINEAR_KEYS = {
     "linear_key_heads": ("linear_num_key_heads", _REQUIRED),
     "linear_value_heads": ("linear_num_value_heads", _REQUIRED),
     "linear_key_dim": ("linear_key_head_dim", _REQUIRED),
@@ -581,6 +607,11 @@ _QWEN3_NEXT_KEYS = _MOE_KEYS | {
     "full_attention_interval": ("full_attention_interval", 4),
     "mtp_layers": ("mtp_num_hidden_layers", 0),
 }
+_QWEN3_NEXT_KEYS = _MOE_KEYS | _LINEAR_KEYS | {
+    "intermediate_size": ("intermediate_size", None),  # Qwen3.5's: every layer has experts
+    "shared_expert_width": ("shared_expert_intermediate_size", _REQUIRED),
+}
+_QWEN3_5_KEYS = _LLAMA_KEYS | _LINEAR_KEYS
 # Llama-4 (Llama4TextConfig, the text_config of model_type llama4): a Llama's keys with
 # experts intermediate_size wide beside a shared expert as wide (no gate), dense layers
 # intermediate_size_mlp wide between the expert layers (interleave_moe_layer_step), and
@@ -601,10 +632,10 @@ _LLAMA4_KEYS = _LLAMA_KEYS | {
     "head_dim": ("head_dim", 128),
 }
 NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
-          "llama4": "llama4_text"}
+          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
-_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers"}
+_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers", "attn_type_list"}
 _LINEAR_KINDS = ("linear_attention", "full_attention")
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
@@ -688,6 +719,14 @@ _SHARED_INDEXER_KEYS = ("indexer_types", "index_topk_pattern", "index_topk_freq"
 # heads at once (qk_norm_type per_layer), Mixtral's experts (intermediate_size wide) under a
 # sigmoid router whose correction bias is a buffer. Its MTP modules are not built.
 _MINIMAX_M2_KEYS = _LLAMA_KEYS | {"qk_norm": ("use_qk_norm", True)}
+# MiniMax-M1 (and MiniMax-Text-01, the same architecture; model_type minimax_m1, its own
+# remote code): a Mixtral's keys and experts (num_local_experts, each intermediate_size
+# wide, top num_experts_per_tok, no shared expert), grouped-query softmax attention with
+# rotary embedding on rotary_dim of each head in the layers attn_type_list marks 1, and
+# lightning attention (TransformerConfig.linear_attention) in those it marks 0. Its
+# post-norm residuals scaled by layernorm_*_alpha (DeepNorm) are the same norms and adds
+# in another order, costed as the builder's pre-norm ones.
+_MINIMAX_M1_KEYS = _LLAMA_KEYS | {"attn_type_list": ("attn_type_list", _REQUIRED)}
 # BERT and RoBERTa (XLM-RoBERTa too): encoders. Post-LayerNorm blocks (each sublayer's
 # output added to its input, then normed), biases on every linear layer, a GeLU MLP, learned
 # absolute positions (their table is not counted, as GPT-2's is not) and token types, and a
@@ -791,6 +830,7 @@ DIALECTS = {
     "deepseek_v32": _DEEPSEEK_V32_KEYS, "llama4_text": _LLAMA4_KEYS,
     "glm_moe_dsa": _DEEPSEEK_V32_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
+    "qwen3_5_text": _QWEN3_5_KEYS, "minimax_m1": _MINIMAX_M1_KEYS,
 }  # fmt: skip
 # Architectures read from public code but not built yet, each with what is missing (a one-line
 # refusal, rather than a list of every supported model_type). See docs/models.md.
@@ -930,10 +970,10 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       shared_expert_width=shared * int(fields["expert_intermediate_size"]),
                       rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.5,
                                                        origin))  # fmt: skip
-    elif model_type in ("qwen3_next", "qwen3_5_moe_text"):
+    elif model_type in ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text"):
         _linear_schedule(fields, origin)
         fields["intermediate_size"] = (fields["intermediate_size"]
-                                       or fields["expert_intermediate_size"])  # fmt: skip
+                                       or fields.get("expert_intermediate_size"))  # fmt: skip
         fields.update(_QWEN3_FIXED, linear_attention="gated_deltanet",
                       rotary_fraction=_rotary_fraction(data, "partial_rotary_factor", 0.25,
                                                        origin))  # fmt: skip
@@ -956,6 +996,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                             f"head_dim ({head_dim}), got {rotary!r}")  # fmt: skip
         fields.update(qk_norm_whole=data.get("qk_norm_type", "per_layer") == "per_layer",
                       rotary_fraction=rotary / head_dim)  # fmt: skip
+    elif model_type == "minimax_m1":
+        _minimax_m1(fields, data, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms
     elif model_type == "gpt_oss":
@@ -1124,6 +1166,30 @@ def _llama4(fields: dict[str, object], origin: str) -> None:
     fields.update(chunked_layers=tuple(chunked), attention_chunk_size=chunk or 0,
                   shared_expert_width=fields["expert_intermediate_size"],
                   shared_expert_gate=False)  # fmt: skip
+
+
+def _minimax_m1(fields: dict[str, object], data: dict, origin: str) -> None:
+    """MiniMax-M1's layer schedule (attn_type_list: 0 lightning, 1 softmax), its lightning
+    layers' heads (the attention's own) and its partial rotary embedding."""
+    layers, heads = int(fields["num_layers"]), int(fields["num_heads"])
+    head_dim = int(fields.get("head_dim") or int(fields["hidden_size"]) // heads)
+    types = fields.pop("attn_type_list")
+    if not isinstance(types, list) or len(types) != layers or any(
+            t not in (0, 1) or isinstance(t, bool) for t in types):  # fmt: skip
+        raise UserError(f"{origin}: field 'attn_type_list' must list {layers} layers, each 0 "
+                        "(lightning attention) or 1 (softmax attention)")  # fmt: skip
+    if data.get("shared_intermediate_size", 0):
+        raise UserError(f"{origin}: field 'shared_intermediate_size' other than 0 (a shared "
+                        "expert) is not modelled for MiniMax-M1; its published models have none")
+    rotary = data.get("rotary_dim", head_dim)
+    if isinstance(rotary, bool) or not isinstance(rotary, int) or not 0 < rotary <= head_dim:
+        raise UserError(f"{origin}: field 'rotary_dim' must be an integer from 1 to "
+                        f"head_dim ({head_dim}), got {rotary!r}")  # fmt: skip
+    fields.update(linear_attention="lightning",
+                  linear_layers=tuple(i for i, t in enumerate(types) if t == 0),
+                  linear_key_heads=heads, linear_value_heads=heads, linear_key_dim=head_dim,
+                  linear_value_dim=head_dim, linear_conv_kernel=0,
+                  rotary_fraction=rotary / head_dim)  # fmt: skip
 
 
 def _linear_schedule(fields: dict[str, object], origin: str) -> None:

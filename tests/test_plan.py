@@ -256,17 +256,17 @@ def test_emit_writes_each_side_its_own_plan(tmp_path):
 def test_a_disaggregated_plan_searches_each_side_its_own_plan():
     """The prefill and the decode side choose their plans apart (sides.py), serve runs the
     decode replicas' own (serve's decode options), and the pruned answer is the exhaustive
-    one's."""
-    options = dict(slo_ttft_ms=400, slo_tpot_ms=25, num_chips=4, concurrency=32,
-                   kinds=("disaggregated",), **SMALL)  # fmt: skip
-    pruned = xpusim.plan("deepseek-v2-lite", ["h100-sxm"], **options)
+    one's (on TPU v6e, which one engine runs, to keep the exhaustive search short)."""
+    options = dict(slo_ttft_ms=400, slo_tpot_ms=25, num_chips=4, concurrency=8,
+                   kinds=("disaggregated",), prompt=512, gen=16, requests=24)  # fmt: skip
+    pruned = xpusim.plan("deepseek-v2-lite", ["tpu-v6e"], **options)
     layouts = {o.config.layout for o in pruned.chips[0].outcomes}
     assert any(lay.decode != lay.plan for lay in layouts)
     assert len({lay.plan.chips for lay in layouts}) > 1  # 1P of 2 + 2D of 1, and others
     differing = next(o for o in pruned.chips[0].outcomes
                      if o.simulated and o.config.layout.decode != o.config.layout.plan)
     assert differing.status in ("chosen", "dearer", "slo")
-    every = xpusim.plan("deepseek-v2-lite", ["h100-sxm"], exhaustive=True, **options)
+    every = xpusim.plan("deepseek-v2-lite", ["tpu-v6e"], exhaustive=True, **options)
     assert _answer(pruned) == _answer(every)
 
 

@@ -67,12 +67,6 @@ class Layout:
     def sides(self) -> tuple[ReplicaPlan, ...]:
         return (self.plan,) if self.decode is None else (self.plan, self.decode)
 
-    @property
-    def chips(self) -> int:
-        if self.decode is None:
-            return self.replicas * self.plan.chips
-        return (self.prefill_replicas or 0) * self.plan.chips + self.decoders * self.decode.chips
-
     def serve_options(self) -> dict[str, Any]:
         """The layout as `xpusim.serve`'s plan options (the decode side's only where it
         differs: serve then prepares its own plan, serving/run.py)."""

@@ -13,8 +13,16 @@ import pytest
 import xpusim
 from tests.cli_run import run_cli
 from xpusim.errors import UserError
-from xpusim.planning.launch import carries, command, emit, engines_for, table
-from xpusim.planning.space import Config, Knobs, Layout, max_batches
+from xpusim.planning.launch import (
+    carries,
+    carries_plan,
+    command,
+    emit,
+    engines_for,
+    plan_gap,
+    table,
+)
+from xpusim.planning.space import Config, Knobs, Layout, ReplicaPlan, max_batches
 
 SMALL = {"prompt": 512, "gen": 32, "requests": 60}
 
@@ -48,17 +56,17 @@ def test_pruned_search_answers_as_the_exhaustive_one(model, chips, load):
 def test_an_moe_plan_searches_ep_and_attention_dp_and_says_which_won():
     r = xpusim.plan("deepseek-v2-lite", ["h100-sxm"], slo_ttft_ms=400, slo_tpot_ms=25,
                     num_chips=2, rate=10.0, **SMALL)  # fmt: skip
-    layouts = {o.config.layout for o in r.chips[0].outcomes}
-    assert any(lay.ep == 2 for lay in layouts) and any(lay.dp_attention for lay in layouts)
-    assert all(not lay.dp_attention or lay.pp == 1 for lay in layouts)
-    dpa_engines = {o.config.knobs.engine for o in r.chips[0].outcomes
-                   if o.config.layout.dp_attention}  # fmt: skip
-    assert dpa_engines == {"sglang"}  # the one engine whose flags carry it (launch.toml)
+    plans = {side for o in r.chips[0].outcomes for side in o.config.layout.sides}
+    assert any(p.ep == 2 for p in plans) and any(p.dp_attention for p in plans)
+    assert all(not p.dp_attention or p.pp == 1 for p in plans)
+    for o in r.chips[0].outcomes:  # each engine with the plans its flags carry (launch.toml)
+        assert all(carries_plan(o.config.knobs.engine, p) for p in o.config.layout.sides)
     said = {d.split(":")[0]: d for d in r.decisions}
     assert set(said) == {"EP", "attention DP", "disaggregation"}
     lay = r.best.config.layout
-    for name, used in (("EP", lay.ep > 1), ("attention DP", lay.dp_attention),
-                       ("disaggregation", lay.prefill_replicas is not None)):
+    for name, used in (("EP", any(p.ep > 1 for p in lay.sides)),
+                       ("attention DP", any(p.dp_attention for p in lay.sides)),
+                       ("disaggregation", lay.decode is not None)):
         assert said[name].startswith(f"{name}: {'won' if used else 'lost'}")
 
 
@@ -75,7 +83,7 @@ def test_mtp_speculative_decoding_is_a_knob_the_pruning_keeps_exact():
     assert _answer(pruned) == _answer(every)
     knobs = {o.config.knobs for o in every.chips[0].outcomes}
     assert {k.mtp for k in knobs} == {None, (2, 0.8)}
-    assert all(k.engine == "sglang" for k in knobs if k.mtp)  # the engine that carries it
+    assert {k.engine for k in knobs if k.mtp} == {"sglang", "vllm", "trtllm"}  # each carries it
     assert any(d.startswith("MTP speculative decoding: ") for d in pruned.decisions)
     with pytest.raises(UserError, match="no multi-token-prediction"):
         xpusim.plan("llama-3.1-8b", ["h100-sxm"], **options)
@@ -163,16 +171,18 @@ def test_api_refuses_a_missing_objective():
 
 
 def _configs(engine):
-    """Layouts that ask for every setting: tp, pp, ep, fp8, both disaggregated roles."""
+    """Layouts that ask for every setting: tp, pp, ep, fp8, both disaggregated roles (each
+    side its own plan), attention DP and MTP where the engine's table carries them."""
     knobs = Knobs(engine, 64, 2048)
-    layouts = [Layout("aggregated", 2, 2, 2, 1), Layout("disaggregated", 4, 1, 1, 2, 1, 1)]
-    if carries(engine, "dp_attention"):  # the search pairs attention DP with these only
-        layouts.append(Layout("aggregated", 4, 1, 4, 2, dp_attention=True))
+    layouts = [Layout("aggregated", ReplicaPlan(2, 2, 2), 1),
+               Layout("disaggregated", ReplicaPlan(4), 2, 1, 1, ReplicaPlan(4, 1, 4, True))]
+    layouts.append(Layout("aggregated", ReplicaPlan(4, 1, 4, True), 2))
     for layout in layouts:
-        for precision in ("bf16", "fp8"):
-            yield Config("h100-sxm", 8, layout, precision, knobs)
+        if all(carries_plan(engine, p) for p in layout.sides):
+            for precision in ("bf16", "fp8"):
+                yield Config("h100-sxm", 8, layout, precision, knobs)
     if carries(engine, "speculative_mtp"):  # and MTP drafting
-        yield Config("h100-sxm", 8, layouts[0], "fp8", Knobs(engine, 64, 2048, (2, 0.8)))
+        yield Config("h100-sxm", 8, layouts[2], "fp8", Knobs(engine, 64, 2048, (2, 0.8)))
 
 
 @pytest.mark.parametrize("engine", list(table()))
@@ -180,16 +190,84 @@ def test_every_emitted_flag_is_in_the_engines_table(engine):
     entry = table()[engine]
     allowed = {word for flag in entry["flags"].values() for word in flag.split()
                if word.startswith("--")}  # fmt: skip
+    keys = {line.split(":")[0] for line in entry.get("options", {}).values()}
     assert entry["source"].startswith("https://") and entry["version"]
     for config in _configs(engine):
         for role in (None, "prefill", "decode"):
-            words, _ = command(config, "meta-llama/Llama-3.1-8B", role)
+            launch = command(config, "meta-llama/Llama-3.1-8B", role)
+            words = launch.words
             assert " ".join(words).startswith(entry["command"])
             flags = {w for w in words if w.startswith("--")}
             assert flags <= allowed, flags - allowed
+            assert {line.split(":")[0] for line in launch.options} <= keys
             assert "meta-llama/Llama-3.1-8B" in words
-            if config.layout.dp_attention:
-                assert "--enable-dp-attention" in words and words[-1] != "--dp-size"
+            assert not any("$" in w for w in words + launch.options)  # every value filled
+
+
+@pytest.mark.parametrize("engine, dpa, mtp", [
+    ("sglang", ["--enable-dp-attention", "--dp-size", "8"],
+     ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2",
+      "--speculative-num-draft-tokens", "3"]),
+    ("vllm", ["--data-parallel-size", "8", "--enable-expert-parallel"],
+     ["--speculative-config", '{"method":"mtp","num_speculative_tokens":2}']),
+    ("trtllm", ["enable_attention_dp: true", "--ep_size", "8"],
+     ["speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 2}"]),
+])  # fmt: skip
+def test_attention_dp_and_mtp_carry_each_engines_flags(engine, dpa, mtp):
+    """A plan with attention DP over 8 chips, experts over all 8, and MTP drafting 2 tokens:
+    each engine's own flags (vLLM's DP ranks replace its tensor parallelism; TensorRT-LLM
+    takes both in its options YAML), or one line saying why the engine cannot."""
+    plan = ReplicaPlan(8, 1, 8, True)
+    config = Config("h100-sxm", 8, Layout("aggregated", plan, 1), "fp8",
+                    Knobs(engine, 64, 2048, (2, 0.8)))  # fmt: skip
+    launch = command(config, "deepseek-ai/DeepSeek-R1")
+    said = launch.words + launch.options
+    for want in (dpa, mtp):
+        for word in want:
+            assert word in said, (word, said)
+    if engine == "vllm":
+        assert launch.words[launch.words.index("--tensor-parallel-size") + 1] == "1"
+        # its switch spreads the experts over every chip: ep 2 of 8 cannot be launched
+        gap = plan_gap("vllm", ReplicaPlan(8, 1, 2, True))
+        assert gap is not None and "ep 2 cannot be launched" in gap and "\n" not in gap
+    if engine == "trtllm":
+        assert launch.words[-2:] == ["--extra_llm_api_options", launch.options_path]
+        assert launch.shell().startswith(f"cat > {launch.options_path} <<'EOF'")
+
+
+def test_emit_writes_each_side_its_own_plan(tmp_path):
+    """A disaggregated choice: the prefill and the decode replicas' commands each carry
+    their side's plan, in launch.sh and in their own manifests."""
+    from types import SimpleNamespace
+
+    layout = Layout("disaggregated", ReplicaPlan(8, 1, 8), 3, 1, 2, ReplicaPlan(8, 1, 8, True))
+    config = Config("h200-sxm", 24, layout, "fp8", Knobs("sglang", 256, 8192))
+    result = SimpleNamespace(best=SimpleNamespace(config=config), model="deepseek-r1")
+    written = emit(result, tmp_path)
+    launch = (tmp_path / "launch.sh").read_text()
+    prefill, decode = (tmp_path / "xpusim-plan-prefill.yaml", tmp_path / "xpusim-plan-decode.yaml")
+    assert {str(prefill), str(decode)} <= set(written)
+    assert "1 of them, 8 chips each: tp8 ep8)" in launch and "2 of them" in launch
+    assert "--enable-dp-attention" not in prefill.read_text()
+    assert "--enable-dp-attention" in decode.read_text() and "replicas: 2" in decode.read_text()
+    assert "--disaggregation-mode decode" in decode.read_text()
+
+
+def test_a_disaggregated_plan_searches_each_side_its_own_plan():
+    """The prefill and the decode side choose their plans apart (sides.py), serve runs the
+    decode replicas' own (serve's decode options), and the pruned answer is the exhaustive
+    one's (on TPU v6e, which one engine runs, to keep the exhaustive search short)."""
+    options = dict(slo_ttft_ms=400, slo_tpot_ms=25, num_chips=4, concurrency=8,
+                   kinds=("disaggregated",), prompt=512, gen=16, requests=24)  # fmt: skip
+    pruned = xpusim.plan("deepseek-v2-lite", ["tpu-v6e"], **options)
+    layouts = {o.config.layout for o in pruned.chips[0].outcomes}
+    assert any(lay.decode != lay.plan for lay in layouts)
+    assert len({lay.plan.chips for lay in layouts}) > 1  # 1P of 2 + 2D of 1, and others
+    differing = next(o for o in pruned.chips[0].outcomes
+                     if o.simulated and o.config.layout.decode != o.config.layout.plan)
+    assert differing.status in ("chosen", "dearer", "slo")
+    every = xpusim.plan("deepseek-v2-lite", ["tpu-v6e"], exhaustive=True, **options)
+    assert _answer(pruned) == _answer(every)
 
 
 def test_a_chip_no_engine_runs_gets_no_command(tmp_path):
@@ -206,8 +284,8 @@ def test_emit_writes_the_choice_launch_command_and_manifest(tmp_path):
                     num_chips=2, concurrency=16, **SMALL)  # fmt: skip
     written = emit(r, tmp_path)
     launch = (tmp_path / "launch.sh").read_text()
-    words, _ = command(r.best.config, "meta-llama/Llama-3.1-8B", None
-                       if r.best.config.layout.prefill_replicas is None else "prefill")
+    words = command(r.best.config, "meta-llama/Llama-3.1-8B", None
+                    if r.best.config.layout.decode is None else "prefill").words
     assert " ".join(words[:3]) in launch.replace("'", "")
     manifests = [p for p in written if p.endswith(".yaml")]
     assert manifests and "kind: Deployment" in Path(manifests[0]).read_text()

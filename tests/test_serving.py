@@ -246,6 +246,23 @@ def test_disaggregated_replicas_each_take_their_own_plan():
                      prefill_replicas=1, decode_replicas=4, decode_tp=2)
 
 
+def test_disaggregated_decode_replicas_take_their_own_experts_and_attention_dp():
+    """An MoE model's decode replicas with experts over both chips and attention DP while
+    the prefill replica splits experts by heads (xpusim plan's per-side layouts), and the
+    decode options refused without disaggregation."""
+    options = dict(chips=4, tp=2, ep=1, concurrency=8, prompt=512, gen=32, requests=40,
+                   prefill_replicas=1, decode_replicas=1)  # fmt: skip
+    result = xpusim.serve("deepseek-v2-lite", "h100-sxm", **options, decode_ep=2,
+                          decode_dp_attention=True)  # fmt: skip
+    assert result.plan["ep"] == 1 and "dp_attention" not in result.plan
+    assert result.decode_plan["ep"] == 2 and result.decode_plan["dp_attention"] == 1
+    same = xpusim.serve("deepseek-v2-lite", "h100-sxm", **options, decode_ep=1)
+    assert same.decode_plan is None  # as the prefill replicas': one plan
+    with pytest.raises(UserError, match="decode_dp_attention applies to disaggregation"):
+        xpusim.serve("deepseek-v2-lite", "h100-sxm", chips=2, concurrency=2, requests=4,
+                     decode_dp_attention=True)  # fmt: skip
+
+
 def test_find_pd_split_tries_every_split_of_the_smallest_fitting_replicas():
     result = xpusim.serve("llama-3-8b", "h100-sxm", chips=4, rate=20.0, prompt=1024, gen=64,
                           requests=200, find="pd-split", slo_ttft_ms=500, slo_tpot_ms=30)

@@ -59,7 +59,10 @@ def _declared(f: Callable) -> Callable:
             kind = {PATH: click.Path(dir_okay=False), float: Finite(), int: count(None)}.get(
                 kind, kind)
             default = None if fld.default is MISSING else fld.default
-            options.append(click.option(f"--{fld.name.replace('_', '-')}", fld.name, type=kind,
+            flag = f"--{fld.name.replace('_', '-')}"
+            if kind is bool:  # on, off, or (not given) the field's default
+                flag, kind = f"{flag}/--no-{flag[2:]}", None
+            options.append(click.option(flag, fld.name, type=kind,
                                         default=default, show_default=default is not None,
                                         help=fld.metadata["help"]))  # fmt: skip
     for name, (text, kind) in PLAN_HELP.items():

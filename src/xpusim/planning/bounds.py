@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from xpusim.planning.space import Config, mtp_options
+from xpusim.planning.space import Config, ReplicaPlan, mtp_options
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -47,11 +47,10 @@ class Bound:
         return self.usd_per_hour / (self.tokens_per_s * SECONDS_PER_HOUR) * 1e6
 
 
-def run_key(config: Config, batch: int) -> tuple[Any, ...]:
-    """The `run` job a bound needs: one replica's plan at a batch."""
-    lay = config.layout
-    return (config.chip, lay.replica_chips, lay.tp, lay.pp, lay.ep, lay.dp_attention,
-            config.precision, config.knobs.mtp, batch)  # fmt: skip
+def run_key(chip: str, plan: ReplicaPlan, precision: str, mtp: Any, batch: int) -> tuple:
+    """The `run` job of one replica plan at a batch (what bounds and side fronts read)."""
+    return (chip, plan.chips, plan.tp, plan.pp, plan.ep, plan.dp_attention, precision, mtp,
+            batch)  # fmt: skip
 
 
 def run_options(key: tuple[Any, ...], prompt: int, gen: int) -> dict[str, Any]:
@@ -69,17 +68,31 @@ def decode_batch(config: Config, concurrency: int | None) -> int:
     return b
 
 
+def prefill_batch(max_batch: int, token_budget: int, prompt: int) -> int:
+    """The most prompts a prefill-only replica prefills in one step: its whole prompts
+    (serve's continuous scheduler) within the token budget, at least one."""
+    return max(1, min(max_batch, token_budget // prompt))
+
+
 GRID = tuple(1 << i for i in range(9))
 """Batches (1-256) at which an open loop's decode step is costed, to find the batch its
 offered load keeps in flight (loaded_tpot)."""
 
 
-def batches(config: Config, concurrency: int | None, rate: float | None) -> list[int]:
-    """The batches whose `run` results the bound needs."""
-    need = {1, decode_batch(config, concurrency)}
+def batches(
+    config: Config, concurrency: int | None, rate: float | None, prompt: int
+) -> list[tuple[ReplicaPlan, int]]:
+    """The replica plans and batches whose `run` results the bound needs: the prefilling
+    plan alone (and, disaggregated, at a step of whole prompts), the decoding plan alone
+    and at its fullest batch (and, in an open loop, at the grid's)."""
+    lay, k = config.layout, config.knobs
+    need = {(lay.plan, 1), (lay.decode_plan, 1),
+            (lay.decode_plan, decode_batch(config, concurrency))}
+    if lay.decode is not None:
+        need.add((lay.plan, prefill_batch(k.max_batch, k.token_budget, prompt)))
     if rate is not None:
-        need |= {b for b in GRID if b <= config.knobs.max_batch}
-    return sorted(need)
+        need |= {(lay.decode_plan, b) for b in GRID if b <= k.max_batch}
+    return sorted(need, key=lambda pb: (pb[0].label(), pb[1]))
 
 
 def loaded_tpot(steps: dict[int, float], arrivals_per_s: float, gen: int, max_batch: int) -> float:
@@ -103,34 +116,50 @@ def loaded_tpot(steps: dict[int, float], arrivals_per_s: float, gen: int, max_ba
 
 
 def bound(
-    config: Config, runs: dict[int, Any], profile: Any, gen: int, concurrency: int | None,
-    rate: float | None, offered_tokens_per_s: float | None = None,
+    config: Config, runs: dict[tuple[ReplicaPlan, int], Any], profile: Any, prompt: int,
+    gen: int, concurrency: int | None, rate: float | None,
+    offered_tokens_per_s: float | None = None,
 ) -> Bound:  # fmt: skip
-    """The configuration's bound from its replica's `run` results by batch (batches()).
-    With speculative decoding `run`'s TPOT is a step's time over the tokens it is expected to
+    """The configuration's bound from its replica plans' `run` results (batches()). With
+    speculative decoding `run`'s TPOT is a step's time over the tokens it is expected to
     add, and the engine's host time per step, which this bound would add per token, is left
     out (a bound may only be lower). `offered_tokens_per_s` caps an open loop's tokens (a
-    trace's, whose `gen` is its shortest output; else `rate` x `gen`)."""
-    alone = runs[1]
-    if not alone.fits:
-        return Bound(False, alone.reason, math.inf, math.inf, 0.0, None)
+    trace's, whose `prompt` and `gen` are its shortest; else `rate` x `gen`).
+
+    Disaggregated, the TTFT is the prefill plan's and the TPOT the decode plan's, and the
+    prefill replicas bound the requests served: a step prefills at most k whole prompts
+    (prefill_batch) in no less than `run`'s prefill of k, so P replicas start at most
+    P x k / prefill(k) requests a second (prefill time grows at least in step with the
+    prompts, so fewer a step start no more)."""
+    lay = config.layout
+    alone, alone_decode = runs[(lay.plan, 1)], runs[(lay.decode_plan, 1)]
+    for r in (alone, alone_decode):
+        if not r.fits:
+            return Bound(False, r.reason, math.inf, math.inf, 0.0, None)
     b = decode_batch(config, concurrency)
-    full = runs[b]
+    full = runs[(lay.decode_plan, b)]
     ttft = alone.ttft_s + profile.exposed_s(1, alone.ttft_s)
 
     def host(n: int, step_s: float) -> float:
         return 0.0 if config.knobs.mtp else profile.exposed_s(n, step_s)
 
-    tpot = alone.tpot_s + host(1, alone.tpot_s)
+    tpot = alone_decode.tpot_s + host(1, alone_decode.tpot_s)
     step = full.tpot_s + host(b, full.tpot_s)
-    tokens = config.layout.decoders * b / step
+    tokens = lay.decoders * b / step
     loaded = tpot
+    if lay.decode is not None:
+        k = prefill_batch(config.knobs.max_batch, config.knobs.token_budget, prompt)
+        prefill_s = runs[(lay.plan, k)].ttft_s
+        per_request = (offered_tokens_per_s / rate) if offered_tokens_per_s and rate else gen
+        tokens = min(tokens, (lay.prefill_replicas or 0) * k
+                     / (prefill_s + profile.exposed_s(k, prefill_s)) * per_request)  # fmt: skip
     if concurrency is not None:
         tokens = min(tokens, concurrency * gen / (ttft + (gen - 1) * tpot))
     if rate is not None:
         tokens = min(tokens, offered_tokens_per_s or rate * gen)
-        steps = {n: r.tpot_s + host(n, r.tpot_s) for n, r in runs.items()}
-        loaded = loaded_tpot(steps, rate / config.layout.decoders, gen, config.knobs.max_batch)
+        steps = {n: r.tpot_s + host(n, r.tpot_s) for (plan, n), r in runs.items()
+                 if plan == lay.decode_plan}  # fmt: skip
+        loaded = loaded_tpot(steps, rate / lay.decoders, gen, config.knobs.max_batch)
     cost = alone.cost
     usd = None if cost is None else cost.usd_per_chip_hour * config.chips
     return Bound(True, "", ttft, max(tpot, loaded), tokens, usd)

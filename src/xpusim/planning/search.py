@@ -30,14 +30,20 @@ from xpusim.planning.bounds import (
     run_key,
     run_options,
 )
+from xpusim.planning.sides import front, side_batches, side_keys
 from xpusim.planning.space import (
     KINDS,
     TOKEN_BUDGETS,
     Config,
     Knobs,
+    Layout,
+    aggregated,
     chip_counts,
+    disaggregated,
     max_batches,
     precisions,
+    replica_plans,
+    side_counts,
 )
 
 DEFAULT_REQUESTS = 300
@@ -176,40 +182,75 @@ def plan(
                             "give the system's chip")  # fmt: skip
         parse_price(price, chip_id)
 
-    from xpusim.planning.launch import carries, engines_for
+    from xpusim.planning.launch import carries, carries_plan, engines_for
 
+    results: dict[tuple, Any] = {}  # `run` results by run_key, each job run once
+    priced = {} if price is None else {"price": price}
+
+    def run_all(keys: set[tuple]) -> None:
+        """The `run` jobs not yet run, in one batched call."""
+        todo = sorted(keys - results.keys(), key=repr)
+        jobs = [(targets[k[0]], {**run_options(k, shape[0], shape[1]), **priced}) for k in todo]
+        results.update(zip(todo, api.simulate_many(cfg, jobs), strict=True))
+
+    def expand(chip_id: str, n: int, layouts: list[Layout], precision: str,
+               engines: list[str], mtp_options: list[Any]) -> list[Config]:  # fmt: skip
+        """The layouts with each engine whose flags carry their plans, and the knobs."""
+        return [Config(chip_id, n, layout, precision, Knobs(e, mb, tb, mtp))
+                for layout in layouts for e in engines
+                if all(carries_plan(e, side) for side in layout.sides)
+                for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS
+                for mtp in mtp_options if mtp is None or carries(e, "speculative_mtp")]  # fmt: skip
+
+    counts = chip_counts(num_chips, max_chips)
     per_chip: dict[str, tuple[list[Config], list[str], list[str]]] = {}
     for chip_id, target in targets.items():
         names, notes = engines_for(target)
-        simulated_as = names or ["ideal"]
-        configs = [Config(chip_id, n, layout, p, Knobs(e, mb, tb, mtp))
-                   for n in chip_counts(num_chips, max_chips)
-                   for kind in kinds for layout in KINDS[kind](cfg, n)
-                   for p in precisions(target) for e in simulated_as
-                   if not layout.dp_attention or carries(e, "dp_attention")
-                   for mb in max_batches(concurrency) for tb in TOKEN_BUDGETS
-                   for mtp in mtps if mtp is None or carries(e, "speculative_mtp")]  # fmt: skip
+        configs = [] if "aggregated" not in kinds else [
+            c for n in counts for p in precisions(target)
+            for c in expand(chip_id, n, list(aggregated(cfg, n)), p, names or ["ideal"], mtps)]
         per_chip[chip_id] = (configs, names, notes)
-
-    # every bound's `run` jobs, each once, in one batched call
-    keys: dict[tuple, int] = {}
-    for configs, _, _ in per_chip.values():
-        for c in configs:
-            for b in batches(c, concurrency, shape[2]):
-                keys.setdefault(run_key(c, b), len(keys))
-    priced = {} if price is None else {"price": price}
-    jobs = [(targets[k[0]], {**run_options(k, shape[0], shape[1]), **priced}) for k in keys]
-    runs = api.simulate_many(cfg, jobs)
+    needed = {run_key(c.chip, plan, c.precision, c.knobs.mtp, b)
+              for configs, _, _ in per_chip.values() for c in configs
+              for plan, b in batches(c, concurrency, shape[2], shape[0])}  # fmt: skip
+    if "disaggregated" in kinds:  # each side's plans, measured to keep each side's front
+        at = side_batches(concurrency, shape[0])
+        side_plans = {c: list(replica_plans(cfg, c))
+                      for c in {c for n in counts for c in side_counts(n)}}  # fmt: skip
+        all_sides = [plan for plans in side_plans.values() for plan in plans]
+        for chip_id, target in targets.items():
+            for p in precisions(target):
+                for mtp in mtps:
+                    needed |= side_keys(chip_id, all_sides, p, mtp, at)
+    run_all(needed)
+    if "disaggregated" in kinds:
+        needed = set()
+        for chip_id, target in targets.items():
+            configs, names, _ = per_chip[chip_id]
+            for p in precisions(target):
+                for mtp in mtps:
+                    prefill, decode = front(chip_id, all_sides, p, mtp, results, at,
+                                            slo_ttft_ms / 1e3, slo_tpot_ms / 1e3)  # fmt: skip
+                    for n in counts:
+                        layouts = list(disaggregated(
+                            {c: v for c, v in prefill.items() if c < n},
+                            {c: v for c, v in decode.items() if c < n}, n))
+                        made = expand(chip_id, n, layouts, p, names or ["ideal"], [mtp])
+                        configs += made
+                        needed |= {run_key(chip_id, plan, p, mtp, b) for c in made
+                                   for plan, b in batches(c, concurrency, shape[2], shape[0])}
+        run_all(needed)
     bounds: dict[Config, Bound] = {}
     for configs, _, _ in per_chip.values():
         for c in configs:
-            got = {b: runs[keys[run_key(c, b)]] for b in batches(c, concurrency, shape[2])}
+            got = {(plan, b): results[run_key(c.chip, plan, c.precision, c.knobs.mtp, b)]
+                   for plan, b in batches(c, concurrency, shape[2], shape[0])}  # fmt: skip
             error = next((r for r in got.values() if isinstance(r, UserError)), None)
             if error is not None:
                 bounds[c] = Bound(False, str(error), math.inf, math.inf, 0.0, None)
                 continue
-            bounds[c] = bound(c, got, profile_named(c.knobs.engine), shape[1], concurrency,
-                              shape[2], offered)  # fmt: skip
+            bounds[c] = bound(c, got, profile_named(c.knobs.engine), shape[0], shape[1],
+                              concurrency, shape[2], offered)  # fmt: skip
 
     load: dict[str, Any] = {"concurrency": concurrency} if concurrency is not None else \
         {"rate": rate} if rate is not None else {"trace": str(trace)}  # fmt: skip
@@ -256,14 +297,15 @@ def plan(
 
 
 FEATURES = {
-    "EP": lambda c: c.layout.ep > 1,
-    "attention DP": lambda c: c.layout.dp_attention,
-    "disaggregation": lambda c: c.layout.prefill_replicas is not None,
+    "EP": lambda c: any(side.ep > 1 for side in c.layout.sides),
+    "attention DP": lambda c: any(side.dp_attention for side in c.layout.sides),
+    "disaggregation": lambda c: c.layout.decode is not None,
     "MTP speculative decoding": lambda c: c.knobs.mtp is not None,
 }
 """The choices a plan reports on: experts spread over the tp chips, attention data
 parallelism, prefill and decode on their own replicas, and drafting with the model's own
-multi-token-prediction module."""
+multi-token-prediction module; EP and attention DP count on either side of a disaggregated
+layout."""
 
 
 def _decision(name: str, has: Any, best: Outcome, outcomes: list[Outcome]) -> str:

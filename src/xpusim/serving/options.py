@@ -132,6 +132,14 @@ class Engine:
     decode_tp: int | None = option(None, "Disaggregation: the decode replicas' tensor "
                                    "parallelism (default: the prefill replicas' plan).",
                                    type=int)
+    decode_ep: int | None = option(None, "Disaggregation: the decode replicas' expert "
+                                   "parallelism over their tp chips (default: as the "
+                                   "prefill replicas' plan, or chosen with --decode-tp).",
+                                   type=int)
+    decode_dp_attention: bool | None = option(None, "Disaggregation: whether the decode "
+                                              "replicas run attention data-parallel "
+                                              "(default: as the prefill replicas).",
+                                              type=bool)
     speculative: str | None = option(None, "Speculative decoding (same flags as run): a "
                                      "draft model (zoo id or hub name), mtp (the model's own "
                                      "multi-token prediction) or eagle (one draft layer of "
@@ -148,7 +156,8 @@ class Engine:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
-                       decode_replicas=self.decode_replicas, decode_tp=self.decode_tp)  # fmt: skip
+                       decode_replicas=self.decode_replicas, decode_tp=self.decode_tp,
+                       decode_ep=self.decode_ep)  # fmt: skip
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
@@ -158,9 +167,10 @@ class Engine:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
-        if self.decode_tp is not None and self.prefill_replicas is None:
-            raise UserError("decode_tp applies to disaggregation: give --prefill-replicas and "
-                            "--decode-replicas")  # fmt: skip
+        for name in ("decode_tp", "decode_ep", "decode_dp_attention"):
+            if getattr(self, name) is not None and self.prefill_replicas is None:
+                raise UserError(f"{name} applies to disaggregation: give --prefill-replicas "
+                                "and --decode-replicas")  # fmt: skip
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:
             from xpusim.errors import closest
 

@@ -89,14 +89,23 @@ def prepare(
     if engine.disaggregated:
         replicas = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
         decode_chips = one.chips
-        if engine.decode_tp is not None and engine.decode_tp != one.tp:
-            alone = replace(engine, prefill_replicas=None, decode_replicas=None, decode_tp=None)
+        if _decode_differs(engine, one):
+            alone = replace(engine, prefill_replicas=None, decode_replicas=None, decode_tp=None,
+                            decode_ep=None, decode_dp_attention=None)  # fmt: skip
+            tp = engine.decode_tp or one.tp
+            dp_attention = plan_options.get("dp_attention") \
+                if engine.decode_dp_attention is None else engine.decode_dp_attention
             try:
                 decode = prepare(cfg, target, load, requests, alone,
-                                 {**plan_options, "tp": engine.decode_tp, "pp": None, "dp": None,
-                                  "ep": None, "chips": engine.decode_tp})  # fmt: skip
-            except UserError as e:  # name the option the plan came from, not --tp
-                raise UserError(f"--decode-tp {engine.decode_tp}: {e}") from None
+                                 {**plan_options, "tp": tp, "pp": None, "dp": None,
+                                  "ep": engine.decode_ep, "dp_attention": dp_attention,
+                                  "chips": tp})  # fmt: skip
+            except UserError as e:  # name the options the plan came from, not --tp
+                given = [f"--{k.replace('_', '-')} {v}" for k, v in
+                         (("decode_tp", engine.decode_tp), ("decode_ep", engine.decode_ep),
+                          ("decode_dp_attention", engine.decode_dp_attention))
+                         if v is not None]  # fmt: skip
+                raise UserError(f"{' '.join(given)}: {e}") from None
             decode_chips = decode.plan.chips
         need = (engine.prefill_replicas * one.chips  # type: ignore[operator]
                 + engine.decode_replicas * decode_chips)  # type: ignore[operator]
@@ -197,6 +206,16 @@ def _draft_cost(
         return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest)
     except (UserError, ValueError) as e:
         raise UserError(f"--speculative {name} at tp {plan.tp}: {e}") from None
+
+
+def _decode_differs(engine: Engine, one: Plan) -> bool:
+    """Whether the decode replicas' options give them a plan of their own (one stage of
+    decode_tp chips, with decode_ep and decode_dp_attention where given) rather than the
+    prefill replicas' `one`."""
+    return ((engine.decode_tp is not None and engine.decode_tp != one.tp)
+            or (engine.decode_ep is not None and engine.decode_ep != one.ep)
+            or (engine.decode_dp_attention is not None
+                and engine.decode_dp_attention != one.dp_attention))  # fmt: skip
 
 
 AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)

@@ -527,10 +527,13 @@ function planTable(data) {
   }
   return table;
 }
-function planLabel(c, withChip = false) {
+function sidePlan(p) {  // planning/space.py ReplicaPlan.label
+  return `tp${p.tp}${p.pp > 1 ? ` pp${p.pp}` : ""}${p.ep > 1 ? ` ep${p.ep}` : ""}${p.dp_attention ? " dpa" : ""}`;
+}
+function planLabel(c, withChip = false) {  // planning/space.py Layout.label and Config.label
   const l = c.layout, k = c.knobs;
-  let plan = `tp${l.tp}${l.pp > 1 ? ` pp${l.pp}` : ""}${l.ep > 1 ? ` ep${l.ep}` : ""}${l.dp_attention ? " dpa" : ""}`;
-  plan += l.prefill_replicas == null ? ` x${l.replicas}` : ` ${l.prefill_replicas}P${l.decode_replicas}D`;
+  const plan = l.decode == null ? `${sidePlan(l.plan)} x${l.replicas}`
+    : `${l.prefill_replicas}P ${sidePlan(l.plan)} + ${l.decode_replicas}D ${sidePlan(l.decode)}`;
   return `${c.chips}x ${withChip ? `${c.chip} ` : ""}${plan} ${c.precision} ${k.engine} batch ${k.max_batch} chunk ${k.token_budget}${k.mtp ? " mtp" : ""}`;
 }
 function planFront(data) {

@@ -294,12 +294,19 @@ class TransformerConfig:
 
     @property
     def compressed_attention_params(self) -> int:
-        """DeepSeek-V4's attention without its compressors: wq_a and its norm, wq_b, wkv
-        (one head) and its norm, wo_a (each of o_groups groups of heads to o_lora_rank) and
-        wo_b."""
-        h, r, heads, d = self.hidden_size, self.q_lora_rank, self.num_heads, self.head_dim
-        out = heads * d * self.o_lora_rank + self.o_groups * self.o_lora_rank * h
-        return h * r + r + r * heads * d + h * d + d + out
+        """DeepSeek-V4's attention without its sinks and compressors: wq_a and its norm, wkv
+        (one head) and its norm, whole on every tensor-parallel rank, and the parts split
+        by heads (compressed_head_params)."""
+        h, r, d = self.hidden_size, self.q_lora_rank, self.head_dim
+        return h * r + r + h * d + d + self.compressed_head_params
+
+    @property
+    def compressed_head_params(self) -> int:
+        """DeepSeek-V4's per-head projections, which tensor parallelism splits by heads (and
+        so by groups of heads): wq_b, wo_a (each of o_groups groups of heads to
+        o_lora_rank) and wo_b."""
+        h, heads, d, rank = self.hidden_size, self.num_heads, self.head_dim, self.o_lora_rank
+        return self.q_lora_rank * heads * d + heads * d * rank + self.o_groups * rank * h
 
     def compressor_params(self, ratio: int, width: int) -> int:
         """One DeepSeek-V4 Compressor pooling `ratio` tokens into entries `width` wide: wkv
@@ -310,16 +317,21 @@ class TransformerConfig:
         slot = width * (2 if ratio == 4 else 1)
         return 2 * self.hidden_size * slot + ratio * slot + width
 
+    def layer_compression_params(self, layer: int) -> int:
+        """A DeepSeek-V4 layer's compressor and, on ratio-4 layers, its indexer: wq_b from
+        the query latent, weights_proj (a weight per index head) and its own compressor of
+        index_head_dim-wide keys; whole on every tensor-parallel rank."""
+        ratio, heads, width = self.compress_ratio(layer), self.index_heads, self.index_head_dim
+        own = self.compressor_params(ratio, self.head_dim)
+        if ratio != 4:
+            return own
+        return (own + self.q_lora_rank * heads * width + self.hidden_size * heads
+                + self.compressor_params(4, width))  # fmt: skip
+
     @property
     def compression_params(self) -> int:
-        """DeepSeek-V4's compressors over all layers, and on ratio-4 layers the indexer:
-        wq_b from the query latent, weights_proj (a weight per index head) and its own
-        compressor of index_head_dim-wide keys."""
-        heads, width = self.index_heads, self.index_head_dim
-        indexer = (self.q_lora_rank * heads * width + self.hidden_size * heads
-                   + self.compressor_params(4, width))  # fmt: skip
-        return sum(self.compressor_params(r, self.head_dim) + indexer * (r == 4)
-                   for r in self.compress_ratios)  # fmt: skip
+        """Every layer's compressors and indexers (0 but in DeepSeek-V4)."""
+        return sum(map(self.layer_compression_params, range(len(self.compress_ratios))))
 
     @property
     def hyper_connection_params(self) -> int:

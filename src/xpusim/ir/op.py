@@ -277,18 +277,6 @@ def windowed(kv_len: Dim, q_len: Dim, window: int) -> Dim:
     return np.minimum(kv_len, q_len + window - 1)
 
 
-def compressed_keys(kv_len: Dim, q_len: Dim, ratio: int, top_k: int | None) -> Dim:
-    """DeepSeek-V4's compressed entries an attention reads: one per `ratio` tokens of the
-    context, or where an indexer picks `top_k` per query, at most that many per query (a
-    decode step reads its top_k; a prompt's queries together read every entry)."""
-    entries = kv_len // ratio
-    if not top_k:
-        return entries
-    if type(kv_len) is int and type(q_len) is int:
-        return min(entries, q_len * top_k)
-    return np.minimum(entries, q_len * top_k)
-
-
 def _attention_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
     q, k = op.inputs[:2]
     batch, q_len, heads, head_dim = q.shape
@@ -312,12 +300,11 @@ def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
     if chunk:  # its keys start at the first query's chunk: kv_len counts from there
         return chunked_pairs(q_len, q_len + (kv_len - q_len) % chunk, int(chunk))
     ratio = op.attr("compress")
-    if ratio:  # entries of `ratio` tokens each (compressed_keys): the pairs of the tokens
-        # they stand for, a top_k of entries a window of top_k x ratio tokens, over ratio;
-        # at least the queries' own span, so a prompt shorter than an entry scores nothing odd
-        tokens = np.maximum(kv_len * ratio, q_len)
+    if ratio:  # DeepSeek-V4's compressed keys, one per `ratio` tokens, their tensors as long
+        # as the tokens and 1/ratio as wide: the tokens' pairs over ratio, a top_k of
+        # entries a window of top_k x ratio tokens
         top_k = op.attr("top_k")
-        return attention_pairs(q_len, tokens, True, top_k and top_k * ratio) / ratio
+        return attention_pairs(q_len, kv_len, True, top_k and top_k * ratio) / ratio
     window = op.attr("window", op.attr("top_k"))
     return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), window)
 

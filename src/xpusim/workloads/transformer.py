@@ -31,7 +31,6 @@ from xpusim.ir.op import (
     Op,
     OpKind,
     chunk_keys,
-    compressed_keys,
     windowed,
 )
 from xpusim.ir.tensor import Dim, Role, Tensor
@@ -427,15 +426,15 @@ class _Builder:
         if ratio:
             kw = self.matmul(f"{p}.indexer.weights_proj", x, heads)
             self.compressor(f"{p}.indexer.compressor", x, ratio, width)
-            keys, new = s.kv_len // ratio, []
+            keys, new = (s.kv_len, 1, width // ratio), []  # see compressor
         else:
             kw = self.matmul(f"{p}.indexer.wk_weights", x, width + heads)
-            keys = s.kv_len
+            keys = (s.kv_len, 1, width)
             new = [self.t(f"{p}.index_key_new", *rows, 1, width, role=Role.KV_CACHE)]
         self.op(
             OpKind.SPARSE_INDEX, f"{p}.indexer",
             [Tensor(q.name, (*rows, heads, width), self.act),
-             self.t(f"{p}.index_cache", s.batch, keys, 1, width, role=Role.KV_CACHE),
+             self.t(f"{p}.index_cache", s.batch, *keys, role=Role.KV_CACHE),
              Tensor(f"{kw.name}[weights]", (*rows, heads), self.act)],
             [Tensor(f"{p}.topk_ids", (*rows, cfg.index_topk), DType.INT32), *new],
             compute=self.attention.value, compress=ratio or None,
@@ -446,13 +445,15 @@ class _Builder:
         """DeepSeek-V4's Compressor: wkv and wgate from the hidden state (one matmul), then
         each `ratio` tokens' slots pooled by a softmax of their gates (plus a learned bias
         per slot; ratio 4 pools overlapping windows, its slots twice as wide), normed and
-        rotated into one cache entry `width` wide: a prompt writes one per `ratio` of its
-        tokens, a decode step one every `ratio` steps (q_len // ratio: none, the write
-        amortised away)."""
+        rotated into one cache entry `width` wide. Compressed keys are held as tensors as
+        long as the tokens they stand for and `width / ratio` wide (the same bytes, and
+        counts that stay polynomial in the lengths, as serve's fits need): a prompt writes
+        one entry per `ratio` of its tokens, a decode step one every `ratio` steps on
+        average."""
         s = self.step
         slot = width * (2 if ratio == 4 else 1)
         kv_gate = self.matmul(f"{p}.wkv_wgate", x, 2 * slot)
-        entries = self.t(f"{p}.entries", s.batch, s.q_len // ratio, 1, width, role=Role.KV_CACHE)
+        entries = self.t(f"{p}.entries", s.batch, s.q_len, 1, width // ratio, role=Role.KV_CACHE)
         pooled = Tensor(f"{p}.pooled", (s.batch, s.q_len, slot), self.act)
         # per slot element: the gate's bias add and exp, the sum, the weighted accumulate;
         # the entry's RMSNorm and rotation per output element are a rounding error beside it
@@ -503,8 +504,11 @@ class _Builder:
             window=cfg.sliding_window, **one,
         )  # fmt: skip
         if ratio:
-            entries = compressed_keys(s.kv_len, s.q_len, ratio, top_k)
-            cache = self.t(f"{p}.compressed_cache", s.batch, entries, 1, d, role=Role.KV_CACHE)
+            # the entries read (as tokens; see compressor): all, or where the indexer picks
+            # top_k per query, those of a window of top_k x ratio tokens
+            read = s.kv_len if top_k is None else windowed(s.kv_len, s.q_len, top_k * ratio)
+            cache = self.t(f"{p}.compressed_cache", s.batch, read, 1, d // ratio,
+                           role=Role.KV_CACHE)  # fmt: skip
             part = self.op(OpKind.ATTENTION, f"{p}.compressed_attention", [q4, cache],
                            [self.t(f"{p}.attn.compressed", s.batch, s.q_len, heads * d)],
                            compress=ratio, top_k=top_k, **one)  # fmt: skip

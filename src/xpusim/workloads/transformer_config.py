@@ -1331,6 +1331,10 @@ def _deepseek_v4(fields: dict[str, object], origin: str) -> None:
     if heads % groups:
         raise UserError(f"{origin}: field 'o_groups' ({groups}) must divide "
                         f"num_attention_heads ({heads})")  # fmt: skip
+    if int(fields["head_dim"]) % max(_V4_RATIOS) or int(fields["index_head_dim"]) % 4:
+        raise UserError(f"{origin}: fields 'head_dim' and 'index_head_dim' must be multiples "
+                        f"of {max(_V4_RATIOS)} and 4: a compressed entry is costed as "
+                        "that many tokens' share of its width")  # fmt: skip
     if int(fields["hash_layers"]) > layers:
         raise UserError(f"{origin}: field 'num_hash_layers' exceeds 'num_hidden_layers'")
     ratios = [*ratios[:layers], *[0] * (layers - len(ratios))]

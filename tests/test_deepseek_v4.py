@@ -68,3 +68,11 @@ def test_training_it_is_refused_in_one_line():
     cfg = load_model(PRO)
     with pytest.raises(UserError, match="training a model with DeepSeek-V4's attention"):
         build_step(cfg, StepShape(1, 8, 8), DType.BF16, training=True)
+
+
+def test_its_experts_are_read_as_fp4_beside_fp8_blocks():
+    """expert_dtype fp4 beside quantization_config's fp8 blocks: the run stores MXFP4 (97%
+    of the weights) and says the rest is kept in fp8-block."""
+    checkpoint = load_model(PRO).checkpoint
+    assert checkpoint.weights == "mxfp4" and checkpoint.compute == "fp8"
+    assert checkpoint.describe().endswith("attention in fp8-block")

@@ -18,6 +18,8 @@ FAMILIES = [
     ("mixtral-8x7b", "h100-sxm", {"chips": 2, "tp": 2}),  # MoE
     ("gpt-oss-120b", "h100-sxm", {}),  # MoE, 128-token windows, attention sinks
     ("gemma-3-27b", "h100-sxm", {}),  # 1024-token windows on 5 of 6 layers
+    # compressed attention beside 128-token windows, hyper-connections
+    ("deepseek-v4-flash", "h200-sxm", {"chips": 8, "tp": 8, "precision": "fp8"}),
 ]
 
 

@@ -592,6 +592,10 @@ def _split_attention_params(cfg: TransformerConfig, plan: Plan) -> float:
     )
     if cfg.is_mla:  # the latents' projections whole on every rank, the heads' split
         return cfg.mla_replicated_params + cfg.mla_head_params * h_rank / cfg.num_heads
+    if cfg.compress_ratios:  # DeepSeek-V4: the same, its one KV head whole
+        heads = cfg.compressed_head_params + cfg.sink_params
+        return cfg.compressed_attention_params - cfg.compressed_head_params + (
+            heads * h_rank / cfg.num_heads)
     q_o = (2 + cfg.attention_output_gate) * cfg.hidden_size * cfg.num_heads * cfg.head_dim
     k_v = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
     attn = q_o * h_rank / cfg.num_heads + k_v * kv_rank / cfg.num_kv_heads
@@ -639,14 +643,16 @@ def weights_per_chip_bytes(
         dense_here = sum(not cfg.is_expert_layer(i) for i in range(start, start + n)) \
             if cfg.is_moe else 0
         linear_here = sum(start <= i < start + n for i in cfg.linear_layers)
-        per_stage.append(dense * dense_here + layer * (n - dense_here)
+        compressors = sum(map(cfg.layer_compression_params, range(start, start + n))) \
+            if cfg.compress_ratios else 0  # DeepSeek-V4's, whole on every rank
+        per_stage.append(dense * dense_here + layer * (n - dense_here) + compressors
                          + _linear_layer_difference(cfg, plan) * linear_here)
         start += n
     per_stage[0] += cfg.encoder_params - cfg.encoder_layers * (whole[0] - split[0])
     per_stage = [params * itemsize for params in per_stage]
     per_stage[0] += cfg.embedding_params / plan.attention_tp * table_itemsize
     per_stage[-1] += (cfg.lm_head_params / plan.attention_tp * head_itemsize
-                      + cfg.final_norm_params * itemsize)  # fmt: skip
+                      + (cfg.final_norm_params + cfg.hc_head_params) * itemsize)  # fmt: skip
     return tuple(b / plan.chain for b in per_stage)  # a chained stage's chips share its weights
 
 

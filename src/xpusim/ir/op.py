@@ -299,6 +299,12 @@ def _pairs(op: Op, q_len: Dim, kv_len: Dim) -> float | np.ndarray:
     chunk = op.attr("chunk")
     if chunk:  # its keys start at the first query's chunk: kv_len counts from there
         return chunked_pairs(q_len, q_len + (kv_len - q_len) % chunk, int(chunk))
+    ratio = op.attr("compress")
+    if ratio:  # DeepSeek-V4's compressed keys, one per `ratio` tokens, their tensors as long
+        # as the tokens and 1/ratio as wide: the tokens' pairs over ratio, a top_k of
+        # entries a window of top_k x ratio tokens
+        top_k = op.attr("top_k")
+        return attention_pairs(q_len, kv_len, True, top_k and top_k * ratio) / ratio
     window = op.attr("window", op.attr("top_k"))
     return attention_pairs(q_len, kv_len, bool(op.attr("causal", True)), window)
 
@@ -445,13 +451,13 @@ def _index_dims(op: Op) -> tuple[Dim, int, int, Dim, Dim]:
 
 def _index_matrix_flops(op: Op) -> float | np.ndarray:
     batch, heads, width, q_len, kv_len = _index_dims(op)
-    return 2.0 * batch * heads * width * attention_pairs(q_len, kv_len, True)
+    return 2.0 * batch * heads * width * _pairs(op, q_len, kv_len)
 
 
 def _index_vector_flops(op: Op) -> float | np.ndarray:
     batch, heads, _, q_len, kv_len = _index_dims(op)
     per_pair = INDEX_FLOPS_PER_PAIR_HEAD * heads + TOPK_FLOPS_PER_SCORE
-    return batch * per_pair * attention_pairs(q_len, kv_len, True)
+    return batch * per_pair * _pairs(op, q_len, kv_len)
 
 
 def _count(values: np.ndarray) -> float | np.ndarray:

@@ -35,6 +35,7 @@ class Checkpoint:
     # why a declared format could not be read (weights is None then): the model still
     # resolves, and a run must name its formats itself
     unread: str = ""
+    kept_as: str = "unquantized"  # what the excluded modules are stored as
 
     @property
     def keeps_attention(self) -> bool:
@@ -55,7 +56,7 @@ class Checkpoint:
         kept = [n for n, k in (("attention", self.keeps_attention), ("LM head", self.keeps_head))
                 if k]  # fmt: skip
         kv = f", {self.kv} KV cache" if self.kv else ""
-        return what + kv + (f", {' and '.join(kept)} unquantized" if kept else "")
+        return what + kv + (f", {' and '.join(kept)} {self.kept_as}" if kept else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "weights": self.weights, "compute": self.compute,
@@ -100,7 +101,20 @@ def _read(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None
     if reader is None:
         raise UserError(f"{origin}: quantization_config quant_method {method!r} is not read "
                         f"(read: {', '.join(sorted(_READERS))})")  # fmt: skip
-    return reader(q, origin)
+    checkpoint = reader(q, origin)
+    if config.get("expert_dtype") == "fp4" and checkpoint.weights == "fp8-block":
+        return _fp4_experts(checkpoint)
+    return checkpoint
+
+
+def _fp4_experts(fp8: Checkpoint) -> Checkpoint:
+    """DeepSeek-V4's repos: quantization_config's FP8 blocks for every linear layer but the
+    routed experts, which `expert_dtype` fp4 stores as MXFP4 (e2m1 values with a power-of-two
+    scale per 32, as its inference code's FP4 dequantization reads them) and which hold
+    97% of its weights; read as an experts-only checkpoint (its attention named kept), so
+    the run stores the experts' format and says how many parameters that undercounts."""
+    return Checkpoint("fp8 with fp4 experts", "mxfp4", fp8.compute, fp8.kv,
+                      (*fp8.excluded, "self_attn"), kept_as=f"in {fp8.weights}")  # fmt: skip
 
 
 def _field(data: dict, key: str, kind: type, origin: str) -> Any:

@@ -26,7 +26,13 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, weight_parts
 from xpusim.ir.graph import Graph
-from xpusim.ir.op import SOFTMAX_FLOPS_PER_ELEMENT, Op, OpKind, chunk_keys, windowed
+from xpusim.ir.op import (
+    SOFTMAX_FLOPS_PER_ELEMENT,
+    Op,
+    OpKind,
+    chunk_keys,
+    windowed,
+)
 from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
@@ -151,6 +157,8 @@ class _Builder:
         cfg, s = self.cfg, self.step
         if cfg.is_mla:
             return self.latent_attention(p, x)
+        if cfg.compress_ratios:
+            return self.compressed_attention(p, x)
         q_width = cfg.num_heads * cfg.head_dim
         kv_width = cfg.num_kv_heads * cfg.head_dim
         gate_width = q_width if cfg.attention_output_gate else 0
@@ -401,29 +409,169 @@ class _Builder:
                           tp="heads", kv_heads=heads, v_dim=v, **mla)  # fmt: skip
         return self.matmul(f"{p}.o_proj", out, cfg.hidden_size, tp="row")
 
-    def sparse_index(self, p: str, x: Tensor, q_latent: Tensor) -> int:
+    def sparse_index(self, p: str, x: Tensor, q_latent: Tensor, ratio: int = 0) -> int:
         """DeepSeek Sparse Attention's lightning indexer (DeepseekV32Indexer): index
         queries from the query latent (wq_b), one index key and the index heads' weights
         from the hidden state (wk and weights_proj, one matmul), the scores of every cached
         index key at the attention's format (FP8 in DeepSeek's kernels, with --precision
         fp8 here) and the top-k selection, which writes the new key to the cache. Returns
         the keys each query then attends (the attention's `top_k`). Whole on every
-        tensor-parallel rank, as MLA's latents are."""
+        tensor-parallel rank, as MLA's latents are. DeepSeek-V4's (`ratio` 4) scores
+        compressed keys, one per `ratio` tokens, that its own compressor writes: its
+        matmul from the hidden state is weights_proj alone."""
         cfg, s = self.cfg, self.step
         heads, width = cfg.index_heads, cfg.index_head_dim
         q = self.matmul(f"{p}.indexer.wq_b", q_latent, heads * width)
-        kw = self.matmul(f"{p}.indexer.wk_weights", x, width + heads)
         rows = (s.batch, s.q_len)
+        if ratio:
+            kw = self.matmul(f"{p}.indexer.weights_proj", x, heads)
+            self.compressor(f"{p}.indexer.compressor", x, ratio, width)
+            keys, new = (s.kv_len, 1, width // ratio), []  # see compressor
+        else:
+            kw = self.matmul(f"{p}.indexer.wk_weights", x, width + heads)
+            keys = (s.kv_len, 1, width)
+            new = [self.t(f"{p}.index_key_new", *rows, 1, width, role=Role.KV_CACHE)]
         self.op(
             OpKind.SPARSE_INDEX, f"{p}.indexer",
             [Tensor(q.name, (*rows, heads, width), self.act),
-             self.t(f"{p}.index_cache", s.batch, s.kv_len, 1, width, role=Role.KV_CACHE),
+             self.t(f"{p}.index_cache", s.batch, *keys, role=Role.KV_CACHE),
              Tensor(f"{kw.name}[weights]", (*rows, heads), self.act)],
-            [Tensor(f"{p}.topk_ids", (*rows, cfg.index_topk), DType.INT32),
-             self.t(f"{p}.index_key_new", *rows, 1, width, role=Role.KV_CACHE)],
-            compute=self.attention.value,
+            [Tensor(f"{p}.topk_ids", (*rows, cfg.index_topk), DType.INT32), *new],
+            compute=self.attention.value, compress=ratio or None,
         )  # fmt: skip
         return cfg.index_topk
+
+    def compressor(self, p: str, x: Tensor, ratio: int, width: int) -> None:
+        """DeepSeek-V4's Compressor: wkv and wgate from the hidden state (one matmul), then
+        each `ratio` tokens' slots pooled by a softmax of their gates (plus a learned bias
+        per slot; ratio 4 pools overlapping windows, its slots twice as wide), normed and
+        rotated into one cache entry `width` wide. Compressed keys are held as tensors as
+        long as the tokens they stand for and `width / ratio` wide (the same bytes, and
+        counts that stay polynomial in the lengths, as serve's fits need): a prompt writes
+        one entry per `ratio` of its tokens, a decode step one every `ratio` steps on
+        average."""
+        s = self.step
+        slot = width * (2 if ratio == 4 else 1)
+        kv_gate = self.matmul(f"{p}.wkv_wgate", x, 2 * slot)
+        entries = self.t(f"{p}.entries", s.batch, s.q_len, 1, width // ratio, role=Role.KV_CACHE)
+        pooled = Tensor(f"{p}.pooled", (s.batch, s.q_len, slot), self.act)
+        # per slot element: the gate's bias add and exp, the sum, the weighted accumulate;
+        # the entry's RMSNorm and rotation per output element are a rounding error beside it
+        self.op(OpKind.ELEMENTWISE, f"{p}.pool", [kv_gate, self.t(f"{p}.ape", ratio, slot,
+                role=Role.WEIGHT)], [pooled, entries],
+                flops_per_element=SOFTMAX_FLOPS_PER_ELEMENT + 2, fn="softmax_pool")  # fmt: skip
+
+    def compressed_attention(self, p: str, x: Tensor) -> Tensor:
+        """DeepSeek-V4's attention (its inference/model.py Attention; transformers'
+        DeepseekV4Attention): queries from a latent (wq_a, its norm, wq_b, then an RMSNorm
+        per head and the rotation of the last qk_rope_head_dim channels); one KV head whose
+        key is its value (wkv, its norm, rotated); every query attends its layer's sliding
+        window and, by compress_ratio, compressed entries (ratio 4: the index_topk its
+        indexer picks; 128: all), with a learned sink per head in the softmax. The output's
+        rotation is undone, then projected per group of heads to o_lora_rank (wo_a, a batched
+        matmul over the o_groups groups) and to the hidden size (wo_b). The window and the
+        compressed entries are costed as two attentions over one query (their softmax is
+        one in the kernel). Tensor parallelism splits the heads, the groups with them; the
+        KV head, its cache and the compressors are whole on every rank, as MLA's latents."""
+        cfg, s = self.cfg, self.step
+        heads, d, rope = cfg.num_heads, cfg.head_dim, cfg.qk_rope_head_dim
+        ratio = cfg.compress_ratio(self.layer)
+        q = self.matmul(f"{p}.wq_a", x, cfg.q_lora_rank)
+        norm_w = self.t(f"{p}.q_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
+        q = self.vector(OpKind.NORM, f"{p}.q_norm", [q, norm_w], cfg.q_lora_rank,
+                        RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
+        top_k = self.sparse_index(p, x, q, ratio) if ratio == 4 else None
+        q = self.matmul(f"{p}.wq_b", q, heads * d, tp="column")
+        q = self.vector(OpKind.NORM, f"{p}.q_head_norm_rope", [q], heads * d,
+                        RMSNORM_FLOPS - 1 + ROTARY_FLOPS * rope / d, tp="split",
+                        fn="rmsnorm")  # no weight: 3 FLOPs a channel, and the rotation
+        kv = self.matmul(f"{p}.wkv", x, d)
+        norm_w = self.t(f"{p}.kv_norm.w", d, role=Role.WEIGHT)
+        kv = self.vector(OpKind.NORM, f"{p}.kv_norm", [kv, norm_w], d,
+                         RMSNORM_FLOPS + ROTARY_FLOPS * rope / d, fn="rmsnorm")  # fmt: skip
+        if ratio:
+            self.compressor(f"{p}.compressor", x, ratio, d)
+        q4 = Tensor(f"{q.name}.heads", (s.batch, s.q_len, heads, d), self.act)
+        one = dict(heads=heads, kv_heads=1, head_dim=d, compute=self.attention.value,
+                   causal=True, tp="heads")
+        window = windowed(s.kv_len, s.q_len, cfg.sliding_window)
+        new = self.t(f"{p}.kv_new", s.batch, s.q_len, 1, d, role=Role.KV_CACHE)
+        out = self.op(
+            OpKind.ATTENTION, f"{p}.attention",
+            [q4, self.t(f"{p}.window_cache", s.batch, window, 1, d, role=Role.KV_CACHE), kv,
+             self.t(f"{p}.sinks", heads, role=Role.WEIGHT)],
+            [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * d), new],
+            window=cfg.sliding_window, **one,
+        )  # fmt: skip
+        if ratio:
+            # the entries read (as tokens; see compressor): all, or where the indexer picks
+            # top_k per query, those of a window of top_k x ratio tokens
+            read = s.kv_len if top_k is None else windowed(s.kv_len, s.q_len, top_k * ratio)
+            cache = self.t(f"{p}.compressed_cache", s.batch, read, 1, d // ratio,
+                           role=Role.KV_CACHE)  # fmt: skip
+            part = self.op(OpKind.ATTENTION, f"{p}.compressed_attention", [q4, cache],
+                           [self.t(f"{p}.attn.compressed", s.batch, s.q_len, heads * d)],
+                           compress=ratio, top_k=top_k, **one)  # fmt: skip
+            out = self.op(OpKind.ELEMENTWISE, f"{p}.attn.merge", [out, part],
+                          [self.t(f"{p}.attn.merged", s.batch, s.q_len, heads * d)],
+                          flops_per_element=3, tp="split", fn="lse_merge")  # fmt: skip
+        out = self.vector(OpKind.ELEMENTWISE, f"{p}.o_rope", [out], heads * d,
+                          ROTARY_FLOPS * rope / d, tp="split", fn="rope")  # fmt: skip
+        groups, rank = cfg.o_groups, cfg.o_lora_rank
+        grouped = self.t(f"{out.name}.groups", groups, self.tokens, heads * d // groups)
+        w_a = self.t(f"{p}.wo_a.w", groups, heads * d // groups, rank, role=Role.WEIGHT)
+        low = self.op(OpKind.MATMUL, f"{p}.wo_a", [grouped, w_a],
+                      [self.t(f"{p}.wo_a.out", groups, self.tokens, rank)],
+                      compute=self.act.value, tp="head_batch")  # fmt: skip
+        low = self.t(low.name, s.batch, s.q_len, groups * rank)
+        return self.matmul(f"{p}.wo_b", low, cfg.hidden_size, tp="row")
+
+    def hyper_pre(self, p: str, streams: Tensor) -> Tensor:
+        """A hyper-connection's input side (DeepSeek-V4's hc_pre, Zhu et al. 2024's
+        hyper-connections, manifold-constrained): the hc_mult streams (flattened, RMS-normed)
+        mapped to (2 + hc_mult) x hc_mult mixing logits (fn, in fp32), split into the input
+        weights, the output weights and the hc_mult x hc_mult stream mix that
+        hc_sinkhorn_iters Sinkhorn steps make doubly stochastic, then the sublayer's input,
+        the streams' weighted sum."""
+        cfg, hc = self.cfg, self.cfg.hc_mult
+        mix = (2 + hc) * hc
+        logits = self.matmul(f"{p}.fn", streams, mix)
+        # ~4 FLOPs an element of each of 20 iterations over hc x hc: tiny beside the rest
+        self.vector(OpKind.ELEMENTWISE, f"{p}.sinkhorn", [logits], mix, SOFTMAX_FLOPS_PER_ELEMENT,
+                    fn="sinkhorn")  # fmt: skip
+        return self.vector(OpKind.ELEMENTWISE, f"{p}.pre", [streams, logits],
+                           cfg.hidden_size, 2 * hc, fn="weighted_sum")  # fmt: skip
+
+    def hyper_post(self, p: str, y: Tensor, streams: Tensor) -> Tensor:
+        """A hyper-connection's output side (hc_post): each new stream is the sublayer's
+        output times its output weight plus the old streams mixed by the Sinkhorn map."""
+        hc = self.cfg.hc_mult
+        return self.op(OpKind.ELEMENTWISE, f"{p}.post", [y, streams],
+                       [self.t(f"{p}.streams", *streams.shape)],
+                       flops_per_element=2 + 2 * hc, fn="hc_post")  # fmt: skip
+
+    def hyper_stack(self, x: Tensor) -> Tensor:
+        """DeepSeek-V4's layers over hc_mult residual streams (each starting as the
+        embedding), then hc_head: the streams' weights from their own map (fn) and their
+        weighted sum, which the final norm takes."""
+        cfg, s = self.cfg, self.step
+        width = cfg.hc_mult * cfg.hidden_size
+        streams = Tensor(f"{x.name}[streams]", (s.batch, s.q_len, width), self.act)
+        for p in self.layers():
+            streams = self.hyper_layer(p, streams)
+        self.layer = cfg.num_layers
+        weights = self.matmul("hc_head.fn", streams, cfg.hc_mult)
+        return self.vector(OpKind.ELEMENTWISE, "hc_head", [streams, weights], cfg.hidden_size,
+                           2 * cfg.hc_mult, fn="weighted_sum")  # fmt: skip
+
+    def hyper_layer(self, p: str, streams: Tensor) -> Tensor:
+        """A DeepSeek-V4 block: attention, then the experts, each between a
+        hyper-connection's two sides, each sublayer's input normed on its own (no residual
+        add fused: the streams carry the residual)."""
+        h, _ = self.norm(f"{p}.norm_attn", self.hyper_pre(f"{p}.hc_attn", streams), None)
+        streams = self.hyper_post(f"{p}.hc_attn", self.attention_block(p, h), streams)
+        h, _ = self.norm(f"{p}.norm_mlp", self.hyper_pre(f"{p}.hc_ffn", streams), None)
+        return self.hyper_post(f"{p}.hc_ffn", self.mlp(p, h), streams)
 
     def training_attention(self, p: str, qkv: Tensor) -> Tensor:
         """Rotary op writing head-major q, k, v, then attention writing its output and the
@@ -522,7 +670,9 @@ class _Builder:
         table = self.table()
         x = self.embed("embed", table, "ids")
         residual: Tensor | None = None
-        for p in self.layers():
+        if cfg.hc_mult > 1:
+            x = self.hyper_stack(x)
+        for p in self.layers() if cfg.hc_mult == 1 else ():  # DeepSeek-V4's ran above
             h, residual = self.norm(f"{p}.norm_attn", x, residual)
             if cfg.ssm:  # a Mamba block: its mixer alone
                 x = self.ssm_block(p, h)
@@ -675,9 +825,10 @@ def refuse_untrainable(cfg: TransformerConfig) -> None:
     """Training's graphs (autodiff of the forward pass) are built for multi-head attention
     only: a model with latent attention or state-space layers is refused, not costed as
     something else."""
-    if cfg.is_mla:
-        raise UserError(f"{cfg.name}: training a model with multi-head latent attention is "
-                        "not modelled yet (its inference and serving are)")
+    if cfg.is_mla or cfg.compress_ratios:
+        kind = "multi-head latent attention" if cfg.is_mla else "DeepSeek-V4's attention"
+        raise UserError(f"{cfg.name}: training a model with {kind} is not modelled yet "
+                        "(its inference and serving are)")
     if cfg.ssm or cfg.is_encoder_decoder or cfg.linear_layers:
         kind = ("a state-space model" if cfg.ssm else "linear attention" if cfg.linear_layers
                  else "an encoder-decoder")  # fmt: skip
@@ -696,7 +847,7 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
 
     def kind(layer: int) -> tuple:
         return (cfg.is_expert_layer(layer), cfg.window(layer), cfg.chunk(layer),
-                cfg.is_linear_layer(layer))  # fmt: skip
+                cfg.is_linear_layer(layer), cfg.compress_ratio(layer))  # fmt: skip
 
     starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]

@@ -128,6 +128,21 @@ class TransformerConfig:
     # Qwen3-Next / Qwen3.5: q_proj also writes a gate per query channel, and attention's
     # output is multiplied by its sigmoid before o_proj (attn_output_gate)
     attention_output_gate: bool = False
+    # DeepSeek-V4 (its public inference code, model.py; transformers' DeepseekV4): every
+    # layer attends a sliding window (sliding_layers: all) of one shared KV head head_dim
+    # wide (K = V), and by compress_ratios[layer] compressed entries too: 4, a compressor
+    # pools overlapping windows of 4 tokens into one entry and an indexer (index_heads x
+    # index_head_dim over its own compressed keys) picks index_topk of them; 128, every 128
+    # tokens pooled and all attended; 0, the window only. Queries from a q_lora_rank latent,
+    # a learned sink per head, the output projected per o_groups group of heads to
+    # o_lora_rank (wo_a), then to the hidden size (wo_b). hc_mult residual streams mixed
+    # around every sublayer by small maps (hyper-connections); the first hash_layers pick
+    # their experts by token id (the same expert work, tid2eid a buffer).
+    compress_ratios: tuple[int, ...] = ()
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    hc_mult: int = 1
+    hash_layers: int = 0
     ssm: str = ""
     ssm_state_size: int = 0
     ssm_conv_kernel: int = 4
@@ -198,12 +213,21 @@ class TransformerConfig:
         softmax attention over a KV cache."""
         return layer in self.linear_layers
 
+    def compress_ratio(self, layer: int) -> int:
+        """DeepSeek-V4: tokens pooled into one compressed cache entry (0: none)."""
+        return self.compress_ratios[layer] if self.compress_ratios else 0
+
     @property
-    def full_cache_layers(self) -> int:
+    def full_cache_layers(self) -> float:
         """Layers whose cache grows with every token: softmax attention without a window
-        (none in a state-space model)."""
+        (none in a state-space model). DeepSeek-V4's grow by a fraction of a layer each:
+        1/ratio of an entry per token, and on ratio-4 layers the indexer's compressed key
+        (index_head_dim wide) every 4 tokens."""
         if self.ssm:
             return 0
+        if self.compress_ratios:
+            index = self.index_head_dim / self.head_dim
+            return sum((1 + index * (r == 4)) / r for r in self.compress_ratios if r)
         return self.num_layers - len(self.linear_layers) - len(self.bounded_layers)
 
     @property
@@ -257,6 +281,8 @@ class TransformerConfig:
     # --- parameter counts (exact for the architectures above) ----------------------------
     @property
     def attention_params(self) -> int:
+        if self.compress_ratios:
+            return self.sink_params + self.compressed_attention_params
         if self.is_mla:
             return self.mla_replicated_params + self.mla_head_params
         return self.sink_params + self.attention_projection_params
@@ -265,6 +291,65 @@ class TransformerConfig:
     def sink_params(self) -> int:
         """gpt-oss's learned sink logit, one per head."""
         return self.num_heads if self.attention_sinks else 0
+
+    @property
+    def compressed_attention_params(self) -> int:
+        """DeepSeek-V4's attention without its sinks and compressors: wq_a and its norm, wkv
+        (one head) and its norm, whole on every tensor-parallel rank, and the parts split
+        by heads (compressed_head_params)."""
+        h, r, d = self.hidden_size, self.q_lora_rank, self.head_dim
+        return h * r + r + h * d + d + self.compressed_head_params
+
+    @property
+    def compressed_head_params(self) -> int:
+        """DeepSeek-V4's per-head projections, which tensor parallelism splits by heads (and
+        so by groups of heads): wq_b, wo_a (each of o_groups groups of heads to
+        o_lora_rank) and wo_b."""
+        h, heads, d, rank = self.hidden_size, self.num_heads, self.head_dim, self.o_lora_rank
+        return self.q_lora_rank * heads * d + heads * d * rank + self.o_groups * rank * h
+
+    def compressor_params(self, ratio: int, width: int) -> int:
+        """One DeepSeek-V4 Compressor pooling `ratio` tokens into entries `width` wide: wkv
+        and wgate from the hidden state, a learned bias per slot (ape) and the entry's
+        RMSNorm; ratio 4 pools overlapping windows, so its slots are twice as wide."""
+        if not ratio:
+            return 0
+        slot = width * (2 if ratio == 4 else 1)
+        return 2 * self.hidden_size * slot + ratio * slot + width
+
+    def layer_compression_params(self, layer: int) -> int:
+        """A DeepSeek-V4 layer's compressor and, on ratio-4 layers, its indexer: wq_b from
+        the query latent, weights_proj (a weight per index head) and its own compressor of
+        index_head_dim-wide keys; whole on every tensor-parallel rank."""
+        ratio, heads, width = self.compress_ratio(layer), self.index_heads, self.index_head_dim
+        own = self.compressor_params(ratio, self.head_dim)
+        if ratio != 4:
+            return own
+        return (own + self.q_lora_rank * heads * width + self.hidden_size * heads
+                + self.compressor_params(4, width))  # fmt: skip
+
+    @property
+    def compression_params(self) -> int:
+        """Every layer's compressors and indexers (0 but in DeepSeek-V4)."""
+        return sum(map(self.layer_compression_params, range(len(self.compress_ratios))))
+
+    @property
+    def hyper_connection_params(self) -> int:
+        """A layer's two hyper-connections (attention's, the MLP's; 0 without them): each
+        maps the hc_mult streams (hc_mult x hidden) to (2 + hc_mult) x hc_mult mixing
+        logits (fn), with their bias (base) and three scales."""
+        if self.hc_mult == 1:
+            return 0
+        mix = (2 + self.hc_mult) * self.hc_mult
+        return 2 * (mix * self.hc_mult * self.hidden_size + mix + 3)
+
+    @property
+    def hc_head_params(self) -> int:
+        """The streams' final reduction to one before the last norm (hc_head: fn, base,
+        scale)."""
+        if self.hc_mult == 1:
+            return 0
+        return self.hc_mult * self.hc_mult * self.hidden_size + self.hc_mult + 1
 
     @property
     def attention_projection_params(self) -> int:
@@ -409,6 +494,7 @@ class TransformerConfig:
             + self.router_params
             + self.shared_expert_params
             + self.norm_params_per_layer
+            + self.hyper_connection_params
         )
 
     @property
@@ -460,6 +546,8 @@ class TransformerConfig:
             + self.lm_head_params
             + self.final_norm_params
             + self.encoder_params
+            + self.compression_params
+            + self.hc_head_params
         )
 
     @property
@@ -489,6 +577,8 @@ class TransformerConfig:
         state-space model (its state is per sequence)."""
         if self.ssm:
             return 0
+        if self.compress_ratios:  # one head whose key is its value, whole on every rank
+            return self.head_dim
         if self.is_mla:
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 2 * max(1, -(-self.num_kv_heads // tp)) * self.head_dim
@@ -635,7 +725,8 @@ NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_
           "qwen3_5": "qwen3_5_text", "llama4": "llama4_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
-_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers", "attn_type_list"}
+_LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers", "attn_type_list",
+                "compress_ratios"}
 _LINEAR_KINDS = ("linear_attention", "full_attention")
 # gpt-oss: a Mixtral's keys (experts as wide as intermediate_size), biases on the attention's
 # projections, the router and the experts, a learned sink logit per head, and a 128-token
@@ -707,6 +798,35 @@ _DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
     "index_head_dim": ("index_head_dim", 128),
     "index_topk": ("index_topk", 2048),
 }
+# DeepSeek-V4 (DeepseekV4ForCausalLM; its inference/model.py, and transformers' DeepseekV4
+# built from the same file count alike): see TransformerConfig.compress_ratios. No dense
+# MLP: intermediate_size is read as the experts' width.
+_DEEPSEEK_V4_KEYS = _HF_KEYS | {
+    "intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "num_kv_heads": ("num_key_value_heads", 1),
+    "head_dim": ("head_dim", _REQUIRED),
+    "attention_bias": ("attention_bias", False),
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "num_experts": ("n_routed_experts", _REQUIRED),
+    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
+    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+    "shared_experts": ("n_shared_experts", 0),
+    "q_lora_rank": ("q_lora_rank", _REQUIRED),
+    "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
+    "index_heads": ("index_n_heads", _REQUIRED),
+    "index_head_dim": ("index_head_dim", _REQUIRED),
+    "index_topk": ("index_topk", _REQUIRED),
+    "o_groups": ("o_groups", _REQUIRED),
+    "o_lora_rank": ("o_lora_rank", _REQUIRED),
+    "hc_mult": ("hc_mult", 1),
+    "hash_layers": ("num_hash_layers", 0),
+    "sliding_window": ("sliding_window", _REQUIRED),
+    "compress_ratios": ("compress_ratios", _REQUIRED),
+    "mtp_layers": ("num_nextn_predict_layers", 0),
+}
+_V4_RATIOS = (0, 4, 128)
+"""The compress ratios DeepSeek-V4's code builds (the overlapping compressor and the
+indexer on 4; 128's pool attended whole); another is refused, not guessed at."""
 # GLM-5 (GlmMoeDsaConfig, GlmMoeDsaForCausalLM): DeepSeek-V3.2's MLA, DSA indexer
 # (GlmMoeDsaIndexer subclasses DeepseekV32Indexer unchanged) and experts under V3.2's keys,
 # index_n_heads 32 in its file. transformers' later GLM-5.x configs let a layer reuse the
@@ -831,15 +951,12 @@ DIALECTS = {
     "glm_moe_dsa": _DEEPSEEK_V32_KEYS,
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
     "qwen3_5_text": _QWEN3_5_KEYS, "minimax_m1": _MINIMAX_M1_KEYS,
+    "deepseek_v4": _DEEPSEEK_V4_KEYS,
 }  # fmt: skip
 # Architectures read from public code but not built yet, each with what is missing (a one-line
 # refusal, rather than a list of every supported model_type). See docs/models.md.
-NOT_BUILT = {
-    "deepseek_v4": "DeepSeek-V4's compressed-KV attention (compress_ratios), grouped "
-                   "low-rank output (o_groups), hyper-connections (hc_mult) and hash-routed "
-                   "expert layers (num_hash_layers) are not modelled yet",
-}
-_ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts",
+NOT_BUILT: dict[str, str] = {}
+_ZERO_ALLOWED = {"max_position_embeddings", "dense_layers", "shared_experts", "hash_layers",
                  "type_vocab_size", "relative_buckets", "mtp_layers"}
 _BOOL_FIELDS = {"tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias",
                 "parallel_block", "multi_query", "new_decoder_architecture", "alibi",
@@ -998,6 +1115,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       rotary_fraction=rotary / head_dim)  # fmt: skip
     elif model_type == "minimax_m1":
         _minimax_m1(fields, data, origin)
+    elif model_type == "deepseek_v4":
+        _deepseek_v4(fields, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms
     elif model_type == "gpt_oss":
@@ -1190,6 +1309,46 @@ def _minimax_m1(fields: dict[str, object], data: dict, origin: str) -> None:
                   linear_key_heads=heads, linear_value_heads=heads, linear_key_dim=head_dim,
                   linear_value_dim=head_dim, linear_conv_kernel=0,
                   rotary_fraction=rotary / head_dim)  # fmt: skip
+
+
+def _deepseek_v4(fields: dict[str, object], origin: str) -> None:
+    """DeepSeek-V4's per-layer compression (a layer past the list's end has none, as its
+    code reads it; V4-Flash lists a 44th ratio, its MTP layer's), every layer's window,
+    its sinks and its shared expert."""
+    layers = int(fields["num_layers"])
+    ratios = fields.pop("compress_ratios")
+    if not isinstance(ratios, list) or any(
+            r not in _V4_RATIOS or isinstance(r, bool) for r in ratios):  # fmt: skip
+        raise UserError(f"{origin}: field 'compress_ratios' must list each layer's ratio, "
+                        f"one of {', '.join(map(str, _V4_RATIOS))}")  # fmt: skip
+    if fields["attention_bias"]:
+        raise UserError(f"{origin}: field 'attention_bias' true is not modelled for "
+                        "DeepSeek-V4 (its published models have none)")  # fmt: skip
+    if int(fields["num_kv_heads"]) != 1:
+        raise UserError(f"{origin}: field 'num_key_value_heads' must be 1: DeepSeek-V4's "
+                        "attention has one shared KV head")  # fmt: skip
+    heads, groups = int(fields["num_heads"]), int(fields["o_groups"])
+    if heads % groups:
+        raise UserError(f"{origin}: field 'o_groups' ({groups}) must divide "
+                        f"num_attention_heads ({heads})")  # fmt: skip
+    if int(fields["head_dim"]) % max(_V4_RATIOS) or int(fields["index_head_dim"]) % 4:
+        raise UserError(f"{origin}: fields 'head_dim' and 'index_head_dim' must be multiples "
+                        f"of {max(_V4_RATIOS)} and 4: a compressed entry is costed as "
+                        "that many tokens' share of its width")  # fmt: skip
+    if int(fields["hash_layers"]) > layers:
+        raise UserError(f"{origin}: field 'num_hash_layers' exceeds 'num_hidden_layers'")
+    ratios = [*ratios[:layers], *[0] * (layers - len(ratios))]
+    shared = int(fields.pop("shared_experts") or 0)
+    fields.update(compress_ratios=tuple(ratios), attention_sinks=True,
+                  sliding_layers=tuple(range(layers)),
+                  rotary_fraction=int(fields["qk_rope_head_dim"]) / int(fields["head_dim"]),
+                  shared_expert_width=shared * int(fields["expert_intermediate_size"]),
+                  shared_expert_gate=False)  # fmt: skip
+    window = fields.pop("sliding_window")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise UserError(f"{origin}: field 'sliding_window' must be a positive integer, "
+                        f"got {window!r}")  # fmt: skip
+    fields["sliding_window"] = window
 
 
 def _linear_schedule(fields: dict[str, object], origin: str) -> None:

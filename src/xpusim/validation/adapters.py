@@ -182,8 +182,8 @@ def _llm_serving(point: Point) -> Prediction:
         batch = options.get("max_batch") or engine(options["engine"]).limits_on(
             chip.id, chip.capacity_bytes).max_batch  # the source's, or the engine's default
         slots = batch * (options["chips"] // options["tp"])
-        n = SERVING_REQUESTS[kind] * slots
-        options |= {"concurrency": n, "requests": n, "warmup": 0}
+        n = SERVING_REQUESTS[kind] * slots  # at most: serve sizes the burst by the KV cache
+        options |= {"find": "offline", "concurrency": n, "requests": n, "warmup": 0}
     else:
         raise Unexpressible(f"load kind {kind!r}")
     if kind in ("concurrency", "rate"):  # the client's prompts and warm-up as the source ran them

@@ -144,7 +144,8 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     from when that many requests have finished (the ramp of the first prompts, all at
     once, behind) to the end of the last iteration that left requests waiting (after it
     the batch only drains). Sequences are in flight at both ends, in a like mix, so the
-    work begun and the tokens counted balance."""
+    work begun and the tokens counted balance. Its power and energy per token are the
+    window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
     arrival = np.array([s.arrival_s for s in seqs])
     first = np.array([s.first_token_s for s in seqs])
@@ -196,6 +197,13 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     result.energy_j = run.energy_j + static_w * idle_chip_s
     result.joules_per_token = result.energy_j / float(gen.sum())
     result.avg_power_w = result.energy_j / duration / chips
+    if steady and window_end < duration:  # the steady state's power and energy per token
+        busy_s = float(np.array(t.busy_chip_s)[inside].sum())
+        energy_j = float(np.array(t.energy_j)[inside].sum())
+        energy_j += static_w * max(chips * window - busy_s, 0.0)
+        result.avg_power_w = energy_j / window / chips
+        tokens = float(np.array(t.sampled)[inside].sum())
+        result.joules_per_token = energy_j / tokens if tokens else result.joules_per_token
     result.preemptions = run.preemptions
     start = np.array(t.start_s)
     span = end - start

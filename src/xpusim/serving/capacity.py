@@ -174,15 +174,17 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     return best, frames, low, ""
 
 
-OFFLINE_ROUNDS = 8
+OFFLINE_ROUNDS = 16
 """Requests of an offline burst per sequence the replicas hold at once. An offline run's
-output rate is its steady state's (every slot decoding) over a makespan that also holds
-the first prefills and the drain, when the last, longest requests finish at a falling
-batch; both last about one request's lifetime, so their share falls as 1/rounds. Eight
-rounds keep them within a few percent of the steady-state rate (tests/test_capacity.py
-compares against sixteen), at a tenth to a hundredth of the requests the engines' default
-batch limits would size (TensorRT-LLM's 2,048 sequences, where an H100's cache holds a
-few hundred)."""
+output rate is its steady state's (every slot busy), taken between two moments with
+sequences in flight in a like mix (metrics.summarize's `steady`), so neither the first
+prompts' ramp nor the drain is in it; what is left is how far the run is from its long-run
+mix, which falls as 1/rounds. Fixed lengths settle slowest (a whole batch admitted at its
+prompts' size grows in step and preempts): at 8 rounds such points read up to 7% under the
+long run's rate (trtllm-bench's Llama-3-70B, 128 in and 4,096 out, on one H200), at 16
+within about 1% (tests/test_capacity_offline.py). That is a tenth to a hundredth of the
+requests the engines' default batch limits sized before (TensorRT-LLM's 2,048 sequences
+per replica, where an H100's cache holds a few hundred)."""
 
 
 def steady_batch(prepared: Prepared, prompt: float, gen: float) -> int:

@@ -221,7 +221,7 @@ class Search:
                               "meet the SLOs; min-chips: the fewest chips that serve --rate "
                               "within them; pd-split: the best prefill/decode split of the "
                               "replicas; offline: the throughput of a burst of every "
-                              "request at once, 8 per sequence the KV cache holds (at most "
+                              "request at once, 16 per sequence the KV cache holds (at most "
                               "--requests).", type=str)
     warmup: int | None = option(None, "First requests left out of the statistics (default: "
                                 "a tenth).", type=int)

@@ -43,7 +43,8 @@ def test_the_offline_rate_is_the_steady_states_at_a_few_rounds(monkeypatch):
         assert result.requests == rounds * 32
         return result.output_tokens_per_s
 
-    assert rate(capacity.OFFLINE_ROUNDS) == pytest.approx(rate(3 * capacity.OFFLINE_ROUNDS), rel=0.02)
+    rounds = capacity.OFFLINE_ROUNDS
+    assert rate(rounds) == pytest.approx(rate(3 * rounds), rel=0.02)
 
 
 @pytest.mark.parametrize("slo_ttft_ms, slo_tpot_ms", [(100, 12), (60, None), (None, 11)])

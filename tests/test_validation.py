@@ -353,9 +353,9 @@ def test_serving_points_are_scored_by_metric_from_several_sources(sampled):
 
 def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypatch):
     """The largest batch a submitter's config publishes (MLPerf's gpu_batch_size) is the
-    engine's limit in the simulation, and an Offline burst fills every replica's batch
-    SERVING_REQUESTS times whatever that limit is (without one, the engine profile's
-    default on the chip)."""
+    engine's limit in the simulation, and an Offline burst is capped at SERVING_REQUESTS
+    times whatever that limit is per replica (without one, the engine profile's default on
+    the chip); serve's --find offline sizes it within the cap by the KV cache."""
     from xpusim.validation import adapters
 
     seen: list[dict] = []
@@ -383,6 +383,7 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
                       setup=setup | limits)  # fmt: skip
         adapters._llm_serving(point)
         assert seen[-1]["concurrency"] == seen[-1]["requests"] == rounds * batch * 4
+        assert seen[-1]["find"] == "offline"
         assert {k: seen[-1][k] for k in limits} == limits
 
 

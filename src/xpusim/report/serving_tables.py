@@ -50,7 +50,8 @@ def serving_view(result: Any) -> Any:
         found = {k: v for k, v in result.search.items() if k not in ("find", "trials")}
         lines.append(f"--find {result.search['find']}: " + ", ".join(
             f"{k} {si(v)}" if isinstance(v, float) else f"{k} {v}" for k, v in found.items())
-            + f" ({len(result.search['trials'])} trials)")  # fmt: skip
+            + (f" ({len(result.search['trials'])} trials)" if result.search["trials"]
+               else ""))  # fmt: skip  (an offline burst is one run, no trials)
     return Group(title, table, *lines)
 
 

@@ -9,6 +9,10 @@
   the same arrivals), which is what makes bisection valid. With no plan given, each replica
   layout (the plan search's tp x pp x ep on 1, 2, 4 ... chips) is tried, and the fewest
   chips overall win: a replica of tp 8 may need fewer chips in all than one of pp 8.
+- offline: the throughput of a burst, every request at once and measured to the last token
+  (MLPerf Offline, trtllm-bench). Its steady state is the batch the KV cache holds: the
+  burst is OFFLINE_ROUNDS times that many requests (at most the load's), so the run
+  reaches it and its ramp and drain stay a small share of the makespan.
 - pd-split: every split of the replicas into P prefill and D decode replicas, the best by
   goodput (by output tokens/s without SLOs), ties by p99 end-to-end latency. A searched plan
   that fills the system with one replica is first cut into the smallest that fits.
@@ -27,7 +31,7 @@ from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.scenarios.llm.plans import candidate_plans
-from xpusim.serving.load import draw
+from xpusim.serving.load import Requests, draw
 from xpusim.serving.metrics import Frames, ServingResult
 from xpusim.serving.options import Engine, Load, Search
 from xpusim.serving.run import Prepared, prepare, run
@@ -63,13 +67,15 @@ def answer(
         return ok
 
     if search.find == "max-rate":
-        # the trials must outlast the system's slots (TRIAL_SLOTS), and the step cost's tables
-        # must hold what they draw: prepare on the trials' own sample
-        sample = max(load.requests, TRIAL_SLOTS * engine.max_batch * prepared.replicas)
+        # the trials must outlast the system's slots (TRIAL_SLOTS): the sequences its batch
+        # limit and KV cache hold at once; and the step cost's tables must hold what they
+        # draw: prepare on the trials' own sample
+        slots = steady_batch(prepared, float(requests.prompt.mean()), float(requests.gen.mean()))
+        sample = max(load.requests, TRIAL_SLOTS * slots)
         if sample > len(requests):
             load = replace(load, requests=sample)
             prepared = prepare(cfg, target, load, draw(load), engine, plan_options)
-        found = _max_rate(prepared, load, warmup, search, trial)
+        found = _max_rate(prepared, load, warmup, search, trial, slots)
     elif search.find == "min-chips":
         if load.rate is None and load.trace is None:
             raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
@@ -79,11 +85,14 @@ def answer(
         else:
             found = _min_over_layouts(cfg, target, load, requests, engine, plan_options,
                                       warmup, search, trial)  # fmt: skip
+    elif search.find == "offline":
+        found = _offline(prepared, load, requests, search)
     else:
         prepared = _split_ready(cfg, target, load, requests, engine, plan_options, prepared)
         found = _pd_split(prepared, load, warmup, search, trial)
     result, frames, value, note = found
-    key = {"max-rate": "rate", "min-chips": "chips", "pd-split": "prefill_replicas"}[search.find]
+    key = {"max-rate": "rate", "min-chips": "chips", "pd-split": "prefill_replicas",
+           "offline": "requests"}[search.find]
     result.search = {"find": search.find, key: value, "trials": trials}
     if note:
         result.notes.append(note)
@@ -118,11 +127,11 @@ def _p99(p: Any) -> float:
 Trial = Callable[[str, float, ServingResult], bool]
 
 
-def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial):
+def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial: Trial,
+              slots: int):  # fmt: skip
     """`load` holds TRIAL_SLOTS requests per slot at least (see answer): a trial must outlast
     the slots' worth of requests, or an overload would be absorbed by empty slots before any
     queue formed. Every trial draws the same lengths (one seed, one count)."""
-    slots = prepared.engine.max_batch * prepared.replicas
     # every slot full for long enough to leave the ramp behind: four rounds of requests
     closed = replace(load, concurrency=slots, rate=None, trace=None)
     saturated, _ = run(prepared, closed, draw(closed), warmup, search.slo)
@@ -163,6 +172,46 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
         else:
             high = mid
     return best, frames, low, ""
+
+
+OFFLINE_ROUNDS = 16
+"""Requests of an offline burst per sequence the replicas hold at once. An offline run's
+output rate is its steady state's (every slot busy), taken between two moments with
+sequences in flight in a like mix (metrics.summarize's `steady`), so neither the first
+prompts' ramp nor the drain is in it; what is left is how far the run is from its long-run
+mix, which falls as 1/rounds. Fixed lengths settle slowest (a whole batch admitted at its
+prompts' size grows in step and preempts): at 8 rounds such points read up to 7% under the
+long run's rate (trtllm-bench's Llama-3-70B, 128 in and 4,096 out, on one H200), at 16
+within about 1% (tests/test_capacity_offline.py). That is a tenth to a hundredth of the
+requests the engines' default batch limits sized before (TensorRT-LLM's 2,048 sequences
+per replica, where an H100's cache holds a few hundred)."""
+
+
+def steady_batch(prepared: Prepared, prompt: float, gen: float) -> int:
+    """Sequences the replicas hold at once when every slot is busy: each replica's batch
+    limit (per pipeline lane), or the KV cache's room for sequences halfway through their
+    output (prompt + gen / 2 tokens, in whole blocks), whichever is fewer."""
+    block = prepared.engine.kv_block
+    blocks_each = max(math.ceil((prompt + gen / 2) / block), 1)
+    per_replica = min(prepared.engine.max_batch * prepared.plan.pp,
+                      prepared.kv.blocks // blocks_each)  # fmt: skip
+    return max(per_replica, 1) * prepared.replicas
+
+
+def _offline(prepared: Prepared, load: Load, requests: Requests, search: Search):
+    """An offline burst of OFFLINE_ROUNDS x the steady batch (at most the load's requests,
+    the first of them: `prepared` was sized for them all, so its tables hold these), every
+    request measured."""
+    if not prepared.fits:
+        result, frames = run(prepared, load, requests, 0, search.slo)
+        return result, frames, 0, "does not fit: no burst is served"
+    slots = steady_batch(prepared, float(requests.prompt.mean()), float(requests.gen.mean()))
+    n = min(OFFLINE_ROUNDS * slots, len(requests))
+    burst = Requests(requests.prompt[:n], requests.gen[:n], None)
+    at_once = replace(load, concurrency=n, rate=None, trace=None, requests=n)
+    result, frames = run(prepared, at_once, burst, 0, search.slo, steady=slots)
+    return result, frames, n, (f"offline: a burst of {n} requests, {n / slots:.3g} times the "
+                               f"{slots} sequences the replicas hold at once")
 
 
 def _smallest_replica(cfg, target, load, requests, engine, plan_options, first: int,

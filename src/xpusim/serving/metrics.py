@@ -40,6 +40,25 @@ class Percentiles:
         p50, p90, p99 = np.percentile(values, [50, 90, 99])
         return cls(float(values.mean()), float(p50), float(p90), float(p99))
 
+    @classmethod
+    def weighted(cls, values: np.ndarray, counts: np.ndarray) -> Percentiles | None:
+        """`of(np.repeat(values, counts))` (numpy's linear percentiles) without building the
+        repeat: a run's inter-token gaps are kept as (gap, how many sequences had it), and
+        their repeat is one float per token generated (tens of millions in a long burst)."""
+        values, counts = np.asarray(values, dtype=float), np.asarray(counts, dtype=np.int64)
+        order = np.argsort(values, kind="stable")
+        values, counts = values[order], counts[order]
+        ends = np.cumsum(counts)  # the sorted repeat's element k is values[first end > k]
+        n = int(ends[-1]) if len(ends) else 0
+        if n == 0:
+            return None
+        rank = (n - 1) * np.array([0.5, 0.9, 0.99])
+        low = np.floor(rank)
+        a = values[np.searchsorted(ends, low, side="right")]
+        b = values[np.searchsorted(ends, np.minimum(low + 1, n - 1), side="right")]
+        p50, p90, p99 = a + (rank - low) * (b - a)
+        return cls(float(values @ counts / n), float(p50), float(p90), float(p99))
+
 
 @dataclass
 class KVUse:
@@ -117,8 +136,16 @@ class Frames:
     timeline: dict[str, np.ndarray]
 
 
-def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> Frames:
-    """Fills the result's figures from the run; returns its rows for --out."""
+def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
+              steady: int = 0) -> Frames:  # fmt: skip
+    """Fills the result's figures from the run; returns its rows for --out. A burst's
+    rates are over its whole makespan, or, given `steady` (the sequences the system holds
+    at once), over its steady state (an offline run's throughput, serving/capacity.py):
+    from when that many requests have finished (the ramp of the first prompts, all at
+    once, behind) to the end of the last iteration that left requests waiting (after it
+    the batch only drains). Sequences are in flight at both ends, in a like mix, so the
+    work begun and the tokens counted balance. Its power and energy per token are the
+    window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
     arrival = np.array([s.arrival_s for s in seqs])
     first = np.array([s.first_token_s for s in seqs])
@@ -129,20 +156,25 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     tpot = np.where(several, (e2e - ttft) / np.maximum(gen - 1, 1), np.nan)
     measured = np.arange(len(seqs)) >= result.warmup
     window_start, window_end = arrival[measured].min(), arrival.max()
+    t = run.timeline
+    end = np.array(t.end_s)
     if window_end <= window_start:  # a burst: every request arrived at once
         window_end = finish.max()
+        queued = end[np.array(t.waiting) > 0]
+        if steady and len(queued) and steady < len(seqs):
+            ramp = float(np.partition(finish, steady - 1)[steady - 1])
+            if queued.max() > ramp:
+                window_start, window_end = ramp, float(queued.max())
     elif result.load["kind"] != "concurrency":  # open loop: let the system fill first
         filled = window_start + float(np.percentile(e2e[measured], 90))
         window_start = filled if filled < window_end - 0.25 * (window_end - window_start) \
             else window_start
     window = max(window_end - window_start, 1e-12)
-    t = run.timeline
-    end = np.array(t.end_s)
     inside = (end > window_start) & (end <= window_end)
     completed = (finish > window_start) & (finish <= window_end)  # any request: the system's
     result.ttft_s = Percentiles.of(ttft[measured])
     result.tpot_s = Percentiles.of(tpot[measured & several])
-    result.itl_s = Percentiles.of(np.repeat(run.itl_s, run.itl_count))
+    result.itl_s = Percentiles.weighted(np.array(run.itl_s), np.array(run.itl_count))
     result.e2e_s = Percentiles.of(e2e[measured])
     result.requests_per_s = float(completed.sum() / window)
     arrived = (arrival >= window_start) & (arrival <= window_end)
@@ -165,6 +197,13 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float) -> F
     result.energy_j = run.energy_j + static_w * idle_chip_s
     result.joules_per_token = result.energy_j / float(gen.sum())
     result.avg_power_w = result.energy_j / duration / chips
+    if steady and window_end < duration:  # the steady state's power and energy per token
+        busy_s = float(np.array(t.busy_chip_s)[inside].sum())
+        energy_j = float(np.array(t.energy_j)[inside].sum())
+        energy_j += static_w * max(chips * window - busy_s, 0.0)
+        result.avg_power_w = energy_j / window / chips
+        tokens = float(np.array(t.sampled)[inside].sum())
+        result.joules_per_token = energy_j / tokens if tokens else result.joules_per_token
     result.preemptions = run.preemptions
     start = np.array(t.start_s)
     span = end - start

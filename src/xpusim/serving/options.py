@@ -15,7 +15,7 @@ from xpusim.errors import UserError, check_positive
 from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
-FINDS = ("max-rate", "min-chips", "pd-split")
+FINDS = ("max-rate", "min-chips", "pd-split", "offline")
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
 
@@ -230,7 +230,9 @@ class Search:
     find: str | None = option(None, "max-rate: the highest --rate whose p99 TTFT and TPOT "
                               "meet the SLOs; min-chips: the fewest chips that serve --rate "
                               "within them; pd-split: the best prefill/decode split of the "
-                              "replicas.", type=str)
+                              "replicas; offline: the throughput of a burst of every "
+                              "request at once, 16 per sequence the KV cache holds (at most "
+                              "--requests).", type=str)
     warmup: int | None = option(None, "First requests left out of the statistics (default: "
                                 "a tenth).", type=int)
 

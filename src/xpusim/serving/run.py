@@ -282,9 +282,11 @@ def _table_tokens(engine: Engine, requests: Requests, in_flight: int) -> int:
 def run(
     prepared: Prepared, load: Load, requests: Requests, warmup: int,
     slo: tuple[float | None, float | None], replicas: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None, steady: int = 0,
 ) -> tuple[ServingResult, Frames | None]:  # fmt: skip
-    """One simulation (with `replicas` instead of the prepared count, for --find min-chips)."""
+    """One simulation (with `replicas` instead of the prepared count, for --find min-chips;
+    `steady`: the sequences held at once, to take a burst's rates over its steady state,
+    metrics.summarize)."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
     chips = count * p.plan.chips if replicas else p.chips
@@ -323,7 +325,7 @@ def run(
     concurrency = load.concurrency if load.closed else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
     static_w = p.system.chip.energy.static_power_w.value
-    frames = summarize(run_, result, chips, static_w)
+    frames = summarize(run_, result, chips, static_w, steady)
     if (note := _batch_bound(frames.timeline, e.max_batch, result.kv_cache)) is not None:
         result.notes.append(note)
     return result, frames

@@ -128,10 +128,11 @@ def serve(
     given = {cls: {k: v for k, v in options.items() if k in names}
              for cls, names in groups.items()}  # fmt: skip
     load_options = given[Load]
-    if options.get("find") == "max-rate" and not any(
+    if options.get("find") in ("max-rate", "offline") and not any(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
-    ):
-        load_options = {**load_options, "rate": 1.0}  # a placeholder: the search sets it
+    ):  # a placeholder: the search sets it (an offline burst: every request at once)
+        load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
+            {**load_options, "concurrency": load_options.get("requests", Load.requests)}
     load = Load(**load_options)
     chip = getattr(target, "chip", target)
     engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)

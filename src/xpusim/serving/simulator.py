@@ -36,6 +36,8 @@ class Timeline:
     waiting: list[int] = field(default_factory=list)  # requests queued, all replicas, as
     # the iteration starts (after its scheduler admitted what it could)
     kv_used: list[float] = field(default_factory=list)  # the replica's cache, a fraction
+    energy_j: list[float] = field(default_factory=list)  # of its ops
+    busy_chip_s: list[float] = field(default_factory=list)
 
     def add(self, r: Replica, it: Iteration, waiting: int) -> None:
         self.start_s.append(it.start_s)
@@ -47,6 +49,8 @@ class Timeline:
         self.sampled.append(it.sampled)
         self.waiting.append(waiting)
         self.kv_used.append(r.kv.used / r.kv.blocks)
+        self.energy_j.append(it.energy_j)
+        self.busy_chip_s.append(it.busy_chip_s)
 
 
 @dataclass

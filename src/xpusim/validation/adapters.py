@@ -99,8 +99,9 @@ SERVING_REQUESTS = {"concurrency": 8, "rate": 2000, "max-rate": 1500, "offline":
 benchmark_serving and SGLang's bench_serving count them, their single test prompt run
 before and apart): 8 per client of a closed loop (a tenth are warm-up), 2,000
 Poisson arrivals, 1,500 per trial of a max-rate search (at least four per slot), and for
-offline one burst of 16 per slot (MLPerf's Offline and trtllm-bench issue every request at
-once and divide by the makespan; 16 rounds keep the drain at the end to a few percent)."""
+offline at most 16 per slot of the engine's batch limit: MLPerf's Offline and trtllm-bench
+issue every request at once, and serve's --find offline sizes the burst by the sequences the
+KV cache holds (serving/capacity.OFFLINE_ROUNDS of them) and takes its steady-state rate."""
 
 
 @scoped(maxsize=64)
@@ -182,8 +183,8 @@ def _llm_serving(point: Point) -> Prediction:
         batch = options.get("max_batch") or engine(options["engine"]).limits_on(
             chip.id, chip.capacity_bytes).max_batch  # the source's, or the engine's default
         slots = batch * (options["chips"] // options["tp"])
-        n = SERVING_REQUESTS[kind] * slots
-        options |= {"concurrency": n, "requests": n, "warmup": 0}
+        n = SERVING_REQUESTS[kind] * slots  # at most: serve sizes the burst by the KV cache
+        options |= {"find": "offline", "concurrency": n, "requests": n, "warmup": 0}
     else:
         raise Unexpressible(f"load kind {kind!r}")
     if kind in ("concurrency", "rate"):  # the client's prompts and warm-up as the source ran them

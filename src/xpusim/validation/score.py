@@ -156,10 +156,11 @@ def _validate(points: tuple[Point, ...], progress: Callable[[int, int], None] | 
               workers: int | None = 1) -> Validation:  # fmt: skip
     """Points are scored in groups that share a simulation (a serving run's mean and p99, TTFT
     and TPOT are four points of one run, cached per process by the adapter): the groups run
-    on a process pool, largest first, so no run is done twice and no core waits long."""
+    on a process pool, costliest first (_cost_rank), so no run is done twice and no core
+    is left with a long search at the end while the others wait."""
     from xpusim.explore.executor import choose
 
-    groups = sorted(_groups(points), key=len, reverse=True)
+    groups = sorted(_groups(points), key=lambda g: (_cost_rank(g[0]), -len(g)))
     found: dict[str, ScoredPoint | SkippedPoint] = {}
     executor = choose(1 if len(groups) < 2 else workers, False, None)
     for outcomes in executor.map(_score_group, groups):
@@ -179,6 +180,21 @@ def _groups(points: tuple[Point, ...]) -> list[tuple[Point, ...]]:
         key = json.dumps([p.workload, p.chip, setup], sort_keys=True, default=str)
         groups.setdefault(key, []).append(p)
     return [tuple(g) for g in groups.values()]
+
+
+COSTLIEST_LOADS = ("max-rate", "offline", "rate", "concurrency", "burst")
+"""Serving loads, costliest first: a max-rate search runs about eight simulations of
+thousands of requests each, an offline burst several rounds of the KV cache's batch, an
+open loop 2,000 requests, a closed loop eight per client, a burst one per client. Every
+other workload is one analytical call (milliseconds to a second)."""
+
+
+def _cost_rank(point: Point) -> int:
+    """Where a group of this point's setup runs in the pool's queue (0 first)."""
+    if point.workload != "llm-serving":
+        return len(COSTLIEST_LOADS)
+    kind = (point.get("load") or {}).get("kind")
+    return COSTLIEST_LOADS.index(kind) if kind in COSTLIEST_LOADS else len(COSTLIEST_LOADS)
 
 
 @in_scope  # a group's serving points share one run (adapters._served)

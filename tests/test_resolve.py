@@ -264,7 +264,8 @@ def test_precision_fp8_of_a_block_scaled_repo_keeps_its_blocks(model):
     options, notes = checkpoint_options(cfg, chip, taken, {"precision": "fp8"})
     assert options == {"precision": "fp8", "weight_precision": "fp8-block"}
     assert "used --weight-precision fp8-block" in notes[0]
-    assert checkpoint_options(cfg, chip, taken, {"precision": "bf16"}) == ({"precision": "bf16"}, [])
+    bf16 = {"precision": "bf16"}
+    assert checkpoint_options(cfg, chip, taken, bf16) == (bf16, [])
     named = {"precision": "fp8", "weight_precision": "fp8"}
     assert checkpoint_options(cfg, chip, taken, named) == (named, [])
     ran = api.simulate(model, "mi300x", chips=8, tp=8, precision="fp8", batch=1, prompt=64, gen=4)

@@ -266,7 +266,9 @@ def checkpoint_options(
 ) -> tuple[dict[str, Any], list[str]]:
     """The options a run of `workload` takes, its checkpoint's formats filled in where the
     user gave none (`taken`: the option names the run's scenario takes), and the notes that
-    say so. Weights and compute are left alone if the user named either; a compute format
+    say so. Weights and compute are left alone if the user named either, except that a
+    `--precision` naming the element format of the checkpoint's weight layout (fp8 of an
+    fp8-block repo) takes that layout for the weights (_layout_of); a compute format
     the chip lacks (NVFP4 on an H100) leaves the chip's default compute format, the
     weights still stored as the checkpoint stores them (weight-only, as engines load such
     repos on older chips)."""
@@ -289,6 +291,9 @@ def checkpoint_options(
             else:
                 notes.append(f"{chip.id} has no {cp.compute} matrix format: the checkpoint's "
                              f"{cp.weights} weights are widened to its default format")
+    elif ("weight_precision" in taken and "weight_precision" not in given
+          and _layout_of(cp.weights, options.get("precision"))):  # fmt: skip
+        chosen["weight_precision"] = cp.weights
     if cp.kv and "kv_precision" in taken and "kv_precision" not in given:
         chosen["kv_precision"] = cp.kv
     if not chosen:
@@ -301,6 +306,17 @@ def checkpoint_options(
                      f"and dense layers) wider than {cp.weights}; xpusim stores every linear "
                      f"layer in one format, so they are counted as {cp.weights}")
     return options | chosen, notes
+
+
+def _layout_of(weights: str, precision: Any) -> bool:
+    """Whether the checkpoint's weights are a grouped layout of the format the user asked
+    for: `--precision fp8` of DeepSeek-R1's FP8 repo runs its 128 x 128 block-scaled weights
+    (fp8-block), as every engine loads that repo, not per-tensor FP8 weights it does not
+    have; the layout then decides the kernels (block-scaled GEMM tables) and the scales'
+    bytes. A plain format (nvfp4, mxfp4) is what --precision already sets."""
+    layout = weight_layouts().get(weights)
+    return layout is not None and precision is not None and (
+        layout.element.value == str(getattr(precision, "value", precision)).lower())
 
 
 def _kept_params(cfg: Any, cp: Checkpoint) -> int:

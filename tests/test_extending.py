@@ -9,13 +9,21 @@ import xpusim
 from xpusim import api
 from xpusim.hardware.catalog import chip_ids
 from xpusim.scenarios import registry
-from xpusim.serving import options, schedulers
+from xpusim.serving import engines, options, schedulers
 
 
 def test_every_registered_scheduler_is_an_option_and_back():
     assert set(schedulers.SCHEDULERS) == set(options.SCHEDULERS)
     help_text = options.Engine.__dataclass_fields__["scheduler"].metadata["help"]
     assert all(name in help_text for name in options.SCHEDULERS)
+
+
+def test_every_engine_profile_runs_a_registered_scheduler():
+    """An engine profile's `policy` (serving/engines.toml) names a scheduler; the policies a
+    profile may name (engines.POLICIES) are registered schedulers, so a scheduler renamed or
+    removed half-way fails here, not in a user's serve."""
+    assert set(engines.POLICIES) <= set(schedulers.SCHEDULERS)
+    assert {p.policy for p in engines.engines().values()} <= set(engines.POLICIES)
 
 
 @pytest.mark.parametrize("chip_id", chip_ids())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import xpusim
+from tests.test_serve_state_models import FAMILIES as STATE_FAMILIES
 
 # (model, chip, plan and formats): one per family, at a prompt longer than every window
 FAMILIES = [
@@ -20,6 +21,7 @@ FAMILIES = [
     ("gemma-3-27b", "h100-sxm", {}),  # 1024-token windows on 5 of 6 layers
     # compressed attention beside 128-token windows, hyper-connections
     ("deepseek-v4-flash", "h200-sxm", {"chips": 8, "tp": 8, "precision": "fp8"}),
+    *STATE_FAMILIES,  # linear-attention hybrids and state-space models
 ]
 
 

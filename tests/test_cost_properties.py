@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost.op_table import op_table
-from xpusim.cost.roofline import HardwareArrays, evaluate, level_bytes, operand_rereads
+from xpusim.cost.pe_grid import operand_rereads
+from xpusim.cost.roofline import HardwareArrays, evaluate, level_bytes
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor

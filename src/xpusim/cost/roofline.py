@@ -44,7 +44,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY, is_expert
-from xpusim.cost import systolic
+from xpusim.cost import pe_grid, systolic
 from xpusim.cost.calibration import catalog_calibration, dram_bytes_per_s, overlap_time
 from xpusim.cost.kernel_tables import GRID_LOG2, gemm_fraction_grid, interpolate_grid
 from xpusim.cost.op_table import OpTable
@@ -79,7 +79,8 @@ class MatrixUnit:
     cols: Any
     count: Any  # units per chip
     mode: Any  # how a GEMM maps onto it: cost/systolic.MODES, 0 where tiles are padded only
-    block_rows: Any  # the output block a pass of a PE grid holds; inf: operands read once
+    block_rows: Any  # the output block a pass of a PE grid holds (cost/pe_grid.py); inf:
+    # operands read once
     block_cols: Any
 
     @classmethod
@@ -88,9 +89,8 @@ class MatrixUnit:
         mode = systolic.MODES[unit.dataflow.value] if unit.dataflow else 0
         if mode == 1 and unit.double_buffered and unit.double_buffered.value:
             mode = 2
-        block = (unit.output_block_rows, unit.output_block_cols)
         return cls(unit.rows.value, unit.cols.value, unit.count.value, float(mode),
-                   *(b.value if b else np.inf for b in block))  # fmt: skip
+                   *pe_grid.output_block(chip))  # fmt: skip
 
     def map(self, how: Callable[[str, Any], Any]) -> MatrixUnit:
         """Each field through how(name, value)."""
@@ -388,41 +388,6 @@ def _level_parts(
     return parts
 
 
-def operand_rereads(table: OpTable, block_rows: Any, block_cols: Any) -> np.ndarray | None:
-    """The table's bytes by role with the re-reads of a PE grid that computes each GEMM in
-    output blocks of block_rows x block_cols (MTIA v1: 8 x 8 PEs of 64 x 64 accumulators,
-    A's rows multicast along a grid row, B's columns down a grid column): the weight B
-    (K x N) is read once per block of M's rows, the input A (M x K) once per block of N's
-    columns; None where every block is infinite (operands read once).
-
-    A is the share K / (K + N) of the op's activation bytes (A and C, M x K and M x N
-    elements of one format). M is the matmul's rows over all its batch dimensions, so a
-    batched weight (grouped experts) is charged as one weight seen by every row.
-    """
-    if np.all(np.isinf(block_rows)) and np.all(np.isinf(block_cols)):
-        return None
-    k, n = table.weight_tile_kn
-    has_weight = k > 0
-    k, n = np.where(has_weight, k, 1.0), np.where(has_weight, n, 1.0)
-    m = np.maximum(table.matrix_flops / (2 * k * n), 1.0)
-    moved = table.role_bytes
-    w, a = ROLES.index(Role.WEIGHT), ROLES.index(Role.ACTIVATION)
-    again = {
-        w: np.where(has_weight, _passes(m, block_rows) - 1, 0.0),
-        a: np.where(has_weight, (_passes(n, block_cols) - 1) * k / (k + n), 0.0),
-    }
-    return np.stack(np.broadcast_arrays(*(
-        moved[..., r, :] * (1.0 + again[r]) if r in again else moved[..., r, :]
-        for r in range(len(ROLES))
-    )), axis=-2)  # fmt: skip
-
-
-def _passes(length: np.ndarray, block: Any) -> np.ndarray:
-    """Blocks of `block` that cover `length`: at least one, also for an infinite block (a
-    chip without a grid stacked beside one), whose ceiling would be 0."""
-    return np.maximum(np.ceil(length / block), 1.0)
-
-
 def work_factors(
     table: OpTable, rows: Any, cols: Any, units: Any, mode: Any
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -471,8 +436,8 @@ def evaluate(
     time_factor, energy_factor = work_factors(table, unit.rows, unit.cols, unit.count, unit.mode)
     compute_s = table.matrix_flops * time_factor / hw.matrix_rate + (
         table.vector_flops / hw.vector_rate)
-    parts = _level_parts(table, placement, hw.level_rate.shape[-2],
-                         operand_rereads(table, unit.block_rows, unit.block_cols))  # fmt: skip
+    rereads = pe_grid.operand_rereads(table, unit.block_rows, unit.block_cols)
+    parts = _level_parts(table, placement, hw.level_rate.shape[-2], rereads)
     rate, e_byte_j = hw.level_rate, hw.e_byte_j
     memory_s, byte_j = parts[0] / rate[..., 0, :], parts[0] * e_byte_j[..., 0, :]
     for level, part in enumerate(parts[1:], 1):  # max and sum over levels, in level order

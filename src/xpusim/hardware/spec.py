@@ -176,17 +176,39 @@ class MatrixUnit(_Strict):
     cols: PositiveFigure
     dataflow: DataflowFigure | None = None
     double_buffered: Flag | None = None  # weight-stationary: the next tile loads meanwhile
-    # A grid of processing elements (MTIA v1) computes a GEMM in passes, each an output block
-    # of output_block_rows x output_block_cols held in the PEs' accumulators while all of K
-    # streams past: B is read again for every further block of rows and A for every further
-    # block of columns (cost/roofline.py operand_rereads). Absent: operands read once.
-    output_block_rows: PositiveFigure | None = None
-    output_block_cols: PositiveFigure | None = None
     # True when the unit cannot read an operand transposed, so the transposed operands of
     # backpropagation (W^T in dX = dY W^T, X^T in dW = X^T dY) are copied by a separate op
     # first (compiler/transpose.py). Absent: it reads either layout at no cost, as GPU
     # tensor cores do (BLAS transpose flags, ldmatrix.trans).
     explicit_transpose: Flag | None = None
+
+
+class PeGrid(_Strict):
+    """A grid of processing elements that computes a GEMM in output blocks (MTIA v1's 8 x 8
+    PEs, ISCA'23 section 4 and Figs. 7-8).
+
+    Each PE's accumulators hold a pe_output_rows x pe_output_cols block of C while all of K
+    streams past. With `multicast`, one read of an A block serves every PE of a grid row
+    and one read of a B block every PE of a grid column, so a pass of the grid holds a
+    (rows x pe_output_rows) x (cols x pe_output_cols) block of C; without it each PE reads
+    its own operands and a pass's reuse is one PE's block. B is read again for every
+    further block of C's rows and A for every further block of its columns
+    (cost/pe_grid.py), at the memory that holds each. Chips without a grid read operands once.
+    """
+
+    rows: PositiveFigure  # PEs down the grid: C's row blocks side by side
+    cols: PositiveFigure  # PEs across the grid: C's column blocks side by side
+    pe_output_rows: PositiveFigure  # the block of C one PE's accumulators hold
+    pe_output_cols: PositiveFigure
+    multicast: Flag  # one read of an operand block serves a whole grid row or column
+
+    @property
+    def output_block(self) -> tuple[float, float]:
+        """Rows x columns of C one pass of the grid holds: the reuse each operand read gets."""
+        rows, cols = self.pe_output_rows.value, self.pe_output_cols.value
+        if self.multicast.value:
+            return self.rows.value * rows, self.cols.value * cols
+        return rows, cols
 
 
 class Link(_Strict):
@@ -249,6 +271,7 @@ class Chip(_Strict):
     overhead: Overhead
     energy: Energy
     sparse_core: SparseCore | None = None
+    pe_grid: PeGrid | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Chip:

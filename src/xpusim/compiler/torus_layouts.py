@@ -22,6 +22,10 @@ and takes (dim - 1) hops an axis, after a fixed cost to dispatch it (torus_layou
 [collective]): in decode, where a layer's collectives move a few kB each, that latency, not
 bandwidth, is most of their time.
 
+A parallel block (PaLM's) needs one d_ff/heads all-reduce a layer, a serial block two (Pope
+section 3.4); query heads are padded to a multiple of the chips they split over, as Pope pad
+PaLM-540B's 48 to 64 on 64+ chips (section 4), and the padding is held, read and multiplied.
+
 The matmuls run at the chip's matrix unit as cost/systolic.py maps a GEMM onto it: on a
 weight-stationary array (TPU MXUs) a fold of weights serves the tokens streamed through it,
 so a decode step's few tokens a chip leave it waiting on weight loads, not arithmetic.

@@ -140,3 +140,38 @@ def test_fewer_tokens_than_mxu_rows_do_not_make_the_matmuls_faster():
                for b in (16, 64, 256)}  # fmt: skip
     assert compute[16] == pytest.approx(compute[64], rel=0.02)
     assert compute[256] > 1.5 * compute[64]
+
+
+@pytest.mark.parametrize("heads, chips, padded", [(48, 64, 64), (48, 256, 64), (48, 8, 48),
+                                                  (64, 16, 64), (40, 16, 48), (32, 64, 32)])
+def test_heads_pad_to_a_multiple_of_the_chips_they_split_over(heads, chips, padded):
+    from xpusim.compiler.torus_layouts import padded_heads
+
+    assert padded_heads(heads, chips) == padded
+
+
+def test_palm_540b_on_64_chips_holds_pope_s_18b_padded_parameters():
+    """Pope section 4: PaLM-540B's 48 heads padded to 64 on 64+ chips, 18B more parameters
+    (queries and outputs of 16 heads of 256 over d_model 18,432 in 118 layers: 17.8B)."""
+    cost = layout_cost(PALM, TPU, 64, "ws-2d-batch-kv", 64, 1, 2048, 1.0)
+    extra = cost.weight_bytes * 64 - PALM.param_count
+    assert extra == pytest.approx(2 * 16 * 256 * 18432 * 118)
+    on_8 = layout_cost(PALM, TPU, 8, "ws-2d-batch-kv", 8, 1, 2048, 1.0)
+    assert on_8.weight_bytes * 8 == pytest.approx(PALM.param_count)
+
+
+def test_a_serial_block_moves_one_more_all_reduce_a_layer_over_the_d_ff_axis():
+    """Pope section 3.4: PaLM's parallel block needs one d_ff/heads all-reduce a layer, a
+    serial block two; the d_model (X) axis traffic is the same."""
+    from dataclasses import replace
+
+    serial = replace(PALM, parallel_block=False)
+    for name in ("ws-1d", "ws-2d"):
+        par = layout_cost(PALM, TPU, 64, name, 512, 1, 2048, 2.0)
+        ser = layout_cost(serial, TPU, 64, name, 512, 1, 2048, 2.0)
+        assert ser.link_s > par.link_s and ser.hop_s > par.hop_s
+    one_d = [layout_cost(c, TPU, 64, "ws-1d", 512, 1, 2048, 2.0) for c in (PALM, serial)]
+    assert one_d[1].link_s == pytest.approx(2 * one_d[0].link_s)
+    gathered = [layout_cost(c, TPU, 64, "wg-xyz-batch-kv", 512, 2048, 0, 2.0)
+                for c in (PALM, serial)]
+    assert gathered[0].link_s == pytest.approx(gathered[1].link_s, rel=1e-4)  # its second norm

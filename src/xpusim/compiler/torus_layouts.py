@@ -22,6 +22,10 @@ and takes (dim - 1) hops an axis, after a fixed cost to dispatch it (torus_layou
 [collective]): in decode, where a layer's collectives move a few kB each, that latency, not
 bandwidth, is most of their time.
 
+A parallel block (PaLM's) needs one d_ff/heads all-reduce a layer, a serial block two (Pope
+section 3.4); query heads are padded to a multiple of the chips they split over, as Pope pad
+PaLM-540B's 48 to 64 on 64+ chips (section 4), and the padding is held, read and multiplied.
+
 The matmuls run at the chip's matrix unit as cost/systolic.py maps a GEMM onto it: on a
 weight-stationary array (TPU MXUs) a fold of weights serves the tokens streamed through it,
 so a decode step's few tokens a chip leave it waiting on weight loads, not arithmetic.
@@ -154,19 +158,26 @@ def _hbm(chip: Chip):
 def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tokens: float,
                  act_bytes: float, layer_weight_bytes: float) -> tuple[int, list[Collective]]:
     """(X, the layer's collectives) for this layout; X is the 2D layout's d_model group,
-    chosen among products of whole torus axes to move the fewest bytes."""
+    chosen among products of whole torus axes to move the fewest bytes. A parallel block
+    (PaLM's: attention and MLP from one normed input, summed) needs one all-reduce a layer
+    over the d_ff/heads axis; a serial block needs two, one after attention and one after
+    the MLP (Pope section 3.4: the parallel form "eliminates one of the two all-reduce
+    operations in each Transformer layer needed for d_ff/n_heads parallelism"; section 4.3
+    measures the serial form 14% slower a decode step at batch 512 "because of the increased
+    communication time for activations")."""
+    blocks = 1 if cfg.parallel_block else 2
     n = math.prod(dims)
     e, f = cfg.hidden_size, cfg.intermediate_size
     if lay.weights == "gather":
         return 1, [Collective(layer_weight_bytes * (n - 1) / n, dims)]
     if lay.weights == "1d":
         one = Collective(tokens * e * act_bytes * (n - 1) / n, dims)
-        return 1, [one, one]
+        return 1, [one, one] * blocks
     x_dims, yz_dims = _split_2d(dims, e, f)
     x, yz = math.prod(x_dims), math.prod(yz_dims)
     over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_dims)
     over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x, x_dims)
-    return x, [over_yz, over_x, over_x, over_yz]
+    return x, [over_yz, over_x, over_x, over_yz] + [over_yz, over_yz] * (blocks - 1)
 
 
 @scoped()
@@ -207,15 +218,19 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
         if torus is not None and torus.dims else slice_dims(chips)
     a, t = act.itemsize, float(batch) * tokens
     layers = cfg.num_layers
-    layer_w = cfg.layer_params * weight_bytes_per_param
-    all_w = cfg.param_count * weight_bytes_per_param
+    heads = padded_heads(cfg.num_heads, chips)
+    # the padded heads' query and output projections: weights held, read and multiplied
+    pad_layer = 2 * (heads - cfg.num_heads) * cfg.head_dim * cfg.hidden_size
+    layer_w = (cfg.layer_params + pad_layer) * weight_bytes_per_param
+    all_w = (cfg.param_count + layers * pad_layer) * weight_bytes_per_param
+    matmul_params = cfg.active_param_count + layers * pad_layer
     # the batch dimension splits at most `batch` ways (a gathered layout's tokens, a KV cache)
     batch_ways = min(chips, batch)
     kv_total = batch * (context + tokens) * cfg.kv_cache_bytes_per_token(kv_bytes_per_element)
     kv_ways = min(chips, cfg.num_kv_heads) if lay.kv == "heads" else \
         min(chips, batch * cfg.num_kv_heads)
     kv = kv_total / kv_ways
-    e, f, h = cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim
+    e, f, h = cfg.hidden_size, cfg.intermediate_size, heads * cfg.head_dim
     x, comms = _collectives(lay, cfg, dims, t, a, layer_w)
     if lay.weights == "gather":
         # its shard, plus the layer being gathered: whole, or, overlapped, the two shards in
@@ -236,15 +251,14 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
         comms += [Collective(moved, dims), Collective(moved, dims)]
     # attention splits by query head under "heads" (its KV read whole where heads share it),
     # by sequence under "batch"
-    attention_ways = min(chips, cfg.num_heads) if lay.kv == "heads" else batch_ways
+    attention_ways = min(chips, heads) if lay.kv == "heads" else batch_ways
     attention_flops = 4.0 * batch * tokens * (context + tokens / 2) * h * layers
-    flops = 2.0 * t * cfg.active_param_count / matmul_ways + attention_flops / attention_ways
+    flops = 2.0 * t * matmul_params / matmul_ways + attention_flops / attention_ways
     eff = chip.efficiency
     # a chip's weight matmuls: its shard against every token (weight-stationary), or every
     # layer's weights, gathered, against its sequences' tokens (weight-gathered)
     gathered = lay.weights == "gather"
-    m, kn = (t / batch_ways, cfg.active_param_count) if gathered else \
-        (t, cfg.active_param_count / chips)
+    m, kn = (t / batch_ways, matmul_params) if gathered else (t, matmul_params / chips)
     compute_s = (_weight_matmul_s(chip, act, m, e / x, kn * x / e)
                  + attention_flops / attention_ways / (chip.peak(act) * eff.matmul.value))
     hbm = _hbm(chip).bandwidth_bytes_per_s.value * eff.memory.value
@@ -257,6 +271,17 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     step = step_time_s(compute_s, memory_s, link_s, hop_s, lay.overlap)
     return LayoutCost(name, chips, x, weights, kv, activations, compute_s, memory_s, link_s,
                       hop_s, step, flops, weight_reads + kv)
+
+
+def padded_heads(heads: int, chips: int) -> int:
+    """The query heads a slice of `chips` chips runs: `heads` padded up to a multiple of the
+    chips they split over, min(chips, heads rounded up to a power of two). Pope et al.
+    (section 4) pad PaLM-540B's 48 heads to 64 "to partition more efficiently on 64+ chips",
+    18B more parameters (their MFU counts the 540B); the same padding serves their 256-chip
+    runs (64 heads). Generalized here: a slice pads only where its chips do not divide the
+    heads; a 64-head model on 16 or 64 chips, or 48 heads on 8, is unchanged."""
+    ways = min(chips, 1 << max(heads - 1, 0).bit_length())
+    return -(-heads // ways) * ways
 
 
 def _weight_matmul_s(chip: Chip, act: DType, m: float, k: float, n: float) -> float:

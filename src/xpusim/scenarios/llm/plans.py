@@ -30,6 +30,7 @@ class Setup:
     notes: list[str]
     plans: list[Plan]  # one when the plan was given
     memories: list[StageMemory]  # each plan's
+    one_chip: StageMemory  # the model on one chip, whose copy sets the result's min_chips
     microbatches: int | None
     overlap: bool
     objective: str | None  # None when the plan was given

@@ -39,9 +39,15 @@ def _all_finite(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):
-        return all(map(_all_finite, value.values()))
-    if isinstance(value, list | tuple):
-        return all(map(_all_finite, value))
+        value = value.values()
+    elif not isinstance(value, list | tuple):
+        return True
+    for item in value:  # a dict's or list's own items in this loop, not a call each
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict | list | tuple) and not _all_finite(item):
+            return False
     return True
 
 

@@ -5,6 +5,7 @@ one line and exit 2, or run correctly, and leave no file behind (docs/reliabilit
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -294,3 +295,16 @@ def test_a_batch_1_decode_is_no_faster_than_its_weights_over_their_home(chip_id,
     assert result.per_chip_memory_bytes.weights <= home.capacity_bytes.value
     floor_s = _weight_bytes_a_decode_step_reads(cfg, result) / home.bandwidth_bytes_per_s.value
     assert result.tpot_s >= floor_s * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_check_finite_names_a_value_deep_in_a_dict_of_lists(bad):
+    """The check's quick pass (no paths) must still find a non-finite float nested in a
+    result's dicts, lists and tuples, and the error name its path; finite ones pass."""
+    from xpusim.result import check_finite
+
+    good = {"plan": {"tp": 2}, "runner_up": [{"tpot_s": 1.0, "notes": ("a", 2)}], "n": None}
+    check_finite(good, "R")
+    bad_value = {**good, "runner_up": [{"tpot_s": 1.0, "notes": ("a", 2, bad)}]}
+    with pytest.raises(NonFiniteResult, match=r"^R\.runner_up\[0\]\.notes\[2\] is "):
+        check_finite(bad_value, "R")

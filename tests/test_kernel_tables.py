@@ -197,3 +197,17 @@ def test_the_chip_view_lists_the_tables_that_price_it():
     assert "kernel_table.gemm.fp8" in fields("h200-sxm")
     assert "kernel_table.gemm.fp8-block-scaled" in fields("mi355x")
     assert not any(f.startswith("kernel_table") for f in fields("b200"))
+
+
+def test_fractions_over_many_fixed_times_equal_one_at_a_time():
+    """fit_fixed_s tries its fixed times as one array: each row must be the fractions that
+    fixed time alone gives, to the bit (the fit, and so every table's curve, rests on it)."""
+    from xpusim.cost.kernel_tables import _fractions, all_tables
+
+    for table in all_tables():
+        data = (table.rows_m, table.roofline_s, table.measured_s)
+        tried_s = np.linspace(0.0, float(np.min(table.measured_s - table.roofline_s)), 101)
+        nodes, many = _fractions(*data, tried_s)
+        for t0, row in zip(tried_s, many, strict=True):
+            one_nodes, one = _fractions(*data, t0)
+            assert np.array_equal(nodes, one_nodes) and row.tobytes() == one.tobytes()

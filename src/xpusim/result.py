@@ -28,16 +28,39 @@ class NonFiniteResult(AssertionError):
 
 
 def check_finite(value: Any, path: str) -> None:
-    """Every float in a result's dict, list or tuple is finite."""
+    """Every float in a result's dict, list or tuple is finite. Looked over once without
+    paths (a sweep checks thousands of rows' dicts); the path is spelled out only for a
+    value that is not."""
+    if not _all_finite(value):
+        _name_non_finite(value, path)
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list | tuple):
+        return True
+    for item in value:  # a dict's or list's own items in this loop, not a call each
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict | list | tuple) and not _all_finite(item):
+            return False
+    return True
+
+
+def _name_non_finite(value: Any, path: str) -> None:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise NonFiniteResult(f"{path} is {value}: a bug in xpusim; please report the command")
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_finite(item, f"{path}.{key}")
+            _name_non_finite(item, f"{path}.{key}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            check_finite(item, f"{path}[{i}]")
+            _name_non_finite(item, f"{path}[{i}]")
 
 
 class Result:

@@ -100,23 +100,29 @@ class KernelTable:
         """A kernel's time on the table's model: fixed time + roofline / fraction at M."""
         return self.fixed_s + roofline_s / self.fraction_at(m)
 
-    def fraction_at(self, m: np.ndarray | float) -> np.ndarray:
-        """The fraction of the roofline the table's kernels reach at M rows (interpolated)."""
-        nodes, values = self.curve()
+    def fraction_at(self, m: np.ndarray | float, fixed_s: float | None = None) -> np.ndarray:
+        """The fraction of the roofline the table's kernels reach at M rows (interpolated),
+        on the fixed time `fixed_s` when the caller has fitted it already (the fit is most
+        of the work)."""
+        fixed_s = self.fixed_s if fixed_s is None else fixed_s
+        nodes, values = _fractions(self.rows_m, self.roofline_s, self.measured_s, fixed_s)
         return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
 
 
 def _fractions(
-    rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray, fixed_s: float
-) -> tuple[np.ndarray, np.ndarray]:
+    rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray,
+    fixed_s: float | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """(log2 M, fraction) at each M measured: the rows' total roofline time over their total
     time past the fixed time, so that large GEMMs, which decide a step's time, weigh more
-    than small ones; at most 1, since fixed_s leaves every row its roofline time."""
+    than small ones; at most 1, since fixed_s leaves every row its roofline time. Given
+    many fixed times (an array), a row of fractions for each (fit_fixed_s tries 101)."""
     log_m = np.log2(rows_m)
     nodes = np.unique(log_m)
-    return nodes, np.array([
-        min(roofline_s[log_m == x].sum() / (measured_s[log_m == x] - fixed_s).sum(), 1.0)
-        for x in nodes])  # fmt: skip
+    past_s = measured_s - np.asarray(fixed_s, dtype=float)[..., None]  # (fixed times, rows)
+    values = [np.minimum(roofline_s[at].sum() / past_s[..., at].sum(axis=-1), 1.0)
+              for at in (log_m == x for x in nodes)]  # fmt: skip
+    return nodes, np.stack(values, axis=-1)
 
 
 def fit_fixed_s(rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray) -> float:
@@ -126,9 +132,11 @@ def fit_fixed_s(rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarr
     fraction per M could not say both. Searched over [0, the least time any row has past
     its roofline], which keeps every fraction at most 1."""
     best, best_err = 0.0, np.inf
-    for t0 in np.linspace(0.0, float(np.min(measured_s - roofline_s)), 101):
-        nodes, values = _fractions(rows_m, roofline_s, measured_s, t0)
-        predicted = t0 + roofline_s / np.interp(np.log2(rows_m), nodes, values)
+    tried_s = np.linspace(0.0, float(np.min(measured_s - roofline_s)), 101)
+    nodes, fractions = _fractions(rows_m, roofline_s, measured_s, tried_s)
+    log_m = np.log2(rows_m)
+    for t0, values in zip(tried_s, fractions, strict=True):
+        predicted = t0 + roofline_s / np.interp(log_m, nodes, values)
         err = float(np.sqrt(np.mean((predicted / measured_s - 1) ** 2)))
         if err < best_err:
             best, best_err = float(t0), err
@@ -225,7 +233,10 @@ def gemm_fraction_grid(
     """The table's curve sampled at GRID_LOG2 (what the cost model interpolates) and its
     fixed time, or None."""
     table = gemm_table(chip_id, dtype, scope)
-    return None if table is None else (table.fraction_at(2.0**GRID_LOG2), table.fixed_s)
+    if table is None:
+        return None
+    fixed_s = table.fixed_s
+    return table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any, ClassVar
@@ -228,7 +229,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
     how, req = job.decoding, replace(job.req, batch=batch, prompt=prompt, gen=gen)
-    setup = replace(job, req=req, notes=notes, started_s=started_s)
+    setup = copy(job)  # dataclasses.replace's result, without its checks (10,000 a sweep)
+    setup.req, setup.notes, setup.started_s = req, notes, started_s
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -275,8 +277,9 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
                   how.advance)  # fmt: skip
     memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
-    return Setup(system, req, notes, plans, memories, given["microbatches"], given["overlap"],
-                 objective if searched else None, 0.0, how)  # fmt: skip
+    one_chip = stage_memory(cfg, Plan(), weight, act, kv or act)
+    return Setup(system, req, notes, plans, memories, one_chip, given["microbatches"],
+                 given["overlap"], objective if searched else None, 0.0, how)  # fmt: skip
 
 
 def _drafts(cfg: TransformerConfig, how: Decoding, setup: Setup,
@@ -327,7 +330,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
     draft = setup.draft(plan)
     if draft is not None:
         weights, kv = weights + draft.weight_bytes * replicas, kv + draft.kv_bytes * replicas
-    one = stage_memory(cfg, Plan(), req.weight, req.act, req.kv_format)  # all on one chip
+    one = setup.one_chip
     single_copy = one.weights[0] + one.layer_kv_bytes(req, m) * one.layers[0] + fullest.activations
     ttft_s, tpot_s, latency_s, energy_j, comm_s, trip_s = map(best.figure, (
         "ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))  # fmt: skip

@@ -30,6 +30,7 @@ class Setup:
     notes: list[str]
     plans: list[Plan]  # one when the plan was given
     memories: list[StageMemory]  # each plan's
+    one_chip: StageMemory  # the model on one chip, whose copy sets the result's min_chips
     microbatches: int | None
     overlap: bool
     objective: str | None  # None when the plan was given
@@ -84,8 +85,9 @@ class Candidate:
 
 def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candidate]:
     """A job's plans that fit, or where none does the one closest to fitting (the first
-    of equals): it is the answer, with `fits` false."""
-    req, found = setup.req, []
+    of equals): it is the answer, with `fits` false. (What every plan shares, its request
+    and chip, is looked up once: a sweep asks this of tens of thousands of plans.)"""
+    req, capacity, found, fitting = setup.req, setup.system.chip.capacity_bytes, [], []
     for plan, memory in zip(setup.plans, setup.memories, strict=True):
         its, m = graphs[setup.group(plan)], setup.microbatches or plan.pp
         row, kv = its.row[req], memory.layer_kv_bytes(req, m)
@@ -98,7 +100,9 @@ def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candid
             fullest = Footprint(fullest.weights + draft.weight_bytes,
                                 fullest.kv_cache + draft.kv_bytes, fullest.activations)
         found.append(Candidate(setup, plan, its, row, m, memory, fullest))
-    return [c for c in found if c.fits] or [min(found, key=lambda c: c.footprint.total)]
+        if fullest.total <= capacity:  # Candidate.fits
+            fitting.append(found[-1])
+    return fitting or [min(found, key=lambda c: c.footprint.total)]
 
 
 def cost_batch(members: list[Candidate]) -> CostBatch:

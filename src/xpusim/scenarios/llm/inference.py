@@ -30,6 +30,7 @@ from xpusim.result import Result, Results
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
+from xpusim.scenarios.llm.chunking import prefill_chunks
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import (
@@ -353,7 +354,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
         plan_search=None if setup.objective is None else _search(ranks),
-        notes=setup.notes,
+        notes=[*setup.notes, *filter(None, [prefill_chunks(chip, req.batch, req.prompt).note()])],
     )  # fmt: skip
 
 

@@ -25,7 +25,8 @@ def test_chunking_moves_memory_not_time():
     short = xpusim.simulate("llama-2-7b", "h100-sxm", batch=1, prompt=8192, gen=8)
     long_ = xpusim.simulate("llama-2-7b", "h100-sxm", batch=2, prompt=8192, gen=8)
     assert long_.per_chip_memory_bytes.activations == pytest.approx(
-        short.per_chip_memory_bytes.activations, rel=1e-9)
+        short.per_chip_memory_bytes.activations, rel=1e-9
+    )
     assert long_.ttft_s > 1.9 * short.ttft_s
     assert not any("chunk" in note for note in short.notes)
 
@@ -35,7 +36,8 @@ def test_the_reference_chunks_as_the_engine_does():
     ref = simulate_reference(cfg, chip, batch=4, prompt=8192, gen=2)
     run = xpusim.simulate(cfg, chip, batch=4, prompt=8192, gen=2)
     assert ref.memory_bytes.activations == pytest.approx(
-        run.per_chip_memory_bytes.activations, rel=1e-9)
+        run.per_chip_memory_bytes.activations, rel=1e-9
+    )
 
 
 def test_chunks():

@@ -29,6 +29,8 @@ def cells(out: str) -> set[str]:
 COMMANDS = {
     "demo": ["demo"],
     "run": ["run", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8"],
+    "run-ops": ["run", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8", "--pp", "4",
+                "--tp", "2", "--overlap", "--ops"],
     "run-training": ["run", "llama-2-7b", "--chip", "h100-sxm", "--mode", "training",
                      "--chips", "8"],
     "compare": ["compare", "llama-2-7b", "--chip", "h100-sxm", "--chip", "mi300x",

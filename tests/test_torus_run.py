@@ -14,12 +14,14 @@ DONE_WHEN = ["run", "palm-540b", "--chip", "tpu-v4", "--chips", "64", "--batch",
 
 def test_palm_540b_batch_64_int8_fits_on_64_tpu_v4_and_names_its_layouts():
     """The issue's case: every (tp, pp, dp) plan holds PaLM's one KV head whole on each chip
-    (16.6 GB at batch 64); Pope's decode layout splits the cache by sequence and fits."""
+    (16.6 GB at batch 64); Pope's decode layout splits the cache by sequence, fits and is
+    faster. (With run's prefill chunked as engines do, tp16 pp2 dp2 fits too, at 0.10 s a
+    token against the layouts' 0.018 s.)"""
     r = xpusim.simulate("palm-540b", "tpu-v4", chips=64, batch=64, prompt=2048, gen=64,
                         precision="bf16", weight_precision="int8")  # fmt: skip
     assert r.fits and "decode ws-2d-batch-kv" in r.layout
     assert r.per_chip_memory_bytes.total <= r.per_chip_memory_bytes.capacity
-    assert r.plan_search["runner_up"]["fits"] is False  # the searched plan's answer
+    assert r.plan_search["runner_up"]["tpot_s"] > 2 * r.tpot_s  # the searched plan's answer
     assert r.ops == [] and any("torus layouts" in n for n in r.notes)
     assert r.tpot_s > 0 and r.ttft_s > r.tpot_s and r.joules_per_token > 0
 
@@ -35,10 +37,12 @@ def test_the_cli_names_the_layout(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize(("chip", "chips", "batch"), [
-    ("tpu-v5p", 64, 256), ("tpu-v6e", 64, 64), ("tpu-v7", 64, 512), ("trainium2", 16, 64)])
+    ("tpu-v5p", 64, 512), ("tpu-v6e", 64, 64), ("tpu-v7", 64, 1024), ("trainium2", 16, 64)])
 def test_the_layouts_are_offered_on_every_torus_system(chip, chips, batch):
     """PaLM-540B's single KV head, held whole on every chip by the (tp, pp, dp) plans,
-    split by sequence over the slice: the layouts win on each torus system."""
+    split by sequence over the slice: the layouts win on each torus system, at a batch
+    whose cache no plan holds (with run's prefill chunked, tp16 dp4 holds batch 256 on
+    v5p and 512 on v7, and torus.py's coarse comparison keeps it)."""
     r = xpusim.simulate("palm-540b", chip, chips=chips, batch=batch, prompt=2048, gen=64,
                         precision="bf16", weight_precision="int8")  # fmt: skip
     assert r.fits and "batch-kv" in r.layout, (r.plan, r.reason)

@@ -190,34 +190,32 @@ def recsys_table(results: Sequence[RecsysResult], title: str) -> Table:
 
 def ops_table(result: LLMInferenceResult, top: int = 12) -> Table:
     """The ops that take most of TTFT and TPOT, each with its share of the whole figure, then
-    the rest of the figure as rows of its own: the ops not shown, and the time no op of the
-    critical path accounts for (a pipeline's microbatches waiting for each other, the
-    bubbles; on Groq's 72 stages a quarter of a token), so that a phase's rows add up to it."""
+    the rest of the figure as rows of its own: the ops not shown, and the time outside the
+    ops, each part named by its cause (result.ops' "wait" rows: a pipeline's microbatches
+    queued at its slowest stage, collectives hidden by --overlap), so that a phase's rows
+    add up to it."""
     table = Table(title=f"where the time goes (top {top} ops of TTFT and TPOT, with the rest)")
     for col in ["phase", "op", "kind", "count", "time each", "share", "bound by"]:
         table.add_column(col, justify="left" if col in ("phase", "op", "kind") else "right")
     whole = {"prefill": result.ttft_s, "decode": result.tpot_s}
-    ranked = sorted(result.ops, key=lambda o: (o.phase != "decode", -o.count * o.time_s))
-    shown = [op for phase in ("decode", "prefill")
-             for op in [o for o in ranked if o.phase == phase][:top]]  # fmt: skip
     for phase in ("decode", "prefill"):
-        ops = [o for o in result.ops if o.phase == phase]
+        ops = [o for o in result.ops if o.phase == phase and o.kind != "wait"]
+        waits = [o for o in result.ops if o.phase == phase and o.kind == "wait"]
         total = whole[phase]
         if not ops or not total:
             continue
-        for op in (o for o in shown if o.phase == phase):
+        ranked = sorted(ops, key=lambda o: -o.count * o.time_s)
+        for op in ranked[:top]:
             table.add_row(phase, op.name, op.kind, str(op.count), seconds(op.time_s),
                           f"{op.count * op.time_s / total:.1%}", op.bottleneck)  # fmt: skip
-        rest = [o for o in ops if o not in shown]
-        rest_s = sum(o.count * o.time_s for o in rest)
-        if rest:
+        if rest := ranked[top:]:
+            rest_s = sum(o.count * o.time_s for o in rest)
             table.add_row(phase, f"{len(rest)} other ops", "", "", "", f"{rest_s / total:.1%}",
                           "")  # fmt: skip
-        waits_s = total - sum(o.count * o.time_s for o in ops)
-        if waits_s > 0.005 * total:
-            what = "waits: pipeline bubbles" if result.plan.get("pp", 1) > 1 else "waits"
-            table.add_row(phase, what, "wait", "", seconds(waits_s),
-                          f"{waits_s / total:.1%}", "")  # fmt: skip
+        for wait in waits:
+            shown = seconds(abs(wait.time_s))
+            table.add_row(phase, wait.name, "wait", "", shown if wait.time_s > 0 else f"-{shown}",
+                          f"{wait.time_s / total:.1%}", "")  # fmt: skip
     return keyed(table, 2)
 
 

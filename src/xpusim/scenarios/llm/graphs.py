@@ -108,12 +108,18 @@ class ShapeGraphs:
                 PhaseValues(decode, self.step_fraction, self.step_weights))  # fmt: skip
 
     @cached_property
-    def activation_bytes(self) -> np.ndarray:
-        """(R,) the largest activations of a request's prefill and last decode step."""
+    def phase_activation_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) each request's largest activations in its whole prefill and in its last
+        decode step (`run` sizes the prefill's by a chunk of it: chunking.py)."""
         r = len(self.requests)
         decode = np.broadcast_to(peak_activation_bytes(self.decode), (r, 2))
         prefill = np.broadcast_to(peak_activation_bytes(self.prefill), (r, 1))
-        return np.maximum(prefill[:, 0], decode[:, -1])
+        return prefill[:, 0], decode[:, -1]
+
+    @cached_property
+    def activation_bytes(self) -> np.ndarray:
+        """(R,) the largest activations of a request's whole prefill and last decode step."""
+        return np.maximum(*self.phase_activation_bytes)
 
     @cached_property
     def flops(self) -> tuple[np.ndarray, np.ndarray]:

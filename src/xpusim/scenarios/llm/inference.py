@@ -31,6 +31,7 @@ from xpusim.result import Result, Results
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
+from xpusim.scenarios.llm.chunking import prefill_chunks
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import (
@@ -356,7 +357,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
         plan_search=None if setup.objective is None else _search(ranks),
-        notes=setup.notes,
+        notes=[*setup.notes, *filter(None, [prefill_chunks(chip, req.batch, req.prompt).note()])],
     )  # fmt: skip
 
 
@@ -385,11 +386,22 @@ def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceRes
         "ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
     act_bytes = setup.req.batch * cfg.hidden_size * setup.req.act.itemsize  # a token's
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
-    result.ops = [
+    tpot_s = cand.figure("tpot_s")
+    prefill_rows = [
         *op_reports("prefill", pre, prefill.config(cand.k), ttft_s),
         *_sends("prefill", plan.hops, send_prefill_s, ttft_s, act_bytes * setup.req.prompt),
-        *op_reports("decode", dec, decode.config(cand.k), trip_s, graphs.step_weights[row]),
-        *_sends("decode", plan.hops, send_decode_s, trip_s, act_bytes),
+    ]
+    decode_rows = [
+        *op_reports("decode", dec, decode.config(cand.k), tpot_s, graphs.step_weights[row]),
+        *_sends("decode", plan.hops, send_decode_s, tpot_s, act_bytes),
+    ]
+    speculative = setup.decoding.draft is not None
+    result.ops = [
+        *prefill_rows,
+        *_rest("prefill", ttft_s, prefill_rows, {"overlap.hidden": ttft_s}, speculative),
+        *decode_rows,
+        *_rest("decode", tpot_s, decode_rows, {"overlap.hidden": trip_s,
+                                               "pipeline.wait": tpot_s}, speculative),
     ]
     result.collectives = collective_algorithms(decode.table, setup.system, plan.tp,
                                                graphs.collective_bytes[1][row])  # fmt: skip
@@ -410,6 +422,29 @@ def _sends(phase: str, hops: int, send_s: float, phase_s: float, nbytes: float) 
                      bytes=nbytes, time_s=send_s, compute_s=0.0, memory_s=0.0, overhead_s=0.0,
                      comm_s=send_s, energy_j=0.0, bottleneck=Bottleneck.INTERCONNECT.label,
                      share=hops * send_s / phase_s if phase_s else 0.0)]  # fmt: skip
+
+
+def _rest(phase: str, phase_s: float, rows: list[OpReport], ends: dict[str, float],
+          speculative: bool) -> list[OpReport]:
+    """Rows for a phase's time outside its ops and sends, so that `--ops` sums to TTFT and
+    TPOT: in order, each named part runs from the rows' sum (or the part before) to its end.
+    "overlap.hidden" (negative): collectives hidden behind computation (--overlap), up to a
+    token's trip through the pipeline; "pipeline.wait": a step beyond that trip, while the
+    microbatches in flight queue at the slowest stage (m x its time, timeline.py). A
+    speculative job's draft steps and tokens per step take the place of both."""
+    at = sum(r.count * r.time_s for r in rows)
+    if speculative:
+        ends = {"speculative.draft": phase_s}
+    found = []
+    for name, end in ends.items():
+        part = end - at
+        if abs(part) > 1e-12 * phase_s:
+            found.append(OpReport(phase=phase, name=name, kind="wait", count=1, flops=0.0,
+                                  bytes=0.0, time_s=part, compute_s=0.0, memory_s=0.0,
+                                  overhead_s=0.0, comm_s=0.0, energy_j=0.0,
+                                  bottleneck="wait", share=part / phase_s))  # fmt: skip
+        at = end
+    return found
 
 
 def _not_fit_reason(chip: Chip, fp: Footprint, chips: int) -> str:

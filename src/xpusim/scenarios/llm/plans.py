@@ -15,6 +15,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.memo import remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
+from xpusim.scenarios.llm.chunking import prefill_chunks
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import CostBatch, Metrics
@@ -88,13 +89,15 @@ def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candid
     of equals): it is the answer, with `fits` false. (What every plan shares, its request
     and chip, is looked up once: a sweep asks this of tens of thousands of plans.)"""
     req, capacity, found, fitting = setup.req, setup.system.chip.capacity_bytes, [], []
+    chunks = prefill_chunks(setup.system.chip, req.batch, req.prompt)
     for plan, memory in zip(setup.plans, setup.memories, strict=True):
         its, m = graphs[setup.group(plan)], setup.microbatches or plan.pp
         row, kv = its.row[req], memory.layer_kv_bytes(req, m)
         stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
         stage = stages.index(max(stages))
+        prefill, decode = its.phase_activation_bytes
         fullest = Footprint(float(memory.weights[stage]), kv * memory.layers[stage],
-                            float(its.activation_bytes[row]))  # fmt: skip
+                            chunks.peak_bytes(float(prefill[row]), float(decode[row])))  # fmt: skip
         draft = setup.draft(plan)
         if draft is not None:  # a draft model's weights and cache on every chip
             fullest = Footprint(fullest.weights + draft.weight_bytes,

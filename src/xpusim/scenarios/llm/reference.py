@@ -31,6 +31,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op
 from xpusim.scenarios.formats import resolve_formats
+from xpusim.scenarios.llm.chunking import prefill_chunks
 from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -63,7 +64,8 @@ def simulate_reference(
 
     kv_cache = batch * cfg.cache_bytes(prompt + gen, act.itemsize)
     memory = Footprint(sum(weight_bytes(cfg, Plan(), weight, act)), kv_cache,
-                       max(peak_activation_bytes(prefill), peak_activation_bytes(decode[-1])))
+                       prefill_chunks(chip, batch, prompt).peak_bytes(
+                           peak_activation_bytes(prefill), peak_activation_bytes(decode[-1])))
     placement = place(chip, memory)
 
     def phase(steps: list[Graph]) -> tuple[list[float], list[float]]:

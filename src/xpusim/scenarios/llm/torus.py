@@ -98,8 +98,8 @@ def _bound(cost: LayoutCost) -> str:
 def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: LayoutCost,
            latency_s: float) -> bool:  # fmt: skip
     """Whether the layouts beat the searched plan on the job's objective, both costed the
-    same way: the plan as Megatron tensor parallelism over its tp chips ("ws-1d") for its
-    share of the sequences (its pipeline stages run a token's layers one after another, so
+    same way: the plan as Megatron tensor parallelism over its tp chips ("ws-1d") for the
+    job's batch, which each of its dp replicas runs (its pipeline stages run a token's layers one after another, so
     a step takes as long). Comparing the layouts' per-step cost with run's op-level one
     would credit the layouts with what their coarser cost leaves out (vector ops, per-op
     overheads), not with their splits."""
@@ -107,7 +107,7 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     tp, dp = plan.get("tp", 1), plan.get("dp", 1)
     wbytes = _bytes_per_param(cfg, setup)
     kv = (req.kv or req.act).itemsize
-    batch = -(-req.batch // dp)
+    batch = req.batch  # per replica: dp replicas hold dp x batch in flight
     mean = round(req.prompt + (req.gen - 1) / 2)
     level = system.levels[0].sliced(tp)
     hidden = setup.overlap  # with --overlap, the plan's collectives hidden too

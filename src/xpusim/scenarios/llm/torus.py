@@ -99,10 +99,10 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
            latency_s: float) -> bool:  # fmt: skip
     """Whether the layouts beat the searched plan on the job's objective, both costed the
     same way: the plan as Megatron tensor parallelism over its tp chips ("ws-1d") for the
-    job's batch, which each of its dp replicas runs (its pipeline stages run a token's layers one after another, so
-    a step takes as long). Comparing the layouts' per-step cost with run's op-level one
-    would credit the layouts with what their coarser cost leaves out (vector ops, per-op
-    overheads), not with their splits."""
+    job's batch, which each of its dp replicas runs (its pipeline stages run a token's
+    layers one after another, so a step takes as long). Comparing the layouts' per-step
+    cost with run's op-level one would credit the layouts with what their coarser cost
+    leaves out (vector ops, per-op overheads), not with their splits."""
     req, system = setup.req, setup.system
     tp, dp = plan.get("tp", 1), plan.get("dp", 1)
     wbytes = _bytes_per_param(cfg, setup)

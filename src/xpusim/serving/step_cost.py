@@ -569,10 +569,11 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
     decode step (1)."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
-    (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,))  # fmt: skip
-    at = np.array([i for i, op in enumerate(found.table.ops) if op.name in names], dtype=int)
-    table = found.table.subset(ops=at)
+    # the ops' work and stage counts only: the Kernel costs them for the works it is asked
+    found = graphs.phase_values[phase].first.subset(steps=rows)
+    stage_counts = graphs.depth_counts(phase, np.array([plan.pp]))[0][0, 0]  # (ops, pp)
+    at = np.array([i for i, op in enumerate(found.ops) if op.name in names], dtype=int)
+    table = found.subset(ops=at)
     m = len(reqs)
 
     def per_row(values: np.ndarray) -> np.ndarray:
@@ -581,7 +582,7 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
     ops = replace(table, matrix_flops=per_row(table.matrix_flops)[:1],
                   vector_flops=per_row(table.vector_flops)[:1],
                   role_bytes=per_row(table.role_bytes)[:1])  # fmt: skip
-    kernel = Kernel(ops, system.chip, found.counts[0, 0][at], placement,
+    kernel = Kernel(ops, system.chip, stage_counts[at], placement,
                     len(system.chip.memory))  # fmt: skip
     return Counts(kernel, per_row(table.matrix_flops), per_row(table.vector_flops),
                   per_row(table.role_bytes))  # fmt: skip

@@ -201,8 +201,9 @@ def _step_table(
     the table at the most tokens asked for so far, and each asker gets its rows
     (StepCost.within, equal to a table tabulated at that size)."""
     where = (placement.onchip_level, placement.onchip_bytes, tuple(placement.home.items()))
+    # at most 64 replicas' tables (tens of MB each at 8,192 tokens) are kept
     kept: list[StepCost] = remembered("step tables", (cfg, system),
-                                      (plan, req.formats, sampled, longest, where), list)
+                                      (plan, req.formats, sampled, longest, where), list, 64)
     if not kept or kept[0].max_tokens < max_tokens:
         kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest)]
     return kept[0] if kept[0].max_tokens == max_tokens else kept[0].within(max_tokens)

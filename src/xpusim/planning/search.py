@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
+from xpusim.memo import in_scope
 from xpusim.planning.bounds import (
     SECONDS_PER_HOUR,
     Bound,
@@ -116,6 +117,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
+@in_scope  # its serves share their models' graphs and replicas' step tables (serving/run.py)
 def plan(
     model: Any, chips: list[str], *, slo_ttft_ms: float | None = None,
     slo_tpot_ms: float | None = None,

@@ -10,11 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
+from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
@@ -165,7 +167,7 @@ def prepare(
             reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
                       f"replica; the longest request needs {longest}")  # fmt: skip
     sampled = in_flight if fits else 1
-    cost = step_cost(cfg, system, one, req, cand.placement, max_tokens, sampled, longest)
+    cost = _step_table(cfg, system, one, req, cand.placement, max_tokens, sampled, longest)
     draft = None
     if engine.speculative is not None and fits:
         if one.pp > 1:
@@ -187,6 +189,24 @@ def prepare(
                      f"tokens per step, {how.advance:.3g} tokens per step expected")
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
                     decode, profile.captured(limits.graph_max), draft)
+
+
+def _step_table(
+    cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Placement,
+    max_tokens: int, sampled: int, longest: int,
+) -> StepCost:  # fmt: skip
+    """step_cost, tabulated once per replica within a call's memo scope: a plan search
+    serves one replica plan with several engines and token budgets, which differ in the
+    tokens an iteration may hold and in nothing else the table depends on. The memo keeps
+    the table at the most tokens asked for so far, and each asker gets its rows
+    (StepCost.within, equal to a table tabulated at that size)."""
+    where = (placement.onchip_level, placement.onchip_bytes, tuple(placement.home.items()))
+    # at most 64 replicas' tables (tens of MB each at 8,192 tokens) are kept
+    kept: list[StepCost] = remembered("step tables", (cfg, system),
+                                      (plan, req.formats, sampled, longest, where), list, 64)
+    if not kept or kept[0].max_tokens < max_tokens:
+        kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest)]
+    return kept[0] if kept[0].max_tokens == max_tokens else kept[0].within(max_tokens)
 
 
 def _draft_cost(

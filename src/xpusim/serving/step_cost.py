@@ -239,6 +239,24 @@ class StepCost:
     def stages(self) -> int:
         return self.token_stage_s.shape[1]
 
+    def within(self, max_tokens: int) -> StepCost:
+        """This table for iterations of at most `max_tokens` new tokens: its rows up to it,
+        equal to a table tabulated at that size (every row is costed on its own), for one
+        replica tabulated once for several token budgets (serving/run.py)."""
+        if max_tokens > self.max_tokens:
+            raise ValueError(f"{max_tokens} tokens: this StepCost tabulated {self.max_tokens}")
+        t = max_tokens
+        state = replace(self.state, matrix=self.state.matrix[:t], vector=self.state.vector[:t],
+                        roles=self.state.roles[:t])  # fmt: skip
+        return replace(
+            self, max_tokens=t, token_stage_s=self.token_stage_s[:t],
+            token_energy_j=self.token_energy_j[:t], prompt_stage_s=self.prompt_stage_s[:t],
+            prompt_energy_j=self.prompt_energy_j[:t], state=state,
+            expert_stage_s=None if self.expert_stage_s is None else self.expert_stage_s[:t],
+            expert_energy_j=None if self.expert_energy_j is None else self.expert_energy_j[:t],
+            _prefills={},
+        )  # fmt: skip
+
     def __call__(self, work: Work) -> StepTime:
         tokens = work.tokens
         if not 0 < tokens <= self.max_tokens or work.decodes > self.max_sampled \
@@ -498,7 +516,10 @@ def _tabulated(
         picked = np.array([mine(op) for op in found.table.ops], dtype=float)
         per_op = found.costs.time_s[:, 0] * picked  # (R, ops)
         tables.append(ordered_sum(per_op[:, :, None] * counts, axis=1))
-        tables.append((found.costs.energy_j[:, 0] * picked) @ counts.sum(axis=1))
+        # summed as the times are (ordered_sum), so that a row's energy does not depend on
+        # how many rows were tabulated with it (StepCost.within slices a larger table)
+        energy = found.costs.energy_j[:, 0] * picked * counts.sum(axis=1)
+        tables.append(ordered_sum(energy, axis=1))
     return tables, found.table, counts
 
 
@@ -548,10 +569,11 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
     decode step (1)."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
-    (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,))  # fmt: skip
-    at = np.array([i for i, op in enumerate(found.table.ops) if op.name in names], dtype=int)
-    table = found.table.subset(ops=at)
+    # the ops' work and stage counts only: the Kernel costs them for the works it is asked
+    found = graphs.phase_values[phase].first.subset(steps=rows)
+    stage_counts = graphs.depth_counts(phase, np.array([plan.pp]))[0][0, 0]  # (ops, pp)
+    at = np.array([i for i, op in enumerate(found.ops) if op.name in names], dtype=int)
+    table = found.subset(ops=at)
     m = len(reqs)
 
     def per_row(values: np.ndarray) -> np.ndarray:
@@ -560,7 +582,7 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
     ops = replace(table, matrix_flops=per_row(table.matrix_flops)[:1],
                   vector_flops=per_row(table.vector_flops)[:1],
                   role_bytes=per_row(table.role_bytes)[:1])  # fmt: skip
-    kernel = Kernel(ops, system.chip, found.counts[0, 0][at], placement,
+    kernel = Kernel(ops, system.chip, stage_counts[at], placement,
                     len(system.chip.memory))  # fmt: skip
     return Counts(kernel, per_row(table.matrix_flops), per_row(table.vector_flops),
                   per_row(table.role_bytes))  # fmt: skip

@@ -21,9 +21,10 @@ import functools
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:  # `xpusim --help` imports memo (plan's in_scope) without numpy
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -123,6 +124,8 @@ def distinct(
     """The distinct objects (by identity, or by `key`; in first-seen order) and each one's
     position among them. Written with dicts and maps, not a loop: a sweep's chunk asks it
     of thousands of configurations."""
+    import numpy as np
+
     keys = list(map(key, objects))
     first = dict(zip(reversed(keys), reversed(objects), strict=True))  # first of a key wins
     position = {k: i for i, k in enumerate(dict.fromkeys(keys))}

@@ -50,9 +50,13 @@ class PrefillChunks:
                 "whole prefill")  # fmt: skip
 
 
-def prefill_chunks(chip: Chip, batch: int, prompt: int) -> PrefillChunks:
-    """The default engine's chunking of a prefill of `batch` sequences of `prompt` tokens."""
+def default_token_budget(chip: Chip) -> int:
+    """The default engine's token budget on `chip` (a job's Setup resolves it once)."""
     from xpusim.serving.engines import engine
 
-    budget = engine(DEFAULT_ENGINE).limits_on(chip.id, chip.capacity_bytes).token_budget
-    return PrefillChunks(batch * prompt, budget)
+    return engine(DEFAULT_ENGINE).limits_on(chip.id, chip.capacity_bytes).token_budget
+
+
+def prefill_chunks(chip: Chip, batch: int, prompt: int) -> PrefillChunks:
+    """The default engine's chunking of a prefill of `batch` sequences of `prompt` tokens."""
+    return PrefillChunks(batch * prompt, default_token_budget(chip))

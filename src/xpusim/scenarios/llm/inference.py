@@ -31,7 +31,7 @@ from xpusim.result import Result, Results
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
-from xpusim.scenarios.llm.chunking import prefill_chunks
+from xpusim.scenarios.llm.chunking import PrefillChunks, default_token_budget
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.plans import (
@@ -279,7 +279,8 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                   how.advance)  # fmt: skip
     memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
     one_chip = stage_memory(cfg, Plan(), weight, act, kv or act)
-    return Setup(system, req, notes, plans, memories, one_chip, given["microbatches"],
+    return Setup(system, req, notes, plans, memories, one_chip,
+                 default_token_budget(system.chip), given["microbatches"],
                  given["overlap"], objective if searched else None, 0.0, how)  # fmt: skip
 
 
@@ -357,7 +358,8 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
         plan_search=None if setup.objective is None else _search(ranks),
-        notes=[*setup.notes, *filter(None, [prefill_chunks(chip, req.batch, req.prompt).note()])],
+        notes=[*setup.notes,
+               *filter(None, [PrefillChunks(req.batch * req.prompt, setup.token_budget).note()])],
     )  # fmt: skip
 
 

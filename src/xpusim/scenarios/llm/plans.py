@@ -15,7 +15,7 @@ from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType, Format
 from xpusim.memo import remembered, scoped
 from xpusim.scenarios.decoding import Decoding, DraftCost
-from xpusim.scenarios.llm.chunking import prefill_chunks
+from xpusim.scenarios.llm.chunking import PrefillChunks
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import CostBatch, Metrics
@@ -32,6 +32,7 @@ class Setup:
     plans: list[Plan]  # one when the plan was given
     memories: list[StageMemory]  # each plan's
     one_chip: StageMemory  # the model on one chip, whose copy sets the result's min_chips
+    token_budget: int  # the default engine's, which sizes a chunked prefill (chunking.py)
     microbatches: int | None
     overlap: bool
     objective: str | None  # None when the plan was given
@@ -89,7 +90,7 @@ def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candid
     of equals): it is the answer, with `fits` false. (What every plan shares, its request
     and chip, is looked up once: a sweep asks this of tens of thousands of plans.)"""
     req, capacity, found, fitting = setup.req, setup.system.chip.capacity_bytes, [], []
-    chunks = prefill_chunks(setup.system.chip, req.batch, req.prompt)
+    chunks = PrefillChunks(req.batch * req.prompt, setup.token_budget)
     for plan, memory in zip(setup.plans, setup.memories, strict=True):
         its, m = graphs[setup.group(plan)], setup.microbatches or plan.pp
         row, kv = its.row[req], memory.layer_kv_bytes(req, m)

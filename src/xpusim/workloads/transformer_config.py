@@ -761,12 +761,16 @@ _OPT_KEYS = _HF_KEYS | {
 # nothing: MLA's K and V come from one latent. Layers that alternate (moe_layer_freq > 1)
 # are refused; the published models have none. The MTP module of V3 (num_nextn_predict_layers)
 # is not part of the model transformers builds, nor here.
-_DEEPSEEK_KEYS = _HF_KEYS | {
-    "tie_word_embeddings": ("tie_word_embeddings", False),
-    "attention_bias": ("attention_bias", False),
+# DeepSeek's routed experts as DeepSeek-V3's config names them; GLM-4.5 and DeepSeek-V4
+# reuse the names.
+_ROUTED_EXPERT_KEYS = {
     "num_experts": ("n_routed_experts", _REQUIRED),
     "experts_per_token": ("num_experts_per_tok", _REQUIRED),
     "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+}
+_DEEPSEEK_KEYS = _HF_KEYS | _ROUTED_EXPERT_KEYS | {
+    "tie_word_embeddings": ("tie_word_embeddings", False),
+    "attention_bias": ("attention_bias", False),
     "shared_experts": ("n_shared_experts", None),
     "dense_layers": ("first_k_dense_replace", 0),
     "moe_layer_freq": ("moe_layer_freq", 1),
@@ -782,10 +786,7 @@ _DEEPSEEK_KEYS = _HF_KEYS | {
 # layers dense) under grouped-query attention with biases on q, k and v (not o_proj), an
 # optional RMSNorm on each head of q and k (use_qk_norm), rotary embedding on
 # partial_rotary_factor (0.5) of each head, and an MTP module (num_nextn_predict_layers).
-_GLM4_MOE_KEYS = _LLAMA_KEYS | {
-    "num_experts": ("n_routed_experts", _REQUIRED),
-    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
-    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
+_GLM4_MOE_KEYS = _LLAMA_KEYS | _ROUTED_EXPERT_KEYS | {
     "shared_experts": ("n_shared_experts", 1),
     "dense_layers": ("first_k_dense_replace", 1),
     "qk_norm": ("use_qk_norm", False),
@@ -801,15 +802,12 @@ _DEEPSEEK_V32_KEYS = _DEEPSEEK_KEYS | {
 # DeepSeek-V4 (DeepseekV4ForCausalLM; its inference/model.py, and transformers' DeepseekV4
 # built from the same file count alike): see TransformerConfig.compress_ratios. No dense
 # MLP: intermediate_size is read as the experts' width.
-_DEEPSEEK_V4_KEYS = _HF_KEYS | {
+_DEEPSEEK_V4_KEYS = _HF_KEYS | _ROUTED_EXPERT_KEYS | {
     "intermediate_size": ("moe_intermediate_size", _REQUIRED),
     "num_kv_heads": ("num_key_value_heads", 1),
     "head_dim": ("head_dim", _REQUIRED),
     "attention_bias": ("attention_bias", False),
     "tie_word_embeddings": ("tie_word_embeddings", False),
-    "num_experts": ("n_routed_experts", _REQUIRED),
-    "experts_per_token": ("num_experts_per_tok", _REQUIRED),
-    "expert_intermediate_size": ("moe_intermediate_size", _REQUIRED),
     "shared_experts": ("n_shared_experts", 0),
     "q_lora_rank": ("q_lora_rank", _REQUIRED),
     "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),

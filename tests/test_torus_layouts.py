@@ -121,15 +121,42 @@ def test_the_search_picks_the_layout_pope_used(phase, batch, wbytes, layout_used
 
 
 def test_a_collective_costs_its_dispatch_and_hops_however_few_bytes():
-    """Decode at batch 1: each collective is latency-bound, dispatch plus one hop a ring
-    step (torus_layouts.toml [collective], the scaling book's 8 us for a 3-hop all-gather)."""
+    """Decode at batch 1: each collective is latency-bound, dispatch plus its hops
+    (torus_layouts.toml [collective], the scaling book's 8 us for a 3-hop all-gather)."""
     from xpusim.compiler.torus_layouts import dispatch_s
 
     one = layout_cost(PALM, TPU, 64, "ws-1d", 1, 1, 0, 1.0)
     hop = TPU.chip_to_chip.latency_s.value
-    # ws-1d: an all-gather and a reduce-scatter over the 4x4x4 slice, 9 hops each
-    assert one.hop_s == pytest.approx(PALM.num_layers * 2 * (dispatch_s() + 9 * hop))
+    # ws-1d: an all-gather and a reduce-scatter over the wrapped 4x4x4 slice, each shard
+    # sent both ways round each axis: 2 hops an axis (the scaling book's "only 2 hops" on an
+    # axis of 4), 6 in all, not the 9 of a one-way ring
+    assert one.hop_s == pytest.approx(PALM.num_layers * 2 * (dispatch_s() + 6 * hop))
     assert dispatch_s() == pytest.approx(5e-6)
+
+
+@pytest.mark.parametrize(("axes", "hops"), [((4, 4, 4), 6), ((4,), 2), ((2,), 1),
+                                            ((16,), 8), ((4, 2), 3), ((3,), 1)])
+def test_a_collective_reaches_the_farthest_chip_of_each_wrapped_axis(axes, hops):
+    """A collective over wrapped axes takes dim // 2 hops an axis; the queries' all-to-all
+    of batch-sharded attention is forwarded along the rings the same way (the scaling book:
+    it "only has to pass shards part-way around the ring"), so over 64 chips it takes 6
+    hops, not the 63 latency steps of pairwise exchange."""
+    from xpusim.compiler.torus_layouts import Collective
+
+    assert Collective(1.0, axes).hops == hops
+
+
+def test_the_queries_all_to_all_is_forwarded_along_the_rings():
+    """ws-2d-batch-kv adds two all-to-alls a layer to ws-2d's collectives, each dispatch
+    plus the 6 hops of the 4x4x4 slice."""
+    from xpusim.compiler.torus_layouts import dispatch_s
+
+    hop = TPU.chip_to_chip.latency_s.value
+    args = (PALM, TPU, 64)
+    by_head = layout_cost(*args, "ws-2d", 64, 1, 2048, 1.0)
+    by_batch = layout_cost(*args, "ws-2d-batch-kv", 64, 1, 2048, 1.0)
+    assert by_batch.hop_s - by_head.hop_s == pytest.approx(
+        PALM.num_layers * 2 * (dispatch_s() + 6 * hop))
 
 
 def test_fewer_tokens_than_mxu_rows_do_not_make_the_matmuls_faster():

@@ -18,9 +18,19 @@ an activation element, n chips), Pope section 3.2:
   which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
 - "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
 A collective along a set of torus axes uses both ring directions of each (2 links an axis)
-and takes (dim - 1) hops an axis, after a fixed cost to dispatch it (torus_layouts.toml,
+and takes dim // 2 hops an axis, after a fixed cost to dispatch it (torus_layouts.toml,
 [collective]): in decode, where a layer's collectives move a few kB each, that latency, not
-bandwidth, is most of their time.
+bandwidth, is most of their time. The hops are the scaling book's (Austin, Pope et al., "How
+to Scale Your Model", sharding.md): on a wrapped axis a bidirectional all-gather sends each
+shard both ways at once, so it is done when the shards have reached the farthest chip,
+dim // 2 hops away ("we can do the full gather in only 2 hops" on an axis of 4 of a TPU v4p
+4x4x4, its Question 3; it writes ceil(dim/2), the same on its even axes); a reduce-scatter
+the same; an all-to-all "only has to pass shards part-way around the ring", each block at
+most dim/2 hops each way. So an all-to-all is forwarded along the rings of the axes it
+spans, not exchanged pairwise (p - 1 latency steps, as cost/collectives.py charges one).
+The slice's axes are taken as wrapped, as the catalog's tori are (a TPU v4 slice of whole
+4x4x4 cubes has its optical wrap-arounds; smaller slices, and TPU v5e/v6e axes under 16, do
+not, and would take dim - 1 hops).
 
 A parallel block (PaLM's) needs one d_ff/heads all-reduce a layer, a serial block two (Pope
 section 3.4); query heads are padded to a multiple of the chips they split over, as Pope pad
@@ -107,7 +117,8 @@ class Collective:
 
     @cached_property
     def hops(self) -> int:
-        return sum(d - 1 for d in self.axes)
+        """The farthest chip of each wrapped axis it spans, in turn (module docstring)."""
+        return sum(d // 2 for d in self.axes)
 
     def latency_s(self, hop_s: float) -> float:
         """Its time however few bytes it moves: dispatch, then its hops."""

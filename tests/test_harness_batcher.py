@@ -51,3 +51,5 @@ def test_hold_needs_arrivals_and_a_positive_wait():
         xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, hold_s=0.3)
     with pytest.raises(UserError, match="hold-s must be a positive"):
         xpusim.serve("llama-3-8b", "h100-sxm", rate=1.0, hold_s=0.0)
+    with pytest.raises(UserError, match="--find offline sends every request at once"):
+        xpusim.serve("llama-3-8b", "h100-sxm", find="offline", rate=1.0, hold_s=0.3)

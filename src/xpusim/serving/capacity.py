@@ -133,7 +133,8 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     the slots' worth of requests, or an overload would be absorbed by empty slots before any
     queue formed. Every trial draws the same lengths (one seed, one count)."""
     # every slot full for long enough to leave the ramp behind: four rounds of requests
-    closed = replace(load, concurrency=slots, rate=None, trace=None)
+    closed = replace(load, concurrency=slots, rate=None, trace=None, hold_s=None)  # a harness
+    # batcher (--hold-s) holds arrivals: the open-loop trials below have them, this probe none
     saturated, _ = run(prepared, closed, draw(closed), warmup, search.slo)
     if not saturated.fits:
         return saturated, None, 0.0, "does not fit: no rate is served"

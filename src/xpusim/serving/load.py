@@ -37,15 +37,49 @@ class Requests:
     prompt: np.ndarray  # (N,) input tokens
     gen: np.ndarray  # (N,) output tokens
     arrival_s: np.ndarray | None
+    dispatch_s: np.ndarray | None = None  # when a harness's batcher sends each to the engine
+    batch: np.ndarray | None = None  # which of its batches: batch k goes to replica k mod R
 
     def __len__(self) -> int:
         return len(self.prompt)
 
 
+def held(arrival_s: list[float], wait_s: float, most: int) -> tuple[list[float], list[int]]:
+    """(dispatch time, batch index) of each arrival under a harness's batcher, as AMD's MLPerf
+    harness runs it (inference_results_v4.1 closed/AMD/code/llama2-70b-99.9/VllmFp8/sync_sut.py
+    batch_samples_loop): arrivals queue; the loop checks at each arrival and, with none,
+    `wait_s` after its last check; a check sends the first `most` queued when `most` are
+    queued or `wait_s` has passed since the last send (the first arrival, at the start)."""
+    dispatch = [0.0] * len(arrival_s)
+    batch = [0] * len(arrival_s)
+    queued: list[int] = []
+    sent = 0
+    stamp = checked = arrival_s[0] if arrival_s else 0.0
+
+    def check(now: float) -> None:
+        nonlocal stamp, sent, queued
+        if queued and (len(queued) >= most or now - stamp >= wait_s):
+            for i in queued[:most]:
+                dispatch[i], batch[i] = now, sent
+            queued, sent, stamp = queued[most:], sent + 1, now
+
+    for i, t in enumerate(arrival_s):
+        while queued and checked + wait_s < t:  # timed-out waits before this arrival
+            checked += wait_s
+            check(checked)
+        queued.append(i)
+        checked = t
+        check(t)
+    while queued:
+        checked += wait_s
+        check(checked)
+    return dispatch, batch
+
+
 def draw(load: Load) -> Requests:
     """The requests of a load: its trace's, or drawn from its seed."""
     if load.trace is not None:
-        return read_trace(load.trace, load.requests)
+        return _held(read_trace(load.trace, load.requests), load)
     rng = np.random.default_rng(load.seed)
     prompt, gen = (_lengths(rng, n, load.requests, load.spread) for n in (load.prompt, load.gen))
     if load.lengths is not None:  # rows drawn with replacement; --gen where it has no outputs
@@ -58,7 +92,16 @@ def draw(load: Load) -> Requests:
         shape = load.burstiness
         gaps = rng.gamma(shape, 1.0 / (load.rate * shape), size=load.requests)
         arrival = np.cumsum(gaps) - gaps[0]  # the first request at time 0
-    return Requests(prompt, gen, arrival)
+    return _held(Requests(prompt, gen, arrival), load)
+
+
+def _held(requests: Requests, load: Load) -> Requests:
+    """The requests with their harness dispatch, where the load has a batcher."""
+    if load.hold_s is None or requests.arrival_s is None:
+        return requests
+    dispatch, batch = held(requests.arrival_s.tolist(), load.hold_s, load.hold_batch)
+    return Requests(requests.prompt, requests.gen, requests.arrival_s, np.array(dispatch),
+                    np.array(batch))  # fmt: skip
 
 
 def _lengths(rng: np.random.Generator, mean: int, n: int, spread: float) -> np.ndarray:

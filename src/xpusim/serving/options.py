@@ -64,7 +64,22 @@ class Load:
                                   "input tokens (and output tokens; else --gen) per row.",
                                   type=PATH)
 
+    hold_s: float | None = option(None, "A harness batching arrivals: each request waits "
+                                  "until --hold-batch are queued or this long has passed since "
+                                  "the last dispatch, and each batch goes whole to one replica "
+                                  "in turn (AMD's MLPerf harness, --enable-batcher).",
+                                  type=float)  # fmt: skip
+    hold_batch: int = option(96, "With --hold-s: the most requests one dispatch sends.",
+                             type=int)  # fmt: skip
+
     def __post_init__(self) -> None:
+        if self.hold_s is not None:
+            if not (_number(self.hold_s) and self.hold_s > 0):
+                raise UserError(f"hold-s must be a positive number of seconds, got {self.hold_s!r}")
+            if self.concurrency is not None:
+                raise UserError("--hold-s batches arrivals: give --rate or --trace, not "
+                                "--concurrency")  # fmt: skip
+            check_positive(hold_batch=self.hold_batch)
         if self.lengths is not None and self.trace is not None:
             raise UserError("a trace has its own lengths: give --trace or --lengths, not both")
         given = [x is not None for x in (self.concurrency, self.rate, self.trace)]

@@ -125,6 +125,9 @@ def serve(
     if options.get("find") == "min-chips" and options.get("rate") is None \
             and options.get("trace") is None:
         raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
+    if options.get("find") == "offline" and options.get("hold_s") is not None:
+        raise UserError("--find offline sends every request at once: --hold-s holds "
+                        "arrivals, of which a burst has none")  # fmt: skip
     given = {cls: {k: v for k, v in options.items() if k in names}
              for cls, names in groups.items()}  # fmt: skip
     load_options = given[Load]

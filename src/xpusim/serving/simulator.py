@@ -88,9 +88,10 @@ def simulate(
     issued = 0
     if concurrency is None:
         assert requests.arrival_s is not None
-        for s, t in zip(sequences, requests.arrival_s.tolist(), strict=True):
-            s.arrival_s = t
-            push(t, _ARRIVAL, s)
+        sent = requests.arrival_s if requests.dispatch_s is None else requests.dispatch_s
+        for s, t, at in zip(sequences, requests.arrival_s.tolist(), sent.tolist(), strict=True):
+            s.arrival_s = t  # its latencies count from here, a harness's hold included
+            push(at, _ARRIVAL, s)
         issued = len(sequences)
     else:
         for s in sequences[:concurrency]:
@@ -103,7 +104,12 @@ def simulate(
     finished = 0
     holding: dict[int, Replica] = {}  # sequence id -> prefill replica holding its cache
 
+    batch = None if requests.batch is None else requests.batch.tolist()
+
     def route(s: Sequence, pool: list[Replica]) -> None:
+        if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
+            pool[batch[s.id] % len(pool)].waiting.append(s)
+            return
         min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
 
 

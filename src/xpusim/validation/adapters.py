@@ -189,6 +189,8 @@ def _llm_serving(point: Point) -> Prediction:
         raise Unexpressible(f"load kind {kind!r}")
     if kind in ("concurrency", "rate"):  # the client's prompts and warm-up as the source ran them
         options |= {k: int(load[k]) for k in ("requests", "warmup") if load.get(k) is not None}
+    if load.get("hold_s") is not None:  # the harness's batcher, between loadgen and the engine
+        options |= {"hold_s": float(load["hold_s"]), "hold_batch": int(load["hold_batch"])}
     limit = point.get("power_limit_w")
     result = _served(point.get("model"), point.chip, limit and float(limit),
                      tuple(sorted(options.items())))  # fmt: skip

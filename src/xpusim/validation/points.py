@@ -49,9 +49,11 @@ same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (a
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
 --draft-tokens, --acceptance) are settings a source states that the adapter passes to serve
 with the engines' meanings, never drops."""
-LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup"}
+LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
+             "hold_batch"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
-those, the first ones its statistics leave out) where the source states them."""
+those, the first ones its statistics leave out) where the source states them; `hold_s` and
+`hold_batch`, a harness that batches arrivals before the engine sees them (serve's)."""
 SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance"}
 
 

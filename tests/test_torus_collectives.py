@@ -13,7 +13,7 @@ import pytest
 
 from xpusim.compiler import torus_layouts
 from xpusim.compiler.torus_layouts import dispatch_s, layout_cost
-from xpusim.cost.collectives import Collective, collective_line, collective_time
+from xpusim.cost.collectives import Collective, collective_line, collective_time, group_axes
 from xpusim.hardware.catalog import load_chip
 from xpusim.hardware.system import Axis, load_system
 from xpusim.workloads.resolve import load_model
@@ -45,7 +45,7 @@ def test_a_wrapped_axis_takes_half_its_hops_a_line_all_of_them():
     assert got.algorithm == "torus 2D (4x4)"
     assert got.time_s == pytest.approx(15 / 16 * s / (4 * link) + 4 * a)
     half = load_system("tpu-v4-pod").with_chips(32)
-    assert half.levels[0].group_axes(16) == (Axis(2, False), Axis(4, False), Axis(2, False))
+    assert group_axes(half.levels[0], 16) == (Axis(2, False), Axis(4, False), Axis(2, False))
     got = collective_time(half, Collective.ALL_REDUCE, s, 32)
     assert got.algorithm == "torus 3D (2x4x4)"
     assert got.time_s == pytest.approx(2 * 31 / 32 * s / (3 * link) + 2 * (1 + 3 + 3) * a)
@@ -104,7 +104,7 @@ def test_the_layouts_and_the_plans_count_the_same_hops_and_links(system_id, chip
     system = load_system(system_id).with_chips(chips)
     level = system.levels[0]
     line = collective_line(system, Collective.ALL_GATHER, group)
-    one = torus_layouts.Collective(1.0, level.group_axes(group))
+    one = torus_layouts.Collective(1.0, group_axes(level, group))
     assert one.latency_s(level.latency_s.value) - dispatch_s() == pytest.approx(line.fixed_s)
     link = level.bandwidth_bytes_per_s.value
     assert one.time_s(link) == pytest.approx(line.s_per_byte * group / (group - 1))
@@ -118,3 +118,17 @@ def test_a_layout_on_v6e_lines_pays_their_hops():
     cost = layout_cost(palm, v6e, 16, "ws-1d", 1, 1, 128, 1.0, torus=torus)
     hop = torus.latency_s.value
     assert cost.hop_s == pytest.approx(palm.num_layers * 2 * (dispatch_s() + 6 * hop))
+
+
+def test_a_group_lies_on_whole_axes_where_they_make_it():
+    """PaLM's 12-way tensor parallelism on a 16x16x12 pod runs along the pod's axis of 12
+    (wrapped: 6 hops a pass over 2 links), not on 12 chips of an axis of 16 (a line: 11 hops
+    over 1 link); 8 chips of a 4x4x8 slice keep 4 x 2 (3 links, 3 hops) over the axis of 8
+    (2 links, 4 hops)."""
+    palm = load_system("tpu-v4-palm")
+    assert group_axes(palm.levels[0], 12) == (Axis(12, True),)
+    line = collective_line(palm, Collective.ALL_REDUCE, 12)
+    assert line.algorithm == "ring" and line.fixed_s == pytest.approx(2 * 6 * 1e-6)
+    assert line.s_per_byte == pytest.approx(2 * 11 / 12 / (2 * 45e9))
+    slice_128 = load_system("tpu-v4-pod").with_chips(128).levels[0]
+    assert group_axes(slice_128, 8) == (Axis(4, True), Axis(2, False))

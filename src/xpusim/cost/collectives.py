@@ -78,6 +78,16 @@ def axis_links(axes: tuple[Axis, ...]) -> int:
     return sum(2 if a.wrapped else 1 for a in axes if a.dim > 1)
 
 
+def group_axes(level: TopologyLevel, group: int) -> tuple[Axis, ...]:
+    """The axes a sub-torus group of a torus level runs its collectives along: of its
+    placements (TopologyLevel.group_placements), the one with the most links, then the
+    fewest hops; () when the group is no sub-torus or the level no torus."""
+    if level.kind != "torus":
+        return ()
+    placements = level.group_placements(group)
+    return min(placements, key=lambda axes: (-axis_links(axes), axis_hops(axes)), default=())
+
+
 def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
     """Bandwidth one chip can push into a collective over `group` chips, per direction.
 
@@ -88,7 +98,7 @@ def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
     link = level.bandwidth_bytes_per_s.value
     if level.kind != "torus":
         return level.links_per_chip.value * link
-    axes = level.group_axes(group)
+    axes = group_axes(level, group)
     links = axis_links(axes) if axes else 2 * level.torus_dims_spanned(group)
     return min(max(links, 1), level.links_per_chip.value) * link
 
@@ -96,7 +106,7 @@ def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
 def _mean_hops(level: TopologyLevel, group: int) -> float:
     if level.kind != "torus":
         return 1.0
-    spanned = [a.dim for a in level.group_axes(group)] or \
+    spanned = [a.dim for a in group_axes(level, group)] or \
         level.dims[: level.torus_dims_spanned(group)]
     return max(1.0, sum(k / 4 for k in spanned))
 
@@ -151,7 +161,7 @@ def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:
     a = level.latency_s.value
     if kind is Collective.SEND_RECV:
         return CollectiveLine(a, per_byte, "p2p", level.name)
-    axes = level.group_axes(p) if level.kind == "torus" else ()
+    axes = group_axes(level, p)
     if kind is Collective.ALL_TO_ALL:  # forwarded along a sub-torus's rings, else pairwise
         algorithm, steps_a2a = (_torus_name(axes), axis_hops(axes)) if axes else \
             ("pairwise", p - 1)

@@ -11,6 +11,7 @@ Like chips, system files are TOML with a source beside every figure.
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cache
 from pathlib import Path
@@ -81,12 +82,22 @@ class TopologyLevel(_Strict):
         wrapped = self.wrapped or (True,) * len(self.dims)
         return tuple(Axis(d, w) for d, w in zip(self.dims, wrapped, strict=True))
 
-    def group_axes(self, group: int) -> tuple[Axis, ...]:
-        """A contiguous group's axes (group_shape): an extent that is this torus's whole
-        dimension keeps its wrap-around, a part of one is a line; () when the group is no
-        sub-torus."""
-        return tuple(Axis(d, d == full.dim and full.wrapped)
-                     for d, full in zip(self.group_shape(group), self.axes, strict=False))
+    def group_placements(self, group: int) -> list[tuple[Axis, ...]]:
+        """Where a group of `group` chips can lie as a sub-torus, each as its axes: filling
+        the dimensions in order (group_shape), and, where whole dimensions multiply to it,
+        on those (12 chips of a 16x16x12 torus: its axis of 12), as a device mesh maps a
+        parallel axis onto whole torus axes. An extent that is a whole dimension keeps its
+        wrap-around, a part of one is a line. [] when the group is no sub-torus."""
+        placements = []
+        if shape := self.group_shape(group):
+            placements.append(tuple(Axis(d, d == full.dim and full.wrapped)
+                                    for d, full in zip(shape, self.axes, strict=False)))
+        whole = [a for a in self.axes if a.dim > 1]
+        for k in range(1, len(whole) + 1):
+            for axes in itertools.combinations(whole, k):
+                if math.prod(a.dim for a in axes) == group:
+                    return [*placements, axes]
+        return placements
 
     def torus_dims_spanned(self, group: int) -> int:
         """Dimensions a contiguous group of `group` chips spans in this torus."""

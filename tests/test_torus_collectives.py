@@ -100,7 +100,8 @@ def test_switch_and_full_mesh_systems_are_costed_as_before():
 ])  # fmt: skip
 def test_the_layouts_and_the_plans_count_the_same_hops_and_links(system_id, chips, group):
     """One rule: a layout's collective over a group's axes has the hops and links
-    cost/collectives.py gives an all-gather over the same group."""
+    cost/collectives.py gives an all-gather over the same group, its all-to-all those of
+    an all-to-all."""
     system = load_system(system_id).with_chips(chips)
     level = system.levels[0]
     line = collective_line(system, Collective.ALL_GATHER, group)
@@ -108,6 +109,11 @@ def test_the_layouts_and_the_plans_count_the_same_hops_and_links(system_id, chip
     assert one.latency_s(level.latency_s.value) - dispatch_s() == pytest.approx(line.fixed_s)
     link = level.bandwidth_bytes_per_s.value
     assert one.time_s(link) == pytest.approx(line.s_per_byte * group / (group - 1))
+    # an all-to-all: the same hops, its bytes over the rings' mean distance in both
+    a2a = collective_line(system, Collective.ALL_TO_ALL, group)
+    queries = torus_layouts.Collective(1.0, group_axes(level, group), all_to_all=True)
+    assert queries.hops * level.latency_s.value == pytest.approx(a2a.fixed_s)
+    assert queries.time_s(link) == pytest.approx(a2a.s_per_byte * group / (group - 1))
 
 
 def test_a_layout_on_v6e_lines_pays_their_hops():

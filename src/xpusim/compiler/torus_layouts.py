@@ -16,7 +16,10 @@ an activation element, n chips), Pope section 3.2:
 - "1d": all-gather and reduce-scatter of [T, E] over all n: 2 T E a (n-1)/n;
 - "2d": d_model over X chips, d_ff over Y*Z = n/X: 2 T a (E/X (YZ-1)/YZ + F/YZ (X-1)/X),
   which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
-- "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
+- "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put;
+- attention by batch adds two all-to-alls of the queries, T H a / n (n-1)/n each, whose
+  bytes cross the rings' mean distance (d/4 an axis, `all_to_all_distance`), as
+  cost/collectives.py charges an all-to-all.
 A collective along a set of torus axes crosses their links and hops as cost/collectives.py
 costs every torus collective (`axis_links`, `axis_hops`: the scaling book's, Austin, Pope et
 al., "How to Scale Your Model"): on a wrapped axis both ring directions (2 links) and dim // 2
@@ -46,7 +49,7 @@ from functools import cache, cached_property
 from pathlib import Path
 
 from xpusim.cost import systolic
-from xpusim.cost.collectives import axis_hops, axis_links
+from xpusim.cost.collectives import all_to_all_distance, axis_hops, axis_links
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import Axis, TopologyLevel
@@ -107,10 +110,14 @@ class Collective:
 
     bytes_per_chip: float
     axes: tuple[Axis, ...]  # the torus dimensions it runs along
+    all_to_all: bool = False  # its bytes cross the rings' mean distance, not one link
 
     def time_s(self, link_bytes_per_s: float) -> float:
         links = axis_links(self.axes)
-        return self.bytes_per_chip / (links * link_bytes_per_s) if links else 0.0
+        if not links:
+            return 0.0
+        distance = all_to_all_distance([a.dim for a in self.axes]) if self.all_to_all else 1.0
+        return self.bytes_per_chip * distance / (links * link_bytes_per_s)
 
     @cached_property
     def hops(self) -> int:
@@ -259,7 +266,7 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
         weight_reads, matmul_ways = all_w / chips, chips
     if lay.kv == "batch" and chips > 1:  # queries to their sequence's chip and back
         moved = t * h * a / chips * (chips - 1) / chips
-        comms += [Collective(moved, dims), Collective(moved, dims)]
+        comms += [Collective(moved, dims, all_to_all=True)] * 2
     # attention splits by query head under "heads" (its KV read whole where heads share it),
     # by sequence under "batch"
     attention_ways = min(chips, heads) if lay.kv == "heads" else batch_ways

@@ -103,12 +103,21 @@ def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
     return min(max(links, 1), level.links_per_chip.value) * link
 
 
+def all_to_all_distance(dims: list[int] | tuple[int, ...]) -> float:
+    """Links an all-to-all's byte crosses on average along torus axes of these sizes: d/4 an
+    axis, at least 1. On a bidirectional ring of d that is the scaling book's all-to-all at
+    a quarter of an all-gather (sharding.md, Question 10: each chip's d^2/4 chunks of a
+    shard of a shard, ceil(d/2) the farthest); on a line of d over its 1 link the same d/4
+    loads its middle link as its d^2/4 crossing chunks do."""
+    return max(1.0, sum(d / 4 for d in dims))
+
+
 def _mean_hops(level: TopologyLevel, group: int) -> float:
     if level.kind != "torus":
         return 1.0
     spanned = [a.dim for a in group_axes(level, group)] or \
         level.dims[: level.torus_dims_spanned(group)]
-    return max(1.0, sum(k / 4 for k in spanned))
+    return all_to_all_distance(spanned)
 
 
 def _torus_name(axes: tuple[Axis, ...]) -> str:

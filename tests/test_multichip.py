@@ -16,7 +16,7 @@ from xpusim.compiler.partition import (
     stage_graphs,
     stage_spread,
 )
-from xpusim.cost.collectives import Collective, collective_time
+from xpusim.cost.collectives import Collective, collective_time, injection_bytes_per_s
 from xpusim.hardware.system import default_system, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.op import OpKind
@@ -73,17 +73,19 @@ def test_groups_beyond_a_node_use_the_slower_fabric(dgx):
 
 
 def test_torus_uses_two_links_per_spanned_dimension():
+    """On the pod's wrapped axes each collective pass takes d // 2 hops an axis (the
+    scaling book's bidirectional ring; tests/test_torus_collectives.py has the lines)."""
     pod = load_system("tpu-v4-pod")
     s, link, a = 64 * MB, 45e9, 1e-6
     one_dim = collective_time(pod, Collective.ALL_REDUCE, s, 16)
     assert one_dim.algorithm == "ring"
-    assert one_dim.time_s == pytest.approx(2 * 15 / 16 * s / (2 * link) + 2 * 15 * a)
+    assert one_dim.time_s == pytest.approx(2 * 15 / 16 * s / (2 * link) + 2 * 8 * a)
     three_dims = collective_time(pod, Collective.ALL_REDUCE, s, 4096)
     assert three_dims.algorithm == "torus 3D (16x16x16)"  # a ring per dimension in turn
-    assert three_dims.time_s == pytest.approx(2 * 4095 / 4096 * s / (6 * link) + 2 * 45 * a)
-    # all-to-all on a ring of 16 pays a mean of 16/4 hops
+    assert three_dims.time_s == pytest.approx(2 * 4095 / 4096 * s / (6 * link) + 2 * 24 * a)
+    # all-to-all on a ring of 16 pays a mean of 16/4 hops of bytes, 8 hops of latency
     assert collective_time(pod, Collective.ALL_TO_ALL, s, 16).time_s == pytest.approx(
-        15 / 16 * s / (2 * link) * 4 + 15 * a
+        15 / 16 * s / (2 * link) * 4 + 8 * a
     )
 
 
@@ -104,7 +106,7 @@ def test_a_torus_slice_is_near_a_cube_and_its_groups_span_its_dimensions():
     s, link, a = 64 * MB, 45e9, 1e-6
     sliced = collective_time(pod.with_chips(64), Collective.ALL_REDUCE, s, 16)
     assert sliced.algorithm == "torus 2D (4x4)"
-    assert sliced.time_s == pytest.approx(2 * 15 / 16 * s / (4 * link) + 2 * 6 * a)
+    assert sliced.time_s == pytest.approx(2 * 15 / 16 * s / (4 * link) + 2 * 4 * a)
     assert sliced.time_s < collective_time(pod, Collective.ALL_REDUCE, s, 16).time_s
     # a group that is no sub-torus (6 chips) keeps a ring over contiguous chips
     assert collective_time(pod.with_chips(64), Collective.ALL_REDUCE, s, 6).algorithm == "ring"
@@ -124,7 +126,7 @@ def test_dimension_rings_never_lose_to_one_ring(chips, kind):
             got = collective_time(system, kind, nbytes, group)
             ring = (2 if kind is Collective.ALL_REDUCE else 1) * (group - 1)
             ring_s = ring * level.latency_s.value + nbytes * (ring / group) / (
-                level.injection_bytes_per_s(group))
+                injection_bytes_per_s(level, group))
             assert got.time_s <= ring_s * (1 + 1e-12)
 
 

@@ -140,10 +140,13 @@ def test_a_collective_reaches_the_farthest_chip_of_each_wrapped_axis(axes, hops)
     """A collective over wrapped axes takes dim // 2 hops an axis; the queries' all-to-all
     of batch-sharded attention is forwarded along the rings the same way (the scaling book:
     it "only has to pass shards part-way around the ring"), so over 64 chips it takes 6
-    hops, not the 63 latency steps of pairwise exchange."""
+    hops, not the 63 latency steps of pairwise exchange. On lines (no wrap-around) it takes
+    dim - 1 an axis, the rule cost/collectives.py applies to every torus collective."""
     from xpusim.compiler.torus_layouts import Collective
+    from xpusim.hardware.system import Axis
 
-    assert Collective(1.0, axes).hops == hops
+    assert Collective(1.0, tuple(Axis(d, True) for d in axes)).hops == hops
+    assert Collective(1.0, tuple(Axis(d, False) for d in axes)).hops == sum(d - 1 for d in axes)
 
 
 def test_the_queries_all_to_all_is_forwarded_along_the_rings():

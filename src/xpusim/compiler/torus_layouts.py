@@ -16,21 +16,19 @@ an activation element, n chips), Pope section 3.2:
 - "1d": all-gather and reduce-scatter of [T, E] over all n: 2 T E a (n-1)/n;
 - "2d": d_model over X chips, d_ff over Y*Z = n/X: 2 T a (E/X (YZ-1)/YZ + F/YZ (X-1)/X),
   which for F = 4E and the best X is Pope's 8 T E a / sqrt(n);
-- "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put.
-A collective along a set of torus axes uses both ring directions of each (2 links an axis)
-and takes dim // 2 hops an axis, after a fixed cost to dispatch it (torus_layouts.toml,
-[collective]): in decode, where a layer's collectives move a few kB each, that latency, not
-bandwidth, is most of their time. The hops are the scaling book's (Austin, Pope et al., "How
-to Scale Your Model", sharding.md): on a wrapped axis a bidirectional all-gather sends each
-shard both ways at once, so it is done when the shards have reached the farthest chip,
-dim // 2 hops away ("we can do the full gather in only 2 hops" on an axis of 4 of a TPU v4p
-4x4x4, its Question 3; it writes ceil(dim/2), the same on its even axes); a reduce-scatter
-the same; an all-to-all "only has to pass shards part-way around the ring", each block at
-most dim/2 hops each way. So an all-to-all is forwarded along the rings of the axes it
-spans, not exchanged pairwise (p - 1 latency steps, as cost/collectives.py charges one).
-The slice's axes are taken as wrapped, as the catalog's tori are (a TPU v4 slice of whole
-4x4x4 cubes has its optical wrap-arounds; smaller slices, and TPU v5e/v6e axes under 16, do
-not, and would take dim - 1 hops).
+- "gather": the layer's weights all-gathered: W (n-1)/n; activations stay put;
+- attention by batch adds two all-to-alls of the queries, T H a / n (n-1)/n each, whose
+  bytes cross the rings' mean distance (d/4 an axis, `all_to_all_distance`), as
+  cost/collectives.py charges an all-to-all.
+A collective along a set of torus axes crosses their links and hops as cost/collectives.py
+costs every torus collective (`axis_links`, `axis_hops`: the scaling book's, Austin, Pope et
+al., "How to Scale Your Model"): on a wrapped axis both ring directions (2 links) and dim // 2
+hops to the farthest chip, on an axis without wrap-around (a slice shorter than the torus:
+TPU v5e/v6e axes under 16, TPU v4/v5p slices that are not whole 4x4x4 cubes) 1 link and
+dim - 1 hops; an all-to-all is forwarded along the same rings ("only has to pass shards
+part-way around the ring"), not exchanged pairwise. After a fixed cost to dispatch it
+(torus_layouts.toml, [collective]): in decode, where a layer's collectives move a few kB
+each, that latency, not bandwidth, is most of their time.
 
 A parallel block (PaLM's) needs one d_ff/heads all-reduce a layer, a serial block two (Pope
 section 3.4); query heads are padded to a multiple of the chips they split over, as Pope pad
@@ -51,9 +49,10 @@ from functools import cache, cached_property
 from pathlib import Path
 
 from xpusim.cost import systolic
+from xpusim.cost.collectives import all_to_all_distance, axis_hops, axis_links
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import TopologyLevel
+from xpusim.hardware.system import Axis, TopologyLevel
 from xpusim.ir.dtypes import DType
 from xpusim.memo import scoped
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -110,15 +109,20 @@ class Collective:
     """One collective per layer: bytes each chip receives over the axes it spans."""
 
     bytes_per_chip: float
-    axes: tuple[int, ...]  # the torus dimensions' sizes it runs along
+    axes: tuple[Axis, ...]  # the torus dimensions it runs along
+    all_to_all: bool = False  # its bytes cross the rings' mean distance, not one link
 
     def time_s(self, link_bytes_per_s: float) -> float:
-        return self.bytes_per_chip / (2 * len(self.axes) * link_bytes_per_s) if self.axes else 0.0
+        links = axis_links(self.axes)
+        if not links:
+            return 0.0
+        distance = all_to_all_distance([a.dim for a in self.axes]) if self.all_to_all else 1.0
+        return self.bytes_per_chip * distance / (links * link_bytes_per_s)
 
     @cached_property
     def hops(self) -> int:
-        """The farthest chip of each wrapped axis it spans, in turn (module docstring)."""
-        return sum(d // 2 for d in self.axes)
+        """The farthest chip of each axis it spans, in turn (module docstring)."""
+        return axis_hops(self.axes)
 
     def latency_s(self, hop_s: float) -> float:
         """Its time however few bytes it moves: dispatch, then its hops."""
@@ -166,7 +170,7 @@ def _hbm(chip: Chip):
     return next(m for m in reversed(chip.memory) if m.kind.holds_tensors)
 
 
-def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tokens: float,
+def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[Axis, ...], tokens: float,
                  act_bytes: float, layer_weight_bytes: float) -> tuple[int, list[Collective]]:
     """(X, the layer's collectives) for this layout; X is the 2D layout's d_model group,
     chosen among products of whole torus axes to move the fewest bytes. A parallel block
@@ -177,7 +181,7 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
     measures the serial form 14% slower a decode step at batch 512 "because of the increased
     communication time for activations")."""
     blocks = 1 if cfg.parallel_block else 2
-    n = math.prod(dims)
+    n = math.prod(a.dim for a in dims)
     e, f = cfg.hidden_size, cfg.intermediate_size
     if lay.weights == "gather":
         return 1, [Collective(layer_weight_bytes * (n - 1) / n, dims)]
@@ -185,24 +189,25 @@ def _collectives(lay: Layout, cfg: TransformerConfig, dims: tuple[int, ...], tok
         one = Collective(tokens * e * act_bytes * (n - 1) / n, dims)
         return 1, [one, one] * blocks
     x_dims, yz_dims = _split_2d(dims, e, f)
-    x, yz = math.prod(x_dims), math.prod(yz_dims)
+    x, yz = math.prod(a.dim for a in x_dims), math.prod(a.dim for a in yz_dims)
     over_yz = Collective(tokens * e / x * act_bytes * (yz - 1) / yz, yz_dims)
     over_x = Collective(tokens * f / yz * act_bytes * (x - 1) / x, x_dims)
     return x, [over_yz, over_x, over_x, over_yz] + [over_yz, over_yz] * (blocks - 1)
 
 
 @scoped()
-def _split_2d(dims: tuple[int, ...], e: int, f: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _split_2d(dims: tuple[Axis, ...], e: int,
+              f: int) -> tuple[tuple[Axis, ...], tuple[Axis, ...]]:  # fmt: skip
     """(the X axes, the YZ axes) of a 2D layout: the split of the torus axes whose
     collectives move the fewest bytes, 2 T (E/X (YZ-1)/YZ + F/YZ (X-1)/X) a layer, the
     same split whatever T (kept for the call: a sweep asks for it once a job)."""
-    n = math.prod(dims)
-    best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
+    n = math.prod(a.dim for a in dims)
+    best: tuple[float, tuple[Axis, ...], tuple[Axis, ...]] | None = None
     for k in range(len(dims) + 1):
         for x_axes in itertools.combinations(range(len(dims)), k):
             x_dims = tuple(dims[i] for i in x_axes)
             yz_dims = tuple(dims[i] for i in range(len(dims)) if i not in x_axes)
-            x = math.prod(x_dims)
+            x = math.prod(a.dim for a in x_dims)
             yz = n // x
             moved = e / x * (yz - 1) / yz + f / yz * (x - 1) / x
             if best is None or moved < best[0]:
@@ -225,8 +230,10 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
     if cfg.num_experts > 1 or cfg.is_mla or cfg.ssm:
         raise UserError(f"--layout {name}: torus layouts cost dense multi-head/query attention "
                         f"models; {cfg.name} is not one")  # fmt: skip
-    dims = tuple(sorted((d for d in torus.dims if d > 1), reverse=True)) or (1,) \
-        if torus is not None and torus.dims else slice_dims(chips)
+    # the slice's axes with their wrap-arounds; without a system, the most cubic slice,
+    # wrapped as a TPU v4 slice of whole cubes is
+    dims = tuple(sorted((a for a in torus.axes if a.dim > 1), reverse=True)) or (Axis(1, True),) \
+        if torus is not None and torus.dims else tuple(Axis(d, True) for d in slice_dims(chips))
     a, t = act.itemsize, float(batch) * tokens
     layers = cfg.num_layers
     heads = padded_heads(cfg.num_heads, chips)
@@ -259,7 +266,7 @@ def layout_cost(cfg: TransformerConfig, chip: Chip, chips: int, name: str, batch
         weight_reads, matmul_ways = all_w / chips, chips
     if lay.kv == "batch" and chips > 1:  # queries to their sequence's chip and back
         moved = t * h * a / chips * (chips - 1) / chips
-        comms += [Collective(moved, dims), Collective(moved, dims)]
+        comms += [Collective(moved, dims, all_to_all=True)] * 2
     # attention splits by query head under "heads" (its KV read whole where heads share it),
     # by sequence under "batch"
     attention_ways = min(chips, heads) if lay.kv == "heads" else batch_ways

@@ -11,14 +11,30 @@ direction) and per-step latency a, and S the bytes of the full tensor:
 
 These are the standard alpha-beta costs (Thakur, Rabenseifner and Gropp, "Optimization of
 Collective Communication Operations in MPICH", IJHPCA 2005; NCCL uses the same ring and
-tree schedules). The cheaper algorithm wins and is reported. On a torus a halving-doubling
-schedule would cross many hops per step, so rings are offered there: over the group's
-contiguous chips, or, when the group is a sub-torus spanning several dimensions (4 x 4 of a
-4x4x4 slice), one ring per dimension in turn, 2 sum(d_i - 1) steps for an all-reduce, the
-multi-dimensional all-reduce of TPU pods. Its volume is the ring's and every spanned
-dimension's two links carry a share of it at once (the data split so each share runs the
-dimensions in another order), which is the injection bandwidth below; an all-to-all pays
-the torus's mean hop count (k/4 per spanned ring of k chips).
+tree schedules). The cheaper algorithm wins and is reported.
+
+On a torus a halving-doubling schedule would cross many hops per step, so rings are offered
+there: over the group's contiguous chips (p - 1 steps), or, when the group is a sub-torus
+(4 x 4 of a 4x4x4 slice, or one whole axis), along each dimension it spans, the
+multi-dimensional collectives of TPU pods. Their hops and links are the scaling book's
+(Austin, Pope et al., "How to Scale Your Model", jax-ml/scaling-book at 0819a7d, sharding.md
+and tpus.md), per axis (`axis_hops`, `axis_links`):
+- a wrapped axis (a ring) of d chips: a bidirectional all-gather or reduce-scatter sends each
+  shard both ways at once and is done when the shards reach the farthest chip, d // 2 hops
+  ("we can do the full gather in only 2 hops" on an axis of 4 of a TPU v4p 4x4x4; it writes
+  ceil(d/2), the same on even axes), over the axis's 2 links;
+- an axis without wrap-around (a line, as a slice shorter than the torus has: "no
+  wraparounds ... typically doubles the time of most communication"): d - 1 hops, and the
+  chips at its ends receive everything over their one link ("we have to do 3 hops for data
+  from the edges to reach the other edge", 3 x 8.4 MB / 4.5e10 B/s against 8.4 MB x 4 /
+  9e10 on a ring; profiled at 680 us, sharding.md Question 1), so 1 link;
+- an all-reduce is a reduce-scatter and an all-gather: twice the hops; an all-to-all is
+  forwarded along the same rings (it "only has to pass shards part-way around the ring"),
+  the same hops as an all-gather, and its bytes pay the ring's mean distance, d/4 an axis,
+  which is the book's all-to-all at a quarter of an all-gather's time.
+The group's axes run at once, the data split so each share runs them in another order:
+their hops add, and every axis's links carry a share. Other topologies are unchanged by
+this: a switch or full mesh uses all its links, and pairs chips directly in an all-to-all.
 """
 
 from __future__ import annotations
@@ -30,7 +46,7 @@ from enum import StrEnum
 import numpy as np
 
 from xpusim.cost.op_table import OpTable
-from xpusim.hardware.system import System, TopologyLevel
+from xpusim.hardware.system import Axis, System, TopologyLevel
 from xpusim.ir.op import Op, OpKind
 from xpusim.memo import remembered
 
@@ -50,11 +66,65 @@ class CollectiveCost:
     level: str
 
 
+def axis_hops(axes: tuple[Axis, ...]) -> int:
+    """Hops a collective along these torus axes takes to reach its farthest chip (module
+    docstring): d // 2 on a wrapped axis, d - 1 on a line, summed over the axes."""
+    return sum(a.dim // 2 if a.wrapped else a.dim - 1 for a in axes)
+
+
+def axis_links(axes: tuple[Axis, ...]) -> int:
+    """Links each chip's share of a collective along these axes crosses at once, per
+    direction: 2 on a wrapped axis, 1 on a line (its end chips' one link is the bound)."""
+    return sum(2 if a.wrapped else 1 for a in axes if a.dim > 1)
+
+
+def group_axes(level: TopologyLevel, group: int) -> tuple[Axis, ...]:
+    """The axes a sub-torus group of a torus level runs its collectives along: of its
+    placements (TopologyLevel.group_placements), the one with the most links, then the
+    fewest hops; () when the group is no sub-torus or the level no torus."""
+    if level.kind != "torus":
+        return ()
+    placements = level.group_placements(group)
+    return min(placements, key=lambda axes: (-axis_links(axes), axis_hops(axes)), default=())
+
+
+def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
+    """Bandwidth one chip can push into a collective over `group` chips, per direction.
+
+    A switch or a full mesh lets a chip use all its links at once; on a torus a collective
+    uses the links of each dimension the group spans (`axis_links`), two for a group of
+    contiguous chips that is no sub-torus (a ring along them).
+    """
+    link = level.bandwidth_bytes_per_s.value
+    if level.kind != "torus":
+        return level.links_per_chip.value * link
+    axes = group_axes(level, group)
+    links = axis_links(axes) if axes else 2 * level.torus_dims_spanned(group)
+    return min(max(links, 1), level.links_per_chip.value) * link
+
+
+def all_to_all_distance(dims: list[int] | tuple[int, ...]) -> float:
+    """Links an all-to-all's byte crosses on average along torus axes of these sizes: d/4 an
+    axis, at least 1. On a bidirectional ring of d that is the scaling book's all-to-all at
+    a quarter of an all-gather (sharding.md, Question 10: each chip's d^2/4 chunks of a
+    shard of a shard, ceil(d/2) the farthest); on a line of d over its 1 link the same d/4
+    loads its middle link as its d^2/4 crossing chunks do."""
+    return max(1.0, sum(d / 4 for d in dims))
+
+
 def _mean_hops(level: TopologyLevel, group: int) -> float:
     if level.kind != "torus":
         return 1.0
-    spanned = level.dims[: level.torus_dims_spanned(group)]
-    return max(1.0, sum(k / 4 for k in spanned))
+    spanned = [a.dim for a in group_axes(level, group)] or \
+        level.dims[: level.torus_dims_spanned(group)]
+    return all_to_all_distance(spanned)
+
+
+def _torus_name(axes: tuple[Axis, ...]) -> str:
+    """A sub-torus schedule's name: a ring along one axis, or one per dimension."""
+    if len(axes) == 1:
+        return "ring"
+    return f"torus {len(axes)}D ({'x'.join(str(a.dim) for a in axes)})"
 
 
 @dataclass(frozen=True)
@@ -96,22 +166,24 @@ def collective_line(
 def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:
     if p <= 1:
         return CollectiveLine(0.0, 0.0, "none", level.name)
-    per_byte = 1.0 / level.injection_bytes_per_s(p)
+    per_byte = 1.0 / injection_bytes_per_s(level, p)
     a = level.latency_s.value
     if kind is Collective.SEND_RECV:
         return CollectiveLine(a, per_byte, "p2p", level.name)
-    if kind is Collective.ALL_TO_ALL:
+    axes = group_axes(level, p)
+    if kind is Collective.ALL_TO_ALL:  # forwarded along a sub-torus's rings, else pairwise
+        algorithm, steps_a2a = (_torus_name(axes), axis_hops(axes)) if axes else \
+            ("pairwise", p - 1)
         return CollectiveLine(
-            (p - 1) * a, (p - 1) / p * per_byte * _mean_hops(level, p), "pairwise", level.name
+            steps_a2a * a, (p - 1) / p * per_byte * _mean_hops(level, p), algorithm, level.name
         )
     passes = 2 if kind is Collective.ALL_REDUCE else 1
     steps = {"ring": passes * (p - 1)}
     if level.kind != "torus" and p & (p - 1) == 0:  # halving-doubling needs a power of two
         steps["tree"] = passes * math.ceil(math.log2(p))
-    shape = level.group_shape(p) if level.kind == "torus" else ()
-    if len(shape) > 1:  # a ring per spanned dimension in turn, every dimension's links busy
-        steps[f"torus {len(shape)}D ({'x'.join(map(str, shape))})"] = passes * sum(
-            d - 1 for d in shape)
+    if axes:  # along each spanned dimension, every dimension's links busy
+        name = _torus_name(axes)
+        steps[name] = min(steps.get(name, math.inf), passes * axis_hops(axes))
     algorithm = min(steps, key=steps.__getitem__)
     return CollectiveLine(steps[algorithm] * a, passes * (p - 1) / p * per_byte, algorithm,
                           level.name)  # fmt: skip

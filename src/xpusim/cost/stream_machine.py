@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import CollectiveLine
+from xpusim.cost.collectives import CollectiveLine, injection_bytes_per_s
 from xpusim.hardware.system import System
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -56,7 +56,7 @@ def hop_line(system: System, plan: Plan) -> CollectiveLine:
         outer = 0 if k == len(system.levels) - 1 else hops // level.size
         if here := leaving - outer:
             fixed_s += here * level.latency_s.value
-            s_per_byte += here / level.injection_bytes_per_s(2)
+            s_per_byte += here / injection_bytes_per_s(level, 2)
             crossed.append(f"{here} {level.name}")
         leaving = outer
     return CollectiveLine(fixed_s / hops, s_per_byte / hops, "pipeline hops",

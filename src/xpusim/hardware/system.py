@@ -11,10 +11,11 @@ Like chips, system files are TOML with a source beside every figure.
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -40,11 +41,28 @@ MAX_CHIPS = 2**20
 seconds (Llama-2-7B on 2^20 MTIA v1 chips: 1.2 s, 2026-12-01; #17 measured minutes at 2^40)."""
 
 
+class Axis(NamedTuple):
+    """One torus dimension a group spans: its chips, and whether its ends are joined (a
+    ring) or not (a line). cost/collectives.py turns it into hops and links."""
+
+    dim: int
+    wrapped: bool
+
+
 class TopologyLevel(_Strict):
     name: str
     kind: Literal["switch", "fully-connected", "torus"]
     size: int = Field(ge=1, le=MAX_CHIPS)  # chips in one group at this level
     dims: tuple[int, ...] = ()  # torus only: the group's shape, product == size
+    # torus only: which dims have wrap-around links, as dims; () for all of them (a whole
+    # torus). A slice sets it (sliced()): an axis shorter than the torus's is a line.
+    wrapped: tuple[bool, ...] = ()
+    # torus only: where optical switches join cubes of this edge, a slice whose every axis
+    # is a multiple of it has wrap-around links on all its axes, however short (TPU v4/v5p:
+    # "any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds"); absent,
+    # an axis wraps only where it is the whole torus's (TPU v5e/v6e: "without wraps on dims
+    # < 16")
+    wraparound_cube: PositiveFigure | None = None
     links_per_chip: PositiveFigure  # links a chip has into this level
     bandwidth_bytes_per_s: PositiveFigure  # per link, per direction
     latency_s: Figure  # one step of a collective: link, switch and software latency
@@ -53,7 +71,33 @@ class TopologyLevel(_Strict):
     def _check(self) -> TopologyLevel:
         if self.kind == "torus" and math.prod(self.dims) != self.size:
             raise ValueError(f"level {self.name}: torus dims {self.dims} do not multiply to size")
+        if self.wrapped and len(self.wrapped) != len(self.dims):
+            raise ValueError(f"level {self.name}: wrapped names {len(self.wrapped)} dims, "
+                             f"dims has {len(self.dims)}")  # fmt: skip
         return self
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        """This torus's dimensions with their wrap-around links."""
+        wrapped = self.wrapped or (True,) * len(self.dims)
+        return tuple(Axis(d, w) for d, w in zip(self.dims, wrapped, strict=True))
+
+    def group_placements(self, group: int) -> list[tuple[Axis, ...]]:
+        """Where a group of `group` chips can lie as a sub-torus, each as its axes: filling
+        the dimensions in order (group_shape), and, where whole dimensions multiply to it,
+        on those (12 chips of a 16x16x12 torus: its axis of 12), as a device mesh maps a
+        parallel axis onto whole torus axes. An extent that is a whole dimension keeps its
+        wrap-around, a part of one is a line. [] when the group is no sub-torus."""
+        placements = []
+        if shape := self.group_shape(group):
+            placements.append(tuple(Axis(d, d == full.dim and full.wrapped)
+                                    for d, full in zip(shape, self.axes, strict=False)))
+        whole = [a for a in self.axes if a.dim > 1]
+        for k in range(1, len(whole) + 1):
+            for axes in itertools.combinations(whole, k):
+                if math.prod(a.dim for a in axes) == group:
+                    return [*placements, axes]
+        return placements
 
     def torus_dims_spanned(self, group: int) -> int:
         """Dimensions a contiguous group of `group` chips spans in this torus."""
@@ -89,18 +133,6 @@ class TopologyLevel(_Strict):
             return self
         return _torus_slice(self, chips)
 
-    def injection_bytes_per_s(self, group: int) -> float:
-        """Bandwidth one chip can push into a collective over `group` chips, per direction.
-
-        A switch or a full mesh lets a chip use all its links at once; on a torus a ring
-        collective uses the two links of each dimension the group spans.
-        """
-        link = self.bandwidth_bytes_per_s.value
-        if self.kind == "torus":
-            links = min(2 * self.torus_dims_spanned(group), self.links_per_chip.value)
-            return links * link
-        return self.links_per_chip.value * link
-
 
 class Deployment(_Strict):
     """The layout the vendor's software serves models with on this system, where a source
@@ -133,7 +165,9 @@ class System(_Strict):
         cited = {
             f.source
             for level in self.levels
-            for f in (level.links_per_chip, level.bandwidth_bytes_per_s, level.latency_s)
+            for f in (level.links_per_chip, level.bandwidth_bytes_per_s, level.latency_s,
+                      level.wraparound_cube)
+            if f is not None
         } | ({self.deployment.source} if self.deployment else set())
         if missing := sorted(cited - set(self.sources)):
             raise ValueError(f"figures cite sources not in [sources]: {', '.join(missing)}")
@@ -168,7 +202,9 @@ class System(_Strict):
 @scoped(maxsize=1024)  # one level object per slice: collectives are memoized by identity
 def _torus_slice(level: TopologyLevel, chips: int) -> TopologyLevel:
     """Each prime factor of `chips`, largest first, goes to the shortest dimension it fits
-    in; a size the torus cannot hold as a sub-torus keeps the whole torus's shape."""
+    in; a size the torus cannot hold as a sub-torus keeps the whole torus's shape. A slice's
+    dimension keeps its wrap-around where it is the torus's whole (wrapped) dimension, or
+    where the slice is whole cubes of the optical switches (`wraparound_cube`)."""
     dims = [1] * len(level.dims)
     left, factor = chips, 2
     factors = []
@@ -183,7 +219,12 @@ def _torus_slice(level: TopologyLevel, chips: int) -> TopologyLevel:
             return level
         i = min(fits, key=lambda i: (dims[i], i))
         dims[i] *= f
-    return level.model_copy(update={"size": chips, "dims": tuple(sorted(dims))})
+    cube = level.wraparound_cube
+    whole_cubes = cube is not None and all(d % cube.value == 0 for d in dims)
+    axes = sorted((d, whole_cubes or (d == full.dim and full.wrapped))
+                  for d, full in zip(dims, level.axes, strict=True))
+    return level.model_copy(update={"size": chips, "dims": tuple(d for d, _ in axes),
+                                    "wrapped": tuple(w for _, w in axes)})
 
 
 @cache  # the catalog does not change while xpusim runs

@@ -44,9 +44,11 @@ VERSIONS = {
     "h100_sxm": ("h100-sxm", "1.3.0rc10"),
     "h200_sxm": ("h200-sxm", "1.3.0rc10"),
     "b200_sxm": ("b200", "1.3.0rc10"),
+    "b300_sxm": ("b300", "1.3.0rc10"),
     "gb200": ("gb200", "1.3.0rc10"),
-    "a100_sxm": ("a100-sxm-80gb", "1.0.0"),
 }
+# Not kept: a100_sxm (TensorRT-LLM 1.0.0: power-law routing only, no balanced rows); gb300
+# and the rest (no such chip in the catalog).
 # moe_dtype -> (compute format, weight format as xpusim names them, what TensorRT-LLM runs)
 FORMATS = {
     "bfloat16": ("bf16", "bf16", "BF16 weights and activations"),

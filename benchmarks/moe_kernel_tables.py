@@ -1,4 +1,4 @@
-"""Regenerates src/xpusim/cost/kernel_tables/nvidia-moe-trtllm.toml from aiconfigurator's
+"""Regenerates src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml from aiconfigurator's
 measured MoE kernel database (ai-dynamo/aiconfigurator, Apache-2.0).
 
     python benchmarks/moe_kernel_tables.py /path/to/aiconfigurator.git   # a bare mirror
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/nvidia-moe-trtllm.toml")
+       / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml")
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"

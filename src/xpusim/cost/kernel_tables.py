@@ -286,20 +286,36 @@ def _table(entry: dict, path: Path) -> KernelTable:
         raise UserError(f"{where}: {e}") from None
 
 
+KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml"}
+"""Where each kind's tables are committed (under kernel_tables/), so that a run of a model
+without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
+
+
 @cache
-def all_tables() -> tuple[KernelTable, ...]:
-    """Every committed table (kernel_tables/*.toml), in file and table order."""
+def tables_of_kind(kind: str) -> tuple[KernelTable, ...]:
+    """Every committed table of `kind` (KIND_FILES), in file and table order."""
     tables = []
-    for path in sorted(TABLES_DIR.glob("*.toml")):
+    for path in sorted(TABLES_DIR.glob(KIND_FILES[kind])):
         with path.open("rb") as f:
             tables.extend(_table(entry, path) for entry in tomllib.load(f)["table"])
+    if any(t.kind != kind for t in tables):
+        wrong = next(t for t in tables if t.kind != kind)
+        raise UserError(f"table {wrong.name!r}: a {wrong.kind} table among the {kind} "
+                        f"tables (kernel_tables/{KIND_FILES[kind]})")  # fmt: skip
     return tuple(tables)
 
 
-def tables_for_chip(chip_id: str) -> list[KernelTable]:
-    """Every table that prices some op of `chip_id` (a what-if copy: its base chip's)."""
+def all_tables() -> tuple[KernelTable, ...]:
+    """Every committed table, kind by kind."""
+    return tuple(t for kind in KIND_FILES for t in tables_of_kind(kind))
+
+
+def tables_for_chip(chip_id: str, kind: str | None = None) -> list[KernelTable]:
+    """Every table (of `kind`, if given) that prices some op of `chip_id` (a what-if copy:
+    its base chip's)."""
     base = chip_id.split("[", 1)[0]
-    return [t for t in all_tables() if base in t.chips]
+    tables = all_tables() if kind is None else tables_of_kind(kind)
+    return [t for t in tables if base in t.chips]
 
 
 def kernel_table(
@@ -310,7 +326,7 @@ def kernel_table(
     one of the whole format. What-if copies share their base chip's (the floor scales with
     the copy's own peak and bandwidth)."""
     scope = dtype.value if scope is None else scope
-    tables = [t for t in tables_for_chip(chip_id) if t.prices(kind, dtype, scope)]
+    tables = [t for t in tables_for_chip(chip_id, kind) if t.prices(kind, dtype, scope)]
     exact = [t for t in tables if t.scope == scope]
     return (exact or tables or [None])[0]
 

@@ -197,7 +197,8 @@ def test_the_chip_view_lists_the_tables_that_price_it():
     assert "kernel_table.gemm.fp8" in fields("h200-sxm")
     assert "kernel_table.gemm.fp8-block-scaled" in fields("mi355x")
     assert not any(f.startswith("kernel_table.gemm") for f in fields("b200"))
-    assert "kernel_table.moe.fp8" in fields("b200")  # TensorRT-LLM's fused MoE, measured
+    assert {"kernel_table.moe.fp8.fp8", "kernel_table.moe.fp8.mxfp4",  # TensorRT-LLM's
+            "kernel_table.moe.bf16.mxfp4"} <= set(fields("b200"))  # fused MoE, measured
     assert not any(f.startswith("kernel_table") for f in fields("tpu-v5e"))
 
 

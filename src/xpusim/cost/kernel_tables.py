@@ -124,9 +124,11 @@ class KernelTable:
         nodes, values = self.curve()
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
-        if self.kind == "moe":
+        field = f"kernel_table.{self.kind}.{self.scope}"
+        if self.kind == "moe":  # a chip may have tables of one weight format under two
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
-        return (f"kernel_table.{self.kind}.{self.scope}",
+            field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
+        return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
                 f"f at M = {curve}")  # fmt: skip
 

@@ -15,8 +15,8 @@ from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost.kernel_tables import (
     GRID_LOG2,
     all_tables,
-    gemm_table,
     interpolate_grid,
+    kernel_table,
     roofline_seconds,
 )
 from xpusim.cost.op_table import op_table
@@ -50,12 +50,12 @@ def test_amd_chips_have_their_own_tables():
     for chip_id in ("mi300x", "mi325x", "mi355x"):
         (table,) = tables_for_chip(chip_id)
         assert table.measured_on.startswith("mi") and table.scope == "fp8-block-scaled"
-        assert gemm_table(chip_id, DType.FP8) is None
-        assert gemm_table(chip_id, DType.FP8, "fp8-block-scaled") is table
-    assert gemm_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
-    assert gemm_table("h200-sxm", DType.FP8, "fp8-block-scaled").measured_on == "h100-sxm"
-    assert gemm_table("b200", DType.FP8) is None  # no table: the chip keeps its model
-    assert gemm_table("mi300x", DType.BF16) is None
+        assert kernel_table(chip_id, DType.FP8) is None
+        assert kernel_table(chip_id, DType.FP8, "fp8-block-scaled") is table
+    assert kernel_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
+    assert kernel_table("h200-sxm", DType.FP8, "fp8-block-scaled").measured_on == "h100-sxm"
+    assert kernel_table("b200", DType.FP8) is None  # no table: the chip keeps its model
+    assert kernel_table("mi300x", DType.BF16) is None
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
@@ -196,7 +196,10 @@ def test_the_chip_view_lists_the_tables_that_price_it():
 
     assert "kernel_table.gemm.fp8" in fields("h200-sxm")
     assert "kernel_table.gemm.fp8-block-scaled" in fields("mi355x")
-    assert not any(f.startswith("kernel_table") for f in fields("b200"))
+    assert not any(f.startswith("kernel_table.gemm") for f in fields("b200"))
+    assert {"kernel_table.moe.fp8.fp8", "kernel_table.moe.fp8.mxfp4",  # TensorRT-LLM's
+            "kernel_table.moe.bf16.mxfp4"} <= set(fields("b200"))  # fused MoE, measured
+    assert not any(f.startswith("kernel_table") for f in fields("tpu-v5e"))
 
 
 def test_fractions_over_many_fixed_times_equal_one_at_a_time():

@@ -23,6 +23,25 @@ op takes at least t0 + its roofline on that chip / f(M); where the chip's own fi
 it slower they stand. So a table only ever adds time, no op is faster than either roof, and
 more bandwidth is never slower (the floor falls with the roofline). Chips and precisions
 without a table keep the model they had.
+
+Tables are of a kind, the op family they price; an op tries the kinds its rule lists
+(op_table.kernel_keys), the first table found pricing it:
+
+- `gemm`: one measured GEMM a row (above); it prices matmuls of its format (or of a narrower
+  kernel family, its `scope`).
+- `moe`: one measured MoE layer on one rank a row, [tokens, hidden, inter, topk, experts,
+  tp, ep, microseconds] (an engine's fused-MoE module: routing, the two grouped expert
+  GEMMs, finalize), converted to the rank's token-expert pairs M = tokens x topk / ep and
+  the roofline of its two expert GEMMs (gate_up: M x hidden x 2 inter / tp; down: M x
+  inter / tp x hidden; the weights of the experts the rows touch, min(experts, tokens x
+  topk) / ep of them under balanced routing, in the table's weight format, its `scope`).
+  It prices the routed experts' matmuls of its compute format whose weights are stored in
+  that format, ahead of any gemm table: aiconfigurator's TensorRT-LLM layers run at 0.36 of
+  the H100's BF16 peak where a dense GEMM of the same work runs near 0.7. A layer's fixed
+  time is split evenly over its two GEMMs (MOE_GEMMS), so that the layer's ops add up to
+  it. Each table names the engine and version that measured it; the cost model does not
+  choose tables by the serving engine (it costs ops for any engine), so these TensorRT-LLM
+  tables price every engine's expert GEMMs on their chips.
 """
 
 from __future__ import annotations
@@ -36,22 +55,26 @@ import numpy as np
 
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, Format, parse_weight_format
 
 TABLES_DIR = Path(__file__).resolve().parent / "kernel_tables"
 GRID_LOG2 = np.arange(0.0, 41.0)
 """Nodes (log2 of M) a table's curve is sampled at for the cost model: M from 1 to 2^40,
 each node exact where a table has a row at a power of two, linear between."""
 
-_OUTPUT_ITEMSIZE = 2  # the tables' GEMMs write BF16 (their conditions say so)
+_OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
+MOE_GEMMS = 2
+"""Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
+builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
 
 
 @dataclass(frozen=True)
 class KernelTable:
     name: str
-    kind: str  # the op kind it prices: "gemm" (matmul) for now
+    kind: str  # the op family it prices: "gemm" (matmuls) or "moe" (routed experts' matmuls)
     dtype: str
-    scope: str  # the ops it prices: dtype (all of that format) or a narrower kernel family
+    scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
+    # expert weights' format
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -61,6 +84,7 @@ class KernelTable:
     rows_m: np.ndarray
     roofline_s: np.ndarray  # of each row on measured_on's datasheet peak and bandwidth
     measured_s: np.ndarray
+    engine: str = ""  # "trtllm 1.3.0rc10": the engine whose kernels were measured, if one
 
     @property
     def fractions(self) -> np.ndarray:
@@ -77,14 +101,22 @@ class KernelTable:
         return _fractions(self.rows_m, self.roofline_s, self.measured_s, self.fixed_s)
 
     @property
-    def prices_all_of_dtype(self) -> bool:
-        """Whether it prices every op of its format; a narrower scope (block-scaled FP8)
-        prices only the ops whose kernel family it is (op_table.kernel_scope)."""
-        return self.scope == self.dtype
+    def ops_per_row(self) -> int:
+        """The ops a row's time is split over: a moe row's over the layer's MOE_GEMMS expert
+        GEMMs (each charged its share of the fixed time)."""
+        return MOE_GEMMS if self.kind == "moe" else 1
 
-    def prices(self, dtype: DType, scope: str) -> bool:
-        """Whether it prices a matmul of compute format `dtype` running kernels of `scope`."""
-        return self.kind == "gemm" and self.dtype == dtype.value and (
+    @property
+    def prices_all_of_dtype(self) -> bool:
+        """Whether it prices every matmul of its format; a narrower scope (block-scaled FP8)
+        prices only the ops whose kernel family it is (op_table.kernel_scope); a moe table
+        only expert matmuls over weights of its scope."""
+        return self.kind == "gemm" and self.scope == self.dtype
+
+    def prices(self, kind: str, dtype: DType, scope: str) -> bool:
+        """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
+        and scope `scope` (op_table.kernel_keys)."""
+        return self.kind == kind and self.dtype == dtype.value and (
             self.prices_all_of_dtype or self.scope == scope)
 
     def describe(self) -> tuple[str, str]:
@@ -92,7 +124,11 @@ class KernelTable:
         nodes, values = self.curve()
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
-        return (f"kernel_table.{self.kind}.{self.scope}",
+        field = f"kernel_table.{self.kind}.{self.scope}"
+        if self.kind == "moe":  # a chip may have tables of one weight format under two
+            priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
+            field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
+        return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
                 f"f at M = {curve}")  # fmt: skip
 
@@ -120,9 +156,18 @@ def _fractions(
     log_m = np.log2(rows_m)
     nodes = np.unique(log_m)
     past_s = measured_s - np.asarray(fixed_s, dtype=float)[..., None]  # (fixed times, rows)
-    values = [np.minimum(roofline_s[at].sum() / past_s[..., at].sum(axis=-1), 1.0)
+    values = [np.minimum(_in_order(roofline_s[at]) / _in_order(past_s[..., at]), 1.0)
               for at in (log_m == x for x in nodes)]  # fmt: skip
     return nodes, np.stack(values, axis=-1)
+
+
+def _in_order(values: np.ndarray) -> np.ndarray:
+    """The sum over the last axis, term by term in row order: numpy's pairwise sum groups
+    the terms of a long row differently in one row and in many, and a fraction fitted over
+    many fixed times at once must equal the fraction of each alone to the bit (rows of a
+    node past 8, as a moe table's are, differed in the last bit). Equal to numpy's sum up
+    to 8 terms, so the gemm tables' curves are unchanged."""
+    return np.add.accumulate(values, axis=-1)[..., -1]
 
 
 def fit_fixed_s(rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarray) -> float:
@@ -152,34 +197,74 @@ def _chip(chip_id: str, where: str) -> Chip:
         raise UserError(f"{where}: {e}") from None
 
 
-def roofline_seconds(rows: np.ndarray, dtype: DType, chip: Chip, where: str) -> np.ndarray:
-    """Each row's (M, N, K, microseconds[, groups]) time on `chip`'s datasheet roofline; a
-    row faster than the roofline is an error in the table (its units or its chip)."""
+def _gemm_roofline_s(
+    m: np.ndarray, n: np.ndarray, k: np.ndarray, weights: np.ndarray, dtype: DType,
+    weight: Format, output_itemsize: float, chip: Chip, where: str,
+) -> np.ndarray:  # fmt: skip
+    """A GEMM's time on `chip`'s datasheet roofline: M x K activations in `dtype` against
+    `weights` K x N matrices in `weight`'s format, writing M x N outputs."""
     from xpusim.cost.calibration import dram_bytes_per_s
 
-    m, n, k, micros = (rows[:, i] for i in range(4))
+    moved = m * k * dtype.itemsize + weights * k * n * weight.itemsize + m * n * output_itemsize
+    return np.maximum(2 * m * n * k / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+
+
+def _gemm_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    """(M, roofline seconds, microseconds) of gemm rows [M, N, K, microseconds(, groups)]."""
+    m, n, k = rows[:, 0], rows[:, 1], rows[:, 2]
     groups = rows[:, 4] if rows.shape[1] > 4 else np.ones(len(rows))
-    flops = 2 * m * n * k
-    moved = (m * k + groups * k * n) * dtype.itemsize + m * n * _OUTPUT_ITEMSIZE
-    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    return (m, _gemm_roofline_s(m, n, k, groups, dtype, dtype, _OUTPUT_ITEMSIZE, chip, where),
+            rows[:, 3])  # fmt: skip
+
+
+def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    """(token-expert pairs on the rank, roofline seconds of its two expert GEMMs,
+    microseconds) of moe rows [tokens, hidden, inter, topk, experts, tp, ep, microseconds]
+    (module docstring); activations and outputs in the compute format, as the layer
+    builder stores them."""
+    tokens, hidden, inter, topk, experts, tp, ep = (rows[:, i] for i in range(7))
+    pairs, width = tokens * topk / ep, inter / tp
+    touched = np.ceil(np.minimum(experts, tokens * topk) / ep)  # balanced routing
+    weight = parse_weight_format(scope)
+    gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight,
+                               dtype.itemsize, chip, where)  # fmt: skip
+    down = _gemm_roofline_s(pairs, hidden, width, touched, dtype, weight, dtype.itemsize,
+                            chip, where)  # fmt: skip
+    return pairs, gate_up + down, rows[:, 7]
+
+
+_ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,))}
+"""Per table kind: its rows' (M, roofline seconds, microseconds), and the row widths it
+takes."""
+
+
+def roofline_seconds(
+    rows: np.ndarray, dtype: DType, chip: Chip, where: str, kind: str = "gemm",
+    scope: str | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Each row's M, time on `chip`'s datasheet roofline and measured time (seconds); a row
+    faster than the roofline is an error in the table (its units or its chip)."""
+    m, roof_s, micros = _ROWS[kind][0](rows, dtype, scope or dtype.value, chip, where)
     fractions = roof_s / (micros * 1e-6)
     if not np.all((fractions > 0) & (fractions <= 1)):
         bad = int(np.argmax(~((fractions > 0) & (fractions <= 1))))
         raise UserError(f"{where}: row {bad + 1} ({rows[bad].tolist()}) runs at "
                         f"{fractions[bad]:.3g} of {chip.id}'s roofline; at most 1 is possible")
-    return roof_s
+    return m, roof_s, micros * 1e-6
 
 
 def _table(entry: dict, path: Path) -> KernelTable:
     where = f"{path.name}: table {entry.get('name', '?')!r}"
     try:
+        if entry["kind"] not in _ROWS:
+            raise ValueError(f"kind must be one of {', '.join(_ROWS)}, not {entry['kind']!r}")
         rows = np.array(entry["rows"], dtype=float)
-        if rows.ndim != 2 or rows.shape[1] not in (4, 5) or len(rows) == 0:
-            raise ValueError("rows must be [M, N, K, microseconds(, groups)]")
+        widths = _ROWS[entry["kind"]][1]
+        if rows.ndim != 2 or rows.shape[1] not in widths or len(rows) == 0:
+            raise ValueError(f"{entry['kind']} rows must have {' or '.join(map(str, widths))} "
+                             "values (the module docstring says which)")
         if not np.all(np.isfinite(rows) & (rows > 0)):
             raise ValueError("every value of a row must be a positive number")
-        if entry["kind"] != "gemm":
-            raise ValueError(f"kind must be 'gemm', not {entry['kind']!r}")
         dtype = DType.parse(entry["dtype"], f"{where}: dtype")
         measured_on = _chip(entry["measured_on"], f"{where}: measured_on")
         for chip_id in entry["chips"]:
@@ -187,12 +272,15 @@ def _table(entry: dict, path: Path) -> KernelTable:
         for key in ("scope", "source", "url", "date", "conditions"):
             if not str(entry[key]).strip():
                 raise ValueError(f"{key} is empty")
+        rows_m, roofline_s, measured_s = roofline_seconds(
+            rows, dtype, measured_on, where, entry["kind"], entry["scope"])
+        engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         return KernelTable(
             name=entry["name"], kind=entry["kind"], dtype=dtype.value, scope=entry["scope"],
             measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
-            rows_m=rows[:, 0], roofline_s=roofline_seconds(rows, dtype, measured_on, where),
-            measured_s=rows[:, 3] * 1e-6,
+            rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
+            engine=engine,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -200,43 +288,63 @@ def _table(entry: dict, path: Path) -> KernelTable:
         raise UserError(f"{where}: {e}") from None
 
 
+KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml"}
+"""Where each kind's tables are committed (under kernel_tables/), so that a run of a model
+without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
+
+
 @cache
-def all_tables() -> tuple[KernelTable, ...]:
-    """Every committed table (kernel_tables/*.toml), in file and table order."""
+def tables_of_kind(kind: str) -> tuple[KernelTable, ...]:
+    """Every committed table of `kind` (KIND_FILES), in file and table order."""
     tables = []
-    for path in sorted(TABLES_DIR.glob("*.toml")):
+    for path in sorted(TABLES_DIR.glob(KIND_FILES[kind])):
         with path.open("rb") as f:
             tables.extend(_table(entry, path) for entry in tomllib.load(f)["table"])
+    if any(t.kind != kind for t in tables):
+        wrong = next(t for t in tables if t.kind != kind)
+        raise UserError(f"table {wrong.name!r}: a {wrong.kind} table among the {kind} "
+                        f"tables (kernel_tables/{KIND_FILES[kind]})")  # fmt: skip
     return tuple(tables)
 
 
-def tables_for_chip(chip_id: str) -> list[KernelTable]:
-    """Every table that prices some op of `chip_id` (a what-if copy: its base chip's)."""
+def all_tables() -> tuple[KernelTable, ...]:
+    """Every committed table, kind by kind."""
+    return tuple(t for kind in KIND_FILES for t in tables_of_kind(kind))
+
+
+def tables_for_chip(chip_id: str, kind: str | None = None) -> list[KernelTable]:
+    """Every table (of `kind`, if given) that prices some op of `chip_id` (a what-if copy:
+    its base chip's)."""
     base = chip_id.split("[", 1)[0]
-    return [t for t in all_tables() if base in t.chips]
+    tables = all_tables() if kind is None else tables_of_kind(kind)
+    return [t for t in tables if base in t.chips]
 
 
-def gemm_table(chip_id: str, dtype: DType, scope: str | None = None) -> KernelTable | None:
-    """The table that prices `chip_id`'s matmuls of `dtype` running kernels of `scope`
-    (op_table.kernel_scope; the format's own name when None): a table of that exact scope
-    first, else one of the whole format. What-if copies share their base chip's (the floor
-    scales with the copy's own peak and bandwidth)."""
+def kernel_table(
+    chip_id: str, dtype: DType, scope: str | None = None, kind: str = "gemm"
+) -> KernelTable | None:  # fmt: skip
+    """The `kind` table that prices `chip_id`'s ops of `dtype` and `scope` (op_table.
+    kernel_keys; the format's own name when None): a table of that exact scope first, else
+    one of the whole format. What-if copies share their base chip's (the floor scales with
+    the copy's own peak and bandwidth)."""
     scope = dtype.value if scope is None else scope
-    tables = [t for t in tables_for_chip(chip_id) if t.prices(dtype, scope)]
+    tables = [t for t in tables_for_chip(chip_id, kind) if t.prices(kind, dtype, scope)]
     exact = [t for t in tables if t.scope == scope]
     return (exact or tables or [None])[0]
 
 
-def gemm_fraction_grid(
-    chip_id: str, dtype: DType, scope: str | None = None
+def fraction_grid(
+    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...]
 ) -> tuple[np.ndarray, float] | None:
-    """The table's curve sampled at GRID_LOG2 (what the cost model interpolates) and its
-    fixed time, or None."""
-    table = gemm_table(chip_id, dtype, scope)
-    if table is None:
-        return None
-    fixed_s = table.fixed_s
-    return table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s
+    """The curve, sampled at GRID_LOG2 (what the cost model interpolates), and the fixed
+    time per op of the first table found for the op's (kind, scope) keys in order
+    (op_table.kernel_keys), or None."""
+    for kind, scope in keys:
+        table = kernel_table(chip_id, dtype, scope, kind)
+        if table is not None:
+            fixed_s = table.fixed_s
+            return table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row
+    return None
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

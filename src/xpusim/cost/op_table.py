@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from xpusim.compiler.moe_expert import is_expert
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
@@ -34,6 +35,18 @@ def kernel_scope(op: Op) -> str:
     if getattr(weight_format, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8:
         return GROUPED_BLOCK_SCALED_FP8 if len(op.inputs[1].shape) > 2 else BLOCK_SCALED_FP8
     return op.compute_dtype.value
+
+
+def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
+    """The (kind, scope) of the kernel tables that may price an op, in the order tried
+    (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
+    first, then, as every matmul, a gemm table of its kernel family; other ops none."""
+    if op.kind != OpKind.MATMUL:
+        return ()
+    gemm = ("gemm", kernel_scope(op))
+    if is_expert(op) and len(op.inputs) > 1:
+        return (("moe", op.inputs[1].dtype.value), gemm)
+    return (gemm,)
 
 
 @dataclass(frozen=True)
@@ -89,19 +102,18 @@ class OpTable:
         return tuple(op.compute_dtype for op in self.ops)
 
     @property
-    def kernel_scopes(self) -> tuple[str, ...]:
-        """Which kernel family each op runs, as kernel tables name their scope
-        (cost/kernel_tables.py): a matmul over a block-scaled FP8 weight (the checkpoint's
-        `fp8-block` layout, workloads/checkpoint.py) runs block-scaled FP8 kernels; every
-        other op its compute format's."""
-        return tuple(kernel_scope(op) for op in self.ops)
+    def kernel_keys(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Which kernel tables may price each op (kernel_keys): a matmul over a block-scaled
+        FP8 weight (the checkpoint's `fp8-block` layout, workloads/checkpoint.py) runs
+        block-scaled FP8 kernels, a routed expert's matmul fused-MoE kernels first."""
+        return tuple(kernel_keys(op) for op in self.ops)
 
     @cached_property
     def structure(self) -> tuple:
         """What a chip's per-op figures depend on: each op's kind, format, kernel family and
         whether it does matrix work at all."""
         has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
-        return (self.kinds, self.dtypes, self.kernel_scopes, tuple(has_matrix.tolist()))
+        return (self.kinds, self.dtypes, self.kernel_keys, tuple(has_matrix.tolist()))
 
     @cached_property
     def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:

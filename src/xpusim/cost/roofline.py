@@ -46,7 +46,7 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY, is_expert
 from xpusim.cost import pe_grid, systolic
 from xpusim.cost.calibration import catalog_calibration, dram_bytes_per_s, overlap_time
-from xpusim.cost.kernel_tables import GRID_LOG2, gemm_fraction_grid, interpolate_grid
+from xpusim.cost.kernel_tables import GRID_LOG2, fraction_grid, interpolate_grid
 from xpusim.cost.op_table import OpTable
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
@@ -243,10 +243,9 @@ class HardwareArrays:
         level_eff = level_efficiencies(chip, memory_eff)
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
-        for i, (dtype, kind, scope) in enumerate(
-                zip(table.dtypes, table.kinds, table.kernel_scopes, strict=True)):
-            curve = gemm_fraction_grid(chip.id, dtype, scope) if kind == OpKind.MATMUL else None
-            if curve is not None and has_matrix[i]:
+        for i, (dtype, keys) in enumerate(zip(table.dtypes, table.kernel_keys, strict=True)):
+            curve = fraction_grid(chip.id, dtype, keys) if has_matrix[i] else None
+            if curve is not None:
                 (grid[i], kernel_fixed_s[i]), kernel_peak[i] = curve, peaks[i]
         return cls(
             matrix_rate=peaks * efficiency,

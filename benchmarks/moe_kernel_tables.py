@@ -1,0 +1,162 @@
+"""Regenerates src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml from aiconfigurator's
+measured MoE kernel database (ai-dynamo/aiconfigurator, Apache-2.0).
+
+    python benchmarks/moe_kernel_tables.py /path/to/aiconfigurator.git   # a bare mirror
+    python benchmarks/moe_kernel_tables.py REPO --commit 095f58a5...       # another commit
+
+Needs pyarrow (the `parquet` extra) and git; the project reads only the TOML it writes.
+
+aiconfigurator's collector (collector/trtllm/collect_moe.py) times TensorRT-LLM's fused-MoE
+module (`moe.forward`: routing, the two grouped GEMMs fc1 = gate_up with the activation
+fused and fc2 = down, finalize) on one GPU standing for one rank of an EP x TP group: every
+token of the step enters, the rank computes its E / ep local experts' pairs over an
+intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. We keep:
+
+- TensorRT-LLM only (the engine of the perf-overview points scored in docs/validation.md),
+  one version per chip (VERSIONS);
+- `balanced` routing only (collector/helper.py balanced_logits: every expert gets the same
+  number of tokens), since xpusim adds its own routing imbalance (compiler/moe_expert.py);
+- the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
+- TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
+  least one token-expert pair (tokens x topk >= ep).
+
+Rows are [tokens, hidden, inter, topk, experts, tp, ep, microseconds], one table per chip and
+MoE format (FORMATS: how the collector's moe_dtype names TensorRT-LLM's quantization, and the
+compute and weight formats xpusim gives the same ops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+OUT = (Path(__file__).resolve().parent.parent
+       / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml")
+COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
+DATA = "aic-core/src/aiconfigurator_core/systems/data"
+URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"
+
+# aiconfigurator chip directory -> (xpusim catalog id, TensorRT-LLM version it was measured with)
+VERSIONS = {
+    "h100_sxm": ("h100-sxm", "1.3.0rc10"),
+    "h200_sxm": ("h200-sxm", "1.3.0rc10"),
+    "b200_sxm": ("b200", "1.3.0rc10"),
+    "b300_sxm": ("b300", "1.3.0rc10"),
+    "gb200": ("gb200", "1.3.0rc10"),
+}
+# Not kept: a100_sxm (TensorRT-LLM 1.0.0: power-law routing only, no balanced rows); gb300
+# and the rest (no such chip in the catalog).
+# moe_dtype -> (compute format, weight format as xpusim names them, what TensorRT-LLM runs)
+FORMATS = {
+    "bfloat16": ("bf16", "bf16", "BF16 weights and activations"),
+    "fp8": ("fp8", "fp8", "FP8 per-tensor (QuantAlgo.FP8)"),
+    "fp8_block": ("fp8", "fp8-block", "FP8 with 128 x 128 block scales (FP8_BLOCK_SCALES)"),
+    "w4a16_mxfp4": ("bf16", "mxfp4", "MXFP4 weights, BF16 activations (W4A16_MXFP4)"),
+    "w4a8_mxfp4_mxfp8": ("fp8", "mxfp4", "MXFP4 weights, MXFP8 activations (W4A8_MXFP4_MXFP8)"),
+}
+# Not kept: nvfp4. Its B200 and GB200 rows at 16-1024 tokens of Qwen3-235B's and DeepSeek's
+# shapes are up to 1.5x faster than streaming the NVFP4 weights of the experts their balanced
+# routing touches at the HBM's datasheet bandwidth (cost/kernel_tables.py refuses such rows),
+# so those runs did not read what their routing says; until that is understood, none is used.
+# (hidden, inter, experts, topk) of the zoo's gated MoE models that the database measured
+SHAPES = {
+    (2048, 768, 128, 8): "Qwen3-30B-A3B",
+    (2880, 2880, 32, 4): "gpt-oss-20b",
+    (2880, 2880, 128, 4): "gpt-oss-120b",
+    (4096, 1536, 128, 8): "Qwen3-235B-A22B",
+    (4096, 14336, 8, 2): "Mixtral-8x7B",
+    (7168, 2048, 256, 8): "DeepSeek-V3/R1",
+}
+SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
+TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
+
+
+def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
+    import pyarrow.parquet as pq
+
+    blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
+                          capture_output=True).stdout  # fmt: skip
+    return pq.read_table(io.BytesIO(blob)).to_pydict()
+
+
+def table_text(chip_dir: str, moe_dtype: str, rows: list[list], commit: str, path: str,
+               date: str) -> str:
+    chip_id, version = VERSIONS[chip_dir]
+    dtype, weight, what = FORMATS[moe_dtype]
+    models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
+    lines = [
+        "[[table]]",
+        f'name = "aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}-{chip_id}"',
+        'kind = "moe"',
+        f'dtype = "{dtype}"',
+        f'scope = "{weight}"',
+        f'measured_on = "{chip_id}"',
+        f'chips = ["{chip_id}"]',
+        'engine = "trtllm"',
+        f'engine_version = "TensorRT-LLM {version}"',
+        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (moe_dtype {moe_dtype}, '
+        f'balanced routing)"',
+        f'url = "{URL.format(commit=commit, path=path)}"',
+        f'date = "{date}"',
+        f'conditions = "{chip_id}, TensorRT-LLM {version} PyTorch fused MoE '
+        f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), {what}; one GPU "
+        f"as one rank of the TP x EP group, all tokens entering; CUDA graphs, mean of 6 runs "
+        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}"',
+        "rows = [",
+        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
+        "]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
+    parser.add_argument("--commit", default=COMMIT)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    commit = subprocess.run(["git", "-C", args.repo, "rev-parse", args.commit], check=True,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    parts = [
+        "# Measured MoE layer times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
+        "# kernel database (Apache-2.0), written by benchmarks/moe_kernel_tables.py (its\n"
+        "# docstring says which rows are kept); do not edit by hand.\n"
+        "# Rows: [tokens, hidden, inter, topk, experts, moe_tp, moe_ep, microseconds]: one MoE\n"
+        "# layer on one rank (cost/kernel_tables.py converts each to the rank's token-expert\n"
+        "# pairs and the roofline of its two expert GEMMs). Scope: the expert weights' format.\n"
+        f"# Source commit {commit}.\n"
+    ]
+    for chip_dir, (_, version) in VERSIONS.items():
+        path = f"{DATA}/{chip_dir}/moe/trtllm/{version}/moe_perf.parquet"
+        data = read_parquet(args.repo, commit, path)
+        date = subprocess.run(["git", "-C", args.repo, "log", "-1", "--format=%cs", commit,
+                               "--", path], check=True, capture_output=True,
+                              text=True).stdout.strip()  # the file's last change  # fmt: skip
+        by_dtype: dict[str, dict[tuple, float]] = {}
+        for i in range(len(data["latency"])):
+            shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],
+                     data["topk"][i])  # fmt: skip
+            split = (data["moe_tp_size"][i], data["moe_ep_size"][i])
+            tokens = data["num_tokens"][i]
+            if (data["distribution"][i] != "balanced" or shape not in SHAPES
+                    or split not in SPLITS or tokens not in TOKENS
+                    or tokens * shape[3] < split[1] or data["moe_dtype"][i] not in FORMATS):
+                continue
+            key = (tokens, shape[0], shape[1], shape[3], shape[2], *split)
+            by_dtype.setdefault(data["moe_dtype"][i], {})[key] = data["latency"][i] * 1e3
+        for moe_dtype in FORMATS:
+            found = by_dtype.get(moe_dtype)
+            if found:
+                rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
+                    kv[0][1:], kv[0][0]))]  # fmt: skip
+                parts.append("\n" + table_text(chip_dir, moe_dtype, rows, commit, path, date))
+    args.out.write_text("".join(parts))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,14 +1,15 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
 Each job's options become a system, a request and the plans to consider (`_setup`); the
-plans worth costing of every job are costed together (`_simulate_jobs`), and each job's
-best becomes its result (`_result`).
+plans worth costing of every job are costed together (`_ranked_jobs`), and each job's
+best becomes its result: `_result` for one job, the plain reference, and `_table` for many
+at once, as columns (a sweep's chunk), which tests/test_result_table.py holds equal to it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from copy import copy
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -27,7 +28,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
 from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
-from xpusim.result import Result, Results
+from xpusim.result import Nested, Result, Results, Table
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
@@ -46,7 +47,7 @@ from xpusim.scenarios.llm.plans import (
 )
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import timeline
-from xpusim.scenarios.llm.torus import offer_layouts
+from xpusim.scenarios.llm.torus import layouts_offered, offer_layouts
 from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -128,12 +129,12 @@ def simulate(model: TransformerConfig, chip: Chip | System, **options: Any) -> L
     Plans are stated as engines state them (compiler/partition.py); decoding other than
     greedy (beams, samples, a draft model) is scenarios/decoding.py's."""
     with scope():
-        results, (chosen,) = _simulate_jobs(model, [(chip, options)])
-        result = results[0]
-        if isinstance(result, UserError):
-            raise result
+        (ranks,) = _ranked_jobs(model, [(chip, options)])
+        if isinstance(ranks, UserError):
+            raise ranks
+        result = offer_layouts(model, ranks[0].setup, _result(model, ranks))
         if not result.layout:  # a torus layout's answer has no op graph
-            _add_detail(model, chosen, result)
+            _add_detail(model, ranks[0], result)
     return result
 
 
@@ -143,15 +144,26 @@ def simulate_many(
 ) -> Results:
     """Many simulations of one model, each a target and `simulate`'s options, costed together
     (what makes a sweep fast). A job whose options its target cannot take gets the UserError
-    in its place; results leave out the per-op reports and collectives `simulate` adds."""
-    return _simulate_jobs(model, jobs)[0]
+    in its place; results leave out the per-op reports and collectives `simulate` adds.
+    The results are one table of columns (`_table`), no result object made a job."""
+    found = _ranked_jobs(model, jobs)
+    costed = [ranks for ranks in found if not isinstance(ranks, UserError)]
+    table = _table(model, costed)
+    for row, ranks in enumerate(costed):  # the few jobs the torus layouts may answer
+        if layouts_offered(model, ranks[0].setup):
+            searched = table.row(row)
+            answer = offer_layouts(model, ranks[0].setup, searched)
+            if answer is not searched:
+                table.put_row(row, answer)
+    rows = iter(range(len(costed)))
+    return Results([table] if costed else [],
+                   [r if isinstance(r, UserError) else (0, next(rows)) for r in found])
 
 
-def _simulate_jobs(
+def _ranked_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
-) -> tuple[Results, list[Candidate | UserError]]:
-    """The jobs' results, and each one's chosen candidate (or the UserError its options
-    raised), which `simulate` adds the detail from.
+) -> list[list[Candidate] | UserError]:
+    """Each job's costed candidates, best first, or the UserError its options raised.
 
     Every plan of these jobs is costed with one graph per format and (tp, ep) over every
     request that needs it (shapes as arrays): the engine costs each group's ops, the
@@ -181,12 +193,8 @@ def _simulate_jobs(
         metrics = timeline(model, batch, phases)
         for k, c in enumerate(members):
             c.metrics, c.k = metrics, k
-    ranks = iter(map(ranked, worth))  # each job's candidates, best first; or its error
-    found = [s if isinstance(s, UserError) else next(ranks) for s in setups]
-    results = [r if isinstance(r, UserError)
-               else offer_layouts(model, r[0].setup, _result(model, r)) for r in found]  # fmt: skip
-    return (Results.of(results),
-            [r if isinstance(r, UserError) else r[0] for r in found])  # fmt: skip
+    ranks = iter(map(ranked, worth))
+    return [s if isinstance(s, UserError) else next(ranks) for s in setups]
 
 
 def chosen_plan(
@@ -194,10 +202,10 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    (chosen,) = _simulate_jobs(model, [(target, options)])[1]
-    if isinstance(chosen, UserError):
-        raise chosen
-    return chosen.setup, chosen
+    (ranks,) = _ranked_jobs(model, [(target, options)])
+    if isinstance(ranks, UserError):
+        raise ranks
+    return ranks[0].setup, ranks[0]
 
 
 # Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
@@ -347,7 +355,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         memory_bytes=MemoryBytes.of(
             Footprint(weights, kv, fullest.activations * n_chips), capacity * n_chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: chip.memory[i].name for role, i in best.placement.home.items()},
+        placement=_placement_names(best),
         ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=best.tokens / latency_s,
         tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j,
         joules_per_token=energy_j / best.tokens, avg_power_w=energy_j / latency_s / n_chips,
@@ -358,9 +366,137 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
         plan_search=None if setup.objective is None else _search(ranks),
-        notes=[*setup.notes,
-               *filter(None, [PrefillChunks(req.batch * req.prompt, setup.token_budget).note()])],
+        notes=list(_notes(setup)),
     )  # fmt: skip
+
+
+def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
+    """`_result` of many jobs, as columns, in the result's field order: the timeline's
+    figures gathered as arrays from each graph group's Metrics, what jobs share (a plan's
+    degrees, a placement's names, a decoding's summary) made once and spread, and no
+    object made a job (a sweep's rows never are). tests/test_result_table.py holds each
+    row equal to `_result`'s for the same job."""
+    n = len(costed)
+    best = [ranks[0] for ranks in costed]
+    setups = [c.setup for c in best]
+    systems = [s.system for s in setups]
+    chips = [s.chip for s in systems]
+    reqs = [s.req for s in setups]
+    plans = [c.plan for c in best]
+    m = [c.microbatches for c in best]
+    fits = [c.fits for c in best]
+    fullest = [c.footprint for c in best]
+    n_chips = np.array([s.chips for s in systems])
+    capacity = np.array([float(chip.capacity_bytes) for chip in chips])
+    f = _figures(best, ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))
+    tokens = np.array([c.tokens for c in best])
+    tp = np.array([p.tp for p in plans])
+    replicas = tp * np.array([p.dp for p in plans])
+    stage_weights = _once([c.memory for c in best], lambda memory: float(sum(memory.weights)))
+    weights, kv, single_copy = [], [], []
+    for c, req, mb, fp, whole in zip(best, reqs, m, fullest, stage_weights, strict=True):
+        memory, one, k = c.memory, c.setup.one_chip, c.layer_kv_bytes
+        weights.append(whole)
+        kv.append(sum(k * layers for layers in memory.layers))
+        single_copy.append(one.weights[0] + one.layer_kv_bytes(req, mb) * one.layers[0]
+                           + fp.activations)  # fmt: skip
+    weights, kv = np.array(weights) * replicas, np.array(kv) * replicas
+    drafts = [s.draft(p) for s, p in zip(setups, plans, strict=True)]
+    if any(d is not None for d in drafts):
+        weights = weights + np.array([d.weight_bytes if d else 0.0 for d in drafts]) * replicas
+        kv = kv + np.array([d.kv_bytes if d else 0.0 for d in drafts]) * replicas
+    per_chip = np.array([(fp.weights, fp.kv_cache, fp.activations) for fp in fullest]).T
+    system_activations = per_chip[2] * n_chips
+    latency_s = f["latency_s"]
+    columns: dict[str, list | Nested] = {
+        "model": [cfg.name] * n, "params": [cfg.param_count] * n,
+        "active_params": [cfg.active_param_count] * n,
+        "chip": [chip.id for chip in chips], "chips": n_chips.tolist(),
+        "system": [s.id for s in systems],
+        "plan": _once(plans, Plan.to_dict), "microbatches": m,
+        "sequences_in_flight": [r.batch * mb * p.dp for r, mb, p in zip(reqs, m, plans,
+                                                                        strict=True)],
+        "batch": [r.batch for r in reqs], "prompt": [r.prompt for r in reqs],
+        "gen": [r.gen for r in reqs], "precision": [r.act.value for r in reqs],
+        "weight_precision": [r.weight.value for r in reqs], "mode": ["inference"] * n,
+        "fits": fits,
+        "reason": ["" if fit else _not_fit_reason(chip, fp, s.chips) for fit, chip, fp, s in
+                   zip(fits, chips, fullest, systems, strict=True)],
+        "min_chips": [max(1, -int(-total // cap)) for total, cap in
+                      zip(single_copy, capacity.tolist(), strict=True)],
+        "memory_bytes": _memory_bytes(weights, kv, system_activations, capacity * n_chips),
+        "per_chip_memory_bytes": _memory_bytes(*per_chip, capacity),
+        "placement": _once(best, _placement_names, key=lambda c: (id(c.placement),
+                                                                   id(c.setup.system.chip))),
+        "ttft_s": f["ttft_s"].tolist(), "tpot_s": f["tpot_s"].tolist(),
+        "latency_s": latency_s.tolist(), "tokens_per_s": (tokens / latency_s).tolist(),
+        "tokens_per_s_per_user": (1.0 / f["tpot_s"]).tolist(),
+        "energy_j": f["energy_j"].tolist(),
+        "joules_per_token": (f["energy_j"] / tokens).tolist(),
+        "avg_power_w": (f["energy_j"] / latency_s / n_chips).tolist(),
+        "tdp_w": [chip.tdp_w.value for chip in chips],
+        "bottleneck": [c.metrics.bottlenecks[c.k] for c in best],
+        "comm_s": f["comm_s"].tolist(), "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
+        "prefill_flops": [float(c.graphs.flops[0][c.row]) * c.plan.tp for c in best],
+        "decode_flops_per_step": [float(c.graphs.flops[1][c.row]) * c.plan.tp for c in best],
+        "decoding": _once([s.decoding for s in setups], Decoding.summary),
+        "collectives": [[] for _ in range(n)],
+        "plan_search": [None if ranks[0].setup.objective is None else _search(ranks)
+                        for ranks in costed],
+        "cost": [None] * n, "layout": [""] * n,
+        "notes": [_notes(s) for s in setups], "ops": [[] for _ in range(n)],
+    }  # fmt: skip
+    return Table(LLMInferenceResult, columns, n)
+
+
+def _figures(best: list[Candidate], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Candidate.figure of each candidate, as arrays: gathered from each graph group's
+    Metrics at once."""
+    found = {name: np.empty(len(best)) for name in names}
+    groups: dict[int, tuple[Any, list[int], list[int]]] = {}
+    for i, c in enumerate(best):
+        at = groups.get(id(c.metrics)) or groups.setdefault(id(c.metrics), (c.metrics, [], []))
+        at[1].append(i)
+        at[2].append(c.k)
+    for metrics, rows, ks in groups.values():
+        for name in names:
+            found[name][rows] = getattr(metrics, name)[ks]
+    return found
+
+
+def _once(objects: list[Any], made: Callable[[Any], Any],
+          key: Callable[[Any], Hashable] = id) -> list[Any]:  # fmt: skip
+    """made(o) for each object, made once for each distinct one (by identity, or by `key`):
+    a sweep's jobs share a few plans, memories, placements and decodings. (A row taken
+    from the table gets its own copy of a dict: Table.row.)"""
+    made_for: dict[Hashable, Any] = {}
+    found = []
+    for o in objects:
+        k = key(o)
+        value = made_for[k] if k in made_for else made_for.setdefault(k, made(o))
+        found.append(value)
+    return found
+
+
+def _memory_bytes(weights: np.ndarray, kv: np.ndarray, activations: np.ndarray,
+                  capacity: np.ndarray) -> Nested:  # fmt: skip
+    """MemoryBytes as columns, its total summed in Footprint.total's order."""
+    return Nested(MemoryBytes, {
+        "weights": weights.tolist(), "kv_cache": kv.tolist(), "activations": activations.tolist(),
+        "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
+
+
+def _placement_names(c: Candidate) -> dict[str, str]:
+    """Where a candidate's fullest chip keeps each role, by its memory levels' names."""
+    memory = c.setup.system.chip.memory
+    return {role.value: memory[i].name for role, i in c.placement.home.items()}
+
+
+def _notes(setup: Setup) -> list[str]:
+    """A result's notes: its job's, and the prefill's chunking where it is chunked."""
+    req = setup.req
+    chunked = PrefillChunks(req.batch * req.prompt, setup.token_budget).note()
+    return [*setup.notes, chunked] if chunked else setup.notes
 
 
 def _search(ranks: list[Candidate]) -> dict[str, Any]:

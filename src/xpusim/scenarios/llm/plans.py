@@ -60,6 +60,7 @@ class Candidate:
     microbatches: int
     memory: StageMemory
     footprint: Footprint  # the fullest chip's, a speculative job's draft model included
+    layer_kv_bytes: float  # one layer's KV cache on one chip (StageMemory.layer_kv_bytes)
     metrics: Metrics | None = None  # its graph group's costed timelines (timeline.py)
     k: int = -1  # its position in them
 
@@ -103,7 +104,7 @@ def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candid
         if draft is not None:  # a draft model's weights and cache on every chip
             fullest = Footprint(fullest.weights + draft.weight_bytes,
                                 fullest.kv_cache + draft.kv_bytes, fullest.activations)
-        found.append(Candidate(setup, plan, its, row, m, memory, fullest))
+        found.append(Candidate(setup, plan, its, row, m, memory, fullest, kv))
         if fullest.total <= capacity:  # Candidate.fits
             fitting.append(found[-1])
     return fitting or [min(found, key=lambda c: c.footprint.total)]

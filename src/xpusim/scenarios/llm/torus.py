@@ -121,12 +121,18 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     return dec.step_s < same.step_with(hidden)
 
 
+def layouts_offered(cfg: TransformerConfig, setup: Setup) -> bool:
+    """Whether the layouts are offered to this job: a plan search, on a torus, of a model
+    they cost, decoding one sequence at a time."""
+    return setup.objective is not None and on_torus(setup) and layout_model(cfg) \
+        and setup.decoding.width == 1 and setup.decoding.draft is None
+
+
 def offer_layouts(cfg: TransformerConfig, setup: Setup,
                   result: LLMInferenceResult) -> LLMInferenceResult:  # fmt: skip
     """`result` (the plan search's), or the layouts' answer where it is better."""
     req = setup.req
-    if setup.objective is None or not on_torus(setup) or not layout_model(cfg) \
-            or setup.decoding.width > 1 or setup.decoding.draft is not None:
+    if not layouts_offered(cfg, setup):
         return result
     longest = req.prompt + req.gen - 1
     decode = _phase(cfg, setup, 1, req.prompt + (req.gen - 1) / 2, longest)

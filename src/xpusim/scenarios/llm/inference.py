@@ -41,6 +41,7 @@ from xpusim.scenarios.llm.plans import (
     Setup,
     candidate_plans,
     cost_batch,
+    graph_group,
     ranked,
     stage_memory,
     worth_costing,
@@ -178,14 +179,14 @@ def _ranked_jobs(
     ready = [s for s in setups if isinstance(s, Setup)]
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
-        for plan in setup.plans:
-            requests.setdefault(setup.group(plan), {})[setup.req] = None
+        for group in dict.fromkeys(setup.groups):
+            requests.setdefault(group, {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
     worth = [worth_costing(setup, graphs) for setup in ready]
     groups: dict[tuple, list[Candidate]] = {}
     for c in chain.from_iterable(worth):
-        groups.setdefault(c.setup.group(c.plan), []).append(c)
+        groups.setdefault(c.group, []).append(c)
     for key, members in groups.items():
         batch = cost_batch(members)
         phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
@@ -287,7 +288,8 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                   how.advance)  # fmt: skip
     memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
     one_chip = stage_memory(cfg, Plan(), weight, act, kv or act)
-    return Setup(system, req, notes, plans, memories, one_chip,
+    groups = [graph_group(req, plan) for plan in plans]
+    return Setup(system, req, notes, plans, memories, groups, one_chip,
                  default_token_budget(system.chip), given["microbatches"],
                  given["overlap"], objective if searched else None, 0.0, how)  # fmt: skip
 
@@ -440,11 +442,10 @@ def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
         "prefill_flops": [float(c.graphs.flops[0][c.row]) * c.plan.tp for c in best],
         "decode_flops_per_step": [float(c.graphs.flops[1][c.row]) * c.plan.tp for c in best],
         "decoding": _once([s.decoding for s in setups], Decoding.summary),
-        "collectives": [[] for _ in range(n)],
         "plan_search": [None if ranks[0].setup.objective is None else _search(ranks)
                         for ranks in costed],
         "cost": [None] * n, "layout": [""] * n,
-        "notes": [_notes(s) for s in setups], "ops": [[] for _ in range(n)],
+        "notes": [_notes(s) for s in setups],  # ops and collectives: their default, []
     }  # fmt: skip
     return Table(LLMInferenceResult, columns, n)
 

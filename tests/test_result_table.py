@@ -66,3 +66,22 @@ def test_a_torus_layouts_answer_replaces_its_row_as_one_job_gets_it():
         alone = xpusim.simulate(cfg, target, **opts)
         assert _plain(got) | {"ops": [], "collectives": []} == \
             _plain(alone) | {"ops": [], "collectives": []}
+
+
+def test_a_shaped_request_and_setup_equal_their_plain_copies():
+    """Request.shaped and Setup.shaped (a sweep's per-point copies) equal
+    dataclasses.replace and copy.copy."""
+    from copy import copy
+    from dataclasses import replace
+
+    from xpusim.scenarios.llm.inference import _setup
+
+    cfg, chip = xpusim.model("llama-3.2-1b"), xpusim.target("h100-sxm")
+    with scope():
+        job = _setup(cfg, chip, {"batch": 4, "beams": 2})
+        req = job.req.shaped(7, 300, 21)
+        assert req == replace(job.req, batch=7, prompt=300, gen=21)
+        assert hash(req) == hash(replace(job.req, batch=7, prompt=300, gen=21))
+        plain = copy(job)
+        plain.req, plain.notes, plain.started_s = req, ["a note"], 1.5
+        assert job.shaped(req, ["a note"], 1.5) == plain

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from copy import copy
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any, ClassVar
@@ -47,7 +46,7 @@ from xpusim.scenarios.llm.plans import (
     worth_costing,
 )
 from xpusim.scenarios.llm.request import Request
-from xpusim.scenarios.llm.timeline import timeline
+from xpusim.scenarios.llm.timeline import Metrics, timeline
 from xpusim.scenarios.llm.torus import layouts_offered, offer_layouts
 from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
@@ -238,9 +237,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how, req = job.decoding, replace(job.req, batch=batch, prompt=prompt, gen=gen)
-    setup = copy(job)  # dataclasses.replace's result, without its checks (10,000 a sweep)
-    setup.req, setup.notes, setup.started_s = req, notes, started_s
+    how = job.decoding
+    setup = job.shaped(job.req.shaped(batch, prompt, gen), notes, started_s)
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -390,7 +388,8 @@ def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
     fullest = [c.footprint for c in best]
     n_chips = np.array([s.chips for s in systems])
     capacity = np.array([float(chip.capacity_bytes) for chip in chips])
-    f = _figures(best, ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s", "trip_s"))
+    f, bottlenecks = _figures(best, ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s",
+                                     "trip_s"))  # fmt: skip
     tokens = np.array([c.tokens for c in best])
     tp = np.array([p.tp for p in plans])
     replicas = tp * np.array([p.dp for p in plans])
@@ -437,7 +436,7 @@ def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
         "joules_per_token": (f["energy_j"] / tokens).tolist(),
         "avg_power_w": (f["energy_j"] / latency_s / n_chips).tolist(),
         "tdp_w": [chip.tdp_w.value for chip in chips],
-        "bottleneck": [c.metrics.bottlenecks[c.k] for c in best],
+        "bottleneck": bottlenecks,
         "comm_s": f["comm_s"].tolist(), "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
         "prefill_flops": [float(c.graphs.flops[0][c.row]) * c.plan.tp for c in best],
         "decode_flops_per_step": [float(c.graphs.flops[1][c.row]) * c.plan.tp for c in best],
@@ -450,11 +449,13 @@ def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
     return Table(LLMInferenceResult, columns, n)
 
 
-def _figures(best: list[Candidate], names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Candidate.figure of each candidate, as arrays: gathered from each graph group's
-    Metrics at once."""
+def _figures(best: list[Candidate],
+             names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], list[str]]:  # fmt: skip
+    """Candidate.figure of each candidate, as arrays, and each one's bottleneck: gathered
+    from each graph group's Metrics at once, the bottlenecks of these candidates only."""
     found = {name: np.empty(len(best)) for name in names}
-    groups: dict[int, tuple[Any, list[int], list[int]]] = {}
+    bottlenecks: list[str] = [""] * len(best)
+    groups: dict[int, tuple[Metrics, list[int], list[int]]] = {}
     for i, c in enumerate(best):
         at = groups.get(id(c.metrics)) or groups.setdefault(id(c.metrics), (c.metrics, [], []))
         at[1].append(i)
@@ -462,7 +463,9 @@ def _figures(best: list[Candidate], names: tuple[str, ...]) -> dict[str, np.ndar
     for metrics, rows, ks in groups.values():
         for name in names:
             found[name][rows] = getattr(metrics, name)[ks]
-    return found
+        for i, label in zip(rows, metrics.bottlenecks_of(np.array(ks)), strict=True):
+            bottlenecks[i] = label
+    return found, bottlenecks
 
 
 def _once(objects: list[Any], made: Callable[[Any], Any],

@@ -47,7 +47,7 @@ from xpusim.scenarios.llm.plans import (
 )
 from xpusim.scenarios.llm.request import Request
 from xpusim.scenarios.llm.timeline import Metrics, timeline
-from xpusim.scenarios.llm.torus import layouts_offered, offer_layouts
+from xpusim.scenarios.llm.torus import answered, layouts_answer, layouts_offered, offer_layouts
 from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -149,12 +149,13 @@ def simulate_many(
     found = _ranked_jobs(model, jobs)
     costed = [ranks for ranks in found if not isinstance(ranks, UserError)]
     table = _table(model, costed)
-    for row, ranks in enumerate(costed):  # the few jobs the torus layouts may answer
-        if layouts_offered(model, ranks[0].setup):
-            searched = table.row(row)
-            answer = offer_layouts(model, ranks[0].setup, searched)
-            if answer is not searched:
-                table.put_row(row, answer)
+    for row, ranks in enumerate(costed):  # the few jobs the torus layouts answer
+        setup = ranks[0].setup
+        if layouts_offered(model, setup):
+            layouts = layouts_answer(model, setup, table.cell("fits", row),
+                                     table.cell("plan", row))  # fmt: skip
+            if layouts is not None:
+                table.put_row(row, answered(model, setup, table.row(row), *layouts))
     rows = iter(range(len(costed)))
     return Results([table] if costed else [],
                    [r if isinstance(r, UserError) else (0, next(rows)) for r in found])

@@ -109,17 +109,22 @@ def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candid
     for plan, memory, group in zip(setup.plans, setup.memories, setup.groups, strict=True):
         (its, row, activations), m = rows[group], setup.microbatches or plan.pp
         kv = memory.layer_kv_bytes(req, m)
-        stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
-        stage = stages.index(max(stages))
+        stage = 0
+        if len(memory.layers) > 1:  # the stage holding the most
+            stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
+            stage = stages.index(max(stages))
         fullest = Footprint(float(memory.weights[stage]), kv * memory.layers[stage], activations)
-        draft = setup.draft(plan)
-        if draft is not None:  # a draft model's weights and cache on every chip
+        if setup.drafts:  # a draft model's weights and cache on every chip
+            draft = setup.drafts[plan.tp]
             fullest = Footprint(fullest.weights + draft.weight_bytes,
                                 fullest.kv_cache + draft.kv_bytes, fullest.activations)
-        found.append(Candidate(setup, plan, group, its, row, m, memory, fullest, kv))
+        # a Candidate only for the plans kept (most of a many-chip search's fit; few of
+        # a one-chip sweep's large models)
+        found.append((plan, group, its, row, m, memory, fullest, kv))
         if fullest.total <= capacity:  # Candidate.fits
             fitting.append(found[-1])
-    worth = fitting or [min(found, key=lambda c: c.footprint.total)]
+    kept = fitting or [min(found, key=lambda f: f[6].total)]
+    worth = [Candidate(setup, *f) for f in kept]
     matters = footprint_matters(chip)
     for c in worth:
         fp = c.footprint

@@ -510,7 +510,7 @@ def _search(ranks: list[Candidate]) -> dict[str, Any]:
     return {
         "objective": best.setup.objective,
         "candidates": len(best.setup.plans),
-        "feasible": sum(c.fits for c in ranks),
+        "feasible": len(ranks) if best.fits else 0,  # worth_costing keeps those that fit
         "chosen": best.plan.to_dict(),
         "runner_up": other and {
             "plan": other.plan.to_dict(), "fits": other.fits, "tpot_s": other.figure("tpot_s"),

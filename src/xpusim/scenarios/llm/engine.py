@@ -122,7 +122,9 @@ def cost_phases(
     for phase in phases:
         values = graphs.phase_values[phase]
         first = values.first.subset(steps=rows)
-        hw = stacked_hardware(chips, first).take_configs(chip_of)
+        hw = stacked_hardware(chips, first)
+        if len(chips) > 1:  # one chip's arrays broadcast over the configurations as they are
+            hw = hw.take_configs(chip_of)
         levels = hw.level_rate.shape[-2]
         where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
         fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(

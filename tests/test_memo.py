@@ -86,3 +86,38 @@ def test_simulate_keeps_nothing_after_it_returns():
     assert memo._SCOPE.get() is None
     again = xpusim.simulate(cfg, "h100-sxm", chips=2)
     assert first.tpot_s == again.tpot_s
+
+
+def test_a_sweep_keeps_its_lasting_memos_from_chunk_to_chunk_and_nothing_after():
+    """Inside a sweep's scope each chunk's scope is its own, but the memos named in
+    memo.LASTING (what points share whatever their shapes) live as long as the sweep."""
+    assert "system" in memo.LASTING and "test" not in memo.LASTING
+    with memo.sweep_scope():
+        with memo.scope():
+            system = memo.remembered("system", (), 1, lambda: np.zeros(2))
+            shaped = memo.remembered("test", (), 1, lambda: np.zeros(2))
+        with memo.scope():  # the next chunk
+            assert memo.remembered("system", (), 1, lambda: np.ones(2)) is system
+            assert memo.remembered("test", (), 1, lambda: np.ones(2)) is not shaped
+    assert memo._SWEEP.get() is None
+    with memo.scope():
+        assert memo.remembered("system", (), 1, lambda: np.ones(2))[0] == 1.0  # made again
+
+
+def test_a_sweep_s_rows_equal_its_points_run_each_in_a_sweep_of_its_own(tmp_path):
+    """Memos kept from chunk to chunk change no row: a grid swept in several chunks equals
+    each chunk's points swept alone."""
+    from xpusim.explore import sweep
+    from xpusim.explore.executor import InProcess
+
+    grid = sweep.Grid(xpusim.model("llama-3.2-1b"), ("h100-sxm", "tpu-v4"),
+                      (("memory.dram.bandwidth_bytes_per_s", (2e12, 3e12)),),
+                      {"batch": (1, 8), "chips": (1, 4), "gen": (16, 64)})  # fmt: skip
+    together = sweep.run(grid, tmp_path / "all", InProcess()).rows
+    alone = []
+    for i, point in enumerate(grid.points()):
+        one = sweep.Grid(grid.workload, (point.target,), tuple((k, (v,)) for k, v in point.sets),
+                         {k: (v,) for k, v in point.options})  # fmt: skip
+        alone += sweep.run(one, tmp_path / str(i), InProcess()).rows
+    by_key = {row["key"]: row for row in alone}
+    assert [row for row in together] == [by_key[row["key"]] for row in together]

@@ -46,12 +46,16 @@ class ByIdentity(Generic[T]):
 
 
 class Scope:
-    """The memos of one call, by name (the function or table each belongs to)."""
+    """The memos of one call, by name (the function or table each belongs to); those named
+    in LASTING in the sweep's scope around it, where a sweep opened one (sweep_scope)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lasting: Scope | None = None) -> None:
         self._memos: dict[str, ByIdentity[Any]] = {}
+        self._lasting = lasting
 
     def memo(self, name: str, maxsize: int) -> ByIdentity[Any]:
+        if self._lasting is not None and name in LASTING:
+            return self._lasting.memo(name, maxsize)
         found = self._memos.get(name)
         if found is None:
             found = self._memos[name] = ByIdentity(maxsize)
@@ -59,6 +63,30 @@ class Scope:
 
 
 _SCOPE: ContextVar[Scope | None] = ContextVar("xpusim_memo_scope", default=None)
+_SWEEP: ContextVar[Scope | None] = ContextVar("xpusim_sweep_scope", default=None)
+
+LASTING = frozenset({
+    "spec", "system", "xpusim.hardware.system._torus_slice", "resolved",
+    "xpusim.scenarios.llm.plans.stage_memory", "xpusim.scenarios.llm.plans.candidate_plans",
+    "hardware arrays", "stacked hardware", "collective line", "placement",
+})  # fmt: skip
+"""Memos of what a sweep's points share whatever their shapes: its chips and what-if
+copies (unpickled once, explore/sweep.run_chunk), their systems, a job's resolved options,
+its plans' memory, the chips' figures per op table and their collective lines. A sweep
+keeps these from one chunk to the next (sweep_scope): worked out again for each chunk,
+they were a tenth of the chips grid's time (benchmarks/bench_sweep.py, 2026-12-05). They
+grow with the sweep's chips and option sets, not its points, each within its maxsize."""
+
+
+@contextmanager
+def sweep_scope() -> Iterator[None]:
+    """The scope of a sweep's LASTING memos, under each chunk's own (scope()): a sweep
+    opens it around its chunks, in its process and, forked, in its pool's workers."""
+    token = _SWEEP.set(Scope())
+    try:
+        yield
+    finally:
+        _SWEEP.reset(token)
 
 
 @contextmanager
@@ -68,7 +96,7 @@ def scope() -> Iterator[Scope]:
     if current is not None:
         yield current
         return
-    opened = Scope()
+    opened = Scope(_SWEEP.get())
     token = _SCOPE.set(opened)
     try:
         yield opened

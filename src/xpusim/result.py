@@ -124,6 +124,17 @@ class Table:
         (4 ms for 2,000 one-chip points, against 0.46 s simulating them)."""
         _check_columns(self.columns, self.kind.__name__)
 
+    def put_row(self, i: int, result: Any) -> None:
+        """Row i becomes `result` (of the table's kind): a job whose answer was replaced
+        after its columns were made (a torus layout's, scenarios/llm/torus.py)."""
+        for name, column in self.columns.items():
+            value = getattr(result, name)
+            if isinstance(column, Nested):
+                for key, values in column.columns.items():
+                    values[i] = getattr(value, key)
+            else:
+                column[i] = value
+
     def cell(self, name: str, i: int) -> Any:
         """One field of row i, as the row's object would hold it."""
         return _cell(self.columns[name], i)

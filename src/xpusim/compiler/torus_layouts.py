@@ -316,11 +316,18 @@ def _weight_matmul_s(chip: Chip, act: DType, m: float, k: float, n: float) -> fl
     mode = systolic.MODES[unit.dataflow.value]
     if mode == 1 and unit.double_buffered and unit.double_buffered.value:
         mode = 2
-    cycles = systolic.cycles(max(m, 1.0), k, n, unit.rows.value, unit.cols.value,
-                             unit.count.value, mode)  # fmt: skip
+    cycles = _cycles(max(m, 1.0), k, n, unit.rows.value, unit.cols.value, unit.count.value,
+                     mode)  # fmt: skip
     # the unit's clock, as its peak states it (a TPU v4's 8 MXUs of 128 x 128 at 275 T/s)
     clock_hz = chip.peak(act) / (2 * unit.rows.value * unit.cols.value * unit.count.value)
     return max(at_efficiency_s, float(cycles) / clock_hz)
+
+
+@scoped()  # a sweep's what-if copies of a chip (another HBM bandwidth) ask for the same
+def _cycles(m: float, k: float, n: float, rows: int, cols: int, units: int, mode: int) -> float:
+    """systolic.cycles of one product, kept for the call: numpy on scalars costs tens of
+    microseconds, and the layouts of a sweep's points ask for thousands."""
+    return float(systolic.cycles(m, k, n, rows, cols, units, mode))
 
 
 def best_layout(cfg: TransformerConfig, chip: Chip, chips: int, batch: int, tokens: int,

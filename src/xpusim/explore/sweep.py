@@ -38,6 +38,7 @@ from xpusim.files import writable_dir
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.hardware.whatif import apply
+from xpusim.memo import remembered, scope, sweep_scope
 from xpusim.result import Results
 
 Spec = Chip | System | UserError  # a what-if a chip cannot take is an error for its points
@@ -108,14 +109,17 @@ def run_chunk(chunk: Chunk) -> ChunkResult:
     plan of every point that shares a shape in one array computation); a point whose
     options the chip cannot take (a precision it lacks) becomes a row with the error."""
     start = time.perf_counter()
-    specs = {key: pickle.loads(blob) for key, blob in chunk.specs.items()}
-    runnable: Sequence[int] = range(len(chunk.points))
-    points = chunk.points
-    if any(isinstance(spec, UserError) for spec in specs.values()):
-        runnable = [i for i in runnable if not isinstance(specs[points[i].spec_key], UserError)]
-        points = tuple(points[i] for i in runnable)
-    jobs = [(specs[p.spec_key], dict(p.options)) for p in points]
-    results = api.simulate_table(chunk.workload, jobs)
+    with scope():  # a sweep's chips unpickled once (memo.LASTING), their memos kept with them
+        specs = {key: remembered("spec", (), blob, lambda blob=blob: pickle.loads(blob))
+                 for key, blob in chunk.specs.items()}  # fmt: skip
+        runnable: Sequence[int] = range(len(chunk.points))
+        points = chunk.points
+        if any(isinstance(spec, UserError) for spec in specs.values()):
+            runnable = [i for i in runnable
+                        if not isinstance(specs[points[i].spec_key], UserError)]  # fmt: skip
+            points = tuple(points[i] for i in runnable)
+        jobs = [(specs[p.spec_key], dict(p.options)) for p in points]
+        results = api.simulate_table(chunk.workload, jobs)
     if len(runnable) < len(chunk.points):  # the points of specs that failed: their errors
         found: list[Any] = [specs[p.spec_key] for p in chunk.points]
         for i, got in zip(runnable, results.found, strict=True):
@@ -249,7 +253,8 @@ def _simulate(
     if progress:
         progress(finished, len(points))
     # closing: an interrupt in this loop must cancel the chunks still queued, now
-    with contextlib.closing(executor.map(run_chunk, tasks)) as results:
+    # the chunks' shared memos (memo.LASTING) last the sweep, here and in forked workers
+    with sweep_scope(), contextlib.closing(executor.map(run_chunk, tasks)) as results:
         try:
             for result in results:
                 store.add(result.rows, result.lines)

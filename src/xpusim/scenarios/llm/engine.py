@@ -25,6 +25,8 @@ from xpusim.hardware.system import System
 from xpusim.memo import distinct, remembered
 from xpusim.scenarios.llm.graphs import ShapeGraphs
 
+_EVERY = slice(None)
+
 
 @dataclass(frozen=True)
 class PhaseCosts:
@@ -71,14 +73,16 @@ class PhaseCosts:
         steps of weight 0 that pad a short generation beside longer ones change nothing."""
         return ordered_sum(values * self.step_weights, axis=-1) / self._steps
 
-    def op_mean(self, name: str) -> np.ndarray:
-        """A cost of each op averaged over the steps: (K, ..., ops)."""
-        values = getattr(self.costs, name)[:, 0].copy()
+    def op_mean(self, name: str, ks: np.ndarray | slice = _EVERY) -> np.ndarray:
+        """A cost of each op averaged over the steps: (K, ..., ops), or of configurations
+        `ks` only (each configuration's mean is its own: the same either way)."""
+        values = getattr(self.costs, name)[ks, 0].copy()
         if self.steps is not None and len(self.varying):
-            moving = getattr(self.steps, name)
+            moving = getattr(self.steps, name)[ks]
             inner = (1,) * (moving.ndim - 2)
-            w = self.step_weights.reshape(*self.step_weights.shape, *inner)
-            mean = ordered_sum(moving * w, axis=1) / self._steps.reshape(-1, *inner)
+            weights = self.step_weights[ks]
+            w = weights.reshape(*weights.shape, *inner)
+            mean = ordered_sum(moving * w, axis=1) / self._steps[ks].reshape(-1, *inner)
             values[..., self.varying] = mean
         return values
 
@@ -118,7 +122,9 @@ def cost_phases(
     for phase in phases:
         values = graphs.phase_values[phase]
         first = values.first.subset(steps=rows)
-        hw = stacked_hardware(chips, first).take_configs(chip_of)
+        hw = stacked_hardware(chips, first)
+        if len(chips) > 1:  # one chip's arrays broadcast over the configurations as they are
+            hw = hw.take_configs(chip_of)
         levels = hw.level_rate.shape[-2]
         where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
         fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(

@@ -1,15 +1,15 @@
 """LLM inference on one chip or a system of many: a prefill, then decode against a growing cache.
 
 Each job's options become a system, a request and the plans to consider (`_setup`); the
-plans worth costing of every job are costed together (`_simulate_jobs`), and each job's
-best becomes its result (`_result`).
+plans worth costing of every job are costed together (`_ranked_jobs`), and each job's
+best becomes its result: `_result` for one job, the plain reference, and `_table` for many
+at once, as columns (a sweep's chunk), which tests/test_result_table.py holds equal to it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from copy import copy
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any, ClassVar
@@ -27,7 +27,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
 from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
-from xpusim.result import Result, Results
+from xpusim.result import Nested, Result, Results, Table
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
 from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
@@ -40,13 +40,14 @@ from xpusim.scenarios.llm.plans import (
     Setup,
     candidate_plans,
     cost_batch,
+    graph_group,
     ranked,
     stage_memory,
     worth_costing,
 )
 from xpusim.scenarios.llm.request import Request
-from xpusim.scenarios.llm.timeline import timeline
-from xpusim.scenarios.llm.torus import offer_layouts
+from xpusim.scenarios.llm.timeline import Metrics, timeline
+from xpusim.scenarios.llm.torus import answered, layouts_answer, layouts_offered, offer_layouts
 from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -128,12 +129,12 @@ def simulate(model: TransformerConfig, chip: Chip | System, **options: Any) -> L
     Plans are stated as engines state them (compiler/partition.py); decoding other than
     greedy (beams, samples, a draft model) is scenarios/decoding.py's."""
     with scope():
-        results, (chosen,) = _simulate_jobs(model, [(chip, options)])
-        result = results[0]
-        if isinstance(result, UserError):
-            raise result
+        (ranks,) = _ranked_jobs(model, [(chip, options)])
+        if isinstance(ranks, UserError):
+            raise ranks
+        result = offer_layouts(model, ranks[0].setup, _result(model, ranks))
         if not result.layout:  # a torus layout's answer has no op graph
-            _add_detail(model, chosen, result)
+            _add_detail(model, ranks[0], result)
     return result
 
 
@@ -143,15 +144,27 @@ def simulate_many(
 ) -> Results:
     """Many simulations of one model, each a target and `simulate`'s options, costed together
     (what makes a sweep fast). A job whose options its target cannot take gets the UserError
-    in its place; results leave out the per-op reports and collectives `simulate` adds."""
-    return _simulate_jobs(model, jobs)[0]
+    in its place; results leave out the per-op reports and collectives `simulate` adds.
+    The results are one table of columns (`_table`), no result object made a job."""
+    found = _ranked_jobs(model, jobs)
+    costed = [ranks for ranks in found if not isinstance(ranks, UserError)]
+    table = _table(model, costed)
+    for row, ranks in enumerate(costed):  # the few jobs the torus layouts answer
+        setup = ranks[0].setup
+        if layouts_offered(model, setup):
+            layouts = layouts_answer(model, setup, table.cell("fits", row),
+                                     table.cell("plan", row))  # fmt: skip
+            if layouts is not None:
+                table.put_row(row, answered(model, setup, table.row(row), *layouts))
+    rows = iter(range(len(costed)))
+    return Results([table] if costed else [],
+                   [r if isinstance(r, UserError) else (0, next(rows)) for r in found])
 
 
-def _simulate_jobs(
+def _ranked_jobs(
     model: TransformerConfig, jobs: Sequence[tuple[Chip | System, dict[str, Any]]]
-) -> tuple[Results, list[Candidate | UserError]]:
-    """The jobs' results, and each one's chosen candidate (or the UserError its options
-    raised), which `simulate` adds the detail from.
+) -> list[list[Candidate] | UserError]:
+    """Each job's costed candidates, best first, or the UserError its options raised.
 
     Every plan of these jobs is costed with one graph per format and (tp, ep) over every
     request that needs it (shapes as arrays): the engine costs each group's ops, the
@@ -166,14 +179,14 @@ def _simulate_jobs(
     ready = [s for s in setups if isinstance(s, Setup)]
     requests: dict[tuple, dict[Request, None]] = {}
     for setup in ready:
-        for plan in setup.plans:
-            requests.setdefault(setup.group(plan), {})[setup.req] = None
+        for group in dict.fromkeys(setup.groups):
+            requests.setdefault(group, {})[setup.req] = None
     graphs = {key: shape_graphs(model, list(reqs), *key[1:])
               for key, reqs in requests.items()}  # fmt: skip
     worth = [worth_costing(setup, graphs) for setup in ready]
     groups: dict[tuple, list[Candidate]] = {}
     for c in chain.from_iterable(worth):
-        groups.setdefault(c.setup.group(c.plan), []).append(c)
+        groups.setdefault(c.group, []).append(c)
     for key, members in groups.items():
         batch = cost_batch(members)
         phases = cost_phases(graphs[key], batch.rows, batch.systems, batch.placements,
@@ -181,12 +194,8 @@ def _simulate_jobs(
         metrics = timeline(model, batch, phases)
         for k, c in enumerate(members):
             c.metrics, c.k = metrics, k
-    ranks = iter(map(ranked, worth))  # each job's candidates, best first; or its error
-    found = [s if isinstance(s, UserError) else next(ranks) for s in setups]
-    results = [r if isinstance(r, UserError)
-               else offer_layouts(model, r[0].setup, _result(model, r)) for r in found]  # fmt: skip
-    return (Results.of(results),
-            [r if isinstance(r, UserError) else r[0] for r in found])  # fmt: skip
+    ranks = iter(map(ranked, worth))
+    return [s if isinstance(s, UserError) else next(ranks) for s in setups]
 
 
 def chosen_plan(
@@ -194,10 +203,10 @@ def chosen_plan(
 ) -> tuple[Setup, Candidate]:
     """The plan `simulate` would choose for these options, as an object: what serving
     runs (serving/engine.py). Raises UserError for options the target cannot take."""
-    (chosen,) = _simulate_jobs(model, [(target, options)])[1]
-    if isinstance(chosen, UserError):
-        raise chosen
-    return chosen.setup, chosen
+    (ranks,) = _ranked_jobs(model, [(target, options)])
+    if isinstance(ranks, UserError):
+        raise ranks
+    return ranks[0].setup, ranks[0]
 
 
 # Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
@@ -229,9 +238,8 @@ def _setup(cfg: TransformerConfig, target: Chip | System, options: dict[str, Any
         notes.append(f"prompt + gen ({prompt + gen:,} tokens) exceed {cfg.name}'s "
                      f"{cfg.max_position_embeddings:,} positions (max_position_embeddings): "
                      "costed as asked, beyond the context it was trained for")  # fmt: skip
-    how, req = job.decoding, replace(job.req, batch=batch, prompt=prompt, gen=gen)
-    setup = copy(job)  # dataclasses.replace's result, without its checks (10,000 a sweep)
-    setup.req, setup.notes, setup.started_s = req, notes, started_s
+    how = job.decoding
+    setup = job.shaped(job.req.shaped(batch, prompt, gen), notes, started_s)
     if how.draft is not None:
         setup.drafts = _drafts(cfg, how, setup, given)
     if how.width > 1 or how.draft is not None:
@@ -279,7 +287,8 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                   how.advance)  # fmt: skip
     memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
     one_chip = stage_memory(cfg, Plan(), weight, act, kv or act)
-    return Setup(system, req, notes, plans, memories, one_chip,
+    groups = [graph_group(req, plan) for plan in plans]
+    return Setup(system, req, notes, plans, memories, groups, one_chip,
                  default_token_budget(system.chip), given["microbatches"],
                  given["overlap"], objective if searched else None, 0.0, how)  # fmt: skip
 
@@ -347,7 +356,7 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         memory_bytes=MemoryBytes.of(
             Footprint(weights, kv, fullest.activations * n_chips), capacity * n_chips),
         per_chip_memory_bytes=MemoryBytes.of(fullest, capacity),
-        placement={role.value: chip.memory[i].name for role, i in best.placement.home.items()},
+        placement=_placement_names(best),
         ttft_s=ttft_s, tpot_s=tpot_s, latency_s=latency_s, tokens_per_s=best.tokens / latency_s,
         tokens_per_s_per_user=1.0 / tpot_s, energy_j=energy_j,
         joules_per_token=energy_j / best.tokens, avg_power_w=energy_j / latency_s / n_chips,
@@ -358,9 +367,141 @@ def _result(cfg: TransformerConfig, ranks: list[Candidate]) -> LLMInferenceResul
         decode_flops_per_step=float(best.graphs.flops[1][best.row]) * plan.tp,
         decoding=setup.decoding.summary(),
         plan_search=None if setup.objective is None else _search(ranks),
-        notes=[*setup.notes,
-               *filter(None, [PrefillChunks(req.batch * req.prompt, setup.token_budget).note()])],
+        notes=list(_notes(setup)),
     )  # fmt: skip
+
+
+def _table(cfg: TransformerConfig, costed: list[list[Candidate]]) -> Table:
+    """`_result` of many jobs, as columns, in the result's field order: the timeline's
+    figures gathered as arrays from each graph group's Metrics, what jobs share (a plan's
+    degrees, a placement's names, a decoding's summary) made once and spread, and no
+    object made a job (a sweep's rows never are). tests/test_result_table.py holds each
+    row equal to `_result`'s for the same job."""
+    n = len(costed)
+    best = [ranks[0] for ranks in costed]
+    setups = [c.setup for c in best]
+    systems = [s.system for s in setups]
+    chips = [s.chip for s in systems]
+    reqs = [s.req for s in setups]
+    plans = [c.plan for c in best]
+    m = [c.microbatches for c in best]
+    fits = [c.fits for c in best]
+    fullest = [c.footprint for c in best]
+    n_chips = np.array([s.chips for s in systems])
+    capacity = np.array([float(chip.capacity_bytes) for chip in chips])
+    f, bottlenecks = _figures(best, ("ttft_s", "tpot_s", "latency_s", "energy_j", "comm_s",
+                                     "trip_s"))  # fmt: skip
+    tokens = np.array([c.tokens for c in best])
+    tp = np.array([p.tp for p in plans])
+    replicas = tp * np.array([p.dp for p in plans])
+    stage_weights = _once([c.memory for c in best], lambda memory: float(sum(memory.weights)))
+    weights, kv, single_copy = [], [], []
+    for c, req, mb, fp, whole in zip(best, reqs, m, fullest, stage_weights, strict=True):
+        memory, one, k = c.memory, c.setup.one_chip, c.layer_kv_bytes
+        weights.append(whole)
+        kv.append(sum(k * layers for layers in memory.layers))
+        single_copy.append(one.weights[0] + one.layer_kv_bytes(req, mb) * one.layers[0]
+                           + fp.activations)  # fmt: skip
+    weights, kv = np.array(weights) * replicas, np.array(kv) * replicas
+    drafts = [s.draft(p) for s, p in zip(setups, plans, strict=True)]
+    if any(d is not None for d in drafts):
+        weights = weights + np.array([d.weight_bytes if d else 0.0 for d in drafts]) * replicas
+        kv = kv + np.array([d.kv_bytes if d else 0.0 for d in drafts]) * replicas
+    per_chip = np.array([(fp.weights, fp.kv_cache, fp.activations) for fp in fullest]).T
+    system_activations = per_chip[2] * n_chips
+    latency_s = f["latency_s"]
+    columns: dict[str, list | Nested] = {
+        "model": [cfg.name] * n, "params": [cfg.param_count] * n,
+        "active_params": [cfg.active_param_count] * n,
+        "chip": [chip.id for chip in chips], "chips": n_chips.tolist(),
+        "system": [s.id for s in systems],
+        "plan": _once(plans, Plan.to_dict), "microbatches": m,
+        "sequences_in_flight": [r.batch * mb * p.dp for r, mb, p in zip(reqs, m, plans,
+                                                                        strict=True)],
+        "batch": [r.batch for r in reqs], "prompt": [r.prompt for r in reqs],
+        "gen": [r.gen for r in reqs], "precision": [r.act.value for r in reqs],
+        "weight_precision": [r.weight.value for r in reqs], "mode": ["inference"] * n,
+        "fits": fits,
+        "reason": ["" if fit else _not_fit_reason(chip, fp, s.chips) for fit, chip, fp, s in
+                   zip(fits, chips, fullest, systems, strict=True)],
+        "min_chips": [max(1, -int(-total // cap)) for total, cap in
+                      zip(single_copy, capacity.tolist(), strict=True)],
+        "memory_bytes": _memory_bytes(weights, kv, system_activations, capacity * n_chips),
+        "per_chip_memory_bytes": _memory_bytes(*per_chip, capacity),
+        "placement": _once(best, _placement_names, key=lambda c: (id(c.placement),
+                                                                   id(c.setup.system.chip))),
+        "ttft_s": f["ttft_s"].tolist(), "tpot_s": f["tpot_s"].tolist(),
+        "latency_s": latency_s.tolist(), "tokens_per_s": (tokens / latency_s).tolist(),
+        "tokens_per_s_per_user": (1.0 / f["tpot_s"]).tolist(),
+        "energy_j": f["energy_j"].tolist(),
+        "joules_per_token": (f["energy_j"] / tokens).tolist(),
+        "avg_power_w": (f["energy_j"] / latency_s / n_chips).tolist(),
+        "tdp_w": [chip.tdp_w.value for chip in chips],
+        "bottleneck": bottlenecks,
+        "comm_s": f["comm_s"].tolist(), "comm_share": (f["comm_s"] / f["trip_s"]).tolist(),
+        "prefill_flops": [float(c.graphs.flops[0][c.row]) * c.plan.tp for c in best],
+        "decode_flops_per_step": [float(c.graphs.flops[1][c.row]) * c.plan.tp for c in best],
+        "decoding": _once([s.decoding for s in setups], Decoding.summary),
+        "plan_search": [None if ranks[0].setup.objective is None else _search(ranks)
+                        for ranks in costed],
+        "cost": [None] * n, "layout": [""] * n,
+        "notes": [_notes(s) for s in setups],  # ops and collectives: their default, []
+    }  # fmt: skip
+    return Table(LLMInferenceResult, columns, n)
+
+
+def _figures(best: list[Candidate],
+             names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], list[str]]:  # fmt: skip
+    """Candidate.figure of each candidate, as arrays, and each one's bottleneck: gathered
+    from each graph group's Metrics at once, the bottlenecks of these candidates only."""
+    found = {name: np.empty(len(best)) for name in names}
+    bottlenecks: list[str] = [""] * len(best)
+    groups: dict[int, tuple[Metrics, list[int], list[int]]] = {}
+    for i, c in enumerate(best):
+        at = groups.get(id(c.metrics)) or groups.setdefault(id(c.metrics), (c.metrics, [], []))
+        at[1].append(i)
+        at[2].append(c.k)
+    for metrics, rows, ks in groups.values():
+        for name in names:
+            found[name][rows] = getattr(metrics, name)[ks]
+        for i, label in zip(rows, metrics.bottlenecks_of(np.array(ks)), strict=True):
+            bottlenecks[i] = label
+    return found, bottlenecks
+
+
+def _once(objects: list[Any], made: Callable[[Any], Any],
+          key: Callable[[Any], Hashable] = id) -> list[Any]:  # fmt: skip
+    """made(o) for each object, made once for each distinct one (by identity, or by `key`):
+    a sweep's jobs share a few plans, memories, placements and decodings. (A row taken
+    from the table gets its own copy of a dict: Table.row.)"""
+    made_for: dict[Hashable, Any] = {}
+    found = []
+    for o in objects:
+        k = key(o)
+        value = made_for[k] if k in made_for else made_for.setdefault(k, made(o))
+        found.append(value)
+    return found
+
+
+def _memory_bytes(weights: np.ndarray, kv: np.ndarray, activations: np.ndarray,
+                  capacity: np.ndarray) -> Nested:  # fmt: skip
+    """MemoryBytes as columns, its total summed in Footprint.total's order."""
+    return Nested(MemoryBytes, {
+        "weights": weights.tolist(), "kv_cache": kv.tolist(), "activations": activations.tolist(),
+        "total": (weights + kv + activations).tolist(), "capacity": capacity.tolist()})
+
+
+def _placement_names(c: Candidate) -> dict[str, str]:
+    """Where a candidate's fullest chip keeps each role, by its memory levels' names."""
+    memory = c.setup.system.chip.memory
+    return {role.value: memory[i].name for role, i in c.placement.home.items()}
+
+
+def _notes(setup: Setup) -> list[str]:
+    """A result's notes: its job's, and the prefill's chunking where it is chunked."""
+    req = setup.req
+    chunked = PrefillChunks(req.batch * req.prompt, setup.token_budget).note()
+    return [*setup.notes, chunked] if chunked else setup.notes
 
 
 def _search(ranks: list[Candidate]) -> dict[str, Any]:
@@ -369,7 +510,7 @@ def _search(ranks: list[Candidate]) -> dict[str, Any]:
     return {
         "objective": best.setup.objective,
         "candidates": len(best.setup.plans),
-        "feasible": sum(c.fits for c in ranks),
+        "feasible": len(ranks) if best.fits else 0,  # worth_costing keeps those that fit
         "chosen": best.plan.to_dict(),
         "runner_up": other and {
             "plan": other.plan.to_dict(), "fits": other.fits, "tpot_s": other.figure("tpot_s"),

@@ -5,7 +5,6 @@ worth costing, and the job's choice among them by its objective; the plan search
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -31,6 +30,7 @@ class Setup:
     notes: list[str]
     plans: list[Plan]  # one when the plan was given
     memories: list[StageMemory]  # each plan's
+    groups: list[tuple]  # each plan's graph group (graph_group): a job's copies share it
     one_chip: StageMemory  # the model on one chip, whose copy sets the result's min_chips
     token_budget: int  # the default engine's, which sizes a chunked prefill (chunking.py)
     microbatches: int | None
@@ -43,10 +43,19 @@ class Setup:
     def draft(self, plan: Plan) -> DraftCost | None:
         return self.drafts[plan.tp] if self.drafts else None
 
-    def group(self, plan: Plan) -> tuple:
-        """The graph group a plan of this job is costed in: its rank's graphs depend on the
-        formats, tp, ep and attention data parallelism only (graphs.py)."""
-        return (self.req.formats, plan.tp, plan.ep, plan.dp_attention)
+    def shaped(self, req: Request, notes: list[str], started_s: float) -> Setup:
+        """A copy for one shape of a job resolved once (inference._setup): copy.copy's
+        result without its generic pickling path (10,000 a sweep; a test holds the two
+        equal)."""
+        found = object.__new__(Setup)
+        found.__dict__.update(self.__dict__, req=req, notes=notes, started_s=started_s)
+        return found
+
+
+def graph_group(req: Request, plan: Plan) -> tuple:
+    """The graph group a plan of a request is costed in: its rank's graphs depend on the
+    formats, tp, ep and attention data parallelism only (graphs.py)."""
+    return (req.formats, plan.tp, plan.ep, plan.dp_attention)
 
 
 @dataclass
@@ -55,11 +64,14 @@ class Candidate:
 
     setup: Setup
     plan: Plan
+    group: tuple  # its graph group (graph_group)
     graphs: ShapeGraphs  # the graphs its rank runs, its request among theirs
     row: int  # its request's position on their shape axis
     microbatches: int
     memory: StageMemory
     footprint: Footprint  # the fullest chip's, a speculative job's draft model included
+    layer_kv_bytes: float  # one layer's KV cache on one chip (StageMemory.layer_kv_bytes)
+    placement: Placement | None = None  # where its fullest chip keeps what (worth_costing)
     metrics: Metrics | None = None  # its graph group's costed timelines (timeline.py)
     k: int = -1  # its position in them
 
@@ -76,37 +88,49 @@ class Candidate:
         """One of its costed timeline's figures (a Metrics field: ttft_s, tpot_s...)."""
         return float(getattr(self.metrics, name)[self.k])
 
-    @cached_property
-    def placement(self) -> Placement:
-        """Where its fullest chip keeps what: worked out from the footprint only where the
-        chip has more than one memory to choose from (one HBM holds every role)."""
-        chip = self.setup.system.chip
-        key = self.footprint if footprint_matters(chip) else None
-        return remembered("placement", (chip,), key, lambda: place(chip, self.footprint))
-
 
 def worth_costing(setup: Setup, graphs: dict[tuple, ShapeGraphs]) -> list[Candidate]:
     """A job's plans that fit, or where none does the one closest to fitting (the first
-    of equals): it is the answer, with `fits` false. (What every plan shares, its request
-    and chip, is looked up once: a sweep asks this of tens of thousands of plans.)"""
-    req, capacity, found, fitting = setup.req, setup.system.chip.capacity_bytes, [], []
+    of equals): it is the answer, with `fits` false. Each is given its placement: worked
+    out from the footprint only where the chip has more than one memory to choose from
+    (one HBM holds every role). (What plans share, their request and chip, and a graph
+    group's row and activations, is looked up once: a sweep asks this of tens of
+    thousands of plans.)"""
+    req, chip, found, fitting = setup.req, setup.system.chip, [], []
+    capacity = chip.capacity_bytes
     chunks = PrefillChunks(req.batch * req.prompt, setup.token_budget)
-    for plan, memory in zip(setup.plans, setup.memories, strict=True):
-        its, m = graphs[setup.group(plan)], setup.microbatches or plan.pp
-        row, kv = its.row[req], memory.layer_kv_bytes(req, m)
-        stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
-        stage = stages.index(max(stages))
-        prefill, decode = its.phase_activation_bytes
-        fullest = Footprint(float(memory.weights[stage]), kv * memory.layers[stage],
-                            chunks.peak_bytes(float(prefill[row]), float(decode[row])))  # fmt: skip
-        draft = setup.draft(plan)
-        if draft is not None:  # a draft model's weights and cache on every chip
+    rows: dict[tuple, tuple[ShapeGraphs, int, float]] = {}
+    for group in setup.groups:
+        if group not in rows:
+            its = graphs[group]
+            row = its.row[req]
+            prefill, decode = its.phase_activation_bytes
+            rows[group] = its, row, chunks.peak_bytes(float(prefill[row]), float(decode[row]))
+    for plan, memory, group in zip(setup.plans, setup.memories, setup.groups, strict=True):
+        (its, row, activations), m = rows[group], setup.microbatches or plan.pp
+        kv = memory.layer_kv_bytes(req, m)
+        stage = 0
+        if len(memory.layers) > 1:  # the stage holding the most
+            stages = [w + kv * n for w, n in zip(memory.weights, memory.layers, strict=True)]
+            stage = stages.index(max(stages))
+        fullest = Footprint(float(memory.weights[stage]), kv * memory.layers[stage], activations)
+        if setup.drafts:  # a draft model's weights and cache on every chip
+            draft = setup.drafts[plan.tp]
             fullest = Footprint(fullest.weights + draft.weight_bytes,
                                 fullest.kv_cache + draft.kv_bytes, fullest.activations)
-        found.append(Candidate(setup, plan, its, row, m, memory, fullest))
+        # a Candidate only for the plans kept (most of a many-chip search's fit; few of
+        # a one-chip sweep's large models)
+        found.append((plan, group, its, row, m, memory, fullest, kv))
         if fullest.total <= capacity:  # Candidate.fits
             fitting.append(found[-1])
-    return fitting or [min(found, key=lambda c: c.footprint.total)]
+    kept = fitting or [min(found, key=lambda f: f[6].total)]
+    worth = [Candidate(setup, *f) for f in kept]
+    matters = footprint_matters(chip)
+    for c in worth:
+        fp = c.footprint
+        c.placement = remembered("placement", (chip,), fp if matters else None,
+                                 lambda fp=fp: place(chip, fp))  # fmt: skip
+    return worth
 
 
 def cost_batch(members: list[Candidate]) -> CostBatch:
@@ -116,7 +140,7 @@ def cost_batch(members: list[Candidate]) -> CostBatch:
         systems=[s.system for s in setups],
         reqs=[s.req for s in setups],
         plans=[c.plan for c in members],
-        placements=[c.placement for c in members],
+        placements=[c.placement for c in members],  # type: ignore[misc]
         rows=np.array([c.row for c in members]),
         microbatches=np.array([c.microbatches for c in members]),
         overlap=np.array([s.overlap for s in setups]),

@@ -41,6 +41,14 @@ class Request:
     step_tokens: int = 1
     advance: float = 1.0
 
+    def shaped(self, batch: int, prompt: int, gen: int) -> Request:
+        """This request at another shape: dataclasses.replace(self, batch=..., prompt=...,
+        gen=...) without its per-field work, which cost more than the rest of a sweep
+        point's set-up (tests/test_result_table.py holds the two equal)."""
+        found = object.__new__(Request)
+        found.__dict__.update(self.__dict__, batch=batch, prompt=prompt, gen=gen)
+        return found
+
     @property
     def formats(self) -> tuple[DType, Format, DType | None, DType | None]:
         """act, weight, attention and kv: what a graph's structure depends on besides tp

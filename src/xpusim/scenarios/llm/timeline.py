@@ -76,7 +76,13 @@ class Metrics:
     @cached_property
     def bottlenecks(self) -> list[str]:
         """Each plan's bottleneck, as results name them: worked out when a result asks."""
-        labels = _bottleneck(*self.phases, self.decode_steps, self.send_total_s)
+        return self.bottlenecks_of(slice(None))
+
+    def bottlenecks_of(self, ks: np.ndarray | slice) -> list[str]:
+        """The bottlenecks of plans `ks` only: a sweep's rows ask for each job's chosen
+        plan's, a few of the plans costed (tests/test_result_table.py: equal to
+        `bottlenecks`)."""
+        labels = _bottleneck(*self.phases, self.decode_steps[ks], self.send_total_s[ks], ks)
         return [_LABELS[label] for label in labels.tolist()]
 
 
@@ -185,15 +191,16 @@ def _phase_energy(
 
 
 def _bottleneck(
-    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray
-) -> np.ndarray:
-    """The label carrying the most time over each plan's request's path: each op's time
-    (decode's averaged over the steps) goes to its own bottleneck; pipeline sends to
-    interconnect."""
+    prefill: PhaseCosts, decode: PhaseCosts, decode_steps: np.ndarray, send_s: np.ndarray,
+    ks: np.ndarray | slice,
+) -> np.ndarray:  # fmt: skip
+    """The label carrying the most time over the request's path of each plan `ks` indexes:
+    each op's time (decode's averaged over the steps) goes to its own bottleneck; pipeline
+    sends to interconnect."""
     totals = np.zeros((len(send_s), len(Bottleneck)))
     totals[:, Bottleneck.INTERCONNECT] = send_s
     for phase, repeats in ((prefill, np.ones(1)), (decode, decode_steps)):
-        mean = [phase.op_mean(f) for f in
+        mean = [phase.op_mean(f, ks) for f in
                 ("compute_s", "memory_s", "overhead_s", "comm_s", "power_s", "time_s")]  # (k, n)
         labels = bottleneck_of(*mean[:5])
         time = mean[5] * phase.table.count * repeats[:, None]

@@ -121,30 +121,53 @@ def _beats(cfg: TransformerConfig, setup: Setup, plan: dict[str, int], dec: Layo
     return dec.step_s < same.step_with(hidden)
 
 
+def layouts_offered(cfg: TransformerConfig, setup: Setup) -> bool:
+    """Whether the layouts are offered to this job: a plan search, on a torus, of a model
+    they cost, decoding one sequence at a time."""
+    return setup.objective is not None and on_torus(setup) and layout_model(cfg) \
+        and setup.decoding.width == 1 and setup.decoding.draft is None
+
+
 def offer_layouts(cfg: TransformerConfig, setup: Setup,
                   result: LLMInferenceResult) -> LLMInferenceResult:  # fmt: skip
     """`result` (the plan search's), or the layouts' answer where it is better."""
+    found = layouts_answer(cfg, setup, result.fits, result.plan)
+    return result if found is None else answered(cfg, setup, result, *found)
+
+
+def layouts_answer(cfg: TransformerConfig, setup: Setup, fits: bool,
+                   plan: dict[str, int]) -> tuple[PhaseLayout, PhaseLayout] | None:  # fmt: skip
+    """The (prefill, decode) layouts that answer the job in place of its searched plan
+    (which `fits` or not, of these degrees), or None where the plan stands: all a sweep
+    asks of most of its rows, before any result object is made (inference._table)."""
     req = setup.req
-    if setup.objective is None or not on_torus(setup) or not layout_model(cfg) \
-            or setup.decoding.width > 1 or setup.decoding.draft is not None:
-        return result
+    if not layouts_offered(cfg, setup):
+        return None
     longest = req.prompt + req.gen - 1
     decode = _phase(cfg, setup, 1, req.prompt + (req.gen - 1) / 2, longest)
     if decode is None:
-        return result
+        return None
     latency = setup.objective != "throughput"  # decided on TPOT: no prefill to cost first
-    if latency and result.fits and not _beats(cfg, setup, result.plan, decode.time, 0.0):
-        return result
+    if latency and fits and not _beats(cfg, setup, plan, decode.time, 0.0):
+        return None
     prefill = _phase(cfg, setup, req.prompt, 0, 0)
     if prefill is None:
-        return result
+        return None
+    latency_s = prefill.time.step_s + req.decode_steps * decode.time.step_s
+    if not latency and fits and not _beats(cfg, setup, plan, decode.time, latency_s):
+        return None
+    return prefill, decode
+
+
+def answered(cfg: TransformerConfig, setup: Setup, result: LLMInferenceResult,
+             prefill: PhaseLayout, decode: PhaseLayout) -> LLMInferenceResult:  # fmt: skip
+    """`result` answered by the layouts (layouts_answer's)."""
+    req = setup.req
     pre, dec = prefill.time, decode.time
     steps = req.decode_steps
     ttft_s, tpot_s = pre.step_s, dec.step_s
     latency_s = ttft_s + steps * tpot_s
     tokens = req.output_tokens
-    if not latency and result.fits and not _beats(cfg, setup, result.plan, dec, latency_s):
-        return result
     chips = setup.system.chips
     energy_j = _energy_j(setup, pre) + steps * _energy_j(setup, dec)
     fullest = max((prefill.memory, decode.memory), key=lambda c: c.total_bytes)

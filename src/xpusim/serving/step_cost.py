@@ -158,6 +158,21 @@ class Kernel:
         act = np.zeros((1, len(self.table)))
         return placement_onehot(act, [self.placement], self.levels)
 
+    @cached_property
+    def _placed(self) -> dict[bytes, np.ndarray]:
+        return {}
+
+    def _where(self, act: np.ndarray) -> np.ndarray:
+        """placement_onehot of one work's activation bytes (1, n), kept per pattern of which
+        ops' activations fit on chip: the one-hot is a function of that pattern alone, and a
+        serving run costs thousands of distinct prefill chunks with a handful of patterns."""
+        fits = (act <= self.placement.onchip_bytes).tobytes()
+        found = self._placed.get(fits)
+        if found is None:
+            found = self._placed[fits] = placement_onehot(act, [self.placement], self.levels,
+                                                          np.zeros(1, dtype=int))  # fmt: skip
+        return found
+
     def cost_counts(self, matrix: np.ndarray, vector: np.ndarray,
                     roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Stage times (K, pp) and energy (K,) of the ops at K works' FLOPs (K, n) and
@@ -170,7 +185,8 @@ class Kernel:
             where = self._offchip
         else:
             act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
-            where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
+            where = self._where(act) if k == 1 else placement_onehot(
+                act, [self.placement], self.levels, np.zeros(k, dtype=int))  # fmt: skip
         costs = evaluate(table, self._hw, where)
         return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
 

@@ -567,8 +567,9 @@ class Counts:
 
     def summed(self, shapes: tuple[int, ...]) -> tuple[np.ndarray, float]:
         """Stage times (pp,) and energy of one kernel over sequences at these shapes (rows,
-        from 1): their FLOPs and bytes summed, weights read once."""
-        if not shapes:
+        from 1): their FLOPs and bytes summed, weights read once. None of them (a model
+        without state ops, most of them): nothing, without the sums, once per prefill."""
+        if not shapes or not len(self.kernel.table):
             return np.zeros(self.kernel.counts.shape[1]), 0.0
         at = np.asarray(shapes) - 1
         weight = np.array([r is Role.WEIGHT for r in ROLES])[:, None]

@@ -246,7 +246,12 @@ class StepCost:
             self.expert_stage_s, self.expert_energy_j)  # fmt: skip
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
-        self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
+        # the decode table is n sequences x the context grid (a million floats at 2,048
+        # sequences), of which a run reads the rows of the batch sizes it runs: each row is
+        # made a list when first read (_decode_nodes), not all of them here
+        self._decode_table = np.concatenate(
+            [self.decode_stage_s, self.decode_energy_j[..., None]], axis=-1)  # fmt: skip
+        self._decode_rows: list[list[list[float]] | None] = [None] * len(self._decode_table)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
         self._prompt_rows = rows(self.prompt_stage_s, self.prompt_energy_j)
@@ -331,6 +336,8 @@ class StepCost:
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
         row = self._decode_rows[n - 1]
+        if row is None:
+            row = self._decode_rows[n - 1] = self._decode_table[n - 1].tolist()
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:

@@ -35,6 +35,7 @@ from xpusim.serving.load import Requests, draw
 from xpusim.serving.metrics import Frames, ServingResult
 from xpusim.serving.options import Engine, Load, Search
 from xpusim.serving.run import Prepared, prepare, run
+from xpusim.serving.verdict import Verdict
 from xpusim.workloads.transformer_config import TransformerConfig
 
 RATE_TOLERANCE = 0.02  # of the answer
@@ -57,11 +58,18 @@ def answer(
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     trials: list[dict[str, Any]] = []
 
-    def trial(label: str, value: float, result: ServingResult) -> bool:
-        ok = meets(result, search)
-        trials.append({label: value, "ttft_p99_s": _p99(result.ttft_s), "tpot_p99_s":
-                       _p99(result.tpot_s), "output_tokens_per_s": result.output_tokens_per_s,
-                       "goodput_requests_per_s": result.goodput_requests_per_s, "meets": ok})
+    def trial(label: str, value: float, result: ServingResult, stopped: str = "") -> bool:
+        """Logs a trial; `stopped`: why it ended at its verdict (it fails, unmeasured)."""
+        ok = not stopped and meets(result, search)
+        if stopped:
+            trials.append({label: value, "ttft_p99_s": None, "tpot_p99_s": None,
+                           "output_tokens_per_s": None, "goodput_requests_per_s": None,
+                           "meets": False, "stopped": stopped})  # fmt: skip
+        else:
+            trials.append({label: value, "ttft_p99_s": _p99(result.ttft_s), "tpot_p99_s":
+                           _p99(result.tpot_s), "output_tokens_per_s":
+                           result.output_tokens_per_s, "goodput_requests_per_s":
+                           result.goodput_requests_per_s, "meets": ok})  # fmt: skip
         if progress is not None:
             progress(len(trials), 0)
         return ok
@@ -140,9 +148,20 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
         return saturated, None, 0.0, "does not fit: no rate is served"
     top = saturated.requests_per_s
 
-    def at(rate: float) -> tuple[bool, ServingResult, Frames | None]:
+    def at(rate: float, judged: bool = search.trials == "verdict") -> tuple[
+            bool, ServingResult, Frames | None]:  # fmt: skip
         open_ = replace(load, rate=rate, concurrency=None, trace=None)
-        result, frames = run(prepared, open_, draw(open_), warmup, search.slo)
+        verdicts: list[Verdict] = []
+
+        def verdict(sequences: list) -> Verdict:
+            ttft, tpot = (None if x is None else x / 1e3 for x in search.slo)
+            verdicts.append(Verdict(sequences, warmup, ttft, tpot))
+            return verdicts[-1]
+
+        result, frames = run(prepared, open_, draw(open_), warmup, search.slo,
+                             verdict=verdict if judged else None)  # fmt: skip
+        if verdicts and verdicts[0].reason:  # stopped: it fails, with no figures to log
+            return trial("rate", rate, result, verdicts[0].reason), result, frames
         return trial("rate", rate, result), result, frames
 
     # bracket the answer: from the saturation rate up while the SLOs hold (a closed loop's
@@ -162,6 +181,8 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
                 break
             rate /= 4
     if best is None:
+        if fr is None:  # the last trial stopped at its verdict: its figures, run to the end
+            _, result, fr = at(rate, judged=False)
         return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
     if not high:
         return best, frames, low, f"the SLOs hold up to {low:.3g}/s, the highest rate tried"

@@ -16,6 +16,7 @@ from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split", "offline")
+TRIALS = ("full", "verdict")  # Search.trials: serving/verdict.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
 
@@ -250,12 +251,17 @@ class Search:
                               "--requests).", type=str)
     warmup: int | None = option(None, "First requests left out of the statistics (default: "
                                 "a tenth).", type=int)
+    trials: str = option("full", "max-rate's failing trials: full runs each to its end (its "
+                         "p99s logged and plotted); verdict stops one once its p99 must miss "
+                         "an SLO (the same answer, sooner).", type=str)
 
     def __post_init__(self) -> None:
         check_slo(self.slo_ttft_ms, "slo_ttft_ms")
         check_slo(self.slo_tpot_ms, "slo_tpot_ms")
         if self.find not in (None, *FINDS):
             raise UserError(f"unknown --find {self.find!r}; choose {', '.join(FINDS)}")
+        if self.trials not in TRIALS:
+            raise UserError(f"unknown --trials {self.trials!r}; choose {', '.join(TRIALS)}")
         if self.warmup is not None and self.warmup < 0:
             raise UserError(f"warmup must be a non-negative count, got {self.warmup!r}")
 

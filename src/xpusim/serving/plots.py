@@ -66,7 +66,7 @@ def plot_latency_load(trials: list[dict], result: Any, out: Path) -> str:
     """p99 TTFT and TPOT of each trial rate, with the SLOs and the answer; a hollow marker
     is a trial that failed (an SLO, or the arrivals outran the system)."""
     plt = pyplot_or_none()
-    rows = sorted(trials, key=lambda r: r["rate"])
+    rows = sorted((t for t in trials if not t.get("stopped")), key=lambda r: r["rate"])
     rate = [r["rate"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, marker, label in (("ttft_p99_s", "o", "p99 TTFT"), ("tpot_p99_s", "s", "p99 TPOT")):

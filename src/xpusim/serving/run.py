@@ -26,10 +26,12 @@ from xpusim.serving.load import Requests
 from xpusim.serving.metrics import Frames, KVUse, ServingResult, summarize
 from xpusim.serving.options import SPECULATIVE_HEADS, Engine, Load
 from xpusim.serving.replica import Padding, Replica
+from xpusim.serving.schedulers import Sequence
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, step_cost
+from xpusim.serving.verdict import Verdict
 from xpusim.workloads.transformer_config import TransformerConfig
 
 MAX_TABLE_TOKENS = 1 << 17
@@ -303,10 +305,13 @@ def run(
     prepared: Prepared, load: Load, requests: Requests, warmup: int,
     slo: tuple[float | None, float | None], replicas: int | None = None,
     progress: Callable[[int], None] | None = None, steady: int = 0,
+    verdict: Callable[[list[Sequence]], Verdict] | None = None,
 ) -> tuple[ServingResult, Frames | None]:  # fmt: skip
     """One simulation (with `replicas` instead of the prepared count, for --find min-chips;
     `steady`: the sequences held at once, to take a burst's rates over its steady state,
-    metrics.summarize)."""
+    metrics.summarize). `verdict` may stop an open loop that must miss its SLOs
+    (serving/verdict.py): the result then holds no figures and no frames; the Verdict says
+    why."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
     chips = count * p.plan.chips if replicas else p.chips
@@ -343,7 +348,9 @@ def run(
                          spec, rank_schedulers=ranks)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
-    run_ = simulate(requests, concurrency, reps, _transfer(p), progress)
+    run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict)
+    if run_.stopped:
+        return result, None
     static_w = p.system.chip.energy.static_power_w.value
     frames = summarize(run_, result, chips, static_w, steady)
     if (note := _batch_bound(frames.timeline, e.max_batch, result.kv_cache)) is not None:

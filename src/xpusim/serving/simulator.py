@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
+from xpusim.serving.verdict import Verdict
 
 # event kinds, in the order they are handled at one instant
 _END, _FREE, _TRANSFER, _ARRIVAL = range(4)
@@ -64,6 +65,7 @@ class Run:
     preemptions: int
     itl_s: list[float]  # gaps between measured requests' tokens
     itl_count: list[int]  # how many had each
+    stopped: str = ""  # why a Verdict ended the run early (then only partly served)
 
 
 def simulate(
@@ -72,9 +74,12 @@ def simulate(
     replicas: list[Replica],
     transfer_s: Callable[[int], float],
     progress: Callable[[int], None] | None = None,
+    verdict: Callable[[list[Sequence]], Verdict] | None = None,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
-    arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas."""
+    arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
+    `verdict(sequences)`: a Verdict of an open loop's SLOs, which stops the run (its Run
+    then partial) once the run must miss them."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 
@@ -97,6 +102,7 @@ def simulate(
         for s in sequences[:concurrency]:
             push(0.0, _ARRIVAL, s)
         issued = min(concurrency, len(sequences))
+    judge = None if verdict is None or concurrency is not None else verdict(sequences)
     prefill = [r for r in replicas if r.role in ("both", "prefill")]
     decode = [r for r in replicas if r.role in ("both", "decode")]
     timeline = Timeline()
@@ -118,6 +124,8 @@ def simulate(
         r.free(s)
         s.finish_s = now
         finished += 1
+        if judge is not None:
+            judge.finished(s)
         if progress is not None:
             progress(finished)
         if concurrency is not None and issued < len(sequences):
@@ -146,6 +154,8 @@ def simulate(
                 source.kv.give(s.blocks)
                 s.blocks = s.shared = 0
                 route(s, decode)
+        if judge is not None and judge.missed(now):
+            break
         for r in replicas:
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
@@ -158,7 +168,8 @@ def simulate(
                 timeline.add(r, it, waiting)
                 if it.stage0_free_s > now or r.busy:
                     break
-    if finished < len(sequences):
+    if finished < len(sequences) and not (judge is not None and judge.reason):
         raise RuntimeError(f"{len(sequences) - finished} requests never finished")
     return Run(sequences, timeline, energy, busy, sum(r.preemptions for r in replicas),
-               [g for r in replicas for g in r.itl_s], [n for r in replicas for n in r.itl_count])
+               [g for r in replicas for g in r.itl_s], [n for r in replicas for n in r.itl_count],
+               judge.reason if judge is not None else "")  # fmt: skip

@@ -158,6 +158,21 @@ class Kernel:
         act = np.zeros((1, len(self.table)))
         return placement_onehot(act, [self.placement], self.levels)
 
+    @cached_property
+    def _placed(self) -> dict[bytes, np.ndarray]:
+        return {}
+
+    def _where(self, act: np.ndarray) -> np.ndarray:
+        """placement_onehot of one work's activation bytes (1, n), kept per pattern of which
+        ops' activations fit on chip: the one-hot is a function of that pattern alone, and a
+        serving run costs thousands of distinct prefill chunks with a handful of patterns."""
+        fits = (act <= self.placement.onchip_bytes).tobytes()
+        found = self._placed.get(fits)
+        if found is None:
+            found = self._placed[fits] = placement_onehot(act, [self.placement], self.levels,
+                                                          np.zeros(1, dtype=int))  # fmt: skip
+        return found
+
     def cost_counts(self, matrix: np.ndarray, vector: np.ndarray,
                     roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Stage times (K, pp) and energy (K,) of the ops at K works' FLOPs (K, n) and
@@ -170,7 +185,8 @@ class Kernel:
             where = self._offchip
         else:
             act = table.role_bytes[:, ROLES.index(Role.ACTIVATION)]
-            where = placement_onehot(act, [self.placement], self.levels, np.zeros(k, dtype=int))
+            where = self._where(act) if k == 1 else placement_onehot(
+                act, [self.placement], self.levels, np.zeros(k, dtype=int))  # fmt: skip
         costs = evaluate(table, self._hw, where)
         return costs.time_s @ self.counts, costs.energy_j @ self.counts.sum(axis=1)
 
@@ -230,7 +246,12 @@ class StepCost:
             self.expert_stage_s, self.expert_energy_j)  # fmt: skip
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
-        self._decode_rows = rows(self.decode_stage_s, self.decode_energy_j)
+        # the decode table is n sequences x the context grid (a million floats at 2,048
+        # sequences), of which a run reads the rows of the batch sizes it runs: each row is
+        # made a list when first read (_decode_nodes), not all of them here
+        self._decode_table = np.concatenate(
+            [self.decode_stage_s, self.decode_energy_j[..., None]], axis=-1)  # fmt: skip
+        self._decode_rows: list[list[list[float]] | None] = [None] * len(self._decode_table)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
         self._prompt_rows = rows(self.prompt_stage_s, self.prompt_energy_j)
@@ -315,6 +336,8 @@ class StepCost:
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
         row = self._decode_rows[n - 1]
+        if row is None:
+            row = self._decode_rows[n - 1] = self._decode_table[n - 1].tolist()
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:
@@ -551,8 +574,9 @@ class Counts:
 
     def summed(self, shapes: tuple[int, ...]) -> tuple[np.ndarray, float]:
         """Stage times (pp,) and energy of one kernel over sequences at these shapes (rows,
-        from 1): their FLOPs and bytes summed, weights read once."""
-        if not shapes:
+        from 1): their FLOPs and bytes summed, weights read once. None of them (a model
+        without state ops, most of them): nothing, without the sums, once per prefill."""
+        if not shapes or not len(self.kernel.table):
             return np.zeros(self.kernel.counts.shape[1]), 0.0
         at = np.asarray(shapes) - 1
         weight = np.array([r is Role.WEIGHT for r in ROLES])[:, None]

@@ -173,7 +173,8 @@ def _llm_serving(point: Point) -> Prediction:
         options |= {"rate": float(load["value"]), "requests": SERVING_REQUESTS[kind]}
     elif kind == "max-rate":
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
-                    "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms")}
+                    "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms"),
+                    "trials": "verdict"}  # failing trials end at their verdict: same answer
     elif kind == "offline":  # the whole set at once, measured to its last token
         import xpusim
         from xpusim.serving.engines import engine

@@ -118,7 +118,6 @@ def simulate(
             return
         min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
 
-
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued
         r.free(s)

@@ -124,6 +124,7 @@ def test_the_table_raises_a_mid_size_decode_above_the_chips_own_model(monkeypatc
 
 @pytest.mark.parametrize("ops", [
     _attention(4, 1024, 32, 4, 128, q_len=1024),  # prefill
+    _attention(4, 1024, 32, 4, 128, q_len=17),  # a chunk of prefill
     _attention(64, 1024, 128, 1, 576, v_dim=512),  # latent (MLA) decode
 ])  # fmt: skip
 def test_prefill_and_latent_attention_are_not_priced(ops):

@@ -27,14 +27,16 @@ TABLES = tables_of_kind("decode_attention")
 def _attention(seqs: int, tokens: int, heads: int, kv_heads: int, head_dim: int,
                kv: DType = DType.BF16, q_len: int = 1, **attrs):
     """One attention op as the layer builder emits it (workloads/transformer.py): `q_len`
-    new tokens per sequence over a cache of `tokens` keys and values in format `kv`."""
+    new tokens per sequence over a cache of `tokens` keys and values in format `kv`, a
+    decode step's where q_len is 1, a prefill chunk's otherwise."""
     cache = (seqs, tokens, kv_heads, head_dim)
     ins = (Tensor("q", (seqs, q_len, heads, head_dim), DType.BF16),
            Tensor("k_cache", cache, kv, Role.KV_CACHE),
            Tensor("v_cache", cache, kv, Role.KV_CACHE))  # fmt: skip
     out = (Tensor("out", (seqs, q_len, heads * head_dim), DType.BF16),)
+    decode = (("decode", True),) if q_len == 1 else ()  # a decode step (StepShape.decode)
     op = Op(OpKind.ATTENTION, "attention", ins, out,
-            (("causal", True), ("compute", "bf16"), *attrs.items()))  # fmt: skip
+            (("causal", True), ("compute", "bf16"), *decode, *attrs.items()))  # fmt: skip
     return op_table(Graph("attention", [op]))
 
 
@@ -124,7 +126,7 @@ def test_the_table_raises_a_mid_size_decode_above_the_chips_own_model(monkeypatc
 
 @pytest.mark.parametrize("ops", [
     _attention(4, 1024, 32, 4, 128, q_len=1024),  # prefill
-    _attention(4, 1024, 32, 4, 128, q_len=17),  # a chunk of prefill
+    _attention(4, 1024, 32, 4, 128, q_len=6),  # a chunk of prefill
     _attention(64, 1024, 128, 1, 576, v_dim=512),  # latent (MLA) decode
 ])  # fmt: skip
 def test_prefill_and_latent_attention_are_not_priced(ops):

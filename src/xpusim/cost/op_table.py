@@ -37,23 +37,18 @@ def kernel_scope(op: Op) -> str:
     return op.compute_dtype.value
 
 
-DECODE_QUERY_TOKENS = 16
-"""The most query tokens per sequence an attention op may have and still run as a decode
-(generation) kernel: one for a plain decode step, a few for a speculative verify, which
-TensorRT-LLM runs in the same generation kernels (XQA's speculative-decoding mode) over the
-same cache stream. Without it a verify of 6 tokens would cost less than a step of one."""
-
-
 def is_decode_attention(op: Op) -> bool:
-    """An attention op of at most DECODE_QUERY_TOKENS query tokens per sequence over a
-    cache of keys and values of one width (the layer builder's GQA/MHA decode, windowed or
-    not; not latent (MLA) or compressed attention, whose kernels the decode_attention tables
-    did not measure)."""
+    """An attention op of a decode step (its `decode` attribute, from StepShape.decode: one
+    token per sequence, or a speculative verify's K + 1, which the engines run in the same
+    generation kernels over the same cache stream) over a cache of keys and values of one
+    width: the layer builder's GQA/MHA decode, windowed or not; not latent (MLA) or
+    compressed attention, nor a prefill chunk however short (the engines run those in their
+    context kernels), which the decode_attention tables did not measure."""
     if op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("v_dim") or op.attr(
             "compress"):  # fmt: skip
         return False
     q, k, v = op.inputs[:3]
-    return (len(q.shape) == 4 and np.all(np.asarray(q.shape[1]) <= DECODE_QUERY_TOKENS)
+    return (bool(op.attr("decode")) and len(q.shape) == 4
             and k.role == Role.KV_CACHE and v.role == Role.KV_CACHE
             and k.shape[3] == v.shape[3] == q.shape[3])  # fmt: skip
 

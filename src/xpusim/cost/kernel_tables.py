@@ -50,7 +50,7 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   bytes rounded to a power of two (so that the rows of many head shapes pool into one curve,
   as a gemm table's rows pool at their M): decode attention is a stream of the cache, and
   how far a kernel gets from that stream's bandwidth is a matter of how much it streams.
-  It prices decode attention ops (op_table.kernel_keys: one query token, keys and values of
+  It prices decode attention ops (op_table.is_decode_attention: a decode step's, keys and values of
   one width, no latent or compressed form) over a cache of its KV format, whatever the
   compute format; the cost model keys those ops by their bytes, not their M.
 """

@@ -61,7 +61,7 @@ def test_tpot_is_the_mean_over_the_growing_cache(llama7b):
                                       r.memory_bytes.activations))  # fmt: skip
     steps = []
     for kv in range(prompt + 1, prompt + gen):
-        table = op_table(build_step(llama7b, StepShape(1, 1, kv), DType.BF16))
+        table = op_table(build_step(llama7b, StepShape(1, 1, kv, decode=True), DType.BF16))
         steps.append(table.count @ evaluate(table, HardwareArrays.build(chip, table),
                                             placement).time_s)  # fmt: skip
     assert r.tpot_s == pytest.approx(np.mean(steps), rel=1e-12)

@@ -42,6 +42,17 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   it. Each table names the engine and version that measured it; the cost model does not
   choose tables by the serving engine (it costs ops for any engine), so these TensorRT-LLM
   tables price every engine's expert GEMMs on their chips.
+- `decode_attention`: one measured decode (generation) attention kernel a row, [sequences,
+  cached tokens, heads, kv heads, head_dim, microseconds] (one new token per sequence over a
+  paged KV cache), its roofline the larger of its FLOPs (4 x heads x head_dim x tokens per
+  sequence) at the peak of `dtype` and its bytes (Q and output in BF16, K and V of every
+  cached token in the KV format, its `scope`) at the DRAM bandwidth. Its "M" is the row's
+  bytes rounded to a power of two (so that the rows of many head shapes pool into one curve,
+  as a gemm table's rows pool at their M): decode attention is a stream of the cache, and
+  how far a kernel gets from that stream's bandwidth is a matter of how much it streams.
+  It prices decode attention ops (op_table.is_decode_attention: a decode step's, keys and values of
+  one width, no latent or compressed form) over a cache of its KV format, whatever the
+  compute format; the cost model keys those ops by their bytes, not their M.
 """
 
 from __future__ import annotations
@@ -71,10 +82,11 @@ builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 an
 @dataclass(frozen=True)
 class KernelTable:
     name: str
-    kind: str  # the op family it prices: "gemm" (matmuls) or "moe" (routed experts' matmuls)
+    kind: str  # the op family it prices: "gemm" (matmuls), "moe" (routed experts' matmuls)
+    # or "decode_attention"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
-    # expert weights' format
+    # expert weights' format; decode_attention: the KV cache's format
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -115,7 +127,10 @@ class KernelTable:
 
     def prices(self, kind: str, dtype: DType, scope: str) -> bool:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
-        and scope `scope` (op_table.kernel_keys)."""
+        and scope `scope` (op_table.kernel_keys); a decode_attention table an op over a
+        cache of its scope whatever the op's compute format (the cache's stream decides)."""
+        if self.kind == "decode_attention":
+            return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
             self.prices_all_of_dtype or self.scope == scope)
 
@@ -125,12 +140,15 @@ class KernelTable:
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         field = f"kernel_table.{self.kind}.{self.scope}"
+        key = "M"
         if self.kind == "moe":  # a chip may have tables of one weight format under two
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
             field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
+        elif self.kind == "decode_attention":
+            priced, key = f" ({self.engine}; decode attention over a {self.scope} cache)", "bytes"
         return (field,
-                f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f(M); "
-                f"f at M = {curve}")  # fmt: skip
+                f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
+                f"f at {key} = {curve}")  # fmt: skip
 
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
         """A kernel's time on the table's model: fixed time + roofline / fraction at M."""
@@ -233,7 +251,24 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
     return pairs, gate_up + down, rows[:, 7]
 
 
-_ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,))}
+def _decode_attention_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    """(bytes rounded to a power of two, roofline seconds, microseconds) of decode_attention
+    rows [sequences, cached tokens, heads, kv heads, head_dim, microseconds] (module
+    docstring): Q in and the output out in BF16 (_OUTPUT_ITEMSIZE), K and V of every cached
+    token in the cache's format `scope`."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+
+    seqs, tokens, heads, kv_heads, head_dim = (rows[:, i] for i in range(5))
+    cache = DType.parse(scope, f"{where}: scope")
+    moved = seqs * (2 * heads * head_dim * _OUTPUT_ITEMSIZE
+                    + 2 * kv_heads * tokens * head_dim * cache.itemsize)  # fmt: skip
+    flops = 4 * seqs * heads * head_dim * tokens
+    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
+
+
+_ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,)),
+         "decode_attention": (_decode_attention_rows, (6,))}  # fmt: skip
 """Per table kind: its rows' (M, roofline seconds, microseconds), and the row widths it
 takes."""
 
@@ -288,7 +323,8 @@ def _table(entry: dict, path: Path) -> KernelTable:
         raise UserError(f"{where}: {e}") from None
 
 
-KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml"}
+KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml",
+              "decode_attention": "decode_attention/*.toml"}  # fmt: skip
 """Where each kind's tables are committed (under kernel_tables/), so that a run of a model
 without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
 

@@ -37,10 +37,29 @@ def kernel_scope(op: Op) -> str:
     return op.compute_dtype.value
 
 
+def is_decode_attention(op: Op) -> bool:
+    """An attention op of a decode step (its `decode` attribute, from StepShape.decode: one
+    token per sequence, or a speculative verify's K + 1, which the engines run in the same
+    generation kernels over the same cache stream) over a cache of keys and values of one
+    width: the layer builder's GQA/MHA decode, windowed or not; not latent (MLA) or
+    compressed attention, nor a prefill chunk however short (the engines run those in their
+    context kernels), which the decode_attention tables did not measure."""
+    if op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("v_dim") or op.attr(
+            "compress"):  # fmt: skip
+        return False
+    q, k, v = op.inputs[:3]
+    return (bool(op.attr("decode")) and len(q.shape) == 4
+            and k.role == Role.KV_CACHE and v.role == Role.KV_CACHE
+            and k.shape[3] == v.shape[3] == q.shape[3])  # fmt: skip
+
+
 def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """The (kind, scope) of the kernel tables that may price an op, in the order tried
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
-    first, then, as every matmul, a gemm table of its kernel family; other ops none."""
+    first, then, as every matmul, a gemm table of its kernel family; a decode attention op
+    a decode_attention table of its cache's format; other ops none."""
+    if is_decode_attention(op):
+        return (("decode_attention", op.inputs[1].dtype.value),)
     if op.kind != OpKind.MATMUL:
         return ()
     gemm = ("gemm", kernel_scope(op))

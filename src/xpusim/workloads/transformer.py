@@ -197,7 +197,7 @@ class _Builder:
             [self.t(f"{p}.attn.out", s.batch, s.q_len, q_width),
              self.t(f"{p}.k_new", *new, role=kv), self.t(f"{p}.v_new", *new, role=kv)],
             causal=self.causal, compute=self.attention.value, tp="heads", window=window,
-            chunk=chunk, **self.heads,
+            chunk=chunk, decode=s.decode or None, **self.heads,
         )  # fmt: skip
         if gate_width:  # attn x sigmoid(gate), the gate a view of q_proj's output
             gate = Tensor(f"{qkv.name}[gate]", (s.batch, s.q_len, q_width), self.act)

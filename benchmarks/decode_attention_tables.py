@@ -1,0 +1,196 @@
+"""Regenerates src/xpusim/cost/kernel_tables/decode_attention/nvidia-trtllm.toml from
+aiconfigurator's measured TensorRT-LLM decode-attention tables (ai-dynamo/aiconfigurator,
+Apache-2.0), and prints how far the measured kernels run from the HBM roofline xpusim costs a
+decode attention op at (docs/cost.md "Decode attention kernel tables").
+
+    python benchmarks/decode_attention_tables.py /path/to/aiconfigurator.git  # a bare mirror
+    python benchmarks/decode_attention_tables.py REPO --report-version h200_sxm=1.3.0rc10
+
+Needs pyarrow (the `parquet` extra) and git; the project reads only the TOML it writes.
+
+aiconfigurator's collector (collector/trtllm/collect_attn.py) runs TensorRT-LLM's attention
+module in the generation phase on one GPU: `batch_size` sequences, one new token each, over
+a paged KV cache of 64-token blocks holding `step` cached tokens per sequence (`isl` is 1;
+its own roofline, perf_database/attention.rs generation_attention_sol, reads kv_len = step);
+BF16 queries; 10 warm-ups, the mean of 6 runs. We keep:
+
+- TensorRT-LLM 1.3.0rc20 (VERSIONS). Not 1.3.0rc10, the MoE tables' version: its H100 and
+  H200 rows at serving shapes run up to 1.6x faster than the datasheet HBM bandwidth can
+  stream their cache, and its B200 rows at 0.1 of it, 6x slower than the H200's at the same
+  shape (print them with --report-version); the rc20 rows are consistent across the chips.
+- full-context rows (window_size 0) of the zoo's GQA head shapes (SHAPES), the sequence
+  counts BATCHES and the cache lengths TOKENS.
+
+Rows are [sequences, cached tokens, heads, kv heads, head_dim, microseconds], one table per
+chip and KV format (bfloat16, fp8; TensorRT-LLM runs FP8 attention over an FP8 cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+OUT = (Path(__file__).resolve().parent.parent
+       / "src/xpusim/cost/kernel_tables/decode_attention/nvidia-trtllm.toml")
+COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
+URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"
+DATA = "aic-core/src/aiconfigurator_core/systems/data"
+# aiconfigurator chip directory -> (xpusim catalog id, datasheet HBM bandwidth in bytes/s as
+# the catalog has it, TensorRT-LLM version)
+CHIPS = {
+    "h100_sxm": ("h100-sxm", 3.35e12, "1.3.0rc20"),
+    "h200_sxm": ("h200-sxm", 4.8e12, "1.3.0rc20"),
+    "b200_sxm": ("b200", 8.0e12, "1.3.0rc20"),
+}
+FORMATS = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8")}  # kv -> (compute, cache)
+BATCHES = {1, 4, 16, 64, 256, 1024}
+TOKENS = {128, 1024, 4096, 16384}
+KV_ITEMSIZE = {"bfloat16": 2, "fp8": 1}
+ACTIVATION_ITEMSIZE = 2  # Q in and the output out, BF16 (attn_dtype bfloat16 in every row)
+MIN_ROOFLINE_S = 50e-6
+# (heads, kv heads, head_dim) on one GPU -> the zoo models and tensor-parallel splits it is
+SHAPES = {(64, 8, 128): "Llama-3-70B TP1", (32, 4, 128): "Llama-3-70B TP2",
+          (8, 1, 128): "Llama-3-70B TP8", (32, 8, 128): "Llama-3-8B TP1",
+          (64, 8, 64): "gpt-oss TP1", (8, 1, 64): "gpt-oss TP8"}  # fmt: skip
+
+
+def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
+    import pyarrow.parquet as pq
+
+    blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
+                          capture_output=True).stdout  # fmt: skip
+    return pq.read_table(io.BytesIO(blob)).to_pydict()
+
+
+def roofline_s(row: dict, bandwidth_bytes_per_s: float) -> float:
+    """The HBM time of one generation-attention row: Q and output of every head, K and V
+    of every KV head over the cached tokens (capped at the window, where one is set)."""
+    kv_len = row["step"] if not row["window_size"] else min(row["step"], row["window_size"])
+    heads, kv_heads, head_dim = row["num_heads"], row["num_key_value_heads"], row["head_dim"]
+    moved = row["batch_size"] * (2 * heads * head_dim * ACTIVATION_ITEMSIZE
+                                 + 2 * kv_heads * kv_len * head_dim
+                                 * KV_ITEMSIZE[row["kv_cache_dtype"]])  # fmt: skip
+    return moved / bandwidth_bytes_per_s
+
+
+def table_text(chip_dir: str, kv: str, rows: list[list], commit: str, path: str,
+               date: str) -> str:
+    chip_id, _, version = CHIPS[chip_dir]
+    dtype, cache = FORMATS[kv]
+    lines = [
+        "[[table]]",
+        f'name = "aiconfigurator-trtllm-decode-attention-{kv}-{chip_id}"',
+        'kind = "decode_attention"',
+        f'dtype = "{dtype}"',
+        f'scope = "{cache}"',
+        f'measured_on = "{chip_id}"',
+        f'chips = ["{chip_id}"]',
+        'engine = "trtllm"',
+        f'engine_version = "TensorRT-LLM {version}"',
+        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (kv_cache_dtype {kv}, '
+        f'window_size 0)"',
+        f'url = "{URL.format(commit=commit, path=path)}"',
+        f'date = "{date}"',
+        f'conditions = "{chip_id}, TensorRT-LLM {version} PyTorch attention module, generation '
+        f"phase: one new BF16 token per sequence over a paged {kv} KV cache of 64-token "
+        f"blocks, one GPU; 10 warm-ups, mean of 6 runs (collector/trtllm/collect_attn.py); "
+        f'head shapes of {", ".join(sorted(set(SHAPES.values())))}"',
+        "rows = [",
+        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
+        "]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def report(chip_dir: str, version: str, rows: list[dict]) -> None:
+    """The measured fraction of the roofline, per KV format and head size, over the rows of
+    serving-step scale, and the rows of the zoo's shapes at 64-1024 sequences."""
+    bandwidth = CHIPS[chip_dir][1]
+    print(f"{chip_dir} TensorRT-LLM {version} ({len(rows)} rows)")
+    groups: dict[tuple, list[float]] = {}
+    for row in rows:
+        roof = roofline_s(row, bandwidth)
+        gqa = row["num_heads"] != row["num_key_value_heads"]
+        if gqa and not row["window_size"] and roof >= MIN_ROOFLINE_S:
+            key = (row["kv_cache_dtype"], row["head_dim"])
+            groups.setdefault(key, []).append(roof / (row["latency"] * 1e-3))
+    for (kv, head_dim), fractions in sorted(groups.items()):
+        f = np.array(fractions)
+        print(f"  {kv:8s} head_dim {head_dim:3d}: {len(f):3d} rows, fraction of roofline "
+              f"p10 {np.percentile(f, 10):.2f} median {np.median(f):.2f} "
+              f"p90 {np.percentile(f, 90):.2f}")  # fmt: skip
+    for row in rows:
+        shape = (row["num_heads"], row["num_key_value_heads"], row["head_dim"])
+        if (shape in SHAPES and row["batch_size"] in (64, 256, 1024)
+                and row["step"] + 1 in (1024, 4096) and not row["window_size"]
+                and row["kv_cache_dtype"] == "bfloat16"):  # fmt: skip
+            roof = roofline_s(row, bandwidth)
+            print(f"    {SHAPES[shape]:16s} bf16 KV, {row['batch_size']:4d} seqs x "
+                  f"{row['step'] + 1:4d} tokens: {row['latency'] * 1e3:6.0f} us measured, "
+                  f"roofline {roof * 1e6:5.0f} us, fraction "
+                  f"{roof / (row['latency'] * 1e-3):.2f}")  # fmt: skip
+
+
+def load(repo: str, commit: str, chip_dir: str, version: str) -> tuple[str, list[dict]]:
+    path = f"{DATA}/{chip_dir}/attention/trtllm/{version}/generation_attention_perf.parquet"
+    data = read_parquet(repo, commit, path)
+    return path, [dict(zip(data, values, strict=True))
+                  for values in zip(*data.values(), strict=True)]  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
+    parser.add_argument("--commit", default=COMMIT)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--report-version", action="append", default=[],
+                        help="chip_dir=VERSION: also report another TensorRT-LLM version")
+    args = parser.parse_args()
+    commit = subprocess.run(["git", "-C", args.repo, "rev-parse", args.commit], check=True,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    parts = [
+        "# Measured decode-attention kernel times of TensorRT-LLM on NVIDIA chips, from\n"
+        "# aiconfigurator's kernel database (Apache-2.0), written by\n"
+        "# benchmarks/decode_attention_tables.py (its docstring says which rows are kept); do\n"
+        "# not edit by hand.\n"
+        "# Rows: [sequences, cached tokens, heads, kv heads, head_dim, microseconds]: one\n"
+        "# generation step's attention on one GPU. Scope: the KV cache's format.\n"
+        f"# Source commit {commit}.\n"
+    ]
+    for chip_dir, (_, _, version) in CHIPS.items():
+        path, rows = load(args.repo, commit, chip_dir, version)
+        report(chip_dir, version, rows)
+        date = subprocess.run(["git", "-C", args.repo, "log", "-1", "--format=%cs", commit,
+                               "--", path], check=True, capture_output=True,
+                              text=True).stdout.strip()  # the file's last change  # fmt: skip
+        by_kv: dict[str, dict[tuple, float]] = {}
+        for row in rows:
+            shape = (row["num_heads"], row["num_key_value_heads"], row["head_dim"])
+            if (row["window_size"] or shape not in SHAPES or row["batch_size"] not in BATCHES
+                    or row["step"] + 1 not in TOKENS or row["attn_dtype"] != "bfloat16"
+                    or row["kv_cache_dtype"] not in FORMATS):  # fmt: skip
+                continue
+            key = (row["batch_size"], row["step"], *shape)
+            by_kv.setdefault(row["kv_cache_dtype"], {})[key] = row["latency"] * 1e3
+        for kv in FORMATS:
+            found = by_kv.get(kv)
+            if found:
+                table = [[*key, us] for key, us in sorted(found.items(), key=lambda kv_: (
+                    kv_[0][2:], kv_[0][:2]))]  # fmt: skip
+                parts.append("\n" + table_text(chip_dir, kv, table, commit, path, date))
+    for spec in args.report_version:
+        chip_dir, version = spec.split("=", 1)
+        report(chip_dir, version, load(args.repo, commit, chip_dir, version)[1])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(parts))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Decode-attention kernel tables (cost/kernel_tables.py, kind `decode_attention`):
+aiconfigurator's measured TensorRT-LLM generation-attention kernels price GQA/MHA decode
+attention ops of their chip and KV format by the op's bytes, never past the roofline; prefill,
+latent (MLA) attention and chips without a table keep the model they had."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost import kernel_tables
+from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
+from xpusim.cost.op_table import is_decode_attention, op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.hardware.catalog import load_chip
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+
+TABLES = tables_of_kind("decode_attention")
+
+
+def _attention(seqs: int, tokens: int, heads: int, kv_heads: int, head_dim: int,
+               kv: DType = DType.BF16, q_len: int = 1, **attrs):
+    """One attention op as the layer builder emits it (workloads/transformer.py): `q_len`
+    new tokens per sequence over a cache of `tokens` keys and values in format `kv`, a
+    decode step's where q_len is 1, a prefill chunk's otherwise."""
+    cache = (seqs, tokens, kv_heads, head_dim)
+    ins = (Tensor("q", (seqs, q_len, heads, head_dim), DType.BF16),
+           Tensor("k_cache", cache, kv, Role.KV_CACHE),
+           Tensor("v_cache", cache, kv, Role.KV_CACHE))  # fmt: skip
+    out = (Tensor("out", (seqs, q_len, heads * head_dim), DType.BF16),)
+    decode = (("decode", True),) if q_len == 1 else ()  # a decode step (StepShape.decode)
+    op = Op(OpKind.ATTENTION, "attention", ins, out,
+            (("causal", True), ("compute", "bf16"), *decode, *attrs.items()))  # fmt: skip
+    return op_table(Graph("attention", [op]))
+
+
+def _time_and_roof(chip_id: str, table) -> tuple[float, float]:
+    chip = load_chip(chip_id)
+    costs = evaluate(table, HardwareArrays.build(chip, table), place(chip, Footprint(0.0, 0.0,
+                                                                               1e6)))  # fmt: skip
+    hbm = max(m.bandwidth_bytes_per_s.value for m in chip.memory if m.kind.holds_tensors)
+    roof = max(float(table.matrix_flops.sum()) / chip.peak(DType.BF16),
+               float(table.role_bytes.sum()) / hbm)  # fmt: skip
+    return float(costs.time_s.sum()), roof
+
+
+def test_the_tables_load_with_their_source_engine_and_commit():
+    names = {t.name for t in TABLES}
+    for chip_id in ("h100-sxm", "h200-sxm", "b200"):
+        for kv in ("bfloat16", "fp8"):
+            assert f"aiconfigurator-trtllm-decode-attention-{kv}-{chip_id}" in names
+    for t in TABLES:
+        assert t.engine == "trtllm TensorRT-LLM 1.3.0rc20"
+        assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url and "rc20" in t.url
+        assert t.chips == (t.measured_on,)
+        assert len(t.rows_m) >= 100 and np.all(t.fractions <= 1)
+
+
+def test_a_row_converts_to_its_cache_stream():
+    """Llama-3-70B's TP2 shape (32 heads, 4 KV heads of 128) at 256 sequences of 1,023
+    cached tokens on an H200: the cache is 256 x 1023 x 2 x 4 x 128 x 2 bytes (536 MB),
+    0.113 ms at 4.8 TB/s, against 0.141 ms measured (0.80 of it)."""
+    table = kernel_table("h200-sxm", DType.BF16, "bf16", kind="decode_attention")
+    rows = np.array([[256, 1023, 32, 4, 128, 141.0]])
+    m, roof_s, _ = kernel_tables.roofline_seconds(
+        rows, DType.BF16, load_chip("h200-sxm"), "t", "decode_attention", "bf16")
+    moved = 256 * (2 * 32 * 128 * 2 + 2 * 4 * 1023 * 128 * 2)
+    assert roof_s[0] == pytest.approx(moved / 4.8e12, rel=1e-3)
+    assert m[0] == 2.0 ** np.round(np.log2(moved))
+    assert table.name == "aiconfigurator-trtllm-decode-attention-bfloat16-h200-sxm"
+
+
+@pytest.mark.parametrize(("chip_id", "kv", "shape", "seqs", "tokens"), [
+    ("h200-sxm", DType.BF16, (32, 4, 128), 64, 1023),  # Llama-3-70B TP2
+    ("h100-sxm", DType.FP8, (64, 8, 128), 64, 4095),  # Llama-3-70B TP1
+    ("b200", DType.BF16, (64, 8, 64), 64, 4095),  # gpt-oss TP1
+])  # fmt: skip
+def test_a_decode_op_follows_its_table_and_stays_above_the_roofline(chip_id, kv, shape, seqs,
+                                                                     tokens):  # fmt: skip
+    heads, kv_heads, head_dim = shape
+    ops = _attention(seqs, tokens, heads, kv_heads, head_dim, kv)
+    assert is_decode_attention(ops.ops[0])
+    table = kernel_table(chip_id, DType.BF16, kv.value, kind="decode_attention")
+    hw = HardwareArrays.build(load_chip(chip_id), ops)
+    floor_s = float(kernel_floor_s(ops, hw).sum())
+    time_s, roof_s = _time_and_roof(chip_id, ops)
+    assert time_s >= roof_s and time_s >= floor_s
+    model_s = float(table.predict_s(np.array([float(ops.role_bytes.sum())]),
+                                    np.array([roof_s]))[0])  # fmt: skip
+    assert floor_s == pytest.approx(model_s, rel=1e-6)
+    (at,) = [i for i, r in enumerate(_rows(table.name)) if r[:5] == [seqs, tokens, *shape]]
+    assert 0.7 < floor_s / table.measured_s[at] < 1.4  # as near as the fit is there
+
+
+def _rows(name: str) -> list[list]:
+    import tomllib
+
+    path = kernel_tables.TABLES_DIR / "decode_attention/nvidia-trtllm.toml"
+    with path.open("rb") as f:
+        (entry,) = [t for t in tomllib.load(f)["table"] if t["name"] == name]
+    return entry["rows"]
+
+
+def _without_decode_tables(monkeypatch) -> None:
+    """Every table but the decode_attention ones, as before they existed."""
+    others = {k: kernel_tables.tables_of_kind(k) for k in ("gemm", "moe")}
+    monkeypatch.setattr(kernel_tables, "tables_of_kind", lambda kind: others.get(kind, ()))
+
+
+def test_the_table_raises_a_mid_size_decode_above_the_chips_own_model(monkeypatch):
+    """64 sequences of 1,023 tokens of Llama-3-70B's TP2 shape on an H200 (134 MB of cache,
+    a 28 us roofline): the measured kernel takes 64.8 us (0.43 of the roofline), the table's
+    model 70 us; the chip's own model (its memory efficiency and 2 us per op) 33.5 us."""
+    ops = _attention(64, 1023, 32, 4, 128)
+    with_table, _ = _time_and_roof("h200-sxm", ops)
+    _without_decode_tables(monkeypatch)
+    without, _ = _time_and_roof("h200-sxm", ops)
+    assert without < 36e-6 < 60e-6 < with_table < 80e-6
+
+
+@pytest.mark.parametrize("ops", [
+    _attention(4, 1024, 32, 4, 128, q_len=1024),  # prefill
+    _attention(4, 1024, 32, 4, 128, q_len=6),  # a chunk of prefill
+    _attention(64, 1024, 128, 1, 576, v_dim=512),  # latent (MLA) decode
+])  # fmt: skip
+def test_prefill_and_latent_attention_are_not_priced(ops):
+    assert not is_decode_attention(ops.ops[0])
+    assert not np.isfinite(HardwareArrays.build(load_chip("h200-sxm"), ops).kernel_peak).any()
+
+
+@pytest.mark.parametrize("chip_id", ["mi300x", "a100-sxm-80gb", "tpu-v5e", "b300"])
+def test_chips_without_a_table_are_unchanged(chip_id, monkeypatch):
+    ops = _attention(256, 2047, 8, 1, 128)
+    with_tables, _ = _time_and_roof(chip_id, ops)
+    _without_decode_tables(monkeypatch)
+    without, _ = _time_and_roof(chip_id, ops)
+    assert np.float64(with_tables).tobytes() == np.float64(without).tobytes()
+
+
+def test_more_bandwidth_is_never_slower_through_a_decode_table():
+    chip = load_chip("h100-sxm")
+    for seqs in (1, 16, 256):
+        ops = _attention(seqs, 4095, 8, 1, 128, DType.FP8)
+        hw = HardwareArrays.build(chip, ops)
+        placement = place(chip, Footprint(0.0, 0.0, 1e6))
+        base = evaluate(ops, hw, placement).time_s
+        assert kernel_floor_s(ops, hw).min() > 0
+        faster = dataclasses.replace(hw, level_rate=hw.level_rate * 2, kernel_bw=hw.kernel_bw * 2)
+        assert np.all(evaluate(ops, faster, placement).time_s <= base * (1 + 1e-12))

@@ -28,18 +28,14 @@ chip and KV format (bfloat16, fp8; TensorRT-LLM runs FP8 attention over an FP8 c
 from __future__ import annotations
 
 import argparse
-import io
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
 
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/decode_attention/nvidia-trtllm.toml")
-COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
-URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"
-DATA = "aic-core/src/aiconfigurator_core/systems/data"
 # aiconfigurator chip directory -> (xpusim catalog id, datasheet HBM bandwidth in bytes/s as
 # the catalog has it, TensorRT-LLM version)
 CHIPS = {
@@ -57,14 +53,6 @@ MIN_ROOFLINE_S = 50e-6
 SHAPES = {(64, 8, 128): "Llama-3-70B TP1", (32, 4, 128): "Llama-3-70B TP2",
           (8, 1, 128): "Llama-3-70B TP8", (32, 8, 128): "Llama-3-8B TP1",
           (64, 8, 64): "gpt-oss TP1", (8, 1, 64): "gpt-oss TP8"}  # fmt: skip
-
-
-def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
-    import pyarrow.parquet as pq
-
-    blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
-                          capture_output=True).stdout  # fmt: skip
-    return pq.read_table(io.BytesIO(blob)).to_pydict()
 
 
 def roofline_s(row: dict, bandwidth_bytes_per_s: float) -> float:
@@ -151,8 +139,7 @@ def main() -> int:
     parser.add_argument("--report-version", action="append", default=[],
                         help="chip_dir=VERSION: also report another TensorRT-LLM version")
     args = parser.parse_args()
-    commit = subprocess.run(["git", "-C", args.repo, "rev-parse", args.commit], check=True,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = full_commit(args.repo, args.commit)
     parts = [
         "# Measured decode-attention kernel times of TensorRT-LLM on NVIDIA chips, from\n"
         "# aiconfigurator's kernel database (Apache-2.0), written by\n"
@@ -165,9 +152,7 @@ def main() -> int:
     for chip_dir, (_, _, version) in CHIPS.items():
         path, rows = load(args.repo, commit, chip_dir, version)
         report(chip_dir, version, rows)
-        date = subprocess.run(["git", "-C", args.repo, "log", "-1", "--format=%cs", commit,
-                               "--", path], check=True, capture_output=True,
-                              text=True).stdout.strip()  # the file's last change  # fmt: skip
+        date = last_change(args.repo, commit, path)
         by_kv: dict[str, dict[tuple, float]] = {}
         for row in rows:
             shape = (row["num_heads"], row["num_key_value_heads"], row["head_dim"])

@@ -28,16 +28,13 @@ compute and weight formats xpusim gives the same ops).
 from __future__ import annotations
 
 import argparse
-import io
-import subprocess
 import sys
 from pathlib import Path
 
+from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
+
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml")
-COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
-DATA = "aic-core/src/aiconfigurator_core/systems/data"
-URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"
 
 # aiconfigurator chip directory -> (xpusim catalog id, TensorRT-LLM version it was measured with)
 VERSIONS = {
@@ -72,14 +69,6 @@ SHAPES = {
 }
 SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
-
-
-def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
-    import pyarrow.parquet as pq
-
-    blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
-                          capture_output=True).stdout  # fmt: skip
-    return pq.read_table(io.BytesIO(blob)).to_pydict()
 
 
 def table_text(chip_dir: str, moe_dtype: str, rows: list[list], commit: str, path: str,
@@ -118,8 +107,7 @@ def main() -> int:
     parser.add_argument("--commit", default=COMMIT)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    commit = subprocess.run(["git", "-C", args.repo, "rev-parse", args.commit], check=True,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = full_commit(args.repo, args.commit)
     parts = [
         "# Measured MoE layer times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/moe_kernel_tables.py (its\n"
@@ -132,9 +120,7 @@ def main() -> int:
     for chip_dir, (_, version) in VERSIONS.items():
         path = f"{DATA}/{chip_dir}/moe/trtllm/{version}/moe_perf.parquet"
         data = read_parquet(args.repo, commit, path)
-        date = subprocess.run(["git", "-C", args.repo, "log", "-1", "--format=%cs", commit,
-                               "--", path], check=True, capture_output=True,
-                              text=True).stdout.strip()  # the file's last change  # fmt: skip
+        date = last_change(args.repo, commit, path)
         by_dtype: dict[str, dict[tuple, float]] = {}
         for i in range(len(data["latency"])):
             shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],

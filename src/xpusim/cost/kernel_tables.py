@@ -172,7 +172,7 @@ def _fractions(
     than small ones; at most 1, since fixed_s leaves every row its roofline time. Given
     many fixed times (an array), a row of fractions for each (fit_fixed_s tries 101)."""
     log_m = np.log2(rows_m)
-    nodes = np.unique(log_m)
+    nodes = np.array(sorted(set(log_m.tolist())))  # np.unique would import numpy.ma (test_startup)
     past_s = measured_s - np.asarray(fixed_s, dtype=float)[..., None]  # (fixed times, rows)
     values = [np.minimum(_in_order(roofline_s[at]) / _in_order(past_s[..., at]), 1.0)
               for at in (log_m == x for x in nodes)]  # fmt: skip

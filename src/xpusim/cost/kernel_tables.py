@@ -336,8 +336,8 @@ def tables_of_kind(kind: str) -> tuple[KernelTable, ...]:
     for path in sorted(TABLES_DIR.glob(KIND_FILES[kind])):
         with path.open("rb") as f:
             tables.extend(_table(entry, path) for entry in tomllib.load(f)["table"])
-    if any(t.kind != kind for t in tables):
-        wrong = next(t for t in tables if t.kind != kind)
+    wrong = next((t for t in tables if t.kind != kind), None)
+    if wrong is not None:
         raise UserError(f"table {wrong.name!r}: a {wrong.kind} table among the {kind} "
                         f"tables (kernel_tables/{KIND_FILES[kind]})")  # fmt: skip
     return tuple(tables)

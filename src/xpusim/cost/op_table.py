@@ -115,6 +115,12 @@ class OpTable:
     def kinds(self) -> tuple[OpKind, ...]:
         return tuple(op.kind for op in self.ops)
 
+    @cached_property
+    def is_attention(self) -> np.ndarray:
+        """Which ops are attention, as a mask: kernel tables key those by the bytes they
+        stream, not by M (roofline.kernel_floor_s, on every costing)."""
+        return np.array([op.kind == OpKind.ATTENTION for op in self.ops], dtype=bool)
+
     @property
     def dtypes(self) -> tuple[DType, ...]:
         """Compute format of each op's matrix work."""

@@ -417,7 +417,7 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     theirs."""
     k, n = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
-    by_bytes = np.array([kind == OpKind.ATTENTION for kind in table.kinds])
+    by_bytes = table.is_attention
     priced = np.isfinite(hw.kernel_peak) & ((k > 0) | by_bytes)
     m = np.where(by_bytes, moved, table.matrix_flops / (2 * np.where(k > 0, k * n, 1.0)))
     roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)

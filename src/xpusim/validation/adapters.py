@@ -260,6 +260,8 @@ ADAPTERS: dict[str, Callable[[Point], Prediction]] = {
 def predict(point: Point) -> Prediction:
     if point.workload == "recsys-inference" and point.known_gap:
         raise Unexpressible(point.known_gap)
+    if reason := point.get("not_expressible"):  # a published figure kept with its source:
+        raise Unexpressible(reason)  # the point says what setup its source leaves out
     if not isinstance(point.value, int | float):
         raise Unexpressible("a published range or qualitative claim, discussed in the docs")
     if point.get("calibration_of"):  # the chip file's figure is this point: never scored

@@ -21,7 +21,8 @@ AUDITED = (
     "llmperf-groq-l2-70b-tps", "llmperf-groq-l2-70b-ttft", "groq-techpowerup-l2-7b-750",
     "groq-techpowerup-mixtral-8x7b-480", "groq-console-llama-3.3-70b-280",
     "groq-console-llama-3.1-8b-560", "groq-console-gpt-oss-120b-500",
-    "groq-console-gpt-oss-20b-1000", "groq-brief-average-power",
+    "groq-console-gpt-oss-20b-1000", "groq-brief-average-power", "groq-2023-08-l2-70b-100",
+    "groq-2023-l2-70b-240",
     # TPU v4
     "tpuv4-paper-mlperf-bert-power", "tpuv4-paper-mlperf-resnet-power",
     "tpuv4-paper-perf-per-watt-vs-v3", "tpuv4-paper-cmem-gain", "tpuv4-paper-vs-a100",
@@ -31,6 +32,7 @@ AUDITED = (
     "palm-540b-tpuv4-mfu", "pope-palm540b-tpuv4x64-b1-int8-prefill",
     "pope-palm540b-tpuv4x64-b64-int8-decode", "pope-palm540b-tpuv4x64-b512-bf16-prefill",
     "pope-palm540b-tpuv4x64-b512-bf16-decode", "pope-palm540b-tpuv4x64-b64-bf16-decode",
+    "pope-palm540b-tpuv4x64-chatbot-latency",
     # MTIA v1
     "mtia-v1-paper-perfw-avg", "mtia-v1-paper-gemm-perfw", "mtia-v1-paper-tbe-perf-per-watt",
     "mtia-v1-paper-tbe-dram-fraction", "mtia-v1-paper-fig13-sram-batchmatmul",

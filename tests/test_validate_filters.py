@@ -34,7 +34,8 @@ def test_a_pool_scores_what_one_process_does():
 
 def test_bert_is_scored_through_the_encoder_scenario():
     v = validate(select(load_points(), workloads=["encoder-inference"]))
-    assert v.n_points == 2 and not v.skipped
+    # skipped only: Groq's BERT-Large on 4 TSPs, a published P99 bound (no value to score)
+    assert v.n_points == 2 and all("range" in s.reason for s in v.skipped)
     assert all(p.predicted > 0 and "384 tokens" in p.detail for p in v.points)
 
 

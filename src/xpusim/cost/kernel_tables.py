@@ -53,6 +53,16 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   It prices decode attention ops (op_table.is_decode_attention: a decode step's, keys and values of
   one width, no latent or compressed form) over a cache of its KV format, whatever the
   compute format; the cost model keys those ops by their bytes, not their M.
+- `mla_decode`: one measured absorbed multi-head latent attention (MLA) decode kernel a row,
+  [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds] (one new query per
+  sequence, every head attending one latent per cached token, kv_lora_rank + rope_dim wide;
+  values are the latent's first kv_lora_rank), its roofline the larger of its FLOPs (2 x
+  heads x (2 kv_lora_rank + rope_dim) x tokens per sequence) at the peak of `dtype` and its
+  bytes (Q of kv_lora_rank + rope_dim and the output of kv_lora_rank per head in BF16, the
+  latents in the cache's format, its `scope`) at the DRAM bandwidth, keyed by its bytes as
+  a decode_attention row is. It prices MLA decode ops (op_table.is_mla_decode) of its
+  compute format over a cache of its scope: the attention that decode_attention leaves out,
+  whose kernels (FlashMLA-like, TensorRT-LLM's trtllm-gen) differ from GQA's.
 """
 
 from __future__ import annotations
@@ -83,7 +93,7 @@ builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 an
 class KernelTable:
     name: str
     kind: str  # the op family it prices: "gemm" (matmuls), "moe" (routed experts' matmuls)
-    # or "decode_attention"
+    # "decode_attention" or "mla_decode"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
     # expert weights' format; decode_attention: the KV cache's format
@@ -146,6 +156,8 @@ class KernelTable:
             field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
         elif self.kind == "decode_attention":
             priced, key = f" ({self.engine}; decode attention over a {self.scope} cache)", "bytes"
+        elif self.kind == "mla_decode":
+            priced, key = f" ({self.engine}; MLA decode over a {self.scope} cache)", "bytes"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}")  # fmt: skip
@@ -267,8 +279,25 @@ def _decode_attention_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chi
     return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
 
 
+def _mla_decode_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    """(bytes rounded to a power of two, roofline seconds, microseconds) of mla_decode rows
+    [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds] (module
+    docstring): Q (rank + rope per head) in and the output (rank per head) out in BF16
+    (_OUTPUT_ITEMSIZE), the latents of every cached token in the cache's format `scope`."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+
+    seqs, tokens, heads, rank, rope = (rows[:, i] for i in range(5))
+    cache = DType.parse(scope, f"{where}: scope")
+    moved = seqs * (heads * (2 * rank + rope) * _OUTPUT_ITEMSIZE
+                    + tokens * (rank + rope) * cache.itemsize)  # fmt: skip
+    flops = 2 * seqs * heads * (2 * rank + rope) * tokens
+    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
+
+
 _ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,)),
-         "decode_attention": (_decode_attention_rows, (6,))}  # fmt: skip
+         "decode_attention": (_decode_attention_rows, (6,)),
+         "mla_decode": (_mla_decode_rows, (6,))}  # fmt: skip
 """Per table kind: its rows' (M, roofline seconds, microseconds), and the row widths it
 takes."""
 
@@ -324,7 +353,8 @@ def _table(entry: dict, path: Path) -> KernelTable:
 
 
 KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml",
-              "decode_attention": "decode_attention/*.toml"}  # fmt: skip
+              "decode_attention": "decode_attention/*.toml",
+              "mla_decode": "mla_decode/*.toml"}  # fmt: skip
 """Where each kind's tables are committed (under kernel_tables/), so that a run of a model
 without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
 

@@ -84,6 +84,8 @@ GRID_LOG2 = np.arange(0.0, 41.0)
 each node exact where a table has a row at a power of two, linear between."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
+ATTENTION_KINDS = ("decode_attention", "mla_decode")
+"""Kinds whose tables are chosen by the op's cache format alone, and keyed by bytes."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -137,9 +139,10 @@ class KernelTable:
 
     def prices(self, kind: str, dtype: DType, scope: str) -> bool:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
-        and scope `scope` (op_table.kernel_keys); a decode_attention table an op over a
-        cache of its scope whatever the op's compute format (the cache's stream decides)."""
-        if self.kind == "decode_attention":
+        and scope `scope` (op_table.kernel_keys); a decode_attention or mla_decode table an
+        op over a cache of its scope whatever the op's compute format (the cache decides
+        which kernel runs; the op's floor takes the table's format's peak, fraction_grid)."""
+        if self.kind in ATTENTION_KINDS:
             return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
             self.prices_all_of_dtype or self.scope == scope)
@@ -401,15 +404,18 @@ def kernel_table(
 
 def fraction_grid(
     chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...]
-) -> tuple[np.ndarray, float] | None:
-    """The curve, sampled at GRID_LOG2 (what the cost model interpolates), and the fixed
-    time per op of the first table found for the op's (kind, scope) keys in order
-    (op_table.kernel_keys), or None."""
+) -> tuple[np.ndarray, float, DType] | None:
+    """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
+    per op and the format whose peak the op's floor is judged at (the table's: its kernels
+    ran in it, as the fractions were measured against it; an op's own but for attention
+    tables, which price any compute format over their cache) of the first table found for
+    the op's (kind, scope) keys in order (op_table.kernel_keys), or None."""
     for kind, scope in keys:
         table = kernel_table(chip_id, dtype, scope, kind)
         if table is not None:
             fixed_s = table.fixed_s
-            return table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row
+            return (table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row,
+                    DType(table.dtype))  # fmt: skip
     return None
 
 

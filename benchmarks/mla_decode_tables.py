@@ -29,12 +29,19 @@ than the BF16 peak allows at 128 heads).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
+from aiconfigurator_data import (
+    DATA,
+    arguments,
+    full_commit,
+    last_change,
+    read_parquet,
+    table_toml,
+    write,
+)
 
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/mla_decode/nvidia-trtllm.toml")
@@ -55,29 +62,14 @@ def table_text(chip_dir: str, kv: str, rows: list[list], commit: str, path: str,
                date: str) -> str:
     chip_id, version = VERSIONS[chip_dir]
     dtype, cache = FORMATS[kv]
-    lines = [
-        "[[table]]",
-        f'name = "aiconfigurator-trtllm-mla-decode-{kv}-{chip_id}"',
-        'kind = "mla_decode"',
-        f'dtype = "{dtype}"',
-        f'scope = "{cache}"',
-        f'measured_on = "{chip_id}"',
-        f'chips = ["{chip_id}"]',
-        'engine = "trtllm"',
-        f'engine_version = "TensorRT-LLM {version}"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (kv_cache_dtype {kv})"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{chip_id}, TensorRT-LLM {version} MLA attention (TrtllmAttention), '
-        f"generation phase, absorbed: one new BF16 query per sequence over a paged {kv} "
-        f"cache of {LATENT} + {ROPE} latents a token, one GPU; CUDA graphs "
+    return table_toml(
+        f"aiconfigurator-trtllm-mla-decode-{kv}-{chip_id}", "mla_decode", dtype, cache,
+        chip_id, version, f"kv_cache_dtype {kv}", path, commit, date,
+        f"{chip_id}, TensorRT-LLM {version} MLA attention (TrtllmAttention), generation "
+        f"phase, absorbed: one new BF16 query per sequence over a paged {kv} cache of "
+        f"{LATENT} + {ROPE} latents a token, one GPU; CUDA graphs "
         f"(collector/trtllm/collect_mla.py); heads per GPU of "
-        f'{", ".join(HEADS[h] for h in sorted(HEADS, reverse=True))}"',
-        "rows = [",
-        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
-        "]",
-    ]
-    return "\n".join(lines) + "\n"
+        f'{", ".join(HEADS[h] for h in sorted(HEADS, reverse=True))}', rows)
 
 
 def report(chip_dir: str, kv: str, rows: list[list]) -> None:
@@ -99,11 +91,7 @@ def report(chip_dir: str, kv: str, rows: list[list]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
-    parser.add_argument("--commit", default=COMMIT)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = arguments(__doc__, OUT).parse_args()
     commit = full_commit(args.repo, args.commit)
     parts = [
         "# Measured MLA decode (generation) attention kernel times of TensorRT-LLM on NVIDIA\n"
@@ -134,9 +122,7 @@ def main() -> int:
                     -kv_[0][2], kv_[0][:2]))]  # fmt: skip
                 report(chip_dir, kv, rows)
                 parts.append("\n" + table_text(chip_dir, kv, rows, commit, path, date))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(parts))
-    print(f"wrote {args.out}", file=sys.stderr)
+    write(args.out, parts)
     return 0
 
 

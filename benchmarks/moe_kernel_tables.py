@@ -35,11 +35,18 @@ compute and weight formats xpusim gives the same ops).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
+from aiconfigurator_data import (
+    DATA,
+    arguments,
+    full_commit,
+    last_change,
+    read_parquet,
+    table_toml,
+    write,
+)
 
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml")
@@ -84,37 +91,17 @@ def table_text(chip_dir: str, moe_dtype: str, rows: list[list], commit: str, pat
     chip_id, version = VERSIONS[chip_dir]
     dtype, weight, what = FORMATS[moe_dtype]
     models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
-    lines = [
-        "[[table]]",
-        f'name = "aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}-{chip_id}"',
-        'kind = "moe"',
-        f'dtype = "{dtype}"',
-        f'scope = "{weight}"',
-        f'measured_on = "{chip_id}"',
-        f'chips = ["{chip_id}"]',
-        'engine = "trtllm"',
-        f'engine_version = "TensorRT-LLM {version}"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (moe_dtype {moe_dtype}, '
-        f'balanced routing)"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{chip_id}, TensorRT-LLM {version} PyTorch fused MoE '
+    return table_toml(
+        f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}-{chip_id}', "moe", dtype,
+        weight, chip_id, version, f"moe_dtype {moe_dtype}, balanced routing", path, commit, date,
+        f"{chip_id}, TensorRT-LLM {version} PyTorch fused MoE "
         f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), {what}; one GPU "
         f"as one rank of the TP x EP group, all tokens entering; CUDA graphs, mean of 6 runs "
-        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}"',
-        "rows = [",
-        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
-        "]",
-    ]
-    return "\n".join(lines) + "\n"
+        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}', rows)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
-    parser.add_argument("--commit", default=COMMIT)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = arguments(__doc__, OUT).parse_args()
     commit = full_commit(args.repo, args.commit)
     parts = [
         "# Measured MoE layer times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
@@ -148,8 +135,7 @@ def main() -> int:
                 rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
                     kv[0][1:], kv[0][0]))]  # fmt: skip
                 parts.append("\n" + table_text(chip_dir, moe_dtype, rows, commit, path, date))
-    args.out.write_text("".join(parts))
-    print(f"wrote {args.out}", file=sys.stderr)
+    write(args.out, parts)
     return 0
 
 

@@ -98,7 +98,7 @@ class KernelTable:
     # "decode_attention" or "mla_decode"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
-    # expert weights' format; decode_attention: the KV cache's format
+    # expert weights' format; decode_attention, mla_decode: the KV cache's format
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str

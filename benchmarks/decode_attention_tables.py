@@ -27,12 +27,19 @@ chip and KV format (bfloat16, fp8; TensorRT-LLM runs FP8 attention over an FP8 c
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
+from aiconfigurator_data import (
+    DATA,
+    arguments,
+    full_commit,
+    last_change,
+    read_parquet,
+    table_toml,
+    write,
+)
 
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/decode_attention/nvidia-trtllm.toml")
@@ -70,29 +77,13 @@ def table_text(chip_dir: str, kv: str, rows: list[list], commit: str, path: str,
                date: str) -> str:
     chip_id, _, version = CHIPS[chip_dir]
     dtype, cache = FORMATS[kv]
-    lines = [
-        "[[table]]",
-        f'name = "aiconfigurator-trtllm-decode-attention-{kv}-{chip_id}"',
-        'kind = "decode_attention"',
-        f'dtype = "{dtype}"',
-        f'scope = "{cache}"',
-        f'measured_on = "{chip_id}"',
-        f'chips = ["{chip_id}"]',
-        'engine = "trtllm"',
-        f'engine_version = "TensorRT-LLM {version}"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (kv_cache_dtype {kv}, '
-        f'window_size 0)"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{chip_id}, TensorRT-LLM {version} PyTorch attention module, generation '
+    return table_toml(
+        f"aiconfigurator-trtllm-decode-attention-{kv}-{chip_id}", "decode_attention", dtype,
+        cache, chip_id, version, f"kv_cache_dtype {kv}, window_size 0", path, commit, date,
+        f"{chip_id}, TensorRT-LLM {version} PyTorch attention module, generation "
         f"phase: one new BF16 token per sequence over a paged {kv} KV cache of 64-token "
         f"blocks, one GPU; 10 warm-ups, mean of 6 runs (collector/trtllm/collect_attn.py); "
-        f'head shapes of {", ".join(sorted(set(SHAPES.values())))}"',
-        "rows = [",
-        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
-        "]",
-    ]
-    return "\n".join(lines) + "\n"
+        f'head shapes of {", ".join(sorted(set(SHAPES.values())))}', rows)
 
 
 def report(chip_dir: str, version: str, rows: list[dict]) -> None:
@@ -132,10 +123,7 @@ def load(repo: str, commit: str, chip_dir: str, version: str) -> tuple[str, list
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
-    parser.add_argument("--commit", default=COMMIT)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser = arguments(__doc__, OUT)
     parser.add_argument("--report-version", action="append", default=[],
                         help="chip_dir=VERSION: also report another TensorRT-LLM version")
     args = parser.parse_args()
@@ -171,9 +159,7 @@ def main() -> int:
     for spec in args.report_version:
         chip_dir, version = spec.split("=", 1)
         report(chip_dir, version, load(args.repo, commit, chip_dir, version)[1])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(parts))
-    print(f"wrote {args.out}", file=sys.stderr)
+    write(args.out, parts)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Decode-attention kernel tables (cost/kernel_tables.py, kind `decode_attention`):
 aiconfigurator's measured TensorRT-LLM generation-attention kernels price GQA/MHA decode
 attention ops of their chip and KV format by the op's bytes, never past the roofline; prefill,
-latent (MLA) attention and chips without a table keep the model they had."""
+latent (MLA) attention and chips without a table keep the model they had (the mla_decode
+tables price MLA: tests/test_mla_decode_tables.py)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import MOE_GEMMS, all_tables, kernel_table
 from xpusim.cost.op_table import op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.graph import Graph
@@ -99,6 +100,8 @@ def _measured_s(table_name: str, row: list[int]) -> float:
     ("h100-sxm", "bf16", DType.BF16, (2048, 768, 8, 128), 16384),  # Qwen3-30B-A3B
     ("h200-sxm", "fp8", DType.FP8, (4096, 1536, 8, 128), 4096),  # Qwen3-235B-A22B
     ("b200", "fp8", DType.FP8, (7168, 2048, 8, 256), 16384),  # DeepSeek-V3
+    ("b200", "nvfp4", DType.NVFP4, (7168, 2048, 8, 256), 1024),  # DeepSeek-R1 NVFP4
+    ("gb200", "nvfp4", DType.NVFP4, (4096, 1536, 8, 128), 64),  # Qwen3-235B-A22B NVFP4
 ])  # fmt: skip
 def test_a_moe_layer_follows_its_table_at_a_tabulated_shape(chip_id, weight, dtype, shape,
                                                             tokens):  # fmt: skip
@@ -122,6 +125,26 @@ def test_a_moe_layer_follows_its_table_at_a_tabulated_shape(chip_id, weight, dty
     fit_errors = table.predict_s(table.rows_m, table.roofline_s) / table.measured_s
     assert fit_errors.min() * 0.98 <= floor_s.sum() / measured_s <= fit_errors.max() * 1.02
     assert 0.5 < floor_s.sum() / measured_s < 1.6
+
+
+def test_nvfp4_tables_exist_and_the_min_latency_rows_are_refused():
+    """NVFP4 experts have tables on the Blackwell chips, from the CUTLASS (throughput) rows.
+    aiconfigurator's min-latency NVFP4 rows route through DeepSeek-V3's group-limited gate
+    (4 of 8 groups) whatever the model, so they touch at most half the experts the table's
+    balanced routing counts: DeepSeek's layer at 64 tokens on one B200 (all 256 experts,
+    6.3 GB of NVFP4 weights, 0.79 ms at 8 TB/s) measured 0.491 ms there, and the roofline
+    check refuses it; the CUTLASS row of the same shape is 1.734 ms."""
+    names = {t.name for t in MOE}
+    for chip_id in ("b200", "b300", "gb200"):
+        assert f"aiconfigurator-trtllm-moe-nvfp4-{chip_id}" in names
+    b200 = load_chip("b200")
+    min_latency = np.array([[64, 7168, 2048, 8, 256, 1, 1, 490.6]])
+    with pytest.raises(UserError, match="roofline"):
+        kernel_tables.roofline_seconds(min_latency, DType.NVFP4, b200, "t", "moe", "nvfp4")
+    cutlass_s = _measured_s("aiconfigurator-trtllm-moe-nvfp4-b200",
+                            [64, 7168, 2048, 8, 256, 1, 1])  # fmt: skip
+    weights_s = 256 * 3 * 7168 * 2048 * 0.5625 / 8e12
+    assert weights_s < cutlass_s and cutlass_s == pytest.approx(1.734e-3, rel=1e-3)
 
 
 def test_the_layer_fixed_time_is_split_over_its_two_gemms():

@@ -53,6 +53,16 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   It prices decode attention ops (op_table.is_decode_attention: a decode step's, keys and values of
   one width, no latent or compressed form) over a cache of its KV format, whatever the
   compute format; the cost model keys those ops by their bytes, not their M.
+- `mla_decode`: one measured absorbed multi-head latent attention (MLA) decode kernel a row,
+  [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds] (one new query per
+  sequence, every head attending one latent per cached token, kv_lora_rank + rope_dim wide;
+  values are the latent's first kv_lora_rank), its roofline the larger of its FLOPs (2 x
+  heads x (2 kv_lora_rank + rope_dim) x tokens per sequence) at the peak of `dtype` and its
+  bytes (Q of kv_lora_rank + rope_dim and the output of kv_lora_rank per head in BF16, the
+  latents in the cache's format, its `scope`) at the DRAM bandwidth, keyed by its bytes as
+  a decode_attention row is. It prices MLA decode ops (op_table.is_mla_decode) of its
+  compute format over a cache of its scope: the attention that decode_attention leaves out,
+  whose kernels (FlashMLA-like, TensorRT-LLM's trtllm-gen) differ from GQA's.
 """
 
 from __future__ import annotations
@@ -74,6 +84,8 @@ GRID_LOG2 = np.arange(0.0, 41.0)
 each node exact where a table has a row at a power of two, linear between."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
+ATTENTION_KINDS = ("decode_attention", "mla_decode")
+"""Kinds whose tables are chosen by the op's cache format alone, and keyed by bytes."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -83,10 +95,10 @@ builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 an
 class KernelTable:
     name: str
     kind: str  # the op family it prices: "gemm" (matmuls), "moe" (routed experts' matmuls)
-    # or "decode_attention"
+    # "decode_attention" or "mla_decode"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
-    # expert weights' format; decode_attention: the KV cache's format
+    # expert weights' format; decode_attention, mla_decode: the KV cache's format
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -127,9 +139,10 @@ class KernelTable:
 
     def prices(self, kind: str, dtype: DType, scope: str) -> bool:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
-        and scope `scope` (op_table.kernel_keys); a decode_attention table an op over a
-        cache of its scope whatever the op's compute format (the cache's stream decides)."""
-        if self.kind == "decode_attention":
+        and scope `scope` (op_table.kernel_keys); a decode_attention or mla_decode table an
+        op over a cache of its scope whatever the op's compute format (the cache decides
+        which kernel runs; the op's floor takes the table's format's peak, fraction_grid)."""
+        if self.kind in ATTENTION_KINDS:
             return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
             self.prices_all_of_dtype or self.scope == scope)
@@ -146,6 +159,8 @@ class KernelTable:
             field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
         elif self.kind == "decode_attention":
             priced, key = f" ({self.engine}; decode attention over a {self.scope} cache)", "bytes"
+        elif self.kind == "mla_decode":
+            priced, key = f" ({self.engine}; MLA decode over a {self.scope} cache)", "bytes"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}")  # fmt: skip
@@ -267,8 +282,25 @@ def _decode_attention_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chi
     return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
 
 
+def _mla_decode_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    """(bytes rounded to a power of two, roofline seconds, microseconds) of mla_decode rows
+    [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds] (module
+    docstring): Q (rank + rope per head) in and the output (rank per head) out in BF16
+    (_OUTPUT_ITEMSIZE), the latents of every cached token in the cache's format `scope`."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+
+    seqs, tokens, heads, rank, rope = (rows[:, i] for i in range(5))
+    cache = DType.parse(scope, f"{where}: scope")
+    moved = seqs * (heads * (2 * rank + rope) * _OUTPUT_ITEMSIZE
+                    + tokens * (rank + rope) * cache.itemsize)  # fmt: skip
+    flops = 2 * seqs * heads * (2 * rank + rope) * tokens
+    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
+
+
 _ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,)),
-         "decode_attention": (_decode_attention_rows, (6,))}  # fmt: skip
+         "decode_attention": (_decode_attention_rows, (6,)),
+         "mla_decode": (_mla_decode_rows, (6,))}  # fmt: skip
 """Per table kind: its rows' (M, roofline seconds, microseconds), and the row widths it
 takes."""
 
@@ -324,7 +356,8 @@ def _table(entry: dict, path: Path) -> KernelTable:
 
 
 KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml",
-              "decode_attention": "decode_attention/*.toml"}  # fmt: skip
+              "decode_attention": "decode_attention/*.toml",
+              "mla_decode": "mla_decode/*.toml"}  # fmt: skip
 """Where each kind's tables are committed (under kernel_tables/), so that a run of a model
 without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
 
@@ -371,15 +404,18 @@ def kernel_table(
 
 def fraction_grid(
     chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...]
-) -> tuple[np.ndarray, float] | None:
-    """The curve, sampled at GRID_LOG2 (what the cost model interpolates), and the fixed
-    time per op of the first table found for the op's (kind, scope) keys in order
-    (op_table.kernel_keys), or None."""
+) -> tuple[np.ndarray, float, DType] | None:
+    """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
+    per op and the format whose peak the op's floor is judged at (the table's: its kernels
+    ran in it, as the fractions were measured against it; an op's own but for attention
+    tables, which price any compute format over their cache) of the first table found for
+    the op's (kind, scope) keys in order (op_table.kernel_keys), or None."""
     for kind, scope in keys:
         table = kernel_table(chip_id, dtype, scope, kind)
         if table is not None:
             fixed_s = table.fixed_s
-            return table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row
+            return (table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row,
+                    DType(table.dtype))  # fmt: skip
     return None
 
 

@@ -53,13 +53,30 @@ def is_decode_attention(op: Op) -> bool:
             and k.shape[3] == v.shape[3] == q.shape[3])  # fmt: skip
 
 
+def is_mla_decode(op: Op) -> bool:
+    """An absorbed multi-head latent attention op (workloads/transformer.py latent_attention,
+    built so in decode steps only): every head's query over one cached latent per token
+    (one KV head, keys the latent and rope part, values the latent's first `v_dim`), dense
+    (no sparse indexer's `top_k`, no compressed keys), which the mla_decode tables measured.
+    A prefill's MLA (decompressed keys and values) is not one."""
+    if op.kind != OpKind.ATTENTION or len(op.inputs) < 2 or op.attr("top_k") or op.attr(
+            "compress"):  # fmt: skip
+        return False
+    q, cache = op.inputs[:2]
+    return (op.attr("kv_heads") == 1 and bool(op.attr("v_dim")) and cache.role == Role.KV_CACHE
+            and len(q.shape) == 4 and cache.shape[3] == q.shape[3] > op.attr("v_dim"))
+
+
 def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """The (kind, scope) of the kernel tables that may price an op, in the order tried
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
     first, then, as every matmul, a gemm table of its kernel family; a decode attention op
-    a decode_attention table of its cache's format; other ops none."""
+    a decode_attention table of its cache's format, an MLA decode op an mla_decode table of
+    its cache's format; other ops none."""
     if is_decode_attention(op):
         return (("decode_attention", op.inputs[1].dtype.value),)
+    if is_mla_decode(op):
+        return (("mla_decode", op.inputs[1].dtype.value),)
     if op.kind != OpKind.MATMUL:
         return ()
     gemm = ("gemm", kernel_scope(op))

@@ -246,7 +246,8 @@ class HardwareArrays:
         for i, (dtype, keys) in enumerate(zip(table.dtypes, table.kernel_keys, strict=True)):
             curve = fraction_grid(chip.id, dtype, keys) if has_matrix[i] else None
             if curve is not None:
-                (grid[i], kernel_fixed_s[i]), kernel_peak[i] = curve, peaks[i]
+                grid[i], kernel_fixed_s[i], ran_in = curve
+                kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)
         return cls(
             matrix_rate=peaks * efficiency,
             e_matrix_j=budget / peaks,

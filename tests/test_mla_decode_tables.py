@@ -1,0 +1,191 @@
+"""MLA decode kernel tables (cost/kernel_tables.py, kind `mla_decode`): aiconfigurator's
+measured TensorRT-LLM MLA generation kernels price absorbed MLA decode ops of their chip,
+compute format and cache format by the op's bytes, never past the roofline; GQA decode, an
+MLA prefill, sparse (top-k) MLA and chips without a table keep the model they had."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+import numpy as np
+import pytest
+
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost import kernel_tables
+from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
+from xpusim.cost.op_table import is_decode_attention, is_mla_decode, kernel_keys, op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.hardware.catalog import load_chip
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+
+TABLES = tables_of_kind("mla_decode")
+RANK, ROPE = 512, 64  # DeepSeek-V3/R1's kv_lora_rank and qk_rope_head_dim
+
+
+def _mla(seqs: int, tokens: int, heads: int, cache: DType = DType.BF16,
+         compute: DType = DType.BF16, **attrs):
+    """One absorbed MLA decode op as the layer builder emits it (workloads/transformer.py
+    latent_attention): each head's query in the latent space over `tokens` cached latents
+    of RANK + ROPE per sequence, one KV head, values the latent's first RANK."""
+    latent = RANK + ROPE
+    ins = (Tensor("q_latent_rope", (seqs, 1, heads, latent), compute),
+           Tensor("latent_cache", (seqs, tokens, 1, latent), cache, Role.KV_CACHE),
+           Tensor("kv", (seqs, 1, latent), compute))  # fmt: skip
+    outs = (Tensor("attn.latent", (seqs, 1, heads * RANK), compute),
+            Tensor("latent_new", (seqs, 1, 1, latent), cache, Role.KV_CACHE))  # fmt: skip
+    op = Op(OpKind.ATTENTION, "attention", ins, outs,
+            (("causal", True), ("compute", compute.value), ("heads", heads),
+             ("head_dim", latent), ("kv_heads", 1), ("v_dim", RANK), *attrs.items()))  # fmt: skip
+    return op_table(Graph("mla", [op]))
+
+
+def _time_and_roof(chip_id: str, ops, compute: DType = DType.BF16) -> tuple[float, float]:
+    chip = load_chip(chip_id)
+    costs = evaluate(ops, HardwareArrays.build(chip, ops), place(chip, Footprint(0.0, 0.0, 1e6)))
+    hbm = max(m.bandwidth_bytes_per_s.value for m in chip.memory if m.kind.holds_tensors)
+    roof = max(float(ops.matrix_flops.sum()) / chip.peak(compute),
+               float(ops.role_bytes.sum()) / hbm)  # fmt: skip
+    return float(costs.time_s.sum()), roof
+
+
+def _measured_s(name: str, row: list[int]) -> float:
+    path = kernel_tables.TABLES_DIR / "mla_decode/nvidia-trtllm.toml"
+    with path.open("rb") as f:
+        (entry,) = [t for t in tomllib.load(f)["table"] if t["name"] == name]
+    (micros,) = [r[-1] for r in entry["rows"] if r[:-1] == row]
+    return micros * 1e-6
+
+
+def test_the_tables_load_with_their_source_engine_and_commit():
+    names = {t.name for t in TABLES}
+    for chip_id in ("h200-sxm", "b200"):
+        for kv in ("bfloat16", "fp8"):
+            assert f"aiconfigurator-trtllm-mla-decode-{kv}-{chip_id}" in names
+    for t in TABLES:
+        assert t.engine == "trtllm TensorRT-LLM 1.3.0rc20"
+        assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
+        assert "generation_mla_perf" in t.url
+        assert t.chips == (t.measured_on,)
+        assert len(t.rows_m) >= 80 and np.all(t.fractions <= 1)
+
+
+def test_a_row_converts_to_its_latent_stream_and_flops():
+    """128 heads (DeepSeek under attention DP) at 128 sequences of 2,047 cached FP8 latents
+    on a B200: 128 x 2047 x 576 bytes of cache and 128 x 128 x 1088 x 2 of BF16 Q and
+    output (187 MB, 23 us at the HBM's 8 TB/s) against 2 x 128 x 128 x (2 x 512 + 64) x
+    2047 FLOPs (73 GFLOP, 16.2 us at 4.5 PFLOPS FP8): the stream decides."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+
+    chip = load_chip("b200")
+    rows = np.array([[128, 2047, 128, RANK, ROPE, 55.8]])
+    m, roof_s, _ = kernel_tables.roofline_seconds(rows, DType.FP8, chip, "t", "mla_decode",
+                                                  "fp8")  # fmt: skip
+    moved = 128 * (128 * (2 * RANK + ROPE) * 2 + 2047 * (RANK + ROPE))
+    flops = 2 * 128 * 128 * (2 * RANK + ROPE) * 2047
+    assert flops / chip.peak(DType.FP8) < moved / dram_bytes_per_s(chip)
+    assert roof_s[0] == pytest.approx(moved / dram_bytes_per_s(chip), rel=1e-9)
+    assert m[0] == 2.0 ** np.round(np.log2(moved))
+
+
+@pytest.mark.parametrize(("chip_id", "kv", "heads", "seqs", "tokens"), [
+    ("b200", DType.FP8, 128, 256, 4095),  # attention DP, an MLPerf-scale rank
+    ("b200", DType.BF16, 16, 64, 1023),  # TP8
+    ("h200-sxm", DType.BF16, 128, 64, 4095),
+    ("h200-sxm", DType.FP8, 128, 1024, 1023),
+])  # fmt: skip
+def test_an_mla_decode_op_costs_its_measured_time_at_a_tabulated_shape(chip_id, kv, heads,
+                                                                       seqs, tokens):  # fmt: skip
+    """A measured shape costs the table's model of it (fixed time + roofline / f(bytes),
+    one curve over the heads per GPU), near the measured time, and at or above the op's
+    roofline."""
+    ops = _mla(seqs, tokens, heads, kv, kv)
+    assert is_mla_decode(ops.ops[0]) and not is_decode_attention(ops.ops[0])
+    assert kernel_keys(ops.ops[0]) == (("mla_decode", kv.value),)
+    kv_name = "bfloat16" if kv == DType.BF16 else "fp8"
+    name = f"aiconfigurator-trtllm-mla-decode-{kv_name}-{chip_id}"
+    assert kernel_table(chip_id, kv, kv.value, kind="mla_decode").name == name
+    floor_s = float(kernel_floor_s(ops, HardwareArrays.build(load_chip(chip_id), ops)).sum())
+    time_s, roof_s = _time_and_roof(chip_id, ops, kv)
+    assert time_s >= roof_s and time_s >= floor_s
+    measured = _measured_s(name, [seqs, tokens, heads, RANK, ROPE])
+    assert 0.6 < floor_s / measured < 1.5
+
+
+def _without_mla_tables(monkeypatch) -> None:
+    others = {k: kernel_tables.tables_of_kind(k) for k in ("gemm", "moe", "decode_attention")}
+    monkeypatch.setattr(kernel_tables, "tables_of_kind", lambda kind: others.get(kind, ()))
+
+
+def test_the_table_raises_deepseeks_mlperf_scale_decode_on_a_b200(monkeypatch):
+    """128 heads over 128 sequences of 2,047 FP8 latents on a B200 measured 55.8 us; the
+    chip's own model (its memory efficiency and power limit) costs it 45 us, the table's
+    model near the measurement."""
+    ops = _mla(128, 2047, 128, DType.FP8, DType.FP8)
+    with_table, roof = _time_and_roof("b200", ops, DType.FP8)
+    _without_mla_tables(monkeypatch)
+    without, _ = _time_and_roof("b200", ops, DType.FP8)
+    assert roof < without < with_table
+    assert 0.85 < with_table / 55.8e-6 < 1.3
+
+
+def test_sparse_mla_is_not_priced_by_an_mla_table():
+    ops = _mla(64, 1024, 128, DType.FP8, DType.FP8, top_k=2048)  # DeepSeek-V3.2's DSA
+    assert not is_mla_decode(ops.ops[0])
+    assert not np.isfinite(HardwareArrays.build(load_chip("b200"), ops).kernel_peak).any()
+
+
+def test_the_cache_chooses_the_table_and_its_format_judges_the_floor():
+    """SGLang's DeepSeek-R1 on 8 H200 at --precision fp8 with its default BF16 cache runs
+    a BF16 MLA kernel: the op (compute FP8 by --precision) takes the bf16 table, and its
+    floor's compute roof is at the BF16 peak the table's kernels ran at, not FP8's."""
+    chip = load_chip("h200-sxm")
+    ops = _mla(64, 4095, 128, DType.BF16, DType.FP8)
+    hw = HardwareArrays.build(chip, ops)
+    assert hw.kernel_peak[0] == chip.peak(DType.BF16)
+    same = _mla(64, 4095, 128, DType.BF16, DType.BF16)
+    floor = kernel_floor_s(ops, hw)[0]
+    assert floor == pytest.approx(kernel_floor_s(same, HardwareArrays.build(chip, same))[0],
+                                  rel=0.02)  # the same kernel; Q's bytes differ  # fmt: skip
+
+
+@pytest.mark.parametrize("chip_id", ["mi300x", "h100-sxm", "b300", "mi355x"])
+def test_chips_without_a_table_are_unchanged(chip_id, monkeypatch):
+    ops = _mla(256, 2047, 128, DType.FP8, DType.FP8)
+    with_tables, _ = _time_and_roof(chip_id, ops, DType.FP8)
+    _without_mla_tables(monkeypatch)
+    without, _ = _time_and_roof(chip_id, ops, DType.FP8)
+    assert np.float64(with_tables).tobytes() == np.float64(without).tobytes()
+
+
+def test_more_bandwidth_is_never_slower_through_an_mla_table():
+    chip = load_chip("b200")
+    for seqs in (1, 16, 256):
+        ops = _mla(seqs, 4095, 128, DType.FP8, DType.FP8)
+        hw = HardwareArrays.build(chip, ops)
+        placement = place(chip, Footprint(0.0, 0.0, 1e6))
+        base = evaluate(ops, hw, placement).time_s
+        assert kernel_floor_s(ops, hw).min() > 0
+        faster = dataclasses.replace(hw, level_rate=hw.level_rate * 2, kernel_bw=hw.kernel_bw * 2)
+        assert np.all(evaluate(ops, faster, placement).time_s <= base * (1 + 1e-12))
+
+
+def test_the_layer_builders_mla_decode_op_is_the_one_priced():
+    """DeepSeek-R1's steps from the layer builder: a decode step's attention ops are MLA
+    decode ops (absorbed, over the FP8 latent cache), a prefill's (decompressed keys and
+    values, multi-head) are not; GQA decode is not one either."""
+    from xpusim.workloads.transformer import StepShape, build_step
+    from xpusim.workloads.zoo import zoo_entry
+
+    cfg = zoo_entry("deepseek-r1").config
+    for step, expected in ((StepShape(8, 1, 2048, decode=True), True),
+                           (StepShape(1, 512, 512), False)):
+        graph = build_step(cfg, step, DType.FP8, attention=DType.FP8, kv=DType.FP8)
+        attention = [op for op in graph if op.kind is OpKind.ATTENTION]
+        assert attention and all(is_mla_decode(op) is expected for op in attention)
+    gqa = build_step(zoo_entry("llama-3.1-8b").config, StepShape(8, 1, 2048, decode=True),
+                     DType.BF16)
+    assert not any(is_mla_decode(op) for op in gqa if op.kind is OpKind.ATTENTION)

@@ -152,6 +152,10 @@ def check(kind: str, dtype: str, scope: str, chip_id: str, rows: list[list]) -> 
     return [row for row, fine in zip(rows, ok, strict=True) if fine]
 
 
+def _where(where: dict) -> str:
+    return f" ({', '.join(f'{k} {v}' for k, v in where.items())})" if where else ""
+
+
 def _value(v: float) -> str:
     return str(v) if isinstance(v, int) else f"{v:.6g}"
 
@@ -165,16 +169,15 @@ def table_text(repo: str, spec: tuple) -> tuple[str, str]:
             key, us = (gemm_row if kind == "gemm" else moe_row)(row)
             if key and (key not in found or us < found[key]):
                 found[key] = us
+    ordered = sorted(found.items(), key=lambda kv: (kv[0][1:], kv[0][0]))  # shape, then M
     if kind == "gemm":
-        rows = [[m, n, k, us, b]
-                for (m, n, k, b), us in sorted(found.items(), key=lambda kv: (kv[0][1:], kv[0][0]))]
+        rows = [[m, n, k, us, b] for (m, n, k, b), us in ordered]
     else:
-        rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (kv[0][1:], kv[0][0]))]
+        rows = [[*key, us] for key, us in ordered]
     rows = check(kind, dtype, scope, chip_id, rows)
     full = [(_git(repo, "rev-parse", c).strip(), p, w) for c, p, w in sources]
     dates = sorted(_git(repo, "log", "-1", "--format=%cs", c).strip() for c, _, _ in full)
-    source = "; ".join(f"ROCm/aiter {p} at {c[:10]}" + (f" ({', '.join(f'{k} {v}' for k, v in w.items())})" if w else "")
-                       for c, p, w in full)  # fmt: skip
+    source = "; ".join(f"ROCm/aiter {p} at {c[:10]}" + _where(w) for c, p, w in full)
     lines = [
         "[[table]]",
         f'name = "{name}"',
@@ -196,14 +199,16 @@ def table_text(repo: str, spec: tuple) -> tuple[str, str]:
 
 
 HEADERS = {
-    "gemm": "# Measured dense GEMM kernel times on AMD Instinct, from AMD's kernel library AITER's\n"
-            "# tuned configs (ROCm/aiter, MIT), written by benchmarks/amd_kernel_tables.py (its\n"
-            "# docstring says which rows are kept); do not edit by hand.\n"
-            "# Rows: [M, N, K, microseconds, groups]: A = M x K, B = K x N, C = M x N BF16; a batched\n"
-            "# GEMM as its total M over `groups` weights (cost/kernel_tables.py), 1 if dense.\n",
-    "moe": "# Measured fused-MoE kernel times on AMD Instinct, from AMD's kernel library AITER's\n"
-           "# tuned configs (ROCm/aiter, MIT), written by benchmarks/amd_kernel_tables.py (its\n"
-           "# docstring says which rows are kept); do not edit by hand.\n"
+    "gemm": "# Measured dense GEMM kernel times on AMD Instinct, from AMD's kernel library\n"
+            "# AITER's tuned configs (ROCm/aiter, MIT), written by\n"
+            "# benchmarks/amd_kernel_tables.py (its docstring says which rows are kept); do not\n"
+            "# edit by hand.\n"
+            "# Rows: [M, N, K, microseconds, groups]: A = M x K, B = K x N, C = M x N BF16; a\n"
+            "# batched GEMM as its total M over `groups` weights (kernel_tables.py), else 1.\n",
+    "moe": "# Measured fused-MoE kernel times on AMD Instinct, from AMD's kernel library\n"
+           "# AITER's tuned configs (ROCm/aiter, MIT), written by\n"
+           "# benchmarks/amd_kernel_tables.py (its docstring says which rows are kept); do not\n"
+           "# edit by hand.\n"
            "# Rows: [tokens, hidden, inter, topk, experts, tp, ep, microseconds]: the fused-MoE\n"
            "# kernel (sorting, stage 1 gate-up + SiLU, stage 2 down) as AITER's tuner ran it.\n",
 }

@@ -14,8 +14,18 @@ rows kept. Which rows:
   256 (gfx950: MI355X). cu_num 80 rows are the MI308X, which the catalog does not hold;
 - a time above zero (failed tunes are written as 0);
 - one row per shape, the fastest when a file tunes a shape twice (bias or output variants);
-- batched GEMMs (B independent M x K by K x N products) as a grouped row of total M = B x M
-  over B weights (the gemm tables' grouped convention, cost/kernel_tables.py);
+- GEMMs whose weights (B x K x N) hold at least MIN_WEIGHT_BYTES: a smaller GEMM has too
+  few output tiles to fill the chip's 256-304 CUs at small M (AITER's 64 x 1536 x 5120 INT8
+  GEMM, 7.9 MB, runs 48 workgroups and streams at 0.47 TB/s of 5.3), so its time is set by
+  its tile count, not by M, and pooled into the curve in M it priced Llama-2-70B's 470 MB
+  gate-up projection at 64 rows at 0.25 of the weight stream; the projections the tables
+  price (the zoo's dense models at their serving TP) are 16 MiB and larger;
+- batched GEMMs (B independent M x K by K x N products) as the dense GEMM of the same rows
+  per weight, M x (B x N) x K: the same FLOPs, weight bytes and outputs, and the same M, the
+  rows each weight byte meets, which sets where on the curve a kernel is (a grouped row's
+  total B x M would place 16 products of 16 rows, bandwidth-bound, beside a dense GEMM of
+  256 rows); its activations count once instead of B times, which lowers its roofline only
+  where the weights bind (M of 64 or fewer: by at most M / N, 5% at 64 x 1280);
 - fused MoE rows as [tokens, model_dim, inter_dim, topk, experts, 1, 1, us]: the kernel as
   the tuner ran it (its `expert` and `topk` may count a fused shared expert, and its
   inter_dim is already one rank's width), so tp = ep = 1.
@@ -44,6 +54,10 @@ GEMM_OUT = ROOT / "src/xpusim/cost/kernel_tables/amd-aiter.toml"
 MOE_OUT = ROOT / "src/xpusim/cost/kernel_tables/moe/amd-aiter.toml"
 URL = "https://github.com/ROCm/aiter/blob/{commit}/{path}"
 CONFIGS = "aiter/configs"
+MIN_WEIGHT_BYTES = 16 * 2**20
+"""The smallest weight a gemm row may have (module docstring): Mixtral-8x7B's attention
+projections in FP8 (4096 x 6144, 24 MiB) and Llama-3.1-405B's at TP 8 in BF16 (16384 x
+2304, 72 MiB) are above it."""
 
 MI300X = ("mi300x", ["mi300x", "mi325x"], "304", "MI300X (gfx942, 304 CUs)",
           "; MI325X has the same gfx942 die and 304 CUs, its fraction of its own roofline "
@@ -121,10 +135,12 @@ def read_rows(repo: str, commit: str, path: str, cu_num: str, where: dict) -> li
     return kept
 
 
-def gemm_row(row: dict) -> tuple[tuple, float]:
+def gemm_row(row: dict, itemsize: int) -> tuple[tuple, float]:
     batch = int(row.get("B") or 1)
     m, n, k = int(row["M"]), int(row["N"]), int(row["K"])
-    return (batch * m, n, k, batch), row["us"]
+    if batch * k * n * itemsize < MIN_WEIGHT_BYTES:
+        return (), 0.0
+    return (m, batch * n, k), row["us"]
 
 
 def moe_row(row: dict) -> tuple[tuple, float]:
@@ -166,12 +182,12 @@ def table_text(repo: str, spec: tuple) -> tuple[str, str]:
     found: dict[tuple, float] = {}
     for commit, path, where in sources:
         for row in read_rows(repo, commit, path, cu_num, where):
-            key, us = (gemm_row if kind == "gemm" else moe_row)(row)
+            key, us = gemm_row(row, 2 if dtype == "bf16" else 1) if kind == "gemm" else moe_row(row)
             if key and (key not in found or us < found[key]):
                 found[key] = us
     ordered = sorted(found.items(), key=lambda kv: (kv[0][1:], kv[0][0]))  # shape, then M
     if kind == "gemm":
-        rows = [[m, n, k, us, b] for (m, n, k, b), us in ordered]
+        rows = [[m, n, k, us] for (m, n, k), us in ordered]
     else:
         rows = [[*key, us] for key, us in ordered]
     rows = check(kind, dtype, scope, chip_id, rows)
@@ -203,8 +219,8 @@ HEADERS = {
             "# AITER's tuned configs (ROCm/aiter, MIT), written by\n"
             "# benchmarks/amd_kernel_tables.py (its docstring says which rows are kept); do not\n"
             "# edit by hand.\n"
-            "# Rows: [M, N, K, microseconds, groups]: A = M x K, B = K x N, C = M x N BF16; a\n"
-            "# batched GEMM as its total M over `groups` weights (kernel_tables.py), else 1.\n",
+            "# Rows: [M, N, K, microseconds]: A = M x K, B = K x N, C = M x N BF16; a batched\n"
+            "# GEMM of B products as M x (B x N) x K (the script's docstring says why).\n",
     "moe": "# Measured fused-MoE kernel times on AMD Instinct, from AMD's kernel library\n"
            "# AITER's tuned configs (ROCm/aiter, MIT), written by\n"
            "# benchmarks/amd_kernel_tables.py (its docstring says which rows are kept); do not\n"

@@ -42,7 +42,7 @@ def test_the_aiter_tables_load_with_their_source_commit_and_chip():
         assert re.match(r"https://github.com/ROCm/aiter/blob/[0-9a-f]{40}/aiter/configs/", t.url)
         assert t.source.startswith("ROCm/aiter") and "cu_num" in t.source
         assert t.measured_on in ("mi300x", "mi355x") and t.measured_on in t.chips
-        assert set(t.chips) <= set(AMD) and len(t.rows_m) >= 30
+        assert set(t.chips) <= set(AMD) and len(t.rows_m) >= 20
 
 
 @pytest.mark.parametrize("table", AITER, ids=lambda t: t.name)
@@ -89,7 +89,7 @@ def _fit_range(table) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize(("name", "chip_id", "dtype", "row"), [
-    ("aiter-int8-gemm-mi300x", "mi300x", DType.FP8, [16384, 1536, 5120]),
+    ("aiter-int8-gemm-mi300x", "mi300x", DType.FP8, [1024, 20480, 8192]),  # 16 x 1280
     ("aiter-bf16-gemm-mi355x", "mi355x", DType.BF16, [4096, 57344, 8192]),
     ("aiter-fp8-gemm-mi355x", "mi355x", DType.FP8, [512, 8192, 28672]),
     ("aiter-bf16-gemm-mi300x", "mi300x", DType.BF16, [64, 5120, 2880]),

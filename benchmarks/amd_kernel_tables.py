@@ -74,12 +74,11 @@ TABLES = [
      [("727253aef3b646e2acbe9b0b2e127a99649ea87b", f"{CONFIGS}/bf16_tuned_batched_gemm.csv", {}),
       ("e010caf524550eb04e68145df19653927ef00bd5",
        f"{CONFIGS}/model_configs/gptoss_bf16_tuned_gemm.csv", {})]),
-    ("aiter-int8-gemm-mi300x", "gemm", "fp8", "fp8", MI300X,
-     "AITER's per-token INT8 GEMMs (a8w8: the asm kernels over pre-shuffled weights at "
-     "M x 1536 x 5120 and M x 5120 x 1280, and CK batched GEMMs of 16 x (M x 1280 x 8192) "
-     "and 16 x (M x 8192 x 1024)), taken for per-tensor FP8: CDNA 3 runs INT8 and FP8 MFMA "
-     "at the same rate (2,614.9 TOPS dense, the catalog's int8 and fp8 peaks) over 1-byte "
-     "operands, and AITER publishes no gfx942 FP8 per-tensor GEMM rows",
+    ("aiter-int8-gemm-mi300x", "gemm", "int8", "int8", MI300X,
+     "AITER's per-token INT8 GEMMs (a8w8: CK batched GEMMs of 16 x (M x 1280 x 8192) and "
+     "16 x (M x 8192 x 1024); the file's asm GEMMs over pre-shuffled weights are under the "
+     "16 MiB floor), for INT8 matmuls only: per-tensor FP8 runs hipBLASLt's kernels under "
+     "vLLM, another library and format, and keeps the chip's model",
      [("1ba09a4743280a8c2a2ae1ebfbd99fafb1804b1d", f"{CONFIGS}/a8w8_bpreshuffle_tuned_gemm.csv",
        {}),
       ("727253aef3b646e2acbe9b0b2e127a99649ea87b", f"{CONFIGS}/a8w8_tuned_batched_gemm.csv", {})]),

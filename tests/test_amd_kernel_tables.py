@@ -56,22 +56,27 @@ def test_every_row_is_at_or_below_its_chips_roofline(table):
 
 
 def test_a_row_faster_than_the_mi300x_roofline_is_refused():
-    """The MI300X's 8192 x 8192 x 8192 INT8-for-FP8 GEMM cannot take under 420 us at its
-    2,614.9 TOPS peak."""
-    rows = np.array([[8192.0, 8192.0, 8192.0, 400.0, 1.0]])
+    """The MI300X's 8192 x 8192 x 8192 INT8 GEMM cannot take under 420 us at its 2,614.9
+    TOPS peak."""
+    rows = np.array([[8192.0, 8192.0, 8192.0, 400.0]])
     with pytest.raises(UserError, match="at most 1"):
-        roofline_seconds(rows, DType.FP8, load_chip("mi300x"), "test")
+        roofline_seconds(rows, DType.INT8, load_chip("mi300x"), "test")
 
 
 @pytest.mark.parametrize("chip_id", AMD)
 def test_amd_chips_are_priced_by_amd_measurements(chip_id):
-    """BF16 and per-tensor FP8 matmuls of an AMD chip are priced by AITER tables measured on
-    an AMD chip of the same family (gfx942 for the MI300X and MI325X, gfx950 for the
-    MI355X); the block-scaled FP8 keeps its own AITER table."""
+    """BF16 matmuls of an AMD chip are priced by AITER tables measured on an AMD chip of the
+    same family (gfx942 for the MI300X and MI325X, gfx950 for the MI355X); on the MI355X
+    FP8 too (AITER's FP8 GEMMs at Llama's shapes); on the MI300X INT8, and per-tensor FP8
+    keeps the chip's model (AITER's gfx942 rows of 1-byte GEMMs are INT8 CK kernels, where
+    vLLM's FP8 runs hipBLASLt); the block-scaled FP8 keeps its own AITER table."""
     family = "mi355x" if chip_id == "mi355x" else "mi300x"
-    for dtype in (DType.BF16, DType.FP8):
+    one_byte = DType.FP8 if family == "mi355x" else DType.INT8
+    for dtype in (DType.BF16, one_byte):
         table = kernel_table(chip_id, dtype)
         assert table.engine == "aiter" and table.measured_on == family
+    if family == "mi300x":
+        assert kernel_table(chip_id, DType.FP8) is None
     assert kernel_table(chip_id, DType.FP8, "fp8-block-scaled").scope == "fp8-block-scaled"
 
 
@@ -89,7 +94,7 @@ def _fit_range(table) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize(("name", "chip_id", "dtype", "row"), [
-    ("aiter-int8-gemm-mi300x", "mi300x", DType.FP8, [1024, 20480, 8192]),  # 16 x 1280
+    ("aiter-int8-gemm-mi300x", "mi300x", DType.INT8, [1024, 20480, 8192]),  # 16 x 1280
     ("aiter-bf16-gemm-mi355x", "mi355x", DType.BF16, [4096, 57344, 8192]),
     ("aiter-fp8-gemm-mi355x", "mi355x", DType.FP8, [512, 8192, 28672]),
     ("aiter-bf16-gemm-mi300x", "mi300x", DType.BF16, [64, 5120, 2880]),

@@ -43,19 +43,23 @@ def test_every_table_loads_with_its_source_date_and_conditions():
 
 
 def test_amd_chips_have_their_own_tables():
-    """AMD's chips have tables of AMD kernels measured on AMD chips, not NVIDIA's scaled;
-    they are of block-scaled FP8 and price those matmuls only, not per-tensor FP8."""
+    """AMD's chips have tables of AMD kernels measured on AMD chips, not NVIDIA's scaled:
+    AITER's block-scaled FP8 GEMMs price block-scaled matmuls; its BF16 GEMMs BF16, its
+    FP8 GEMMs per-tensor FP8 on the MI355X and its INT8 GEMMs INT8 on the MI300X, where
+    per-tensor FP8 keeps the chip's model (tests/test_amd_kernel_tables.py)."""
     from xpusim.cost.kernel_tables import tables_for_chip
 
     for chip_id in ("mi300x", "mi325x", "mi355x"):
-        (table,) = tables_for_chip(chip_id)
-        assert table.measured_on.startswith("mi") and table.scope == "fp8-block-scaled"
-        assert kernel_table(chip_id, DType.FP8) is None
-        assert kernel_table(chip_id, DType.FP8, "fp8-block-scaled") is table
+        tables = tables_for_chip(chip_id, "gemm")
+        assert {t.measured_on for t in tables} <= {"mi300x", "mi355x"} and len(tables) == 3
+        block = kernel_table(chip_id, DType.FP8, "fp8-block-scaled")
+        assert block.scope == "fp8-block-scaled" and block.name.startswith("aiter-fp8-block")
+        per_tensor = kernel_table(chip_id, DType.FP8)
+        assert (per_tensor is None) == (chip_id != "mi355x")
+        assert kernel_table(chip_id, DType.BF16).measured_on.startswith("mi")
     assert kernel_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
     assert kernel_table("h200-sxm", DType.FP8, "fp8-block-scaled").measured_on == "h100-sxm"
     assert kernel_table("b200", DType.FP8) is None  # no table: the chip keeps its model
-    assert kernel_table("mi300x", DType.BF16) is None
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
@@ -112,13 +116,18 @@ def _fp8_matmul(m: int, k: int, n: int, groups: int = 1, dtype: DType = DType.FP
 @pytest.mark.parametrize("chip_id", ["mi300x", "mi325x", "mi355x"])
 def test_amd_blockscale_tables_price_block_scaled_fp8_only(chip_id):
     """A DeepSeek-style fp8-block weight runs AITER's block-scaled kernels, which the AMD
-    tables measured; a per-tensor FP8 weight (Llama FP8, MLPerf) keeps the chip's model."""
+    tables measured; a per-tensor FP8 weight (Llama FP8, MLPerf) keeps the chip's model on
+    the MI300X and MI325X (no AMD per-tensor FP8 table there) and takes AITER's FP8 GEMM
+    table on the MI355X, a different table and so a different floor; stacked block-scaled
+    weights outside a MoE layer are priced as per-tensor FP8."""
     hw_of = {w: (t, HardwareArrays.build(load_chip(chip_id), t))
              for w in ("fp8", "fp8-block") for t in [_fp8_matmul(64, 7168, 2112, weights=w)]}
     per_tensor, block = (kernel_floor_s(t, hw)[0] for t, hw in hw_of.values())
-    assert per_tensor == 0.0 and block > 0.0
+    assert block > 0.0 and per_tensor != block
+    assert (per_tensor == 0.0) == (chip_id != "mi355x")
     grouped = _fp8_matmul(64, 7168, 2112, groups=8, weights="fp8-block")  # experts: fused MoE
-    assert kernel_floor_s(grouped, HardwareArrays.build(load_chip(chip_id), grouped))[0] == 0.0
+    floor = kernel_floor_s(grouped, HardwareArrays.build(load_chip(chip_id), grouped))[0]
+    assert (floor == 0.0) == (chip_id != "mi355x")
     table, hw = hw_of["fp8-block"]
     chip = load_chip(chip_id)
     placement = place(chip, Footprint(7168 * 2112, 0.0, 64 * (7168 + 2 * 2112)))

@@ -64,7 +64,7 @@ def test_the_moe_tables_load_with_their_source_engine_and_commit():
         assert f"aiconfigurator-trtllm-moe-fp8-{chip_id}" in names
         assert f"aiconfigurator-trtllm-moe-bfloat16-{chip_id}" in names
     assert "aiconfigurator-trtllm-moe-w4a16-mxfp4-h100-sxm" in names
-    for t in MOE:
+    for t in (t for t in MOE if t.engine != "aiter"):  # AMD's: test_amd_kernel_tables.py
         assert t.engine.startswith("trtllm TensorRT-LLM 1.")
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
         assert t.source.startswith("ai-dynamo/aiconfigurator") and "balanced" in t.source
@@ -169,7 +169,7 @@ def test_the_moe_table_raises_the_w4a16_gpt_oss_layer_on_an_h100():
     assert without.sum() < 0.7e-3 < 1.0e-3 < with_table.sum() < 1.7e-3
 
 
-@pytest.mark.parametrize("chip_id", ["mi300x", "mi355x", "tpu-v5e", "a100-sxm-80gb", "l40s"])
+@pytest.mark.parametrize("chip_id", ["mi355x", "tpu-v5e", "a100-sxm-80gb", "l40s"])
 def test_chips_without_a_moe_table_are_unchanged(chip_id, monkeypatch):
     """No moe table prices these chips: an expert layer costs what it cost before the moe
     tables existed (the tables taken away), bit for bit."""

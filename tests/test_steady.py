@@ -1,5 +1,5 @@
-"""The steady-state stopping rules (serving/steady.py): a stationary run stops before its end,
-within the stated width of the whole run's figures; a run still filling does not stop."""
+"""The steady-state stopping rule (serving/steady.py): a stationary open loop stops before its
+end, within the stated width of the whole run's figures; a run still filling does not stop."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 import xpusim
 from xpusim.errors import UserError
 from xpusim.serving.schedulers import Sequence
-from xpusim.serving.simulator import Timeline
-from xpusim.serving.steady import MIN_MEASURED, MIN_ROUNDS, REL_WIDTH, Steady, SteadyBurst
+from xpusim.serving.steady import MIN_MEASURED, REL_WIDTH, Steady
 
 
 def _open_loop(n: int, ttft_s, seed: int = 0) -> list[Sequence]:
@@ -31,7 +30,7 @@ def _feed(judge: Steady, seqs: list[Sequence]) -> int | None:
     """Finishes the requests in arrival order; the count finished when the judge stopped."""
     for k, s in enumerate(seqs, 1):
         judge.finished(s)
-        if judge.settled(Timeline()):
+        if judge.settled():
             return k
     return None
 
@@ -62,46 +61,6 @@ def test_an_open_loop_still_filling_does_not_stop():
     rising = np.linspace(0.1, 0.4, n) * rng.gamma(50.0, 0.02, n)
     seqs = _open_loop(n, rising)
     assert _feed(Steady(seqs, 1_000), seqs) is None
-
-
-def _burst_timeline(rates: np.ndarray, step_s: float = 0.01) -> Timeline:
-    t = Timeline()
-    for i, rate in enumerate(rates):
-        t.start_s.append(i * step_s)
-        t.end_s.append((i + 1) * step_s)
-        t.sampled.append(float(rate) * step_s)
-    return t
-
-
-def _burst(rates: np.ndarray, slots: int = 100) -> SteadyBurst:
-    """A burst whose requests finish one an iteration from the first on, checked as the
-    iterations' rows come in; returns the judge."""
-    seqs = [Sequence(i, 0.0, 128, 128) for i in range(len(rates))]
-    judge = SteadyBurst(seqs, slots)
-    full = _burst_timeline(rates)
-    t = Timeline()
-    for i, s in enumerate(seqs):
-        for name, rows in vars(t).items():
-            if name in ("start_s", "end_s", "sampled"):
-                rows.append(getattr(full, name)[i])
-        s.finish_s = t.end_s[-1]
-        judge.finished(s)
-        if judge.settled(t):
-            break
-    return judge
-
-
-def test_a_steady_burst_stops_after_its_minimum():
-    rng = np.random.default_rng(3)
-    rates = 10_000 * rng.normal(1.0, 0.05, 20_000)
-    judge = _burst(rates)
-    assert MIN_ROUNDS * 100 <= judge.upto < len(rates)
-
-
-def test_a_burst_whose_rate_still_climbs_does_not_stop():
-    rng = np.random.default_rng(4)
-    rates = np.linspace(5_000, 10_000, 20_000) * rng.normal(1.0, 0.002, 20_000)
-    assert _burst(rates).upto == 0
 
 
 def test_serve_until_steady_stops_a_light_open_loop_near_the_full_run():

@@ -231,8 +231,7 @@ def _offline(prepared: Prepared, load: Load, requests: Requests, search: Search)
     n = min(OFFLINE_ROUNDS * slots, len(requests))
     burst = Requests(requests.prompt[:n], requests.gen[:n], None)
     at_once = replace(load, concurrency=n, rate=None, trace=None, requests=n)
-    result, frames = run(prepared, at_once, burst, 0, search.slo, steady=slots,
-                         until_steady=search.until == "steady")
+    result, frames = run(prepared, at_once, burst, 0, search.slo, steady=slots)
     return result, frames, n, (f"offline: a burst of {n} requests, {n / slots:.3g} times the "
                                f"{slots} sequences the replicas hold at once")
 

@@ -147,12 +147,9 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     work begun and the tokens counted balance. Its power and energy per token are the
     window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
-    if run.upto and steady:  # a burst stopped once steady: the requests it finished
-        seqs = [s for s in seqs if s.finish_s == s.finish_s]  # not NaN
-    elif run.upto:  # an open loop stopped once steady (serving/steady.py): the first to arrive
+    if run.upto:  # an open loop stopped once steady (serving/steady.py): the first to arrive
         keep = np.argsort([s.arrival_s for s in seqs], kind="stable")[:run.upto]
         seqs = [seqs[i] for i in sorted(keep.tolist())]
-    if run.upto:
         result.notes.append(f"steady after {len(seqs)} of {result.requests} requests "
                             "(--until steady)")
         result.requests = len(seqs)

@@ -255,10 +255,10 @@ class Search:
     trials: str = option("full", "max-rate's failing trials: full runs each to its end (its "
                          "p99s logged and plotted); verdict stops one once its p99 must miss "
                          "an SLO (the same answer, sooner).", type=str)
-    until: str = option("end", "An open loop (--rate) or --find offline burst runs to its "
-                        "last request (end), or until its figures have settled (steady: "
-                        "mean and p99 TTFT and TPOT within 3%, a burst's output rate within "
-                        "1%, at 95% by batch means; serving/steady.py).", type=str)
+    until: str = option("end", "An open loop at a --rate runs to its last request (end), or "
+                        "until its mean and p99 TTFT and TPOT have settled (steady: each "
+                        "within 3% at 95% by batch means, no drift; serving/steady.py).",
+                        type=str)
 
     def __post_init__(self) -> None:
         check_slo(self.slo_ttft_ms, "slo_ttft_ms")

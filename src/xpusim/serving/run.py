@@ -30,7 +30,7 @@ from xpusim.serving.schedulers import Sequence
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
 from xpusim.serving.speculative import Speculator
-from xpusim.serving.steady import Steady, SteadyBurst
+from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -312,8 +312,8 @@ def run(
     `steady`: the sequences held at once, to take a burst's rates over its steady state,
     metrics.summarize). `verdict` may stop an open loop that must miss its SLOs
     (serving/verdict.py): the result then holds no figures and no frames; the Verdict says
-    why. `until_steady`: an open loop, or a burst with `steady`, stops once its statistics
-    have settled (serving/steady.py), its figures those of the requests served by then."""
+    why. `until_steady`: an open loop stops once its statistics have settled
+    (serving/steady.py), its figures those of the requests served by then."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
     chips = count * p.plan.chips if replicas else p.chips
@@ -350,11 +350,7 @@ def run(
                          spec, rank_schedulers=ranks)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
-    settle = None
-    if until_steady and concurrency is None:
-        settle = lambda seqs: Steady(seqs, warmup)  # noqa: E731
-    elif until_steady and steady:  # a burst measured over its steady state
-        settle = lambda seqs: SteadyBurst(seqs, steady)  # noqa: E731
+    settle = (lambda seqs: Steady(seqs, warmup)) if until_steady else None
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle)
     if run_.stopped:
         return result, None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
-from xpusim.serving.steady import Steady, SteadyBurst
+from xpusim.serving.steady import Steady
 from xpusim.serving.verdict import Verdict
 
 # event kinds, in the order they are handled at one instant
@@ -54,13 +54,6 @@ class Timeline:
         self.energy_j.append(it.energy_j)
         self.busy_chip_s.append(it.busy_chip_s)
 
-    def ended_by(self, now_s: float) -> None:
-        """Keeps only the iterations that ended by now (a run stopped with some in flight:
-        their neighbours on other replicas, which would have run meanwhile, are not here)."""
-        keep = [i for i, e in enumerate(self.end_s) if e <= now_s]
-        for rows in vars(self).values():
-            rows[:] = [rows[i] for i in keep]
-
 
 @dataclass
 class Run:
@@ -84,14 +77,13 @@ def simulate(
     transfer_s: Callable[[int], float],
     progress: Callable[[int], None] | None = None,
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
-    steady: Callable[[list[Sequence]], Steady | SteadyBurst] | None = None,
+    steady: Callable[[list[Sequence]], Steady] | None = None,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
     `verdict(sequences)`: a Verdict of an open loop's SLOs, which stops the run (its Run
-    then partial) once the run must miss them. `steady(sequences)`: a Steady (open loop) or
-    SteadyBurst, which stops the run once its statistics have settled; Run.upto then says
-    how many requests count."""
+    then partial) once the run must miss them. `steady(sequences)`: a Steady, which stops an
+    open loop once its statistics have settled; Run.upto then says how many requests count."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 
@@ -115,7 +107,7 @@ def simulate(
             push(0.0, _ARRIVAL, s)
         issued = min(concurrency, len(sequences))
     judge = None if verdict is None or concurrency is not None else verdict(sequences)
-    settle = None if steady is None else steady(sequences)
+    settle = None if steady is None or concurrency is not None else steady(sequences)
     prefill = [r for r in replicas if r.role in ("both", "prefill")]
     decode = [r for r in replicas if r.role in ("both", "decode")]
     timeline = Timeline()
@@ -170,10 +162,11 @@ def simulate(
                 route(s, decode)
         if judge is not None and judge.missed(now):
             break
-        if settle is not None and settle.settled(timeline):
-            timeline.ended_by(now)
+        if settle is not None and settle.settled():
             break
         for r in replicas:
+            if r.busy or r.stage_free_s[0] > now:  # Replica.start's own test, without a call
+                continue
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
                 waiting = sum(len(x.waiting) for x in replicas)

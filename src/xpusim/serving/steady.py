@@ -28,14 +28,10 @@ simulated, so no batch is smaller than MIN_MEASURED / BATCHES requests.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from xpusim.serving.schedulers import Sequence
-
-if TYPE_CHECKING:
-    from xpusim.serving.simulator import Timeline
 
 BATCHES = 20  # Schmeiser 1982: 10-30 batches; 20 leaves 19 degrees of freedom
 T_975 = {19: 2.093, 18: 2.101}  # Student's t, 97.5th percentile (two-sided 95%), by dof
@@ -69,7 +65,7 @@ class Steady:
     def finished(self, s: Sequence) -> None:
         self._done[s.id] = True
 
-    def settled(self, timeline: Timeline) -> bool:
+    def settled(self) -> bool:
         """Whether the run may stop now (then `upto` is set)."""
         order, done = self._order, self._done
         while self._prefix < len(order) and done[order[self._prefix]]:
@@ -123,56 +119,3 @@ def _narrow(batch: np.ndarray, whole: float, rel_width: float) -> bool:
     drift = abs(float(a.mean() - b.mean()))
     spread = math.sqrt(float(np.var(a, ddof=1)) / len(a) + float(np.var(b, ddof=1)) / len(b))
     return drift <= T_975[k - 2] * spread
-
-
-REL_WIDTH_BURST = 0.01
-"""An offline burst's output rate: its 95% half-width, as a share of it, at which the burst
-may stop. 1% is what OFFLINE_ROUNDS (serving/capacity.py) was sized to: 16 rounds read
-within about 1% of the long run's rate."""
-MIN_ROUNDS = 4  # of the sequences held at once: finished before a burst may stop
-RECHECK = 0.1  # a burst is checked again after this share more iterations (at least 500)
-
-
-class SteadyBurst:
-    """Follows an offline burst (every request at once) and says when its output rate has
-    settled: the steady window (metrics.summarize: from when `slots` requests have finished
-    to now) cut into BATCHES equal spans of time, the tokens each span's iterations emitted
-    over its length are batch means of the rate, and the run stops where their 95% interval
-    is within REL_WIDTH_BURST of the window's rate with no drift between the halves, once
-    MIN_ROUNDS x `slots` requests have finished. The requests not finished by then are left
-    out of the result's latencies; its rates are the window's, as a burst's always are."""
-
-    def __init__(self, sequences: list[Sequence], slots: int,
-                 rel_width: float = REL_WIDTH_BURST, rounds: int = MIN_ROUNDS) -> None:  # fmt: skip
-        self.slots = slots
-        self.rel_width = rel_width
-        self.min_finished = rounds * slots
-        self.finished_count = 0
-        self.ramp_s = math.nan  # when `slots` requests had finished
-        self._checked = 0  # timeline rows at the last check
-        self.upto = 0  # set once settled: the requests finished by then
-
-    def finished(self, s: Sequence) -> None:
-        self.finished_count += 1
-        if self.finished_count == self.slots:
-            self.ramp_s = s.finish_s
-
-    def settled(self, timeline: Timeline) -> bool:
-        rows = len(timeline.end_s)
-        if self.finished_count < self.min_finished \
-                or rows - self._checked < max(500, RECHECK * self._checked):  # fmt: skip
-            return False
-        self._checked = rows
-        end = np.array(timeline.end_s)
-        after = end > self.ramp_s
-        if after.sum() < 2 * BATCHES:
-            return False
-        end, sampled = end[after], np.array(timeline.sampled)[after]
-        span = (self.ramp_s, float(end.max()))
-        tokens, _ = np.histogram(end, bins=BATCHES, range=span, weights=sampled)
-        rates = tokens / ((span[1] - span[0]) / BATCHES)
-        whole = float(sampled.sum()) / (span[1] - span[0])
-        if _narrow(rates, whole, self.rel_width):
-            self.upto = self.finished_count
-            return True
-        return False

@@ -36,10 +36,11 @@ from xpusim.serving.schedulers import Sequence
 BATCHES = 20  # Schmeiser 1982: 10-30 batches; 20 leaves 19 degrees of freedom
 T_975 = {19: 2.093, 18: 2.101}  # Student's t, 97.5th percentile (two-sided 95%), by dof
 REL_WIDTH = 0.03
-"""A statistic's 95% half-width, as a share of it, at which the run may stop. 3% is under
-the run-to-run spread of the same MLPerf Server point across seeds (docs/validation.md, "A
-stopping rule for open loops"), so the stop moves a point by less than a different seed
-would."""
+"""A statistic's 95% half-width, as a share of it, at which the run may stop. 3% is within
+the seed-to-seed spread of MLPerf Server points' TTFT and TPOT (1.5-6% across seeds 0-3,
+docs/validation.md, "Where the full run's time goes"), so a stopped run is off the full one
+by about what another seed moves it. Those runs themselves do not settle to it within
+16,000 requests, so `validate` runs them to their end."""
 MIN_MEASURED = 2000  # requests: 100 a batch, one above each batch's p99
 CHECK_EVERY = 250  # finished requests between checks (a check is a few numpy passes)
 

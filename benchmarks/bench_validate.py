@@ -3,13 +3,17 @@
     python benchmarks/bench_validate.py                        # every piece, one worker each
     python benchmarks/bench_validate.py --piece trtllm-h200    # some pieces
     python benchmarks/bench_validate.py --all --workers 2      # the full run, one process
+    python benchmarks/bench_validate.py --groups --source mlcommons   # CPU s by load kind
 
 The pieces split the published points by what costs: the serving sources (simulations of
 thousands of requests, the max-rate searches the most) apart, and every other workload
 (one analytical call a point) together. Their CPU seconds add up to the full run's on one
 core; on a machine others share, CPU seconds are the figure to compare (wall time measures
 the wait too). Each piece runs `xpusim validate --json` in its own process, so imports and
-the catalog count, as they do for a user.
+the catalog count, as they do for a user. `--groups` runs in this process instead: every
+simulation group of the selected points (validation/score.py's groups: the points one run
+answers) timed on its own, the CPU seconds summed by load kind (max-rate searches, offline
+bursts, open loops, closed loops) with the costliest groups named, to say where the time goes.
 """
 
 from __future__ import annotations
@@ -78,12 +82,46 @@ def uncovered() -> int:
     return sum(1 for p in serving if not any(s in p.source.lower() for s in sources))
 
 
+def by_kind(sources: list[str], chips: list[str], workloads: list[str], top: int) -> None:
+    """CPU seconds of each simulation group, in this process, summed by load kind."""
+    from xpusim.validation.points import load_points
+    from xpusim.validation.score import _groups, _score_group, select
+
+    points = select(load_points(), chips, sources, workloads)
+    kinds: dict[str, list[float]] = {}
+    costs = []
+    for group in _groups(points):
+        started = time.process_time()
+        _score_group(group)
+        cpu = time.process_time() - started
+        head = group[0]
+        kind = (head.get("load") or {}).get("kind", head.workload)
+        kinds.setdefault(kind, []).append(cpu)
+        costs.append((cpu, kind, head.id))
+        print(f"  {cpu:7.2f}  {kind:12s} {head.id}", flush=True)
+    print(f"{'kind':14s} {'groups':>7s} {'CPU s':>8s} {'share':>6s}")
+    total = sum(c for c, _, _ in costs)
+    for kind, cpus in sorted(kinds.items(), key=lambda k: -sum(k[1])):
+        print(f"{kind:14s} {len(cpus):7d} {sum(cpus):8.1f} {sum(cpus) / total:6.1%}")
+    print(f"{'total':14s} {len(costs):7d} {total:8.1f}")
+    for cpu, kind, name in sorted(costs, reverse=True)[:top]:
+        print(f"  costliest: {cpu:7.2f}  {kind:12s} {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--piece", action="append", choices=sorted(PIECES))
     parser.add_argument("--all", action="store_true", help="the full run, in one process")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--groups", action="store_true",
+                        help="time each simulation group in this process, by load kind")
+    for name in ("source", "chip", "workload"):
+        parser.add_argument(f"--{name}", action="append", default=[],
+                            help=f"with --groups: as validate's --{name}")
     args = parser.parse_args()
+    if args.groups:
+        by_kind(args.source, args.chip, args.workload, top=5)
+        return
     if args.all:
         runs = {"all": []}
     else:

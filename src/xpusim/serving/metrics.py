@@ -147,6 +147,12 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     work begun and the tokens counted balance. Its power and energy per token are the
     window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
+    if run.upto:  # an open loop stopped once steady (serving/steady.py): the first to arrive
+        keep = np.argsort([s.arrival_s for s in seqs], kind="stable")[:run.upto]
+        seqs = [seqs[i] for i in sorted(keep.tolist())]
+        result.notes.append(f"steady after {len(seqs)} of {result.requests} requests "
+                            "(--until steady)")
+        result.requests = len(seqs)
     arrival = np.array([s.arrival_s for s in seqs])
     first = np.array([s.first_token_s for s in seqs])
     finish = np.array([s.finish_s for s in seqs])
@@ -154,7 +160,7 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     ttft, e2e = first - arrival, finish - arrival
     several = gen > 1
     tpot = np.where(several, (e2e - ttft) / np.maximum(gen - 1, 1), np.nan)
-    measured = np.arange(len(seqs)) >= result.warmup
+    measured = np.array([s.id for s in seqs]) >= result.warmup
     window_start, window_end = arrival[measured].min(), arrival.max()
     t = run.timeline
     end = np.array(t.end_s)

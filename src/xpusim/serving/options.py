@@ -17,6 +17,7 @@ from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split", "offline")
 TRIALS = ("full", "verdict")  # Search.trials: serving/verdict.py
+UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
 
@@ -254,6 +255,10 @@ class Search:
     trials: str = option("full", "max-rate's failing trials: full runs each to its end (its "
                          "p99s logged and plotted); verdict stops one once its p99 must miss "
                          "an SLO (the same answer, sooner).", type=str)
+    until: str = option("end", "An open loop at a --rate runs to its last request (end), or "
+                        "until its mean and p99 TTFT and TPOT have settled (steady: each "
+                        "within 3% at 95% by batch means, no drift; serving/steady.py).",
+                        type=str)
 
     def __post_init__(self) -> None:
         check_slo(self.slo_ttft_ms, "slo_ttft_ms")
@@ -262,6 +267,8 @@ class Search:
             raise UserError(f"unknown --find {self.find!r}; choose {', '.join(FINDS)}")
         if self.trials not in TRIALS:
             raise UserError(f"unknown --trials {self.trials!r}; choose {', '.join(TRIALS)}")
+        if self.until not in UNTIL:
+            raise UserError(f"unknown --until {self.until!r}; choose {', '.join(UNTIL)}")
         if self.warmup is not None and self.warmup < 0:
             raise UserError(f"warmup must be a non-negative count, got {self.warmup!r}")
 

@@ -30,6 +30,7 @@ from xpusim.serving.schedulers import Sequence
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
 from xpusim.serving.speculative import Speculator
+from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -305,13 +306,14 @@ def run(
     prepared: Prepared, load: Load, requests: Requests, warmup: int,
     slo: tuple[float | None, float | None], replicas: int | None = None,
     progress: Callable[[int], None] | None = None, steady: int = 0,
-    verdict: Callable[[list[Sequence]], Verdict] | None = None,
+    verdict: Callable[[list[Sequence]], Verdict] | None = None, until_steady: bool = False,
 ) -> tuple[ServingResult, Frames | None]:  # fmt: skip
     """One simulation (with `replicas` instead of the prepared count, for --find min-chips;
     `steady`: the sequences held at once, to take a burst's rates over its steady state,
     metrics.summarize). `verdict` may stop an open loop that must miss its SLOs
     (serving/verdict.py): the result then holds no figures and no frames; the Verdict says
-    why."""
+    why. `until_steady`: an open loop stops once its statistics have settled
+    (serving/steady.py), its figures those of the requests served by then."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
     chips = count * p.plan.chips if replicas else p.chips
@@ -348,7 +350,8 @@ def run(
                          spec, rank_schedulers=ranks)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
-    run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict)
+    settle = (lambda seqs: Steady(seqs, warmup)) if until_steady else None
+    run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle)
     if run_.stopped:
         return result, None
     static_w = p.system.chip.energy.static_power_w.value

@@ -73,7 +73,8 @@ def serve_llm(
         return answer(cfg, target, load, engine, search, plan_options, warmup, progress)
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     tick = None if progress is None else (lambda done: progress(done, len(requests)))
-    return run(prepared, load, requests, warmup, search.slo, progress=tick)
+    return run(prepared, load, requests, warmup, search.slo, progress=tick,
+               until_steady=search.until == "steady")
 
 
 RECSYS_OPTIONS = ("rate", "requests", "seed", "max_batch", "window_ms", "sla_ms", "warmup",

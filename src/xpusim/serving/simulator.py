@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
+from xpusim.serving.steady import Steady
 from xpusim.serving.verdict import Verdict
 
 # event kinds, in the order they are handled at one instant
@@ -66,6 +67,7 @@ class Run:
     itl_s: list[float]  # gaps between measured requests' tokens
     itl_count: list[int]  # how many had each
     stopped: str = ""  # why a Verdict ended the run early (then only partly served)
+    upto: int = 0  # a Steady stop: the requests (arrival order) the result keeps; 0: all
 
 
 def simulate(
@@ -75,11 +77,13 @@ def simulate(
     transfer_s: Callable[[int], float],
     progress: Callable[[int], None] | None = None,
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
+    steady: Callable[[list[Sequence]], Steady] | None = None,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
     `verdict(sequences)`: a Verdict of an open loop's SLOs, which stops the run (its Run
-    then partial) once the run must miss them."""
+    then partial) once the run must miss them. `steady(sequences)`: a Steady, which stops an
+    open loop once its statistics have settled; Run.upto then says how many requests count."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 
@@ -103,6 +107,7 @@ def simulate(
             push(0.0, _ARRIVAL, s)
         issued = min(concurrency, len(sequences))
     judge = None if verdict is None or concurrency is not None else verdict(sequences)
+    settle = None if steady is None or concurrency is not None else steady(sequences)
     prefill = [r for r in replicas if r.role in ("both", "prefill")]
     decode = [r for r in replicas if r.role in ("both", "decode")]
     timeline = Timeline()
@@ -125,6 +130,8 @@ def simulate(
         finished += 1
         if judge is not None:
             judge.finished(s)
+        if settle is not None:
+            settle.finished(s)
         if progress is not None:
             progress(finished)
         if concurrency is not None and issued < len(sequences):
@@ -155,7 +162,11 @@ def simulate(
                 route(s, decode)
         if judge is not None and judge.missed(now):
             break
+        if settle is not None and settle.settled():
+            break
         for r in replicas:
+            if r.busy or r.stage_free_s[0] > now:  # Replica.start's own test, without a call
+                continue
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
                 waiting = sum(len(x.waiting) for x in replicas)
@@ -167,8 +178,10 @@ def simulate(
                 timeline.add(r, it, waiting)
                 if it.stage0_free_s > now or r.busy:
                     break
-    if finished < len(sequences) and not (judge is not None and judge.reason):
+    stopped = (judge is not None and judge.reason) or (settle is not None and settle.upto)
+    if finished < len(sequences) and not stopped:
         raise RuntimeError(f"{len(sequences) - finished} requests never finished")
     return Run(sequences, timeline, energy, busy, sum(r.preemptions for r in replicas),
                [g for r in replicas for g in r.itl_s], [n for r in replicas for n in r.itl_count],
-               judge.reason if judge is not None else "")  # fmt: skip
+               judge.reason if judge is not None else "",
+               settle.upto if settle is not None else 0)  # fmt: skip

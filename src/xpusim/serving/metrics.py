@@ -24,6 +24,9 @@ import numpy as np
 from xpusim.cost.dollars import Cost
 from xpusim.result import Result
 from xpusim.serving.simulator import Run
+from xpusim.serving.verdict import P99
+
+QUANTILES = (0.5, 0.9, P99)  # p50, p90 and the p99 the SLOs hold (verdict.P99)
 
 
 @dataclass
@@ -37,7 +40,7 @@ class Percentiles:
     def of(cls, values: np.ndarray) -> Percentiles | None:
         if not len(values):
             return None
-        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        p50, p90, p99 = np.quantile(values, QUANTILES)
         return cls(float(values.mean()), float(p50), float(p90), float(p99))
 
     @classmethod
@@ -52,7 +55,7 @@ class Percentiles:
         n = int(ends[-1]) if len(ends) else 0
         if n == 0:
             return None
-        rank = (n - 1) * np.array([0.5, 0.9, 0.99])
+        rank = (n - 1) * np.array(QUANTILES)
         low = np.floor(rank)
         a = values[np.searchsorted(ends, low, side="right")]
         b = values[np.searchsorted(ends, np.minimum(low + 1, n - 1), side="right")]

@@ -24,7 +24,7 @@ import numpy as np
 
 from xpusim.serving.schedulers import Sequence
 
-P99 = 0.99  # the percentile the SLOs hold (capacity.meets)
+P99 = 0.99  # the quantile the SLOs hold (capacity.meets); metrics.Percentiles reports it
 FAIL_MARGIN = 1  # requests counted beyond the rank that decides the p99
 LATE_TOLERANCE = 1e-9  # of the SLO: a request this close to it is not counted late
 

@@ -90,3 +90,47 @@ def test_unknown_layout_is_refused_naming_the_closest(capsys, bad, named):
 def test_unknown_layout_through_the_api_names_the_closest():
     with pytest.raises(UserError, match="int4-torchao"):
         xpusim.simulate("llama-2-7b", "h100-sxm", weight_precision="int4-torchoa", **RUN)
+
+
+@pytest.mark.parametrize("precision", ["fp8", "nvfp4"])
+def test_plain_low_float_formats_keep_the_head_and_table_16_bit(precision):
+    """ModelOpt's FP8/NVFP4 checkpoints (and NVIDIA's MLPerf quantizer, quantize_lm_head
+    False) leave the LM head and the embedding table bf16: Llama-3-8B's weights are the
+    linear layers at the format's width plus both vocab x hidden matrices at 2 bytes."""
+    cfg = load_model("llama-3-8b")
+    table = head = cfg.vocab_size * cfg.hidden_size
+    body_bits = DType(precision).bits
+    expected = (cfg.param_count - table - head) * body_bits / 8 + (table + head) * 2
+    r = xpusim.simulate("llama-3-8b", "b200", precision=precision, batch=1, prompt=8, gen=4)
+    assert r.memory_bytes.weights == pytest.approx(expected)
+
+
+def test_int8_still_quantizes_the_head():
+    """int8 is left as edge compilers run it (the head quantized too): every weight 1 byte."""
+    cfg = load_model("llama-2-7b")
+    r = xpusim.simulate("llama-2-7b", "h100-sxm", precision="int8", batch=1, prompt=8, gen=4)
+    assert r.memory_bytes.weights == pytest.approx(cfg.param_count)
+
+
+def test_the_16_bit_head_costs_a_bf16_gemm_that_grows_with_the_sampled_sequences():
+    """At B decoding sequences under nvfp4 the LM head is a bf16 GEMM of 2 B h v FLOPs that
+    reads h x v bf16 weights and writes B x v bf16 logits: at 460 sequences on a B200 it is
+    compute-bound, at least FLOPs over the bf16 peak, and its time grows with B (at 1
+    sequence it is the weights' read, at least their bytes over the HBM bandwidth)."""
+    cfg = load_model("llama-3-8b")
+    h, v = cfg.hidden_size, cfg.vocab_size
+    chip = xpusim.chip("b200")
+
+    def head(batch: int):
+        r = xpusim.simulate("llama-3-8b", "b200", precision="nvfp4", batch=batch, prompt=8,
+                            gen=2)  # fmt: skip
+        return next(o for o in r.ops if o.phase == "decode" and o.name == "lm_head")
+
+    big, one = head(460), head(1)
+    assert big.flops == pytest.approx(2 * 460 * h * v)
+    assert big.bytes == pytest.approx(h * v * 2 + 460 * h * 0.5 + 460 * v * 2, rel=0.01)
+    assert big.time_s >= 2 * 460 * h * v / chip.peak(DType.BF16)
+    hbm = max(m.bandwidth_bytes_per_s.value for m in chip.memory if m.kind.holds_tensors
+              and m.capacity_bytes.value > 1e10)  # fmt: skip
+    assert one.time_s >= h * v * 2 / hbm
+    assert big.time_s > 2 * one.time_s

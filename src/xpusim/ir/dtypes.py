@@ -157,11 +157,26 @@ class WeightParts:
     head: Format
 
 
+KEPT_WIDE = frozenset({DType.FP8, DType.NVFP4, DType.MXFP4})
+"""Plain formats whose checkpoints quantize the linear layers alone, leaving the embedding
+table and the LM head 16-bit: NVIDIA ModelOpt's FP8 and NVFP4 configs disable '*lm_head*'
+(modelopt/torch/quantization/config.py _default_disabled_quantizer_cfg; NVIDIA's MLPerf
+v5.1 quantizer, closed/NVIDIA/code/llmlib/hf_quantize.py, quantize_lm_head=False), so its
+checkpoints list it in hf_quant_config.json exclude_modules; llm-compressor's FP8 recipes
+ignore ["lm_head"] (RedHatAI/*-FP8 config.json); vLLM's online --quantization fp8
+quantizes LinearBase layers only, never ParallelLMHead; DeepSeek-V3/R1's FP8 and gpt-oss's
+MXFP4 checkpoints keep the head and embedding bf16 (their config.json). int8 is not here:
+edge compilers (TFLite full integer, Hailo, MTIA's int8) quantize the head too."""
+
+
 def weight_parts(weight: Format, act: DType) -> WeightParts:
-    """A plain weight format stores every weight; a grouped layout quantizes the linear
-    layers, and the LM head only where the layout says so, as the checkpoints do, leaving
-    the rest 16-bit (or in `act` where it is wider)."""
+    """A grouped layout quantizes the linear layers, and the LM head only where the layout
+    says so, as the checkpoints do, leaving the rest 16-bit (or in `act` where it is
+    wider); so does a plain low-precision float format (KEPT_WIDE); another plain format
+    stores every weight."""
+    plain = act if act.bits >= 16 else DType.BF16
     if isinstance(weight, Grouped):
-        plain = act if act.bits >= 16 else DType.BF16
         return WeightParts(weight, plain, weight if weight.head else plain)
+    if weight in KEPT_WIDE:
+        return WeightParts(weight, plain, plain)
     return WeightParts(weight, weight, weight)

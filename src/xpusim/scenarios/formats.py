@@ -2,9 +2,10 @@
 
 `precision` covers weights, activations and caches; `weight_precision` stores weights
 narrower, the matrix unit still computing in `precision`: a plain format stores every weight
-so, a checkpoint layout (AWQ's and GPTQ's `int4`, DeepSeek's `fp8-block`;
-ir/weight_layouts.toml) its linear layers with their scales, as checkpoints do
-(ir/dtypes.weight_parts). A format the
+so (fp8, nvfp4 and mxfp4 all but the embedding table and LM head, 16-bit in their
+checkpoints: ir/dtypes.KEPT_WIDE), a checkpoint layout (AWQ's and GPTQ's `int4`,
+DeepSeek's `fp8-block`; ir/weight_layouts.toml) its linear layers with their scales, as
+checkpoints do (ir/dtypes.weight_parts). A format the
 chip lacks is an error naming the ones it has; no format given means the chip's native
 16-bit one, and the result's notes say which.
 """

@@ -806,8 +806,12 @@ class _Builder:
         ins = [x, head]
         if cfg.lm_head_bias:
             ins.append(self.t("lm_head.b", cfg.vocab_size, role=Role.WEIGHT))
-        out = self.t("logits", *x.shape[:-1], cfg.vocab_size)
-        return self.op(OpKind.MATMUL, "lm_head", ins, [out], compute=self.act.value, tp=tp)
+        # a head kept wider than the activations (ir/dtypes.KEPT_WIDE) runs and writes its
+        # logits in its own format, as the engines' unquantized LM head does
+        wide = head.dtype if isinstance(head.dtype, DType) and head.dtype.bits > self.act.bits \
+            else self.act  # fmt: skip
+        out = Tensor("logits", (*x.shape[:-1], cfg.vocab_size), wide)
+        return self.op(OpKind.MATMUL, "lm_head", ins, [out], compute=wide.value, tp=tp)
 
     def loss(self, h: Tensor, logits: Tensor) -> Graph:
         """Cross-entropy of every position: the softmax (written over the logits, as

@@ -9,8 +9,10 @@ checked.
 
 from __future__ import annotations
 
+import argparse
 import io
 import subprocess
+from pathlib import Path
 
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 """The mirror commit the project's tables were written from."""
@@ -38,3 +40,24 @@ def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
     blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
                           capture_output=True).stdout  # fmt: skip
     return pq.read_table(io.BytesIO(blob)).to_pydict()
+
+
+def table_toml(fields: dict[str, str], rows: list[str]) -> str:
+    """One `[[table]]` of a kernel-table TOML (cost/kernel_tables.py): `fields` in order
+    (name, kind, dtype, scope, measured_on, engine, engine_version, source, url, date,
+    conditions; `chips` is measured_on alone), each a string, then the formatted rows."""
+    lines = ["[[table]]"]
+    for key, value in fields.items():
+        lines.append(f'{key} = "{value}"')
+        if key == "measured_on":
+            lines.append(f'chips = ["{value}"]')
+    return "\n".join([*lines, "rows = [", *(f"  {row}," for row in rows), "]"]) + "\n"
+
+
+def arguments(doc: str, out: Path) -> argparse.ArgumentParser:
+    """The regeneration scripts' command line: the mirror, its commit, where to write."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
+    parser.add_argument("--commit", default=COMMIT)
+    parser.add_argument("--out", type=Path, default=out)
+    return parser

@@ -36,13 +36,20 @@ are priced by DeepGEMM's table, nvidia-hopper.toml; the report compares the two)
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import COMMIT, DATA, URL, full_commit, last_change, read_parquet
+from aiconfigurator_data import (
+    DATA,
+    URL,
+    arguments,
+    full_commit,
+    last_change,
+    read_parquet,
+    table_toml,
+)
 
 OUT = Path(__file__).resolve().parent.parent / "src/xpusim/cost/kernel_tables/gemm"
 """One file a chip (kernel_tables.CHIP_FILES), so that a run parses only its own chip's."""
@@ -161,38 +168,24 @@ def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], commit: str, pa
                date: str) -> str:
     chip_id = CHIPS[chip_dir][0]
     dtype, scope, _, what = FORMATS[gemm_dtype]
-    lines = [
-        "[[table]]",
-        f'name = "aiconfigurator-trtllm-gemm-{gemm_dtype.replace("_", "-")}-{chip_id}"',
-        'kind = "gemm"',
-        f'dtype = "{dtype}"',
-        f'scope = "{scope}"',
-        f'measured_on = "{chip_id}"',
-        f'chips = ["{chip_id}"]',
-        'engine = "trtllm"',
-        f'engine_version = "TensorRT-LLM {VERSION}"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} (gemm_dtype {gemm_dtype})"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{chip_id}, TensorRT-LLM {VERSION} PyTorch Linear module, {what}; BF16 '
-        f"input and output; one GPU, CUDA graphs, 3 warm-ups, mean of 6 runs "
-        f"(collector/trtllm/collect_gemm.py); the projections' (N, K) of {', '.join(MODELS)} "
-        f'at TP {", ".join(map(str, TPS))}, snapped to the measured grid"',
-        "rows = [",
-        *(f"  [{r[0]}, {r[1]}, {r[2]}, {r[3]:.4g}]," for r in rows),
-        "]",
-    ]
-    return "\n".join(lines) + "\n"
+    return table_toml({
+        "name": f"aiconfigurator-trtllm-gemm-{gemm_dtype.replace('_', '-')}-{chip_id}",
+        "kind": "gemm", "dtype": dtype, "scope": scope, "measured_on": chip_id,
+        "engine": "trtllm", "engine_version": f"TensorRT-LLM {VERSION}",
+        "source": f"ai-dynamo/aiconfigurator {path} at {commit[:7]} (gemm_dtype {gemm_dtype})",
+        "url": URL.format(commit=commit, path=path), "date": date,
+        "conditions": f"{chip_id}, TensorRT-LLM {VERSION} PyTorch Linear module, {what}; BF16 "
+                      "input and output; one GPU, CUDA graphs, 3 warm-ups, mean of 6 runs "
+                      "(collector/trtllm/collect_gemm.py); the projections' (N, K) of "
+                      f"{', '.join(MODELS)} at TP {', '.join(map(str, TPS))}, snapped to the "
+                      "measured grid",
+    }, [f"[{r[0]}, {r[1]}, {r[2]}, {r[3]:.4g}]" for r in rows])  # fmt: skip
 
 
 def main() -> int:
     from xpusim.hardware.catalog import load_chip
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("repo", help="a git clone or bare mirror of ai-dynamo/aiconfigurator")
-    parser.add_argument("--commit", default=COMMIT)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = arguments(__doc__, OUT).parse_args()
     commit = full_commit(args.repo, args.commit)
     shapes = zoo_shapes()
     header = (

@@ -28,7 +28,9 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
 (op_table.kernel_keys), the first table found pricing it:
 
 - `gemm`: one measured GEMM a row (above); it prices matmuls of its format (or of a narrower
-  kernel family, its `scope`).
+  kernel family, its `scope`). Filed in the shared files or in a chip's own file
+  (`gemm/<chip>.toml`, CHIP_FILES: aiconfigurator's TensorRT-LLM tables, one per chip and
+  format, written by benchmarks/gemm_kernel_tables.py).
 - `moe`: one measured MoE layer on one rank a row, [tokens, hidden, inter, topk, experts,
   tp, ep, microseconds] (an engine's fused-MoE module: routing, the two grouped expert
   GEMMs, finalize), converted to the rank's token-expert pairs M = tokens x topk / ep and

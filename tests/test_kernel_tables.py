@@ -59,7 +59,8 @@ def test_amd_chips_have_their_own_tables():
         assert kernel_table(chip_id, DType.BF16).measured_on.startswith("mi")
     assert kernel_table("h200-sxm", DType.FP8).measured_on == "h100-sxm"
     assert kernel_table("h200-sxm", DType.FP8, "fp8-block-scaled").measured_on == "h100-sxm"
-    assert kernel_table("b200", DType.FP8) is None  # no table: the chip keeps its model
+    assert kernel_table("b200", DType.FP8).measured_on == "b200"  # its own (gemm/b200.toml)
+    assert kernel_table("l40s", DType.FP8) is None  # no table: the chip keeps its model
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
@@ -178,21 +179,22 @@ def test_the_table_prices_decode_gemms_and_leaves_other_formats_alone():
     measured_s = 2 * 64 * 2112 * 7168 / 206e12
     time_s = evaluate(table, hw, place(chip, Footprint(2112 * 7168, 0.0, 1e6))).time_s[0]
     assert 0.7 * measured_s < time_s < 1.4 * measured_s
-    bf16 = _fp8_matmul(64, 2048, 7168, dtype=DType.BF16)
-    assert not np.isfinite(HardwareArrays.build(chip, bf16).kernel_peak).any()
+    fp16 = _fp8_matmul(64, 2048, 7168, dtype=DType.FP16)
+    assert not np.isfinite(HardwareArrays.build(chip, fp16).kernel_peak).any()
 
 
 def test_grouped_gemms_count_all_rows_and_stacking_keeps_the_tables():
     """Grouped expert GEMMs read the curve at their rows over all groups; stacked chips
     (a sweep) keep each chip's own table."""
     table = _fp8_matmul(256, 7168, 4096, groups=4)
-    chips = [load_chip(c) for c in ("h100-sxm", "h200-sxm", "b200")]
+    chips = [load_chip(c) for c in ("h100-sxm", "h200-sxm", "b200", "l40s")]
     built = [HardwareArrays.build(c, table) for c in chips]
     stacked = HardwareArrays.stack(built)
-    assert stacked.kernel_grid.shape == (3, 1, 1, len(GRID_LOG2))
+    assert stacked.kernel_grid.shape == (4, 1, 1, len(GRID_LOG2))
     floors = kernel_floor_s(table, stacked)[:, 0, 0]
     alone = [kernel_floor_s(table, hw)[0] for hw in built]
-    assert np.allclose(floors, alone) and alone[2] == 0.0  # the B200 has no FP8 table
+    assert np.allclose(floors, alone) and alone[3] == 0.0  # the L40S has no FP8 table
+    assert alone[2] > 0.0 and alone[2] != alone[0]  # the B200's own (gemm/b200.toml)
     picked = stacked.take_configs(np.array([1])).take(np.array([0]))
     assert np.allclose(kernel_floor_s(table, picked)[0, 0, 0], alone[1])
 
@@ -205,7 +207,8 @@ def test_the_chip_view_lists_the_tables_that_price_it():
 
     assert "kernel_table.gemm.fp8" in fields("h200-sxm")
     assert "kernel_table.gemm.fp8-block-scaled" in fields("mi355x")
-    assert not any(f.startswith("kernel_table.gemm") for f in fields("b200"))
+    assert {f"kernel_table.gemm.{s}" for s in ("bf16", "fp8", "fp8-block-scaled", "nvfp4")
+            } <= set(fields("b200"))  # TensorRT-LLM's Linear, measured (gemm/b200.toml)
     assert {"kernel_table.moe.fp8.fp8", "kernel_table.moe.fp8.mxfp4",  # TensorRT-LLM's
             "kernel_table.moe.bf16.mxfp4"} <= set(fields("b200"))  # fused MoE, measured
     assert not any(f.startswith("kernel_table") for f in fields("tpu-v5e"))

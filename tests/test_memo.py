@@ -19,7 +19,7 @@ SRC = Path(xpusim.__file__).parent
 LOADERS_KEPT = {
     "api.py: @cache _taken",  # a scenario's option names, from its function's signature
     "cost/calibration.py: @cache catalog_calibration",
-    "cost/kernel_tables.py: @cache tables_of_kind",
+    "cost/kernel_tables.py: @cache tables_of_kind", "cost/kernel_tables.py: @cache chip_tables",
     "hardware/catalog.py: @cache chip_ids", "hardware/catalog.py: @cache _load_catalog_chip",
     "hardware/prices.py: @cache prices",
     "hardware/system.py: @cache system_ids", "hardware/system.py: @cache _catalog_system",

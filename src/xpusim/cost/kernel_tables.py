@@ -28,7 +28,9 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
 (op_table.kernel_keys), the first table found pricing it:
 
 - `gemm`: one measured GEMM a row (above); it prices matmuls of its format (or of a narrower
-  kernel family, its `scope`).
+  kernel family, its `scope`). Filed in the shared files or in a chip's own file
+  (`gemm/<chip>.toml`, CHIP_FILES: aiconfigurator's TensorRT-LLM tables, one per chip and
+  format, written by benchmarks/gemm_kernel_tables.py).
 - `moe`: one measured MoE layer on one rank a row, [tokens, hidden, inter, topk, experts,
   tp, ep, microseconds] (an engine's fused-MoE module: routing, the two grouped expert
   GEMMs, finalize), converted to the rank's token-expert pairs M = tokens x topk / ep and
@@ -360,33 +362,62 @@ KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml",
               "mla_decode": "mla_decode/*.toml"}  # fmt: skip
 """Where each kind's tables are committed (under kernel_tables/), so that a run of a model
 without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
+CHIP_FILES = {"gemm": "gemm/{chip}.toml"}
+"""Tables of a kind filed one chip to a file (under kernel_tables/, named by catalog id), each
+pricing that chip only, so that a run parses its own chip's alone: aiconfigurator's GEMM
+tables are 60 KB of TOML a Blackwell chip, 300 KB in all (85 ms to parse)."""
+
+
+def _read(path: Path, kind: str) -> list[KernelTable]:
+    with path.open("rb") as f:
+        tables = [_table(entry, path) for entry in tomllib.load(f)["table"]]
+    wrong = next((t for t in tables if t.kind != kind), None)
+    if wrong is not None:
+        raise UserError(f"table {wrong.name!r}: a {wrong.kind} table among the {kind} "
+                        f"tables (kernel_tables/{path.relative_to(TABLES_DIR)})")  # fmt: skip
+    return tables
 
 
 @cache
 def tables_of_kind(kind: str) -> tuple[KernelTable, ...]:
-    """Every committed table of `kind` (KIND_FILES), in file and table order."""
-    tables = []
-    for path in sorted(TABLES_DIR.glob(KIND_FILES[kind])):
-        with path.open("rb") as f:
-            tables.extend(_table(entry, path) for entry in tomllib.load(f)["table"])
-    wrong = next((t for t in tables if t.kind != kind), None)
-    if wrong is not None:
-        raise UserError(f"table {wrong.name!r}: a {wrong.kind} table among the {kind} "
-                        f"tables (kernel_tables/{KIND_FILES[kind]})")  # fmt: skip
+    """Every committed table of `kind` in the shared files (KIND_FILES), in file and table
+    order; not the per-chip files (chip_tables)."""
+    return tuple(t for path in sorted(TABLES_DIR.glob(KIND_FILES[kind]))
+                 for t in _read(path, kind))  # fmt: skip
+
+
+@cache
+def chip_tables(kind: str, chip_id: str) -> tuple[KernelTable, ...]:
+    """The tables of `kind` in `chip_id`'s own file (CHIP_FILES), if it has one; each must
+    price that chip alone."""
+    pattern = CHIP_FILES.get(kind)
+    path = TABLES_DIR / pattern.format(chip=chip_id) if pattern else None
+    if path is None or not path.is_file():
+        return ()
+    tables = _read(path, kind)
+    stray = next((t for t in tables if t.chips != (chip_id,)), None)
+    if stray is not None:
+        raise UserError(f"table {stray.name!r} in {path.name} prices {', '.join(stray.chips)}; "
+                        f"a chip's own file holds tables of {chip_id} only")  # fmt: skip
     return tuple(tables)
 
 
 def all_tables() -> tuple[KernelTable, ...]:
-    """Every committed table, kind by kind."""
-    return tuple(t for kind in KIND_FILES for t in tables_of_kind(kind))
+    """Every committed table, kind by kind, the shared files' and then every chip's own."""
+    chips = {kind: sorted(p.stem for p in TABLES_DIR.glob(pattern.format(chip="*")))
+             for kind, pattern in CHIP_FILES.items()}  # fmt: skip
+    return tuple(t for kind in KIND_FILES
+                 for t in (*tables_of_kind(kind),
+                           *(t for chip in chips.get(kind, ()) for t in chip_tables(kind, chip))))
 
 
 def tables_for_chip(chip_id: str, kind: str | None = None) -> list[KernelTable]:
     """Every table (of `kind`, if given) that prices some op of `chip_id` (a what-if copy:
-    its base chip's)."""
+    its base chip's): the shared files' that list it, then its own file's."""
     base = chip_id.split("[", 1)[0]
-    tables = all_tables() if kind is None else tables_of_kind(kind)
-    return [t for t in tables if base in t.chips]
+    kinds = KIND_FILES if kind is None else (kind,)
+    return [t for k in kinds
+            for t in (*(t for t in tables_of_kind(k) if base in t.chips), *chip_tables(k, base))]
 
 
 def kernel_table(

@@ -426,6 +426,46 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
                     0.0)  # fmt: skip
 
 
+def measured_gemm_energy_j(
+    table: OpTable,
+    hw: HardwareArrays,
+    byte_j: np.ndarray,
+    energy_factor: np.ndarray,
+    time_s: np.ndarray,
+    energy_j: np.ndarray,
+) -> np.ndarray:
+    """Energy of the matmuls a gemm or moe kernel table prices, with their arithmetic charged
+    at the energy per op the table's own kernels show, not the datasheet's.
+
+    A large GEMM on an H100 runs at its power limit: with random inputs its clocks drop
+    until it draws the TDP, and it runs faster on zeros only because they switch fewer
+    transistors (H. He, "Strangely, Matrix Multiplications on GPUs Run Faster When Given
+    'Predictable' Data!", thonking.ai, 2024: "matmuls on the H100 are primarily not compute
+    or bandwidth limited, they are power limited"). So the table's compute-bound rate, its
+    fraction f_top of the datasheet peak at its largest M, is the rate at which arithmetic
+    draws TDP - static power, and each op costs (TDP - static) / (f_top x peak): the
+    stalls, tile overheads and lower clocks that keep the kernel below the datasheet peak
+    burn power, as the chip's TDP says they do. The datasheet-derived energy
+    (e_matrix_j, arithmetic at the datasheet peak drawing the TDP) is the lower bound kept.
+    Other chips' tables are assumed to behave as the H100's (no per-chip source).
+
+    Time is not touched: the table measured the kernel with its power limiter at work, so
+    its time already includes the lowered clocks; the op's average power is held at the
+    TDP (energy at most TDP x time). Decode attention tables (priced by bytes) and
+    unpriced ops keep energy_j as given."""
+    k, _ = table.weight_tile_kn
+    gemm = np.isfinite(hw.kernel_peak) & (k > 0) & ~table.is_attention
+    if not np.any(gemm):
+        return energy_j
+    f_top = hw.kernel_grid[..., -1]  # flat past the table's largest M
+    e_kernel_j = (hw.tdp_w - hw.static_w) / np.where(gemm, hw.kernel_peak * f_top, 1.0)
+    e_op_j = np.maximum(hw.e_matrix_j * energy_factor, e_kernel_j)
+    measured_j = (table.matrix_flops * e_op_j + table.vector_flops * hw.e_vector_j + byte_j
+                  + hw.static_w * time_s)  # fmt: skip
+    capped_j = np.minimum(measured_j, hw.tdp_w * time_s)
+    return np.where(gemm, np.maximum(capped_j, energy_j), energy_j)
+
+
 def evaluate(
     table: OpTable,
     hw: HardwareArrays,
@@ -457,11 +497,14 @@ def evaluate(
         + byte_j
     )
     power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
-    if np.isfinite(hw.kernel_peak).any():  # the measured kernels' floor, as overhead: the
+    measured = np.isfinite(hw.kernel_peak).any()
+    if measured:  # the measured kernels' floor, as overhead: the
         # time a kernel spends past the chip's figures is its own (latency, partial waves)
         floored = np.maximum(time_s, kernel_floor_s(table, hw) + hw.dispatch_s + comm_s)
         overhead_s, time_s = overhead_s + (floored - time_s), floored
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
+    if measured:
+        energy_j = measured_gemm_energy_j(table, hw, byte_j, energy_factor, time_s, energy_j)
     return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j,
                    np.stack(parts, axis=-2), power_s)  # fmt: skip

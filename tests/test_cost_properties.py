@@ -116,6 +116,9 @@ def test_more_bandwidth_or_peak_is_never_slower(any_chip, data, factor):
     )
     assert np.all(evaluate(table, faster_memory, placement).time_s <= base)
     assert np.all(evaluate(table, faster_compute, placement).time_s <= base)
+    # nor costs more energy: the bytes' energy is the same, the static power's is shorter
+    base_j = evaluate(table, hw, placement).energy_j
+    assert np.all(evaluate(table, faster_memory, placement).energy_j <= base_j * (1 + 1e-12))
 
 
 def test_level_bytes_follow_placement(llama7b):

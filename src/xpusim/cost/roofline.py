@@ -10,6 +10,9 @@
     power_s    = dynamic_j / (TDP - static power)
     time_s     = max(time_s, power_s)
     energy_j   = dynamic_j + static power x time_s
+                 (a matmul a measured kernel table prices: its arithmetic at the table's
+                 compute-bound rate drawing the TDP, capped at TDP x time_s;
+                 measured_gemm_energy_j)
 
 Compute and memory overlap because accelerators stream operands while they compute: p is
 infinite (the sharp roofline, max(compute_s, memory_s)) for every op except matmuls and

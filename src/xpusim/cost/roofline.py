@@ -501,8 +501,8 @@ def evaluate(
     )
     power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
     measured = np.isfinite(hw.kernel_peak).any()
-    if measured:  # the measured kernels' floor, as overhead: the
-        # time a kernel spends past the chip's figures is its own (latency, partial waves)
+    if measured:  # the measured kernels' floor, as overhead: the time a kernel spends
+        # past the chip's figures is its own (latency, partial waves)
         floored = np.maximum(time_s, kernel_floor_s(table, hw) + hw.dispatch_s + comm_s)
         overhead_s, time_s = overhead_s + (floored - time_s), floored
     time_s = np.maximum(time_s, power_s)

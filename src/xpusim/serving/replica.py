@@ -107,9 +107,6 @@ class Replica:
     itl_count: list[int] = field(default_factory=list)  # sequences with each gap
     _finish_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
     _grow_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
-    # entries of _grow_at left stale (their sequence left the cohort), by step: a step with
-    # none takes its entries without checking each one (decodes)
-    _stale_at: dict[int, int] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
 
@@ -178,15 +175,13 @@ class Replica:
         """The decode step whose token first exceeds the sequence's blocks."""
         held = s.blocks * self.kv.block_tokens + s.shared
         step = s.joined + self._steps_for(held - s.prompt - s.base + 2)
-        s.grows_at = max(step, self.steps + 1)
-        self._file(self._grow_at, s.grows_at, s)
+        self._file(self._grow_at, max(step, self.steps + 1), s)
 
     def _current(self, s: Sequence, joined: int) -> bool:
         return self.cohort.get(s.id) is s and s.joined == joined
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
-        self._stale_at[s.grows_at] = self._stale_at.get(s.grows_at, 0) + 1
         steps = self.steps - s.joined
         s.generated = min(s.base + self._tokens_in(steps), s.gen)
         s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
@@ -201,20 +196,17 @@ class Replica:
         until the earlier ones fit, as vLLM does, the sequence itself last."""
         step = self.steps + 1
         cohort = self.cohort
-        due = self._grow_at.pop(step, [])
-        if self._stale_at.pop(step, 0):  # some left the cohort since: those that remain
-            due = [(s, j) for s, j in due if cohort.get(s.id) is s and s.joined == j]
+        due = [(s, j) for s, j in self._grow_at.pop(step, ())
+               if cohort.get(s.id) is s and s.joined == j]  # fmt: skip
         if due and self.kv.take(len(due)):  # the common case: every one gets its block
             if self.speculator is not None:
                 for s, _ in due:
                     s.blocks += 1
                     self._file_growth(s)
                 return bool(cohort)
-            grows_at = step + self.kv.block_tokens
-            later = self._grow_at.setdefault(grows_at, [])
+            later = self._grow_at.setdefault(step + self.kv.block_tokens, [])
             for s, joined in due:
                 s.blocks += 1
-                s.grows_at = grows_at
                 later.append((s, joined))
             return bool(cohort)
         for s, joined in due:
@@ -231,7 +223,6 @@ class Replica:
             if self._current(s, joined):
                 s.blocks += 1
                 self._file_growth(s)
-        self._stale_at.pop(step, None)  # the preempted whose entries this step held
         return bool(cohort)
 
     def _preempt(self, s: Sequence) -> None:

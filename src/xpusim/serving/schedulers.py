@@ -61,7 +61,6 @@ class Sequence:
     preemptions: int = 0
     joined: int = 0  # the lane's decode count when it joined the decoding cohort
     base: int = 0  # its output then (replica.py: its output is base + decodes since)
-    grows_at: int = 0  # the decode step its pending block-growth entry is filed at (replica.py)
 
     def __post_init__(self) -> None:
         self.target = self.target or self.prompt

@@ -13,15 +13,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
 from xpusim.serving.steady import Steady
 from xpusim.serving.verdict import Verdict
-
-_load = attrgetter("load")
 
 # event kinds, in the order they are handled at one instant
 _END, _FREE, _TRANSFER, _ARRIVAL = range(4)
@@ -124,9 +121,7 @@ def simulate(
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
             pool[batch[s.id] % len(pool)].waiting.append(s)
             return
-        # the least loaded, the lowest index among equals: min keeps the first of equal
-        # keys, and a pool lists its replicas in index order (never decreasing)
-        min(pool, key=_load).waiting.append(s)
+        min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued

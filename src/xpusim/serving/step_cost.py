@@ -31,8 +31,10 @@ all of a serving run's, so it is tabulated once over every n up to the max batch
 geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
-at most one per iteration, is costed by the roofline (cost/roofline.evaluate) itself, kept
-per distinct work (an engine sees the same prompt lengths again and again). State ops run
+at most one per iteration, is costed by the roofline itself, kept per distinct work (an
+engine sees the same prompt lengths again and again): by roofline.OneWork, evaluate's
+arithmetic for one work in Python floats and bit for bit its answer, where it applies (no
+systolic unit, no PE grid), else by evaluate. State ops run
 as two kernels the same way (vLLM's Gated DeltaNet: a recurrent kernel for the decodes, a
 chunked one for the prompts): the decodes' tabulated over their count, the prompts' by the
 roofline of their summed work.

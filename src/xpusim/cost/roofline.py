@@ -511,3 +511,99 @@ def evaluate(
         energy_j = measured_gemm_energy_j(table, hw, byte_j, energy_factor, time_s, energy_j)
     return OpCosts(compute_s, memory_s, overhead_s, comm_s, time_s, energy_j,
                    np.stack(parts, axis=-2), power_s)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OneWork:
+    """evaluate() of one work of a table's ops on one chip, in Python floats.
+
+    A serving run prices each new set of prefill chunks as one work of its attention ops
+    (serving/step_cost.py): a table of one to a few ops, on which evaluate's sixty-odd numpy
+    calls cost about 150 us, nearly all of it per-call overhead; most of a max-rate search's
+    prefill chunk sets are new. This does per op the same IEEE operations in the same order
+    (a product, quotient, sum or maximum of float64s is the same rounded value in Python as
+    in numpy), so its time_s and energy_j are evaluate's bit for bit (tests/test_one_work.py
+    holds them equal); the measured kernels' floor goes through kernel_tables'
+    interpolate_grid itself and a finite overlap p through calibration.overlap_time.
+
+    It covers one chip's arrays (not HardwareArrays.stack's), a matrix unit whose GEMMs are
+    padded tiles only (not a systolic unit's cycles, which depend on M) and no PE grid's
+    operand re-reads: `of` is None otherwise, and the caller uses evaluate."""
+
+    padded: list[float]  # work_factors' time and energy factor of each op (M-independent)
+    matrix_rate: list[float]
+    e_matrix_j: list[float]
+    vector_rate: float
+    e_vector_j: float
+    level_rate: list[float]
+    e_byte_j: list[float]
+    overhead_s: list[float]
+    overlap_p: np.ndarray | None  # None where every op has the sharp roofline
+    power_w: float  # TDP less static power: power_limit_s's divisor
+    static_w: float
+    floor: HardwareArrays | None  # the arrays kernel_floor_s reads, where a table prices an op
+    table: OpTable
+    dispatch_s: float
+
+    @classmethod
+    def of(cls, table: OpTable, hw: HardwareArrays) -> OneWork | None:
+        unit = hw.unit
+        if np.ndim(hw.static_w) or np.any(unit.mode) or not (
+                np.all(np.isinf(unit.block_rows)) and np.all(np.isinf(unit.block_cols))):
+            return None
+        padded, _ = work_factors(table, unit.rows, unit.cols, unit.count, unit.mode)
+        n = len(table)
+        p = None if np.isinf(hw.overlap_p).all() else hw.overlap_p
+        return cls(
+            np.broadcast_to(padded, (n,)).tolist(), hw.matrix_rate.tolist(),
+            hw.e_matrix_j.tolist(), float(hw.vector_rate), float(hw.e_vector_j),
+            hw.level_rate[:, 0].tolist(), hw.e_byte_j[:, 0].tolist(),
+            np.broadcast_to(hw.overhead_s, (n,)).tolist(), p,
+            float(hw.tdp_w - hw.static_w), float(hw.static_w),
+            hw if np.isfinite(hw.kernel_peak).any() else None, table, float(hw.dispatch_s),
+        )  # fmt: skip
+
+    @staticmethod
+    def kept(onehot: np.ndarray) -> list[list[list[int]]]:
+        """A one-hot placement (L, roles, n) as each op's roles kept at each level."""
+        levels, roles, n = onehot.shape
+        return [[[r for r in range(roles) if onehot[level, r, i]] for level in range(levels)]
+                for i in range(n)]  # fmt: skip
+
+    def costs(self, matrix: list[float], vector: list[float], roles: list[list[float]],
+              kept: list[list[list[int]]]) -> tuple[list[float], list[float]]:  # fmt: skip
+        """time_s and energy_j of each op at FLOPs matrix[i], vector[i] and bytes roles[r][i]
+        (by ROLES), its tensors kept as `kept` (from `kept`) says."""
+        n = len(matrix)
+        compute, memory, byte_j = [], [], []
+        for i in range(n):
+            compute.append(matrix[i] * self.padded[i] / self.matrix_rate[i]
+                           + vector[i] / self.vector_rate)  # fmt: skip
+            slowest = joules = 0.0
+            for level, at in enumerate(kept[i]):
+                part = 0.0
+                for j, r in enumerate(at):  # ROLES order, as _level_parts sums them
+                    part = roles[r][i] if j == 0 else part + roles[r][i]
+                if level == 0:
+                    slowest, joules = part / self.level_rate[0], part * self.e_byte_j[0]
+                else:
+                    slowest = max(slowest, part / self.level_rate[level])
+                    joules = joules + part * self.e_byte_j[level]
+            memory.append(slowest)
+            byte_j.append(joules)
+        if self.overlap_p is None:
+            time_s = [max(c, m) + o + 0.0 for c, m, o in zip(compute, memory, self.overhead_s,
+                                                             strict=True)]  # fmt: skip
+        else:
+            both = overlap_time(np.array(compute), np.array(memory), self.overlap_p).tolist()
+            time_s = [t + o + 0.0 for t, o in zip(both, self.overhead_s, strict=True)]
+        dynamic = [matrix[i] * self.padded[i] * self.e_matrix_j[i] + vector[i] * self.e_vector_j
+                   + byte_j[i] for i in range(n)]  # fmt: skip
+        if self.floor is not None:
+            work = replace(self.table, matrix_flops=np.array([matrix]),
+                           vector_flops=np.array([vector]), role_bytes=np.array([roles]))
+            least = kernel_floor_s(work, self.floor)[0].tolist()
+            time_s = [max(t, f + self.dispatch_s + 0.0) for t, f in zip(time_s, least,
+                                                                        strict=True)]  # fmt: skip
+        time_s = [max(t, d / self.power_w) for t, d in zip(time_s, dynamic, strict=True)]
+        return time_s, [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]

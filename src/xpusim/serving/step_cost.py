@@ -31,8 +31,10 @@ all of a serving run's, so it is tabulated once over every n up to the max batch
 geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
-at most one per iteration, is costed by the roofline (cost/roofline.evaluate) itself, kept
-per distinct work (an engine sees the same prompt lengths again and again). State ops run
+at most one per iteration, is costed by the roofline itself, kept per distinct work (an
+engine sees the same prompt lengths again and again): by roofline.OneWork, evaluate's
+arithmetic for one work in Python floats and bit for bit its answer, where it applies (no
+systolic unit, no PE grid), else by evaluate. State ops run
 as two kernels the same way (vLLM's Gated DeltaNet: a recurrent kernel for the decodes, a
 chunked one for the prompts): the decodes' tabulated over their count, the prompts' by the
 roofline of their summed work.
@@ -60,7 +62,7 @@ from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
 from xpusim.cost.op_table import OpTable, op_table
 from xpusim.cost.ordered_sum import ordered_sum
-from xpusim.cost.roofline import HardwareArrays, evaluate, placement_onehot
+from xpusim.cost.roofline import HardwareArrays, OneWork, evaluate, placement_onehot
 from xpusim.cost.stream_machine import stage_send_line
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
@@ -173,13 +175,53 @@ class Kernel:
                                                           np.zeros(1, dtype=int))  # fmt: skip
         return found
 
+    @cached_property
+    def _one(self) -> OneWork | None:
+        return OneWork.of(self.table, self._hw)
+
+    @cached_property
+    def _kept(self) -> dict[bytes, list[list[list[int]]]]:
+        return {}
+
+    @cached_property
+    def _per_op(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.counts, self.counts.sum(axis=1)
+
     def cost_counts(self, matrix: np.ndarray, vector: np.ndarray,
                     roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Stage times (K, pp) and energy (K,) of the ops at K works' FLOPs (K, n) and
-        bytes by role (K, roles, n)."""
+        bytes by role (K, roles, n); one work in Python floats where OneWork applies (bit
+        for bit the same: the serving run's prefill chunk sets are priced one at a time)."""
         k = len(matrix)
         if not len(self.table):
             return np.zeros((k, self.counts.shape[1])), np.zeros(k)
+        if k == 1 and self._one is not None:
+            return self._cost_one(matrix, vector, roles)
+        return self.cost_counts_reference(matrix, vector, roles)
+
+    def _cost_one(self, matrix: np.ndarray, vector: np.ndarray,
+                  roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """cost_counts of one work through OneWork: the placement's one-hot as the roles
+        each op keeps at each level, kept per pattern of which activations fit on chip."""
+        if self.placement.onchip_level is None:
+            fits = b""
+        else:
+            fits = (roles[:, ROLES.index(Role.ACTIVATION)] <= self.placement.onchip_bytes
+                    ).tobytes()  # fmt: skip
+        kept = self._kept.get(fits)
+        if kept is None:
+            act = roles[:, ROLES.index(Role.ACTIVATION)]
+            where = self._offchip if self.placement.onchip_level is None else self._where(act)
+            kept = self._kept[fits] = OneWork.kept(where[0])
+        time_s, energy_j = self._one.costs(matrix[0].tolist(), vector[0].tolist(),
+                                           roles[0].tolist(), kept)  # fmt: skip
+        counts, per_op = self._per_op
+        return np.array([time_s]) @ counts, np.array([energy_j]) @ per_op
+
+    def cost_counts_reference(self, matrix: np.ndarray, vector: np.ndarray,
+                              roles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """cost_counts through roofline.evaluate on arrays, for any K (a table of works)."""
+        k = len(matrix)
         table = replace(self.table, matrix_flops=matrix, vector_flops=vector, role_bytes=roles)
         if self.placement.onchip_level is None and k == 1:  # then where does not depend on it
             where = self._offchip

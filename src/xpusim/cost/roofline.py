@@ -606,4 +606,9 @@ class OneWork:
             time_s = [max(t, f + self.dispatch_s + 0.0) for t, f in zip(time_s, least,
                                                                         strict=True)]  # fmt: skip
         time_s = [max(t, d / self.power_w) for t, d in zip(time_s, dynamic, strict=True)]
-        return time_s, [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]
+        energy_j = [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]
+        if self.floor is not None:  # evaluate's measured-kernel energy, on the same arrays
+            energy_j = measured_gemm_energy_j(
+                work, self.floor, np.array([byte_j]), np.array(self.padded),
+                np.array([time_s]), np.array([energy_j]))[0].tolist()  # fmt: skip
+        return time_s, energy_j

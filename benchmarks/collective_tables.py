@@ -20,7 +20,13 @@ one GB200 NVL72 rack):
   one-shot / two-shot custom kernels where it picks them, NCCL otherwise), vLLM's and
   SGLang's custom all-reduce (`graph` rows only: decode runs under CUDA graphs).
 
-One version per chip and source (VERSIONS, ENGINES). Rows are [gpus, bytes, microseconds].
+One version per chip and source (ENGINES). Rows are [gpus, bytes, microseconds].
+
+    python benchmarks/collective_tables.py --compare   # needs xpusim on the path
+
+prints, instead, each table's ratio to cost/collectives.py's analytic line on its chip's
+default system at a few sizes (docs/cost.md), and every row faster than the line's
+bandwidth term alone (bytes over the NVLink bandwidth), which the cost model refuses.
 """
 
 from __future__ import annotations
@@ -28,7 +34,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aiconfigurator_data import DATA, arguments, full_commit, last_change, read_parquet, table_toml, write
+from aiconfigurator_data import (
+    DATA,
+    arguments,
+    full_commit,
+    last_change,
+    read_parquet,
+    table_toml,
+    write,
+)
 
 OUT = (Path(__file__).resolve().parent.parent
        / "src/xpusim/cost/kernel_tables/collectives/nvidia.toml")
@@ -79,7 +93,40 @@ def tables(repo: str, commit: str, chip_dir: str, source: str) -> list[str]:
         engine=(engine, engine_name)) for op, found in by_op.items()]
 
 
+SIZES = (2**13, 2**16, 2**20, 2**23, 2**26, 2**28)  # bytes compared (8 KiB to 256 MiB)
+
+
+def compare(path: Path) -> None:
+    """The ratio table and the rows faster than the bandwidth bound (module docstring)."""
+    import tomllib
+
+    from xpusim.cost.collectives import Collective, bandwidth_bound_s, collective_line
+    from xpusim.hardware.catalog import load_chip
+    from xpusim.hardware.system import default_system
+
+    print("| table | gpus | " + " | ".join(f"{n / 2**20:g} MiB" for n in SIZES) + " |")
+    print("|---|---|" + "---|" * len(SIZES))
+    faster = []
+    for table in tomllib.loads(path.read_text())["table"]:
+        system = default_system(load_chip(table["chips"][0]), 8)
+        kind = Collective(table["scope"])
+        for gpus in sorted({r[0] for r in table["rows"]}):
+            rows = {r[1]: r[2] * 1e-6 for r in table["rows"] if r[0] == gpus}
+            line = collective_line(system, kind, gpus)
+            ratios = [f"{rows[n] / line.cost(n).time_s:.2f}" if n in rows else "-" for n in SIZES]
+            print(f"| {table['name'].removeprefix('aiconfigurator-')} | {gpus} | "
+                  + " | ".join(ratios) + " |")
+            faster += [(table["name"], gpus, n, t) for n, t in rows.items()
+                       if t < bandwidth_bound_s(system, kind, n, gpus)]
+    print(f"\n{len(faster)} rows faster than bytes over the NVLink bandwidth:")
+    for name, gpus, n, t in faster:
+        print(f"  {name} gpus {gpus} {n} B {t * 1e6:.1f} us")
+
+
 def main() -> int:
+    if "--compare" in sys.argv:
+        compare(OUT)
+        return 0
     args = arguments(__doc__, OUT).parse_args()
     commit = full_commit(args.repo, args.commit)
     parts = [

@@ -1,4 +1,4 @@
-"""Regenerates src/xpusim/cost/kernel_tables/collectives/nvidia.toml from aiconfigurator's
+"""Regenerates src/xpusim/cost/kernel_tables/collectives/<chip>.toml from aiconfigurator's
 measured collective database (ai-dynamo/aiconfigurator, Apache-2.0).
 
     python benchmarks/collective_tables.py /path/to/aiconfigurator.git   # a bare mirror
@@ -44,8 +44,7 @@ from aiconfigurator_data import (
     write,
 )
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/collectives/nvidia.toml")
+OUT = Path(__file__).resolve().parent.parent / "src/xpusim/cost/kernel_tables/collectives"
 
 # aiconfigurator chip directory -> xpusim catalog id
 CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
@@ -96,7 +95,7 @@ def tables(repo: str, commit: str, chip_dir: str, source: str) -> list[str]:
 SIZES = (2**13, 2**16, 2**20, 2**23, 2**26, 2**28)  # bytes compared (8 KiB to 256 MiB)
 
 
-def compare(path: Path) -> None:
+def compare(folder: Path) -> None:
     """The ratio table and the rows faster than the bandwidth bound (module docstring)."""
     import tomllib
 
@@ -107,7 +106,8 @@ def compare(path: Path) -> None:
     print("| table | gpus | " + " | ".join(f"{n / 2**20:g} MiB" for n in SIZES) + " |")
     print("|---|---|" + "---|" * len(SIZES))
     faster = []
-    for table in tomllib.loads(path.read_text())["table"]:
+    for table in [t for path in sorted(folder.glob("*.toml"))
+                  for t in tomllib.loads(path.read_text())["table"]]:  # fmt: skip
         system = default_system(load_chip(table["chips"][0]), 8)
         kind = Collective(table["scope"])
         for gpus in sorted({r[0] for r in table["rows"]}):
@@ -129,17 +129,17 @@ def main() -> int:
         return 0
     args = arguments(__doc__, OUT).parse_args()
     commit = full_commit(args.repo, args.commit)
-    parts = [
-        "# Measured all-reduce / all-gather / reduce-scatter times on NVIDIA NVLink, from\n"
-        "# aiconfigurator's comm database (Apache-2.0), written by\n"
-        "# benchmarks/collective_tables.py (its docstring says which rows are kept); do not\n"
-        "# edit by hand. Rows: [gpus, bytes of the whole tensor, microseconds]; scope: the op.\n"
-        f"# Source commit {commit}.\n"
-    ]
-    for chip_dir in CHIPS:
+    for chip_dir, chip_id in CHIPS.items():
+        parts = [
+            f"# Measured all-reduce / all-gather / reduce-scatter times on {chip_id} NVLink,\n"
+            "# from aiconfigurator's comm database (Apache-2.0), written by\n"
+            "# benchmarks/collective_tables.py (its docstring says which rows are kept); do\n"
+            "# not edit by hand. Rows: [gpus, bytes of the whole tensor, microseconds]; scope:\n"
+            f"# the op. Source commit {commit}.\n"
+        ]
         for source in ENGINES:
             parts += ["\n" + t for t in tables(args.repo, commit, chip_dir, source)]
-    write(args.out, parts)
+        write(args.out / f"{chip_id}.toml", parts)
     return 0
 
 

@@ -108,6 +108,9 @@ def test_the_serving_path_prices_its_all_reduces_as_collective_time():
         assert seconds[0, i] == pytest.approx(want)
 
 
-def test_every_table_chip_has_a_system_that_reads_it():
-    chips = {key[0] for key in measured_curves()}
+def test_every_file_is_its_chips_and_read_by_a_system():
+    chips = {path.stem for path in MEASURED_DIR.glob("*.toml")}
     assert chips == {load_system(s).chip.id for s in SYSTEMS}
+    for path in MEASURED_DIR.glob("*.toml"):
+        assert all(t["chips"] == [path.stem] for t in tomllib.loads(path.read_text())["table"])
+        assert measured_curves(path.stem)

@@ -37,7 +37,7 @@ their hops add, and every axis's links carry a share. Other topologies are uncha
 this: a switch or full mesh uses all its links, and pairs chips directly in an all-to-all.
 
 Measured floor. On NVIDIA chips with measured collectives (kernel_tables/collectives/*.toml:
-aiconfigurator's nccl-tests runs and the engines' own custom all-reduce kernels, written by
+one file per chip, aiconfigurator's nccl-tests runs and the engines' own all-reduce kernels, by
 benchmarks/collective_tables.py) an all-reduce, all-gather or reduce-scatter on the first
 (NVLink) level over a measured group size costs at least the fastest measured way to run it
 there: the least, over the tables (NCCL, TensorRT-LLM's, vLLM's, SGLang's all-reduce), of
@@ -224,21 +224,22 @@ class MeasuredCurve:
 
 
 @cache
-def measured_curves() -> dict[tuple[str, Collective, int], tuple[MeasuredCurve, ...]]:
-    """Every measured table's curve by (chip id, collective, gpus); read on first use, so
-    that chips without tables, and `run` on them, never load the files."""
-    found: dict[tuple[str, Collective, int], list[MeasuredCurve]] = {}
-    for path in sorted(MEASURED_DIR.glob("*.toml")):
-        with path.open("rb") as f:
-            for table in tomllib.load(f)["table"]:
-                rows = np.array(table["rows"], dtype=float)
-                for gpus in sorted({int(g) for g in rows[:, 0]}):
-                    mine = rows[rows[:, 0] == gpus]
-                    mine = mine[np.argsort(mine[:, 1])]
-                    curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6)
-                    for chip in table["chips"]:
-                        key = (chip, Collective(table["scope"]), int(gpus))
-                        found.setdefault(key, []).append(curve)
+def measured_curves(chip_id: str) -> dict[tuple[Collective, int], tuple[MeasuredCurve, ...]]:
+    """The chip's measured curves by (collective, gpus), from its own file if it has one;
+    read on first use, so that `run` on one chip, or on chips without a file, never reads
+    them."""
+    path = MEASURED_DIR / f"{chip_id}.toml"
+    if not path.exists():
+        return {}
+    found: dict[tuple[Collective, int], list[MeasuredCurve]] = {}
+    with path.open("rb") as f:
+        for table in tomllib.load(f)["table"]:
+            rows = np.array(table["rows"], dtype=float)
+            for gpus in sorted({int(g) for g in rows[:, 0]}):
+                mine = rows[rows[:, 0] == gpus]
+                mine = mine[np.argsort(mine[:, 1])]
+                curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6)
+                found.setdefault((Collective(table["scope"]), gpus), []).append(curve)
     return {key: tuple(curves) for key, curves in found.items()}
 
 
@@ -251,7 +252,7 @@ def measured_floor(
         return ()
     if system.level_for(span or group) is not system.levels[0]:
         return ()
-    return measured_curves().get((system.chip.id, kind, group), ())
+    return measured_curves(system.chip.id).get((kind, group), ())
 
 
 def bandwidth_bound_s(system: System, kind: Collective, nbytes: np.ndarray | float, group: int,

@@ -55,9 +55,10 @@ def arguments(doc: str, out: Path) -> argparse.ArgumentParser:
 
 def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, version: str,
                source: str, path: str, commit: str, date: str, conditions: str,
-               rows: list[list]) -> str:  # fmt: skip
+               rows: list[list], engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
+               ) -> str:  # fmt: skip
     """One `[[table]]` of cost/kernel_tables/*.toml: measured on `chip_id` alone, by
-    TensorRT-LLM `version`, each row's last value in microseconds."""
+    `engine` (its key and name) `version`, each row's last value in microseconds."""
     lines = [
         "[[table]]",
         f'name = "{name}"',
@@ -66,8 +67,8 @@ def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, versi
         f'scope = "{scope}"',
         f'measured_on = "{chip_id}"',
         f'chips = ["{chip_id}"]',
-        'engine = "trtllm"',
-        f'engine_version = "TensorRT-LLM {version}"',
+        f'engine = "{engine[0]}"',
+        f'engine_version = "{engine[1]} {version}"',
         f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} ({source})"',
         f'url = "{URL.format(commit=commit, path=path)}"',
         f'date = "{date}"',

@@ -35,13 +35,28 @@ and tpus.md), per axis (`axis_hops`, `axis_links`):
 The group's axes run at once, the data split so each share runs them in another order:
 their hops add, and every axis's links carry a share. Other topologies are unchanged by
 this: a switch or full mesh uses all its links, and pairs chips directly in an all-to-all.
+
+Measured floor. On NVIDIA chips with measured collectives (kernel_tables/collectives/*.toml:
+one file per chip, aiconfigurator's nccl-tests runs and the engines' own all-reduce kernels, by
+benchmarks/collective_tables.py) an all-reduce, all-gather or reduce-scatter on the first
+(NVLink) level over a measured group size costs at least the fastest measured way to run it
+there: the least, over the tables (NCCL, TensorRT-LLM's, vLLM's, SGLang's all-reduce), of
+each table's time interpolated linearly in bytes between its rows (flat below its smallest,
+proportional to bytes past its largest). The cost model does not know which engine serves,
+so the floor is the best any measured engine does. It only adds time: the analytic line
+stands where it is slower, so the cost never beats the bandwidth bound and more bandwidth
+is never slower. Rows faster than the bandwidth term alone (bytes over the level's link
+bandwidth) are refused. docs/cost.md compares the tables with the analytic line.
 """
 
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -189,11 +204,89 @@ def _line(level: TopologyLevel, kind: Collective, p: int) -> CollectiveLine:
                           level.name)  # fmt: skip
 
 
+MEASURED_DIR = Path(__file__).parent / "kernel_tables" / "collectives"
+MEASURED_KINDS = (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER)
+
+
+@dataclass(frozen=True)
+class MeasuredCurve:
+    """One table's measured times of one collective on one chip over `gpus` chips."""
+
+    name: str  # the table's name, its source and date in its file
+    nbytes: np.ndarray  # bytes of the whole tensor, ascending
+    seconds: np.ndarray
+
+    def at(self, nbytes: np.ndarray) -> np.ndarray:
+        """Seconds at these bytes: linear between rows, flat below, proportional above."""
+        inside = np.interp(nbytes, self.nbytes, self.seconds)
+        return np.where(nbytes > self.nbytes[-1],
+                        self.seconds[-1] * nbytes / self.nbytes[-1], inside)  # fmt: skip
+
+
+@cache
+def measured_curves(chip_id: str) -> dict[tuple[Collective, int], tuple[MeasuredCurve, ...]]:
+    """The chip's measured curves by (collective, gpus), from its own file if it has one;
+    read on first use, so that `run` on one chip, or on chips without a file, never reads
+    them."""
+    path = MEASURED_DIR / f"{chip_id}.toml"
+    if not path.exists():
+        return {}
+    found: dict[tuple[Collective, int], list[MeasuredCurve]] = {}
+    with path.open("rb") as f:
+        for table in tomllib.load(f)["table"]:
+            rows = np.array(table["rows"], dtype=float)
+            for gpus in sorted({int(g) for g in rows[:, 0]}):
+                mine = rows[rows[:, 0] == gpus]
+                mine = mine[np.argsort(mine[:, 1])]
+                curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6)
+                found.setdefault((Collective(table["scope"]), gpus), []).append(curve)
+    return {key: tuple(curves) for key, curves in found.items()}
+
+
+def measured_floor(
+    system: System, kind: Collective, group: int, span: int | None = None
+) -> tuple[MeasuredCurve, ...]:
+    """The measured curves that floor this collective on the system (module docstring):
+    those of its chip, kind and group size, where the group sits on the first level."""
+    if kind not in MEASURED_KINDS or group <= 1:
+        return ()
+    if system.level_for(span or group) is not system.levels[0]:
+        return ()
+    return measured_curves(system.chip.id).get((kind, group), ())
+
+
+def bandwidth_bound_s(system: System, kind: Collective, nbytes: np.ndarray | float, group: int,
+                      span: int | None = None) -> np.ndarray | float:  # fmt: skip
+    """The line's bandwidth term alone: the least time the bytes take over the links."""
+    return collective_line(system, kind, group, span).s_per_byte * nbytes
+
+
+def floored_seconds(system: System, kind: Collective, nbytes: np.ndarray, group: int,
+                    span: int | None = None) -> np.ndarray:  # fmt: skip
+    """Seconds of the collective at these bytes (0 where none): the analytic line, at
+    least the fastest measured way to run it (module docstring)."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    line = collective_line(system, kind, group, span)
+    if line.algorithm == "none":
+        return np.zeros_like(nbytes)
+    seconds = line.fixed_s + line.s_per_byte * nbytes
+    curves = measured_floor(system, kind, group, span)
+    if curves:
+        seconds = np.maximum(seconds, np.min([c.at(nbytes) for c in curves], axis=0))
+    return np.where(nbytes > 0, seconds, 0.0)
+
+
 def collective_time(
     system: System, kind: Collective, nbytes: float, group: int, span: int | None = None
 ) -> CollectiveCost:
-    """Time of one collective over `group` chips that sit `span` contiguous chips apart."""
-    return collective_line(system, kind, group, span).cost(nbytes)
+    """Time of one collective over `group` chips that sit `span` contiguous chips apart:
+    the analytic line, floored by measurement where there is one (module docstring)."""
+    cost = collective_line(system, kind, group, span).cost(nbytes)
+    if cost.algorithm != "none" and measured_floor(system, kind, group, span):
+        seconds = float(floored_seconds(system, kind, np.array(nbytes), group, span))
+        if seconds > cost.time_s:
+            return CollectiveCost(seconds, "measured", cost.level)
+    return cost
 
 
 def hierarchical_time(
@@ -250,6 +343,19 @@ def comm_lines(table: OpTable, system: System, span: int) -> tuple[np.ndarray, n
     return fixed_s, s_per_byte
 
 
+def comm_seconds(table: OpTable, system: System, span: int, nbytes: np.ndarray) -> np.ndarray:
+    """Seconds of each collective op at its bytes (`nbytes`, ops on the last axis; zero for
+    other ops), each group spanning `span` chips: comm_lines' lines, floored by measurement
+    where the system's chip has one (module docstring)."""
+    fixed_s, s_per_byte = comm_lines(table, system, span)
+    seconds = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)
+    for i, op in table.collectives[0]:
+        kind, group = Collective(str(op.attr("collective"))), int(op.attr("size"))
+        if measured_floor(system, kind, group, span):
+            seconds[..., i] = floored_seconds(system, kind, nbytes[..., i], group, span)
+    return seconds
+
+
 def collective_algorithms(
     table: OpTable, system: System, span: int, nbytes: np.ndarray | None = None
 ) -> list[dict]:
@@ -259,7 +365,8 @@ def collective_algorithms(
     for i, op in enumerate(table.ops):
         if op.kind is OpKind.COLLECTIVE:
             sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
-            cost = _op_line(op, system, span).cost(sent)
+            cost = collective_time(system, Collective(str(op.attr("collective"))), sent,
+                                   int(op.attr("size")), span)
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
                 "size": op.attr("size"), "bytes": sent,

@@ -16,7 +16,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import comm_lines
+from xpusim.cost.collectives import comm_seconds
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
@@ -127,10 +127,11 @@ def cost_phases(
             hw = hw.take_configs(chip_of)
         levels = hw.level_rate.shape[-2]
         where = placement_onehot(values.activation_peak[rows], homes, levels, home_of)[:, None]
-        fixed_s, s_per_byte = (np.stack(line)[topology_of] for line in zip(
-            *(comm_lines(graphs.tables[phase], s, plan.tp) for s in topologies), strict=True))
         nbytes = graphs.collective_bytes[phase][rows]
-        comm = np.where(nbytes > 0, fixed_s + s_per_byte * nbytes, 0.0)[:, None]
+        by_topology = [comm_seconds(graphs.tables[phase], s, plan.tp, nbytes) for s in topologies]
+        comm = by_topology[0] if len(topologies) == 1 else \
+            np.stack(by_topology)[topology_of, np.arange(len(topology_of))]
+        comm = comm[:, None]
         costs = _spread(evaluate(first, hw, where, comm), spread)
         steps, v, weights = None, values.varying, values.weights[rows][spread]
         if len(v):

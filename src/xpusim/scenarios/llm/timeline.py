@@ -109,16 +109,23 @@ def timeline(
     hops = np.array([p.hops for p in plans])[plan_of]  # pp - 1 but for a chained pipeline
     m, overlap = batch.microbatches, batch.overlap
     prefill, decode = phases
+    static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
+    headroom_w = np.array([s.chip.tdp_w.value for s in systems])[system_of] - static_w
 
     def stage_times(phase: PhaseCosts) -> np.ndarray:  # (K, steps, stages)
         """Each stage's time: its ops' times in sequence, or with overlap the longer of its
         computation and its collectives, but never shorter than its ops' energy allows at
-        the TDP (compute already slowed to the power limit cannot also hide link traffic)."""
+        the TDP (compute already slowed to the power limit cannot also hide link traffic):
+        each op's power_s, and the dynamic energy the ops are charged over the TDP's headroom
+        (a measured kernel's energy, roofline.measured_gemm_energy_j, can exceed what its
+        power_s counts)."""
         total = phase.stage_sums("time_s")
         if not overlap.any():
             return total
         comm = phase.stage_sums("time_s", comm_only=True)
-        hidden = np.maximum(np.maximum(total - comm, comm), phase.stage_sums("power_s"))
+        dynamic_j = phase.stage_sums("energy_j") - static_w[:, None, None] * total
+        allowed = np.maximum(phase.stage_sums("power_s"), dynamic_j / headroom_w[:, None, None])
+        hidden = np.maximum(np.maximum(total - comm, comm), allowed)
         return np.where(overlap[:, None, None], hidden, total)
 
     # a pipeline's sends (pp > 1 only), by topology and the chips they span
@@ -150,7 +157,6 @@ def timeline(
     latency_s = ttft_s + (m - 1) * pre.max(axis=-1) + decode_steps * step_s
 
     # Energy: every chip's ops, then static power for the time each chip waits.
-    static_w = np.array([s.chip.energy.static_power_w.value for s in systems])[system_of]
     group_chips = np.array([p.tp * p.dp for p in plans])[plan_of]
     chips = np.array([s.chips for s in systems])[system_of]
     busy_s = m * (ordered_sum(pre, axis=-1)

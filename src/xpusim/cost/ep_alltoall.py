@@ -174,11 +174,11 @@ def floor_line(line: CollectiveLine, op: Op, system: System, span: int) -> Colle
     per-byte times raised to the measured kernels' where they apply (module docstring)."""
     group, sent = int(op.attr("size")), op.inputs[0]
     level = system.level_for(span)
-    if (line.algorithm == "none" or system.spec is not None or level is not system.levels[0]
-            or level.size != group):  # fmt: skip
+    if line.algorithm == "none" or level is not system.levels[0] or level.size != group:
         return line
     _, topk, hidden = sent.shape
-    measured = measured_line(system.chip_id, group, int(hidden), int(topk), str(op.attr("step")))
+    # a what-if copy's id is its base's with its changes (`b200[...]`): no table's chip
+    measured = measured_line(system.chip.id, group, int(hidden), int(topk), str(op.attr("step")))
     if measured is None:
         return line
     per_byte = measured.s_per_token / (int(topk) * int(hidden) * sent.dtype.itemsize)

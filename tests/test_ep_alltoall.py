@@ -38,8 +38,9 @@ def test_partition_marks_dispatch_and_combine(deepseek_rank):
 
 @pytest.mark.parametrize("system_id", ["dgx-b200", "hgx-h200", "dgx-h100", "hgx-b300"])
 def test_dispatch_and_combine_cost_at_least_the_measured_kernels(deepseek_rank, system_id):
-    """At 8 tokens a rank the links model charges ~15 us; DeepEP measures more on every
-    chip, and the floor never falls below the links' own time."""
+    """At 8 tokens a rank the op costs at least the links' time and the measured kernels';
+    on Blackwell (DeepEP's ~20 us before the first byte against the links' 14) the floor
+    is what prices it, on Hopper at BF16 the links' line is above the floor already."""
     system = load_system(system_id)
     line = collective_line(system, Collective.ALL_TO_ALL, 8)
     found = _a2a(deepseek_rank, system)
@@ -49,7 +50,7 @@ def test_dispatch_and_combine_cost_at_least_the_measured_kernels(deepseek_rank, 
                                              "dispatch" if step == "gate_up" else "combine")
         assert c["time_s"] >= line.cost(c["bytes"]).time_s
         assert c["time_s"] >= measured.fixed_s + measured.s_per_token * 8 - 1e-12
-        assert "DeepEP" in c["algorithm"]
+        assert ("DeepEP" in c["algorithm"]) == (system.chip_id in ("b200", "b300"))
 
 
 def test_floor_stays_under_every_measured_row():

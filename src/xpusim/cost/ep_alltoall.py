@@ -182,6 +182,8 @@ def floor_line(line: CollectiveLine, op: Op, system: System, span: int) -> Colle
     if measured is None:
         return line
     per_byte = measured.s_per_token / (int(topk) * int(hidden) * sent.dtype.itemsize)
+    if measured.fixed_s <= line.fixed_s and per_byte <= line.s_per_byte:
+        return line
     return replace(line, fixed_s=max(line.fixed_s, measured.fixed_s),
                    s_per_byte=max(line.s_per_byte, per_byte),
                    algorithm=f"{line.algorithm}, DeepEP measured floor")

@@ -508,7 +508,10 @@ class _Sharder:
                 if combine else []
         if plan.ep == plan.tp:
             sent = self._tokens(op, "routed", plan.tp, k)
-            return [collective("all_to_all", "ep", plan.tp, sent, op)]
+            a2a = collective("all_to_all", "ep", plan.tp, sent, op)
+            # which of the two it is: their measured kernels differ (cost/ep_alltoall.py)
+            step = ("step", "combine" if combine else "dispatch")
+            return [Op(a2a.kind, a2a.name, a2a.inputs, a2a.outputs, (*a2a.attrs, step), a2a.layer)]
         kind = "reduce_scatter" if combine else "all_gather"
         return [collective(kind, "ep", plan.tp, self._tokens(op, "all"), op)]
 

@@ -325,9 +325,15 @@ def hierarchical_time(
 
 
 def _op_line(op: Op, system: System, span: int) -> CollectiveLine:
-    """A collective op's line on the system, its group spanning `span` chips."""
-    return collective_line(system, Collective(str(op.attr("collective"))), int(op.attr("size")),
+    """A collective op's line on the system, its group spanning `span` chips; an MoE
+    dispatch or combine no faster than its measured kernels (cost/ep_alltoall.py)."""
+    line = collective_line(system, Collective(str(op.attr("collective"))), int(op.attr("size")),
                            span)  # fmt: skip
+    if op.attr("step") is None:
+        return line
+    from xpusim.cost.ep_alltoall import floor_line
+
+    return floor_line(line, op, system, span)
 
 
 def comm_lines(table: OpTable, system: System, span: int) -> tuple[np.ndarray, np.ndarray]:

@@ -281,7 +281,13 @@ def collective_time(
 ) -> CollectiveCost:
     """Time of one collective over `group` chips that sit `span` contiguous chips apart:
     the analytic line, floored by measurement where there is one (module docstring)."""
-    cost = collective_line(system, kind, group, span).cost(nbytes)
+    return _at_least_measured(collective_line(system, kind, group, span).cost(nbytes), system,
+                              kind, nbytes, group, span)  # fmt: skip
+
+
+def _at_least_measured(cost: CollectiveCost, system: System, kind: Collective, nbytes: float,
+                       group: int, span: int | None) -> CollectiveCost:  # fmt: skip
+    """A line's cost, or the measured floor where that is slower (module docstring)."""
     if cost.algorithm != "none" and measured_floor(system, kind, group, span):
         seconds = float(floored_seconds(system, kind, np.array(nbytes), group, span))
         if seconds > cost.time_s:
@@ -371,8 +377,9 @@ def collective_algorithms(
     for i, op in enumerate(table.ops):
         if op.kind is OpKind.COLLECTIVE:
             sent = float(op.inputs[0].nbytes if nbytes is None else nbytes[i])
-            cost = collective_time(system, Collective(str(op.attr("collective"))), sent,
-                                   int(op.attr("size")), span)
+            kind, group = Collective(str(op.attr("collective"))), int(op.attr("size"))
+            cost = _at_least_measured(_op_line(op, system, span).cost(sent), system, kind,
+                                      sent, group, span)  # fmt: skip
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
                 "size": op.attr("size"), "bytes": sent,

@@ -33,29 +33,31 @@ QK, V = 192, 128  # DeepSeek-V3's decompressed key (128 + 64 rope) and value wid
 
 
 def _gqa(seqs: int, tokens: int, heads: int, kv_heads: int, head_dim: int,
-         cache: DType = DType.BF16, prefix: int = 0, **attrs):
+         cache: DType = DType.BF16, prefix: int = 0, compute: DType | None = None, **attrs):
     """One prefill attention op as the layer builder emits it (workloads/transformer.py
-    attention_block): `tokens` new queries per sequence over `prefix + tokens` keys."""
-    keys = prefix + tokens
-    ins = (Tensor("q", (seqs, tokens, heads, head_dim), DType.BF16),
+    attention_block): `tokens` new queries per sequence over `prefix + tokens` keys, in the
+    cache's format unless `compute` says."""
+    keys, compute = prefix + tokens, compute or cache
+    ins = (Tensor("q", (seqs, tokens, heads, head_dim), compute),
            Tensor("k_cache", (seqs, keys, kv_heads, head_dim), cache, Role.KV_CACHE),
            Tensor("v_cache", (seqs, keys, kv_heads, head_dim), cache, Role.KV_CACHE))
     outs = (Tensor("out", (seqs, tokens, heads * head_dim), DType.BF16),)
     op = Op(OpKind.ATTENTION, "attention", ins, outs,
-            (("causal", True), ("compute", "bf16"), ("heads", heads), ("head_dim", head_dim),
-             ("kv_heads", kv_heads), *attrs.items()))  # fmt: skip
+            (("causal", True), ("compute", compute.value), ("heads", heads),
+             ("head_dim", head_dim), ("kv_heads", kv_heads), *attrs.items()))  # fmt: skip
     return op_table(Graph("gqa", [op]))
 
 
-def _mla(seqs: int, tokens: int, heads: int, **attrs):
-    """One MLA prefill op (workloads/transformer.py latent_attention, decompressed form)."""
-    ins = (Tensor("q", (seqs, tokens, heads, QK), DType.BF16),
-           Tensor("k", (seqs, tokens, heads, QK), DType.BF16),
-           Tensor("v", (seqs, tokens, heads, V), DType.BF16))
-    outs = (Tensor("out", (seqs, tokens, heads * V), DType.BF16),
-            Tensor("latent_new", (seqs, tokens, 1, 576), DType.BF16, Role.KV_CACHE))
+def _mla(seqs: int, tokens: int, heads: int, fmt: DType = DType.BF16, **attrs):
+    """One MLA prefill op (workloads/transformer.py latent_attention, decompressed form),
+    its keys, values and compute in `fmt` (--precision fp8 makes them FP8)."""
+    ins = (Tensor("q", (seqs, tokens, heads, QK), fmt),
+           Tensor("k", (seqs, tokens, heads, QK), fmt),
+           Tensor("v", (seqs, tokens, heads, V), fmt))
+    outs = (Tensor("out", (seqs, tokens, heads * V), fmt),
+            Tensor("latent_new", (seqs, tokens, 1, 576), fmt, Role.KV_CACHE))
     op = Op(OpKind.ATTENTION, "attention", ins, outs,
-            (("causal", True), ("compute", "bf16"), ("heads", heads), ("head_dim", QK),
+            (("causal", True), ("compute", fmt.value), ("heads", heads), ("head_dim", QK),
              ("kv_heads", heads), ("v_dim", V), *attrs.items()))  # fmt: skip
     return op_table(Graph("mla", [op]))
 
@@ -82,15 +84,17 @@ def _measured_s(kind: str, chip_id: str, name: str, row: list[int]) -> float:
 def test_the_tables_load_with_their_source_and_no_row_past_the_roofline(chip_id):
     gqa = tables_for_chip(chip_id, "prefill_attention")
     assert {t.scope for t in gqa} == {"bf16", "fp8"}
-    (mla,) = tables_for_chip(chip_id, "mla_prefill")
-    for t in (*gqa, mla):
+    mla = tables_for_chip(chip_id, "mla_prefill")
+    assert {t.scope for t in mla} == {"bf16", "fp8"}
+    assert {t.dtype for t in mla} == {"bf16"}  # both judged at the BF16 peak
+    for t in (*gqa, *mla):
         assert t.engine == "trtllm TensorRT-LLM 1.3.0rc20"
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url and "context_" in t.url
         assert t.chips == (chip_id,)
         assert len(t.rows_m) >= 80 and np.all(t.fractions <= 1)
-        # the fit: every row within 50% of its measured time, most far closer
+        # the fit, one curve over head shapes: rms 9-20%, no row off by 70%
         err = t.predict_s(t.rows_m, t.roofline_s) / t.measured_s - 1
-        assert np.max(np.abs(err)) < 0.5 and np.sqrt(np.mean(err**2)) < 0.25
+        assert np.max(np.abs(err)) < 0.7 and np.sqrt(np.mean(err**2)) < 0.22
 
 
 def test_a_row_faster_than_its_flops_allow_is_refused():
@@ -126,7 +130,7 @@ def test_a_prefill_op_costs_its_measured_time_at_a_tabulated_shape(chip_id, cach
     assert ops.keyed_by_flops.tolist() == [True]
     kv = "bfloat16" if cache == DType.BF16 else "fp8"
     name = f"aiconfigurator-trtllm-prefill-attention-{kv}-{chip_id}"
-    assert kernel_table(chip_id, DType.BF16, cache.value, "prefill_attention").name == name
+    assert kernel_table(chip_id, cache, cache.value, "prefill_attention").name == name
     time_s, floor_s, roof_s = _cost(chip_id, ops)
     assert time_s >= floor_s >= roof_s
     measured = _measured_s("prefill_attention", chip_id, name, [seqs, tokens, *shape])
@@ -134,17 +138,22 @@ def test_a_prefill_op_costs_its_measured_time_at_a_tabulated_shape(chip_id, cach
 
 
 @pytest.mark.parametrize("chip_id", CHIPS)
+@pytest.mark.parametrize("fmt", [DType.BF16, DType.FP8])
 @pytest.mark.parametrize(("heads", "seqs", "tokens"), [(128, 1, 8192), (16, 4, 4096),
                                                        (32, 1, 32768)])  # fmt: skip
-def test_an_mla_prefill_op_costs_its_measured_time(chip_id, heads, seqs, tokens):
-    ops = _mla(seqs, tokens, heads)
+def test_an_mla_prefill_op_costs_its_measured_time(chip_id, fmt, heads, seqs, tokens):
+    """At the BF16 peak whatever the op's format: the FP8-cache rows never beat it."""
+    ops = _mla(seqs, tokens, heads, fmt)
     assert is_mla_prefill(ops.ops[0]) and not is_prefill_attention(ops.ops[0])
-    assert kernel_keys(ops.ops[0]) == (("mla_prefill", "bf16"),)
+    assert kernel_keys(ops.ops[0]) == (("mla_prefill", fmt.value),)
+    chip = load_chip(chip_id)
+    assert HardwareArrays.build(chip, ops).kernel_peak[0] == chip.peak(DType.BF16)
     time_s, floor_s, roof_s = _cost(chip_id, ops)
     assert time_s >= floor_s >= roof_s
-    name = f"aiconfigurator-trtllm-mla-prefill-bfloat16-{chip_id}"
+    kv = "bfloat16" if fmt == DType.BF16 else "fp8"
+    name = f"aiconfigurator-trtllm-mla-prefill-{kv}-{chip_id}"
     measured = _measured_s("mla_prefill", chip_id, name, [seqs, tokens, heads, QK, V])
-    assert 0.7 < floor_s / measured < 1.4
+    assert 0.6 < floor_s / measured < 1.5  # within the fit (one curve over batch x tokens)
 
 
 def test_the_table_slows_a_short_prompt_on_the_b200_where_the_model_assumed_its_gemm_rate(
@@ -158,6 +167,19 @@ def test_the_table_slows_a_short_prompt_on_the_b200_where_the_model_assumed_its_
     without, _, _ = _cost("b200", ops)
     assert roof < without < with_table
     assert with_table / roof > 3
+
+
+def test_the_kernel_format_chooses_the_table_whatever_the_cache():
+    """TensorRT-LLM measured BF16 context kernels over a BF16 cache and FP8 over FP8: an
+    FP16 prefill (one tensor-core rate with BF16) over an FP8 cache takes the bf16 table at
+    the 16-bit peak, and is slower than the FP8 kernel at the same shape."""
+    chip = load_chip("h100-sxm")
+    sixteen = _gqa(1, 2048, 32, 32, 128, cache=DType.FP8, compute=DType.FP16)
+    assert kernel_keys(sixteen.ops[0]) == (("prefill_attention", "bf16"),)
+    assert HardwareArrays.build(chip, sixteen).kernel_peak[0] == chip.peak(DType.BF16)
+    eight = _gqa(1, 2048, 32, 32, 128, cache=DType.FP8)
+    assert kernel_keys(eight.ops[0]) == (("prefill_attention", "fp8"),)
+    assert _cost("h100-sxm", sixteen)[1] > _cost("h100-sxm", eight)[1]
 
 
 @pytest.mark.parametrize("attrs", [{"window": 128}, {"decode": True}, {"chunk": 8192}])

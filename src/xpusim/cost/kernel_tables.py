@@ -74,8 +74,10 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   a flash kernel gets from the peak is a matter of how much work it has to fill the chip's
   SMs with (a 1k-token prompt of 8 heads runs at 0.07 of the H100's BF16 peak, 16k tokens
   of 64 heads at 0.54); the cost model keys those ops by their FLOPs. It prices prefill
-  attention ops (op_table.is_prefill_attention) over a cache of its format, as
-  decode_attention does, a chunk with a cached prefix at its FLOPs too.
+  attention ops (op_table.is_prefill_attention) whose kernel format is its scope: the
+  table's rows are BF16 attention over a BF16 cache and FP8 over FP8, so a 16-bit op
+  (BF16 or FP16, one tensor-core rate) takes the bf16 table and an FP8 op the fp8 one,
+  whatever its cache; a chunk with a cached prefix at its FLOPs too.
 - `mla_prefill`: the same for DeepSeek's MLA prefill, which attends the decompressed keys
   (qk head_dim wide) and values (v head_dim) as multi-head attention, rows [sequences,
   tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
@@ -102,8 +104,9 @@ each node exact where a table has a row at a power of two, linear between."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
 ATTENTION_KINDS = ("decode_attention", "mla_decode", "prefill_attention", "mla_prefill")
-"""Kinds whose tables are chosen by the op's cache format alone; the decode ones are keyed
-by bytes, the prefill ones by FLOPs (op_table.OpTable.keyed_by_flops)."""
+"""Kinds whose tables are chosen by the scope op_table.kernel_keys gives (the cache's format;
+a GQA prefill's, its kernel's format) alone, whatever the op's compute format; the decode
+ones are keyed by bytes, the prefill ones by FLOPs (op_table.OpTable.keyed_by_flops)."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -116,8 +119,8 @@ class KernelTable:
     # "decode_attention", "mla_decode", "prefill_attention" or "mla_prefill"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
-    # expert weights' format; attention kinds: the KV cache's format (mla_prefill: the
-    # decompressed keys')
+    # expert weights' format; attention kinds: the KV cache's format (prefill_attention:
+    # the kernel's, BF16 over BF16 or FP8 over FP8; mla_prefill: the decompressed keys')
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -160,7 +163,9 @@ class KernelTable:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
         and scope `scope` (op_table.kernel_keys); a decode_attention or mla_decode table an
         op over a cache of its scope whatever the op's compute format (the cache decides
-        which kernel runs; the op's floor takes the table's format's peak, fraction_grid)."""
+        which kernel runs; the op's floor takes the table's format's peak, fraction_grid);
+        a prefill_attention table an op whose kernel format (op_table.kernel_keys) is its
+        scope."""
         if self.kind in ATTENTION_KINDS:
             return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (

@@ -100,6 +100,9 @@ def is_mla_prefill(op: Op) -> bool:
 _NOT_FULL = ("window", "chunk", "compress", "top_k")
 """Attributes of attention that scores fewer pairs than full causal attention, with kernels
 (sliding-window, chunked, sparse) the prefill tables did not measure."""
+_SIXTEEN_BIT = {DType.FP16: DType.BF16}
+"""Compute formats whose prefill attention a table of another format measured: FP16 runs
+the BF16 tensor-core kernels at the same rate."""
 FLOPS_KINDS = ("prefill_attention", "mla_prefill")
 """Kernel table kinds keyed by an op's FLOPs (cost/kernel_tables.py)."""
 
@@ -109,14 +112,15 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
     first, then, as every matmul, a gemm table of its kernel family; a decode attention op
     a decode_attention table of its cache's format, an MLA decode op an mla_decode table of
-    its cache's format, a prefill's attention a prefill_attention (mla_prefill) table of its
-    keys' format; other ops none."""
+    its cache's format, a prefill's attention a prefill_attention table of its kernel's
+    format (its compute format, FP16 runs BF16's kernels at BF16's rate), an MLA prefill an
+    mla_prefill table of its keys' format; other ops none."""
     if is_decode_attention(op):
         return (("decode_attention", op.inputs[1].dtype.value),)
     if is_mla_decode(op):
         return (("mla_decode", op.inputs[1].dtype.value),)
     if is_prefill_attention(op):
-        return (("prefill_attention", op.inputs[1].dtype.value),)
+        return (("prefill_attention", _SIXTEEN_BIT.get(op.compute_dtype, op.compute_dtype).value),)
     if is_mla_prefill(op):
         return (("mla_prefill", op.inputs[1].dtype.value),)
     if op.kind != OpKind.MATMUL:

@@ -91,7 +91,7 @@ def test_the_tables_load_with_their_source_and_no_row_past_the_roofline(chip_id)
         assert t.engine == "trtllm TensorRT-LLM 1.3.0rc20"
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url and "context_" in t.url
         assert t.chips == (chip_id,)
-        assert len(t.rows_m) >= 80 and np.all(t.fractions <= 1)
+        assert len(t.rows_m) >= 75 and np.all(t.fractions <= 1)
         # the fit, one curve over head shapes: rms 9-20%, no row off by 70%
         err = t.predict_s(t.rows_m, t.roofline_s) / t.measured_s - 1
         assert np.max(np.abs(err)) < 0.7 and np.sqrt(np.mean(err**2)) < 0.22

@@ -186,7 +186,7 @@ class KernelTable:
         elif self.kind == "mla_decode":
             priced, key = f" ({self.engine}; MLA decode over a {self.scope} cache)", "bytes"
         elif self.kind == "prefill_attention":
-            priced, key = f" ({self.engine}; prefill attention over a {self.scope} cache)", "FLOPs"
+            priced, key = f" ({self.engine}; {self.scope} prefill attention kernels)", "FLOPs"
         elif self.kind == "mla_prefill":
             priced, key = f" ({self.engine}; MLA prefill of {self.scope} keys)", "FLOPs"
         return (field,

@@ -14,7 +14,7 @@ import pytest
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
-from xpusim.cost.op_table import is_decode_attention, op_table
+from xpusim.cost.op_table import is_decode_attention, kernel_keys, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
@@ -131,8 +131,10 @@ def test_the_table_raises_a_mid_size_decode_above_the_chips_own_model(monkeypatc
     _attention(64, 1024, 128, 1, 576, v_dim=512),  # latent (MLA) decode
 ])  # fmt: skip
 def test_prefill_and_latent_attention_are_not_priced(ops):
+    """Not by a decode_attention table: a prefill's attention has its own tables
+    (prefill_attention, tests/test_prefill_attention_tables.py), MLA decode its own."""
     assert not is_decode_attention(ops.ops[0])
-    assert not np.isfinite(HardwareArrays.build(load_chip("h200-sxm"), ops).kernel_peak).any()
+    assert all(kind != "decode_attention" for kind, _ in kernel_keys(ops.ops[0]))
 
 
 @pytest.mark.parametrize("chip_id", ["mi300x", "a100-sxm-80gb", "tpu-v5e", "b300"])

@@ -65,6 +65,23 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   a decode_attention row is. It prices MLA decode ops (op_table.is_mla_decode) of its
   compute format over a cache of its scope: the attention that decode_attention leaves out,
   whose kernels (FlashMLA-like, TensorRT-LLM's trtllm-gen) differ from GQA's.
+- `prefill_attention`: one measured prefill (context) attention kernel a row, [sequences,
+  tokens, heads, kv heads, head_dim, microseconds] (causal, no cached prefix), its roofline
+  the larger of its FLOPs (4 x heads x head_dim x tokens (tokens + 1) / 2 per sequence) at
+  the peak of `dtype` and its bytes (Q, K, V and the output of every token, Q and output in
+  `dtype`, K and V in the cache's format, its `scope`) at the DRAM bandwidth. Its "M" is the
+  row's FLOPs rounded to a power of two: a prefill's attention is compute bound, and how far
+  a flash kernel gets from the peak is a matter of how much work it has to fill the chip's
+  SMs with (a 1k-token prompt of 8 heads runs at 0.07 of the H100's BF16 peak, 16k tokens
+  of 64 heads at 0.54); the cost model keys those ops by their FLOPs. It prices prefill
+  attention ops (op_table.is_prefill_attention) whose kernel format is its scope: the
+  table's rows are BF16 attention over a BF16 cache and FP8 over FP8, so a 16-bit op
+  (BF16 or FP16, one tensor-core rate) takes the bf16 table and an FP8 op the fp8 one,
+  whatever its cache; a chunk with a cached prefix at its FLOPs too.
+- `mla_prefill`: the same for DeepSeek's MLA prefill, which attends the decompressed keys
+  (qk head_dim wide) and values (v head_dim) as multi-head attention, rows [sequences,
+  tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
+  causal pairs; `scope` is the format of the decompressed keys (op_table.is_mla_prefill).
 """
 
 from __future__ import annotations
@@ -86,8 +103,10 @@ GRID_LOG2 = np.arange(0.0, 41.0)
 each node exact where a table has a row at a power of two, linear between."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
-ATTENTION_KINDS = ("decode_attention", "mla_decode")
-"""Kinds whose tables are chosen by the op's cache format alone, and keyed by bytes."""
+ATTENTION_KINDS = ("decode_attention", "mla_decode", "prefill_attention", "mla_prefill")
+"""Kinds whose tables are chosen by the scope op_table.kernel_keys gives (the cache's format;
+a GQA prefill's, its kernel's format) alone, whatever the op's compute format; the decode
+ones are keyed by bytes, the prefill ones by FLOPs (op_table.OpTable.keyed_by_flops)."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -97,10 +116,11 @@ builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 an
 class KernelTable:
     name: str
     kind: str  # the op family it prices: "gemm" (matmuls), "moe" (routed experts' matmuls)
-    # "decode_attention" or "mla_decode"
+    # "decode_attention", "mla_decode", "prefill_attention" or "mla_prefill"
     dtype: str
     scope: str  # gemm: dtype (all of that format) or a narrower kernel family; moe: the
-    # expert weights' format; decode_attention, mla_decode: the KV cache's format
+    # expert weights' format; attention kinds: the KV cache's format (prefill_attention:
+    # the kernel's, BF16 over BF16 or FP8 over FP8; mla_prefill: the decompressed keys')
     measured_on: str  # catalog id of the chip whose peak and bandwidth judge the rows
     chips: tuple[str, ...]  # catalog ids whose matmuls of `dtype` it prices
     source: str
@@ -143,7 +163,9 @@ class KernelTable:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
         and scope `scope` (op_table.kernel_keys); a decode_attention or mla_decode table an
         op over a cache of its scope whatever the op's compute format (the cache decides
-        which kernel runs; the op's floor takes the table's format's peak, fraction_grid)."""
+        which kernel runs; the op's floor takes the table's format's peak, fraction_grid);
+        a prefill_attention table an op whose kernel format (op_table.kernel_keys) is its
+        scope."""
         if self.kind in ATTENTION_KINDS:
             return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
@@ -163,6 +185,10 @@ class KernelTable:
             priced, key = f" ({self.engine}; decode attention over a {self.scope} cache)", "bytes"
         elif self.kind == "mla_decode":
             priced, key = f" ({self.engine}; MLA decode over a {self.scope} cache)", "bytes"
+        elif self.kind == "prefill_attention":
+            priced, key = f" ({self.engine}; {self.scope} prefill attention kernels)", "FLOPs"
+        elif self.kind == "mla_prefill":
+            priced, key = f" ({self.engine}; MLA prefill of {self.scope} keys)", "FLOPs"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}")  # fmt: skip
@@ -300,9 +326,45 @@ def _mla_decode_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, whe
     return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
 
 
+def _prefill_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str,
+                  mla: bool):  # fmt: skip
+    """(FLOPs rounded to a power of two, roofline seconds, microseconds) of prefill_attention
+    rows [sequences, tokens, heads, kv heads, head_dim, microseconds] or mla_prefill rows
+    [sequences, tokens, heads, qk head_dim, v head_dim, microseconds] (module docstring):
+    causal, no prefix; Q and the output in `dtype`, keys and values in `scope` (an MLA
+    prefill's keys and values are per head, decompressed)."""
+    from xpusim.cost.calibration import dram_bytes_per_s
+    from xpusim.ir.op import attention_pairs
+
+    seqs, tokens, heads = rows[:, 0], rows[:, 1], rows[:, 2]
+    kv = DType.parse(scope, f"{where}: scope")
+    if mla:
+        qk, v = rows[:, 3], rows[:, 4]
+        width = heads * (qk + v)
+        moved = seqs * tokens * heads * (qk + v) * (dtype.itemsize + kv.itemsize)
+    else:
+        kv_heads, head_dim = rows[:, 3], rows[:, 4]
+        width = 2 * heads * head_dim
+        moved = seqs * tokens * head_dim * (2 * heads * dtype.itemsize
+                                            + 2 * kv_heads * kv.itemsize)  # fmt: skip
+    flops = 2 * seqs * width * attention_pairs(tokens, tokens, True)
+    roof_s = np.maximum(flops / chip.peak(dtype, where), moved / dram_bytes_per_s(chip))
+    return 2.0 ** np.round(np.log2(flops)), roof_s, rows[:, 5]
+
+
+def _prefill_attention_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    return _prefill_rows(rows, dtype, scope, chip, where, mla=False)
+
+
+def _mla_prefill_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+    return _prefill_rows(rows, dtype, scope, chip, where, mla=True)
+
+
 _ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,)),
          "decode_attention": (_decode_attention_rows, (6,)),
-         "mla_decode": (_mla_decode_rows, (6,))}  # fmt: skip
+         "mla_decode": (_mla_decode_rows, (6,)),
+         "prefill_attention": (_prefill_attention_rows, (6,)),
+         "mla_prefill": (_mla_prefill_rows, (6,))}  # fmt: skip
 """Per table kind: its rows' (M, roofline seconds, microseconds), and the row widths it
 takes."""
 
@@ -362,10 +424,16 @@ KIND_FILES = {"gemm": "*.toml", "moe": "moe/*.toml",
               "mla_decode": "mla_decode/*.toml"}  # fmt: skip
 """Where each kind's tables are committed (under kernel_tables/), so that a run of a model
 without routed experts never parses the moe tables (110 KB of TOML, 35 ms)."""
-CHIP_FILES = {"gemm": "gemm/{chip}.toml"}
+CHIP_FILES = {"gemm": "gemm/{chip}.toml", "prefill_attention": "prefill_attention/{chip}.toml",
+              "mla_prefill": "mla_prefill/{chip}.toml"}  # fmt: skip
 """Tables of a kind filed one chip to a file (under kernel_tables/, named by catalog id), each
 pricing that chip only, so that a run parses its own chip's alone: aiconfigurator's GEMM
-tables are 60 KB of TOML a Blackwell chip, 300 KB in all (85 ms to parse)."""
+tables are 60 KB of TOML a Blackwell chip, 300 KB in all (85 ms to parse); the prefill
+attention tables 14 KB a chip. A kind filed only so has no KIND_FILES entry."""
+
+
+KINDS = tuple(dict.fromkeys([*KIND_FILES, *CHIP_FILES]))
+"""Every kind, those filed in shared files first."""
 
 
 def _read(path: Path, kind: str) -> list[KernelTable]:
@@ -382,7 +450,8 @@ def _read(path: Path, kind: str) -> list[KernelTable]:
 def tables_of_kind(kind: str) -> tuple[KernelTable, ...]:
     """Every committed table of `kind` in the shared files (KIND_FILES), in file and table
     order; not the per-chip files (chip_tables)."""
-    return tuple(t for path in sorted(TABLES_DIR.glob(KIND_FILES[kind]))
+    pattern = KIND_FILES.get(kind)
+    return tuple(t for path in (sorted(TABLES_DIR.glob(pattern)) if pattern else ())
                  for t in _read(path, kind))  # fmt: skip
 
 
@@ -406,7 +475,7 @@ def all_tables() -> tuple[KernelTable, ...]:
     """Every committed table, kind by kind, the shared files' and then every chip's own."""
     chips = {kind: sorted(p.stem for p in TABLES_DIR.glob(pattern.format(chip="*")))
              for kind, pattern in CHIP_FILES.items()}  # fmt: skip
-    return tuple(t for kind in KIND_FILES
+    return tuple(t for kind in KINDS
                  for t in (*tables_of_kind(kind),
                            *(t for chip in chips.get(kind, ()) for t in chip_tables(kind, chip))))
 
@@ -415,7 +484,7 @@ def tables_for_chip(chip_id: str, kind: str | None = None) -> list[KernelTable]:
     """Every table (of `kind`, if given) that prices some op of `chip_id` (a what-if copy:
     its base chip's): the shared files' that list it, then its own file's."""
     base = chip_id.split("[", 1)[0]
-    kinds = KIND_FILES if kind is None else (kind,)
+    kinds = KINDS if kind is None else (kind,)
     return [t for k in kinds
             for t in (*(t for t in tables_of_kind(k) if base in t.chips), *chip_tables(k, base))]
 

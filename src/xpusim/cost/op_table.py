@@ -67,16 +67,62 @@ def is_mla_decode(op: Op) -> bool:
             and len(q.shape) == 4 and cache.shape[3] == q.shape[3] > op.attr("v_dim"))
 
 
+def is_prefill_attention(op: Op) -> bool:
+    """A causal attention op of a prefill chunk (no `decode` attribute) over keys and values
+    of one width from the cache: the layer builder's GQA/MHA prefill, its cached prefix
+    included (a chunk's FLOPs count its prefix's pairs), which the prefill_attention tables
+    measured (TensorRT-LLM's context FMHA). Not a sliding window, a chunked (Llama-4) or
+    compressed attention, a sparse `top_k`, an encoder's bidirectional attention, nor MLA
+    (is_mla_prefill): the tables measured full causal attention over every key."""
+    if (op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("decode")
+            or not op.attr("causal", True) or any(op.attr(a) for a in _NOT_FULL)
+            or op.attr("v_dim")):  # fmt: skip
+        return False
+    q, k, v = op.inputs[:3]
+    return (len(q.shape) == 4 and k.role == Role.KV_CACHE and v.role == Role.KV_CACHE
+            and k.shape[3] == v.shape[3] == q.shape[3])  # fmt: skip
+
+
+def is_mla_prefill(op: Op) -> bool:
+    """Multi-head latent attention of a prefill chunk (workloads/transformer.py
+    latent_attention's decompressed form: every head its own keys, `v_dim` values), dense
+    and causal, which the mla_prefill tables measured; DeepSeek-V3.2's sparse MLA (`top_k`)
+    is not."""
+    if (op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("decode")
+            or not op.attr("causal", True) or any(op.attr(a) for a in _NOT_FULL)
+            or not op.attr("v_dim")):  # fmt: skip
+        return False
+    q, k, v = op.inputs[:3]
+    return (len(q.shape) == 4 and op.attr("kv_heads") == op.attr("heads")
+            and k.shape[2] == q.shape[2] and k.shape[3] == q.shape[3] >= v.shape[3])
+
+
+_NOT_FULL = ("window", "chunk", "compress", "top_k")
+"""Attributes of attention that scores fewer pairs than full causal attention, with kernels
+(sliding-window, chunked, sparse) the prefill tables did not measure."""
+_SIXTEEN_BIT = {DType.FP16: DType.BF16}
+"""Compute formats whose prefill attention a table of another format measured: FP16 runs
+the BF16 tensor-core kernels at the same rate."""
+FLOPS_KINDS = ("prefill_attention", "mla_prefill")
+"""Kernel table kinds keyed by an op's FLOPs (cost/kernel_tables.py)."""
+
+
 def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """The (kind, scope) of the kernel tables that may price an op, in the order tried
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
     first, then, as every matmul, a gemm table of its kernel family; a decode attention op
     a decode_attention table of its cache's format, an MLA decode op an mla_decode table of
-    its cache's format; other ops none."""
+    its cache's format, a prefill's attention a prefill_attention table of its kernel's
+    format (its compute format, FP16 runs BF16's kernels at BF16's rate), an MLA prefill an
+    mla_prefill table of its keys' format; other ops none."""
     if is_decode_attention(op):
         return (("decode_attention", op.inputs[1].dtype.value),)
     if is_mla_decode(op):
         return (("mla_decode", op.inputs[1].dtype.value),)
+    if is_prefill_attention(op):
+        return (("prefill_attention", _SIXTEEN_BIT.get(op.compute_dtype, op.compute_dtype).value),)
+    if is_mla_prefill(op):
+        return (("mla_prefill", op.inputs[1].dtype.value),)
     if op.kind != OpKind.MATMUL:
         return ()
     gemm = ("gemm", kernel_scope(op))
@@ -135,8 +181,16 @@ class OpTable:
     @cached_property
     def is_attention(self) -> np.ndarray:
         """Which ops are attention, as a mask: kernel tables key those by the bytes they
-        stream, not by M (roofline.kernel_floor_s, on every costing)."""
+        stream (a prefill's by its FLOPs: keyed_by_flops), not by M
+        (roofline.kernel_floor_s, on every costing)."""
         return np.array([op.kind == OpKind.ATTENTION for op in self.ops], dtype=bool)
+
+    @cached_property
+    def keyed_by_flops(self) -> np.ndarray:
+        """Which ops the kernel tables key by FLOPs (FLOPS_KINDS: prefill attention), as a
+        mask; other attention ops by bytes, matmuls by M."""
+        return np.array([bool(keys) and keys[0][0] in FLOPS_KINDS for keys in self.kernel_keys],
+                        dtype=bool)  # fmt: skip
 
     @property
     def dtypes(self) -> tuple[DType, ...]:

@@ -416,14 +416,16 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     """Each op's time on its kernel table's measurements (cost/kernel_tables.py): the
     table's fixed kernel time plus the op's roofline on the chip's datasheet peak and
     bandwidth over the fraction of it the table's kernels reach at the op's M (its rows
-    over all batch dimensions; a decode attention op's at its bytes); 0 for ops no table
-    prices. All the op's bytes count as streamed from DRAM, as the tables' kernels stream
-    theirs."""
+    over all batch dimensions; a decode attention op's at its bytes, a prefill attention
+    op's at its FLOPs); 0 for ops no table prices. All the op's bytes count as streamed
+    from DRAM, as the tables' kernels stream theirs."""
     k, n = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
     by_bytes = table.is_attention
     priced = np.isfinite(hw.kernel_peak) & ((k > 0) | by_bytes)
     m = np.where(by_bytes, moved, table.matrix_flops / (2 * np.where(k > 0, k * n, 1.0)))
+    if table.keyed_by_flops.any():
+        m = np.where(table.keyed_by_flops, table.matrix_flops, m)
     roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)
     return np.where(priced, hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m),
                     0.0)  # fmt: skip

@@ -20,6 +20,11 @@ LOADERS_KEPT = {
     "api.py: @cache _taken",  # a scenario's option names, from its function's signature
     "cost/calibration.py: @cache catalog_calibration",
     "cost/kernel_tables.py: @cache tables_of_kind", "cost/kernel_tables.py: @cache chip_tables",
+    "cost/collectives.py: @cache measured_curves",  # a chip's measured collectives file
+    # DeepEP's tables, each row checked against its catalog node's links, and the floor line
+    # a (chip, ranks, hidden, top-k, step) reads off them: functions of committed data alone
+    "cost/ep_alltoall.py: @cache tables", "cost/ep_alltoall.py: @cache _link_bytes_per_s",
+    "cost/ep_alltoall.py: @cache measured_line",
     "hardware/catalog.py: @cache chip_ids", "hardware/catalog.py: @cache _load_catalog_chip",
     "hardware/prices.py: @cache prices",
     "hardware/system.py: @cache system_ids", "hardware/system.py: @cache _catalog_system",

@@ -103,10 +103,18 @@ GRID_LOG2 = np.arange(0.0, 41.0)
 each node exact where a table has a row at a power of two, linear between."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
-ATTENTION_KINDS = ("decode_attention", "mla_decode", "prefill_attention", "mla_prefill")
+KEYED_BY = {"gemm": "M", "moe": "M", "decode_attention": "bytes", "mla_decode": "bytes",
+            "prefill_attention": "FLOPs", "mla_prefill": "FLOPs"}  # fmt: skip
+"""What each kind's rows and curve are keyed by: a matmul's rows M, a decode's bytes
+streamed, a prefill's FLOPs (roofline.kernel_floor_s; op_table.OpTable.keyed_by_flops)."""
+ATTENTION_KINDS = tuple(kind for kind, key in KEYED_BY.items() if key != "M")
 """Kinds whose tables are chosen by the scope op_table.kernel_keys gives (the cache's format;
-a GQA prefill's, its kernel's format) alone, whatever the op's compute format; the decode
-ones are keyed by bytes, the prefill ones by FLOPs (op_table.OpTable.keyed_by_flops)."""
+a GQA prefill's, its kernel's format) alone, whatever the op's compute format."""
+_PRICED = {"decode_attention": "decode attention over a {scope} cache",
+           "mla_decode": "MLA decode over a {scope} cache",
+           "prefill_attention": "{scope} prefill attention kernels",
+           "mla_prefill": "MLA prefill of {scope} keys"}  # fmt: skip
+"""What an attention kind's table prices, as `xpusim chip` lists it (KernelTable.describe)."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -177,18 +185,12 @@ class KernelTable:
         curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         field = f"kernel_table.{self.kind}.{self.scope}"
-        key = "M"
+        key = KEYED_BY[self.kind]
         if self.kind == "moe":  # a chip may have tables of one weight format under two
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
             field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
-        elif self.kind == "decode_attention":
-            priced, key = f" ({self.engine}; decode attention over a {self.scope} cache)", "bytes"
-        elif self.kind == "mla_decode":
-            priced, key = f" ({self.engine}; MLA decode over a {self.scope} cache)", "bytes"
-        elif self.kind == "prefill_attention":
-            priced, key = f" ({self.engine}; {self.scope} prefill attention kernels)", "FLOPs"
-        elif self.kind == "mla_prefill":
-            priced, key = f" ({self.engine}; MLA prefill of {self.scope} keys)", "FLOPs"
+        elif self.kind in _PRICED:
+            priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}")  # fmt: skip

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.moe_expert import is_expert
+from xpusim.cost.kernel_tables import KEYED_BY
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
@@ -103,8 +104,8 @@ _NOT_FULL = ("window", "chunk", "compress", "top_k")
 _SIXTEEN_BIT = {DType.FP16: DType.BF16}
 """Compute formats whose prefill attention a table of another format measured: FP16 runs
 the BF16 tensor-core kernels at the same rate."""
-FLOPS_KINDS = ("prefill_attention", "mla_prefill")
-"""Kernel table kinds keyed by an op's FLOPs (cost/kernel_tables.py)."""
+FLOPS_KINDS = tuple(kind for kind, key in KEYED_BY.items() if key == "FLOPs")
+"""Kernel table kinds keyed by an op's FLOPs (kernel_tables.KEYED_BY)."""
 
 
 def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:

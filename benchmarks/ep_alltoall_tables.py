@@ -59,14 +59,15 @@ def table_text(chip_dir: str, mode: str, shape: tuple, rows: dict[int, list[floa
     how = ("low-latency kernels (decode): FP8 dispatch, BF16 combine, mean of the timed runs"
            if mode == "ll" else
            "normal (high-throughput, prefill) kernels: transmit time, the fastest of 4-24 SMs")
+    conditions = (f"{chip}, {RANKS} GPUs of one node over NVLink (node_num 1), DeepEP {how}; "
+                  f"every rank sends its tokens to top-{topk} of {experts} experts spread "
+                  f"evenly (collector/wideep/sglang/collect_deepep_{mode}.py)")
     return toml_table({
         "name": f"aiconfigurator-deepep-{mode}-{chip}-h{hidden}-k{topk}-e{experts}",
         "kind": "all_to_all", "mode": mode, "chip": chip, "system": system, "ranks": RANKS,
         "hidden": hidden, "topk": topk, "experts": experts, "engine": "sglang",
         "engine_version": f"SGLang {VERSION} (DeepEP)", **measured.provenance(),
-        "conditions": f"{chip}, {RANKS} GPUs of one node over NVLink (node_num 1), DeepEP "
-        f"{how}; every rank sends its tokens to top-{topk} of {experts} experts spread evenly "
-        f"(collector/wideep/sglang/collect_deepep_{mode}.py)",
+        "conditions": conditions,
     }, [f"{n}, {d:.4g}, {c:.4g}" for n, (d, c) in sorted(rows.items())])  # fmt: skip
 
 

@@ -1,7 +1,10 @@
-"""Reading aiconfigurator's measured kernel database (ai-dynamo/aiconfigurator, Apache-2.0)
-from a git clone or bare mirror, for the scripts that write xpusim's kernel tables from it
-(moe_kernel_tables.py, decode_attention_tables.py, mla_decode_tables.py), and the TOML
-tables and command line they share.
+"""What the scripts that write xpusim's kernel tables share: reading a pinned commit of a git
+clone or bare mirror, their command line, and the TOML they write (a comment header, then
+`[[table]]`s, each with the source it was read from). Most read aiconfigurator's measured
+kernel database (ai-dynamo/aiconfigurator, Apache-2.0: gemm_kernel_tables.py,
+moe_kernel_tables.py, decode_attention_tables.py, mla_decode_tables.py,
+prefill_attention_tables.py, collective_tables.py, ep_alltoall_tables.py), through `Mirror`;
+amd_kernel_tables.py reads AMD's AITER CSVs through `git` and writes with `toml_table`.
 
 The project reads only the TOML those scripts write; this needs git and pyarrow (the `parquet`
 extra). Every table records the commit and path it came from, so it can be regenerated and
@@ -14,26 +17,29 @@ import argparse
 import io
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+KERNEL_TABLES = Path(__file__).resolve().parent.parent / "src/xpusim/cost/kernel_tables"
+"""Where the tables go (cost/kernel_tables.py reads them)."""
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 """The mirror commit the project's tables were written from."""
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 URL = "https://github.com/ai-dynamo/aiconfigurator/blob/{commit}/{path}"
 
 
-def _git(repo: str, *args: str) -> str:
+def git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True,
                           text=True).stdout.strip()  # fmt: skip
 
 
 def full_commit(repo: str, commit: str) -> str:
-    return _git(repo, "rev-parse", commit)
+    return git(repo, "rev-parse", commit)
 
 
 def last_change(repo: str, commit: str, path: str) -> str:
     """The date (YYYY-MM-DD) the file last changed at or before `commit`."""
-    return _git(repo, "log", "-1", "--format=%cs", commit, "--", path)
+    return git(repo, "log", "-1", "--format=%cs", commit, "--", path)
 
 
 def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
@@ -42,6 +48,48 @@ def read_parquet(repo: str, commit: str, path: str) -> dict[str, list]:
     blob = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True,
                           capture_output=True).stdout  # fmt: skip
     return pq.read_table(io.BytesIO(blob)).to_pydict()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One file of aiconfigurator's database as read at a commit: its columns, and where it
+    was read (what every table written from it records)."""
+
+    columns: dict[str, list]
+    path: str
+    commit: str
+    date: str  # YYYY-MM-DD, the file's last change at or before `commit`
+
+    def records(self) -> list[dict]:
+        """The rows, each a dict of its columns."""
+        return [dict(zip(self.columns, values, strict=True))
+                for values in zip(*self.columns.values(), strict=True)]  # fmt: skip
+
+    def provenance(self, rows: str = "") -> dict[str, str]:
+        """A table's source, url and date fields; `rows`: which of the file's rows it keeps."""
+        source = f"ai-dynamo/aiconfigurator {self.path} at {self.commit[:7]}"
+        return {"source": source + (f" ({rows})" if rows else ""),
+                "url": URL.format(commit=self.commit, path=self.path), "date": self.date}
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A git clone or bare mirror of aiconfigurator at one (full) commit."""
+
+    repo: str
+    commit: str
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Mirror:
+        """The mirror and commit the command line (`arguments`) names."""
+        return cls(args.repo, full_commit(args.repo, args.commit))
+
+    def read(self, path: str) -> Measured:
+        """The parquet file at `path` under the database's DATA folder
+        (<chip>/<op>/<engine>/<version>/<name>.parquet)."""
+        path = f"{DATA}/{path}"
+        return Measured(read_parquet(self.repo, self.commit, path), path, self.commit,
+                        last_change(self.repo, self.commit, path))  # fmt: skip
 
 
 def arguments(doc: str, out: Path) -> argparse.ArgumentParser:
@@ -53,35 +101,35 @@ def arguments(doc: str, out: Path) -> argparse.ArgumentParser:
     return parser
 
 
-def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, version: str,
-               source: str, path: str, commit: str, date: str, conditions: str,
-               rows: list[list], engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
-               ) -> str:  # fmt: skip
-    """One `[[table]]` of cost/kernel_tables/*.toml: measured on `chip_id` alone, by
-    `engine` (its key and name) `version`, each row's last value in microseconds."""
-    lines = [
-        "[[table]]",
-        f'name = "{name}"',
-        f'kind = "{kind}"',
-        f'dtype = "{dtype}"',
-        f'scope = "{scope}"',
-        f'measured_on = "{chip_id}"',
-        f'chips = ["{chip_id}"]',
-        f'engine = "{engine[0]}"',
-        f'engine_version = "{engine[1]} {version}"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]} ({source})"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{conditions}"',
-        "rows = [",
-        *(f"  [{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}]," for r in rows),
-        "]",
-    ]
+def toml_table(fields: dict[str, str | int | list[str]], rows: list[str]) -> str:
+    """One `[[table]]`: its fields in order (a string quoted, a list of strings an array of
+    them), then its rows, each given as the text between its brackets."""
+
+    def value(v: str | int | list[str]) -> str:
+        if isinstance(v, list):
+            return f"[{', '.join(value(s) for s in v)}]"
+        return f'"{v}"' if isinstance(v, str) else str(v)
+
+    lines = ["[[table]]", *(f"{key} = {value(v)}" for key, v in fields.items()),
+             "rows = [", *(f"  [{row}]," for row in rows), "]"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def write(out: Path, parts: list[str]) -> None:
-    """The TOML file, its comment header and tables in order."""
+def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, version: str,
+               source: str, measured: Measured, conditions: str, rows: list[list],
+               engine: tuple[str, str] = ("trtllm", "TensorRT-LLM")) -> str:  # fmt: skip
+    """One `[[table]]` of cost/kernel_tables/*.toml from `measured` (`source`: which of its
+    rows): measured on `chip_id` alone, by `engine` (its key and name) `version`, each row's
+    last value in microseconds."""
+    return toml_table({
+        "name": name, "kind": kind, "dtype": dtype, "scope": scope, "measured_on": chip_id,
+        "chips": [chip_id], "engine": engine[0], "engine_version": f"{engine[1]} {version}",
+        **measured.provenance(source), "conditions": conditions,
+    }, [f"{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}" for r in rows])  # fmt: skip
+
+
+def write(out: Path, header: str, tables: list[str]) -> None:
+    """The TOML file: its comment header, then its tables, a blank line before each."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(parts))
+    out.write_text(header + "".join("\n" + table for table in tables))
     print(f"wrote {out}", file=sys.stderr)

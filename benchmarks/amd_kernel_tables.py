@@ -45,13 +45,12 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-GEMM_OUT = ROOT / "src/xpusim/cost/kernel_tables/amd-aiter.toml"
-MOE_OUT = ROOT / "src/xpusim/cost/kernel_tables/moe/amd-aiter.toml"
+from aiconfigurator_data import KERNEL_TABLES, full_commit, git, toml_table, write
+
+GEMM_OUT = KERNEL_TABLES / "amd-aiter.toml"
+MOE_OUT = KERNEL_TABLES / "moe/amd-aiter.toml"
 URL = "https://github.com/ROCm/aiter/blob/{commit}/{path}"
 CONFIGS = "aiter/configs"
 MIN_WEIGHT_BYTES = 16 * 2**20
@@ -111,14 +110,9 @@ TABLES = [
 ]
 
 
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True,
-                          text=True).stdout  # fmt: skip
-
-
 def read_rows(repo: str, commit: str, path: str, cu_num: str, where: dict) -> list[dict]:
     """The CSV's rows of the GPU with `cu_num` CUs that match `where` and have a time."""
-    text = _git(repo, "show", f"{commit}:{path}")
+    text = git(repo, "show", f"{commit}:{path}")
     kept = []
     for row in csv.DictReader(io.StringIO(text)):
         if row.get("cu_num") != cu_num or any(row.get(k) != v for k, v in where.items()):
@@ -190,27 +184,15 @@ def table_text(repo: str, spec: tuple) -> tuple[str, str]:
     else:
         rows = [[*key, us] for key, us in ordered]
     rows = check(kind, dtype, scope, chip_id, rows)
-    full = [(_git(repo, "rev-parse", c).strip(), p, w) for c, p, w in sources]
-    dates = sorted(_git(repo, "log", "-1", "--format=%cs", c).strip() for c, _, _ in full)
+    full = [(full_commit(repo, c), p, w) for c, p, w in sources]
+    dates = sorted(git(repo, "log", "-1", "--format=%cs", c) for c, _, _ in full)
     source = "; ".join(f"ROCm/aiter {p} at {c[:10]}" + _where(w) for c, p, w in full)
-    lines = [
-        "[[table]]",
-        f'name = "{name}"',
-        f'kind = "{kind}"',
-        f'dtype = "{dtype}"',
-        f'scope = "{scope}"',
-        f'measured_on = "{chip_id}"',
-        f"chips = [{', '.join(f'{c!r}'.replace(chr(39), chr(34)) for c in chips)}]",
-        'engine = "aiter"',
-        f'source = "{source} (rows cu_num {cu_num})"',
-        f'url = "{URL.format(commit=full[0][0], path=full[0][1])}"',
-        f'date = "{dates[-1]}"',
-        f'conditions = "{gpu}, ROCm, {what}; the tuner\'s best kernel per shape{also}"',
-        "rows = [",
-        *(f"  [{', '.join(_value(v) for v in r)}]," for r in rows),
-        "]",
-    ]
-    return kind, "\n".join(lines) + "\n"
+    return kind, toml_table({
+        "name": name, "kind": kind, "dtype": dtype, "scope": scope, "measured_on": chip_id,
+        "chips": chips, "engine": "aiter", "source": f"{source} (rows cu_num {cu_num})",
+        "url": URL.format(commit=full[0][0], path=full[0][1]), "date": dates[-1],
+        "conditions": f"{gpu}, ROCm, {what}; the tuner's best kernel per shape{also}",
+    }, [", ".join(_value(v) for v in r) for r in rows])  # fmt: skip
 
 
 HEADERS = {
@@ -233,13 +215,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo", help="a git clone or bare mirror of ROCm/aiter")
     args = parser.parse_args()
-    parts: dict[str, list[str]] = {"gemm": [HEADERS["gemm"]], "moe": [HEADERS["moe"]]}
+    tables: dict[str, list[str]] = {"gemm": [], "moe": []}
     for spec in TABLES:
         kind, text = table_text(args.repo, spec)
-        parts[kind].append("\n" + text)
+        tables[kind].append(text)
     for kind, out in (("gemm", GEMM_OUT), ("moe", MOE_OUT)):
-        out.write_text("".join(parts[kind]))
-        print(f"wrote {out}", file=sys.stderr)
+        write(out, HEADERS[kind], tables[kind])
     return 0
 
 

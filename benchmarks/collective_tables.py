@@ -34,17 +34,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
 
-OUT = Path(__file__).resolve().parent.parent / "src/xpusim/cost/kernel_tables/collectives"
+OUT = KERNEL_TABLES / "collectives"
 
 # aiconfigurator chip directory -> xpusim catalog id
 CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
@@ -70,12 +62,11 @@ WHAT = {
 }
 
 
-def tables(repo: str, commit: str, chip_dir: str, source: str) -> list[str]:
+def tables(mirror: Mirror, chip_dir: str, source: str) -> list[str]:
     version, engine, engine_name, name, kernels = ENGINES[source]
     chip_id = CHIPS[chip_dir]
-    path = f"{DATA}/{chip_dir}/comm/{source}/{version}/{name}"
-    data = read_parquet(repo, commit, path)
-    date = last_change(repo, commit, path)
+    measured = mirror.read(f"{chip_dir}/comm/{source}/{version}/{name}")
+    data = measured.columns
     dtype_key = "nccl_dtype" if source == "nccl" else "allreduce_dtype"
     by_op: dict[str, dict[tuple[int, int], float]] = {}
     for i in range(len(data["latency"])):
@@ -86,7 +77,7 @@ def tables(repo: str, commit: str, chip_dir: str, source: str) -> list[str]:
         by_op.setdefault(data["op_name"][i], {})[key] = data["latency"][i] * 1e3
     return [table_toml(
         f"aiconfigurator-{engine}-{op.replace('_', '-')}-{chip_id}", "collective", "bf16", op,
-        chip_id, version, f"{source} {op}", path, commit, date,
+        chip_id, version, f"{source} {op}", measured,
         f"{chip_id} NVLink, {engine_name} {version}: {WHAT[source].format(op=op)}",
         [[*key, us] for key, us in sorted(found.items())],
         engine=(engine, engine_name)) for op, found in by_op.items()]
@@ -128,18 +119,17 @@ def main() -> int:
         compare(OUT)
         return 0
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
+    mirror = Mirror.of(args)
     for chip_dir, chip_id in CHIPS.items():
-        parts = [
+        header = (
             f"# Measured all-reduce / all-gather / reduce-scatter times on {chip_id} NVLink,\n"
             "# from aiconfigurator's comm database (Apache-2.0), written by\n"
             "# benchmarks/collective_tables.py (its docstring says which rows are kept); do\n"
             "# not edit by hand. Rows: [gpus, bytes of the whole tensor, microseconds]; scope:\n"
-            f"# the op. Source commit {commit}.\n"
-        ]
-        for source in ENGINES:
-            parts += ["\n" + t for t in tables(args.repo, commit, chip_dir, source)]
-        write(args.out / f"{chip_id}.toml", parts)
+            f"# the op. Source commit {mirror.commit}.\n"
+        )
+        write(args.out / f"{chip_id}.toml", header,
+              [t for source in ENGINES for t in tables(mirror, chip_dir, source)])
     return 0
 
 

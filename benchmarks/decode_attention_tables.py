@@ -28,21 +28,11 @@ chip and KV format (bfloat16, fp8; TensorRT-LLM runs FP8 attention over an FP8 c
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/decode_attention/nvidia-trtllm.toml")
+OUT = KERNEL_TABLES / "decode_attention/nvidia-trtllm.toml"
 # aiconfigurator chip directory -> (xpusim catalog id, datasheet HBM bandwidth in bytes/s as
 # the catalog has it, TensorRT-LLM version)
 CHIPS = {
@@ -73,13 +63,12 @@ def roofline_s(row: dict, bandwidth_bytes_per_s: float) -> float:
     return moved / bandwidth_bytes_per_s
 
 
-def table_text(chip_dir: str, kv: str, rows: list[list], commit: str, path: str,
-               date: str) -> str:
+def table_text(chip_dir: str, kv: str, rows: list[list], measured: Measured) -> str:
     chip_id, _, version = CHIPS[chip_dir]
     dtype, cache = FORMATS[kv]
     return table_toml(
         f"aiconfigurator-trtllm-decode-attention-{kv}-{chip_id}", "decode_attention", dtype,
-        cache, chip_id, version, f"kv_cache_dtype {kv}, window_size 0", path, commit, date,
+        cache, chip_id, version, f"kv_cache_dtype {kv}, window_size 0", measured,
         f"{chip_id}, TensorRT-LLM {version} PyTorch attention module, generation "
         f"phase: one new BF16 token per sequence over a paged {kv} KV cache of 64-token "
         f"blocks, one GPU; 10 warm-ups, mean of 6 runs (collector/trtllm/collect_attn.py); "
@@ -115,11 +104,8 @@ def report(chip_dir: str, version: str, rows: list[dict]) -> None:
                   f"{roof / (row['latency'] * 1e-3):.2f}")  # fmt: skip
 
 
-def load(repo: str, commit: str, chip_dir: str, version: str) -> tuple[str, list[dict]]:
-    path = f"{DATA}/{chip_dir}/attention/trtllm/{version}/generation_attention_perf.parquet"
-    data = read_parquet(repo, commit, path)
-    return path, [dict(zip(data, values, strict=True))
-                  for values in zip(*data.values(), strict=True)]  # fmt: skip
+def load(mirror: Mirror, chip_dir: str, version: str) -> Measured:
+    return mirror.read(f"{chip_dir}/attention/trtllm/{version}/generation_attention_perf.parquet")
 
 
 def main() -> int:
@@ -127,20 +113,21 @@ def main() -> int:
     parser.add_argument("--report-version", action="append", default=[],
                         help="chip_dir=VERSION: also report another TensorRT-LLM version")
     args = parser.parse_args()
-    commit = full_commit(args.repo, args.commit)
-    parts = [
+    mirror = Mirror.of(args)
+    header = (
         "# Measured decode-attention kernel times of TensorRT-LLM on NVIDIA chips, from\n"
         "# aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/decode_attention_tables.py (its docstring says which rows are kept); do\n"
         "# not edit by hand.\n"
         "# Rows: [sequences, cached tokens, heads, kv heads, head_dim, microseconds]: one\n"
         "# generation step's attention on one GPU. Scope: the KV cache's format.\n"
-        f"# Source commit {commit}.\n"
-    ]
+        f"# Source commit {mirror.commit}.\n"
+    )
+    tables = []
     for chip_dir, (_, _, version) in CHIPS.items():
-        path, rows = load(args.repo, commit, chip_dir, version)
+        measured = load(mirror, chip_dir, version)
+        rows = measured.records()
         report(chip_dir, version, rows)
-        date = last_change(args.repo, commit, path)
         by_kv: dict[str, dict[tuple, float]] = {}
         for row in rows:
             shape = (row["num_heads"], row["num_key_value_heads"], row["head_dim"])
@@ -155,11 +142,11 @@ def main() -> int:
             if found:
                 table = [[*key, us] for key, us in sorted(found.items(), key=lambda kv_: (
                     kv_[0][2:], kv_[0][:2]))]  # fmt: skip
-                parts.append("\n" + table_text(chip_dir, kv, table, commit, path, date))
+                tables.append(table_text(chip_dir, kv, table, measured))
     for spec in args.report_version:
         chip_dir, version = spec.split("=", 1)
-        report(chip_dir, version, load(args.repo, commit, chip_dir, version)[1])
-    write(args.out, parts)
+        report(chip_dir, version, load(mirror, chip_dir, version).records())
+    write(args.out, header, tables)
     return 0
 
 

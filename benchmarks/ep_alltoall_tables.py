@@ -21,12 +21,10 @@ an NVL72 rack, ranks not stated) are left out.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from aiconfigurator_data import DATA, URL, arguments, full_commit, last_change, read_parquet, write
+from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, toml_table, write
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/all_to_all/nvidia-deepep.toml")
+OUT = KERNEL_TABLES / "all_to_all/nvidia-deepep.toml"
 VERSION = "0.5.12"  # SGLang, the only version with DeepEP rows on every chip kept
 SYSTEMS = {  # aiconfigurator chip directory -> (catalog chip, catalog system), 8 GPUs a node
     "b200_sxm": ("b200", "dgx-b200"),
@@ -55,36 +53,22 @@ def rows_of(data: dict[str, list], mode: str) -> dict[tuple, dict[int, list[floa
 
 
 def table_text(chip_dir: str, mode: str, shape: tuple, rows: dict[int, list[float]],
-               path: str, commit: str, date: str) -> str:  # fmt: skip
+               measured: Measured) -> str:  # fmt: skip
     chip, system = SYSTEMS[chip_dir]
     hidden, topk, experts = shape
     how = ("low-latency kernels (decode): FP8 dispatch, BF16 combine, mean of the timed runs"
            if mode == "ll" else
            "normal (high-throughput, prefill) kernels: transmit time, the fastest of 4-24 SMs")
-    lines = [
-        "[[table]]",
-        f'name = "aiconfigurator-deepep-{mode}-{chip}-h{hidden}-k{topk}-e{experts}"',
-        'kind = "all_to_all"',
-        f'mode = "{mode}"',
-        f'chip = "{chip}"',
-        f'system = "{system}"',
-        f"ranks = {RANKS}",
-        f"hidden = {hidden}",
-        f"topk = {topk}",
-        f"experts = {experts}",
-        'engine = "sglang"',
-        f'engine_version = "SGLang {VERSION} (DeepEP)"',
-        f'source = "ai-dynamo/aiconfigurator {path} at {commit[:7]}"',
-        f'url = "{URL.format(commit=commit, path=path)}"',
-        f'date = "{date}"',
-        f'conditions = "{chip}, {RANKS} GPUs of one node over NVLink (node_num 1), DeepEP '
-        f"{how}; every rank sends its tokens to top-{topk} of {experts} experts spread evenly "
-        f'(collector/wideep/sglang/collect_deepep_{mode}.py)"',
-        "rows = [",
-        *(f"  [{n}, {d:.4g}, {c:.4g}]," for n, (d, c) in sorted(rows.items())),
-        "]",
-    ]
-    return "\n".join(lines) + "\n"
+    conditions = (f"{chip}, {RANKS} GPUs of one node over NVLink (node_num 1), DeepEP {how}; "
+                  f"every rank sends its tokens to top-{topk} of {experts} experts spread "
+                  f"evenly (collector/wideep/sglang/collect_deepep_{mode}.py)")
+    return toml_table({
+        "name": f"aiconfigurator-deepep-{mode}-{chip}-h{hidden}-k{topk}-e{experts}",
+        "kind": "all_to_all", "mode": mode, "chip": chip, "system": system, "ranks": RANKS,
+        "hidden": hidden, "topk": topk, "experts": experts, "engine": "sglang",
+        "engine_version": f"SGLang {VERSION} (DeepEP)", **measured.provenance(),
+        "conditions": conditions,
+    }, [f"{n}, {d:.4g}, {c:.4g}" for n, (d, c) in sorted(rows.items())])  # fmt: skip
 
 
 def report(chip_dir: str, found: dict[str, dict[tuple, dict[int, list[float]]]]) -> None:
@@ -106,25 +90,26 @@ def report(chip_dir: str, found: dict[str, dict[tuple, dict[int, list[float]]]])
 
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
-    parts = [
+    mirror = Mirror.of(args)
+    header = (
         "# Measured DeepEP dispatch and combine times on one 8-GPU NVIDIA node, from\n"
         "# aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/ep_alltoall_tables.py (its docstring says which rows are kept); do not\n"
         "# edit by hand. Rows: [tokens per rank, dispatch us, combine us].\n"
         "# cost/ep_alltoall.py reads them as a floor under the MoE all-to-all.\n"
-        f"# Source commit {commit}.\n"
-    ]
+        f"# Source commit {mirror.commit}.\n"
+    )
+    tables = []
     for chip_dir in SYSTEMS:
         found = {}
         for mode in COLUMNS:
-            path = f"{DATA}/{chip_dir}/comm/sglang/{VERSION}/wideep_deepep_{mode}_perf.parquet"
-            found[mode] = rows_of(read_parquet(args.repo, commit, path), mode)
-            date = last_change(args.repo, commit, path)
+            measured = mirror.read(
+                f"{chip_dir}/comm/sglang/{VERSION}/wideep_deepep_{mode}_perf.parquet")
+            found[mode] = rows_of(measured.columns, mode)
             for shape, rows in sorted(found[mode].items()):
-                parts.append("\n" + table_text(chip_dir, mode, shape, rows, path, commit, date))
+                tables.append(table_text(chip_dir, mode, shape, rows, measured))
         report(chip_dir, found)
-    write(args.out, parts)
+    write(args.out, header, tables)
     return 0
 
 

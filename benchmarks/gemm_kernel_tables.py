@@ -43,19 +43,11 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-)
+from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
-OUT = Path(__file__).resolve().parent.parent / "src/xpusim/cost/kernel_tables/gemm"
+OUT = KERNEL_TABLES / "gemm"
 """One file a chip (kernel_tables.CHIP_FILES), so that a run parses only its own chip's."""
 VERSION = "1.3.0rc20"
 BLACKWELL = ("bfloat16", "fp8", "fp8_block", "nvfp4")
@@ -122,17 +114,16 @@ def roofline_s(m, n, k, gemm_dtype: str, chip) -> np.ndarray:
     return np.maximum(2 * m * n * k / chip.peak(DType(dtype)), moved / dram_bytes_per_s(chip))
 
 
-def load(repo: str, commit: str, chip_dir: str, kind: str, name: str) -> tuple[str, dict]:
-    path = f"{DATA}/{chip_dir}/{kind}/trtllm/{VERSION}/{name}.parquet"
-    data = read_parquet(repo, commit, path)
-    return path, {key: np.array(values) for key, values in data.items()}
+def load(mirror: Mirror, chip_dir: str, kind: str, name: str) -> tuple[Measured, dict]:
+    measured = mirror.read(f"{chip_dir}/{kind}/trtllm/{VERSION}/{name}.parquet")
+    return measured, {key: np.array(values) for key, values in measured.columns.items()}
 
 
-def rows_of(repo: str, commit: str, chip_dir: str, chip, shapes) -> tuple[str, dict]:
+def rows_of(mirror: Mirror, chip_dir: str, chip, shapes) -> tuple[Measured, dict]:
     """Per kept format, the kept rows [M, N, K, microseconds] that pass the roofline check;
     prints the rejected ones and the formats' fractions of the roofline."""
-    path, d = load(repo, commit, chip_dir, "gemm", "gemm_perf")
-    _, scale = load(repo, commit, chip_dir, "quantize", "computescale_perf")
+    measured, d = load(mirror, chip_dir, "gemm", "gemm_perf")
+    _, scale = load(mirror, chip_dir, "quantize", "computescale_perf")
     scale_ms = {(m, k): t for m, k, t in zip(scale["m"], scale["k"], scale["latency"],
                                              strict=True)}  # fmt: skip
     grid = sorted(set(d["n"].tolist()) | set(d["k"].tolist()))
@@ -165,16 +156,15 @@ def rows_of(repo: str, commit: str, chip_dir: str, chip, shapes) -> tuple[str, d
                  for a, b, c, t in zip(m[keep], n[keep], k[keep], ms[keep], strict=True)}
         out[gemm_dtype] = [[*key, us] for key, us in sorted(found.items(), key=lambda r: (
             r[0][1], r[0][2], r[0][0]))]  # fmt: skip
-    return path, out
+    return measured, out
 
 
-def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], commit: str, path: str,
-               date: str) -> str:
+def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], measured: Measured) -> str:
     chip_id = CHIPS[chip_dir][0]
     dtype, scope, _, what = FORMATS[gemm_dtype]
     return table_toml(
         f"aiconfigurator-trtllm-gemm-{gemm_dtype.replace('_', '-')}-{chip_id}", "gemm", dtype,
-        scope, chip_id, VERSION, f"gemm_dtype {gemm_dtype}", path, commit, date,
+        scope, chip_id, VERSION, f"gemm_dtype {gemm_dtype}", measured,
         f"{chip_id}, TensorRT-LLM {VERSION} PyTorch Linear module, {what}; BF16 input and "
         "output; one GPU, CUDA graphs, 3 warm-ups, mean of 6 runs "
         "(collector/trtllm/collect_gemm.py); the projections' (N, K) of "
@@ -186,7 +176,7 @@ def main() -> int:
     from xpusim.hardware.catalog import load_chip
 
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
+    mirror = Mirror.of(args)
     shapes = zoo_shapes()
     header = (
         "# Measured GEMM kernel times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
@@ -194,16 +184,13 @@ def main() -> int:
         "# docstring says which rows are kept and which were rejected); do not edit by hand.\n"
         "# Rows: [M, N, K, microseconds]: one Linear of an M x K BF16 input against an N x K\n"
         "# weight on one GPU. Scope: the kernel family (op_table.kernel_scope).\n"
-        f"# Source commit {commit}.\n"
+        f"# Source commit {mirror.commit}.\n"
     )
-    args.out.mkdir(parents=True, exist_ok=True)
     for chip_dir, (chip_id, _) in CHIPS.items():
-        path, tables = rows_of(args.repo, commit, chip_dir, load_chip(chip_id), shapes)
-        date = last_change(args.repo, commit, path)
-        parts = [header, *("\n" + table_text(chip_dir, gemm_dtype, rows, commit, path, date)
-                           for gemm_dtype, rows in tables.items() if rows)]  # fmt: skip
-        (args.out / f"{chip_id}.toml").write_text("".join(parts))
-    print(f"wrote {args.out}/*.toml", file=sys.stderr)
+        measured, tables = rows_of(mirror, chip_dir, load_chip(chip_id), shapes)
+        write(args.out / f"{chip_id}.toml", header, [
+            table_text(chip_dir, gemm_dtype, rows, measured)
+            for gemm_dtype, rows in tables.items() if rows])  # fmt: skip
     return 0
 
 

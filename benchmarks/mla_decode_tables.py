@@ -30,21 +30,11 @@ than the BF16 peak allows at 128 heads).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/mla_decode/nvidia-trtllm.toml")
+OUT = KERNEL_TABLES / "mla_decode/nvidia-trtllm.toml"
 # aiconfigurator chip directory -> (xpusim catalog id, TensorRT-LLM version)
 VERSIONS = {
     "h200_sxm": ("h200-sxm", "1.3.0rc20"),
@@ -58,13 +48,12 @@ BATCHES = {1, 4, 16, 64, 256, 1024}
 TOKENS = {128, 1024, 4096, 16384}  # step + 1
 
 
-def table_text(chip_dir: str, kv: str, rows: list[list], commit: str, path: str,
-               date: str) -> str:
+def table_text(chip_dir: str, kv: str, rows: list[list], measured: Measured) -> str:
     chip_id, version = VERSIONS[chip_dir]
     dtype, cache = FORMATS[kv]
     return table_toml(
         f"aiconfigurator-trtllm-mla-decode-{kv}-{chip_id}", "mla_decode", dtype, cache,
-        chip_id, version, f"kv_cache_dtype {kv}", path, commit, date,
+        chip_id, version, f"kv_cache_dtype {kv}", measured,
         f"{chip_id}, TensorRT-LLM {version} MLA attention (TrtllmAttention), generation "
         f"phase, absorbed: one new BF16 query per sequence over a paged {kv} cache of "
         f"{LATENT} + {ROPE} latents a token, one GPU; CUDA graphs "
@@ -92,20 +81,20 @@ def report(chip_dir: str, kv: str, rows: list[list]) -> None:
 
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
-    parts = [
+    mirror = Mirror.of(args)
+    header = (
         "# Measured MLA decode (generation) attention kernel times of TensorRT-LLM on NVIDIA\n"
         "# chips, from aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/mla_decode_tables.py (its docstring says which rows are kept); do not\n"
         "# edit by hand.\n"
         "# Rows: [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds]: one\n"
         "# generation step's absorbed MLA attention on one GPU. Scope: the cache's format.\n"
-        f"# Source commit {commit}.\n"
-    ]
+        f"# Source commit {mirror.commit}.\n"
+    )
+    tables = []
     for chip_dir, (_, version) in VERSIONS.items():
-        path = f"{DATA}/{chip_dir}/mla/trtllm/{version}/generation_mla_perf.parquet"
-        data = read_parquet(args.repo, commit, path)
-        date = last_change(args.repo, commit, path)
+        measured = mirror.read(f"{chip_dir}/mla/trtllm/{version}/generation_mla_perf.parquet")
+        data = measured.columns
         by_kv: dict[str, dict[tuple, float]] = {}
         for i in range(len(data["latency"])):
             heads, seqs, step = data["num_heads"][i], data["batch_size"][i], data["step"][i]
@@ -121,8 +110,8 @@ def main() -> int:
                 rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv_: (
                     -kv_[0][2], kv_[0][:2]))]  # fmt: skip
                 report(chip_dir, kv, rows)
-                parts.append("\n" + table_text(chip_dir, kv, rows, commit, path, date))
-    write(args.out, parts)
+                tables.append(table_text(chip_dir, kv, rows, measured))
+    write(args.out, header, tables)
     return 0
 
 

@@ -36,20 +36,10 @@ compute and weight formats xpusim gives the same ops).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm.toml")
+OUT = KERNEL_TABLES / "moe/nvidia-trtllm.toml"
 
 # aiconfigurator chip directory -> (xpusim catalog id, TensorRT-LLM version it was measured with)
 VERSIONS = {
@@ -86,14 +76,13 @@ SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
 
 
-def table_text(chip_dir: str, moe_dtype: str, rows: list[list], commit: str, path: str,
-               date: str) -> str:
+def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measured) -> str:
     chip_id, version = VERSIONS[chip_dir]
     dtype, weight, what = FORMATS[moe_dtype]
     models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
     return table_toml(
         f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}-{chip_id}', "moe", dtype,
-        weight, chip_id, version, f"moe_dtype {moe_dtype}, balanced routing", path, commit, date,
+        weight, chip_id, version, f"moe_dtype {moe_dtype}, balanced routing", measured,
         f"{chip_id}, TensorRT-LLM {version} PyTorch fused MoE "
         f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), {what}; one GPU "
         f"as one rank of the TP x EP group, all tokens entering; CUDA graphs, mean of 6 runs "
@@ -102,20 +91,20 @@ def table_text(chip_dir: str, moe_dtype: str, rows: list[list], commit: str, pat
 
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
-    parts = [
+    mirror = Mirror.of(args)
+    header = (
         "# Measured MoE layer times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/moe_kernel_tables.py (its\n"
         "# docstring says which rows are kept); do not edit by hand.\n"
         "# Rows: [tokens, hidden, inter, topk, experts, moe_tp, moe_ep, microseconds]: one MoE\n"
         "# layer on one rank (cost/kernel_tables.py converts each to the rank's token-expert\n"
         "# pairs and the roofline of its two expert GEMMs). Scope: the expert weights' format.\n"
-        f"# Source commit {commit}.\n"
-    ]
+        f"# Source commit {mirror.commit}.\n"
+    )
+    tables = []
     for chip_dir, (_, version) in VERSIONS.items():
-        path = f"{DATA}/{chip_dir}/moe/trtllm/{version}/moe_perf.parquet"
-        data = read_parquet(args.repo, commit, path)
-        date = last_change(args.repo, commit, path)
+        measured = mirror.read(f"{chip_dir}/moe/trtllm/{version}/moe_perf.parquet")
+        data = measured.columns
         by_dtype: dict[str, dict[tuple, float]] = {}
         for i in range(len(data["latency"])):
             shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],
@@ -134,8 +123,8 @@ def main() -> int:
             if found:
                 rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
                     kv[0][1:], kv[0][0]))]  # fmt: skip
-                parts.append("\n" + table_text(chip_dir, moe_dtype, rows, commit, path, date))
-    write(args.out, parts)
+                tables.append(table_text(chip_dir, moe_dtype, rows, measured))
+    write(args.out, header, tables)
     return 0
 
 

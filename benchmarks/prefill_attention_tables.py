@@ -32,21 +32,10 @@ faster); rows of the whole files that run faster than it are counted and printed
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "src/xpusim/cost/kernel_tables"
 VERSION = "1.3.0rc20"
 # aiconfigurator chip directory -> (catalog id, datasheet dense BF16 and FP8 peaks in FLOP/s
 # and HBM bandwidth in bytes/s as the catalog has them; the loader re-judges every row on
@@ -105,11 +94,6 @@ def mla_roofline_s(row: dict, chip_dir: str) -> float:
     return max(flops / bf16, moved / bandwidth)
 
 
-def load(repo: str, commit: str, path: str) -> list[dict]:
-    data = read_parquet(repo, commit, path)
-    return [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]
-
-
 def report(chip_dir: str, label: str, rows: list[dict], roofline, shape_of) -> None:
     """Rows past the roofline, and the fraction of it by prompt length at one prompt, per
     kept shape (the model's flash attention efficiency beside it)."""
@@ -153,29 +137,29 @@ def mla_shape(row: dict) -> str | None:
 
 
 def main() -> int:
-    parser = arguments(__doc__, OUT)  # --out: the kernel_tables folder
-    args = parser.parse_args()
-    commit = full_commit(args.repo, args.commit)
+    args = arguments(__doc__, KERNEL_TABLES).parse_args()  # --out: the kernel_tables folder
+    mirror = Mirror.of(args)
     header = ("# Measured {what} kernel times of TensorRT-LLM on NVIDIA chips, from\n"
               "# aiconfigurator's kernel database (Apache-2.0), written by\n"
               "# benchmarks/prefill_attention_tables.py (its docstring says which rows are "
               "kept); do\n# not edit by hand.\n# Rows: {rows}:\n# one causal prefill of "
               "`sequences` prompts of `tokens` each, no cached prefix, on one GPU.\n"
-              f"# Scope: {{scope}}.\n# Source commit {commit}.\n")  # fmt: skip
+              f"# Scope: {{scope}}.\n# Source commit {mirror.commit}.\n")  # fmt: skip
     for chip_dir, (chip_id, *_) in CHIPS.items():
-        gqa_parts = [header.format(what="prefill (context) attention",
+        gqa_header = header.format(what="prefill (context) attention",
                                    rows="[sequences, tokens, heads, kv heads, head_dim, "
                                         "microseconds]",
                                    scope="the attention kernel's format (BF16 over a "
-                                         "BF16 cache, FP8 over FP8)")]  # fmt: skip
-        mla_parts = [header.format(what="MLA prefill (context) attention",
+                                         "BF16 cache, FP8 over FP8)")  # fmt: skip
+        mla_header = header.format(what="MLA prefill (context) attention",
                                    rows="[sequences, tokens, heads, qk head_dim, v head_dim, "
                                         "microseconds]",
-                                   scope="the decompressed keys' and values' format")]  # fmt: skip
-        path = f"{DATA}/{chip_dir}/attention/trtllm/{VERSION}/context_attention_perf.parquet"
-        rows = load(args.repo, commit, path)
+                                   scope="the decompressed keys' and values' format")  # fmt: skip
+        gqa_tables, mla_tables = [], []
+        measured = mirror.read(
+            f"{chip_dir}/attention/trtllm/{VERSION}/context_attention_perf.parquet")
+        rows = measured.records()
         report(chip_dir, "context attention", rows, gqa_roofline_s, gqa_shape)
-        date = last_change(args.repo, commit, path)
         for (attn, kv), (dtype, cache) in FORMATS.items():
             table = [[r["batch_size"], r["isl"], r["num_heads"], r["num_key_value_heads"],
                       r["head_dim"], r["latency"] * 1e3] for r in rows
@@ -183,18 +167,17 @@ def main() -> int:
                      and r["batch_size"] in BATCHES and r["isl"] in TOKENS
                      and gqa_or_mla_fraction(r, chip_dir, gqa_roofline_s) <= 1]  # fmt: skip
             table.sort(key=lambda r: (r[2:5], r[:2]))
-            gqa_parts.append("\n" + table_toml(
+            gqa_tables.append(table_toml(
                 f"aiconfigurator-trtllm-prefill-attention-{kv}-{chip_id}", "prefill_attention",
                 dtype, cache, chip_id, VERSION, f"attn_dtype {attn}, kv_cache_dtype {kv}, "
-                "window_size 0", path, commit, date,
+                "window_size 0", measured,
                 f"{chip_id}, TensorRT-LLM {VERSION} PyTorch attention module, context phase: "
                 f"causal {attn} attention over prompts written to a paged {kv} KV cache, no "
                 "cached prefix, one GPU (collector/trtllm/collect_attn.py); head shapes of "
                 f'{", ".join(sorted(set(SHAPES.values())))}', table))
-        path = f"{DATA}/{chip_dir}/mla/trtllm/{VERSION}/context_mla_perf.parquet"
-        rows = load(args.repo, commit, path)
+        measured = mirror.read(f"{chip_dir}/mla/trtllm/{VERSION}/context_mla_perf.parquet")
+        rows = measured.records()
         report(chip_dir, "context MLA", rows, mla_roofline_s, mla_shape)
-        date = last_change(args.repo, commit, path)
         bf16_ms = {(r["batch_size"], r["isl"], r["num_heads"]): r["latency"] for r in rows
                    if mla_shape(r) and r["kv_cache_dtype"] == "bfloat16"}  # fmt: skip
         for kv, cache in (("bfloat16", "bf16"), ("fp8", "fp8")):
@@ -209,17 +192,16 @@ def main() -> int:
                 print(f"    left out, {MAX_FP8_SLOWDOWN}x slower than its BF16-cache row: {row}")
             table = [row for row in table if row not in glitches]
             table.sort(key=lambda r: (r[2], r[:2]))
-            mla_parts.append("\n" + table_toml(
+            mla_tables.append(table_toml(
                 f"aiconfigurator-trtllm-mla-prefill-{kv}-{chip_id}", "mla_prefill", "bf16",
-                cache, chip_id, VERSION, f"mla_dtype bfloat16, kv_cache_dtype {kv}", path,
-                commit, date,
+                cache, chip_id, VERSION, f"mla_dtype bfloat16, kv_cache_dtype {kv}", measured,
                 f"{chip_id}, TensorRT-LLM {VERSION} MLA attention module, context phase: "
                 "causal attention of the decompressed keys (128 + 64 rope) and values (128) "
                 f"of DeepSeek-V3's MLA, BF16 module over a {kv} latent cache, judged at the "
                 "BF16 peak, no cached prefix, one GPU (collector/trtllm/collect_mla.py); "
                 "128/64/32/16 heads per GPU", table))
-        write(args.out / "prefill_attention" / f"{chip_id}.toml", gqa_parts)
-        write(args.out / "mla_prefill" / f"{chip_id}.toml", mla_parts)
+        write(args.out / "prefill_attention" / f"{chip_id}.toml", gqa_header, gqa_tables)
+        write(args.out / "mla_prefill" / f"{chip_id}.toml", mla_header, mla_tables)
     return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from xpusim.cli import main
 
 
@@ -14,6 +17,13 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
         code = e.code or 0
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def config_file(tmp_path: Path, config: dict) -> str:
+    """`config` written as tmp_path's config.json (a model a command reads): its path."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
 
 
 def refused(capsys, *argv: str) -> str:

@@ -58,12 +58,14 @@ def random_op(draw, dtype):
 
 @st.composite
 def workload(draw, chip):
+    """1-4 random ops on `chip`: their op table, the chip's arrays for it, a placement."""
     dtype = draw(st.sampled_from(sorted(chip.peak_ops_per_s)))
     graph = Graph("random", [draw(random_op(dtype)) for _ in range(draw(st.integers(1, 4)))])
     capacity = chip.capacity_bytes
     fractions = [draw(st.floats(0, 1.5)) for _ in range(3)]
     footprint = Footprint(*(f * capacity for f in fractions))
-    return graph, place(chip, footprint)
+    table = op_table(graph)
+    return table, HardwareArrays.build(chip, table), place(chip, footprint)
 
 
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -73,9 +75,8 @@ PROPERTY = settings(max_examples=60, deadline=None,
 @PROPERTY
 @given(data=st.data())
 def test_time_is_at_least_every_physics_floor(any_chip, data):
-    graph, placement = data.draw(workload(any_chip))
-    table = op_table(graph)
-    costs = evaluate(table, HardwareArrays.build(any_chip, table), placement)
+    table, hw, placement = data.draw(workload(any_chip))
+    costs = evaluate(table, hw, placement)
     peaks = np.array([any_chip.peak(d) for d in table.dtypes])
     floor_compute = (
         table.matrix_flops / peaks + table.vector_flops / any_chip.vector_ops_per_s.value
@@ -85,7 +86,6 @@ def test_time_is_at_least_every_physics_floor(any_chip, data):
     assert np.all(costs.time_s >= (costs.level_bytes / bandwidth).max(axis=0) * (1 - 1e-12))
     # every byte is charged to exactly one level: what the op reads, and a PE grid's
     # re-reads of its operands, which are never negative
-    hw = HardwareArrays.build(any_chip, table)
     moved = operand_rereads(table, hw.unit.block_rows, hw.unit.block_cols)
     moved = table.role_bytes if moved is None else moved
     assert np.all(moved >= table.role_bytes)
@@ -95,9 +95,8 @@ def test_time_is_at_least_every_physics_floor(any_chip, data):
 @PROPERTY
 @given(data=st.data())
 def test_average_power_never_exceeds_tdp(any_chip, data):
-    graph, placement = data.draw(workload(any_chip))
-    table = op_table(graph)
-    costs = evaluate(table, HardwareArrays.build(any_chip, table), placement)
+    table, hw, placement = data.draw(workload(any_chip))
+    costs = evaluate(table, hw, placement)
     power = costs.energy_j / costs.time_s
     assert np.all(power <= any_chip.tdp_w.value * (1 + 1e-9)), power.max()
     assert np.all(power >= any_chip.energy.static_power_w.value * (1 - 1e-9))
@@ -106,9 +105,7 @@ def test_average_power_never_exceeds_tdp(any_chip, data):
 @PROPERTY
 @given(data=st.data(), factor=st.floats(1.0, 16.0))
 def test_more_bandwidth_or_peak_is_never_slower(any_chip, data, factor):
-    graph, placement = data.draw(workload(any_chip))
-    table = op_table(graph)
-    hw = HardwareArrays.build(any_chip, table)
+    table, hw, placement = data.draw(workload(any_chip))
     base = evaluate(table, hw, placement).time_s
     faster_memory = dataclasses.replace(hw, level_rate=hw.level_rate * factor)
     faster_compute = dataclasses.replace(
@@ -141,9 +138,7 @@ def test_any_overlap_exponent_keeps_the_physics(any_chip, data, p, factor):
     """Whatever p a calibration fits for matmuls, each op takes at least max(compute,
     memory) and at most their sum (plus overhead) or the time the power limit sets, more
     bandwidth never slows it, and the average power stays within the TDP."""
-    graph, placement = data.draw(workload(any_chip))
-    table = op_table(graph)
-    built = HardwareArrays.build(any_chip, table)
+    table, built, placement = data.draw(workload(any_chip))
     hw = dataclasses.replace(built, overlap_p=np.full_like(built.overlap_p, p))  # every op
     costs = evaluate(table, hw, placement)
     roof = np.maximum(costs.compute_s, costs.memory_s)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_run import refused, run_cli
+from cli_run import config_file, refused, run_cli
 
 import xpusim
 from xpusim.ir.dtypes import DType
@@ -81,15 +81,13 @@ def test_a_run_costs_the_encoder_once_and_caches_its_keys_per_decoder_layer():
     (["serve", "--concurrency", "2"], "encoder-decoder"),
 ])  # fmt: skip
 def test_what_is_not_modelled_is_refused_in_one_line(capsys, tmp_path, args, message):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(SMALL))
     command, *rest = args
-    assert message in refused(capsys, command, str(path), "--chip", "h100-sxm", *rest)
+    path = config_file(tmp_path, SMALL)
+    assert message in refused(capsys, command, path, "--chip", "h100-sxm", *rest)
 
 
 def test_a_run_prints_its_json(capsys, tmp_path):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(SMALL))
-    code, out, err = run_cli(capsys, "run", str(path), "--chip", "h100-sxm", "--json")
+    path = config_file(tmp_path, SMALL)
+    code, out, err = run_cli(capsys, "run", path, "--chip", "h100-sxm", "--json")
     assert code == 0, err
     assert json.loads(out)["params"] == config_from_hf(SMALL, "t5", "c").param_count

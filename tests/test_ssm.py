@@ -3,10 +3,8 @@ its own cost rule, and a constant state per sequence where a transformer keeps a
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from cli_run import refused, run_cli
+from cli_run import config_file, refused, run_cli
 
 import xpusim
 from xpusim.errors import UserError
@@ -89,17 +87,15 @@ def test_a_mamba2_whose_heads_do_not_make_its_width_is_refused():
     (["run", "--mode", "training"], "training a state-space model"),
 ])  # fmt: skip
 def test_what_is_not_modelled_is_refused_in_one_line(capsys, tmp_path, args, message):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(MAMBA))
     command, *rest = args
-    assert message in refused(capsys, command, str(path), "--chip", "h100-sxm", *rest)
+    path = config_file(tmp_path, MAMBA)
+    assert message in refused(capsys, command, path, "--chip", "h100-sxm", *rest)
 
 
 def test_serve_runs_a_state_space_model(capsys, tmp_path):
     """Once refused; its scans are serve's state ops (tests/test_serve_state_models.py)."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(MAMBA))
-    code, out, err = run_cli(capsys, "serve", str(path), "--chip", "h100-sxm",
+    path = config_file(tmp_path, MAMBA)
+    code, out, err = run_cli(capsys, "serve", path, "--chip", "h100-sxm",
                              "--concurrency", "2", "--requests", "4")  # fmt: skip
     assert code == 0, err
     assert "TPOT" in out

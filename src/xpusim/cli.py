@@ -25,6 +25,8 @@ from xpusim.cli_lists import (
 from xpusim.cli_output import emit_json as _emit_json
 from xpusim.cli_output import given as _given
 from xpusim.cli_output import input_shape_option as _input_shape_option
+from xpusim.cli_output import json_option as _json_option
+from xpusim.cli_output import listing as _listing
 from xpusim.cli_output import print_tables as _print
 from xpusim.cli_output import progress as _progress
 from xpusim.cli_output import run_options as _workload_options
@@ -133,18 +135,14 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def chips(as_json: bool) -> None:
     """List the chip catalog."""
     from xpusim.hardware.catalog import chip_ids, load_chip
     from xpusim.report.tables import chips_table
 
-    specs = [load_chip(i) for i in chip_ids()]
-    if as_json:
-        _emit_json({"chips": [_chip_summary(c) for c in specs]})
-    else:
-        _print(chips_table(specs))
+    _listing(as_json, "chips", [load_chip(i) for i in chip_ids()], _chip_summary, chips_table)
 
 
 def _chip_summary(chip: Any) -> dict:
@@ -162,7 +160,7 @@ def _chip_summary(chip: Any) -> dict:
 
 @cli.command()
 @click.argument("chip_id")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def chip(chip_id: str, as_json: bool) -> None:
     """One chip in full, with the source of every figure (CHIP_ID: catalog id or TOML path)."""
@@ -177,22 +175,19 @@ def chip(chip_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def systems(as_json: bool) -> None:
     """List the multi-chip systems: chips, topology levels and link figures."""
     from xpusim.hardware.system import load_system, system_ids
     from xpusim.report.tables import systems_table
 
-    found = [load_system(i) for i in system_ids()]
-    if as_json:
-        _emit_json({"systems": [s.model_dump(mode="json", exclude={"spec"}) for s in found]})
-    else:
-        _print(systems_table(found))
+    _listing(as_json, "systems", [load_system(i) for i in system_ids()],
+             lambda s: s.model_dump(mode="json", exclude={"spec"}), systems_table)
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def models(as_json: bool) -> None:
     """List the models a name resolves to without the network: the zoo, and the repos in
@@ -200,11 +195,7 @@ def models(as_json: bool) -> None:
     from xpusim.report.tables import models_table
     from xpusim.workloads.resolve import listed_models
 
-    found = listed_models()
-    if as_json:
-        _emit_json({"models": [m.to_dict() for m in found]})
-    else:
-        _print(models_table(found))
+    _listing(as_json, "models", listed_models(), lambda m: m.to_dict(), models_table)
 
 
 @cli.command()
@@ -402,7 +393,7 @@ def sensitivity(model: str, chip_id: tuple[str, int | None], mode: str, as_json:
     "--unfused", is_flag=True, help="Imported models: one IR op per framework op, before fusion."
 )
 @offline_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def inspect(model: str, batch: int, prompt: int, precision: str | None, input_shapes: dict,
             unfused: bool, as_json: bool) -> None:  # fmt: skip
@@ -443,7 +434,7 @@ def inspect(model: str, batch: int, prompt: int, precision: str | None, input_sh
                    "gemm, cnn-inference, encoder-inference (repeatable).")  # fmt: skip
 @click.option("--workers", type=count(), default=None,
               help="Processes (default: every core; 1 runs in this process).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def validate(out: str, chips: tuple[str, ...], sources: tuple[str, ...],
              workloads: tuple[str, ...], workers: int | None, as_json: bool) -> None:  # fmt: skip
@@ -490,7 +481,7 @@ def validate(out: str, chips: tuple[str, ...], sources: tuple[str, ...],
     default=None,
     help="Calibration JSON to write (default: <chip>.calibration.json).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> None:
     """Fit a chip's efficiencies from your microbenchmark CSV (benchmarks/device/)."""
     from pathlib import Path
@@ -527,7 +518,7 @@ def calibrate(csv_path: str, chip_id: str, out: str | None, as_json: bool) -> No
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def demo(as_json: bool) -> None:
     """MTIA v1, TPU v4, Groq, Apple's ANE and an H100 on a 7B model, int8 and 16-bit."""

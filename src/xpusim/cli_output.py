@@ -32,6 +32,16 @@ def _console() -> Any:
     return Console(width=160 if piped else None)
 
 
+def listing(as_json: bool, key: str, items: list, as_dict: Callable[[Any], dict],
+            table: Callable[[list], Any]) -> None:  # fmt: skip
+    """What a command that lists a catalog prints: one JSON object, `key` the items, each
+    as_dict's; else their table."""
+    if as_json:
+        emit_json({key: [as_dict(item) for item in items]})
+    else:
+        print_tables(table(items))
+
+
 def print_tables(*renderables: Any) -> None:
     """Print tables fitted to the console (report/fit.py), or each whole with --wide."""
     from xpusim.report.fit import fit, widest
@@ -55,6 +65,9 @@ wide_option = click.option(
     "--wide", is_flag=True, expose_value=False, callback=_set_wide,
     help="Print each table whole, however wide (default: split to fit the terminal).",
 )  # fmt: skip
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 def given(options: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +153,7 @@ def run_options(f: Callable) -> Callable:
                                     show_default=meta.get("show_default", False),
                                     metavar=meta.get("metavar"),
                                     help=meta["help"] or None))  # fmt: skip
-    options.append(click.option("--json", "as_json", is_flag=True, help="Print one JSON object."))
+    options.append(json_option)
     for option in reversed(options):
         f = option(f)
     return f

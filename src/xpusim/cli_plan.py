@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from xpusim.cli_lists import PRICE_HELP, Finite, PriceType, count
+from xpusim.cli_output import json_option
 from xpusim.planning.search import DEFAULT_REQUESTS
 
 WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
@@ -44,7 +45,7 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
               help="With --mtp-acceptance: draft tokens per step.")
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every configuration that fits (no pruning): slow, a check.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for the front's table (CSV) and picture (PNG).")
 @click.option("--emit", type=click.Path(file_okay=False), default=None,

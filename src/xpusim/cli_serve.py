@@ -21,6 +21,7 @@ from xpusim.cli_lists import (
     merged_chips,
     offline_option,
 )
+from xpusim.cli_output import json_option as _json_option
 from xpusim.cli_output import wide_option as _wide_option
 from xpusim.serving.options import PATH, Engine, Load, Search
 
@@ -85,7 +86,7 @@ def _declared(f: Callable) -> Callable:
               help="Folder for per-request rows and the timeline (CSV; Parquet with the "
                    "extra) and plots.")  # fmt: skip
 @offline_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 @_wide_option
 def serve(model: str, chip_id: tuple[str, int | None], out: str | None, as_json: bool,
           **options: Any) -> None:  # fmt: skip

@@ -110,12 +110,11 @@ def injection_bytes_per_s(level: TopologyLevel, group: int) -> float:
     uses the links of each dimension the group spans (`axis_links`), two for a group of
     contiguous chips that is no sub-torus (a ring along them).
     """
-    link = level.bandwidth_bytes_per_s.value
     if level.kind != "torus":
-        return level.links_per_chip.value * link
+        return level.all_links_bytes_per_s
     axes = group_axes(level, group)
     links = axis_links(axes) if axes else 2 * level.torus_dims_spanned(group)
-    return min(max(links, 1), level.links_per_chip.value) * link
+    return min(max(links, 1), level.links_per_chip.value) * level.bandwidth_bytes_per_s.value
 
 
 def all_to_all_distance(dims: list[int] | tuple[int, ...]) -> float:

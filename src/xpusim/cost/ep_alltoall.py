@@ -130,14 +130,13 @@ def _check(entry: dict, where: str, link_bytes_per_s: float) -> Table:
 def _link_bytes_per_s(system_id: str) -> float:
     """A chip's injection bandwidth into its catalog system's innermost level (the node the
     rows were measured on): a switched node's, every link at once, as
-    collectives.injection_bytes_per_s has it for a switch (not imported from there:
-    collectives prices dispatch and combine through this module)."""
+    collectives.injection_bytes_per_s has it for a switch."""
     from xpusim.hardware.system import load_system
 
     level = load_system(system_id).levels[0]
     if level.kind == "torus":
         raise UserError(f"{system_id}: DeepEP rows are measured on a switched node, not a torus")
-    return level.links_per_chip.value * level.bandwidth_bytes_per_s.value
+    return level.all_links_bytes_per_s
 
 
 @cache

@@ -77,6 +77,13 @@ class TopologyLevel(_Strict):
         return self
 
     @property
+    def all_links_bytes_per_s(self) -> float:
+        """What one chip pushes into this level over all its links at once, per direction:
+        a collective's injection bandwidth on a switch or full mesh (a torus's collectives
+        use fewer links: cost/collectives.injection_bytes_per_s)."""
+        return self.links_per_chip.value * self.bandwidth_bytes_per_s.value
+
+    @property
     def axes(self) -> tuple[Axis, ...]:
         """This torus's dimensions with their wrap-around links."""
         wrapped = self.wrapped or (True,) * len(self.dims)

@@ -91,7 +91,7 @@ def _interconnect(result: TrainingResult, system: System, share: float) -> str:
         return f"{what} (sends between pipeline stages)"
     c = max(result.collectives, key=lambda c: c["time_s"])
     level = next((lv for lv in system.levels if lv.name == c["level"]), system.levels[-1])
-    per_chip = level.links_per_chip.value * level.bandwidth_bytes_per_s.value
+    per_chip = level.all_links_bytes_per_s
     link = level.name
     if level.name == "host":  # hardware/system.py: host_system
         link = f"the host link ({system.chip.host_link.name}, no chip-to-chip fabric)"

@@ -143,3 +143,46 @@ def test_mtia_2i_gemm_is_scored_against_a_figure_it_did_not_set():
     assert chip.efficiency.matmul.value != pytest.approx(point.value / chip.peak("fp16"))
     got = predict(point).value
     assert 0 < got <= chip.peak("fp16")
+
+
+def test_dynamic_int8_pays_its_quantize_and_dequantize_passes_by_hand():
+    """MTIA 2i section 4.4: dynamic INT8 is 'only 1.6x' FP16 on a 2048^3 GEMM because of the
+    run-time quantization and dequantization. The GEMM (INT32 out, compute-bound) is followed
+    and preceded by one vector pass each, bound by the SRAM's 2.7 TB/s: quantize reads the
+    FP16 input and writes INT8 (3 B an element), dequantize reads INT32 and writes FP16 (6 B),
+    each with the chip's 1 us launch. Without those passes the GEMM would be 1.98x FP16."""
+    chip = xpusim.chip("mtia-2i")
+    n = 2048
+    static, dynamic = (gemm(chip, n, n, n, "int8", quantization=q) for q in ("static", "dynamic"))
+    fp16 = gemm(chip, n, n, n, "fp16")
+    passes_s = (3 * n * n + 6 * n * n) / 2.7e12 + 2 * 1e-6
+    assert dynamic.time_s == pytest.approx(static.time_s + passes_s, rel=0.02)
+    assert dynamic.bottleneck == "compute"
+    assert 1.4 < dynamic.ops_per_s / fp16.ops_per_s < 1.6 < static.ops_per_s / fp16.ops_per_s
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096))
+def test_dynamic_quantization_is_never_faster_than_the_bare_int8_gemm(m, k, n):
+    chip = xpusim.chip("mtia-2i")
+    static = gemm(chip, m, k, n, "int8")
+    dynamic = gemm(chip, m, k, n, "int8", quantization="dynamic")
+    assert dynamic.time_s > static.time_s
+    assert dynamic.ops_per_s * dynamic.time_s == pytest.approx(2 * m * k * n)
+
+
+def test_dynamic_quantization_of_a_float_gemm_is_refused_by_name():
+    with pytest.raises(UserError, match="int8"):
+        gemm(xpusim.chip("mtia-2i"), 64, 64, 64, "fp16", quantization="dynamic")
+
+
+def test_mtia_v1_pays_its_pe_job_launch_on_every_gemm():
+    """ISCA 2025 section 3.3: MTIA 2i launches a PE job in under 1 us, up to 80% faster than
+    MTIA 1, so MTIA 1 took up to 5 us. A 128-row GEMM in SRAM is FLOPs over the peak plus
+    that launch (its operands' reads overlap), which is why it reaches 30% of peak, not 90%."""
+    mtia = xpusim.chip("mtia-v1")
+    assert mtia.overhead.per_op_s.value == pytest.approx(5e-6)
+    got = gemm(mtia, 128, 1024, 1024, "int8")
+    at_peak_s = 2 * 128 * 1024 * 1024 / mtia.peak("int8")
+    assert got.time_s >= at_peak_s + 5e-6
+    assert got.ops_per_s < 0.4 * mtia.peak("int8")

@@ -218,9 +218,11 @@ def _gemm(point: Point) -> Prediction:
                             "docs/chips/mtia-v1.md compares them")  # fmt: skip
     m, k, n = (int(point.get(d)) for d in "mkn")
     operands = point.get("operands", "on-chip")
-    got = gemm(xpusim.chip(point.chip), m, k, n, point.get("precision"), operands)
-    return Prediction(got.ops_per_s, got.bottleneck, f"{m}x{k}x{n} {point.get('precision')}, "
-                                                     f"operands {operands}")  # fmt: skip
+    quantization = point.get("quantization", "static")
+    got = gemm(xpusim.chip(point.chip), m, k, n, point.get("precision"), operands, quantization)
+    dynamic = " dynamic" if quantization == "dynamic" else ""
+    return Prediction(got.ops_per_s, got.bottleneck, f"{m}x{k}x{n} {point.get('precision')}"
+                                                     f"{dynamic}, operands {operands}")  # fmt: skip
 
 
 def _cnn(point: Point) -> Prediction:

@@ -71,7 +71,7 @@ def _llm_training(point: Point) -> Prediction:
     import xpusim
     from xpusim.scenarios.training import simulate_training
 
-    settings = ("tp", "pp", "dp", "recompute", "zero", "sequence_parallel")
+    settings = ("tp", "pp", "dp", "virtual_stages", "recompute", "zero", "sequence_parallel")
     options = {k: point.get(k) for k in settings if point.get(k) is not None}
     result = simulate_training(
         xpusim.model(point.get("model")), xpusim.target(point.get("system", point.chip)),

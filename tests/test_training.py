@@ -139,6 +139,7 @@ def test_interleaved_1f1b_divides_the_bubble_by_the_chunks_per_rank():
     sends = {v: r.time_breakdown_s["pipeline_sends"] for v, r in ((1, plain), (2, interleaved))}
     assert sends[2] == pytest.approx(2 * sends[1])
     assert interleaved.step_time_s < plain.step_time_s
+    assert any("(1.5 of 9.5 microbatch slots)" in line for line in interleaved.limits)
 
 
 @given(st.lists(st.floats(0.01, 10.0), min_size=1, max_size=16), st.integers(1, 8))

@@ -90,6 +90,8 @@ def _llm_training(point: Point) -> Prediction:
     else:
         raise Unexpressible(f"metric {point.metric!r} is not a training output")
     plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1)
+    if result.virtual_stages > 1:
+        plan += f" (interleaved, {result.virtual_stages} chunks a rank)"
     return Prediction(value, result.bottleneck, plan)
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import xpusim
 from xpusim.cli import main
 from xpusim.errors import UserError
-from xpusim.scenarios.training import model_flops_per_token, simulate_training
+from xpusim.scenarios.training import in_flight, model_flops_per_token, simulate_training
+from xpusim.scenarios.training_step import _fill_drain_s
 from xpusim.workloads.resolve import load_model
 
 SPLIT = ("weights", "gradients", "optimizer_state", "activations", "total", "capacity")
@@ -124,6 +128,53 @@ def test_1f1b_bubble_is_pp_minus_1_slots():
     assert r.time_breakdown_s["pipeline_bubble"] / work == pytest.approx(3 / 11, rel=0.15)
 
 
+def test_interleaved_1f1b_divides_the_bubble_by_the_chunks_per_rank():
+    """Narayanan et al. 2021 (section 2.2.2), the ratio the Llama 3 paper gives for its
+    schedule: (pp - 1) / (v m); each microbatch is sent v times as often."""
+    plain, interleaved = (train(chips=4, pp=4, batch=8, prompt=512, virtual_stages=v)
+                          for v in (1, 2))  # fmt: skip
+    assert (plain.virtual_stages, interleaved.virtual_stages) == (1, 2)
+    bubble = {v: r.time_breakdown_s["pipeline_bubble"] for v, r in ((1, plain), (2, interleaved))}
+    assert bubble[2] == pytest.approx(bubble[1] / 2, rel=0.1)
+    sends = {v: r.time_breakdown_s["pipeline_sends"] for v, r in ((1, plain), (2, interleaved))}
+    assert sends[2] == pytest.approx(2 * sends[1])
+    assert interleaved.step_time_s < plain.step_time_s
+    assert any("(1.5 of 9.5 microbatch slots)" in line for line in interleaved.limits)
+
+
+@given(st.lists(st.floats(0.01, 10.0), min_size=1, max_size=16), st.integers(1, 8))
+def test_fill_and_drain_is_the_slowest_rank_plus_a_chunk_of_each_other(per_micro, v):
+    """Between the slowest rank's passes and all ranks' (plain 1F1B), falling with v."""
+    times = np.array(per_micro)
+    fill = _fill_drain_s(times, v)
+    assert times.max() * (1 - 1e-12) <= fill <= times.sum() * (1 + 1e-12)
+    assert fill <= _fill_drain_s(times, max(v - 1, 1)) * (1 + 1e-12)
+    if v == 1:
+        assert fill == times.sum()
+
+
+def test_interleaved_warm_up_holds_korthikantis_first_stage_stash():
+    """Megatron-LM's interleaved warm-up, 2 (pp - s - 1) + (v - 1) pp chunk passes of 1/v
+    of a rank each (plus the one in flight): on the first stage pp (1 + (pp - 1) / (pp v))
+    microbatches' stash (Korthikanti et al. 2022, section 4.2.3); plain 1F1B pp - s."""
+    assert [in_flight(4, s, 8) for s in range(4)] == [4, 3, 2, 1]
+    assert in_flight(16, 0, 32, 8) == pytest.approx(16 * (1 + 15 / (16 * 8)))
+    assert in_flight(4, 0, 2, 2) == 2  # never more microbatches than the step runs
+    plain, interleaved = (train(chips=4, pp=4, batch=8, prompt=512, virtual_stages=v)
+                          for v in (1, 2))  # fmt: skip
+    assert (interleaved.per_chip_memory_bytes.activations
+            > plain.per_chip_memory_bytes.activations)
+
+
+def test_sequence_parallel_sends_each_ranks_shard_between_stages():
+    """With sequence parallelism a stage boundary's hidden state is split over the tp ranks,
+    each sending its 1/tp (Korthikanti et al. 2022, section 4.2.2)."""
+    whole, shard = (train(chips=8, tp=2, pp=4, batch=8, prompt=1024, sequence_parallel=sp)
+                    for sp in (False, True))  # fmt: skip
+    assert (shard.time_breakdown_s["pipeline_sends"]
+            < whole.time_breakdown_s["pipeline_sends"] / 1.5)
+
+
 def test_explicit_transposes_cost_time_on_mtia():
     r = train(chip="mtia-v1", batch=1, prompt=512, recompute="full")
     transposes = [op for op in r.ops if op.kind == "transpose"]
@@ -164,6 +215,10 @@ def test_training_options_are_checked():
         train(gen=16)
     with pytest.raises(UserError, match="not modelled"):
         train("mixtral-8x7b", chips=2, tp=2, batch=2, prompt=64)
+    with pytest.raises(UserError, match="--pp > 1"):
+        train(chips=2, dp=2, batch=4, virtual_stages=2)
+    with pytest.raises(UserError, match="at most 8 per rank"):
+        train(chips=4, pp=4, batch=8, virtual_stages=9)
 
 
 def test_cli_training_json_and_compare(capsys):

@@ -70,6 +70,10 @@ class RunOptions:
     microbatches: int | None = option(None, "Microbatches of --batch sequences in flight "
                                       "(default: --pp); training: per replica and step "
                                       "(default 1, or one sequence each with --pp).")
+    virtual_stages: int = option(1, "Training with --pp: model chunks per pipeline rank, run "
+                                 "as the interleaved 1F1B schedule (Narayanan et al. 2021): "
+                                 "the bubble divided by it, the sends between ranks "
+                                 "multiplied by it.", show_default=True)
     objective: str = option("latency", "What the plan search optimizes.", "choice",
                             choices=("latency", "throughput"), show_default=True)
     overlap: bool = option(False, "Overlap collectives with compute (ideal; default: they "

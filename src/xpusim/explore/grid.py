@@ -21,7 +21,8 @@ from xpusim.errors import UserError
 ELLIPSIS = "..."
 
 PLAN_OPTIONS = frozenset(
-    {"chips", "tp", "pp", "dp", "ep", "microbatches", "objective", "overlap", "sharding"}
+    {"chips", "tp", "pp", "dp", "ep", "microbatches", "virtual_stages", "objective", "overlap",
+     "sharding"}
 )
 """Options that change how a model is spread over hardware, not the shapes of its graphs:
 points that differ only in these (and in the chip) reuse the same built graphs."""

@@ -9,11 +9,14 @@ time is
     (m - 1) x max_s (F_s + B_s) + sum_s (F_s + B_s)
 
 the second term being the fill and drain a microbatch takes to cross every stage, so the
-bubble is (pp - 1) / m of the work when stages are even. Sends between stages add to each
-microbatch, tensor-parallel collectives sit inside F and B (serialized, or hidden behind
-compute with `overlap`). Then each stage's data-parallel gradient synchronisation (an
-all-reduce, or ZeRO's reduce-scatter and all-gather: compiler/optimizer.py) and optimizer
-update run, and the slowest stage ends the step.
+bubble is (pp - 1) / m of the work when stages are even. With `virtual_stages` v > 1 each
+rank runs its layers as v chunks (interleaved 1F1B): the fill and drain is the slowest
+rank's passes plus 1/v of the others', a bubble of (pp - 1) / (v m), and a microbatch is
+sent v times as often. Sends between stages add to each microbatch, tensor-parallel
+collectives sit inside F and B (serialized, or hidden behind compute with `overlap`).
+Then each stage's data-parallel gradient synchronisation (an all-reduce, or ZeRO's
+reduce-scatter and all-gather: compiler/optimizer.py) and optimizer update run, and the
+slowest stage ends the step.
 
 MFU is model FLOPs over step time x chips x peak, with PaLM's definition (Chowdhery et al.
 2022, appendix B): 6 N + 12 L H Q T FLOPs per token, N the parameters a token multiplies by
@@ -98,6 +101,7 @@ class TrainingResult(Result):
     prompt: int  # tokens per sequence
     microbatches: int  # per replica and step
     micro_batch: int  # sequences per microbatch
+    virtual_stages: int  # model chunks per pipeline rank (1: plain 1F1B)
     precision: str
     optimizer: str
     recompute: str
@@ -165,6 +169,7 @@ def simulate_training(
     dp: int | None = None,
     ep: int | None = None,
     microbatches: int | None = None,
+    virtual_stages: int = 1,
     recompute: str = "none",
     optimizer: str = "adam",
     zero: int = 0,
@@ -198,17 +203,26 @@ def _simulate(
     model: TransformerConfig, chip: Chip | System, given: dict[str, Any], detail: bool
 ) -> TrainingResult:
     tp, pp, dp, ep = (given[k] for k in ("tp", "pp", "dp", "ep"))
-    check_positive_in(given, ("batch", "prompt", "chips", "tp", "pp", "dp", "ep", "microbatches"))
+    check_positive_in(given, ("batch", "prompt", "chips", "tp", "pp", "dp", "ep", "microbatches",
+                              "virtual_stages"))
     refuse_untrainable(model)
     system = system_for(chip, given["chips"])
     act, notes = resolve_training_precision(system.chip, given["precision"])
     setup = Setup(given["batch"], given["prompt"], act, optimizer_spec(given["optimizer"]),
                   Recompute.parse(given["recompute"]), check_zero(given["zero"]),
-                  given["microbatches"], given["overlap"], given["sequence_parallel"])  # fmt: skip
+                  given["microbatches"], given["overlap"], given["sequence_parallel"],
+                  given["virtual_stages"])  # fmt: skip
+    if setup.virtual_stages > 1 and (pp or 1) == 1:
+        raise UserError(f"--virtual-stages {setup.virtual_stages} splits each pipeline rank's "
+                        "layers into chunks: give --pp > 1")  # fmt: skip
     if system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)):
         return _search(model, system, setup, notes, detail)
     plan = complete_plan(system.chips, tp, pp, dp, ep)
     check_plan(plan, model, system.chips)
+    if setup.virtual_stages > -(-model.num_layers // plan.pp):
+        raise UserError(f"--virtual-stages {setup.virtual_stages}: a chunk holds at least one "
+                        f"layer, and {model.num_layers} layers over {plan.pp} stages give at "
+                        f"most {-(-model.num_layers // plan.pp)} per rank")  # fmt: skip
     return run_plan(model, system, plan, setup, notes, detail)
 
 
@@ -302,11 +316,25 @@ def plan_memory(
     stash = rank.stash_per_stage(pp)
     peaks = rank.peak_per_stage(pp)
     m = state.microbatches
-    activations = [peaks[s] + (min(pp - s, m) - 1) * stash[s] for s in range(pp)]
+    activations = [peaks[s] + (in_flight(pp, s, m, setup.virtual_stages) - 1) * stash[s]
+                   for s in range(pp)]  # fmt: skip
     totals = [st.total + a for st, a in zip(state.states, activations, strict=True)]
     full = int(np.argmax(totals))
     return PlanMemory(**vars(state), rank=rank, stash=stash, activations=activations, full=full,
                       fits=totals[full] <= chip.capacity_bytes)  # fmt: skip
+
+
+def in_flight(pp: int, s: int, m: int, v: int = 1) -> float:
+    """Microbatches whose stash stage s holds at its fullest: pp - s under 1F1B (at most
+    m). The interleaved schedule's rank s runs 2 (pp - s - 1) + (v - 1) pp chunk passes
+    forward before its first backward (Megatron-LM's warm-up count, core/pipeline_parallel/
+    schedules.py, forward_backward_pipelining_with_interleaving), each chunk 1/v of the
+    rank's layers: with the one in flight, pp + (pp - 2 s - 1) / v microbatches' stash, at
+    most m; on the first stage pp (1 + (pp - 1) / (pp v)), Korthikanti et al. 2022's factor
+    (section 4.2.3)."""
+    if v == 1:
+        return min(pp - s, m)
+    return min(pp + (pp - 2 * s - 1) / v, m)
 
 
 def run_plan(
@@ -354,6 +382,7 @@ def run_plan(
     result = TrainingResult(
         model=cfg.name, chip=chip.id, chips=system.chips, system=system.id, plan=plan.to_dict(),
         batch=setup.batch, prompt=setup.seq, microbatches=m, micro_batch=micro,
+        virtual_stages=setup.virtual_stages if plan.pp > 1 else 1,
         precision=setup.act.value, optimizer=setup.optimizer.name,
         recompute=setup.recompute.value, zero=setup.zero,
         sequence_parallel=setup.sequence_parallel and plan.tp > 1, mode="training", fits=fits,

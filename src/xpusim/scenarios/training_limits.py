@@ -54,16 +54,26 @@ def limits(result: TrainingResult, chip: Chip, system: System, per_param: StateB
         "passes": lambda s: _passes(result, chip, s),
         "interconnect": lambda s: _interconnect(result, system, s),
         "optimizer": lambda s: _optimizer(result, chip, per_param, s),
-        "bubble": lambda s: (
-            f"pipeline: the 1F1B bubble leaves stages idle {s:.0%} of the step "
-            f"({result.plan['pp'] - 1} of {result.microbatches + result.plan['pp'] - 1} "
-            f"microbatch slots); more microbatches per step shrink it"
-        ),
+        "bubble": lambda s: _bubble(result, s),
     }
     for part, share in sorted(shares.items(), key=lambda kv: -kv[1]):
         if share >= SHOWN_SHARE:
             lines.append(words[part](share))
     return lines
+
+
+def _bubble(result: TrainingResult, share: float) -> str:
+    """The bubble in slots of one microbatch's passes on a rank: pp - 1 of m + pp - 1 under
+    1F1B, (pp - 1) / v of m + (pp - 1) / v interleaved."""
+    pp, m, v = result.plan["pp"], result.microbatches, result.virtual_stages
+    if v == 1:
+        return (f"pipeline: the 1F1B bubble leaves stages idle {share:.0%} of the step "
+                f"({pp - 1} of {m + pp - 1} microbatch slots); more microbatches per step "
+                f"shrink it")  # fmt: skip
+    idle = (pp - 1) / v
+    return (f"pipeline: the interleaved 1F1B bubble ({v} chunks a rank) leaves stages idle "
+            f"{share:.0%} of the step ({idle:.3g} of {m + idle:.3g} microbatch slots); more "
+            f"microbatches or chunks per rank shrink it")  # fmt: skip
 
 
 def _passes(result: TrainingResult, chip: Chip, share: float) -> str:

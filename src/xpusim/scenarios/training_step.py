@@ -45,6 +45,7 @@ class Setup:
     microbatches: int | None
     overlap: bool
     sequence_parallel: bool
+    virtual_stages: int = 1  # model chunks per pipeline rank (interleaved 1F1B)
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,10 @@ def timeline(
         dp_step = np.maximum(dp_step - b, 0.0)  # the gradient sync overlaps the last backward
     else:
         f, b = f_comp + f_comm, b_comp + b_comm
+    v = setup.virtual_stages if pp > 1 else 1
     send = _send_s(system, plan, micro, setup, rank.cfg) if pp > 1 else 0.0
-    per_micro = f + b + 2 * send
-    pipeline = (m - 1) * per_micro.max() + per_micro.sum()
+    per_micro = f + b + 2 * v * send  # a microbatch leaves each of a rank's v chunks
+    pipeline = (m - 1) * per_micro.max() + _fill_drain_s(per_micro, v)
     tail = dp_step + u
 
     slow, last = int(np.argmax(per_micro)), int(np.argmax(tail))  # the slowest stages
@@ -93,12 +95,23 @@ def timeline(
         "backward": m * float(b_comp[slow] - recomputed[slow]),
         "recompute": m * float(recomputed[slow]),
         "tensor_parallel_comm": m * exposed * tp_share,
-        "pipeline_sends": m * 2 * send,
+        "pipeline_sends": m * 2 * v * send,
         "pipeline_bubble": float(pipeline) - m * float(per_micro[slow]),
         "data_parallel_comm": m * exposed * (1 - tp_share) + float(dp_step[last]),
         "optimizer": float(u[last]),
     }
     return Timeline(f, b, u, float(pipeline + tail.max()), breakdown)
+
+
+def _fill_drain_s(per_micro: np.ndarray, v: int) -> float:
+    """What one microbatch takes to cross the pipeline, past the slowest rank's turn: every
+    rank's passes under plain 1F1B (the bubble of even stages is (pp - 1) / m of the work);
+    with v chunks per rank (interleaved 1F1B, Narayanan et al. 2021, section 2.2.2) a
+    microbatch waits on one chunk, 1/v of a rank's passes, at each other rank, so the bubble
+    is (pp - 1) / (v m), the ratio the Llama 3 paper gives for its schedule (section 3.3.2)."""
+    if v == 1:
+        return float(per_micro.sum())
+    return float(per_micro.max() + (per_micro.sum() - per_micro.max()) / v)
 
 
 def phase_costs(
@@ -154,7 +167,12 @@ def _dp_times(
 
 
 def _send_s(system: System, plan: Plan, micro: int, setup: Setup, cfg: TransformerConfig) -> float:
-    """One microbatch's activations (or their gradient) to the next (previous) stage."""
-    nbytes = micro * setup.seq * cfg.hidden_size * setup.act.itemsize
+    """One microbatch's activations (or their gradient) to the next (previous) stage, from
+    each chip of a stage to its peer of the next: the whole hidden state, or with sequence
+    parallelism each tensor-parallel rank's 1/tp of the sequence, the residual stream's
+    shard the layer boundary holds (Korthikanti et al. 2022, section 4.2.2: the layer's
+    input is split along the sequence), each rank sending its own."""
+    shards = plan.tp if setup.sequence_parallel else 1
+    nbytes = micro * setup.seq * cfg.hidden_size * setup.act.itemsize / shards
     span = plan.tp * plan.pp
     return collective_time(system, Collective.SEND_RECV, nbytes, 2, span).time_s

@@ -71,7 +71,7 @@ def _llm_training(point: Point) -> Prediction:
     import xpusim
     from xpusim.scenarios.training import simulate_training
 
-    settings = ("tp", "pp", "dp", "recompute", "zero", "sequence_parallel")
+    settings = ("tp", "pp", "dp", "virtual_stages", "recompute", "zero", "sequence_parallel")
     options = {k: point.get(k) for k in settings if point.get(k) is not None}
     result = simulate_training(
         xpusim.model(point.get("model")), xpusim.target(point.get("system", point.chip)),
@@ -90,6 +90,8 @@ def _llm_training(point: Point) -> Prediction:
     else:
         raise Unexpressible(f"metric {point.metric!r} is not a training output")
     plan = " x ".join(f"{k}{v}" for k, v in result.plan.items() if v > 1)
+    if result.virtual_stages > 1:
+        plan += f" (interleaved, {result.virtual_stages} chunks a rank)"
     return Prediction(value, result.bottleneck, plan)
 
 

@@ -22,6 +22,7 @@ from xpusim.cli_lists import (
     offline_option,
 )
 from xpusim.cli_output import wide_option as _wide_option
+from xpusim.run_options import MOE_BACKENDS
 from xpusim.serving.options import PATH, Engine, Load, Search
 
 PLAN_HELP = {
@@ -33,6 +34,9 @@ PLAN_HELP = {
                             click.Choice(PRECISIONS)),
     "kv_precision": ("The KV cache's storage format when not --precision.",
                      click.Choice(PRECISIONS)),
+    "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
+                    "kernels price the routed experts where the chip has a table of it.",
+                    click.Choice(MOE_BACKENDS, case_sensitive=False)),
     "chips": ("Chips in the system; replicas of the plan fill it.", count()),
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),

@@ -416,10 +416,10 @@ def step_cost(
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
     `max_context` keys each."""
-    act, weight, attention, kv = formats.formats
+    act, weight, attention, kv, moe_backend = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
-        return [Request(int(b), int(p), 1, act, weight, attention, kv)
+        return [Request(int(b), int(p), 1, act, weight, attention, kv, moe_backend=moe_backend)
                 for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
 
     probe = _attention_probe(cfg, plan, act, weight, attention, kv)

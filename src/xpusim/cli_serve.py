@@ -36,7 +36,7 @@ PLAN_HELP = {
                      click.Choice(PRECISIONS)),
     "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
                     "kernels price the routed experts where the chip has a table of it.",
-                    click.Choice(MOE_BACKENDS, case_sensitive=False)),
+                    click.Choice(MOE_BACKENDS)),
     "chips": ("Chips in the system; replicas of the plan fill it.", count()),
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),

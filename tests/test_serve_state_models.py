@@ -76,7 +76,7 @@ def test_scans_and_carried_convolutions_are_state_ops():
     plan, req = cand.plan, setup.req
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
-        return [Request(int(b), int(p), 1, *req.formats)
+        return [req.shaped(int(b), int(p), 1)
                 for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
 
     probe = _attention_probe(cfg, plan.rank, *req.formats)

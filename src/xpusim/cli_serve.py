@@ -23,6 +23,7 @@ from xpusim.cli_lists import (
 )
 from xpusim.cli_output import json_option as _json_option
 from xpusim.cli_output import wide_option as _wide_option
+from xpusim.run_options import MOE_BACKENDS
 from xpusim.serving.options import PATH, Engine, Load, Search
 
 PLAN_HELP = {
@@ -34,6 +35,9 @@ PLAN_HELP = {
                             click.Choice(PRECISIONS)),
     "kv_precision": ("The KV cache's storage format when not --precision.",
                      click.Choice(PRECISIONS)),
+    "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
+                    "kernels price the routed experts where the chip has a table of it.",
+                    click.Choice(MOE_BACKENDS)),
     "chips": ("Chips in the system; replicas of the plan fill it.", count()),
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),

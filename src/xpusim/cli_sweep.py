@@ -29,9 +29,10 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 @listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "offline", "wide"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "offline", "precision",
                              "weight_precision", "attention_precision", "kv_precision",
-                             "chips", "tp", "pp", "dp", "ep", "dp_attention", "prompt", "gen",
-                             "sla_ms", "price", "wide", "speculative", "draft_tokens",
-                             "acceptance", "acceptance_lengths"))  # run's, the same flags
+                             "moe_backend", "chips", "tp", "pp", "dp", "ep", "dp_attention",
+                             "prompt", "gen", "sla_ms", "price", "wide", "speculative",
+                             "draft_tokens", "acceptance",
+                             "acceptance_lengths"))  # run's, the same flags
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "

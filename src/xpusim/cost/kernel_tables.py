@@ -43,7 +43,11 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   time is split evenly over its two GEMMs (MOE_GEMMS), so that the layer's ops add up to
   it. Each table names the engine and version that measured it; the cost model does not
   choose tables by the serving engine (it costs ops for any engine), so these TensorRT-LLM
-  tables price every engine's expert GEMMs on their chips.
+  tables price every engine's expert GEMMs on their chips. A moe table names the engine's
+  MoE `backend` whose kernels it timed (MOE_BACKENDS, TensorRT-LLM's `moe_backend` names;
+  CUTLASS, the default fused MoE, where it names none): a run's `moe_backend` setting stamps
+  the routed experts' ops (workloads/transformer.py), and those take that backend's table
+  first, then the default's where the chip has none of that backend (op_table.kernel_keys).
 - `decode_attention`: one measured decode (generation) attention kernel a row, [sequences,
   cached tokens, heads, kv heads, head_dim, microseconds] (one new token per sequence over a
   paged KV cache), its roofline the larger of its FLOPs (4 x heads x head_dim x tokens per
@@ -96,6 +100,7 @@ import numpy as np
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType, Format, parse_weight_format
+from xpusim.run_options import MOE_BACKENDS
 
 TABLES_DIR = Path(__file__).resolve().parent / "kernel_tables"
 GRID_LOG2 = np.arange(0.0, 41.0)
@@ -115,6 +120,10 @@ _PRICED = {"decode_attention": "decode attention over a {scope} cache",
            "prefill_attention": "{scope} prefill attention kernels",
            "mla_prefill": "MLA prefill of {scope} keys"}  # fmt: skip
 """What an attention kind's table prices, as `xpusim chip` lists it (KernelTable.describe)."""
+DEFAULT_MOE_BACKEND = "CUTLASS"
+"""The backend of a moe table that names none, and of an op no setting stamps: TensorRT-LLM's
+default (MoeConfig.backend "CUTLASS"), whose throughput rows benchmarks/moe_kernel_tables.py
+keeps."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -139,6 +148,13 @@ class KernelTable:
     roofline_s: np.ndarray  # of each row on measured_on's datasheet peak and bandwidth
     measured_s: np.ndarray
     engine: str = ""  # "trtllm 1.3.0rc10": the engine whose kernels were measured, if one
+    backend: str = DEFAULT_MOE_BACKEND  # a moe table's MoE backend (MOE_BACKENDS)
+
+    @property
+    def key_scope(self) -> str:
+        """The scope an op's kernel key names this table by (op_table.kernel_keys): a moe
+        table of a backend other than the default's is keyed with it (moe_scope)."""
+        return moe_scope(self.scope, self.backend) if self.kind == "moe" else self.scope
 
     @property
     def fractions(self) -> np.ndarray:
@@ -177,7 +193,7 @@ class KernelTable:
         if self.kind in ATTENTION_KINDS:
             return kind == self.kind and self.scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
-            self.prices_all_of_dtype or self.scope == scope)
+            self.prices_all_of_dtype or self.key_scope == scope)
 
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
@@ -188,7 +204,7 @@ class KernelTable:
         key = KEYED_BY[self.kind]
         if self.kind == "moe":  # a chip may have tables of one weight format under two
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
-            field = f"kernel_table.moe.{self.dtype}.{self.scope}"  # activation formats
+            field = f"kernel_table.moe.{self.dtype}.{self.key_scope}"  # activation formats
         elif self.kind in _PRICED:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
         return (field,
@@ -206,6 +222,13 @@ class KernelTable:
         fixed_s = self.fixed_s if fixed_s is None else fixed_s
         nodes, values = _fractions(self.rows_m, self.roofline_s, self.measured_s, fixed_s)
         return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
+
+
+def moe_scope(weight: str, backend: str) -> str:
+    """The kernel scope of routed experts over `weight`-format weights run by MoE `backend`:
+    the weight format's name for the default backend (every table filed before backends
+    were named), `nvfp4@WIDEEP` for another."""
+    return weight if backend == DEFAULT_MOE_BACKEND else f"{weight}@{backend}"
 
 
 def _fractions(
@@ -408,12 +431,17 @@ def _table(entry: dict, path: Path) -> KernelTable:
         rows_m, roofline_s, measured_s = roofline_seconds(
             rows, dtype, measured_on, where, entry["kind"], entry["scope"])
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
+        backend = entry.get("backend", DEFAULT_MOE_BACKEND)
+        if backend not in MOE_BACKENDS or (backend != DEFAULT_MOE_BACKEND
+                                           and entry["kind"] != "moe"):  # fmt: skip
+            raise ValueError(f"backend {backend!r}: a moe table's, one of "
+                             f"{', '.join(MOE_BACKENDS)}")  # fmt: skip
         return KernelTable(
             name=entry["name"], kind=entry["kind"], dtype=dtype.value, scope=entry["scope"],
             measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
-            engine=engine,
+            engine=engine, backend=backend,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -500,7 +528,7 @@ def kernel_table(
     the copy's own peak and bandwidth)."""
     scope = dtype.value if scope is None else scope
     tables = [t for t in tables_for_chip(chip_id, kind) if t.prices(kind, dtype, scope)]
-    exact = [t for t in tables if t.scope == scope]
+    exact = [t for t in tables if t.key_scope == scope]
     return (exact or tables or [None])[0]
 
 

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.moe_expert import is_expert
-from xpusim.cost.kernel_tables import KEYED_BY
+from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, moe_scope
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
@@ -111,11 +111,12 @@ FLOPS_KINDS = tuple(kind for kind, key in KEYED_BY.items() if key == "FLOPs")
 def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """The (kind, scope) of the kernel tables that may price an op, in the order tried
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
-    first, then, as every matmul, a gemm table of its kernel family; a decode attention op
-    a decode_attention table of its cache's format, an MLA decode op an mla_decode table of
-    its cache's format, a prefill's attention a prefill_attention table of its kernel's
-    format (its compute format, FP16 runs BF16's kernels at BF16's rate), an MLA prefill an
-    mla_prefill table of its keys' format; other ops none."""
+    and its `moe_backend` (a run's setting; the default's table after it, where the chip has
+    none of that backend) first, then, as every matmul, a gemm table of its kernel family;
+    a decode attention op a decode_attention table of its cache's format, an MLA decode op
+    an mla_decode table of its cache's format, a prefill's attention a prefill_attention
+    table of its kernel's format (its compute format, FP16 runs BF16's kernels at BF16's
+    rate), an MLA prefill an mla_prefill table of its keys' format; other ops none."""
     if is_decode_attention(op):
         return (("decode_attention", op.inputs[1].dtype.value),)
     if is_mla_decode(op):
@@ -128,7 +129,10 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
         return ()
     gemm = ("gemm", kernel_scope(op))
     if is_expert(op) and len(op.inputs) > 1:
-        return (("moe", op.inputs[1].dtype.value), gemm)
+        weight = op.inputs[1].dtype.value
+        backend = op.attr("moe_backend") or DEFAULT_MOE_BACKEND
+        own = (("moe", moe_scope(weight, backend)),) if backend != DEFAULT_MOE_BACKEND else ()
+        return (*own, ("moe", weight), gemm)
     return (gemm,)
 
 

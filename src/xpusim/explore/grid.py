@@ -27,7 +27,8 @@ PLAN_OPTIONS = frozenset(
 """Options that change how a model is spread over hardware, not the shapes of its graphs:
 points that differ only in these (and in the chip) reuse the same built graphs."""
 
-FORMAT_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision", "mode")
+FORMAT_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision",
+                  "moe_backend", "mode")
 """Options that change a graph's structure: points that share them (and tp, ep) share one
 graph over all their shapes (shapes as arrays: scenarios/llm/graphs.py)."""
 

@@ -12,7 +12,7 @@ chip lacks is an error naming the ones it has; no format given means the chip's 
 
 from __future__ import annotations
 
-from xpusim.errors import UserError
+from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType, Format, parse_weight_format
 
@@ -81,3 +81,16 @@ def resolve_attention_format(
     attention = DType.parse(str(attention_precision), "attention precision")
     chip.peak(attention, "--attention-precision")  # a UserError naming what the chip has
     return None if attention == act else attention
+
+
+def resolve_moe_backend(name: str | None) -> str:
+    """The engine's MoE backend by TensorRT-LLM's name (run_options.MOE_BACKENDS, any case),
+    or "" (the default's tables) when not given."""
+    from xpusim.run_options import MOE_BACKENDS
+
+    if name is None:
+        return ""
+    found = str(name).upper()
+    if found not in MOE_BACKENDS:
+        raise UserError(f"unknown moe backend {name!r}{closest(found, MOE_BACKENDS)}")
+    return found

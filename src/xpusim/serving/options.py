@@ -20,6 +20,7 @@ TRIALS = ("full", "verdict")  # Search.trials: serving/verdict.py
 UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
+GRAPH_PADS = ("tokens", "decode", "none")  # serving/engines.toml's graph_pad
 
 
 MAX_SPAN_S = 1e9
@@ -133,6 +134,14 @@ class Engine:
                                 "budget).", type=int)
     kv_block: int | None = option(None, "Tokens per KV-cache block (default: the "
                                   "engine's).", type=int)
+    graph_sizes: str | None = option(None, "CUDA-graph batch sizes the engine captured, "
+                                     "comma-separated (TensorRT-LLM's cuda_graph_config "
+                                     "batch_sizes; default: the engine's).", type=str)
+    graph_pad: str | None = option(None, "How a step pads up to a captured size: decode "
+                                   "(decode-only steps' batch, each attention-DP rank's "
+                                   "its own), tokens (every step's tokens) or none "
+                                   "(TensorRT-LLM's enable_padding off; default: the "
+                                   "engine's).", type=str)
     kv_blocks: int | None = option(None, "KV blocks per replica, instead of what memory "
                                    "leaves (vLLM's num_gpu_blocks_override).", type=int)
     kv_utilization: float | None = option(None, "The engine's memory fraction, read as "
@@ -178,6 +187,12 @@ class Engine:
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
+        self.captured  # noqa: B018  (refuses sizes that are not positive integers)
+        if self.graph_pad is not None and self.graph_pad not in GRAPH_PADS:
+            from xpusim.errors import closest
+
+            raise UserError(f"unknown graph_pad {self.graph_pad!r}"
+                            f"{closest(self.graph_pad, GRAPH_PADS)}")  # fmt: skip
         if self.kv_utilization is not None and not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
@@ -197,6 +212,20 @@ class Engine:
 
         engine(self.engine)
         self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
+
+    @property
+    def captured(self) -> list[int] | None:
+        """graph_sizes as ascending integers, or None where the engine's own are kept."""
+        if self.graph_sizes is None:
+            return None
+        try:
+            sizes = sorted({int(s) for s in str(self.graph_sizes).split(",")})
+        except ValueError:
+            sizes = []
+        if not sizes or sizes[0] < 1:
+            raise UserError(f"graph_sizes must be positive integers separated by commas, got "
+                            f"{self.graph_sizes!r}")  # fmt: skip
+        return sizes
 
     @property
     def decoding(self) -> Any:

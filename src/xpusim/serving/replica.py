@@ -32,26 +32,32 @@ from xpusim.serving.step_cost import StepCost, StepTime, Work
 @dataclass
 class Padding:
     """CUDA-graph padding (serving/engines.toml): a step whose size is captured runs as the
-    next captured size up, so its token ops cost that many tokens. `rows[T - 1]`: what
-    padding T tokens adds (stage times..., energy of one chip)."""
+    next captured size up, so its token ops cost that many tokens. Under attention data
+    parallelism each of the `ranks` runs its own share of the step as one graph, and all
+    run the same size (their experts meet in one all-to-all): T tokens over R ranks run as
+    R x the size ceil(T / R) pads to (TensorRT-LLM's CUDA-graph runner with attention DP
+    pads every rank's batch to the largest rank's graph). `rows[T - 1]`: what padding T
+    tokens adds (stage times..., energy of one chip)."""
 
     mode: str  # "tokens": every step's token count; "decode": decode-only steps' batch
     rows: list[list[float]]
 
     @classmethod
     def of(cls, mode: str, sizes: list[int], cost: StepCost, q: int,
-           pad: Callable[[int, list[int]], int]) -> Padding | None:  # fmt: skip
+           pad: Callable[[int, list[int]], int], ranks: int = 1) -> Padding | None:  # fmt: skip
         """The padding of a step cost's token ops at the captured `sizes` (ascending), q
-        tokens per decoding sequence; `pad`: EngineProfile.padded."""
+        tokens per decoding sequence, over `ranks` attention-DP ranks each padding its own
+        share; `pad`: EngineProfile.padded."""
         if mode == "none" or not sizes:
             return None
-        top = min(sizes[-1] * q, cost.max_tokens)
+        top = min(sizes[-1] * q * ranks, cost.max_tokens)
         stage = cost.token_stage_s[:top].tolist()
         energy = cost.token_energy_j[:top].tolist()
         rows = []
         for t in range(1, top + 1):
             n = -(-t // q) if mode == "decode" else t
-            padded = min(pad(n, sizes) * (q if mode == "decode" else 1), top)
+            padded = min(pad(-(-n // ranks), sizes) * ranks * (q if mode == "decode" else 1),
+                         top)  # fmt: skip
             rows.append([a - b for a, b in zip([*stage[padded - 1], energy[padded - 1]],
                                                [*stage[t - 1], energy[t - 1]], strict=True)])
         return cls(mode, rows)

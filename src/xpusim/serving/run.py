@@ -57,6 +57,7 @@ class Prepared:
     notes: list[str]
     decode: Prepared | None = None  # disaggregation: the decode replicas', when their plan differs
     graphs: list[int] = field(default_factory=list)  # the engine's captured CUDA-graph sizes
+    graph_pad: str = "none"  # how a step pads to them (engines.toml graph_pad)
     draft: StepCost | None = None  # speculative decoding's draft model, on the same plan
 
     @property
@@ -181,8 +182,11 @@ def prepare(
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
     pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
-    graphs = (f", CUDA graphs up to {limits.graph_max} padding {pads[profile.graph_pad]}"
-              if profile.graph_pad != "none" and limits.graph_max else "")  # fmt: skip
+    captured = engine.captured or profile.captured(limits.graph_max)
+    graph_pad = engine.graph_pad or profile.graph_pad
+    per_rank = " of each attention-DP rank" if one.dp_attention else ""
+    graphs = (f", CUDA graphs up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
+              if graph_pad != "none" and captured else "")  # fmt: skip
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
                  f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
@@ -191,7 +195,7 @@ def prepare(
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
                      f"tokens per step, {how.advance:.3g} tokens per step expected")
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
-                    decode, profile.captured(limits.graph_max), draft)
+                    decode, captured, graph_pad, draft)
 
 
 def _step_table(
@@ -260,7 +264,8 @@ def _kv_room(
     mean length (`lengths`: each request's prompt + gen), so the blocks a load's sequences
     take hold what they keep on average. A model whose every attention layer is windowed
     keeps those layers in the blocks whole (Mistral-7B v0.1), as before."""
-    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats)], plan.tp,
+    activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats[:4],
+                                                moe_backend=req.moe_backend)], plan.tp,
                                      plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
     profile, capacity = engine_profile(engine.engine), system.chip.capacity_bytes
     per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
@@ -342,8 +347,8 @@ def run(
         spec = None
         if own.draft is not None:
             spec = Speculator(e.drafts, e.decoding.advance, own.draft)
-        padding = Padding.of(profile.graph_pad, own.graphs, own.cost, e.drafts + 1,
-                             profile.padded)  # fmt: skip
+        padding = Padding.of(own.graph_pad, own.graphs, own.cost, e.drafts + 1,
+                             profile.padded, own.plan.attention_dp)  # fmt: skip
         ranks = own.plan.attention_dp if profile.dp_attention_chunk else 1
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,

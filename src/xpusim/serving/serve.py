@@ -52,8 +52,9 @@ def write_frames(frames: Frames, out: Path, parquet: bool) -> list[str]:
     return written
 
 
-PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision", "chips",
-                "tp", "pp", "dp", "ep", "dp_attention", "objective")  # fmt: skip
+PLAN_OPTIONS = ("precision", "weight_precision", "attention_precision", "kv_precision",
+                "moe_backend", "chips", "tp", "pp", "dp", "ep", "dp_attention",
+                "objective")  # fmt: skip
 
 
 def serve_llm(

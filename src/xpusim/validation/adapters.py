@@ -148,7 +148,7 @@ def _llm_serving(point: Point) -> Prediction:
         "prompt": int(point.get("prompt")), "gen": int(point.get("gen")),
         "precision": point.get("precision"), "weight_precision": point.get("weight_precision"),
         "attention_precision": point.get("attention_precision"),
-        "kv_precision": point.get("kv_precision"),
+        "kv_precision": point.get("kv_precision"), "moe_backend": point.get("moe_backend"),
         "chips": int(point.get("chips", 1)), "tp": int(point.get("tp", 1)),
         "ep": int(point.get("ep") or 1), "dp_attention": bool(point.get("dp_attention")),
         "engine": point.get("engine_profile", "ideal"),
@@ -160,6 +160,10 @@ def _llm_serving(point: Point) -> Prediction:
     for setting in ("token_budget", "max_batch"):  # engine limits the source states
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))
+    if point.get("graph_sizes") is not None:  # the CUDA graphs the source's config captured
+        options["graph_sizes"] = ",".join(str(int(n)) for n in point.get("graph_sizes"))
+    if point.get("graph_pad") is not None:
+        options["graph_pad"] = point.get("graph_pad")
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

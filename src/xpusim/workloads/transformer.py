@@ -91,8 +91,10 @@ class _Builder:
     def __init__(
         self, cfg: TransformerConfig, step: StepShape, act: DType, weight: Format, training: bool,
         compact: bool, attention: DType | None = None, kv: DType | None = None,
+        moe_backend: str = "",
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
+        self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
         self.parts = weight_parts(weight, act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
@@ -620,7 +622,8 @@ class _Builder:
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
         used, rows = self.routed
-        routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value)
+        routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
+                       moe_backend=self.moe_backend)  # fmt: skip
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -867,6 +870,7 @@ def build_step(
     compact: bool = False,
     attention: DType | None = None,
     kv: DType | None = None,
+    moe_backend: str = "",
 ) -> Graph:
     """One step's ops; `training` builds the forward pass of a training step (see above).
 
@@ -881,10 +885,13 @@ def build_step(
     plugin takes FP16/BF16 inputs, the FP8 KV cache being dequantized on the fly). `kv` is
     the format the KV cache is stored in when it differs from `act`: engines with FP4 GEMMs
     keep an FP8 cache (TensorRT-LLM's NVFP4 engines: kv_cache_dtype fp8), and vLLM's
-    --kv-cache-dtype fp8 stores one beside 16-bit weights.
+    --kv-cache-dtype fp8 stores one beside 16-bit weights. `moe_backend` names the engine's
+    MoE backend (cost/kernel_tables.py MOE_BACKENDS), stamped on the routed experts' ops so
+    that a measured table of that backend prices them; "" leaves the default's.
     """
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
     if training:
         refuse_untrainable(cfg)
-    return _Builder(cfg, step, act, weight or act, training, compact, attention, kv).build()
+    return _Builder(cfg, step, act, weight or act, training, compact, attention, kv,
+                    moe_backend).build()

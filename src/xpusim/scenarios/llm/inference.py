@@ -30,7 +30,12 @@ from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.run_options import keyword_defaults, takes
 from xpusim.scenarios.decoding import Decoding, DraftCost, mtp_draft, resolve_decoding
-from xpusim.scenarios.formats import resolve_attention_format, resolve_formats, resolve_kv_format
+from xpusim.scenarios.formats import (
+    resolve_attention_format,
+    resolve_formats,
+    resolve_kv_format,
+    resolve_moe_backend,
+)
 from xpusim.scenarios.llm.chunking import PrefillChunks, default_token_budget
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
@@ -115,9 +120,9 @@ class LLMInferenceResult(Result):
 
 
 OPTIONS = ("batch", "prompt", "gen", "precision", "weight_precision", "attention_precision",
-           "kv_precision", "chips", "tp", "pp", "dp", "ep", "dp_attention", "microbatches",
-           "objective", "overlap", "beams", "n", "speculative", "draft_tokens", "acceptance",
-           "acceptance_lengths")  # fmt: skip
+           "kv_precision", "moe_backend", "chips", "tp", "pp", "dp", "ep", "dp_attention",
+           "microbatches", "objective", "overlap", "beams", "n", "speculative", "draft_tokens",
+           "acceptance", "acceptance_lengths")  # fmt: skip
 """The fields of run_options.RunOptions that LLM inference takes: their help says what each
 does, and `simulate`'s keywords are made from them. Besides a name, `precision`'s take a
 DType or Format and `speculative` a TransformerConfig (or "mtp": the model's own module)."""
@@ -261,6 +266,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
                                          given["weight_precision"])  # fmt: skip
     attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
+    moe_backend = resolve_moe_backend(given["moe_backend"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
                            given["draft_tokens"], given["acceptance"],
                            given["acceptance_lengths"])  # fmt: skip
@@ -284,7 +290,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             "give --pp 1")  # fmt: skip
     req = Request(0, 0, 0, act, weight, attention, kv, how.width, how.returned, how.step_tokens,
-                  how.advance)  # fmt: skip
+                  how.advance, moe_backend)  # fmt: skip
     memories = [stage_memory(cfg, plan, weight, act, kv or act) for plan in plans]
     one_chip = stage_memory(cfg, Plan(), weight, act, kv or act)
     groups = [graph_group(req, plan) for plan in plans]

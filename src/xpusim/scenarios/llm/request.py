@@ -40,6 +40,7 @@ class Request:
     returned: int = 1  # sequences output per prompt: 1 for beam search
     step_tokens: int = 1
     advance: float = 1.0
+    moe_backend: str = ""  # the engine's MoE backend (kernel_tables.MOE_BACKENDS); "": default
 
     def shaped(self, batch: int, prompt: int, gen: int) -> Request:
         """This request at another shape: dataclasses.replace(self, batch=..., prompt=...,
@@ -50,10 +51,11 @@ class Request:
         return found
 
     @property
-    def formats(self) -> tuple[DType, Format, DType | None, DType | None]:
-        """act, weight, attention and kv: what a graph's structure depends on besides tp
-        and ep; requests that share them share one graph over their shapes (ShapeGraphs)."""
-        return (self.act, self.weight, self.attention, self.kv)
+    def formats(self) -> tuple[DType, Format, DType | None, DType | None, str]:
+        """act, weight, attention, kv and the MoE backend: what a graph's ops depend on
+        besides tp and ep; requests that share them share one graph over their shapes
+        (ShapeGraphs)."""
+        return (self.act, self.weight, self.attention, self.kv, self.moe_backend)
 
     @property
     def steps_after_first(self) -> int:

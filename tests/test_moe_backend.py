@@ -1,0 +1,117 @@
+"""The engine's MoE backend (run/serve --moe-backend, a point's `moe_backend`) chooses which
+measured MoE table prices the routed experts, and a point's CUDA-graph sizes pad each
+attention-DP rank's decode batch (serve --graph-sizes/--graph-pad, a point's graph_sizes
+and graph_pad): ignoring either moves the numbers these tests hold."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import xpusim
+from xpusim.cost.kernel_tables import all_tables, kernel_table
+from xpusim.errors import UserError
+from xpusim.ir.dtypes import DType
+from xpusim.serving.engines import engine
+from xpusim.serving.options import Engine
+from xpusim.serving.replica import Padding
+
+R1 = dict(chips=8, tp=8, ep=8, dp_attention=True, precision="nvfp4", kv_precision="fp8",
+          attention_precision="fp8", prompt=2048, gen=2)  # fmt: skip
+
+
+def _expert_layer_s(backend: str | None, batch: int) -> float:
+    """One MoE layer's two expert GEMMs in DeepSeek-R1's decode step on 8 B200 (EP 8,
+    attention DP: `batch` tokens enter the experts)."""
+    result = xpusim.simulate("deepseek-r1", "b200", batch=batch, moe_backend=backend, **R1)
+    ops = [o for o in result.ops if o.phase == "decode" and ".experts." in o.name
+           and o.kind == "matmul"]  # fmt: skip
+    assert len(ops) == 2
+    return sum(o.time_s for o in ops)
+
+
+def test_the_wideep_tables_hold_deepseek_ep8_power_law_rows():
+    wideep = [t for t in all_tables() if t.kind == "moe" and t.backend == "WIDEEP"]
+    assert {t.measured_on for t in wideep} == {"b200", "b300", "gb200"}
+    for t in wideep:
+        assert "wideep_moe_perf" in t.source and "power_law_1.01" in t.source
+        assert t.key_scope == "nvfp4@WIDEEP" and np.all(t.fractions <= 1)
+    cutlass = kernel_table("b200", DType.NVFP4, "nvfp4", kind="moe")
+    assert cutlass.backend == "CUTLASS" and "balanced" in cutlass.source
+
+
+def test_the_backend_chooses_the_table_that_prices_the_experts():
+    """At 1,024 tokens over EP 8 WIDEEP's measured layer is 217 us (power-law routing, the
+    busiest rank), CUTLASS's 286-303 us (balanced); each backend's ops follow its own."""
+    wideep, cutlass = _expert_layer_s("WIDEEP", 1024), _expert_layer_s(None, 1024)
+    assert wideep == pytest.approx(216.7e-6, rel=0.08)  # + xpusim's chance imbalance
+    assert cutlass > 1.25 * wideep
+    assert _expert_layer_s("CUTLASS", 1024) == cutlass  # the default, named
+    assert _expert_layer_s("wideep", 1024) == wideep  # TensorRT-LLM's names, any case
+
+
+def test_a_backend_without_a_table_keeps_the_default_one():
+    """DEEPGEMM has no B200 table: its experts take CUTLASS's, the fallback kernel_keys
+    names."""
+    assert _expert_layer_s("DEEPGEMM", 1024) == _expert_layer_s(None, 1024)
+
+
+def test_an_unknown_backend_is_refused_by_name():
+    with pytest.raises(UserError, match="WIDEEP"):
+        xpusim.simulate("deepseek-r1", "b200", batch=8, moe_backend="wide-ep", **R1)
+
+
+def _padding(ranks: int) -> Padding:
+    """Padding over a step cost whose token ops take 1 us a token (one stage)."""
+    tokens = np.arange(1, 4097, dtype=float)
+    cost = SimpleNamespace(max_tokens=4096, token_stage_s=tokens[:, None] * 1e-6,
+                           token_energy_j=tokens * 1e-3)  # fmt: skip
+    found = Padding.of("decode", [128, 256, 384, 512], cost, 1, engine("trtllm").padded, ranks)
+    assert found is not None
+    return found
+
+
+def test_each_attention_dp_rank_pads_its_own_batch():
+    """1,240 sequences over 8 ranks are 155 a rank, each run as a graph of 256: the step
+    costs 2,048 tokens' token ops. On one rank 1,240 is past the largest graph (512) and
+    runs unpadded; 300 pads to 384."""
+    assert _padding(8).extra(1240, decode_only=True)[0] == pytest.approx((2048 - 1240) * 1e-6)
+    assert _padding(1).extra(1240, decode_only=True) is None  # past the largest: as it is
+    assert _padding(1).extra(300, decode_only=True)[0] == pytest.approx(84e-6)
+    assert _padding(8).extra(1240, decode_only=False) is None  # a step with a prefill
+
+
+def test_graph_settings_are_checked():
+    assert Engine(graph_sizes="512, 128,256").captured == [128, 256, 512]
+    with pytest.raises(UserError, match="graph_sizes"):
+        Engine(graph_sizes="0,128")
+    with pytest.raises(UserError, match="decode"):
+        Engine(graph_pad="decodes")
+
+
+@pytest.fixture(scope="module")
+def mlperf_point():
+    from xpusim.validation.points import load_points
+
+    wanted = "mlperf51-nvidia-b200x8-deepseek-r1-server-tpot-mean"
+    return next(p for p in load_points() if p.id == wanted)
+
+
+def _tpot(point, **drop) -> float:
+    from xpusim.validation.adapters import predict
+
+    return predict(dataclasses.replace(point, setup={**point.setup, **drop})).value
+
+
+def test_the_mlperf_rows_settings_reach_serve(mlperf_point):
+    """The rows state WIDEEP and graphs of 128-512 with padding; dropping either changes
+    the predicted TPOT at the run's rate (padding adds work; WIDEEP's measured experts are
+    cheaper than CUTLASS's at this batch)."""
+    setup = mlperf_point.setup
+    assert setup["moe_backend"] == "WIDEEP" and setup["graph_sizes"] == [128, 256, 384, 512]
+    stated = _tpot(mlperf_point)
+    assert _tpot(mlperf_point, graph_sizes=None, graph_pad=None) < 0.95 * stated
+    assert _tpot(mlperf_point, moe_backend=None) > 1.05 * stated

@@ -35,20 +35,10 @@ token-expert pairs tokens x topk / ep), one NVFP4 table per chip, with `backend 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from aiconfigurator_data import (
-    DATA,
-    arguments,
-    full_commit,
-    last_change,
-    read_parquet,
-    table_toml,
-    write,
-)
+from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
 
-OUT = (Path(__file__).resolve().parent.parent
-       / "src/xpusim/cost/kernel_tables/moe/nvidia-trtllm-wideep.toml")
+OUT = KERNEL_TABLES / "moe/nvidia-trtllm-wideep.toml"
 VERSION = "1.3.0rc10"
 CHIPS = {"b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200"}
 SHAPE = (7168, 2048, 256, 8)  # hidden, inter, experts, topk: DeepSeek-V3/R1
@@ -59,18 +49,19 @@ MIN_TOKENS = 128  # x top-8 = 4 x 256 experts
 
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
-    commit = full_commit(args.repo, args.commit)
-    parts = [
+    mirror = Mirror.of(args)
+    header = (
         "# Measured WIDEEP MoE compute times of TensorRT-LLM on NVIDIA chips, from\n"
         "# aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/wideep_moe_tables.py (its docstring says which rows are kept); do not\n"
         "# edit by hand. Rows: [tokens, hidden, inter, topk, experts, moe_tp, moe_ep,\n"
         "# microseconds], tokens the whole EP group's step, the time the busiest rank's.\n"
-        f"# Source commit {commit}.\n"
-    ]
+        f"# Source commit {mirror.commit}.\n"
+    )
+    tables = []
     for chip_dir, chip_id in CHIPS.items():
-        path = f"{DATA}/{chip_dir}/moe/trtllm/{VERSION}/wideep_moe_perf.parquet"
-        data = read_parquet(args.repo, commit, path)
+        measured = mirror.read(f"{chip_dir}/moe/trtllm/{VERSION}/wideep_moe_perf.parquet")
+        data = measured.columns
         found = {}
         for i in range(len(data["latency"])):
             shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],
@@ -87,16 +78,15 @@ def main() -> int:
         rows = [[*key, us] for key, us in sorted(found.items())]
         text = table_toml(
             f"aiconfigurator-trtllm-wideep-moe-nvfp4-{chip_id}", "moe", "nvfp4", "nvfp4", chip_id,
-            VERSION, f"wideep_moe, moe_dtype nvfp4, {DISTRIBUTION}, no EPLB", path, commit,
-            last_change(args.repo, commit, path),
+            VERSION, f"wideep_moe, moe_dtype nvfp4, {DISTRIBUTION}, no EPLB", measured,
             f"{chip_id}, TensorRT-LLM {VERSION} WideEPMoE expert compute (moe_backend WIDEEP: "
             "router on one attention-DP rank's tokens, fc1 gate_up + SwiGLU, fc2 down, "
             "finalize; no all-to-all), NVFP4 weights and activations, CUTLASS grouped GEMMs; "
             f"the busiest EP rank under {DISTRIBUTION} routing, no EPLB; CUDA graphs, mean of "
             "5 routings (collector/wideep/trtllm/collect_moe_compute.py); DeepSeek-V3/R1's "
             "shape, EP 8", rows)  # fmt: skip
-        parts.append("\n" + text.replace("\nsource = ", '\nbackend = "WIDEEP"\nsource = ', 1))
-    write(args.out, parts)
+        tables.append(text.replace("\nsource = ", '\nbackend = "WIDEEP"\nsource = ', 1))
+    write(args.out, header, tables)
     return 0
 
 

@@ -36,11 +36,12 @@ The group's axes run at once, the data split so each share runs them in another 
 their hops add, and every axis's links carry a share. Other topologies are unchanged by
 this: a switch or full mesh uses all its links, and pairs chips directly in an all-to-all.
 
-Measured floor. On NVIDIA chips with measured collectives (kernel_tables/collectives/*.toml:
-one file per chip, aiconfigurator's nccl-tests runs and the engines' own all-reduce kernels, by
-benchmarks/collective_tables.py) an all-reduce, all-gather or reduce-scatter on the first
-(NVLink) level over a measured group size costs at least the fastest measured way to run it
-there: the least, over the tables (NCCL, TensorRT-LLM's, vLLM's, SGLang's all-reduce), of
+Measured floor. On chips with measured collectives (kernel_tables/collectives/*.toml: one
+file per chip; NVIDIA's from aiconfigurator's nccl-tests runs and the engines' own all-reduce
+kernels, by benchmarks/collective_tables.py; the MI300X's from a public rccl-tests run, by
+hand) an all-reduce, all-gather or reduce-scatter on the first (NVLink, xGMI) level over a
+measured group size costs at least the fastest measured way to run it there: the least,
+over the tables (NCCL, TensorRT-LLM's, vLLM's, SGLang's all-reduce; RCCL's), of
 each table's time interpolated linearly in bytes between its rows (flat below its smallest,
 proportional to bytes past its largest). The cost model does not know which engine serves,
 so the floor is the best any measured engine does. It only adds time: the analytic line

@@ -12,8 +12,8 @@ import xpusim
 from xpusim.ir.dtypes import DType, stream_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.workloads.transformer import StepShape, build_step
 from xpusim.workloads.resolve import load_model
+from xpusim.workloads.transformer import StepShape, build_step
 
 
 def _graph(precision: DType, **kw):

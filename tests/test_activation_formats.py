@@ -79,3 +79,14 @@ def test_an_fp8_decode_step_all_reduces_16_bit_activations():
     ar = next(o for o in result.ops if o.phase == "decode" and o.kind == "collective"
               and "all_reduce" in o.name)  # fmt: skip
     assert ar.bytes == pytest.approx(2 * 837 * 8192 * 2)  # read and written, 16-bit
+
+
+def test_a_pipeline_sends_16_bit_hidden_states_under_fp8():
+    """The hidden state a pipeline stage sends the next is the 16-bit residual stream: the
+    same bytes and time under FP8 GEMMs as under BF16 (timeline.py and step_cost.py price
+    it, inference.py reports it)."""
+    run = dict(chips=2, pp=2, tp=1, batch=8, prompt=64, gen=2)
+    sends = {p: [(o.bytes, o.time_s) for o in xpusim.simulate(
+        "llama-2-7b", "h100-sxm", precision=p, **run).ops if o.kind == "send"]
+        for p in ("fp8", "bf16")}  # fmt: skip
+    assert sends["fp8"] == sends["bf16"] and sends["fp8"][1][0] == 8 * 4096 * 2

@@ -18,7 +18,7 @@ from xpusim.cost.op_table import op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
-from xpusim.ir.dtypes import DType, parse_weight_format
+from xpusim.ir.dtypes import DType, parse_weight_format, stream_format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
@@ -40,8 +40,8 @@ def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
         ins = (Tensor(f"{name}.x", (touched, rows, k), dtype),
                Tensor(f"{name}.w", (touched, k, n), weights, Role.WEIGHT))  # fmt: skip
         attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()))
-        ops.append(Op(OpKind.MATMUL, name, ins, (Tensor(f"{name}.y", (touched, rows, n), dtype),),
-                      attrs))  # fmt: skip
+        out = Tensor(f"{name}.y", (touched, rows, n), stream_format(dtype))  # as the builder
+        ops.append(Op(OpKind.MATMUL, name, ins, (out,), attrs))
     return op_table(Graph("moe", ops))
 
 

@@ -416,7 +416,10 @@ class _Sharder:
         head = self._column(op)[0]
         if self.tp == 1:
             return [head]
-        return [head, collective("all_gather", "tp", self.tp, head.outputs[0], op)]
+        # over the whole logits, as every collective's tensor is the whole one: the bytes
+        # cost/collectives.py's S and nccl-tests' all_gather_perf size count (its output);
+        # it was the rank's shard, costing the gather 1/tp of its bytes
+        return [head, collective("all_gather", "tp", self.tp, op.outputs[0], op)]
 
     def _vocab_training(self, op: Op) -> list[Op]:
         vocab = op.outputs[0].shape[0] if op.kind is OpKind.SCATTER_ADD else op.inputs[0].shape[-1]

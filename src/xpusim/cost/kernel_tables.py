@@ -99,7 +99,7 @@ import numpy as np
 
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
-from xpusim.ir.dtypes import DType, Format, parse_weight_format
+from xpusim.ir.dtypes import DType, Format, parse_weight_format, stream_format
 from xpusim.run_options import MOE_BACKENDS
 
 TABLES_DIR = Path(__file__).resolve().parent / "kernel_tables"
@@ -306,16 +306,16 @@ def _gemm_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: st
 def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
     """(token-expert pairs on the rank, roofline seconds of its two expert GEMMs,
     microseconds) of moe rows [tokens, hidden, inter, topk, experts, tp, ep, microseconds]
-    (module docstring); activations and outputs in the compute format, as the layer
-    builder stores them."""
+    (module docstring); activations in the compute format, outputs in the format the
+    engine keeps activations in (ir/dtypes.stream_format), as the layer builder stores
+    them."""
     tokens, hidden, inter, topk, experts, tp, ep = (rows[:, i] for i in range(7))
     pairs, width = tokens * topk / ep, inter / tp
     touched = np.ceil(np.minimum(experts, tokens * topk) / ep)  # balanced routing
-    weight = parse_weight_format(scope)
-    gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight,
-                               dtype.itemsize, chip, where)  # fmt: skip
-    down = _gemm_roofline_s(pairs, hidden, width, touched, dtype, weight, dtype.itemsize,
-                            chip, where)  # fmt: skip
+    weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
+    gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,
+                               where)  # fmt: skip
+    down = _gemm_roofline_s(pairs, hidden, width, touched, dtype, weight, out, chip, where)
     return pairs, gate_up + down, rows[:, 7]
 
 

@@ -169,6 +169,15 @@ MXFP4 checkpoints keep the head and embedding bf16 (their config.json). int8 is 
 edge compilers (TFLite full integer, Hailo, MTIA's int8) quantize the head too."""
 
 
+def stream_format(act: DType) -> DType:
+    """The format an inference engine keeps activations in between its matmuls when they
+    compute in `act`: BF16 under the KEPT_WIDE formats, whose engines quantize a GEMM's
+    input alone and write its output in 16 bits (TensorRT-LLM's FP8 and NVFP4 GEMMs,
+    vLLM's and SGLang's Fp8LinearMethod: out_dtype = the input's bf16), else `act` itself
+    (int8's edge compilers keep integer activations throughout)."""
+    return DType.BF16 if act in KEPT_WIDE else act
+
+
 def weight_parts(weight: Format, act: DType) -> WeightParts:
     """A grouped layout quantizes the linear layers, and the LM head only where the layout
     says so, as the checkpoints do, leaving the rest 16-bit (or in `act` where it is

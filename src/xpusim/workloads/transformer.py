@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xpusim.errors import UserError
-from xpusim.ir.dtypes import DType, Format, weight_parts
+from xpusim.ir.dtypes import DType, Format, stream_format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import (
     SOFTMAX_FLOPS_PER_ELEMENT,
@@ -888,10 +888,46 @@ def build_step(
     --kv-cache-dtype fp8 stores one beside 16-bit weights. `moe_backend` names the engine's
     MoE backend (cost/kernel_tables.py MOE_BACKENDS), stamped on the routed experts' ops so
     that a measured table of that backend prices them; "" leaves the default's.
+
+    An inference step whose GEMMs compute in FP8 or FP4 keeps its other activations in
+    16 bits, as the engines do (quantized_at_matmuls).
     """
     if training and step.q_len != step.kv_len:
         raise ValueError("a training step runs whole sequences: q_len must equal kv_len")
     if training:
         refuse_untrainable(cfg)
-    return _Builder(cfg, step, act, weight or act, training, compact, attention, kv,
-                    moe_backend).build()
+    graph = _Builder(cfg, step, act, weight or act, training, compact, attention, kv,
+                     moe_backend).build()
+    stream = stream_format(act)
+    if training or cfg.encoder or stream == act:
+        return graph
+    return quantized_at_matmuls(graph, act, stream)
+
+
+_QUANTIZED_INPUTS = (OpKind.MATMUL, OpKind.ATTENTION)
+
+
+def quantized_at_matmuls(graph: Graph, act: DType, stream: DType) -> Graph:
+    """The graph with the activations that no op computing in `act` reads kept in `stream`,
+    as serving engines keep them when their GEMMs compute in `act`, 8 bits or fewer: only
+    the inputs of a matmul (or of attention run in `act`) are quantized, by the kernel
+    that writes them (TensorRT-LLM's RMSNorm and SwiGLU plugins write FP8, its rotary
+    kernel FP8 Q for its FP8 attention, whose output is FP8); every GEMM writes 16 bits,
+    so the residual stream, its norms and adds, the activation function's input, the
+    all-reduces after o_proj and down and the logits are 16-bit. Without this an FP8
+    model's all-reduce moved half its bytes.
+
+    Engines that run the quantize as its own kernel (vLLM's scaled_fp8_quant without its
+    fusion passes) read the 16-bit tensor once more and write the quantized one; that
+    kernel is not modelled (docs/cost.md, "Activation formats of quantized engines")."""
+    quantized = {t.name for op in graph.ops if op.kind in _QUANTIZED_INPUTS
+                 and op.attr("compute") == act.value for t in op.inputs}  # fmt: skip
+
+    def kept(t: Tensor) -> Tensor:
+        if t.role is not Role.ACTIVATION or t.dtype != act or t.name in quantized:
+            return t
+        return Tensor(t.name, t.shape, stream, t.role)
+
+    graph.ops = [Op(op.kind, op.name, tuple(map(kept, op.inputs)), tuple(map(kept, op.outputs)),
+                    op.attrs, op.layer) for op in graph.ops]  # fmt: skip
+    return graph

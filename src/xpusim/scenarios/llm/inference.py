@@ -25,7 +25,7 @@ from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
-from xpusim.ir.dtypes import weight_parts
+from xpusim.ir.dtypes import stream_format, weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.run_options import keyword_defaults, takes
@@ -533,7 +533,8 @@ def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceRes
     prefill, decode = cand.metrics.phases
     ttft_s, trip_s, send_prefill_s, send_decode_s = map(cand.figure, (
         "ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
-    act_bytes = setup.req.batch * cfg.hidden_size * setup.req.act.itemsize  # a token's
+    # a token's hidden state, in the format the engine keeps activations in
+    act_bytes = setup.req.batch * cfg.hidden_size * stream_format(setup.req.act).itemsize
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     tpot_s = cand.figure("tpot_s")
     prefill_rows = [

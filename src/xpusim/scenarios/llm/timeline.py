@@ -37,6 +37,7 @@ from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
+from xpusim.ir.dtypes import stream_format
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
 from xpusim.scenarios.llm.engine import PhaseCosts
@@ -143,7 +144,7 @@ def timeline(
         send.append(lines.get(key, none))
     send_fixed_s, send_s_per_byte = (np.array(v)[pair_of.reshape(-1)] for v in zip(
         *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
-    itemsize = batch.reqs[0].act.itemsize
+    itemsize = stream_format(batch.reqs[0].act).itemsize  # a hidden state, as the graph's
 
     def send_s(tokens: np.ndarray) -> np.ndarray:
         return send_fixed_s + send_s_per_byte * (sequences * tokens * cfg.hidden_size * itemsize)

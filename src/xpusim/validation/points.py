@@ -41,14 +41,16 @@ SERVING_KEYS = _CORE | {
     "attention_precision", "kv_precision", "prompt", "gen", "lengths", "load",
     "engine", "engine_version", "engine_profile", "scheduler", "max_batch", "token_budget",
     "power_limit_w", "host_idle_w", "xpusim_setup",
-    "ep", "dp_attention", "speculative",
+    "ep", "dp_attention", "speculative", "decode_steps", "adp_balance",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
-data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
---draft-tokens, --acceptance) are settings a source states that the adapter passes to serve
-with the engines' meanings, never drops."""
+data-parallel over those GPUs), `speculative` (SPECULATIVE_KEYS: serve's --speculative,
+--draft-tokens, --acceptance), `decode_steps` (vLLM V0's num_scheduler_steps) and
+`adp_balance` ([batching_wait_iters, timeout_iters] of TensorRT-LLM's attention-DP balancer)
+are settings a source states that the adapter passes to serve with the engines' meanings,
+never drops."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
              "hold_batch"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of

@@ -42,11 +42,17 @@ def test_multi_step_runs_its_decode_steps_between_prefills(tmp_path, steps):
     assert (not misaligned) if steps == 6 else misaligned  # the gate, and that it matters
 
 
-def test_multi_step_holds_new_prompts_so_ttft_grows():
+def test_multi_step_holds_new_prompts_so_ttft_grows_by_its_queue():
+    """The hold is before the prompt's first step: TTFT grows by the queued part
+    (ServingResult.queue_s, arrival to the first iteration running the prompt)."""
     load = dict(engine="vllm-v0", rate=40, prompt=128, gen=200, requests=120, warmup=20)
     one = xpusim.serve("llama-3-8b", "h100-sxm", **load)
     eight = xpusim.serve("llama-3-8b", "h100-sxm", **load, decode_steps=8)
     assert eight.ttft_s.mean > 2 * one.ttft_s.mean
+    for r in (one, eight):
+        assert 0 <= r.queue_s.mean < r.ttft_s.mean and r.queue_s.p99 <= r.ttft_s.p99 + 1e-12
+    prefill = [r.ttft_s.mean - r.queue_s.mean for r in (one, eight)]
+    assert eight.queue_s.mean - one.queue_s.mean > 5 * abs(prefill[1] - prefill[0])
 
 
 def _replica(ranks: int, waiting: int, decoding: int) -> Replica:

@@ -265,6 +265,9 @@ class Replica:
         context = round(self.context_sum) if n else 0
         prefill = None
         if chunks:
+            for s, _ in chunks:
+                if s.admitted_s != s.admitted_s:  # nan: its first prefill step
+                    s.admitted_s = now_s
             q = [k for _, k in chunks]
             c = [s.done + k for s, k in chunks]
             sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)

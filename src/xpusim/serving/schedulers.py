@@ -58,6 +58,7 @@ class Sequence:
     blocks: int = 0  # KV blocks it holds
     shared: int = 0  # tokens of a cached prefix it reads but does not hold
     busy: bool = False  # in an iteration in flight
+    admitted_s: float = float("nan")  # when the first iteration running its prompt started
     first_token_s: float = float("nan")
     last_token_s: float = float("nan")
     finish_s: float = float("nan")

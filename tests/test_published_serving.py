@@ -105,6 +105,25 @@ def test_ep_and_dp_attention_reach_serve_as_the_engines_flags(monkeypatch, ep, d
     assert seen[0]["chips"] == 8 and seen[0]["tp"] == 8
 
 
+def test_the_engine_gates_a_point_states_reach_serve(monkeypatch):
+    """vLLM V0's num_scheduler_steps (decode_steps) and TensorRT-LLM's attention-DP balancer
+    ([batching_wait_iters, timeout_iters]) as serve's --decode-steps and --adp-balance; every
+    point of AMD's V0 MLPerf v5.1 runs and the B200 DeepSeek-R1 Server runs carries its own."""
+    seen = _options_served(monkeypatch)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "ep": 8, "dp_attention": True,
+             "prompt": 1024, "gen": 1024, "decode_steps": 8, "adp_balance": [3, 9],
+             "load": {"kind": "rate", "value": 5}}  # fmt: skip
+    point = Point("p", "llm-serving", "b200", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert (seen[0]["decode_steps"], seen[0]["adp_balance"]) == (8, "3,9")
+    check_keys({"workload": "llm-serving", "id": "p", **setup})
+    amd = ("mlperf51-amd-mi300x8", "mlperf51-amd-mi325x8-mix")
+    runs = [p for p in SERVING if p.id.startswith(amd) and p.get("scheduler") == "continuous"]
+    assert len(runs) == 20 and all(p.get("decode_steps") in (8, 9, 10) for p in runs)
+    balanced = [p for p in SERVING if "deepseek-r1-server" in p.id and p.chip == "b200"]
+    assert len(balanced) == 25 and all(p.get("adp_balance") for p in balanced)
+
+
 def test_a_closed_loop_runs_the_prompts_and_warmup_its_source_states(monkeypatch):
     """bench_serving/benchmark_serving at --max-concurrency C with --num-prompts N measure
     every one of the N, the first C sent at once (their test prompt runs before and apart):

@@ -287,7 +287,8 @@ def serve(
     `engine`, `max_batch`, `token_budget`, `kv_block`, SLOs `slo_ttft_ms` and `slo_tpot_ms`,
     `find` (max-rate, min-chips, pd-split, offline), and `run`'s plan options. A
     recommendation model takes `rate`, `max_batch`, `window_ms` and `sla_ms`. Returns a
-    result whose `ttft_s`, `tpot_s`, `itl_s` and `e2e_s` have mean, p50, p90 and p99."""
+    result whose `ttft_s`, `queue_s` (of TTFT, the wait before a prompt's first step),
+    `tpot_s`, `itl_s` and `e2e_s` have mean, p50, p90 and p99."""
     from xpusim.serving.serve import serve as serve_
 
     workload = load_model(model) if isinstance(model, str | Path) else model

@@ -30,7 +30,8 @@ def serving_view(result: Any) -> Any:
              f"{shape}")  # fmt: skip
     if not result.fits:
         return Group(title)
-    table = _percentiles([("TTFT", result.ttft_s), ("TPOT", result.tpot_s),
+    table = _percentiles([("TTFT", result.ttft_s), ("of it, queued", result.queue_s),
+                          ("TPOT", result.tpot_s),
                           ("ITL", result.itl_s), ("end to end", result.e2e_s)])  # fmt: skip
     lines = [
         f"{_requests_per_s(result)}, {si(result.output_tokens_per_s)} output "

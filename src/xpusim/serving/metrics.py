@@ -98,6 +98,7 @@ class ServingResult(Result):
     fits: bool
     reason: str
     ttft_s: Percentiles | None = None
+    queue_s: Percentiles | None = None  # of TTFT, the wait before its prompt's first step
     tpot_s: Percentiles | None = None
     itl_s: Percentiles | None = None
     e2e_s: Percentiles | None = None
@@ -161,6 +162,7 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     finish = np.array([s.finish_s for s in seqs])
     gen = np.array([s.gen for s in seqs])
     ttft, e2e = first - arrival, finish - arrival
+    queue = np.array([s.admitted_s for s in seqs]) - arrival
     several = gen > 1
     tpot = np.where(several, (e2e - ttft) / np.maximum(gen - 1, 1), np.nan)
     measured = np.array([s.id for s in seqs]) >= result.warmup
@@ -182,6 +184,7 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     inside = (end > window_start) & (end <= window_end)
     completed = (finish > window_start) & (finish <= window_end)  # any request: the system's
     result.ttft_s = Percentiles.of(ttft[measured])
+    result.queue_s = Percentiles.of(queue[measured])
     result.tpot_s = Percentiles.of(tpot[measured & several])
     result.itl_s = Percentiles.weighted(np.array(run.itl_s), np.array(run.itl_count))
     result.e2e_s = Percentiles.of(e2e[measured])
@@ -233,7 +236,7 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     return Frames(
         requests={"id": np.arange(len(seqs)), "arrival_s": arrival, "prompt":
                   np.array([s.prompt for s in seqs]), "gen": gen, "ttft_s": ttft,
-                  "tpot_s": tpot, "e2e_s": e2e, "preemptions":
+                  "queue_s": queue, "tpot_s": tpot, "e2e_s": e2e, "preemptions":
                   np.array([s.preemptions for s in seqs]), "measured": measured},
         timeline={"start_s": start, "end_s": end, "replica": np.array(t.replica),
                   "decodes": np.array(t.decodes), "prefills": np.array(t.prefills),

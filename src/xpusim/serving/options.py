@@ -149,6 +149,14 @@ class Engine:
                                            "SGLang's mem_fraction_static, TensorRT-LLM's "
                                            "free_gpu_memory_fraction (default: the "
                                            "engine's).", type=float)
+    decode_steps: int = option(1, "Decode iterations per schedule (vLLM V0's "
+                               "--num-scheduler-steps): new prompts start only between runs "
+                               "of this many; with --scheduler continuous.", type=int)
+    adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
+                                     "(attention_dp_config enable_balance): WAIT,TIMEOUT "
+                                     "iterations (its batching_wait_iters, timeout_iters) "
+                                     "new prompts are held for; with --dp-attention.",
+                                     type=str)  # fmt: skip
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
@@ -183,7 +191,8 @@ class Engine:
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp,
-                       decode_ep=self.decode_ep)  # fmt: skip
+                       decode_ep=self.decode_ep, decode_steps=self.decode_steps)  # fmt: skip
+        self.adp_iterations  # noqa: B018  (refuses a malformed --adp-balance)
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
@@ -236,6 +245,19 @@ class Engine:
         how = resolve_decoding(None, None, self.speculative, self.draft_tokens,
                                self.acceptance, self.acceptance_lengths)  # fmt: skip
         return how if how.draft is not None else None
+
+    @property
+    def adp_iterations(self) -> tuple[int, int] | None:
+        """--adp-balance as (batching_wait_iters, timeout_iters), or None: balancer off."""
+        if self.adp_balance is None:
+            return None
+        parts = str(self.adp_balance).split(",")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) \
+                or int(parts[1]) < 1:  # fmt: skip
+            raise UserError(f"adp-balance must be WAIT,TIMEOUT iterations (as 3,9; TIMEOUT "
+                            f"at least 1), got {self.adp_balance!r}")  # fmt: skip
+        wait, timeout = (int(p) for p in parts)
+        return wait, timeout
 
     @property
     def drafts(self) -> int:

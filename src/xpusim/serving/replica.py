@@ -101,6 +101,11 @@ class Replica:
     speculator: Speculator | None = None  # speculative decoding
     rank_schedulers: int = 1  # attention-DP ranks that each schedule their own requests
     # (SGLang's dp-attention): a rank not prefilling decodes in a prefill-first step
+    decode_steps: int = 1  # decode iterations per schedule (vLLM V0's num_scheduler_steps)
+    adp_balance: tuple[int, int] | None = None  # TensorRT-LLM's attention-DP balancer:
+    # (batching_wait_iters, timeout_iters), over adp_ranks attention-DP ranks
+    adp_ranks: int = 1
+    admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     prefilling: list[Sequence] = field(default_factory=list)
     cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order
@@ -115,6 +120,9 @@ class Replica:
     _grow_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
+    _run_left: int = 0  # decode iterations left of a multi-step run
+    _adp_waited: int = 0  # iterations the balancer has held prompts for all ranks
+    _adp_batched: int = 0  # iterations it has held them, all ranks having some, to batch
 
     @property
     def per_decode(self) -> int:
@@ -251,14 +259,21 @@ class Replica:
         """Runs the scheduler's next batch from now, if there is one."""
         if self.busy or self.stage_free_s[0] > now_s:
             return None
+        self.admitting = self._admits()
         batch = self.schedule(self)
         if not batch:
             return None
+        if self.decode_steps > 1:  # a decode-only schedule runs decode_steps iterations
+            self._run_left = self._run_left - 1 if self._run_left else \
+                (self.decode_steps - 1 if not batch.chunks else 0)
         chunks = batch.chunks
         n = len(self.cohort) if batch.decode else 0
         context = round(self.context_sum) if n else 0
         prefill = None
         if chunks:
+            for s, _ in chunks:
+                if s.admitted_s != s.admitted_s:  # nan: its first prefill step
+                    s.admitted_s = now_s
             q = [k for _, k in chunks]
             c = [s.done + k for s, k in chunks]
             sampled = n + sum(1 for (s, _), k in zip(chunks, c, strict=True) if k >= s.target)
@@ -293,6 +308,41 @@ class Replica:
         busy = sum(stages) * self.cost.ranks
         emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
         return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, emitted, n)
+
+    def _admits(self) -> bool:
+        """Whether new prompts may start this iteration, under the engine's gates on them:
+        vLLM V0's multi-step scheduling (a decode-only schedule runs decode_steps iterations
+        before the scheduler runs again; a run ends early when its last sequence has left)
+        and TensorRT-LLM's attention-DP balancer."""
+        if self._run_left and self.cohort:
+            return False
+        self._run_left = 0
+        if self.adp_balance is None or not (self.cohort or self.waiting):
+            return True  # an engine with nothing to run does not iterate
+        return self._adp_admits(*self.adp_balance)
+
+    def _adp_admits(self, batching_wait_iters: int, timeout_iters: int) -> bool:
+        """TensorRT-LLM's attention-DP balancer, once per iteration (tensorrt_llm/_torch/
+        pyexecutor/py_executor.py _balance_adp_requests, 1.0-1.1): prompts are held until
+        every rank has one, or for timeout_iters iterations, its count running whether or
+        not a prompt waits; once every rank has one and decodes, they are held
+        batching_wait_iters more; a rank with no decode releases them at once. A rank has
+        a prompt when as many wait as there are ranks, TensorRT-LLM sending each new
+        request to the rank with the fewest (an assumption: its ranks run alike)."""
+        ranks = self.adp_ranks
+        every_rank_decodes = len(self.cohort) >= ranks
+        if len(self.waiting) >= ranks and self.running < self.max_batch:
+            self._adp_waited = 0
+            if every_rank_decodes and self._adp_batched < batching_wait_iters:
+                self._adp_batched += 1
+                return False
+            self._adp_batched = 0
+            return True
+        self._adp_waited += 1
+        if self._adp_waited >= timeout_iters or not every_rank_decodes:
+            self._adp_waited = 0
+            return True
+        return False
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it

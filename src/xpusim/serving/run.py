@@ -119,6 +119,12 @@ def prepare(
             raise UserError(f"{engine.prefill_replicas} prefill replicas of {one.chips} chips "
                             f"and {engine.decode_replicas} decode replicas of {decode_chips} "
                             f"need {need} chips; the system has {system.chips}")  # fmt: skip
+    if (engine.decode_steps or 1) > 1 and engine.scheduler != "continuous":
+        raise UserError(f"--decode-steps is vLLM V0's multi-step scheduling, with --scheduler "
+                        f"continuous; the scheduler is {engine.scheduler}")  # fmt: skip
+    if engine.adp_balance is not None and one.attention_dp <= 1:
+        raise UserError("--adp-balance is TensorRT-LLM's attention-DP balancer: give "
+                        "--dp-attention over tp 2 or more")  # fmt: skip
     lengths = requests.prompt + requests.gen
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
@@ -352,7 +358,8 @@ def run(
         ranks = own.plan.attention_dp if profile.dp_attention_chunk else 1
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
-                         spec, rank_schedulers=ranks)
+                         spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
+                         adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = (lambda seqs: Steady(seqs, warmup)) if until_steady else None

@@ -24,6 +24,9 @@
   length are free (the GUARANTEED_NO_EVICT capacity scheduler), so nothing is preempted.
 
 Each engine profile (serving/engines.toml) names its policy; --scheduler overrides it.
+Two engine gates hold new prompts back whatever the policy (Replica.admitting): vLLM V0's
+multi-step scheduling (--decode-steps) and TensorRT-LLM's attention-DP balancer
+(--adp-balance), serving/replica.py.
 
 A scheduler sees the replica's queues and KV cache (serving/replica.py) and returns the
 sequences to run: decodes, and prefill chunks with their sizes.
@@ -55,6 +58,7 @@ class Sequence:
     blocks: int = 0  # KV blocks it holds
     shared: int = 0  # tokens of a cached prefix it reads but does not hold
     busy: bool = False  # in an iteration in flight
+    admitted_s: float = float("nan")  # when the first iteration running its prompt started
     first_token_s: float = float("nan")
     last_token_s: float = float("nan")
     finish_s: float = float("nan")
@@ -109,7 +113,7 @@ def static(r: Replica) -> Batch:
     if r.cohort or r.prefilling:  # the batch runs to its end; its finished sequences have left
         return Batch(decode=r.decodes())
     batch = Batch()
-    while r.waiting and len(batch.chunks) < r.max_batch:
+    while r.waiting and r.admitting and len(batch.chunks) < r.max_batch:
         s = r.waiting[0]
         if not r.admit(s, s.prompt + s.gen):  # static batching reserves the whole length
             break
@@ -130,7 +134,7 @@ def continuous(r: Replica) -> Batch:
             r.waiting.popleft()
             continue
         q = s.target - r.cached(s)
-        if (q > budget and batch.chunks) or not r.admit(s, s.target):
+        if not r.admitting or (q > budget and batch.chunks) or not r.admit(s, s.target):
             break
         r.waiting.popleft()
         batch.chunks.append((s, s.target - s.done))
@@ -173,7 +177,7 @@ def _beside_decodes(r: Replica, whole: bool) -> Batch:
                 break
             r.waiting.popleft()
             continue
-        if budget <= 0:
+        if budget <= 0 or not r.admitting:
             break
         if whole and s.target - r.cached(s) > budget and (batch.chunks or batch.decode):
             break  # it waits for a step with room for all of it
@@ -211,7 +215,7 @@ def prefill_first(r: Replica) -> Batch:
                 break
             r.waiting.popleft()
             continue
-        if not r.admit(s, s.target):
+        if not r.admitting or not r.admit(s, s.target):
             break
         r.waiting.popleft()
         q = min(s.target - s.done, budget, r.chunk)

@@ -157,13 +157,15 @@ def _llm_serving(point: Point) -> Prediction:
     if spec := point.get("speculative"):  # SPECULATIVE_KEYS, with serve's meanings
         options |= {"speculative": spec["kind"], "draft_tokens": spec.get("draft_tokens"),
                     "acceptance": spec.get("acceptance")}  # fmt: skip
-    for setting in ("token_budget", "max_batch"):  # engine limits the source states
+    for setting in ("token_budget", "max_batch", "decode_steps"):  # the engine's, as stated
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))
     if point.get("graph_sizes") is not None:  # the CUDA graphs the source's config captured
         options["graph_sizes"] = ",".join(str(int(n)) for n in point.get("graph_sizes"))
     if point.get("graph_pad") is not None:
         options["graph_pad"] = point.get("graph_pad")
+    if point.get("adp_balance") is not None:  # [batching_wait_iters, timeout_iters]
+        options["adp_balance"] = ",".join(str(int(n)) for n in point.get("adp_balance"))
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

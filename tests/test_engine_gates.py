@@ -1,0 +1,115 @@
+"""The engine gates that hold new prompts back: vLLM V0's multi-step scheduling
+(--decode-steps) and TensorRT-LLM's attention-DP balancer (--adp-balance)."""
+
+from __future__ import annotations
+
+import csv
+from collections import deque
+from itertools import pairwise
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+import xpusim
+from xpusim.cli import cli, main
+from xpusim.serving.replica import Replica
+
+
+def _timeline(tmp_path, *args: str) -> list[dict[str, str]]:
+    out = tmp_path / "run"
+    done = CliRunner().invoke(cli, ["serve", "llama-3-8b", "--chip", "h100-sxm", "--out",
+                                    str(out), *args], standalone_mode=False)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    with (out / "timeline.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("steps", [1, 6])
+def test_multi_step_runs_its_decode_steps_between_prefills(tmp_path, steps):
+    """vLLM V0 with num_scheduler_steps N: once a decode-only schedule starts, N decode
+    iterations run before the scheduler may start a prompt, so between two prefill
+    iterations lie 0 or a multiple of N decode iterations (the cohort never empties here:
+    about 20 sequences of 200 tokens in flight while requests arrive). Without the gate
+    prompts start at the first boundary after they arrive, at any count."""
+    rows = _timeline(tmp_path, "--engine", "vllm-v0", "--rate", "40", "--prompt", "128",
+                     "--gen", "200", "--requests", "120", "--warmup", "0",
+                     "--decode-steps", str(steps))  # fmt: skip
+    prefills = [i for i, r in enumerate(rows) if int(r["prefills"]) > 0]
+    gaps = [b - a - 1 for a, b in pairwise(prefills)]
+    assert len(gaps) > 20
+    misaligned = [g for g in gaps if g % 6]
+    assert (not misaligned) if steps == 6 else misaligned  # the gate, and that it matters
+
+
+def test_multi_step_holds_new_prompts_so_ttft_grows_by_its_queue():
+    """The hold is before the prompt's first step: TTFT grows by the queued part
+    (ServingResult.queue_s, arrival to the first iteration running the prompt)."""
+    load = dict(engine="vllm-v0", rate=40, prompt=128, gen=200, requests=120, warmup=20)
+    one = xpusim.serve("llama-3-8b", "h100-sxm", **load)
+    eight = xpusim.serve("llama-3-8b", "h100-sxm", **load, decode_steps=8)
+    assert eight.ttft_s.mean > 2 * one.ttft_s.mean
+    for r in (one, eight):
+        assert 0 <= r.queue_s.mean < r.ttft_s.mean and r.queue_s.p99 <= r.ttft_s.p99 + 1e-12
+    prefill = [r.ttft_s.mean - r.queue_s.mean for r in (one, eight)]
+    assert eight.queue_s.mean - one.queue_s.mean > 5 * abs(prefill[1] - prefill[0])
+
+
+def _replica(ranks: int, waiting: int, decoding: int) -> Replica:
+    """Just the state the balancer reads: queues and limits."""
+    r = Replica(0, 0, "both", None, None, None, None, 512, 4096, 4096, [0.0],  # type: ignore[arg-type]
+                adp_balance=(3, 9), adp_ranks=ranks)  # fmt: skip
+    r.waiting = deque(SimpleNamespace() for _ in range(waiting))  # type: ignore[misc]
+    r.cohort = {i: SimpleNamespace() for i in range(decoding)}  # type: ignore[misc]
+    return r
+
+
+def test_balancer_holds_a_lone_prompt_until_its_timeout():
+    """TensorRT-LLM's _balance_adp_requests: one rank with a prompt, every rank decoding:
+    held for timeout_iters - 1 iterations, released on the timeout_iters-th."""
+    r = _replica(ranks=8, waiting=1, decoding=64)
+    assert [r._admits() for _ in range(9)] == [False] * 8 + [True]
+
+
+def test_balancer_batches_prompts_on_every_rank_for_its_wait_then_releases():
+    r = _replica(ranks=8, waiting=8, decoding=64)
+    assert [r._admits() for _ in range(4)] == [False] * 3 + [True]
+
+
+def test_balancer_releases_at_once_when_a_rank_has_nothing_to_decode():
+    assert _replica(ranks=8, waiting=1, decoding=3)._admits()
+    assert _replica(ranks=8, waiting=8, decoding=0)._admits()
+
+
+def test_balancer_counts_iterations_with_no_prompt_waiting():
+    """Its count runs whether or not a prompt waits (the code counts every iteration where
+    not every rank has one): a prompt arriving 5 iterations into the count waits 4."""
+    r = _replica(ranks=8, waiting=0, decoding=64)
+    assert not any(r._admits() for _ in range(5))
+    r.waiting.append(SimpleNamespace())  # type: ignore[arg-type]
+    assert [r._admits() for _ in range(4)] == [False] * 3 + [True]
+
+
+def test_balancer_lengthens_ttft_and_not_decode():
+    load = dict(chips=2, tp=2, dp_attention=True, engine="trtllm", rate=20, prompt=256,
+                gen=64, requests=150, warmup=20)  # fmt: skip
+    off = xpusim.serve("llama-3-8b", "h100-sxm", **load)
+    on = xpusim.serve("llama-3-8b", "h100-sxm", **load, adp_balance="3,9")
+    assert on.ttft_s.mean > 2 * off.ttft_s.mean
+    assert on.tpot_s.mean == pytest.approx(off.tpot_s.mean, rel=0.1)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--adp-balance", "3"], "adp-balance must be WAIT,TIMEOUT"),
+    (["--adp-balance", "3,0"], "adp-balance must be WAIT,TIMEOUT"),
+    (["--adp-balance", "3,9"], "give --dp-attention"),
+    (["--decode-steps", "4"], "with --scheduler continuous"),
+    (["--decode-steps", "0"], "decode-steps must be a positive integer"),
+])  # fmt: skip
+def test_gates_refuse_bad_input_in_one_line(capsys, args, says):
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "llama-3-8b", "--chip", "h100-sxm", "--concurrency", "2",
+              "--requests", "4", *args])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert says in err

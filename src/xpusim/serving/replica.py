@@ -173,8 +173,8 @@ class Replica:
 
     def _file_growth(self, s: Sequence) -> None:
         """The decode step whose token first exceeds the sequence's blocks."""
-        held = s.blocks * self.kv.block_tokens + s.shared
-        step = s.joined + self._steps_for(held - s.prompt - s.base + 2)
+        tokens = s.blocks * self.kv.block_tokens + s.shared - s.prompt - s.base + 2
+        step = s.joined + (tokens if self.speculator is None else self._steps_for(tokens))
         self._file(self._grow_at, max(step, self.steps + 1), s)
 
     def _current(self, s: Sequence, joined: int) -> bool:
@@ -209,18 +209,23 @@ class Replica:
                 s.blocks += 1
                 later.append((s, joined))
             return bool(cohort)
+        # the cache holds fewer blocks than are due: each due member in turn takes one,
+        # preempting while none is free (the tests inlined: this is every step of a run
+        # whose cache is full, an offline burst's steady state)
+        kv = self.kv
         for s, joined in due:
-            if not self._current(s, joined):
+            if cohort.get(s.id) is not s or s.joined != joined:
                 continue
-            while not self.kv.take(1):
-                members = list(cohort.values())
-                victim = members[-1] if members[-1] is not s else None
+            while kv.used >= kv.blocks:  # kv.take(1) would fail
+                last = next(reversed(cohort.values()))
+                victim = last if last is not s else None
                 if victim is None and self.prefilling:
                     victim = self.prefilling[-1]
                 self._preempt(victim or s)
                 if victim is None:
                     break
-            if self._current(s, joined):
+            if cohort.get(s.id) is s:  # not preempted itself (its joined unchanged)
+                kv.take(1)
                 s.blocks += 1
                 self._file_growth(s)
         return bool(cohort)

@@ -114,6 +114,7 @@ def simulate(
     energy = busy = 0.0
     finished = 0
     holding: dict[int, Replica] = {}  # sequence id -> prefill replica holding its cache
+    queues = [r.waiting for r in replicas]
 
     batch = None if requests.batch is None else requests.batch.tolist()
 
@@ -121,7 +122,11 @@ def simulate(
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
             pool[batch[s.id] % len(pool)].waiting.append(s)
             return
-        min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
+        best, least = pool[0], pool[0].load  # the least loaded, the lowest index of those
+        for r in pool:  # (pool is in index order)
+            if r.load < least:
+                best, least = r, r.load
+        best.waiting.append(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued
@@ -169,7 +174,7 @@ def simulate(
                 continue
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
-                waiting = sum(len(x.waiting) for x in replicas)
+                waiting = sum(map(len, queues))
                 push(it.end_s, _END, (r, it))
                 if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)

@@ -22,11 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import ceil, nan
 
+import numpy as np
+
 from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
+
+RUN_STEPS = 64
+"""Decode steps Replica.cruise prices at once (those past where a run stops are dropped)."""
 
 
 @dataclass
@@ -73,6 +78,8 @@ class Iteration:
     sampled: float  # tokens it emits: per decode one (speculative: the mean accepted), and
     # one per prompt it completes
     decodes: int  # sequences it decoded
+    plain: bool = False  # decodes only, on one stage, its scheduling admitting and
+    # preempting nothing: the steps after it may be run on by Replica.cruise
 
 
 @dataclass(eq=False)
@@ -250,6 +257,7 @@ class Replica:
         """Runs the scheduler's next batch from now, if there is one."""
         if self.busy or self.stage_free_s[0] > now_s:
             return None
+        queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)
         if not batch:
             return None
@@ -277,8 +285,17 @@ class Replica:
         if spec is not None:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
+        it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
+        it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
+                    and len(self.waiting) == queued and self.preemptions == preempted)
+        return it
+
+    def _begin(self, batch: Batch, now_s: float, step: StepTime, n: int, sequences: int,
+               sampled: int) -> Iteration:  # fmt: skip
+        """The iteration of `step`'s cost from now: the host's time, then its stages as
+        they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
-        host_s = self.engine.exposed_s(n + len(chunks), step.trip_s)
+        host_s = self.engine.exposed_s(sequences, step.trip_s)
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):
@@ -292,6 +309,47 @@ class Replica:
         busy = sum(stages) * self.cost.ranks
         emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
         return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, emitted, n)
+
+    def cruise(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
+               record: Callable[[Iteration], None]) -> Iteration:  # fmt: skip
+        """The decode-only steps that follow a plain one (`it`) before `until_s`, the next
+        event: each run as the event loop runs it (its end by finish, the cohort's blocks by
+        decodes, the next step begun at that end), the scheduler skipped (with the cohort,
+        the queue and the prefills unchanged and no block freed, it would admit nothing
+        again) and the steps priced many at a time (StepCost.decode_steps), so that a long
+        stretch of decodes costs no event per step. It stops before the end of a step that
+        finishes a sequence, or whose next step's blocks would preempt, at `until_s`, or
+        where `stop(end)` (a Verdict's miss) says, and returns the last iteration begun: its
+        end is an event as any other's. `record`: every iteration begun, in order."""
+        if not it.plain:
+            return it
+        n, cohort = it.decodes, self.cohort
+        extra = None if self.padding is None else self.padding.extra(n, True)
+        stages: list[list[float]] = []
+        energies: list[float] = []
+        while it.end_s < until_s:
+            step = self.steps + 1  # the step `it` runs
+            if any(cohort.get(s.id) is s and s.joined == j
+                   for s, j in self._finish_at.get(step, ())):  # fmt: skip
+                break
+            due = sum(1 for s, j in self._grow_at.get(step + 1, ())
+                      if cohort.get(s.id) is s and s.joined == j)  # fmt: skip
+            if due > self.kv.free or stop(it.end_s):
+                break
+            now_s = it.end_s
+            self.finish(it)
+            self.decodes()  # every due member takes its block
+            if not stages:  # the next RUN_STEPS steps' keys: n more each
+                stages, energies = self.cost.decode_steps(
+                    n, self.context_sum + n * np.arange(RUN_STEPS))  # fmt: skip
+                stages.reverse()
+                energies.reverse()
+            cost = StepTime(stages.pop(), 0.0, energies.pop())
+            if extra is not None:
+                cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
+            it = self._begin(it.batch, now_s, cost, n, n, n)
+            record(it)
+        return it
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it

@@ -11,6 +11,7 @@ first token, then its KV cache crosses the system's links to a decode replica.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -145,6 +146,17 @@ def simulate(
             push(now, _ARRIVAL, nxt)
             issued += 1
 
+    def record(r: Replica, it: Iteration, waiting: int) -> None:
+        nonlocal energy, busy
+        energy += it.energy_j
+        busy += it.busy_chip_s
+        timeline.add(r, it, waiting)
+
+    # one replica runs stretches of plain decode steps without an event each (Replica.cruise:
+    # with more, the others' events would interleave with its steps)
+    alone = len(replicas) == 1
+    missed = (lambda t: False) if judge is None else (lambda t: bool(judge.missed(t)))
+
     while heap:
         now = heap[0][0]
         while heap and heap[0][0] == now:
@@ -175,12 +187,13 @@ def simulate(
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
                 waiting = sum(map(len, queues))
+                record(r, it, waiting)
+                if alone:
+                    it = r.cruise(it, heap[0][0] if heap else math.inf, missed,
+                                  lambda step, r=r, w=waiting: record(r, step, w))  # fmt: skip
                 push(it.end_s, _END, (r, it))
                 if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)
-                energy += it.energy_j
-                busy += it.busy_chip_s
-                timeline.add(r, it, waiting)
                 if it.stage0_free_s > now or r.busy:
                     break
     stopped = (judge is not None and judge.reason) or (settle is not None and settle.upto)

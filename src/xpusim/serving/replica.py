@@ -30,8 +30,11 @@ from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
 
+ALONE_STEPS = 2
 RUN_STEPS = 64
-"""Decode steps Replica.cruise prices at once (those past where a run stops are dropped)."""
+"""Replica.cruise prices a stretch's first ALONE_STEPS steps one StepCost call each (a
+numpy call costs more than that where the stretch ends soon, as most do in a full cache or
+under an open loop's arrivals), then RUN_STEPS at once (those past its end are dropped)."""
 
 
 @dataclass
@@ -327,6 +330,7 @@ class Replica:
         extra = None if self.padding is None else self.padding.extra(n, True)
         stages: list[list[float]] = []
         energies: list[float] = []
+        ran = 0
         while it.end_s < until_s:
             step = self.steps + 1  # the step `it` runs
             if any(cohort.get(s.id) is s and s.joined == j
@@ -339,12 +343,16 @@ class Replica:
             now_s = it.end_s
             self.finish(it)
             self.decodes()  # every due member takes its block
-            if not stages:  # the next RUN_STEPS steps' keys: n more each
-                stages, energies = self.cost.decode_steps(
-                    n, self.context_sum + n * np.arange(RUN_STEPS))  # fmt: skip
-                stages.reverse()
-                energies.reverse()
-            cost = StepTime(stages.pop(), 0.0, energies.pop())
+            ran += 1
+            if ran <= ALONE_STEPS:  # most stretches are short: these steps one call each
+                cost = self.cost(Work(n, self.context_sum, 0, 0, 0, 0, 0, n))
+            else:
+                if not stages:  # the next RUN_STEPS steps' keys: n more each
+                    stages, energies = self.cost.decode_steps(
+                        n, self.context_sum + n * np.arange(RUN_STEPS))  # fmt: skip
+                    stages.reverse()
+                    energies.reverse()
+                cost = StepTime(stages.pop(), 0.0, energies.pop())
             if extra is not None:
                 cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
             it = self._begin(it.batch, now_s, cost, n, n, n)

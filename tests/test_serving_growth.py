@@ -1,5 +1,5 @@
-"""A full KV cache's block growth (Replica.decodes' loop when fewer blocks are free than
-are due) held equal to its plain form: the loop is every step of an offline burst's steady
+"""A full KV cache's block growth (Replica._grow_each: fewer blocks are free than are
+due) held equal to its plain form: the loop is every step of an offline burst's steady
 state, so it is written for speed (its tests inlined, no list of the cohort per
 preemption); this is the form it replaced, run on the same tight caches."""
 
@@ -11,23 +11,10 @@ import xpusim
 from xpusim.serving.replica import Replica
 
 
-def _decodes_reference(self: Replica) -> bool:
-    """Replica.decodes as first written: each due member in turn takes a block, and while
-    none is free the latest-admitted sequence is preempted, the member itself last."""
-    step = self.steps + 1
+def _grow_each_reference(self: Replica, due: list) -> None:
+    """Replica._grow_each as first written: each due member in turn takes a block, and
+    while none is free the latest-admitted sequence is preempted, the member itself last."""
     cohort = self.cohort
-    due = [(s, j) for s, j in self._grow_at.pop(step, ()) if self._current(s, j)]
-    if due and self.kv.take(len(due)):
-        if self.speculator is not None:
-            for s, _ in due:
-                s.blocks += 1
-                self._file_growth(s)
-            return bool(cohort)
-        later = self._grow_at.setdefault(step + self.kv.block_tokens, [])
-        for s, joined in due:
-            s.blocks += 1
-            later.append((s, joined))
-        return bool(cohort)
     for s, joined in due:
         if not self._current(s, joined):
             continue
@@ -44,7 +31,6 @@ def _decodes_reference(self: Replica) -> bool:
             held = s.blocks * self.kv.block_tokens + s.shared
             at = s.joined + self._steps_for(held - s.prompt - s.base + 2)
             self._file(self._grow_at, max(at, self.steps + 1), s)
-    return bool(cohort)
 
 
 TIGHT = [  # caches of a few requests' worth, so that growth preempts every few steps
@@ -61,7 +47,7 @@ TIGHT = [  # caches of a few requests' worth, so that growth preempts every few 
 @pytest.mark.parametrize("load", TIGHT)
 def test_full_cache_growth_equals_its_plain_form(load, monkeypatch):
     fast = xpusim.serve("llama-3-8b", "h100-sxm", seed=3, **load)
-    monkeypatch.setattr(Replica, "decodes", _decodes_reference)
+    monkeypatch.setattr(Replica, "_grow_each", _grow_each_reference)
     plain = xpusim.serve("llama-3-8b", "h100-sxm", seed=3, **load)
     assert fast.preemptions > 0
     assert fast.to_dict() == plain.to_dict()

@@ -219,10 +219,14 @@ class Replica:
                 s.blocks += 1
                 later.append((s, joined))
             return bool(cohort)
-        # the cache holds fewer blocks than are due: each due member in turn takes one,
-        # preempting while none is free (the tests inlined: this is every step of a run
-        # whose cache is full, an offline burst's steady state)
-        kv = self.kv
+        self._grow_each(due)
+        return bool(cohort)
+
+    def _grow_each(self, due: list[tuple[Sequence, int]]) -> None:
+        """The cache holds fewer blocks than are due: each due member in turn takes one,
+        the latest-admitted preempted while none is free (its tests inlined: this is every
+        step of a run whose cache is full, an offline burst's steady state)."""
+        kv, cohort = self.kv, self.cohort
         for s, joined in due:
             if cohort.get(s.id) is not s or s.joined != joined:
                 continue
@@ -238,7 +242,6 @@ class Replica:
                 kv.take(1)
                 s.blocks += 1
                 self._file_growth(s)
-        return bool(cohort)
 
     def _preempt(self, s: Sequence) -> None:
         if s.id in self.cohort:

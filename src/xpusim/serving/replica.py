@@ -22,11 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import ceil, nan
 
+import numpy as np
+
 from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
+
+ALONE_STEPS = 2
+RUN_STEPS = 64
+"""Replica.cruise prices a stretch's first ALONE_STEPS steps one StepCost call each (a
+numpy call costs more than that where the stretch ends soon, as most do in a full cache or
+under an open loop's arrivals), then RUN_STEPS at once (those past its end are dropped)."""
 
 
 @dataclass
@@ -79,6 +87,9 @@ class Iteration:
     sampled: float  # tokens it emits: per decode one (speculative: the mean accepted), and
     # one per prompt it completes
     decodes: int  # sequences it decoded
+    plain: bool = False  # decodes only, on one stage, its scheduling admitting and
+    # preempting nothing, no gate counting iterations (decode_steps, adp_balance): the
+    # steps after it may be run on by Replica.cruise
 
 
 @dataclass(eq=False)
@@ -187,8 +198,8 @@ class Replica:
 
     def _file_growth(self, s: Sequence) -> None:
         """The decode step whose token first exceeds the sequence's blocks."""
-        held = s.blocks * self.kv.block_tokens + s.shared
-        step = s.joined + self._steps_for(held - s.prompt - s.base + 2)
+        tokens = s.blocks * self.kv.block_tokens + s.shared - s.prompt - s.base + 2
+        step = s.joined + (tokens if self.speculator is None else self._steps_for(tokens))
         self._file(self._grow_at, max(step, self.steps + 1), s)
 
     def _current(self, s: Sequence, joined: int) -> bool:
@@ -223,21 +234,29 @@ class Replica:
                 s.blocks += 1
                 later.append((s, joined))
             return bool(cohort)
+        self._grow_each(due)
+        return bool(cohort)
+
+    def _grow_each(self, due: list[tuple[Sequence, int]]) -> None:
+        """The cache holds fewer blocks than are due: each due member in turn takes one,
+        the latest-admitted preempted while none is free (its tests inlined: this is every
+        step of a run whose cache is full, an offline burst's steady state)."""
+        kv, cohort = self.kv, self.cohort
         for s, joined in due:
-            if not self._current(s, joined):
+            if cohort.get(s.id) is not s or s.joined != joined:
                 continue
-            while not self.kv.take(1):
-                members = list(cohort.values())
-                victim = members[-1] if members[-1] is not s else None
+            while kv.used >= kv.blocks:  # kv.take(1) would fail
+                last = next(reversed(cohort.values()))
+                victim = last if last is not s else None
                 if victim is None and self.prefilling:
                     victim = self.prefilling[-1]
                 self._preempt(victim or s)
                 if victim is None:
                     break
-            if self._current(s, joined):
+            if cohort.get(s.id) is s:  # not preempted itself (its joined unchanged)
+                kv.take(1)
                 s.blocks += 1
                 self._file_growth(s)
-        return bool(cohort)
 
     def _preempt(self, s: Sequence) -> None:
         if s.id in self.cohort:
@@ -260,6 +279,7 @@ class Replica:
         if self.busy or self.stage_free_s[0] > now_s:
             return None
         self.admitting = self._admits()
+        queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)
         if not batch:
             return None
@@ -293,8 +313,18 @@ class Replica:
         if spec is not None:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
+        it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
+        it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
+                    and len(self.waiting) == queued and self.preemptions == preempted
+                    and self.decode_steps == 1 and self.adp_balance is None)
+        return it
+
+    def _begin(self, batch: Batch, now_s: float, step: StepTime, n: int, sequences: int,
+               sampled: int) -> Iteration:  # fmt: skip
+        """The iteration of `step`'s cost from now: the host's time, then its stages as
+        they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
-        host_s = self.engine.exposed_s(n + len(chunks), step.trip_s)
+        host_s = self.engine.exposed_s(sequences, step.trip_s)
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):
@@ -343,6 +373,52 @@ class Replica:
             self._adp_waited = 0
             return True
         return False
+
+    def cruise(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
+               record: Callable[[Iteration], None]) -> Iteration:  # fmt: skip
+        """The decode-only steps that follow a plain one (`it`) before `until_s`, the next
+        event: each run as the event loop runs it (its end by finish, the cohort's blocks by
+        decodes, the next step begun at that end), the scheduler skipped (with the cohort,
+        the queue and the prefills unchanged and no block freed, it would admit nothing
+        again) and the steps priced many at a time (StepCost.decode_steps), so that a long
+        stretch of decodes costs no event per step. It stops before the end of a step that
+        finishes a sequence, or whose next step's blocks would preempt, at `until_s`, or
+        where `stop(end)` (a Verdict's miss) says, and returns the last iteration begun: its
+        end is an event as any other's. `record`: every iteration begun, in order."""
+        if not it.plain:
+            return it
+        n, cohort = it.decodes, self.cohort
+        extra = None if self.padding is None else self.padding.extra(n, True)
+        stages: list[list[float]] = []
+        energies: list[float] = []
+        ran = 0
+        while it.end_s < until_s:
+            step = self.steps + 1  # the step `it` runs
+            if any(cohort.get(s.id) is s and s.joined == j
+                   for s, j in self._finish_at.get(step, ())):  # fmt: skip
+                break
+            due = sum(1 for s, j in self._grow_at.get(step + 1, ())
+                      if cohort.get(s.id) is s and s.joined == j)  # fmt: skip
+            if due > self.kv.free or stop(it.end_s):
+                break
+            now_s = it.end_s
+            self.finish(it)
+            self.decodes()  # every due member takes its block
+            ran += 1
+            if ran <= ALONE_STEPS:  # most stretches are short: these steps one call each
+                cost = self.cost(Work(n, self.context_sum, 0, 0, 0, 0, 0, n))
+            else:
+                if not stages:  # the next RUN_STEPS steps' keys: n more each
+                    stages, energies = self.cost.decode_steps(
+                        n, self.context_sum + n * np.arange(RUN_STEPS))  # fmt: skip
+                    stages.reverse()
+                    energies.reverse()
+                cost = StepTime(stages.pop(), 0.0, energies.pop())
+            if extra is not None:
+                cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
+            it = self._begin(it.batch, now_s, cost, n, n, n)
+            record(it)
+        return it
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it

@@ -11,6 +11,7 @@ first token, then its KV cache crosses the system's links to a decode replica.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -114,6 +115,7 @@ def simulate(
     energy = busy = 0.0
     finished = 0
     holding: dict[int, Replica] = {}  # sequence id -> prefill replica holding its cache
+    queues = [r.waiting for r in replicas]
 
     batch = None if requests.batch is None else requests.batch.tolist()
 
@@ -121,7 +123,11 @@ def simulate(
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
             pool[batch[s.id] % len(pool)].waiting.append(s)
             return
-        min(pool, key=lambda r: (r.load, r.index)).waiting.append(s)
+        best, least = pool[0], pool[0].load  # the least loaded, the lowest index of those
+        for r in pool:  # (pool is in index order)
+            if r.load < least:
+                best, least = r, r.load
+        best.waiting.append(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued
@@ -139,6 +145,17 @@ def simulate(
             nxt.arrival_s = now
             push(now, _ARRIVAL, nxt)
             issued += 1
+
+    def record(r: Replica, it: Iteration, waiting: int) -> None:
+        nonlocal energy, busy
+        energy += it.energy_j
+        busy += it.busy_chip_s
+        timeline.add(r, it, waiting)
+
+    # one replica runs stretches of plain decode steps without an event each (Replica.cruise:
+    # with more, the others' events would interleave with its steps)
+    alone = len(replicas) == 1
+    missed = (lambda t: False) if judge is None else (lambda t: bool(judge.missed(t)))
 
     while heap:
         now = heap[0][0]
@@ -169,13 +186,14 @@ def simulate(
                 continue
             while (it := r.start(now)) is not None:
                 # the queue the iteration leaves behind (what it admitted is not waiting)
-                waiting = sum(len(x.waiting) for x in replicas)
+                waiting = sum(map(len, queues))
+                record(r, it, waiting)
+                if alone:
+                    it = r.cruise(it, heap[0][0] if heap else math.inf, missed,
+                                  lambda step, r=r, w=waiting: record(r, step, w))  # fmt: skip
                 push(it.end_s, _END, (r, it))
                 if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)
-                energy += it.energy_j
-                busy += it.busy_chip_s
-                timeline.add(r, it, waiting)
                 if it.stage0_free_s > now or r.busy:
                     break
     stopped = (judge is not None and judge.reason) or (settle is not None and settle.upto)

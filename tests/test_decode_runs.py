@@ -1,0 +1,136 @@
+"""Runs of plain decode steps (Replica.cruise, StepCost.decode_steps) held equal to the
+event loop's one step at a time: every figure of a serving result the same, bit for bit,
+across engines and schedulers (CUDA-graph padding, overlapped host time, prefill-first,
+whole-length reservation, static batches), MoE, MLA and windowed models, a full cache, an
+open loop with a Verdict's early stop, and the cases cruise leaves to the event loop
+(several replicas, pipeline stages, speculative decoding)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.scenarios.llm.inference import chosen_plan
+from xpusim.serving import run as serving_run
+from xpusim.serving.replica import Replica
+from xpusim.serving.simulator import simulate
+from xpusim.serving.step_cost import Work, step_cost
+
+
+def _one_step_at_a_time(self, it, until_s, stop, record):
+    return it
+
+
+def _counting(counts: list[int]):
+    cruise = Replica.cruise
+
+    def counted(self, it, until_s, stop, record):
+        def kept(step):
+            counts.append(1)
+            record(step)
+
+        return cruise(self, it, until_s, stop, kept)
+
+    return counted
+
+
+LOADS = [
+    ("llama-3-8b", dict(concurrency=8, prompt=512, gen=256, requests=32)),
+    ("llama-3-8b", dict(concurrency=16, prompt=300, gen=200, spread=0.5, requests=64,
+                        engine="trtllm")),  # inflight: whole-length blocks, no padding
+    ("llama-3-8b", dict(concurrency=6, prompt=200, gen=300, spread=0.3, requests=24,
+                        engine="sglang")),  # prefill-first, overlapped host, blocks of 1
+    ("llama-3-8b", dict(concurrency=8, prompt=256, gen=128, spread=0.4, requests=32,
+                        engine="vllm-v0")),  # continuous: whole prompts, decodes paused
+    ("llama-3-8b", dict(concurrency=8, prompt=256, gen=100, spread=0.4, requests=24,
+                        scheduler="static")),
+    ("llama-3-8b", dict(concurrency=32, prompt=512, gen=256, requests=96, kv_blocks=200)),
+    ("llama-3-8b", dict(rate=6.0, prompt=400, gen=300, spread=0.5, requests=60, seed=2)),
+    ("llama-3-8b", dict(rate=400.0, prompt=400, gen=300, requests=300, find="max-rate",
+                        slo_ttft_ms=300, slo_tpot_ms=40)),  # trials stopped by their Verdict
+    ("llama-3-8b", dict(prompt=128, gen=1500, requests=80, max_batch=4, find="max-rate",
+                        slo_ttft_ms=500, slo_tpot_ms=50)),  # ... while the queue waits
+    ("deepseek-v2-lite", dict(concurrency=4, prompt=300, gen=200, requests=12)),  # MoE, MLA
+    ("gemma-2-9b", dict(concurrency=4, prompt=5000, gen=200, requests=8)),  # windows
+    ("llama-3-8b", dict(concurrency=8, prompt=256, gen=128, requests=32, chips=2, dp=2)),
+    ("llama-2-13b", dict(concurrency=2, prompt=256, gen=64, requests=6, chips=2, pp=2)),
+    ("llama-3-8b", dict(concurrency=2, prompt=256, gen=64, requests=6, speculative="eagle",
+                        draft_tokens=2, acceptance=0.6)),
+]
+
+
+def _recording(runs: list) -> object:
+    """simulate, keeping what each run produced: every iteration's row, the totals, where
+    a Verdict stopped it, and each request's times (as text: nan is nan)."""
+    def recorded(*args, **kwargs):
+        run = simulate(*args, **kwargs)
+        runs.append((run.timeline, run.energy_j, run.busy_chip_s, run.stopped, run.upto,
+                     run.itl_s, run.itl_count, repr([(s.first_token_s, s.last_token_s,
+                     s.finish_s, s.preemptions) for s in run.sequences])))  # fmt: skip
+        return run
+
+    return recorded
+
+
+@pytest.mark.parametrize(("model", "load"), LOADS, ids=[f"{m}-{i}" for i, (m, _) in
+                                                         enumerate(LOADS)])
+def test_cruise_equals_the_event_loop(model, load, monkeypatch):
+    counts: list[int] = []
+    fast_runs: list = []
+    plain_runs: list = []
+    monkeypatch.setattr(Replica, "cruise", _counting(counts))
+    monkeypatch.setattr(serving_run, "simulate", _recording(fast_runs))
+    fast = xpusim.serve(model, "h100-sxm", **load)
+    monkeypatch.setattr(Replica, "cruise", _one_step_at_a_time)
+    monkeypatch.setattr(serving_run, "simulate", _recording(plain_runs))
+    plain = xpusim.serve(model, "h100-sxm", **load)
+    assert fast.to_dict() == plain.to_dict()
+    assert fast_runs == plain_runs
+    single = "dp" not in load and "pp" not in load and "speculative" not in load
+    assert bool(counts) == single  # cruised where it may, and nowhere else
+
+
+@pytest.fixture(scope="module")
+def costs():
+    found = {}
+    for model, chip in (("llama-3-8b", "h100-sxm"), ("deepseek-v2-lite", "h100-sxm"),
+                        ("gemma-2-9b", "h200-sxm")):
+        cfg, target = xpusim.model(model), xpusim.target(chip)
+        setup, cand = chosen_plan(cfg, target, {"batch": 8, "prompt": 512, "gen": 64})
+        found[model] = step_cost(cfg, cand.setup.system, replace(cand.plan, dp=1), setup.req,
+                                 cand.placement, 2048, 64, 20000)  # fmt: skip
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(["llama-3-8b", "deepseek-v2-lite", "gemma-2-9b"]),
+       n=st.integers(1, 64), first=st.integers(1, 20000), steps=st.integers(1, 80))
+def test_decode_steps_equal_one_call_each(costs, model, n, first, steps):
+    cost = costs[model]
+    contexts = first + n * np.arange(steps)  # n sequences' keys, n more a step
+    stage_s, energy_j = cost.decode_steps(n, contexts)
+    for c, stage, energy in zip(contexts.tolist(), stage_s, energy_j, strict=True):
+        one = cost(Work(n, c, 0, 0, 0, 0, 0, n))
+        assert (stage, energy) == (one.stage_s, one.energy_j)
+
+
+def test_cruise_stops_where_a_verdict_says(monkeypatch):
+    """A Verdict's miss falls due with time, not with an event: cruise asks at each step's
+    end, and runs no step past one where it is told to stop."""
+    cruise, asked = Replica.cruise, []
+
+    def told(self, it, until_s, stop, record):
+        def stopping(end_s):
+            asked.append(end_s)
+            return True
+
+        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"))
+
+    monkeypatch.setattr(Replica, "cruise", told)
+    xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, prompt=128, gen=64, requests=8)
+    assert asked

@@ -48,6 +48,11 @@ so the floor is the best any measured engine does. It only adds time: the analyt
 stands where it is slower, so the cost never beats the bandwidth bound and more bandwidth
 is never slower. Rows faster than the bandwidth term alone (bytes over the level's link
 bandwidth) are refused. docs/cost.md compares the tables with the analytic line.
+
+A collective op's own HBM pass is not added to these seconds (cost/roofline.py): a measured
+time is of the whole kernel (nccl-tests' algbw and busbw are of the complete operation), its
+reads and writes of HBM included, and the analytic ring pipelines its HBM traffic with the
+links'. The op costs the larger of the two, plus its dispatch.
 """
 
 from __future__ import annotations

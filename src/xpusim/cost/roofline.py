@@ -4,7 +4,7 @@
                  unit: its cycles for the GEMM / clock, cost/systolic.py)
                + vector FLOPs / (vector peak x vector efficiency)
     memory_s   = max over levels of bytes at that level / (bandwidth x memory efficiency)
-    time_s     = (compute_s^p + memory_s^p)^(1/p) + overhead per op + comm_s
+    time_s     = max((compute_s^p + memory_s^p)^(1/p), comm_s) + overhead per op
     dynamic_j  = matrix FLOPs x e_matrix[dtype] + vector FLOPs x e_vector
                + sum over levels of bytes x pJ/B
     power_s    = dynamic_j / (TDP - static power)
@@ -23,6 +23,18 @@ and hardly at all far from the ridge (cost/calibration.py). Any p >= 1 keeps the
 between max and sum of the two and growing with each. The overhead does not overlap,
 because it is dispatch time when nothing streams. comm_s is
 the link time of collective ops (cost/collectives.py), zero for every other op.
+
+A collective's time is the larger of its link time and its own HBM pass (memory_s: its
+buffers read and written once), not their sum: the kernel streams its chunks from HBM into
+the links while it reduces them, so the two overlap, the slower bounding it (the ring
+pipelines each step's read, add and send; NCCL splits a collective into chunks in flight
+at once). Where comm_s is a measured floor (nccl-tests, the engines' custom all-reduce
+kernels) it timed the whole kernel, HBM traffic and reduction included: nccl-tests reports
+algbw = S / t and busbw of the complete operation (NVIDIA/nccl-tests, doc/PERFORMANCE.md),
+so adding the HBM pass counted it twice (0.17 ms on a 0.73 ms Llama 3 405B TP all-reduce
+on H100). The max keeps the measured time wherever it is at least its own HBM pass (every
+table row), and still charges bytes/bandwidth where it is not. The pass's energy stays in
+dynamic_j: the bytes move, though their time hides behind the links'.
 The efficiencies are below 1 and named in the chip file with their origin, so every op's time
 is at least FLOPs/peak and bytes/bandwidth (the physics floor). Energy per op is the chip's
 compute power budget over its peak rate (hardware/spec.py) and energy per byte each memory
@@ -319,7 +331,7 @@ def bottleneck_of(
     """The Bottleneck of each op: the largest of compute, memory, overhead and comm, or power
     where the power limit made the op slower than all of its roofs together."""
     terms = np.stack(np.broadcast_arrays(compute_s, memory_s, overhead_s, comm_s))
-    slowed = power_s > np.maximum(compute_s, memory_s) + overhead_s + comm_s
+    slowed = power_s > np.maximum(np.maximum(compute_s, memory_s), comm_s) + overhead_s
     return np.where(slowed, Bottleneck.POWER, np.argmax(terms, axis=0))
 
 
@@ -493,9 +505,10 @@ def evaluate(
     overhead_s = np.broadcast_to(hw.overhead_s, compute_s.shape)
     comm_s = np.broadcast_to(comm_s, compute_s.shape)
     if np.isinf(hw.overlap_p).all():  # the sharp roofline everywhere: skip the p-norm's powers
-        time_s = np.maximum(compute_s, memory_s) + overhead_s + comm_s
+        on_chip_s = np.maximum(compute_s, memory_s)
     else:
-        time_s = overlap_time(compute_s, memory_s, hw.overlap_p) + overhead_s + comm_s
+        on_chip_s = overlap_time(compute_s, memory_s, hw.overlap_p)
+    time_s = np.maximum(on_chip_s, comm_s) + overhead_s  # a collective's HBM pass under its links
     dynamic_j = (
         table.matrix_flops * energy_factor * hw.e_matrix_j
         + table.vector_flops * hw.e_vector_j
@@ -505,7 +518,8 @@ def evaluate(
     measured = np.isfinite(hw.kernel_peak).any()
     if measured:  # the measured kernels' floor, as overhead: the time a kernel spends
         # past the chip's figures is its own (latency, partial waves)
-        floored = np.maximum(time_s, kernel_floor_s(table, hw) + hw.dispatch_s + comm_s)
+        floored = np.maximum(time_s, np.maximum(kernel_floor_s(table, hw), comm_s)
+                             + hw.dispatch_s)  # fmt: skip
         overhead_s, time_s = overhead_s + (floored - time_s), floored
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
@@ -530,7 +544,8 @@ class OneWork:
 
     It covers one chip's arrays (not HardwareArrays.stack's), a matrix unit whose GEMMs are
     padded tiles only (not a systolic unit's cycles, which depend on M) and no PE grid's
-    operand re-reads: `of` is None otherwise, and the caller uses evaluate."""
+    operand re-reads: `of` is None otherwise, and the caller uses evaluate. Its ops have no
+    link time (evaluate's comm_s of 0: the max with 0.0 is evaluate's max with comm_s)."""
 
     padded: list[float]  # work_factors' time and energy factor of each op (M-independent)
     matrix_rate: list[float]
@@ -594,19 +609,19 @@ class OneWork:
             memory.append(slowest)
             byte_j.append(joules)
         if self.overlap_p is None:
-            time_s = [max(c, m) + o + 0.0 for c, m, o in zip(compute, memory, self.overhead_s,
-                                                             strict=True)]  # fmt: skip
+            time_s = [max(max(c, m), 0.0) + o
+                      for c, m, o in zip(compute, memory, self.overhead_s, strict=True)]
         else:
             both = overlap_time(np.array(compute), np.array(memory), self.overlap_p).tolist()
-            time_s = [t + o + 0.0 for t, o in zip(both, self.overhead_s, strict=True)]
+            time_s = [max(t, 0.0) + o for t, o in zip(both, self.overhead_s, strict=True)]
         dynamic = [matrix[i] * self.padded[i] * self.e_matrix_j[i] + vector[i] * self.e_vector_j
                    + byte_j[i] for i in range(n)]  # fmt: skip
         if self.floor is not None:
             work = replace(self.table, matrix_flops=np.array([matrix]),
                            vector_flops=np.array([vector]), role_bytes=np.array([roles]))
             least = kernel_floor_s(work, self.floor)[0].tolist()
-            time_s = [max(t, f + self.dispatch_s + 0.0) for t, f in zip(time_s, least,
-                                                                        strict=True)]  # fmt: skip
+            time_s = [max(t, max(f, 0.0) + self.dispatch_s)
+                      for t, f in zip(time_s, least, strict=True)]  # fmt: skip
         time_s = [max(t, d / self.power_w) for t, d in zip(time_s, dynamic, strict=True)]
         energy_j = [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]
         if self.floor is not None:  # evaluate's measured-kernel energy, on the same arrays

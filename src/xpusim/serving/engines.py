@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
-from xpusim.serving.options import GRAPH_PADS
 
 DATA = Path(__file__).with_name("engines.toml")
 GIB = 2**30
 MIB = 2**20
 POLICIES = ("decode-first", "prefill-first", "inflight", "continuous")
+GRAPH_PADS = ("tokens", "decode", "none")  # engines.toml's graph_pad, and serve's --graph-pad
 MEMORY_RULES = ("total", "free", "static")
 DP_CHUNK_RULES = ("", "per-rank", "half")
 

@@ -20,7 +20,6 @@ TRIALS = ("full", "verdict")  # Search.trials: serving/verdict.py
 UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
-GRAPH_PADS = ("tokens", "decode", "none")  # serving/engines.toml's graph_pad
 
 
 MAX_SPAN_S = 1e9
@@ -197,6 +196,8 @@ class Engine:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
         self.captured  # noqa: B018  (refuses sizes that are not positive integers)
+        from xpusim.serving.engines import GRAPH_PADS
+
         if self.graph_pad is not None and self.graph_pad not in GRAPH_PADS:
             from xpusim.errors import closest
 

@@ -297,11 +297,12 @@ def test_a_shape_priced_floor_keeps_the_physics(shape, m, factor):
     assert evaluate(ops, faster, placement).time_s[0] <= time_s * (1 + 1e-12)
 
 
-def test_the_memo_is_the_plain_fit():
-    """fraction_grid is kept per op signature; a fresh fit gives the same curve."""
-    from xpusim.cost.kernel_tables import fraction_grid
-
-    keys, shapes = (("gemm", "nvfp4"),), (("gemm", (1536.0, 7168.0)),)
-    grid, fixed_s, _ = fraction_grid("b200", DType.NVFP4, keys, shapes)
-    plain, plain_fixed_s, _ = fraction_grid.__wrapped__("b200", DType.NVFP4, keys, shapes)
-    assert np.array_equal(grid, plain) and fixed_s == plain_fixed_s
+@pytest.mark.parametrize("shape", [(1536.0, 7168.0), (1e6, 3.0), None])
+def test_the_memo_is_the_plain_fit(shape):
+    """grid_of keeps each shape's fit; asked twice, it gives the fit of_shape does fresh."""
+    table = kernel_table("b200", DType.NVFP4)
+    own = table.of_shape(shape)
+    for _ in range(2):
+        grid, fixed_s = table.grid_of(shape)
+        assert fixed_s == own.fixed_s
+        assert np.array_equal(grid, own.fraction_at(2.0**GRID_LOG2, own.fixed_s))

@@ -101,7 +101,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +160,24 @@ class KernelTable:
     backend: str = DEFAULT_MOE_BACKEND  # a moe table's MoE backend (MOE_BACKENDS)
     row_shapes: tuple[tuple[float, ...], ...] = ()  # each row's shape (row_shapes), if its
     # kind has one
+
+    @cached_property
+    def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
+        """grid_of's fits, per shape (a table of the committed files lives as long as the
+        process; one a test builds, as long as the test)."""
+        return {}
+
+    def grid_of(self, shape: tuple[float, ...] | None) -> tuple[np.ndarray, float]:
+        """The curve of the rows of `shape` (of_shape) sampled at GRID_LOG2, and their fixed
+        time, fitted once per table and shape: a model's ops ask again at every plan and
+        batch, and the fit is most of a chip's arrays' build (roofline.HardwareArrays)."""
+        if shape not in self._grids:
+            table = self.of_shape(shape)
+            fixed_s = table.fixed_s
+            grid = table.fraction_at(2.0**GRID_LOG2, fixed_s)
+            grid.setflags(write=False)  # one array for every caller
+            self._grids[shape] = (grid, fixed_s)
+        return self._grids[shape]
 
     def of_shape(self, shape: tuple[float, ...] | None) -> KernelTable:
         """The table of its rows of an op's `shape` (row_shapes) alone, where it has any (a
@@ -593,7 +611,6 @@ def kernel_table(
     return (exact or tables or [None])[0]
 
 
-@cache
 def fraction_grid(
     chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
     shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
@@ -604,15 +621,11 @@ def fraction_grid(
     tables, which price any compute format over their cache) of the first table found for
     the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where `shapes`
     gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
-    it, those rows alone (KernelTable.of_shape). Kept per op signature: a model's ops ask
-    again at every plan and batch (the fit is most of a chip's arrays' build)."""
+    it, those rows alone (KernelTable.of_shape)."""
     for kind, scope in keys:
         table = kernel_table(chip_id, dtype, scope, kind)
         if table is not None:
-            table = table.of_shape(dict(shapes).get(kind))
-            fixed_s = table.fixed_s
-            grid = table.fraction_at(2.0**GRID_LOG2, fixed_s)
-            grid.setflags(write=False)  # one array for every caller
+            grid, fixed_s = table.grid_of(dict(shapes).get(kind))
             return (grid, fixed_s / table.ops_per_row,
                     DType(table.dtype))  # fmt: skip
     return None

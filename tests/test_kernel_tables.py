@@ -226,3 +226,83 @@ def test_fractions_over_many_fixed_times_equal_one_at_a_time():
         for t0, row in zip(tried_s, many, strict=True):
             one_nodes, one = _fractions(*data, t0)
             assert np.array_equal(nodes, one_nodes) and row.tobytes() == one.tobytes()
+
+
+SHAPED = [(t, shape) for t in TABLES if t.kind in ("gemm", "moe")
+          for shape in sorted(set(t.row_shapes))]  # fmt: skip
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=st.sampled_from(SHAPED), m=st.floats(1.0, 2.0**20))
+def test_a_shapes_own_rows_keep_the_guarantees(case, m):
+    """A table's rows of one shape (KernelTable.of_shape) are a table of their own: every
+    fraction at most 1, a fixed time the rows leave room for, and no M priced under the
+    roofline; the rows are that shape's alone."""
+    table, shape = case
+    own = table.of_shape(shape)
+    assert set(own.row_shapes) == {shape} and len(own.rows_m) == table.row_shapes.count(shape)
+    assert 0 <= own.fixed_s <= np.min(own.measured_s - own.roofline_s)
+    assert 0 < float(own.fraction_at(m)) <= 1
+    assert np.all(own.predict_s(own.rows_m, own.roofline_s) >= own.roofline_s)
+
+
+def test_an_op_far_from_every_shape_takes_the_pooled_curve():
+    """An op whose shape is beyond SNAP_LOG2 of every row's keeps the whole table's curve;
+    one within it takes the nearest shape's rows (DeepSeek-R1's q_a_proj, 1536 x 7168,
+    prices on B200 NVFP4 at the measured 1536 x 8192 kernel)."""
+    table = kernel_table("b200", DType.NVFP4)
+    assert table.of_shape((1e6, 3.0)) is table and table.of_shape(None) is table
+    assert set(table.of_shape((1536.0, 7168.0)).row_shapes) == {(1536.0, 8192.0)}
+
+
+def test_deepseek_q_a_is_priced_at_its_own_kernels_time():
+    """TensorRT-LLM's NVFP4 Linear of 128 x 1536 x 8192 on a B200 (gemm/b200.toml) takes
+    21.5 us; the pooled curve of every shape priced DeepSeek-R1's q_a_proj (K 7168) at
+    about 11 us. Priced at that shape's rows it is within 15% of the row, less the row's
+    extra K (19 us)."""
+    rows = {(r[0], r[1], r[2]): r[3] for r in _nvfp4_rows()}
+    measured_us = rows[(128, 1536, 8192)]
+    chip = load_chip("b200")
+    ops = _fp8_matmul(128, 7168, 1536, dtype=DType.NVFP4)
+    floor_us = kernel_floor_s(ops, HardwareArrays.build(chip, ops))[0] * 1e6
+    assert 0.85 * measured_us * 7168 / 8192 < floor_us <= measured_us * 1.15
+
+
+def _nvfp4_rows() -> list[list[float]]:
+    import tomllib
+
+    from xpusim.cost.kernel_tables import TABLES_DIR
+
+    with (TABLES_DIR / "gemm" / "b200.toml").open("rb") as f:
+        (entry,) = [e for e in tomllib.load(f)["table"] if e["dtype"] == "nvfp4"]
+    return entry["rows"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.sampled_from(sorted(set(kernel_table("b200", DType.NVFP4).row_shapes))),
+       m=st.integers(1, 16384), factor=st.floats(1.0, 8.0))  # fmt: skip
+def test_a_shape_priced_floor_keeps_the_physics(shape, m, factor):
+    """At a shape the B200's NVFP4 table measured (priced by its own rows): at least both
+    roofs, and more bandwidth is never slower."""
+    n, k = int(shape[0]), int(shape[1])
+    chip = load_chip("b200")
+    ops = _fp8_matmul(m, k, n, dtype=DType.NVFP4)
+    placement = place(chip, Footprint(k * n, 0.0, m * (k + 2 * n)))
+    hw = HardwareArrays.build(chip, ops)
+    time_s = evaluate(ops, hw, placement).time_s[0]
+    assert time_s >= 2.0 * m * k * n / chip.peak(DType.NVFP4) * (1 - 1e-12)
+    assert time_s >= kernel_floor_s(ops, hw)[0] > 0
+    faster = dataclasses.replace(hw, level_rate=hw.level_rate * factor,
+                                 kernel_bw=hw.kernel_bw * factor)  # fmt: skip
+    assert evaluate(ops, faster, placement).time_s[0] <= time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1536.0, 7168.0), (1e6, 3.0), None])
+def test_the_memo_is_the_plain_fit(shape):
+    """grid_of keeps each shape's fit; asked twice, it gives the fit of_shape does fresh."""
+    table = kernel_table("b200", DType.NVFP4)
+    own = table.of_shape(shape)
+    for _ in range(2):
+        grid, fixed_s = table.grid_of(shape)
+        assert fixed_s == own.fixed_s
+        assert np.array_equal(grid, own.fraction_at(2.0**GRID_LOG2, own.fixed_s))

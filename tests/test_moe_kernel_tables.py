@@ -27,19 +27,24 @@ MOE = [t for t in all_tables() if t.kind == "moe"]
 
 
 def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
-               dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True):
+               dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True,
+               ep: int | None = None):  # fmt: skip
     """A routed-expert layer's two matmuls as the layer builder emits them (workloads/
     transformer.py moe) at balanced routing: every touched expert runs tokens x topk /
-    touched rows; `expert=False` gives the same matmuls as plain batched ones."""
-    touched = min(experts, tokens * topk)
-    rows = tokens * topk // touched
+    touched rows; `expert=False` gives the same matmuls as plain batched ones. With `ep`,
+    one rank's share as partitioning leaves it (its experts and ep stamped, so that a moe
+    table's rows of the layer's own shape price it)."""
+    touched = min(experts, tokens * topk) // (ep or 1)
+    rows = tokens * topk // (ep or 1) // touched
     weights = parse_weight_format(weight) if weight else dtype
     ops = []
     for name, k, n, split in (("gate_up", hidden, 2 * inter, "expert_column"),
                               ("down", inter, hidden, "expert_row")):  # fmt: skip
         ins = (Tensor(f"{name}.x", (touched, rows, k), dtype),
                Tensor(f"{name}.w", (touched, k, n), weights, Role.WEIGHT))  # fmt: skip
-        attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()))
+        attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()),
+                 *((("experts", experts), ("experts_per_token", topk), ("ep", ep))
+                   if ep else ()))  # fmt: skip
         out = Tensor(f"{name}.y", (touched, rows, n), stream_format(dtype))  # as the builder
         ops.append(Op(OpKind.MATMUL, name, ins, (out,), attrs))
     return op_table(Graph("moe", ops))
@@ -204,3 +209,18 @@ def test_more_bandwidth_is_never_slower_through_a_moe_table():
     ops = _moe_layer(64, 4096, 1536, 8, 128, DType.FP8, "fp8")
     placement = place(chip, Footprint(float(ops.role_bytes[..., 1, :].sum()), 0.0, 1e6))
     assert_more_bandwidth_is_never_slower(chip, ops, placement)
+
+
+def test_deepseek_on_ep8_is_priced_by_its_own_rows():
+    """DeepSeek-R1's NVFP4 experts on one of 8 EP ranks of B200s: TensorRT-LLM measured
+    327.6 / 384.5 us at 2k / 4k tokens (moe/nvidia-trtllm.toml); the pooled curve of every
+    model's rows gave 275 / 372 / 358 us at 2k / 4k / 8k, falling with more work. Priced by
+    the rows of its own shape (ep 8) the layer is within 5% of those rows and grows with
+    the tokens."""
+    layer = []
+    for tokens in (2048, 4096, 8192):
+        ops = _moe_layer(tokens, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8)
+        layer.append(kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum())
+    assert layer[0] == pytest.approx(327.6e-6, rel=0.05)
+    assert layer[1] == pytest.approx(384.5e-6, rel=0.05)
+    assert layer[0] < layer[1] < layer[2]

@@ -198,9 +198,12 @@ def _without_prefill_tables(monkeypatch) -> None:
     """The cost model as it was before the prefill kinds: no table keys a prefill's
     attention."""
     real = kernel_tables.fraction_grid
-    monkeypatch.setattr("xpusim.cost.roofline.fraction_grid", lambda chip_id, dtype, keys: real(
-        chip_id, dtype, tuple(k for k in keys if k[0] not in ("prefill_attention",
-                                                              "mla_prefill"))))  # fmt: skip
+
+    def without(chip_id, dtype, keys, shapes):
+        return real(chip_id, dtype, tuple(k for k in keys if k[0] not in ("prefill_attention",
+                                                                          "mla_prefill")), shapes)
+
+    monkeypatch.setattr("xpusim.cost.roofline.fraction_grid", without)
 
 
 @pytest.mark.parametrize("chip_id", ["a100-sxm-80gb", "mi300x", "b300"])

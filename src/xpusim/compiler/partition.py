@@ -522,8 +522,9 @@ class _Sharder:
         x, w = op.inputs
         e, rows = self._experts(op)
         n = _ceil_div(w.shape[-1], self.plan.expert_tp)
-        sharded = self._with(op, [_resized(x, e, rows, x.shape[-1]), _resized(w, e, w.shape[1], n)],
-                             [_resized(op.outputs[0], e, rows, n)])  # fmt: skip
+        sharded = self._expert_matmul(op, [_resized(x, e, rows, x.shape[-1]),
+                                           _resized(w, e, w.shape[1], n)],
+                                      [_resized(op.outputs[0], e, rows, n)])  # fmt: skip
         return [*self._dispatch(op, combine=False), sharded]
 
     def _expert_split(self, op: Op) -> list[Op]:
@@ -543,8 +544,16 @@ class _Sharder:
             copies = int(op.attr("experts_per_token")) if self.plan.ep == self.plan.tp else 1
             self.expert_outputs[op.outputs[0].name] = self._tokens(op, "mine", self.plan.tp,
                                                                    copies)  # fmt: skip
-        sharded = self._with(op, [_resized(x, e, rows, k), _resized(w, e, k, w.shape[-1])], [out])
+        sharded = self._expert_matmul(op, [_resized(x, e, rows, k),
+                                           _resized(w, e, k, w.shape[-1])], [out])  # fmt: skip
         return [sharded, *self._dispatch(op, combine=True)]
+
+    def _expert_matmul(self, op: Op, ins: list[Tensor], outs: list[Tensor]) -> Op:
+        """A rank's share of an expert GEMM, stamped with the ep its experts are split over:
+        a moe kernel table prices it by the rows of its own shape, ep included
+        (op_table.kernel_shapes)."""
+        return Op(op.kind, op.name, tuple(ins), tuple(outs), (*op.attrs, ("ep", self.ep)),
+                  op.layer)  # fmt: skip
 
 
 def partition(graph: Graph, plan: Plan, sequence_parallel: bool = False) -> Graph:

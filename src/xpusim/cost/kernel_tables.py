@@ -24,6 +24,15 @@ it slower they stand. So a table only ever adds time, no op is faster than eithe
 more bandwidth is never slower (the floor falls with the roofline). Chips and precisions
 without a table keep the model they had.
 
+A table pools rows of many shapes (a gemm table's N and K, a moe table's models), and one
+curve of them all misprices the shapes far from its mean: B200 NVFP4 at 128 x 1536 x 8192
+runs at 21.5 us where the pooled curve gave DeepSeek-R1's q_a_proj 11 us. So where a table
+has rows of an op's own shape (row_shapes: gemm (N, K), moe (hidden, inter / tp, topk,
+experts, ep); a gemm table's nearest shape within SNAP_LOG2, as its rows are the zoo's
+shapes snapped to the measured grid), the same model fitted to those rows alone prices it
+(KernelTable.of_shape), else the pooled curve; the guarantees above hold for either, as
+each is a table of rows no faster than their roofline.
+
 Tables are of a kind, the op family they price; an op tries the kinds its rule lists
 (op_table.kernel_keys), the first table found pricing it:
 
@@ -91,8 +100,8 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +158,39 @@ class KernelTable:
     measured_s: np.ndarray
     engine: str = ""  # "trtllm 1.3.0rc10": the engine whose kernels were measured, if one
     backend: str = DEFAULT_MOE_BACKEND  # a moe table's MoE backend (MOE_BACKENDS)
+    row_shapes: tuple[tuple[float, ...], ...] = ()  # each row's shape (row_shapes), if its
+    # kind has one
+
+    @cached_property
+    def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
+        """grid_of's fits, per shape (a table of the committed files lives as long as the
+        process; one a test builds, as long as the test)."""
+        return {}
+
+    def grid_of(self, shape: tuple[float, ...] | None) -> tuple[np.ndarray, float]:
+        """The curve of the rows of `shape` (of_shape) sampled at GRID_LOG2, and their fixed
+        time, fitted once per table and shape: a model's ops ask again at every plan and
+        batch, and the fit is most of a chip's arrays' build (roofline.HardwareArrays)."""
+        if shape not in self._grids:
+            table = self.of_shape(shape)
+            fixed_s = table.fixed_s
+            grid = table.fraction_at(2.0**GRID_LOG2, fixed_s)
+            grid.setflags(write=False)  # one array for every caller
+            self._grids[shape] = (grid, fixed_s)
+        return self._grids[shape]
+
+    def of_shape(self, shape: tuple[float, ...] | None) -> KernelTable:
+        """The table of its rows of an op's `shape` (row_shapes) alone, where it has any (a
+        gemm table's nearest shape within SNAP_LOG2, as its rows stand for the zoo's shapes
+        snapped to the measured grid): the same model fitted to the kernel the op runs, not
+        to every shape's pooled; itself where it has none."""
+        near = _nearest_shape(shape, set(self.row_shapes), SNAP_LOG2.get(self.kind, 0.0))
+        if near is None:
+            return self
+        mine = np.array([s == near for s in self.row_shapes], dtype=bool)
+        return replace(self, rows_m=self.rows_m[mine], roofline_s=self.roofline_s[mine],
+                       measured_s=self.measured_s[mine],
+                       row_shapes=(near,) * int(mine.sum()))  # fmt: skip
 
     @property
     def key_scope(self) -> str:
@@ -222,6 +264,29 @@ class KernelTable:
         fixed_s = self.fixed_s if fixed_s is None else fixed_s
         nodes, values = _fractions(self.rows_m, self.roofline_s, self.measured_s, fixed_s)
         return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
+
+
+SNAP_LOG2 = {"gemm": 0.5}
+"""How far (log2, in every dimension) a table's shape may be from an op's and still price it
+alone (KernelTable.of_shape): a gemm table's rows are the zoo's (N, K) snapped to the nearest
+value of aiconfigurator's measured grid (benchmarks/gemm_kernel_tables.py), half a step of a
+doubling grid at most, so an op of a model not listed takes the measured kernel its own shape
+snaps to (DeepSeek-R1's q_a_proj, 1536 x 7168, takes 1536 x 8192); the other gemm tables
+(DeepGEMM's, AITER's) likewise their nearest measured shape within it. A moe table's rows
+are the models' own layers: exact."""
+
+
+def _nearest_shape(
+    shape: tuple[float, ...] | None, shapes: set[tuple[float, ...]], within_log2: float
+) -> tuple[float, ...] | None:  # fmt: skip
+    """The one of `shapes` nearest `shape` (the largest log2 ratio of a dimension), if it
+    is within `within_log2`; ties to the smaller shape."""
+    if shape is None or not all(d > 0 for d in shape):
+        return None
+    distance = {s: max(abs(np.log2(a / b)) for a, b in zip(s, shape, strict=True))
+                for s in shapes if len(s) == len(shape)}  # fmt: skip
+    near = min(distance, key=lambda s: (distance[s], s), default=None)
+    return near if near is not None and distance[near] <= within_log2 else None
 
 
 def moe_scope(weight: str, backend: str) -> str:
@@ -394,6 +459,20 @@ _ROWS = {"gemm": (_gemm_rows, (4, 5)), "moe": (_moe_rows, (8,)),
 takes."""
 
 
+def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
+    """Each row's shape, the kernel it timed as an op knows it (op_table.kernel_shape): a
+    gemm row's (N, K) (and its groups, if grouped), a moe row's (hidden, inter / tp, topk,
+    experts, ep), the expert GEMMs one rank runs and how many ranks share the experts; none
+    for other kinds."""
+    if kind == "gemm":
+        return tuple((n, k, *extra) for n, k, *extra in rows[:, [1, 2, *range(4, rows.shape[1])]]
+                     .tolist())  # fmt: skip
+    if kind == "moe":
+        return tuple((h, i / tp, topk, experts, ep)
+                     for _, h, i, topk, experts, tp, ep, _ in rows.tolist())  # fmt: skip
+    return ()
+
+
 def roofline_seconds(
     rows: np.ndarray, dtype: DType, chip: Chip, where: str, kind: str = "gemm",
     scope: str | None = None,
@@ -441,7 +520,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
-            engine=engine, backend=backend,
+            engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -533,18 +612,21 @@ def kernel_table(
 
 
 def fraction_grid(
-    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...]
-) -> tuple[np.ndarray, float, DType] | None:
+    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
+    shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
+) -> tuple[np.ndarray, float, DType] | None:  # fmt: skip
     """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
     per op and the format whose peak the op's floor is judged at (the table's: its kernels
     ran in it, as the fractions were measured against it; an op's own but for attention
     tables, which price any compute format over their cache) of the first table found for
-    the op's (kind, scope) keys in order (op_table.kernel_keys), or None."""
+    the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where `shapes`
+    gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
+    it, those rows alone (KernelTable.of_shape)."""
     for kind, scope in keys:
         table = kernel_table(chip_id, dtype, scope, kind)
         if table is not None:
-            fixed_s = table.fixed_s
-            return (table.fraction_at(2.0**GRID_LOG2, fixed_s), fixed_s / table.ops_per_row,
+            grid, fixed_s = table.grid_of(dict(shapes).get(kind))
+            return (grid, fixed_s / table.ops_per_row,
                     DType(table.dtype))  # fmt: skip
     return None
 

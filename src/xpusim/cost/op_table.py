@@ -136,6 +136,23 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     return (gemm,)
 
 
+def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """(kind, shape) of a matmul as the kernel tables' rows name their shapes
+    (kernel_tables.row_shapes), so that a table's rows of the op's own shape price it: a
+    gemm's (N, K) of its weight; a routed expert's moe (hidden, inter per rank, topk,
+    experts, ep), read off its gate_up (K hidden, N two inter) or down (K inter, N hidden)
+    and the ep partitioning stamped (1 where it did not split the experts)."""
+    if op.kind != OpKind.MATMUL:
+        return ()
+    k, n = (float(d) for d in op.weight_tile)
+    shapes: tuple[tuple[str, tuple[float, ...]], ...] = (("gemm", (n, k)),)
+    if is_expert(op) and op.attr("experts") and op.attr("experts_per_token"):
+        hidden, inter = (k, n / 2) if op.attr("tp") == "expert_column" else (n, k)
+        shapes += (("moe", (hidden, inter, float(op.attr("experts_per_token")),
+                            float(op.attr("experts")), float(op.attr("ep", 1)))),)  # fmt: skip
+    return shapes
+
+
 @dataclass(frozen=True)
 class OpTable:
     ops: tuple[Op, ...]  # the first op of each signature
@@ -209,12 +226,18 @@ class OpTable:
         block-scaled FP8 kernels, a routed expert's matmul fused-MoE kernels first."""
         return tuple(kernel_keys(op) for op in self.ops)
 
+    @property
+    def kernel_shapes(self) -> tuple[tuple[tuple[str, tuple[float, ...]], ...], ...]:
+        """Each op's shape as the kernel tables name it (kernel_shapes)."""
+        return tuple(kernel_shapes(op) for op in self.ops)
+
     @cached_property
     def structure(self) -> tuple:
         """What a chip's per-op figures depend on: each op's kind, format, kernel family and
-        whether it does matrix work at all."""
+        shape, and whether it does matrix work at all."""
         has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
-        return (self.kinds, self.dtypes, self.kernel_keys, tuple(has_matrix.tolist()))
+        return (self.kinds, self.dtypes, self.kernel_keys, self.kernel_shapes,
+                tuple(has_matrix.tolist()))
 
     @cached_property
     def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:

@@ -258,8 +258,9 @@ class HardwareArrays:
         level_eff = level_efficiencies(chip, memory_eff)
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
-        for i, (dtype, keys) in enumerate(zip(table.dtypes, table.kernel_keys, strict=True)):
-            curve = fraction_grid(chip.id, dtype, keys) if has_matrix[i] else None
+        for i, (dtype, keys, shapes) in enumerate(zip(table.dtypes, table.kernel_keys,
+                                                      table.kernel_shapes, strict=True)):
+            curve = fraction_grid(chip.id, dtype, keys, shapes) if has_matrix[i] else None
             if curve is not None:
                 grid[i], kernel_fixed_s[i], ran_in = curve
                 kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)

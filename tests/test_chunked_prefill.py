@@ -21,13 +21,16 @@ def test_long_prompts_fit_where_only_their_activations_did_not():
 
 
 def test_chunking_moves_memory_not_time():
-    """A prefill over the budget is sized by a chunk; its time is the whole prefill's."""
+    """A prefill over the budget is sized by a chunk; its time is the whole prefill's (about
+    twice one sequence's: a little under, the H100's measured BF16 GEMM rows of these
+    shapes running 16,384 rows at a higher fraction of peak than 8,192; a chunk's time
+    alone would be about 1x)."""
     short = xpusim.simulate("llama-2-7b", "h100-sxm", batch=1, prompt=8192, gen=8)
     long_ = xpusim.simulate("llama-2-7b", "h100-sxm", batch=2, prompt=8192, gen=8)
     assert long_.per_chip_memory_bytes.activations == pytest.approx(
         short.per_chip_memory_bytes.activations, rel=1e-9
     )
-    assert long_.ttft_s > 1.9 * short.ttft_s
+    assert long_.ttft_s > 1.8 * short.ttft_s
     assert not any("chunk" in note for note in short.notes)
 
 

@@ -61,22 +61,18 @@ def main() -> int:
     tables = []
     for chip_dir, chip_id in CHIPS.items():
         measured = mirror.read(f"{chip_dir}/moe/trtllm/{VERSION}/wideep_moe_perf.parquet")
-        data = measured.columns
         found = {}
-        for i in range(len(data["latency"])):
-            shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],
-                     data["topk"][i])  # fmt: skip
-            if (data["op_name"][i] != "wideep_moe" or data["moe_dtype"][i] != "nvfp4"
-                    or data["distribution"][i] != DISTRIBUTION or shape != SHAPE
-                    or data["num_slots"][i] != shape[2] or data["moe_tp_size"][i] != 1
-                    or data["moe_ep_size"][i] not in EPS
-                    or data["num_tokens"][i] < MIN_TOKENS):
+        for r in measured.records():
+            shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
+            if (r["op_name"] != "wideep_moe" or r["moe_dtype"] != "nvfp4"
+                    or r["distribution"] != DISTRIBUTION or shape != SHAPE
+                    or r["num_slots"] != shape[2] or r["moe_tp_size"] != 1
+                    or r["moe_ep_size"] not in EPS or r["num_tokens"] < MIN_TOKENS):
                 continue
-            key = (data["num_tokens"][i], *SHAPE[:2], SHAPE[3], SHAPE[2], 1,
-                   data["moe_ep_size"][i])  # fmt: skip
-            found[key] = data["latency"][i] * 1e3
+            key = (r["num_tokens"], *SHAPE[:2], SHAPE[3], SHAPE[2], 1, r["moe_ep_size"])
+            found[key] = r["latency"] * 1e3
         rows = [[*key, us] for key, us in sorted(found.items())]
-        text = table_toml(
+        tables.append(table_toml(
             f"aiconfigurator-trtllm-wideep-moe-nvfp4-{chip_id}", "moe", "nvfp4", "nvfp4", chip_id,
             VERSION, f"wideep_moe, moe_dtype nvfp4, {DISTRIBUTION}, no EPLB", measured,
             f"{chip_id}, TensorRT-LLM {VERSION} WideEPMoE expert compute (moe_backend WIDEEP: "
@@ -84,8 +80,7 @@ def main() -> int:
             "finalize; no all-to-all), NVFP4 weights and activations, CUTLASS grouped GEMMs; "
             f"the busiest EP rank under {DISTRIBUTION} routing, no EPLB; CUDA graphs, mean of "
             "5 routings (collector/wideep/trtllm/collect_moe_compute.py); DeepSeek-V3/R1's "
-            "shape, EP 8", rows)  # fmt: skip
-        tables.append(text.replace("\nsource = ", '\nbackend = "WIDEEP"\nsource = ', 1))
+            "shape, EP 8", rows, backend="WIDEEP"))  # fmt: skip
     write(args.out, header, tables)
     return 0
 

@@ -66,13 +66,12 @@ from xpusim.cost.roofline import HardwareArrays, OneWork, evaluate, placement_on
 from xpusim.cost.stream_machine import stage_send_line
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import stream_format
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
-from xpusim.workloads.transformer import StepShape, build_step
+from xpusim.workloads.transformer import StepShape, build_step, hidden_state_bytes
 from xpusim.workloads.transformer_config import TransformerConfig
 
 # (q, c) shapes the attention polynomial is read at: more than its five terms, so that a
@@ -499,7 +498,7 @@ def step_cost(
     decode_s, decode_j = decode.per_sequence(mine)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
         system, Collective.SEND_RECV, 2, plan.tp * plan.pp)  # fmt: skip
-    per_token = cfg.hidden_size * stream_format(act).itemsize  # a hidden state, as the graph's
+    per_token = hidden_state_bytes(cfg, act)
     return StepCost(
         max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, step_s, step_j,
         prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, state_s, state_j,

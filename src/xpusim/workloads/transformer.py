@@ -904,6 +904,13 @@ def build_step(
     return quantized_at_matmuls(graph, act, stream)
 
 
+def hidden_state_bytes(cfg: TransformerConfig, act: DType) -> int:
+    """Bytes of one token's hidden state between layers and pipeline stages, in the format
+    the engine keeps activations in (ir/dtypes.stream_format), as build_step's graph holds
+    it: what a stage sends on per token."""
+    return cfg.hidden_size * stream_format(act).itemsize
+
+
 _QUANTIZED_INPUTS = (OpKind.MATMUL, OpKind.ATTENTION)
 
 

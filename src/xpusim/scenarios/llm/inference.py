@@ -25,7 +25,7 @@ from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
-from xpusim.ir.dtypes import stream_format, weight_parts
+from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Nested, Result, Results, Table
 from xpusim.run_options import keyword_defaults, takes
@@ -55,6 +55,7 @@ from xpusim.scenarios.llm.timeline import Metrics, timeline
 from xpusim.scenarios.llm.torus import answered, layouts_answer, layouts_offered, offer_layouts
 from xpusim.scenarios.op_reports import OpReport, op_reports
 from xpusim.scenarios.registry import register
+from xpusim.workloads.transformer import hidden_state_bytes
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -533,8 +534,7 @@ def _add_detail(cfg: TransformerConfig, cand: Candidate, result: LLMInferenceRes
     prefill, decode = cand.metrics.phases
     ttft_s, trip_s, send_prefill_s, send_decode_s = map(cand.figure, (
         "ttft_s", "trip_s", "send_prefill_s", "send_decode_s"))  # fmt: skip
-    # a token's hidden state, in the format the engine keeps activations in
-    act_bytes = setup.req.batch * cfg.hidden_size * stream_format(setup.req.act).itemsize
+    act_bytes = setup.req.batch * hidden_state_bytes(cfg, setup.req.act)
     pre, dec = (values.steps_of(row) for values in graphs.phase_values)
     tpot_s = cand.figure("tpot_s")
     prefill_rows = [

@@ -37,11 +37,11 @@ from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import Bottleneck, bottleneck_of
 from xpusim.cost.stream_machine import hop_line
 from xpusim.hardware.system import System
-from xpusim.ir.dtypes import stream_format
 from xpusim.memo import distinct
 from xpusim.scenarios.decoding import DraftCost
 from xpusim.scenarios.llm.engine import PhaseCosts
 from xpusim.scenarios.llm.request import Request
+from xpusim.workloads.transformer import hidden_state_bytes
 from xpusim.workloads.transformer_config import TransformerConfig
 
 
@@ -144,10 +144,10 @@ def timeline(
         send.append(lines.get(key, none))
     send_fixed_s, send_s_per_byte = (np.array(v)[pair_of.reshape(-1)] for v in zip(
         *[(line.fixed_s, line.s_per_byte) for line in send], strict=True))
-    itemsize = stream_format(batch.reqs[0].act).itemsize  # a hidden state, as the graph's
+    per_token = hidden_state_bytes(cfg, batch.reqs[0].act)
 
     def send_s(tokens: np.ndarray) -> np.ndarray:
-        return send_fixed_s + send_s_per_byte * (sequences * tokens * cfg.hidden_size * itemsize)
+        return send_fixed_s + send_s_per_byte * (sequences * tokens * per_token)
 
     pre, dec = stage_times(prefill)[:, 0], stage_times(decode)  # (K, stages), (K, steps, stages)
     send_pre, send_dec = send_s(prompt), send_s(np.ones_like(prompt))

@@ -18,7 +18,7 @@ from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, moe_scope
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
-from xpusim.ir.tensor import ROLES, Role
+from xpusim.ir.tensor import ROLES, Role, Tensor
 
 BLOCK_SCALED_FP8 = "fp8-block-scaled"
 """Kernel scope of FP8 matmuls over 128 x 128 block-scaled weights (DeepSeek's format)."""
@@ -75,11 +75,10 @@ def is_prefill_attention(op: Op) -> bool:
     measured (TensorRT-LLM's context FMHA). Not a sliding window, a chunked (Llama-4) or
     compressed attention, a sparse `top_k`, an encoder's bidirectional attention, nor MLA
     (is_mla_prefill): the tables measured full causal attention over every key."""
-    if (op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("decode")
-            or not op.attr("causal", True) or any(op.attr(a) for a in _NOT_FULL)
-            or op.attr("v_dim")):  # fmt: skip
+    qkv = _dense_causal_prefill(op)
+    if qkv is None or op.attr("v_dim"):
         return False
-    q, k, v = op.inputs[:3]
+    q, k, v = qkv
     return (len(q.shape) == 4 and k.role == Role.KV_CACHE and v.role == Role.KV_CACHE
             and k.shape[3] == v.shape[3] == q.shape[3])  # fmt: skip
 
@@ -89,11 +88,10 @@ def is_mla_prefill(op: Op) -> bool:
     latent_attention's decompressed form: every head its own keys, `v_dim` values), dense
     and causal, which the mla_prefill tables measured; DeepSeek-V3.2's sparse MLA (`top_k`)
     is not."""
-    if (op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("decode")
-            or not op.attr("causal", True) or any(op.attr(a) for a in _NOT_FULL)
-            or not op.attr("v_dim")):  # fmt: skip
+    qkv = _dense_causal_prefill(op)
+    if qkv is None or not op.attr("v_dim"):
         return False
-    q, k, v = op.inputs[:3]
+    q, k, v = qkv
     return (len(q.shape) == 4 and op.attr("kv_heads") == op.attr("heads")
             and k.shape[2] == q.shape[2] and k.shape[3] == q.shape[3] >= v.shape[3])
 
@@ -101,6 +99,15 @@ def is_mla_prefill(op: Op) -> bool:
 _NOT_FULL = ("window", "chunk", "compress", "top_k")
 """Attributes of attention that scores fewer pairs than full causal attention, with kernels
 (sliding-window, chunked, sparse) the prefill tables did not measure."""
+
+
+def _dense_causal_prefill(op: Op) -> tuple[Tensor, ...] | None:
+    """Q, K and V of an attention op of a prefill chunk that scores every causal pair (no
+    `decode`, none of _NOT_FULL), the attention both prefill table kinds measured; else None."""
+    if (op.kind != OpKind.ATTENTION or len(op.inputs) < 3 or op.attr("decode")
+            or not op.attr("causal", True) or any(op.attr(a) for a in _NOT_FULL)):  # fmt: skip
+        return None
+    return op.inputs[:3]
 _SIXTEEN_BIT = {DType.FP16: DType.BF16}
 """Compute formats whose prefill attention a table of another format measured: FP16 runs
 the BF16 tensor-core kernels at the same rate."""

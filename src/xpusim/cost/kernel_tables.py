@@ -95,6 +95,17 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   (qk head_dim wide) and values (v head_dim) as multi-head attention, rows [sequences,
   tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
   causal pairs; `scope` is the format of the decompressed keys (op_table.is_mla_prefill).
+
+An engine's own kernels: a table of any kind may name the `kernel` it timed (an engine
+version's kernel, `sglang-triton-w8a8-block`), and then prices only the ops of a run whose
+engine profile lists that kernel (serving/engines.toml `kernels`, stamped on the ops by the
+layer builder): such an op tries the `scope@kernel` key of each of its keys first
+(op_table.kernel_keys). The other tables price every engine's ops, as before. An engine's
+kernel was often timed at prefill shapes only (below them the benchmarks sit at their
+harness's launch floor), so it prices the M it measured, from its smallest row up; below
+that, the op keeps the curve and fixed time of the table it took without the engine's
+choice, and the engine table's fractions are taken on that fixed time (engine_grid), so
+that one fixed time and one curve still price the op.
 """
 
 from __future__ import annotations
@@ -160,6 +171,7 @@ class KernelTable:
     backend: str = DEFAULT_MOE_BACKEND  # a moe table's MoE backend (MOE_BACKENDS)
     row_shapes: tuple[tuple[float, ...], ...] = ()  # each row's shape (row_shapes), if its
     # kind has one
+    kernel: str = ""  # an engine's own kernel it timed (engines.toml `kernels`), if one
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -195,8 +207,10 @@ class KernelTable:
     @property
     def key_scope(self) -> str:
         """The scope an op's kernel key names this table by (op_table.kernel_keys): a moe
-        table of a backend other than the default's is keyed with it (moe_scope)."""
-        return moe_scope(self.scope, self.backend) if self.kind == "moe" else self.scope
+        table of a backend other than the default's is keyed with it (moe_scope), an
+        engine's own kernel's with its name (engine_scope)."""
+        scope = moe_scope(self.scope, self.backend) if self.kind == "moe" else self.scope
+        return engine_scope(scope, self.kernel) if self.kernel else scope
 
     @property
     def fractions(self) -> np.ndarray:
@@ -223,7 +237,7 @@ class KernelTable:
         """Whether it prices every matmul of its format; a narrower scope (block-scaled FP8)
         prices only the ops whose kernel family it is (op_table.kernel_scope); a moe table
         only expert matmuls over weights of its scope."""
-        return self.kind == "gemm" and self.scope == self.dtype
+        return self.kind == "gemm" and self.scope == self.dtype and not self.kernel
 
     def prices(self, kind: str, dtype: DType, scope: str) -> bool:
         """Whether it prices an op that looks for `kind` tables, of compute format `dtype`
@@ -231,11 +245,12 @@ class KernelTable:
         op over a cache of its scope whatever the op's compute format (the cache decides
         which kernel runs; the op's floor takes the table's format's peak, fraction_grid);
         a prefill_attention table an op whose kernel format (op_table.kernel_keys) is its
-        scope."""
+        scope. A scope that names a kernel or backend (`scope@name`) only a table of
+        exactly it: a table of a whole format times every engine's kernels, not that one."""
         if self.kind in ATTENTION_KINDS:
-            return kind == self.kind and self.scope == scope
+            return kind == self.kind and self.key_scope == scope
         return self.kind == kind and self.dtype == dtype.value and (
-            self.prices_all_of_dtype or self.key_scope == scope)
+            (self.prices_all_of_dtype and "@" not in scope) or self.key_scope == scope)
 
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
@@ -249,6 +264,10 @@ class KernelTable:
             field = f"kernel_table.moe.{self.dtype}.{self.key_scope}"  # activation formats
         elif self.kind in _PRICED:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
+        if self.kernel:  # an engine's own kernel: its runs' ops alone, from its smallest M
+            priced = (f" ({self.engine}'s {self.kernel}, for that engine's {self.scope} ops at "
+                      f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f})")
+            field = f"kernel_table.{self.kind}.{self.key_scope}"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}")  # fmt: skip
@@ -294,6 +313,12 @@ def moe_scope(weight: str, backend: str) -> str:
     the weight format's name for the default backend (every table filed before backends
     were named), `nvfp4@WIDEEP` for another."""
     return weight if backend == DEFAULT_MOE_BACKEND else f"{weight}@{backend}"
+
+
+def engine_scope(scope: str, kernel: str) -> str:
+    """The scope of an op whose engine runs its own `kernel` there: `fp8-block-scaled@
+    sglang-triton-w8a8-block` (module docstring, "An engine's own kernels")."""
+    return f"{scope}@{kernel}"
 
 
 def _fractions(
@@ -510,7 +535,9 @@ def _table(entry: dict, path: Path) -> KernelTable:
         rows_m, roofline_s, measured_s = roofline_seconds(
             rows, dtype, measured_on, where, entry["kind"], entry["scope"])
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
-        backend = entry.get("backend", DEFAULT_MOE_BACKEND)
+        backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
+        if "@" in kernel:
+            raise ValueError(f"kernel {kernel!r}: a name without '@'")
         if backend not in MOE_BACKENDS or (backend != DEFAULT_MOE_BACKEND
                                            and entry["kind"] != "moe"):  # fmt: skip
             raise ValueError(f"backend {backend!r}: a moe table's, one of "
@@ -521,6 +548,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
             engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
+            kernel=kernel,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -621,14 +649,39 @@ def fraction_grid(
     tables, which price any compute format over their cache) of the first table found for
     the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where `shapes`
     gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
-    it, those rows alone (KernelTable.of_shape)."""
-    for kind, scope in keys:
-        table = kernel_table(chip_id, dtype, scope, kind)
-        if table is not None:
-            grid, fixed_s = table.grid_of(dict(shapes).get(kind))
-            return (grid, fixed_s / table.ops_per_row,
-                    DType(table.dtype))  # fmt: skip
-    return None
+    it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices the
+    M it measured and defers below it to the next table found (engine_grid)."""
+    found = [(table, dict(shapes).get(kind)) for kind, scope in keys
+             if (table := kernel_table(chip_id, dtype, scope, kind)) is not None]  # fmt: skip
+    if not found:
+        return None
+    table, shape = found[0]
+    if table.kernel:
+        under = next(((t, s) for t, s in found[1:] if not t.kernel and t.dtype == table.dtype),
+                     (None, None))  # fmt: skip
+        grid, fixed_s = engine_grid(table.of_shape(shape), *under)
+    else:
+        grid, fixed_s = table.grid_of(shape)
+        fixed_s /= table.ops_per_row
+    return grid, fixed_s, DType(table.dtype)
+
+
+def engine_grid(
+    engine: KernelTable, under: KernelTable | None, shape: tuple[float, ...] | None
+) -> tuple[np.ndarray, float]:  # fmt: skip
+    """The curve (at GRID_LOG2) and fixed time per op of an engine's own kernel `engine`
+    (its rows of the op's shape): from its smallest measured M up, its fractions taken on
+    the fixed time of `under` (the table the op takes without the engine's choice, its
+    rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
+    1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
+    only the M its rows measured."""
+    if under is None:
+        below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
+    else:
+        below, fixed_s = under.grid_of(shape)
+        fixed_s /= under.ops_per_row
+    measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
+    return np.where(np.log2(engine.rows_m.min()) <= GRID_LOG2, measured, below), fixed_s
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

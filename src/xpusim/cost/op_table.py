@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.moe_expert import is_expert
-from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, moe_scope
+from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, engine_scope, moe_scope
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
@@ -123,7 +123,18 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     a decode attention op a decode_attention table of its cache's format, an MLA decode op
     an mla_decode table of its cache's format, a prefill's attention a prefill_attention
     table of its kernel's format (its compute format, FP16 runs BF16's kernels at BF16's
-    rate), an MLA prefill an mla_prefill table of its keys' format; other ops none."""
+    rate), an MLA prefill an mla_prefill table of its keys' format; other ops none. An op
+    stamped with its engine's own `kernels` (serving/engines.toml) tries each of those
+    keys with each kernel's name first (kernel_tables.engine_scope): a table of that
+    engine's kernel where the chip has one, else the keys every engine's op takes."""
+    keys = _kernel_keys(op)
+    own = tuple((kind, engine_scope(scope, kernel))
+                for kernel in op.attr("kernels") or () for kind, scope in keys)  # fmt: skip
+    return (*own, *keys)
+
+
+def _kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
+    """kernel_keys of an op whatever its engine."""
     if is_decode_attention(op):
         return (("decode_attention", op.inputs[1].dtype.value),)
     if is_mla_decode(op):

@@ -1,6 +1,7 @@
 """Serving engines as named profiles (engines.toml, each figure with its source): the host
 time of a step, the scheduling policy, the limits an engine starts with on a chip, the
-CUDA-graph sizes that pad a step, the KV block and how the KV cache's memory is read. What
+CUDA-graph sizes that pad a step, the KV block, how the KV cache's memory is read and the
+kernels of its own that measured tables price (cost/kernel_tables.py). What
 `serve --engine NAME` runs unless an option says otherwise."""
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class EngineProfile:
     reserved_floor_mib: float = 0.0
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
     dp_attention_source: str = ""
+    kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
+    kernels_source: str = ""
 
     def host_s(self, sequences: int) -> float:
         return self.per_iteration_s + self.per_sequence_s * sequences
@@ -142,7 +145,8 @@ def engines() -> dict[str, EngineProfile]:
     for name, fields in data.items():
         fields = {**fields, "limits": tuple(fields["limits"]),
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
-                  "small_chips": tuple(fields.get("small_chips", ()))}  # fmt: skip
+                  "small_chips": tuple(fields.get("small_chips", ())),
+                  "kernels": tuple(fields.get("kernels", ()))}  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
             and profile.memory in MEMORY_RULES \

@@ -129,6 +129,10 @@ def prepare(
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
+    if profile.kernels:  # the plan was chosen on every engine's kernels; the steps run its own
+        req = replace(req, kernels=profile.kernels)
+        notes.append(f"engine kernels: {', '.join(profile.kernels)} where the chip has their "
+                     f"tables ({profile.kernels_source.split(': ', 1)[0]})")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

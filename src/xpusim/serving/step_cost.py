@@ -432,10 +432,11 @@ def step_cost(
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
     `max_context` keys each."""
-    act, weight, attention, kv, moe_backend = formats.formats
+    act, weight, attention, kv, moe_backend, kernels = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
-        return [Request(int(b), int(p), 1, act, weight, attention, kv, moe_backend=moe_backend)
+        return [Request(int(b), int(p), 1, act, weight, attention, kv, moe_backend=moe_backend,
+                        kernels=kernels)
                 for b, p in zip(batch, prompt, strict=True)]  # fmt: skip
 
     probe = _attention_probe(cfg, plan, *formats.formats)
@@ -670,13 +671,14 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
                   per_row(table.role_bytes))  # fmt: skip
 
 
-def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend="") -> OpTable:
+def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend="",
+                     kernels: tuple[str, ...] = ()) -> OpTable:  # fmt: skip
     """The rank's ops at the probe shapes (batch 1), as a table whose counts have one row
     per probe: (probes, ...), whatever the axes each op's dimensions left (a weight's bytes
     are the same at every probe and broadcast)."""
     step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
     graph = build_step(cfg, step, act, weight, compact=True, attention=attention, kv=kv,
-                       moe_backend=moe_backend)  # fmt: skip
+                       moe_backend=moe_backend, kernels=kernels)  # fmt: skip
     # a sequence's attention runs on one chip: whole heads under attention data parallelism
     table = op_table(partition(graph, Plan() if plan.dp_attention else plan.rank))
     n = len(_PROBES_Q)

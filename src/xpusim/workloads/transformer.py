@@ -91,10 +91,11 @@ class _Builder:
     def __init__(
         self, cfg: TransformerConfig, step: StepShape, act: DType, weight: Format, training: bool,
         compact: bool, attention: DType | None = None, kv: DType | None = None,
-        moe_backend: str = "",
+        moe_backend: str = "", kernels: tuple[str, ...] = (),
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
+        self.kernels = kernels or None  # stamped on matmuls and attention if given
         self.parts = weight_parts(weight, act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
@@ -116,6 +117,8 @@ class _Builder:
 
     def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
         """Appends an op; `tp` in attrs says how tensor parallelism splits it (partition.py)."""
+        if kind in (OpKind.MATMUL, OpKind.ATTENTION):
+            attrs["kernels"] = self.kernels
         attrs = {k: v for k, v in attrs.items() if v is not None}
         op = Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items())), self.layer)
         return self.graph.add(op)
@@ -871,6 +874,7 @@ def build_step(
     attention: DType | None = None,
     kv: DType | None = None,
     moe_backend: str = "",
+    kernels: tuple[str, ...] = (),
 ) -> Graph:
     """One step's ops; `training` builds the forward pass of a training step (see above).
 
@@ -887,7 +891,9 @@ def build_step(
     keep an FP8 cache (TensorRT-LLM's NVFP4 engines: kv_cache_dtype fp8), and vLLM's
     --kv-cache-dtype fp8 stores one beside 16-bit weights. `moe_backend` names the engine's
     MoE backend (cost/kernel_tables.py MOE_BACKENDS), stamped on the routed experts' ops so
-    that a measured table of that backend prices them; "" leaves the default's.
+    that a measured table of that backend prices them; "" leaves the default's. `kernels`
+    names the engine's own kernels (serving/engines.toml), stamped on every matmul and
+    attention op so that a table of one of them prices it (cost/kernel_tables.py).
 
     An inference step whose GEMMs compute in FP8 or FP4 keeps its other activations in
     16 bits, as the engines do (quantized_at_matmuls).
@@ -897,7 +903,7 @@ def build_step(
     if training:
         refuse_untrainable(cfg)
     graph = _Builder(cfg, step, act, weight or act, training, compact, attention, kv,
-                     moe_backend).build()
+                     moe_backend, kernels).build()
     stream = stream_format(act)
     if training or cfg.encoder or stream == act:
         return graph

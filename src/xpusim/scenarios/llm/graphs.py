@@ -182,7 +182,7 @@ def _shape_graphs(
     cfg: TransformerConfig, requests: tuple[Request, ...], tp: int, ep: int,
     dp_attention: bool = False,
 ) -> ShapeGraphs:  # fmt: skip
-    act, weight, attention, kv_format, moe_backend = requests[0].formats
+    act, weight, attention, kv_format, moe_backend, kernels = requests[0].formats
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
     steps = np.array([r.decode_steps for r in requests])
@@ -213,7 +213,7 @@ def _shape_graphs(
 
     def rank(step: StepShape) -> Graph:
         graph = build_step(cfg, step, act, weight, compact=True, attention=attention,
-                           kv=kv_format, moe_backend=moe_backend)  # fmt: skip
+                           kv=kv_format, moe_backend=moe_backend, kernels=kernels)  # fmt: skip
         return partition(graph, Plan(tp=tp, ep=ep, dp_attention=dp_attention))
 
     return ShapeGraphs(requests, rank(StepShape(batch, prompt, prompt)),

@@ -41,6 +41,7 @@ class Request:
     step_tokens: int = 1
     advance: float = 1.0
     moe_backend: str = ""  # the engine's MoE backend (kernel_tables.MOE_BACKENDS); "": default
+    kernels: tuple[str, ...] = ()  # the engine's own kernels (serving/engines.toml `kernels`)
 
     def shaped(self, batch: int, prompt: int, gen: int) -> Request:
         """This request at another shape: dataclasses.replace(self, batch=..., prompt=...,
@@ -51,11 +52,11 @@ class Request:
         return found
 
     @property
-    def formats(self) -> tuple[DType, Format, DType | None, DType | None, str]:
-        """act, weight, attention, kv and the MoE backend: what a graph's ops depend on
-        besides tp and ep; requests that share them share one graph over their shapes
-        (ShapeGraphs)."""
-        return (self.act, self.weight, self.attention, self.kv, self.moe_backend)
+    def formats(self) -> tuple[DType, Format, DType | None, DType | None, str, tuple[str, ...]]:
+        """act, weight, attention, kv, the MoE backend and the engine's kernels: what a
+        graph's ops depend on besides tp and ep; requests that share them share one graph
+        over their shapes (ShapeGraphs)."""
+        return (self.act, self.weight, self.attention, self.kv, self.moe_backend, self.kernels)
 
     @property
     def steps_after_first(self) -> int:

@@ -1,0 +1,123 @@
+"""An engine's own kernels (serving/engines.toml `kernels`, cost/kernel_tables.py "An
+engine's own kernels"): a table naming the kernel prices the ops of a run of that engine,
+in the M range it measured, and no other run's; its floor keeps the physics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost.kernel_tables import all_tables, engine_scope, kernel_table
+from xpusim.cost.op_table import kernel_keys, op_table
+from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.hardware.catalog import load_chip
+from xpusim.ir.dtypes import DType, parse_weight_format
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Role, Tensor
+from xpusim.serving.engines import engines
+
+TRITON = "sglang-triton-w8a8-block"
+
+
+def _block_fp8_matmul(m: int, k: int, n: int, kernels: tuple[str, ...] = ()):
+    """One matmul over a DeepSeek-style block-scaled FP8 weight, stamped with `kernels` as
+    the layer builder stamps an engine's."""
+    ins = (Tensor("x", (m, k), DType.FP8),
+           Tensor("w", (k, n), parse_weight_format("fp8-block"), Role.WEIGHT))  # fmt: skip
+    attrs = (("compute", "fp8"), *((("kernels", kernels),) if kernels else ()))
+    op = Op(OpKind.MATMUL, "mm", ins, (Tensor("y", (m, n), DType.BF16),), attrs)
+    return op_table(Graph("one", [op]))
+
+
+def _floor_s(m: int, k: int, n: int, kernels: tuple[str, ...] = ()) -> float:
+    table = _block_fp8_matmul(m, k, n, kernels)
+    return float(kernel_floor_s(table, HardwareArrays.build(load_chip("h200-sxm"), table))[0])
+
+
+def test_the_engine_kernel_name_finds_its_table_and_only_it():
+    own = kernel_table("h200-sxm", DType.FP8, engine_scope("fp8-block-scaled", TRITON))
+    assert own is not None and own.kernel == TRITON and "sglang/pull/3893" in own.url
+    every = kernel_table("h200-sxm", DType.FP8, "fp8-block-scaled")
+    assert every is not None and not every.kernel  # DeepGEMM's: what other runs take
+    assert kernel_table("mi300x", DType.FP8, engine_scope("fp8-block-scaled", TRITON)) is None
+    # a table of every FP8 matmul (DeepGEMM's) times no engine's own kernel: an expert's
+    # engine key finds nothing, and the expert keeps its moe table
+    grouped = engine_scope("fp8-block-scaled-grouped", TRITON)
+    assert kernel_table("h200-sxm", DType.FP8, grouped) is None
+
+
+def test_an_op_of_the_engine_tries_its_kernel_first_and_others_keep_their_keys():
+    plain = _block_fp8_matmul(64, 7168, 2112).ops[0]
+    stamped = _block_fp8_matmul(64, 7168, 2112, (TRITON,)).ops[0]
+    assert kernel_keys(plain) == (("gemm", "fp8-block-scaled"),)
+    assert kernel_keys(stamped) == (("gemm", f"fp8-block-scaled@{TRITON}"),
+                                    ("gemm", "fp8-block-scaled"))  # fmt: skip
+
+
+def test_the_kernel_prices_prefill_shapes_and_defers_below_its_rows():
+    """PR #3893 times the Triton kernel at 2.4-3.0x DeepGEMM at M 4096 (1024-4096 kept);
+    below M 1024 the op keeps DeepGEMM's table, to the bit."""
+    for m in (1, 8, 64, 512):
+        assert _floor_s(m, 7168, 1536, (TRITON,)) == _floor_s(m, 7168, 1536)
+    for m in (1024, 4096, 16384):
+        assert _floor_s(m, 7168, 1536, (TRITON,)) > 2.0 * _floor_s(m, 7168, 1536)
+    # at a measured row the model gives the row's time (the fixed time DeepGEMM's, ~2 us)
+    assert _floor_s(4096, 7168, 1536, (TRITON,)) == pytest.approx(295.01e-6, rel=0.05)
+    assert _floor_s(4096, 512, 32768, (TRITON,)) == pytest.approx(513.50e-6, rel=0.05)
+
+
+def test_an_unknown_kernel_name_prices_as_before():
+    assert _floor_s(4096, 7168, 1536, ("no-such-kernel",)) == _floor_s(4096, 7168, 1536)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 65536), k=st.integers(128, 16384), n=st.integers(128, 32768),
+       factor=st.floats(1.0, 8.0))  # fmt: skip
+def test_the_triton_kernel_never_beats_either_roof(m, k, n, factor):
+    chip = load_chip("h200-sxm")
+    table = _block_fp8_matmul(m, k, n, (TRITON,))
+    placement = place(chip, Footprint(k * n, 0.0, m * (k + 2 * n)))
+    hw = HardwareArrays.build(chip, table)
+    floor_s = kernel_floor_s(table, hw)[0]
+    hbm = max(level.bandwidth_bytes_per_s.value for level in chip.memory
+              if level.kind.holds_tensors)  # fmt: skip
+    assert floor_s >= 2.0 * m * k * n / chip.peak(DType.FP8) * (1 - 1e-12)
+    assert floor_s >= (m * k + k * n + 2 * m * n) / hbm * (1 - 1e-9)
+    time_s = evaluate(table, hw, placement).time_s[0]
+    assert time_s >= floor_s
+    faster = dataclasses.replace(hw, level_rate=hw.level_rate * factor,
+                                 kernel_bw=hw.kernel_bw * factor)  # fmt: skip
+    assert evaluate(table, faster, placement).time_s[0] <= time_s * (1 + 1e-12)
+
+
+def test_every_engine_kernel_has_a_table_and_a_source():
+    named = {t.kernel for t in all_tables() if t.kernel}
+    for profile in engines().values():
+        assert set(profile.kernels) <= named, profile.name
+        assert bool(profile.kernels) == bool(profile.kernels_source), profile.name
+    assert engines()["sglang-0.4"].kernels == (TRITON,)
+
+
+def test_serve_runs_the_engines_kernels():
+    """SGLang 0.4 on 8 H200 prefills DeepSeek-R1 slower with its Triton GEMMs than the same
+    run on every engine's tables; one client's decode steps (M 1) cost the same."""
+    import xpusim
+
+    def run(clients: int) -> object:
+        return xpusim.serve("deepseek-r1", "h200-sxm", chips=8, tp=8, precision="fp8",
+                            kv_precision="bf16", engine="sglang-0.4", concurrency=clients,
+                            requests=clients, prompt=3200, gen=32)  # fmt: skip
+
+    own = [run(4), run(1)]
+    assert any("engine kernels: sglang-triton-w8a8-block" in n for n in own[0].notes)
+    plain = dataclasses.replace(engines()["sglang-0.4"], kernels=(), kernels_source="")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(engines(), "sglang-0.4", plain)
+        before = [run(4), run(1)]
+    assert own[0].ttft_s.mean > 1.2 * before[0].ttft_s.mean
+    assert own[1].tpot_s.mean == pytest.approx(before[1].tpot_s.mean, rel=1e-12)

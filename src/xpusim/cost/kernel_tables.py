@@ -266,7 +266,8 @@ class KernelTable:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
         if self.kernel:  # an engine's own kernel: its runs' ops alone, from its smallest M
             priced = (f" ({self.engine}'s {self.kernel}, for that engine's {self.scope} ops at "
-                      f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f})")
+                      f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f}, on the fixed time of "
+                      "the table below it: engine_grid)")
             field = f"kernel_table.{self.kind}.{self.key_scope}"
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "

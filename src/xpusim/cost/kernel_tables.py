@@ -50,9 +50,9 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   that format, ahead of any gemm table: aiconfigurator's TensorRT-LLM layers run at 0.36 of
   the H100's BF16 peak where a dense GEMM of the same work runs near 0.7. A layer's fixed
   time is split evenly over its two GEMMs (MOE_GEMMS), so that the layer's ops add up to
-  it. Each table names the engine and version that measured it; the cost model does not
-  choose tables by the serving engine (it costs ops for any engine), so these TensorRT-LLM
-  tables price every engine's expert GEMMs on their chips. A moe table names the engine's
+  it. Each table names the engine and version that measured it; a table that names no
+  engine's own `kernel` (below) prices every engine's ops, so these TensorRT-LLM tables
+  price every engine's expert GEMMs on their chips. A moe table names the engine's
   MoE `backend` whose kernels it timed (MOE_BACKENDS, TensorRT-LLM's `moe_backend` names;
   CUTLASS, the default fused MoE, where it names none): a run's `moe_backend` setting stamps
   the routed experts' ops (workloads/transformer.py), and those take that backend's table

@@ -121,3 +121,18 @@ def test_serve_runs_the_engines_kernels():
         before = [run(4), run(1)]
     assert own[0].ttft_s.mean > 1.2 * before[0].ttft_s.mean
     assert own[1].tpot_s.mean == pytest.approx(before[1].tpot_s.mean, rel=1e-12)
+
+
+def test_a_kernel_name_with_a_scope_separator_is_refused(tmp_path):
+    """`scope@kernel` keys are split at '@': a kernel named with one would price nothing."""
+    import tomllib
+
+    from xpusim.cost.kernel_tables import TABLES_DIR, _read
+    from xpusim.errors import UserError
+
+    text = (TABLES_DIR / "engine-sglang-triton.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace(f'kernel = "{TRITON}"', 'kernel = "triton@0.4"'))
+    assert tomllib.loads(bad.read_text())["table"][0]["kernel"] == "triton@0.4"
+    with pytest.raises(UserError, match="a name without '@'"):
+        _read(bad, "gemm")

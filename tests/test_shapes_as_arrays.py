@@ -204,7 +204,7 @@ def test_a_request_is_made_from_its_fields_in_order():
     wider = dataclasses.replace(req, batch=3)
     assert wider.batch == 3 and wider != req and wider.formats == req.formats
     assert req.steps_after_first == math.ceil(29 / 1.5)
-    assert req.formats == (DType.FP8, DType.BF16, None, DType.FP8, "")
+    assert req.formats == (DType.FP8, DType.BF16, None, DType.FP8, "", ())
 
 
 @given(st.lists(st.floats(-1e300, 1e300) | st.sampled_from([0.0, -0.0]),

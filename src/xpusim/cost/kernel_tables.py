@@ -652,13 +652,13 @@ def fraction_grid(
     gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
     it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices the
     M it measured and defers below it to the next table found (engine_grid)."""
-    found = [(table, dict(shapes).get(kind)) for kind, scope in keys
-             if (table := kernel_table(chip_id, dtype, scope, kind)) is not None]  # fmt: skip
-    if not found:
+    found = ((t, dict(shapes).get(kind)) for kind, scope in keys
+             for t in [kernel_table(chip_id, dtype, scope, kind)] if t is not None)  # fmt: skip
+    table, shape = next(found, (None, None))
+    if table is None:
         return None
-    table, shape = found[0]
-    if table.kernel:
-        under = next(((t, s) for t, s in found[1:] if not t.kernel and t.dtype == table.dtype),
+    if table.kernel:  # the next table found, looked up only for an engine's kernel
+        under = next(((t, s) for t, s in found if not t.kernel and t.dtype == table.dtype),
                      (None, None))  # fmt: skip
         grid, fixed_s = engine_grid(table.of_shape(shape), *under)
     else:

@@ -43,7 +43,7 @@ def test_each_new_point_names_its_source_engine_and_settings(point: Point):
     assert "commit" in point.source, "a repository source names its commit"
     assert point.get("engine") and point.get("engine_version") and point.get("engine_profile")
     assert point.get("prompt") and point.get("gen") and point.get("precision")
-    assert point.get("load")["kind"] in ("concurrency", "rate", "max-rate", "offline")
+    assert point.get("load")["kind"] in ("concurrency", "rate", "max-rate", "offline", "burst")
     assert point.notes and point.get("xpusim_setup")
     if point.get("lengths"):
         assert (DATA.parent / point.get("lengths")).is_file()

@@ -43,7 +43,7 @@ def test_each_new_point_names_its_source_engine_and_settings(point: Point):
     assert "commit" in point.source, "a repository source names its commit"
     assert point.get("engine") and point.get("engine_version") and point.get("engine_profile")
     assert point.get("prompt") and point.get("gen") and point.get("precision")
-    assert point.get("load")["kind"] in ("concurrency", "rate", "max-rate", "offline")
+    assert point.get("load")["kind"] in ("concurrency", "rate", "max-rate", "offline", "burst")
     assert point.notes and point.get("xpusim_setup")
     if point.get("lengths"):
         assert (DATA.parent / point.get("lengths")).is_file()
@@ -167,3 +167,16 @@ def test_an_mlperf_server_run_is_simulated_past_the_engines_fill(point: Point, m
         adapters._llm_serving(point)
     assert (seen[0]["rate"], seen[0]["requests"], seen[0]["warmup"]) == \
         (float(load["value"]), wanted, wanted // 4)  # fmt: skip
+
+
+def test_a_burst_point_sends_every_request_at_once(monkeypatch):
+    """GPUStack's runs set no request rate or client limit: vllm bench sends every prompt at
+    t=0 and counts them all, so a burst point is that many clients with one request each."""
+    seen = _options_served(monkeypatch)
+    bursts = [p for p in ISSUE_48 if p.get("load")["kind"] == "burst"]
+    assert len(bursts) >= 60
+    bursts = [p for p in bursts if p.metric == "output_tokens_per_s"]  # what the stand-in has
+    for point in bursts:
+        adapters._llm_serving(point)
+        n = point.get("load")["value"]
+        assert (seen[-1]["concurrency"], seen[-1]["requests"], seen[-1]["warmup"]) == (n, n, 0)

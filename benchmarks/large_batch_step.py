@@ -24,9 +24,10 @@ Measured rows (aiconfigurator at COMMIT, TensorRT-LLM VERSION, one GPU, CUDA gra
   (M, N, K) is interpolated linearly in each dimension between the measured grid values
   around it (a GEMM's work is linear in each).
 - Decode attention: generation_attention_perf.parquet, FP8 KV cache, the replica's heads per
-  GPU, head_dim 128, linear in sequences and in keys. Where the grid lacks the corner of more
-  sequences and more keys (a row the collector did not record), it is the corner of more
-  sequences and fewer keys times the keys' ratio at fewer sequences.
+  GPU, head_dim 128, linear in sequences and in keys. The collector records no row past a
+  total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is the row
+  of as many sequences at fewer keys times the keys' ratio at the most sequences measured at
+  both (_keys_ratio).
 - Context attention: context_attention_perf.parquet, FP8 attention over an FP8 cache,
   linear in prompts and in prompt length.
 - TP all-reduce: xpusim's own table (cost/kernel_tables/collectives, TensorRT-LLM's
@@ -69,6 +70,15 @@ SETUPS = (
           "mlperf41-nvidia-h200-sxm-141gbx8-trt-llama-2-70b-server-tpot-mean"),
     Setup("h100-sxm", "h100_sxm", 2, 837, 370, 646 / 222, 222, 155.0,
           "mlperf41-nvidia-dgx-h100-h100-sxm-80gbx8-trt-llama-2-70b-server-tpot-mean"),
+    # Offline: every slot of the engine's batch busy (max_batch, the submitter's
+    # gpu_batch_size), one prompt finishing for every `gen` tokens a sequence makes (222 in,
+    # 291 and 290 out), the step the output tokens a step over the replica's tokens/s
+    Setup("h200-sxm", "h200_sxm", 1, 806, 222 + 291 // 2, 806 / 291, 222,
+          1e3 * (806 + 806 / 291) / (31302.7 / 8),
+          "mlperf41-nvidia-h200-sxm-141gbx8-trt-llama-2-70b-offline-tok"),
+    Setup("h100-sxm", "h100_sxm", 2, 896, 222 + 290 // 2, 896 / 290, 222,
+          1e3 * (896 + 896 / 290) / (24524.9 / 4),
+          "mlperf41-nvidia-dgx-h100-h100-sxm-80gbx8-trt-llama-2-70b-offline-tok"),
 )
 
 
@@ -145,12 +155,24 @@ def _attention(d: dict[str, np.ndarray], tp: int, length: str) -> Rows:
 
 
 def _keys_ratio(corner, brackets, times):
-    """A missing (more sequences, more keys) corner: the one with fewer keys times the keys'
-    ratio at fewer sequences (decode attention's time is the bytes of its keys)."""
-    (b_lo, b_hi), (k_lo, k_hi) = brackets
-    if corner != (b_hi, k_hi):
+    """A missing (sequences, keys) corner: the row of as many sequences at the next fewer keys
+    (itself filled the same way where missing) times the keys' ratio at the most sequences
+    measured at both (decode attention's time is the bytes of its keys; the collector records
+    no row past a total of keys)."""
+    del brackets
+    if corner in times:
+        return times[corner]
+    b, k = corner
+    fewer = sorted({kk for _, kk in times if kk < k})
+    if not fewer:
         return None
-    return times[b_hi, k_lo] * times[b_lo, k_hi] / times[b_lo, k_lo]
+    kp = fewer[-1]
+    both = [bb for bb, kk in times if kk == k and bb < b and (bb, kp) in times]
+    base = _keys_ratio((b, kp), None, times)
+    if not both or base is None:
+        return None
+    b0 = max(both)
+    return base * times[b0, k] / times[b0, kp]
 
 
 def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:

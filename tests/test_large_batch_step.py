@@ -74,3 +74,11 @@ def test_fp8_gemms_at_the_server_batch_are_not_priced_below_the_measured_kernel(
     for name, measured in zip(("layers.0.qkv", "layers.0.o_proj"), MEASURED_US[chip, tp, m],
                               strict=True):  # fmt: skip
         assert 0.75 <= measured / ours[name] <= 1.05, (name, measured, ours[name])
+
+
+def test_a_corner_past_two_missing_keys_chains_the_ratios():
+    """No row at 1,024 sequences past 127 keys: 511 keys is the 127-key row times the 255/127
+    and 511/255 ratios at 256 sequences, which is its 511/127 ratio."""
+    times = {(256, 127): 39.5, (256, 255): 53.3, (256, 511): 84.0, (1024, 127): 130.3}
+    assert _keys_ratio((1024, 511), None, times) == pytest.approx(130.3 * 84.0 / 39.5)
+    assert _keys_ratio((1024, 1023), None, times) is None

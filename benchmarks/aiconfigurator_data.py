@@ -118,15 +118,16 @@ def toml_table(fields: dict[str, str | int | list[str]], rows: list[str]) -> str
 def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, version: str,
                source: str, measured: Measured, conditions: str, rows: list[list],
                engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
-               backend: str | None = None) -> str:  # fmt: skip
+               backend: str | None = None, routing_alpha: float | None = None) -> str:  # fmt: skip
     """One `[[table]]` of cost/kernel_tables/*.toml from `measured` (`source`: which of its
     rows): measured on `chip_id` alone, by `engine` (its key and name) `version` (a moe
-    table: with its MoE `backend` where not the default's), each row's last value in
-    microseconds."""
+    table: with its MoE `backend` where not the default's, and the power law its rows were
+    routed by where not balanced), each row's last value in microseconds."""
     return toml_table({
         "name": name, "kind": kind, "dtype": dtype, "scope": scope, "measured_on": chip_id,
         "chips": [chip_id], "engine": engine[0], "engine_version": f"{engine[1]} {version}",
         **({} if backend is None else {"backend": backend}),
+        **({} if routing_alpha is None else {"routing_alpha": routing_alpha}),
         **measured.provenance(source), "conditions": conditions,
     }, [f"{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}" for r in rows])  # fmt: skip
 

@@ -28,8 +28,10 @@ rank. We keep:
   balanced roofline.
 
 Rows are those of every `moe` table, [tokens, hidden, inter, topk, experts, moe_tp, moe_ep,
-microseconds] with tokens the group's (cost/kernel_tables.py converts them to the rank's mean
-token-expert pairs tokens x topk / ep), one NVFP4 table per chip, with `backend = "WIDEEP"`.
+microseconds] with tokens the group's (cost/kernel_tables.py converts them to the busiest
+rank's expected token-expert pairs under the same power law, `routing_alpha = 1.01`, as the
+routed experts' ops count them, compiler/moe_expert.py), one NVFP4 table per chip, with
+`backend = "WIDEEP"`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ CHIPS = {"b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200"}
 SHAPE = (7168, 2048, 256, 8)  # hidden, inter, experts, topk: DeepSeek-V3/R1
 EPS = {8}
 DISTRIBUTION = "power_law_1.01"
+ROUTING_ALPHA = 1.01  # DISTRIBUTION's exponent, written as the table's routing_alpha
 MIN_TOKENS = 128  # x top-8 = 4 x 256 experts
 
 
@@ -80,7 +83,7 @@ def main() -> int:
             "finalize; no all-to-all), NVFP4 weights and activations, CUTLASS grouped GEMMs; "
             f"the busiest EP rank under {DISTRIBUTION} routing, no EPLB; CUDA graphs, mean of "
             "5 routings (collector/wideep/trtllm/collect_moe_compute.py); DeepSeek-V3/R1's "
-            "shape, EP 8", rows, backend="WIDEEP"))  # fmt: skip
+            "shape, EP 8", rows, backend="WIDEEP", routing_alpha=ROUTING_ALPHA))  # fmt: skip
     write(args.out, header, tables)
     return 0
 

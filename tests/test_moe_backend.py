@@ -115,3 +115,14 @@ def test_the_mlperf_rows_settings_reach_serve(mlperf_point):
     stated = _tpot(mlperf_point)
     assert _tpot(mlperf_point, graph_sizes=None, graph_pad=None) < 0.95 * stated
     assert _tpot(mlperf_point, moe_backend=None) > 1.05 * stated
+
+
+def test_the_wideep_rows_count_the_busiest_rank_s_pairs():
+    """WIDEEP's rows were timed on the busiest rank under power-law routing (alpha 1.01):
+    their M is that rank's expected pairs, as the ops they price count theirs, so the skew
+    is not counted twice (test_the_backend_chooses_the_table_that_prices_the_experts holds
+    the layer at its measured 217 us)."""
+    from xpusim.compiler.moe_expert import power_law_busiest
+
+    wideep = next(t for t in all_tables() if t.backend == "WIDEEP" and t.measured_on == "b200")
+    assert wideep.rows_m[0] == power_law_busiest(128, 256, 8, 8, 1.01) > 128 * 8 / 8 * 1.2

@@ -13,25 +13,41 @@ mean T k / ep, set the time. Two things put more on it:
   tokens x top-8 over 8 chips is m = 64, busiest about 81 (+27%); at 8192 prefill tokens it
   is +2%. Together with expected_active_experts (the distinct experts the tokens touch, whose
   weights each chip reads), it is the physical small-batch cost of expert parallelism.
-- Skew: some experts are more popular than others in real traffic. ROUTING_SKEW multiplies
-  the busiest chip's pairs for it. Its default, 1.0, is a stated assumption, not a
-  measurement: DeepSeek-V3 trains its router with an auxiliary-loss-free balancing bias
-  (DeepSeek-V3 technical report, arXiv 2412.19437, section 2.1.2) and deploys redundant
-  copies of the heavy experts placed by its load balancer (section 3.4; the EPLB repository,
-  github.com/deepseek-ai/EPLB) so that GPUs carry near-equal loads. Engines without EPLB on
-  skewed traffic run slower: a measured per-model skew replaces the constant.
+- Skew: some experts are more popular than others, and a chip whose experts are popular
+  runs more than chance gives it. Nobody publishes per-batch routing counts of these models
+  under the engines' benchmarks, so the skew is a stated assumption, aiconfigurator's (the
+  tool NVIDIA's Dynamo team sizes TensorRT-LLM deployments with): each expert's share of the
+  step's pairs drawn from a power law of exponent alpha between 1 and 0.8 T tokens
+  (ai-dynamo/aiconfigurator collector/helper.py `_generate_power_law_distribution`, commit
+  095f58a), each expert capped at T, the experts placed on chips in order (E/ep a
+  chip), the layer timed on the busiest chip; alpha 1.01 for DeepSeek-V3/R1 and their kin
+  (sdk/models/deepseek.py `_power_law_alpha`), 1.2 for every other MoE (sdk/models/moe.py).
+  Its own measured MoE rows say what that costs: TensorRT-LLM's fused MoE on H100, Qwen3-
+  235B's shape, FP8, EP 8, 2048 tokens, 205 us balanced, 265 us (1.29x) and 290 us (1.41x)
+  at alpha 1.01 and 1.2 (moe_perf.parquet, 1.3.0rc10). `power_law_busiest` is the
+  expectation of the busiest chip's pairs under that draw (a fixed-seed average of DRAWS
+  draws on a grid of token counts), and the busiest chip runs the larger of it and chance's.
+  Engines that rebalance (DeepSeek's EPLB: redundant copies of the heavy experts, DeepSeek-V3
+  report, arXiv 2412.19437, section 3.4) carry less; a config's `routing_alpha` of None
+  leaves chance alone.
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 import numpy as np
 
 from xpusim.ir.op import Op
 from xpusim.ir.tensor import Dim
 
-ROUTING_SKEW = 1.0
-"""Busiest chip's pairs over the balanced-by-chance busiest's: a stated assumption (see the
-module docstring), >= 1."""
+DRAWS = 1024
+"""Draws of aiconfigurator's power law averaged per token count: the busiest chip's mean
+share moves by under 2% between two seeds at this count (tests/test_moe_layout.py)."""
+
+TOKEN_GRID = 2.0 ** np.arange(0, 21)
+"""Token counts the busiest share is drawn at (1 to 2^20), interpolated in log tokens
+between them: the share moves by a few percent from one power of two to the next."""
 
 GROUPED_GEMM_EFFICIENCY = 1288 / 1304
 """A grouped (per-expert) GEMM's throughput relative to one dense GEMM of the same per-group
@@ -48,16 +64,57 @@ def is_expert(op: Op) -> bool:
     return str(op.attr("tp")).startswith("expert")
 
 
-def busiest_rank_pairs(pairs: Dim, ep: int, skew: float = ROUTING_SKEW) -> Dim:
-    """Token-expert pairs the busiest of `ep` chips runs, of `pairs` spread over them by
-    routing (module docstring): m + sqrt(2 m ln ep) at mean m = pairs / ep, times `skew`,
-    never more than all the pairs. `pairs` may be an int array over a graph's shape axis,
-    and so is the count; one chip takes all of them."""
-    if skew < 1:
-        raise ValueError(f"routing skew must be at least 1, got {skew}")
+def _power_law_loads(tokens: float, experts: int, topk: int, ep: int, alpha: float,
+                     rng: np.random.Generator) -> np.ndarray:
+    """DRAWS chips' loads, [draw, chip], of one power-law routing of `tokens` x `topk` pairs
+    as aiconfigurator's collector draws it (module docstring), left unrounded: its rounding
+    and the touch-up that restores the exact sum move a pair or two an expert, and would
+    leave a draw of one token empty."""
+    low, high = (1.0, tokens * 0.8) if tokens * topk > experts else (0.01, 2.0)
+    u = rng.random((DRAWS, experts))
+    e = 1.0 - alpha
+    share = ((high**e - low**e) * u + low**e) ** (1.0 / e)
+    counts = np.minimum(share / share.sum(axis=1, keepdims=True) * tokens * topk, tokens)
+    return counts.reshape(DRAWS, ep, experts // ep).sum(axis=2)
+
+
+@cache
+def _busiest_share(experts: int, topk: int, ep: int, alpha: float) -> np.ndarray:
+    """The busiest chip's expected pairs over the mean, pairs/ep, at each TOKEN_GRID count."""
+    rng = np.random.default_rng(0)
+    shares = []
+    for tokens in TOKEN_GRID:
+        loads = _power_law_loads(float(tokens), experts, topk, ep, alpha, rng)
+        shares.append(float(np.mean(loads.max(axis=1) / loads.sum(axis=1))) * ep)
+    return np.array(shares)
+
+
+def power_law_busiest(tokens: Dim, experts: int, topk: int, ep: int, alpha: float) -> Dim:
+    """Expected pairs on the busiest of `ep` chips of `tokens` x `topk` routed by
+    aiconfigurator's power law (module docstring), never more than all of them; `tokens`
+    may be an int array over a graph's shape axis."""
+    if experts % ep:
+        raise ValueError(f"{experts} experts do not split over {ep} chips")
+    total = np.asarray(tokens, dtype=float) * topk
+    share = np.interp(np.log2(np.maximum(np.asarray(tokens, dtype=float), 1.0)),
+                      np.log2(TOKEN_GRID), _busiest_share(experts, topk, ep, alpha))  # fmt: skip
+    busiest = np.minimum(np.ceil(total / ep * share - 1e-9), total)
+    return busiest.astype(np.int64) if isinstance(tokens, np.ndarray) else int(busiest)
+
+
+def busiest_rank_pairs(tokens: Dim, topk: int, experts: int, ep: int,
+                       alpha: float | None) -> Dim:  # fmt: skip
+    """Token-expert pairs the busiest of `ep` chips runs of `tokens` x `topk` (module
+    docstring): chance's m + sqrt(2 m ln ep) at mean m = pairs / ep, or the routing's power
+    law (`alpha`; None: none) where that puts more on it; never more than all the pairs.
+    `tokens` may be an int array over a graph's shape axis, and so is the count; one chip
+    takes all of them."""
+    pairs = tokens * topk
     if ep <= 1:
         return pairs
     total = np.asarray(pairs, dtype=float)
     mean = total / ep
-    busiest = np.minimum(np.ceil((mean + np.sqrt(2 * mean * np.log(ep))) * skew - 1e-9), total)
-    return busiest.astype(np.int64) if isinstance(pairs, np.ndarray) else int(busiest)
+    chance = np.minimum(np.ceil(mean + np.sqrt(2 * mean * np.log(ep)) - 1e-9), total)
+    if alpha is not None and experts % ep == 0:
+        chance = np.maximum(chance, power_law_busiest(tokens, experts, topk, ep, alpha))
+    return chance.astype(np.int64) if isinstance(pairs, np.ndarray) else int(chance)

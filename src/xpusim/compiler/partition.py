@@ -476,16 +476,16 @@ class _Sharder:
         evenly over them. One chip (ep 1) runs the experts the tokens touch, k at a time.
         Kept per token count, so that every expert op of the graph gets the same
         dimensions."""
-        tokens, experts, per_token = (op.attr(k) for k in ("tokens", "experts",
-                                                           "experts_per_token"))  # fmt: skip
-        key = (dim_key(tokens), experts, per_token)
+        tokens, experts, per_token, alpha = (op.attr(k) for k in (
+            "tokens", "experts", "experts_per_token", "routing_alpha"))  # fmt: skip
+        key = (dim_key(tokens), experts, per_token, alpha)
         if key not in self.experts:
             if self.ep == 1:
                 mine, pairs = expected_active_experts(tokens, int(experts), int(per_token)), \
                     tokens * per_token
             else:
-                pairs = moe_expert.busiest_rank_pairs(tokens * per_token, self.ep,
-                                                      moe_expert.ROUTING_SKEW)
+                pairs = moe_expert.busiest_rank_pairs(tokens, int(per_token), int(experts),
+                                                      self.ep, alpha)  # fmt: skip
                 mine = expected_active_experts(pairs, _ceil_div(int(experts), self.ep), 1)
             self.experts[key] = mine, _ceil_div(pairs, mine)
         return self.experts[key]

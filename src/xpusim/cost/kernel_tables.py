@@ -46,6 +46,9 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   the roofline of its two expert GEMMs (gate_up: M x hidden x 2 inter / tp; down: M x
   inter / tp x hidden; the weights of the experts the rows touch, min(experts, tokens x
   topk) / ep of them under balanced routing, in the table's weight format, its `scope`).
+  A table timed on the busiest rank under a power law of expert popularity names it,
+  `routing_alpha` (aiconfigurator's WIDEEP rows: 1.01), and its M is that rank's expected
+  pairs (compiler/moe_expert.power_law_busiest), as the ops it prices count theirs.
   It prices the routed experts' matmuls of its compute format whose weights are stored in
   that format, ahead of any gemm table: aiconfigurator's TensorRT-LLM layers run at 0.36 of
   the H100's BF16 peak where a dense GEMM of the same work runs near 0.7. A layer's fixed
@@ -112,7 +115,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, replace
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -394,14 +397,23 @@ def _gemm_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: st
             rows[:, 3])  # fmt: skip
 
 
-def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str):
+def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str,
+              routing_alpha: float | None = None):  # fmt: skip
     """(token-expert pairs on the rank, roofline seconds of its two expert GEMMs,
     microseconds) of moe rows [tokens, hidden, inter, topk, experts, tp, ep, microseconds]
     (module docstring); activations in the compute format, outputs in the format the
     engine keeps activations in (ir/dtypes.stream_format), as the layer builder stores
-    them."""
+    them. A table timed on the busiest rank under power-law routing (`routing_alpha`)
+    counts that rank's expected pairs (compiler/moe_expert.power_law_busiest), the pairs
+    the same routing puts on the op it prices; else the mean, balanced routing's."""
+    from xpusim.compiler.moe_expert import power_law_busiest
+
     tokens, hidden, inter, topk, experts, tp, ep = (rows[:, i] for i in range(7))
     pairs, width = tokens * topk / ep, inter / tp
+    if routing_alpha is not None:
+        pairs = np.array([power_law_busiest(int(t), int(e), int(k), int(n), routing_alpha)
+                          for t, e, k, n in zip(tokens, experts, topk, ep, strict=True)],
+                         dtype=float)  # fmt: skip
     touched = np.ceil(np.minimum(experts, tokens * topk) / ep)  # balanced routing
     weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
     gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,
@@ -501,11 +513,14 @@ def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
 
 def roofline_seconds(
     rows: np.ndarray, dtype: DType, chip: Chip, where: str, kind: str = "gemm",
-    scope: str | None = None,
+    scope: str | None = None, routing_alpha: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Each row's M, time on `chip`'s datasheet roofline and measured time (seconds); a row
-    faster than the roofline is an error in the table (its units or its chip)."""
-    m, roof_s, micros = _ROWS[kind][0](rows, dtype, scope or dtype.value, chip, where)
+    faster than the roofline is an error in the table (its units or its chip). A moe
+    table's `routing_alpha`: the power law its rows were timed under (_moe_rows)."""
+    convert = partial(_moe_rows, routing_alpha=routing_alpha) if kind == "moe" \
+        else _ROWS[kind][0]
+    m, roof_s, micros = convert(rows, dtype, scope or dtype.value, chip, where)
     fractions = roof_s / (micros * 1e-6)
     if not np.all((fractions > 0) & (fractions <= 1)):
         bad = int(np.argmax(~((fractions > 0) & (fractions <= 1))))
@@ -533,8 +548,12 @@ def _table(entry: dict, path: Path) -> KernelTable:
         for key in ("scope", "source", "url", "date", "conditions"):
             if not str(entry[key]).strip():
                 raise ValueError(f"{key} is empty")
+        alpha = entry.get("routing_alpha")
+        if alpha is not None and (entry["kind"] != "moe" or not float(alpha) > 1):
+            raise ValueError(f"routing_alpha {alpha!r}: a moe table's power law, above 1")
         rows_m, roofline_s, measured_s = roofline_seconds(
-            rows, dtype, measured_on, where, entry["kind"], entry["scope"])
+            rows, dtype, measured_on, where, entry["kind"], entry["scope"],
+            None if alpha is None else float(alpha))  # fmt: skip
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         if "@" in kernel:

@@ -626,7 +626,7 @@ class _Builder:
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
         used, rows = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
-                       moe_backend=self.moe_backend)  # fmt: skip
+                       moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha)  # fmt: skip
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(

@@ -57,6 +57,9 @@ class TransformerConfig:
     sandwich_norms: bool = False  # Gemma-2/3: the attention's and MLP's outputs normed too
     attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax
     router_bias: bool = False  # gpt-oss: the router's linear layer has a bias
+    # MoE: the power law of expert popularity the busiest expert-parallel chip is costed
+    # at (compiler/moe_expert.py: aiconfigurator's 1.2, DeepSeek's 1.01); None: chance only
+    routing_alpha: float | None = 1.2
     # Sliding-window attention: the layers (by index) whose queries see only the last
     # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
     sliding_window: int = 0
@@ -1341,7 +1344,7 @@ def _deepseek_v4(fields: dict[str, object], origin: str) -> None:
                   sliding_layers=tuple(range(layers)),
                   rotary_fraction=int(fields["qk_rope_head_dim"]) / int(fields["head_dim"]),
                   shared_expert_width=shared * int(fields["expert_intermediate_size"]),
-                  shared_expert_gate=False)  # fmt: skip
+                  shared_expert_gate=False, routing_alpha=DEEPSEEK_ROUTING_ALPHA)  # fmt: skip
     window = fields.pop("sliding_window")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise UserError(f"{origin}: field 'sliding_window' must be a positive integer, "
@@ -1368,6 +1371,12 @@ def _linear_schedule(fields: dict[str, object], origin: str) -> None:
     fields["linear_layers"] = tuple(linear)
 
 
+DEEPSEEK_ROUTING_ALPHA = 1.01
+"""DeepSeek's routed experts' popularity power law as aiconfigurator models it
+(ai-dynamo/aiconfigurator sdk/models/deepseek.py `_power_law_alpha`, commit 095f58a): flatter
+than other MoE models' 1.2, its router trained with a balancing bias (compiler/moe_expert.py)."""
+
+
 def _deepseek(fields: dict[str, object], origin: str) -> None:
     """DeepSeek's keys as the transformer config's fields (DeepseekV2Attention, DeepseekV2MoE)."""
     if fields.pop("moe_layer_freq") != 1:
@@ -1387,7 +1396,7 @@ def _deepseek(fields: dict[str, object], origin: str) -> None:
     fields.update(head_dim=nope + rope, num_kv_heads=fields["num_heads"],
                   rotary_fraction=rope / (nope + rope), q_lora_rank=fields["q_lora_rank"] or 0,
                   shared_expert_width=shared * int(fields["expert_intermediate_size"]),
-                  shared_expert_gate=False)  # fmt: skip
+                  shared_expert_gate=False, routing_alpha=DEEPSEEK_ROUTING_ALPHA)  # fmt: skip
 
 
 def _every_layer_indexed(data: dict, origin: str) -> None:

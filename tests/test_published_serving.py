@@ -49,6 +49,22 @@ def test_each_new_point_names_its_source_engine_and_settings(point: Point):
         assert (DATA.parent / point.get("lengths")).is_file()
 
 
+TRTLLM_BENCH = [p for p in SERVING if "perf-overview" in p.source]
+"""TensorRT-LLM's perf-overview tables: `trtllm-bench throughput` at maximum load."""
+
+
+def test_trtllm_bench_points_never_preempt():
+    """trtllm-bench throughput runs TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler
+    (tensorrt_llm/bench/benchmark/throughput.py: hard-coded, later the default of its
+    --scheduler_policy), context chunking off: a request starts only with the KV blocks of
+    its whole length, so none is ever evicted and recomputed. The inflight policy is that;
+    a decode-first run preempted 1.7 sequences a request at Llama-3-405B's 500/2,000 on
+    8 H100s and spent its step time recomputing them."""
+    assert len(TRTLLM_BENCH) >= 100
+    assert {p.get("scheduler") for p in TRTLLM_BENCH} == {"inflight"}
+    assert all(p.get("load")["kind"] == "offline" for p in TRTLLM_BENCH)
+
+
 def test_serving_key_sets_are_closed():
     """Every serving point's keys are known; an unknown one, at the top or in a nested
     load or speculative setting, is an error naming it (it was silently ignored before)."""

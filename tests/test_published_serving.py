@@ -65,6 +65,16 @@ def test_trtllm_bench_points_never_preempt():
     assert all(p.get("load")["kind"] == "offline" for p in TRTLLM_BENCH)
 
 
+def test_trtllm_bench_steps_hold_a_whole_prompt_beside_the_batch():
+    """With context chunking off trtllm-bench raises max_num_tokens to the longest prompt
+    plus max_batch_size (tensorrt_llm/bench/benchmark/utils/general.py get_settings): a
+    20,000-token prompt never waits for a step without decodes. Under the profile's 8,192
+    the 405B 20k/2k rows ran one sequence at a time (0.09x the measured tok/s)."""
+    for p in TRTLLM_BENCH:
+        budget = p.get("token_budget") or 8192
+        assert budget >= p.get("prompt") + 2048 or p.get("prompt") + 2048 <= 8192, p.id
+
+
 def test_serving_key_sets_are_closed():
     """Every serving point's keys are known; an unknown one, at the top or in a nested
     load or speculative setting, is an error naming it (it was silently ignored before)."""

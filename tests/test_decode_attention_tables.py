@@ -13,7 +13,7 @@ from kernel_floor import assert_more_bandwidth_is_never_slower
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
-from xpusim.cost.op_table import is_decode_attention, kernel_keys, op_table
+from xpusim.cost.op_table import is_decode_attention, kernel_keys, kernel_shapes, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
@@ -91,11 +91,35 @@ def test_a_decode_op_follows_its_table_and_stays_above_the_roofline(chip_id, kv,
     floor_s = float(kernel_floor_s(ops, hw).sum())
     time_s, roof_s = _time_and_roof(chip_id, ops)
     assert time_s >= roof_s and time_s >= floor_s
-    model_s = float(table.predict_s(np.array([float(ops.role_bytes.sum())]),
-                                    np.array([roof_s]))[0])  # fmt: skip
+    own = table.of_shape((float(heads), float(kv_heads), float(head_dim)))
+    assert len(own.rows_m) < len(table.rows_m)  # the layout's own rows, not the pool
+    model_s = float(own.predict_s(np.array([float(ops.role_bytes.sum())]),
+                                  np.array([roof_s]))[0])  # fmt: skip
     assert floor_s == pytest.approx(model_s, rel=1e-6)
     (at,) = [i for i, r in enumerate(_rows(table.name)) if r[:5] == [seqs, tokens, *shape]]
     assert 0.7 < floor_s / table.measured_s[at] < 1.4  # as near as the fit is there
+
+
+def test_gpt_oss_on_one_hopper_gpu_takes_its_own_rows():
+    """gpt-oss's layout on one GPU (64 heads, 8 KV heads of 64) over a BF16 cache, as
+    TensorRT-LLM runs it on Hopper: its generation kernel costs about 0.27 us a sequence
+    however few the keys (1,024 sequences of 127: 276 us measured on an H200, 3.2x the
+    85.6 us of Llama-3-8B-like rows of the same bytes). Priced by the pooled curve, the op
+    took 123 us; by its own rows 215 us. A decode step of a layout the table measured must
+    not fall back to the pool."""
+    ops = _attention(1024, 127, 64, 8, 64)
+    time_s, _ = _time_and_roof("h200-sxm", ops)
+    (measured,) = [r[5] for r in _rows("aiconfigurator-trtllm-decode-attention-bfloat16-h200-sxm")
+                   if r[:5] == [1024, 127, 64, 8, 64]]  # fmt: skip
+    assert 0.7 < time_s / (measured * 1e-6) < 1.1
+    assert kernel_shapes(ops.ops[0]) == (("decode_attention", (64.0, 8.0, 64.0)),)
+
+
+def test_a_layout_the_table_did_not_measure_takes_the_pooled_curve():
+    """Llama-3-405B at TP8 (16 heads, 1 KV head of 128) is not among the tables' layouts:
+    its op takes the curve of them all, as before the tables had shapes."""
+    table = kernel_table("h200-sxm", DType.FP8, "fp8", kind="decode_attention")
+    assert table.of_shape((16.0, 1.0, 128.0)) is table
 
 
 def _rows(name: str) -> list[list]:

@@ -49,6 +49,32 @@ def test_each_new_point_names_its_source_engine_and_settings(point: Point):
         assert (DATA.parent / point.get("lengths")).is_file()
 
 
+TRTLLM_BENCH = [p for p in SERVING if "perf-overview" in p.source]
+"""TensorRT-LLM's perf-overview tables: `trtllm-bench throughput` at maximum load."""
+
+
+def test_trtllm_bench_points_never_preempt():
+    """trtllm-bench throughput runs TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler
+    (tensorrt_llm/bench/benchmark/throughput.py: hard-coded, later the default of its
+    --scheduler_policy), context chunking off: a request starts only with the KV blocks of
+    its whole length, so none is ever evicted and recomputed. The inflight policy is that;
+    a decode-first run preempted 1.7 sequences a request at Llama-3-405B's 500/2,000 on
+    8 H100s and spent its step time recomputing them."""
+    assert len(TRTLLM_BENCH) >= 100
+    assert {p.get("scheduler") for p in TRTLLM_BENCH} == {"inflight"}
+    assert all(p.get("load")["kind"] == "offline" for p in TRTLLM_BENCH)
+
+
+def test_trtllm_bench_steps_hold_a_whole_prompt_beside_the_batch():
+    """With context chunking off trtllm-bench raises max_num_tokens to the longest prompt
+    plus max_batch_size (tensorrt_llm/bench/benchmark/utils/general.py get_settings): a
+    20,000-token prompt never waits for a step without decodes. Under the profile's 8,192
+    the 405B 20k/2k rows ran one sequence at a time (0.09x the measured tok/s)."""
+    for p in TRTLLM_BENCH:
+        budget = p.get("token_budget") or 8192
+        assert budget >= p.get("prompt") + 2048 or p.get("prompt") + 2048 <= 8192, p.id
+
+
 def test_serving_key_sets_are_closed():
     """Every serving point's keys are known; an unknown one, at the top or in a nested
     load or speculative setting, is an error naming it (it was silently ignored before)."""

@@ -31,7 +31,13 @@ has rows of an op's own shape (row_shapes: gemm (N, K), moe (hidden, inter / tp,
 experts, ep); a gemm table's nearest shape within SNAP_LOG2, as its rows are the zoo's
 shapes snapped to the measured grid), the same model fitted to those rows alone prices it
 (KernelTable.of_shape), else the pooled curve; the guarantees above hold for either, as
-each is a table of rows no faster than their roofline.
+each is a table of rows no faster than their roofline. A decode_attention table's shape is
+the head layout on one GPU (heads, kv heads, head_dim), exact: TensorRT-LLM's generation
+kernel for gpt-oss on one Hopper GPU (64, 8, 64 over a BF16 cache) costs about 0.27 us a
+sequence however few its keys (1,024 sequences of 127 keys: 276 us on an H200, where the
+pooled curve of every layout, keyed by bytes, gave gpt-oss's op 123 us and its own rows give
+215 us: the curve still interpolates in bytes towards the long-context rows' fraction), so a
+layout the table measured is priced by its own rows.
 
 Tables are of a kind, the op family they price; an op tries the kinds its rule lists
 (op_table.kernel_keys), the first table found pricing it:
@@ -296,7 +302,7 @@ value of aiconfigurator's measured grid (benchmarks/gemm_kernel_tables.py), half
 doubling grid at most, so an op of a model not listed takes the measured kernel its own shape
 snaps to (DeepSeek-R1's q_a_proj, 1536 x 7168, takes 1536 x 8192); the other gemm tables
 (DeepGEMM's, AITER's) likewise their nearest measured shape within it. A moe table's rows
-are the models' own layers: exact."""
+are the models' own layers, a decode_attention table's its models' head layouts: exact."""
 
 
 def _nearest_shape(
@@ -500,14 +506,16 @@ takes."""
 def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
     """Each row's shape, the kernel it timed as an op knows it (op_table.kernel_shape): a
     gemm row's (N, K) (and its groups, if grouped), a moe row's (hidden, inter / tp, topk,
-    experts, ep), the expert GEMMs one rank runs and how many ranks share the experts; none
-    for other kinds."""
+    experts, ep), the expert GEMMs one rank runs and how many ranks share the experts, a
+    decode_attention row's (heads, kv heads, head_dim) on one GPU; none for other kinds."""
     if kind == "gemm":
         return tuple((n, k, *extra) for n, k, *extra in rows[:, [1, 2, *range(4, rows.shape[1])]]
                      .tolist())  # fmt: skip
     if kind == "moe":
         return tuple((h, i / tp, topk, experts, ep)
                      for _, h, i, topk, experts, tp, ep, _ in rows.tolist())  # fmt: skip
+    if kind == "decode_attention":
+        return tuple(map(tuple, rows[:, 2:5].tolist()))
     return ()
 
 

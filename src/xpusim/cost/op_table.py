@@ -155,11 +155,16 @@ def _kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
 
 
 def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:
-    """(kind, shape) of a matmul as the kernel tables' rows name their shapes
+    """(kind, shape) of an op as the kernel tables' rows name their shapes
     (kernel_tables.row_shapes), so that a table's rows of the op's own shape price it: a
     gemm's (N, K) of its weight; a routed expert's moe (hidden, inter per rank, topk,
     experts, ep), read off its gate_up (K hidden, N two inter) or down (K inter, N hidden)
-    and the ep partitioning stamped (1 where it did not split the experts)."""
+    and the ep partitioning stamped (1 where it did not split the experts); a decode
+    attention's (heads, kv heads, head_dim) on one rank, read off its query
+    [batch, q, heads, head_dim] and key cache [batch, keys, kv heads, head_dim]."""
+    if is_decode_attention(op):
+        q, k = op.inputs[:2]
+        return (("decode_attention", (float(q.shape[2]), float(k.shape[2]), float(q.shape[3]))),)
     if op.kind != OpKind.MATMUL:
         return ()
     k, n = (float(d) for d in op.weight_tile)

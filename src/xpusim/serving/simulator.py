@@ -10,6 +10,8 @@ first token, then its KV cache crosses the system's links to a decode replica.
 
 from __future__ import annotations
 
+import functools
+import gc
 import heapq
 import math
 from collections.abc import Callable
@@ -71,6 +73,30 @@ class Run:
     upto: int = 0  # a Steady stop: the requests (arrival order) the result keeps; 0: all
 
 
+def _collector_paused(run: Callable[..., Run]) -> Callable[..., Run]:
+    """`run` with CPython's cyclic garbage collector off, back as it was after (an error
+    too). A run keeps hundreds of thousands of small objects alive to its end (sequences,
+    the growth and finish schedules' tuples, iterations), which the collector rescans over
+    and over without finding garbage among them: 10% of a max-rate search's CPU (MLPerf
+    v4.1 Llama-2-70B Server on 8 H100: 2.2 of 21.7 CPU-s, 805 young, 73 middle and 6 full
+    collections, timed by gc.callbacks). Reference counting still frees what the loop
+    drops; the cycles a run makes (its closures, once per run) wait for the next
+    collection after it. Nothing the run computes depends on it (tests/test_simulator_gc.py)."""
+
+    @functools.wraps(run)
+    def paused(*args: object, **kwargs: object) -> Run:
+        if not gc.isenabled():
+            return run(*args, **kwargs)
+        gc.disable()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused
+
+
+@_collector_paused
 def simulate(
     requests: Requests,
     concurrency: int | None,

@@ -42,7 +42,10 @@ LOADERS_KEPT = {
 # Single functions kept likewise: a result class's fields read off its type hints (a
 # constant of the class), the torus layouts' TOML (in a module whose other memos are
 # computed, so scoped), and a lengths file's rows keyed by its path, size and mtime.
+# The busiest expert-parallel chip's share under the power-law routing: a fixed-seed draw, a
+# pure function of (experts, top-k, ep, alpha) that costs about a second, so kept per process.
 FUNCTIONS_KEPT = LOADERS_KEPT | {"explore/rows.py: @functools.cache _objects",
+                                 "compiler/moe_expert.py: @cache _busiest_share",
                                  "compiler/torus_layouts.py: @cache _data",
                                  "compiler/torus_layouts.py: @cache layouts",
                                  "serving/load.py: @lru_cache(maxsize=8) _read_lengths"}

@@ -402,20 +402,25 @@ function drawRooflines(entries) {
   $("roofline").replaceChildren(...(charts.length ? charts : ["no per-op report for these results"]));
 }
 
+// Answers can come back out of order (a change made while the page's first answer is still
+// on its way): only the latest request's answer is drawn, and only it clears the status.
+let compareSent = 0;
 async function compare() {
   const s = state();
   const body = { ...modelSource(s), targets: targetsOf(s), options: runOptions(s) };
+  const mine = ++compareSent;
   busy("simulating…");
   try {
     const data = await api("/api/compare", body);
+    if (mine !== compareSent) return;
     showError("");
     lastCompare = data.results;
     drawResults(data.results); drawFigures(data.results); drawBreakdown(data.results);
     drawMemory(data.results); drawRooflines(data.results);
   } catch (e) {
-    showError(e.message);
+    if (mine === compareSent) showError(e.message);
   } finally {
-    busy("");
+    if (mine === compareSent) busy("");
   }
 }
 

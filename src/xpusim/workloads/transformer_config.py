@@ -25,6 +25,16 @@ from xpusim.errors import UserError
 from xpusim.files import read_json
 from xpusim.ir.tensor import Dim
 
+ROUTING_ALPHA = 1.2
+"""An MoE's routed experts' popularity power law, the busiest expert-parallel chip's load
+(compiler/moe_expert.py), as aiconfigurator models every MoE but DeepSeek's
+(ai-dynamo/aiconfigurator sdk/models/moe.py, commit 095f58a): a stated assumption, no
+per-batch routing counts being published."""
+DEEPSEEK_ROUTING_ALPHA = 1.01
+"""DeepSeek's routed experts' popularity power law as aiconfigurator models it
+(ai-dynamo/aiconfigurator sdk/models/deepseek.py `_power_law_alpha`, commit 095f58a): flatter
+than other MoE models' ROUTING_ALPHA, its router trained with a balancing bias."""
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -58,8 +68,8 @@ class TransformerConfig:
     attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax
     router_bias: bool = False  # gpt-oss: the router's linear layer has a bias
     # MoE: the power law of expert popularity the busiest expert-parallel chip is costed
-    # at (compiler/moe_expert.py: aiconfigurator's 1.2, DeepSeek's 1.01); None: chance only
-    routing_alpha: float | None = 1.2
+    # at (ROUTING_ALPHA, DEEPSEEK_ROUTING_ALPHA); None: chance only
+    routing_alpha: float | None = ROUTING_ALPHA
     # Sliding-window attention: the layers (by index) whose queries see only the last
     # sliding_window keys (Gemma-2 every other layer, Gemma-3 five of six, Mistral-7B v0.1 all)
     sliding_window: int = 0
@@ -1369,12 +1379,6 @@ def _linear_schedule(fields: dict[str, object], origin: str) -> None:
     else:
         linear = [i for i in range(layers) if (i + 1) % interval]
     fields["linear_layers"] = tuple(linear)
-
-
-DEEPSEEK_ROUTING_ALPHA = 1.01
-"""DeepSeek's routed experts' popularity power law as aiconfigurator models it
-(ai-dynamo/aiconfigurator sdk/models/deepseek.py `_power_law_alpha`, commit 095f58a): flatter
-than other MoE models' 1.2, its router trained with a balancing bias (compiler/moe_expert.py)."""
 
 
 def _deepseek(fields: dict[str, object], origin: str) -> None:

@@ -1,13 +1,16 @@
 """Prices the large-batch Hopper serving step op by op: xpusim's cost of each op of one
-iteration of Llama-2-70B FP8 at the batch TensorRT-LLM ran in MLPerf v4.1 Server, beside
-aiconfigurator's measured TensorRT-LLM kernel time at the same shape (docs/validation.md
-"The large-batch Hopper step, op by op"; issue #48).
+iteration at an engine's measured batch, beside aiconfigurator's measured kernel time of that
+engine at the same shape: Llama-2-70B FP8 at the batch TensorRT-LLM ran in MLPerf v4.1 Server
+(docs/validation.md "The large-batch Hopper step, op by op"; issue #48), and Qwen3-14B BF16
+under vLLM in GPUStack's one-GPU bursts against vLLM's own kernels (docs/validation.md
+"GPUStack's one-GPU runs, step by step").
 
     python benchmarks/large_batch_step.py /path/to/aiconfigurator.git   # a bare mirror
 
 Needs pyarrow (the `parquet` extra), git and xpusim on the path. It changes nothing: the
 question it answers is which op, if any, xpusim prices below its measured kernel at the
-engine's own batch, where the Server points' TPOT and TTFT read 0.2-0.6x.
+engine's own batch, where the Server points' TPOT and TTFT read 0.2-0.6x and GPUStack's
+one-GPU runs' about 0.55x.
 
 The engine's batch is Little's law on the submission's own logs (published.json's known_gap
 of the points in SETUPS): decodes = output tokens/s per replica x mean TPOT, beside the
@@ -17,19 +20,20 @@ decodes + prompt tokens rows, paged decode attention over `decodes` sequences of
 cached FP8 tokens, context attention over the step's prompts, and the LM head and sampler
 over the sequences that produce a token.
 
-Measured rows (aiconfigurator at COMMIT, TensorRT-LLM VERSION, one GPU, CUDA graphs):
-- GEMMs: gemm_perf.parquet, gemm_dtype fp8 (per-tensor FP8, the format of MLPerf's engines),
-  less computescale_perf's dynamic-amax pass at the same (M, K), as
-  benchmarks/gemm_kernel_tables.py keeps them: MLPerf's engines use static scales. Each
-  (M, N, K) is interpolated linearly in each dimension between the measured grid values
-  around it (a GEMM's work is linear in each).
-- Decode attention: generation_attention_perf.parquet, FP8 KV cache, the replica's heads per
-  GPU, head_dim 128, linear in sequences and in keys. The collector records no row past a
+Measured rows (aiconfigurator at COMMIT, the setup's engine and version, one GPU):
+- GEMMs: gemm_perf.parquet in the setup's format. TensorRT-LLM's FP8 is gemm_dtype fp8
+  (per-tensor FP8, the format of MLPerf's engines) less computescale_perf's dynamic-amax pass
+  at the same (M, K), as benchmarks/gemm_kernel_tables.py keeps them: MLPerf's engines use
+  static scales. Each (M, N, K) is interpolated linearly in each dimension between the
+  measured grid values around it (a GEMM's work is linear in each); an N past the grid (a
+  152k-token vocabulary's LM head) is the widest row's time scaled by N.
+- Decode attention: generation_attention_perf.parquet, the setup's KV cache, the replica's
+  heads per GPU, head_dim 128, linear in sequences and in keys. The collector records no row past a
   total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is the row
   of as many sequences at fewer keys times the keys' ratio at the most sequences measured at
   both (_keys_ratio).
-- Context attention: context_attention_perf.parquet, FP8 attention over an FP8 cache,
-  linear in prompts and in prompt length.
+- Context attention: context_attention_perf.parquet, attention in the setup's format over
+  its cache, linear in prompts and in prompt length.
 - TP all-reduce: xpusim's own table (cost/kernel_tables/collectives, TensorRT-LLM's
   all-reduce from the same database), so xpusim's figure is the measured one by construction.
 Norms, SwiGLU, RoPE, the sampler and the host's per-iteration time have no measured row here:
@@ -41,18 +45,47 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from itertools import product
+from typing import Any
 
 import numpy as np
 from aiconfigurator_data import Mirror, arguments
 
-VERSION = "1.3.0rc20"
-MODEL = "llama-2-70b"
-HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 8192, 64, 8, 128, 28672, 32000
+
+@dataclass(frozen=True)
+class Model:
+    """A dense zoo model's shapes, the GEMMs' and attention's (Llama's layer layout)."""
+
+    name: str  # zoo id
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+    vocab: int
+
+
+LLAMA_2_70B = Model("llama-2-70b", 8192, 64, 8, 128, 28672, 32000)
+QWEN3_14B = Model("qwen3-14b", 5120, 40, 8, 128, 17408, 151936)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine whose kernels aiconfigurator timed, and the formats of its run."""
+
+    name: str  # aiconfigurator's folder, and serving/engines.toml's profile
+    version: str  # aiconfigurator's version folder
+    precision: str  # xpusim's: the GEMMs' and context attention's format
+    kv: str  # the KV cache's format, aiconfigurator's kv_cache_dtype
+
+
+TRTLLM_FP8 = Engine("trtllm", "1.3.0rc20", "fp8", "fp8")
+VLLM_BF16 = Engine("vllm", "0.14.0", "bf16", "bfloat16")  # aiconfigurator's nearest to 0.11
+GEMM_DTYPES = {"fp8": "fp8", "bf16": "bfloat16"}  # xpusim's precision -> aiconfigurator's
 
 
 @dataclass(frozen=True)
 class Setup:
-    """One replica of a scored MLPerf v4.1 Server point at the engine's Little's-law batch."""
+    """One replica of a scored serving point at the engine's batch."""
 
     chip: str  # xpusim catalog id
     chip_dir: str  # aiconfigurator's
@@ -61,8 +94,10 @@ class Setup:
     keys: int  # mean cached tokens each attends
     prompts: float  # prompts prefilled per step (prompt tokens / the dataset's mean prompt)
     prompt: int  # their mean length
-    engine_step_ms: float  # the submission's mean TPOT: the engine's step at this batch
+    engine_step_ms: float  # the engine's measured step at this batch
     point: str  # the published.json point whose known_gap derives the batch
+    model: Model = LLAMA_2_70B
+    engine: Engine = TRTLLM_FP8
 
 
 SETUPS = (
@@ -79,6 +114,21 @@ SETUPS = (
     Setup("h100-sxm", "h100_sxm", 2, 896, 222 + 290 // 2, 896 / 290, 222,
           1e3 * (896 + 896 / 290) / (24524.9 / 4),
           "mlperf41-nvidia-dgx-h100-h100-sxm-80gbx8-trt-llama-2-70b-offline-tok"),
+    # GPUStack's Qwen3-14B 4000/200 burst of 500 under vLLM 0.11 on one H100: the batch
+    # xpusim's KV cache holds (55 sequences of about 4,100 keys; the engine's own is not
+    # published), a decode-only step beside the run's median ITL (43.93 ms) and a step of the
+    # 8,192-token budget (55 decodes beside 8,137 prompt tokens, two prompts at once) beside
+    # its P99 ITL (656.79 ms): such steps are about a seventh of the run's
+    Setup("h100-sxm", "h100_sxm", 1, 55, 4100, 0.0, 4000, 43.93,
+          "gpustack-qwen3-14b-h100-base-vllm-4k-tpot", QWEN3_14B, VLLM_BF16),
+    Setup("h100-sxm", "h100_sxm", 1, 55, 4100, 8137 / 4000, 4000, 656.79,
+          "gpustack-qwen3-14b-h100-base-vllm-4k-tpot", QWEN3_14B, VLLM_BF16),
+    # the same run on GPUStack's 'single NVIDIA A100 SXM' page (qwen3-14b/a100.md, not a
+    # scored point): vLLM's 2,048-token budget on an A100 puts part of a prompt beside the
+    # decodes in nearly every step (xpusim: 57 decodes beside 1,973 prompt tokens, its
+    # median step), the run's median ITL 369.00 ms (P99 377.42)
+    Setup("a100-sxm-80gb", "a100_sxm", 1, 57, 4100, 1973 / 4000, 4000, 369.0,
+          "gpustack-qwen3-14b-h100-base-vllm-4k-tpot", QWEN3_14B, VLLM_BF16),
 )
 
 
@@ -130,26 +180,40 @@ def _columns(mirror: Mirror, path: str) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in mirror.read(path).columns.items()}
 
 
-def gemm_rows(mirror: Mirror, chip_dir: str, gemm_dtype: str) -> Rows:
-    """`gemm_dtype`'s rows (M, N, K) -> microseconds; FP8's less the dynamic-amax pass."""
-    d = _columns(mirror, f"{chip_dir}/gemm/trtllm/{VERSION}/gemm_perf.parquet")
+class Gemms(Rows):
+    """GEMM rows (M, N, K) -> microseconds; an N past the widest measured, that row's time
+    scaled by N (a GEMM's work is linear in N, and one that wide fills the chip)."""
+
+    def at(self, x: tuple[float, ...], fill=None) -> float:
+        m, n, k = x
+        widest = self.grids[1][-1]
+        return super().at((m, min(n, widest), k), fill) * max(n / widest, 1.0)
+
+
+def gemm_rows(mirror: Mirror, chip_dir: str, engine: Engine, gemm_dtype: str) -> Gemms:
+    """`gemm_dtype`'s rows of the engine; TensorRT-LLM's FP8 less the dynamic-amax pass."""
+    base = f"{chip_dir}/{{}}/{engine.name}/{engine.version}"
+    d = _columns(mirror, f"{base.format('gemm')}/gemm_perf.parquet")
     amax_ms = {}
-    if gemm_dtype == "fp8":
-        scale = _columns(mirror, f"{chip_dir}/quantize/trtllm/{VERSION}/computescale_perf.parquet")
+    static = engine.name == "trtllm" and gemm_dtype == "fp8"  # MLPerf's static scales
+    if static:
+        scale = _columns(mirror, f"{base.format('quantize')}/computescale_perf.parquet")
         amax_ms = {(m, k): t for m, k, t in zip(scale["m"], scale["k"], scale["latency"],
                                                 strict=True)}  # fmt: skip
     keep = d["gemm_dtype"] == gemm_dtype
-    return Rows({(m, n, k): (t - amax_ms.get((m, k), 0.0)) * 1e3 for m, n, k, t in zip(
+    return Gemms({(m, n, k): (t - amax_ms.get((m, k), 0.0)) * 1e3 for m, n, k, t in zip(
         d["m"][keep], d["n"][keep], d["k"][keep], d["latency"][keep], strict=True)
-        if gemm_dtype != "fp8" or (m, k) in amax_ms})  # fmt: skip
+        if not static or (m, k) in amax_ms})  # fmt: skip
 
 
-def _attention(d: dict[str, np.ndarray], tp: int, length: str) -> Rows:
-    keep = ((d["num_heads"] == HEADS // tp) & (d["num_key_value_heads"] == KV_HEADS // tp)
-            & (d["head_dim"] == HEAD_DIM) & (d["window_size"] == 0)
-            & (d["kv_cache_dtype"] == "fp8"))  # fmt: skip
+def _attention(d: dict[str, np.ndarray], s: Setup, length: str) -> Rows:
+    m = s.model
+    keep = ((d["num_heads"] == m.heads // s.tp) & (d["num_key_value_heads"] == m.kv_heads // s.tp)
+            & (d["head_dim"] == m.head_dim) & (d["kv_cache_dtype"] == s.engine.kv))  # fmt: skip
+    if "window_size" in d:
+        keep &= d["window_size"] == 0
     if "attn_dtype" in d and length == "isl":
-        keep &= d["attn_dtype"] == "fp8"
+        keep &= d["attn_dtype"] == GEMM_DTYPES[s.engine.precision]
     return Rows({(b, n): t * 1e3 for b, n, t in zip(
         d["batch_size"][keep], d[length][keep], d["latency"][keep], strict=True)})  # fmt: skip
 
@@ -177,41 +241,45 @@ def _keys_ratio(corner, brackets, times):
 
 def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
     """Measured microseconds of each op with a row, at the setup's shapes."""
-    gemm = gemm_rows(mirror, s.chip_dir, "fp8")
-    base = f"{s.chip_dir}/attention/trtllm/{VERSION}"
+    m, e = s.model, s.engine
+    gemm = gemm_rows(mirror, s.chip_dir, e, GEMM_DTYPES[e.precision])
+    base = f"{s.chip_dir}/attention/{e.name}/{e.version}"
     tokens = s.decodes + s.prompts * s.prompt
-    qkv = (HEADS + 2 * KV_HEADS) * HEAD_DIM // s.tp
-    decode = _attention(_columns(mirror, f"{base}/generation_attention_perf.parquet"), s.tp,
-                        "step")  # fmt: skip
-    context = _attention(_columns(mirror, f"{base}/context_attention_perf.parquet"), s.tp, "isl")
-    # TensorRT-LLM's FP8 checkpoints keep the LM head BF16 (so does xpusim: KEPT_WIDE)
-    head = gemm_rows(mirror, s.chip_dir, "bfloat16")
-    return {
-        "layers.0.qkv": gemm.at((tokens, qkv, HIDDEN)),
-        "layers.0.o_proj": gemm.at((tokens, HIDDEN, HEADS * HEAD_DIM // s.tp)),
-        "layers.0.gate_up": gemm.at((tokens, 2 * INTER // s.tp, HIDDEN)),
-        "layers.0.down": gemm.at((tokens, HIDDEN, INTER // s.tp)),
-        "lm_head": head.at((s.decodes, VOCAB // s.tp, HIDDEN)),
+    qkv = (m.heads + 2 * m.kv_heads) * m.head_dim // s.tp
+    decode = _attention(_columns(mirror, f"{base}/generation_attention_perf.parquet"), s, "step")
+    # FP8 checkpoints keep the LM head BF16 (so does xpusim: KEPT_WIDE)
+    head = gemm_rows(mirror, s.chip_dir, e, "bfloat16")
+    ops = {
+        "layers.0.qkv": gemm.at((tokens, qkv, m.hidden)),
+        "layers.0.o_proj": gemm.at((tokens, m.hidden, m.heads * m.head_dim // s.tp)),
+        "layers.0.gate_up": gemm.at((tokens, 2 * m.inter // s.tp, m.hidden)),
+        "layers.0.down": gemm.at((tokens, m.hidden, m.inter // s.tp)),
+        "lm_head": head.at((s.decodes, m.vocab // s.tp, m.hidden)),
         "decode attention": decode.at((s.decodes, s.keys), _keys_ratio),
-        "context attention": context.at((s.prompts, s.prompt)),
     }
+    if s.prompts:
+        context = _attention(_columns(mirror, f"{base}/context_attention_perf.parquet"), s, "isl")
+        # under one prompt (a chunk of one), linear from none: the rows start at one
+        ops["context attention"] = context.at((max(s.prompts, 1), s.prompt)) * min(s.prompts, 1)
+    return ops
 
 
 def xpusim_us(s: Setup) -> tuple[dict[str, tuple[int, float]], float]:
     """xpusim's ops of one step at the setup's work: (count, microseconds each), and the
-    engine's per-iteration host time (serving/engines.toml trtllm)."""
+    engine's per-iteration host time (serving/engines.toml)."""
     import xpusim
     from xpusim.serving.engines import engine
 
+    def run(batch: int, prompt: int) -> Any:
+        return xpusim.simulate(s.model.name, s.chip, batch=batch, prompt=prompt, gen=2,
+                               precision=s.engine.precision, tp=s.tp, chips=s.tp)  # fmt: skip
+
     def decode_ops(batch: int, prompt: int) -> dict[str, tuple[int, float]]:
-        r = xpusim.simulate(MODEL, s.chip, batch=batch, prompt=prompt, gen=2, precision="fp8",
-                            tp=s.tp, chips=s.tp)  # fmt: skip
-        return {o.name: (o.count, o.time_s * 1e6) for o in r.ops if o.phase == "decode"}
+        return {o.name: (o.count, o.time_s * 1e6) for o in run(batch, prompt).ops
+                if o.phase == "decode"}  # fmt: skip
 
     def prefill_attention(prompts: int) -> float:
-        r = xpusim.simulate(MODEL, s.chip, batch=prompts, prompt=s.prompt, gen=2,
-                            precision="fp8", tp=s.tp, chips=s.tp)  # fmt: skip
-        return next(o.time_s for o in r.ops
+        return next(o.time_s for o in run(prompts, s.prompt).ops
                     if o.phase == "prefill" and o.name == "layers.0.attention") * 1e6
 
     tokens = round(s.decodes + s.prompts * s.prompt)
@@ -223,19 +291,22 @@ def xpusim_us(s: Setup) -> tuple[dict[str, tuple[int, float]], float]:
     for name in ("lm_head", "lm_head.all_gather", "sample"):
         if name in at_decodes:
             ops[name] = at_decodes[name]
-    lo, hi = int(s.prompts), int(s.prompts) + 1  # linear in prompts, as the measured rows
-    f = s.prompts - lo
-    ops["context attention"] = (attention, (1 - f) * prefill_attention(lo)
-                                + f * prefill_attention(hi))  # fmt: skip
-    return ops, engine("trtllm").per_iteration_s * 1e6
+    if s.prompts:
+        lo, hi = int(s.prompts), int(s.prompts) + 1  # linear in prompts, as the measured rows
+        f = s.prompts - lo
+        ops["context attention"] = (attention, (1 - f) * (lo and prefill_attention(lo))
+                                    + f * prefill_attention(hi))  # fmt: skip
+    return ops, engine(s.engine.name).per_iteration_s * 1e6
 
 
 def report(s: Setup, mirror: Mirror) -> None:
     ops, host_us = xpusim_us(s)
     measured = measured_us(mirror, s)
     tokens = s.decodes + s.prompts * s.prompt
-    print(f"\n{s.chip} TP{s.tp}: {s.decodes} decodes of {s.keys} keys + {s.prompts:.2f} prompts "
-          f"of {s.prompt} ({tokens:.0f} token rows); engine step {s.engine_step_ms:g} ms "
+    print(f"\n{s.model.name} {s.engine.precision} on {s.chip} TP{s.tp} ({s.engine.name} "
+          f"{s.engine.version} kernels): {s.decodes} decodes of {s.keys} keys + "
+          f"{s.prompts:.2f} prompts of {s.prompt} ({tokens:.0f} token rows); engine step "
+          f"{s.engine_step_ms:g} ms "
           f"({s.point})")  # fmt: skip
     print(f"  {'op':38s} {'count':>5s} {'xpusim us':>10s} {'measured us':>12s} {'meas/xp':>8s}")
     ours = theirs = host_us
@@ -245,7 +316,7 @@ def report(s: Setup, mirror: Mirror) -> None:
         theirs += count * (us if got is None else got)
         shown = "" if got is None else f"{got:12.1f} {got / us:8.2f}"
         print(f"  {name:38s} {count:5d} {us:10.1f} {shown}")
-    print(f"  host per iteration (engines.toml trtllm) {host_us:.0f} us")
+    print(f"  host per iteration (engines.toml {s.engine.name}) {host_us:.0f} us")
     print(f"  step: xpusim {ours / 1e3:.1f} ms; with the measured rows {theirs / 1e3:.1f} ms; "
           f"engine {s.engine_step_ms:g} ms (xpusim {ours / 1e3 / s.engine_step_ms:.2f}x, "
           f"measured kernels {theirs / 1e3 / s.engine_step_ms:.2f}x)")  # fmt: skip

@@ -1,9 +1,9 @@
 """Prices the large-batch Hopper serving step op by op: xpusim's cost of each op of one
 iteration at an engine's measured batch, beside aiconfigurator's measured kernel time of that
 engine at the same shape: Llama-2-70B FP8 at the batch TensorRT-LLM ran in MLPerf v4.1 Server
-(docs/validation.md "The large-batch Hopper step, op by op"; issue #48), and Qwen3-14B BF16
-under vLLM in GPUStack's one-GPU bursts against vLLM's own kernels (docs/validation.md
-"GPUStack's one-GPU runs, step by step").
+(docs/validation.md "The large-batch Hopper step, op by op"; issue #48), and GPUStack's
+one-GPU bursts, Qwen3-14B BF16 under vLLM and Qwen3-32B FP8 under TensorRT-LLM, against each
+engine's own kernels (docs/validation.md "GPUStack's one-GPU runs, step by step").
 
     python benchmarks/large_batch_step.py /path/to/aiconfigurator.git   # a bare mirror
 
@@ -66,21 +66,30 @@ class Model:
 
 LLAMA_2_70B = Model("llama-2-70b", 8192, 64, 8, 128, 28672, 32000)
 QWEN3_14B = Model("qwen3-14b", 5120, 40, 8, 128, 17408, 151936)
+QWEN3_32B = Model("qwen3-32b", 5120, 64, 8, 128, 25600, 151936)
 
 
 @dataclass(frozen=True)
 class Engine:
-    """The engine whose kernels aiconfigurator timed, and the formats of its run."""
+    """The engine whose kernels aiconfigurator timed, and the formats of its run: xpusim's
+    `precision` and `kv_precision`, and aiconfigurator's names of the kernels' formats."""
 
     name: str  # aiconfigurator's folder, and serving/engines.toml's profile
     version: str  # aiconfigurator's version folder
-    precision: str  # xpusim's: the GEMMs' and context attention's format
-    kv: str  # the KV cache's format, aiconfigurator's kv_cache_dtype
+    precision: str  # xpusim's
+    kv_precision: str  # xpusim's
+    gemm: str  # aiconfigurator's gemm_dtype
+    attention: str  # its context attention's attn_dtype
+    kv: str  # its kv_cache_dtype
 
 
-TRTLLM_FP8 = Engine("trtllm", "1.3.0rc20", "fp8", "fp8")
-VLLM_BF16 = Engine("vllm", "0.14.0", "bf16", "bfloat16")  # aiconfigurator's nearest to 0.11
-GEMM_DTYPES = {"fp8": "fp8", "bf16": "bfloat16"}  # xpusim's precision -> aiconfigurator's
+TRTLLM_FP8 = Engine("trtllm", "1.3.0rc20", "fp8", "fp8", "fp8", "fp8", "fp8")
+# a block-scaled FP8 checkpoint (Qwen's -FP8 repos: 128 x 128) over the default BF16 cache,
+# whose context attention TensorRT-LLM runs in BF16
+TRTLLM_FP8_BLOCK = Engine("trtllm", "1.3.0rc20", "fp8", "bf16", "fp8_block", "bfloat16",
+                          "bfloat16")  # fmt: skip
+VLLM_BF16 = Engine("vllm", "0.14.0", "bf16", "bf16", "bfloat16", "bfloat16", "bfloat16")
+"""aiconfigurator's vLLM nearest to 0.11, the version GPUStack ran."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,14 @@ SETUPS = (
     # median step), the run's median ITL 369.00 ms (P99 377.42)
     Setup("a100-sxm-80gb", "a100_sxm", 1, 57, 4100, 1973 / 4000, 4000, 369.0,
           "gpustack-qwen3-14b-h100-base-vllm-4k-tpot", QWEN3_14B, VLLM_BF16),
+    # GPUStack's Qwen3-32B-FP8 4000/200 burst under TensorRT-LLM 1.2.0rc1 (chunked prefill)
+    # on one H100, at xpusim's median steps (its KV cache holds 153 k tokens): 37 decodes
+    # alone beside the run's median ITL (45.37 ms), 34 beside 8,158 prompt tokens beside its
+    # P99 ITL (1,254.20 ms)
+    Setup("h100-sxm", "h100_sxm", 1, 37, 4100, 0.0, 4000, 45.37,
+          "gpustack-qwen3-32b-h100-opt-trtllm-4k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
+    Setup("h100-sxm", "h100_sxm", 1, 34, 4100, 8158 / 4000, 4000, 1254.2,
+          "gpustack-qwen3-32b-h100-opt-trtllm-4k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
 )
 
 
@@ -213,7 +230,7 @@ def _attention(d: dict[str, np.ndarray], s: Setup, length: str) -> Rows:
     if "window_size" in d:
         keep &= d["window_size"] == 0
     if "attn_dtype" in d and length == "isl":
-        keep &= d["attn_dtype"] == GEMM_DTYPES[s.engine.precision]
+        keep &= d["attn_dtype"] == s.engine.attention
     return Rows({(b, n): t * 1e3 for b, n, t in zip(
         d["batch_size"][keep], d[length][keep], d["latency"][keep], strict=True)})  # fmt: skip
 
@@ -242,7 +259,7 @@ def _keys_ratio(corner, brackets, times):
 def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
     """Measured microseconds of each op with a row, at the setup's shapes."""
     m, e = s.model, s.engine
-    gemm = gemm_rows(mirror, s.chip_dir, e, GEMM_DTYPES[e.precision])
+    gemm = gemm_rows(mirror, s.chip_dir, e, e.gemm)
     base = f"{s.chip_dir}/attention/{e.name}/{e.version}"
     tokens = s.decodes + s.prompts * s.prompt
     qkv = (m.heads + 2 * m.kv_heads) * m.head_dim // s.tp
@@ -272,7 +289,9 @@ def xpusim_us(s: Setup) -> tuple[dict[str, tuple[int, float]], float]:
 
     def run(batch: int, prompt: int) -> Any:
         return xpusim.simulate(s.model.name, s.chip, batch=batch, prompt=prompt, gen=2,
-                               precision=s.engine.precision, tp=s.tp, chips=s.tp)  # fmt: skip
+                               precision=s.engine.precision,
+                               kv_precision=s.engine.kv_precision, tp=s.tp,
+                               chips=s.tp)  # fmt: skip
 
     def decode_ops(batch: int, prompt: int) -> dict[str, tuple[int, float]]:
         return {o.name: (o.count, o.time_s * 1e6) for o in run(batch, prompt).ops

@@ -12,13 +12,14 @@ question it answers is which op, if any, xpusim prices below its measured kernel
 engine's own batch, where the Server points' TPOT and TTFT read 0.2-0.6x and GPUStack's
 one-GPU runs' about 0.55x.
 
-The engine's batch is Little's law on the submission's own logs (published.json's known_gap
-of the points in SETUPS): decodes = output tokens/s per replica x mean TPOT, beside the
-prompt tokens the same replica must prefill per step at its request rate. One iteration is
-then: every token op (the four GEMMs of each layer, TP all-reduces, norms, SwiGLU, RoPE) over
-decodes + prompt tokens rows, paged decode attention over `decodes` sequences of `keys`
-cached FP8 tokens, context attention over the step's prompts, and the LM head and sampler
-over the sequences that produce a token.
+An MLPerf setup's batch is Little's law on the submission's own logs (published.json's
+known_gap of the points in SETUPS): decodes = output tokens/s per replica x mean TPOT, beside
+the prompt tokens the same replica must prefill per step at its request rate; a GPUStack
+setup's is what xpusim's KV cache holds (SETUPS says which). One iteration is then: every
+token op (the four GEMMs of each layer, TP all-reduces, norms, SwiGLU, RoPE) over decodes +
+prompt tokens rows, paged decode attention over `decodes` sequences of `keys` cached tokens,
+context attention over the step's prompts, and the LM head and sampler over the sequences
+that produce a token.
 
 Measured rows (aiconfigurator at COMMIT, the setup's engine and version, one GPU):
 - GEMMs: gemm_perf.parquet in the setup's format. TensorRT-LLM's FP8 is gemm_dtype fp8
@@ -28,12 +29,12 @@ Measured rows (aiconfigurator at COMMIT, the setup's engine and version, one GPU
   measured grid values around it (a GEMM's work is linear in each); an N past the grid (a
   152k-token vocabulary's LM head) is the widest row's time scaled by N.
 - Decode attention: generation_attention_perf.parquet, the setup's KV cache, the replica's
-  heads per GPU, head_dim 128, linear in sequences and in keys. The collector records no row past a
-  total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is the row
-  of as many sequences at fewer keys times the keys' ratio at the most sequences measured at
-  both (_keys_ratio).
+  heads per GPU, head_dim 128, linear in sequences and in keys. The collector records no row
+  past a total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is
+  the row of as many sequences at fewer keys times the keys' ratio at the most sequences
+  measured at both (_keys_ratio).
 - Context attention: context_attention_perf.parquet, attention in the setup's format over
-  its cache, linear in prompts and in prompt length.
+  its cache, linear in prompts (from none, under one) and in prompt length.
 - TP all-reduce: xpusim's own table (cost/kernel_tables/collectives, TensorRT-LLM's
   all-reduce from the same database), so xpusim's figure is the measured one by construction.
 Norms, SwiGLU, RoPE, the sampler and the host's per-iteration time have no measured row here:

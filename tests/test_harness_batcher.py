@@ -25,6 +25,15 @@ def test_a_batch_leaves_when_full_or_when_the_wait_has_passed():
     assert dispatch == pytest.approx([0.35, 0.35])
 
 
+def test_a_batcher_of_one_is_round_robin():
+    """hold_batch 1: each arrival leaves as it comes, each to the next replica (NVIDIA's MLPerf
+    v5.1 harness, closed/NVIDIA/code/llmlib/factory.py round_robin, as its Interactive
+    points state it); the wait is never reached."""
+    arrivals = [0.0, 0.01, 0.5, 0.51, 2.0]
+    dispatch, batch = held(arrivals, 1.0, 1)
+    assert dispatch == arrivals and batch == [0, 1, 2, 3, 4]
+
+
 def test_the_hold_counts_in_ttft_and_each_batch_goes_to_one_replica(monkeypatch, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,input_tokens,output_tokens\n"

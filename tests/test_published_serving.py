@@ -150,6 +150,26 @@ def test_the_engine_gates_a_point_states_reach_serve(monkeypatch):
     assert len(balanced) == 25 and all(p.get("adp_balance") for p in balanced)
 
 
+def test_the_mlperf_405b_runs_route_and_batch_as_their_harness_configs():
+    """NVIDIA's MLPerf v5.1 harness sends a Server query to the instance with the fewest
+    pending (serve's routing) and an Interactive one to the next instance in turn
+    (closed/NVIDIA/code/llmlib/config.py traffic_distribution_policy: a batcher of one);
+    Nebius's H200 configs cap the executor at their runtime max_batch_size 64, not the
+    build's gpu_batch_size 512 (trtllm_runtime_flags)."""
+    b200 = [p for p in SERVING if p.id.startswith("mlperf51-nvidia-b200x8-llama-3-405b")]
+    assert len(b200) == 10 and all(p.get("chips") // p.get("tp") == 2 for p in b200)
+    for p in b200:
+        load = p.get("load")
+        if "-interactive-" in p.id:
+            assert load["hold_batch"] == 1 and "round_robin" in p.get("xpusim_setup")
+        else:
+            assert "hold_s" not in load and "load_balancing" in p.get("xpusim_setup")
+    nebius = [p for p in SERVING if p.id.startswith("mlperf51-nebius-h200x8-llama-3-405b")]
+    assert len(nebius) == 10
+    assert all(p.get("max_batch") == 64 and "lines 42 and 47" in p.get("xpusim_setup")
+               for p in nebius)  # fmt: skip
+
+
 def test_a_closed_loop_runs_the_prompts_and_warmup_its_source_states(monkeypatch):
     """bench_serving/benchmark_serving at --max-concurrency C with --num-prompts N measure
     every one of the N, the first C sent at once (their test prompt runs before and apart):

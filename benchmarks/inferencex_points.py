@@ -33,6 +33,9 @@ FIXTURE = "packages/app/cypress/fixtures/api/benchmarks.json"
 APP = f"github.com/SemiAnalysisAI/InferenceX-app (commit {APP_COMMIT[:12]}) {FIXTURE}"
 RECIPES = "github.com/SemiAnalysisAI/InferenceX"
 SINCE = "2026-02-19"
+RUN = ("hardware", "framework", "precision", "decode_tp", "decode_ep", "decode_dp_attention",
+       "isl", "osl", "conc")  # fmt: skip
+"""What tells a row's run apart: the configuration and the client's lengths and concurrency."""
 CHIP = {
     "h200": "h200-sxm",
     "b200": "b200",
@@ -250,15 +253,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
     source row, its launch and client as notes, and the settings serve runs it with."""
     out = []
     for r in rows:
-        hw, fw, prec, tp, ep, dpa = (
-            r["hardware"],
-            r["framework"],
-            r["precision"],
-            r["decode_tp"],
-            r["decode_ep"],
-            r["decode_dp_attention"],
-        )
-        isl, osl, conc, m = r["isl"], r["osl"], r["conc"], r["metrics"]
+        hw, fw, prec, tp, ep, dpa, isl, osl, conc = (r[k] for k in RUN)
+        m = r["metrics"]
         kv, budget, mb, moe, adp, frac, graph, launch, ckpt = settings(r)
         (ilo, prompt), (olo, gen) = mean_len(isl), mean_len(osl)
         plan = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + ("-dpa" if dpa else "")
@@ -466,19 +462,7 @@ def main() -> None:
         and r["spec_method"] == "none"
         and r["date"] >= SINCE
     ]
-    rows.sort(
-        key=lambda r: (
-            r["hardware"],
-            r["framework"],
-            r["precision"],
-            r["decode_tp"],
-            r["decode_ep"],
-            r["decode_dp_attention"],
-            r["isl"],
-            r["osl"],
-            r["conc"],
-        )
-    )
+    rows.sort(key=lambda r: tuple(r[k] for k in RUN))
     pts = points(rows, args.recipes)
     assert len({p["id"] for p in pts}) == len(pts), "duplicate ids"
     write(pts)

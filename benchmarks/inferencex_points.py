@@ -47,10 +47,12 @@ CHIP = {
 ENGINE = {"sglang": "sglang", "trt": "trtllm", "atom": "atom"}
 TTFT_GAP = (
     "at 1-4 clients, where no prompt waits for another, the measured TTFT exceeds xpusim's by "
-    "0.05-0.13 s on B200, B300 and H200 and by 0.11-1.05 s on MI300X, MI325X and MI355X (median "
-    "by chip and prompt length, docs/validation.md): time per request outside the engine's step "
-    "(the OpenAI server's tokenization, the first streamed chunk) and prefill kernels at these "
-    "shapes, neither measured for these versions; under load TTFT also holds the wait behind "
+    "0.06-0.13 s on B200, B300 and H200 with 1k prompts (-0.03-0.10 s with 8k) and by "
+    "0.11-1.05 s on MI300X, MI325X and MI355X (median by chip and prompt length, "
+    "docs/validation.md): time per request outside the engine's step (API server, "
+    "tokenization) and prefill kernels at these shapes, neither measured for these versions "
+    "(SGLang streams the first token at once: not --stream-interval); under load TTFT also "
+    "holds the wait behind "
     "other prompts, set by how the engine interleaves prefills with decodes (issue #48)"
 )
 NVFP4_GAP = (

@@ -226,3 +226,52 @@ def test_a_burst_point_sends_every_request_at_once(monkeypatch):
         adapters._llm_serving(point)
         n = point.get("load")["value"]
         assert (seen[-1]["concurrency"], seen[-1]["requests"], seen[-1]["warmup"]) == (n, n, 0)
+
+
+INFERENCEX = [p for p in SERVING if p.id.startswith("inferencex-")]
+"""InferenceX's (formerly InferenceMAX) single-node DeepSeek-R1-0528 runs: the dashboard's rows
+with each recipe's launch flags (docs/validation.md)."""
+
+
+def test_inferencex_runs_each_give_ttft_tpot_and_throughput_on_six_chips_three_engines():
+    runs: dict[str, set[str]] = {}
+    for p in INFERENCEX:
+        runs.setdefault(p.id.rsplit("-", 1)[0], set()).add(p.metric)
+    assert len(runs) >= 60
+    assert all(metrics == {"ttft_s", "tpot_s", "output_tokens_per_s"} for metrics in runs.values())
+    chips = {"h200-sxm", "b200", "b300", "mi300x", "mi325x", "mi355x"}
+    assert {p.chip for p in INFERENCEX} == chips
+    assert {p.get("engine") for p in INFERENCEX} == {"sglang", "trtllm", "atom"}
+
+
+@pytest.mark.parametrize("point", INFERENCEX[::3], ids=lambda p: p.id)
+def test_an_inferencex_run_is_its_clients_prompts_and_range_ratio(point: Point):
+    """benchmark_serving.py draws each length uniform in [int(0.8 L), L] (--random-range-ratio
+    0.8): the mean and spread serve draws about it span the same range; --num-prompts is 10 x
+    --max-concurrency, every one measured (the 2 x C warm-up requests run apart)."""
+    load = point.get("load")
+    assert load == {"kind": "concurrency", "value": load["value"], "requests": 10 * load["value"],
+                    "warmup": 0}  # fmt: skip
+    for mean in (point.get("prompt"), point.get("gen")):
+        top = next(n for n in (1024, 8192) if abs(mean - 0.9 * n) < 2)
+        assert mean * (1 - point.get("spread")) == pytest.approx(0.8 * top, abs=2)
+        assert mean * (1 + point.get("spread")) == pytest.approx(top, abs=2)
+    assert point.get("chips") == point.get("tp")  # a run's GPUs are its tensor-parallel group
+
+
+def test_a_points_spread_and_memory_fraction_reach_serve(monkeypatch):
+    """The client's length spread and the launch's memory fraction (SGLang's 0.8 on an MI300X
+    is 154 GB for weights and KV; SGLang's own rule for an unset one, with a 131,072-token
+    chunk, reserves more than the GPU holds) are serve's --spread and --kv-utilization."""
+    seen = _options_served(monkeypatch)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 922, "gen": 922,
+             "spread": 0.111, "kv_utilization": 0.8,
+             "load": {"kind": "concurrency", "value": 4}}  # fmt: skip
+    point = Point("p", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert (seen[0]["spread"], seen[0]["kv_utilization"]) == (0.111, 0.8)
+    bare = {k: v for k, v in setup.items() if k not in ("spread", "kv_utilization")}
+    adapters._llm_serving(Point("q", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t",
+                                setup=bare))
+    assert "spread" not in seen[1] and "kv_utilization" not in seen[1]
+    check_keys({"workload": "llm-serving", "id": "p", **setup})

@@ -157,6 +157,9 @@ def _llm_serving(point: Point) -> Prediction:
     if spec := point.get("speculative"):  # SPECULATIVE_KEYS, with serve's meanings
         options |= {"speculative": spec["kind"], "draft_tokens": spec.get("draft_tokens"),
                     "acceptance": spec.get("acceptance")}  # fmt: skip
+    for setting in ("spread", "kv_utilization"):  # the client's length spread, the launch's
+        if point.get(setting) is not None:  # memory fraction
+            options[setting] = float(point.get(setting))
     for setting in ("token_budget", "max_batch", "decode_steps"):  # the engine's, as stated
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))

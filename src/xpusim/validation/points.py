@@ -38,8 +38,9 @@ _CORE = {"id", "workload", "chip", "metric", "value", "source", "notes", "known_
 
 SERVING_KEYS = _CORE | {
     "unit", "stat", "model", "chips", "tp", "precision", "weight_precision",
-    "attention_precision", "kv_precision", "prompt", "gen", "lengths", "load",
+    "attention_precision", "kv_precision", "prompt", "gen", "spread", "lengths", "load",
     "engine", "engine_version", "engine_profile", "scheduler", "max_batch", "token_budget",
+    "kv_utilization",
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance",
@@ -53,7 +54,11 @@ with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's mo
 which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
 config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
 `decode_steps` (vLLM V0's num_scheduler_steps) and `adp_balance` ([batching_wait_iters,
-timeout_iters] of TensorRT-LLM's attention-DP balancer)."""
+timeout_iters] of TensorRT-LLM's attention-DP balancer). `spread` is serve's --spread: lengths
+uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen` means, as a benchmark's random
+range ratio draws them; `kv_utilization` is the memory fraction a launch sets (serve's
+--kv-utilization, read as the engine reads it: SGLang's mem_fraction_static, TensorRT-LLM's
+free_gpu_memory_fraction)."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
              "hold_batch"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of

@@ -5,6 +5,7 @@ compiler/moe_expert.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -123,6 +124,28 @@ def test_tp_attention_needs_no_dispatch_and_all_reduces_the_combined_tokens(mixt
     moe = [op for op in _collectives(rank, "all_reduce") if op.attr("group") == "ep"]
     assert len(moe) == mixtral.expert_layers
     assert {op.inputs[0].nbytes for op in moe} == {batch * prompt * mixtral.hidden_size * 2}
+
+
+def test_a_shared_expert_joins_the_routed_experts_all_reduce(deepseek):
+    """Engines add the shared expert's output to the routed experts' and all-reduce the MoE
+    layer once (vLLM's DeepseekV2MoE, SGLang's forward_normal, TensorRT-LLM's forward_MoE):
+    with attention split by heads an expert layer all-reduces twice (attention's output,
+    the MoE's), a dense layer twice, and the shared down projection still splits by rows."""
+    rank = partition(build_step(deepseek, StepShape(4, 1, 3200), DType.BF16), Plan(tp=8, ep=8))
+    reduces = _collectives(rank, "all_reduce")
+    assert not [op for op in reduces if "shared" in op.name]
+    assert len(reduces) == 1 + 2 * deepseek.num_layers  # the embedding's, then two a layer
+    down = next(op for op in rank if op.name.endswith("shared.down"))
+    assert down.inputs[1].shape[-2] == deepseek.shared_expert_width // 8
+
+
+
+def test_under_sequence_parallelism_a_shared_expert_reduce_scatters_its_own(mixtral):
+    """Training with sequence parallelism keeps the shared expert's own reduce-scatter."""
+    shared = dataclasses.replace(mixtral, shared_expert_width=1024)
+    rank = partition(build_step(shared, StepShape(1, 64, 64), DType.BF16, training=True),
+                     Plan(tp=4, ep=4), sequence_parallel=True)  # fmt: skip
+    assert [op for op in _collectives(rank, "reduce_scatter") if "shared.down" in op.name]
 
 
 def test_dp_attention_over_split_experts_gathers_then_reduce_scatters(mixtral):

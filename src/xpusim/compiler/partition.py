@@ -294,10 +294,17 @@ class _Sharder:
         return [self._with(op, ins, [_last(op.outputs[0], n)])]
 
     def _row(self, op: Op) -> list[Op]:
+        """A row-split matmul: partial sums, all-reduced; a shared expert's down projection
+        (`reduced_with` "experts") leaves its partial sums to the routed experts' all-reduce
+        of the same tokens over the same chips (_dispatch), as engines sum the two first.
+        Under sequence parallelism (training) it keeps its own reduce-scatter."""
         x, w, *bias = op.inputs
         k = self.split(w.shape[-2])
-        ins = [_last(x, k), _resized(w, *w.shape[:-2], k, w.shape[-1]), *bias]
-        return self._all_reduce(self._with(op, ins, list(op.outputs)))
+        sharded = self._with(op, [_last(x, k), _resized(w, *w.shape[:-2], k, w.shape[-1]),
+                                  *bias], list(op.outputs))  # fmt: skip
+        if op.attr("reduced_with") == "experts" and not self.sp:
+            return [sharded]
+        return self._all_reduce(sharded)
 
     def _split(self, op: Op) -> list[Op]:
         def shard(t: Tensor) -> Tensor:

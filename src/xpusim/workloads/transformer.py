@@ -658,14 +658,22 @@ class _Builder:
     def shared_expert(self, p: str, x: Tensor) -> list[Tensor]:
         """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,
         scaled by a sigmoid gate (one output per token) in Qwen2-MoE, not in DeepSeek; none
-        for a model without them."""
+        for a model without them.
+
+        Its row-split down projection's partial sums join the routed experts' (`reduced_with`
+        "experts", compiler/partition.py): engines add the shared output to the routed one
+        and all-reduce the MoE layer's output once (vLLM's DeepseekV2MoE.forward, SGLang's
+        DeepseekV2MoE.forward_normal: `final_hidden_states + shared_output`, then one
+        tensor_model_parallel_all_reduce; TensorRT-LLM's DeepseekV3DecoderLayer.forward_MoE:
+        one all-reduce of the MoE output, the shared output passed into it)."""
         width = self.cfg.shared_expert_width
         if not width:
             return []
         h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column")
         h = self.vector(OpKind.ELEMENTWISE, f"{p}.shared.silu_mul", [h], width, SILU_MUL_FLOPS,
                         tp="split", fn="silu_mul")  # fmt: skip
-        out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row")
+        out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row",
+                          reduced_with="experts")
         gate = [self.matmul(f"{p}.shared.gate", x, 1)] if self.cfg.shared_expert_gate else []
         return [out, *gate]
 

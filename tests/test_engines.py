@@ -112,6 +112,10 @@ def test_attention_dp_gives_each_tensorrt_llm_rank_its_own_max_num_tokens():
     the budget, one rank's prompt chunk at most the budget."""
     assert engines()["trtllm"].prefill_split(3456, 8) == (27648, 3456)
     assert engines()["trtllm"].prefill_split(3456, 1) == (3456, 3456)
+    load = dict(chips=2, tp=2, dp_attention=True, engine="trtllm", rate=20, prompt=256,
+                gen=16, requests=30, warmup=0, token_budget=512)  # fmt: skip
+    served = xpusim.serve("llama-3-8b", "h100-sxm", **load)  # a stated budget is a rank's too
+    assert any("2 ranks prefills at most 512 tokens" in n for n in served.notes)
 
 
 def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_dp():

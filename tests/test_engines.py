@@ -106,6 +106,18 @@ def test_attention_dp_splits_sglangs_prefill_budget_over_its_ranks_as_each_versi
     assert engines()["sglang"].prefill_split(8192, 1) == (8192, 8192)
 
 
+def test_attention_dp_gives_each_tensorrt_llm_rank_its_own_max_num_tokens():
+    """TensorRT-LLM's every attention-DP rank runs its own scheduler over its own requests
+    within max_num_tokens (executor_request_queue.py, _util.py): the step holds ranks x
+    the budget, one rank's prompt chunk at most the budget."""
+    assert engines()["trtllm"].prefill_split(3456, 8) == (27648, 3456)
+    assert engines()["trtllm"].prefill_split(3456, 1) == (3456, 3456)
+    load = dict(chips=2, tp=2, dp_attention=True, engine="trtllm", rate=20, prompt=256,
+                gen=16, requests=30, warmup=0, token_budget=512)  # fmt: skip
+    served = xpusim.serve("llama-3-8b", "h100-sxm", **load)  # a stated budget is a rank's too
+    assert any("2 ranks prefills at most 512 tokens" in n for n in served.notes)
+
+
 def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_dp():
     """One 4,096-token prompt on 8 chips with attention DP: SGLang 0.5 prefills it in four
     steps of 1,024 on its rank, so its first token comes later than in one step of 4,096."""

@@ -150,6 +150,19 @@ def test_the_engine_gates_a_point_states_reach_serve(monkeypatch):
     assert len(balanced) == 25 and all(p.get("adp_balance") for p in balanced)
 
 
+def test_the_configs_fused_gemm_all_reduce_reaches_serve_on_the_405b_points(monkeypatch):
+    """The MLPerf v5.1 Llama-3.1-405B configs build gemm_allreduce_plugin (NVIDIA B200 and
+    Nebius H200, Server and Interactive: line 34); those 20 points carry it, no other does,
+    and it reaches serve as --gemm-allreduce."""
+    fused = [p for p in SERVING if p.get("gemm_allreduce")]
+    assert len(fused) == 20 and all("llama-3-405b" in p.id and p.id.startswith(
+        ("mlperf51-nvidia-b200x8", "mlperf51-nebius-h200x8")) for p in fused)  # fmt: skip
+    seen = _options_served(monkeypatch)
+    adapters._llm_serving(fused[0])
+    adapters._llm_serving(next(p for p in SERVING if p.id.startswith("mlperf51-nvidia-b200x8-d")))
+    assert seen[0]["gemm_allreduce"] is True and "gemm_allreduce" not in seen[1]
+
+
 def test_the_mlperf_405b_runs_route_and_batch_as_their_harness_configs():
     """NVIDIA's MLPerf v5.1 harness sends a Server query to the instance with the fewest
     pending (serve's routing) and an Interactive one to the next instance in turn

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.moe_expert import is_expert
+from xpusim.cost.gemm_allreduce import fused_pairs
 from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, engine_scope, moe_scope
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -186,6 +187,9 @@ class OpTable:
     role_bytes: np.ndarray  # (..., roles, n), roles in ROLES order
     weight_tile_kn: np.ndarray  # (2, n) K and N of each matmul's or conv's weight; else 0
     member_names: tuple[str, ...] = ()  # (graph ops,) every op's name, for `labels`
+    # (GEMM row, all-reduce row, instances) of each GEMM run fused with its all-reduce
+    # (cost/gemm_allreduce.py)
+    fused: tuple[tuple[int, int, float], ...] = ()
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -303,6 +307,7 @@ class OpTable:
             role_bytes=cut(self.role_bytes),
             weight_tile_kn=self.weight_tile_kn if ops is None else self.weight_tile_kn[:, ops],
             member_names=self.member_names if ops is None else (),  # `index` no longer holds
+            fused=self.fused if ops is None else (),
         )
 
 
@@ -321,17 +326,17 @@ def op_table(graph: Graph) -> OpTable:
     role_bytes = np.stack(np.broadcast_arrays(*[_columns([b[r] for b in by_role])
                                                 for r in ROLES]), axis=-2)  # fmt: skip
     tiles = np.array([op.weight_tile for op in first], dtype=float).T.reshape(2, len(first))
+    copies = [graph.copies(op) for op in graph.ops]
     return OpTable(
         ops=tuple(first),
         index=index,
-        count=np.bincount(
-            index, weights=[graph.copies(op) for op in graph.ops], minlength=len(first)
-        ),
+        count=np.bincount(index, weights=copies, minlength=len(first)),
         matrix_flops=_columns([op.matrix_flops for op in first]),
         vector_flops=_columns([op.vector_flops for op in first]),
         role_bytes=role_bytes,
         weight_tile_kn=tiles,
         member_names=tuple(op.name for op in graph.ops),
+        fused=fused_pairs(graph.ops, index, copies),
     )
 
 

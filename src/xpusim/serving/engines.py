@@ -21,7 +21,7 @@ MIB = 2**20
 POLICIES = ("decode-first", "prefill-first", "inflight", "continuous")
 GRAPH_PADS = ("tokens", "decode", "none")  # engines.toml's graph_pad, and serve's --graph-pad
 MEMORY_RULES = ("total", "free", "static")
-DP_CHUNK_RULES = ("", "per-rank", "half")
+DP_CHUNK_RULES = ("", "per-rank", "half", "each")
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,15 @@ class EngineProfile:
         parallelism over `ranks`, for the token budget the engine is given: each rank's
         scheduler prefills its own requests within its share of it. "per-rank": the budget
         is the whole step's, each rank a 1/ranks share (SGLang 0.4.4+); "half": each rank
-        half of it, the step ranks times that (SGLang 0.4.0-0.4.3); none: one chunk may
-        take the whole budget (a rank's prompt runs on one chip either way, step_cost.py)."""
+        half of it, the step ranks times that (SGLang 0.4.0-0.4.3); "each": the budget is
+        each rank's own, the step ranks times it (TensorRT-LLM, whose every rank runs its
+        own scheduler); none: one chunk may take the whole budget (a rank's prompt runs on
+        one chip either way, step_cost.py)."""
         if ranks <= 1 or not self.dp_attention_chunk:
             return token_budget, token_budget
-        per_rank = token_budget // ranks if self.dp_attention_chunk == "per-rank" \
-            else token_budget // 2
-        per_rank = max(per_rank, 1)
+        share = {"per-rank": token_budget // ranks, "half": token_budget // 2,
+                 "each": token_budget}  # fmt: skip
+        per_rank = max(share[self.dp_attention_chunk], 1)
         return per_rank * ranks, per_rank
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,

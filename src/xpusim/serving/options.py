@@ -156,6 +156,10 @@ class Engine:
                                      "iterations (its batching_wait_iters, timeout_iters) "
                                      "new prompts are held for; with --dp-attention.",
                                      type=str)  # fmt: skip
+    gemm_allreduce: bool = option(False, "TensorRT-LLM's gemm_allreduce_plugin: each "
+                                  "row-parallel GEMM (o_proj, down) runs fused with its "
+                                  "all-reduce, the pair costing the longer of the two (an "
+                                  "ideal-overlap bound; cost/gemm_allreduce.py).", type=bool)
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "

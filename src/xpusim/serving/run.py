@@ -13,6 +13,7 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.gemm_allreduce import KERNEL as GEMM_ALLREDUCE
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
@@ -133,6 +134,10 @@ def prepare(
         req = replace(req, kernels=profile.kernels)
         notes.append(f"engine kernels: {', '.join(profile.kernels)} where the chip has their "
                      f"tables ({profile.kernels_source.split(': ', 1)[0]})")
+    if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces
+        req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
+        notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
+                     "kernel, costing the longer of the two (an ideal-overlap bound)")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
@@ -145,7 +150,7 @@ def prepare(
         trial = replace(engine, token_budget=budget)
         if engine.chunk is None and one.dp_attention:  # each attention-DP rank its share
             step, per_rank = profile.prefill_split(budget, one.attention_dp)
-            if per_rank != budget:
+            if (step, per_rank) != (budget, budget):
                 trial = replace(trial, token_budget=step, chunk=per_rank)
         max_tokens = _table_tokens(trial, requests, in_flight)
         if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts

@@ -169,6 +169,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["graph_pad"] = point.get("graph_pad")
     if point.get("adp_balance") is not None:  # [batching_wait_iters, timeout_iters]
         options["adp_balance"] = ",".join(str(int(n)) for n in point.get("adp_balance"))
+    if point.get("gemm_allreduce"):  # the config's fused row-parallel GEMM + all-reduce
+        options["gemm_allreduce"] = True
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

@@ -17,6 +17,7 @@ import numpy as np
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
 from xpusim.cost.collectives import comm_seconds
+from xpusim.cost.gemm_allreduce import overlapped
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, OpCosts, evaluate, placement_onehot
@@ -132,7 +133,8 @@ def cost_phases(
         comm = by_topology[0] if len(topologies) == 1 else \
             np.stack(by_topology)[topology_of, np.arange(len(topology_of))]
         comm = comm[:, None]
-        costs = _spread(evaluate(first, hw, where, comm), spread)
+        costs = _spread(overlapped(first, evaluate(first, hw, where, comm), hw.static_w),
+                        spread)  # fmt: skip
         steps, v, weights = None, values.varying, values.weights[rows][spread]
         if len(v):
             moving = values.moving.subset(steps=rows)

@@ -53,18 +53,13 @@ data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --sp
 with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's moe_backend:
 which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
 config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
-<<<<<<< HEAD
-`decode_steps` (vLLM V0's num_scheduler_steps) and `adp_balance` ([batching_wait_iters,
-timeout_iters] of TensorRT-LLM's attention-DP balancer). `spread` is serve's --spread: lengths
-uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen` means, as a benchmark's random
-range ratio draws them; `kv_utilization` is the memory fraction a launch sets (serve's
---kv-utilization, read as the engine reads it: SGLang's mem_fraction_static, TensorRT-LLM's
-free_gpu_memory_fraction)."""
-=======
 `decode_steps` (vLLM V0's num_scheduler_steps), `adp_balance` ([batching_wait_iters,
 timeout_iters] of TensorRT-LLM's attention-DP balancer) and `gemm_allreduce` (true where the
-config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py)."""
->>>>>>> z7
+config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py). `spread` is
+serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
+means, as a benchmark's random range ratio draws them; `kv_utilization` is the memory
+fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's
+mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction)."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
              "hold_batch"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of

@@ -259,7 +259,7 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
     assert {t.measured_on for t in trtllm} == {"b200", "gb200"}
     for t in trtllm:
         assert t.window and t.key_scope == "nvfp4@TRTLLM" and np.all(t.fractions <= 1)
-        assert "moe_torch_flow_min_latency" in t.source
+        assert "moe_torch_flow_min_latency" in t.source and "a window" in t.describe()[1]
         assert {s[-1] for s in t.row_shapes} == {4.0, 8.0}
         tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
         assert set(tokens.tolist()) == {1, 2, 4, 8, 16}

@@ -103,11 +103,14 @@ def arguments(doc: str, out: Path) -> argparse.ArgumentParser:
 
 def toml_table(fields: dict[str, str | int | list[str]], rows: list[str]) -> str:
     """One `[[table]]`: its fields in order (a string quoted, a list of strings an array of
-    them), then its rows, each given as the text between its brackets."""
+    them, a bool TOML's true or false), then its rows, each given as the text between its
+    brackets."""
 
     def value(v: str | int | list[str]) -> str:
         if isinstance(v, list):
             return f"[{', '.join(value(s) for s in v)}]"
+        if isinstance(v, bool):
+            return str(v).lower()
         return f'"{v}"' if isinstance(v, str) else str(v)
 
     lines = ["[[table]]", *(f"{key} = {value(v)}" for key, v in fields.items()),
@@ -118,16 +121,19 @@ def toml_table(fields: dict[str, str | int | list[str]], rows: list[str]) -> str
 def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, version: str,
                source: str, measured: Measured, conditions: str, rows: list[list],
                engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
-               backend: str | None = None, routing_alpha: float | None = None) -> str:  # fmt: skip
+               backend: str | None = None, routing_alpha: float | None = None,
+               window: bool = False) -> str:  # fmt: skip
     """One `[[table]]` of cost/kernel_tables/*.toml from `measured` (`source`: which of its
     rows): measured on `chip_id` alone, by `engine` (its key and name) `version` (a moe
-    table: with its MoE `backend` where not the default's, and the power law its rows were
-    routed by where not balanced), each row's last value in microseconds."""
+    table: with its MoE `backend` where not the default's, the power law its rows were
+    routed by where not balanced, and `window` where it prices only the M its rows span),
+    each row's last value in microseconds."""
     return toml_table({
         "name": name, "kind": kind, "dtype": dtype, "scope": scope, "measured_on": chip_id,
         "chips": [chip_id], "engine": engine[0], "engine_version": f"{engine[1]} {version}",
         **({} if backend is None else {"backend": backend}),
         **({} if routing_alpha is None else {"routing_alpha": routing_alpha}),
+        **({"window": True} if window else {}),
         **measured.provenance(source), "conditions": conditions,
     }, [f"{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}" for r in rows])  # fmt: skip
 

@@ -55,13 +55,19 @@ TTFT_GAP = (
     "holds the wait behind "
     "other prompts, set by how the engine interleaves prefills with decodes (issue #48)"
 )
+SGLANG_MOE = (
+    "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "
+    "trtllm_fp8_block_scale_moe (FlashInfer API docs, TensorRT-LLM Fused MoE), the trtllm-gen "
+    "kernels of TensorRT-LLM's moe_backend TRTLLM; aiconfigurator's rows of both on B200 "
+    "(SGLang 0.5.14 sglang_flashinfer_trtllm_moe, TensorRT-LLM 1.3.0rc10 min-latency, NVFP4, "
+    "DeepSeek-R1's shape, 1-16 tokens, EP 4 and 8) agree within 16%"
+)
 NVFP4_GAP = (
-    "xpusim prices NVFP4's routed experts at 1-64 sequences from measured kernel tables whose "
-    "times at few tokens are fixed costs (57 + 30 us a layer for gate_up and down at one "
-    "sequence on 8 B200 with EP8, 5 ms a token over 58 MoE layers, against the engine's whole "
-    "5.9 ms); its B200 NVFP4 step at batch 1 comes out slower than its FP8 one (15.6 ms "
-    "against 10.1 ms), where the engines run FP4 1.2x faster: SGLang's flashinfer_trtllm and "
-    "TensorRT-LLM's TRTLLM MoE kernels at these shapes have no table here"
+    "xpusim prices NVFP4's routed experts at 1-16 token-expert pairs a rank on B200 from "
+    "TensorRT-LLM's TRTLLM-backend (trtllm-gen) rows (37 us a layer at one token with EP 8, "
+    "where the CUTLASS rows take 60), and larger steps from the CUTLASS backend's rows; B300 "
+    "has no TRTLLM rows in aiconfigurator's data and keeps CUTLASS's; the rest of the step at "
+    "these batches (attention, dense GEMMs, all-reduce) is priced above the engines' as in FP8"
 )
 LONG_DECODE_GAP = (
     "decode over long contexts on MI300X and MI325X: the measured TPOT at 4 clients grows from "
@@ -160,6 +166,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 "--stream-interval 10 (no --kv-cache-dtype: auto, bf16 for the FP8 checkpoint)"
             )
         elif hw in ("b200", "b300") and prec == "fp8":
+            moe = "TRTLLM"  # --moe-runner-backend flashinfer_trtllm (SGLANG_MOE)
             mb, budget = (128, 32768) if tp == 8 else (32, 8192)
             kv, frac, graph = "fp8", (0.82 if tp == 8 else 0.95), mb
             launch = (
@@ -174,6 +181,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 "--quantization fp8"
             )
         elif hw in ("b200", "b300"):
+            moe = "TRTLLM"  # --moe-runner-backend flashinfer_trtllm (SGLANG_MOE)
             mb, budget, kv, frac, graph = 256, 16384, "fp8", 0.85, 256
             launch = (
                 f"sglang.launch_server --tensor-parallel-size={tp} --ep-size {ep} "
@@ -363,7 +371,7 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
                 f"CUDA graphs up to {graph} sequences with padding (graph_sizes, graph_pad decode)"
             )
         if moe:
-            parts.append(f"moe_backend {moe}")
+            parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"

@@ -16,14 +16,28 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   one version per chip (VERSIONS);
 - `balanced` routing only (collector/helper.py balanced_logits: every expert gets the same
   number of tokens), since xpusim adds its own routing imbalance (compiler/moe_expert.py);
-- the throughput kernels only (KERNELS): for NVFP4 on SM100 the collector also times
-  TensorRT-LLM's min-latency path (kernel_source moe_torch_flow_min_latency), and that path
-  routes through DeepSeek-V3's group-limited gate whatever the model (collect_moe.py: "FIXME:
-  all use deepseek setting for now", n_group 8, topk_group 4), so its balanced logits reach
-  at most the experts of 4 of 8 groups: half of DeepSeek's 256 at 64 tokens, where the
-  table's balanced routing says all 256. Its rows come out up to 1.7x faster than streaming
-  the NVFP4 weights of the experts balanced routing touches; the throughput (CUTLASS) rows
-  of the same shapes run at most 0.8 of that roofline;
+- the throughput kernels (KERNELS) in the default backend's tables. For NVFP4 on SM100 the
+  collector also times TensorRT-LLM's min-latency path (kernel_source
+  moe_torch_flow_min_latency: moe_backend TRTLLM, the trtllm-gen kernels, which SGLang's
+  `--moe-runner-backend flashinfer_trtllm` runs too), and that path routes through
+  DeepSeek-V3's group-limited gate whatever the model (collect_moe.py: "FIXME: all use
+  deepseek setting for now", n_group 8, topk_group 4), so its balanced logits
+  (collector/helper.py balanced_logits: token i's k-th expert in the k-th block of 32, one
+  in each of DeepSeek's 8 groups of 32) reach the experts of 4 of the 8 groups at most.
+  On one GPU holding all 256 experts (moe_ep 1) that is about half the experts balanced
+  routing touches, and those rows come out up to 1.7x faster than streaming the weights
+  balanced routing reads: not kept. A rank of EP 4 or 8 holds 1-2 groups; where its groups
+  are chosen its hot experts are those balanced routing gives it (one a token a group, all
+  distinct up to 32 tokens), to which the gate's tied picks can only add, so its rows are
+  no faster than balanced routing's would be. Kept (MIN_LATENCY): DeepSeek-V3/R1's own
+  shape, whose gate this is, EP 4 and 8, 1-16 tokens (at most 16 pairs a group, where one
+  token's picks decide the rank's weights and the doubled pairs of a rank that takes a
+  chosen group's share cost next to nothing): 37 us a layer at one token on a B200 at EP
+  8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's flashinfer_trtllm NVFP4
+  MoE (b200_sxm/moe/sglang/0.5.14) measures 37 and 84 us at 1 and 16 tokens, as these do.
+  Past 16 tokens the gate halves the groups a step uses (and the throughput kernels' rows
+  are the measured alternative), so a TRTLLM table prices only the M its rows span
+  (`window`, cost/kernel_tables.py) and the default backend's table the larger steps;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep).
@@ -63,6 +77,9 @@ FORMATS = {
 }
 # kernel_source of the rows kept (the docstring says why the NVFP4 min-latency rows are not)
 KERNELS = {"moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm"}
+# The TRTLLM backend's NVFP4 rows kept (the docstring says why): kernel_source, the shape
+# whose group-limited gate the collector routes by, the moe_ep splits and the token counts
+MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8}, {1, 2, 4, 8, 16})
 # (hidden, inter, experts, topk) of the zoo's gated MoE models that the database measured
 SHAPES = {
     (2048, 768, 128, 8): "Qwen3-30B-A3B",
@@ -76,17 +93,27 @@ SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
 
 
-def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measured) -> str:
+def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measured,
+               trtllm: bool = False) -> str:  # fmt: skip
+    """The table of the default backend's rows of one format, or of the TRTLLM backend's
+    (MIN_LATENCY)."""
     chip_id, version = VERSIONS[chip_dir]
     dtype, weight, what = FORMATS[moe_dtype]
     models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
+    if trtllm:
+        what = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
+                "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
+                "topk_group 4); EP 4 and 8, 1-16 tokens (benchmarks/moe_kernel_tables.py)")
     return table_toml(
-        f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}-{chip_id}', "moe", dtype,
-        weight, chip_id, version, f"moe_dtype {moe_dtype}, balanced routing", measured,
+        f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}{"-trtllm" * trtllm}-{chip_id}',
+        "moe", dtype, weight, chip_id, version,
+        f"moe_dtype {moe_dtype}, {MIN_LATENCY[0] + ', ' if trtllm else ''}balanced routing",
+        measured,
         f"{chip_id}, TensorRT-LLM {version} PyTorch fused MoE "
         f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), {what}; one GPU "
         f"as one rank of the TP x EP group, all tokens entering; CUDA graphs, mean of 6 runs "
-        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}', rows)
+        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}', rows,
+        backend="TRTLLM" if trtllm else None, window=trtllm)  # fmt: skip
 
 
 def main() -> int:
@@ -111,19 +138,25 @@ def main() -> int:
                      data["topk"][i])  # fmt: skip
             split = (data["moe_tp_size"][i], data["moe_ep_size"][i])
             tokens = data["num_tokens"][i]
+            trtllm = (data["kernel_source"][i], shape, data["moe_dtype"][i]) == (
+                *MIN_LATENCY[:2], "nvfp4")  # fmt: skip
             if (data["distribution"][i] != "balanced" or shape not in SHAPES
-                    or split not in SPLITS or tokens not in TOKENS
-                    or tokens * shape[3] < split[1] or data["moe_dtype"][i] not in FORMATS
-                    or data["kernel_source"][i] not in KERNELS):
+                    or split not in SPLITS or tokens * shape[3] < split[1]
+                    or data["moe_dtype"][i] not in FORMATS
+                    or (trtllm and (split[0] != 1 or split[1] not in MIN_LATENCY[2]
+                                    or tokens not in MIN_LATENCY[3]))
+                    or not (trtllm or (tokens in TOKENS
+                                       and data["kernel_source"][i] in KERNELS))):
                 continue
             key = (tokens, shape[0], shape[1], shape[3], shape[2], *split)
-            by_dtype.setdefault(data["moe_dtype"][i], {})[key] = data["latency"][i] * 1e3
-        for moe_dtype in FORMATS:
-            found = by_dtype.get(moe_dtype)
+            kept = by_dtype.setdefault(("trtllm" if trtllm else "", data["moe_dtype"][i]), {})
+            kept[key] = data["latency"][i] * 1e3
+        for backend, moe_dtype in (*(("", f) for f in FORMATS), ("trtllm", "nvfp4")):
+            found = by_dtype.get((backend, moe_dtype))
             if found:
                 rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
                     kv[0][1:], kv[0][0]))]  # fmt: skip
-                tables.append(table_text(chip_dir, moe_dtype, rows, measured))
+                tables.append(table_text(chip_dir, moe_dtype, rows, measured, bool(backend)))
     write(args.out, header, tables)
     return 0
 

@@ -6,9 +6,12 @@ formats without a table keep the model they had."""
 from __future__ import annotations
 
 import tomllib
+from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
 from xpusim.compiler.memory_plan import Footprint, place
@@ -28,12 +31,13 @@ MOE = [t for t in all_tables() if t.kind == "moe"]
 
 def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
                dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True,
-               ep: int | None = None):  # fmt: skip
+               ep: int | None = None, backend: str | None = None):  # fmt: skip
     """A routed-expert layer's two matmuls as the layer builder emits them (workloads/
     transformer.py moe) at balanced routing: every touched expert runs tokens x topk /
     touched rows; `expert=False` gives the same matmuls as plain batched ones. With `ep`,
     one rank's share as partitioning leaves it (its experts and ep stamped, so that a moe
-    table's rows of the layer's own shape price it)."""
+    table's rows of the layer's own shape price it); `backend` stamps the MoE backend a
+    run's setting names."""
     touched = min(experts, tokens * topk) // (ep or 1)
     rows = tokens * topk // (ep or 1) // touched
     weights = parse_weight_format(weight) if weight else dtype
@@ -44,7 +48,8 @@ def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
                Tensor(f"{name}.w", (touched, k, n), weights, Role.WEIGHT))  # fmt: skip
         attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()),
                  *((("experts", experts), ("experts_per_token", topk), ("ep", ep))
-                   if ep else ()))  # fmt: skip
+                   if ep else ()),
+                 *((("moe_backend", backend),) if backend else ()))  # fmt: skip
         out = Tensor(f"{name}.y", (touched, rows, n), stream_format(dtype))  # as the builder
         ops.append(Op(OpKind.MATMUL, name, ins, (out,), attrs))
     return op_table(Graph("moe", ops))
@@ -224,3 +229,86 @@ def test_deepseek_on_ep8_is_priced_by_its_own_rows():
     assert layer[0] == pytest.approx(327.6e-6, rel=0.05)
     assert layer[1] == pytest.approx(384.5e-6, rel=0.05)
     assert layer[0] < layer[1] < layer[2]
+
+
+def _layer_s(tokens: int, ep: int, precision: DType, backend: str | None = None,
+             floor: bool = False) -> float:  # fmt: skip
+    """DeepSeek-R1's routed-expert layer on one of `ep` B200 ranks (balanced routing), its
+    two GEMMs' time in `precision` (weights and activations), or their kernel-table floor
+    alone (no dispatch time)."""
+    ops = _moe_layer(tokens, 7168, 2048, 8, 256, precision, precision.value, ep=ep,
+                     backend=backend)  # fmt: skip
+    if floor:
+        return float(kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum())
+    return float(_times("b200", ops)[0].sum())
+
+
+def _rows(table, ep: int) -> dict[int, float]:
+    """A DeepSeek-R1 moe table's measured layer times at EP `ep`, by tokens."""
+    shape = table.of_shape((7168.0, 2048.0, 8.0, 256.0, float(ep)))
+    return {round(m * ep / 8): s for m, s in zip(shape.rows_m, shape.measured_s, strict=True)}
+
+
+def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
+    """TensorRT-LLM's TRTLLM-backend (trtllm-gen) NVFP4 rows were routed by DeepSeek-V3's
+    group-limited gate: on one GPU holding all 256 experts it reaches half of what balanced
+    routing does, and the roofline check refuses those rows (16 tokens: 248.5 us measured,
+    412 us to stream the 128 experts balanced routing touches); EP 4 and 8 ranks keep
+    theirs at 1-16 tokens, and price only the M they span (window)."""
+    trtllm = [t for t in MOE if t.backend == "TRTLLM"]
+    assert {t.measured_on for t in trtllm} == {"b200", "gb200"}
+    for t in trtllm:
+        assert t.window and t.key_scope == "nvfp4@TRTLLM" and np.all(t.fractions <= 1)
+        assert "moe_torch_flow_min_latency" in t.source and "a window" in t.describe()[1]
+        assert {s[-1] for s in t.row_shapes} == {4.0, 8.0}
+        tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
+        assert set(tokens.tolist()) == {1, 2, 4, 8, 16}
+    one_gpu = np.array([[16, 7168, 2048, 8, 256, 1, 1, 248.5]])
+    with pytest.raises(UserError, match="roofline"):
+        kernel_tables.roofline_seconds(one_gpu, DType.NVFP4, load_chip("b200"), "t", "moe",
+                                       "nvfp4")  # fmt: skip
+    with pytest.raises(UserError, match="window"):
+        kernel_tables._table({"name": "x", "kind": "moe", "window": "yes", "dtype": "nvfp4",
+                              "scope": "nvfp4", "measured_on": "b200", "chips": ["b200"],
+                              "source": "s", "url": "u", "date": "d", "conditions": "c",
+                              "rows": [[1, 7168, 2048, 8, 256, 1, 8, 40]]},
+                             kernel_tables.TABLES_DIR / "t.toml")  # fmt: skip
+
+
+def test_trtllm_prices_its_window_and_cutlass_above_it():
+    """DeepSeek-R1's NVFP4 layer on one of 8 B200 EP ranks: the TRTLLM rows measured 37.4
+    and 84.4 us at 1 and 16 tokens (CUTLASS 59.7 and 198.5); the TRTLLM backend's layer
+    follows them there, and past its largest M (16 pairs) is the CUTLASS backend's layer
+    to the bit, on the CUTLASS table's fixed time and curve (engine_grid), as is a layer
+    of a shape it did not time."""
+    trtllm, cutlass = partial(_layer_s, backend="TRTLLM", floor=True), partial(_layer_s,
+                                                                               floor=True)
+    assert trtllm(1, 8, DType.NVFP4) == pytest.approx(37.4e-6, rel=0.05)
+    assert trtllm(16, 8, DType.NVFP4) == pytest.approx(84.4e-6, rel=0.05)
+    assert cutlass(1, 8, DType.NVFP4) == pytest.approx(59.7e-6, rel=0.05)
+    for tokens in (64, 1024):
+        assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == _layer_s(tokens, 8, DType.NVFP4)
+    # a shape it has no rows of (EP 2) is the CUTLASS table's alone, at any M
+    assert _layer_s(1, 2, DType.NVFP4, "TRTLLM") == _layer_s(1, 2, DType.NVFP4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tokens=st.integers(1, 4096), ep=st.sampled_from([4, 8]),
+       backend=st.sampled_from(["TRTLLM", None]))  # fmt: skip
+def test_fp4_experts_cost_no_more_than_fp8_unless_the_rows_say_so(tokens, ep, backend):
+    """Half the weight bytes: an NVFP4 expert layer costs no more than the same layer in
+    FP8 unless the NVFP4 table's own rows (of the layer's shape) are slower than the FP8
+    table's at a measured token count bracketing it (TensorRT-LLM's CUTLASS NVFP4 rows
+    are: 59.7 against 45.8 us at one token with EP 8; its TRTLLM rows, 37.4, are not). FP8
+    has no TRTLLM table; its layer takes the CUTLASS rows either way."""
+    fp4, fp8 = _layer_s(tokens, ep, DType.NVFP4, backend), _layer_s(tokens, ep, DType.FP8)
+    if fp4 <= fp8:
+        return
+    fp4_rows = _rows(kernel_table("b200", DType.NVFP4, "nvfp4", kind="moe"), ep)
+    if backend:  # its window's rows, the CUTLASS rows outside it
+        fp4_rows |= _rows(kernel_table("b200", DType.NVFP4, "nvfp4@TRTLLM", kind="moe"), ep)
+    fp8_rows = _rows(kernel_table("b200", DType.FP8, "fp8", kind="moe"), ep)
+    measured = sorted(set(fp4_rows) & set(fp8_rows))
+    below = max((t for t in measured if t <= tokens), default=measured[0])
+    above = min((t for t in measured if t >= tokens), default=measured[-1])
+    assert any(fp4_rows[t] > fp8_rows[t] for t in (below, above)), (tokens, ep, fp4, fp8)

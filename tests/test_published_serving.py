@@ -288,3 +288,15 @@ def test_a_points_spread_and_memory_fraction_reach_serve(monkeypatch):
                                 setup=bare))
     assert "spread" not in seen[1] and "kv_utilization" not in seen[1]
     check_keys({"workload": "llm-serving", "id": "p", **setup})
+
+
+def test_inferencex_sglang_runs_state_the_moe_backend_their_launch_runs():
+    """`--moe-runner-backend flashinfer_trtllm` runs FlashInfer's trtllm-gen MoE kernels, the
+    ones TensorRT-LLM's moe_backend TRTLLM runs: every SGLang run whose launch names it
+    states TRTLLM (its NVFP4 experts at 1-16 tokens a rank take that backend's measured rows
+    on B200), and no other SGLang run states a backend."""
+    sglang = [p for p in INFERENCEX if p.get("engine") == "sglang"]
+    named = [p for p in sglang if "--moe-runner-backend flashinfer_trtllm" in p.notes]
+    assert {p.chip for p in named} == {"b200", "b300"}
+    for p in sglang:
+        assert p.get("moe_backend") == ("TRTLLM" if p in named else None), p.id

@@ -105,6 +105,16 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
   causal pairs; `scope` is the format of the decompressed keys (op_table.is_mla_prefill).
 
+A window: a table that timed its kernels over part of the M and of the shapes an op may
+have says so (`window = true`) and prices only ops of its rows' shapes (row_shapes), at
+the M those rows span, as an engine's own kernel's table does from its smallest M (below):
+on the fixed time of the table found after it, with that table's curve outside; an op of
+another shape takes that table alone. TensorRT-LLM's TRTLLM-backend NVFP4 MoE (trtllm-gen
+kernels, min-latency mode) was timed through DeepSeek-V3's group-limited gate, whose
+balanced logits reach half the experts a GPU holding all of them would get under balanced
+routing, and half the groups past 16 tokens: its rows are DeepSeek's at EP 4 and 8 and 1-16
+tokens (benchmarks/moe_kernel_tables.py), and the default backend's table prices the rest.
+
 An engine's own kernels: a table of any kind may name the `kernel` it timed (an engine
 version's kernel, `sglang-triton-w8a8-block`), and then prices only the ops of a run whose
 engine profile lists that kernel (serving/engines.toml `kernels`, stamped on the ops by the
@@ -181,6 +191,7 @@ class KernelTable:
     row_shapes: tuple[tuple[float, ...], ...] = ()  # each row's shape (row_shapes), if its
     # kind has one
     kernel: str = ""  # an engine's own kernel it timed (engines.toml `kernels`), if one
+    window: bool = False  # prices only the M its rows span (module docstring, "A window")
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -270,6 +281,10 @@ class KernelTable:
         key = KEYED_BY[self.kind]
         if self.kind == "moe":  # a chip may have tables of one weight format under two
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
+            if self.window:
+                priced = (f"{priced[:-1]}; a window: its rows' shapes at M "
+                          f"{self.rows_m.min():.0f}-{self.rows_m.max():.0f} only, on the fixed "
+                          "time of the table below it)")
             field = f"kernel_table.moe.{self.dtype}.{self.key_scope}"  # activation formats
         elif self.kind in _PRICED:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
@@ -564,6 +579,9 @@ def _table(entry: dict, path: Path) -> KernelTable:
             None if alpha is None else float(alpha))  # fmt: skip
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
+        window = entry.get("window", False)
+        if not isinstance(window, bool):
+            raise ValueError(f"window {window!r}: true or false")
         if "@" in kernel:
             raise ValueError(f"kernel {kernel!r}: a name without '@'")
         if backend not in MOE_BACKENDS or (backend != DEFAULT_MOE_BACKEND
@@ -576,7 +594,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
             engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
-            kernel=kernel,
+            kernel=kernel, window=window,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -678,15 +696,17 @@ def fraction_grid(
     the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where `shapes`
     gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
     it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices the
-    M it measured and defers below it to the next table found (engine_grid)."""
-    found = ((t, dict(shapes).get(kind)) for kind, scope in keys
-             for t in [kernel_table(chip_id, dtype, scope, kind)] if t is not None)  # fmt: skip
+    M it measured and defers below it to the next table found (engine_grid); a window
+    table, only ops of its own shapes, at the M it measured."""
+    found = ((t, shape) for kind, scope in keys for shape in [dict(shapes).get(kind)]
+             for t in [kernel_table(chip_id, dtype, scope, kind)]
+             if t is not None and not (t.window and t.of_shape(shape) is t))  # fmt: skip
     table, shape = next(found, (None, None))
     if table is None:
         return None
-    if table.kernel:  # the next table found, looked up only for an engine's kernel
-        under = next(((t, s) for t, s in found if not t.kernel and t.dtype == table.dtype),
-                     (None, None))  # fmt: skip
+    if table.kernel or table.window:  # the next table found, looked up only for these
+        under = next(((t, s) for t, s in found if not (t.kernel or t.window)
+                      and t.dtype == table.dtype), (None, None))  # fmt: skip
         grid, fixed_s = engine_grid(table.of_shape(shape), *under)
     else:
         grid, fixed_s = table.grid_of(shape)
@@ -702,14 +722,18 @@ def engine_grid(
     the fixed time of `under` (the table the op takes without the engine's choice, its
     rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
     1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
-    only the M its rows measured."""
+    only the M its rows measured; a `window` table only up to its largest M too, with
+    `under`'s curve above it."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
         below, fixed_s = under.grid_of(shape)
         fixed_s /= under.ops_per_row
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
-    return np.where(np.log2(engine.rows_m.min()) <= GRID_LOG2, measured, below), fixed_s
+    inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
+    if engine.window:
+        inside &= np.log2(engine.rows_m.max()) >= GRID_LOG2
+    return np.where(inside, measured, below), fixed_s
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.scenarios.llm.plans import candidate_plans
+from xpusim.serving.decision import Decision
 from xpusim.serving.load import Requests, draw
 from xpusim.serving.metrics import Frames, ServingResult
 from xpusim.serving.options import Engine, Load, Search
@@ -58,8 +59,10 @@ def answer(
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     trials: list[dict[str, Any]] = []
 
-    def trial(label: str, value: float, result: ServingResult, stopped: str = "") -> bool:
-        """Logs a trial; `stopped`: why it ended at its verdict (it fails, unmeasured)."""
+    def trial(label: str, value: float, result: ServingResult, stopped: str = "",
+              decided: str = "") -> bool:  # fmt: skip
+        """Logs a trial; `stopped`: why it ended at its verdict (it fails, unmeasured);
+        `decided`: why it passed before its end (its figures the requests served by then)."""
         ok = not stopped and meets(result, search)
         if stopped:
             trials.append({label: value, "ttft_p99_s": None, "tpot_p99_s": None,
@@ -70,6 +73,9 @@ def answer(
                            _p99(result.tpot_s), "output_tokens_per_s":
                            result.output_tokens_per_s, "goodput_requests_per_s":
                            result.goodput_requests_per_s, "meets": ok})  # fmt: skip
+            if decided:  # the rates of a short prefix are not the trial's: not logged
+                trials[-1] |= {"output_tokens_per_s": None, "goodput_requests_per_s": None,
+                               "decided": decided}  # fmt: skip
         if progress is not None:
             progress(len(trials), 0)
         return ok
@@ -148,30 +154,48 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
         return saturated, None, 0.0, "does not fit: no rate is served"
     top = saturated.requests_per_s
 
-    def at(rate: float, judged: bool = search.trials == "verdict") -> tuple[
-            bool, ServingResult, Frames | None]:  # fmt: skip
+    def at(rate: float, trials: str = search.trials) -> tuple[
+            bool, ServingResult, Frames | None, bool]:  # fmt: skip
+        """One trial: (meets, result, frames, run whole). It runs to its end (full), to its
+        verdict (verdict), or also to a statistically settled outcome either way (decided,
+        serving/decision.py): its figures are then those of the requests served by then."""
         open_ = replace(load, rate=rate, concurrency=None, trace=None)
+        ttft, tpot = (None if x is None else x / 1e3 for x in search.slo)
         verdicts: list[Verdict] = []
+        decisions: list[Decision] = []
 
         def verdict(sequences: list) -> Verdict:
-            ttft, tpot = (None if x is None else x / 1e3 for x in search.slo)
             verdicts.append(Verdict(sequences, warmup, ttft, tpot))
             return verdicts[-1]
 
+        def decision(sequences: list) -> Decision:
+            decisions.append(Decision(sequences, warmup, ttft, tpot, BACKLOG))
+            return decisions[-1]
+
         result, frames = run(prepared, open_, draw(open_), warmup, search.slo,
-                             verdict=verdict if judged else None)  # fmt: skip
+                             verdict=verdict if trials != "full" else None,
+                             decision=decision if trials == "decided" else None)  # fmt: skip
         if verdicts and verdicts[0].reason:  # stopped: it fails, with no figures to log
-            return trial("rate", rate, result, verdicts[0].reason), result, frames
-        return trial("rate", rate, result), result, frames
+            return trial("rate", rate, result, verdicts[0].reason), result, frames, False
+        if decisions and decisions[0].outcome == "fail":
+            return trial("rate", rate, result, decisions[0].reason), result, frames, False
+        early = decisions[0].reason if decisions and decisions[0].outcome else ""
+        return trial("rate", rate, result, decided=early), result, frames, not early
+
+    def last(rate: float, high: float) -> str:
+        """A trial whose pass would end the search (its figures then the answer's) runs
+        whole, to its verdict."""
+        ends = high and high - rate <= RATE_TOLERANCE * rate
+        return "verdict" if ends and search.trials == "decided" else search.trials
 
     # bracket the answer: from the saturation rate up while the SLOs hold (a closed loop's
     # throughput understates what arrivals can be served) or down while they do not
-    low, high, best, frames = 0.0, 0.0, None, None
-    rate = top
+    low, high, rate = 0.0, 0.0, top
+    passed: dict[float, tuple[ServingResult, Frames | None, bool]] = {}
     for _ in range(MAX_BRACKET):
-        ok, result, fr = at(rate)
+        ok, result, fr, whole = at(rate, last(rate, high))
         if ok:
-            low, best, frames = rate, result, fr
+            low, passed[rate] = rate, (result, fr, whole)
             if high:
                 break
             rate *= 1.25
@@ -180,20 +204,29 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
             if low:
                 break
             rate /= 4
-    if best is None:
-        if fr is None:  # the last trial stopped at its verdict: its figures, run to the end
-            _, result, fr = at(rate, judged=False)
-        return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
-    if not high:
-        return best, frames, low, f"the SLOs hold up to {low:.3g}/s, the highest rate tried"
-    while high - low > RATE_TOLERANCE * low:
-        mid = (low + high) / 2
-        ok, result, fr = at(mid)
-        if ok:
-            low, best, frames = mid, result, fr
-        else:
-            high = mid
-    return best, frames, low, ""
+    while passed:
+        while high and high - low > RATE_TOLERANCE * low:
+            mid = (low + high) / 2
+            ok, result, fr, whole = at(mid, last(mid, high))
+            if ok:
+                low, passed[mid] = mid, (result, fr, whole)
+            else:
+                high = mid
+        best, frames, whole = passed[low]
+        if not whole:  # decided before its end: the answer's figures are a whole run's
+            ok, result, fr, whole = at(low, "verdict")
+            best, frames, rate = result, fr, low
+            if not ok:  # the decision was wrong: a failure, and the search goes on below it
+                high = low
+                del passed[low]
+                low = max(passed, default=0.0)
+                continue
+        if not high:
+            return best, frames, low, f"the SLOs hold up to {low:.3g}/s, the highest rate tried"
+        return best, frames, low, ""
+    if not whole:  # the last trial stopped before its end: its figures, run to the end
+        _, result, fr, _ = at(rate, "full")
+    return result, fr, 0.0, "no rate meets the SLOs: even a near-idle system misses them"
 
 
 OFFLINE_ROUNDS = 16

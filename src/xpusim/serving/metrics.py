@@ -151,11 +151,12 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     work begun and the tokens counted balance. Its power and energy per token are the
     window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
-    if run.upto:  # an open loop stopped once steady (serving/steady.py): the first to arrive
+    if run.upto:  # an open loop stopped once steady (serving/steady.py) or decided
+        # (serving/decision.py): the first to arrive
         keep = np.argsort([s.arrival_s for s in seqs], kind="stable")[:run.upto]
         seqs = [seqs[i] for i in sorted(keep.tolist())]
         result.notes.append(f"steady after {len(seqs)} of {result.requests} requests "
-                            "(--until steady)")
+                            "(--until steady, or a max-rate trial's --trials decided)")
         result.requests = len(seqs)
     arrival = np.array([s.arrival_s for s in seqs])
     first = np.array([s.first_token_s for s in seqs])

@@ -16,7 +16,7 @@ from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
 FINDS = ("max-rate", "min-chips", "pd-split", "offline")
-TRIALS = ("full", "verdict")  # Search.trials: serving/verdict.py
+TRIALS = ("full", "verdict", "decided")  # Search.trials: serving/verdict.py, decision.py
 UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
@@ -308,9 +308,12 @@ class Search:
                               "--requests).", type=str)
     warmup: int | None = option(None, "First requests left out of the statistics (default: "
                                 "a tenth).", type=int)
-    trials: str = option("full", "max-rate's failing trials: full runs each to its end (its "
-                         "p99s logged and plotted); verdict stops one once its p99 must miss "
-                         "an SLO (the same answer, sooner).", type=str)
+    trials: str = option("full", "max-rate's trials: full runs each to its end (its p99s "
+                         "logged and plotted); verdict stops a failing one once its p99 must "
+                         "miss an SLO (the same answer, sooner); decided also stops one once "
+                         "its p99s, projected to its last arrival, are clear of the SLOs at "
+                         "95% either way (batch means; within the seed-to-seed spread, "
+                         "serving/decision.py; what validate runs).", type=str)
     until: str = option("end", "An open loop at a --rate runs to its last request (end), or "
                         "until its mean and p99 TTFT and TPOT have settled (steady: each "
                         "within 3% at 95% by batch means, no drift; serving/steady.py).",

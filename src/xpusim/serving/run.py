@@ -21,6 +21,7 @@ from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
+from xpusim.serving.decision import Decision
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.load import Requests
@@ -327,13 +328,16 @@ def run(
     slo: tuple[float | None, float | None], replicas: int | None = None,
     progress: Callable[[int], None] | None = None, steady: int = 0,
     verdict: Callable[[list[Sequence]], Verdict] | None = None, until_steady: bool = False,
+    decision: Callable[[list[Sequence]], Decision] | None = None,
 ) -> tuple[ServingResult, Frames | None]:  # fmt: skip
     """One simulation (with `replicas` instead of the prepared count, for --find min-chips;
     `steady`: the sequences held at once, to take a burst's rates over its steady state,
     metrics.summarize). `verdict` may stop an open loop that must miss its SLOs
     (serving/verdict.py): the result then holds no figures and no frames; the Verdict says
     why. `until_steady`: an open loop stops once its statistics have settled
-    (serving/steady.py), its figures those of the requests served by then."""
+    (serving/steady.py), its figures those of the requests served by then; `decision` stops
+    one once a max-rate trial's outcome is settled (serving/decision.py), its figures
+    likewise."""
     p, e = prepared, prepared.engine
     count = replicas or p.replicas
     chips = count * p.plan.chips if replicas else p.chips
@@ -371,7 +375,7 @@ def run(
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
-    settle = (lambda seqs: Steady(seqs, warmup)) if until_steady else None
+    settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle)
     if run_.stopped:
         return result, None

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from xpusim.serving.decision import Decision
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
@@ -70,7 +71,7 @@ class Run:
     itl_s: list[float]  # gaps between measured requests' tokens
     itl_count: list[int]  # how many had each
     stopped: str = ""  # why a Verdict ended the run early (then only partly served)
-    upto: int = 0  # a Steady stop: the requests (arrival order) the result keeps; 0: all
+    upto: int = 0  # a Steady or Decision stop: the requests (arrival order) kept; 0: all
 
 
 def _collector_paused(run: Callable[..., Run]) -> Callable[..., Run]:
@@ -104,13 +105,14 @@ def simulate(
     transfer_s: Callable[[int], float],
     progress: Callable[[int], None] | None = None,
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
-    steady: Callable[[list[Sequence]], Steady] | None = None,
+    steady: Callable[[list[Sequence]], Steady | Decision] | None = None,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
     `verdict(sequences)`: a Verdict of an open loop's SLOs, which stops the run (its Run
     then partial) once the run must miss them. `steady(sequences)`: a Steady, which stops an
-    open loop once its statistics have settled; Run.upto then says how many requests count."""
+    open loop once its statistics have settled (a Decision, once a max-rate trial's outcome
+    has); Run.upto then says how many requests count."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 

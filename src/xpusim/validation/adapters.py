@@ -187,7 +187,7 @@ def _llm_serving(point: Point) -> Prediction:
     elif kind == "max-rate":
         options |= {"find": "max-rate", "requests": SERVING_REQUESTS[kind],
                     "slo_ttft_ms": load.get("slo_ttft_ms"), "slo_tpot_ms": load.get("slo_tpot_ms"),
-                    "trials": "verdict"}  # failing trials end at their verdict: same answer
+                    "trials": "decided"}  # trials end once decided (serving/decision.py)
     elif kind == "offline":  # the whole set at once, measured to its last token
         import xpusim
         from xpusim.serving.engines import engine

@@ -1,0 +1,92 @@
+"""A max-rate trial decided before its end (serving/decision.py, --trials decided): a trial
+well clear of the objectives stops either way, one whose p99 is heading for them or whose
+queue grows does not, and the search finds what full trials find."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpusim
+from xpusim.serving import capacity
+from xpusim.serving.decision import Decision
+from xpusim.serving.schedulers import Sequence
+
+N, WARMUP, GEN = 6000, 500, 50
+RATE = 100.0  # arrivals per second: the last at 60 s
+
+
+def _trial(ttft_s, tpot_s: float = 0.01, known: float = 0.5) -> Decision:
+    """A trial of N requests whose first `known` share (arrival order) has finished, with
+    the TTFTs given (an array over the requests) and a fixed TPOT; the rest unfinished."""
+    seqs = [Sequence(i, i / RATE, 100, GEN) for i in range(N)]
+    decision = Decision(seqs, WARMUP, 2.0, 0.2, capacity.BACKLOG)
+    for s, ttft in zip(seqs[: int(known * N)], ttft_s, strict=False):
+        s.first_token_s = s.arrival_s + ttft
+        s.finish_s = s.first_token_s + tpot_s * (GEN - 1)
+        decision.finished(s)
+    return decision
+
+
+def _noise(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).exponential(1.0, N)
+
+
+def test_a_trial_far_under_the_objectives_passes_early_and_keeps_its_prefix():
+    decision = _trial(0.05 * _noise())
+    assert decision.settled()
+    assert decision.outcome == "pass"
+    assert decision.upto == N // 2
+    assert "pass" in decision.reason
+
+
+def test_a_trial_far_over_an_objective_fails_early():
+    decision = _trial(0.05 * _noise(), tpot_s=0.5)
+    assert decision.settled()
+    assert decision.outcome == "fail"
+
+
+def test_a_p99_rising_towards_the_objective_by_the_last_arrival_does_not_pass():
+    """Under the objective now (the p99 of the latest batch about 1.4 s), over it at the last
+    arrival on its line (about 2.3 s), the slope under BACKLOG's: no pass."""
+    arrival = np.arange(N) / RATE
+    decision = _trial(0.1 * _noise() + 0.03 * arrival)
+    assert not decision.settled()
+    assert decision.outcome == ""
+
+
+def test_a_growing_queue_does_not_pass_under_a_loose_objective():
+    """Waits growing by 0.2 s a second (twice BACKLOG's share): the p99s are far under a
+    100 s objective, yet the queue is not kept up with."""
+    arrival = np.arange(N) / RATE
+    seqs = [Sequence(i, i / RATE, 100, GEN) for i in range(N)]
+    decision = Decision(seqs, WARMUP, 100.0, None, capacity.BACKLOG)
+    for s, ttft in zip(seqs[: N // 2], 0.05 * _noise() + 0.2 * arrival, strict=False):
+        s.first_token_s = s.finish_s = s.arrival_s + ttft
+        decision.finished(s)
+    assert not decision.settled()
+
+
+def test_too_few_measured_requests_are_never_decided():
+    decision = _trial(0.05 * _noise(), known=0.3)  # 1,300 measured: under MIN_MEASURED
+    assert not decision.settled()
+
+
+@pytest.mark.parametrize("slo_ttft_ms, slo_tpot_ms", [(200, 20), (None, 9.5)])
+def test_decided_trials_find_the_answer_full_trials_find(slo_ttft_ms, slo_tpot_ms):
+    """The reference is every trial run to its end. Decided trials stop some of them early
+    (both ways) and find the same rate within RATE_TOLERANCE, and the answer's figures are
+    a whole run's: equal to the full search's where the rates agree."""
+    setup = dict(prompt=256, gen=64, spread=0.5, requests=3000, max_batch=32,
+                 slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)  # fmt: skip
+    full = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", trials="full", **setup)
+    fast = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", trials="decided", **setup)
+    assert any("decided" in t for t in fast.search["trials"])
+    assert fast.search["rate"] == pytest.approx(full.search["rate"],
+                                                rel=capacity.RATE_TOLERANCE)  # fmt: skip
+    if fast.search["rate"] == full.search["rate"]:
+        assert fast.to_dict() | {"search": None} == full.to_dict() | {"search": None}
+    rows = {t["rate"]: t for t in full.search["trials"]}
+    for t in fast.search["trials"]:  # each decision is the full trial's outcome
+        if t["rate"] in rows:
+            assert t["meets"] == rows[t["rate"]]["meets"]

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
+import xpusim
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
@@ -214,7 +215,20 @@ def test_the_sequence_floor_prices_no_row_above_its_measured_time(table):
     the floor adds time only where the bytes' curve runs under the measured sequences."""
     for shape in set(table.row_shapes):
         own = table.of_shape(shape)
-        per_byte = own.sequence_floor_s_per_byte
-        assert per_byte > 0
-        assert np.all(own.query_bytes * per_byte <= own.measured_s)
-        assert np.any(own.query_bytes * per_byte == own.measured_s)
+        assert own.sequence_floor_s > 0
+        assert np.all(own.sequences * own.sequence_floor_s <= own.measured_s)
+        assert np.any(own.sequences * own.sequence_floor_s == own.measured_s)
+
+
+def test_a_model_layers_decode_counts_its_sequences():
+    """The layer builder's decode op reads more than its query and writes more than its
+    output (gpt-oss's reads the new keys and values and its sinks): its sequences are its
+    bytes other than the cache's over one sequence's, not the table rows' query and output
+    bytes, which counted gpt-oss's 2,006 sequences as 3,260 (845 us, not 540)."""
+    r = xpusim.simulate("gpt-oss-20b", "h200-sxm", batch=2006, prompt=1536, gen=2,
+                        precision="bf16", weight_precision="mxfp4")  # fmt: skip
+    (window_s,) = {o.time_s for o in r.ops if o.phase == "decode"
+                   and o.name == "layers.0.attention"}  # fmt: skip
+    (measured,) = [r[5] for r in _rows("aiconfigurator-trtllm-decode-attention-bfloat16-h200-sxm")
+                   if r[:5] == [1024, 127, 64, 8, 64]]  # fmt: skip
+    assert 1.0 <= window_s / (2006 / 1024 * measured * 1e-6) < 1.05

@@ -181,8 +181,7 @@ class KernelTable:
     row_shapes: tuple[tuple[float, ...], ...] = ()  # each row's shape (row_shapes), if its
     # kind has one
     kernel: str = ""  # an engine's own kernel it timed (engines.toml `kernels`), if one
-    query_bytes: np.ndarray | None = None  # a decode_attention row's queries and outputs
-    # (query_bytes), one of each per sequence: what sequence_floor_s_per_byte divides by
+    sequences: np.ndarray | None = None  # a decode_attention row's sequences
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -211,27 +210,26 @@ class KernelTable:
         if near is None:
             return self
         mine = np.array([s == near for s in self.row_shapes], dtype=bool)
-        queries = None if self.query_bytes is None else self.query_bytes[mine]
+        sequences = None if self.sequences is None else self.sequences[mine]
         return replace(self, rows_m=self.rows_m[mine], roofline_s=self.roofline_s[mine],
-                       measured_s=self.measured_s[mine], query_bytes=queries,
+                       measured_s=self.measured_s[mine], sequences=sequences,
                        row_shapes=(near,) * int(mine.sum()))  # fmt: skip
 
     @property
-    def sequence_floor_s_per_byte(self) -> float:
-        """A decode_attention table's least measured seconds per byte of its rows' queries
-        and outputs (0 for other kinds): its kernels' time per sequence at the fewest keys,
-        where the cache stream is no longer what takes the time. TensorRT-LLM's BF16
-        generation kernel for gpt-oss on one Hopper GPU (64 heads, 8 KV heads of 64) costs
-        0.27 us a sequence at 127 keys or at 1 (1,024 sequences: 275.6 us on an H200,
-        aiconfigurator's rows at 2,048 sequences of 63 keys 540 us, 0.26 us each), a cost
-        keyed by bytes alone cannot see: 2,006 sequences of 128 keys (a sliding-window
-        layer's) stream the bytes of 64 sequences of 4,095 keys, which the rows time at 153
-        us, and took that. The least over the rows bounds every row from below (no row's
-        sequences are priced above its measured time); an op's queries and outputs count
-        its sequences (kernel_floor_s), one of each per sequence in a decode step."""
-        if self.query_bytes is None:
+    def sequence_floor_s(self) -> float:
+        """A decode_attention table's least measured time per sequence over its rows (0 for
+        other kinds): its kernels' time per sequence at the fewest keys, where the cache
+        stream is no longer what takes the time. TensorRT-LLM's BF16 generation kernel for
+        gpt-oss on one Hopper GPU (64 heads, 8 KV heads of 64) costs 0.27 us a sequence at
+        127 keys or at 1 (1,024 sequences: 275.6 us on an H200; aiconfigurator's rows at
+        2,048 sequences of 63 keys, not kept here, 540 us), a cost keyed by bytes alone
+        cannot see: 2,006 sequences of 128 keys (a sliding-window layer's) stream the bytes
+        of 64 sequences of 4,095 keys, which the rows time at 153 us, and were priced near
+        that (165 us). The least over the rows bounds every row from below: the floor prices
+        no row's sequences above its measured time (roofline.kernel_floor_s)."""
+        if self.sequences is None:
             return 0.0
-        return float(np.min(self.measured_s / self.query_bytes))
+        return float(np.min(self.measured_s / self.sequences))
 
     @property
     def key_scope(self) -> str:
@@ -539,16 +537,6 @@ def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
     return ()
 
 
-def query_bytes(rows: np.ndarray, kind: str) -> np.ndarray | None:
-    """A decode_attention row's bytes of queries in and outputs out, BF16
-    (_OUTPUT_ITEMSIZE), one of each per sequence: sequences x 2 x heads x head_dim x 2, the
-    part of its bytes (_decode_attention_rows) that counts its sequences; None for other
-    kinds."""
-    if kind != "decode_attention":
-        return None
-    return rows[:, 0] * 2 * rows[:, 2] * rows[:, 4] * _OUTPUT_ITEMSIZE
-
-
 def roofline_seconds(
     rows: np.ndarray, dtype: DType, chip: Chip, where: str, kind: str = "gemm",
     scope: str | None = None, routing_alpha: float | None = None,
@@ -606,7 +594,8 @@ def _table(entry: dict, path: Path) -> KernelTable:
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
             engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
-            kernel=kernel, query_bytes=query_bytes(rows, entry["kind"]),
+            kernel=kernel,
+            sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -704,9 +693,9 @@ def fraction_grid(
     """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
     per op, the format whose peak the op's floor is judged at (the table's: its kernels
     ran in it, as the fractions were measured against it; an op's own but for attention
-    tables, which price any compute format over their cache) and the seconds per byte of
-    the op's queries and outputs (KernelTable.sequence_floor_s_per_byte; 0 but for decode
-    attention) of the first table found for the op's (kind, scope) keys in order
+    tables, which price any compute format over their cache) and the least time per
+    sequence (KernelTable.sequence_floor_s; 0 but for decode attention) of the first table
+    found for the op's (kind, scope) keys in order
     (op_table.kernel_keys), or None. Where `shapes` gives the op's shape for that kind
     (op_table.kernel_shapes) and the table has rows of it, those rows alone
     (KernelTable.of_shape). An engine's own kernel's table prices the M it measured and
@@ -723,7 +712,7 @@ def fraction_grid(
     else:
         grid, fixed_s = table.grid_of(shape)
         fixed_s /= table.ops_per_row
-    return grid, fixed_s, DType(table.dtype), table.of_shape(shape).sequence_floor_s_per_byte
+    return grid, fixed_s, DType(table.dtype), table.of_shape(shape).sequence_floor_s
 
 
 def engine_grid(

@@ -42,7 +42,7 @@ from __future__ import annotations
 import sys
 
 from aiconfigurator_data import Mirror, arguments
-from large_batch_step import Rows, _columns, _keys_ratio, gemm_rows
+from large_batch_step import Rows, _columns, _keys_ratio, gemm_rows, print_ops
 
 MODEL, CHIP, CHIP_DIR = "gpt-oss-20b", "h200-sxm", "h200_sxm"
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 2880, 64, 8, 64, 201088
@@ -143,18 +143,10 @@ def main() -> int:
     print(f"{CHIP} TP1 {MODEL}: {DECODES} decodes of {PROMPT + GEN // 2} keys + "
           f"{DECODES / GEN:.2f} prompts of {PROMPT}; the engine's step at that batch "
           f"{engine_ms:.0f} ms ({MEASURED_TOKENS_PER_S} output tokens/s)")  # fmt: skip
-    print(f"  {'op':28s} {'count':>5s} {'xpusim us':>10s} {'measured us':>12s} {'meas/xp':>8s}")
-    ours = theirs = host_us
-    for name, (count, us) in sorted(ops.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
-        got = measured.get(name)
-        ours += count * us
-        theirs += count * (us if got is None else got)
-        shown = "" if got is None else f"{got:12.1f} {got / us:8.2f}"
-        print(f"  {name:28s} {count:5d} {us:10.1f} {shown}")
+    ours, theirs = print_ops(ops, measured, host_us)
     layers = ops["experts"][0]
     print(f"  experts under the power law 1.2: {power_law:.1f} us "
           f"({power_law / ops['experts'][1]:.2f}x xpusim's)")
-    print(f"  host per iteration (engines.toml trtllm) {host_us:.0f} us")
     print(f"  step: xpusim {ours / 1e3:.1f} ms; with the measured rows {theirs / 1e3:.1f} ms "
           f"(power-law experts {(theirs + layers * (power_law - measured['experts'])) / 1e3:.1f}"
           f" ms); engine {engine_ms:.0f} ms")  # fmt: skip

@@ -230,13 +230,11 @@ def xpusim_us(s: Setup) -> tuple[dict[str, tuple[int, float]], float]:
     return ops, engine("trtllm").per_iteration_s * 1e6
 
 
-def report(s: Setup, mirror: Mirror) -> None:
-    ops, host_us = xpusim_us(s)
-    measured = measured_us(mirror, s)
-    tokens = s.decodes + s.prompts * s.prompt
-    print(f"\n{s.chip} TP{s.tp}: {s.decodes} decodes of {s.keys} keys + {s.prompts:.2f} prompts "
-          f"of {s.prompt} ({tokens:.0f} token rows); engine step {s.engine_step_ms:g} ms "
-          f"({s.point})")  # fmt: skip
+def print_ops(ops: dict[str, tuple[int, float]], measured: dict[str, float],
+              host_us: float) -> tuple[float, float]:  # fmt: skip
+    """Each op's count, xpusim's and the measured microseconds, largest first, and the
+    step's two sums (microseconds, the host's time in both): xpusim's, and with the measured
+    rows in place of xpusim's where there are some."""
     print(f"  {'op':38s} {'count':>5s} {'xpusim us':>10s} {'measured us':>12s} {'meas/xp':>8s}")
     ours = theirs = host_us
     for name, (count, us) in sorted(ops.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
@@ -246,6 +244,17 @@ def report(s: Setup, mirror: Mirror) -> None:
         shown = "" if got is None else f"{got:12.1f} {got / us:8.2f}"
         print(f"  {name:38s} {count:5d} {us:10.1f} {shown}")
     print(f"  host per iteration (engines.toml trtllm) {host_us:.0f} us")
+    return ours, theirs
+
+
+def report(s: Setup, mirror: Mirror) -> None:
+    ops, host_us = xpusim_us(s)
+    measured = measured_us(mirror, s)
+    tokens = s.decodes + s.prompts * s.prompt
+    print(f"\n{s.chip} TP{s.tp}: {s.decodes} decodes of {s.keys} keys + {s.prompts:.2f} prompts "
+          f"of {s.prompt} ({tokens:.0f} token rows); engine step {s.engine_step_ms:g} ms "
+          f"({s.point})")  # fmt: skip
+    ours, theirs = print_ops(ops, measured, host_us)
     print(f"  step: xpusim {ours / 1e3:.1f} ms; with the measured rows {theirs / 1e3:.1f} ms; "
           f"engine {s.engine_step_ms:g} ms (xpusim {ours / 1e3 / s.engine_step_ms:.2f}x, "
           f"measured kernels {theirs / 1e3 / s.engine_step_ms:.2f}x)")  # fmt: skip

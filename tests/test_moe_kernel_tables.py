@@ -224,15 +224,3 @@ def test_deepseek_on_ep8_is_priced_by_its_own_rows():
     assert layer[0] == pytest.approx(327.6e-6, rel=0.05)
     assert layer[1] == pytest.approx(384.5e-6, rel=0.05)
     assert layer[0] < layer[1] < layer[2]
-
-
-def test_gpt_oss_120b_on_two_ep_ranks_is_priced_by_its_own_rows():
-    """gpt-oss-120b's MXFP4 experts under MXFP8 activations on one of 2 EP ranks of B200s
-    (the perf overview's DEP2 column): aiconfigurator measured the layer at 4,096 tokens in
-    583 us, and the table kept no ep 2 row until 2026-12-06, so the pooled curve of every
-    gpt-oss split priced it (319 us). Priced by its own rows it is within 5% of that row."""
-    ops = _moe_layer(4096, 2880, 2880, 4, 128, DType.FP8, "mxfp4", ep=2)
-    layer = kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum()
-    measured = _measured_s("aiconfigurator-trtllm-moe-w4a8-mxfp4-mxfp8-b200",
-                           [4096, 2880, 2880, 4, 128, 1, 2])  # fmt: skip
-    assert layer == pytest.approx(measured, rel=0.05)

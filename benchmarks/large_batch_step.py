@@ -319,6 +319,23 @@ def xpusim_us(s: Setup) -> tuple[dict[str, tuple[int, float]], float]:
     return ops, engine(s.engine.name).per_iteration_s * 1e6
 
 
+def print_ops(ops: dict[str, tuple[int, float]], measured: dict[str, float],
+              host_us: float, engine_name: str = "trtllm") -> tuple[float, float]:  # fmt: skip
+    """Each op's count, xpusim's and the measured microseconds, largest first, and the
+    step's two sums (microseconds, the host's time in both): xpusim's, and with the measured
+    rows in place of xpusim's where there are some."""
+    print(f"  {'op':38s} {'count':>5s} {'xpusim us':>10s} {'measured us':>12s} {'meas/xp':>8s}")
+    ours = theirs = host_us
+    for name, (count, us) in sorted(ops.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
+        got = measured.get(name)
+        ours += count * us
+        theirs += count * (us if got is None else got)
+        shown = "" if got is None else f"{got:12.1f} {got / us:8.2f}"
+        print(f"  {name:38s} {count:5d} {us:10.1f} {shown}")
+    print(f"  host per iteration (engines.toml {engine_name}) {host_us:.0f} us")
+    return ours, theirs
+
+
 def report(s: Setup, mirror: Mirror) -> None:
     ops, host_us = xpusim_us(s)
     measured = measured_us(mirror, s)
@@ -328,15 +345,7 @@ def report(s: Setup, mirror: Mirror) -> None:
           f"{s.prompts:.2f} prompts of {s.prompt} ({tokens:.0f} token rows); engine step "
           f"{s.engine_step_ms:g} ms "
           f"({s.point})")  # fmt: skip
-    print(f"  {'op':38s} {'count':>5s} {'xpusim us':>10s} {'measured us':>12s} {'meas/xp':>8s}")
-    ours = theirs = host_us
-    for name, (count, us) in sorted(ops.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
-        got = measured.get(name)
-        ours += count * us
-        theirs += count * (us if got is None else got)
-        shown = "" if got is None else f"{got:12.1f} {got / us:8.2f}"
-        print(f"  {name:38s} {count:5d} {us:10.1f} {shown}")
-    print(f"  host per iteration (engines.toml {s.engine.name}) {host_us:.0f} us")
+    ours, theirs = print_ops(ops, measured, host_us, s.engine.name)
     print(f"  step: xpusim {ours / 1e3:.1f} ms; with the measured rows {theirs / 1e3:.1f} ms; "
           f"engine {s.engine_step_ms:g} ms (xpusim {ours / 1e3 / s.engine_step_ms:.2f}x, "
           f"measured kernels {theirs / 1e3 / s.engine_step_ms:.2f}x)")  # fmt: skip

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
+import xpusim
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
@@ -174,3 +177,58 @@ def test_more_bandwidth_is_never_slower_through_a_decode_table():
     for seqs in (1, 16, 256):
         ops = _attention(seqs, 4095, 8, 1, 128, DType.FP8)
         assert_more_bandwidth_is_never_slower(chip, ops, place(chip, Footprint(0.0, 0.0, 1e6)))
+
+
+def test_a_sliding_window_decode_takes_its_sequences_measured_time():
+    """gpt-oss's 128-token sliding-window layers at the batch TensorRT-LLM settles at on
+    one H200 (2,006 sequences, 1k/1k max load): the op streams the bytes of 64 sequences
+    of 4,095 keys (153 us measured), but the generation kernel's 0.27 us a sequence makes
+    2,006 of them take 540 us (aiconfigurator's 2,048 sequences of 63 keys). Keyed by bytes
+    alone the op took 165 us, below the 1,024 sequences of 127 keys it is twice."""
+    half = _rows("aiconfigurator-trtllm-decode-attention-bfloat16-h200-sxm")
+    (measured_us,) = [r[5] for r in half if r[:5] == [1024, 127, 64, 8, 64]]
+    time_s, _ = _time_and_roof("h200-sxm", _attention(2006, 128, 64, 8, 64))
+    assert 2006 / 1024 * measured_us * 1e-6 <= time_s < 1.05 * 2006 / 1024 * measured_us * 1e-6
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1024, 4096), tokens=st.integers(1, 255),
+       table=st.sampled_from([t.name for t in TABLES]))
+def test_more_sequences_at_few_keys_are_never_cheaper(seqs, tokens, table):
+    """Twice the sequences at the same few keys each (a sliding window's, a short prompt's)
+    is twice the work: never less time, on any table's chip, layout and cache format. Keyed
+    by bytes alone, 2,048 sequences of 127 keys of gpt-oss's layout on an H200 took 0.69 of
+    1,024's time. Fewer sequences of more keys still can (docs/validation.md, "gpt-oss
+    under trtllm-bench, op by op"): the bytes' curve pools both regimes."""
+    (t,) = [t for t in TABLES if t.name == table]
+    kv = DType.parse(t.scope)
+    heads, kv_heads, head_dim = t.row_shapes[0]
+    one, two = (_time_and_roof(t.measured_on, _attention(n, tokens, int(heads), int(kv_heads),
+                                                         int(head_dim), kv))[0]
+                for n in (seqs, 2 * seqs))  # fmt: skip
+    assert two >= one
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
+def test_the_sequence_floor_prices_no_row_above_its_measured_time(table):
+    """The least time per sequence over a layout's rows bounds each of its rows from below:
+    the floor adds time only where the bytes' curve runs under the measured sequences."""
+    for shape in set(table.row_shapes):
+        own = table.of_shape(shape)
+        assert own.sequence_floor_s > 0
+        assert np.all(own.sequences * own.sequence_floor_s <= own.measured_s)
+        assert np.any(own.sequences * own.sequence_floor_s == own.measured_s)
+
+
+def test_a_model_layers_decode_counts_its_sequences():
+    """The layer builder's decode op reads more than its query and writes more than its
+    output (gpt-oss's reads the new keys and values and its sinks): its sequences are its
+    bytes other than the cache's over one sequence's, not the table rows' query and output
+    bytes, which counted gpt-oss's 2,006 sequences as 3,260 (845 us, not 540)."""
+    r = xpusim.simulate("gpt-oss-20b", "h200-sxm", batch=2006, prompt=1536, gen=2,
+                        precision="bf16", weight_precision="mxfp4")  # fmt: skip
+    (window_s,) = {o.time_s for o in r.ops if o.phase == "decode"
+                   and o.name == "layers.0.attention"}  # fmt: skip
+    (measured,) = [r[5] for r in _rows("aiconfigurator-trtllm-decode-attention-bfloat16-h200-sxm")
+                   if r[:5] == [1024, 127, 64, 8, 64]]  # fmt: skip
+    assert 1.0 <= window_s / (2006 / 1024 * measured * 1e-6) < 1.05

@@ -192,6 +192,7 @@ class KernelTable:
     # kind has one
     kernel: str = ""  # an engine's own kernel it timed (engines.toml `kernels`), if one
     window: bool = False  # prices only the M its rows span (module docstring, "A window")
+    sequences: np.ndarray | None = None  # a decode_attention row's sequences
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -220,9 +221,26 @@ class KernelTable:
         if near is None:
             return self
         mine = np.array([s == near for s in self.row_shapes], dtype=bool)
+        sequences = None if self.sequences is None else self.sequences[mine]
         return replace(self, rows_m=self.rows_m[mine], roofline_s=self.roofline_s[mine],
-                       measured_s=self.measured_s[mine],
+                       measured_s=self.measured_s[mine], sequences=sequences,
                        row_shapes=(near,) * int(mine.sum()))  # fmt: skip
+
+    @property
+    def sequence_floor_s(self) -> float:
+        """A decode_attention table's least measured time per sequence over its rows (0 for
+        other kinds): its kernels' time per sequence at the fewest keys, where the cache
+        stream is no longer what takes the time. TensorRT-LLM's BF16 generation kernel for
+        gpt-oss on one Hopper GPU (64 heads, 8 KV heads of 64) costs 0.27 us a sequence at
+        127 keys or at 1 (1,024 sequences: 275.6 us on an H200; aiconfigurator's rows at
+        2,048 sequences of 63 keys, not kept here, 540 us), a cost keyed by bytes alone
+        cannot see: 2,006 sequences of 128 keys (a sliding-window layer's) stream the bytes
+        of 64 sequences of 4,095 keys, which the rows time at 153 us, and were priced near
+        that (165 us). The least over the rows bounds every row from below: the floor prices
+        no row's sequences above its measured time (roofline.kernel_floor_s)."""
+        if self.sequences is None:
+            return 0.0
+        return float(np.min(self.measured_s / self.sequences))
 
     @property
     def key_scope(self) -> str:
@@ -595,6 +613,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
             engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
             kernel=kernel, window=window,
+            sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -688,15 +707,16 @@ def kernel_table(
 def fraction_grid(
     chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
     shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
-) -> tuple[np.ndarray, float, DType] | None:  # fmt: skip
+) -> tuple[np.ndarray, float, DType, float] | None:  # fmt: skip
     """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
-    per op and the format whose peak the op's floor is judged at (the table's: its kernels
+    per op, the format whose peak the op's floor is judged at (the table's: its kernels
     ran in it, as the fractions were measured against it; an op's own but for attention
-    tables, which price any compute format over their cache) of the first table found for
-    the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where `shapes`
-    gives the op's shape for that kind (op_table.kernel_shapes) and the table has rows of
-    it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices the
-    M it measured and defers below it to the next table found (engine_grid); a window
+    tables, which price any compute format over their cache) and the least time per
+    sequence (KernelTable.sequence_floor_s; 0 but for decode attention) of the first table
+    found for the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where
+    `shapes` gives the op's shape for that kind (op_table.kernel_shapes) and the table has
+    rows of it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices
+    the M it measured and defers below it to the next table found (engine_grid); a window
     table, only ops of its own shapes, at the M it measured."""
     found = ((t, shape) for kind, scope in keys for shape in [dict(shapes).get(kind)]
              for t in [kernel_table(chip_id, dtype, scope, kind)]
@@ -711,7 +731,7 @@ def fraction_grid(
     else:
         grid, fixed_s = table.grid_of(shape)
         fixed_s /= table.ops_per_row
-    return grid, fixed_s, DType(table.dtype)
+    return grid, fixed_s, DType(table.dtype), table.of_shape(shape).sequence_floor_s
 
 
 def engine_grid(

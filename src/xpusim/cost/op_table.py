@@ -259,12 +259,21 @@ class OpTable:
         return tuple(kernel_shapes(op) for op in self.ops)
 
     @cached_property
+    def sequence_bytes(self) -> tuple[float, ...]:
+        """Each decode attention op's bytes other than its cache's per sequence (its query,
+        the new keys and values it reads, its output), 0 for other ops: what its bytes
+        other than the cache's are divided by to count its sequences, on which a decode
+        table's least time per sequence floors it (roofline.kernel_floor_s)."""
+        return tuple(_sequence_bytes(op) if is_decode_attention(op) else 0.0 for op in self.ops)
+
+    @cached_property
     def structure(self) -> tuple:
         """What a chip's per-op figures depend on: each op's kind, format, kernel family and
-        shape, and whether it does matrix work at all."""
+        shape, its bytes per sequence where it is decode attention, and whether it does
+        matrix work at all."""
         has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
         return (self.kinds, self.dtypes, self.kernel_keys, self.kernel_shapes,
-                tuple(has_matrix.tolist()))
+                self.sequence_bytes, tuple(has_matrix.tolist()))
 
     @cached_property
     def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:
@@ -309,6 +318,14 @@ class OpTable:
             member_names=self.member_names if ops is None else (),  # `index` no longer holds
             fused=self.fused if ops is None else (),
         )
+
+
+def _sequence_bytes(op: Op) -> float:
+    """A decode attention op's bytes other than its cache's over its sequences (its query's
+    first dimension): the same at every batch of a shape axis."""
+    by_role = op.bytes_by_role()
+    other = sum(b for role, b in by_role.items() if role != Role.KV_CACHE)
+    return float(np.max(np.asarray(other / op.inputs[0].shape[0], dtype=float)))
 
 
 def op_table(graph: Graph) -> OpTable:

@@ -69,6 +69,8 @@ from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.memo import remembered
 
+_KV_CACHE = ROLES.index(Role.KV_CACHE)
+
 # Flash-attention kernels, forward and backward: the calibrated attention efficiency applies
 # to both (the backward is measured no better than the forward; FlashAttention-2, Dao 2023).
 _ATTENTION = (OpKind.ATTENTION, OpKind.ATTENTION_GRAD)
@@ -157,6 +159,8 @@ class HardwareArrays:
     kernel_grid: np.ndarray
     kernel_peak: np.ndarray  # (n,) datasheet peak of a priced op's format; inf elsewhere
     kernel_fixed_s: np.ndarray  # (n,) the table's fixed time of a kernel (0 unpriced)
+    kernel_sequence_s_per_byte: np.ndarray  # (n,) a decode attention op's least time per
+    # sequence (its table's) over its bytes per sequence other than its cache's; 0 elsewhere
     kernel_bw: float | np.ndarray  # datasheet bandwidth of the memory weights stream from
     dispatch_s: float | np.ndarray
 
@@ -178,6 +182,7 @@ class HardwareArrays:
             kernel_grid=self.kernel_grid[..., ops, :],
             kernel_peak=self.kernel_peak[..., ops],
             kernel_fixed_s=self.kernel_fixed_s[..., ops],
+            kernel_sequence_s_per_byte=self.kernel_sequence_s_per_byte[..., ops],
         )
 
     def take_configs(self, which: np.ndarray) -> HardwareArrays:
@@ -222,6 +227,7 @@ class HardwareArrays:
             kernel_grid=per_op("kernel_grid"),
             kernel_peak=per_op("kernel_peak"),
             kernel_fixed_s=per_op("kernel_fixed_s"),
+            kernel_sequence_s_per_byte=per_op("kernel_sequence_s_per_byte"),
             kernel_bw=per_chip([a.kernel_bw for a in arrays]),
             dispatch_s=per_chip([a.dispatch_s for a in arrays]),
         )
@@ -259,11 +265,14 @@ class HardwareArrays:
         level_eff = level_efficiencies(chip, memory_eff)
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
+        sequence_s_per_byte = np.zeros(len(table))
         for i, (dtype, keys, shapes) in enumerate(zip(table.dtypes, table.kernel_keys,
                                                       table.kernel_shapes, strict=True)):
             curve = fraction_grid(chip.id, dtype, keys, shapes) if has_matrix[i] else None
             if curve is not None:
-                grid[i], kernel_fixed_s[i], ran_in = curve
+                grid[i], kernel_fixed_s[i], ran_in, sequence_s = curve
+                if table.sequence_bytes[i]:
+                    sequence_s_per_byte[i] = sequence_s / table.sequence_bytes[i]
                 kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)
         return cls(
             matrix_rate=peaks * efficiency,
@@ -281,6 +290,7 @@ class HardwareArrays:
             kernel_grid=grid,
             kernel_peak=kernel_peak,
             kernel_fixed_s=kernel_fixed_s,
+            kernel_sequence_s_per_byte=sequence_s_per_byte,
             kernel_bw=dram_bytes_per_s(chip),
             dispatch_s=chip.overhead.per_op_s.value,
         )
@@ -431,8 +441,10 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     table's fixed kernel time plus the op's roofline on the chip's datasheet peak and
     bandwidth over the fraction of it the table's kernels reach at the op's M (its rows
     over all batch dimensions; a decode attention op's at its bytes, a prefill attention
-    op's at its FLOPs); 0 for ops no table prices. All the op's bytes count as streamed
-    from DRAM, as the tables' kernels stream theirs."""
+    op's at its FLOPs), a decode attention op at least its sequences times the table's
+    least time per sequence (KernelTable.sequence_floor_s), its sequences its bytes other
+    than the cache's over those of one (OpTable.sequence_bytes); 0 for ops no table prices.
+    All the op's bytes count as streamed from DRAM, as the tables' kernels stream theirs."""
     k, n = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
     by_bytes = table.is_attention
@@ -441,8 +453,11 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     if table.keyed_by_flops.any():
         m = np.where(table.keyed_by_flops, table.matrix_flops, m)
     roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)
-    return np.where(priced, hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m),
-                    0.0)  # fmt: skip
+    floor_s = hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m)
+    if hw.kernel_sequence_s_per_byte.any():
+        per_sequence = moved - table.role_bytes[..., _KV_CACHE, :]
+        floor_s = np.maximum(floor_s, per_sequence * hw.kernel_sequence_s_per_byte)
+    return np.where(priced, floor_s, 0.0)
 
 
 def measured_gemm_energy_j(
@@ -647,6 +662,7 @@ class OneFloor:
     peak: list[float]
     bw: list[float]
     fixed_s: list[float]
+    sequence_s_per_byte: list[float]  # a decode attention op's sequences' (0 elsewhere)
     grid: list[list[float]]  # each op's curve at GRID_LOG2
     gemm: list[bool]  # measured_gemm_energy_j's ops
     e_op_j: list[float]  # energy per matrix op of those, the table's or the datasheet's
@@ -670,7 +686,8 @@ class OneFloor:
         return cls(
             priced.tolist(), by_bytes.tolist(), table.keyed_by_flops.tolist(),
             each(2 * np.where(k > 0, k * n, 1.0)), each(hw.kernel_peak), each(hw.kernel_bw),
-            each(hw.kernel_fixed_s), hw.kernel_grid.tolist(), gemm.tolist(),
+            each(hw.kernel_fixed_s), each(hw.kernel_sequence_s_per_byte),
+            hw.kernel_grid.tolist(), gemm.tolist(),
             each(np.maximum(hw.e_matrix_j * energy_factor, e_kernel_j)), float(hw.e_vector_j),
             float(hw.static_w), float(hw.tdp_w),
         )  # fmt: skip
@@ -692,7 +709,11 @@ class OneFloor:
             below, above = self.grid[i][low], self.grid[i][low + 1]
             fraction = below + (above - below) * (x - low)
             roof_s = max(matrix[i] / self.peak[i], moved[i] / self.bw[i])
-            out.append(self.fixed_s[i] + roof_s / fraction)
+            floor_s = self.fixed_s[i] + roof_s / fraction
+            if self.sequence_s_per_byte[i]:
+                per_sequence = moved[i] - roles[_KV_CACHE][i]
+                floor_s = max(floor_s, per_sequence * self.sequence_s_per_byte[i])
+            out.append(floor_s)
         return out
 
     def gemm_energy_j(self, matrix: list[float], vector: list[float], byte_j: list[float],

@@ -162,11 +162,12 @@ def test_apple_m2_ane_quoted_figures():
     assert dram.capacity_bytes.value == 24e9
 
 
-# (int8, fp8, bf16/fp16, tf32, fp32) dense datasheet peaks; None = not supported
+# (int8, fp8, bf16/fp16, tf32, fp32) dense datasheet peaks; None = not supported. Memory:
+# nvidia-smi's memory.total in MiB, what the engines' memory fractions are of
 NVIDIA = {
-    "a100-sxm-80gb": (624e12, None, 312e12, 156e12, 19.5e12, 80e9, 2.039e12, 400),
-    "h100-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 80e9, 3.35e12, 700),
-    "h200-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 141e9, 4.8e12, 700),
+    "a100-sxm-80gb": (624e12, None, 312e12, 156e12, 19.5e12, 81920 * MiB, 2.039e12, 400),
+    "h100-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 81559 * MiB, 3.35e12, 700),
+    "h200-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 143771 * MiB, 4.8e12, 700),
 }
 
 
@@ -228,7 +229,7 @@ def test_missing_field_is_named(tmp_path):
 
 @pytest.mark.parametrize("old, new, named", [
     ("clock_hz = { value = 1.98e9", "clock_hz = { value = -1.98e9", "clock_hz.value"),
-    ("capacity_bytes = { value = 80e9", "capacity_bytes = { value = -80e9",
+    ("capacity_bytes = { value = 85520809984", "capacity_bytes = { value = -85520809984",
      "memory.1.capacity_bytes.value"),  # a negative value in a nested table
     ("tdp_w = { value = 700", 'tdp_w = { value = "lots"', "tdp_w.value"),  # a string
 ])  # fmt: skip

@@ -261,3 +261,17 @@ def test_unknown_field_is_reported(tmp_path):
     text = replace_once(H100_TEXT, "tdp_w = {", "tdp_watts = 700\ntdp_w = {")
     message = load_error(write(tmp_path, text))
     assert "tdp_watts" in message
+
+
+# the datasheet's memory, in decimal GB: the driver reports more (nearly GiB), and that total
+# is what the engines' memory fractions are of
+DATASHEET_GB = {"a100-sxm-80gb": 80, "h100-sxm": 80, "h200-sxm": 141, "b200": 180, "b300": 270,
+                "gb200": 186, "l40s": 48, "mi300x": 192, "mi325x": 256, "mi355x": 288}  # fmt: skip
+
+
+@pytest.mark.parametrize("chip_id", sorted(DATASHEET_GB))
+def test_gpu_memory_is_what_the_driver_reports(chip_id):
+    dram = level(load_chip(chip_id), MemoryKind.DRAM).capacity_bytes
+    assert dram.value % MiB == 0  # nvidia-smi and the ROCm driver count whole MiB
+    assert DATASHEET_GB[chip_id] * 1e9 < dram.value < DATASHEET_GB[chip_id] * 2**30 * 1.08
+    assert f"'{DATASHEET_GB[chip_id]}" in dram.note or f"{DATASHEET_GB[chip_id]} G" in dram.note

@@ -162,11 +162,12 @@ def test_apple_m2_ane_quoted_figures():
     assert dram.capacity_bytes.value == 24e9
 
 
-# (int8, fp8, bf16/fp16, tf32, fp32) dense datasheet peaks; None = not supported
+# (int8, fp8, bf16/fp16, tf32, fp32) dense datasheet peaks; None = not supported. Memory:
+# nvidia-smi's memory.total in MiB, what the engines' memory fractions are of
 NVIDIA = {
-    "a100-sxm-80gb": (624e12, None, 312e12, 156e12, 19.5e12, 80e9, 2.039e12, 400),
-    "h100-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 80e9, 3.35e12, 700),
-    "h200-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 141e9, 4.8e12, 700),
+    "a100-sxm-80gb": (624e12, None, 312e12, 156e12, 19.5e12, 81920 * MiB, 2.039e12, 400),
+    "h100-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 81559 * MiB, 3.35e12, 700),
+    "h200-sxm": (1979e12, 1979e12, 989.5e12, 494.5e12, 67e12, 143771 * MiB, 4.8e12, 700),
 }
 
 
@@ -228,7 +229,7 @@ def test_missing_field_is_named(tmp_path):
 
 @pytest.mark.parametrize("old, new, named", [
     ("clock_hz = { value = 1.98e9", "clock_hz = { value = -1.98e9", "clock_hz.value"),
-    ("capacity_bytes = { value = 80e9", "capacity_bytes = { value = -80e9",
+    ("capacity_bytes = { value = 85520809984", "capacity_bytes = { value = -85520809984",
      "memory.1.capacity_bytes.value"),  # a negative value in a nested table
     ("tdp_w = { value = 700", 'tdp_w = { value = "lots"', "tdp_w.value"),  # a string
 ])  # fmt: skip
@@ -260,3 +261,17 @@ def test_unknown_field_is_reported(tmp_path):
     text = replace_once(H100_TEXT, "tdp_w = {", "tdp_watts = 700\ntdp_w = {")
     message = load_error(write(tmp_path, text))
     assert "tdp_watts" in message
+
+
+# the datasheet's memory, in decimal GB: the driver reports more (nearly GiB), and that total
+# is what the engines' memory fractions are of
+DATASHEET_GB = {"a100-sxm-80gb": 80, "h100-sxm": 80, "h200-sxm": 141, "b200": 180, "b300": 270,
+                "gb200": 186, "l40s": 48, "mi300x": 192, "mi325x": 256, "mi355x": 288}  # fmt: skip
+
+
+@pytest.mark.parametrize("chip_id", sorted(DATASHEET_GB))
+def test_gpu_memory_is_what_the_driver_reports(chip_id):
+    dram = level(load_chip(chip_id), MemoryKind.DRAM).capacity_bytes
+    assert dram.value % MiB == 0  # nvidia-smi and the ROCm driver count whole MiB
+    assert DATASHEET_GB[chip_id] * 1e9 < dram.value < DATASHEET_GB[chip_id] * 2**30 * 1.08
+    assert f"'{DATASHEET_GB[chip_id]}" in dram.note or f"{DATASHEET_GB[chip_id]} G" in dram.note

@@ -154,3 +154,22 @@ def test_sglang_ranks_with_no_prompt_decode_while_others_prefill(tmp_path):
     than ranks decodes the rest; ATOM's prefill-first (no rank schedulers) never mixes."""
     assert _mixed_steps(tmp_path, "sglang") > 0
     assert _mixed_steps(tmp_path, "atom") == 0
+
+
+def test_vllm_keeps_its_profiling_samplers_peak_out_of_the_kv_cache():
+    """vLLM V1 sizes its KV cache after a profiling run whose dummy sampler holds 14 B per
+    logit for max_num_seqs requests (engines.toml). At 1,024 sequences that peak (1.84 GB
+    for Llama-3's 128,256-token vocabulary) is above the forward's and takes its place; at
+    16 it is below, and vLLM's cache is what the same memory rule leaves without it."""
+    def tokens(engine: str, max_batch: int) -> int:
+        result = xpusim.serve("llama-3-8b", "h100-sxm", engine=engine, max_batch=max_batch,
+                              concurrency=2, **SMALL)  # fmt: skip
+        return result.kv_cache.capacity_tokens
+
+    per_token = 32 * 8 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x BF16
+    sampler = engines()["vllm"].sampler_peak_bytes(1024, 128256)
+    assert sampler == 14 * 1024 * 128256
+    assert engines()["ideal"].sampler_peak_bytes(1024, 128256) == 0
+    assert tokens("vllm", 16) == tokens("ideal", 16)
+    held = (tokens("ideal", 1024) - tokens("vllm", 1024)) * per_token
+    assert 0.4 * sampler < held <= sampler + 16 * per_token  # less the forward's own peak

@@ -61,6 +61,8 @@ class EngineProfile:
     reserved_per_graph_batch_mib: float = 0.0
     reserved_per_eighth_rank_mib: float = 0.0
     reserved_floor_mib: float = 0.0
+    sampler_bytes_per_logit: float = 0.0  # its profiling run's dummy sampler, at its peak
+    sampler_source: str = ""
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
     dp_attention_source: str = ""
     kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
@@ -113,6 +115,14 @@ class EngineProfile:
                  "each": token_budget}  # fmt: skip
         per_rank = max(share[self.dp_attention_chunk], 1)
         return per_rank * ranks, per_rank
+
+    def sampler_peak_bytes(self, sequences: int, vocab: int) -> float:
+        """Memory the engine's profiling run holds when it samples one token for each of
+        `sequences` dummy requests over the whole vocabulary (every tensor-parallel rank
+        gathers all of it). vLLM V1 measures its activations' peak over this run and the
+        forward before it, and leaves the KV cache what is left; the forward's peak is the
+        step's (shape_graphs), this the sampler's, and the larger of the two counts."""
+        return self.sampler_bytes_per_logit * sequences * vocab
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
                  token_budget: int, graph_max: int, ranks: int) -> float:  # fmt: skip

@@ -270,8 +270,9 @@ def _kv_room(
     cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
     engine: Engine, max_tokens: int, lengths: np.ndarray, graph_max: int,
 ) -> tuple[float, int, float]:  # fmt: skip
-    """A replica's largest iteration's activations, the KV blocks its fullest chip has room
-    for beside them and the weights, and that chip's KV bytes per token.
+    """A replica's largest iteration's activations (or, where larger, the peak of the
+    engine's dummy sampler run that sizes its memory), the KV blocks its fullest chip has
+    room for beside them and the weights, and that chip's KV bytes per token.
 
     A block holds its tokens' cache in the layers whose cache grows with every token, and
     a share of what a sequence holds whatever its length (a linear-attention layer's
@@ -284,6 +285,8 @@ def _kv_room(
                                                 moe_backend=req.moe_backend)], plan.tp,
                                      plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
     profile, capacity = engine_profile(engine.engine), system.chip.capacity_bytes
+    activations = max(activations, profile.sampler_peak_bytes(
+        min(engine.max_batch, max_tokens), cfg.vocab_size))
     per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
     if not per_layer:  # every layer windowed
         per_layer, windowed = windowed, 0.0

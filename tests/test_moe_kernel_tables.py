@@ -273,6 +273,12 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
                               "source": "s", "url": "u", "date": "d", "conditions": "c",
                               "rows": [[1, 7168, 2048, 8, 256, 1, 8, 40]]},
                              kernel_tables.TABLES_DIR / "t.toml")  # fmt: skip
+    with pytest.raises(UserError, match="window: a prefill_attention table's rows name no"):
+        kernel_tables._table({"name": "x", "kind": "prefill_attention", "window": True,
+                              "dtype": "bf16", "scope": "bf16", "measured_on": "h100-sxm",
+                              "chips": ["h100-sxm"], "source": "s", "url": "u", "date": "d",
+                              "conditions": "c", "rows": [[1, 1024, 32, 128, 128, 40]]},
+                             kernel_tables.TABLES_DIR / "t.toml")  # fmt: skip
 
 
 def test_trtllm_prices_its_window_and_cutlass_above_it():

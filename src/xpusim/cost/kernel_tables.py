@@ -597,9 +597,12 @@ def _table(entry: dict, path: Path) -> KernelTable:
             None if alpha is None else float(alpha))  # fmt: skip
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
-        window = entry.get("window", False)
+        window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])
         if not isinstance(window, bool):
             raise ValueError(f"window {window!r}: true or false")
+        if window and not shapes:  # a window prices only its rows' shapes: here, no op
+            raise ValueError(f"window: a {entry['kind']} table's rows name no shape; only "
+                             "gemm, moe and decode_attention tables may have one")
         if "@" in kernel:
             raise ValueError(f"kernel {kernel!r}: a name without '@'")
         if backend not in MOE_BACKENDS or (backend != DEFAULT_MOE_BACKEND
@@ -611,7 +614,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             measured_on=measured_on.id, chips=tuple(entry["chips"]), source=entry["source"],
             url=entry["url"], date=str(entry["date"]), conditions=entry["conditions"],
             rows_m=rows_m, roofline_s=roofline_s, measured_s=measured_s,
-            engine=engine, backend=backend, row_shapes=row_shapes(rows, entry["kind"]),
+            engine=engine, backend=backend, row_shapes=shapes,
             kernel=kernel, window=window,
             sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
         )  # fmt: skip

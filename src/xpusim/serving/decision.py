@@ -35,6 +35,7 @@ early", has the trials it decided and the full runs' outcomes).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -71,6 +72,8 @@ class Decision:
         self.upto = 0
 
     def finished(self, s: Sequence) -> None:
+        """Marks `s` finished (the simulator calls it as each request ends); `settled`
+        reads the finished prefix in arrival order, so a TPOT counts once all before it are."""
         self._done[s.id] = True
 
     def settled(self) -> bool:
@@ -98,6 +101,9 @@ class Decision:
         return bool(self.outcome)
 
     def _decide(self) -> str:
+        """The outcome so far: "fail" once either p99 is clearly over its objective, "pass"
+        once every p99 is clearly under and the queue is kept up with (the module
+        docstring), "" while neither."""
         passes = []
         for rows, slo in zip((self._ttft, self._tpot), self.slo, strict=True):
             if slo is None:
@@ -116,7 +122,8 @@ class Decision:
         return ""
 
 
-def _batches(rows: np.ndarray, stat) -> tuple[np.ndarray, np.ndarray]:
+def _batches(rows: np.ndarray,
+             stat: Callable[[np.ndarray], float]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Each batch's mean arrival time and its statistic of the values (rows: arrival, value)."""
     parts = np.array_split(rows, BATCHES)
     return (np.array([p[:, 0].mean() for p in parts]),
@@ -128,8 +135,9 @@ def _p99(values: np.ndarray) -> float:
 
 
 def _clear(rows: np.ndarray, slo: float, last_arrival_s: float) -> str:
-    """Pass when the prefix's p99 and the local p99 projected to the last arrival are both
-    under the objective at 95%, "fail" when both are over it, "" otherwise."""
+    """The trial's outcome on one objective: "pass" when the prefix's p99 and the local
+    p99 projected to the last arrival are both under it at 95%, "fail" when both are over
+    it, "" otherwise."""
     times, p99s = _batches(rows, _p99)
     whole = _p99(rows[:, 1])
     half = T_975[BATCHES - 1] * float(np.std(p99s, ddof=1)) / math.sqrt(BATCHES)

@@ -4,6 +4,7 @@ pair's cost is the longer of its parts, never less than either."""
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,3 +95,13 @@ def test_serve_with_the_plugin_runs_faster_steps_and_says_so():
     assert fused.ttft_s.mean < plain.ttft_s.mean
     assert any("gemm_allreduce_plugin" in n for n in fused.notes)
     assert not any("gemm_allreduce_plugin" in n for n in plain.notes)
+
+
+def test_only_tensorrt_llm_has_the_plugin():
+    """--gemm-allreduce with another engine is refused, naming the engine to give."""
+    from xpusim.errors import UserError
+    from xpusim.serving.options import Engine
+
+    assert Engine(engine="trtllm", gemm_allreduce=True).gemm_allreduce
+    with pytest.raises(UserError, match=r"with engine trtllm .*, got engine 'vllm'"):
+        Engine(engine="vllm", gemm_allreduce=True)

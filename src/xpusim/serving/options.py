@@ -211,6 +211,9 @@ class Engine:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
+        if self.gemm_allreduce and self.engine != "trtllm":  # no other engine has the plugin
+            raise UserError(f"gemm_allreduce must be used with engine trtllm (TensorRT-LLM's "
+                            f"gemm_allreduce_plugin), got engine {self.engine!r}")  # fmt: skip
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
         for name in ("decode_tp", "decode_ep", "decode_dp_attention"):

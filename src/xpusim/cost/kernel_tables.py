@@ -734,7 +734,9 @@ def fraction_grid(
     else:
         grid, fixed_s = table.grid_of(shape)
         fixed_s /= table.ops_per_row
-    return grid, fixed_s, DType(table.dtype), table.of_shape(shape).sequence_floor_s
+    # of_shape is a pass over the rows (0.18 ms for H100's 700 gemm rows): decode attention only
+    floor_s = 0.0 if table.sequences is None else table.of_shape(shape).sequence_floor_s
+    return grid, fixed_s, DType(table.dtype), floor_s
 
 
 def engine_grid(

@@ -30,7 +30,7 @@ Measured rows (aiconfigurator at COMMIT, one H200, CUDA graphs, BF16 activations
   runs gpt-oss's cache in BF16: the perf overview's llm_options "Hopper: use auto"), 64
   heads, 8 KV heads of 64; the full layers window_size 0, the sliding ones 128, linear in
   sequences and in keys, a corner past the collector's total filled as large_batch_step
-  does (_keys_ratio).
+  does (keys_ratio).
 - Context attention: context_attention_perf.parquet at 1.3.0rc20, BF16, the same heads,
   window_size 0 and 128, linear in prompts.
 Norms, RoPE, the sampler and the host's per-iteration time have no measured row: their
@@ -42,7 +42,7 @@ from __future__ import annotations
 import sys
 
 from aiconfigurator_data import Mirror, arguments
-from large_batch_step import Engine, Rows, _columns, _keys_ratio, gemm_rows, print_ops
+from large_batch_step import Engine, Rows, columns, gemm_rows, keys_ratio, print_ops
 
 MODEL, CHIP, CHIP_DIR = "gpt-oss-20b", "h200-sxm", "h200_sxm"
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 2880, 64, 8, 64, 201088
@@ -57,7 +57,7 @@ EXPERT_OPS = ("router_topk", "experts.gate_up", "experts.silu_mul", "experts.dow
 
 
 def _moe_rows(mirror: Mirror, distribution: str) -> Rows:
-    d = _columns(mirror, f"{CHIP_DIR}/moe/trtllm/{MOE_VERSION}/moe_perf.parquet")
+    d = columns(mirror, f"{CHIP_DIR}/moe/trtllm/{MOE_VERSION}/moe_perf.parquet")
     keep = ((d["moe_dtype"] == "w4a16_mxfp4") & (d["hidden_size"] == HIDDEN)
             & (d["num_experts"] == EXPERTS) & (d["topk"] == TOPK) & (d["moe_tp_size"] == 1)
             & (d["moe_ep_size"] == 1) & (d["distribution"] == distribution)
@@ -67,7 +67,7 @@ def _moe_rows(mirror: Mirror, distribution: str) -> Rows:
 
 
 def _attention_rows(mirror: Mirror, name: str, window: int, length: str) -> Rows:
-    d = _columns(mirror, f"{CHIP_DIR}/attention/trtllm/{ATTENTION_VERSION}/{name}")
+    d = columns(mirror, f"{CHIP_DIR}/attention/trtllm/{ATTENTION_VERSION}/{name}")
     keep = ((d["num_heads"] == HEADS) & (d["num_key_value_heads"] == KV_HEADS)
             & (d["head_dim"] == HEAD_DIM) & (d["window_size"] == window)
             & (d["kv_cache_dtype"] == "bfloat16") & (d["attn_dtype"] == "bfloat16"))  # fmt: skip
@@ -92,8 +92,8 @@ def measured_us(mirror: Mirror) -> dict[str, float]:
         "lm_head": gemm.at((DECODES, VOCAB, HIDDEN)),  # past the grid: scaled by N (Gemms)
         "experts (balanced)": _moe_rows(mirror, "balanced").at((tokens,)),
         "experts (power law 1.2)": _moe_rows(mirror, "power_law_1.2").at((tokens,)),
-        "decode attention, full": decode[0].at((DECODES, keys), _keys_ratio),
-        "decode attention, window": decode[WINDOW].at((DECODES, WINDOW - 1), _keys_ratio),
+        "decode attention, full": decode[0].at((DECODES, keys), keys_ratio),
+        "decode attention, window": decode[WINDOW].at((DECODES, WINDOW - 1), keys_ratio),
         "context attention, full": context[0].at((prompts, PROMPT)),
         "context attention, window": context[WINDOW].at((prompts, PROMPT)),
     }

@@ -32,7 +32,7 @@ Measured rows (aiconfigurator at COMMIT, the setup's engine and version, one GPU
   heads per GPU, head_dim 128, linear in sequences and in keys. The collector records no row
   past a total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is
   the row of as many sequences at fewer keys times the keys' ratio at the most sequences
-  measured at both (_keys_ratio).
+  measured at both (keys_ratio).
 - Context attention: context_attention_perf.parquet, attention in the setup's format over
   its cache, linear in prompts (from none, under one) and in prompt length.
 - TP all-reduce: xpusim's own table (cost/kernel_tables/collectives, TensorRT-LLM's
@@ -44,6 +44,7 @@ their xpusim figures stand in both sums.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 from typing import Any
@@ -167,16 +168,21 @@ def _weight(lo: float, hi: float, x: float) -> float:
     return 0.0 if hi == lo else (x - lo) / (hi - lo)
 
 
+Times = dict[tuple[float, ...], float]
+Fill = Callable[[tuple[float, ...], Any, Times], float | None]
+"""fill(corner, brackets, times): a missing corner's time, or None (keys_ratio)."""
+
+
 class Rows:
     """Measured times keyed by a shape tuple, interpolated multilinearly over its grid."""
 
-    def __init__(self, times: dict[tuple[float, ...], float]):
+    def __init__(self, times: Times):
         self.times = times
         keys = np.array(list(times))
         self.grids = [np.unique(keys[:, i]) for i in range(keys.shape[1])]
 
-    def at(self, x: tuple[float, ...], fill=None) -> float:
-        """The time at shape x; `fill(corner, times)` supplies a missing corner."""
+    def at(self, x: tuple[float, ...], fill: Fill | None = None) -> float:
+        """The time at shape x; `fill(corner, brackets, times)` supplies a missing corner."""
         brackets = [_around(g, v) for g, v in zip(self.grids, x, strict=True)]
         total = 0.0
         for corner in product(*(sorted({lo, hi}) for lo, hi in brackets)):
@@ -194,7 +200,8 @@ class Rows:
         return total
 
 
-def _columns(mirror: Mirror, path: str) -> dict[str, np.ndarray]:
+def columns(mirror: Mirror, path: str) -> dict[str, np.ndarray]:
+    """A parquet file of the mirror, as numpy columns (what the row filters compare)."""
     return {k: np.array(v) for k, v in mirror.read(path).columns.items()}
 
 
@@ -202,7 +209,7 @@ class Gemms(Rows):
     """GEMM rows (M, N, K) -> microseconds; an N past the widest measured, that row's time
     scaled by N (a GEMM's work is linear in N, and one that wide fills the chip)."""
 
-    def at(self, x: tuple[float, ...], fill=None) -> float:
+    def at(self, x: tuple[float, ...], fill: Fill | None = None) -> float:
         m, n, k = x
         widest = self.grids[1][-1]
         return super().at((m, min(n, widest), k), fill) * max(n / widest, 1.0)
@@ -211,11 +218,11 @@ class Gemms(Rows):
 def gemm_rows(mirror: Mirror, chip_dir: str, engine: Engine, gemm_dtype: str) -> Gemms:
     """`gemm_dtype`'s rows of the engine; TensorRT-LLM's FP8 less the dynamic-amax pass."""
     base = f"{chip_dir}/{{}}/{engine.name}/{engine.version}"
-    d = _columns(mirror, f"{base.format('gemm')}/gemm_perf.parquet")
+    d = columns(mirror, f"{base.format('gemm')}/gemm_perf.parquet")
     amax_ms = {}
     static = engine.name == "trtllm" and gemm_dtype == "fp8"  # MLPerf's static scales
     if static:
-        scale = _columns(mirror, f"{base.format('quantize')}/computescale_perf.parquet")
+        scale = columns(mirror, f"{base.format('quantize')}/computescale_perf.parquet")
         amax_ms = {(m, k): t for m, k, t in zip(scale["m"], scale["k"], scale["latency"],
                                                 strict=True)}  # fmt: skip
     keep = d["gemm_dtype"] == gemm_dtype
@@ -236,7 +243,7 @@ def _attention(d: dict[str, np.ndarray], s: Setup, length: str) -> Rows:
         d["batch_size"][keep], d[length][keep], d["latency"][keep], strict=True)})  # fmt: skip
 
 
-def _keys_ratio(corner, brackets, times):
+def keys_ratio(corner: tuple[float, ...], brackets: Any, times: Times) -> float | None:
     """A missing (sequences, keys) corner: the row of as many sequences at the next fewer keys
     (itself filled the same way where missing) times the keys' ratio at the most sequences
     measured at both (decode attention's time is the bytes of its keys; the collector records
@@ -250,7 +257,7 @@ def _keys_ratio(corner, brackets, times):
         return None
     kp = fewer[-1]
     both = [bb for bb, kk in times if kk == k and bb < b and (bb, kp) in times]
-    base = _keys_ratio((b, kp), None, times)
+    base = keys_ratio((b, kp), None, times)
     if not both or base is None:
         return None
     b0 = max(both)
@@ -264,7 +271,7 @@ def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
     base = f"{s.chip_dir}/attention/{e.name}/{e.version}"
     tokens = s.decodes + s.prompts * s.prompt
     qkv = (m.heads + 2 * m.kv_heads) * m.head_dim // s.tp
-    decode = _attention(_columns(mirror, f"{base}/generation_attention_perf.parquet"), s, "step")
+    decode = _attention(columns(mirror, f"{base}/generation_attention_perf.parquet"), s, "step")
     # FP8 checkpoints keep the LM head BF16 (so does xpusim: KEPT_WIDE)
     head = gemm_rows(mirror, s.chip_dir, e, "bfloat16")
     ops = {
@@ -273,10 +280,10 @@ def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
         "layers.0.gate_up": gemm.at((tokens, 2 * m.inter // s.tp, m.hidden)),
         "layers.0.down": gemm.at((tokens, m.hidden, m.inter // s.tp)),
         "lm_head": head.at((s.decodes, m.vocab // s.tp, m.hidden)),
-        "decode attention": decode.at((s.decodes, s.keys), _keys_ratio),
+        "decode attention": decode.at((s.decodes, s.keys), keys_ratio),
     }
     if s.prompts:
-        context = _attention(_columns(mirror, f"{base}/context_attention_perf.parquet"), s, "isl")
+        context = _attention(columns(mirror, f"{base}/context_attention_perf.parquet"), s, "isl")
         # under one prompt (a chunk of one), linear from none: the rows start at one
         ops["context attention"] = context.at((max(s.prompts, 1), s.prompt)) * min(s.prompts, 1)
     return ops

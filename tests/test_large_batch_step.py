@@ -20,7 +20,7 @@ import xpusim
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 try:
-    from large_batch_step import Gemms, Rows, _keys_ratio
+    from large_batch_step import Gemms, Rows, keys_ratio
 finally:
     sys.path.remove(str(BENCH))
 
@@ -48,7 +48,7 @@ def test_a_missing_corner_takes_the_keys_ratio_of_fewer_sequences():
     sequences and fewer keys, times the keys' ratio at fewer sequences."""
     times = {(256, 255): 53.3, (256, 511): 84.0, (512, 255): 95.8}
     filled = {**times, (512, 511): 95.8 * 84.0 / 53.3}
-    assert Rows(times).at((450, 370), _keys_ratio) == pytest.approx(Rows(filled).at((450, 370)))
+    assert Rows(times).at((450, 370), keys_ratio) == pytest.approx(Rows(filled).at((450, 370)))
     with pytest.raises(KeyError):
         Rows(times).at((450, 370))
 
@@ -82,8 +82,8 @@ def test_a_corner_past_two_missing_keys_chains_the_ratios():
     """No row at 1,024 sequences past 127 keys: 511 keys is the 127-key row times the 255/127
     and 511/255 ratios at 256 sequences, which is its 511/127 ratio."""
     times = {(256, 127): 39.5, (256, 255): 53.3, (256, 511): 84.0, (1024, 127): 130.3}
-    assert _keys_ratio((1024, 511), None, times) == pytest.approx(130.3 * 84.0 / 39.5)
-    assert _keys_ratio((1024, 1023), None, times) is None
+    assert keys_ratio((1024, 511), None, times) == pytest.approx(130.3 * 84.0 / 39.5)
+    assert keys_ratio((1024, 1023), None, times) is None
 
 
 def test_a_gemm_wider_than_the_grid_scales_with_its_width():

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xpusim.serving.schedulers import Sequence
-from xpusim.serving.steady import BATCHES, MIN_MEASURED, T_975
+from xpusim.serving.steady import BATCHES, MIN_MEASURED, T_975, p99
 
 CHECKS = 40  # checks over a trial at most (each a few numpy passes over the prefix)
 CHECK_EVERY = 250  # requests, at least, between checks (steady.CHECK_EVERY's spacing)
@@ -130,16 +130,12 @@ def _batches(rows: np.ndarray,
             np.array([stat(p[:, 1]) for p in parts]))  # fmt: skip
 
 
-def _p99(values: np.ndarray) -> float:
-    return float(np.percentile(values, 99))
-
-
 def _clear(rows: np.ndarray, slo: float, last_arrival_s: float) -> str:
     """The trial's outcome on one objective: "pass" when the prefix's p99 and the local
     p99 projected to the last arrival are both under it at 95%, "fail" when both are over
     it, "" otherwise."""
-    times, p99s = _batches(rows, _p99)
-    whole = _p99(rows[:, 1])
+    times, p99s = _batches(rows, p99)
+    whole = p99(rows[:, 1])
     half = T_975[BATCHES - 1] * float(np.std(p99s, ddof=1)) / math.sqrt(BATCHES)
     at_end, spread = _projected(times, p99s, last_arrival_s)
     if whole - half > slo and at_end - spread > slo:

@@ -97,13 +97,14 @@ def _settled(seqs: list[Sequence], rel_width: float) -> bool:
         if len(values) < 2 * BATCHES:
             return False
         batches = np.array_split(values, BATCHES)
-        for stat in (np.mean, _p99):
+        for stat in (np.mean, p99):
             if not _narrow(np.array([stat(b) for b in batches]), float(stat(values)), rel_width):
                 return False
     return True
 
 
-def _p99(values: np.ndarray) -> float:
+def p99(values: np.ndarray) -> float:
+    """The 99th percentile (numpy's linear interpolation), a batch's or a run's."""
     return float(np.percentile(values, 99))
 
 

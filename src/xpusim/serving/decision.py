@@ -40,41 +40,30 @@ from collections.abc import Callable
 import numpy as np
 
 from xpusim.serving.schedulers import Sequence
-from xpusim.serving.steady import BATCHES, MIN_MEASURED, T_975, p99
+from xpusim.serving.steady import BATCHES, MIN_MEASURED, T_975, ArrivalPrefix, p99
 
 CHECKS = 40  # checks over a trial at most (each a few numpy passes over the prefix)
 CHECK_EVERY = 250  # requests, at least, between checks (steady.CHECK_EVERY's spacing)
 
 
-class Decision:
-    """Follows one open-loop trial (ids from `warmup` on are measured; objectives in seconds,
-    None: none) and says when its outcome is settled; then `outcome` is "pass" or "fail",
-    `upto` the requests (in arrival order) whose results are all known, and `reason` why."""
+class Decision(ArrivalPrefix):
+    """Follows one open-loop trial (objectives in seconds, None: none) and says when its
+    outcome is settled; then `outcome` is "pass" or "fail", `upto` the requests (in arrival
+    order) whose results are all known, and `reason` why."""
 
     def __init__(self, sequences: list[Sequence], warmup: int, slo_ttft_s: float | None,
                  slo_tpot_s: float | None, backlog: float) -> None:  # fmt: skip
-        self.sequences = sequences
-        self.warmup = warmup
+        super().__init__(sequences, warmup)
         self.slo = (slo_ttft_s, slo_tpot_s)
         self.backlog = backlog
-        arrivals = np.array([s.arrival_s for s in sequences])
-        self._order = np.argsort(arrivals, kind="stable").tolist()
-        self.last_arrival_s = float(arrivals.max()) if len(arrivals) else 0.0
-        self._done = [False] * len(sequences)
+        self.last_arrival_s = max((s.arrival_s for s in sequences), default=0.0)
         self._first = 0  # arrival-order prefix with first tokens known
-        self._finished = 0  # arrival-order prefix finished
         self._ttft: list[tuple[float, float]] = []  # (arrival, TTFT) of measured requests
         self._tpot: list[tuple[float, float]] = []  # (arrival, TPOT), finished, gen > 1
         self._every = max(CHECK_EVERY, (len(sequences) - warmup) // CHECKS)
         self._checked = 0
         self.outcome = ""
         self.reason = ""
-        self.upto = 0
-
-    def finished(self, s: Sequence) -> None:
-        """Marks `s` finished (the simulator calls it as each request ends); `settled`
-        reads the finished prefix in arrival order, so a TPOT counts once all before it are."""
-        self._done[s.id] = True
 
     def settled(self) -> bool:
         """Whether the trial's outcome is settled (then `outcome`, `upto` and `reason`)."""
@@ -84,18 +73,17 @@ class Decision:
                 s = seqs[order[self._first]]
                 self._ttft.append((s.arrival_s, s.first_token_s - s.arrival_s))
             self._first += 1
-        while self._finished < n and self._done[order[self._finished]]:
-            s = seqs[order[self._finished]]
-            if self._finished >= self.warmup and s.gen > 1:
+        for i in self._advance():  # a TPOT counts once every request before it has finished
+            s = seqs[order[i]]
+            if i >= self.warmup and s.gen > 1:
                 self._tpot.append((s.arrival_s, (s.finish_s - s.first_token_s) / (s.gen - 1)))
-            self._finished += 1
-        known = min(len(self._ttft), self._finished - self.warmup)
-        if known < MIN_MEASURED or self._finished == n or known - self._checked < self._every:
+        known = min(len(self._ttft), self._prefix - self.warmup)
+        if known < MIN_MEASURED or self._prefix == n or known - self._checked < self._every:
             return False
         self._checked = known
         self.outcome = self._decide()
         if self.outcome:
-            self.upto = self._finished
+            self.upto = self._prefix
             self.reason = (f"{self.outcome}: p99s clear of the objectives at {known} of "
                            f"{n - self.warmup} measured requests")
         return bool(self.outcome)

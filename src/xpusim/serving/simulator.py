@@ -17,11 +17,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xpusim.serving.decision import Decision
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import Iteration, Replica
 from xpusim.serving.schedulers import Sequence
-from xpusim.serving.steady import Steady
+from xpusim.serving.steady import ArrivalPrefix
 from xpusim.serving.verdict import Verdict
 
 # event kinds, in the order they are handled at one instant
@@ -105,7 +104,7 @@ def simulate(
     transfer_s: Callable[[int], float],
     progress: Callable[[int], None] | None = None,
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
-    steady: Callable[[list[Sequence]], Steady | Decision] | None = None,
+    steady: Callable[[list[Sequence]], ArrivalPrefix] | None = None,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.

@@ -45,32 +45,52 @@ MIN_MEASURED = 2000  # requests: 100 a batch, one above each batch's p99
 CHECK_EVERY = 250  # finished requests between checks (a check is a few numpy passes)
 
 
-class Steady:
-    """Follows one open-loop run's finished requests (ids from `warmup` on are measured)
-    and says when the measured arrival-order prefix has settled; `upto` is then the
-    number of requests (in arrival order) the result keeps."""
+class ArrivalPrefix:
+    """The arrival-order prefix of an open loop's requests that have all finished (ids from
+    `warmup` on are measured): what both early stops judge (Steady below, and
+    serving/decision.py's Decision), so that a stopped run keeps the first arrivals, not the
+    quickest requests. The simulator calls `finished` as each request ends and then
+    `settled`, which a subclass defines; once it says so, `upto` is the number of requests
+    (in arrival order) the result keeps."""
 
-    def __init__(self, sequences: list[Sequence], warmup: int, rel_width: float = REL_WIDTH,
-                 min_measured: int = MIN_MEASURED) -> None:  # fmt: skip
+    def __init__(self, sequences: list[Sequence], warmup: int) -> None:
         self.sequences = sequences
         self.warmup = warmup
-        self.rel_width = rel_width
-        self.min_measured = max(min_measured, BATCHES * 2)
         arrivals = np.array([s.arrival_s for s in sequences])
         self._order = np.argsort(arrivals, kind="stable").tolist()
         self._done = [False] * len(sequences)
         self._prefix = 0  # requests, in arrival order, all finished
-        self._checked = 0  # the prefix at the last check
         self.upto = 0  # set once settled: requests kept
 
     def finished(self, s: Sequence) -> None:
         self._done[s.id] = True
 
     def settled(self) -> bool:
-        """Whether the run may stop now (then `upto` is set)."""
-        order, done = self._order, self._done
+        raise NotImplementedError
+
+    def _advance(self) -> range:
+        """The arrival-order positions that joined the finished prefix since the last call."""
+        start, order, done = self._prefix, self._order, self._done
         while self._prefix < len(order) and done[order[self._prefix]]:
             self._prefix += 1
+        return range(start, self._prefix)
+
+
+class Steady(ArrivalPrefix):
+    """Says when an open loop's measured arrival-order prefix has settled (the module
+    docstring's rule)."""
+
+    def __init__(self, sequences: list[Sequence], warmup: int, rel_width: float = REL_WIDTH,
+                 min_measured: int = MIN_MEASURED) -> None:  # fmt: skip
+        super().__init__(sequences, warmup)
+        self.rel_width = rel_width
+        self.min_measured = max(min_measured, BATCHES * 2)
+        self._checked = 0  # the prefix at the last check
+
+    def settled(self) -> bool:
+        """Whether the run may stop now (then `upto` is set)."""
+        self._advance()
+        order = self._order
         n = self._prefix - self.warmup
         if n < self.min_measured or self._prefix - self._checked < CHECK_EVERY \
                 or self._prefix == len(order):  # fmt: skip

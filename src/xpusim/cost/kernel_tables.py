@@ -212,12 +212,21 @@ class KernelTable:
             self._grids[shape] = (grid, fixed_s)
         return self._grids[shape]
 
+    def _near(self, shape: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        """Its row shape that stands for an op's `shape` (a gemm table's nearest within
+        SNAP_LOG2), or None where it has none."""
+        return _nearest_shape(shape, set(self.row_shapes), SNAP_LOG2.get(self.kind, 0.0))
+
+    def has_shape(self, shape: tuple[float, ...] | None) -> bool:
+        """Whether it has rows of an op's `shape` (of_shape would narrow to them)."""
+        return self._near(shape) is not None
+
     def of_shape(self, shape: tuple[float, ...] | None) -> KernelTable:
         """The table of its rows of an op's `shape` (row_shapes) alone, where it has any (a
         gemm table's nearest shape within SNAP_LOG2, as its rows stand for the zoo's shapes
         snapped to the measured grid): the same model fitted to the kernel the op runs, not
         to every shape's pooled; itself where it has none."""
-        near = _nearest_shape(shape, set(self.row_shapes), SNAP_LOG2.get(self.kind, 0.0))
+        near = self._near(shape)
         if near is None:
             return self
         mine = np.array([s == near for s in self.row_shapes], dtype=bool)
@@ -723,7 +732,7 @@ def fraction_grid(
     table, only ops of its own shapes, at the M it measured."""
     found = ((t, shape) for kind, scope in keys for shape in [dict(shapes).get(kind)]
              for t in [kernel_table(chip_id, dtype, scope, kind)]
-             if t is not None and not (t.window and t.of_shape(shape) is t))  # fmt: skip
+             if t is not None and (t.has_shape(shape) or not t.window))  # fmt: skip
     table, shape = next(found, (None, None))
     if table is None:
         return None

@@ -84,11 +84,14 @@ CAPACITY_GAP = (
 )
 SUFFIX = {"ttft_s": "ttft", "tpot_s": "tpot", "output_tokens_per_s": "otps"}
 TOKEN_CAP = 131072  # serve's most new tokens one iteration can simulate
+RANGE_RATIO = 0.8  # benchmark_serving's --random-range-ratio in every InferenceX recipe
+SPREAD = round((1 - RANGE_RATIO) / (1 + RANGE_RATIO), 3)
+"""serve's --spread for lengths uniform in [R L, L]: [m(1-s), m(1+s)] about their mean m."""
 
 
 def mean_len(n: int) -> tuple[int, int]:
     """The least and the mean of benchmark_serving's lengths for --random-*-len n."""
-    lo = int(n * 0.8)
+    lo = int(n * RANGE_RATIO)
     return lo, int((lo + n) / 2 + 0.5)
 
 
@@ -287,7 +290,7 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             "load": {"kind": "concurrency", "value": conc, "requests": 10 * conc, "warmup": 0},
             "prompt": prompt,
             "gen": gen,
-            "spread": 0.111,
+            "spread": SPREAD,
             "stat": "mean",
         }
         if ep > 1:
@@ -335,8 +338,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             f"engine profile {ENGINE[fw]} ({version}) with its own scheduling policy",
             f"closed loop of {conc} clients, {10 * conc} requests all measured (the warm-up ran "
             "apart)",
-            f"lengths mean {prompt} in / {gen} out, spread 0.111 (uniform [0.8 L, L] as [m(1-s), "
-            "m(1+s)])",
+            f"lengths mean {prompt} in / {gen} out, spread {SPREAD} (uniform "
+            f"[{RANGE_RATIO} L, L] as [m(1-s), m(1+s)])",
             f"KV cache {kv}" + (" (no --kv-cache-dtype: auto)" if kv == "bf16" else ""),
         ]
         if budget is not None:

@@ -64,3 +64,13 @@ def test_waiting_past_the_objective_counts_as_late():
     assert _need(100) == 3
     assert verdict.missed(1.5) == ""  # requests 100-100 (arrived 1.0) waited 0.5: not over
     assert "3 of 100" in verdict.missed(1.5 + 0.021)  # 100, 101 and 102 waited past 0.5 s
+
+
+def test_trials_mode_without_a_max_rate_search_is_refused(capsys):
+    """--trials only decides max-rate's trials: asked of any other run it would be ignored
+    silently, so serve refuses it with one line naming what it needs."""
+    from cli_run import refused
+
+    line = refused(capsys, "serve", "llama-3-8b", "--chip", "h100-sxm", "--rate", "2",
+                   "--requests", "20", "--trials", "decided")
+    assert "--find max-rate" in line

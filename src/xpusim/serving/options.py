@@ -329,6 +329,9 @@ class Search:
             raise UserError(f"unknown --find {self.find!r}; choose {', '.join(FINDS)}")
         if self.trials not in TRIALS:
             raise UserError(f"unknown --trials {self.trials!r}; choose {', '.join(TRIALS)}")
+        if self.trials != "full" and self.find != "max-rate":
+            raise UserError(f"--trials {self.trials} decides max-rate's trials: it needs "
+                            "--find max-rate")
         if self.until not in UNTIL:
             raise UserError(f"unknown --until {self.until!r}; choose {', '.join(UNTIL)}")
         if self.warmup is not None and self.warmup < 0:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import sys
 
 from aiconfigurator_data import Mirror, arguments
-from large_batch_step import Engine, Rows, columns, gemm_rows, keys_ratio, print_ops
+from large_batch_step import Engine, Rows, attention_rows, columns, gemm_rows, keys_ratio, print_ops
 
 MODEL, CHIP, CHIP_DIR = "gpt-oss-20b", "h200-sxm", "h200_sxm"
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 2880, 64, 8, 64, 201088
@@ -68,11 +68,8 @@ def _moe_rows(mirror: Mirror, distribution: str) -> Rows:
 
 def _attention_rows(mirror: Mirror, name: str, window: int, length: str) -> Rows:
     d = columns(mirror, f"{CHIP_DIR}/attention/trtllm/{ATTENTION_VERSION}/{name}")
-    keep = ((d["num_heads"] == HEADS) & (d["num_key_value_heads"] == KV_HEADS)
-            & (d["head_dim"] == HEAD_DIM) & (d["window_size"] == window)
-            & (d["kv_cache_dtype"] == "bfloat16") & (d["attn_dtype"] == "bfloat16"))  # fmt: skip
-    return Rows({(b, n): t * 1e3 for b, n, t in zip(
-        d["batch_size"][keep], d[length][keep], d["latency"][keep], strict=True)})  # fmt: skip
+    return attention_rows(d, length, heads=HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM,
+                          kv_dtype="bfloat16", window=window, attn_dtype="bfloat16")
 
 
 def measured_us(mirror: Mirror) -> dict[str, float]:

@@ -231,16 +231,26 @@ def gemm_rows(mirror: Mirror, chip_dir: str, engine: Engine, gemm_dtype: str) ->
         if not static or (m, k) in amax_ms})  # fmt: skip
 
 
-def _attention(d: dict[str, np.ndarray], s: Setup, length: str) -> Rows:
-    m = s.model
-    keep = ((d["num_heads"] == m.heads // s.tp) & (d["num_key_value_heads"] == m.kv_heads // s.tp)
-            & (d["head_dim"] == m.head_dim) & (d["kv_cache_dtype"] == s.engine.kv))  # fmt: skip
+def attention_rows(d: dict[str, np.ndarray], length: str, *, heads: int, kv_heads: int,
+                   head_dim: int, kv_dtype: str, window: int = 0,
+                   attn_dtype: str | None = None) -> Rows:
+    """One attention layout's rows of an aiconfigurator attention table (per-rank heads, a
+    window of 0 for full attention), keyed (sequences, `length`) in microseconds."""
+    keep = ((d["num_heads"] == heads) & (d["num_key_value_heads"] == kv_heads)
+            & (d["head_dim"] == head_dim) & (d["kv_cache_dtype"] == kv_dtype))  # fmt: skip
     if "window_size" in d:
-        keep &= d["window_size"] == 0
-    if "attn_dtype" in d and length == "isl":
-        keep &= d["attn_dtype"] == s.engine.attention
+        keep &= d["window_size"] == window
+    if attn_dtype is not None and "attn_dtype" in d:
+        keep &= d["attn_dtype"] == attn_dtype
     return Rows({(b, n): t * 1e3 for b, n, t in zip(
         d["batch_size"][keep], d[length][keep], d["latency"][keep], strict=True)})  # fmt: skip
+
+
+def _attention(d: dict[str, np.ndarray], s: Setup, length: str) -> Rows:
+    m = s.model
+    return attention_rows(d, length, heads=m.heads // s.tp, kv_heads=m.kv_heads // s.tp,
+                          head_dim=m.head_dim, kv_dtype=s.engine.kv,
+                          attn_dtype=s.engine.attention if length == "isl" else None)
 
 
 def keys_ratio(corner: tuple[float, ...], brackets: Any, times: Times) -> float | None:

@@ -108,6 +108,18 @@ def graph_sizes(fw: str, top: int) -> list[int]:
     return sizes if top in sizes else [*sizes, top]
 
 
+def recv_interval(r: dict[str, Any]) -> int | None:
+    """The B200 and B300 SGLang recipes' --scheduler-recv-interval (every version from SINCE:
+    dsr1_fp8_b200.sh, dsr1_fp4_b200.sh, dsr1_fp8_b300.sh, dsr1_fp4_b300.sh): 10 below 16
+    clients and 30 from 16 on, 10 at any concurrency for FP8 at TP 4; no other recipe sets
+    it (SGLang's default, 1)."""
+    if r["framework"] != "sglang" or r["hardware"] not in ("b200", "b300"):
+        return None
+    if r["precision"] == "fp8" and r["decode_tp"] == 4:
+        return 10
+    return 30 if r["conc"] >= 16 else 10
+
+
 def script(repo: str, r: dict[str, Any]) -> str:
     """The recipe as of the run's date: the last commit that touched it by then, at the path it
     had (benchmarks/single_node/ until 2026-06-02, fixed_seq_len/ after)."""
@@ -178,7 +190,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 f"{0.82 if tp == 8 else 0.95} --kv-cache-dtype fp8_e4m3 --chunked-prefill-size "
                 f"{budget} "
                 f"--max-prefill-tokens {budget} --enable-flashinfer-allreduce-fusion "
-                "--disable-radix-cache "
+                f"--scheduler-recv-interval {recv_interval(r)} --disable-radix-cache "
                 "--attention-backend trtllm_mla --stream-interval 30 --moe-runner-backend "
                 "flashinfer_trtllm "
                 "--quantization fp8"
@@ -192,6 +204,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 "--max-running-requests 256 --mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
                 "--chunked-prefill-size 16384 --quantization modelopt_fp4 "
                 "--enable-flashinfer-allreduce-fusion "
+                f"--scheduler-recv-interval {recv_interval(r)} "
                 "--enable-symm-mem --disable-radix-cache --attention-backend trtllm_mla "
                 "--moe-runner-backend flashinfer_trtllm --stream-interval 10"
             )
@@ -310,6 +323,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["moe_backend"] = moe
         if adp:
             setup["adp_balance"] = adp
+        if recv := recv_interval(r):
+            setup["recv_interval"] = recv
         src_row = (
             f"{APP}, row hardware={hw} framework={fw} precision={prec} spec_method=none "
             f"decode_tp={tp} decode_ep={ep} dp_attention={str(dpa).lower()} isl={isl} osl={osl} "
@@ -373,6 +388,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append(
                 f"CUDA graphs up to {graph} sequences with padding (graph_sizes, graph_pad decode)"
             )
+        if recv:
+            parts.append(f"recv_interval {recv} (--scheduler-recv-interval)")
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if prec == "fp4":

@@ -53,7 +53,9 @@ TTFT_GAP = (
     "tokenization) and prefill kernels at these shapes, neither measured for these versions "
     "(SGLang streams the first token at once: not --stream-interval); under load TTFT also "
     "holds the wait behind "
-    "other prompts, set by how the engine interleaves prefills with decodes (issue #48)"
+    "other prompts, set by how the engine interleaves prefills with decodes, and on the B200 "
+    "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
+    "modelled, recv_interval) (issue #48)"
 )
 SGLANG_MOE = (
     "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "

@@ -401,8 +401,11 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         gaps = []
         if fw == "sglang" and hw.startswith("mi"):
             gaps.append(
-                "--num-continuous-decode-steps (SGLang runs that many decode iterations before "
-                "the scheduler admits new prompts) is not modelled for SGLang"
+                "--num-continuous-decode-steps is not modelled: SGLang 0.3's scheduler ran that "
+                "many decode iterations before admitting new prompts, but that loop is gone "
+                "from the 0.4-0.5 overlap scheduler, whose worker reads the flag only to size "
+                "the batch references it keeps (tp_worker_overlap_thread.py "
+                "keep_batch_reference_num); no admission gate is left to model"
             )
         if budget is not None and budget > TOKEN_CAP:
             gaps.append(

@@ -110,7 +110,6 @@ def _receiving(interval: int, decoding: int) -> Replica:
 def test_receive_gate_reads_new_requests_every_interval_decode_steps():
     """SGLang's SchedulerRecvSkipper: each decode loop adds 1, receiving at the interval."""
     r = _receiving(interval=4, decoding=8)
-    r._recv_count = 0
     r.arrive(SimpleNamespace())  # type: ignore[arg-type]
     seen = []
     for _ in range(4):

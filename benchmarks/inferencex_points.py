@@ -53,7 +53,9 @@ TTFT_GAP = (
     "tokenization) and prefill kernels at these shapes, neither measured for these versions "
     "(SGLang streams the first token at once: not --stream-interval); under load TTFT also "
     "holds the wait behind "
-    "other prompts, set by how the engine interleaves prefills with decodes (issue #48)"
+    "other prompts, set by how the engine interleaves prefills with decodes, and on the B200 "
+    "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
+    "modelled, recv_interval) (issue #48)"
 )
 SGLANG_MOE = (
     "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "
@@ -106,6 +108,18 @@ def graph_sizes(fw: str, top: int) -> list[int]:
         return [n for n in sizes if n <= top]
     sizes = [n for n in [1, 2, 4] + [8 * i for i in range(1, 17)] if n <= top]
     return sizes if top in sizes else [*sizes, top]
+
+
+def recv_interval(r: dict[str, Any]) -> int | None:
+    """The B200 and B300 SGLang recipes' --scheduler-recv-interval (every version from SINCE:
+    dsr1_fp8_b200.sh, dsr1_fp4_b200.sh, dsr1_fp8_b300.sh, dsr1_fp4_b300.sh): 10 below 16
+    clients and 30 from 16 on, 10 at any concurrency for FP8 at TP 4; no other recipe sets
+    it (SGLang's default, 1)."""
+    if r["framework"] != "sglang" or r["hardware"] not in ("b200", "b300"):
+        return None
+    if r["precision"] == "fp8" and r["decode_tp"] == 4:
+        return 10
+    return 30 if r["conc"] >= 16 else 10
 
 
 def script(repo: str, r: dict[str, Any]) -> str:
@@ -178,7 +192,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 f"{0.82 if tp == 8 else 0.95} --kv-cache-dtype fp8_e4m3 --chunked-prefill-size "
                 f"{budget} "
                 f"--max-prefill-tokens {budget} --enable-flashinfer-allreduce-fusion "
-                "--disable-radix-cache "
+                f"--scheduler-recv-interval {recv_interval(r)} --disable-radix-cache "
                 "--attention-backend trtllm_mla --stream-interval 30 --moe-runner-backend "
                 "flashinfer_trtllm "
                 "--quantization fp8"
@@ -192,6 +206,7 @@ def settings(r: dict[str, Any]) -> tuple:
                 "--max-running-requests 256 --mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
                 "--chunked-prefill-size 16384 --quantization modelopt_fp4 "
                 "--enable-flashinfer-allreduce-fusion "
+                f"--scheduler-recv-interval {recv_interval(r)} "
                 "--enable-symm-mem --disable-radix-cache --attention-backend trtllm_mla "
                 "--moe-runner-backend flashinfer_trtllm --stream-interval 10"
             )
@@ -310,6 +325,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["moe_backend"] = moe
         if adp:
             setup["adp_balance"] = adp
+        if recv := recv_interval(r):
+            setup["recv_interval"] = recv
         src_row = (
             f"{APP}, row hardware={hw} framework={fw} precision={prec} spec_method=none "
             f"decode_tp={tp} decode_ep={ep} dp_attention={str(dpa).lower()} isl={isl} osl={osl} "
@@ -373,6 +390,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append(
                 f"CUDA graphs up to {graph} sequences with padding (graph_sizes, graph_pad decode)"
             )
+        if recv:
+            parts.append(f"recv_interval {recv} (--scheduler-recv-interval)")
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if prec == "fp4":
@@ -382,8 +401,11 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         gaps = []
         if fw == "sglang" and hw.startswith("mi"):
             gaps.append(
-                "--num-continuous-decode-steps (SGLang runs that many decode iterations before "
-                "the scheduler admits new prompts) is not modelled for SGLang"
+                "--num-continuous-decode-steps is not modelled: SGLang 0.3's scheduler ran that "
+                "many decode iterations before admitting new prompts, but that loop is gone "
+                "from the 0.4-0.5 overlap scheduler, whose worker reads the flag only to size "
+                "the batch references it keeps (tp_worker_overlap_thread.py "
+                "keep_batch_reference_num); no admission gate is left to model"
             )
         if budget is not None and budget > TOKEN_CAP:
             gaps.append(

@@ -46,6 +46,8 @@ LOADS = [
                         engine="trtllm")),  # inflight: whole-length blocks, no padding
     ("llama-3-8b", dict(concurrency=6, prompt=200, gen=300, spread=0.3, requests=24,
                         engine="sglang")),  # prefill-first, overlapped host, blocks of 1
+    ("llama-3-8b", dict(concurrency=12, prompt=200, gen=300, spread=0.3, requests=48,
+                        engine="sglang", recv_interval=10)),  # cruise counts the receive gate
     ("llama-3-8b", dict(concurrency=8, prompt=256, gen=128, spread=0.4, requests=32,
                         engine="vllm-v0")),  # continuous: whole prompts, decodes paused
     ("llama-3-8b", dict(concurrency=8, prompt=256, gen=100, spread=0.4, requests=24,

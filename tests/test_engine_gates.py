@@ -1,5 +1,6 @@
 """The engine gates that hold new prompts back: vLLM V0's multi-step scheduling
-(--decode-steps) and TensorRT-LLM's attention-DP balancer (--adp-balance)."""
+(--decode-steps), TensorRT-LLM's attention-DP balancer (--adp-balance) and SGLang's receive
+gate (--recv-interval)."""
 
 from __future__ import annotations
 
@@ -99,12 +100,67 @@ def test_balancer_lengthens_ttft_and_not_decode():
     assert on.tpot_s.mean == pytest.approx(off.tpot_s.mean, rel=0.1)
 
 
+def _receiving(interval: int, decoding: int) -> Replica:
+    r = Replica(0, 0, "both", None, None, None, None, 512, 4096, 4096, [0.0],  # type: ignore[arg-type]
+                recv_interval=interval)  # fmt: skip
+    r.cohort = {i: SimpleNamespace() for i in range(decoding)}  # type: ignore[misc]
+    return r
+
+
+def test_receive_gate_reads_new_requests_every_interval_decode_steps():
+    """SGLang's SchedulerRecvSkipper: each decode loop adds 1, receiving at the interval."""
+    r = _receiving(interval=4, decoding=8)
+    r.arrive(SimpleNamespace())  # type: ignore[arg-type]
+    seen = []
+    for _ in range(4):
+        r._receive()
+        seen.append(len(r.waiting))
+    assert seen == [0, 0, 0, 1] and not r.inbox
+
+
+def test_receive_gate_reads_after_a_prefill_and_when_idle():
+    """A prefill weighs 1000: the next loop receives; an idle engine receives at once."""
+    r = _receiving(interval=30, decoding=8)
+    r._recv_weight = 1000
+    r.arrive(SimpleNamespace())  # type: ignore[arg-type]
+    r._receive()
+    assert len(r.waiting) == 1
+    idle = _receiving(interval=30, decoding=0)
+    idle.arrive(SimpleNamespace())  # type: ignore[arg-type]
+    idle._receive()
+    assert len(idle.waiting) == 1
+
+
+@pytest.mark.parametrize("interval", [1, 12])
+def test_receive_gate_spaces_prefills_by_its_interval(tmp_path, interval):
+    """Between two prefill iterations lie 0 decode iterations (received right after a
+    prefill) or a multiple of the interval; without the gate, any count."""
+    rows = _timeline(tmp_path, "--engine", "sglang", "--concurrency", "24", "--prompt", "128",
+                     "--gen", "200", "--spread", "0.5", "--requests", "120", "--warmup", "0",
+                     "--recv-interval", str(interval))  # fmt: skip
+    prefills = [i for i, r in enumerate(rows) if int(r["prefills"]) > 0]
+    gaps = [b - a - 1 for a, b in pairwise(prefills)]
+    assert len(gaps) > 20
+    misaligned = [g for g in gaps if g % 12]
+    assert (not misaligned) if interval == 12 else misaligned
+
+
+def test_receive_gate_lengthens_ttft_by_its_wait_and_not_decode():
+    load = dict(engine="sglang", concurrency=32, prompt=256, gen=256, spread=0.5,
+                requests=160, warmup=32)  # fmt: skip
+    off = xpusim.serve("llama-3-8b", "h100-sxm", **load)
+    on = xpusim.serve("llama-3-8b", "h100-sxm", **load, recv_interval=30)
+    assert on.queue_s.mean - off.queue_s.mean > 5 * on.tpot_s.mean
+    assert on.tpot_s.mean == pytest.approx(off.tpot_s.mean, rel=0.15)
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--adp-balance", "3"], "adp-balance must be WAIT,TIMEOUT"),
     (["--adp-balance", "3,0"], "adp-balance must be WAIT,TIMEOUT"),
     (["--adp-balance", "3,9"], "give --dp-attention"),
     (["--decode-steps", "4"], "with --scheduler continuous"),
     (["--decode-steps", "0"], "decode-steps must be a positive integer"),
+    (["--recv-interval", "0"], "recv-interval must be a positive integer"),
 ])  # fmt: skip
 def test_gates_refuse_bad_input_in_one_line(capsys, args, says):
     with pytest.raises(SystemExit) as e:

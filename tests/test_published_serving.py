@@ -300,3 +300,28 @@ def test_inferencex_sglang_runs_state_the_moe_backend_their_launch_runs():
     assert {p.chip for p in named} == {"b200", "b300"}
     for p in sglang:
         assert p.get("moe_backend") == ("TRTLLM" if p in named else None), p.id
+
+
+def test_inferencex_sglang_runs_state_the_receive_interval_their_launch_sets():
+    """The B200 and B300 SGLang recipes set --scheduler-recv-interval (10 below 16 clients, 30
+    from 16, 10 for FP8 at TP 4): each of those points states it as recv_interval, as its
+    launch line reads, and it reaches serve; no other run states one."""
+    for p in INFERENCEX:
+        n = p.get("recv_interval")
+        if p.get("engine") == "sglang" and p.chip in ("b200", "b300"):
+            assert f"--scheduler-recv-interval {n} " in p.notes, p.id
+            want = 10 if (p.get("precision") == "fp8" and p.get("tp") == 4) else \
+                (30 if p.get("load")["value"] >= 16 else 10)
+            assert n == want, p.id
+        else:
+            assert n is None, p.id
+
+
+def test_a_points_receive_interval_reaches_serve(monkeypatch):
+    seen = _options_served(monkeypatch)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 922, "gen": 922,
+             "recv_interval": 30, "load": {"kind": "concurrency", "value": 64}}  # fmt: skip
+    point = Point("p", "llm-serving", "b200", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert seen[0]["recv_interval"] == 30
+    check_keys({"workload": "llm-serving", "id": "p", **setup})

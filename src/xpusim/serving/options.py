@@ -151,6 +151,9 @@ class Engine:
     decode_steps: int = option(1, "Decode iterations per schedule (vLLM V0's "
                                "--num-scheduler-steps): new prompts start only between runs "
                                "of this many; with --scheduler continuous.", type=int)
+    recv_interval: int = option(1, "SGLang's --scheduler-recv-interval: new requests reach "
+                                "the scheduler after a prefill and then once every this "
+                                "many decode iterations (1: every iteration).", type=int)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "
@@ -194,7 +197,8 @@ class Engine:
                        chunk=self.chunk, kv_block=self.kv_block, kv_blocks=self.kv_blocks,
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp,
-                       decode_ep=self.decode_ep, decode_steps=self.decode_steps)  # fmt: skip
+                       decode_ep=self.decode_ep, decode_steps=self.decode_steps,
+                       recv_interval=self.recv_interval)  # fmt: skip
         self.adp_iterations  # noqa: B018  (refuses a malformed --adp-balance)
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "

@@ -35,6 +35,10 @@ RUN_STEPS = 64
 """Replica.cruise prices a stretch's first ALONE_STEPS steps one StepCost call each (a
 numpy call costs more than that where the stretch ends soon, as most do in a full cache or
 under an open loop's arrivals), then RUN_STEPS at once (those past its end are dropped)."""
+RECV_OTHER_WEIGHT = 1000
+"""SGLang's receive gate's weight for a batch other than a decode's (scheduler_recv_skipper.py
+_DEFAULT_WEIGHT, env SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT): over the intervals
+launches set (10-30), so the loop after a prefill receives."""
 
 
 @dataclass
@@ -116,8 +120,10 @@ class Replica:
     adp_balance: tuple[int, int] | None = None  # TensorRT-LLM's attention-DP balancer:
     # (batching_wait_iters, timeout_iters), over adp_ranks attention-DP ranks
     adp_ranks: int = 1
+    recv_interval: int = 1  # SGLang's --scheduler-recv-interval (1: every iteration receives)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
+    inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
     prefilling: list[Sequence] = field(default_factory=list)
     cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order
     busy: bool = False
@@ -134,6 +140,8 @@ class Replica:
     _run_left: int = 0  # decode iterations left of a multi-step run
     _adp_waited: int = 0  # iterations the balancer has held prompts for all ranks
     _adp_batched: int = 0  # iterations it has held them, all ranks having some, to batch
+    _recv_count: int = 0  # the receive gate's count since it last received
+    _recv_weight: int = 1  # what the last iteration adds to it
 
     @property
     def per_decode(self) -> int:
@@ -157,7 +165,28 @@ class Replica:
 
     @property
     def load(self) -> int:
-        return len(self.waiting) + self.running
+        return len(self.inbox) + len(self.waiting) + self.running
+
+    def arrive(self, s: Sequence) -> None:
+        """A request reaches the engine: into its queue, or where a receive gate is set,
+        into the inbox the scheduler takes it from at its next receive (_receive)."""
+        (self.inbox if self.recv_interval > 1 else self.waiting).append(s)
+
+    def _receive(self) -> None:
+        """SGLang's SchedulerRecvSkipper (python/sglang/srt/managers/scheduler_recv_skipper.py,
+        0.5): at the top of each scheduler loop the last batch's weight is added to a count,
+        1 for a decode batch (SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE) and 1000 for any
+        other (_DEFAULT_WEIGHT: a prefill); requests are read off the tokenizer's socket only
+        when the count reaches --scheduler-recv-interval, which resets it. So after a prefill
+        the next loop receives, and between prefills one loop in `recv_interval` does. An
+        idle loop (no batch) weighs 1 too, but it spins in microseconds: an engine with
+        nothing to run receives at once."""
+        self._recv_count += self._recv_weight
+        idle = not (self.cohort or self.prefilling or self.waiting)
+        if self._recv_count >= self.recv_interval or idle:
+            self._recv_count = 0
+            self.waiting.extend(self.inbox)
+            self.inbox.clear()
 
     @property
     def running(self) -> int:
@@ -278,11 +307,14 @@ class Replica:
         """Runs the scheduler's next batch from now, if there is one."""
         if self.busy or self.stage_free_s[0] > now_s:
             return None
+        if self.recv_interval > 1:
+            self._receive()
         self.admitting = self._admits()
         queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)
         if not batch:
             return None
+        self._recv_weight = RECV_OTHER_WEIGHT if batch.chunks else 1
         if self.decode_steps > 1:  # a decode-only schedule runs decode_steps iterations
             self._run_left = self._run_left - 1 if self._run_left else \
                 (self.decode_steps - 1 if not batch.chunks else 0)
@@ -316,7 +348,8 @@ class Replica:
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
-                    and self.decode_steps == 1 and self.adp_balance is None)
+                    and self.decode_steps == 1 and self.adp_balance is None
+                    and not self.inbox)
         return it
 
     def _begin(self, batch: Batch, now_s: float, step: StepTime, n: int, sequences: int,
@@ -403,6 +436,8 @@ class Replica:
                 break
             now_s = it.end_s
             self.finish(it)
+            if self.recv_interval > 1:  # the loop's receive gate counts this decode step
+                self._receive()
             self.decodes()  # every due member takes its block
             ran += 1
             if ran <= ALONE_STEPS:  # most stretches are short: these steps one call each

@@ -375,7 +375,8 @@ def run(
         reps += [Replica(len(reps), i, role, own.cost, kv, policy, profile, e.max_batch,
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
-                         adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp)
+                         adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
+                         recv_interval=e.recv_interval)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

@@ -142,19 +142,19 @@ def simulate(
     energy = busy = 0.0
     finished = 0
     holding: dict[int, Replica] = {}  # sequence id -> prefill replica holding its cache
-    queues = [r.waiting for r in replicas]
+    queues = [q for r in replicas for q in (r.inbox, r.waiting)]
 
     batch = None if requests.batch is None else requests.batch.tolist()
 
     def route(s: Sequence, pool: list[Replica]) -> None:
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
-            pool[batch[s.id] % len(pool)].waiting.append(s)
+            pool[batch[s.id] % len(pool)].arrive(s)
             return
         best, least = pool[0], pool[0].load  # the least loaded, the lowest index of those
         for r in pool:  # (pool is in index order)
             if r.load < least:
                 best, least = r, r.load
-        best.waiting.append(s)
+        best.arrive(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued

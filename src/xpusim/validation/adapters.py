@@ -160,7 +160,7 @@ def _llm_serving(point: Point) -> Prediction:
     for setting in ("spread", "kv_utilization"):  # the client's length spread, the launch's
         if point.get(setting) is not None:  # memory fraction
             options[setting] = float(point.get(setting))
-    for setting in ("token_budget", "max_batch", "decode_steps"):  # the engine's, as stated
+    for setting in ("token_budget", "max_batch", "decode_steps", "recv_interval"):  # as stated
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))
     if point.get("graph_sizes") is not None:  # the CUDA graphs the source's config captured

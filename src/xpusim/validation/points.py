@@ -43,7 +43,7 @@ SERVING_KEYS = _CORE | {
     "kv_utilization",
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
-    "decode_steps", "adp_balance", "gemm_allreduce",
+    "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -53,7 +53,8 @@ data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --sp
 with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's moe_backend:
 which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
 config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
-`decode_steps` (vLLM V0's num_scheduler_steps), `adp_balance` ([batching_wait_iters,
+`decode_steps` (vLLM V0's num_scheduler_steps), `recv_interval` (SGLang's
+--scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
 timeout_iters] of TensorRT-LLM's attention-DP balancer) and `gemm_allreduce` (true where the
 config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`

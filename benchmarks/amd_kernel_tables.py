@@ -36,8 +36,10 @@ check() here applies the same test before writing, and names what it drops.
 Not kept: the MI355X fused-MoE rows of tuned_fmoe.csv (cu_num 256, at a5be7be6c0, the last
 commit holding them): at 1-8 tokens each shape repeats one time (108.5 us for DeepSeek-V3's
 7168 x 256 experts at TP 8, FP8), 10-20x the time to stream the 8 experts those tokens
-touch, and later commits drop the rows; until a gfx950 set is published whose times move
-with the tokens, the MI355X has no AMD MoE table.
+touch, and later commits drop the rows; until a gfx950 FP8 set is published whose times
+move with the tokens, the MI355X's FP8 experts have no AMD MoE table. Its MXFP4 experts
+have one (dsv3_fp4_tuned_fmoe.csv, 2026-08), whose times do move with the tokens (18.9 us
+at 1 token to 137 us at 64 for DeepSeek's experts at TP 8).
 """
 
 from __future__ import annotations
@@ -102,6 +104,13 @@ TABLES = [
        f"{CONFIGS}/model_configs/a8w8_blockscale_tuned_fmoe_ds_v3.csv", {}),
       ("c16d44b93a528b2a4bfd6d8d3409116d465872a9",
        f"{CONFIGS}/model_configs/a8w8_blockscale_tuned_fmoe_glm5_1.csv", {})]),
+    ("aiter-mxfp4-fmoe-mi355x", "moe", "mxfp4", "mxfp4", MI355X,
+     "AITER fused MoE (2-stage: FlyDSL or CK stage 1, CK stage 2), MXFP4 (E2M1, one E8M0 "
+     "scale per 32) activations and weights, SiLU gate-up; DeepSeek-V3/R1's experts at TP 8 "
+     "and 4 (inter 256 and 512 of 256 experts, top 8; the same times with the shared expert "
+     "fused, 257 experts, top 9) and under EP 8 (32-64 local experts of inter 2048)",
+     [("aa220405821c2b706f72d71884c3d79ba0440c95",
+       f"{CONFIGS}/model_configs/dsv3_fp4_tuned_fmoe.csv", {})]),
     ("aiter-bf16-fmoe-mi300x", "moe", "bf16", "bf16", MI300X,
      "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
      "and 8 (inter 384 and 192)",

@@ -182,8 +182,9 @@ def test_the_moe_table_raises_the_w4a16_gpt_oss_layer_on_an_h100():
 
 @pytest.mark.parametrize("chip_id", ["mi355x", "tpu-v5e", "a100-sxm-80gb", "l40s"])
 def test_chips_without_a_moe_table_are_unchanged(chip_id, monkeypatch):
-    """No moe table prices these chips: an expert layer costs what it cost before the moe
-    tables existed (the tables taken away), bit for bit."""
+    """No moe table prices these chips' BF16 experts (the MI355X's is of MXFP4 experts): an
+    expert layer costs what it cost before the moe tables existed (the tables taken away),
+    bit for bit."""
     ops = _moe_layer(1024, 4096, 1536, 8, 128, DType.BF16)
     chip = load_chip(chip_id)
     placement = place(chip, Footprint(float(ops.role_bytes[..., 1, :].sum()), 0.0, 1e6))

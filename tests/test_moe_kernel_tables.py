@@ -321,23 +321,34 @@ def test_fp4_experts_cost_no_more_than_fp8_unless_the_rows_say_so(tokens, ep, ba
     assert any(fp4_rows[t] > fp8_rows[t] for t in (below, above)), (tokens, ep, fp4, fp8)
 
 
-@pytest.mark.parametrize("tokens", [1, 8, 64, 1024])
-def test_deepseeks_mxfp4_experts_on_an_mi355x_take_aiters_fused_moe(tokens):
-    """DeepSeek-R1's routed experts at TP 8 (inter 256 a GPU, all 256 experts on each) in
-    MXFP4 on an MI355X (amd/DeepSeek-R1-0528-MXFP4-Preview under SGLang or ATOM) take
-    AITER's tuned fused MoE of that shape (dsv3_fp4_tuned_fmoe.csv: 18.9 us at 1 token,
-    45.5 at 8, 137 at 64), within the table's fit, and never under the roofline; without
-    the table the chip's roofline model priced 8 tokens' layer at 27.6 us."""
-    table = kernel_table("mi355x", DType.MXFP4, "mxfp4", kind="moe")
-    assert table.name == "aiter-mxfp4-fmoe-mi355x" and table.measured_on == "mi355x"
+@pytest.mark.parametrize(("dtype", "weight", "name", "shape", "tokens"), [
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 1),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 8),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 64),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 1024),
+    (DType.FP8, "fp8-block", "aiter-fp8-blockscale-fmoe-mi355x", (512, 9, 257), 8),
+    (DType.FP8, "fp8-block", "aiter-fp8-blockscale-fmoe-mi355x", (512, 9, 257), 1024),
+])  # fmt: skip
+def test_deepseeks_experts_on_an_mi355x_take_aiters_fused_moe(dtype, weight, name, shape,
+                                                              tokens):  # fmt: skip
+    """DeepSeek-R1's routed experts on an MI355X take AITER's tuned fused MoE of their
+    shape, within the table's fit and never under the roofline: in MXFP4 at TP 8 (inter
+    256 a GPU, all 256 experts on each; amd/DeepSeek-R1-0528-MXFP4-Preview under SGLang or
+    ATOM; dsv3_fp4_tuned_fmoe.csv: 18.9 us at 1 token, 45.5 at 8, 137 at 64), where the
+    chip's roofline model priced 8 tokens' layer at 27.6 us; in block-scaled FP8 at TP 4
+    with the shared expert fused (257 experts, top 9: 128 us at 8 tokens)."""
+    inter, topk, experts = shape
+    table = kernel_table("mi355x", dtype, weight, kind="moe")
+    assert table.name == name and table.measured_on == "mi355x"
     with kernel_tables.TABLES_DIR.joinpath("moe/amd-aiter.toml").open("rb") as f:
         (entry,) = [t for t in tomllib.load(f)["table"] if t["name"] == table.name]
-    (micros,) = [r[-1] for r in entry["rows"] if r[:-1] == [tokens, 7168, 256, 8, 256, 1, 1]]
-    ops = _moe_layer(tokens, 7168, 256, 8, 256, DType.MXFP4, "mxfp4", ep=1)
+    row = [tokens, 7168, inter, topk, experts, 1, 1]
+    (micros,) = [r[-1] for r in entry["rows"] if r[:-1] == row]
+    ops = _moe_layer(tokens, 7168, inter, topk, experts, dtype, weight, ep=1)
     time_s, roof_s = _times("mi355x", ops)
     assert np.all(time_s >= roof_s * (1 - 1e-9))
     floor_s = kernel_floor_s(ops, HardwareArrays.build(load_chip("mi355x"), ops)).sum()
-    own = table.of_shape((7168.0, 256.0, 8.0, 256.0, 1.0))
+    own = table.of_shape((7168.0, float(inter), float(topk), float(experts), 1.0))
     fit = own.predict_s(own.rows_m, own.roofline_s) / own.measured_s
     assert fit.min() * 0.98 <= floor_s / (micros * 1e-6) <= fit.max() * 1.02
     assert 0.8 < floor_s / (micros * 1e-6) < 1.25

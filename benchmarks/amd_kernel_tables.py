@@ -36,8 +36,13 @@ check() here applies the same test before writing, and names what it drops.
 Not kept: the MI355X fused-MoE rows of tuned_fmoe.csv (cu_num 256, at a5be7be6c0, the last
 commit holding them): at 1-8 tokens each shape repeats one time (108.5 us for DeepSeek-V3's
 7168 x 256 experts at TP 8, FP8), 10-20x the time to stream the 8 experts those tokens
-touch, and later commits drop the rows; until a gfx950 set is published whose times move
-with the tokens, the MI355X has no AMD MoE table.
+touch, and later commits drop the rows. The gfx950 rows of a8w8_blockscale_tuned_fmoe_ds_v3
+.csv do the same for two of its three shapes (DeepSeek's at TP 8: 77.5 us at 1-8 tokens and
+359.5 us at 1,024-32,768; 4096 x 384 x 128 experts: 101.8 us at 1-16 tokens, 597.8 at
+4,096-32,768), so only its third, DeepSeek's experts at TP 4, is kept: fourteen distinct
+times from 56.8 us at 1 token to 2.3 ms at 8,192. The MI355X's MXFP4 experts have their own
+table (dsv3_fp4_tuned_fmoe.csv, 2026-08; 18.9 us at 1 token to 137 us at 64 for DeepSeek's
+experts at TP 8).
 """
 
 from __future__ import annotations
@@ -102,6 +107,20 @@ TABLES = [
        f"{CONFIGS}/model_configs/a8w8_blockscale_tuned_fmoe_ds_v3.csv", {}),
       ("c16d44b93a528b2a4bfd6d8d3409116d465872a9",
        f"{CONFIGS}/model_configs/a8w8_blockscale_tuned_fmoe_glm5_1.csv", {})]),
+    ("aiter-fp8-blockscale-fmoe-mi355x", "moe", "fp8", "fp8-block", MI355X,
+     "AITER fused MoE (2-stage CK / asm), FP8 activations and weights with 1 x 128 / 128 x "
+     "128 block scales, SiLU gate-up; DeepSeek-V3/R1's experts at TP 4 (inter 512 of 256 "
+     "experts with the shared one fused, top 9), the one shape of the file whose gfx950 "
+     "times move with the tokens (the script's docstring says why the others are left out)",
+     [("84493f0e5b083b02c9ff3d60961f58bae547045a",
+       f"{CONFIGS}/model_configs/a8w8_blockscale_tuned_fmoe_ds_v3.csv", {"inter_dim": "512"})]),
+    ("aiter-mxfp4-fmoe-mi355x", "moe", "mxfp4", "mxfp4", MI355X,
+     "AITER fused MoE (2-stage: FlyDSL or CK stage 1, CK stage 2), MXFP4 (E2M1, one E8M0 "
+     "scale per 32) activations and weights, SiLU gate-up; DeepSeek-V3/R1's experts at TP 8 "
+     "and 4 (inter 256 and 512 of 256 experts, top 8; the same times with the shared expert "
+     "fused, 257 experts, top 9) and under EP 8 (32-64 local experts of inter 2048)",
+     [("aa220405821c2b706f72d71884c3d79ba0440c95",
+       f"{CONFIGS}/model_configs/dsv3_fp4_tuned_fmoe.csv", {})]),
     ("aiter-bf16-fmoe-mi300x", "moe", "bf16", "bf16", MI300X,
      "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
      "and 8 (inter 384 and 192)",

@@ -182,8 +182,9 @@ def test_the_moe_table_raises_the_w4a16_gpt_oss_layer_on_an_h100():
 
 @pytest.mark.parametrize("chip_id", ["mi355x", "tpu-v5e", "a100-sxm-80gb", "l40s"])
 def test_chips_without_a_moe_table_are_unchanged(chip_id, monkeypatch):
-    """No moe table prices these chips: an expert layer costs what it cost before the moe
-    tables existed (the tables taken away), bit for bit."""
+    """No moe table prices these chips' BF16 experts (the MI355X's is of MXFP4 experts): an
+    expert layer costs what it cost before the moe tables existed (the tables taken away),
+    bit for bit."""
     ops = _moe_layer(1024, 4096, 1536, 8, 128, DType.BF16)
     chip = load_chip(chip_id)
     placement = place(chip, Footprint(float(ops.role_bytes[..., 1, :].sum()), 0.0, 1e6))
@@ -318,3 +319,36 @@ def test_fp4_experts_cost_no_more_than_fp8_unless_the_rows_say_so(tokens, ep, ba
     below = max((t for t in measured if t <= tokens), default=measured[0])
     above = min((t for t in measured if t >= tokens), default=measured[-1])
     assert any(fp4_rows[t] > fp8_rows[t] for t in (below, above)), (tokens, ep, fp4, fp8)
+
+
+@pytest.mark.parametrize(("dtype", "weight", "name", "shape", "tokens"), [
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 1),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 8),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 64),
+    (DType.MXFP4, "mxfp4", "aiter-mxfp4-fmoe-mi355x", (256, 8, 256), 1024),
+    (DType.FP8, "fp8-block", "aiter-fp8-blockscale-fmoe-mi355x", (512, 9, 257), 8),
+    (DType.FP8, "fp8-block", "aiter-fp8-blockscale-fmoe-mi355x", (512, 9, 257), 1024),
+])  # fmt: skip
+def test_deepseeks_experts_on_an_mi355x_take_aiters_fused_moe(dtype, weight, name, shape,
+                                                              tokens):  # fmt: skip
+    """DeepSeek-R1's routed experts on an MI355X take AITER's tuned fused MoE of their
+    shape, within the table's fit and never under the roofline: in MXFP4 at TP 8 (inter
+    256 a GPU, all 256 experts on each; amd/DeepSeek-R1-0528-MXFP4-Preview under SGLang or
+    ATOM; dsv3_fp4_tuned_fmoe.csv: 18.9 us at 1 token, 45.5 at 8, 137 at 64), where the
+    chip's roofline model priced 8 tokens' layer at 27.6 us; in block-scaled FP8 at TP 4
+    with the shared expert fused (257 experts, top 9: 128 us at 8 tokens)."""
+    inter, topk, experts = shape
+    table = kernel_table("mi355x", dtype, weight, kind="moe")
+    assert table.name == name and table.measured_on == "mi355x"
+    with kernel_tables.TABLES_DIR.joinpath("moe/amd-aiter.toml").open("rb") as f:
+        (entry,) = [t for t in tomllib.load(f)["table"] if t["name"] == table.name]
+    row = [tokens, 7168, inter, topk, experts, 1, 1]
+    (micros,) = [r[-1] for r in entry["rows"] if r[:-1] == row]
+    ops = _moe_layer(tokens, 7168, inter, topk, experts, dtype, weight, ep=1)
+    time_s, roof_s = _times("mi355x", ops)
+    assert np.all(time_s >= roof_s * (1 - 1e-9))
+    floor_s = kernel_floor_s(ops, HardwareArrays.build(load_chip("mi355x"), ops)).sum()
+    own = table.of_shape((7168.0, float(inter), float(topk), float(experts), 1.0))
+    fit = own.predict_s(own.rows_m, own.roofline_s) / own.measured_s
+    assert fit.min() * 0.98 <= floor_s / (micros * 1e-6) <= fit.max() * 1.02
+    assert 0.8 < floor_s / (micros * 1e-6) < 1.25

@@ -23,19 +23,24 @@ from xpusim.serving.simulator import simulate
 from xpusim.serving.step_cost import Work, step_cost
 
 
-def _one_step_at_a_time(self, it, until_s, stop, record):
+def _one_step_at_a_time(self, it, until_s, stop, record, record_run):
     return it
 
 
-def _counting(counts: list[int]):
+def _counting(counts: list[int], skipped: list[int]):
+    """Replica.cruise, counting the steps it runs one at a time and those it skips."""
     cruise = Replica.cruise
 
-    def counted(self, it, until_s, stop, record):
+    def counted(self, it, until_s, stop, record, record_run):
         def kept(step):
             counts.append(1)
             record(step)
 
-        return cruise(self, it, until_s, stop, kept)
+        def kept_run(run):
+            skipped.append(len(run.end_s))
+            record_run(run)
+
+        return cruise(self, it, until_s, stop, kept, kept_run)
 
     return counted
 
@@ -88,9 +93,10 @@ def _recording(runs: list) -> object:
                                                          enumerate(LOADS)])
 def test_cruise_equals_the_event_loop(model, load, monkeypatch):
     counts: list[int] = []
+    skipped: list[int] = []
     fast_runs: list = []
     plain_runs: list = []
-    monkeypatch.setattr(Replica, "cruise", _counting(counts))
+    monkeypatch.setattr(Replica, "cruise", _counting(counts, skipped))
     monkeypatch.setattr(serving_run, "simulate", _recording(fast_runs))
     fast = xpusim.serve(model, "h100-sxm", **load)
     monkeypatch.setattr(Replica, "cruise", _one_step_at_a_time)
@@ -99,6 +105,7 @@ def test_cruise_equals_the_event_loop(model, load, monkeypatch):
     assert fast.to_dict() == plain.to_dict()
     assert fast_runs == plain_runs
     assert bool(counts) == (not set(GATED) & set(load))  # cruised where it may, nowhere else
+    assert bool(skipped) == bool(counts)  # and skipped the rest of its stretches
 
 
 @pytest.fixture(scope="module")
@@ -130,12 +137,13 @@ def test_cruise_stops_where_a_verdict_says(monkeypatch):
     end, and runs no step past one where it is told to stop."""
     cruise, asked = Replica.cruise, []
 
-    def told(self, it, until_s, stop, record):
+    def told(self, it, until_s, stop, record, record_run):
         def stopping(end_s):
             asked.append(end_s)
             return True
 
-        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"))
+        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"),
+                      lambda run: pytest.fail("ran on"))
 
     monkeypatch.setattr(Replica, "cruise", told)
     xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, prompt=128, gen=64, requests=8)

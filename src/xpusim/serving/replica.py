@@ -523,12 +523,10 @@ class Replica:
     def _decoded_run(self, ends_s: list[float]) -> None:
         """_decoded at each of the steps' ends, no member fresh (a run's first step has had
         its gaps): the gaps, the counts, the keys."""
-        count = self._measured
-        if count:
-            before = self.last_decode_s
-            for end_s in ends_s:
-                self._gap(end_s - before, count)
-                before = end_s
+        if self._measured:
+            self.itl_s += [end - before for before, end in
+                           zip([self.last_decode_s, *ends_s[:-1]], ends_s, strict=True)]
+            self.itl_count += [self._measured] * len(ends_s)
         self.steps += len(ends_s)
         self.context_sum += len(self.cohort) * self._gain * len(ends_s)
         self.last_decode_s = ends_s[-1]

@@ -9,6 +9,7 @@ iterations: multi-step scheduling and the attention-DP balancer)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -90,23 +91,39 @@ def _recording(runs: list) -> object:
     return recorded
 
 
-@pytest.mark.parametrize(("model", "load"), LOADS, ids=[f"{m}-{i}" for i, (m, _) in
-                                                         enumerate(LOADS)])
-def test_cruise_equals_the_event_loop(model, load, monkeypatch):
+class Served(NamedTuple):
+    fast_runs: list  # each simulation's records, cruise on
+    plain_runs: list  # and one step at a time
+    counts: list[int]  # steps cruise ran one at a time
+    skipped: list[int]  # steps of each skip
+    preemptions: int
+
+
+def _served_both_ways(model: str, load: dict) -> Served:
+    """One serve with cruise and with the event loop's one step at a time: the same
+    result, and what each simulation of the two recorded."""
     counts: list[int] = []
     skipped: list[int] = []
     fast_runs: list = []
     plain_runs: list = []
-    monkeypatch.setattr(Replica, "cruise", _counting(counts, skipped))
-    monkeypatch.setattr(serving_run, "simulate", _recording(fast_runs))
-    fast = xpusim.serve(model, "h100-sxm", **load)
-    monkeypatch.setattr(Replica, "cruise", _one_step_at_a_time)
-    monkeypatch.setattr(serving_run, "simulate", _recording(plain_runs))
-    plain = xpusim.serve(model, "h100-sxm", **load)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Replica, "cruise", _counting(counts, skipped))
+        m.setattr(serving_run, "simulate", _recording(fast_runs))
+        fast = xpusim.serve(model, "h100-sxm", **load)
+        m.setattr(Replica, "cruise", _one_step_at_a_time)
+        m.setattr(serving_run, "simulate", _recording(plain_runs))
+        plain = xpusim.serve(model, "h100-sxm", **load)
     assert fast.to_dict() == plain.to_dict()
-    assert fast_runs == plain_runs
-    assert bool(counts) == (not set(GATED) & set(load))  # cruised where it may, nowhere else
-    assert bool(skipped) == bool(counts)  # and skipped the rest of its stretches
+    return Served(fast_runs, plain_runs, counts, skipped, fast.preemptions)
+
+
+@pytest.mark.parametrize(("model", "load"), LOADS, ids=[f"{m}-{i}" for i, (m, _) in
+                                                         enumerate(LOADS)])
+def test_cruise_equals_the_event_loop(model, load):
+    served = _served_both_ways(model, load)
+    assert served.fast_runs == served.plain_runs
+    assert bool(served.counts) == (not set(GATED) & set(load))  # cruised where it may only
+    assert bool(served.skipped) == bool(served.counts)  # and skipped the rest of its stretches
 
 
 @pytest.fixture(scope="module")
@@ -151,24 +168,6 @@ def test_cruise_stops_where_a_verdict_says(monkeypatch):
     assert asked
 
 
-def _served_both_ways(model: str, load: dict) -> tuple[list, list, list[int]]:
-    """Every simulation of one serve, with cruise skipping and with the event loop's one
-    step at a time; and the steps the skips ran."""
-    counts: list[int] = []
-    skipped: list[int] = []
-    fast_runs: list = []
-    plain_runs: list = []
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(Replica, "cruise", _counting(counts, skipped))
-        m.setattr(serving_run, "simulate", _recording(fast_runs))
-        fast = xpusim.serve(model, "h100-sxm", **load)
-        m.setattr(Replica, "cruise", _one_step_at_a_time)
-        m.setattr(serving_run, "simulate", _recording(plain_runs))
-        plain = xpusim.serve(model, "h100-sxm", **load)
-    assert fast.to_dict() == plain.to_dict()
-    return fast_runs, plain_runs, skipped, fast.preemptions
-
-
 @settings(max_examples=40, deadline=None)
 @given(engine=st.sampled_from(["vllm", "sglang", "trtllm", "vllm-v0"]),
        clients=st.integers(1, 12), rate=st.sampled_from([None, 2.0, 20.0]),
@@ -183,17 +182,16 @@ def test_skips_equal_the_event_loop(engine, clients, rate, prompt, gen, spread,
                 seed=seed, **({"rate": rate} if rate else {"concurrency": clients}))
     load |= {k: v for k, v in (("kv_block", kv_block), ("kv_blocks", kv_blocks)) if v}
     try:
-        fast_runs, plain_runs, *_ = _served_both_ways("llama-3-8b", load)
+        served = _served_both_ways("llama-3-8b", load)
     except UserError:  # a cache too small for one request: refused either way
         return
-    assert fast_runs == plain_runs
+    assert served.fast_runs == served.plain_runs
 
 
 def test_a_skip_stops_where_the_blocks_run_out():
     """A closed loop whose cache runs out mid-stretch (the cohort preempted, readmitted):
     skips cut short by the free blocks, the runs still equal."""
     load = dict(concurrency=12, prompt=100, gen=400, requests=24, kv_block=4, kv_blocks=700)
-    fast_runs, plain_runs, skipped, preemptions = _served_both_ways("llama-3-8b",
-                                                                     load)
-    assert fast_runs == plain_runs
-    assert skipped and preemptions
+    served = _served_both_ways("llama-3-8b", load)
+    assert served.fast_runs == served.plain_runs
+    assert served.skipped and served.preemptions

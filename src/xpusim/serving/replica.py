@@ -31,9 +31,12 @@ from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
 
 SKIP_AFTER = 2
-"""Replica.cruise runs a stretch's first SKIP_AFTER steps one at a time before it skips the
-rest (Replica._skip: a pass over the cohort's schedules, which costs more than a step where
-the stretch ends soon, as most do in a full cache or under an open loop's arrivals)."""
+SKIP_ROOM = 8
+"""Replica.cruise runs a stretch's first SKIP_AFTER steps one at a time, and the steps after
+them while the next event is fewer than SKIP_ROOM of the last step's time away, before it
+skips the rest (Replica._skip: a pass over the cohort's schedules, which costs about what a
+few steps do: more than the stretch where it ends soon, as most do in a full cache or
+under an open loop's arrivals). Either way every step is the same (only the CPU differs)."""
 RUN_STEPS = 64
 """Replica._skip prices RUN_STEPS steps at once, then twice as many each time (those past
 the stretch's end are dropped)."""
@@ -399,13 +402,15 @@ class Replica:
         again), so that a long stretch of decodes costs no event per step. It stops before
         the end of a step that finishes a sequence, or whose next step's blocks would
         preempt, at `until_s`, or where `stop(end)` (a Verdict's miss) says, and returns the
-        last iteration begun: its end is an event as any other's. Its first SKIP_AFTER steps
-        run one at a time (`record`: each, in order); the rest at once (_skip, `record_run`)."""
+        last iteration begun: its end is an event as any other's. Its first SKIP_AFTER steps,
+        and those close to `until_s`, run one at a time (`record`: each, in order); the rest
+        at once (_skip, `record_run`)."""
         if not it.plain:
             return it
         n, cohort = it.decodes, self.cohort
         extra = None if self.padding is None else self.padding.extra(n, True)
-        for _ in range(SKIP_AFTER):
+        ran = 0
+        while ran < SKIP_AFTER or until_s - it.end_s < SKIP_ROOM * (it.end_s - it.start_s):
             if not it.end_s < until_s:
                 return it
             step = self.steps + 1  # the step `it` runs
@@ -424,6 +429,7 @@ class Replica:
                 cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
             it = self._begin(it.batch, now_s, cost, n, n, n)
             record(it)
+            ran += 1
         return self._skip(it, until_s, stop, record_run, extra)
 
     def _skip(self, it: Iteration, until_s: float, stop: Callable[[float], bool],

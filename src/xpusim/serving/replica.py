@@ -30,7 +30,8 @@ from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
 
-SKIP_AFTER = 2
+SKIP_AFTER = 2  # at least 1: a skip's first step then has no member that joined since the
+# last decode (Replica._decoded_run)
 SKIP_ROOM = 8
 """Replica.cruise runs a stretch's first SKIP_AFTER steps one at a time, and the steps after
 them while the next event is fewer than SKIP_ROOM of the last step's time away, before it

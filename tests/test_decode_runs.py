@@ -9,6 +9,7 @@ iterations: multi-step scheduling and the attention-DP balancer)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
+from xpusim.errors import UserError
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.serving import run as serving_run
 from xpusim.serving.replica import Replica
@@ -23,19 +25,24 @@ from xpusim.serving.simulator import simulate
 from xpusim.serving.step_cost import Work, step_cost
 
 
-def _one_step_at_a_time(self, it, until_s, stop, record):
+def _one_step_at_a_time(self, it, until_s, stop, record, record_run):
     return it
 
 
-def _counting(counts: list[int]):
+def _counting(counts: list[int], skipped: list[int]):
+    """Replica.cruise, counting the steps it runs one at a time and those it skips."""
     cruise = Replica.cruise
 
-    def counted(self, it, until_s, stop, record):
+    def counted(self, it, until_s, stop, record, record_run):
         def kept(step):
             counts.append(1)
             record(step)
 
-        return cruise(self, it, until_s, stop, kept)
+        def kept_run(run):
+            skipped.append(len(run.end_s))
+            record_run(run)
+
+        return cruise(self, it, until_s, stop, kept, kept_run)
 
     return counted
 
@@ -86,21 +93,39 @@ def _recording(runs: list) -> object:
     return recorded
 
 
-@pytest.mark.parametrize(("model", "load"), LOADS, ids=[f"{m}-{i}" for i, (m, _) in
-                                                         enumerate(LOADS)])
-def test_cruise_equals_the_event_loop(model, load, monkeypatch):
+class Served(NamedTuple):
+    fast_runs: list  # each simulation's records, cruise on
+    plain_runs: list  # and one step at a time
+    counts: list[int]  # steps cruise ran one at a time
+    skipped: list[int]  # steps of each skip
+    preemptions: int
+
+
+def _served_both_ways(model: str, load: dict) -> Served:
+    """One serve with cruise and with the event loop's one step at a time: the same
+    result, and what each simulation of the two recorded."""
     counts: list[int] = []
+    skipped: list[int] = []
     fast_runs: list = []
     plain_runs: list = []
-    monkeypatch.setattr(Replica, "cruise", _counting(counts))
-    monkeypatch.setattr(serving_run, "simulate", _recording(fast_runs))
-    fast = xpusim.serve(model, "h100-sxm", **load)
-    monkeypatch.setattr(Replica, "cruise", _one_step_at_a_time)
-    monkeypatch.setattr(serving_run, "simulate", _recording(plain_runs))
-    plain = xpusim.serve(model, "h100-sxm", **load)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Replica, "cruise", _counting(counts, skipped))
+        m.setattr(serving_run, "simulate", _recording(fast_runs))
+        fast = xpusim.serve(model, "h100-sxm", **load)
+        m.setattr(Replica, "cruise", _one_step_at_a_time)
+        m.setattr(serving_run, "simulate", _recording(plain_runs))
+        plain = xpusim.serve(model, "h100-sxm", **load)
     assert fast.to_dict() == plain.to_dict()
-    assert fast_runs == plain_runs
-    assert bool(counts) == (not set(GATED) & set(load))  # cruised where it may, nowhere else
+    return Served(fast_runs, plain_runs, counts, skipped, fast.preemptions)
+
+
+@pytest.mark.parametrize(("model", "load"), LOADS, ids=[f"{m}-{i}" for i, (m, _) in
+                                                         enumerate(LOADS)])
+def test_cruise_equals_the_event_loop(model, load):
+    served = _served_both_ways(model, load)
+    assert served.fast_runs == served.plain_runs
+    assert bool(served.counts) == (not set(GATED) & set(load))  # cruised where it may only
+    assert bool(served.skipped) == bool(served.counts)  # and skipped the rest of its stretches
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +157,46 @@ def test_cruise_stops_where_a_verdict_says(monkeypatch):
     end, and runs no step past one where it is told to stop."""
     cruise, asked = Replica.cruise, []
 
-    def told(self, it, until_s, stop, record):
+    def told(self, it, until_s, stop, record, record_run):
         def stopping(end_s):
             asked.append(end_s)
             return True
 
-        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"))
+        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"),
+                      lambda run: pytest.fail("ran on"))
 
     monkeypatch.setattr(Replica, "cruise", told)
     xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, prompt=128, gen=64, requests=8)
     assert asked
+
+
+@settings(max_examples=40, deadline=None)
+@given(engine=st.sampled_from(["vllm", "sglang", "trtllm", "vllm-v0"]),
+       clients=st.integers(1, 12), rate=st.sampled_from([None, 2.0, 20.0]),
+       prompt=st.integers(8, 700), gen=st.integers(1, 300), spread=st.sampled_from([0, 0.5]),
+       requests=st.integers(1, 30), kv_block=st.sampled_from([None, 1, 4, 16]),
+       kv_blocks=st.sampled_from([None, 60, 150, 400]), seed=st.integers(0, 3),
+       recv_interval=st.sampled_from([1, 3, 10]))
+def test_skips_equal_the_event_loop(engine, clients, rate, prompt, gen, spread,
+                                    requests, kv_block, kv_blocks, seed, recv_interval):
+    """Random small closed and open loops, tight caches (stretches cut where the blocks
+    run out, preemptions after), blocks of 1 to 16 tokens, SGLang's receive gate counting
+    the skipped steps: the same runs bit for bit."""
+    load = dict(engine=engine, prompt=prompt, gen=gen, spread=spread, requests=requests,
+                seed=seed, recv_interval=recv_interval,
+                **({"rate": rate} if rate else {"concurrency": clients}))
+    load |= {k: v for k, v in (("kv_block", kv_block), ("kv_blocks", kv_blocks)) if v}
+    try:
+        served = _served_both_ways("llama-3-8b", load)
+    except UserError:  # a cache too small for one request: refused either way
+        return
+    assert served.fast_runs == served.plain_runs
+
+
+def test_a_skip_stops_where_the_blocks_run_out():
+    """A closed loop whose cache runs out mid-stretch (the cohort preempted, readmitted):
+    skips cut short by the free blocks, the runs still equal."""
+    load = dict(concurrency=12, prompt=100, gen=400, requests=24, kv_block=4, kv_blocks=700)
+    served = _served_both_ways("llama-3-8b", load)
+    assert served.fast_runs == served.plain_runs
+    assert served.skipped and served.preemptions

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import ceil, nan
+from math import ceil, inf, nan
 
 import numpy as np
 
@@ -30,11 +30,17 @@ from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
 
-ALONE_STEPS = 2
+SKIP_AFTER = 2  # at least 1: a skip's first step then has no member that joined since the
+# last decode (Replica._decoded_run)
+SKIP_ROOM = 8
+"""Replica.cruise runs a stretch's first SKIP_AFTER steps one at a time, and the steps after
+them while the next event is fewer than SKIP_ROOM of the last step's time away, before it
+skips the rest (Replica._skip: a pass over the cohort's schedules, which costs about what a
+few steps do: more than the stretch where it ends soon, as most do in a full cache or
+under an open loop's arrivals). Either way every step is the same (only the CPU differs)."""
 RUN_STEPS = 64
-"""Replica.cruise prices a stretch's first ALONE_STEPS steps one StepCost call each (a
-numpy call costs more than that where the stretch ends soon, as most do in a full cache or
-under an open loop's arrivals), then RUN_STEPS at once (those past its end are dropped)."""
+"""Replica._skip prices RUN_STEPS steps at once, then twice as many each time (those past
+the stretch's end are dropped)."""
 RECV_OTHER_WEIGHT = 1000
 """SGLang's receive gate's weight for a batch other than a decode's (scheduler_recv_skipper.py
 _DEFAULT_WEIGHT, env SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT): over the intervals
@@ -94,6 +100,19 @@ class Iteration:
     plain: bool = False  # decodes only, on one stage, its scheduling admitting and
     # preempting nothing, no gate counting iterations (decode_steps, adp_balance): the
     # steps after it may be run on by Replica.cruise
+
+
+@dataclass
+class DecodeRun:
+    """Consecutive plain decode iterations of one lane (Replica._skip), each as its
+    Iteration would have been: n decodes and n tokens, no prefill chunk."""
+
+    decodes: int
+    start_s: list[float] = field(default_factory=list)
+    end_s: list[float] = field(default_factory=list)
+    energy_j: list[float] = field(default_factory=list)
+    busy_chip_s: list[float] = field(default_factory=list)
+    kv_used: list[int] = field(default_factory=list)  # the cache's blocks in use at each
 
 
 @dataclass(eq=False)
@@ -408,52 +427,154 @@ class Replica:
         return False
 
     def cruise(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
-               record: Callable[[Iteration], None]) -> Iteration:  # fmt: skip
+               record: Callable[[Iteration], None],
+               record_run: Callable[[DecodeRun], None]) -> Iteration:  # fmt: skip
         """The decode-only steps that follow a plain one (`it`) before `until_s`, the next
         event: each run as the event loop runs it (its end by finish, the cohort's blocks by
         decodes, the next step begun at that end), the scheduler skipped (with the cohort,
         the queue and the prefills unchanged and no block freed, it would admit nothing
-        again) and the steps priced many at a time (StepCost.decode_steps), so that a long
-        stretch of decodes costs no event per step. It stops before the end of a step that
-        finishes a sequence, or whose next step's blocks would preempt, at `until_s`, or
-        where `stop(end)` (a Verdict's miss) says, and returns the last iteration begun: its
-        end is an event as any other's. `record`: every iteration begun, in order."""
+        again), so that a long stretch of decodes costs no event per step. It stops before
+        the end of a step that finishes a sequence, or whose next step's blocks would
+        preempt, at `until_s`, or where `stop(end)` (a Verdict's miss) says, and returns the
+        last iteration begun: its end is an event as any other's. Its first SKIP_AFTER steps,
+        and those close to `until_s`, run one at a time (`record`: each, in order); the rest
+        at once (_skip, `record_run`)."""
         if not it.plain:
             return it
         n, cohort = it.decodes, self.cohort
         extra = None if self.padding is None else self.padding.extra(n, True)
-        stages: list[list[float]] = []
-        energies: list[float] = []
         ran = 0
-        while it.end_s < until_s:
+        while ran < SKIP_AFTER or until_s - it.end_s < SKIP_ROOM * (it.end_s - it.start_s):
+            if not it.end_s < until_s:
+                return it
             step = self.steps + 1  # the step `it` runs
             if any(cohort.get(s.id) is s and s.joined == j
                    for s, j in self._finish_at.get(step, ())):  # fmt: skip
-                break
+                return it
             due = sum(1 for s, j in self._grow_at.get(step + 1, ())
                       if cohort.get(s.id) is s and s.joined == j)  # fmt: skip
             if due > self.kv.free or stop(it.end_s):
-                break
+                return it
             now_s = it.end_s
             self.finish(it)
             if self.recv_interval > 1:  # the loop's receive gate counts this decode step
                 self._receive()
             self.decodes()  # every due member takes its block
-            ran += 1
-            if ran <= ALONE_STEPS:  # most stretches are short: these steps one call each
-                cost = self.cost(Work(n, self.context_sum, 0, 0, 0, 0, 0, n))
-            else:
-                if not stages:  # the next RUN_STEPS steps' keys: n more each
-                    stages, energies = self.cost.decode_steps(
-                        n, self.context_sum + n * np.arange(RUN_STEPS))  # fmt: skip
-                    stages.reverse()
-                    energies.reverse()
-                cost = StepTime(stages.pop(), 0.0, energies.pop())
+            cost = self.cost(Work(n, self.context_sum, 0, 0, 0, 0, 0, n))
             if extra is not None:
                 cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
             it = self._begin(it.batch, now_s, cost, n, n, n)
             record(it)
-        return it
+            ran += 1
+        return self._skip(it, until_s, stop, record_run, extra)
+
+    def _skip(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
+              record_run: Callable[[DecodeRun], None],
+              extra: list[float] | None) -> Iteration:  # fmt: skip
+        """The rest of cruise's stretch after `it` at once, equal to its steps one at a
+        time bit for bit (tests/test_decode_runs.py). Where it must end is known before any
+        step is run but for the clock: the cohort's first finish (the earliest step with a
+        current member's entry) and the first step whose blocks would exceed the free ones
+        (each current growth entry at step g is due at g, g + block, g + 2 blocks, ...; the
+        blocks due by each step summed once, in numpy). So no step touches a sequence: a
+        step is its price (StepCost.decode_steps, RUN_STEPS then twice as many at a time),
+        its clock (host time, then the stage), a Verdict's question and its record; the
+        sequences' blocks, the growth and finish schedules, the cache, the keys and the ITL
+        gaps are brought to where those steps leave them afterwards, once."""
+        first = self.steps + 1  # the step `it` runs
+        cohort = self.cohort
+
+        def current(entries: list[tuple[Sequence, int]]) -> list[tuple[Sequence, int]]:
+            return [(s, j) for s, j in entries if cohort.get(s.id) is s and s.joined == j]
+
+        last = inf  # the first step that finishes a current member: steps up to it begin
+        for step, entries in self._finish_at.items():
+            if step < last and current(entries):
+                last = step
+        horizon = int(last - first) if last < inf else 0  # steps that may begin
+        block = self.kv.block_tokens
+        growing = sorted((step, due) for step, entries in self._grow_at.items()
+                         if first < step <= first + horizon and (due := current(entries)))
+        if growing:  # blocks due by each step first + 1 + k: each entry's every block-th step
+            due_at = np.zeros(-(-horizon // block) * block, dtype=np.int64)
+            for step, due in growing:
+                due_at[step - first - 1] += len(due)
+            taken = np.cumsum(due_at.reshape(-1, block).cumsum(axis=0).ravel()[:horizon])
+            horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
+        n, ranks, engine = it.decodes, self.cost.ranks, self.engine
+        extra_s, extra_j = (0.0, 0.0) if extra is None else (extra[0], extra[-1] * ranks)
+        run = DecodeRun(n)
+        stage_s: list[list[float]] = []
+        energy_j: list[float] = []
+        end_s, priced = it.end_s, RUN_STEPS
+        while len(run.end_s) < horizon:
+            if not end_s < until_s or stop(end_s):
+                break
+            if not stage_s:  # the next steps' keys: n more each
+                ahead = min(priced, horizon - len(run.end_s))
+                stage_s, energy_j = self.cost.decode_steps(
+                    n, self.context_sum + n * (len(run.end_s) + 1 + np.arange(ahead)))
+                stage_s.reverse()
+                energy_j.reverse()
+                priced *= 2
+            stage = stage_s.pop()[0]
+            energy = energy_j.pop()
+            if extra is not None:  # _plus's sums
+                stage, energy = stage + extra_s, energy + extra_j
+            run.start_s.append(end_s)
+            end_s = max(end_s + engine.exposed_s(n, stage), end_s) + stage  # _begin's clock
+            run.end_s.append(end_s)
+            run.energy_j.append(energy)
+            run.busy_chip_s.append(stage * ranks)
+        ran = len(run.end_s)
+        if not ran:
+            return it
+        if growing:
+            run.kv_used = (self.kv.used + taken[:ran]).tolist()
+            self._grow_run(first, ran, growing, int(taken[ran - 1]))
+        else:
+            run.kv_used = [self.kv.used] * ran
+        self._decoded_run([it.end_s, *run.end_s[:-1]])
+        if self.recv_interval > 1:  # each step's loop counts 1 at the receive gate, which
+            # resets it at recv_interval (_receive; a plain step leaves the inbox empty)
+            self._recv_count = (self._recv_count + ran) % self.recv_interval
+        for step in range(first, first + ran):
+            self._finish_at.pop(step, None)  # none current
+        self.stage_free_s[0] = end_s
+        record_run(run)
+        return Iteration(it.batch, run.start_s[-1], end_s, end_s, run.energy_j[-1],
+                         run.busy_chip_s[-1], n, n)
+
+    def _grow_run(self, first: int, ran: int, growing: list[tuple[int, list]],
+                  taken: int) -> None:  # fmt: skip
+        """The blocks of `ran` decode steps after step `first` granted at once, as decodes
+        grants them a step at a time: each current entry due in those steps takes one per
+        block of steps, and is filed at its next due step after them, the entries of later
+        steps before those of earlier ones (as a step's due entries are appended to the
+        list block steps on), after what was filed there before."""
+        block, last = self.kv.block_tokens, first + ran
+        for step in range(first + 1, last + 1):
+            self._grow_at.pop(step, None)
+        for step, due in reversed(growing):
+            if step > last:
+                continue
+            grants = (last - step) // block + 1
+            later = self._grow_at.setdefault(step + grants * block, [])
+            for s, joined in due:
+                s.blocks += grants
+                later.append((s, joined))
+        self.kv.take(taken)
+
+    def _decoded_run(self, ends_s: list[float]) -> None:
+        """_decoded at each of the steps' ends, no member fresh (a run's first step has had
+        its gaps): the gaps, the counts, the keys."""
+        if self._measured:
+            self.itl_s += [end - before for before, end in
+                           zip([self.last_decode_s, *ends_s[:-1]], ends_s, strict=True)]
+            self.itl_count += [self._measured] * len(ends_s)
+        self.steps += len(ends_s)
+        self.context_sum += len(self.cohort) * self._gain * len(ends_s)
+        self.last_decode_s = ends_s[-1]
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xpusim.serving.load import Requests
-from xpusim.serving.replica import Iteration, Replica
+from xpusim.serving.replica import DecodeRun, Iteration, Replica
 from xpusim.serving.schedulers import Sequence
 from xpusim.serving.steady import ArrivalPrefix
 from xpusim.serving.verdict import Verdict
@@ -56,6 +56,21 @@ class Timeline:
         self.kv_used.append(r.kv.used / r.kv.blocks)
         self.energy_j.append(it.energy_j)
         self.busy_chip_s.append(it.busy_chip_s)
+
+    def add_run(self, r: Replica, run: DecodeRun, waiting: int) -> None:
+        """The rows of `run`'s iterations, as add gives each."""
+        steps = len(run.end_s)
+        self.start_s += run.start_s
+        self.end_s += run.end_s
+        self.replica += [r.replica] * steps
+        self.decodes += [run.decodes] * steps
+        self.prefills += [0] * steps
+        self.prefill_tokens += [0] * steps
+        self.sampled += [run.decodes] * steps
+        self.waiting += [waiting] * steps
+        self.kv_used += [used / r.kv.blocks for used in run.kv_used]
+        self.energy_j += run.energy_j
+        self.busy_chip_s += run.busy_chip_s
 
 
 @dataclass
@@ -179,6 +194,13 @@ def simulate(
         busy += it.busy_chip_s
         timeline.add(r, it, waiting)
 
+    def record_run(r: Replica, run: DecodeRun, waiting: int) -> None:
+        nonlocal energy, busy
+        for energy_j, busy_chip_s in zip(run.energy_j, run.busy_chip_s, strict=True):
+            energy += energy_j  # one at a time, as record adds them
+            busy += busy_chip_s
+        timeline.add_run(r, run, waiting)
+
     # one replica runs stretches of plain decode steps without an event each (Replica.cruise:
     # with more, the others' events would interleave with its steps)
     alone = len(replicas) == 1
@@ -217,7 +239,8 @@ def simulate(
                 record(r, it, waiting)
                 if alone:
                     it = r.cruise(it, heap[0][0] if heap else math.inf, missed,
-                                  lambda step, r=r, w=waiting: record(r, step, w))  # fmt: skip
+                                  lambda step, r=r, w=waiting: record(r, step, w),
+                                  lambda run, r=r, w=waiting: record_run(r, run, w))  # fmt: skip
                 push(it.end_s, _END, (r, it))
                 if it.stage0_free_s < it.end_s and r.cost.stages > 1:  # another lane's turn
                     push(it.stage0_free_s, _FREE, None)

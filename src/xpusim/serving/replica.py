@@ -324,7 +324,7 @@ class Replica:
         """The iteration of `step`'s cost from now: the host's time, then its stages as
         they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
-        host_s = self.engine.exposed_s(sequences, step.trip_s)
+        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks > 1)
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):

@@ -75,6 +75,8 @@ LOADS = [
                         decode_steps=8)),  # a gate counting iterations: no cruise
     ("llama-3-8b", dict(chips=2, tp=2, dp_attention=True, engine="trtllm", rate=20,
                         prompt=256, gen=64, requests=40, adp_balance="3,9")),  # the same
+    ("llama-3-8b", dict(chips=2, tp=2, dp_attention=True, engine="trtllm", concurrency=8,
+                        prompt=256, gen=300, requests=24)),  # host time per DP sequence
 ]
 GATED = ("dp", "pp", "speculative", "decode_steps", "adp_balance")
 """Settings under which cruise leaves every step to the event loop."""

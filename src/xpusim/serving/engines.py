@@ -67,13 +67,22 @@ class EngineProfile:
     dp_attention_source: str = ""
     kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
     kernels_source: str = ""
+    # host time per sequence of the replica, under attention DP only (engines.toml)
+    dp_attention_per_sequence_s: float = 0.0
+    dp_attention_host_source: str = ""
 
-    def host_s(self, sequences: int) -> float:
-        return self.per_iteration_s + self.per_sequence_s * sequences
+    def host_s(self, sequences: int, attention_dp: bool = False) -> float:
+        """Host time of an iteration over `sequences` (the replica's, all its ranks'):
+        under attention data parallelism an engine may handle every rank's sequences in one
+        process each iteration (TensorRT-LLM gathers them to rank 0), which costs
+        dp_attention_per_sequence_s more a sequence."""
+        per_sequence = self.per_sequence_s + (self.dp_attention_per_sequence_s
+                                              if attention_dp else 0.0)  # fmt: skip
+        return self.per_iteration_s + per_sequence * sequences
 
-    def exposed_s(self, sequences: int, device_s: float) -> float:
+    def exposed_s(self, sequences: int, device_s: float, attention_dp: bool = False) -> float:
         """Host time the device waits for in an iteration that keeps it busy device_s."""
-        host = self.host_s(sequences)
+        host = self.host_s(sequences, attention_dp)
         return max(host - device_s, 0.0) if self.overlapped else host
 
     def limits_on(self, chip_id: str, memory_bytes: float, tp: int = 1) -> Limits:

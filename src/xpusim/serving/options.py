@@ -65,6 +65,10 @@ class Load:
     lengths: Path | None = option(None, "Draw each request's lengths from a CSV or JSONL of "  # noqa: RUF009
                                   "input tokens (and output tokens; else --gen) per row.",
                                   type=PATH)
+    scale_gen: bool = option(False, "With --lengths of output tokens: scale them to a mean "
+                             "of --gen, the file's shape at a run's own tokens per request "
+                             "(a dataset's reference outputs, a run's generated mean).",
+                             type=bool)  # fmt: skip
 
     hold_s: float | None = option(None, "A harness batching arrivals: each request waits "
                                   "until --hold-batch are queued or this long has passed since "
@@ -84,6 +88,8 @@ class Load:
             check_positive(hold_batch=self.hold_batch)
         if self.lengths is not None and self.trace is not None:
             raise UserError("a trace has its own lengths: give --trace or --lengths, not both")
+        if self.scale_gen and self.lengths is None:
+            raise UserError("--scale-gen scales a --lengths file's output tokens: give --lengths")
         given = [x is not None for x in (self.concurrency, self.rate, self.trace)]
         if sum(given) != 1:
             raise UserError("give exactly one of --concurrency, --rate and --trace")

@@ -175,6 +175,8 @@ def _llm_serving(point: Point) -> Prediction:
         from xpusim.validation.points import DATA
 
         options["lengths"] = str(DATA.parent / point.get("lengths"))
+        if point.get("scale_gen"):  # the file's output shape at the run's own mean (gen)
+            options["scale_gen"] = True
     kind = load["kind"]
     if kind == "concurrency":
         c = int(load["value"])

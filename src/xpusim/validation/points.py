@@ -43,7 +43,7 @@ SERVING_KEYS = _CORE | {
     "kv_utilization",
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
-    "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval",
+    "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -60,7 +60,9 @@ config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py). `sp
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
 means, as a benchmark's random range ratio draws them; `kv_utilization` is the memory
 fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's
-mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction)."""
+mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `scale_gen` (serve's
+--scale-gen) scales the `lengths` file's output tokens to the point's `gen`, the run's own
+tokens per request over the dataset's reference shape."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
              "hold_batch"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of

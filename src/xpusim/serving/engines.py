@@ -22,6 +22,7 @@ POLICIES = ("decode-first", "prefill-first", "inflight", "continuous")
 GRAPH_PADS = ("tokens", "decode", "none")  # engines.toml's graph_pad, and serve's --graph-pad
 MEMORY_RULES = ("total", "free", "static")
 DP_CHUNK_RULES = ("", "per-rank", "half", "each")
+EAGER_ALWAYS, EAGER_DP = "all", "dp-attention"  # engines.toml eager_prefill's rules, beside vendors
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class EngineProfile:
     dp_attention_per_sequence_s: float = 0.0
     dp_attention_host_source: str = ""
 
+    eager_prefill: tuple[str, ...] = ()  # where a step with prompt tokens runs without graphs
+    eager_launch_s: float = 0.0  # host time per op launched one by one (0: not measured)
+    eager_source: str = ""
+
     def host_s(self, sequences: int, attention_dp: bool = False) -> float:
         """Host time of an iteration over `sequences` (the replica's, all its ranks'):
         under attention data parallelism an engine may handle every rank's sequences in one
@@ -84,6 +89,13 @@ class EngineProfile:
         """Host time the device waits for in an iteration that keeps it busy device_s."""
         host = self.host_s(sequences, attention_dp)
         return max(host - device_s, 0.0) if self.overlapped else host
+
+    def eager_on(self, vendor: str, dp_attention: bool) -> bool:
+        """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip
+        of `vendor` (under attention data parallelism where `dp_attention`): always ("all"),
+        on that vendor's chips, or under attention DP, as its eager_prefill rules say."""
+        rules = self.eager_prefill
+        return EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules)
 
     def limits_on(self, chip_id: str, memory_bytes: float, tp: int = 1) -> Limits:
         """The defaults the engine picks on a chip of `memory_bytes` (its tier) at `tp`."""
@@ -167,11 +179,13 @@ def engines() -> dict[str, EngineProfile]:
         fields = {**fields, "limits": tuple(fields["limits"]),
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
                   "small_chips": tuple(fields.get("small_chips", ())),
-                  "kernels": tuple(fields.get("kernels", ()))}  # fmt: skip
+                  "kernels": tuple(fields.get("kernels", ())),
+                  "eager_prefill": tuple(fields.get("eager_prefill", ()))}  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
             and profile.memory in MEMORY_RULES \
-            and profile.dp_attention_chunk in DP_CHUNK_RULES, name
+            and profile.dp_attention_chunk in DP_CHUNK_RULES \
+            and (profile.eager_launch_s > 0) == bool(profile.eager_prefill), name
         found[name] = profile
     return found
 

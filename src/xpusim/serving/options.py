@@ -160,6 +160,12 @@ class Engine:
     recv_interval: int = option(1, "SGLang's --scheduler-recv-interval: new requests reach "
                                 "the scheduler after a prefill and then once every this "
                                 "many decode iterations (1: every iteration).", type=int)
+    eager_prefill: bool | None = option(None, "Whether steps with prompt tokens run without "
+                                        "CUDA graphs, each taking at least the host's time "
+                                        "to launch its ops one by one (SGLang's "
+                                        "--disable-piecewise-cuda-graph; default: the "
+                                        "engine's rule for the chip, engines.toml "
+                                        "eager_prefill).", type=bool)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "
@@ -237,7 +243,10 @@ class Engine:
                             f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
         from xpusim.serving.engines import engine
 
-        engine(self.engine)
+        if not engine(self.engine).eager_launch_s and self.eager_prefill:
+            raise UserError(f"eager_prefill: engine {self.engine!r} has no measured host time "
+                            "per eager launch (engines.toml eager_source); sglang and "
+                            "sglang-0.4 have")  # fmt: skip
         self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
 
     @property

@@ -140,6 +140,7 @@ class Replica:
     # (batching_wait_iters, timeout_iters), over adp_ranks attention-DP ranks
     adp_ranks: int = 1
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (1: every iteration receives)
+    eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
@@ -364,6 +365,8 @@ class Replica:
         if spec is not None:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
+        if chunks and self.eager_s:
+            step = eager(step, self.eager_s)
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
@@ -622,6 +625,15 @@ class Replica:
     def _gap(self, gap_s: float, count: int) -> None:
         self.itl_s.append(gap_s)
         self.itl_count.append(count)
+
+
+def eager(step: StepTime, host_s: tuple[float, ...]) -> StepTime:
+    """A step the engine runs without a CUDA graph (engines.toml eager_prefill): the host
+    launches each stage's kernels one by one, ahead of the device, so a stage takes the
+    longer of its device time and the host's `host_s` to launch them; the work, and so the
+    energy, is the same."""
+    return StepTime([max(s, h) for s, h in zip(step.stage_s, host_s, strict=True)],
+                    step.send_s, step.energy_j)  # fmt: skip
 
 
 def _plus(step: StepTime, stage_s: list[float], energy_j: float) -> StepTime:

@@ -61,6 +61,7 @@ class Prepared:
     graphs: list[int] = field(default_factory=list)  # the engine's captured CUDA-graph sizes
     graph_pad: str = "none"  # how a step pads to them (engines.toml graph_pad)
     draft: StepCost | None = None  # speculative decoding's draft model, on the same plan
+    eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
 
     @property
     def chips(self) -> int:
@@ -206,12 +207,19 @@ def prepare(
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
                  f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+    eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
+        if engine.eager_prefill is None else engine.eager_prefill
+    eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
+    if eager_s:
+        notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
+                     f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
+                     f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill)")
     if draft is not None:
         how = engine.decoding
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
                      f"tokens per step, {how.advance:.3g} tokens per step expected")
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
-                    decode, captured, graph_pad, draft)
+                    decode, captured, graph_pad, draft, eager_s)
 
 
 def _step_table(
@@ -376,7 +384,7 @@ def run(
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
-                         recv_interval=e.recv_interval)
+                         recv_interval=e.recv_interval, eager_s=own.eager_s)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

@@ -275,6 +275,9 @@ class StepCost:
     attention_dp: int = 1
     expert_stage_s: np.ndarray | None = None  # (max_tokens, pp) at the step's T
     expert_energy_j: np.ndarray | None = None
+    # the ops one prefill forward runs on each stage's chip: the kernels an engine launches
+    # one by one where it runs that forward without a CUDA graph (Replica's eager floor)
+    launches: tuple[int, ...] = ()
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -455,12 +458,13 @@ def step_cost(
     if a == 1:
         (token_s, token_j, prompt_s, prompt_j), table, counts = _tabulated(
             cfg, one, system, plan, placement, [token, whole_prompt])  # fmt: skip
+        launches = counts
     else:  # a sequences of t tokens: each chip t, the experts a t, tabulated at the step's T
         (token_s, token_j), table, counts = _tabulated(
             cfg, requests(np.full_like(tokens, a), tokens), system, plan, placement,
             [lambda op: token(op) and not _expert_op(op)],
         )  # fmt: skip
-        (expert_s, expert_j, prompt_s, prompt_j), _, _ = _tabulated(
+        (expert_s, expert_j, prompt_s, prompt_j), _, launches = _tabulated(
             cfg, one, system, plan, placement,
             [lambda op: token(op) and _expert_op(op), whole_prompt],
         )  # fmt: skip
@@ -505,6 +509,7 @@ def step_cost(
         prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, state_s, state_j,
         state, plan.tp,
         send.fixed_s, send.s_per_byte * per_token, a, *experts,
+        tuple(int(n) for n in launches.sum(axis=0)),
     )  # fmt: skip
 
 

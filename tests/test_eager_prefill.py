@@ -1,0 +1,67 @@
+"""Steps with prompt tokens run without CUDA graphs where the engine runs them so
+(engines.toml eager_prefill): each takes at least the host's time to launch its ops."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.errors import UserError
+from xpusim.serving.engines import engine, engines
+from xpusim.serving.replica import eager
+from xpusim.serving.step_cost import StepTime
+
+times = st.floats(min_value=0.0, max_value=10.0, allow_nan=False)
+
+
+@given(st.lists(st.tuples(times, times), min_size=1, max_size=4), times, times)
+def test_an_eager_step_never_costs_less_than_the_graphed_one(stages, send_s, energy_j):
+    """Physics: launching one by one only adds host time; the work and its energy stay."""
+    step = StepTime([s for s, _ in stages], send_s, energy_j)
+    host = tuple(h for _, h in stages)
+    run = eager(step, host)
+    assert all(e >= s and e >= h for e, s, h in zip(run.stage_s, step.stage_s, host,
+                                                     strict=True))  # fmt: skip
+    assert run.trip_s >= step.trip_s and run.energy_j == step.energy_j
+    assert eager(step, tuple(0.0 for _ in host)) == step  # no host time: the graphed step
+
+
+def test_each_profile_states_where_its_prefill_runs_eagerly():
+    """SGLang 0.5 graphs prefill by default but not on ROCm nor under attention DP; 0.4
+    never did; the others are graphed or not modelled, each saying which."""
+    sglang, old = engine("sglang"), engine("sglang-0.4")
+    assert sglang.eager_on("AMD", False) and sglang.eager_on("NVIDIA", True)
+    assert not sglang.eager_on("NVIDIA", False)
+    assert old.eager_on("NVIDIA", False) and old.eager_on("AMD", False)
+    for name in ("vllm", "vllm-v0", "trtllm", "atom", "ideal"):
+        assert not engine(name).eager_on("AMD", True) and not engine(name).eager_launch_s
+    assert all(p.eager_source for p in engines().values())
+
+
+SHORT = dict(engine="sglang", concurrency=1, requests=6, prompt=200, gen=16, warmup=1)
+
+
+def test_the_host_floor_applies_only_where_the_profile_says_eager():
+    """Llama-3-8B's 200-token prefill on one chip is shorter on the device than its
+    forward's launches on the host: on an MI300X (SGLang's ROCm build: eager) TTFT is the
+    host's time, on an H100 (piecewise graphs) the device's; decode steps are untouched."""
+    rocm = xpusim.serve("llama-3-8b", "mi300x", **SHORT)
+    graphed = xpusim.serve("llama-3-8b", "mi300x", **SHORT, eager_prefill=False)
+    nvidia = xpusim.serve("llama-3-8b", "h100-sxm", **SHORT)
+    forced = xpusim.serve("llama-3-8b", "h100-sxm", **SHORT, eager_prefill=True)
+    host_s = 292 * engine("sglang").eager_launch_s  # the note's launches x the figure
+    assert rocm.ttft_s.mean == pytest.approx(host_s, rel=0.02)
+    assert forced.ttft_s.mean == pytest.approx(host_s, rel=0.02)
+    assert graphed.ttft_s.mean < 0.8 * host_s and nvidia.ttft_s.mean < 0.8 * host_s
+    assert rocm.tpot_s.mean == pytest.approx(graphed.tpot_s.mean, rel=1e-9)
+    assert forced.tpot_s.mean == pytest.approx(nvidia.tpot_s.mean, rel=1e-9)
+    assert any("without CUDA graphs" in n for n in rocm.notes)
+    assert not any("without CUDA graphs" in n for n in nvidia.notes)
+
+
+def test_eager_prefill_is_refused_where_no_host_time_was_measured():
+    with pytest.raises(UserError, match="engine 'trtllm' has no measured host time"):
+        xpusim.serve("llama-3-8b", "h100-sxm", **{**SHORT, "engine": "trtllm"},
+                     eager_prefill=True)  # fmt: skip

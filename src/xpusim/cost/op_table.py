@@ -283,8 +283,8 @@ class OpTable:
         `xpusim web`, benchmarks/bench_web.py)."""
         collectives = tuple((i, op) for i, op in enumerate(self.ops)
                             if op.kind is OpKind.COLLECTIVE)  # fmt: skip
-        signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
-                          for i, op in collectives)  # fmt: skip
+        signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"),
+                           op.attr("kernels")) for i, op in collectives)  # fmt: skip
         return collectives, signature
 
     @property

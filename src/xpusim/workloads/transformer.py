@@ -52,6 +52,13 @@ LINEAR_ATTENTION_CHUNK = 64
 # lightning attention's block (MiniMax-Text-01's modeling code and vLLM's lightning_attention
 # kernel: BLOCK = 256 tokens)
 LIGHTNING_CHUNK = 256
+FUSED_QKV_A = "fused-qkv-a"
+"""The engine kernel (serving/engines.toml `kernels`) that runs latent attention's q_a_proj
+and kv_a_proj_with_mqa as one GEMM of their concatenated weights (SGLang's
+fused_qkv_a_proj_with_mqa, TensorRT-LLM's kv_a_proj_with_mqa of q_lora_rank + kv_lora_rank
++ rope outputs): one kernel's fixed time where two were paid, the same FLOPs and bytes."""
+GRAPH_KERNELS = frozenset({FUSED_QKV_A})
+"""Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -95,7 +102,7 @@ class _Builder:
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
-        self.kernels = kernels or None  # stamped on matmuls and attention if given
+        self.kernels = kernels or None  # stamped on matmuls, attention, embedding if given
         self.parts = weight_parts(weight, act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
@@ -117,8 +124,8 @@ class _Builder:
 
     def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
         """Appends an op; `tp` in attrs says how tensor parallelism splits it (partition.py)."""
-        if kind in (OpKind.MATMUL, OpKind.ATTENTION):
-            attrs["kernels"] = self.kernels
+        if kind in (OpKind.MATMUL, OpKind.ATTENTION, OpKind.EMBEDDING):  # the embedding's:
+            attrs["kernels"] = self.kernels  # for its all-reduce (compiler/partition.py)
         attrs = {k: v for k, v in attrs.items() if v is not None}
         op = Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items())), self.layer)
         return self.graph.add(op)
@@ -348,7 +355,9 @@ class _Builder:
         Queries come from a low-rank latent (q_a_proj, its norm, q_b_proj) or straight from
         the hidden state; keys and values from one latent per token (kv_a_proj_with_mqa:
         kv_lora_rank wide, plus the rotary key shared by every head), and that latent is
-        what the cache holds. A decode step (one query per sequence) runs the absorbed form
+        what the cache holds. An engine that lists FUSED_QKV_A runs q_a_proj and
+        kv_a_proj as one matmul (qkv_a_proj), its output read by the two norms in parts. A
+        decode step (one query per sequence) runs the absorbed form
         (vLLM's and SGLang's MLA decode kernels): each head's query is multiplied into the
         latent space by its slice of kv_b_proj (q_absorb; a speculative verify's few tokens
         too, as FlashMLA runs them), attention runs over the cached
@@ -363,8 +372,14 @@ class _Builder:
         nope, rank, v = d - rope, cfg.kv_lora_rank, cfg.v_head_dim
         latent = rank + rope
         top_k = None
-        if cfg.q_lora_rank:
+        kv = None
+        if cfg.q_lora_rank and FUSED_QKV_A in (self.kernels or ()):
+            both = self.matmul(f"{p}.qkv_a_proj", x, cfg.q_lora_rank + latent)
+            q = Tensor(f"{both.name}[q]", (*both.shape[:-1], cfg.q_lora_rank), self.act)
+            kv = Tensor(f"{both.name}[kv]", (*both.shape[:-1], latent), self.act)
+        elif cfg.q_lora_rank:
             q = self.matmul(f"{p}.q_a_proj", x, cfg.q_lora_rank)
+        if cfg.q_lora_rank:
             norm_w = self.t(f"{p}.q_a_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
             q = self.vector(OpKind.NORM, f"{p}.q_a_norm", [q, norm_w], cfg.q_lora_rank,
                             RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
@@ -374,7 +389,8 @@ class _Builder:
             q = self.matmul(f"{p}.q_proj", x, heads * d, tp="column")
         q = self.vector(OpKind.ELEMENTWISE, f"{p}.q_rope", [q], heads * d,
                         ROTARY_FLOPS * rope / d, tp="split", fn="rope")  # fmt: skip
-        kv = self.matmul(f"{p}.kv_a_proj", x, latent)
+        if kv is None:
+            kv = self.matmul(f"{p}.kv_a_proj", x, latent)
         norm_w = self.t(f"{p}.kv_a_norm.w", rank, role=Role.WEIGHT)
         kv = self.vector(OpKind.NORM, f"{p}.kv_a_norm", [kv, norm_w], latent,
                          (RMSNORM_FLOPS * rank + ROTARY_FLOPS * rope) / latent,
@@ -900,8 +916,10 @@ def build_step(
     --kv-cache-dtype fp8 stores one beside 16-bit weights. `moe_backend` names the engine's
     MoE backend (cost/kernel_tables.py MOE_BACKENDS), stamped on the routed experts' ops so
     that a measured table of that backend prices them; "" leaves the default's. `kernels`
-    names the engine's own kernels (serving/engines.toml), stamped on every matmul and
-    attention op so that a table of one of them prices it (cost/kernel_tables.py).
+    names the engine's own kernels (serving/engines.toml), stamped on every matmul,
+    attention and embedding op (and the collectives after them, compiler/partition.py) so
+    that a table of one of them prices it (cost/kernel_tables.py, cost/collectives.py);
+    GRAPH_KERNELS change the ops built.
 
     An inference step whose GEMMs compute in FP8 or FP4 keeps its other activations in
     16 bits, as the engines do (quantized_at_matmuls).

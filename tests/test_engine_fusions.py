@@ -1,0 +1,78 @@
+"""Engine kernels that change the graph (workloads/transformer.py GRAPH_KERNELS): MLA's
+q_a and kv_a projections as one GEMM (FUSED_QKV_A). The fused graph does the same work in
+fewer kernels, so a decode step costs less, never less than its roofline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpusim
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.compiler.partition import Plan
+from xpusim.hardware.system import load_system
+from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import Role
+from xpusim.scenarios.llm.engine import cost_phases
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.request import Request
+from xpusim.workloads.transformer import FUSED_QKV_A, StepShape, build_step
+
+R1 = xpusim.model("deepseek-r1-0528")
+
+
+def _decode(kernels: tuple[str, ...]):
+    return build_step(R1, StepShape(4, 1, 1024, decode=True), DType.FP8, kernels=kernels)
+
+
+def _weight_bytes(graph) -> float:
+    return sum(op.bytes_by_role().get(Role.WEIGHT, 0.0) * graph.copies(op) for op in graph.ops)
+
+
+def test_fused_qkv_a_is_one_matmul_of_both_projections():
+    """Every MLA layer's q_a_proj (1,536 wide) and kv_a_proj (576) become one qkv_a_proj of
+    2,112 outputs, as SGLang's fused_qkv_a_proj_with_mqa; FLOPs and weights unchanged."""
+    plain, fused = _decode(()), _decode((FUSED_QKV_A,))
+    names = [op.name for op in fused.ops]
+    assert not any(n.endswith((".q_a_proj", ".kv_a_proj")) for n in names)
+    both = [op for op in fused.ops if op.name.endswith(".qkv_a_proj")]
+    assert len(both) == len([op for op in plain.ops if op.name.endswith(".q_a_proj")]) > 0
+    assert all(op.kind is OpKind.MATMUL and op.outputs[0].shape[-1] == 2112 for op in both)
+    matmuls = [op for op in plain.ops if op.kind is OpKind.MATMUL]
+    assert len([op for op in fused.ops if op.kind is OpKind.MATMUL]) == len(matmuls) - len(both)
+    assert fused.matrix_flops == pytest.approx(plain.matrix_flops, rel=1e-12)
+    assert _weight_bytes(fused) == pytest.approx(_weight_bytes(plain), rel=1e-12)
+
+
+def test_a_model_without_a_query_latent_is_built_as_before():
+    """DeepSeek-V2-Lite has no q_lora_rank (q_proj straight from the hidden state): nothing
+    to fuse."""
+    lite = xpusim.model("deepseek-v2-lite")
+    step = StepShape(1, 1, 64, decode=True)
+    plain = build_step(lite, step, DType.BF16)
+    fused = build_step(lite, step, DType.BF16, kernels=(FUSED_QKV_A,))
+    assert [op.name for op in plain.ops] == [op.name for op in fused.ops]
+
+
+def _decode_cost(kernels: tuple[str, ...]):
+    """DeepSeek-R1's decode step of one sequence on 8 B200s (TP 8, FP8)."""
+    request = Request(1, 1024, 2, DType.FP8, DType.FP8, kernels=kernels)
+    graphs = shape_graphs(R1, [request], 8, 1)
+    system = load_system("dgx-b200")
+    placement = place(system.chip, Footprint(0.0, 0.0, 0.0))
+    (decode,) = cost_phases(graphs, np.array([0]), [system], [placement], Plan(tp=8),
+                            np.array([1]), phases=(1,))  # fmt: skip
+    return decode
+
+
+def test_fusing_saves_a_kernels_fixed_time_and_keeps_the_roofline():
+    """The fused step is faster by about one GEMM's fixed time a layer, and every op still
+    costs at least its FLOPs at peak and its bytes at the bandwidth."""
+    plain, fused = _decode_cost(()), _decode_cost((FUSED_QKV_A,))
+    saved = plain.totals("time_s")[0, 0] - fused.totals("time_s")[0, 0]
+    layers = R1.num_layers
+    assert 2e-6 * layers < saved < 20e-6 * layers
+    costs = fused.costs
+    floor = np.maximum(costs.compute_s, costs.memory_s)
+    assert np.all(costs.time_s >= floor * (1 - 1e-12))

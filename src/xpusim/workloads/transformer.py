@@ -27,6 +27,8 @@ from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, stream_format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import (
+    AUX_STREAM,
+    MAIN_STREAM,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
     OpKind,
@@ -57,7 +59,10 @@ FUSED_QKV_A = "fused-qkv-a"
 and kv_a_proj_with_mqa as one GEMM of their concatenated weights (SGLang's
 fused_qkv_a_proj_with_mqa, TensorRT-LLM's kv_a_proj_with_mqa of q_lora_rank + kv_lora_rank
 + rope outputs): one kernel's fixed time where two were paid, the same FLOPs and bytes."""
-GRAPH_KERNELS = frozenset({FUSED_QKV_A})
+SHARED_EXPERTS_STREAM = "shared-experts-stream"
+"""The engine kernel that runs an MoE layer's shared experts on a second stream beside the
+router and routed experts (cost/aux_stream.py): their ops marked `stream` aux and main."""
+GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -638,11 +643,15 @@ class _Builder:
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
-        logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias)
-        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
+        two = cfg.shared_expert_width and SHARED_EXPERTS_STREAM in (self.kernels or ())
+        main = {"stream": MAIN_STREAM} if two else {}
+        logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
+        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
+                    **main)  # fmt: skip
         used, rows = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
-                       moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha)  # fmt: skip
+                       moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
+                       **main)  # fmt: skip
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -666,12 +675,12 @@ class _Builder:
             tp="expert_row",
             **routing,
         )
-        parts = [down, *self.shared_expert(p, x)]
+        parts = [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
                        flops_per_element=2 * k + 2 * (len(parts) > 1))  # fmt: skip
 
-    def shared_expert(self, p: str, x: Tensor) -> list[Tensor]:
+    def shared_expert(self, p: str, x: Tensor, stream: dict[str, str]) -> list[Tensor]:
         """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,
         scaled by a sigmoid gate (one output per token) in Qwen2-MoE, not in DeepSeek; none
         for a model without them.
@@ -681,16 +690,18 @@ class _Builder:
         and all-reduce the MoE layer's output once (vLLM's DeepseekV2MoE.forward, SGLang's
         DeepseekV2MoE.forward_normal: `final_hidden_states + shared_output`, then one
         tensor_model_parallel_all_reduce; TensorRT-LLM's DeepseekV3DecoderLayer.forward_MoE:
-        one all-reduce of the MoE output, the shared output passed into it)."""
+        one all-reduce of the MoE output, the shared output passed into it). `stream` marks
+        its ops where the engine runs them on a second stream (SHARED_EXPERTS_STREAM)."""
         width = self.cfg.shared_expert_width
         if not width:
             return []
-        h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column")
+        h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column", **stream)
         h = self.vector(OpKind.ELEMENTWISE, f"{p}.shared.silu_mul", [h], width, SILU_MUL_FLOPS,
-                        tp="split", fn="silu_mul")  # fmt: skip
+                        tp="split", fn="silu_mul", **stream)  # fmt: skip
         out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row",
-                          reduced_with="experts")
-        gate = [self.matmul(f"{p}.shared.gate", x, 1)] if self.cfg.shared_expert_gate else []
+                          reduced_with="experts", **stream)  # fmt: skip
+        gate = [self.matmul(f"{p}.shared.gate", x, 1, **stream)] \
+            if self.cfg.shared_expert_gate else []  # fmt: skip
         return [out, *gate]
 
     def build(self) -> Graph:

@@ -310,6 +310,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["moe_backend"] = moe
         if adp:
             setup["adp_balance"] = adp
+        if "--enable-flashinfer-allreduce-fusion" in launch:
+            setup["allreduce_fusion"] = True
         src_row = (
             f"{APP}, row hardware={hw} framework={fw} precision={prec} spec_method=none "
             f"decode_tp={tp} decode_ep={ep} dp_attention={str(dpa).lower()} isl={isl} osl={osl} "
@@ -375,6 +377,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             )
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
+        if "--enable-flashinfer-allreduce-fusion" in launch:
+            parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"

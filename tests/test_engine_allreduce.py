@@ -4,6 +4,8 @@ unstamped one keeps the analytic line floored by measurement."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from xpusim.compiler.partition import collective
 from xpusim.cost.collectives import (
+    FLASHINFER_ALLREDUCE,
     Collective,
     bandwidth_bound_s,
     comm_seconds,
@@ -89,3 +92,29 @@ def test_the_bandwidth_term_binds_the_kernel_past_its_rows(tokens):
     curve = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (SGLANG,)).at(n)
     bound = bandwidth_bound_s(B200, Collective.ALL_REDUCE, n, 8, 8)
     np.testing.assert_allclose(own, np.maximum(curve, bound), rtol=1e-12)
+
+
+def test_the_first_kernel_listed_prices_it():
+    """--allreduce-fusion puts FlashInfer's kernels (TensorRT-LLM's table) ahead of SGLang's
+    own: the order of `kernels` decides, not the order of the tables in the file."""
+    first = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (SGLANG, FLASHINFER_ALLREDUCE))
+    assert first.kernel == SGLANG
+    first = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (FLASHINFER_ALLREDUCE, SGLANG))
+    assert first.kernel == FLASHINFER_ALLREDUCE
+    assert _comm_s(1, (FLASHINFER_ALLREDUCE, SGLANG)) < _comm_s(1, (SGLANG,))
+
+
+def test_only_sglang_has_the_flashinfer_fusion_flag():
+    """--allreduce-fusion with another engine is refused, naming the engine to give; a
+    published point's `allreduce_fusion` reaches serve."""
+    from xpusim.errors import UserError
+    from xpusim.serving.options import Engine
+    from xpusim.validation.points import DATA
+
+    assert Engine(engine="sglang", allreduce_fusion=True).allreduce_fusion
+    with pytest.raises(UserError, match=r"with engine sglang .*, got engine 'trtllm'"):
+        Engine(engine="trtllm", allreduce_fusion=True)
+    flagged = [p for p in json.loads(DATA.read_text())["points"] if p.get("allreduce_fusion")]
+    assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
+                           and "--enable-flashinfer-allreduce-fusion" in p["notes"]
+                           for p in flagged)  # fmt: skip

@@ -275,14 +275,24 @@ def measured_floor(
     return measured_curves(system.chip.id).get((kind, group), ())
 
 
+FLASHINFER_ALLREDUCE = "trtllm-allreduce"
+"""The all-reduce kernel SGLang runs under --enable-flashinfer-allreduce-fusion (serve's
+--allreduce-fusion): FlashInfer's trtllm_allreduce_fusion (flashinfer/comm/trtllm_ar.py),
+TensorRT-LLM's one-shot and two-shot kernels with the residual add and RMSNorm fused in,
+which SGLang calls for steps of 1-2,048 tokens (python/sglang/srt/layers/communicator.py
+apply_flashinfer_allreduce_fusion, FUSE_ALLREDUCE_MAX_BATCH_SIZE 2048); priced by
+TensorRT-LLM's measured all-reduce alone, as no timing of the fused kernel is published."""
+
+
 def engine_curve(system: System, kind: Collective, group: int, span: int | None,
                  kernels: tuple[str, ...]) -> MeasuredCurve | None:  # fmt: skip
-    """The measured curve of the engine's own kernel among `kernels` for this collective
-    on the system, if its chip has one (module docstring, "An engine's own all-reduce")."""
+    """The measured curve of the first of `kernels` that is the engine's own kernel for
+    this collective on the system, if its chip has one (module docstring, "An engine's own
+    all-reduce")."""
     if not kernels:
         return None
-    return next((c for c in measured_floor(system, kind, group, span) if c.kernel in kernels),
-                None)  # fmt: skip
+    curves = {c.kernel: c for c in measured_floor(system, kind, group, span) if c.kernel}
+    return next((curves[k] for k in kernels if k in curves), None)
 
 
 def bandwidth_bound_s(system: System, kind: Collective, nbytes: np.ndarray | float, group: int,

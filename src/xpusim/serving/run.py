@@ -12,7 +12,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.collectives import FLASHINFER_ALLREDUCE, Collective, collective_line
 from xpusim.cost.gemm_allreduce import KERNEL as GEMM_ALLREDUCE
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
@@ -139,6 +139,10 @@ def prepare(
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
+        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
+        notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
+                     "measured all-reduce, whose kernels FlashInfer's fusion runs")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

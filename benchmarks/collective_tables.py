@@ -42,7 +42,8 @@ from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, wr
 OUT = KERNEL_TABLES / "collectives"
 
 # aiconfigurator chip directory -> xpusim catalog id
-CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
+CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "b300_sxm": "b300",
+         "gb200": "gb200"}
 # source directory -> (version, engine key, engine name, file, the rows' kernel_source kept)
 ENGINES = {
     "nccl": ("2.29.2", "nccl", "NCCL", "nccl_perf.parquet", {"NCCL"}),

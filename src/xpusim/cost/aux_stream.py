@@ -5,7 +5,9 @@ routed experts run on the main one, and the layer's all-reduce waits for both:
 - SGLang (python/sglang/srt/models/deepseek_v2.py DeepseekV2MoE.forward): with no shared
   expert fused into the routed kernel, under CUDA-graph capture (decode), it calls
   forward_normal_dual_stream, the shared experts on `alt_stream` (read in the code index's
-  copies 8060500011 and 161203363; later copies take any batch up to 1,024 tokens). Where
+  copy 161203363, which takes any batch up to 1,024 tokens; glm4_moe.py's copy 8060500011,
+  the same forward, under CUDA-graph capture). SGLang creates that stream on CUDA alone, so
+  on ROCm the profile leaves the kernel out (engines.toml `nvidia_only`). Where
   SGLang fuses the shared expert into the routed MoE kernel instead (its
   num_fused_shared_experts, on by default where determine_num_fused_shared_experts allows),
   the kernel runs one expert more per token: at decode, a ninth expert's weights on top of

@@ -67,6 +67,13 @@ class EngineProfile:
     dp_attention_source: str = ""
     kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
     kernels_source: str = ""
+    nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
+    nvidia_only_source: str = ""
+
+    def kernels_on(self, vendor: str) -> tuple[str, ...]:
+        """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
+        alone left out on others."""
+        return tuple(k for k in self.kernels if vendor == "NVIDIA" or k not in self.nvidia_only)
 
     def host_s(self, sequences: int) -> float:
         return self.per_iteration_s + self.per_sequence_s * sequences
@@ -158,7 +165,8 @@ def engines() -> dict[str, EngineProfile]:
         fields = {**fields, "limits": tuple(fields["limits"]),
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
                   "small_chips": tuple(fields.get("small_chips", ())),
-                  "kernels": tuple(fields.get("kernels", ()))}  # fmt: skip
+                  "kernels": tuple(fields.get("kernels", ())),
+                  "nvidia_only": tuple(fields.get("nvidia_only", ()))}  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
             and profile.memory in MEMORY_RULES \

@@ -131,9 +131,10 @@ def prepare(
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
-    if profile.kernels:  # the plan was chosen on every engine's kernels; the steps run its own
-        req = replace(req, kernels=profile.kernels)
-        notes.append(f"engine kernels: {', '.join(profile.kernels)} where the chip has their "
+    own = profile.kernels_on(system.chip.vendor)
+    if own:  # the plan was chosen on every engine's kernels; the steps run its own
+        req = replace(req, kernels=own)
+        notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
                      f"tables ({profile.kernels_source.split(': ', 1)[0]})")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))

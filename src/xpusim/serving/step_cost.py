@@ -272,7 +272,8 @@ class StepCost:
     decodes: Rows  # the decode kernel of n = 1..max_sampled sequences: rows (M, pp + 1)
     state_stage_s: np.ndarray  # (max_sampled, pp) the state ops of n decoding sequences
     state_energy_j: np.ndarray  # (max_sampled,)
-    state: Counts  # the state ops' work for a prefill chunk of each q up to max_tokens
+    state: Counts  # the state ops' work for a prefill chunk of each q up to max_tokens (one
+    # row of no ops where the model has none)
     ranks: int  # chips per stage: tp
     send_fixed_s: float
     send_s_per_token: float
@@ -446,7 +447,6 @@ def step_cost(
     kinds = _op_kinds(cfg, requests, plan, probe)
     tokens = np.arange(1, max_tokens + 1)
     a = plan.attention_dp
-    one = requests(np.ones_like(tokens), tokens)  # one prompt of T tokens: the experts see T
 
     def token(op: Op) -> bool:
         return kinds[op.name] == "token"
@@ -505,9 +505,12 @@ def step_cost(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
         [lambda op: op.name not in varies, lambda op: kinds.get(op.name) == "state"], phase=1,
     )  # fmt: skip
-    # a prefill chunk's state ops: one q-token prompt's, for every q
-    state = _counts(cfg, one, system, plan, placement,
-                    frozenset(n for n, k in kinds.items() if k == "state"), phase=0)
+    # a prefill chunk's state ops: one q-token prompt's, for every q; a model without
+    # them (most) has no work to tabulate there, and its one row of none stands for all
+    stateful = frozenset(n for n, k in kinds.items() if k == "state")
+    q = tokens if stateful else tokens[:1]
+    state = _counts(cfg, requests(np.ones_like(q), q), system, plan, placement, stateful,
+                    phase=0)  # fmt: skip
     top = max(max_context, 3)
     mean = np.unique(np.rint(np.r_[np.geomspace(2, top, int(np.log(top / 2) / np.log(GRID_RATIO))
                                                 + 2), top]))  # fmt: skip

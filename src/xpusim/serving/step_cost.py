@@ -17,17 +17,20 @@ names:
   (FlashAttention's varlen form), so their FLOPs and bytes are sums over the sequences.
 
 Token ops are costed for every T up to the token budget and sampling ops for every count up
-to the max batch, once, as arrays over those shapes (scenarios/llm/graphs.py, the same ops,
-calibrations and collectives `run` costs). An attention op's FLOPs and bytes are a fixed
-polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes linear in q and c), so a set
-of sequences' are the polynomial's coefficients times five sums over them. Nothing here
-computes a FLOP: the coefficients are read off the builder's own graph at probe shapes and
-checked there.
+to the max batch, as arrays over those shapes (scenarios/llm/graphs.py, the same ops,
+calibrations and collectives `run` costs); the token ops' rows TOKEN_BLOCK_ROWS at a time,
+when a run first reads one (serving/lazy_rows.py: a run reads a few hundred of the 131,072
+an SGLang budget tabulates), bit for bit the table costed whole. An attention op's FLOPs
+and bytes are a fixed polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes
+linear in q and c), so a set of sequences' are the polynomial's coefficients times five
+sums over them. Nothing here computes a FLOP: the coefficients are read off the builder's
+own graph at probe shapes and checked there.
 
 Attention runs as two kernels, as engines with FlashInfer or vLLM's V0 backends launch them:
 one over the decoding sequences, one over the prefill chunks. The decode kernel's work is a
 function of two numbers, the sequences n and their keys Σc, and decode iterations are nearly
-all of a serving run's, so it is tabulated once over every n up to the max batch and a
+all of a serving run's, so it is tabulated over every n up to the max batch (a row per n,
+costed when first read: a run decodes at a few hundred of 2,048 batch sizes) and a
 geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,

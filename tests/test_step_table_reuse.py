@@ -12,6 +12,7 @@ import pytest
 import xpusim
 import xpusim.serving.run as serving_run
 from xpusim.scenarios.llm.inference import chosen_plan
+from xpusim.serving.lazy_rows import Rows
 from xpusim.serving.step_cost import StepCost, Work, step_cost
 
 LARGEST, SEQUENCES, LONGEST = 4096, 24, 1200
@@ -20,6 +21,8 @@ LARGEST, SEQUENCES, LONGEST = 4096, 24, 1200
 def _arrays(cost: StepCost) -> dict[str, np.ndarray]:
     found = {f.name: getattr(cost, f.name) for f in fields(cost)
              if isinstance(getattr(cost, f.name), np.ndarray)}  # fmt: skip
+    found |= {f.name: getattr(cost, f.name).array() for f in fields(cost)
+              if isinstance(getattr(cost, f.name), Rows)}  # fmt: skip
     found |= {f"state.{k}": getattr(cost.state, k) for k in ("matrix", "vector", "roles")}
     return found
 

@@ -17,17 +17,20 @@ names:
   (FlashAttention's varlen form), so their FLOPs and bytes are sums over the sequences.
 
 Token ops are costed for every T up to the token budget and sampling ops for every count up
-to the max batch, once, as arrays over those shapes (scenarios/llm/graphs.py, the same ops,
-calibrations and collectives `run` costs). An attention op's FLOPs and bytes are a fixed
-polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes linear in q and c), so a set
-of sequences' are the polynomial's coefficients times five sums over them. Nothing here
-computes a FLOP: the coefficients are read off the builder's own graph at probe shapes and
-checked there.
+to the max batch, as arrays over those shapes (scenarios/llm/graphs.py, the same ops,
+calibrations and collectives `run` costs); the token ops' rows TOKEN_BLOCK_ROWS at a time,
+when a run first reads one (serving/lazy_rows.py: a run reads a few hundred of the 131,072
+an SGLang budget tabulates), bit for bit the table costed whole. An attention op's FLOPs
+and bytes are a fixed polynomial in (q, c) (ir/op.py: pairs = qc - q²/2 + q/2; bytes
+linear in q and c), so a set of sequences' are the polynomial's coefficients times five
+sums over them. Nothing here computes a FLOP: the coefficients are read off the builder's
+own graph at probe shapes and checked there.
 
 Attention runs as two kernels, as engines with FlashInfer or vLLM's V0 backends launch them:
 one over the decoding sequences, one over the prefill chunks. The decode kernel's work is a
 function of two numbers, the sequences n and their keys Σc, and decode iterations are nearly
-all of a serving run's, so it is tabulated once over every n up to the max batch and a
+all of a serving run's, so it is tabulated over every n up to the max batch (a row per n,
+costed when first read: a run decodes at a few hundred of 2,048 batch sizes) and a
 geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
 a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
@@ -71,6 +74,7 @@ from xpusim.ir.tensor import ROLES, Role
 from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
+from xpusim.serving.lazy_rows import Columns, LazyTable, Rows
 from xpusim.workloads.transformer import StepShape, build_step, hidden_state_bytes
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -82,6 +86,12 @@ _PROBES_C = np.array([1, 5, 9, 2, 8, 3, 4, 11, 20])
 GRID_RATIO = 1.02
 """Neighbouring mean contexts of the decode-attention table: a 2% grid keeps interpolation
 within a fraction of a percent where the cost bends (near the ridge) and exact elsewhere."""
+
+
+TOKEN_BLOCK_ROWS = 512
+"""Token counts the token tables cost at once, when a run first reads one of them: a run
+reads a few hundred token counts, clustered (its prompts' lengths, plus its decodes); one
+block's call costs about as much as 500 rows, so smaller blocks save no more."""
 
 
 class Work(NamedTuple):
@@ -252,58 +262,56 @@ class StepCost:
 
     max_tokens: int
     max_sampled: int
-    token_stage_s: np.ndarray  # (max_tokens, pp) token ops at T = 1..max_tokens
-    token_energy_j: np.ndarray  # (max_tokens,)
+    # rows (stage times..., energy), costed when first read (lazy_rows.py): a run reads
+    # a few hundred of the token counts and batch sizes tabulated
+    tokens: Rows  # the token ops at T = 1..max_tokens
     sample_stage_s: np.ndarray  # (max_sampled, pp)
     sample_energy_j: np.ndarray  # (max_sampled,)
     step_stage_s: np.ndarray  # (max_sampled, pp) a decode step's ops but its kernel, n sequences
     step_energy_j: np.ndarray  # (max_sampled,)
-    prompt_stage_s: np.ndarray  # (max_tokens, pp) attention of one whole prompt of T tokens
-    prompt_energy_j: np.ndarray  # (max_tokens,)
+    prompts: Rows  # attention of one whole prompt of T tokens, T = 1..max_tokens
     attention: Attention
     mean_context: np.ndarray  # (M,) the decode table's grid
-    decode_stage_s: np.ndarray  # (max_sampled, M, pp) the decode kernel of n sequences
-    decode_energy_j: np.ndarray  # (max_sampled, M)
+    decodes: Rows  # the decode kernel of n = 1..max_sampled sequences: rows (M, pp + 1)
     state_stage_s: np.ndarray  # (max_sampled, pp) the state ops of n decoding sequences
     state_energy_j: np.ndarray  # (max_sampled,)
-    state: Counts  # the state ops' work for a prefill chunk of each q up to max_tokens
+    state: Counts  # the state ops' work for a prefill chunk of each q up to max_tokens (one
+    # row of no ops where the model has none)
     ranks: int  # chips per stage: tp
     send_fixed_s: float
     send_s_per_token: float
     # attention data parallelism: chips that each run their own sequences (1: none), and
     # the expert ops' part of the token table (token_stage_s then holds the rest)
     attention_dp: int = 1
-    expert_stage_s: np.ndarray | None = None  # (max_tokens, pp) at the step's T
-    expert_energy_j: np.ndarray | None = None
+    experts: Rows | None = None  # at the step's T
     # the ops one prefill forward runs on each stage's chip: the kernels an engine launches
     # one by one where it runs that forward without a CUDA graph (Replica's eager floor)
     launches: tuple[int, ...] = ()
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # the tables as rows of Python floats, (stage times..., energy): an iteration adds a
-        # few rows, and numpy's per-call overhead would be most of a serving run's time
+        # the small tables as rows of Python floats, (stage times..., energy): an iteration
+        # adds a few rows, and numpy's per-call overhead would be most of a serving run's time
         def rows(stage_s: np.ndarray, energy_j: np.ndarray) -> list[list[float]]:
             return np.concatenate([stage_s, energy_j[..., None]], axis=-1).tolist()
 
-        self._token_rows = rows(self.token_stage_s, self.token_energy_j)
-        self._expert_rows = None if self.expert_stage_s is None else rows(
-            self.expert_stage_s, self.expert_energy_j)  # fmt: skip
         self._sample_rows = rows(self.sample_stage_s, self.sample_energy_j)
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
-        # the decode table is n sequences x the context grid (a million floats at 2,048
-        # sequences), of which a run reads the rows of the batch sizes it runs: each row is
-        # made a list when first read (_decode_nodes), not all of them here
-        self._decode_table = np.concatenate(
-            [self.decode_stage_s, self.decode_energy_j[..., None]], axis=-1)  # fmt: skip
-        self._decode_rows: list[list[list[float]] | None] = [None] * len(self._decode_table)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
-        self._prompt_rows = rows(self.prompt_stage_s, self.prompt_energy_j)
+
+    @property
+    def token_stage_s(self) -> Columns:
+        """The token ops' stage times at T = 1..max_tokens, indexed as an array (T, pp)."""
+        return self.tokens.stage_s
+
+    @property
+    def token_energy_j(self) -> Columns:
+        return self.tokens.energy_j
 
     @property
     def stages(self) -> int:
-        return self.token_stage_s.shape[1]
+        return self.step_stage_s.shape[1]
 
     def within(self, max_tokens: int) -> StepCost:
         """This table for iterations of at most `max_tokens` new tokens: its rows up to it,
@@ -315,11 +323,8 @@ class StepCost:
         state = replace(self.state, matrix=self.state.matrix[:t], vector=self.state.vector[:t],
                         roles=self.state.roles[:t])  # fmt: skip
         return replace(
-            self, max_tokens=t, token_stage_s=self.token_stage_s[:t],
-            token_energy_j=self.token_energy_j[:t], prompt_stage_s=self.prompt_stage_s[:t],
-            prompt_energy_j=self.prompt_energy_j[:t], state=state,
-            expert_stage_s=None if self.expert_stage_s is None else self.expert_stage_s[:t],
-            expert_energy_j=None if self.expert_energy_j is None else self.expert_energy_j[:t],
+            self, max_tokens=t, tokens=self.tokens.head(t), prompts=self.prompts.head(t),
+            state=state, experts=None if self.experts is None else self.experts.head(t),
             _prefills={},
         )  # fmt: skip
 
@@ -361,7 +366,8 @@ class StepCost:
         mean = contexts / n
         i = np.clip(np.searchsorted(self.mean_context, mean, side="left") - 1, 0,
                     len(self.mean_context) - 2)  # fmt: skip
-        low, high = self._decode_table[n - 1][i], self._decode_table[n - 1][i + 1]
+        table = self.decodes.array(n - 1, n)[0]
+        low, high = table[i], table[i + 1]
         f = (mean - self.mean_context[i]) / (self.mean_context[i + 1] - self.mean_context[i])
         total = np.array(self._step_rows[n - 1]) + low + f[:, None] * (high - low)
         return total[:, :-1].tolist(), (total[:, -1] * self.ranks).tolist()
@@ -375,14 +381,14 @@ class StepCost:
         """The token ops (stage times..., energy) of a step of `tokens` new tokens; under
         attention data parallelism, the busiest chip's (its share of the decodes and of the
         prefill chunks, at their mean length) beside the experts' over every token."""
-        if self._expert_rows is None:
-            return self._token_rows[tokens - 1]
+        if self.experts is None:
+            return self.tokens[tokens - 1]
         a = self.attention_dp
         mine = -(-work.decodes // a)
         if work.prefills:
             mine += -(-work.prefill_tokens * self._busiest_prefills(work) // work.prefills)
-        return [x + y for x, y in zip(self._token_rows[min(mine, tokens) - 1],
-                                      self._expert_rows[tokens - 1], strict=True)]
+        return [x + y for x, y in zip(self.tokens[min(mine, tokens) - 1],
+                                      self.experts[tokens - 1], strict=True)]
 
     def _decode(self, n: int, context: int) -> list[float]:
         """The decode kernel (stage times..., energy), interpolated along the mean context
@@ -396,9 +402,7 @@ class StepCost:
         grid = self._grid
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
-        row = self._decode_rows[n - 1]
-        if row is None:
-            row = self._decode_rows[n - 1] = self._decode_table[n - 1].tolist()
+        row = self.decodes[n - 1]
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:
@@ -407,8 +411,8 @@ class StepCost:
         distinct work."""
         basis = work.prefill_basis
         n, q, c = basis[:3]
-        if n == 1 and q == c <= len(self._prompt_rows):
-            return self._prompt_rows[q - 1]
+        if n == 1 and q == c <= len(self.prompts):
+            return self.prompts[q - 1]
         key = (basis, tuple(sorted(work.prefill_queries)))
         found = self._prefills.get(key)
         if found is None:
@@ -446,7 +450,6 @@ def step_cost(
     kinds = _op_kinds(cfg, requests, plan, probe)
     tokens = np.arange(1, max_tokens + 1)
     a = plan.attention_dp
-    one = requests(np.ones_like(tokens), tokens)  # one prompt of T tokens: the experts see T
 
     def token(op: Op) -> bool:
         return kinds[op.name] == "token"
@@ -454,21 +457,35 @@ def step_cost(
     def whole_prompt(op: Op) -> bool:  # its attention and state ops, as the prefill graph
         return kinds[op.name] in ("attention", "state")  # has them (windows, chunks)
 
-    experts: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    def by_tokens(batch: Callable[[np.ndarray], np.ndarray],
+                  picks: list[Callable[[Op], bool]]) -> tuple[list[Rows], OpTable, np.ndarray]:
+        """Rows of the ops `picks` picks at T = 1..max_tokens, requests of batch(T) prompts
+        of T tokens, costed TOKEN_BLOCK_ROWS at a time when first read; the table and its
+        stage counts (every block's: its ops are the same at any shape) from the first."""
+        found = []
+
+        def cost(lo: int, hi: int) -> list[np.ndarray]:
+            t = tokens[lo:hi]
+            tables, table, counts = _tabulated(cfg, requests(batch(t), t), system, plan,
+                                               placement, picks)  # fmt: skip
+            found.append((table, counts))
+            return [np.concatenate([s, e[:, None]], axis=-1)
+                    for s, e in zip(tables[::2], tables[1::2], strict=True)]  # fmt: skip
+
+        lazy = LazyTable(max_tokens, TOKEN_BLOCK_ROWS, cost)
+        lazy.row(0, 0)  # the first block: its table and counts
+        return [Rows(lazy, k) for k in range(len(picks))], *found[0]
+
+    experts: Rows | None = None
     if a == 1:
-        (token_s, token_j, prompt_s, prompt_j), table, counts = _tabulated(
-            cfg, one, system, plan, placement, [token, whole_prompt])  # fmt: skip
+        (token_rows, prompt_rows), table, counts = by_tokens(np.ones_like,
+                                                             [token, whole_prompt])  # fmt: skip
         launches = counts
     else:  # a sequences of t tokens: each chip t, the experts a t, tabulated at the step's T
-        (token_s, token_j), table, counts = _tabulated(
-            cfg, requests(np.full_like(tokens, a), tokens), system, plan, placement,
-            [lambda op: token(op) and not _expert_op(op)],
-        )  # fmt: skip
-        (expert_s, expert_j, prompt_s, prompt_j), _, launches = _tabulated(
-            cfg, one, system, plan, placement,
-            [lambda op: token(op) and _expert_op(op), whole_prompt],
-        )  # fmt: skip
-        experts = (expert_s, expert_j)
+        (token_rows,), table, counts = by_tokens(
+            lambda t: np.full_like(t, a), [lambda op: token(op) and not _expert_op(op)])
+        (experts, prompt_rows), _, launches = by_tokens(
+            np.ones_like, [lambda op: token(op) and _expert_op(op), whole_prompt])
     sampled = np.arange(1, max_sampled + 1)
     (sample_s, sample_j), _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
@@ -491,24 +508,31 @@ def step_cost(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
         [lambda op: op.name not in varies, lambda op: kinds.get(op.name) == "state"], phase=1,
     )  # fmt: skip
-    # a prefill chunk's state ops: one q-token prompt's, for every q
-    state = _counts(cfg, one, system, plan, placement,
-                    frozenset(n for n, k in kinds.items() if k == "state"), phase=0)
+    # a prefill chunk's state ops: one q-token prompt's, for every q; a model without
+    # them (most) has no work to tabulate there, and its one row of none stands for all
+    stateful = frozenset(n for n, k in kinds.items() if k == "state")
+    q = tokens if stateful else tokens[:1]
+    state = _counts(cfg, requests(np.ones_like(q), q), system, plan, placement, stateful,
+                    phase=0)  # fmt: skip
     top = max(max_context, 3)
     mean = np.unique(np.rint(np.r_[np.geomspace(2, top, int(np.log(top / 2) / np.log(GRID_RATIO))
                                                 + 2), top]))  # fmt: skip
     decode = _counts(cfg, requests(np.ones_like(mean), mean - 1), system, plan, placement,
                      varies, phase=1)  # fmt: skip
     mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
-    decode_s, decode_j = decode.per_sequence(mine)
+
+    def decode_block(lo: int, hi: int) -> list[np.ndarray]:
+        stage_s, energy_j = decode.per_sequence(mine[lo:hi])
+        return [np.concatenate([stage_s, energy_j[..., None]], axis=-1)]
+
+    decode_rows = Rows(LazyTable(max_sampled, 1, decode_block), 0)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
         system, Collective.SEND_RECV, 2, plan.tp * plan.pp)  # fmt: skip
     per_token = hidden_state_bytes(cfg, act)
     return StepCost(
-        max_tokens, max_sampled, token_s, token_j, sample_s, sample_j, step_s, step_j,
-        prompt_s, prompt_j, att, mean.astype(float), decode_s, decode_j, state_s, state_j,
-        state, plan.tp,
-        send.fixed_s, send.s_per_byte * per_token, a, *experts,
+        max_tokens, max_sampled, token_rows, sample_s, sample_j, step_s, step_j,
+        prompt_rows, att, mean.astype(float), decode_rows, state_s, state_j, state, plan.tp,
+        send.fixed_s, send.s_per_byte * per_token, a, experts,
         tuple(int(n) for n in launches.sum(axis=0)),
     )  # fmt: skip
 

@@ -28,7 +28,11 @@ rows kept. Which rows:
   where the weights bind (M of 64 or fewer: by at most M / N, 5% at 64 x 1280);
 - fused MoE rows as [tokens, model_dim, inter_dim, topk, experts, 1, 1, us]: the kernel as
   the tuner ran it (its `expert` and `topk` may count a fused shared expert, and its
-  inter_dim is already one rank's width), so tp = ep = 1.
+  inter_dim is already one rank's width), so tp = ep = 1. The tuners route each token to
+  the top k of random scores (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py
+  generate_data: `score = torch.randn((token, expert))`, `fused_topk`), so the tables say
+  `routing = "random"`: the rows touch the experts uniform routing reaches, not balanced
+  routing's min(experts, tokens x topk).
 
 The loader (cost/kernel_tables.py) refuses a row faster than its chip's datasheet roofline;
 check() here applies the same test before writing, and names what it drops.
@@ -51,12 +55,14 @@ import argparse
 import csv
 import io
 import sys
+from functools import partial
 
 from aiconfigurator_data import KERNEL_TABLES, full_commit, git, toml_table, write
 
 GEMM_OUT = KERNEL_TABLES / "amd-aiter.toml"
 MOE_OUT = KERNEL_TABLES / "moe/amd-aiter.toml"
 URL = "https://github.com/ROCm/aiter/blob/{commit}/{path}"
+ROUTING = "random"  # how AITER's tuners route the fused-MoE rows (docstring): their `routing`
 CONFIGS = "aiter/configs"
 MIN_WEIGHT_BYTES = 16 * 2**20
 """The smallest weight a gemm row may have (module docstring): Mixtral-8x7B's attention
@@ -166,12 +172,13 @@ def check(kind: str, dtype: str, scope: str, chip_id: str, rows: list[list]) -> 
     """The rows at or below the chip's roofline (the loader's own test); the others named."""
     import numpy as np
 
-    from xpusim.cost.kernel_tables import _ROWS
+    from xpusim.cost.kernel_tables import _ROWS, _moe_rows
     from xpusim.hardware.catalog import load_chip
     from xpusim.ir.dtypes import DType
 
     array = np.array(rows, dtype=float)
-    _, roof_s, micros = _ROWS[kind][0](array, DType(dtype), scope, load_chip(chip_id), "check")
+    convert = partial(_moe_rows, routing=ROUTING) if kind == "moe" else _ROWS[kind][0]
+    _, roof_s, micros = convert(array, DType(dtype), scope, load_chip(chip_id), "check")
     ok = roof_s <= micros * 1e-6
     for row, fine, r in zip(rows, ok, roof_s, strict=True):
         if not fine:
@@ -211,6 +218,7 @@ def table_text(repo: str, spec: tuple) -> tuple[str, str]:
         "chips": chips, "engine": "aiter", "source": f"{source} (rows cu_num {cu_num})",
         "url": URL.format(commit=full[0][0], path=full[0][1]), "date": dates[-1],
         "conditions": f"{gpu}, ROCm, {what}; the tuner's best kernel per shape{also}",
+        **({"routing": ROUTING} if kind == "moe" else {}),
     }, [", ".join(_value(v) for v in r) for r in rows])  # fmt: skip
 
 

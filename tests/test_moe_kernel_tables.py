@@ -25,32 +25,37 @@ from xpusim.ir.dtypes import DType, parse_weight_format, stream_format
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
+from xpusim.workloads.transformer_config import expected_active_experts
 
 MOE = [t for t in all_tables() if t.kind == "moe"]
 
 
 def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
                dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True,
-               ep: int | None = None, backend: str | None = None):  # fmt: skip
+               ep: int | None = None, backend: str | None = None,
+               random: bool = False):  # fmt: skip
     """A routed-expert layer's two matmuls as the layer builder emits them (workloads/
-    transformer.py moe) at balanced routing: every touched expert runs tokens x topk /
-    touched rows; `expert=False` gives the same matmuls as plain batched ones. With `ep`,
-    one rank's share as partitioning leaves it (its experts and ep stamped, so that a moe
-    table's rows of the layer's own shape price it); `backend` stamps the MoE backend a
-    run's setting names."""
-    touched = min(experts, tokens * topk) // (ep or 1)
-    rows = tokens * topk // (ep or 1) // touched
+    transformer.py moe) at balanced routing: the tokens x topk / ep pairs, one row each,
+    against the weights of the experts they touch; `random`: routed to the top k of random
+    scores, as the builder and AITER's tuner route (expected_active_experts); `expert=False`
+    gives the same matmuls as plain ones. With `ep`, one rank's share as partitioning leaves
+    it (its experts and ep stamped, so that a moe table's rows of the layer's own shape
+    price it); `backend` stamps the MoE backend a run's setting names."""
+    reached = expected_active_experts(tokens, experts, topk) if random else \
+        min(experts, tokens * topk)
+    touched = reached // (ep or 1)
+    pairs = tokens * topk // (ep or 1)
     weights = parse_weight_format(weight) if weight else dtype
     ops = []
     for name, k, n, split in (("gate_up", hidden, 2 * inter, "expert_column"),
                               ("down", inter, hidden, "expert_row")):  # fmt: skip
-        ins = (Tensor(f"{name}.x", (touched, rows, k), dtype),
+        ins = (Tensor(f"{name}.x", (1, pairs, k), dtype),
                Tensor(f"{name}.w", (touched, k, n), weights, Role.WEIGHT))  # fmt: skip
         attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()),
                  *((("experts", experts), ("experts_per_token", topk), ("ep", ep))
                    if ep else ()),
                  *((("moe_backend", backend),) if backend else ()))  # fmt: skip
-        out = Tensor(f"{name}.y", (touched, rows, n), stream_format(dtype))  # as the builder
+        out = Tensor(f"{name}.y", (1, pairs, n), stream_format(dtype))  # as the builder
         ops.append(Op(OpKind.MATMUL, name, ins, (out,), attrs))
     return op_table(Graph("moe", ops))
 
@@ -344,7 +349,7 @@ def test_deepseeks_experts_on_an_mi355x_take_aiters_fused_moe(dtype, weight, nam
         (entry,) = [t for t in tomllib.load(f)["table"] if t["name"] == table.name]
     row = [tokens, 7168, inter, topk, experts, 1, 1]
     (micros,) = [r[-1] for r in entry["rows"] if r[:-1] == row]
-    ops = _moe_layer(tokens, 7168, inter, topk, experts, dtype, weight, ep=1)
+    ops = _moe_layer(tokens, 7168, inter, topk, experts, dtype, weight, ep=1, random=True)
     time_s, roof_s = _times("mi355x", ops)
     assert np.all(time_s >= roof_s * (1 - 1e-9))
     floor_s = kernel_floor_s(ops, HardwareArrays.build(load_chip("mi355x"), ops)).sum()

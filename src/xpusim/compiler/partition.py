@@ -480,13 +480,13 @@ class _Sharder:
 
     # --- experts (engines' expert parallelism over the tp chips) ------------------------
     def _experts(self, op: Op) -> tuple[Dim, Dim]:
-        """(experts one chip runs, rows each runs) for the stage's tokens, on the busiest
-        chip: its token-expert pairs (moe_expert.busiest_rank_pairs) land on the distinct
+        """(experts one chip runs, its token-expert pairs) for the stage's tokens, on the
+        busiest chip: its pairs (moe_expert.busiest_rank_pairs) land on the distinct
         experts of its experts / ep they are expected to touch (expected_active_experts, a
-        pair at a time: at small batch a chip reads only those experts' weights), spread
-        evenly over them. One chip (ep 1) runs the experts the tokens touch, k at a time.
-        Kept per token count, so that every expert op of the graph gets the same
-        dimensions."""
+        pair at a time: at small batch a chip reads only those experts' weights); the pairs
+        are its grouped GEMMs' rows (workloads/transformer.py moe). One chip (ep 1) runs
+        the experts the tokens touch, k at a time. Kept per token count, so that every
+        expert op of the graph gets the same dimensions."""
         tokens, experts, per_token, alpha = (op.attr(k) for k in (
             "tokens", "experts", "experts_per_token", "routing_alpha"))  # fmt: skip
         key = (dim_key(tokens), experts, per_token, alpha)
@@ -498,7 +498,7 @@ class _Sharder:
                 pairs = moe_expert.busiest_rank_pairs(tokens, int(per_token), int(experts),
                                                       self.ep, alpha)  # fmt: skip
                 mine = expected_active_experts(pairs, _ceil_div(int(experts), self.ep), 1)
-            self.experts[key] = mine, _ceil_div(pairs, mine)
+            self.experts[key] = mine, pairs
         return self.experts[key]
 
     def _tokens(self, op: Op, name: str, parts: int = 1, copies: int = 1) -> Tensor:
@@ -531,31 +531,31 @@ class _Sharder:
 
     def _expert_column(self, op: Op) -> list[Op]:
         x, w = op.inputs
-        e, rows = self._experts(op)
+        e, pairs = self._experts(op)
         n = _ceil_div(w.shape[-1], self.plan.expert_tp)
-        sharded = self._expert_matmul(op, [_resized(x, e, rows, x.shape[-1]),
+        sharded = self._expert_matmul(op, [_resized(x, 1, pairs, x.shape[-1]),
                                            _resized(w, e, w.shape[1], n)],
-                                      [_resized(op.outputs[0], e, rows, n)])  # fmt: skip
+                                      [_resized(op.outputs[0], 1, pairs, n)])  # fmt: skip
         return [*self._dispatch(op, combine=False), sharded]
 
     def _expert_split(self, op: Op) -> list[Op]:
-        e, rows = self._experts(op)
+        _, pairs = self._experts(op)
 
         def shard(t: Tensor) -> Tensor:
-            return _resized(t, e, rows, _ceil_div(t.shape[-1], self.plan.expert_tp))
+            return _resized(t, 1, pairs, _ceil_div(t.shape[-1], self.plan.expert_tp))
 
         return [self._with(op, list(map(shard, op.inputs)), list(map(shard, op.outputs)))]
 
     def _expert_row(self, op: Op) -> list[Op]:
         x, w = op.inputs
-        e, rows = self._experts(op)
+        e, pairs = self._experts(op)
         k = _ceil_div(w.shape[-2], self.plan.expert_tp)
-        out = _resized(op.outputs[0], e, rows, w.shape[-1])
+        out = _resized(op.outputs[0], 1, pairs, w.shape[-1])
         if self.plan.dp_attention:
             copies = int(op.attr("experts_per_token")) if self.plan.ep == self.plan.tp else 1
             self.expert_outputs[op.outputs[0].name] = self._tokens(op, "mine", self.plan.tp,
                                                                    copies)  # fmt: skip
-        sharded = self._expert_matmul(op, [_resized(x, e, rows, k),
+        sharded = self._expert_matmul(op, [_resized(x, 1, pairs, k),
                                            _resized(w, e, k, w.shape[-1])], [out])  # fmt: skip
         return [sharded, *self._dispatch(op, combine=True)]
 

@@ -51,7 +51,14 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   GEMMs, finalize), converted to the rank's token-expert pairs M = tokens x topk / ep and
   the roofline of its two expert GEMMs (gate_up: M x hidden x 2 inter / tp; down: M x
   inter / tp x hidden; the weights of the experts the rows touch, min(experts, tokens x
-  topk) / ep of them under balanced routing, in the table's weight format, its `scope`).
+  topk) / ep of them under balanced routing (aiconfigurator's collector), in the table's
+  weight format, its `scope`). A table whose harness routed each token to its top k of
+  random scores says so, `routing = "random"` (AITER's tuners: `torch.randn` scores,
+  `fused_topk`), and its rows touch the experts uniform routing is expected to reach
+  (workloads/transformer_config.expected_active_experts: 58 of 256 for 8 tokens' 64
+  pairs), as the ops it prices count theirs. An op's M is its rank's pairs as well, the
+  rows of its grouped GEMMs (workloads/transformer.py moe), so a row prices an op of its
+  own tokens and shape at the row's measured time (tests/test_kernel_table_keys.py).
   A table timed on the busiest rank under a power law of expert popularity names it,
   `routing_alpha` (aiconfigurator's WIDEEP rows: 1.01), and its M is that rank's expected
   pairs (compiler/moe_expert.power_law_busiest), as the ops it prices count theirs.
@@ -163,6 +170,10 @@ DEFAULT_MOE_BACKEND = "CUTLASS"
 """The backend of a moe table that names none, and of an op no setting stamps: TensorRT-LLM's
 default (MoeConfig.backend "CUTLASS"), whose throughput rows benchmarks/moe_kernel_tables.py
 keeps."""
+ROUTINGS = ("balanced", "random")
+"""How a moe table's harness routed its tokens (module docstring): every pair to another
+expert while any is left (aiconfigurator's balanced rows), or each token to the top k of
+random scores (AITER's tuners)."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -446,15 +457,18 @@ def _gemm_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: st
 
 
 def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str,
-              routing_alpha: float | None = None):  # fmt: skip
+              routing_alpha: float | None = None, routing: str = "balanced"):  # fmt: skip
     """(token-expert pairs on the rank, roofline seconds of its two expert GEMMs,
     microseconds) of moe rows [tokens, hidden, inter, topk, experts, tp, ep, microseconds]
     (module docstring); activations in the compute format, outputs in the format the
     engine keeps activations in (ir/dtypes.stream_format), as the layer builder stores
     them. A table timed on the busiest rank under power-law routing (`routing_alpha`)
     counts that rank's expected pairs (compiler/moe_expert.power_law_busiest), the pairs
-    the same routing puts on the op it prices; else the mean, balanced routing's."""
+    the same routing puts on the op it prices; else the mean, balanced routing's. The
+    experts the rows touch: balanced routing's min(experts, pairs), or, where the rows were
+    routed at random (`routing`), those uniform routing is expected to reach."""
     from xpusim.compiler.moe_expert import power_law_busiest
+    from xpusim.workloads.transformer_config import expected_active_experts
 
     tokens, hidden, inter, topk, experts, tp, ep = (rows[:, i] for i in range(7))
     pairs, width = tokens * topk / ep, inter / tp
@@ -462,7 +476,12 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
         pairs = np.array([power_law_busiest(int(t), int(e), int(k), int(n), routing_alpha)
                           for t, e, k, n in zip(tokens, experts, topk, ep, strict=True)],
                          dtype=float)  # fmt: skip
-    touched = np.ceil(np.minimum(experts, tokens * topk) / ep)  # balanced routing
+    if routing == "random":
+        reached = np.array([expected_active_experts(int(t), int(e), int(k))
+                            for t, e, k in zip(tokens, experts, topk, strict=True)])  # fmt: skip
+    else:
+        reached = np.minimum(experts, tokens * topk)
+    touched = np.ceil(reached / ep)
     weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
     gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,
                                where)  # fmt: skip
@@ -563,13 +582,14 @@ def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
 
 def roofline_seconds(
     rows: np.ndarray, dtype: DType, chip: Chip, where: str, kind: str = "gemm",
-    scope: str | None = None, routing_alpha: float | None = None,
+    scope: str | None = None, routing_alpha: float | None = None, routing: str = "balanced",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Each row's M, time on `chip`'s datasheet roofline and measured time (seconds); a row
     faster than the roofline is an error in the table (its units or its chip). A moe
-    table's `routing_alpha`: the power law its rows were timed under (_moe_rows)."""
-    convert = partial(_moe_rows, routing_alpha=routing_alpha) if kind == "moe" \
-        else _ROWS[kind][0]
+    table's `routing_alpha` and `routing`: the power law and the routing its rows were
+    timed under (_moe_rows)."""
+    convert = partial(_moe_rows, routing_alpha=routing_alpha, routing=routing) \
+        if kind == "moe" else _ROWS[kind][0]
     m, roof_s, micros = convert(rows, dtype, scope or dtype.value, chip, where)
     fractions = roof_s / (micros * 1e-6)
     if not np.all((fractions > 0) & (fractions <= 1)):
@@ -601,9 +621,12 @@ def _table(entry: dict, path: Path) -> KernelTable:
         alpha = entry.get("routing_alpha")
         if alpha is not None and (entry["kind"] != "moe" or not float(alpha) > 1):
             raise ValueError(f"routing_alpha {alpha!r}: a moe table's power law, above 1")
+        routing = entry.get("routing", "balanced")
+        if routing not in ROUTINGS or (routing != "balanced" and entry["kind"] != "moe"):
+            raise ValueError(f"routing {routing!r}: a moe table's, one of {', '.join(ROUTINGS)}")
         rows_m, roofline_s, measured_s = roofline_seconds(
             rows, dtype, measured_on, where, entry["kind"], entry["scope"],
-            None if alpha is None else float(alpha))  # fmt: skip
+            None if alpha is None else float(alpha), routing)  # fmt: skip
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])

@@ -436,6 +436,20 @@ def work_factors(
     return np.where(is_matmul & (mode > 0), mapped, padded), padded
 
 
+def kernel_m(table: OpTable) -> np.ndarray:
+    """The key each op reads its kernel table at (kernel_tables.KEYED_BY), as the table's
+    rows_m name theirs: a matmul's M, its FLOPs over 2 K N (a routed expert's, its rank's
+    token-expert pairs: the rows of its grouped GEMM, workloads/transformer.py moe), a
+    decode attention op's bytes, a prefill attention op's FLOPs."""
+    k, n = table.weight_tile_kn
+    moved = table.role_bytes.sum(axis=-2)
+    m = np.where(table.is_attention, moved,
+                 table.matrix_flops / (2 * np.where(k > 0, k * n, 1.0)))  # fmt: skip
+    if table.keyed_by_flops.any():
+        m = np.where(table.keyed_by_flops, table.matrix_flops, m)
+    return m
+
+
 def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     """Each op's time on its kernel table's measurements (cost/kernel_tables.py): the
     table's fixed kernel time plus the op's roofline on the chip's datasheet peak and
@@ -445,13 +459,10 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     least time per sequence (KernelTable.sequence_floor_s), its sequences its bytes other
     than the cache's over those of one (OpTable.sequence_bytes); 0 for ops no table prices.
     All the op's bytes count as streamed from DRAM, as the tables' kernels stream theirs."""
-    k, n = table.weight_tile_kn
+    k, _ = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
-    by_bytes = table.is_attention
-    priced = np.isfinite(hw.kernel_peak) & ((k > 0) | by_bytes)
-    m = np.where(by_bytes, moved, table.matrix_flops / (2 * np.where(k > 0, k * n, 1.0)))
-    if table.keyed_by_flops.any():
-        m = np.where(table.keyed_by_flops, table.matrix_flops, m)
+    priced = np.isfinite(hw.kernel_peak) & ((k > 0) | table.is_attention)
+    m = kernel_m(table)
     roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)
     floor_s = hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m)
     if hw.kernel_sequence_s_per_byte.any():

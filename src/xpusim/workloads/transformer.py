@@ -121,7 +121,7 @@ class _Builder:
         self.tokens = step.tokens
         if cfg.is_moe:
             used = expected_active_experts(self.tokens, cfg.num_experts, cfg.experts_per_token)
-            self.routed = used, -(-self.tokens * cfg.experts_per_token // used)
+            self.routed = used, self.tokens * cfg.experts_per_token
 
     def t(self, name: str, *shape: Dim, role: Role = Role.ACTIVATION) -> Tensor:
         dtype = {Role.WEIGHT: self.weight, Role.KV_CACHE: self.kv}.get(role, self.act)
@@ -636,10 +636,13 @@ class _Builder:
         return self.matmul(f"{p}.down", h, cfg.hidden_size, cfg.mlp_bias, tp="row")
 
     def moe(self, p: str, x: Tensor) -> Tensor:
-        """Routed experts as batched matmuls over the experts a batch is expected to touch.
-
-        Tokens are assumed spread evenly over those experts, so each runs ceil(T k / E_used)
-        rows; decode at batch 1 reads k experts' weights, a long prefill reads all of them.
+        """Routed experts as grouped matmuls: the T k token-expert pairs, one row each
+        ([1, T k, hidden], compiler/moe_expert.py), against the weights of the experts a
+        batch is expected to touch ([E_used, hidden, width]): decode at batch 1 reads k
+        experts' weights, a long prefill reads all of them. The pairs are the GEMM's rows,
+        its M, as the moe kernel tables key their rows (cost/kernel_tables.py); spreading
+        them evenly as ceil(T k / E_used) rows of each used expert counted 116 rows for 8
+        tokens' 64 pairs over 58 experts, and priced them at the tables' 116-pair time.
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
@@ -648,17 +651,17 @@ class _Builder:
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
                     **main)  # fmt: skip
-        used, rows = self.routed
+        used, pairs = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
                        **main)  # fmt: skip
-        routed = self.t(f"{p}.routed", used, rows, h)
+        routed = self.t(f"{p}.routed", 1, pairs, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
             OpKind.MATMUL,
             f"{p}.experts.gate_up",
             [routed, w1],
-            [self.t(f"{p}.experts.gate_up.out", used, rows, 2 * i)],
+            [self.t(f"{p}.experts.gate_up.out", 1, pairs, 2 * i)],
             tp="expert_column",
             **routing,
         )
@@ -671,7 +674,7 @@ class _Builder:
             OpKind.MATMUL,
             f"{p}.experts.down",
             [act, w2],
-            [self.t(f"{p}.experts.down.out", used, rows, h)],
+            [self.t(f"{p}.experts.down.out", 1, pairs, h)],
             tp="expert_row",
             **routing,
         )

@@ -391,7 +391,8 @@ def run(
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
-                         recv_interval=e.recv_interval, eager_s=own.eager_s)
+                         recv_interval=e.recv_interval, eager_s=own.eager_s,
+                         static_w=p.system.chip.energy.static_power_w.value)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

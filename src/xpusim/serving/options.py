@@ -157,7 +157,8 @@ class Engine:
     decode_steps: int = option(1, "Decode iterations per schedule (vLLM V0's "
                                "--num-scheduler-steps): new prompts start only between runs "
                                "of this many; with --scheduler continuous.", type=int)
-    recv_interval: int = option(1, "SGLang's --scheduler-recv-interval: new requests reach "
+    recv_interval: int = option(1, "SGLang's --scheduler-recv-interval (with --engine "
+                                "sglang): new requests reach "
                                 "the scheduler after a prefill and then once every this "
                                 "many decode iterations (1: every iteration).", type=int)
     eager_prefill: bool | None = option(None, "Whether steps with prompt tokens run without "

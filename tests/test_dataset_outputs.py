@@ -80,16 +80,11 @@ def test_scale_gen_without_lengths_exits_2_with_one_line():
 def test_a_points_scale_gen_reaches_serve(monkeypatch):
     """The adapter passes the point's `scale_gen` with its lengths file; without the key
     serve reads the file's own outputs."""
+    from test_published_serving import _options_served
+
     from xpusim.validation import adapters
 
-    seen: list[dict] = []
-
-    class Served:
-        fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
-        ttft_s = tpot_s = None
-        scheduler = "chunked"
-
-    monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())
+    seen = _options_served(monkeypatch)
     point = next(p for p in load_points() if p.get("scale_gen"))
     adapters._llm_serving(point)
     assert seen[0]["scale_gen"] is True and seen[0]["lengths"].endswith("mlperf-deepseek-r1.csv")

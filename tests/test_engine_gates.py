@@ -161,6 +161,8 @@ def test_receive_gate_lengthens_ttft_by_its_wait_and_not_decode():
     (["--decode-steps", "4"], "with --scheduler continuous"),
     (["--decode-steps", "0"], "decode-steps must be a positive integer"),
     (["--recv-interval", "0"], "recv-interval must be a positive integer"),
+    (["--recv-interval", "10", "--engine", "vllm"], "--recv-interval must be used with engine"),
+    (["--eager-prefill", "--engine", "trtllm"], "--eager-prefill must be used with engine sglang"),
 ])  # fmt: skip
 def test_gates_refuse_bad_input_in_one_line(capsys, args, says):
     with pytest.raises(SystemExit) as e:

@@ -157,7 +157,8 @@ class Engine:
     decode_steps: int = option(1, "Decode iterations per schedule (vLLM V0's "
                                "--num-scheduler-steps): new prompts start only between runs "
                                "of this many; with --scheduler continuous.", type=int)
-    recv_interval: int = option(1, "SGLang's --scheduler-recv-interval: new requests reach "
+    recv_interval: int = option(1, "SGLang's --scheduler-recv-interval (with --engine "
+                                "sglang): new requests reach "
                                 "the scheduler after a prefill and then once every this "
                                 "many decode iterations (1: every iteration).", type=int)
     eager_prefill: bool | None = option(None, "Whether steps with prompt tokens run without "
@@ -239,6 +240,9 @@ class Engine:
             raise UserError(f"allreduce_fusion must be used with engine sglang (its "
                             f"--enable-flashinfer-allreduce-fusion), got engine "
                             f"{self.engine!r}")  # fmt: skip
+        if self.recv_interval > 1 and self.engine != "sglang":  # SGLang 0.5's gate alone
+            raise UserError(f"recv_interval must be used with engine sglang (its "
+                            f"--scheduler-recv-interval), got engine {self.engine!r}")
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
         for name in ("decode_tp", "decode_ep", "decode_dp_attention"):
@@ -253,9 +257,9 @@ class Engine:
         from xpusim.serving.engines import engine
 
         if not engine(self.engine).eager_launch_s and self.eager_prefill:
-            raise UserError(f"eager_prefill: engine {self.engine!r} has no measured host time "
-                            "per eager launch (engines.toml eager_source); sglang and "
-                            "sglang-0.4 have")  # fmt: skip
+            raise UserError(f"eager_prefill must be used with engine sglang or sglang-0.4 "
+                            f"(engine {self.engine!r} has no measured host time per eager "
+                            "launch: engines.toml eager_source)")  # fmt: skip
         self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
 
     @property

@@ -141,6 +141,7 @@ class Replica:
     adp_ranks: int = 1
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (1: every iteration receives)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
+    static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
@@ -366,7 +367,7 @@ class Replica:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
         if chunks and self.eager_s:
-            step = eager(step, self.eager_s)
+            step = eager(step, self.eager_s, self.static_w * self.cost.ranks)
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
@@ -627,13 +628,16 @@ class Replica:
         self.itl_count.append(count)
 
 
-def eager(step: StepTime, host_s: tuple[float, ...]) -> StepTime:
+def eager(step: StepTime, host_s: tuple[float, ...], static_w: float) -> StepTime:
     """A step the engine runs without a CUDA graph (engines.toml eager_prefill): the host
     launches each stage's kernels one by one, ahead of the device, so a stage takes the
-    longer of its device time and the host's `host_s` to launch them; the work, and so the
-    energy, is the same."""
-    return StepTime([max(s, h) for s, h in zip(step.stage_s, host_s, strict=True)],
-                    step.send_s, step.energy_j)  # fmt: skip
+    longer of its device time and the host's `host_s` to launch them. The work and its
+    energy are the same; a stage waiting on the host draws its chips' `static_w` (the
+    stage's chips together) for the wait, as an idle chip does: the wait is counted busy,
+    so the run's idle energy (serving/metrics.py summarize) does not cover it."""
+    stage_s = [max(s, h) for s, h in zip(step.stage_s, host_s, strict=True)]
+    wait_s = sum(stage_s) - sum(step.stage_s)
+    return StepTime(stage_s, step.send_s, step.energy_j + static_w * wait_s)
 
 
 def _plus(step: StepTime, stage_s: list[float], energy_j: float) -> StepTime:

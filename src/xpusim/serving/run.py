@@ -215,10 +215,12 @@ def prepare(
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
-    if eager_s:
+    if eager_s:  # the per-op figure is DeepSeek-V3's, whose ops launch more kernels each
+        caveat = "" if cfg.kv_lora_rank else (": measured per op of DeepSeek-V3, whose ops "
+                                              "launch more kernels; up to ~2x high here")
         notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
                      f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
-                     f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill)")
+                     f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
     if draft is not None:
         how = engine.decoding
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
@@ -389,7 +391,8 @@ def run(
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
-                         recv_interval=e.recv_interval, eager_s=own.eager_s)
+                         recv_interval=e.recv_interval, eager_s=own.eager_s,
+                         static_w=p.system.chip.energy.static_power_w.value)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

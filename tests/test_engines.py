@@ -118,23 +118,27 @@ def test_attention_dp_gives_each_tensorrt_llm_rank_its_own_max_num_tokens():
     assert any("2 ranks prefills at most 512 tokens" in n for n in served.notes)
 
 
-def test_tensorrt_llms_host_time_under_attention_dp_grows_with_the_replicas_sequences():
-    """Under attention DP TensorRT-LLM gathers every rank's responses to rank 0 each
-    iteration (py_executor.py _enqueue_responses): its host time grows with the replica's
-    sequences, 16 us each (PR #16564's 8.8 ms bubble at 512); without it, flat."""
+def test_tensorrt_llms_host_time_under_attention_dp_grows_with_the_busiest_ranks_sequences():
+    """Under attention DP each TensorRT-LLM rank loops over its own requests every iteration
+    (PR #16564's root cause, TorchSampler.update_requests), all ranks at once: the host time
+    grows with the busiest rank's sequences, 32 us each (the PR's 8.8 ms bubble at 256 a
+    rank); the same sequences over more ranks cost less; without attention DP, flat."""
     trtllm = engines()["trtllm"]
-    assert trtllm.dp_attention_per_sequence_s == pytest.approx(16e-6)
+    assert trtllm.dp_attention_per_rank_sequence_s == pytest.approx(32e-6)
     assert "#16564" in trtllm.dp_attention_host_source
-    assert trtllm.host_s(512, attention_dp=True) == pytest.approx(8.77e-3, rel=0.01)
+    assert trtllm.host_s(512, dp_ranks=2) == pytest.approx(8.8e-3, rel=0.01)
+    assert trtllm.host_s(512, dp_ranks=8) < trtllm.host_s(512, dp_ranks=2)
+    assert trtllm.host_s(513, dp_ranks=2) > trtllm.host_s(512, dp_ranks=2)  # the busiest rank
     assert trtllm.host_s(512) == trtllm.host_s(1) == trtllm.per_iteration_s
     for name, profile in engines().items():  # no other engine's is measured: none charged
         if name != "trtllm":
-            assert profile.host_s(512, attention_dp=True) == profile.host_s(512), name
+            assert profile.host_s(512, dp_ranks=2) == profile.host_s(512), name
 
 
 def test_attention_dp_host_time_slows_the_served_steps():
     """The same TensorRT-LLM run with and without the per-sequence host time: each of its
-    iterations waits for the host, so TPOT rises by about 16 us per sequence in flight."""
+    iterations waits for the host, so TPOT rises by about 32 us per sequence of a rank (64
+    in flight over 2 ranks)."""
     from dataclasses import replace
 
     load = dict(chips=2, tp=2, dp_attention=True, engine="trtllm", concurrency=64, prompt=128,
@@ -142,13 +146,13 @@ def test_attention_dp_host_time_slows_the_served_steps():
     charged = xpusim.serve("llama-3-8b", "h100-sxm", **load)
     table = engines()
     kept = table["trtllm"]
-    table["trtllm"] = replace(kept, dp_attention_per_sequence_s=0.0)
+    table["trtllm"] = replace(kept, dp_attention_per_rank_sequence_s=0.0)
     try:
         free = xpusim.serve("llama-3-8b", "h100-sxm", **load)
     finally:
         table["trtllm"] = kept
     extra_s = charged.tpot_s.mean - free.tpot_s.mean
-    assert 0.5 * 64 * 16e-6 < extra_s < 1.5 * 64 * 16e-6
+    assert 0.5 * 32 * 32e-6 < extra_s < 1.5 * 32 * 32e-6
 
 
 def test_a_prompt_longer_than_a_ranks_share_takes_several_steps_under_attention_dp():

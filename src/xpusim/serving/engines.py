@@ -6,6 +6,7 @@ kernels of its own that measured tables price (cost/kernel_tables.py). What
 
 from __future__ import annotations
 
+import math
 import tomllib
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -68,8 +69,8 @@ class EngineProfile:
     dp_attention_source: str = ""
     kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
     kernels_source: str = ""
-    # host time per sequence of the replica, under attention DP only (engines.toml)
-    dp_attention_per_sequence_s: float = 0.0
+    # host time per sequence of an attention-DP rank, under attention DP only (engines.toml)
+    dp_attention_per_rank_sequence_s: float = 0.0
     dp_attention_host_source: str = ""
 
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
@@ -84,18 +85,20 @@ class EngineProfile:
         alone left out on others."""
         return tuple(k for k in self.kernels if vendor == "NVIDIA" or k not in self.nvidia_only)
 
-    def host_s(self, sequences: int, attention_dp: bool = False) -> float:
+    def host_s(self, sequences: int, dp_ranks: int = 1) -> float:
         """Host time of an iteration over `sequences` (the replica's, all its ranks'):
-        under attention data parallelism an engine may handle every rank's sequences in one
-        process each iteration (TensorRT-LLM gathers them to rank 0), which costs
-        dp_attention_per_sequence_s more a sequence."""
-        per_sequence = self.per_sequence_s + (self.dp_attention_per_sequence_s
-                                              if attention_dp else 0.0)  # fmt: skip
-        return self.per_iteration_s + per_sequence * sequences
+        under attention data parallelism over `dp_ranks` ranks an engine may loop over each
+        rank's requests on that rank's host process every iteration (TensorRT-LLM's
+        per-request sampler update), all ranks at once, so the iteration waits for the
+        busiest rank's: dp_attention_per_rank_sequence_s a sequence of it."""
+        host = self.per_iteration_s + self.per_sequence_s * sequences
+        if dp_ranks > 1:
+            host += self.dp_attention_per_rank_sequence_s * math.ceil(sequences / dp_ranks)
+        return host
 
-    def exposed_s(self, sequences: int, device_s: float, attention_dp: bool = False) -> float:
+    def exposed_s(self, sequences: int, device_s: float, dp_ranks: int = 1) -> float:
         """Host time the device waits for in an iteration that keeps it busy device_s."""
-        host = self.host_s(sequences, attention_dp)
+        host = self.host_s(sequences, dp_ranks)
         return max(host - device_s, 0.0) if self.overlapped else host
 
     def eager_on(self, vendor: str, dp_attention: bool) -> bool:

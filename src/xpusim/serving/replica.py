@@ -380,7 +380,7 @@ class Replica:
         """The iteration of `step`'s cost from now: the host's time, then its stages as
         they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
-        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks > 1)
+        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks)
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):
@@ -505,7 +505,7 @@ class Replica:
                 due_at[step - first - 1] += len(due)
             taken = np.cumsum(due_at.reshape(-1, block).cumsum(axis=0).ravel()[:horizon])
             horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
-        n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks > 1
+        n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks
         extra_s, extra_j = (0.0, 0.0) if extra is None else (extra[0], extra[-1] * ranks)
         run = DecodeRun(n)
         stage_s: list[list[float]] = []

@@ -65,6 +65,8 @@ class Sequence:
     preemptions: int = 0
     joined: int = 0  # the lane's decode count when it joined the decoding cohort
     base: int = 0  # its output then (replica.py: its output is base + decodes since)
+    finishes_at: int = 0  # the lane's decode step that makes its last token, and
+    grows_at: int = 0  # the one whose token first exceeds its blocks (while in the cohort)
 
     def __post_init__(self) -> None:
         self.target = self.target or self.prompt

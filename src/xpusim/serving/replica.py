@@ -16,7 +16,9 @@ token: 10,000 requests of 256 tokens are 2.6 million tokens. The two schedules h
 cohort's members and no one else: a sequence that leaves the cohort is taken out of both
 (one list each, searched at C speed), so that a step reads its due members without testing
 each for still being there, as the filter it replaced did for every growing member at every
-step (a fifth of a max-rate search's CPU, a third of a closed loop's simulation).
+step (a fifth of a max-rate search's CPU, a third of a closed loop's simulation). The
+members due a block at one step are a Growing, which moves whole to its next step when
+each gets its block, counting the block once for all of them (Growing's docstring).
 """
 
 from __future__ import annotations
@@ -96,6 +98,24 @@ class Iteration:
     # steps after it may be run on by Replica.cruise
 
 
+@dataclass(eq=False, slots=True)
+class Growing:
+    """The cohort members whose next KV block falls due at one decode step, in the order
+    they were filed. When the cache has a block for each, the whole group moves to the step
+    a block later and `grown` counts the block for all of them, so that a step costs the
+    same at blocks of 1 token (SGLang: every member, every step) as at 16; a member's own
+    count is its `blocks` + grown - its `mark`, written back to it when it leaves the group
+    (Replica.release). tests/test_serving_growth.py holds each member's count to the
+    cache's."""
+
+    members: list[Sequence]
+    grown: int = 0
+
+    def add(self, s: Sequence) -> None:
+        self.members.append(s)
+        s.growing, s.mark = self, self.grown
+
+
 @dataclass(eq=False)
 class Replica:
     """One lane of a replica (the replica itself when pp is 1)."""
@@ -132,7 +152,7 @@ class Replica:
     itl_s: list[float] = field(default_factory=list)  # gaps between tokens, measured ones
     itl_count: list[int] = field(default_factory=list)  # sequences with each gap
     _finish_at: dict[int, list[Sequence]] = field(default_factory=dict)  # by finishes_at
-    _grow_at: dict[int, list[Sequence]] = field(default_factory=dict)  # by grows_at
+    _grow_at: dict[int, Growing] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
     _run_left: int = 0  # decode iterations left of a multi-step run
@@ -201,16 +221,34 @@ class Replica:
     def _file_growth(self, s: Sequence) -> None:
         """The decode step whose token first exceeds the sequence's blocks."""
         tokens = s.blocks * self.kv.block_tokens + s.shared - s.prompt - s.base + 2
-        step = s.joined + (tokens if self.speculator is None else self._steps_for(tokens))
-        s.grows_at = max(step, self.steps + 1)
-        self._grow_at.setdefault(s.grows_at, []).append(s)
+        step = max(s.joined + (tokens if self.speculator is None else self._steps_for(tokens)),
+                   self.steps + 1)  # fmt: skip
+        group = self._grow_at.get(step)
+        if group is None:
+            group = self._grow_at[step] = Growing([])
+        group.add(s)
+
+    @staticmethod
+    def release(s: Sequence) -> None:
+        """A member out of its Growing, its blocks counted in (its own count from here)."""
+        group = s.growing
+        s.blocks += group.grown - s.mark
+        s.growing = None
+
+    def _dissolve(self, group: Growing) -> list[Sequence]:
+        """A step's due members, each released from their popped Growing, in order."""
+        for s in group.members:
+            self.release(s)
+        return group.members
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
-        for at, step in ((self._finish_at, s.finishes_at), (self._grow_at, s.grows_at)):
-            filed = at.get(step)  # None: the step's list is being read (finish, _grow_each)
-            if filed is not None:
-                filed.remove(s)
+        filed = self._finish_at.get(s.finishes_at)  # None: being read (finish)
+        if filed is not None:
+            filed.remove(s)
+        if s.growing is not None:  # None: released from a step being read (_grow_each)
+            s.growing.members.remove(s)
+            self.release(s)
         steps = self.steps - s.joined
         s.generated = min(s.base + self._tokens_in(steps), s.gen)
         s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
@@ -224,26 +262,25 @@ class Replica:
         when the cache runs out, the latest-admitted sequences are preempted (recompute)
         until the earlier ones fit, as vLLM does, the sequence itself last."""
         step = self.steps + 1
-        due = self._grow_at.pop(step, None)
-        if not due:
+        group = self._grow_at.pop(step, None)
+        if group is None or not group.members:
             return bool(self.cohort)
-        if self.kv.take(len(due)):  # the common case: every one gets its block
-            if self.speculator is not None:
-                for s in due:
-                    s.blocks += 1
-                    self._file_growth(s)
-                return bool(self.cohort)
-            step += self.kv.block_tokens
-            for s in due:
+        if not self.kv.take(len(group.members)):
+            self._grow_each(self._dissolve(group))
+        elif self.speculator is not None:  # each member's next block at its own step
+            for s in self._dissolve(group):
                 s.blocks += 1
-                s.grows_at = step
-            later = self._grow_at.get(step)
-            if later is None:
-                self._grow_at[step] = due
-            else:
-                later.extend(due)
-            return bool(self.cohort)
-        self._grow_each(due)
+                self._file_growth(s)
+        else:  # the common case: every one gets its block, and is due again a block on
+            group.grown += 1
+            step += self.kv.block_tokens
+            earlier = self._grow_at.get(step)  # filed there before (a far reservation's)
+            if earlier is not None:
+                for s in self._dissolve(earlier):
+                    s.mark = group.grown
+                    s.growing = group
+                group.members[:0] = earlier.members
+            self._grow_at[step] = group
         return bool(self.cohort)
 
     def _grow_each(self, due: list[Sequence]) -> None:
@@ -405,7 +442,8 @@ class Replica:
             step = self.steps + 1  # the step `it` runs
             if self._finish_at.get(step):
                 break
-            if len(self._grow_at.get(step + 1, ())) > self.kv.free or stop(it.end_s):
+            due = self._grow_at.get(step + 1)
+            if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s):
                 break
             now_s = it.end_s
             self.finish(it)

@@ -65,7 +65,7 @@ def _holding_the_cohort(decodes):
         assert sorted(id(s) for s, _ in finishing) == members
         assert all(s.finishes_at == step > self.steps for s, step in finishing)
         growing = [(s, step, group) for step, group in self._grow_at.items()
-                   for s in group.members]  # fmt: skip
+                   for s in group.members.values()]  # fmt: skip
         assert sorted(id(s) for s, _, _ in growing) == members
         assert all(s.growing is group and step > self.steps for s, step, group in growing)
         if self.role == "both" and not self.kv.prefix_cached:
@@ -110,5 +110,5 @@ def test_a_group_moving_onto_an_earlier_filing_comes_after_it():
         held[step] = [s.blocks + s.growing.grown - s.mark for s in (a, b)]
     assert [held[k] for k in (2, 3, 6, 7, 10, 11)] == [[2, 2], [3, 2], [3, 2], [4, 3], [4, 3],
                                                        [5, 4]]  # fmt: skip
-    assert r._grow_at[15].members == [b, a]
+    assert list(r._grow_at[15].members.values()) == [b, a]
     assert kv.used == 9

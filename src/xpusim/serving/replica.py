@@ -14,8 +14,8 @@ token, its next KV block) is filed under that step, and ITL gaps are kept as (ga
 sequences had it). A serving run's cost is then per iteration and per request, not per
 token: 10,000 requests of 256 tokens are 2.6 million tokens. The two schedules hold the
 cohort's members and no one else: a sequence that leaves the cohort is taken out of both
-(one list each, searched at C speed), so that a step reads its due members without testing
-each for still being there, as the filter it replaced did for every growing member at every
+(its finish step's list, its Growing's dict), so that a step reads its due members without
+testing each for still being there, as the filter it replaced did for every growing member at every
 step (a fifth of a max-rate search's CPU, a third of a closed loop's simulation). The
 members due a block at one step are a Growing, which moves whole to its next step when
 each gets its block, counting the block once for all of them (Growing's docstring).
@@ -105,14 +105,16 @@ class Growing:
     a block later and `grown` counts the block for all of them, so that a step costs the
     same at blocks of 1 token (SGLang: every member, every step) as at 16; a member's own
     count is its `blocks` + grown - its `mark`, written back to it when it leaves the group
-    (Replica.release). tests/test_serving_growth.py holds each member's count to the
-    cache's."""
+    (Replica.release). The members are a dict by id, in the order filed: a member leaves it
+    in one step, where a list's search (a Python comparison per member passed) was a tenth
+    of a large-batch max-rate search. tests/test_serving_growth.py holds each member's count
+    to the cache's."""
 
-    members: list[Sequence]
+    members: dict[int, Sequence]
     grown: int = 0
 
     def add(self, s: Sequence) -> None:
-        self.members.append(s)
+        self.members[s.id] = s
         s.growing, s.mark = self, self.grown
 
 
@@ -225,7 +227,7 @@ class Replica:
                    self.steps + 1)  # fmt: skip
         group = self._grow_at.get(step)
         if group is None:
-            group = self._grow_at[step] = Growing([])
+            group = self._grow_at[step] = Growing({})
         group.add(s)
 
     @staticmethod
@@ -237,9 +239,10 @@ class Replica:
 
     def _dissolve(self, group: Growing) -> list[Sequence]:
         """A step's due members, each released from their popped Growing, in order."""
-        for s in group.members:
+        due = list(group.members.values())
+        for s in due:
             self.release(s)
-        return group.members
+        return due
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
@@ -247,7 +250,7 @@ class Replica:
         if filed is not None:
             filed.remove(s)
         if s.growing is not None:  # None: released from a step being read (_grow_each)
-            s.growing.members.remove(s)
+            del s.growing.members[s.id]
             self.release(s)
         steps = self.steps - s.joined
         s.generated = min(s.base + self._tokens_in(steps), s.gen)
@@ -279,7 +282,7 @@ class Replica:
                 for s in self._dissolve(earlier):
                     s.mark = group.grown
                     s.growing = group
-                group.members[:0] = earlier.members
+                group.members = earlier.members | group.members
             self._grow_at[step] = group
         return bool(self.cohort)
 

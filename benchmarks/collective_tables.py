@@ -20,7 +20,10 @@ one GB200 NVL72 rack):
   one-shot / two-shot custom kernels where it picks them, NCCL otherwise), vLLM's and
   SGLang's custom all-reduce (`graph` rows only: decode runs under CUDA graphs).
 
-One version per chip and source (ENGINES). Rows are [gpus, bytes, microseconds].
+One version per chip and source (ENGINES). Rows are [gpus, bytes, microseconds]. An engine's
+own all-reduce table names its `kernel` (KERNELS): a serving engine that lists it
+(serving/engines.toml `kernels`) runs its all-reduces at that table's times
+(cost/collectives.py, "An engine's own all-reduce").
 
     python benchmarks/collective_tables.py --compare   # needs xpusim on the path
 
@@ -39,7 +42,8 @@ from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, wr
 OUT = KERNEL_TABLES / "collectives"
 
 # aiconfigurator chip directory -> xpusim catalog id
-CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
+CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "b300_sxm": "b300",
+         "gb200": "gb200"}
 # source directory -> (version, engine key, engine name, file, the rows' kernel_source kept)
 ENGINES = {
     "nccl": ("2.29.2", "nccl", "NCCL", "nccl_perf.parquet", {"NCCL"}),
@@ -49,6 +53,9 @@ ENGINES = {
                {"SGLang_CustomAllReduce_graph"}),
 }
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
+KERNELS = {"trtllm": "trtllm-allreduce", "vllm": "vllm-custom-allreduce",
+           "sglang": "sglang-custom-allreduce"}  # fmt: skip
+"""The `kernel` name of each engine's own all-reduce table (NCCL's times every engine's)."""
 WHAT = {
     "nccl": "nccl-tests {op}_perf over NVLink, FP16, out-of-place, one size a run "
             "(collector/network/collect_nccl.py)",
@@ -80,7 +87,8 @@ def tables(mirror: Mirror, chip_dir: str, source: str) -> list[str]:
         chip_id, version, f"{source} {op}", measured,
         f"{chip_id} NVLink, {engine_name} {version}: {WHAT[source].format(op=op)}",
         [[*key, us] for key, us in sorted(found.items())],
-        engine=(engine, engine_name)) for op, found in by_op.items()]
+        engine=(engine, engine_name), kernel=KERNELS.get(source, ""))
+        for op, found in by_op.items()]
 
 
 SIZES = (2**13, 2**16, 2**20, 2**23, 2**26, 2**28)  # bytes compared (8 KiB to 256 MiB)

@@ -51,7 +51,8 @@ TTFT_GAP = (
     "0.11-1.05 s on MI300X, MI325X and MI355X (median by chip and prompt length, "
     "docs/validation.md): time per request outside the engine's step (API server, "
     "tokenization) and prefill kernels at these shapes, neither measured for these versions "
-    "(SGLang streams the first token at once: not --stream-interval); under load TTFT also "
+    "(SGLang streams the first token at once: not --stream-interval; SGLang's eager prefill on "
+    "ROCm is modelled, engines.toml eager_prefill, and leaves 0.09-0.5 s); under load TTFT also "
     "holds the wait behind "
     "other prompts, set by how the engine interleaves prefills with decodes, and on the B200 "
     "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
@@ -68,8 +69,10 @@ NVFP4_GAP = (
     "xpusim prices NVFP4's routed experts at 1-16 token-expert pairs a rank on B200 from "
     "TensorRT-LLM's TRTLLM-backend (trtllm-gen) rows (37 us a layer at one token with EP 8, "
     "where the CUTLASS rows take 60), and larger steps from the CUTLASS backend's rows; B300 "
-    "has no TRTLLM rows in aiconfigurator's data and keeps CUTLASS's; the rest of the step at "
-    "these batches (attention, dense GEMMs, all-reduce) is priced above the engines' as in FP8"
+    "has no TRTLLM rows in aiconfigurator's data and keeps CUTLASS's; xpusim stores one weight "
+    "format a run, so the attention projections, which the FP4-V2 checkpoint's model card "
+    "leaves unquantized but for o_proj, are priced as NVFP4 GEMMs (about 1 ms a step at one "
+    "client over FP8's rows)"
 )
 LONG_DECODE_GAP = (
     "decode over long contexts on MI300X and MI325X: the measured TPOT at 4 clients grows from "
@@ -327,6 +330,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["adp_balance"] = adp
         if recv := recv_interval(r):
             setup["recv_interval"] = recv
+
+        if "--enable-flashinfer-allreduce-fusion" in launch:
+            setup["allreduce_fusion"] = True
         src_row = (
             f"{APP}, row hardware={hw} framework={fw} precision={prec} spec_method=none "
             f"decode_tp={tp} decode_ep={ep} dp_attention={str(dpa).lower()} isl={isl} osl={osl} "
@@ -394,6 +400,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append(f"recv_interval {recv} (--scheduler-recv-interval)")
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
+        if "--enable-flashinfer-allreduce-fusion" in launch:
+            parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"

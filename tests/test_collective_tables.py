@@ -28,7 +28,7 @@ from xpusim.ir.dtypes import DType
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
 
-SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "mi300x-platform")
+SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200", "hgx-b300", "gb200-nvl72", "mi300x-platform")
 KINDS = (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER)
 
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.cost.collectives import MEASURED_DIR, measured_curves
 from xpusim.cost.kernel_tables import all_tables, engine_scope, kernel_table
 from xpusim.cost.op_table import kernel_keys, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
@@ -20,6 +21,7 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Role, Tensor
 from xpusim.serving.engines import engines
+from xpusim.workloads.transformer import GRAPH_KERNELS
 
 TRITON = "sglang-triton-w8a8-block"
 
@@ -96,7 +98,11 @@ def test_the_triton_kernel_never_beats_either_roof(m, k, n, factor):
 
 
 def test_every_engine_kernel_has_a_table_and_a_source():
-    named = {t.kernel for t in all_tables() if t.kernel}
+    """A kernel is a kernel table's, an all-reduce table's (cost/collectives.py) or one
+    that changes the graph the layer builder emits (workloads/transformer.py)."""
+    collectives = {c.kernel for path in MEASURED_DIR.glob("*.toml")
+                   for curves in measured_curves(path.stem).values() for c in curves}
+    named = {t.kernel for t in all_tables() if t.kernel} | collectives | GRAPH_KERNELS
     for profile in engines().values():
         assert set(profile.kernels) <= named, profile.name
         assert bool(profile.kernels) == bool(profile.kernels_source), profile.name

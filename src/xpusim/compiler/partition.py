@@ -221,9 +221,13 @@ def collective(kind: str, group: str, size: int, t: Tensor, after: Op) -> Op:
     after that op: under sequence parallelism a forward matmul and its weight gradient each
     gather the same tensor, and two outputs of one name would be one tensor to the liveness
     analysis, kept whole from the forward pass to the backward (Megatron-LM gathers again
-    instead; Korthikanti et al. 2022, section 4.2.2)."""
+    instead; Korthikanti et al. 2022, section 4.2.2). It carries that op's engine `kernels`
+    (serving/engines.toml): an engine's own all-reduce prices it (cost/collectives.py)."""
     out = Tensor(f"{after.name}.{kind}.out", t.shape, t.dtype, t.role)
-    attrs = (("collective", kind), ("group", group), ("size", size))
+    attrs: tuple[tuple[str, object], ...] = (("collective", kind), ("group", group),
+                                             ("size", size))  # fmt: skip
+    if after.attr("kernels"):
+        attrs = (*attrs, ("kernels", after.attr("kernels")))
     return Op(OpKind.COLLECTIVE, f"{after.name}.{kind}", (t,), (out,), attrs, after.layer)
 
 

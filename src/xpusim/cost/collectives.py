@@ -49,6 +49,19 @@ stands where it is slower, so the cost never beats the bandwidth bound and more 
 is never slower. Rows faster than the bandwidth term alone (bytes over the level's link
 bandwidth) are refused. docs/cost.md compares the tables with the analytic line.
 
+An engine's own all-reduce. A serving engine runs its all-reduces with its own kernel, not
+NCCL's rings or trees: one-shot and two-shot kernels over peer memory, a single step where
+the analytic line counts 2 log2(p) steps of an assumed latency (2 us over NVLink, the
+system files' estimate), so the line prices a decode step's 14 KB all-reduce on 8 B200s at
+14 us where SGLang's measured kernel takes 7.8 and TensorRT-LLM's 5.9 (aiconfigurator's
+rows, kernel_tables/collectives/b200.toml). Such a table names its `kernel`
+(`sglang-custom-allreduce`); an all-reduce op stamped with it (the engine profile's
+`kernels`, serving/engines.toml, carried from the matmul it reduces, compiler/partition.py
+collective) costs that table's time, measured, at its bytes, never under the bandwidth
+term (bytes over the links): the measurement replaces the assumed latency, physics still
+bounds it, and more bandwidth is never slower. Other ops, and other chips, keep the line
+and floor above.
+
 A collective op's own HBM pass is not added to these seconds (cost/roofline.py): a measured
 time is of the whole kernel (nccl-tests' algbw and busbw are of the complete operation), its
 reads and writes of HBM included, and the analytic ring pipelines its HBM traffic with the
@@ -220,6 +233,7 @@ class MeasuredCurve:
     name: str  # the table's name, its source and date in its file
     nbytes: np.ndarray  # bytes of the whole tensor, ascending
     seconds: np.ndarray
+    kernel: str = ""  # the engine's own kernel it timed (engines.toml `kernels`), if one
 
     def at(self, nbytes: np.ndarray) -> np.ndarray:
         """Seconds at these bytes: linear between rows, flat below, proportional above."""
@@ -243,7 +257,8 @@ def measured_curves(chip_id: str) -> dict[tuple[Collective, int], tuple[Measured
             for gpus in sorted({int(g) for g in rows[:, 0]}):
                 mine = rows[rows[:, 0] == gpus]
                 mine = mine[np.argsort(mine[:, 1])]
-                curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6)
+                curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6,
+                                      table.get("kernel", ""))  # fmt: skip
                 found.setdefault((Collective(table["scope"]), gpus), []).append(curve)
     return {key: tuple(curves) for key, curves in found.items()}
 
@@ -260,24 +275,52 @@ def measured_floor(
     return measured_curves(system.chip.id).get((kind, group), ())
 
 
+FLASHINFER_ALLREDUCE = "trtllm-allreduce"
+"""The all-reduce kernel SGLang runs under --enable-flashinfer-allreduce-fusion (serve's
+--allreduce-fusion): FlashInfer's trtllm_allreduce_fusion (flashinfer/comm/trtllm_ar.py),
+TensorRT-LLM's one-shot and two-shot kernels with the residual add and RMSNorm fused in,
+which SGLang calls for steps of 1-2,048 tokens (python/sglang/srt/layers/communicator.py
+apply_flashinfer_allreduce_fusion, FUSE_ALLREDUCE_MAX_BATCH_SIZE 2048); priced by
+TensorRT-LLM's measured all-reduce alone, as no timing of the fused kernel is published."""
+
+
+def engine_curve(system: System, kind: Collective, group: int, span: int | None,
+                 kernels: tuple[str, ...]) -> MeasuredCurve | None:  # fmt: skip
+    """The measured curve of the first of `kernels` that is the engine's own kernel for
+    this collective on the system, if its chip has one (module docstring, "An engine's own
+    all-reduce")."""
+    if not kernels:
+        return None
+    curves = {c.kernel: c for c in measured_floor(system, kind, group, span) if c.kernel}
+    return next((curves[k] for k in kernels if k in curves), None)
+
+
 def bandwidth_bound_s(system: System, kind: Collective, nbytes: np.ndarray | float, group: int,
                       span: int | None = None) -> np.ndarray | float:  # fmt: skip
     """The line's bandwidth term alone: the least time the bytes take over the links."""
     return collective_line(system, kind, group, span).s_per_byte * nbytes
 
 
-def floored_seconds(system: System, kind: Collective, nbytes: np.ndarray, group: int,
-                    span: int | None = None) -> np.ndarray:  # fmt: skip
+def floored_seconds(
+    system: System, kind: Collective, nbytes: np.ndarray, group: int,
+    span: int | None = None, kernels: tuple[str, ...] = (),
+) -> np.ndarray:  # fmt: skip
     """Seconds of the collective at these bytes (0 where none): the analytic line, at
-    least the fastest measured way to run it (module docstring)."""
+    least the fastest measured way to run it; or, where `kernels` names the engine's own
+    kernel for it, that kernel's measured time, at least the bandwidth term (module
+    docstring)."""
     nbytes = np.asarray(nbytes, dtype=float)
     line = collective_line(system, kind, group, span)
     if line.algorithm == "none":
         return np.zeros_like(nbytes)
-    seconds = line.fixed_s + line.s_per_byte * nbytes
-    curves = measured_floor(system, kind, group, span)
-    if curves:
-        seconds = np.maximum(seconds, np.min([c.at(nbytes) for c in curves], axis=0))
+    own = engine_curve(system, kind, group, span, kernels)
+    if own is not None:
+        seconds = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
+    else:
+        seconds = line.fixed_s + line.s_per_byte * nbytes
+        curves = measured_floor(system, kind, group, span)
+        if curves:
+            seconds = np.maximum(seconds, np.min([c.at(nbytes) for c in curves], axis=0))
     return np.where(nbytes > 0, seconds, 0.0)
 
 
@@ -369,7 +412,8 @@ def comm_seconds(table: OpTable, system: System, span: int, nbytes: np.ndarray) 
     for i, op in table.collectives[0]:
         kind, group = Collective(str(op.attr("collective"))), int(op.attr("size"))
         if measured_floor(system, kind, group, span):
-            seconds[..., i] = floored_seconds(system, kind, nbytes[..., i], group, span)
+            seconds[..., i] = floored_seconds(system, kind, nbytes[..., i], group, span,
+                                              op.attr("kernels") or ())  # fmt: skip
     return seconds
 
 
@@ -385,6 +429,10 @@ def collective_algorithms(
             kind, group = Collective(str(op.attr("collective"))), int(op.attr("size"))
             cost = _at_least_measured(_op_line(op, system, span).cost(sent), system, kind,
                                       sent, group, span)  # fmt: skip
+            own = engine_curve(system, kind, group, span, op.attr("kernels") or ())
+            if own is not None:
+                seconds = floored_seconds(system, kind, np.array(sent), group, span, (own.kernel,))
+                cost = CollectiveCost(float(seconds), f"measured: {own.name}", cost.level)
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),
                 "size": op.attr("size"), "bytes": sent,

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from xpusim.compiler.moe_expert import is_expert
+from xpusim.cost.aux_stream import stream_groups
 from xpusim.cost.gemm_allreduce import fused_pairs
 from xpusim.cost.kernel_tables import DEFAULT_MOE_BACKEND, KEYED_BY, engine_scope, moe_scope
 from xpusim.ir.dtypes import DType
@@ -190,6 +191,9 @@ class OpTable:
     # (GEMM row, all-reduce row, instances) of each GEMM run fused with its all-reduce
     # (cost/gemm_allreduce.py)
     fused: tuple[tuple[int, int, float], ...] = ()
+    # (main rows, aux rows, instances) of each MoE layer whose shared experts run on a
+    # second stream (cost/aux_stream.py)
+    streams: tuple[tuple[tuple[int, ...], tuple[int, ...], float], ...] = ()
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -283,8 +287,8 @@ class OpTable:
         `xpusim web`, benchmarks/bench_web.py)."""
         collectives = tuple((i, op) for i, op in enumerate(self.ops)
                             if op.kind is OpKind.COLLECTIVE)  # fmt: skip
-        signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"))
-                          for i, op in collectives)  # fmt: skip
+        signature = tuple((i, op.attr("collective"), op.attr("group"), op.attr("size"),
+                           op.attr("kernels")) for i, op in collectives)  # fmt: skip
         return collectives, signature
 
     @property
@@ -317,6 +321,7 @@ class OpTable:
             weight_tile_kn=self.weight_tile_kn if ops is None else self.weight_tile_kn[:, ops],
             member_names=self.member_names if ops is None else (),  # `index` no longer holds
             fused=self.fused if ops is None else (),
+            streams=self.streams if ops is None else (),
         )
 
 
@@ -354,6 +359,7 @@ def op_table(graph: Graph) -> OpTable:
         weight_tile_kn=tiles,
         member_names=tuple(op.name for op in graph.ops),
         fused=fused_pairs(graph.ops, index, copies),
+        streams=stream_groups(graph.ops, index, copies),
     )
 
 

@@ -43,6 +43,10 @@ class OpKind(StrEnum):
     OPTIMIZER = "optimizer"  # updates parameters and their optimizer state from gradients
 
 
+# An op's `stream` attribute: the CUDA stream an engine runs it on where it runs an MoE
+# layer's paths on two (cost/aux_stream.py); ops without it run in order on one.
+MAIN_STREAM, AUX_STREAM = "main", "aux"
+
 # Vector FLOPs per element for ops whose formula is fixed by the algorithm:
 # softmax = max, subtract, exp, sum, divide; attention's online softmax does the same per score.
 SOFTMAX_FLOPS_PER_ELEMENT = 5

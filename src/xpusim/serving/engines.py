@@ -72,9 +72,17 @@ class EngineProfile:
     dp_attention_per_sequence_s: float = 0.0
     dp_attention_host_source: str = ""
 
+    nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
+    nvidia_only_source: str = ""
+
     eager_prefill: tuple[str, ...] = ()  # where a step with prompt tokens runs without graphs
     eager_launch_s: float = 0.0  # host time per op launched one by one (0: not measured)
     eager_source: str = ""
+
+    def kernels_on(self, vendor: str) -> tuple[str, ...]:
+        """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
+        alone left out on others."""
+        return tuple(k for k in self.kernels if vendor == "NVIDIA" or k not in self.nvidia_only)
 
     def host_s(self, sequences: int, attention_dp: bool = False) -> float:
         """Host time of an iteration over `sequences` (the replica's, all its ranks'):
@@ -180,7 +188,8 @@ def engines() -> dict[str, EngineProfile]:
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
                   "small_chips": tuple(fields.get("small_chips", ())),
                   "kernels": tuple(fields.get("kernels", ())),
-                  "eager_prefill": tuple(fields.get("eager_prefill", ()))}  # fmt: skip
+                  "eager_prefill": tuple(fields.get("eager_prefill", ())),
+                  "nvidia_only": tuple(fields.get("nvidia_only", ()))}  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
             and profile.memory in MEMORY_RULES \

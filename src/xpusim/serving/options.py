@@ -175,6 +175,11 @@ class Engine:
                                   "row-parallel GEMM (o_proj, down) runs fused with its "
                                   "all-reduce, the pair costing the longer of the two (an "
                                   "ideal-overlap bound; cost/gemm_allreduce.py).", type=bool)
+    allreduce_fusion: bool = option(False, "SGLang's --enable-flashinfer-allreduce-fusion: "
+                                    "its all-reduces run FlashInfer's port of TensorRT-LLM's "
+                                    "all-reduce kernels, priced by TensorRT-LLM's measured "
+                                    "all-reduce (cost/collectives.py FLASHINFER_ALLREDUCE).",
+                                    type=bool)  # fmt: skip
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
@@ -230,6 +235,10 @@ class Engine:
         if self.gemm_allreduce and self.engine != "trtllm":  # no other engine has the plugin
             raise UserError(f"gemm_allreduce must be used with engine trtllm (TensorRT-LLM's "
                             f"gemm_allreduce_plugin), got engine {self.engine!r}")  # fmt: skip
+        if self.allreduce_fusion and self.engine != "sglang":  # SGLang's launch flag
+            raise UserError(f"allreduce_fusion must be used with engine sglang (its "
+                            f"--enable-flashinfer-allreduce-fusion), got engine "
+                            f"{self.engine!r}")  # fmt: skip
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
         for name in ("decode_tp", "decode_ep", "decode_dp_attention"):

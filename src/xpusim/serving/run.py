@@ -12,7 +12,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
-from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.collectives import FLASHINFER_ALLREDUCE, Collective, collective_line
 from xpusim.cost.gemm_allreduce import KERNEL as GEMM_ALLREDUCE
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
@@ -132,14 +132,19 @@ def prepare(
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
-    if profile.kernels:  # the plan was chosen on every engine's kernels; the steps run its own
-        req = replace(req, kernels=profile.kernels)
-        notes.append(f"engine kernels: {', '.join(profile.kernels)} where the chip has their "
+    own = profile.kernels_on(system.chip.vendor)
+    if own:  # the plan was chosen on every engine's kernels; the steps run its own
+        req = replace(req, kernels=own)
+        notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
                      f"tables ({profile.kernels_source.split(': ', 1)[0]})")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
+        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
+        notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
+                     "measured all-reduce, whose kernels FlashInfer's fusion runs")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

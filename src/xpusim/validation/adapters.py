@@ -171,6 +171,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["adp_balance"] = ",".join(str(int(n)) for n in point.get("adp_balance"))
     if point.get("gemm_allreduce"):  # the config's fused row-parallel GEMM + all-reduce
         options["gemm_allreduce"] = True
+    if point.get("allreduce_fusion"):  # SGLang's --enable-flashinfer-allreduce-fusion
+        options["allreduce_fusion"] = True
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

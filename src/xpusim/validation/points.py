@@ -44,6 +44,7 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
+    "allreduce_fusion",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -56,7 +57,9 @@ config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads 
 `decode_steps` (vLLM V0's num_scheduler_steps), `recv_interval` (SGLang's
 --scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
 timeout_iters] of TensorRT-LLM's attention-DP balancer) and `gemm_allreduce` (true where the
-config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py). `spread` is
+config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py) and
+`allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
+cost/collectives.py FLASHINFER_ALLREDUCE). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
 means, as a benchmark's random range ratio draws them; `kv_utilization` is the memory
 fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's

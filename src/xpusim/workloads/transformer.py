@@ -27,6 +27,8 @@ from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, Format, stream_format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import (
+    AUX_STREAM,
+    MAIN_STREAM,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
     OpKind,
@@ -52,6 +54,16 @@ LINEAR_ATTENTION_CHUNK = 64
 # lightning attention's block (MiniMax-Text-01's modeling code and vLLM's lightning_attention
 # kernel: BLOCK = 256 tokens)
 LIGHTNING_CHUNK = 256
+FUSED_QKV_A = "fused-qkv-a"
+"""The engine kernel (serving/engines.toml `kernels`) that runs latent attention's q_a_proj
+and kv_a_proj_with_mqa as one GEMM of their concatenated weights (SGLang's
+fused_qkv_a_proj_with_mqa, TensorRT-LLM's kv_a_proj_with_mqa of q_lora_rank + kv_lora_rank
++ rope outputs): one kernel's fixed time where two were paid, the same FLOPs and bytes."""
+SHARED_EXPERTS_STREAM = "shared-experts-stream"
+"""The engine kernel that runs an MoE layer's shared experts on a second stream beside the
+router and routed experts (cost/aux_stream.py): their ops marked `stream` aux and main."""
+GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM})
+"""Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
 
@@ -95,7 +107,7 @@ class _Builder:
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
-        self.kernels = kernels or None  # stamped on matmuls and attention if given
+        self.kernels = kernels or None  # stamped on matmuls, attention, embedding if given
         self.parts = weight_parts(weight, act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
@@ -117,8 +129,8 @@ class _Builder:
 
     def op(self, kind: OpKind, name: str, ins: list[Tensor], outs: list[Tensor], **attrs) -> Tensor:
         """Appends an op; `tp` in attrs says how tensor parallelism splits it (partition.py)."""
-        if kind in (OpKind.MATMUL, OpKind.ATTENTION):
-            attrs["kernels"] = self.kernels
+        if kind in (OpKind.MATMUL, OpKind.ATTENTION, OpKind.EMBEDDING):  # the embedding's:
+            attrs["kernels"] = self.kernels  # for its all-reduce (compiler/partition.py)
         attrs = {k: v for k, v in attrs.items() if v is not None}
         op = Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items())), self.layer)
         return self.graph.add(op)
@@ -348,7 +360,9 @@ class _Builder:
         Queries come from a low-rank latent (q_a_proj, its norm, q_b_proj) or straight from
         the hidden state; keys and values from one latent per token (kv_a_proj_with_mqa:
         kv_lora_rank wide, plus the rotary key shared by every head), and that latent is
-        what the cache holds. A decode step (one query per sequence) runs the absorbed form
+        what the cache holds. An engine that lists FUSED_QKV_A runs q_a_proj and
+        kv_a_proj as one matmul (qkv_a_proj), its output read by the two norms in parts. A
+        decode step (one query per sequence) runs the absorbed form
         (vLLM's and SGLang's MLA decode kernels): each head's query is multiplied into the
         latent space by its slice of kv_b_proj (q_absorb; a speculative verify's few tokens
         too, as FlashMLA runs them), attention runs over the cached
@@ -363,8 +377,14 @@ class _Builder:
         nope, rank, v = d - rope, cfg.kv_lora_rank, cfg.v_head_dim
         latent = rank + rope
         top_k = None
-        if cfg.q_lora_rank:
+        kv = None
+        if cfg.q_lora_rank and FUSED_QKV_A in (self.kernels or ()):
+            both = self.matmul(f"{p}.qkv_a_proj", x, cfg.q_lora_rank + latent)
+            q = Tensor(f"{both.name}[q]", (*both.shape[:-1], cfg.q_lora_rank), self.act)
+            kv = Tensor(f"{both.name}[kv]", (*both.shape[:-1], latent), self.act)
+        elif cfg.q_lora_rank:
             q = self.matmul(f"{p}.q_a_proj", x, cfg.q_lora_rank)
+        if cfg.q_lora_rank:
             norm_w = self.t(f"{p}.q_a_norm.w", cfg.q_lora_rank, role=Role.WEIGHT)
             q = self.vector(OpKind.NORM, f"{p}.q_a_norm", [q, norm_w], cfg.q_lora_rank,
                             RMSNORM_FLOPS, fn="rmsnorm")  # fmt: skip
@@ -374,7 +394,8 @@ class _Builder:
             q = self.matmul(f"{p}.q_proj", x, heads * d, tp="column")
         q = self.vector(OpKind.ELEMENTWISE, f"{p}.q_rope", [q], heads * d,
                         ROTARY_FLOPS * rope / d, tp="split", fn="rope")  # fmt: skip
-        kv = self.matmul(f"{p}.kv_a_proj", x, latent)
+        if kv is None:
+            kv = self.matmul(f"{p}.kv_a_proj", x, latent)
         norm_w = self.t(f"{p}.kv_a_norm.w", rank, role=Role.WEIGHT)
         kv = self.vector(OpKind.NORM, f"{p}.kv_a_norm", [kv, norm_w], latent,
                          (RMSNORM_FLOPS * rank + ROTARY_FLOPS * rope) / latent,
@@ -622,11 +643,15 @@ class _Builder:
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
-        logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias)
-        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT)
+        two = cfg.shared_expert_width and SHARED_EXPERTS_STREAM in (self.kernels or ())
+        main = {"stream": MAIN_STREAM} if two else {}
+        logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
+        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
+                    **main)  # fmt: skip
         used, rows = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
-                       moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha)  # fmt: skip
+                       moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
+                       **main)  # fmt: skip
         routed = self.t(f"{p}.routed", used, rows, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -650,12 +675,12 @@ class _Builder:
             tp="expert_row",
             **routing,
         )
-        parts = [down, *self.shared_expert(p, x)]
+        parts = [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
                        flops_per_element=2 * k + 2 * (len(parts) > 1))  # fmt: skip
 
-    def shared_expert(self, p: str, x: Tensor) -> list[Tensor]:
+    def shared_expert(self, p: str, x: Tensor, stream: dict[str, str]) -> list[Tensor]:
         """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,
         scaled by a sigmoid gate (one output per token) in Qwen2-MoE, not in DeepSeek; none
         for a model without them.
@@ -665,16 +690,18 @@ class _Builder:
         and all-reduce the MoE layer's output once (vLLM's DeepseekV2MoE.forward, SGLang's
         DeepseekV2MoE.forward_normal: `final_hidden_states + shared_output`, then one
         tensor_model_parallel_all_reduce; TensorRT-LLM's DeepseekV3DecoderLayer.forward_MoE:
-        one all-reduce of the MoE output, the shared output passed into it)."""
+        one all-reduce of the MoE output, the shared output passed into it). `stream` marks
+        its ops where the engine runs them on a second stream (SHARED_EXPERTS_STREAM)."""
         width = self.cfg.shared_expert_width
         if not width:
             return []
-        h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column")
+        h = self.matmul(f"{p}.shared.gate_up", x, 2 * width, tp="column", **stream)
         h = self.vector(OpKind.ELEMENTWISE, f"{p}.shared.silu_mul", [h], width, SILU_MUL_FLOPS,
-                        tp="split", fn="silu_mul")  # fmt: skip
+                        tp="split", fn="silu_mul", **stream)  # fmt: skip
         out = self.matmul(f"{p}.shared.down", h, self.cfg.hidden_size, tp="row",
-                          reduced_with="experts")
-        gate = [self.matmul(f"{p}.shared.gate", x, 1)] if self.cfg.shared_expert_gate else []
+                          reduced_with="experts", **stream)  # fmt: skip
+        gate = [self.matmul(f"{p}.shared.gate", x, 1, **stream)] \
+            if self.cfg.shared_expert_gate else []  # fmt: skip
         return [out, *gate]
 
     def build(self) -> Graph:
@@ -900,8 +927,10 @@ def build_step(
     --kv-cache-dtype fp8 stores one beside 16-bit weights. `moe_backend` names the engine's
     MoE backend (cost/kernel_tables.py MOE_BACKENDS), stamped on the routed experts' ops so
     that a measured table of that backend prices them; "" leaves the default's. `kernels`
-    names the engine's own kernels (serving/engines.toml), stamped on every matmul and
-    attention op so that a table of one of them prices it (cost/kernel_tables.py).
+    names the engine's own kernels (serving/engines.toml), stamped on every matmul,
+    attention and embedding op (and the collectives after them, compiler/partition.py) so
+    that a table of one of them prices it (cost/kernel_tables.py, cost/collectives.py);
+    GRAPH_KERNELS change the ops built.
 
     An inference step whose GEMMs compute in FP8 or FP4 keeps its other activations in
     16 bits, as the engines do (quantized_at_matmuls).

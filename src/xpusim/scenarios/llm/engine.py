@@ -16,6 +16,7 @@ import numpy as np
 
 from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.partition import Plan
+from xpusim.cost.aux_stream import overlapped_streams
 from xpusim.cost.collectives import comm_seconds
 from xpusim.cost.gemm_allreduce import overlapped
 from xpusim.cost.op_table import OpTable
@@ -133,8 +134,9 @@ def cost_phases(
         comm = by_topology[0] if len(topologies) == 1 else \
             np.stack(by_topology)[topology_of, np.arange(len(topology_of))]
         comm = comm[:, None]
-        costs = _spread(overlapped(first, evaluate(first, hw, where, comm), hw.static_w),
-                        spread)  # fmt: skip
+        costs = evaluate(first, hw, where, comm)
+        costs = overlapped_streams(first, overlapped(first, costs, hw.static_w), hw.static_w)
+        costs = _spread(costs, spread)
         steps, v, weights = None, values.varying, values.weights[rows][spread]
         if len(v):
             moving = values.moving.subset(steps=rows)

@@ -1,0 +1,120 @@
+"""An engine's own all-reduce (cost/collectives.py): an all-reduce stamped with the engine's
+kernel costs that kernel's measured time, never under the bytes' time over the links; an
+unstamped one keeps the analytic line floored by measurement."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xpusim.compiler.partition import collective
+from xpusim.cost.collectives import (
+    FLASHINFER_ALLREDUCE,
+    Collective,
+    bandwidth_bound_s,
+    comm_seconds,
+    engine_curve,
+    floored_seconds,
+)
+from xpusim.cost.op_table import op_table
+from xpusim.hardware.system import load_system
+from xpusim.ir.dtypes import DType
+from xpusim.ir.graph import Graph
+from xpusim.ir.op import Op, OpKind
+from xpusim.ir.tensor import Tensor
+
+B200 = load_system("dgx-b200")
+SGLANG = "sglang-custom-allreduce"
+
+
+def _comm_s(tokens: int, kernels: tuple[str, ...]) -> float:
+    """Link seconds of one tensor-parallel all-reduce over 8 B200s of DeepSeek-R1's hidden
+    state (7,168 BF16 a token) after a matmul stamped with `kernels`."""
+    x = Tensor("x", (tokens, 7168), DType.BF16)
+    attrs = (("kernels", kernels),) if kernels else ()
+    after = Op(OpKind.MATMUL, "o_proj", (x,), (x,), attrs)
+    table = op_table(Graph("ar", [collective("all_reduce", "tp", 8, x, after)]))
+    return float(comm_seconds(table, B200, 8, np.array([x.nbytes]))[0])
+
+
+def test_a_decode_all_reduce_costs_the_engines_measured_kernel():
+    """One token (14 KB): SGLang's custom all-reduce on 8 B200s measured 7.6-7.8 us
+    (aiconfigurator, SGLang 0.5.10), where the analytic line (6 steps of the assumed 2 us)
+    gives 14; a run without the kernel keeps the line."""
+    own, line = _comm_s(1, (SGLANG,)), _comm_s(1, ())
+    assert 7.5e-6 < own < 7.9e-6
+    assert line > 12e-6
+    assert _comm_s(1, ("some-other-kernel",)) == line
+
+
+def test_the_kernel_is_found_only_where_the_chip_measured_it():
+    assert engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (SGLANG,)).kernel == SGLANG
+    assert engine_curve(B200, Collective.ALL_GATHER, 8, 8, (SGLANG,)) is None
+    assert engine_curve(load_system("mi300x-platform"), Collective.ALL_REDUCE, 8, 8,
+                        (SGLANG,)) is None  # fmt: skip
+
+
+def _links_times(system, factor: float):
+    """The system with its NVLink level's bandwidth `factor` times as high."""
+    level = system.levels[0]
+    rate = level.bandwidth_bytes_per_s
+    faster = level.model_copy(update={"bandwidth_bytes_per_s": rate.model_copy(
+        update={"value": rate.value * factor})})  # fmt: skip
+    return system.model_copy(update={"levels": [faster, *system.levels[1:]]})
+
+
+@settings(max_examples=100, deadline=None)
+@given(nbytes=st.floats(1.0, 2.0**31), factor=st.floats(1.0, 100.0))
+def test_the_engines_kernel_never_beats_the_links(nbytes, factor):
+    """Physics: at any size, at least the bytes over the links (bandwidth_bound_s), on the
+    system as it is and on one with `factor` times the link bandwidth, which is never
+    slower."""
+    n = np.array([nbytes])
+    faster = _links_times(B200, factor)
+    for kernel in (SGLANG, "trtllm-allreduce", "vllm-custom-allreduce"):
+        own = floored_seconds(B200, Collective.ALL_REDUCE, n, 8, 8, (kernel,))
+        assert own[0] >= bandwidth_bound_s(B200, Collective.ALL_REDUCE, n, 8, 8)[0]
+        quick = floored_seconds(faster, Collective.ALL_REDUCE, n, 8, 8, (kernel,))
+        assert quick[0] >= bandwidth_bound_s(faster, Collective.ALL_REDUCE, n, 8, 8)[0]
+        assert quick[0] <= own[0] * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("tokens", [1, 64, 4096])
+def test_the_bandwidth_term_binds_the_kernel_past_its_rows(tokens):
+    """The kernel's time is the larger of its curve and the bandwidth term at every size a
+    serving step has."""
+    n = np.array([tokens * 7168 * 2.0])
+    own = floored_seconds(B200, Collective.ALL_REDUCE, n, 8, 8, (SGLANG,))
+    curve = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (SGLANG,)).at(n)
+    bound = bandwidth_bound_s(B200, Collective.ALL_REDUCE, n, 8, 8)
+    np.testing.assert_allclose(own, np.maximum(curve, bound), rtol=1e-12)
+
+
+def test_the_first_kernel_listed_prices_it():
+    """--allreduce-fusion puts FlashInfer's kernels (TensorRT-LLM's table) ahead of SGLang's
+    own: the order of `kernels` decides, not the order of the tables in the file."""
+    first = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (SGLANG, FLASHINFER_ALLREDUCE))
+    assert first.kernel == SGLANG
+    first = engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (FLASHINFER_ALLREDUCE, SGLANG))
+    assert first.kernel == FLASHINFER_ALLREDUCE
+    assert _comm_s(1, (FLASHINFER_ALLREDUCE, SGLANG)) < _comm_s(1, (SGLANG,))
+
+
+def test_only_sglang_has_the_flashinfer_fusion_flag():
+    """--allreduce-fusion with another engine is refused, naming the engine to give; a
+    published point's `allreduce_fusion` reaches serve."""
+    from xpusim.errors import UserError
+    from xpusim.serving.options import Engine
+    from xpusim.validation.points import DATA
+
+    assert Engine(engine="sglang", allreduce_fusion=True).allreduce_fusion
+    with pytest.raises(UserError, match=r"with engine sglang .*, got engine 'trtllm'"):
+        Engine(engine="trtllm", allreduce_fusion=True)
+    flagged = [p for p in json.loads(DATA.read_text())["points"] if p.get("allreduce_fusion")]
+    assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
+                           and "--enable-flashinfer-allreduce-fusion" in p["notes"]
+                           for p in flagged)  # fmt: skip

@@ -1,0 +1,156 @@
+"""Engine kernels that change the graph (workloads/transformer.py GRAPH_KERNELS): MLA's
+q_a and kv_a projections as one GEMM (FUSED_QKV_A), and an MoE layer's shared experts on a
+second stream beside its routed experts (SHARED_EXPERTS_STREAM, cost/aux_stream.py). The
+graph does the same work in fewer kernels or two streams, so a decode step costs less,
+never less than its roofline nor more than in series."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.compiler.memory_plan import Footprint, place
+from xpusim.compiler.partition import Plan
+from xpusim.cost.aux_stream import overlapped_streams
+from xpusim.cost.roofline import OpCosts
+from xpusim.hardware.system import load_system
+from xpusim.ir.dtypes import DType
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import Role
+from xpusim.scenarios.llm.engine import cost_phases
+from xpusim.scenarios.llm.graphs import shape_graphs
+from xpusim.scenarios.llm.request import Request
+from xpusim.workloads.transformer import (
+    FUSED_QKV_A,
+    SHARED_EXPERTS_STREAM,
+    StepShape,
+    build_step,
+)
+
+R1 = xpusim.model("deepseek-r1-0528")
+
+
+def _decode(kernels: tuple[str, ...]):
+    return build_step(R1, StepShape(4, 1, 1024, decode=True), DType.FP8, kernels=kernels)
+
+
+def _weight_bytes(graph) -> float:
+    return sum(op.bytes_by_role().get(Role.WEIGHT, 0.0) * graph.copies(op) for op in graph.ops)
+
+
+def test_fused_qkv_a_is_one_matmul_of_both_projections():
+    """Every MLA layer's q_a_proj (1,536 wide) and kv_a_proj (576) become one qkv_a_proj of
+    2,112 outputs, as SGLang's fused_qkv_a_proj_with_mqa; FLOPs and weights unchanged."""
+    plain, fused = _decode(()), _decode((FUSED_QKV_A,))
+    names = [op.name for op in fused.ops]
+    assert not any(n.endswith((".q_a_proj", ".kv_a_proj")) for n in names)
+    both = [op for op in fused.ops if op.name.endswith(".qkv_a_proj")]
+    assert len(both) == len([op for op in plain.ops if op.name.endswith(".q_a_proj")]) > 0
+    assert all(op.kind is OpKind.MATMUL and op.outputs[0].shape[-1] == 2112 for op in both)
+    matmuls = [op for op in plain.ops if op.kind is OpKind.MATMUL]
+    assert len([op for op in fused.ops if op.kind is OpKind.MATMUL]) == len(matmuls) - len(both)
+    assert fused.matrix_flops == pytest.approx(plain.matrix_flops, rel=1e-12)
+    assert _weight_bytes(fused) == pytest.approx(_weight_bytes(plain), rel=1e-12)
+
+
+def test_a_model_without_a_query_latent_is_built_as_before():
+    """DeepSeek-V2-Lite has no q_lora_rank (q_proj straight from the hidden state): nothing
+    to fuse."""
+    lite = xpusim.model("deepseek-v2-lite")
+    step = StepShape(1, 1, 64, decode=True)
+    plain = build_step(lite, step, DType.BF16)
+    fused = build_step(lite, step, DType.BF16, kernels=(FUSED_QKV_A,))
+    assert [op.name for op in plain.ops] == [op.name for op in fused.ops]
+
+
+def _decode_cost(kernels: tuple[str, ...]):
+    """DeepSeek-R1's decode step of one sequence on 8 B200s (TP 8, FP8)."""
+    request = Request(1, 1024, 2, DType.FP8, DType.FP8, kernels=kernels)
+    graphs = shape_graphs(R1, [request], 8, 1)
+    system = load_system("dgx-b200")
+    placement = place(system.chip, Footprint(0.0, 0.0, 0.0))
+    (decode,) = cost_phases(graphs, np.array([0]), [system], [placement], Plan(tp=8),
+                            np.array([1]), phases=(1,))  # fmt: skip
+    return decode
+
+
+def test_fusing_saves_a_kernels_fixed_time_and_keeps_the_roofline():
+    """The fused step is faster by about one GEMM's fixed time a layer, and every op still
+    costs at least its FLOPs at peak and its bytes at the bandwidth."""
+    plain, fused = _decode_cost(()), _decode_cost((FUSED_QKV_A,))
+    saved = plain.totals("time_s")[0, 0] - fused.totals("time_s")[0, 0]
+    layers = R1.num_layers
+    assert 2e-6 * layers < saved < 20e-6 * layers
+    costs = fused.costs
+    floor = np.maximum(costs.compute_s, costs.memory_s)
+    assert np.all(costs.time_s >= floor * (1 - 1e-12))
+
+
+def test_each_moe_layer_runs_its_shared_experts_beside_its_routed_ones():
+    """With the kernel, each of R1's 58 MoE layers pairs its router, top-k and routed
+    experts (main) with its shared experts (aux); its all-reduce and combine wait for both.
+    Without it, no pairs."""
+    table = _decode_cost((SHARED_EXPERTS_STREAM,)).table
+    (group,) = table.streams
+    main, aux, layers = group
+    assert layers == R1.num_layers - R1.dense_layers
+    names = table.labels
+    assert {names[r].split(".", 2)[-1] for r in aux} == {"shared.gate_up", "shared.silu_mul",
+                                                          "shared.down"}  # fmt: skip
+    assert {names[r].split(".", 2)[-1] for r in main} == {
+        "router", "router_topk", "experts.gate_up", "experts.silu_mul", "experts.down"}
+    assert _decode_cost(()).table.streams == ()
+
+
+def test_a_decode_step_hides_the_shared_experts_behind_the_routed_ones():
+    """At one sequence the shared experts' small GEMMs are nearly all fixed time: the step
+    saves nearly all of them (what the TDP's time for their energy leaves), and no more."""
+    plain, two = _decode_cost(()), _decode_cost((SHARED_EXPERTS_STREAM,))
+    (group,) = two.table.streams
+    _, aux, layers = group
+    aux_s = plain.costs.time_s[0, 0][list(aux)].sum() * layers
+    saved = plain.totals("time_s")[0, 0] - two.totals("time_s")[0, 0]
+    assert 0.9 * aux_s < saved <= aux_s * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e-3), st.floats(0, 1.0), st.floats(0, 1.0)),
+                min_size=2, max_size=6),
+       st.integers(1, 3), st.integers(1, 100))  # fmt: skip
+def test_two_paths_cost_the_longer_and_their_joint_roofline_at_least(ops, split, n):
+    """Physics: rows of time t, compute_s and memory_s fractions of t; the first `split`
+    on the main stream, the rest aux, n instances. After: the layer costs max(main, aux,
+    max(Σ compute_s, Σ memory_s)), between the longer path and the two in series."""
+    split = min(split, len(ops) - 1)
+    time = np.array([t for t, _, _ in ops])
+    compute, memory = time * [c for _, c, _ in ops], time * [m for _, _, m in ops]
+    count = np.full(len(ops), float(n))
+    table = SimpleNamespace(count=count, streams=(
+        (tuple(range(split)), tuple(range(split, len(ops))), float(n)),))
+    zero = np.zeros_like(time)
+    costs = OpCosts(compute, memory, zero, zero, time.copy(), time * 700.0,
+                    np.zeros((1, len(time))), zero)
+    after = overlapped_streams(table, costs, 700.0)
+    main_s, aux_s = time[:split].sum(), time[split:].sum()
+    whole = max(compute.sum(), memory.sum())
+    np.testing.assert_allclose(after.time_s.sum(), max(main_s, aux_s, whole), atol=1e-15)
+    assert max(main_s, aux_s) - 1e-15 <= after.time_s.sum() <= main_s + aux_s + 1e-15
+    np.testing.assert_array_equal(after.time_s[:split], time[:split])  # the main path whole
+    assert (after.energy_j >= -1e-12).all()
+
+
+def test_sglang_runs_its_shared_experts_on_a_second_stream_on_nvidia_alone():
+    """SGLang makes its second stream on CUDA only: an MI300X run keeps the shared experts
+    in line, a B200 run overlaps them; the other kernels are the same on both."""
+    from xpusim.serving.engines import engine
+
+    sglang = engine("sglang")
+    assert SHARED_EXPERTS_STREAM in sglang.kernels_on("NVIDIA")
+    assert SHARED_EXPERTS_STREAM not in sglang.kernels_on("AMD")
+    assert set(sglang.kernels_on("AMD")) == set(sglang.kernels) - {SHARED_EXPERTS_STREAM}
+    assert engine("vllm").kernels_on("AMD") == ()

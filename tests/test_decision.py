@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xpusim
 from xpusim.serving import capacity
-from xpusim.serving.decision import Decision
+from xpusim.serving.decision import Decision, Rows
 from xpusim.serving.schedulers import Sequence
 
 N, WARMUP, GEN = 6000, 500, 50
@@ -90,3 +92,20 @@ def test_decided_trials_find_the_answer_full_trials_find(slo_ttft_ms, slo_tpot_m
     for t in fast.search["trials"]:  # each decision is the full trial's outcome
         if t["rate"] in rows:
             assert t["meets"] == rows[t["rate"]]["meets"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6)), max_size=30),
+                max_size=8))
+def test_rows_read_as_the_plain_array_bit_for_bit(appends):
+    """Rows.array after any interleaving of appends and reads: the plain np.array of every
+    row so far, element for element (bits) and stride for stride."""
+    rows = Rows(sum(map(len, appends)))
+    for chunk in appends:
+        for row in chunk:
+            rows.append(row)
+        fast, plain = rows.array(), rows.reference()
+        if len(rows):
+            assert fast.tobytes() == plain.tobytes()
+            assert fast.strides == plain.strides and fast.flags.c_contiguous
+        assert fast.shape == (len(rows), 2)

@@ -20,7 +20,9 @@ import xpusim
 from xpusim.errors import UserError
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.serving import run as serving_run
+from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.replica import Replica
+from xpusim.serving.schedulers import Sequence
 from xpusim.serving.simulator import simulate
 from xpusim.serving.step_cost import Work, step_cost
 
@@ -202,3 +204,37 @@ def test_a_skip_stops_where_the_blocks_run_out():
     served = _served_both_ways("llama-3-8b", load)
     assert served.fast_runs == served.plain_runs
     assert served.skipped and served.preemptions
+
+
+def _two_members(first_blocks_tokens: tuple[int, int]) -> tuple[Replica, list[Sequence]]:
+    """A decode lane with blocks of 4 tokens and two members, prefilled elsewhere, their
+    blocks taken for these many tokens each (tests/test_serving_growth.py's case)."""
+    kv = KVCache(blocks=100, block_tokens=4)
+    r = Replica(0, 0, "decode", None, kv, None, None, 8, 64, 64, [0.0])  # type: ignore[arg-type]
+    members = [Sequence(0, 0.0, 6, 100), Sequence(1, 0.0, 2, 100)]
+    for s, tokens in zip(members, first_blocks_tokens, strict=True):
+        s.done, s.generated = s.target, 1
+        assert r.admit(s, tokens)
+    return r, members
+
+
+def _filed(r: Replica) -> dict[int, list[tuple[int, int]]]:
+    """Each growth step's members in order, with the blocks each holds."""
+    return {step: [(s.id, s.blocks + group.grown - s.mark) for s in group.members.values()]
+            for step, group in r._grow_at.items() if group.members}  # fmt: skip
+
+
+def test_a_skip_grants_blocks_as_the_steps_do():
+    """Replica._grow_run against decodes a step at a time over steps 1-11: A is due at 3, 7,
+    11; B, filed for 7 first, is joined there by A's group behind it, and both move to 15
+    (the case no serving load of this file reaches: a skip's groups merging). Granting the
+    groups earliest first (A ahead of B) or filing a group over the one there fails it."""
+    stepped, _ = _two_members((7, 8))
+    for step in range(1, 12):
+        stepped.decodes()
+        stepped._decoded(float(step))
+    skipped, _ = _two_members((7, 8))
+    growing = sorted(skipped._grow_at.items())
+    skipped._grow_run(0, 11, growing, stepped.kv.used - skipped.kv.used)
+    assert _filed(skipped) == _filed(stepped) == {15: [(1, 4), (0, 5)]}
+    assert skipped.kv.used == stepped.kv.used == 9

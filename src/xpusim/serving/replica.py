@@ -12,7 +12,13 @@ decode iteration, so a sequence's output so far is the lane's decode count since
 nothing is done per token. What happens to one sequence at a known future step (its last
 token, its next KV block) is filed under that step, and ITL gaps are kept as (gap, how many
 sequences had it). A serving run's cost is then per iteration and per request, not per
-token: 10,000 requests of 256 tokens are 2.6 million tokens.
+token: 10,000 requests of 256 tokens are 2.6 million tokens. The two schedules hold the
+cohort's members and no one else: a sequence that leaves the cohort is taken out of both
+(its finish step's list, its Growing's dict), so that a step reads its due members without
+testing each for still being there, as the filter it replaced did for every growing member at every
+step (a fifth of a max-rate search's CPU, a third of a closed loop's simulation). The
+members due a block at one step are a Growing, which moves whole to its next step when
+each gets its block, counting the block once for all of them (Growing's docstring).
 """
 
 from __future__ import annotations
@@ -115,6 +121,26 @@ class DecodeRun:
     kv_used: list[int] = field(default_factory=list)  # the cache's blocks in use at each
 
 
+@dataclass(eq=False, slots=True)
+class Growing:
+    """The cohort members whose next KV block falls due at one decode step, in the order
+    they were filed. When the cache has a block for each, the whole group moves to the step
+    a block later and `grown` counts the block for all of them, so that a step costs the
+    same at blocks of 1 token (SGLang: every member, every step) as at 16; a member's own
+    count is its `blocks` + grown - its `mark`, written back to it when it leaves the group
+    (Replica.release). The members are a dict by id, in the order filed: a member leaves it
+    in one step, where a list's search (a Python comparison per member passed) was a tenth
+    of a large-batch max-rate search. tests/test_serving_growth.py holds each member's count
+    to the cache's."""
+
+    members: dict[int, Sequence]
+    grown: int = 0
+
+    def add(self, s: Sequence) -> None:
+        self.members[s.id] = s
+        s.growing, s.mark = self, self.grown
+
+
 @dataclass(eq=False)
 class Replica:
     """One lane of a replica (the replica itself when pp is 1)."""
@@ -154,8 +180,8 @@ class Replica:
     preemptions: int = 0
     itl_s: list[float] = field(default_factory=list)  # gaps between tokens, measured ones
     itl_count: list[int] = field(default_factory=list)  # sequences with each gap
-    _finish_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
-    _grow_at: dict[int, list[tuple[Sequence, int]]] = field(default_factory=dict)
+    _finish_at: dict[int, list[Sequence]] = field(default_factory=dict)  # by finishes_at
+    _grow_at: dict[int, Growing] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
     _run_left: int = 0  # decode iterations left of a multi-step run
@@ -186,7 +212,7 @@ class Replica:
 
     @property
     def load(self) -> int:
-        return len(self.inbox) + len(self.waiting) + self.running
+        return len(self.inbox) + len(self.waiting) + len(self.prefilling) + len(self.cohort)
 
     def arrive(self, s: Sequence) -> None:
         """A request reaches the engine: into its queue, or where a receive gate is set,
@@ -238,25 +264,44 @@ class Replica:
         s.joined, s.base = self.steps, s.generated
         self.cohort[s.id] = s
         self.context_sum += s.prompt + s.generated
-        self._file(self._finish_at, self.steps + self._steps_for(s.gen - s.generated), s)
+        s.finishes_at = self.steps + self._steps_for(s.gen - s.generated)
+        self._finish_at.setdefault(s.finishes_at, []).append(s)
         self._file_growth(s)
         self._fresh.append(s)
         self._measured += s.id >= self.measured_from
 
-    def _file(self, at: dict[int, list], step: int, s: Sequence) -> None:
-        at.setdefault(step, []).append((s, s.joined))
-
     def _file_growth(self, s: Sequence) -> None:
         """The decode step whose token first exceeds the sequence's blocks."""
         tokens = s.blocks * self.kv.block_tokens + s.shared - s.prompt - s.base + 2
-        step = s.joined + (tokens if self.speculator is None else self._steps_for(tokens))
-        self._file(self._grow_at, max(step, self.steps + 1), s)
+        step = max(s.joined + (tokens if self.speculator is None else self._steps_for(tokens)),
+                   self.steps + 1)  # fmt: skip
+        group = self._grow_at.get(step)
+        if group is None:
+            group = self._grow_at[step] = Growing({})
+        group.add(s)
 
-    def _current(self, s: Sequence, joined: int) -> bool:
-        return self.cohort.get(s.id) is s and s.joined == joined
+    @staticmethod
+    def release(s: Sequence) -> None:
+        """A member out of its Growing, its blocks counted in (its own count from here)."""
+        group = s.growing
+        s.blocks += group.grown - s.mark
+        s.growing = None
+
+    def _dissolve(self, group: Growing) -> list[Sequence]:
+        """A step's due members, each released from their popped Growing, in order."""
+        due = list(group.members.values())
+        for s in due:
+            self.release(s)
+        return due
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
+        filed = self._finish_at.get(s.finishes_at)  # None: being read (finish)
+        if filed is not None:
+            filed.remove(s)
+        if s.growing is not None:  # None: released from a step being read (_grow_each)
+            del s.growing.members[s.id]
+            self.release(s)
         steps = self.steps - s.joined
         s.generated = min(s.base + self._tokens_in(steps), s.gen)
         s.last_token_s = self.last_decode_s if self.steps > s.joined else s.last_token_s
@@ -270,30 +315,38 @@ class Replica:
         when the cache runs out, the latest-admitted sequences are preempted (recompute)
         until the earlier ones fit, as vLLM does, the sequence itself last."""
         step = self.steps + 1
-        cohort = self.cohort
-        due = [(s, j) for s, j in self._grow_at.pop(step, ())
-               if cohort.get(s.id) is s and s.joined == j]  # fmt: skip
-        if due and self.kv.take(len(due)):  # the common case: every one gets its block
-            if self.speculator is not None:
-                for s, _ in due:
-                    s.blocks += 1
-                    self._file_growth(s)
-                return bool(cohort)
-            later = self._grow_at.setdefault(step + self.kv.block_tokens, [])
-            for s, joined in due:
+        group = self._grow_at.pop(step, None)
+        if group is None or not group.members:
+            return bool(self.cohort)
+        if not self.kv.take(len(group.members)):
+            self._grow_each(self._dissolve(group))
+        elif self.speculator is not None:  # each member's next block at its own step
+            for s in self._dissolve(group):
                 s.blocks += 1
-                later.append((s, joined))
-            return bool(cohort)
-        self._grow_each(due)
-        return bool(cohort)
+                self._file_growth(s)
+        else:  # the common case: every one gets its block, and is due again a block on
+            group.grown += 1
+            self._refile(group, step + self.kv.block_tokens)
+        return bool(self.cohort)
 
-    def _grow_each(self, due: list[tuple[Sequence, int]]) -> None:
+    def _refile(self, group: Growing, step: int) -> None:
+        """A Growing whose members have had their blocks, filed at their next due step
+        behind the members filed there before (a far reservation's), which join it."""
+        earlier = self._grow_at.get(step)
+        if earlier is not None:
+            for s in self._dissolve(earlier):
+                s.mark = group.grown
+                s.growing = group
+            group.members = earlier.members | group.members
+        self._grow_at[step] = group
+
+    def _grow_each(self, due: list[Sequence]) -> None:
         """The cache holds fewer blocks than are due: each due member in turn takes one,
         the latest-admitted preempted while none is free (its tests inlined: this is every
         step of a run whose cache is full, an offline burst's steady state)."""
         kv, cohort = self.kv, self.cohort
-        for s, joined in due:
-            if cohort.get(s.id) is not s or s.joined != joined:
+        for s in due:
+            if cohort.get(s.id) is not s:  # preempted by an earlier one's growth
                 continue
             while kv.used >= kv.blocks:  # kv.take(1) would fail
                 last = next(reversed(cohort.values()))
@@ -445,19 +498,17 @@ class Replica:
         at once (_skip, `record_run`)."""
         if not it.plain:
             return it
-        n, cohort = it.decodes, self.cohort
+        n = it.decodes
         extra = None if self.padding is None else self.padding.extra(n, True)
         ran = 0
         while ran < SKIP_AFTER or until_s - it.end_s < SKIP_ROOM * (it.end_s - it.start_s):
             if not it.end_s < until_s:
                 return it
             step = self.steps + 1  # the step `it` runs
-            if any(cohort.get(s.id) is s and s.joined == j
-                   for s, j in self._finish_at.get(step, ())):  # fmt: skip
+            if self._finish_at.get(step):
                 return it
-            due = sum(1 for s, j in self._grow_at.get(step + 1, ())
-                      if cohort.get(s.id) is s and s.joined == j)  # fmt: skip
-            if due > self.kv.free or stop(it.end_s):
+            due = self._grow_at.get(step + 1)
+            if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s):
                 return it
             now_s = it.end_s
             self.finish(it)
@@ -478,31 +529,24 @@ class Replica:
         """The rest of cruise's stretch after `it` at once, equal to its steps one at a
         time bit for bit (tests/test_decode_runs.py). Where it must end is known before any
         step is run but for the clock: the cohort's first finish (the earliest step with a
-        current member's entry) and the first step whose blocks would exceed the free ones
-        (each current growth entry at step g is due at g, g + block, g + 2 blocks, ...; the
-        blocks due by each step summed once, in numpy). So no step touches a sequence: a
-        step is its price (StepCost.decode_steps, RUN_STEPS then twice as many at a time),
-        its clock (host time, then the stage), a Verdict's question and its record; the
-        sequences' blocks, the growth and finish schedules, the cache, the keys and the ITL
-        gaps are brought to where those steps leave them afterwards, once."""
+        member filed: the schedules hold only members) and the first step whose blocks
+        would exceed the free ones (each Growing at step g is due at g, g + block,
+        g + 2 blocks, ...; the blocks due by each step summed once, in numpy). So no step
+        touches a sequence: a step is its price (StepCost.decode_steps, RUN_STEPS then twice
+        as many at a time), its clock (host time, then the stage), a Verdict's question and
+        its record; the Growings' counts, the growth and finish schedules, the cache, the
+        keys and the ITL gaps are brought to where those steps leave them afterwards, once."""
         first = self.steps + 1  # the step `it` runs
-        cohort = self.cohort
-
-        def current(entries: list[tuple[Sequence, int]]) -> list[tuple[Sequence, int]]:
-            return [(s, j) for s, j in entries if cohort.get(s.id) is s and s.joined == j]
-
-        last = inf  # the first step that finishes a current member: steps up to it begin
-        for step, entries in self._finish_at.items():
-            if step < last and current(entries):
-                last = step
-        horizon = int(last - first) if last < inf else 0  # steps that may begin
+        last = min((step for step, filed in self._finish_at.items() if filed), default=inf)
+        horizon = int(last - first) if last < inf else 0  # steps that may begin, up to it
         block = self.kv.block_tokens
-        growing = sorted((step, due) for step, entries in self._grow_at.items()
-                         if first < step <= first + horizon and (due := current(entries)))
-        if growing:  # blocks due by each step first + 1 + k: each entry's every block-th step
+        growing = sorted(((step, group) for step, group in self._grow_at.items()
+                          if first < step <= first + horizon and group.members),
+                         key=lambda filed: filed[0])  # fmt: skip
+        if growing:  # blocks due by each step first + 1 + k: each group's every block-th step
             due_at = np.zeros(-(-horizon // block) * block, dtype=np.int64)
-            for step, due in growing:
-                due_at[step - first - 1] += len(due)
+            for step, group in growing:
+                due_at[step - first - 1] += len(group.members)
             taken = np.cumsum(due_at.reshape(-1, block).cumsum(axis=0).ravel()[:horizon])
             horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
         n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks
@@ -543,30 +587,28 @@ class Replica:
             # resets it at recv_interval (_receive; a plain step leaves the inbox empty)
             self._recv_count = (self._recv_count + ran) % self.recv_interval
         for step in range(first, first + ran):
-            self._finish_at.pop(step, None)  # none current
+            self._finish_at.pop(step, None)  # none filed (emptied by leaving members)
         self.stage_free_s[0] = end_s
         record_run(run)
         return Iteration(it.batch, run.start_s[-1], end_s, end_s, run.energy_j[-1],
                          run.busy_chip_s[-1], n, n)
 
-    def _grow_run(self, first: int, ran: int, growing: list[tuple[int, list]],
+    def _grow_run(self, first: int, ran: int, growing: list[tuple[int, Growing]],
                   taken: int) -> None:  # fmt: skip
         """The blocks of `ran` decode steps after step `first` granted at once, as decodes
-        grants them a step at a time: each current entry due in those steps takes one per
-        block of steps, and is filed at its next due step after them, the entries of later
-        steps before those of earlier ones (as a step's due entries are appended to the
-        list block steps on), after what was filed there before."""
+        grants them a step at a time: each Growing due in those steps takes one per block
+        of steps (`grown`), and is filed at its next due step after them, the groups of
+        later steps before those of earlier ones (as a step's group joins the one filed
+        block steps on behind it), after what was filed there before."""
         block, last = self.kv.block_tokens, first + ran
         for step in range(first + 1, last + 1):
             self._grow_at.pop(step, None)
-        for step, due in reversed(growing):
+        for step, group in reversed(growing):
             if step > last:
                 continue
             grants = (last - step) // block + 1
-            later = self._grow_at.setdefault(step + grants * block, [])
-            for s, joined in due:
-                s.blocks += grants
-                later.append((s, joined))
+            group.grown += grants
+            self._refile(group, step + grants * block)
         self.kv.take(taken)
 
     def _decoded_run(self, ends_s: list[float]) -> None:
@@ -588,10 +630,9 @@ class Replica:
         out = []
         if it.decodes:
             self._decoded(now)
-            for s, joined in self._finish_at.pop(self.steps, ()):
-                if self._current(s, joined):
-                    self._leave(s)
-                    out.append(s)
+            for s in self._finish_at.pop(self.steps, ()):
+                self._leave(s)
+                out.append(s)
         for s, n in it.batch.chunks:
             s.done += n
             if not s.decoding:

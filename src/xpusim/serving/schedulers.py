@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xpusim.errors import UserError, closest
 
@@ -65,6 +65,9 @@ class Sequence:
     preemptions: int = 0
     joined: int = 0  # the lane's decode count when it joined the decoding cohort
     base: int = 0  # its output then (replica.py: its output is base + decodes since)
+    finishes_at: int = 0  # the lane's decode step that makes its last token
+    growing: Any = None  # its replica.Growing while in a cohort (then blocks lag, see there)
+    mark: int = 0  # that Growing's count of growths when it joined it
 
     def __post_init__(self) -> None:
         self.target = self.target or self.prompt

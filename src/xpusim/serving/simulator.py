@@ -14,6 +14,7 @@ import functools
 import gc
 import heapq
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from xpusim.serving.verdict import Verdict
 
 # event kinds, in the order they are handled at one instant
 _END, _FREE, _TRANSFER, _ARRIVAL = range(4)
+_load = operator.attrgetter("load")  # Replica.load, for route's min
 
 
 @dataclass
@@ -120,13 +122,23 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
     steady: Callable[[list[Sequence]], ArrivalPrefix] | None = None,
+    reference: bool = False,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
     `verdict(sequences)`: a Verdict of an open loop's SLOs, which stops the run (its Run
     then partial) once the run must miss them. `steady(sequences)`: a Steady, which stops an
     open loop once its statistics have settled (a Decision, once a max-rate trial's outcome
-    has); Run.upto then says how many requests count."""
+    has); Run.upto then says how many requests count.
+
+    An open loop's arrivals wait in a list sorted by time (ties in request order), a cursor
+    merged with the heap, not in the heap itself: a max-rate trial holds some 44,000, and
+    every push and pop would climb past them. An instant handles the heap's events first
+    and then its arrivals, the order the heap itself gives them (_ARRIVAL is the last kind,
+    and arrivals were pushed first, in request order). Only at an instant with an end can
+    `steady` change its mind (first tokens and finishes happen there), so it is asked only
+    then. `reference`: every arrival in the heap and `steady` asked at every instant, the
+    plain loop the fast one must equal (tests/test_simulator_arrivals.py)."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 
@@ -138,12 +150,21 @@ def simulate(
     sequences = [Sequence(i, 0.0, int(p), int(g))
                  for i, (p, g) in enumerate(zip(requests.prompt, requests.gen, strict=True))]
     issued = 0
+    coming: list[Sequence] = []  # an open loop's arrivals not yet handled, in time order
+    coming_s: list[float] = []  # their times
     if concurrency is None:
         assert requests.arrival_s is not None
         sent = requests.arrival_s if requests.dispatch_s is None else requests.dispatch_s
         for s, t, at in zip(sequences, requests.arrival_s.tolist(), sent.tolist(), strict=True):
             s.arrival_s = t  # its latencies count from here, a harness's hold included
-            push(at, _ARRIVAL, s)
+            if reference:
+                push(at, _ARRIVAL, s)
+            else:
+                coming_s.append(at)
+        if not reference:
+            in_order = sorted(range(len(sequences)), key=coming_s.__getitem__)  # stable
+            coming = [sequences[i] for i in in_order]
+            coming_s = [coming_s[i] for i in in_order]
         issued = len(sequences)
     else:
         for s in sequences[:concurrency]:
@@ -165,11 +186,9 @@ def simulate(
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
             pool[batch[s.id] % len(pool)].arrive(s)
             return
-        best, least = pool[0], pool[0].load  # the least loaded, the lowest index of those
-        for r in pool:  # (pool is in index order)
-            if r.load < least:
-                best, least = r, r.load
-        best.arrive(s)
+        # the least loaded, the lowest index of those (pool is in index order; min keeps
+        # the first of equals)
+        min(pool, key=_load).arrive(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued
@@ -206,13 +225,21 @@ def simulate(
     alone = len(replicas) == 1
     missed = (lambda t: False) if judge is None else (lambda t: bool(judge.missed(t)))
 
-    while heap:
-        now = heap[0][0]
+    cursor, arrivals = 0, len(coming)
+
+    def next_event_s() -> float:
+        first = heap[0][0] if heap else math.inf
+        return min(first, coming_s[cursor]) if cursor < arrivals else first
+
+    while heap or cursor < arrivals:
+        now = next_event_s()
+        ended = reference  # what a Steady judges (first tokens, finishes) changes at an end
         while heap and heap[0][0] == now:
             _, kind, _, payload = heapq.heappop(heap)
             if kind == _ARRIVAL:
                 route(payload, prefill)  # type: ignore[arg-type]
             elif kind == _END:
+                ended = True
                 r, it = payload  # type: ignore[misc]
                 for s in r.finish(it):
                     if s.generated >= s.gen:
@@ -226,9 +253,12 @@ def simulate(
                 source.kv.give(s.blocks)
                 s.blocks = s.shared = 0
                 route(s, decode)
+        while cursor < arrivals and coming_s[cursor] == now:
+            route(coming[cursor], prefill)
+            cursor += 1
         if judge is not None and judge.missed(now):
             break
-        if settle is not None and settle.settled():
+        if ended and settle is not None and settle.settled():
             break
         for r in replicas:
             if r.busy or r.stage_free_s[0] > now:  # Replica.start's own test, without a call
@@ -238,7 +268,7 @@ def simulate(
                 waiting = sum(map(len, queues))
                 record(r, it, waiting)
                 if alone:
-                    it = r.cruise(it, heap[0][0] if heap else math.inf, missed,
+                    it = r.cruise(it, next_event_s(), missed,
                                   lambda step, r=r, w=waiting: record(r, step, w),
                                   lambda run, r=r, w=waiting: record_run(r, run, w))  # fmt: skip
                 push(it.end_s, _END, (r, it))

@@ -89,3 +89,14 @@ def test_a_points_scale_gen_reaches_serve(monkeypatch):
     adapters._llm_serving(point)
     assert seen[0]["scale_gen"] is True and seen[0]["lengths"].endswith("mlperf-deepseek-r1.csv")
     assert seen[0]["gen"] == point.get("gen")
+
+
+def test_serve_says_what_mean_the_outputs_were_scaled_to():
+    """--gen left at its default with --scale-gen scales a dataset's outputs to 128 tokens: the
+    run says which mean it used, so a forgotten --gen is seen rather than silently served."""
+    import xpusim
+
+    served = xpusim.serve("llama-3-8b", "h100-sxm", rate=2.0, requests=40, lengths=DSR1,
+                          scale_gen=True)  # fmt: skip
+    note = next(n for n in served.notes if n.startswith("--scale-gen"))
+    assert "mean of --gen 128" in note and DSR1.name in note

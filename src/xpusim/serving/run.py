@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,10 @@ def prepare(
     if engine.adp_balance is not None and one.attention_dp <= 1:
         raise UserError("--adp-balance is TensorRT-LLM's attention-DP balancer: give "
                         "--dp-attention over tp 2 or more")  # fmt: skip
+    if load.scale_gen:  # --gen is the mean asked of the file's outputs, default or not
+        name = Path(load.lengths).name  # type: ignore[arg-type]
+        notes.append(f"--scale-gen: {name}'s output tokens scaled to a mean of --gen "
+                     f"{load.gen} (drawn: {requests.gen.mean():,.0f})")
     lengths = requests.prompt + requests.gen
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())

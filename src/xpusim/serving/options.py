@@ -233,16 +233,16 @@ class Engine:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
-        if self.gemm_allreduce and self.engine != "trtllm":  # no other engine has the plugin
-            raise UserError(f"gemm_allreduce must be used with engine trtllm (TensorRT-LLM's "
-                            f"gemm_allreduce_plugin), got engine {self.engine!r}")  # fmt: skip
-        if self.allreduce_fusion and self.engine != "sglang":  # SGLang's launch flag
-            raise UserError(f"allreduce_fusion must be used with engine sglang (its "
-                            f"--enable-flashinfer-allreduce-fusion), got engine "
-                            f"{self.engine!r}")  # fmt: skip
-        if self.recv_interval > 1 and self.engine != "sglang":  # SGLang 0.5's gate alone
-            raise UserError(f"recv_interval must be used with engine sglang (its "
-                            f"--scheduler-recv-interval), got engine {self.engine!r}")
+        for setting, given, needs, flag in (  # each an engine's own launch option
+                ("gemm_allreduce", self.gemm_allreduce, "trtllm",
+                 "TensorRT-LLM's gemm_allreduce_plugin"),
+                ("allreduce_fusion", self.allreduce_fusion, "sglang",
+                 "its --enable-flashinfer-allreduce-fusion"),
+                ("recv_interval", self.recv_interval > 1, "sglang",  # SGLang 0.5's gate alone
+                 "its --scheduler-recv-interval")):  # fmt: skip
+            if given and self.engine != needs:
+                raise UserError(f"{setting} must be used with engine {needs} ({flag}), got "
+                                f"engine {self.engine!r}")
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
         for name in ("decode_tp", "decode_ep", "decode_dp_attention"):

@@ -125,6 +125,17 @@ def recv_interval(r: dict[str, Any]) -> int | None:
     return 30 if r["conc"] >= 16 else 10
 
 
+def batch_wait(r: dict[str, Any]) -> list | None:
+    """The B200 FP8 TensorRT-LLM recipe's DELAY_BATCHING (dsr1_fp8_b200_trt.sh, every version
+    from SINCE): batch_wait_timeout_iters 40 and batch_wait_max_tokens_ratio 0.8 with 1k/1k at
+    64 clients or more; TensorRT-LLM runs it only without attention DP (py_executor.py
+    _schedule), so a DEP launch states none. No other recipe sets it (off: 0 and 0)."""
+    if (r["hardware"], r["framework"], r["precision"], r["isl"], r["osl"]) != \
+            ("b200", "trt", "fp8", 1024, 1024) or r["conc"] < 64:  # fmt: skip
+        return None
+    return None if r["decode_dp_attention"] else [40, 0.8]
+
+
 def script(repo: str, r: dict[str, Any]) -> str:
     """The recipe as of the run's date: the last commit that touched it by then, at the path it
     had (benchmarks/single_node/ until 2026-06-02, fixed_seq_len/ after)."""
@@ -267,6 +278,11 @@ def settings(r: dict[str, Any]) -> tuple:
                 if dpa
                 else ""
             )
+            + (
+                ", batch_wait_timeout_iters 40, batch_wait_max_tokens_ratio 0.8"
+                if prec == "fp8" and hw == "b200" and (isl, osl) == (1024, 1024) and conc >= 64
+                else ""
+            )
         )
     else:  # atom
         budget, kv = None, "fp8"
@@ -330,6 +346,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["adp_balance"] = adp
         if recv := recv_interval(r):
             setup["recv_interval"] = recv
+        if wait := batch_wait(r):
+            setup["batch_wait"] = wait
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
@@ -398,6 +416,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             )
         if recv:
             parts.append(f"recv_interval {recv} (--scheduler-recv-interval)")
+        if wait:
+            parts.append(f"batch_wait {wait[0]},{wait[1]} (batch_wait_timeout_iters, "
+                         "batch_wait_max_tokens_ratio)")
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if "--enable-flashinfer-allreduce-fusion" in launch:

@@ -58,6 +58,20 @@ TTFT_GAP = (
     "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
     "modelled, recv_interval) (issue #48)"
 )
+TRT_TTFT_GAP = (
+    "TensorRT-LLM's stream_interval 10 does not delay the first token (tensorrt_llm/_torch/"
+    "pyexecutor/py_executor.py _handle_responses emits at py_decoding_iter == 1 whatever the "
+    "interval), and its batch waiting (DELAY_BATCHING: modelled, batch_wait) reaches no run "
+    "here; on the B200 FP8 TP8 runs at 4 clients the measured TTFT grows by 133 ms from 1k "
+    "to 8k prompts where xpusim's grows by 127 ms, so the prefill's cost a token agrees and "
+    "what is missing is a fixed 146-151 ms a request; NVIDIA/TensorRT-LLM issue #5929 "
+    "(v0.21.0rc2 trtllm-serve, LLMPerf, one client, DeepSeek-R1 FP8 on 8 H200, EP 8) "
+    "measures 124 ms at 1,600 prompt tokens and 353 ms at 8,192 where xpusim says 75 and "
+    "296 (ITL 11.0 ms, xpusim 11.1): a fixed ~50 ms there. No run here but B200 FP8 at 64 "
+    "clients and B200 FP4 TP8 EP8 1k/1k sets a piecewise CUDA graph, so their steps with a "
+    "prompt run eagerly, at a host time no one has published for this backend (engines.toml "
+    "trtllm eager_source)"
+)
 SGLANG_MOE = (
     "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "
     "trtllm_fp8_block_scale_moe (FlashInfer API docs, TensorRT-LLM Fused MoE), the trtllm-gen "
@@ -471,6 +485,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             own = list(gaps)
             if metric == "ttft_s":
                 own.append(TTFT_GAP)
+                if fw == "trt":
+                    own.append(TRT_TTFT_GAP)
             elif prec == "fp4" and hw != "mi355x":
                 own.append(NVFP4_GAP)
             elif hw in ("mi300x", "mi325x") and osl == 8192:

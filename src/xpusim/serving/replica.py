@@ -104,8 +104,8 @@ class Iteration:
     # one per prompt it completes
     decodes: int  # sequences it decoded
     plain: bool = False  # decodes only, on one stage, its scheduling admitting and
-    # preempting nothing, no gate counting iterations (decode_steps, adp_balance): the
-    # steps after it may be run on by Replica.cruise
+    # preempting nothing, no gate counting iterations (decode_steps, adp_balance) and no
+    # prompt held (batch_wait): the steps after it may be run on by Replica.cruise
 
 
 @dataclass

@@ -61,6 +61,20 @@ TTFT_GAP = (
     "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
     "modelled, recv_interval) (issue #48)"
 )
+TRT_TTFT_GAP = (
+    "TensorRT-LLM's stream_interval 10 does not delay the first token (tensorrt_llm/_torch/"
+    "pyexecutor/py_executor.py _handle_responses emits at py_decoding_iter == 1 whatever the "
+    "interval), and its batch waiting (DELAY_BATCHING: modelled, batch_wait) reaches no run "
+    "here; on the B200 FP8 TP8 runs at 4 clients the measured TTFT grows by 133 ms from 1k "
+    "to 8k prompts where xpusim's grows by 127 ms, so the prefill's cost a token agrees and "
+    "what is missing is a fixed 146-151 ms a request; NVIDIA/TensorRT-LLM issue #5929 "
+    "(v0.21.0rc2 trtllm-serve, LLMPerf, one client, DeepSeek-R1 FP8 on 8 H200, EP 8) "
+    "measures 124 ms at 1,600 prompt tokens and 353 ms at 8,192 where xpusim says 75 and "
+    "296 (ITL 11.0 ms, xpusim 11.1): a fixed ~50 ms there. No run here but B200 FP8 at 64 "
+    "clients and B200 FP4 TP8 EP8 1k/1k sets a piecewise CUDA graph, so their steps with a "
+    "prompt run eagerly, at a host time no one has published for this backend (engines.toml "
+    "trtllm eager_source)"
+)
 SGLANG_MOE = (
     "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "
     "trtllm_fp8_block_scale_moe (FlashInfer API docs, TensorRT-LLM Fused MoE), the trtllm-gen "
@@ -126,6 +140,17 @@ def recv_interval(r: dict[str, Any]) -> int | None:
     if r["precision"] == "fp8" and r["decode_tp"] == 4:
         return 10
     return 30 if r["conc"] >= 16 else 10
+
+
+def batch_wait(r: dict[str, Any]) -> list | None:
+    """The B200 FP8 TensorRT-LLM recipe's DELAY_BATCHING (dsr1_fp8_b200_trt.sh, every version
+    from SINCE): batch_wait_timeout_iters 40 and batch_wait_max_tokens_ratio 0.8 with 1k/1k at
+    64 clients or more; TensorRT-LLM runs it only without attention DP (py_executor.py
+    _schedule), so a DEP launch states none. No other recipe sets it (off: 0 and 0)."""
+    if (r["hardware"], r["framework"], r["precision"], r["isl"], r["osl"]) != \
+            ("b200", "trt", "fp8", 1024, 1024) or r["conc"] < 64:  # fmt: skip
+        return None
+    return None if r["decode_dp_attention"] else [40, 0.8]
 
 
 def script(repo: str, r: dict[str, Any]) -> str:
@@ -270,6 +295,11 @@ def settings(r: dict[str, Any]) -> tuple:
                 if dpa
                 else ""
             )
+            + (
+                ", batch_wait_timeout_iters 40, batch_wait_max_tokens_ratio 0.8"
+                if prec == "fp8" and hw == "b200" and (isl, osl) == (1024, 1024) and conc >= 64
+                else ""
+            )
         )
     else:  # atom
         budget, kv = None, "fp8"
@@ -333,6 +363,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["adp_balance"] = adp
         if recv := recv_interval(r):
             setup["recv_interval"] = recv
+        if wait := batch_wait(r):
+            setup["batch_wait"] = wait
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
@@ -401,6 +433,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             )
         if recv:
             parts.append(f"recv_interval {recv} (--scheduler-recv-interval)")
+        if wait:
+            parts.append(f"batch_wait {wait[0]},{wait[1]} (batch_wait_timeout_iters, "
+                         "batch_wait_max_tokens_ratio)")
         if moe:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if "--enable-flashinfer-allreduce-fusion" in launch:
@@ -453,6 +488,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             own = list(gaps)
             if metric == "ttft_s":
                 own.append(TTFT_GAP)
+                if fw == "trt":
+                    own.append(TRT_TTFT_GAP)
             elif prec == "fp4" and hw != "mi355x":
                 own.append(NVFP4_GAP)
             elif hw in ("mi300x", "mi325x") and osl == 8192:

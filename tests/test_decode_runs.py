@@ -79,6 +79,8 @@ LOADS = [
                         prompt=256, gen=64, requests=40, adp_balance="3,9")),  # the same
     ("llama-3-8b", dict(chips=2, tp=2, dp_attention=True, engine="trtllm", concurrency=8,
                         prompt=256, gen=300, requests=24)),  # host time per DP sequence
+    ("llama-3-8b", dict(engine="trtllm", concurrency=16, prompt=300, gen=200, spread=0.5,
+                        requests=64, batch_wait="6,0.5")),  # cruise only where none is held
 ]
 GATED = ("dp", "pp", "speculative", "decode_steps", "adp_balance")
 """Settings under which cruise leaves every step to the event loop."""

@@ -1,6 +1,6 @@
 """The engine gates that hold new prompts back: vLLM V0's multi-step scheduling
-(--decode-steps), TensorRT-LLM's attention-DP balancer (--adp-balance) and SGLang's receive
-gate (--recv-interval)."""
+(--decode-steps), TensorRT-LLM's attention-DP balancer (--adp-balance) and batch waiting
+(--batch-wait), and SGLang's receive gate (--recv-interval)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from click.testing import CliRunner
 
 import xpusim
 from xpusim.cli import cli, main
+from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.replica import Replica
+from xpusim.serving.schedulers import Batch, Sequence, inflight
 
 
 def _timeline(tmp_path, *args: str) -> list[dict[str, str]]:
@@ -100,6 +102,59 @@ def test_balancer_lengthens_ttft_and_not_decode():
     assert on.tpot_s.mean == pytest.approx(off.tpot_s.mean, rel=0.1)
 
 
+def _waiting_batch(decoding: int, prompts: list[int], budget: int = 8192) -> Replica:
+    """A replica with TensorRT-LLM's batch waiting at 4 iterations and half the budget,
+    `decoding` sequences decoding and `prompts` waiting: its inflight scheduler admits them
+    as it would run them."""
+    r = Replica(0, 0, "both", None, KVCache(10_000, 32), inflight, None, 512, budget,  # type: ignore[arg-type]
+                budget, [0.0], batch_wait=(4, 0.5))  # fmt: skip
+    for i in range(decoding):
+        s = Sequence(i, 0.0, 100, 50, done=100, blocks=4)
+        r.cohort[s.id] = s
+    r.waiting.extend(Sequence(1000 + i, 0.0, n, 50) for i, n in enumerate(prompts))
+    return r
+
+
+def _gated(r: Replica) -> Batch:
+    """start()'s scheduling and gate, without pricing the step."""
+    r.decodes = lambda: bool(r.cohort)  # type: ignore[method-assign]
+    batch = r.schedule(r)
+    if batch.decode and batch.chunks and r._batch_waits(batch):
+        r._hold(batch)
+    return batch
+
+
+def test_batch_waiting_holds_prompts_until_its_timeout_and_gives_their_blocks_back():
+    """py_executor._waiting_requests: 300 prompt tokens + 8 decodes < 0.5 x 8192, so the
+    prompts are held for 4 schedules (timeout_iters), then run on the 5th; a held prompt
+    keeps no blocks and its place at the queue's front."""
+    r = _waiting_batch(decoding=8, prompts=[200, 100])
+    used = r.kv.used
+    seen = [len(_gated(r).chunks) for _ in range(5)]
+    assert seen == [0, 0, 0, 0, 2]
+    r2 = _waiting_batch(decoding=8, prompts=[200, 100])
+    _gated(r2)
+    assert r2.kv.used == used and [s.prompt for s in r2.waiting] == [200, 100]
+    assert not r2.prefilling and all(s.blocks == s.done == 0 for s in r2.waiting)
+
+
+def test_batch_waiting_releases_at_its_token_ratio_and_never_without_decodes():
+    full = _waiting_batch(decoding=8, prompts=[3000, 1100])  # 4108 >= 4096 tokens
+    assert len(_gated(full).chunks) == 2
+    idle = _waiting_batch(decoding=0, prompts=[100])  # nothing decodes: no dead wait
+    assert len(_gated(idle).chunks) == 1
+
+
+def test_batch_waiting_lengthens_ttft_and_batches_prompts():
+    """Held prompts run together: fewer steps with prompts, each with more of them."""
+    load = dict(engine="trtllm", concurrency=32, prompt=256, gen=256, spread=0.5,
+                requests=160, warmup=32)  # fmt: skip
+    off = xpusim.serve("llama-3-8b", "h100-sxm", **load)
+    on = xpusim.serve("llama-3-8b", "h100-sxm", **load, batch_wait="40,0.8")
+    assert on.queue_s.mean - off.queue_s.mean > 5 * on.tpot_s.mean
+    assert on.tpot_s.mean == pytest.approx(off.tpot_s.mean, rel=0.15)
+
+
 def _receiving(interval: int, decoding: int) -> Replica:
     r = Replica(0, 0, "both", None, None, None, None, 512, 4096, 4096, [0.0],  # type: ignore[arg-type]
                 recv_interval=interval)  # fmt: skip
@@ -163,6 +218,13 @@ def test_receive_gate_lengthens_ttft_by_its_wait_and_not_decode():
     (["--recv-interval", "0"], "recv-interval must be a positive integer"),
     (["--recv-interval", "10", "--engine", "vllm"], "--recv-interval must be used with engine"),
     (["--eager-prefill", "--engine", "trtllm"], "--eager-prefill must be used with engine sglang"),
+    (["--batch-wait", "40,0.8"], "--batch-wait must be used with engine trtllm"),
+    (["--batch-wait", "40", "--engine", "trtllm"], "batch-wait must be ITERS,RATIO"),
+    (["--batch-wait", "40,1.5", "--engine", "trtllm"], "batch-wait must be ITERS,RATIO"),
+    (["--batch-wait", "-1,0.8", "--engine", "trtllm"], "batch-wait must be ITERS,RATIO"),
+    (["--batch-wait", "40,nan", "--engine", "trtllm"], "batch-wait must be ITERS,RATIO"),
+    (["--batch-wait", "40,0.8", "--engine", "trtllm", "--chips", "2", "--tp", "2",
+      "--dp-attention"], "drop --dp-attention or --batch-wait"),
 ])  # fmt: skip
 def test_gates_refuse_bad_input_in_one_line(capsys, args, says):
     with pytest.raises(SystemExit) as e:

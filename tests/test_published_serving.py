@@ -325,3 +325,16 @@ def test_a_points_receive_interval_reaches_serve(monkeypatch):
     adapters._llm_serving(point)
     assert seen[0]["recv_interval"] == 30
     check_keys({"workload": "llm-serving", "id": "p", **setup})
+
+
+def test_a_points_batch_wait_reaches_serve(monkeypatch):
+    """TensorRT-LLM's batch_wait_timeout_iters and batch_wait_max_tokens_ratio, as the B200
+    FP8 recipe's DELAY_BATCHING sets them (benchmarks/inferencex_points.py batch_wait)."""
+    seen = _options_served(monkeypatch)
+    setup = {"model": "deepseek-r1", "chips": 8, "tp": 8, "prompt": 922, "gen": 922,
+             "engine_profile": "trtllm", "batch_wait": [40, 0.8],
+             "load": {"kind": "concurrency", "value": 64}}  # fmt: skip
+    point = Point("p", "llm-serving", "b200", "output_tokens_per_s", 1.0, "t", setup=setup)
+    adapters._llm_serving(point)
+    assert seen[0]["batch_wait"] == "40,0.8"
+    check_keys({"workload": "llm-serving", "id": "p", **setup})

@@ -172,6 +172,12 @@ class Engine:
                                      "iterations (its batching_wait_iters, timeout_iters) "
                                      "new prompts are held for; with --dp-attention.",
                                      type=str)  # fmt: skip
+    batch_wait: str | None = option(None, "TensorRT-LLM's batch waiting "
+                                    "(batch_wait_timeout_iters, batch_wait_max_tokens_ratio): "
+                                    "ITERS,RATIO; a step's new prompts are held while fewer "
+                                    "than ITERS steps have held them and the step's tokens "
+                                    "are under RATIO x the token budget; without "
+                                    "--dp-attention.", type=str)  # fmt: skip
     gemm_allreduce: bool = option(False, "TensorRT-LLM's gemm_allreduce_plugin: each "
                                   "row-parallel GEMM (o_proj, down) runs fused with its "
                                   "all-reduce, the pair costing the longer of the two (an "
@@ -218,6 +224,7 @@ class Engine:
                        decode_ep=self.decode_ep, decode_steps=self.decode_steps,
                        recv_interval=self.recv_interval)  # fmt: skip
         self.adp_iterations  # noqa: B018  (refuses a malformed --adp-balance)
+        self.batch_wait_gate  # noqa: B018  (refuses a malformed --batch-wait)
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
             raise UserError(f"kv_block must be 1-{MAX_KV_BLOCK:,} tokens (engines use 8-128), "
                             f"got {self.kv_block!r}")  # fmt: skip
@@ -239,7 +246,9 @@ class Engine:
                 ("allreduce_fusion", self.allreduce_fusion, "sglang",
                  "its --enable-flashinfer-allreduce-fusion"),
                 ("recv_interval", self.recv_interval > 1, "sglang",  # SGLang 0.5's gate alone
-                 "its --scheduler-recv-interval")):  # fmt: skip
+                 "its --scheduler-recv-interval"),
+                ("batch_wait", self.batch_wait is not None, "trtllm",
+                 "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio")):  # fmt: skip
             if given and self.engine != needs:
                 raise UserError(f"{setting} must be used with engine {needs} ({flag}), got "
                                 f"engine {self.engine!r}")
@@ -298,6 +307,23 @@ class Engine:
                             f"at least 1), got {self.adp_balance!r}")  # fmt: skip
         wait, timeout = (int(p) for p in parts)
         return wait, timeout
+
+    @property
+    def batch_wait_gate(self) -> tuple[int, float] | None:
+        """--batch-wait as (batch_wait_timeout_iters, batch_wait_max_tokens_ratio), or None:
+        off, as TensorRT-LLM leaves it unless either is above 0 (py_executor.py
+        enable_batch_waiting)."""
+        if self.batch_wait is None:
+            return None
+        parts = str(self.batch_wait).split(",")
+        try:
+            iters, ratio = int(parts[0]), float(parts[1])
+        except (ValueError, IndexError):
+            iters, ratio = -1, -1.0
+        if len(parts) != 2 or iters < 0 or not 0 <= ratio <= 1:
+            raise UserError(f"batch-wait must be ITERS,RATIO (iterations at least 0, a ratio "
+                            f"in [0, 1], as 40,0.8), got {self.batch_wait!r}")  # fmt: skip
+        return (iters, ratio) if iters > 0 or ratio > 0 else None
 
     @property
     def drafts(self) -> int:

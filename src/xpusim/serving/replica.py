@@ -104,8 +104,8 @@ class Iteration:
     # one per prompt it completes
     decodes: int  # sequences it decoded
     plain: bool = False  # decodes only, on one stage, its scheduling admitting and
-    # preempting nothing, no gate counting iterations (decode_steps, adp_balance): the
-    # steps after it may be run on by Replica.cruise
+    # preempting nothing, no gate counting iterations (decode_steps, adp_balance) and no
+    # prompt held (batch_wait): the steps after it may be run on by Replica.cruise
 
 
 @dataclass
@@ -166,6 +166,8 @@ class Replica:
     # (batching_wait_iters, timeout_iters), over adp_ranks attention-DP ranks
     adp_ranks: int = 1
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (1: every iteration receives)
+    batch_wait: tuple[int, float] | None = None  # TensorRT-LLM's batch waiting:
+    # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
@@ -189,6 +191,7 @@ class Replica:
     _adp_batched: int = 0  # iterations it has held them, all ranks having some, to batch
     _recv_count: int = 0  # the receive gate's count since it last received
     _recv_weight: int = 1  # what the last iteration adds to it
+    _batch_waited: int = 0  # steps batch waiting has held prompts since it last let them run
 
     @property
     def per_decode(self) -> int:
@@ -388,6 +391,10 @@ class Replica:
         batch = self.schedule(self)
         if not batch:
             return None
+        held = (self.batch_wait is not None and batch.decode and bool(batch.chunks)
+                and self._batch_waits(batch))  # fmt: skip
+        if held:
+            self._hold(batch)
         self._recv_weight = RECV_OTHER_WEIGHT if batch.chunks else 1
         if self.decode_steps > 1:  # a decode-only schedule runs decode_steps iterations
             self._run_left = self._run_left - 1 if self._run_left else \
@@ -425,7 +432,7 @@ class Replica:
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
                     and self.decode_steps == 1 and self.adp_balance is None
-                    and not self.inbox)
+                    and not self.inbox and not held)
         return it
 
     def _begin(self, batch: Batch, now_s: float, step: StepTime, n: int, sequences: int,
@@ -482,6 +489,35 @@ class Replica:
             self._adp_waited = 0
             return True
         return False
+
+    def _batch_waits(self, batch: Batch) -> bool:
+        """TensorRT-LLM's batch waiting (tensorrt_llm/_torch/pyexecutor/py_executor.py
+        _schedule and _waiting_requests, 1.x), asked of each schedule with both prompts and
+        decodes (with nothing decoding it never waits, 'to avoid dead waiting'; never under
+        attention DP): the prompts are held while fewer than batch_wait_timeout_iters steps
+        have held them and the step's tokens (each prompt's whole length, each decode 1 plus
+        its draft tokens) are under batch_wait_max_tokens_ratio x max_num_tokens; once
+        either is reached they run and the count restarts. Returns whether it holds them."""
+        timeout_iters, ratio = self.batch_wait  # type: ignore[misc]
+        tokens = sum(s.context for s, _ in batch.chunks) + len(self.cohort) * self.per_decode
+        if self._batch_waited >= timeout_iters or tokens >= ratio * self.token_budget:
+            self._batch_waited = 0
+            return False
+        self._batch_waited += 1
+        return True
+
+    def _hold(self, batch: Batch) -> None:
+        """The prompts out of a scheduled batch, its decodes left to run: TensorRT-LLM drops
+        them from the step before it prepares the step's resources, so one this schedule
+        admitted (nothing of it computed) gives its blocks back and returns to the front of
+        the queue, in order; one part-way through its chunks stays prefilling."""
+        for s, _ in reversed(batch.chunks):
+            if s.done == s.shared:
+                self.prefilling.remove(s)
+                self.kv.give(s.blocks)
+                s.blocks = s.shared = s.done = 0
+                self.waiting.appendleft(s)
+        batch.chunks.clear()
 
     def cruise(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
                record: Callable[[Iteration], None],

@@ -129,6 +129,9 @@ def prepare(
     if engine.adp_balance is not None and one.attention_dp <= 1:
         raise UserError("--adp-balance is TensorRT-LLM's attention-DP balancer: give "
                         "--dp-attention over tp 2 or more")  # fmt: skip
+    if engine.batch_wait is not None and one.attention_dp > 1:
+        raise UserError("--batch-wait is TensorRT-LLM's batch waiting, which it runs only "
+                        "without attention DP: drop --dp-attention or --batch-wait")  # fmt: skip
     if load.scale_gen:  # --gen is the mean asked of the file's outputs, default or not
         name = Path(load.lengths).name  # type: ignore[arg-type]
         notes.append(f"--scale-gen: {name}'s output tokens scaled to a mean of --gen "
@@ -396,7 +399,8 @@ def run(
                          e.token_budget, e.chunk or e.token_budget, stages, warmup, padding,
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
-                         recv_interval=e.recv_interval, eager_s=own.eager_s,
+                         recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
+                         eager_s=own.eager_s,
                          static_w=p.system.chip.energy.static_power_w.value)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None

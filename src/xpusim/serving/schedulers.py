@@ -26,7 +26,8 @@
 Each engine profile (serving/engines.toml) names its policy; --scheduler overrides it.
 Two engine gates hold new prompts back whatever the policy (Replica.admitting): vLLM V0's
 multi-step scheduling (--decode-steps) and TensorRT-LLM's attention-DP balancer
-(--adp-balance), serving/replica.py.
+(--adp-balance), serving/replica.py; TensorRT-LLM's batch waiting (--batch-wait) takes the
+prompts back out of a step the scheduler chose (Replica._hold), as the engine does.
 
 A scheduler sees the replica's queues and KV cache (serving/replica.py) and returns the
 sequences to run: decodes, and prefill chunks with their sizes.

@@ -169,6 +169,9 @@ def _llm_serving(point: Point) -> Prediction:
         options["graph_pad"] = point.get("graph_pad")
     if point.get("adp_balance") is not None:  # [batching_wait_iters, timeout_iters]
         options["adp_balance"] = ",".join(str(int(n)) for n in point.get("adp_balance"))
+    if point.get("batch_wait") is not None:  # [batch_wait_timeout_iters, max_tokens_ratio]
+        iters, ratio = point.get("batch_wait")
+        options["batch_wait"] = f"{int(iters)},{float(ratio)}"
     if point.get("gemm_allreduce"):  # the config's fused row-parallel GEMM + all-reduce
         options["gemm_allreduce"] = True
     if point.get("allreduce_fusion"):  # SGLang's --enable-flashinfer-allreduce-fusion

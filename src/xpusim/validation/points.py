@@ -44,7 +44,7 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion",
+    "allreduce_fusion", "batch_wait",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -56,7 +56,9 @@ which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph bat
 config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
 `decode_steps` (vLLM V0's num_scheduler_steps), `recv_interval` (SGLang's
 --scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
-timeout_iters] of TensorRT-LLM's attention-DP balancer) and `gemm_allreduce` (true where the
+timeout_iters] of TensorRT-LLM's attention-DP balancer), `batch_wait`
+([batch_wait_timeout_iters, batch_wait_max_tokens_ratio] of TensorRT-LLM's batch waiting:
+serve's --batch-wait) and `gemm_allreduce` (true where the
 config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py) and
 `allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
 cost/collectives.py FLASHINFER_ALLREDUCE). `spread` is

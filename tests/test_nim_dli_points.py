@@ -56,6 +56,7 @@ def test_rows_become_three_points_a_run_with_repeats_averaged_and_units_converte
     assert by_id[f"{c5}-ttft"]["known_gap"] == gen.LOCKSTEP_GAP
     assert by_id["nimdli-llama-3-8b-1xh100-fp8-200-1000-c1-ttft"]["known_gap"] == gen.IDLE_GAP
     assert by_id[f"{c5}-itl"]["known_gap"] == gen.DECODE_GAP
+    assert gen.QUEUE_GAP in gen.gap("ttft_s", 100) and gen.QUEUE_GAP not in gen.gap("ttft_s", 25)
 
 
 def test_the_points_go_before_the_inferencex_block_and_a_rerun_replaces_them(tmp_path, monkeypatch):

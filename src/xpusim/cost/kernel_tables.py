@@ -364,14 +364,21 @@ class KernelTable:
         return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
 
 
-SNAP_LOG2 = {"gemm": 0.5}
+SNAP_LOG2 = {"gemm": 0.5, "moe": 0.25}
 """How far (log2, in every dimension) a table's shape may be from an op's and still price it
 alone (KernelTable.of_shape): a gemm table's rows are the zoo's (N, K) snapped to the nearest
 value of aiconfigurator's measured grid (benchmarks/gemm_kernel_tables.py), half a step of a
 doubling grid at most, so an op of a model not listed takes the measured kernel its own shape
 snaps to (DeepSeek-R1's q_a_proj, 1536 x 7168, takes 1536 x 8192); the other gemm tables
 (DeepGEMM's, AITER's) likewise their nearest measured shape within it. A moe table's rows
-are the models' own layers, a decode_attention table's its models' head layouts: exact."""
+are the models' own layers, of few models: an op takes the nearest within a quarter of a
+doubling in every dimension (a factor 1.19), the width of a neighbouring model of the same
+expert layout. AITER timed GLM-5.1's fused MoE on gfx942 (hidden 6144, 256 routed experts
+of inter 256 with the shared one fused, top 9 of 257) and not DeepSeek-R1's at TP 8 (hidden
+7168, top 8 of 256), whose layer the pooled curve of every shape priced at 58 us for 4
+tokens where GLM-5.1's smaller one measured 71-74 us (2-4 tokens): that layer takes the
+fraction of its roofline and the fixed time GLM-5.1's rows measured. A decode_attention
+table's rows are its models' head layouts: exact."""
 
 
 def _nearest_shape(

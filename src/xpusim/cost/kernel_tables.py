@@ -347,9 +347,11 @@ class KernelTable:
                       f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f}, on the fixed time of "
                       "the table below it: engine_grid)")
             field = f"kernel_table.{self.kind}.{self.key_scope}"
+        stream = (f"; at least t0 + one sequence's cache at {1e-12 / self.stream_s_per_byte:.2g}"
+                  " TB/s" if self.stream_s_per_byte else "")  # fmt: skip
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
-                f"f at {key} = {curve}")  # fmt: skip
+                f"f at {key} = {curve}{stream}")  # fmt: skip
 
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
         """A kernel's time on the table's model: fixed time + roofline / fraction at M."""

@@ -10,6 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
 from xpusim.compiler.memory_plan import Footprint, place
@@ -294,3 +296,15 @@ def test_sequence_stream_is_an_mla_decode_tables_alone():
              "rows": [[64, 4096, 4096, 100.0]], "sequence_stream": True}  # fmt: skip
     with pytest.raises(UserError, match="sequence_stream"):
         kernel_tables._table(entry, kernel_tables.TABLES_DIR / "x.toml")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 256), heads=st.sampled_from([16, 32, 128]),
+       tokens=st.lists(st.integers(16, 131072), min_size=2, max_size=2, unique=True))
+def test_more_context_never_costs_less_on_an_mi355x(seqs, heads, tokens):
+    """Through the MI355X's sequence_stream table (its curve kept rising, its floor per
+    cached byte of one sequence), an MLA decode op of more tokens a sequence never costs
+    less."""
+    fewer, more = (_time_and_roof("mi355x", _mla(seqs, t, heads, DType.FP8, DType.FP8),
+                                  DType.FP8)[0] for t in sorted(tokens))  # fmt: skip
+    assert more >= fewer

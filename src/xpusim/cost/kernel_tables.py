@@ -98,7 +98,7 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   One sequence's stream: an MLA decode kernel's time depends on its sequences and their
   tokens, not on its bytes alone. AITER's asm kernel on an MI355X streams one sequence of
   70,000 tokens (40 MB of FP8 latents) in 95 us and 5 sequences of 23,333 (67 MB) in 58 us:
-  one sequence's latents go no faster than the CUs its split over the context reaches.
+  one sequence's latents stream no faster than the CUs a split of its context reaches.
   A table that says so (`sequence_stream = true`, an mla_decode table whose one-sequence
   rows are long) keys its rows by both: its curve, keyed by bytes, is fitted to the rows of
   several sequences at each bytes node where it measured any (_curve_rows), and every row

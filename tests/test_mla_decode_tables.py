@@ -6,9 +6,12 @@ MLA prefill, sparse (top-k) MLA and chips without a table keep the model they ha
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
 from xpusim.compiler.memory_plan import Footprint, place
@@ -16,6 +19,7 @@ from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
 from xpusim.cost.op_table import is_decode_attention, is_mla_decode, kernel_keys, op_table
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
@@ -213,6 +217,7 @@ def _amd_measured_s(name: str, row: list[int]) -> float:
 @pytest.mark.parametrize(("chip_id", "seqs", "tokens", "heads"), [
     ("mi355x", 1, 5200, 128),  # PR #3003: 32 heads x 4 query tokens
     ("mi355x", 16, 23333, 128),  # PR #3072
+    ("mi355x", 1, 70000, 128),  # PR #3003's longest: one sequence's stream
     ("mi300x", 64, 21, 128),  # PR #2039
     ("mi300x", 1, 21, 128),
 ])  # fmt: skip
@@ -235,7 +240,7 @@ def test_amd_long_context_decode_grows_with_the_context(chip_id, monkeypatch):
     layer's attention at 2.3-2.6 us at 1k tokens (issue #48: TPOT flat from 1k to 8k of
     context on these chips)."""
     times = [_time_and_roof(chip_id, _mla(4, tokens, 16, DType.FP8, DType.FP8), DType.FP8)[0]
-             for tokens in (1024, 2048, 4096, 8192, 16384, 32768)]  # fmt: skip
+             for tokens in (1024, 2048, 4096, 8192, 16384, 32768, 70000)]  # fmt: skip
     assert times[0] > 10e-6 and np.all(np.diff(times) > 0)
     assert times[-1] > 2 * times[0]
     _without_mla_tables(monkeypatch)
@@ -247,3 +252,59 @@ def test_more_bandwidth_is_never_slower_through_an_amd_mla_table():
     for seqs in (1, 16, 128):
         ops = _mla(seqs, 8191, 16, DType.FP8, DType.FP8)
         assert_more_bandwidth_is_never_slower(chip, ops, place(chip, Footprint(0.0, 0.0, 1e6)))
+
+
+
+def test_one_long_sequence_costs_its_measured_stream_on_an_mi355x(monkeypatch):
+    """PR #3003's one sequence of 70,000 tokens takes 95.4 us on an MI355X, where 5
+    sequences of 23,333 (more bytes) take 57.6: keyed by bytes alone the table priced the
+    one sequence at 47 us. Keyed by sequences and tokens (`sequence_stream`), its floor per
+    cached byte of one sequence prices it near its measured time, every sequence count
+    costs more with more context, and without that floor it falls back under 60 us."""
+    table = AMD_TABLES["mi355x"]
+    one = _mla(1, 70000, 128, DType.FP8, DType.FP8)
+    assert 0.9 < _time_and_roof("mi355x", one, DType.FP8)[0] / 95.418e-6 < 1.1
+    for seqs in (1, 3, 16, 64):
+        times = [_time_and_roof("mi355x", _mla(seqs, tokens, 128, DType.FP8, DType.FP8),
+                                DType.FP8)[0]
+                 for tokens in (1024, 4096, 8192, 23333, 32768, 49152, 70000)]  # fmt: skip
+        assert np.all(np.diff(times) > 0)
+    unfloored = replace(table, stream_s_per_byte=0.0)
+    monkeypatch.setattr(kernel_tables, "tables_of_kind", lambda kind: tuple(
+        unfloored if t is table else t for t in TABLES) if kind == "mla_decode" else ())
+    assert _time_and_roof("mi355x", one, DType.FP8)[0] < 60e-6
+
+
+def test_the_stream_floor_prices_no_row_above_its_measured_time():
+    """Every row of the MI355X table, the one-sequence rows its curve leaves out with them,
+    is at or above the fixed time plus its one sequence's latents at the table's least
+    time per cached byte of one sequence, and its longest row sets that rate."""
+    with (kernel_tables.TABLES_DIR / "mla_decode/amd-aiter.toml").open("rb") as f:
+        (entry,) = [t for t in tomllib.load(f)["table"] if t["measured_on"] == "mi355x"]
+    rows = np.array(entry["rows"], dtype=float)
+    table = AMD_TABLES["mi355x"]
+    floor_s = table.fixed_s + table.stream_s_per_byte * \
+        kernel_tables._latent_bytes_per_sequence(rows, "fp8", "test")  # fmt: skip
+    assert np.all(floor_s <= rows[:, 5] * 1e-6 * (1 + 1e-12))
+    assert np.argmax(floor_s / rows[:, 5]) == np.argmax(rows[:, 1])
+    assert len(table.rows_m) < len(rows)  # one-sequence rows beside several sequences' left out
+
+
+def test_sequence_stream_is_an_mla_decode_tables_alone():
+    entry = {"name": "x", "kind": "gemm", "dtype": "fp8", "scope": "fp8", "measured_on": "mi300x",
+             "chips": ["mi300x"], "source": "s", "url": "u", "date": "d", "conditions": "c",
+             "rows": [[64, 4096, 4096, 100.0]], "sequence_stream": True}  # fmt: skip
+    with pytest.raises(UserError, match="sequence_stream"):
+        kernel_tables._table(entry, kernel_tables.TABLES_DIR / "x.toml")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 256), heads=st.sampled_from([16, 32, 128]),
+       tokens=st.lists(st.integers(16, 131072), min_size=2, max_size=2, unique=True))
+def test_more_context_never_costs_less_on_an_mi355x(seqs, heads, tokens):
+    """Through the MI355X's sequence_stream table (its curve kept rising, its floor per
+    cached byte of one sequence), an MLA decode op of more tokens a sequence never costs
+    less."""
+    fewer, more = (_time_and_roof("mi355x", _mla(seqs, t, heads, DType.FP8, DType.FP8),
+                                  DType.FP8)[0] for t in sorted(tokens))  # fmt: skip
+    assert more >= fewer

@@ -94,6 +94,18 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   a decode_attention row is. It prices MLA decode ops (op_table.is_mla_decode) of its
   compute format over a cache of its scope: the attention that decode_attention leaves out,
   whose kernels (FlashMLA-like, TensorRT-LLM's trtllm-gen) differ from GQA's.
+
+  One sequence's stream: an MLA decode kernel's time depends on its sequences and their
+  tokens, not on its bytes alone. AITER's asm kernel on an MI355X streams one sequence of
+  70,000 tokens (40 MB of FP8 latents) in 95 us and 5 sequences of 23,333 (67 MB) in 58 us:
+  one sequence's latents stream no faster than the CUs a split of its context reaches.
+  A table that says so (`sequence_stream = true`, an mla_decode table whose one-sequence
+  rows are long) keys its rows by both: its curve, keyed by bytes, is fitted to the rows of
+  several sequences at each bytes node where it measured any (_curve_rows), and every row
+  sets its least time per cached byte of one sequence past the fixed time
+  (KernelTable.stream_s_per_byte), so that an op takes at least the fixed time plus one of
+  its sequences' latents at that rate (roofline.kernel_floor_s), which is no row's time
+  above its measured one. So every measured row is kept, and more context never costs less.
 - `prefill_attention`: one measured prefill (context) attention kernel a row, [sequences,
   tokens, heads, kv heads, head_dim, microseconds] (causal, no cached prefix), its roofline
   the larger of its FLOPs (4 x heads x head_dim x tokens (tokens + 1) / 2 per sequence) at
@@ -204,6 +216,8 @@ class KernelTable:
     kernel: str = ""  # an engine's own kernel it timed (engines.toml `kernels`), if one
     window: bool = False  # prices only the M its rows span (module docstring, "A window")
     sequences: np.ndarray | None = None  # a decode_attention row's sequences
+    stream_s_per_byte: float = 0.0  # an mla_decode table's least time per cached byte of one
+    # sequence (module docstring, "One sequence's stream"); 0 where it has none
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -219,6 +233,8 @@ class KernelTable:
             table = self.of_shape(shape)
             fixed_s = table.fixed_s
             grid = table.fraction_at(2.0**GRID_LOG2, fixed_s)
+            if self.stream_s_per_byte:
+                grid = _time_rising(grid)
             grid.setflags(write=False)  # one array for every caller
             self._grids[shape] = (grid, fixed_s)
         return self._grids[shape]
@@ -331,9 +347,11 @@ class KernelTable:
                       f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f}, on the fixed time of "
                       "the table below it: engine_grid)")
             field = f"kernel_table.{self.kind}.{self.key_scope}"
+        stream = (f"; at least t0 + one sequence's cache at {1e-12 / self.stream_s_per_byte:.2g}"
+                  " TB/s" if self.stream_s_per_byte else "")  # fmt: skip
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
-                f"f at {key} = {curve}")  # fmt: skip
+                f"f at {key} = {curve}{stream}")  # fmt: skip
 
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
         """A kernel's time on the table's model: fixed time + roofline / fraction at M."""
@@ -348,14 +366,21 @@ class KernelTable:
         return np.interp(np.log2(np.maximum(m, 1.0)), nodes, values)
 
 
-SNAP_LOG2 = {"gemm": 0.5}
+SNAP_LOG2 = {"gemm": 0.5, "moe": 0.25}
 """How far (log2, in every dimension) a table's shape may be from an op's and still price it
 alone (KernelTable.of_shape): a gemm table's rows are the zoo's (N, K) snapped to the nearest
 value of aiconfigurator's measured grid (benchmarks/gemm_kernel_tables.py), half a step of a
 doubling grid at most, so an op of a model not listed takes the measured kernel its own shape
 snaps to (DeepSeek-R1's q_a_proj, 1536 x 7168, takes 1536 x 8192); the other gemm tables
 (DeepGEMM's, AITER's) likewise their nearest measured shape within it. A moe table's rows
-are the models' own layers, a decode_attention table's its models' head layouts: exact."""
+are the models' own layers, of few models: an op takes the nearest within a quarter of a
+doubling in every dimension (a factor 1.19), the width of a neighbouring model of the same
+expert layout. AITER timed GLM-5.1's fused MoE on gfx942 (hidden 6144, 256 routed experts
+of inter 256 with the shared one fused, top 9 of 257) and not DeepSeek-R1's at TP 8 (hidden
+7168, top 8 of 256), whose layer the pooled curve of every shape priced at 58 us for 4
+tokens where GLM-5.1's smaller one measured 71-74 us (2-4 tokens): that layer takes the
+fraction of its roofline and the fixed time GLM-5.1's rows measured. A decode_attention
+table's rows are its models' head layouts: exact."""
 
 
 def _nearest_shape(
@@ -521,6 +546,46 @@ def _mla_decode_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, whe
     return 2.0 ** np.round(np.log2(moved)), roof_s, rows[:, 5]
 
 
+def _latent_bytes_per_sequence(rows: np.ndarray, scope: str, where: str) -> np.ndarray:
+    """The cached latents one sequence of each mla_decode row streams: its tokens' kv_lora_rank
+    + rope_dim in the cache's format `scope`."""
+    return rows[:, 1] * (rows[:, 3] + rows[:, 4]) * DType.parse(scope, f"{where}: scope").itemsize
+
+
+def _curve_rows(rows_m: np.ndarray, sequences: np.ndarray) -> np.ndarray:
+    """Which rows of a `sequence_stream` mla_decode table its curve is fitted to: at a
+    bytes node (rows_m) where it measured several sequences, those rows only; a
+    one-sequence row there timed one sequence's stream, which the floor per cached byte of
+    one sequence prices (_stream_s_per_byte), not how fast many sequences stream the same
+    bytes (module docstring, "One sequence's stream")."""
+    several = {float(m) for m, s in zip(rows_m, sequences, strict=True) if s > 1}
+    return np.array([s > 1 or float(m) not in several
+                     for m, s in zip(rows_m, sequences, strict=True)])  # fmt: skip
+
+
+def _stream_s_per_byte(fixed_s: float, measured_s: np.ndarray,
+                       latent_bytes: np.ndarray) -> float:  # fmt: skip
+    """The least time past the fixed time per cached byte of one sequence over every row:
+    a floor the fixed time plus one sequence's latents at this rate, which prices no row
+    above its measured time (roofline.kernel_floor_s)."""
+    return float(np.min(np.maximum(measured_s - fixed_s, 0.0) / latent_bytes))
+
+
+def _time_rising(grid: np.ndarray) -> np.ndarray:
+    """A `sequence_stream` table's curve at GRID_LOG2 with no node's fraction more than
+    1 + ln 2 times the one below it, so that an op's time past the fixed time, its bytes
+    over the fraction, never falls as its bytes grow, inside an interval of the linear
+    interpolation either (d/dx 2^x / f(x) >= 0 where ln 2 f >= f's slope). Its curve is
+    fitted to fewer rows than its bytes nodes span (_curve_rows): AITER's MI355X kernel
+    takes 29.8 us for 1 and for 3 sequences of 8,192 tokens, and the fractions of those
+    two nodes, four times apart in bytes, rose 3.5 times, so 4 sequences of 4,096 tokens
+    were priced 0.1 us under 4 of 2,048."""
+    rising = grid.copy()
+    for k in range(1, len(rising)):
+        rising[k] = min(rising[k], (1 + np.log(2)) * rising[k - 1])
+    return rising
+
+
 def _prefill_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str,
                   mla: bool):  # fmt: skip
     """(FLOPs rounded to a power of two, roofline seconds, microseconds) of prefill_attention
@@ -627,6 +692,16 @@ def _table(entry: dict, path: Path) -> KernelTable:
         rows_m, roofline_s, measured_s = roofline_seconds(
             rows, dtype, measured_on, where, entry["kind"], entry["scope"],
             None if alpha is None else float(alpha), routing)  # fmt: skip
+        stream = entry.get("sequence_stream", False)
+        if not isinstance(stream, bool) or (stream and entry["kind"] != "mla_decode"):
+            raise ValueError(f"sequence_stream {stream!r}: an mla_decode table's, true or false")
+        stream_s_per_byte = 0.0
+        if stream:
+            curve = _curve_rows(rows_m, rows[:, 0])
+            stream_s_per_byte = _stream_s_per_byte(
+                fit_fixed_s(rows_m[curve], roofline_s[curve], measured_s[curve]), measured_s,
+                _latent_bytes_per_sequence(rows, entry["scope"], where))  # fmt: skip
+            rows_m, roofline_s, measured_s = rows_m[curve], roofline_s[curve], measured_s[curve]
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])
@@ -649,6 +724,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             engine=engine, backend=backend, row_shapes=shapes,
             kernel=kernel, window=window,
             sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
+            stream_s_per_byte=stream_s_per_byte,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -742,13 +818,15 @@ def kernel_table(
 def fraction_grid(
     chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
     shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
-) -> tuple[np.ndarray, float, DType, float] | None:  # fmt: skip
+) -> tuple[np.ndarray, float, DType, float, float] | None:  # fmt: skip
     """The curve, sampled at GRID_LOG2 (what the cost model interpolates), the fixed time
     per op, the format whose peak the op's floor is judged at (the table's: its kernels
     ran in it, as the fractions were measured against it; an op's own but for attention
-    tables, which price any compute format over their cache) and the least time per
-    sequence (KernelTable.sequence_floor_s; 0 but for decode attention) of the first table
-    found for the op's (kind, scope) keys in order (op_table.kernel_keys), or None. Where
+    tables, which price any compute format over their cache), the least time per
+    sequence (KernelTable.sequence_floor_s; 0 but for decode attention) and the least time
+    per cached byte of one sequence (KernelTable.stream_s_per_byte; 0 but for an mla_decode
+    table that has one) of the first table found for the op's (kind, scope) keys in order
+    (op_table.kernel_keys), or None. Where
     `shapes` gives the op's shape for that kind (op_table.kernel_shapes) and the table has
     rows of it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices
     the M it measured and defers below it to the next table found (engine_grid); a window
@@ -768,7 +846,7 @@ def fraction_grid(
         fixed_s /= table.ops_per_row
     # of_shape is a pass over the rows (0.18 ms for H100's 700 gemm rows): decode attention only
     floor_s = 0.0 if table.sequences is None else table.of_shape(shape).sequence_floor_s
-    return grid, fixed_s, DType(table.dtype), floor_s
+    return grid, fixed_s, DType(table.dtype), floor_s, table.stream_s_per_byte
 
 
 def engine_grid(

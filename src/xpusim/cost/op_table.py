@@ -264,11 +264,13 @@ class OpTable:
 
     @cached_property
     def sequence_bytes(self) -> tuple[float, ...]:
-        """Each decode attention op's bytes other than its cache's per sequence (its query,
-        the new keys and values it reads, its output), 0 for other ops: what its bytes
-        other than the cache's are divided by to count its sequences, on which a decode
-        table's least time per sequence floors it (roofline.kernel_floor_s)."""
-        return tuple(_sequence_bytes(op) if is_decode_attention(op) else 0.0 for op in self.ops)
+        """Each decode attention or MLA decode op's bytes other than its cache's per sequence
+        (its query, the new keys and values it reads, its output), 0 for other ops: what its
+        bytes other than the cache's are divided by to count its sequences, on which a decode
+        table's least time per sequence floors it, and an MLA decode table's least time per
+        cached byte of one sequence (roofline.kernel_floor_s)."""
+        return tuple(_sequence_bytes(op) if is_decode_attention(op) or is_mla_decode(op)
+                     else 0.0 for op in self.ops)  # fmt: skip
 
     @cached_property
     def structure(self) -> tuple:
@@ -326,8 +328,8 @@ class OpTable:
 
 
 def _sequence_bytes(op: Op) -> float:
-    """A decode attention op's bytes other than its cache's over its sequences (its query's
-    first dimension): the same at every batch of a shape axis."""
+    """A decode attention or MLA decode op's bytes other than its cache's over its sequences
+    (its query's first dimension): the same at every batch of a shape axis."""
     by_role = op.bytes_by_role()
     other = sum(b for role, b in by_role.items() if role != Role.KV_CACHE)
     return float(np.max(np.asarray(other / op.inputs[0].shape[0], dtype=float)))

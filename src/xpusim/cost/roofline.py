@@ -161,6 +161,8 @@ class HardwareArrays:
     kernel_fixed_s: np.ndarray  # (n,) the table's fixed time of a kernel (0 unpriced)
     kernel_sequence_s_per_byte: np.ndarray  # (n,) a decode attention op's least time per
     # sequence (its table's) over its bytes per sequence other than its cache's; 0 elsewhere
+    kernel_stream_s_per_byte: np.ndarray  # (n,) an MLA decode op's table's least time per
+    # cached byte of one sequence (kernel_tables.KernelTable.stream_s_per_byte); 0 elsewhere
     kernel_bw: float | np.ndarray  # datasheet bandwidth of the memory weights stream from
     dispatch_s: float | np.ndarray
 
@@ -183,6 +185,7 @@ class HardwareArrays:
             kernel_peak=self.kernel_peak[..., ops],
             kernel_fixed_s=self.kernel_fixed_s[..., ops],
             kernel_sequence_s_per_byte=self.kernel_sequence_s_per_byte[..., ops],
+            kernel_stream_s_per_byte=self.kernel_stream_s_per_byte[..., ops],
         )
 
     def take_configs(self, which: np.ndarray) -> HardwareArrays:
@@ -228,6 +231,7 @@ class HardwareArrays:
             kernel_peak=per_op("kernel_peak"),
             kernel_fixed_s=per_op("kernel_fixed_s"),
             kernel_sequence_s_per_byte=per_op("kernel_sequence_s_per_byte"),
+            kernel_stream_s_per_byte=per_op("kernel_stream_s_per_byte"),
             kernel_bw=per_chip([a.kernel_bw for a in arrays]),
             dispatch_s=per_chip([a.dispatch_s for a in arrays]),
         )
@@ -265,14 +269,15 @@ class HardwareArrays:
         level_eff = level_efficiencies(chip, memory_eff)
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
-        sequence_s_per_byte = np.zeros(len(table))
+        sequence_s_per_byte, stream_s_per_byte = np.zeros(len(table)), np.zeros(len(table))
         for i, (dtype, keys, shapes) in enumerate(zip(table.dtypes, table.kernel_keys,
                                                       table.kernel_shapes, strict=True)):
             curve = fraction_grid(chip.id, dtype, keys, shapes) if has_matrix[i] else None
             if curve is not None:
-                grid[i], kernel_fixed_s[i], ran_in, sequence_s = curve
+                grid[i], kernel_fixed_s[i], ran_in, sequence_s, stream_s = curve
                 if table.sequence_bytes[i]:
                     sequence_s_per_byte[i] = sequence_s / table.sequence_bytes[i]
+                    stream_s_per_byte[i] = stream_s
                 kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)
         return cls(
             matrix_rate=peaks * efficiency,
@@ -291,6 +296,7 @@ class HardwareArrays:
             kernel_peak=kernel_peak,
             kernel_fixed_s=kernel_fixed_s,
             kernel_sequence_s_per_byte=sequence_s_per_byte,
+            kernel_stream_s_per_byte=stream_s_per_byte,
             kernel_bw=dram_bytes_per_s(chip),
             dispatch_s=chip.overhead.per_op_s.value,
         )
@@ -457,7 +463,9 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     over all batch dimensions; a decode attention op's at its bytes, a prefill attention
     op's at its FLOPs), a decode attention op at least its sequences times the table's
     least time per sequence (KernelTable.sequence_floor_s), its sequences its bytes other
-    than the cache's over those of one (OpTable.sequence_bytes); 0 for ops no table prices.
+    than the cache's over those of one (OpTable.sequence_bytes), an MLA decode op at least
+    the fixed time plus one of its sequences' cached bytes at its table's least time per
+    cached byte of one sequence (KernelTable.stream_s_per_byte); 0 for ops no table prices.
     All the op's bytes count as streamed from DRAM, as the tables' kernels stream theirs."""
     k, _ = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
@@ -468,6 +476,13 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     if hw.kernel_sequence_s_per_byte.any():
         per_sequence = moved - table.role_bytes[..., _KV_CACHE, :]
         floor_s = np.maximum(floor_s, per_sequence * hw.kernel_sequence_s_per_byte)
+    sequence_bytes = np.asarray(table.sequence_bytes, dtype=float)
+    streamed = (hw.kernel_stream_s_per_byte > 0) & (sequence_bytes > 0)
+    if streamed.any():
+        cache = table.role_bytes[..., _KV_CACHE, :]
+        sequences = (moved - cache) / np.where(streamed, sequence_bytes, 1.0)
+        one_s = hw.kernel_fixed_s + cache / sequences * hw.kernel_stream_s_per_byte
+        floor_s = np.where(streamed, np.maximum(floor_s, one_s), floor_s)
     return np.where(priced, floor_s, 0.0)
 
 
@@ -674,6 +689,8 @@ class OneFloor:
     bw: list[float]
     fixed_s: list[float]
     sequence_s_per_byte: list[float]  # a decode attention op's sequences' (0 elsewhere)
+    stream_s_per_byte: list[float]  # an MLA decode op's one sequence's (0 elsewhere)
+    sequence_bytes: list[float]  # OpTable.sequence_bytes
     grid: list[list[float]]  # each op's curve at GRID_LOG2
     gemm: list[bool]  # measured_gemm_energy_j's ops
     e_op_j: list[float]  # energy per matrix op of those, the table's or the datasheet's
@@ -698,6 +715,7 @@ class OneFloor:
             priced.tolist(), by_bytes.tolist(), table.keyed_by_flops.tolist(),
             each(2 * np.where(k > 0, k * n, 1.0)), each(hw.kernel_peak), each(hw.kernel_bw),
             each(hw.kernel_fixed_s), each(hw.kernel_sequence_s_per_byte),
+            each(hw.kernel_stream_s_per_byte), list(table.sequence_bytes),
             hw.kernel_grid.tolist(), gemm.tolist(),
             each(np.maximum(hw.e_matrix_j * energy_factor, e_kernel_j)), float(hw.e_vector_j),
             float(hw.static_w), float(hw.tdp_w),
@@ -724,6 +742,11 @@ class OneFloor:
             if self.sequence_s_per_byte[i]:
                 per_sequence = moved[i] - roles[_KV_CACHE][i]
                 floor_s = max(floor_s, per_sequence * self.sequence_s_per_byte[i])
+            if self.stream_s_per_byte[i] > 0 and self.sequence_bytes[i] > 0:
+                cache = roles[_KV_CACHE][i]
+                sequences = (moved[i] - cache) / self.sequence_bytes[i]
+                floor_s = max(floor_s,
+                              self.fixed_s[i] + cache / sequences * self.stream_s_per_byte[i])
             out.append(floor_s)
         return out
 

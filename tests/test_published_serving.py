@@ -251,7 +251,11 @@ def test_inferencex_runs_each_give_ttft_tpot_and_throughput_on_six_chips_three_e
     for p in INFERENCEX:
         runs.setdefault(p.id.rsplit("-", 1)[0], set()).add(p.metric)
     assert len(runs) >= 60
-    assert all(metrics == {"ttft_s", "tpot_s", "output_tokens_per_s"} for metrics in runs.values())
+    notes = {p.id.rsplit("-", 1)[0]: p.notes for p in INFERENCEX}
+    for run, metrics in runs.items():  # throughput where the row's agrees with its latencies
+        dropped = "output_tput_per_gpu" in notes[run] and "is left out" in notes[run]
+        assert metrics == {"ttft_s", "tpot_s"} | (set() if dropped else {"output_tokens_per_s"})
+    assert sum("is left out" in n for n in notes.values()) == 1
     chips = {"h200-sxm", "b200", "b300", "mi300x", "mi325x", "mi355x"}
     assert {p.chip for p in INFERENCEX} == chips
     assert {p.get("engine") for p in INFERENCEX} == {"sglang", "trtllm", "atom"}

@@ -126,6 +126,57 @@ def test_attention_polynomial_matches_the_builders_counts(llama8b):
         np.testing.assert_allclose(fitted, built, rtol=1e-12)
 
 
+@pytest.fixture(scope="module")
+def mla_verify():
+    """DeepSeek-V2-Lite (latent attention) on one H100, its table with a verify's kernel,
+    and the same table without one."""
+    cfg, cand, one, req, plain = _cost("deepseek-v2-lite", "h100-sxm", 4096, 64, 16384)
+    cost = step_cost(cfg, cand.setup.system, one, req, cand.placement, 4096, 64, 16384,
+                     verify=True)  # fmt: skip
+    return cfg, one, req, cost, plain
+
+
+def test_a_verifys_polynomial_matches_the_builders_decode_form_counts(mla_verify):
+    """A speculative verify's K + 1 tokens attend with the decode kernels (MLA's absorbed
+    form, as SGLang's target_verify and TensorRT-LLM's MTP run it): the verify kernel's
+    counts at any (q, c) are the decode-form graph's for its ops (q_absorb, the attention
+    over the latents, v_absorb), not a prefill chunk's."""
+    cfg, plan, req, cost, plain = mla_verify
+    assert plain.verify is None
+    names = cost.verify.table.names
+    assert [n.rsplit(".", 1)[1] for n in names] == ["q_absorb", "attention", "v_absorb"]
+    q, c = np.array([1, 2, 4, 6]), np.array([9, 300, 2048, 8191])
+    graph = partition(build_step(cfg, StepShape(1, q[:, None], c[:, None], decode=True),
+                                 req.act, req.weight, compact=True), plan)  # fmt: skip
+    table = op_table(graph)
+    at = [table.names.index(n) for n in names]
+    basis = np.stack([np.ones_like(q), q, c, q * c, q * q], axis=-1).astype(float)
+    for name, coef in zip(("matrix_flops", "vector_flops", "role_bytes"),
+                          cost.verify.coefficients, strict=True):  # fmt: skip
+        built = np.broadcast_to(getattr(table, name), (len(q), 1, *getattr(table, name).shape[2:]))
+        fitted = (basis @ coef.reshape(5, -1)).reshape(built[:, 0][..., at].shape)
+        np.testing.assert_allclose(fitted, built[:, 0][..., at], rtol=1e-9)
+
+
+@given(st.integers(1, 32), st.integers(2, 6), st.integers(16, 8000))
+@settings(max_examples=25, deadline=None)
+def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_verify, n, q, c):
+    """n sequences verifying q tokens each over c keys: more work than their decode of one
+    token at the same keys; over a long cache less than the same chunks run as prefill,
+    which decompress every cached latent (kv_b_proj over the context), far less at 4k keys
+    (over a short one the absorbed form's 576-wide heads may cost the more)."""
+    _, _, _, cost, plain = mla_verify
+    basis = (n, n * q, n * c, n * q * c, n * q * q)
+    verify = sum(cost(Work(0, 0, *basis, n, (q,) * n, basis)).stage_s)
+    as_prefill = sum(plain(Work(0, 0, *basis, n, (q,) * n)).stage_s)
+    decode = sum(cost(Work(n, n * c, 0, 0, 0, 0, 0, n)).stage_s)
+    assert decode <= verify
+    if c >= 2048:
+        assert verify < as_prefill
+    if c >= 4096 and n >= 8:
+        assert verify < 0.75 * as_prefill
+
+
 def test_one_request_at_a_time_is_runs_batch_of_one():
     result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=1024, gen=128,
                           requests=20, engine="ideal")  # run's step: no host time, no padding

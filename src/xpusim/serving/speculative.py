@@ -61,8 +61,8 @@ class Speculator:
         context and them, beside the prompt chunks' work (`chunks`, or None)."""
         q = self.drafts + 1
         c = decode_context + decodes * self.drafts  # each chunk's keys: its context and drafts
-        own = Work(0, 0, decodes, decodes * q, c, q * c, decodes * q * q, decodes,
-                   (q,) * decodes)  # fmt: skip
+        basis = (decodes, decodes * q, c, q * c, decodes * q * q)
+        own = Work(0, 0, *basis, decodes, (q,) * decodes, basis)
         if chunks is None:
             return own
         return Work(0, 0, *(a + b for a, b in zip(own[2:], chunks[2:], strict=True)))

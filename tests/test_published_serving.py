@@ -276,6 +276,37 @@ def test_an_inferencex_run_is_its_clients_prompts_and_range_ratio(point: Point):
     assert point.get("chips") == point.get("tp")  # a run's GPUs are its tensor-parallel group
 
 
+MTP = [p for p in INFERENCEX if "spec_method=mtp" in p.source]
+"""InferenceX's MTP runs: each recipe's *_mtp.sh, speculative decoding with DeepSeek's MTP layer."""
+
+
+def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_the_published_acceptance():
+    """Every MTP run drafts what its launch line says (SGLang --speculative-num-steps K with
+    --speculative-num-draft-tokens K + 1, TensorRT-LLM num_nextn_predict_layers K, ATOM
+    --num-speculative-tokens or its default 1), at DeepSeek-V3's 85-90% (0.875, never fitted
+    to these points); every other run states no speculation; SGLang's MTP runs capture its
+    speculative batch sizes (1-8 one apart, then 2, 4 and 8 apart to 256)."""
+    assert len(MTP) >= 150 and {p.get("engine") for p in MTP} == {"sglang", "trtllm", "atom"}
+    for p in INFERENCEX:
+        spec = p.get("speculative")
+        if p not in MTP:
+            assert spec is None and "-mtp-" not in p.id, p.id
+            continue
+        assert "-mtp-" in p.id and spec["kind"] == "mtp" and spec["acceptance"] == 0.875, p.id
+        k = spec["draft_tokens"]
+        said = {"sglang": f"--speculative-num-steps {k} --speculative-num-draft-tokens {k + 1} ",
+                "trtllm": f"num_nextn_predict_layers {k}",
+                "atom": "--method mtp" + (f" --num-speculative-tokens {k}" if k > 1 else "")}
+        assert said[p.get("engine")] in p.notes, p.id
+        assert "--use-chat-template" in p.notes, p.id
+        if p.get("engine") == "sglang":  # SGLang 0.5 _generate_cuda_graph_batch_sizes, spec
+            sizes = p.get("graph_sizes")
+            spec_sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4),
+                          *range(72, 257, 8), *range(272, 513, 16)]  # fmt: skip
+            assert sizes == [n for n in spec_sizes if n <= sizes[-1]], p.id
+            assert f"--cuda-graph-max-bs{'=' if '-bs=' in p.notes else ' '}{sizes[-1]}" in p.notes
+
+
 def test_a_points_spread_and_memory_fraction_reach_serve(monkeypatch):
     """The client's length spread and the launch's memory fraction (SGLang's 0.8 on an MI300X
     is 154 GB for weights and KV; SGLang's own rule for an unset one, with a 131,072-token

@@ -8,9 +8,11 @@ A step of n decoding sequences costs
   prediction module (`mtp`, scenarios/decoding.mtp_draft: DeepSeek-V3's one MTP layer with
   the shared output head) or `eagle`, one draft layer of the model's own kind with its
   output head (EAGLE's draft is one decoder layer);
-- the verify: every sequence a chunk of q = K + 1 tokens attending its context, costed in
-  the step cost's prefill-chunk form (the token ops at n q tokens, attention by its
-  polynomial in q and c);
+- the verify: every sequence a chunk of q = K + 1 tokens attending its context: the token
+  ops at n q tokens, and attention with the decode kernels, as the engines verify (SGLang's
+  target_verify runs MLA absorbed; TensorRT-LLM's MTP its generation-phase kernel), by the
+  step cost's verify polynomial in q and c (StepCost.verify; Work.verify_basis marks the
+  chunks), not a prefill chunk's, which would decompress every cached latent;
 and adds on average `tokens_per_step` tokens to each sequence (Leviathan et al. 2023, eq. 1,
 or the acceptance lengths given), so a sequence needs ceil(remaining / that) steps. Every
 prompt chunk is prefilled by the draft too. Not costed: the verify's LM head over the K

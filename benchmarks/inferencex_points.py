@@ -9,14 +9,18 @@ The rows are the dashboard API's (inferencex.semianalysis.com /api/v1/benchmarks
 capture script saved them (packages/app/scripts/capture-cypress-fixtures.ts: the latest run of
 each configuration, up to 5 concurrencies sampled along each sweep) in
 packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT. Kept: DeepSeek-R1-0528, one
-node, no disaggregation, no speculative decoding (the rows state MTP but not its acceptance),
-dated from SINCE on: from 2026-02-19 each recipe's launch line for these configurations reads
-as below (checked version by version; earlier ones change flags this script does not track).
-Each launch's flags come from the recipe as of the run's date (benchmarks/single_node/, from
-2026-06-02 benchmarks/single_node/fixed_seq_len/), and the client from benchmark_lib.sh and
-utils/bench_serving/benchmark_serving.py: random lengths uniform in [int(0.8 L), L]
-(--random-range-ratio 0.8), --ignore-eos, --num-prompts 10 x C after 2 x C warm-up requests.
-The points replace every `inferencex-` point of published.json, in the file's layout.
+node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
+the model's own multi-token-prediction layer drafting, each recipe's *_mtp.sh; the rows do
+not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE): from
+2026-02-19 each recipe's launch line for these configurations reads as below (checked
+version by version; earlier ones change flags this script does not track; the MTP recipes'
+versions the rows ran: mtp_settings). Each launch's flags come from the recipe as of the
+run's date (benchmarks/single_node/, from 2026-06-02 benchmarks/single_node/fixed_seq_len/),
+and the client from benchmark_lib.sh and utils/bench_serving/benchmark_serving.py: random
+lengths uniform in [int(0.8 L), L] (--random-range-ratio 0.8), --ignore-eos, --num-prompts
+10 x C after 2 x C warm-up requests, and in the MTP recipes --use-chat-template. MTP runs
+come after the others. The points replace every `inferencex-` point of published.json, in
+the file's layout.
 """
 
 from __future__ import annotations
@@ -109,6 +113,21 @@ TOKEN_CAP = 131072  # serve's most new tokens one iteration can simulate
 RANGE_RATIO = 0.8  # benchmark_serving's --random-range-ratio in every InferenceX recipe
 SPREAD = round((1 - RANGE_RATIO) / (1 + RANGE_RATIO), 3)
 """serve's --spread for lengths uniform in [R L, L]: [m(1-s), m(1+s)] about their mean m."""
+MTP_ACCEPTANCE = 0.875
+"""The probability that the target accepts a draft token of DeepSeek's MTP layer: the middle
+of DeepSeek-V3's "acceptance rate of the second token prediction ranges between 85% and 90%
+across various generation topics" (DeepSeek-V3 Technical Report, arXiv 2412.19437, sec.
+5.4.3), measured on their own prompts, one draft token; InferenceX's prompts are random
+tokens in the chat template with --ignore-eos, and every recipe but ATOM's FP4 one drafts 2
+or 3 tokens with that one layer reused (its acceptance past the first depth is published
+only as figures: TensorRT-LLM's MTP blog). Not chosen to fit these points (MTP_GAP)."""
+MTP_GAP = (
+    "the acceptance of the MTP drafts is not measured for these runs: xpusim takes 0.875 a "
+    "draft token, each independent (DeepSeek-V3's 85-90% for the first draft token on their "
+    "prompts; Leviathan et al. eq. 1), for 2-3 drafts of the one MTP layer reused on random-"
+    "token prompts with --ignore-eos; a rate of 0.85 or 0.90 moves the tokens a step by "
+    "-3% or +3% at 2 drafts, -4% or +4% at 3"
+)
 
 
 def mean_len(n: int) -> tuple[int, int]:
@@ -117,12 +136,18 @@ def mean_len(n: int) -> tuple[int, int]:
     return lo, int((lo + n) / 2 + 0.5)
 
 
-def graph_sizes(fw: str, top: int) -> list[int]:
+def graph_sizes(fw: str, top: int, spec: bool = False) -> list[int]:
     """The batch sizes the engine captures up to its graph bound (padding on in every launch):
     SGLang 0.5 server_args._generate_cuda_graph_batch_sizes, [1, 2, 4, 8, 12] + range(16, 257, 8)
-    + range(272, 512, 16) + range(512, max + 1, 32); TensorRT-LLM CudaGraphConfig
-    _generate_cuda_graph_batch_sizes with enable_padding, [1, 2, 4] + multiples of 8 to 128,
-    then max_batch_size itself."""
+    + range(272, 512, 16) + range(512, max + 1, 32), and with a speculative algorithm
+    range(1, 9) + range(10, 33, 2) + range(40, 65, 4) + range(72, 257, 8) + range(272, max + 1,
+    16) (each a batch of sequences, a verify graph runs it times the draft tokens);
+    TensorRT-LLM CudaGraphConfig _generate_cuda_graph_batch_sizes with enable_padding, [1, 2,
+    4] + multiples of 8 to 128, then max_batch_size itself."""
+    if fw == "sglang" and spec:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8),
+                 *range(272, top + 1, 16)]  # fmt: skip
+        return [n for n in sizes if n <= top]
     if fw == "sglang":
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
         return [n for n in sizes if n <= top]
@@ -157,7 +182,8 @@ def script(repo: str, r: dict[str, Any]) -> str:
     """The recipe as of the run's date: the last commit that touched it by then, at the path it
     had (benchmarks/single_node/ until 2026-06-02, fixed_seq_len/ after)."""
     hw, fw, prec = r["hardware"], r["framework"], r["precision"]
-    name = f"dsr1_{prec}_{hw}" + {"sglang": "", "trt": "_trt", "atom": "_atom"}[fw] + ".sh"
+    name = (f"dsr1_{prec}_{hw}" + {"sglang": "", "trt": "_trt", "atom": "_atom"}[fw]
+            + ("_mtp" if r["spec_method"] == "mtp" else "") + ".sh")  # fmt: skip
     best = None
     for path in (f"benchmarks/single_node/fixed_seq_len/{name}", f"benchmarks/single_node/{name}"):
         out = subprocess.run(
@@ -312,6 +338,131 @@ def settings(r: dict[str, Any]) -> tuple:
     return kv, budget, mb, moe, adp, frac, graph, launch, ckpt
 
 
+def drafts(r: dict[str, Any]) -> tuple[int, str]:
+    """The draft tokens an MTP recipe runs a step (serve's --draft-tokens K: the target verifies
+    K + 1 tokens a sequence) and the launch's words for them, in each version the rows ran:
+    SGLang --speculative-algorithm EAGLE --speculative-eagle-topk 1 with the model's NextN
+    layer, K = --speculative-num-steps (its --speculative-num-draft-tokens is K + 1); ATOM
+    --method mtp --num-speculative-tokens (default 1 in atom/model_engine/arg_utils.py
+    EngineArgs, where the FP4 recipe sets none); TensorRT-LLM speculative_config
+    decoding_type MTP, K = num_nextn_predict_layers (its one MTP layer run K times, "MTP
+    Eagle": TensorRT-LLM's MTP blog), 1 with attention DP and 3 without in every recipe,
+    none setting use_relaxed_acceptance_for_thinking (strict acceptance)."""
+    hw, fw, prec = r["hardware"], r["framework"], r["precision"]
+    if fw == "trt":
+        k = 1 if r["decode_dp_attention"] else 3
+        return k, f"speculative_config decoding_type MTP num_nextn_predict_layers {k}"
+    if fw == "atom":
+        k = 3 if prec == "fp8" else 1
+        return k, "--method mtp" + (" --num-speculative-tokens 3" if k == 3 else "")
+    k = 2 if hw in ("b200", "b300", "h200") else 3
+    return k, (f"--speculative-algorithm EAGLE --speculative-num-steps {k} "
+               f"--speculative-num-draft-tokens {k + 1} --speculative-eagle-topk 1")  # fmt: skip
+
+
+def mtp_settings(r: dict[str, Any]) -> tuple:
+    """What a run's MTP recipe (*_mtp.sh) launched, as settings() returns it. Read at each
+    version the rows ran (script()): dsr1_fp4_b200_mtp.sh 292726bb8b01, dsr1_fp8_b200_mtp.sh
+    64c20b6b5ba0 and ed5867f9e998 (the same launch), dsr1_fp8_b300_mtp.sh ed5867f9e998,
+    dsr1_fp8_h200_mtp.sh cd5f6dd26425, dsr1_fp8_mi325x_mtp.sh 8283444dd0e1,
+    dsr1_fp8_mi355x_mtp.sh c178e2822aa7, dsr1_fp4_mi355x_mtp.sh 8a16828e6f70,
+    dsr1_fp4_mi355x_atom_mtp.sh 8d81e0bf40ac and 626932a110a2 (the same launch), fixed_seq_len/
+    dsr1_fp8_mi355x_atom_mtp.sh 96f1598815fb, dsr1_fp4_b200_trt_mtp.sh, dsr1_fp8_b200_trt_mtp.sh
+    and dsr1_fp8_h200_trt_mtp.sh ed5867f9e998. Every SGLang MTP recipe asserts TP 8."""
+    hw, fw, prec, tp, isl, osl, conc = (r[k] for k in RUN[:4] + RUN[6:])
+    ep, dpa = r["decode_ep"], r["decode_dp_attention"]
+    ckpt = "deepseek-ai/DeepSeek-R1-0528"
+    if prec == "fp4":
+        ckpt = ("amd/DeepSeek-R1-0528-MXFP4-Preview" if hw == "mi355x"
+                else "nvidia/DeepSeek-R1-0528-FP4-V2")  # fmt: skip
+    k, spec = drafts(r)
+    mb = moe = frac = graph = None
+    if fw == "trt":
+        if hw == "h200":
+            moe, graph, frac = "CUTLASS", 128, 0.75
+            mb = max(conc // tp, 1) if dpa else conc
+        elif prec == "fp4":
+            moe, frac = ("CUTLASS" if dpa else "TRTLLM"), 0.8
+            mb = graph = (conc if conc < 4 else conc // 4) if dpa else conc
+        else:
+            moe, frac = ("DEEPGEMM", 0.7) if dpa else ("TRTLLM", 0.8)
+            mb = graph = (conc if conc < 8 else conc // 8) if dpa else conc
+        budget = ((k + 1) * mb + isl + 64 + 63) // 64 * 64
+        piecewise = hw == "b200" and prec == "fp8" and not dpa and conc > (4 if isl == 1024 else 16)
+        launch = (
+            f"trtllm-serve --backend pytorch --max_batch_size={mb} --tp_size={tp} "
+            f"--ep_size={ep} --max_num_tokens={budget} (((K + 1) x max_batch_size + ISL + 64 + "
+            "63) // 64 x 64); extra options: cuda_graph_config enable_padding true "
+            f"max_batch_size {graph}, enable_attention_dp {str(dpa).lower()}, kv_cache_config "
+            f"dtype fp8 free_gpu_memory_fraction {frac} enable_block_reuse false, "
+            f"stream_interval 10, moe_config backend {moe}, {spec}"
+            + (", attention_dp_config batching_wait_iters 0 enable_balance true timeout_iters 60"
+               if dpa else "")
+            + (", torch_compile_config enable_piecewise_cuda_graph true" if piecewise else "")
+        )  # fmt: skip
+        return "fp8", budget, None, moe, [0, 60] if dpa else None, frac, graph, launch, ckpt
+    if fw == "atom":
+        launch = (f"atom.entrypoints.openai_server -tp {tp} --kv_cache_dtype fp8"
+                  + (" --max-model-len 10240" if prec == "fp4" and (isl, osl) != (1024, 1024)
+                     else "")
+                  + (" --enable-expert-parallel" if ep > 1 else "")
+                  + (" --no-enable_prefix_caching" if prec == "fp8" else "")
+                  + f" {spec}")  # fmt: skip
+        return "fp8", None, None, None, None, None, None, launch, ckpt
+    if hw in ("b200", "b300"):
+        moe = "TRTLLM"  # --moe-runner-backend flashinfer_trtllm (SGLANG_MOE)
+        mb, budget, kv, frac, graph = 512, 16384, "fp8", 0.82, 512
+        launch = (
+            f"sglang.launch_server --tensor-parallel-size={tp} --data-parallel-size=1 "
+            "--cuda-graph-max-bs 512 --max-running-requests 512 --mem-fraction-static 0.82 "
+            "--kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384 --max-prefill-tokens 16384 "
+            f"--ep-size {ep} "
+            + ("--quantization modelopt_fp4 --enable-symm-mem " if prec == "fp4" else
+               "--quantization fp8 --fp8-gemm-backend=flashinfer_trtllm ")
+            + "--enable-flashinfer-allreduce-fusion "
+            f"--scheduler-recv-interval {recv_interval(r)} --disable-radix-cache "
+            "--attention-backend trtllm_mla --moe-runner-backend flashinfer_trtllm "
+            f"--stream-interval 30 {spec}"
+        )  # fmt: skip
+    elif hw == "h200":
+        mb = graph = 512 if (isl, osl) == (1024, 1024) else 256
+        budget, kv, frac = 32768, "bf16", 0.82
+        launch = (
+            f"sglang.launch_server --tensor-parallel-size={tp} --data-parallel-size=1 "
+            f"--ep-size {ep} --disable-radix-cache --max-running-requests {mb} "
+            f"--cuda-graph-max-bs {mb} --chunked-prefill-size 32768 --max-prefill-tokens 32768 "
+            "--mem-fraction-static 0.82 --attention-backend flashinfer --stream-interval 10 "
+            f"{spec} (no --kv-cache-dtype: auto, bf16 for the FP8 checkpoint)"
+        )
+    elif hw == "mi325x":
+        budget, kv, frac, graph = 131072, "fp8", 0.8, 128
+        launch = (
+            f"sglang.launch_server --tensor-parallel-size={tp} --ep-size {ep} "
+            "--mem-fraction-static=0.8 --cuda-graph-max-bs=128 --chunked-prefill-size=131072 "
+            "--num-continuous-decode-steps=4 --max-prefill-tokens=131072 --kv-cache-dtype "
+            f"fp8_e4m3 --attention-backend aiter {spec} --disable-radix-cache"
+        )
+    elif prec == "fp8":  # mi355x
+        budget, kv, frac, graph, mb = 196608, "fp8", 0.8, conc, conc
+        launch = (
+            f"sglang.launch_server --attention-backend aiter --tensor-parallel-size {tp} "
+            f"--ep-size {ep} --chunked-prefill-size 196608 --mem-fraction-static 0.8 "
+            "--disable-radix-cache --num-continuous-decode-steps 8 --max-prefill-tokens 196608 "
+            f"--kv-cache-dtype fp8_e4m3 --cuda-graph-max-bs {conc} --max-running-requests "
+            f"{conc} {spec}"
+        )
+    else:  # mi355x fp4
+        budget = 32768 if (isl, osl) == (8192, 1024) and conc > 32 else 196608
+        kv, frac, graph = "fp8", 0.8, 128
+        launch = (
+            f"sglang.launch_server --tensor-parallel-size={tp} --ep-size {ep} "
+            f"--chunked-prefill-size={budget} --mem-fraction-static=0.8 --disable-radix-cache "
+            f"--num-continuous-decode-steps=4 --max-prefill-tokens={budget} "
+            f"--cuda-graph-max-bs=128 --attention-backend aiter --kv-cache-dtype fp8_e4m3 {spec}"
+        )
+    return kv, budget, mb, moe, None, frac, graph, launch, ckpt
+
+
 def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
     """Three points a run (mean TTFT, mean TPOT, output tokens/s of the group), each with its
     source row, its launch and client as notes, and the settings serve runs it with."""
@@ -319,11 +470,13 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
     for r in rows:
         hw, fw, prec, tp, ep, dpa, isl, osl, conc = (r[k] for k in RUN)
         m = r["metrics"]
-        kv, budget, mb, moe, adp, frac, graph, launch, ckpt = settings(r)
+        spec = r["spec_method"] == "mtp"
+        kv, budget, mb, moe, adp, frac, graph, launch, ckpt = (mtp_settings if spec
+                                                               else settings)(r)  # fmt: skip
         (ilo, prompt), (olo, gen) = mean_len(isl), mean_len(osl)
         plan = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + ("-dpa" if dpa else "")
         scen = f"{isl // 1024}k{osl // 1024}k"
-        base_id = f"inferencex-dsr1-{hw}-{fw}-{prec}-{plan}-{scen}-c{conc}"
+        base_id = f"inferencex-dsr1-{hw}-{fw}-{prec}{'-mtp' * spec}-{plan}-{scen}-c{conc}"
         precision = "fp8" if prec == "fp8" else ("mxfp4" if hw == "mi355x" else "nvfp4")
         version = r["image"]
         setup = {
@@ -355,7 +508,7 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         if frac is not None:
             setup["kv_utilization"] = frac
         if graph is not None:
-            setup["graph_sizes"] = graph_sizes(fw, graph)
+            setup["graph_sizes"] = graph_sizes(fw, graph, spec)
             setup["graph_pad"] = "decode"
         if moe:
             setup["moe_backend"] = moe
@@ -365,11 +518,15 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             setup["recv_interval"] = recv
         if wait := batch_wait(r):
             setup["batch_wait"] = wait
+        if spec:
+            setup["speculative"] = {"kind": "mtp", "draft_tokens": drafts(r)[0],
+                                    "acceptance": MTP_ACCEPTANCE}  # fmt: skip
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
         src_row = (
-            f"{APP}, row hardware={hw} framework={fw} precision={prec} spec_method=none "
+            f"{APP}, row hardware={hw} framework={fw} precision={prec} "
+            f"spec_method={r['spec_method']} "
             f"decode_tp={tp} decode_ep={ep} dp_attention={str(dpa).lower()} isl={isl} osl={osl} "
             f"conc={conc} date={r['date']}"
         )
@@ -387,11 +544,20 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             "--random-range-ratio 0.8 (each length uniform in [int(0.8 L), L]: inputs "
             f"{ilo}-{isl}, "
             f"mean {prompt}; outputs {olo}-{osl}, mean {gen}), --ignore-eos, --request-rate inf, "
-            f"--max-concurrency {conc}, --num-prompts {10 * conc} (every one measured), after "
+            f"--max-concurrency {conc}, --num-prompts {10 * conc} (every one measured), "
+            + ("--use-chat-template (the prompt in DeepSeek-R1's chat template), " * spec)
+            + "after "
             f"--num-warmups {2 * conc} sent and finished apart. Fields: mean_ttft, mean_tpot (s); "
             "output_tput_per_gpu (utils/process_result.py: output_throughput / tp) times "
             f"{tp} GPUs for the group."
         )
+        tput = m.get("output_tput_per_gpu")
+        if tput is not None and not consistent(m, conc, gen, tp):
+            notes += (
+                f" Its output_tput_per_gpu ({tput:.1f}) is left out: its own latencies give "
+                f"{conc * gen / m['mean_e2el'] / tp:.0f} a GPU ({conc} clients, a request of "
+                f"{gen} tokens every mean_e2el {m['mean_e2el']:.1f} s)."
+            )
         parts = [
             f"engine profile {ENGINE[fw]} ({version}) with its own scheduling policy",
             f"closed loop of {conc} clients, {10 * conc} requests all measured (the warm-up ran "
@@ -440,6 +606,12 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if "--enable-flashinfer-allreduce-fusion" in launch:
             parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
+        if spec:
+            parts.append(
+                f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), each "
+                f"accepted with probability {MTP_ACCEPTANCE} (MTP_ACCEPTANCE: DeepSeek-V3 "
+                "report sec. 5.4.3)"
+            )
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"
@@ -461,11 +633,19 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             )
         if (hw, fw, prec, tp, isl) == ("b200", "sglang", "fp8", 4, 8192):
             gaps.append(CAPACITY_GAP)
+        if spec:
+            gaps.append(MTP_GAP)
+        if "enable_piecewise_cuda_graph" in launch:
+            gaps.append(
+                "the launch's piecewise CUDA graphs (TensorRT-LLM torch_compile_config, for "
+                "steps with prompt tokens) are not modelled: xpusim runs those steps as the "
+                "trtllm profile does"
+            )
         metrics = [
             ("ttft_s", m.get("mean_ttft"), "s", "mean_ttft"),
             ("tpot_s", m.get("mean_tpot"), "s", "mean_tpot"),
         ]
-        if m.get("output_tput_per_gpu") is not None:
+        if tput is not None and consistent(m, conc, gen, tp):
             metrics.append(
                 (
                     "output_tokens_per_s",
@@ -498,6 +678,16 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
                 p["known_gap"] = "; ".join(own)
             out.append(p)
     return out
+
+
+def consistent(m: dict[str, Any], conc: int, gen: int, tp: int) -> bool:
+    """Whether a row's throughput agrees within 2x with its own latencies (C clients, each a
+    request of `gen` tokens every mean_e2el seconds): one MTP row (MI355X ATOM FP8, 1k/1k,
+    512 clients) states 25.3 tokens/s a GPU where its latencies give about 1,060, a run whose
+    duration held something its requests did not; no other row is off by 10%."""
+    if m.get("mean_e2el") is None:
+        return True
+    return 0.5 < m["output_tput_per_gpu"] * tp / (conc * gen / m["mean_e2el"]) < 2.0
 
 
 def write(pts: list[dict[str, Any]]) -> None:
@@ -542,10 +732,10 @@ def main() -> None:
         if r["model"] == "dsr1"
         and not r["disagg"]
         and not r["is_multinode"]
-        and r["spec_method"] == "none"
+        and r["spec_method"] in ("none", "mtp")
         and r["date"] >= SINCE
     ]
-    rows.sort(key=lambda r: tuple(r[k] for k in RUN))
+    rows.sort(key=lambda r: (r["spec_method"] != "none", *(r[k] for k in RUN)))  # MTP's last
     pts = points(rows, args.recipes)
     assert len({p["id"] for p in pts}) == len(pts), "duplicate ids"
     write(pts)

@@ -126,6 +126,73 @@ def test_attention_polynomial_matches_the_builders_counts(llama8b):
         np.testing.assert_allclose(fitted, built, rtol=1e-12)
 
 
+@pytest.fixture(scope="module")
+def mla_verify():
+    """DeepSeek-V2-Lite (latent attention) on one H100, its table with a verify's kernel,
+    and the same table without one."""
+    cfg, cand, one, req, plain = _cost("deepseek-v2-lite", "h100-sxm", 4096, 64, 16384)
+    cost = step_cost(cfg, cand.setup.system, one, req, cand.placement, 4096, 64, 16384,
+                     verify=True)  # fmt: skip
+    return cfg, one, req, cost, plain
+
+
+def test_a_verifys_polynomial_matches_the_builders_decode_form_counts(mla_verify):
+    """A speculative verify's K + 1 tokens attend with the decode kernels (MLA's absorbed
+    form, as SGLang's target_verify and TensorRT-LLM's MTP run it): the verify kernel's
+    counts at any (q, c) are the decode-form graph's for its ops (q_absorb, the attention
+    over the latents, v_absorb), not a prefill chunk's."""
+    cfg, plan, req, cost, plain = mla_verify
+    assert plain.verify is None
+    names = cost.verify.table.names
+    assert [n.rsplit(".", 1)[1] for n in names] == ["q_absorb", "attention", "v_absorb"]
+    q, c = np.array([1, 2, 4, 6]), np.array([9, 300, 2048, 8191])
+    graph = partition(build_step(cfg, StepShape(1, q[:, None], c[:, None], decode=True),
+                                 req.act, req.weight, compact=True), plan)  # fmt: skip
+    table = op_table(graph)
+    at = [table.names.index(n) for n in names]
+    basis = np.stack([np.ones_like(q), q, c, q * c, q * q], axis=-1).astype(float)
+    for name, coef in zip(("matrix_flops", "vector_flops", "role_bytes"),
+                          cost.verify.coefficients, strict=True):  # fmt: skip
+        built = np.broadcast_to(getattr(table, name), (len(q), 1, *getattr(table, name).shape[2:]))
+        fitted = (basis @ coef.reshape(5, -1)).reshape(built[:, 0][..., at].shape)
+        np.testing.assert_allclose(fitted, built[:, 0][..., at], rtol=1e-9)
+
+
+@given(st.integers(1, 32), st.integers(2, 6), st.integers(16, 8000))
+@settings(max_examples=25, deadline=None)
+def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_verify, n, q, c):
+    """n sequences verifying q tokens each over c keys: a step of more work than their decode
+    of one token at the same keys; over a long cache less than the same chunks run as
+    prefill, whose attention decompresses every cached latent (kv_b_proj over the context),
+    the attention kernels alone under two thirds of it from 4,096 keys (over a short cache
+    the absorbed form's 576-wide heads may cost the more)."""
+    _, _, _, cost, plain = mla_verify
+    basis = (n, n * q, n * c, n * q * c, n * q * q)
+    verify = sum(cost(Work(0, 0, *basis, n, (q,) * n, basis)).stage_s)
+    as_prefill = sum(plain(Work(0, 0, *basis, n, (q,) * n)).stage_s)
+    decode = sum(cost(Work(n, n * c, 0, 0, 0, 0, 0, n)).stage_s)
+    assert decode <= verify
+    if c >= 2048:
+        assert verify < as_prefill
+    if c >= 4096:
+        kernels = np.array([basis], dtype=float)
+        assert cost.verify.cost(kernels)[0].sum() < 2 / 3 * cost.attention.cost(kernels)[0].sum()
+
+
+def test_a_speculative_step_takes_the_blocks_its_tokens_fill():
+    """Speculation gains several tokens a step; with SGLang's blocks of one token each step
+    takes as many blocks as it gained (it took one, holding a third of the cache it used): 8
+    requests of 256 + 512 tokens at once peak at their 6,144 tokens, as without speculation."""
+    peaks = []
+    for spec in ({}, {"speculative": "eagle", "draft_tokens": 3, "acceptance": 0.8}):
+        r = xpusim.serve("llama-3-8b", "h100-sxm", engine="sglang", concurrency=8, requests=8,
+                         warmup=0, prompt=256, gen=512, **spec)  # fmt: skip
+        assert r.kv_cache.block_tokens == 1
+        peaks.append(r.kv_cache.peak_used * r.kv_cache.capacity_tokens)
+    assert peaks[1] == pytest.approx(peaks[0], rel=0.01)
+    assert peaks[1] == pytest.approx(8 * (256 + 512), rel=0.01)
+
+
 def test_one_request_at_a_time_is_runs_batch_of_one():
     result = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=1, prompt=1024, gen=128,
                           requests=20, engine="ideal")  # run's step: no host time, no padding

@@ -321,12 +321,9 @@ class Replica:
         group = self._grow_at.pop(step, None)
         if group is None or not group.members:
             return bool(self.cohort)
-        if not self.kv.take(len(group.members)):
+        # speculation: each member its blocks (_blocks_due), at its own step; else one each
+        if self.speculator is not None or not self.kv.take(len(group.members)):
             self._grow_each(self._dissolve(group))
-        elif self.speculator is not None:  # each member's next block at its own step
-            for s in self._dissolve(group):
-                s.blocks += 1
-                self._file_growth(s)
         else:  # the common case: every one gets its block, and is due again a block on
             group.grown += 1
             self._refile(group, step + self.kv.block_tokens)
@@ -344,14 +341,16 @@ class Replica:
         self._grow_at[step] = group
 
     def _grow_each(self, due: list[Sequence]) -> None:
-        """The cache holds fewer blocks than are due: each due member in turn takes one,
-        the latest-admitted preempted while none is free (its tests inlined: this is every
-        step of a run whose cache is full, an offline burst's steady state)."""
+        """The cache holds fewer blocks than are due, or a speculative step's members are
+        due: each due member in turn takes its blocks (one; under speculation _blocks_due),
+        the latest-admitted preempted while too few are free (its tests inlined: this is
+        every step of a run whose cache is full, an offline burst's steady state)."""
         kv, cohort = self.kv, self.cohort
         for s in due:
             if cohort.get(s.id) is not s:  # preempted by an earlier one's growth
                 continue
-            while kv.used >= kv.blocks:  # kv.take(1) would fail
+            need = 1 if self.speculator is None else self._blocks_due(s)
+            while kv.used + need > kv.blocks:  # kv.take(need) would fail
                 last = next(reversed(cohort.values()))
                 victim = last if last is not s else None
                 if victim is None and self.prefilling:
@@ -360,9 +359,18 @@ class Replica:
                 if victim is None:
                     break
             if cohort.get(s.id) is s:  # not preempted itself (its joined unchanged)
-                kv.take(1)
-                s.blocks += 1
+                kv.take(need)
+                s.blocks += need
                 self._file_growth(s)
+
+    def _blocks_due(self, s: Sequence) -> int:
+        """Blocks a decoding member takes at the next step: what the tokens it has gained by
+        then fill beyond its blocks (_file_growth's threshold), more than one where a
+        speculative step gains more tokens than a block holds (SGLang's blocks of 1 token,
+        2.6 tokens a step at two drafts)."""
+        bt = self.kv.block_tokens
+        cached = s.prompt + s.base + self._tokens_in(self.steps + 1 - s.joined) - s.shared - 1
+        return max(-(-cached // bt) - s.blocks, 1)
 
     def _preempt(self, s: Sequence) -> None:
         if s.id in self.cohort:

@@ -8,9 +8,11 @@ A step of n decoding sequences costs
   prediction module (`mtp`, scenarios/decoding.mtp_draft: DeepSeek-V3's one MTP layer with
   the shared output head) or `eagle`, one draft layer of the model's own kind with its
   output head (EAGLE's draft is one decoder layer);
-- the verify: every sequence a chunk of q = K + 1 tokens attending its context, costed in
-  the step cost's prefill-chunk form (the token ops at n q tokens, attention by its
-  polynomial in q and c);
+- the verify: every sequence a chunk of q = K + 1 tokens attending its context: the token
+  ops at n q tokens, and attention with the decode kernels, as the engines verify (SGLang's
+  target_verify runs MLA absorbed; TensorRT-LLM's MTP its generation-phase kernel), by the
+  step cost's verify polynomial in q and c (StepCost.verify; Work.verify_basis marks the
+  chunks), not a prefill chunk's, which would decompress every cached latent;
 and adds on average `tokens_per_step` tokens to each sequence (Leviathan et al. 2023, eq. 1,
 or the acceptance lengths given), so a sequence needs ceil(remaining / that) steps. Every
 prompt chunk is prefilled by the draft too. Not costed: the verify's LM head over the K
@@ -61,8 +63,8 @@ class Speculator:
         context and them, beside the prompt chunks' work (`chunks`, or None)."""
         q = self.drafts + 1
         c = decode_context + decodes * self.drafts  # each chunk's keys: its context and drafts
-        own = Work(0, 0, decodes, decodes * q, c, q * c, decodes * q * q, decodes,
-                   (q,) * decodes)  # fmt: skip
+        basis = (decodes, decodes * q, c, q * c, decodes * q * q)
+        own = Work(0, 0, *basis, decodes, (q,) * decodes, basis)
         if chunks is None:
             return own
         return Work(0, 0, *(a + b for a, b in zip(own[2:], chunks[2:], strict=True)))

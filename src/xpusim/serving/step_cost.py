@@ -106,6 +106,9 @@ class Work(NamedTuple):
     prefill_query_squared: int  # Σ q²
     sampled: int  # sequences that produce a token: decodes and finished prompts
     prefill_queries: tuple[int, ...] = ()  # each prefill chunk's q, for the state ops
+    # the prefill sums' part that is speculative verifies (prefill_basis's terms over them):
+    # chunks of K + 1 tokens that engines attend with their decode kernels (StepCost.verify)
+    verify_basis: tuple[int, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -287,6 +290,9 @@ class StepCost:
     # the ops one prefill forward runs on each stage's chip: the kernels an engine launches
     # one by one where it runs that forward without a CUDA graph (Replica's eager floor)
     launches: tuple[int, ...] = ()
+    # a speculative verify's attention, its chunks run in the decode form (_verify_attention);
+    # None where the table was not asked for one, and verifies then cost as prefill chunks
+    verify: Attention | None = None
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -411,17 +417,23 @@ class StepCost:
         distinct work."""
         basis = work.prefill_basis
         n, q, c = basis[:3]
-        if n == 1 and q == c <= len(self.prompts):
+        if n == 1 and q == c <= len(self.prompts) and not work.verify_basis:
             return self.prompts[q - 1]
-        key = (basis, tuple(sorted(work.prefill_queries)))
+        key = (basis, tuple(sorted(work.prefill_queries)), work.verify_basis)
         found = self._prefills.get(key)
         if found is None:
             if len(self._prefills) > 1 << 16:
                 self._prefills.clear()
-            stage_s, energy = self.attention.cost(np.array([basis], dtype=float))
             state_s, state_j = self.state.summed(key[1])
-            found = self._prefills[key] = [*(stage_s[0] + state_s).tolist(),
-                                           float(energy[0] + state_j)]  # fmt: skip
+            stage_s, energy = state_s, state_j
+            if work.verify_basis and self.verify is not None:  # the verifies apart
+                verify_s, verify_j = self.verify.cost(np.array([work.verify_basis], dtype=float))
+                stage_s, energy = stage_s + verify_s[0], energy + verify_j[0]
+                basis = tuple(a - b for a, b in zip(basis, work.verify_basis, strict=True))
+            if basis[0]:
+                prefill_s, prefill_j = self.attention.cost(np.array([basis], dtype=float))
+                stage_s, energy = stage_s + prefill_s[0], energy + prefill_j[0]
+            found = self._prefills[key] = [*np.asarray(stage_s).tolist(), float(energy)]
         return found
 
 
@@ -434,11 +446,12 @@ def step_cost(
     max_tokens: int,
     max_sampled: int,
     max_context: int,
+    verify: bool = False,
 ) -> StepCost:
     """The StepCost of one replica of `plan` (its tp, ep and pp) with `formats`' formats
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
-    `max_context` keys each."""
+    `max_context` keys each; with `verify`, a speculative verify's attention too."""
     act, weight, attention, kv, moe_backend, kernels = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
@@ -534,6 +547,8 @@ def step_cost(
         prompt_rows, att, mean.astype(float), decode_rows, state_s, state_j, state, plan.tp,
         send.fixed_s, send.s_per_byte * per_token, a, experts,
         tuple(int(n) for n in launches.sum(axis=0)),
+        _verify_attention(cfg, requests, system, plan, placement, formats, kinds)
+        if verify else None,
     )  # fmt: skip
 
 
@@ -701,11 +716,12 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
 
 
 def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend="",
-                     kernels: tuple[str, ...] = ()) -> OpTable:  # fmt: skip
+                     kernels: tuple[str, ...] = (), decode: bool = False) -> OpTable:  # fmt: skip
     """The rank's ops at the probe shapes (batch 1), as a table whose counts have one row
     per probe: (probes, ...), whatever the axes each op's dimensions left (a weight's bytes
-    are the same at every probe and broadcast)."""
-    step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None])
+    are the same at every probe and broadcast); `decode`: built as decode steps of q tokens
+    (StepShape.decode), a speculative verify's form."""
+    step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None], decode=decode)
     graph = build_step(cfg, step, act, weight, compact=True, attention=attention, kv=kv,
                        moe_backend=moe_backend, kernels=kernels)  # fmt: skip
     # a sequence's attention runs on one chip: whole heads under attention data parallelism
@@ -720,6 +736,36 @@ def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend=""
     return replace(table, matrix_flops=per_probe(table.matrix_flops),
                    vector_flops=per_probe(table.vector_flops),
                    role_bytes=per_probe(table.role_bytes))  # fmt: skip
+
+
+def _verify_attention(cfg: TransformerConfig, requests, system: System, plan: Plan,
+                      placement: Placement, formats: Request,
+                      kinds: dict[str, str]) -> Attention:  # fmt: skip
+    """A speculative verify's attention: each sequence's K + 1 tokens attend its cache with
+    the engine's decode kernels, as one token does (SGLang's target_verify takes the MLA
+    absorbed path: deepseek_v2.py runs MHA only for extends without speculation; TensorRT-
+    LLM's MTP verify runs its generation-phase MLA kernel, its MTP blog's "Attention for
+    MTP"), where a prefill chunk of latent attention would decompress every cached latent
+    (kv_b_proj over the context) first. Its ops: those of the decode form at the probe
+    shapes that are not token or sampling ops of the prefill graph (the token table prices
+    those at the step's tokens): the attention kernel, and for latent attention the per-
+    token q_absorb and v_absorb; their counts a polynomial in (q, c) as a prefill's are,
+    their instances per stage the decode graph's."""
+    probe = _attention_probe(cfg, plan, *formats.formats, decode=True)
+    graphs = shape_graphs(cfg, requests(np.array([1]), np.array([4])), plan.tp, plan.ep,
+                          plan.dp_attention)  # fmt: skip
+    stage_counts = graphs.depth_counts(1, np.array([plan.pp]))[0][0, 0]  # (ops, pp)
+    index = {op.name: i for i, op in enumerate(graphs.tables[1].ops)}
+    rows = [j for j, op in enumerate(probe.ops)
+            if kinds.get(op.name, "attention") == "attention" and op.name in index]
+    found = probe.subset(ops=np.array(rows, dtype=int))
+    ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
+                  role_bytes=found.role_bytes[:1])  # fmt: skip
+    return Attention(
+        ops, system.chip, stage_counts[[index[probe.ops[j].name] for j in rows]], placement,
+        len(system.chip.memory),
+        tuple(_fit(getattr(found, f)) for f in ("matrix_flops", "vector_flops", "role_bytes")),
+    )  # fmt: skip
 
 
 def _fit(values: np.ndarray) -> np.ndarray:

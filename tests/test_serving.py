@@ -132,7 +132,7 @@ def mla_verify():
     and the same table without one."""
     cfg, cand, one, req, plain = _cost("deepseek-v2-lite", "h100-sxm", 4096, 64, 16384)
     cost = step_cost(cfg, cand.setup.system, one, req, cand.placement, 4096, 64, 16384,
-                     verify=True)  # fmt: skip
+                     verify_tokens=4)  # fmt: skip
     return cfg, one, req, cost, plain
 
 
@@ -177,6 +177,30 @@ def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_ver
     if c >= 4096:
         kernels = np.array([basis], dtype=float)
         assert cost.verify.cost(kernels)[0].sum() < 2 / 3 * cost.attention.cost(kernels)[0].sum()
+
+
+def test_a_tp4_verify_of_one_long_sequence_costs_its_measured_kernel_on_an_mi355x():
+    """PR #3003 timed DeepSeek-R1's TP-4 MTP verify on an MI355X, 32 heads x 4 query tokens
+    over one sequence of 70,000 tokens, at 95.4 us. The verify's kernel counts its sequences
+    at its own K + 1 tokens (OpTable.sequence_bytes; counted at the probes' 7 tokens, one
+    sequence of 4 was 4/7 of one and its stream floor 7/4 of its latents: 157 us), and a
+    verify of fewer tokens never costs more."""
+    cfg, cand, one, req, _ = _cost("deepseek-r1-0528", "mi355x", 512, 8, 80000, chips=4, tp=4,
+                                   precision="fp8")  # fmt: skip
+
+    def kernel_s(q: int) -> float:
+        verify = step_cost(cfg, cand.setup.system, one, req, cand.placement, 512, 8, 80000,
+                           verify_tokens=q).verify  # fmt: skip
+        basis = np.array([(1, q, 70000, q * 70000, q * q)], dtype=float)
+        matrix, vector, roles = (basis @ c.reshape(5, -1) for c in verify.coefficients)
+        table = replace(verify.table, matrix_flops=matrix, vector_flops=vector,
+                        role_bytes=roles.reshape(1, len(ROLES), len(verify.table)))  # fmt: skip
+        at = verify.table.names.index(next(n for n in verify.table.names if "attention" in n))
+        return float(evaluate(table, verify._hw, verify._offchip).time_s[0, at])
+
+    times = [kernel_s(q) for q in (2, 3, 4, 6)]
+    assert 0.9 < times[2] / 95.418e-6 < 1.1
+    assert np.all(np.diff(times) >= 0)
 
 
 def test_a_speculative_step_takes_the_blocks_its_tokens_fill():

@@ -202,7 +202,7 @@ def prepare(
                       f"replica; the longest request needs {longest}")  # fmt: skip
     sampled = in_flight if fits else 1
     cost = _step_table(cfg, system, one, req, cand.placement, max_tokens, sampled, longest,
-                       engine.speculative is not None)  # fmt: skip
+                       engine.drafts + 1 if engine.speculative is not None else 0)  # fmt: skip
     draft = None
     if engine.speculative is not None and fits:
         if one.pp > 1:
@@ -240,9 +240,10 @@ def prepare(
 
 def _step_table(
     cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Placement,
-    max_tokens: int, sampled: int, longest: int, verify: bool = False,
+    max_tokens: int, sampled: int, longest: int, verify_tokens: int = 0,
 ) -> StepCost:  # fmt: skip
-    """step_cost (with a speculative verify's kernel where `verify`), tabulated once per
+    """step_cost (with a speculative verify's kernel of `verify_tokens` a sequence where
+    not 0), tabulated once per
     replica within a call's memo scope: a plan search
     serves one replica plan with several engines and token budgets, which differ in the
     tokens an iteration may hold and in nothing else the table depends on. The memo keeps
@@ -251,11 +252,12 @@ def _step_table(
     where = (placement.onchip_level, placement.onchip_bytes, tuple(placement.home.items()))
     # at most 64 replicas' tables (tens of MB each at 8,192 tokens) are kept
     kept: list[StepCost] = remembered("step tables", (cfg, system),
-                                      (plan, req.formats, sampled, longest, where, verify),
+                                      (plan, req.formats, sampled, longest, where,
+                                       verify_tokens),
                                       list, 64)  # fmt: skip
     if not kept or kept[0].max_tokens < max_tokens:
         kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest,
-                             verify)]  # fmt: skip
+                             verify_tokens)]  # fmt: skip
     return kept[0] if kept[0].max_tokens == max_tokens else kept[0].within(max_tokens)
 
 

@@ -446,12 +446,13 @@ def step_cost(
     max_tokens: int,
     max_sampled: int,
     max_context: int,
-    verify: bool = False,
+    verify_tokens: int = 0,
 ) -> StepCost:
     """The StepCost of one replica of `plan` (its tp, ep and pp) with `formats`' formats
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
-    `max_context` keys each; with `verify`, a speculative verify's attention too."""
+    `max_context` keys each; with `verify_tokens` (K + 1), a speculative verify's attention
+    too."""
     act, weight, attention, kv, moe_backend, kernels = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
@@ -547,8 +548,8 @@ def step_cost(
         prompt_rows, att, mean.astype(float), decode_rows, state_s, state_j, state, plan.tp,
         send.fixed_s, send.s_per_byte * per_token, a, experts,
         tuple(int(n) for n in launches.sum(axis=0)),
-        _verify_attention(cfg, requests, system, plan, placement, formats, kinds)
-        if verify else None,
+        _verify_attention(cfg, requests, system, plan, placement, formats, kinds, verify_tokens)
+        if verify_tokens else None,
     )  # fmt: skip
 
 
@@ -716,12 +717,14 @@ def _counts(cfg: TransformerConfig, reqs: list[Request], system: System, plan: P
 
 
 def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend="",
-                     kernels: tuple[str, ...] = (), decode: bool = False) -> OpTable:  # fmt: skip
+                     kernels: tuple[str, ...] = (), decode: bool = False,
+                     tokens: int = 0) -> OpTable:  # fmt: skip
     """The rank's ops at the probe shapes (batch 1), as a table whose counts have one row
     per probe: (probes, ...), whatever the axes each op's dimensions left (a weight's bytes
     are the same at every probe and broadcast); `decode`: built as decode steps of q tokens
-    (StepShape.decode), a speculative verify's form."""
-    step = StepShape(1, _PROBES_Q[:, None], _PROBES_C[:, None], decode=decode)
+    (StepShape.decode), a speculative verify's form; `tokens`: every probe at that q."""
+    q = _PROBES_Q if not tokens else np.full_like(_PROBES_Q, tokens)
+    step = StepShape(1, q[:, None], _PROBES_C[:, None], decode=decode)
     graph = build_step(cfg, step, act, weight, compact=True, attention=attention, kv=kv,
                        moe_backend=moe_backend, kernels=kernels)  # fmt: skip
     # a sequence's attention runs on one chip: whole heads under attention data parallelism
@@ -739,8 +742,8 @@ def _attention_probe(cfg, plan: Plan, act, weight, attention, kv, moe_backend=""
 
 
 def _verify_attention(cfg: TransformerConfig, requests, system: System, plan: Plan,
-                      placement: Placement, formats: Request,
-                      kinds: dict[str, str]) -> Attention:  # fmt: skip
+                      placement: Placement, formats: Request, kinds: dict[str, str],
+                      tokens: int) -> Attention:  # fmt: skip
     """A speculative verify's attention: each sequence's K + 1 tokens attend its cache with
     the engine's decode kernels, as one token does (SGLang's target_verify takes the MLA
     absorbed path: deepseek_v2.py runs MHA only for extends without speculation; TensorRT-
@@ -750,8 +753,13 @@ def _verify_attention(cfg: TransformerConfig, requests, system: System, plan: Pl
     shapes that are not token or sampling ops of the prefill graph (the token table prices
     those at the step's tokens): the attention kernel, and for latent attention the per-
     token q_absorb and v_absorb; their counts a polynomial in (q, c) as a prefill's are,
-    their instances per stage the decode graph's."""
+    their instances per stage the decode graph's. Its ops are those built at the verify's
+    own `tokens` (K + 1) a sequence: a decode kernel's floors count its sequences by its
+    bytes per sequence other than the cache's (OpTable.sequence_bytes), which grow with q,
+    and the probes' at their most q (7) counted 4 tokens' verify of one sequence as 4/7 of
+    one, its MI355X stream floor 7/4 of one sequence's latents."""
     probe = _attention_probe(cfg, plan, *formats.formats, decode=True)
+    at_tokens = _attention_probe(cfg, plan, *formats.formats, decode=True, tokens=tokens)
     graphs = shape_graphs(cfg, requests(np.array([1]), np.array([4])), plan.tp, plan.ep,
                           plan.dp_attention)  # fmt: skip
     stage_counts = graphs.depth_counts(1, np.array([plan.pp]))[0][0, 0]  # (ops, pp)
@@ -759,7 +767,8 @@ def _verify_attention(cfg: TransformerConfig, requests, system: System, plan: Pl
     rows = [j for j, op in enumerate(probe.ops)
             if kinds.get(op.name, "attention") == "attention" and op.name in index]
     found = probe.subset(ops=np.array(rows, dtype=int))
-    ops = replace(found, matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
+    ops = replace(at_tokens.subset(ops=np.array(rows, dtype=int)),
+                  matrix_flops=found.matrix_flops[:1], vector_flops=found.vector_flops[:1],
                   role_bytes=found.role_bytes[:1])  # fmt: skip
     return Attention(
         ops, system.chip, stage_counts[[index[probe.ops[j].name] for j in rows]], placement,

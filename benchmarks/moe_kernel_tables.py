@@ -30,14 +30,19 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   are chosen its hot experts are those balanced routing gives it (one a token a group, all
   distinct up to 32 tokens), to which the gate's tied picks can only add, so its rows are
   no faster than balanced routing's would be. Kept (MIN_LATENCY): DeepSeek-V3/R1's own
-  shape, whose gate this is, EP 4 and 8, 1-16 tokens (at most 16 pairs a group, where one
-  token's picks decide the rank's weights and the doubled pairs of a rank that takes a
-  chosen group's share cost next to nothing): 37 us a layer at one token on a B200 at EP
+  shape, whose gate this is, EP 4 and 8, 1-256 tokens (decode steps: the CUDA-graph batches
+  of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one token on a B200 at EP
   8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's flashinfer_trtllm NVFP4
-  MoE (b200_sxm/moe/sglang/0.5.14) measures 37 and 84 us at 1 and 16 tokens, as these do.
-  Past 16 tokens the gate halves the groups a step uses (and the throughput kernels' rows
-  are the measured alternative), so a TRTLLM table prices only the M its rows span
-  (`window`, cost/kernel_tables.py) and the default backend's table the larger steps;
+  MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and 169 us at 1, 16 and 64 tokens, as
+  these do (36.6, 84.0, 168.6 there; 42, 85, 164 at 1.3.0rc20). Up to 16 tokens (16 pairs a
+  group) one token's picks decide the rank's weights and the doubled pairs of a rank that
+  takes a chosen group's share cost next to nothing; past 16 the gate halves the groups a
+  step uses, so the measured rank runs up to twice the pairs balanced routing gives it over
+  the same experts: those rows are upper bounds of the kernel at their M. They are kept
+  because the alternative, the throughput kernels' rows, times another kernel than the one
+  the engines launch (1.7x these at 64 tokens, EP 8: 283 against 164 us). A TRTLLM table
+  prices only the M its rows span (`window`, cost/kernel_tables.py) and the default
+  backend's table the larger steps (prefill);
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep).
@@ -79,7 +84,8 @@ FORMATS = {
 KERNELS = {"moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm"}
 # The TRTLLM backend's NVFP4 rows kept (the docstring says why): kernel_source, the shape
 # whose group-limited gate the collector routes by, the moe_ep splits and the token counts
-MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8}, {1, 2, 4, 8, 16})
+MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8},
+               {1, 2, 4, 8, 16, 32, 64, 128, 256})
 # (hidden, inter, experts, topk) of the zoo's gated MoE models that the database measured
 SHAPES = {
     (2048, 768, 128, 8): "Qwen3-30B-A3B",
@@ -103,7 +109,8 @@ def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measur
     if trtllm:
         what = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
                 "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
-                "topk_group 4); EP 4 and 8, 1-16 tokens (benchmarks/moe_kernel_tables.py)")
+                "topk_group 4); EP 4 and 8, 1-256 tokens, past 16 upper bounds "
+                "(benchmarks/moe_kernel_tables.py)")
     return table_toml(
         f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}{"-trtllm" * trtllm}-{chip_id}',
         "moe", dtype, weight, chip_id, version,

@@ -263,10 +263,12 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
     theirs at 1-256 tokens (past 16 upper bounds: benchmarks/moe_kernel_tables.py), and
     price only the M they span (window)."""
     trtllm = [t for t in MOE if t.backend == "TRTLLM"]
-    assert {t.measured_on for t in trtllm} == {"b200", "gb200"}
+    assert {t.measured_on for t in trtllm} == {"b200", "gb200", "b300"}
     for t in trtllm:
         assert t.window and t.key_scope == "nvfp4@TRTLLM" and np.all(t.fractions <= 1)
-        assert "moe_torch_flow_min_latency" in t.source and "a window" in t.describe()[1]
+        kernel = "sglang_flashinfer_trtllm_moe" if t.measured_on == "b300" \
+            else "moe_torch_flow_min_latency"  # B300: SGLang's rows of the same kernels
+        assert kernel in t.source and "a window" in t.describe()[1]
         assert {s[-1] for s in t.row_shapes} == {4.0, 8.0}
         tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
         assert set(tokens.tolist()) == {1, 2, 4, 8, 16, 32, 64, 128, 256}
@@ -361,3 +363,15 @@ def test_deepseeks_experts_on_an_mi355x_take_aiters_fused_moe(dtype, weight, nam
     fit = own.predict_s(own.rows_m, own.roofline_s) / own.measured_s
     assert fit.min() * 0.98 <= floor_s / (micros * 1e-6) <= fit.max() * 1.02
     assert 0.8 < floor_s / (micros * 1e-6) < 1.25
+
+
+def test_b300_takes_sglangs_rows_of_the_trtllm_gen_kernels():
+    """B300 has no TensorRT-LLM min-latency rows; SGLang 0.5.14's flashinfer_trtllm rows
+    (36.1 and 168.7 us a DeepSeek-R1 layer at 1 and 64 tokens, EP 8) price the TRTLLM
+    backend there, well under the CUTLASS rows the chip kept before."""
+    ops = _moe_layer(1, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8, backend="TRTLLM")
+    one = kernel_floor_s(ops, HardwareArrays.build(load_chip("b300"), ops)).sum()
+    assert one == pytest.approx(36.1e-6, rel=0.05)
+    table = kernel_table("b300", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
+    assert table.engine.startswith("sglang") and _rows(table, 8)[64] == pytest.approx(
+        168.7e-6, rel=1e-3)

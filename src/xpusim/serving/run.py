@@ -198,7 +198,8 @@ def prepare(
             reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
                       f"replica; the longest request needs {longest}")  # fmt: skip
     sampled = in_flight if fits else 1
-    cost = _step_table(cfg, system, one, req, cand.placement, max_tokens, sampled, longest)
+    cost = _step_table(cfg, system, one, req, cand.placement, max_tokens, sampled, longest,
+                       profile.aux_stream_tokens())  # fmt: skip
     draft = None
     if engine.speculative is not None and fits:
         if one.pp > 1:
@@ -237,6 +238,7 @@ def prepare(
 def _step_table(
     cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Placement,
     max_tokens: int, sampled: int, longest: int,
+    aux_tokens: tuple[int | None, int | None] = (None, None),
 ) -> StepCost:  # fmt: skip
     """step_cost, tabulated once per replica within a call's memo scope: a plan search
     serves one replica plan with several engines and token budgets, which differ in the
@@ -246,15 +248,18 @@ def _step_table(
     where = (placement.onchip_level, placement.onchip_bytes, tuple(placement.home.items()))
     # at most 64 replicas' tables (tens of MB each at 8,192 tokens) are kept
     kept: list[StepCost] = remembered("step tables", (cfg, system),
-                                      (plan, req.formats, sampled, longest, where), list, 64)
+                                      (plan, req.formats, sampled, longest, where, aux_tokens),
+                                      list, 64)  # fmt: skip
     if not kept or kept[0].max_tokens < max_tokens:
-        kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest)]
+        kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest,
+                             aux_tokens)]  # fmt: skip
     return kept[0] if kept[0].max_tokens == max_tokens else kept[0].within(max_tokens)
 
 
 def _draft_cost(
     name: str, cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Any,
     max_tokens: int, sampled: int, longest: int,
+    aux_tokens: tuple[int | None, int | None] = (None, None),
 ) -> StepCost:  # fmt: skip
     """The draft's step cost on the target's chips, at the target's tensor parallelism (as
     vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too."""

@@ -1,7 +1,8 @@
 """A checkpoint's unquantized attention projections stay 16-bit in a quantized run
 (workloads/checkpoint.py unquantized_attention; workloads/transformer.py
 unquantized_matmul): NVIDIA's DeepSeek-R1-0528-FP4-V2 keeps MLA's q_a, q_b, kv_a and kv_b
-projections BF16 and quantizes o_proj, as Model Optimizer's DeepSeek recipe exports it."""
+projections BF16 and quantizes o_proj, as Model Optimizer's DeepSeek recipe exports it; and
+an MoE router stays 16-bit in any quantized run."""
 
 from __future__ import annotations
 
@@ -57,8 +58,14 @@ def test_fp4_v2_prices_its_bf16_projections_as_bf16(kernels):
         assert (_weight(ops[name]), ops[name].attr("compute")) == ("nvfp4", "nvfp4"), name
 
 
-def test_a_repo_without_exclusions_or_a_16_bit_run_is_unchanged():
-    same = _matmuls("deepseek-r1-0528", DType.NVFP4)
-    assert {_weight(op) for op in same.values()} == {"nvfp4"}
+def test_a_repo_without_exclusions_quantizes_all_but_its_router():
+    """Engines never quantize an MoE router (its weights stay BF16 in the checkpoints):
+    every other matmul of a repo that excludes nothing takes the run's format, and a
+    16-bit run is 16-bit throughout."""
+    for precision in (DType.NVFP4, DType.FP8):
+        same = _matmuls("deepseek-r1-0528", precision)
+        router = same.pop("router")
+        assert (_weight(router), router.attr("compute")) == ("bf16", "bf16")
+        assert {_weight(op) for op in same.values()} == {precision.value}
     wide = _matmuls("deepseek-r1-0528-fp4-v2", DType.BF16)
     assert {_weight(op) for op in wide.values()} == {"bf16"}

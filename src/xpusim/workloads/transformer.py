@@ -140,12 +140,18 @@ class _Builder:
         return self.graph.add(op)
 
     def unquantized_matmul(self, name: str) -> bool:
-        """Whether this attention matmul's weights are ones the model's checkpoint leaves
-        unquantized, in a run whose weights are quantized: NVIDIA's DeepSeek-R1 NVFP4
-        checkpoints keep MLA's projections BF16 (checkpoint.unquantized_attention)."""
-        return (bool(self.cfg.unquantized) and self.weight != self.wide
-                and unquantized_attention(self.cfg.unquantized, self.layer,
-                                          name.rsplit(".", 1)[-1]))  # fmt: skip
+        """Whether this matmul's weights stay 16-bit in a run whose weights are quantized:
+        an MoE router's, which the engines never quantize (SGLang's DeepSeek MoEGate a
+        plain BF16 parameter; vLLM's routers ReplicatedLinear(..., quant_config=None); the
+        checkpoints store it BF16: DeepSeek-R1's FP8 repo gives it no scale, Model
+        Optimizer's DeepSeek recipe quantizes Linear modules and the gate is none), and an
+        attention matmul the model's checkpoint leaves unquantized (NVIDIA's DeepSeek-R1
+        NVFP4 checkpoints keep MLA's projections BF16: checkpoint.unquantized_attention)."""
+        if self.weight == self.wide:
+            return False
+        op = name.rsplit(".", 1)[-1]
+        return op == "router" or (bool(self.cfg.unquantized) and unquantized_attention(
+            self.cfg.unquantized, self.layer, op))  # fmt: skip
 
     def matmul(
         self, name: str, x: Tensor, n: int, bias: bool = False, tp: str | None = None, **attrs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from xpusim.ir.dtypes import DType
+from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.workloads.checkpoint import unquantized_attention
@@ -69,3 +69,16 @@ def test_a_repo_without_exclusions_quantizes_all_but_its_router():
         assert {_weight(op) for op in same.values()} == {precision.value}
     wide = _matmuls("deepseek-r1-0528-fp4-v2", DType.BF16)
     assert {_weight(op) for op in wide.values()} == {"bf16"}
+
+
+def test_gpt_oss_keeps_its_attention_bf16():
+    """gpt-oss's MXFP4 repo leaves `model.layers.*.self_attn` unconverted
+    (modules_to_not_convert, a module for all of its own): its fused qkv and o_proj stay
+    BF16 beside MXFP4 experts."""
+    cfg = zoo_entry("gpt-oss-20b").config
+    graph = build_step(cfg, StepShape(2, 1, 64, decode=True), DType.BF16,
+                       parse_weight_format("mxfp4"), compact=True)  # fmt: skip
+    ops = {op.name.split(".", 2)[-1]: op for op in graph.ops
+           if op.kind is OpKind.MATMUL and op.name.startswith("layers.1.")}
+    assert _weight(ops["qkv"]) == _weight(ops["o_proj"]) == "bf16"
+    assert _weight(ops["experts.gate_up"]) == "mxfp4"

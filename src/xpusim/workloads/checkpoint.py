@@ -74,14 +74,15 @@ def _attention(module: str) -> bool:
 
 
 ATTENTION_MODULES = {
+    "qkv": ("q_proj", "k_proj", "v_proj"),
     "q_proj": ("q_proj",), "q_a_proj": ("q_a_proj",), "q_b_proj": ("q_b_proj",),
     "kv_a_proj": ("kv_a_proj_with_mqa",), "qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"),
     "kv_b_proj": ("kv_b_proj",), "q_absorb": ("kv_b_proj",), "v_absorb": ("kv_b_proj",),
     "o_proj": ("o_proj",),
 }  # fmt: skip
 """The layer builder's attention matmuls (workloads/transformer.py) -> the Hugging Face
-modules under `model.layers.N.self_attn.` whose weights they multiply by: a fused
-qkv_a_proj both of its parts, MLA's absorbed products kv_b_proj's slices."""
+modules under `model.layers.N.self_attn.` whose weights they multiply by: a fused qkv
+(GQA) or qkv_a_proj (MLA) all of its parts, MLA's absorbed products kv_b_proj's slices."""
 
 
 def unquantized_attention(excluded: tuple[str, ...], layer: int, op: str) -> bool:
@@ -336,8 +337,7 @@ def checkpoint_options(
     kept = _kept_params(workload, cp)
     if kept:
         notes.append(f"the checkpoint keeps {kept / 1e9:.3g}B parameters (attention, shared "
-                     f"and dense layers) wider than {cp.weights}; xpusim keeps the attention "
-                     f"projections it excludes 16-bit and counts the rest as {cp.weights}")
+                     f"and dense layers) {cp.kept_as}; xpusim stores them as {cp.weights}")
     return options | chosen, notes
 
 
@@ -354,9 +354,13 @@ def _layout_of(weights: str, precision: Any) -> bool:
 
 def _kept_params(cfg: Any, cp: Checkpoint) -> int:
     """Parameters of an experts-only checkpoint's linear layers outside the experts (its
-    unquantized attention, shared experts and dense layers); 0 where every linear layer
-    is quantized or the model has no experts."""
-    if not cp.keeps_attention or not getattr(cfg, "is_moe", False):
+    attention, shared experts and dense layers) where it keeps them in another quantized
+    format (DeepSeek-V4's FP8 blocks beside MXFP4 experts), which xpusim counts in the
+    experts'; 0 where it keeps them unquantized (the builder keeps the attention
+    projections so, and no checkpoint read excludes shared experts or dense layers), every
+    linear layer is quantized, or the model has no experts."""
+    if not cp.keeps_attention or cp.kept_as == "unquantized" \
+            or not getattr(cfg, "is_moe", False):  # fmt: skip
         return 0
     experts = cfg.expert_layers * cfg.num_experts * cfg.expert_params
     return int(cfg.param_count - cfg.embedding_params - cfg.lm_head_params - experts)

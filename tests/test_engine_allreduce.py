@@ -118,17 +118,3 @@ def test_only_sglang_has_the_flashinfer_fusion_flag():
     assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
                            and "--enable-flashinfer-allreduce-fusion" in p["notes"]
                            for p in flagged)  # fmt: skip
-
-
-def test_vllm_launches_its_custom_all_reduce_on_nvidia_alone():
-    """vLLM's profile lists its custom all-reduce (CudaCommunicator tries it before pynccl),
-    which prices a tensor-parallel all-reduce on NVIDIA GPUs at aiconfigurator's timing of
-    it; on ROCm vLLM runs other kernels, and the profile leaves it out there."""
-    from xpusim.serving.engines import engine
-
-    vllm = engine("vllm")
-    assert vllm.kernels_on("NVIDIA") == ("vllm-custom-allreduce",)
-    assert vllm.kernels_on("AMD") == ()
-    h100 = load_system("dgx-h100")
-    curve = engine_curve(h100, Collective.ALL_REDUCE, 8, 8, vllm.kernels_on("NVIDIA"))
-    assert curve is not None and curve.kernel == "vllm-custom-allreduce"

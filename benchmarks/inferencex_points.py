@@ -87,13 +87,13 @@ SGLANG_MOE = (
     "DeepSeek-R1's shape, 1-16 tokens, EP 4 and 8) agree within 16%"
 )
 NVFP4_GAP = (
-    "xpusim prices NVFP4's routed experts at 1-16 token-expert pairs a rank on B200 from "
-    "TensorRT-LLM's TRTLLM-backend (trtllm-gen) rows (37 us a layer at one token with EP 8, "
-    "where the CUTLASS rows take 60), and larger steps from the CUTLASS backend's rows; B300 "
-    "has no TRTLLM rows in aiconfigurator's data and keeps CUTLASS's; xpusim stores one weight "
-    "format a run, so the attention projections, which the FP4-V2 checkpoint's model card "
-    "leaves unquantized but for o_proj, are priced as NVFP4 GEMMs (about 1 ms a step at one "
-    "client over FP8's rows)"
+    "xpusim prices NVFP4's routed experts at EP 4 and 8 and up to 256 tokens from the "
+    "TRTLLM-backend (trtllm-gen) rows, TensorRT-LLM's on B200 (37 us a layer at one token with "
+    "EP 8, where the CUTLASS rows take 60) and SGLang 0.5.14's of the same kernels on B300, "
+    "past 16 tokens upper bounds (the collector's group-limited gate doubles the measured "
+    "rank's pairs), and prefill steps and TP-split experts from the CUTLASS backend's rows; "
+    "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
+    "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )
 LONG_DECODE_GAP = (
     "decode over long contexts on MI300X and MI325X: the measured TPOT at 4 clients grows from "
@@ -484,7 +484,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             "chip": CHIP[hw],
             "chips": tp,
             "tp": tp,
-            "model": "deepseek-r1-0528",
+            # the FP4-V2 checkpoint's own entry: it keeps MLA's projections BF16
+            "model": "deepseek-r1-0528-fp4-v2" if precision == "nvfp4" else "deepseek-r1-0528",
             "precision": precision,
             "weight_precision": None,
             "kv_precision": kv,

@@ -30,14 +30,25 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   are chosen its hot experts are those balanced routing gives it (one a token a group, all
   distinct up to 32 tokens), to which the gate's tied picks can only add, so its rows are
   no faster than balanced routing's would be. Kept (MIN_LATENCY): DeepSeek-V3/R1's own
-  shape, whose gate this is, EP 4 and 8, 1-16 tokens (at most 16 pairs a group, where one
-  token's picks decide the rank's weights and the doubled pairs of a rank that takes a
-  chosen group's share cost next to nothing): 37 us a layer at one token on a B200 at EP
+  shape, whose gate this is, EP 4 and 8, 1-256 tokens (decode steps: the CUDA-graph batches
+  of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one token on a B200 at EP
   8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's flashinfer_trtllm NVFP4
-  MoE (b200_sxm/moe/sglang/0.5.14) measures 37 and 84 us at 1 and 16 tokens, as these do.
-  Past 16 tokens the gate halves the groups a step uses (and the throughput kernels' rows
-  are the measured alternative), so a TRTLLM table prices only the M its rows span
-  (`window`, cost/kernel_tables.py) and the default backend's table the larger steps;
+  MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and 169 us at 1, 16 and 64 tokens, as
+  these do (36.6, 84.0, 168.6 there; 42, 85, 164 at 1.3.0rc20). Up to 16 tokens (16 pairs a
+  group) one token's picks decide the rank's weights and the doubled pairs of a rank that
+  takes a chosen group's share cost next to nothing; past 16 the gate halves the groups a
+  step uses, so the measured rank runs up to twice the pairs balanced routing gives it over
+  the same experts: those rows are upper bounds of the kernel at their M. They are kept
+  because the alternative, the throughput kernels' rows, times another kernel than the one
+  the engines launch (1.7x these at 64 tokens, EP 8: 283 against 164 us). A TRTLLM table
+  prices only the M its rows span (`window`, cost/kernel_tables.py) and the default
+  backend's table the larger steps (prefill). A chip whose TensorRT-LLM data has no such
+  rows (B300: CUTLASS's alone) takes SGLang's (SGLANG_TRTLLM): aiconfigurator's SGLang
+  collector times the same trtllm-gen kernels through FlashInfer's
+  trtllm_fp4_block_scale_moe (kernel_source sglang_flashinfer_trtllm_moe, SGLang's
+  `--moe-runner-backend flashinfer_trtllm`), routed by the same group-limited gate and
+  balanced logits, at the same splits and tokens; its two rows of each case (two models
+  of DeepSeek's shape) are averaged;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep).
@@ -79,8 +90,13 @@ FORMATS = {
 KERNELS = {"moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm"}
 # The TRTLLM backend's NVFP4 rows kept (the docstring says why): kernel_source, the shape
 # whose group-limited gate the collector routes by, the moe_ep splits and the token counts
-MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8}, {1, 2, 4, 8, 16})
+MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8},
+               {1, 2, 4, 8, 16, 32, 64, 128, 256})
 # (hidden, inter, experts, topk) of the zoo's gated MoE models that the database measured
+# chips without TensorRT-LLM's min-latency rows -> the SGLang version whose
+# sglang_flashinfer_trtllm_moe NVFP4 rows stand for them (the docstring says why)
+SGLANG_TRTLLM = {"b300_sxm": "0.5.14"}
+SGLANG_KERNEL = "sglang_flashinfer_trtllm_moe"
 SHAPES = {
     (2048, 768, 128, 8): "Qwen3-30B-A3B",
     (2880, 2880, 32, 4): "gpt-oss-20b",
@@ -93,6 +109,12 @@ SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
 
 
+TRTLLM_GEN = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
+              "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
+              "topk_group 4); EP 4 and 8, 1-256 tokens, past 16 upper bounds "
+              "(benchmarks/moe_kernel_tables.py)")
+
+
 def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measured,
                trtllm: bool = False) -> str:  # fmt: skip
     """The table of the default backend's rows of one format, or of the TRTLLM backend's
@@ -100,28 +122,60 @@ def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measur
     chip_id, version = VERSIONS[chip_dir]
     dtype, weight, what = FORMATS[moe_dtype]
     models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
-    if trtllm:
-        what = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
-                "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
-                "topk_group 4); EP 4 and 8, 1-16 tokens (benchmarks/moe_kernel_tables.py)")
     return table_toml(
         f'aiconfigurator-trtllm-moe-{moe_dtype.replace("_", "-")}{"-trtllm" * trtllm}-{chip_id}',
         "moe", dtype, weight, chip_id, version,
         f"moe_dtype {moe_dtype}, {MIN_LATENCY[0] + ', ' if trtllm else ''}balanced routing",
         measured,
         f"{chip_id}, TensorRT-LLM {version} PyTorch fused MoE "
-        f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), {what}; one GPU "
-        f"as one rank of the TP x EP group, all tokens entering; CUDA graphs, mean of 6 runs "
-        f'(collector/trtllm/collect_moe.py); shapes of {", ".join(models)}', rows,
+        f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), "
+        f"{TRTLLM_GEN if trtllm else what}; one GPU as one rank of the TP x EP group, all "
+        f"tokens entering; CUDA graphs, mean of 6 runs (collector/trtllm/collect_moe.py); "
+        f'shapes of {", ".join(models)}', rows,
         backend="TRTLLM" if trtllm else None, window=trtllm)  # fmt: skip
+
+
+def sglang_table(chip_dir: str, mirror: Mirror) -> str:
+    """The TRTLLM backend's NVFP4 table of a chip from SGLang's rows of the same kernels
+    (SGLANG_TRTLLM): DeepSeek-V3/R1's shape, MIN_LATENCY's splits and tokens, each case's
+    rows averaged."""
+    chip_id = VERSIONS[chip_dir][0]
+    version = SGLANG_TRTLLM[chip_dir]
+    measured = mirror.read(f"{chip_dir}/moe/sglang/{version}/moe_perf.parquet")
+    data = measured.columns
+    found: dict[tuple, list[float]] = {}
+    for i in range(len(data["latency"])):
+        shape = (data["hidden_size"][i], data["inter_size"][i], data["num_experts"][i],
+                 data["topk"][i])  # fmt: skip
+        if (data["kernel_source"][i], data["moe_dtype"][i], shape, data["distribution"][i],
+                data["moe_tp_size"][i]) != (SGLANG_KERNEL, "nvfp4", MIN_LATENCY[1],
+                                            "balanced", 1) \
+                or data["moe_ep_size"][i] not in MIN_LATENCY[2] \
+                or data["num_tokens"][i] not in MIN_LATENCY[3]:  # fmt: skip
+            continue
+        key = (data["num_tokens"][i], shape[0], shape[1], shape[3], shape[2], 1,
+               data["moe_ep_size"][i])  # fmt: skip
+        found.setdefault(key, []).append(data["latency"][i] * 1e3)
+    rows = [[*key, sum(us) / len(us)] for key, us in sorted(found.items(), key=lambda kv: (
+        kv[0][1:], kv[0][0]))]  # fmt: skip
+    return table_toml(
+        f"aiconfigurator-sglang-moe-nvfp4-trtllm-{chip_id}", "moe", "nvfp4", "nvfp4", chip_id,
+        version, f"moe_dtype nvfp4, {SGLANG_KERNEL}, balanced routing", measured,
+        f"{chip_id}, SGLang {version} fused MoE through FlashInfer's trtllm_fp4_block_scale_moe "
+        f"(--moe-runner-backend flashinfer_trtllm: routing, the trtllm-gen grouped GEMMs, "
+        f"finalize), {TRTLLM_GEN}; one GPU as one rank of the EP group, all tokens entering; "
+        f"CUDA graphs (collector/sglang/collect_moe.py); the two rows of each case averaged; "
+        f"shape of DeepSeek-V3/R1", rows, engine=("sglang", "SGLang"), backend="TRTLLM",
+        window=True)  # fmt: skip
 
 
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
     header = (
-        "# Measured MoE layer times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
-        "# kernel database (Apache-2.0), written by benchmarks/moe_kernel_tables.py (its\n"
+        "# Measured MoE layer times of TensorRT-LLM (and SGLang's where it stands in) on NVIDIA\n"
+        "# chips, from aiconfigurator's kernel database (Apache-2.0), written by\n"
+        "# benchmarks/moe_kernel_tables.py (its\n"
         "# docstring says which rows are kept); do not edit by hand.\n"
         "# Rows: [tokens, hidden, inter, topk, experts, moe_tp, moe_ep, microseconds]: one MoE\n"
         "# layer on one rank (cost/kernel_tables.py converts each to the rank's token-expert\n"
@@ -157,6 +211,8 @@ def main() -> int:
                 rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
                     kv[0][1:], kv[0][0]))]  # fmt: skip
                 tables.append(table_text(chip_dir, moe_dtype, rows, measured, bool(backend)))
+        if chip_dir in SGLANG_TRTLLM:
+            tables.append(sglang_table(chip_dir, mirror))
     write(args.out, header, tables)
     return 0
 

@@ -68,14 +68,14 @@ def test_a_model_without_a_query_latent_is_built_as_before():
     assert [op.name for op in plain.ops] == [op.name for op in fused.ops]
 
 
-def _decode_cost(kernels: tuple[str, ...]):
+def _decode_cost(kernels: tuple[str, ...], streams: np.ndarray | None = None):
     """DeepSeek-R1's decode step of one sequence on 8 B200s (TP 8, FP8)."""
     request = Request(1, 1024, 2, DType.FP8, DType.FP8, kernels=kernels)
     graphs = shape_graphs(R1, [request], 8, 1)
     system = load_system("dgx-b200")
     placement = place(system.chip, Footprint(0.0, 0.0, 0.0))
     (decode,) = cost_phases(graphs, np.array([0]), [system], [placement], Plan(tp=8),
-                            np.array([1]), phases=(1,))  # fmt: skip
+                            np.array([1]), phases=(1,), streams=streams)  # fmt: skip
     return decode
 
 
@@ -154,3 +154,52 @@ def test_sglang_runs_its_shared_experts_on_a_second_stream_on_nvidia_alone():
     assert SHARED_EXPERTS_STREAM not in sglang.kernels_on("AMD")
     assert set(sglang.kernels_on("AMD")) == set(sglang.kernels) - {SHARED_EXPERTS_STREAM}
     assert engine("vllm").kernels_on("AMD") == ()
+
+
+def test_a_step_the_engine_runs_in_line_costs_both_paths_in_series():
+    """A configuration the engine does not run on two streams (`streams` False: an SGLang
+    step over 1,024 tokens, a TensorRT-LLM step with a prompt chunk) costs what the step
+    without the kernel costs; one it does, less."""
+    plain = _decode_cost(()).totals("time_s")[0, 0]
+    serial = _decode_cost((SHARED_EXPERTS_STREAM,), np.array([False])).totals("time_s")[0, 0]
+    both = _decode_cost((SHARED_EXPERTS_STREAM,), np.array([True])).totals("time_s")[0, 0]
+    assert serial == pytest.approx(plain, rel=1e-12)
+    assert both < plain
+
+
+def test_the_engines_run_the_second_stream_at_their_own_steps():
+    """SGLang: steps of at most DUAL_STREAM_TOKEN_THRESHOLD (1,024) tokens, any kind;
+    TensorRT-LLM: CUDA-graphed steps, its decode-only ones, at any batch; other profiles
+    list no second stream and gate nothing."""
+    from xpusim.serving.engines import engine
+
+    assert engine("sglang").aux_stream_tokens() == (1024, 1024)
+    assert engine("trtllm").aux_stream_tokens() == (0, None)
+    assert engine("vllm").aux_stream_tokens() == (None, None)
+
+
+def test_a_serving_step_over_the_threshold_runs_its_shared_experts_in_line():
+    """SGLang's table of DeepSeek-R1's token steps on 8 B200s: at 1,024 tokens the shared
+    experts hide behind the routed ones; at 1,025 they run in series, as without the
+    kernel; TensorRT-LLM's gate runs no prefill-graph step on two streams."""
+    from dataclasses import replace
+
+    from xpusim.scenarios.llm.inference import chosen_plan
+    from xpusim.serving.step_cost import step_cost
+
+    setup, cand = chosen_plan(R1, xpusim.target("b200"),
+                              {"chips": 8, "tp": 8, "batch": 1, "prompt": 64, "gen": 2,
+                               "precision": "fp8"})  # fmt: skip
+    plan = replace(cand.plan, dp=1)
+
+    def rows(kernels, aux):
+        req = replace(setup.req, kernels=kernels)
+        cost = step_cost(R1, cand.setup.system, plan, req, cand.placement, 1025, 1, 64,
+                         aux_tokens=aux)
+        return cost.token_stage_s[1023][0], cost.token_stage_s[1024][0]
+
+    plain = rows((), (None, None))
+    sglang = rows((SHARED_EXPERTS_STREAM,), (1024, 1024))
+    assert sglang[0] < plain[0] and sglang[1] == pytest.approx(plain[1], rel=1e-12)
+    trtllm = rows((SHARED_EXPERTS_STREAM,), (0, None))
+    assert trtllm == pytest.approx(plain, rel=1e-12)

@@ -260,15 +260,18 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
     group-limited gate: on one GPU holding all 256 experts it reaches half of what balanced
     routing does, and the roofline check refuses those rows (16 tokens: 248.5 us measured,
     412 us to stream the 128 experts balanced routing touches); EP 4 and 8 ranks keep
-    theirs at 1-16 tokens, and price only the M they span (window)."""
+    theirs at 1-256 tokens (past 16 upper bounds: benchmarks/moe_kernel_tables.py), and
+    price only the M they span (window)."""
     trtllm = [t for t in MOE if t.backend == "TRTLLM"]
-    assert {t.measured_on for t in trtllm} == {"b200", "gb200"}
+    assert {t.measured_on for t in trtllm} == {"b200", "gb200", "b300"}
     for t in trtllm:
         assert t.window and t.key_scope == "nvfp4@TRTLLM" and np.all(t.fractions <= 1)
-        assert "moe_torch_flow_min_latency" in t.source and "a window" in t.describe()[1]
+        kernel = "sglang_flashinfer_trtllm_moe" if t.measured_on == "b300" \
+            else "moe_torch_flow_min_latency"  # B300: SGLang's rows of the same kernels
+        assert kernel in t.source and "a window" in t.describe()[1]
         assert {s[-1] for s in t.row_shapes} == {4.0, 8.0}
         tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
-        assert set(tokens.tolist()) == {1, 2, 4, 8, 16}
+        assert set(tokens.tolist()) == {1, 2, 4, 8, 16, 32, 64, 128, 256}
     one_gpu = np.array([[16, 7168, 2048, 8, 256, 1, 1, 248.5]])
     with pytest.raises(UserError, match="roofline"):
         kernel_tables.roofline_seconds(one_gpu, DType.NVFP4, load_chip("b200"), "t", "moe",
@@ -288,17 +291,20 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
 
 
 def test_trtllm_prices_its_window_and_cutlass_above_it():
-    """DeepSeek-R1's NVFP4 layer on one of 8 B200 EP ranks: the TRTLLM rows measured 37.4
-    and 84.4 us at 1 and 16 tokens (CUTLASS 59.7 and 198.5); the TRTLLM backend's layer
-    follows them there, and past its largest M (16 pairs) is the CUTLASS backend's layer
-    to the bit, on the CUTLASS table's fixed time and curve (engine_grid), as is a layer
-    of a shape it did not time."""
+    """DeepSeek-R1's NVFP4 layer on one of 8 B200 EP ranks: the TRTLLM rows measured 37.4,
+    84.4 and 145.6 us at 1, 16 and 64 tokens (CUTLASS 59.7, 198.5 and about 280: another
+    kernel than the trtllm-gen one the engines launch); the TRTLLM backend's layer follows
+    them there, and past its largest M (256 pairs) is the CUTLASS backend's layer to the
+    bit, on the CUTLASS table's fixed time and curve (engine_grid), as is a layer of a
+    shape it did not time."""
     trtllm, cutlass = partial(_layer_s, backend="TRTLLM", floor=True), partial(_layer_s,
                                                                                floor=True)
     assert trtllm(1, 8, DType.NVFP4) == pytest.approx(37.4e-6, rel=0.05)
     assert trtllm(16, 8, DType.NVFP4) == pytest.approx(84.4e-6, rel=0.05)
+    assert trtllm(64, 8, DType.NVFP4) == pytest.approx(145.6e-6, rel=0.05)
     assert cutlass(1, 8, DType.NVFP4) == pytest.approx(59.7e-6, rel=0.05)
-    for tokens in (64, 1024):
+    assert cutlass(64, 8, DType.NVFP4) > 1.5 * trtllm(64, 8, DType.NVFP4)
+    for tokens in (1024, 4096):
         assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == _layer_s(tokens, 8, DType.NVFP4)
     # a shape it has no rows of (EP 2) is the CUTLASS table's alone, at any M
     assert _layer_s(1, 2, DType.NVFP4, "TRTLLM") == _layer_s(1, 2, DType.NVFP4)
@@ -357,3 +363,15 @@ def test_deepseeks_experts_on_an_mi355x_take_aiters_fused_moe(dtype, weight, nam
     fit = own.predict_s(own.rows_m, own.roofline_s) / own.measured_s
     assert fit.min() * 0.98 <= floor_s / (micros * 1e-6) <= fit.max() * 1.02
     assert 0.8 < floor_s / (micros * 1e-6) < 1.25
+
+
+def test_b300_takes_sglangs_rows_of_the_trtllm_gen_kernels():
+    """B300 has no TensorRT-LLM min-latency rows; SGLang 0.5.14's flashinfer_trtllm rows
+    (36.1 and 168.7 us a DeepSeek-R1 layer at 1 and 64 tokens, EP 8) price the TRTLLM
+    backend there, well under the CUTLASS rows the chip kept before."""
+    ops = _moe_layer(1, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8, backend="TRTLLM")
+    one = kernel_floor_s(ops, HardwareArrays.build(load_chip("b300"), ops)).sum()
+    assert one == pytest.approx(36.1e-6, rel=0.05)
+    table = kernel_table("b300", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
+    assert table.engine.startswith("sglang") and _rows(table, 8)[64] == pytest.approx(
+        168.7e-6, rel=1e-3)

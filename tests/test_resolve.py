@@ -244,12 +244,19 @@ def test_serve_uses_the_checkpoint_format(hub_cache):
 
 
 def test_an_experts_only_checkpoint_says_what_it_counts_narrower():
-    cfg = zoo_entry("deepseek-v3-0324-nvfp4").config
-    assert cfg.checkpoint.keeps_attention
+    """An NVFP4 repo that keeps its attention unquantized is costed so (the builder keeps
+    those projections 16-bit): no note; DeepSeek-V4's FP8 attention beside MXFP4 experts
+    is stored as MXFP4, and the notes say how much that is."""
     chip = api.target("b200")
-    options, notes = checkpoint_options(cfg, chip, ["precision", "weight_precision"], {})
+    taken = ["precision", "weight_precision"]
+    cfg = zoo_entry("deepseek-v3-0324-nvfp4").config
+    assert cfg.checkpoint.keeps_attention and cfg.unquantized == cfg.checkpoint.excluded
+    options, notes = checkpoint_options(cfg, chip, taken, {})
     assert options == {"precision": "nvfp4", "weight_precision": "nvfp4"}
-    assert any("keeps" in n and "B parameters" in n for n in notes)
+    assert not any("B parameters" in n for n in notes)
+    v4 = zoo_entry("deepseek-v4-flash").config
+    _, notes = checkpoint_options(v4, chip, taken, {})
+    assert any("keeps" in n and "B parameters" in n and "in fp8-block" in n for n in notes)
     assert Checkpoint("x", "fp8", None, None).describe() == "x fp8 weights (weight-only)"
 
 

@@ -28,6 +28,11 @@ compute bound, costs about the sum; never less than FLOPs at peak and bytes at b
 of the whole, never more than the two in series. What it leaves out: the slowdown of each
 path from the other's traffic beyond that roofline, and the event waits between streams,
 neither measured for these kernels.
+
+Engine gates: the engines run the second stream at some steps only (serving/engines.toml
+aux_stream_*): SGLang at steps of at most DUAL_STREAM_TOKEN_THRESHOLD (1,024) tokens,
+TensorRT-LLM under CUDA graphs alone, its decode-only steps; a serving step outside them
+costs the two paths in series (serving/step_cost.py passes each configuration's gate).
 """
 
 from __future__ import annotations
@@ -67,19 +72,23 @@ def stream_groups(ops: tuple[Op, ...] | list[Op], rows: np.ndarray,
     return tuple((m, a, n) for (m, a), n in found.items())
 
 
-def overlapped_streams(table: OpTable, costs: OpCosts, static_w: np.ndarray | float) -> OpCosts:
+def overlapped_streams(table: OpTable, costs: OpCosts, static_w: np.ndarray | float,
+                       within: np.ndarray | None = None) -> OpCosts:  # fmt: skip
     """Costs with each layer's two paths at max(main, aux, their joint roofline): the time
     hidden taken off the aux rows in proportion to their times (each row's instances'
-    mean), with the static energy of that time. Never under a row's power_s."""
-    if not table.streams:
+    mean), with the static energy of that time. Never under a row's power_s. `within`:
+    per configuration (the costs' first axis), whether the engine runs the two streams
+    at that step at all (module docstring, last paragraph); None: every one."""
+    if not table.streams or (within is not None and not within.any()):
         return costs
     time_s = costs.time_s
+    gate = 1.0 if within is None else within.reshape(-1, *(1,) * (time_s.ndim - 2))
     hidden = np.zeros_like(time_s)
     for main, aux, instances in table.streams:
         both = [*main, *aux]
         main_s, aux_s = time_s[..., main].sum(-1), time_s[..., aux].sum(-1)
         whole_s = np.maximum(costs.compute_s[..., both].sum(-1), costs.memory_s[..., both].sum(-1))
-        hide_s = main_s + aux_s - np.maximum(np.maximum(main_s, aux_s), whole_s)
+        hide_s = (main_s + aux_s - np.maximum(np.maximum(main_s, aux_s), whole_s)) * gate
         share = time_s[..., aux] / np.where(aux_s > 0, aux_s, 1.0)[..., None]
         hidden[..., list(aux)] += instances * hide_s[..., None] * share  # rows distinct
     hidden = hidden / np.maximum(table.count, 1.0)

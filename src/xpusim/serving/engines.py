@@ -75,6 +75,11 @@ class EngineProfile:
 
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
     nvidia_only_source: str = ""
+    # the steps whose shared experts run on the second stream (kernel shared-experts-stream):
+    # at most this many tokens (0: any), and decode steps alone if decode_only
+    aux_stream_max_tokens: int = 0
+    aux_stream_decode_only: bool = False
+    aux_stream_source: str = ""
 
     eager_prefill: tuple[str, ...] = ()  # where a step with prompt tokens runs without graphs
     eager_launch_s: float = 0.0  # host time per op launched one by one (0: not measured)
@@ -84,6 +89,13 @@ class EngineProfile:
         """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
         alone left out on others."""
         return tuple(k for k in self.kernels if vendor == "NVIDIA" or k not in self.nvidia_only)
+
+    def aux_stream_tokens(self) -> tuple[int | None, int | None]:
+        """The most tokens a step may have for its shared experts to overlap the routed
+        ones (cost/aux_stream.py), for steps costed from the prefill graph (prompt chunks,
+        alone or beside decodes) and for decode-only steps; None: any."""
+        most = self.aux_stream_max_tokens or None
+        return (0 if self.aux_stream_decode_only else most), most
 
     def host_s(self, sequences: int, dp_ranks: int = 1) -> float:
         """Host time of an iteration over `sequences` (the replica's, all its ranks'):

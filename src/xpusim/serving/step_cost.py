@@ -447,12 +447,15 @@ def step_cost(
     max_sampled: int,
     max_context: int,
     verify_tokens: int = 0,
+    aux_tokens: tuple[int | None, int | None] = (None, None),
 ) -> StepCost:
     """The StepCost of one replica of `plan` (its tp, ep and pp) with `formats`' formats
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
     for iterations of up to `max_tokens` new tokens and `max_sampled` sequences of up to
     `max_context` keys each; with `verify_tokens` (K + 1), a speculative verify's attention
-    too."""
+    too. `aux_tokens`: the most tokens an iteration costed from the prefill graph, and a
+    decode-only one, may have for the engine to run the shared experts on their second
+    stream (EngineProfile.aux_stream_tokens; None: any)."""
     act, weight, attention, kv, moe_backend, kernels = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
@@ -481,7 +484,7 @@ def step_cost(
         def cost(lo: int, hi: int) -> list[np.ndarray]:
             t = tokens[lo:hi]
             tables, table, counts = _tabulated(cfg, requests(batch(t), t), system, plan,
-                                               placement, picks)  # fmt: skip
+                                               placement, picks, aux=aux_tokens[0])  # fmt: skip
             found.append((table, counts))
             return [np.concatenate([s, e[:, None]], axis=-1)
                     for s, e in zip(tables[::2], tables[1::2], strict=True)]  # fmt: skip
@@ -503,7 +506,7 @@ def step_cost(
     sampled = np.arange(1, max_sampled + 1)
     (sample_s, sample_j), _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
-        [lambda op: kinds[op.name] == "sample"],
+        [lambda op: kinds[op.name] == "sample"], aux=aux_tokens[0],
     )  # fmt: skip
     at = np.array([i for i, op in enumerate(table.ops) if kinds[op.name] == "attention"], dtype=int)
     rows = np.array([probe.names.index(table.ops[i].name) for i in at], dtype=int)
@@ -521,6 +524,7 @@ def step_cost(
     (step_s, step_j, state_s, state_j), _, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
         [lambda op: op.name not in varies, lambda op: kinds.get(op.name) == "state"], phase=1,
+        aux=aux_tokens[1],
     )  # fmt: skip
     # a prefill chunk's state ops: one q-token prompt's, for every q; a model without
     # them (most) has no work to tabulate there, and its one row of none stands for all
@@ -629,14 +633,19 @@ def _context_ops(cfg: TransformerConfig, requests, plan: Plan) -> frozenset[str]
 def _tabulated(
     cfg: TransformerConfig, reqs: list[Request], system: System, plan: Plan,
     placement: Placement, picks: list[Callable[[Op], bool]], phase: int = 0,
+    aux: int | None = None,
 ) -> tuple[list[np.ndarray], OpTable, np.ndarray]:  # fmt: skip
     """Stage times (R, pp) and energy (R,) of the ops each of `picks` picks in the prefill
     (phase 0) or first decode step's (phase 1) graphs of these requests, one per row, as
-    [times, energy, times, energy, ...]; the table and its (ops, pp) stage counts."""
+    [times, energy, times, energy, ...]; the table and its (ops, pp) stage counts. `aux`:
+    the most tokens a row's step may have for its shared experts' second stream to run
+    (None: any)."""
     graphs = shape_graphs(cfg, reqs, plan.tp, plan.ep, plan.dp_attention)
     rows = np.array([graphs.row[r] for r in reqs])
+    tokens = np.array([r.batch * (r.prompt if phase == 0 else r.step_tokens) for r in reqs])
     (found,) = cost_phases(graphs, rows, [system] * len(reqs), [placement] * len(reqs),
-                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,))  # fmt: skip
+                           plan.rank, np.full(len(reqs), plan.pp), phases=(phase,),
+                           streams=None if aux is None else tokens <= aux)  # fmt: skip
     counts = found.counts[0, 0]  # (ops, pp): the same for every row
     tables = []
     for mine in picks:

@@ -9,14 +9,17 @@ KV cache's, and the modules the checkpoint leaves unquantized.
 
 The format only sets defaults at the options boundary (`checkpoint_options`, called by
 api.py): `--precision`, `--weight-precision` and `--kv-precision` given by the user win.
-xpusim stores every linear layer of a model in one weight format, so a checkpoint that
-quantizes its experts only is costed with all its linear layers in the experts' format, and
-the run's notes say how many parameters the checkpoint keeps wider.
+xpusim stores a model's linear layers in one weight format but for attention's projections:
+those the checkpoint's exclusions name (`unquantized_attention`) stay 16-bit in a quantized
+run, as the checkpoint holds them and engines load them (the layer builder reads them off
+TransformerConfig.unquantized). Other exclusions (shared experts, dense layers) are costed
+in the run's format, and the run's notes say how many parameters the checkpoint keeps wider.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from typing import Any
 
 from xpusim.errors import UserError
@@ -68,6 +71,37 @@ def _attention(module: str) -> bool:
     """Whether a module name or pattern is attention's (`model.layers.3.self_attn*`,
     `...self_attn.o_proj`), not a norm named after it (`post_attention_layernorm`)."""
     return ("attn" in module or "attention" in module) and "norm" not in module.split(".")[-1]
+
+
+ATTENTION_MODULES = {
+    "qkv": ("q_proj", "k_proj", "v_proj"),
+    "q_proj": ("q_proj",), "q_a_proj": ("q_a_proj",), "q_b_proj": ("q_b_proj",),
+    "kv_a_proj": ("kv_a_proj_with_mqa",), "qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"),
+    "kv_b_proj": ("kv_b_proj",), "q_absorb": ("kv_b_proj",), "v_absorb": ("kv_b_proj",),
+    "o_proj": ("o_proj",),
+}  # fmt: skip
+"""The layer builder's attention matmuls (workloads/transformer.py) -> the Hugging Face
+modules under `model.layers.N.self_attn.` whose weights they multiply by: a fused qkv
+(GQA) or qkv_a_proj (MLA) all of its parts, MLA's absorbed products kv_b_proj's slices."""
+
+
+def unquantized_attention(excluded: tuple[str, ...], layer: int, op: str) -> bool:
+    """Whether a checkpoint that excludes `excluded` (module names or modelopt's glob
+    patterns: `model.layers.*.self_attn.q_a_proj`, `model.layers.3.self_attn*`) keeps the
+    weights of attention matmul `op` (a builder name's last part) of `layer` unquantized:
+    every module it reads is excluded, by name or under an excluded module (transformers'
+    modules_to_not_convert names a module for all of its own)."""
+    modules = ATTENTION_MODULES.get(op, ())
+    return bool(modules) and all(
+        any(fnmatchcase(f"model.layers.{layer}.self_attn.{m}", pattern)
+            for e in excluded for pattern in (e, f"{e}.*"))
+        for m in modules)  # fmt: skip
+
+
+def with_checkpoint(config: Any, checkpoint: Checkpoint) -> Any:
+    """A model config with the checkpoint that stores it and the modules it leaves
+    unquantized (which change the graph, unlike the rest of the checkpoint's record)."""
+    return replace(config, checkpoint=checkpoint, unquantized=tuple(checkpoint.excluded))
 
 
 def read_checkpoint(config: dict, hf_quant: dict | None, origin: str) -> Checkpoint | None:
@@ -303,8 +337,7 @@ def checkpoint_options(
     kept = _kept_params(workload, cp)
     if kept:
         notes.append(f"the checkpoint keeps {kept / 1e9:.3g}B parameters (attention, shared "
-                     f"and dense layers) wider than {cp.weights}; xpusim stores every linear "
-                     f"layer in one format, so they are counted as {cp.weights}")
+                     f"and dense layers) {cp.kept_as}; xpusim stores them as {cp.weights}")
     return options | chosen, notes
 
 
@@ -321,9 +354,13 @@ def _layout_of(weights: str, precision: Any) -> bool:
 
 def _kept_params(cfg: Any, cp: Checkpoint) -> int:
     """Parameters of an experts-only checkpoint's linear layers outside the experts (its
-    unquantized attention, shared experts and dense layers); 0 where every linear layer
-    is quantized or the model has no experts."""
-    if not cp.keeps_attention or not getattr(cfg, "is_moe", False):
+    attention, shared experts and dense layers) where it keeps them in another quantized
+    format (DeepSeek-V4's FP8 blocks beside MXFP4 experts), which xpusim counts in the
+    experts'; 0 where it keeps them unquantized (the builder keeps the attention
+    projections so, and no checkpoint read excludes shared experts or dense layers), every
+    linear layer is quantized, or the model has no experts."""
+    if not cp.keeps_attention or cp.kept_as == "unquantized" \
+            or not getattr(cfg, "is_moe", False):  # fmt: skip
         return 0
     experts = cfg.expert_layers * cfg.num_experts * cfg.expert_params
     return int(cfg.param_count - cfg.embedding_params - cfg.lm_head_params - experts)

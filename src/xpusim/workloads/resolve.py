@@ -28,14 +28,14 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
 from xpusim.files import is_file, read_json
 from xpusim.offline import offline
-from xpusim.workloads.checkpoint import read_checkpoint
+from xpusim.workloads.checkpoint import read_checkpoint, with_checkpoint
 from xpusim.workloads.zoo import config_from_data, hub_names, model_ids, zoo_entry, zoo_file
 
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
@@ -169,7 +169,7 @@ def _with_checkpoint(workload: Any, data: Any, hf_quant: Any, origin: str) -> An
     if hf_quant is not None and not isinstance(hf_quant, dict):
         raise UserError(f"{origin}: hf_quant_config.json is not a JSON object")
     found = read_checkpoint(data, hf_quant, origin)
-    return replace(workload, checkpoint=found) if found else workload
+    return with_checkpoint(workload, found) if found else workload
 
 
 def _snapshot(repo: str, revision: str) -> Path | None:

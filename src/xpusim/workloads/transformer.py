@@ -36,6 +36,7 @@ from xpusim.ir.op import (
     windowed,
 )
 from xpusim.ir.tensor import Dim, Role, Tensor
+from xpusim.workloads.checkpoint import unquantized_attention
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 # Vector FLOPs per element, counted from each formula (see the op docstrings).
@@ -109,6 +110,9 @@ class _Builder:
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
         self.kernels = kernels or None  # stamped on matmuls, attention, embedding if given
         self.parts = weight_parts(weight, act)
+        # where the checkpoint leaves attention's projections unquantized (cfg.unquantized),
+        # a quantized run keeps them as stored: 16-bit weights and GEMMs (unquantized_matmul)
+        self.wide = act if act.bits >= 16 else DType.BF16
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
         self.training, self.compact = training, compact
@@ -135,15 +139,32 @@ class _Builder:
         op = Op(kind, name, tuple(ins), tuple(outs), tuple(sorted(attrs.items())), self.layer)
         return self.graph.add(op)
 
+    def unquantized_matmul(self, name: str) -> bool:
+        """Whether this matmul's weights stay 16-bit in a run whose weights are quantized:
+        an MoE router's, which the engines never quantize (SGLang's DeepSeek MoEGate a
+        plain BF16 parameter; vLLM's routers ReplicatedLinear(..., quant_config=None); the
+        checkpoints store it BF16: DeepSeek-R1's FP8 repo gives it no scale, Model
+        Optimizer's DeepSeek recipe quantizes Linear modules and the gate is none), and an
+        attention matmul the model's checkpoint leaves unquantized (NVIDIA's DeepSeek-R1
+        NVFP4 checkpoints keep MLA's projections BF16: checkpoint.unquantized_attention)."""
+        if self.weight == self.wide:
+            return False
+        op = name.rsplit(".", 1)[-1]
+        return op == "router" or (bool(self.cfg.unquantized) and unquantized_attention(
+            self.cfg.unquantized, self.layer, op))  # fmt: skip
+
     def matmul(
         self, name: str, x: Tensor, n: int, bias: bool = False, tp: str | None = None, **attrs
     ) -> Tensor:
         k = x.shape[-1]
-        ins = [x, self.t(f"{name}.w", k, n, role=Role.WEIGHT)]
+        wide = self.unquantized_matmul(name)
+        w = self.t(f"{name}.w", k, n, role=Role.WEIGHT)
+        ins = [x, Tensor(w.name, w.shape, self.wide, Role.WEIGHT) if wide else w]
         if bias:
             ins.append(self.t(f"{name}.b", n, role=Role.WEIGHT))
         out = self.t(f"{name}.out", *x.shape[:-1], n)
-        return self.op(OpKind.MATMUL, name, ins, [out], compute=self.act.value, tp=tp, **attrs)
+        compute = self.wide if wide else self.act
+        return self.op(OpKind.MATMUL, name, ins, [out], compute=compute.value, tp=tp, **attrs)
 
     def vector(
         self, kind: OpKind, name: str, ins: list[Tensor], width: int, flops: float,
@@ -408,9 +429,13 @@ class _Builder:
         # the same whether its q_len is an int or one entry of a shape array
         if s.decode:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
+            # kv_b_proj's slices, in its format (unquantized_matmul)
+            absorb = self.wide if self.unquantized_matmul(f"{p}.q_absorb") else None
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
+            w_uk = Tensor(w_uk.name, w_uk.shape, absorb or w_uk.dtype, Role.WEIGHT)
+            compute = (absorb or self.act).value
             self.op(OpKind.MATMUL, f"{p}.q_absorb", [q_nope, w_uk],
-                    [self.t(f"{p}.q_latent", heads, tokens, rank)], compute=self.act.value,
+                    [self.t(f"{p}.q_latent", heads, tokens, rank)], compute=compute,
                     tp="head_batch")  # fmt: skip
             q_lat = self.t(f"{p}.q_latent_rope", s.batch, s.q_len, heads, latent)
             read = s.kv_len if not cfg.index_topk else windowed(s.kv_len, s.q_len, cfg.index_topk)
@@ -419,10 +444,11 @@ class _Builder:
                            [self.t(f"{p}.attn.latent", s.batch, s.q_len, heads * rank), new],
                            tp="heads", kv_heads=1, v_dim=rank, **{**mla, "head_dim": latent})
             w_uv = self.t(f"{p}.kv_b_proj.w_uv", heads, rank, v, role=Role.WEIGHT)
+            w_uv = Tensor(w_uv.name, w_uv.shape, absorb or w_uv.dtype, Role.WEIGHT)
             values = self.op(OpKind.MATMUL, f"{p}.v_absorb",
                              [self.t(attn.name, heads, tokens, rank), w_uv],
                              [self.t(f"{p}.attn.out", heads, tokens, v)],
-                             compute=self.act.value, tp="head_batch")  # fmt: skip
+                             compute=compute, tp="head_batch")  # fmt: skip
             out = self.t(values.name, s.batch, s.q_len, heads * v)
         else:  # prefill: keys and values decompressed, multi-head attention over them
             latents = self.t(f"{p}.latents", s.batch, s.kv_len, rank)

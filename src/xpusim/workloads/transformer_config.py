@@ -169,6 +169,10 @@ class TransformerConfig:
     # the run's default formats, not part of the architecture (not compared or hashed, so
     # a repo and its quantized copy share their costed graphs)
     checkpoint: Any = field(default=None, compare=False, repr=False)
+    # the modules that checkpoint leaves unquantized (its exclusions, checkpoint.py
+    # with_checkpoint): compared, as the layer builder keeps the attention projections they
+    # name 16-bit in a quantized run (checkpoint.unquantized_attention)
+    unquantized: tuple[str, ...] = ()
 
     @property
     def scenario_kind(self) -> str:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.workloads.checkpoint import Checkpoint, read_checkpoint
+from xpusim.workloads.checkpoint import Checkpoint, read_checkpoint, with_checkpoint
 from xpusim.workloads.transformer_config import config_from_hf
 
 ZOO_DIR = Path(__file__).parent / "zoo"
@@ -105,7 +105,7 @@ def zoo_entry(model_id: str) -> ZooEntry:
         checkpoint = Checkpoint(**meta["checkpoint"])
     return ZooEntry(
         id=model_id,
-        config=replace(config, checkpoint=checkpoint) if checkpoint else config,
+        config=with_checkpoint(config, checkpoint) if checkpoint else config,
         published_params=float(meta["published_params"]) if "published_params" in meta else None,
         params_source=meta["params_source"],
         source=meta["source"],

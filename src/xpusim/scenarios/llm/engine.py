@@ -101,10 +101,13 @@ def cost_phases(
     plan: Plan,
     pp: np.ndarray,
     phases: tuple[int, ...] = (0, 1),
+    streams: np.ndarray | None = None,
 ) -> tuple[PhaseCosts, ...]:
     """(prefill, decode) costs of one rank under K configurations: the request at rows[k]
     on system k with placement k and a pipeline of pp[k] stages, all with `plan`'s tp and
-    ep; `phases` (0 prefill, 1 decode) only those (serving costs prefill graphs alone)."""
+    ep; `phases` (0 prefill, 1 decode) only those (serving costs prefill graphs alone).
+    `streams`: per configuration, whether the engine runs an MoE layer's shared experts on
+    their second stream there (cost/aux_stream.py; None: wherever the graph marks them)."""
     each_system, system_of = distinct(systems)
     chips, chip_of = distinct([s.chip for s in each_system])
     homes, home_of = distinct(placements)
@@ -118,6 +121,7 @@ def cost_phases(
     if len(once) == len(key):  # all distinct (a sweep of shapes): costed in their own order
         once = spread = slice(None)
     rows, chip_of, home_of, topology_of = (a[once] for a in (rows, chip_of, home_of, topology_of))
+    streams = None if streams is None else streams[once]
     if len(rows) == len(graphs.requests) and np.array_equal(rows, np.arange(len(rows))):
         rows = slice(None)  # the graphs' requests in order: their tables as they are
     found = []
@@ -135,7 +139,8 @@ def cost_phases(
             np.stack(by_topology)[topology_of, np.arange(len(topology_of))]
         comm = comm[:, None]
         costs = evaluate(first, hw, where, comm)
-        costs = overlapped_streams(first, overlapped(first, costs, hw.static_w), hw.static_w)
+        costs = overlapped_streams(first, overlapped(first, costs, hw.static_w), hw.static_w,
+                                   streams)  # fmt: skip
         costs = _spread(costs, spread)
         steps, v, weights = None, values.varying, values.weights[rows][spread]
         if len(v):

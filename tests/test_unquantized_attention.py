@@ -1,0 +1,84 @@
+"""A checkpoint's unquantized attention projections stay 16-bit in a quantized run
+(workloads/checkpoint.py unquantized_attention; workloads/transformer.py
+unquantized_matmul): NVIDIA's DeepSeek-R1-0528-FP4-V2 keeps MLA's q_a, q_b, kv_a and kv_b
+projections BF16 and quantizes o_proj, as Model Optimizer's DeepSeek recipe exports it; and
+an MoE router stays 16-bit in any quantized run."""
+
+from __future__ import annotations
+
+import pytest
+
+from xpusim.ir.dtypes import DType, parse_weight_format
+from xpusim.ir.op import OpKind
+from xpusim.ir.tensor import Role
+from xpusim.workloads.checkpoint import unquantized_attention
+from xpusim.workloads.transformer import FUSED_QKV_A, StepShape, build_step
+from xpusim.workloads.zoo import zoo_entry
+
+V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_with_mqa",
+      "model.layers.*.self_attn.q_b_proj", "model.layers.*.self_attn.kv_b_proj")  # fmt: skip
+
+
+@pytest.mark.parametrize(("excluded", "layer", "op", "kept"), [
+    (V2, 5, "q_a_proj", True),
+    (V2, 5, "qkv_a_proj", True),  # both fused parts excluded
+    (V2[:1], 5, "qkv_a_proj", False),  # only one of them: the fused GEMM is quantized
+    (V2, 5, "q_absorb", True),  # kv_b_proj's slice
+    (V2, 5, "o_proj", False),
+    (("model.layers.3.self_attn*",), 3, "o_proj", True),  # modelopt's per-layer glob
+    (("model.layers.3.self_attn*",), 4, "o_proj", False),
+    (("model.layers.*.self_attn",), 4, "q_proj", True),  # a module covers its own
+    (("lm_head",), 4, "q_a_proj", False),
+    (V2, 5, "experts.gate_up", False),  # not an attention matmul
+])  # fmt: skip
+def test_which_attention_matmuls_a_checkpoint_keeps(excluded, layer, op, kept):
+    assert unquantized_attention(excluded, layer, op) is kept
+
+
+def _matmuls(model: str, precision: DType, kernels: tuple[str, ...] = ()) -> dict:
+    cfg = zoo_entry(model).config
+    graph = build_step(cfg, StepShape(2, 1, 64, decode=True), precision, kv=DType.FP8,
+                       compact=True, kernels=kernels)  # fmt: skip
+    return {op.name.split(".", 2)[-1]: op for op in graph.ops
+            if op.kind is OpKind.MATMUL and op.name.startswith("layers.3.")}
+
+
+def _weight(op) -> str:
+    return next(t.dtype.value for t in op.inputs if t.role is Role.WEIGHT)
+
+
+@pytest.mark.parametrize("kernels", [(), (FUSED_QKV_A,)])
+def test_fp4_v2_prices_its_bf16_projections_as_bf16(kernels):
+    ops = _matmuls("deepseek-r1-0528-fp4-v2", DType.NVFP4, kernels)
+    kept = ["q_b_proj", "q_absorb", "v_absorb",
+            *(["qkv_a_proj"] if kernels else ["q_a_proj", "kv_a_proj"])]  # fmt: skip
+    for name in kept:
+        assert (_weight(ops[name]), ops[name].attr("compute")) == ("bf16", "bf16"), name
+    for name in ("o_proj", "shared.gate_up", "experts.gate_up"):
+        assert (_weight(ops[name]), ops[name].attr("compute")) == ("nvfp4", "nvfp4"), name
+
+
+def test_a_repo_without_exclusions_quantizes_all_but_its_router():
+    """Engines never quantize an MoE router (its weights stay BF16 in the checkpoints):
+    every other matmul of a repo that excludes nothing takes the run's format, and a
+    16-bit run is 16-bit throughout."""
+    for precision in (DType.NVFP4, DType.FP8):
+        same = _matmuls("deepseek-r1-0528", precision)
+        router = same.pop("router")
+        assert (_weight(router), router.attr("compute")) == ("bf16", "bf16")
+        assert {_weight(op) for op in same.values()} == {precision.value}
+    wide = _matmuls("deepseek-r1-0528-fp4-v2", DType.BF16)
+    assert {_weight(op) for op in wide.values()} == {"bf16"}
+
+
+def test_gpt_oss_keeps_its_attention_bf16():
+    """gpt-oss's MXFP4 repo leaves `model.layers.*.self_attn` unconverted
+    (modules_to_not_convert, a module for all of its own): its fused qkv and o_proj stay
+    BF16 beside MXFP4 experts."""
+    cfg = zoo_entry("gpt-oss-20b").config
+    graph = build_step(cfg, StepShape(2, 1, 64, decode=True), DType.BF16,
+                       parse_weight_format("mxfp4"), compact=True)  # fmt: skip
+    ops = {op.name.split(".", 2)[-1]: op for op in graph.ops
+           if op.kind is OpKind.MATMUL and op.name.startswith("layers.1.")}
+    assert _weight(ops["qkv"]) == _weight(ops["o_proj"]) == "bf16"
+    assert _weight(ops["experts.gate_up"]) == "mxfp4"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
 from xpusim.compiler.partition import Plan
+from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.scenarios.llm.request import Request
 from xpusim.serving.engines import engines
-from xpusim.serving.speculative import Speculator, draft_memory
+from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.step_cost import StepTime, Work
 from xpusim.workloads.resolve import load_model
 
@@ -89,3 +91,36 @@ def test_speculation_never_leaves_sglang_more_memory_for_the_target(gib, budget,
     sglang = engines()["sglang"]
     plain = sglang.static_fraction(gib * 2**30, budget, graph, ranks)
     assert sglang.static_fraction(gib * 2**30, budget, graph, ranks, True) <= plain
+
+
+def test_a_draft_kept_unquantized_is_priced_and_held_in_its_own_format():
+    """nvidia's NVFP4 DeepSeek-R1 leaves its MTP layer bf16 (--draft-precision bf16): the
+    layer's weights take 2 bytes each, over FP8 blocks' ~1.008, and its matmuls run bf16;
+    its KV stays in the target's format."""
+    cfg, req = _dsr1_fp8()
+    fp8, kv8 = draft_memory("mtp", cfg, Plan(tp=8, ep=8), req)  # type: ignore[arg-type]
+    own = draft_formats(req, "bf16")
+    assert own.act == own.weight == DType.BF16 and own.kv == DType.FP8
+    bf16, kv16 = draft_memory("mtp", cfg, Plan(tp=8, ep=8), own)  # type: ignore[arg-type]
+    assert kv16 == kv8 and 1.9 < bf16 / fp8 < 2.0
+    assert draft_formats(req, None) is req
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"draft_precision": "bf16"}, "--speculative"),
+    ({"speculative": "mtp", "acceptance": 0.8, "draft_precision": "bf17"}, "bf16"),
+])  # fmt: skip
+def test_a_draft_precision_is_refused_without_a_draft_or_misspelt(options, says):
+    with pytest.raises(UserError, match=says):
+        xpusim.serve("deepseek-r1-0528", "b200", chips=8, tp=8, concurrency=2, requests=2,
+                     **options)  # fmt: skip
+
+
+def test_the_nvfp4_checkpoints_mtp_runs_draft_in_bf16_and_no_other_does():
+    from xpusim.validation.points import load_points
+
+    points = [p for p in load_points() if (p.get("speculative") or {}).get("kind") == "mtp"]
+    for p in points:
+        kept = p.get("speculative").get("precision")
+        assert kept == ("bf16" if "FP4-V2" in p.notes else None), p.id
+    assert any(p.get("speculative").get("precision") for p in points)

@@ -32,7 +32,7 @@ from xpusim.serving.replica import Padding, Replica
 from xpusim.serving.schedulers import Sequence
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
-from xpusim.serving.speculative import Speculator, draft_memory
+from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
@@ -158,6 +158,8 @@ def prepare(
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
     # at most this many sequences run at once: the batch limit, the clients, the requests
     in_flight = min(engine.max_batch, load.concurrency or len(requests), len(requests))
+    draft_req = (draft_formats(req, engine.draft_precision)
+                 if engine.speculative is not None else None)  # fmt: skip
     for budget in budgets:
         if engine.scheduler == "continuous" and budget < longest_prompt:
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
@@ -172,7 +174,7 @@ def prepare(
             max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
         activations, blocks, per_token = _kv_room(
             cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max,
-            draft_memory(engine.speculative, cfg, one, req) if engine.speculative else None)
+            draft_memory(engine.speculative, cfg, one, draft_req) if draft_req else None)
         if blocks >= -(-longest // engine.kv_block):
             break
     if trial.chunk is not None and engine.chunk is None:
@@ -209,7 +211,7 @@ def prepare(
         if one.pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             f"the plan has {one.pp}")  # fmt: skip
-        draft = _draft_cost(engine.speculative, cfg, system, one, req, cand.placement,
+        draft = _draft_cost(engine.speculative, cfg, system, one, draft_req, cand.placement,
                             max_tokens, sampled, longest)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
@@ -233,7 +235,7 @@ def prepare(
                      f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
     if draft is not None:
         how = engine.decoding
-        weights, per_token = draft_memory(engine.speculative, cfg, one, req)
+        weights, per_token = draft_memory(engine.speculative, cfg, one, draft_req)
         where = ("in the KV budget" if profile.draft_in_budget else
                  f"outside --kv-utilization, as {engine.engine} holds it")  # fmt: skip
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "

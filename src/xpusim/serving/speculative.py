@@ -59,6 +59,22 @@ def draft_model(name: str, target: TransformerConfig) -> TransformerConfig:
     return draft
 
 
+def draft_formats(formats: Any, precision: str | None) -> Any:
+    """The draft's formats: the target's (a Request's), or, where its checkpoint stores it
+    apart (`precision`: serve's --draft-precision), its weights in that format and, for a
+    plain format (bf16: an unquantized layer), its matmuls too (a layout, fp8-block or
+    int4-g128, keeps the target's compute format); its KV cache in the target's format, the
+    one pool format the engines give both (SGLang's kv_cache_dtype)."""
+    if precision is None:
+        return formats
+    from xpusim.ir.dtypes import Grouped, parse_weight_format
+
+    weight = parse_weight_format(precision)
+    act = formats.act if isinstance(weight, Grouped) else weight
+    return replace(formats, act=act, weight=weight, attention=None,
+                   kv=formats.kv or formats.act)
+
+
 def draft_memory(name: str, target: TransformerConfig, plan: Plan,
                  formats: Any) -> tuple[float, float]:  # fmt: skip
     """One chip's draft weights and its draft KV per token in flight, in bytes, with the

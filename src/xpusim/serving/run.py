@@ -158,8 +158,10 @@ def prepare(
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
     # at most this many sequences run at once: the batch limit, the clients, the requests
     in_flight = min(engine.max_batch, load.concurrency or len(requests), len(requests))
-    draft_req = (draft_formats(req, engine.draft_precision)
-                 if engine.speculative is not None else None)  # fmt: skip
+    draft_req = held = None  # the draft's formats, and its bytes on a chip (speculative.py)
+    if engine.speculative is not None:
+        draft_req = draft_formats(req, engine.draft_precision)
+        held = draft_memory(engine.speculative, cfg, one, draft_req)
     for budget in budgets:
         if engine.scheduler == "continuous" and budget < longest_prompt:
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
@@ -174,7 +176,7 @@ def prepare(
             max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
         activations, blocks, per_token = _kv_room(
             cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max,
-            draft_memory(engine.speculative, cfg, one, draft_req) if draft_req else None)
+            held)
         if blocks >= -(-longest // engine.kv_block):
             break
     if trial.chunk is not None and engine.chunk is None:
@@ -233,9 +235,8 @@ def prepare(
         notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
                      f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
                      f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
-    if draft is not None:
-        how = engine.decoding
-        weights, per_token = draft_memory(engine.speculative, cfg, one, draft_req)
+    if draft is not None and held is not None:
+        how, (weights, per_token) = engine.decoding, held
         where = ("in the KV budget" if profile.draft_in_budget else
                  f"outside --kv-utilization, as {engine.engine} holds it")  # fmt: skip
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "

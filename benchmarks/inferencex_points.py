@@ -113,6 +113,18 @@ TOKEN_CAP = 131072  # serve's most new tokens one iteration can simulate
 RANGE_RATIO = 0.8  # benchmark_serving's --random-range-ratio in every InferenceX recipe
 SPREAD = round((1 - RANGE_RATIO) / (1 + RANGE_RATIO), 3)
 """serve's --spread for lengths uniform in [R L, L]: [m(1-s), m(1+s)] about their mean m."""
+NVFP4_CKPT = "nvidia/DeepSeek-R1-0528-FP4-V2"
+NVFP4_MTP = (
+    "its hf_quant_config.json (modelopt 0.34.1.dev3) lists model.layers.61*, the MTP layer, "
+    "in exclude_modules beside lm_head and the MLA projections, as a public trace analysis "
+    "of that checkpoint quotes it (code index id 53358693022); TensorRT-LLM's own weight "
+    "table for deepseek-r1-0528-nvfp4 reads 'The checkpoint ships a bf16 multi-token-"
+    "prediction module at layer index num_hidden_layers' (code index id 70689925609); the "
+    "hub file itself not read"
+)
+"""Why the NVFP4 checkpoint's MTP runs price its draft in bf16 (serve's --draft-precision);
+amd/DeepSeek-R1-0528-MXFP4-Preview's MTP layer format is not read, so its draft takes the
+model's."""
 MTP_ACCEPTANCE = 0.875
 """The probability that the target accepts a draft token of DeepSeek's MTP layer: the middle
 of DeepSeek-V3's "acceptance rate of the second token prediction ranges between 85% and 90%
@@ -221,11 +233,7 @@ def settings(r: dict[str, Any]) -> tuple:
     ep, dpa = r["decode_ep"], r["decode_dp_attention"]
     ckpt = {("fp8",): "deepseek-ai/DeepSeek-R1-0528"}.get((prec,))
     if prec == "fp4":
-        ckpt = (
-            "amd/DeepSeek-R1-0528-MXFP4-Preview"
-            if hw == "mi355x"
-            else "nvidia/DeepSeek-R1-0528-FP4-V2"
-        )
+        ckpt = "amd/DeepSeek-R1-0528-MXFP4-Preview" if hw == "mi355x" else NVFP4_CKPT
     mb = moe = adp = frac = graph = None
     if fw == "sglang":
         if hw == "h200":
@@ -373,8 +381,7 @@ def mtp_settings(r: dict[str, Any]) -> tuple:
     ep, dpa = r["decode_ep"], r["decode_dp_attention"]
     ckpt = "deepseek-ai/DeepSeek-R1-0528"
     if prec == "fp4":
-        ckpt = ("amd/DeepSeek-R1-0528-MXFP4-Preview" if hw == "mi355x"
-                else "nvidia/DeepSeek-R1-0528-FP4-V2")  # fmt: skip
+        ckpt = "amd/DeepSeek-R1-0528-MXFP4-Preview" if hw == "mi355x" else NVFP4_CKPT
     k, spec = drafts(r)
     mb = moe = frac = graph = None
     if fw == "trt":
@@ -522,6 +529,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         if spec:
             setup["speculative"] = {"kind": "mtp", "draft_tokens": drafts(r)[0],
                                     "acceptance": MTP_ACCEPTANCE}  # fmt: skip
+            if ckpt == NVFP4_CKPT:
+                setup["speculative"]["precision"] = "bf16"  # NVFP4_MTP
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
@@ -617,6 +626,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"
             )
+        if spec and ckpt == NVFP4_CKPT:
+            parts.append(f"the MTP layer's weights and matmuls bf16 ({NVFP4_MTP})")
         gaps = []
         if fw == "sglang" and hw.startswith("mi"):
             gaps.append(

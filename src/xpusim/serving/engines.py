@@ -63,6 +63,8 @@ class EngineProfile:
     reserved_per_graph_batch_mib: float = 0.0
     reserved_per_eighth_rank_mib: float = 0.0
     reserved_floor_mib: float = 0.0
+    # more reserved under speculative decoding (the draft's weights and graphs), same rule
+    reserved_speculative_mib: float = 0.0
     sampler_bytes_per_logit: float = 0.0  # its profiling run's dummy sampler, at its peak
     sampler_source: str = ""
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
@@ -169,21 +171,32 @@ class EngineProfile:
         return self.sampler_bytes_per_logit * sequences * vocab
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
-                 token_budget: int, graph_max: int, ranks: int) -> float:  # fmt: skip
+                 token_budget: int, graph_max: int, ranks: int,
+                 speculative: bool = False) -> float:  # fmt: skip
         """Bytes of one chip's memory the KV cache gets, as the engine reads its fraction;
-        `fraction` 0 asks SGLang's rule for it (see engines.toml)."""
+        `fraction` 0 asks SGLang's rule for it (see engines.toml), whose reserve grows under
+        speculative decoding."""
         if self.memory == "free":
             return fraction * (capacity - weights - activations)
         if self.memory == "static":
             if not fraction:
-                fraction = self.static_fraction(capacity, token_budget, graph_max, ranks)
+                fraction = self.static_fraction(capacity, token_budget, graph_max, ranks,
+                                                speculative)  # fmt: skip
             return fraction * capacity - weights
         return fraction * capacity - weights - activations
 
+    @property
+    def draft_in_budget(self) -> bool:
+        """Whether a speculative draft's weights and KV come out of the target's KV budget:
+        vLLM, ATOM and TensorRT-LLM load it before they size the cache, and size the cache
+        with its layers (engines.toml's memory comment); SGLang's target sizes its pool from
+        its fraction and its own layers before its draft worker loads (the static rule)."""
+        return self.memory != "static"
+
     def static_fraction(self, capacity: float, token_budget: int, graph_max: int,
-                        ranks: int) -> float:  # fmt: skip
+                        ranks: int, speculative: bool = False) -> float:  # fmt: skip
         """SGLang's default mem_fraction_static: what its reserve for activations and graph
-        buffers leaves of the memory."""
+        buffers (and, under speculative decoding, the draft's) leaves of the memory."""
         reserved = (self.reserved_base_mib
                     + self.reserved_per_chunk_token_mib * max(token_budget, 2048)
                     + self.reserved_per_graph_batch_mib * graph_max
@@ -191,6 +204,8 @@ class EngineProfile:
         mib = capacity / MIB
         if mib > 60 * 1024:
             reserved = max(reserved, self.reserved_floor_mib)
+        if speculative:  # added after the floor, as SGLang adds it
+            reserved += self.reserved_speculative_mib
         return max(mib - reserved, 0.0) / mib
 
 

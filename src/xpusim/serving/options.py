@@ -215,6 +215,11 @@ class Engine:
     acceptance_lengths: str | None = option(None, "Speculative, in place of --acceptance: "
                                             "the share of steps accepting exactly 0, 1, ..., "
                                             "K draft tokens (P0,P1,...,PK).", type=str)
+    draft_precision: str | None = option(None, "Speculative: the draft's weight and compute "
+                                         "format where its checkpoint keeps it apart from "
+                                         "the model's (bf16: nvidia's NVFP4 DeepSeek-R1 "
+                                         "leaves its MTP layer unquantized); default the "
+                                         "model's.", type=str)
 
     def __post_init__(self) -> None:
         check_positive(max_batch=self.max_batch, token_budget=self.token_budget,
@@ -236,6 +241,12 @@ class Engine:
 
             raise UserError(f"unknown graph_pad {self.graph_pad!r}"
                             f"{closest(self.graph_pad, GRAPH_PADS)}")  # fmt: skip
+        if self.draft_precision is not None:
+            if self.speculative is None:
+                raise UserError("--draft-precision needs --speculative DRAFT_MODEL")
+            from xpusim.ir.dtypes import parse_weight_format
+
+            parse_weight_format(self.draft_precision)  # refuses an unknown one, naming the closest
         if self.kv_utilization is not None and not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
         if self.prefix < 0:

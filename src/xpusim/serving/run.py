@@ -32,7 +32,7 @@ from xpusim.serving.replica import Padding, Replica
 from xpusim.serving.schedulers import Sequence
 from xpusim.serving.schedulers import scheduler as scheduler_named
 from xpusim.serving.simulator import simulate
-from xpusim.serving.speculative import Speculator
+from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
@@ -158,6 +158,10 @@ def prepare(
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
     # at most this many sequences run at once: the batch limit, the clients, the requests
     in_flight = min(engine.max_batch, load.concurrency or len(requests), len(requests))
+    draft_req = held = None  # the draft's formats, and its bytes on a chip (speculative.py)
+    if engine.speculative is not None:
+        draft_req = draft_formats(req, engine.draft_precision)
+        held = draft_memory(engine.speculative, cfg, one, draft_req)
     for budget in budgets:
         if engine.scheduler == "continuous" and budget < longest_prompt:
             # whole prompts only: the budget holds the longest, as vLLM's V0 requires
@@ -171,7 +175,8 @@ def prepare(
         if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts
             max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
         activations, blocks, per_token = _kv_room(
-            cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max)
+            cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max,
+            held)
         if blocks >= -(-longest // engine.kv_block):
             break
     if trial.chunk is not None and engine.chunk is None:
@@ -209,7 +214,7 @@ def prepare(
         if one.pp > 1:
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             f"the plan has {one.pp}")  # fmt: skip
-        draft = _draft_cost(engine.speculative, cfg, system, one, req, cand.placement,
+        draft = _draft_cost(engine.speculative, cfg, system, one, draft_req, cand.placement,
                             max_tokens, sampled, longest)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
@@ -231,10 +236,15 @@ def prepare(
         notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
                      f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
                      f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
-    if draft is not None:
-        how = engine.decoding
+    if draft is not None and held is not None:
+        how, (weights, per_token) = engine.decoding, held
+        where = ("in the KV budget" if profile.draft_in_budget else
+                 f"outside --kv-utilization, as {engine.engine} holds it")  # fmt: skip
         notes.append(f"speculative decoding: {engine.speculative} drafts {engine.drafts} "
-                     f"tokens per step, {how.advance:.3g} tokens per step expected")
+                     f"tokens per step (one pass over the K + 1 verified tokens, K - 1 of "
+                     f"one), {how.advance:.3g} tokens per step expected; its weights "
+                     f"{weights / 1e9:.3g} GB and KV {per_token:.4g} B per token a chip, "
+                     f"{where}")  # fmt: skip
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
                     decode, captured, graph_pad, draft, eager_s)
 
@@ -269,7 +279,9 @@ def _draft_cost(
     aux_tokens: tuple[int | None, int | None] = (None, None),
 ) -> StepCost:  # fmt: skip
     """The draft's step cost on the target's chips, at the target's tensor parallelism (as
-    vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too."""
+    vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too;
+    with the verify's attention form, which its pass over the verified tokens takes (SGLang's
+    DRAFT_EXTEND runs the MLA backends' target-verify path)."""
     from xpusim.serving.speculative import draft_model
 
     draft = draft_model(name, cfg)
@@ -278,7 +290,8 @@ def _draft_cost(
                         f"{cfg.name}'s ({cfg.vocab_size}); a draft shares the target's")
     own = Plan(tp=plan.tp, ep=plan.ep if name in SPECULATIVE_HEADS else 1)
     try:
-        return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest)
+        return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest,
+                         verify=True)  # fmt: skip
     except (UserError, ValueError) as e:
         raise UserError(f"--speculative {name} at tp {plan.tp}: {e}") from None
 
@@ -301,6 +314,7 @@ less on chips whose activations at 8,192 tokens would crowd out the KV cache (Gr
 def _kv_room(
     cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
     engine: Engine, max_tokens: int, lengths: np.ndarray, graph_max: int,
+    draft: tuple[float, float] | None = None,
 ) -> tuple[float, int, float]:  # fmt: skip
     """A replica's largest iteration's activations (or, where larger, the peak of the
     engine's dummy sampler run that sizes its memory), the KV blocks its fullest chip has
@@ -312,7 +326,11 @@ def _kv_room(
     as paged engines free whole blocks): that share is the requests' mean of it over their
     mean length (`lengths`: each request's prompt + gen), so the blocks a load's sequences
     take hold what they keep on average. A model whose every attention layer is windowed
-    keeps those layers in the blocks whole (Mistral-7B v0.1), as before."""
+    keeps those layers in the blocks whole (Mistral-7B v0.1), as before.
+
+    A speculative `draft` (its weights and KV per token on a chip, speculative.draft_memory)
+    takes its share where the engine holds it (EngineProfile.draft_in_budget): beside the
+    weights and in every token's cache, or outside SGLang's fraction, grown for it."""
     activations = float(shape_graphs(cfg, [Request(1, max_tokens, 1, *req.formats[:4],
                                                 moe_backend=req.moe_backend)], plan.tp,
                                      plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
@@ -325,12 +343,14 @@ def _kv_room(
     if windowed or memory.state_bytes_per_sequence_layer:
         kept = np.minimum(lengths, memory.window + engine.kv_block).mean()
         per_layer += (memory.state_bytes_per_sequence_layer + windowed * kept) / lengths.mean()
-    per_token = [per_layer * n for n in memory.layers]
+    draft_weights, draft_per_token = draft if draft and profile.draft_in_budget else (0.0, 0.0)
+    per_token = [per_layer * n + draft_per_token for n in memory.layers]
     ranks = plan.tp * plan.ep * plan.pp
 
     def room(weights: float) -> float:  # the KV bytes of a chip, as the engine reads it
-        return profile.kv_bytes(engine.kv_utilization, capacity, weights, activations,  # type: ignore[arg-type]
-                                engine.token_budget, graph_max, ranks)  # fmt: skip
+        return profile.kv_bytes(engine.kv_utilization, capacity, weights + draft_weights,  # type: ignore[arg-type]
+                                activations, engine.token_budget, graph_max, ranks,
+                                draft is not None)  # fmt: skip
 
     tokens = min(max(int(room(w) // need), 0) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip

@@ -3,7 +3,8 @@ target verifies them in one pass, keeping the accepted ones and one of its own (
 settings and meanings as `run`'s, scenarios/decoding.py).
 
 A step of n decoding sequences costs
-- the draft's work: K decode steps of the draft for the n sequences, on the replica's own
+- the draft's work, as the engines loop (Speculator.draft_s): one pass of the draft over
+  each sequence's K + 1 verified tokens, then K - 1 one-token passes, on the replica's own
   chips at its tensor parallelism: a separate draft model, the model's own multi-token
   prediction module (`mtp`, scenarios/decoding.mtp_draft: DeepSeek-V3's one MTP layer with
   the shared output head) or `eagle`, one draft layer of the model's own kind with its
@@ -17,7 +18,11 @@ and adds on average `tokens_per_step` tokens to each sequence (Leviathan et al. 
 or the acceptance lengths given), so a sequence needs ceil(remaining / that) steps. Every
 prompt chunk is prefilled by the draft too. Not costed: the verify's LM head over the K
 draft positions beyond one per sequence (at decode batches it is weight-bound, its weights
-read once), and the draft's weights and KV cache in memory.
+read once).
+
+The draft's weights and KV cache (`draft_memory`: DeepSeek-R1's MTP layer is 1/61 more KV
+per token and about 1.4 GB a chip in FP8 over 8) take memory where the engine holds them
+(EngineProfile.draft_in_budget): out of the KV budget, or outside SGLang's static fraction.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from xpusim.compiler.partition import Plan
+from xpusim.serving.options import SPECULATIVE_HEADS
 from xpusim.serving.step_cost import StepCost, StepTime, Work
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -52,6 +59,45 @@ def draft_model(name: str, target: TransformerConfig) -> TransformerConfig:
     return draft
 
 
+def draft_formats(formats: Any, precision: str | None) -> Any:
+    """The draft's formats: the target's (a Request's), or, where its checkpoint stores it
+    apart (`precision`: serve's --draft-precision), its weights in that format and, for a
+    plain format (bf16: an unquantized layer), its matmuls too (a layout, fp8-block or
+    int4-g128, keeps the target's compute format); its KV cache in the target's format, the
+    one pool format the engines give both (SGLang's kv_cache_dtype)."""
+    if precision is None:
+        return formats
+    from xpusim.ir.dtypes import Grouped, parse_weight_format
+
+    weight = parse_weight_format(precision)
+    act = formats.act if isinstance(weight, Grouped) else weight
+    return replace(formats, act=act, weight=weight, attention=None,
+                   kv=formats.kv or formats.act)
+
+
+def draft_memory(name: str, target: TransformerConfig, plan: Plan,
+                 formats: Any) -> tuple[float, float]:  # fmt: skip
+    """One chip's draft weights and its draft KV per token in flight, in bytes, with the
+    target's formats (a Request's) on the target's tensor parallelism (the replica's `plan`):
+    a head (mtp, eagle) without the target's embedding table, which it reads (DeepSeek-V3's
+    README_WEIGHTS.md: the MTP module "shares parameters" of the embedding and the output
+    head, one table in mtp_draft; EAGLE's draft layer embeds with the target's table and is
+    costed with its own head, as EAGLE-3's)."""
+    from xpusim.ir.dtypes import weight_parts
+    from xpusim.scenarios.llm.plans import stage_memory
+
+    act, weight, _, kv = formats.formats[:4]
+    draft = draft_model(name, target)
+    own = Plan(tp=plan.tp, ep=plan.ep if name in SPECULATIVE_HEADS else 1,
+               dp_attention=plan.dp_attention)
+    memory = stage_memory(draft, own, weight, act, kv or act)  # no KV format: the activations'
+    weights = memory.weights[0]
+    if name in SPECULATIVE_HEADS:
+        parts = weight_parts(weight, act)
+        weights -= draft.embedding_params * parts.table.itemsize / own.attention_tp
+    return weights, memory.kv_bytes_per_token_layer * memory.layers[0]
+
+
 @dataclass
 class Speculator:
     drafts: int  # K: tokens drafted per sequence per step
@@ -70,10 +116,17 @@ class Speculator:
         return Work(0, 0, *(a + b for a, b in zip(own[2:], chunks[2:], strict=True)))
 
     def draft_s(self, decodes: int, decode_context: int, prefill: Work | None) -> StepTime:
-        """The draft's work in a step: K draft tokens for each decoding sequence (one decode
-        step of the draft each), and the prompt chunks the step prefills."""
-        steps: list[Any] = [Work(decodes, decode_context + k * decodes, 0, 0, 0, 0, 0, decodes)
-                            for k in range(self.drafts if decodes else 0)]  # fmt: skip
+        """The draft's work in a step, as SGLang's EAGLE/MTP worker, TensorRT-LLM's MTP
+        worker and ATOM's EAGLE proposer run it: one pass over each decoding sequence's K + 1
+        verified tokens (the verify's chunk, in its decode form: SGLang's draft extend after
+        decode, num_tokens_per_req = speculative_num_steps + 1; TensorRT-LLM's and ATOM's
+        first MTP pass over the target's tokens), whose last position gives the first draft
+        token, then K - 1 passes of one token each; and the prompt chunks the step prefills."""
+        steps: list[Any] = []
+        if decodes:
+            steps.append(self.verify(decodes, decode_context, None))
+            steps += [Work(decodes, decode_context + k * decodes, 0, 0, 0, 0, 0, decodes)
+                      for k in range(1, self.drafts)]  # fmt: skip
         if prefill is not None:
             steps.append(prefill)
         stages = [0.0] * self.draft.stages

@@ -50,7 +50,8 @@ SERVING_KEYS = _CORE | {
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
---draft-tokens, --acceptance) are settings a source states that the adapter passes to serve
+--draft-tokens, --acceptance, and `precision`, --draft-precision: the draft's format where
+its checkpoint keeps it apart) are settings a source states that the adapter passes to serve
 with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's moe_backend:
 which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
 config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
@@ -73,7 +74,7 @@ LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup"
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
 those, the first ones its statistics leave out) where the source states them; `hold_s` and
 `hold_batch`, a harness that batches arrivals before the engine sees them (serve's)."""
-SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance"}
+SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "precision"}
 
 
 def check_keys(point: dict[str, Any]) -> None:

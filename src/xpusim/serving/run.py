@@ -215,7 +215,7 @@ def prepare(
             raise UserError("--speculative runs on one pipeline stage, as engines run it; "
                             f"the plan has {one.pp}")  # fmt: skip
         draft = _draft_cost(engine.speculative, cfg, system, one, draft_req, cand.placement,
-                            max_tokens, sampled, longest)  # fmt: skip
+                            max_tokens, sampled, longest, engine.drafts + 1)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
     pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
@@ -275,13 +275,13 @@ def _step_table(
 
 def _draft_cost(
     name: str, cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Any,
-    max_tokens: int, sampled: int, longest: int,
-    aux_tokens: tuple[int | None, int | None] = (None, None),
+    max_tokens: int, sampled: int, longest: int, verify_tokens: int,
 ) -> StepCost:  # fmt: skip
     """The draft's step cost on the target's chips, at the target's tensor parallelism (as
     vLLM runs a draft); the model's own heads (mtp, eagle) with its expert parallelism too;
-    with the verify's attention form, which its pass over the verified tokens takes (SGLang's
-    DRAFT_EXTEND runs the MLA backends' target-verify path)."""
+    with the verify's attention form at `verify_tokens` (K + 1) a sequence, which its pass
+    over the verified tokens takes (SGLang's DRAFT_EXTEND runs the MLA backends'
+    target-verify path)."""
     from xpusim.serving.speculative import draft_model
 
     draft = draft_model(name, cfg)
@@ -291,7 +291,7 @@ def _draft_cost(
     own = Plan(tp=plan.tp, ep=plan.ep if name in SPECULATIVE_HEADS else 1)
     try:
         return step_cost(draft, system, own, req, placement, max_tokens, sampled, longest,
-                         verify=True)  # fmt: skip
+                         verify_tokens)  # fmt: skip
     except (UserError, ValueError) as e:
         raise UserError(f"--speculative {name} at tp {plan.tp}: {e}") from None
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import xpusim
 from xpusim.serving import capacity
-from xpusim.serving.decision import Decision, Rows
+from xpusim.serving.decision import Decision, RowBuffer
 from xpusim.serving.schedulers import Sequence
 
 N, WARMUP, GEN = 6000, 500, 50
@@ -98,9 +98,9 @@ def test_decided_trials_find_the_answer_full_trials_find(slo_ttft_ms, slo_tpot_m
 @given(st.lists(st.lists(st.tuples(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6)), max_size=30),
                 max_size=8))
 def test_rows_read_as_the_plain_array_bit_for_bit(appends):
-    """Rows.array after any interleaving of appends and reads: the plain np.array of every
+    """RowBuffer.array after any interleaving of appends and reads: the plain np.array of every
     row so far, element for element (bits) and stride for stride."""
-    rows = Rows(sum(map(len, appends)))
+    rows = RowBuffer(sum(map(len, appends)))
     for chunk in appends:
         for row in chunk:
             rows.append(row)

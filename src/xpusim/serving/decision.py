@@ -46,7 +46,7 @@ CHECKS = 40  # checks over a trial at most (each a few numpy passes over the pre
 CHECK_EVERY = 250  # requests, at least, between checks (steady.CHECK_EVERY's spacing)
 
 
-class Rows:
+class RowBuffer:
     """(arrival, value) rows appended one at a time as a run goes, read as one array (k, 2)
     at each check: the array is filled with the rows added since the last read, where
     `np.array(rows)` over the whole list at every check (the plain form, `reference`) was
@@ -89,8 +89,8 @@ class Decision(ArrivalPrefix):
         self.backlog = backlog
         self.last_arrival_s = max((s.arrival_s for s in sequences), default=0.0)
         self._first = 0  # arrival-order prefix with first tokens known
-        self._ttft = Rows(len(sequences))  # (arrival, TTFT) of measured requests
-        self._tpot = Rows(len(sequences))  # (arrival, TPOT), finished, gen > 1
+        self._ttft = RowBuffer(len(sequences))  # (arrival, TTFT) of measured requests
+        self._tpot = RowBuffer(len(sequences))  # (arrival, TPOT), finished, gen > 1
         self._every = max(CHECK_EVERY, (len(sequences) - warmup) // CHECKS)
         self._checked = 0
         self.outcome = ""

@@ -309,11 +309,17 @@ def floored_seconds(
     least the fastest measured way to run it; or, where `kernels` names the engine's own
     kernel for it, that kernel's measured time, at least the bandwidth term (module
     docstring)."""
+    return _floored(system, kind, nbytes, group, span,
+                    engine_curve(system, kind, group, span, kernels))  # fmt: skip
+
+
+def _floored(system: System, kind: Collective, nbytes: np.ndarray, group: int,
+             span: int | None, own: MeasuredCurve | None) -> np.ndarray:  # fmt: skip
+    """floored_seconds with the engine's own curve (engine_curve) already found."""
     nbytes = np.asarray(nbytes, dtype=float)
     line = collective_line(system, kind, group, span)
     if line.algorithm == "none":
         return np.zeros_like(nbytes)
-    own = engine_curve(system, kind, group, span, kernels)
     if own is not None:
         seconds = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
     else:
@@ -431,7 +437,7 @@ def collective_algorithms(
                                       sent, group, span)  # fmt: skip
             own = engine_curve(system, kind, group, span, op.attr("kernels") or ())
             if own is not None:
-                seconds = floored_seconds(system, kind, np.array(sent), group, span, (own.kernel,))
+                seconds = _floored(system, kind, np.array(sent), group, span, own)
                 cost = CollectiveCost(float(seconds), f"measured: {own.name}", cost.level)
             found.append({
                 "op": op.name, "collective": op.attr("collective"), "group": op.attr("group"),

@@ -305,6 +305,7 @@ class StepCost:
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
+        self._decode_rows: dict[int, list] = {}  # decodes' rows by n, past Rows' two calls
 
     @property
     def token_stage_s(self) -> Columns:
@@ -408,7 +409,9 @@ class StepCost:
         grid = self._grid
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
-        row = self.decodes[n - 1]
+        row = self._decode_rows.get(n)
+        if row is None:
+            row = self._decode_rows[n] = self.decodes[n - 1]
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:

@@ -97,7 +97,7 @@ NVFP4_GAP = (
 )
 LONG_DECODE_GAP = (
     "decode over long contexts on MI300X and MI325X: the measured TPOT at 4 clients grows from "
-    "14.9 ms (1k out) to 25.1 ms (8k out) on MI300X where xpusim's stays near 11.5 ms, and "
+    "14.9 ms (1k out) to 25.1 ms (8k out) on MI300X where xpusim's stays near 13.2 ms, and "
     "throughput follows it; the AITER MLA decode over 1-9k tokens of context in these ROCm "
     "SGLang builds is slower than xpusim prices it (no kernel table at these context lengths)"
 )

@@ -68,6 +68,17 @@ def test_a_torus_layouts_answer_replaces_its_row_as_one_job_gets_it():
             _plain(alone) | {"ops": [], "collectives": []}
 
 
+def test_jobs_whose_options_are_all_refused_come_back_as_their_errors():
+    """A sweep's chunk in which every job's options are refused (a fuzzed `--speculative`
+    without --acceptance) gets each job's UserError, not an IndexError from an empty table."""
+    from xpusim.api import simulate_table
+
+    jobs = [(xpusim.target("h100-sxm"), {"speculative": "mtp"}),
+            (xpusim.target("a100-sxm-80gb"), {"tp": 3})]  # fmt: skip
+    many = simulate_table(xpusim.model("llama-2-7b"), jobs)
+    assert many.tables == [] and all(isinstance(f, UserError) for f in many.found)
+
+
 def test_a_shaped_request_and_setup_equal_their_plain_copies():
     """Request.shaped and Setup.shaped (a sweep's per-point copies) equal
     dataclasses.replace and copy.copy."""

@@ -154,6 +154,8 @@ def simulate_many(
     The results are one table of columns (`_table`), no result object made a job."""
     found = _ranked_jobs(model, jobs)
     costed = [ranks for ranks in found if not isinstance(ranks, UserError)]
+    if not costed:  # every job's options refused: their errors, no table to make
+        return Results([], found)
     table = _table(model, costed)
     for row, ranks in enumerate(costed):  # the few jobs the torus layouts answer
         setup = ranks[0].setup
@@ -163,8 +165,7 @@ def simulate_many(
             if layouts is not None:
                 table.put_row(row, answered(model, setup, table.row(row), *layouts))
     rows = iter(range(len(costed)))
-    return Results([table] if costed else [],
-                   [r if isinstance(r, UserError) else (0, next(rows)) for r in found])
+    return Results([table], [r if isinstance(r, UserError) else (0, next(rows)) for r in found])
 
 
 def _ranked_jobs(

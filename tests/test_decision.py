@@ -157,3 +157,26 @@ def test_the_shortcut_decides_every_trial_as_filing_rows_at_every_call_does():
         capacity.Decision = original
     assert any("decided" in t for t in fast.search["trials"])
     assert fast.to_dict() == plain.to_dict()
+
+
+@pytest.mark.parametrize("ttft_scale_s", [0.05, 0.3, 0.8])
+def test_the_shortcut_answers_in_arrival_order_as_filing_rows_at_every_call_does(ttft_scale_s):
+    """The same with requests finishing in arrival order, so the finished prefix grows by
+    one a call and reaches each check's bound exactly (out of order it jumps by hundreds and
+    an off-by-one in _may_check's bounds would pass): passing at the first check, at the
+    seventh (a TTFT p99 of about 1.4 s against 2 s), and failing at the second."""
+    gen = 500  # TPOTs near 0.024 s, far under their 0.2 s objective
+    ttft = ttft_scale_s * _noise()
+    answers = []
+    for kind in (Decision, _EveryCall):
+        seqs = [Sequence(i, i / RATE, 100, gen) for i in range(N)]
+        decision = kind(seqs, WARMUP, 2.0, 0.2, capacity.BACKLOG)
+        said = []
+        for s in seqs:
+            s.first_token_s, s.finish_s = s.arrival_s + ttft[s.id], s.arrival_s + 12.0
+            decision.finished(s)
+            said.append(decision.settled())
+            if said[-1]:
+                break
+        answers.append((said, decision.outcome, decision.upto, decision.reason))
+    assert answers[0] == answers[1]

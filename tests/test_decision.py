@@ -125,15 +125,20 @@ def test_the_shortcut_answers_every_call_as_filing_rows_at_every_call_does(tpot_
     sets its outcome, prefix and reason) as the Decision that files rows at each does,
     at its first check, at a later one (0.039 s: a p99 of about 0.18 s) and failing."""
     ttft = 0.05 * _noise()
-    finish = np.arange(N) / RATE + ttft + tpot_s * (GEN - 1) * _noise(1)
+    _assert_answers_equal(ttft, np.arange(N) / RATE + ttft + tpot_s * (GEN - 1) * _noise(1), GEN)
+
+
+def _assert_answers_equal(ttft_s: np.ndarray, finish_s: np.ndarray, gen: int) -> None:
+    """Requests finishing in the order of `finish_s`, settled asked after each: Decision's
+    answers (each call's, and its outcome, prefix and reason) equal _EveryCall's."""
     answers = []
     for kind in (Decision, _EveryCall):
-        seqs = [Sequence(i, i / RATE, 100, GEN) for i in range(N)]
+        seqs = [Sequence(i, i / RATE, 100, gen) for i in range(N)]
         decision = kind(seqs, WARMUP, 2.0, 0.2, capacity.BACKLOG)
         said = []
-        for i in np.argsort(finish, kind="stable").tolist():
+        for i in np.argsort(finish_s, kind="stable").tolist():
             s = seqs[i]
-            s.first_token_s, s.finish_s = s.arrival_s + ttft[i], finish[i]
+            s.first_token_s, s.finish_s = s.arrival_s + ttft_s[i], finish_s[i]
             decision.finished(s)
             said.append(decision.settled())
             if said[-1]:
@@ -166,17 +171,4 @@ def test_the_shortcut_answers_in_arrival_order_as_filing_rows_at_every_call_does
     an off-by-one in _may_check's bounds would pass): passing at the first check, at the
     seventh (a TTFT p99 of about 1.4 s against 2 s), and failing at the second."""
     gen = 500  # TPOTs near 0.024 s, far under their 0.2 s objective
-    ttft = ttft_scale_s * _noise()
-    answers = []
-    for kind in (Decision, _EveryCall):
-        seqs = [Sequence(i, i / RATE, 100, gen) for i in range(N)]
-        decision = kind(seqs, WARMUP, 2.0, 0.2, capacity.BACKLOG)
-        said = []
-        for s in seqs:
-            s.first_token_s, s.finish_s = s.arrival_s + ttft[s.id], s.arrival_s + 12.0
-            decision.finished(s)
-            said.append(decision.settled())
-            if said[-1]:
-                break
-        answers.append((said, decision.outcome, decision.upto, decision.reason))
-    assert answers[0] == answers[1]
+    _assert_answers_equal(ttft_scale_s * _noise(), np.arange(N) / RATE + 12.0, gen)

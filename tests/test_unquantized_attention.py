@@ -6,12 +6,15 @@ an MoE router stays 16-bit in any quantized run."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.workloads.checkpoint import unquantized_attention
+from xpusim.workloads.checkpoint import stated_checkpoint, unquantized_attention
 from xpusim.workloads.transformer import FUSED_QKV_A, StepShape, build_step
 from xpusim.workloads.zoo import zoo_entry
 
@@ -82,3 +85,27 @@ def test_gpt_oss_keeps_its_attention_bf16():
            if op.kind is OpKind.MATMUL and op.name.startswith("layers.1.")}
     assert _weight(ops["qkv"]) == _weight(ops["o_proj"]) == "bf16"
     assert _weight(ops["experts.gate_up"]) == "mxfp4"
+
+
+GOOD = {"method": "modelopt", "weights": "nvfp4", "compute": "nvfp4", "kv": None}
+
+
+@pytest.mark.parametrize(("stated", "said"), [
+    ({**GOOD, "excluded": ["model.layers.*.self_attn.q_zz"]}, "'model.layers.*.self_attn.q_zz'"),
+    ({**GOOD, "excluded": "model.layers.*.self_attn.q_a_proj"}, "a list of module names"),
+    ({**GOOD, "excluded": [1]}, "a list of module names"),
+    ({**GOOD, "unquantized": ["x"]}, "no field 'unquantized'"),
+    ({"method": "modelopt", "weights": "nvfp4"}, "method, weights, compute, kv"),
+])  # fmt: skip
+def test_a_zoo_file_stating_a_bad_checkpoint_is_refused_by_name(stated, said):
+    """A misspelt excluded attention module would leave its projection quantized without a
+    word, and a string `excluded` would be read letter by letter (its '*' matching every
+    module): each is one UserError naming the field or the module."""
+    with pytest.raises(UserError, match=re.escape(said)):
+        stated_checkpoint(stated, "zoo/x.json")
+
+
+def test_a_stated_checkpoint_reads_its_exclusions_as_a_tuple():
+    stated = {**GOOD, "excluded": ["lm_head", "model.layers.*.self_attn.kv_b_proj",
+                                   "model.layers.3.self_attn*", "model.layers.61*"]}  # fmt: skip
+    assert stated_checkpoint(stated, "zoo/x.json").excluded == tuple(stated["excluded"])

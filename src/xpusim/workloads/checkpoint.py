@@ -18,11 +18,11 @@ in the run's format, and the run's notes say how many parameters the checkpoint 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-from xpusim.errors import UserError
+from xpusim.errors import UserError, closest
 from xpusim.ir.dtypes import DType, weight_layouts
 
 
@@ -96,6 +96,34 @@ def unquantized_attention(excluded: tuple[str, ...], layer: int, op: str) -> boo
         any(fnmatchcase(f"model.layers.{layer}.self_attn.{m}", pattern)
             for e in excluded for pattern in (e, f"{e}.*"))
         for m in modules)  # fmt: skip
+
+
+def stated_checkpoint(stated: Any, origin: str) -> Checkpoint:
+    """A checkpoint a zoo file states by hand (`_xpusim.checkpoint`, from a model card where
+    the repo's own file was not found): its fields Checkpoint's, `excluded` a list of module
+    names, and an excluded attention module one the layer builder reads
+    (ATTENTION_MODULES), since a misspelt one would leave that projection quantized
+    without a word; else a UserError naming the field or the module."""
+    known = {f.name for f in fields(Checkpoint)}
+    needed = [f.name for f in fields(Checkpoint) if f.default is MISSING]
+    if not isinstance(stated, dict) or not all(k in stated for k in needed):
+        raise UserError(f"{origin}: _xpusim.checkpoint must be an object with the fields "
+                        f"{', '.join(needed)}")  # fmt: skip
+    for key in stated:
+        if key not in known:
+            raise UserError(f"{origin}: _xpusim.checkpoint has no field {key!r}"
+                            f"{closest(key, known)}")  # fmt: skip
+    excluded = stated.get("excluded", [])
+    if not isinstance(excluded, list) or not all(isinstance(m, str) for m in excluded):
+        raise UserError(f"{origin}: _xpusim.checkpoint.excluded must be a list of module "
+                        f"names")  # fmt: skip
+    modules = {m for parts in ATTENTION_MODULES.values() for m in parts}
+    for module in excluded:
+        _, attn, name = module.partition(".self_attn.")
+        if attn and name.rstrip("*") not in modules:
+            raise UserError(f"{origin}: _xpusim.checkpoint.excluded names {module!r}, no "
+                            f"attention module xpusim builds{closest(name, modules)}")  # fmt: skip
+    return Checkpoint(**{**stated, "excluded": tuple(excluded)})
 
 
 def with_checkpoint(config: Any, checkpoint: Checkpoint) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError
-from xpusim.workloads.checkpoint import Checkpoint, read_checkpoint, with_checkpoint
+from xpusim.workloads.checkpoint import read_checkpoint, stated_checkpoint, with_checkpoint
 from xpusim.workloads.transformer_config import config_from_hf
 
 ZOO_DIR = Path(__file__).parent / "zoo"
@@ -102,7 +102,7 @@ def zoo_entry(model_id: str) -> ZooEntry:
     config = READERS[meta.get("kind", "transformer")](dict(data), model_id, str(path))
     checkpoint = read_checkpoint(data, meta.get("hf_quant_config"), str(path))
     if "checkpoint" in meta:  # stated from a model card where the repo's file was not found
-        checkpoint = Checkpoint(**meta["checkpoint"])
+        checkpoint = stated_checkpoint(meta["checkpoint"], str(path))
     return ZooEntry(
         id=model_id,
         config=with_checkpoint(config, checkpoint) if checkpoint else config,

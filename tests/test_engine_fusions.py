@@ -168,12 +168,13 @@ def test_a_step_the_engine_runs_in_line_costs_both_paths_in_series():
 
 
 def test_the_engines_run_the_second_stream_at_their_own_steps():
-    """SGLang: steps of at most DUAL_STREAM_TOKEN_THRESHOLD (1,024) tokens, any kind;
-    TensorRT-LLM: CUDA-graphed steps, its decode-only ones, at any batch; other profiles
-    list no second stream and gate nothing."""
+    """SGLang (PR #9405): graphed decode steps at any size, steps costed from the prefill
+    graph at most DUAL_STREAM_TOKEN_THRESHOLD (1,024) tokens; TensorRT-LLM: CUDA-graphed
+    steps, its decode-only ones, at any batch; other profiles list no second stream and
+    gate nothing."""
     from xpusim.serving.engines import engine
 
-    assert engine("sglang").aux_stream_tokens() == (1024, 1024)
+    assert engine("sglang").aux_stream_tokens() == (1024, None)
     assert engine("trtllm").aux_stream_tokens() == (0, None)
     assert engine("vllm").aux_stream_tokens() == (None, None)
 

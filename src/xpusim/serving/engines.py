@@ -78,9 +78,11 @@ class EngineProfile:
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
     nvidia_only_source: str = ""
     # the steps whose shared experts run on the second stream (kernel shared-experts-stream):
-    # at most this many tokens (0: any), and decode steps alone if decode_only
+    # at most this many tokens (0: any), decode steps alone if decode_only, and graphed
+    # decode steps of any size if graphed_any (the token limit then for the others)
     aux_stream_max_tokens: int = 0
     aux_stream_decode_only: bool = False
+    aux_stream_graphed_any: bool = False
     aux_stream_source: str = ""
 
     eager_prefill: tuple[str, ...] = ()  # where a step with prompt tokens runs without graphs
@@ -97,7 +99,8 @@ class EngineProfile:
         ones (cost/aux_stream.py), for steps costed from the prefill graph (prompt chunks,
         alone or beside decodes) and for decode-only steps; None: any."""
         most = self.aux_stream_max_tokens or None
-        return (0 if self.aux_stream_decode_only else most), most
+        return (0 if self.aux_stream_decode_only else most), \
+            (None if self.aux_stream_graphed_any else most)
 
     def host_s(self, sequences: int, dp_ranks: int = 1) -> float:
         """Host time of an iteration over `sequences` (the replica's, all its ranks'):

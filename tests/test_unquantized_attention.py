@@ -109,3 +109,28 @@ def test_a_stated_checkpoint_reads_its_exclusions_as_a_tuple():
     stated = {**GOOD, "excluded": ["lm_head", "model.layers.*.self_attn.kv_b_proj",
                                    "model.layers.3.self_attn*", "model.layers.61*"]}  # fmt: skip
     assert stated_checkpoint(stated, "zoo/x.json").excluded == tuple(stated["excluded"])
+
+
+@pytest.mark.parametrize("dp_attention", [False, True])
+def test_the_kept_attention_takes_its_16_bit_bytes_in_memory_too(dp_attention):
+    """FP4-V2's q_a, q_b, kv_a and kv_b projections, BF16 in the graph, are stored BF16 in
+    the weights' memory too (compiler/partition.py _wide_params): over the same model without
+    the exclusions, one chip holds its share of them (the latents' whole, the heads' split by
+    tensor parallelism; all of them under attention DP) at 2 bytes instead of NVFP4's. Before,
+    both checkpoints held the same bytes (review r4)."""
+    from xpusim.compiler.partition import Plan, weight_bytes
+    from xpusim.ir.dtypes import weight_parts
+
+    plain, kept = zoo_entry("deepseek-r1-0528").config, zoo_entry("deepseek-r1-0528-fp4-v2").config
+    nvfp4 = parse_weight_format("nvfp4")
+    plan = Plan(tp=8, ep=8, dp_attention=dp_attention)
+    grown = weight_bytes(kept, plan, nvfp4, DType.BF16)[0] - \
+        weight_bytes(plain, plan, nvfp4, DType.BF16)[0]
+    c = kept
+    h, heads, d, v, rope = c.hidden_size, c.num_heads, c.head_dim, c.v_head_dim, \
+        c.qk_rope_head_dim
+    share = 1 if dp_attention else 1 / 8
+    per_layer = (h * c.q_lora_rank + h * (c.kv_lora_rank + rope)
+                 + share * heads * (c.q_lora_rank * d + c.kv_lora_rank * (d - rope + v)))
+    width = 2 - weight_parts(nvfp4, DType.BF16).body.itemsize
+    assert grown == pytest.approx(c.num_layers * per_layer * width, rel=1e-9)

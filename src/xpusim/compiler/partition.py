@@ -685,12 +685,54 @@ def weights_per_chip_bytes(
 def weight_bytes(
     cfg: TransformerConfig, plan: Plan, weight: Format, act: DType
 ) -> tuple[float, ...]:
-    """weights_per_chip_bytes with each part in its format (ir/dtypes.weight_parts). Kept
-    per config object: a sweep asks for the same few thousands of times."""
+    """weights_per_chip_bytes with each part in its format (ir/dtypes.weight_parts), and the
+    matmuls a quantized run keeps 16-bit (_wide_params) at that width. Kept per config
+    object: a sweep asks for the same few thousands of times."""
 
     def made() -> tuple[float, ...]:
         parts = weight_parts(weight, act)
-        return weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
+        body = weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
                                       parts.head.itemsize)  # fmt: skip
+        wide = act if act.bits >= 16 else DType.BF16  # the layer builder's (transformer.py)
+        extra = wide.itemsize - parts.body.itemsize
+        if weight == wide or extra <= 0:
+            return body
+        stages, start = [], 0
+        for n in layers_per_stage(cfg.num_layers, plan.pp):
+            wide_params = sum(_wide_params(cfg, plan, i) for i in range(start, start + n))
+            stages.append(wide_params * extra / plan.chain)
+            start += n
+        return tuple(b + e for b, e in zip(body, stages, strict=True))
 
     return remembered("weight bytes", (cfg,), (plan, weight, act), made)
+
+
+def _wide_params(cfg: TransformerConfig, plan: Plan, layer: int) -> float:
+    """Parameters of `layer` that one rank of `plan` holds and a quantized run keeps 16-bit,
+    as the layer builder does (TransformerBuilder.unquantized_matmul): an MoE layer's router,
+    whole on every rank, and the attention projections the checkpoint leaves unquantized
+    (checkpoint.unquantized_attention), split by heads as _split_attention_params splits
+    them (MLA's latent projections whole). Without it a checkpoint's 16-bit attention was
+    priced 16-bit in time but stored at the body format: DeepSeek-R1-0528-FP4-V2's 4.25B
+    BF16 attention parameters, about 6.1 GB a chip under attention DP (review r4)."""
+    from xpusim.workloads.checkpoint import unquantized_attention
+
+    router = cfg.hidden_size * cfg.num_experts if cfg.is_moe and cfg.is_expert_layer(layer) \
+        else 0
+    if not cfg.unquantized or cfg.compress_ratios:  # DeepSeek-V4 keeps its own attention
+        return router
+    h, heads = cfg.hidden_size, cfg.num_heads
+    share = _ceil_div(heads, plan.attention_tp) / heads
+    if cfg.is_mla:
+        d, v, rope = cfg.head_dim, cfg.v_head_dim, cfg.qk_rope_head_dim
+        q = {"q_a_proj": h * cfg.q_lora_rank, "q_b_proj": cfg.q_lora_rank * heads * d * share} \
+            if cfg.q_lora_rank else {"q_proj": h * heads * d * share}
+        modules = {**q, "kv_a_proj": h * (cfg.kv_lora_rank + rope),
+                   "kv_b_proj": cfg.kv_lora_rank * heads * (d - rope + v) * share,
+                   "o_proj": heads * v * h * share}  # fmt: skip
+    else:
+        kv = max(1, _ceil_div(cfg.num_kv_heads, plan.attention_tp)) * cfg.head_dim
+        modules = {"qkv": h * heads * cfg.head_dim * share + 2 * h * kv,
+                   "o_proj": heads * cfg.head_dim * h * share}  # fmt: skip
+    return router + sum(params for op, params in modules.items()
+                        if unquantized_attention(cfg.unquantized, layer, op))

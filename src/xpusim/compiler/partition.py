@@ -33,7 +33,7 @@ import numpy as np
 
 from xpusim.compiler import moe_expert
 from xpusim.errors import UserError
-from xpusim.ir.dtypes import DType, Format, weight_parts
+from xpusim.ir.dtypes import DType, Format, kept_wide, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
@@ -693,7 +693,7 @@ def weight_bytes(
         parts = weight_parts(weight, act)
         body = weights_per_chip_bytes(cfg, plan, parts.body.itemsize, parts.table.itemsize,
                                       parts.head.itemsize)  # fmt: skip
-        wide = act if act.bits >= 16 else DType.BF16  # the layer builder's (transformer.py)
+        wide = kept_wide(act)  # as the layer builder keeps them (transformer.py)
         extra = wide.itemsize - parts.body.itemsize
         if weight == wide or extra <= 0:
             return body

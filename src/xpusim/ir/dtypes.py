@@ -178,12 +178,19 @@ def stream_format(act: DType) -> DType:
     return DType.BF16 if act in KEPT_WIDE else act
 
 
+def kept_wide(act: DType) -> DType:
+    """The format a quantized run keeps its unquantized weights in (the embedding table, the
+    LM head, MoE routers, a checkpoint's excluded projections): the activations' where they
+    are 16 bits or wider, else BF16, as the checkpoints store them."""
+    return act if act.bits >= 16 else DType.BF16
+
+
 def weight_parts(weight: Format, act: DType) -> WeightParts:
     """A grouped layout quantizes the linear layers, and the LM head only where the layout
     says so, as the checkpoints do, leaving the rest 16-bit (or in `act` where it is
     wider); so does a plain low-precision float format (KEPT_WIDE); another plain format
     stores every weight."""
-    plain = act if act.bits >= 16 else DType.BF16
+    plain = kept_wide(act)
     if isinstance(weight, Grouped):
         return WeightParts(weight, plain, weight if weight.head else plain)
     if weight in KEPT_WIDE:

@@ -305,7 +305,8 @@ class StepCost:
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
-        self._decode_rows: dict[int, list] = {}  # decodes' rows by n, past Rows' two calls
+        self._decode_rows: dict[int, list] = {}  # decodes' row for n sequences, read once
+        # from the lazy table (Rows.__getitem__, then LazyTable.row) and kept
 
     @property
     def token_stage_s(self) -> Columns:

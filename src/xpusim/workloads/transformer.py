@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xpusim.errors import UserError
-from xpusim.ir.dtypes import DType, Format, stream_format, weight_parts
+from xpusim.ir.dtypes import DType, Format, kept_wide, stream_format, weight_parts
 from xpusim.ir.graph import Graph
 from xpusim.ir.op import (
     AUX_STREAM,
@@ -112,7 +112,7 @@ class _Builder:
         self.parts = weight_parts(weight, act)
         # where the checkpoint leaves attention's projections unquantized (cfg.unquantized),
         # a quantized run keeps them as stored: 16-bit weights and GEMMs (unquantized_matmul)
-        self.wide = act if act.bits >= 16 else DType.BF16
+        self.wide = kept_wide(act)
         self.attention = attention or act  # the format attention's matrix work runs in
         self.kv = kv or act  # the format the KV cache is stored in
         self.training, self.compact = training, compact

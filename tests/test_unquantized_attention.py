@@ -134,3 +134,12 @@ def test_the_kept_attention_takes_its_16_bit_bytes_in_memory_too(dp_attention):
                  + share * heads * (c.q_lora_rank * d + c.kv_lora_rank * (d - rope + v)))
     width = 2 - weight_parts(nvfp4, DType.BF16).body.itemsize
     assert grown == pytest.approx(c.num_layers * per_layer * width, rel=1e-9)
+
+
+def test_an_int8_run_quantizes_its_router_too_on_a_chip_without_bf16():
+    """int8 stores every weight (no KEPT_WIDE checkpoint behind it), so an MoE router stays
+    int8: on Groq's LPU, which has no BF16 peak, a BF16 router was refused (a hypothesis draw
+    of tests/test_result_table.py found it)."""
+    import xpusim
+
+    assert xpusim.simulate("mixtral-8x7b", "groq-lpu", chips=1024, precision="int8").fits

@@ -695,7 +695,7 @@ def weight_bytes(
                                       parts.head.itemsize)  # fmt: skip
         wide = kept_wide(act)  # as the layer builder keeps them (transformer.py)
         extra = wide.itemsize - parts.body.itemsize
-        if weight == wide or extra <= 0:
+        if weight == wide or extra <= 0 or not parts.keeps_wide:
             return body
         stages, start = [], 0
         for n in layers_per_stage(cfg.num_layers, plan.pp):

@@ -156,6 +156,14 @@ class WeightParts:
     table: Format
     head: Format
 
+    @property
+    def keeps_wide(self) -> bool:
+        """Whether the format leaves some weights 16-bit (the checkpoints' formats: KEPT_WIDE
+        and grouped layouts keep the embedding table so), and with them the matmuls a
+        checkpoint leaves unquantized (routers, excluded projections); int8's edge compilers
+        quantize every weight, on chips that may have no 16-bit float peak at all."""
+        return self.table != self.body
+
 
 KEPT_WIDE = frozenset({DType.FP8, DType.NVFP4, DType.MXFP4})
 """Plain formats whose checkpoints quantize the linear layers alone, leaving the embedding

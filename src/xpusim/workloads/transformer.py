@@ -147,7 +147,7 @@ class _Builder:
         Optimizer's DeepSeek recipe quantizes Linear modules and the gate is none), and an
         attention matmul the model's checkpoint leaves unquantized (NVIDIA's DeepSeek-R1
         NVFP4 checkpoints keep MLA's projections BF16: checkpoint.unquantized_attention)."""
-        if self.weight == self.wide:
+        if self.weight == self.wide or not self.parts.keeps_wide:
             return False
         op = name.rsplit(".", 1)[-1]
         return op == "router" or (bool(self.cfg.unquantized) and unquantized_attention(

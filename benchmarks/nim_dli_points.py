@@ -60,11 +60,12 @@ NOTES = (
     "benchmark's duration, the whole TP group).{twice}"
 )
 XPUSIM_SETUP = (
-    "engine profile trtllm (TensorRT-LLM 1.0 PyTorch backend: 580 us of host time an "
-    "iteration, in-flight batching within max_num_tokens 8192); the source ran NIM's 2024 "
-    "TensorRT-LLM C++ runtime, whose engine build settings (max_batch_size, max_num_tokens, "
-    "KV-cache fraction) the file does not state; precision {prec} for weights, activations "
-    "and KV cache ({kv})"
+    "engine profile trtllm-cpp (TensorRT-LLM 0.10's C++ executor as NIM for LLMs 24.05-1.0 "
+    "ran it: in-flight batching within max_num_tokens 8192, decode attention without "
+    "multi-block mode, one thread block per sequence and KV head at 21 GB/s; 580 us of host "
+    "time an iteration, the 1.0 figure, assumed); the engine build settings (max_batch_size, "
+    "max_num_tokens, KV-cache fraction, multi_block_mode) the file does not state; precision "
+    "{prec} for weights, activations and KV cache ({kv})"
 )
 
 LOCKSTEP_GAP = (
@@ -161,7 +162,7 @@ def points(all_rows: list[dict[str, str]]) -> list[dict[str, Any]]:
             "model": model, "precision": PRECISION[prec], "weight_precision": None,
             "engine": "trtllm",
             "engine_version": "NVIDIA NIM for LLMs, 2024 ('an older version'; not stated)",
-            "engine_profile": "trtllm", "load": {"kind": "concurrency", "value": conc},
+            "engine_profile": "trtllm-cpp", "load": {"kind": "concurrency", "value": conc},
             "prompt": isl, "gen": osl, "stat": "mean",
         }  # fmt: skip
         kv = (

@@ -89,6 +89,19 @@ class EngineProfile:
     eager_launch_s: float = 0.0  # host time per op launched one by one (0: not measured)
     eager_source: str = ""
 
+    # chips (by id) on which the decode attention kernel runs without split-KV (TensorRT-LLM's
+    # multi_block_mode off): one thread block per sequence and KV head, each streaming its
+    # head's cache at most this many bytes a second (engines.toml unsplit_decode)
+    unsplit_decode: tuple[tuple[str, float], ...] = ()
+    unsplit_decode_source: str = ""
+
+    def decode_block_bytes_per_s(self, chip_id: str) -> float:
+        """The bytes a second one thread block of the engine's decode attention streams of
+        its sequence's cache on chip `chip_id`, where the kernel gives each (sequence, KV
+        head) one block; 0: the kernel splits a sequence's keys over blocks (split-KV,
+        flash-decoding), or the chip's figure is not measured."""
+        return dict(self.unsplit_decode).get(chip_id, 0.0)
+
     def kernels_on(self, vendor: str) -> tuple[str, ...]:
         """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
         alone left out on others."""
@@ -222,12 +235,15 @@ def engines() -> dict[str, EngineProfile]:
                   "small_chips": tuple(fields.get("small_chips", ())),
                   "kernels": tuple(fields.get("kernels", ())),
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
-                  "nvidia_only": tuple(fields.get("nvidia_only", ()))}  # fmt: skip
+                  "nvidia_only": tuple(fields.get("nvidia_only", ())),
+                  "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items()))
+                  }  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
             and profile.memory in MEMORY_RULES \
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
-            and (profile.eager_launch_s > 0) == bool(profile.eager_prefill), name
+            and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
+            and all(rate > 0 for _, rate in profile.unsplit_decode), name
         found[name] = profile
     return found
 

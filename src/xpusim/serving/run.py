@@ -208,7 +208,8 @@ def prepare(
     sampled = in_flight if fits else 1
     cost = _step_table(cfg, system, one, req, cand.placement, max_tokens, sampled, longest,
                        engine.drafts + 1 if engine.speculative is not None else 0,
-                       profile.aux_stream_tokens())  # fmt: skip
+                       profile.aux_stream_tokens(),
+                       profile.decode_block_bytes_per_s(system.chip.id))  # fmt: skip
     draft = None
     if engine.speculative is not None and fits:
         if one.pp > 1:
@@ -252,7 +253,7 @@ def prepare(
 def _step_table(
     cfg: TransformerConfig, system: System, plan: Plan, req: Request, placement: Placement,
     max_tokens: int, sampled: int, longest: int, verify_tokens: int = 0,
-    aux_tokens: tuple[int | None, int | None] = (None, None),
+    aux_tokens: tuple[int | None, int | None] = (None, None), block_bytes_per_s: float = 0.0,
 ) -> StepCost:  # fmt: skip
     """step_cost (with a speculative verify's kernel of `verify_tokens` a sequence where
     not 0), tabulated once per
@@ -265,11 +266,11 @@ def _step_table(
     # at most 64 replicas' tables (tens of MB each at 8,192 tokens) are kept
     kept: list[StepCost] = remembered("step tables", (cfg, system),
                                       (plan, req.formats, sampled, longest, where,
-                                       verify_tokens, aux_tokens),
+                                       verify_tokens, aux_tokens, block_bytes_per_s),
                                       list, 64)  # fmt: skip
     if not kept or kept[0].max_tokens < max_tokens:
         kept[:] = [step_cost(cfg, system, plan, req, placement, max_tokens, sampled, longest,
-                             verify_tokens, aux_tokens)]  # fmt: skip
+                             verify_tokens, aux_tokens, block_bytes_per_s)]  # fmt: skip
     return kept[0] if kept[0].max_tokens == max_tokens else kept[0].within(max_tokens)
 
 

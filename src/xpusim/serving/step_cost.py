@@ -452,6 +452,7 @@ def step_cost(
     max_context: int,
     verify_tokens: int = 0,
     aux_tokens: tuple[int | None, int | None] = (None, None),
+    block_bytes_per_s: float = 0.0,
 ) -> StepCost:
     """The StepCost of one replica of `plan` (its tp, ep and pp) with `formats`' formats
     (a Request whose shape is ignored) and `placement` (where its fullest chip keeps what),
@@ -459,7 +460,9 @@ def step_cost(
     `max_context` keys each; with `verify_tokens` (K + 1), a speculative verify's attention
     too. `aux_tokens`: the most tokens an iteration costed from the prefill graph, and a
     decode-only one, may have for the engine to run the shared experts on their second
-    stream (EngineProfile.aux_stream_tokens; None: any)."""
+    stream (EngineProfile.aux_stream_tokens; None: any). `block_bytes_per_s`: where not 0,
+    the decode attention kernel gives each sequence's KV head one thread block streaming
+    that many bytes a second (EngineProfile.decode_block_bytes_per_s; unsplit_floor)."""
     act, weight, attention, kv, moe_backend, kernels = formats.formats
 
     def requests(batch: np.ndarray, prompt: np.ndarray) -> list[Request]:
@@ -542,10 +545,15 @@ def step_cost(
     decode = _counts(cfg, requests(np.ones_like(mean), mean - 1), system, plan, placement,
                      varies, phase=1)  # fmt: skip
     mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
+    floor_s = unsplit_floor(cfg, plan, decode, block_bytes_per_s)
+    static_w = system.chip.energy.static_power_w.value
 
     def decode_block(lo: int, hi: int) -> list[np.ndarray]:
         stage_s, energy_j = decode.per_sequence(mine[lo:hi])
-        return [np.concatenate([stage_s, energy_j[..., None]], axis=-1)]
+        # a stage held by its blocks' streams draws static power the while (as eager's wait)
+        floored = np.maximum(stage_s, floor_s[None])
+        energy_j = energy_j + static_w * (floored - stage_s).sum(axis=-1)
+        return [np.concatenate([floored, energy_j[..., None]], axis=-1)]
 
     decode_rows = Rows(LazyTable(max_sampled, 1, decode_block), 0)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(
@@ -559,6 +567,27 @@ def step_cost(
         _verify_attention(cfg, requests, system, plan, placement, formats, kinds, verify_tokens)
         if verify_tokens else None,
     )  # fmt: skip
+
+
+def unsplit_floor(cfg: TransformerConfig, plan: Plan, decode: Counts,
+                  block_bytes_per_s: float) -> np.ndarray:  # fmt: skip
+    """The least time (M, pp) of a decode step's context-dependent kernels at each mean
+    context of the grid, on a chip whose decode attention kernel does not split a
+    sequence's keys over thread blocks: one block per (sequence, KV head) streams that
+    head's cache at `block_bytes_per_s`, so the step takes at least one sequence's cache of
+    one head at that rate, whatever the batch (more sequences are more blocks beside it).
+    The mean sequence's, not the longest's: a lower bound where contexts differ. The stage
+    holds the floor as a whole (its kernels' times summed, then floored), exact where every
+    layer's attention is alike. Zeros where the kernel splits (`block_bytes_per_s` 0) or
+    the cache is MLA's latent one (one latent a token, not per KV head: not modelled)."""
+    kv = decode.roles[:, ROLES.index(Role.KV_CACHE)]  # (M, ops): one sequence's cache read
+    stage_bytes = kv @ decode.kernel.counts  # (M, pp)
+    if not block_bytes_per_s or cfg.kv_lora_rank:
+        return np.zeros_like(stage_bytes)
+    # KV heads on a chip: all of them under attention DP (a sequence runs on one chip), else
+    # the tp-th share, a replicated head where tp exceeds them
+    heads = cfg.num_kv_heads if plan.dp_attention else max(cfg.num_kv_heads // plan.tp, 1)
+    return stage_bytes / (heads * block_bytes_per_s)
 
 
 def _expert_op(op) -> bool:

@@ -1,0 +1,68 @@
+"""Decode attention without split-KV (engines.toml unsplit_decode; serving/step_cost.py
+unsplit_floor): TensorRT-LLM's C++ runtime of 2024 (trtllm-cpp) gives each sequence's KV
+head one thread block, so a step's attention streams one head's cache at one block's rate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpusim
+from xpusim.serving.engines import DATA, EngineProfile, engines
+from xpusim.workloads.resolve import load_model
+
+BLOCK_BYTES_PER_S = 21e9  # engines.toml trtllm-cpp on h100-sxm
+
+
+def _tpot(engine: str, prompt: int, gen: int = 64, chip: str = "h100-sxm", tp: int = 1) -> float:
+    """TPOT of one client's requests: decode steps of one sequence at the prompt's context."""
+    return xpusim.serve("llama-3-8b", chip, engine=engine, concurrency=1, prompt=prompt, gen=gen,
+                        chips=tp, tp=tp, requests=4, warmup=0).tpot_s.mean  # fmt: skip
+
+
+def _head_bytes_per_token() -> float:
+    """One KV head's cache of a token over Llama-3-8B's layers (BF16 keys and values): a
+    block's stream at any tp, each chip's blocks one a head it holds."""
+    cfg = load_model("llama-3-8b")
+    return cfg.num_layers * cfg.head_dim * 2 * 2.0
+
+
+def test_the_profile_loads_with_its_closed_key_set_and_its_sources():
+    cpp = engines()["trtllm-cpp"]
+    assert cpp.decode_block_bytes_per_s("h100-sxm") == BLOCK_BYTES_PER_S
+    assert cpp.decode_block_bytes_per_s("b200") == 0.0  # not measured there: not modelled
+    assert engines()["trtllm"].decode_block_bytes_per_s("h100-sxm") == 0.0  # split-KV
+    assert "multi_block_mode" in cpp.unsplit_decode_source and "21 GB/s" in \
+        cpp.unsplit_decode_source  # fmt: skip
+    assert "unsplit_decode" in DATA.read_text()
+    fields = {f.name for f in dataclasses.fields(EngineProfile)}
+    with pytest.raises(TypeError):  # an unknown key in engines.toml fails to load
+        EngineProfile(**{f: getattr(cpp, f) for f in fields}, multi_block=False)
+
+
+def test_without_split_kv_a_sequences_decode_slows_with_its_context_at_one_blocks_rate():
+    short, long = 200, 6000
+    split = _tpot("trtllm", long) - _tpot("trtllm", short)
+    unsplit = _tpot("trtllm-cpp", long) - _tpot("trtllm-cpp", short)
+    # each of the 8 KV heads' blocks streams its head's cache: the slope is one head's bytes
+    # at one block's rate, where split-KV streams all heads' at the chip's bandwidth
+    per_token_s = _head_bytes_per_token() / BLOCK_BYTES_PER_S
+    assert unsplit == pytest.approx((long - short) * per_token_s, rel=0.1)
+    assert unsplit > 4 * split > 0
+
+
+@settings(max_examples=4, deadline=None)
+@given(prompt=st.integers(100, 8000), tp=st.sampled_from([1, 2]))
+def test_a_step_is_never_faster_than_its_blocks_stream_nor_than_with_split_kv(prompt, tp):
+    unsplit, split = _tpot("trtllm-cpp", prompt, tp=tp), _tpot("trtllm", prompt, tp=tp)
+    assert unsplit >= split * (1 - 1e-9)  # the floor only raises the roofline's time
+    # at least the mean context's head cache streamed by one block (host time aside)
+    assert unsplit >= (prompt + 32) * _head_bytes_per_token() / BLOCK_BYTES_PER_S
+
+
+def test_on_a_chip_without_the_figure_the_decode_is_the_split_kernels():
+    assert _tpot("trtllm-cpp", 4000, chip="b200") == pytest.approx(
+        _tpot("trtllm", 4000, chip="b200"), rel=1e-9)

@@ -66,3 +66,12 @@ def test_a_step_is_never_faster_than_its_blocks_stream_nor_than_with_split_kv(pr
 def test_on_a_chip_without_the_figure_the_decode_is_the_split_kernels():
     assert _tpot("trtllm-cpp", 4000, chip="b200") == pytest.approx(
         _tpot("trtllm", 4000, chip="b200"), rel=1e-9)
+
+
+def test_a_run_says_when_its_decode_runs_without_split_kv():
+    def notes(engine: str, chip: str) -> str:
+        return " ".join(xpusim.serve("llama-3-8b", chip, engine=engine, concurrency=1,
+                                     prompt=256, gen=8, requests=2, warmup=0).notes)
+
+    assert "without split-KV" in notes("trtllm-cpp", "h100-sxm")
+    assert "without split-KV" not in notes("trtllm-cpp", "b200") + notes("trtllm", "h100-sxm")

@@ -33,7 +33,9 @@ all of a serving run's, so it is tabulated over every n up to the max batch (a r
 costed when first read: a run decodes at a few hundred of 2,048 batch sizes) and a
 geometric grid of mean context (GRID_RATIO apart), and interpolated linearly along the
 grid: exact where the cost is affine in Σc (memory-bound everywhere but near the ridge), and
-a test holds the rest within 1% of the roofline of each iteration. The prefill kernel,
+a test holds the rest within 1% of the roofline of each iteration; an engine whose decode
+kernel gives each sequence's KV head one thread block (no split-KV) floors each row at one
+head's cache streamed at one block's rate (unsplit_floor). The prefill kernel,
 at most one per iteration, is costed by the roofline itself, kept per distinct work (an
 engine sees the same prompt lengths again and again): by roofline.OneWork, evaluate's
 arithmetic for one work in Python floats and bit for bit its answer, where it applies (no

@@ -43,6 +43,7 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("nim180-", "NIM 1.8"),
     ("tpurecipes-", "tpu-recipes v6e"),
     ("mlenergy3-gpqa-", "ML.ENERGY v3 GPQA, vLLM 0.11.1"),
+    ("gpustack-lat-", "GPUStack Qwen3-8B latency (H100, 1-8 clients)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),
     ("gptfast-", "gpt-fast README"),
     ("neuron-", "AWS Neuron tutorial"),

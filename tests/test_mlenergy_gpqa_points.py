@@ -52,8 +52,11 @@ def test_runs_become_two_points_with_the_launchs_parallelism_and_the_clients_req
         "sweeps.yaml": "sweep:\n  - num_request_repeats: [1]\n    max_num_seqs: [8, 16]\n"
                        "  - num_request_repeats: [2]\n    max_num_seqs: [192]\n",
     }  # fmt: skip
-    monkeypatch.setattr(gen, "show", lambda mirror, commit, path: files[
-        path if path in files else path.rsplit("/", 1)[1]])
+    monkeypatch.setattr(
+        gen,
+        "show",
+        lambda mirror, commit, path: files[path if path in files else path.rsplit("/", 1)[1]],
+    )
     monkeypatch.setattr(gen, "MODELS", {"Qwen/Qwen3-235B-A22B-Thinking-2507-FP8":
                                         ("qwen3-235b-a22b-fp8", "fp8", None)})  # fmt: skip
     pts = {p["id"]: p for p in gen.points("lb", "bm", write_lengths=False)}

@@ -1,8 +1,8 @@
 """Regenerates the `mlenergy3-gpqa-` points of src/xpusim/validation/published.json and their
 output-length files: the ML.ENERGY Benchmark v3.0's (December 2025) GPQA task on H100 under
 vLLM 0.11.1, each run a reasoning model's 198 GPQA-Diamond questions sent at once to a server
-that runs at most `max_num_seqs` of them (a batch sweep), its median inter-token latency and
-output-token throughput measured in the steady state between the ramps.
+that runs at most `max_num_seqs` of them (a batch sweep): the median of every token's gap, and
+the output-token throughput of the steady state between the ramps.
 
     python benchmarks/mlenergy_gpqa_points.py /path/to/leaderboard.git /path/to/benchmark.git
 
@@ -73,9 +73,13 @@ NOTES = (
     "vllm/vllm-openai:v0.11.1), launch flags of configs/vllm/gpqa/{hub}/H100/"
     "monolithic.config.yaml: {flags}; max_num_seqs {seqs}, tensor parallel {tp}{ep}. Client: "
     "the 198 GPQA-Diamond questions{repeats} sent at once (max_output_tokens 32768, reasoning "
-    "on, outputs to EOS), at most max_num_seqs running; statistics over the steady state "
-    "(from max_num_seqs first tokens to num_requests - max_num_seqs - 1 finished). Measured "
-    "mean batch {batch:.1f} of {seqs}; mean output {gen:.0f} tokens. Field {field}{unit_note}."
+    "on, outputs to EOS), at most max_num_seqs running. The leaderboard's fields, as its "
+    "toolkit computes them (github.com/ml-energy/data mlenergy_data/records/runs.py): "
+    "median_itl_ms the median of every client-side gap of every successful request (the "
+    "whole run; a chunk's tokens share its gap), output_throughput_tokens_per_sec the steady "
+    "state's tokens over its duration (from max_num_seqs first tokens to num_requests - "
+    "max_num_seqs - 1 finished), avg_batch_size the steady state's mean running requests: "
+    "{batch:.1f} of {seqs}; mean output {gen:.0f} tokens. Field {field}{unit_note}."
 )
 XPUSIM_SETUP = (
     "engine profile vllm (vLLM 0.11, V1 engine); a closed loop of max_num_seqs clients over "

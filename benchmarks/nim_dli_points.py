@@ -193,18 +193,19 @@ def points(all_rows: list[dict[str, str]]) -> list[dict[str, Any]]:
     return out
 
 
-def write(pts: list[dict[str, Any]]) -> None:
-    """Replace published.json's nimdli- points by pts (or put them just before the inferencex-
-    block), in the file's layout, leaving every other line as it was."""
+def write(pts: list[dict[str, Any]], prefix: str = PREFIX) -> None:
+    """Replace published.json's points of `prefix` by pts (or put them just before the
+    inferencex- block), in the file's layout, leaving every other line as it was (also
+    mlenergy_gpqa_points.py's writer)."""
     text = PUBLISHED.read_text()
     data = json.loads(text)
-    kept = [p for p in data["points"] if not p["id"].startswith(PREFIX)]
+    kept = [p for p in data["points"] if not p["id"].startswith(prefix)]
     block = ",\n".join(
         "\n".join("  " + line for line in json.dumps(p, indent=1, ensure_ascii=False).splitlines())
         for p in pts
     )
     ids = [p["id"] for p in data["points"]]
-    old = [i for i, pid in enumerate(ids) if pid.startswith(PREFIX)]
+    old = [i for i, pid in enumerate(ids) if pid.startswith(prefix)]
     entries = text.split("\n  {\n")  # [head, point 0, point 1, ...]; one entry a point
     assert len(entries) - 1 >= len(ids)
     nextx = [i for i, pid in enumerate(ids) if pid.startswith("inferencex-")]

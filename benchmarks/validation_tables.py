@@ -42,6 +42,8 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("trt05-", "TensorRT-LLM v0.5 tables"),
     ("nim180-", "NIM 1.8"),
     ("tpurecipes-", "tpu-recipes v6e"),
+    ("mlenergy3-gpqa-", "ML.ENERGY v3 GPQA, vLLM 0.11.1"),
+    ("gpustack-lat-", "GPUStack Qwen3-8B latency (H100, 1-8 clients)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),
     ("gptfast-", "gpt-fast README"),
     ("neuron-", "AWS Neuron tutorial"),

@@ -98,7 +98,7 @@ def _options_served(monkeypatch) -> list[dict]:
 
     class Served:
         fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 1, 1.0, 1.0, 1.0
-        ttft_s = tpot_s = None
+        ttft_s = tpot_s = itl_s = None
         scheduler = "chunked"
 
     monkeypatch.setattr(adapters, "_served", lambda *a: seen.append(dict(a[3])) or Served())

@@ -362,7 +362,7 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
 
     class Served:  # what _llm_serving reads of a serve result
         fits, replicas, output_tokens_per_s, requests_per_s, avg_power_w = True, 4, 1.0, 1.0, 1.0
-        ttft_s = tpot_s = None
+        ttft_s = tpot_s = itl_s = None
         scheduler = "chunked"
 
     def served(model, chip, power_limit_w, options):

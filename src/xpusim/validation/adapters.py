@@ -218,9 +218,11 @@ def _llm_serving(point: Point) -> Prediction:
                      tuple(sorted(options.items())))  # fmt: skip
     if not result.fits:
         raise Unexpressible(f"does not fit as specified: {result.reason}")
-    stat = point.get("stat", "mean")
+    stat = point.get("stat", "mean")  # tpot_s: a request's mean gap (benchmark_serving's
+    # TPOT); itl_s: every token's gap pooled (ML.ENERGY's median ITL)
     values = {"ttft_s": result.ttft_s and getattr(result.ttft_s, stat),
               "tpot_s": result.tpot_s and getattr(result.tpot_s, stat),
+              "itl_s": result.itl_s and getattr(result.itl_s, stat),
               "output_tokens_per_s": result.output_tokens_per_s,
               "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:

@@ -8,10 +8,12 @@ Needs git only; both may be bare mirrors (a fork's is enough if it holds the pin
 The rows are the dashboard API's (inferencex.semianalysis.com /api/v1/benchmarks) as the app's
 capture script saved them (packages/app/scripts/capture-cypress-fixtures.ts: the latest run of
 each configuration, up to 5 concurrencies sampled along each sweep) in
-packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT. Kept: DeepSeek-R1-0528, one
-node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
+packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT (beside it, HISTORY: every run
+of each configuration at a few concurrencies, which older_run_gap reads). Kept: DeepSeek-R1-0528,
+one node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
 the model's own multi-token-prediction layer drafting, each recipe's *_mtp.sh; the rows do
-not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE): from
+not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE, and states
+beside it the tokens a step a ROCm SGLang run's stream implies: chunk_gap): from
 2026-02-19 each recipe's launch line for these configurations reads as below (checked
 version by version; earlier ones change flags this script does not track; the MTP recipes'
 versions the rows ran: mtp_settings). Each launch's flags come from the recipe as of the

@@ -8,10 +8,12 @@ Needs git only; both may be bare mirrors (a fork's is enough if it holds the pin
 The rows are the dashboard API's (inferencex.semianalysis.com /api/v1/benchmarks) as the app's
 capture script saved them (packages/app/scripts/capture-cypress-fixtures.ts: the latest run of
 each configuration, up to 5 concurrencies sampled along each sweep) in
-packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT. Kept: DeepSeek-R1-0528, one
-node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
+packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT (beside it, HISTORY: every run
+of each configuration at a few concurrencies, which older_run_gap reads). Kept: DeepSeek-R1-0528,
+one node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
 the model's own multi-token-prediction layer drafting, each recipe's *_mtp.sh; the rows do
-not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE): from
+not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE, and states
+beside it the tokens a step a ROCm SGLang run's stream implies: chunk_gap): from
 2026-02-19 each recipe's launch line for these configurations reads as below (checked
 version by version; earlier ones change flags this script does not track; the MTP recipes'
 versions the rows ran: mtp_settings). Each launch's flags come from the recipe as of the
@@ -95,12 +97,10 @@ NVFP4_GAP = (
     "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
     "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )
-LONG_DECODE_GAP = (
-    "decode over long contexts on MI300X and MI325X: the measured TPOT at 4 clients grows from "
-    "14.9 ms (1k out) to 25.1 ms (8k out) on MI300X where xpusim's stays near 13.2 ms, and "
-    "throughput follows it; the AITER MLA decode over 1-9k tokens of context in these ROCm "
-    "SGLang builds is slower than xpusim prices it (no kernel table at these context lengths)"
-)
+HISTORY = "packages/app/cypress/fixtures/api/benchmarks-history.json"
+"""The app's capture of every run of each configuration at 4, 16 and 64 clients (and 32 where
+swept), median latencies only, beside FIXTURE at APP_COMMIT: where a configuration's lengths
+last ran on different dates, the run behind one length's points also ran the others."""
 CAPACITY_GAP = (
     "4 B200 hold DeepSeek-R1's FP8 weights with little to spare: xpusim finds room for 55,900 "
     "KV tokens at --mem-fraction-static 0.95 with its 180e9-byte B200, where 32 clients of "
@@ -470,7 +470,65 @@ def mtp_settings(r: dict[str, Any]) -> tuple:
     return kv, budget, mb, moe, None, frac, graph, launch, ckpt
 
 
-def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
+def median_tpots(rows: list[dict[str, Any]]) -> str:
+    """History rows' median TPOT by concurrency, as '24.4/30.5 ms at 4/16 clients'."""
+    rows = sorted(rows, key=lambda h: h["conc"])
+    tpots = "/".join(f"{h['metrics']['median_tpot'] * 1e3:.1f}" for h in rows)
+    return f"{tpots} ms at {'/'.join(str(h['conc']) for h in rows)} clients"
+
+
+def older_run_gap(r: dict[str, Any], history: list[dict[str, Any]]) -> str | None:
+    """Where the run behind a row is older than the runs behind the same configuration's other
+    lengths, what that run measured at those lengths beside what the newer runs did (median
+    TPOT, HISTORY): the sweep dropped 1k/8k on 2026-03-27 (InferenceX #911), so its points stay
+    on the image of their last run while the others moved on, and comparing lengths across
+    the points compares images. None where the row's run is the newest at every length."""
+    config = [k for k in RUN if k not in ("isl", "osl", "conc")] + ["spec_method"]
+    mine = [h for h in history if all(h[k] == r[k] for k in config)]
+    same_run = [h for h in mine if h["run_url"] == r["run_url"]]
+    parts = []
+    for isl, osl in sorted({(h["isl"], h["osl"]) for h in same_run} - {(r["isl"], r["osl"])}):
+        length = [h for h in mine if (h["isl"], h["osl"]) == (isl, osl)]
+        newest = max(h["date"] for h in length)
+        if newest <= r["date"]:
+            continue
+        then = median_tpots([h for h in length if h in same_run])
+        now = median_tpots([h for h in length if h["date"] == newest])
+        parts.append(f"{isl // 1024}k/{osl // 1024}k {then} in this run, {now} on {newest}")
+    if not parts:
+        return None
+    return (
+        f"this run ({r['date']}, {r['image']}) is older than the runs behind its configuration's "
+        f"other lengths, which ran newer images: median TPOT {'; '.join(parts)} "
+        f"({APP.removesuffix(FIXTURE)}{HISTORY}); a gap between this point and those lengths' "
+        "points is the software's as much as the lengths'"
+    )
+
+
+def chunk_gap(r: dict[str, Any]) -> str | None:
+    """The tokens an MTP run streamed a chunk (mean ITL over mean TPOT), for the SGLang MTP
+    recipes on ROCm, which set no --stream-interval (SGLang's default 1: every step's new
+    tokens leave as one chunk), so it counts the tokens a step: 1 + the accepted drafts. The
+    run's own output, stated beside xpusim's assumed acceptance, not fitted to it."""
+    if r["spec_method"] != "mtp" or r["framework"] != "sglang" or \
+            r["hardware"] not in ("mi325x", "mi355x"):  # fmt: skip
+        return None
+    m = r["metrics"]
+    k = drafts(r)[0]
+    expected = sum(MTP_ACCEPTANCE**i for i in range(k + 1))
+    return (
+        "but its stream shows its tokens a step: the run streamed "
+        f"{m['mean_itl'] / m['mean_tpot']:.2f} tokens a chunk (mean ITL "
+        f"{m['mean_itl'] * 1e3:.1f} ms over mean TPOT {m['mean_tpot'] * 1e3:.1f} ms; 1.00-1.02 "
+        "in the ROCm SGLang runs without MTP): at SGLang's --stream-interval 1 a chunk is one "
+        f"step's tokens, where acceptance {MTP_ACCEPTANCE} of {k} drafts gives xpusim "
+        f"{expected:.2f} a step"
+    )
+
+
+def points(
+    rows: list[dict[str, Any]], repo: str, history: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Three points a run (mean TTFT, mean TPOT, output tokens/s of the group), each with its
     source row, its launch and client as notes, and the settings serve runs it with."""
     out = []
@@ -647,6 +705,7 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             gaps.append(CAPACITY_GAP)
         if spec:
             gaps.append(MTP_GAP)
+        gaps += [g for g in (older_run_gap(r, history), chunk_gap(r)) if g]
         if "enable_piecewise_cuda_graph" in launch:
             gaps.append(
                 "the launch's piecewise CUDA graphs (TensorRT-LLM torch_compile_config, for "
@@ -684,8 +743,6 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
                     own.append(TRT_TTFT_GAP)
             elif prec == "fp4" and hw != "mi355x":
                 own.append(NVFP4_GAP)
-            elif hw in ("mi300x", "mi325x") and osl == 8192:
-                own.append(LONG_DECODE_GAP)
             if own:
                 p["known_gap"] = "; ".join(own)
             out.append(p)
@@ -730,13 +787,16 @@ def main() -> None:
     parser.add_argument("app", help="git directory of SemiAnalysisAI/InferenceX-app (or a fork)")
     parser.add_argument("recipes", help="git directory of SemiAnalysisAI/InferenceX")
     args = parser.parse_args()
-    rows = json.loads(
-        subprocess.run(
-            ["git", "-C", args.app, "show", f"{APP_COMMIT}:{FIXTURE}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+    rows, history = (
+        json.loads(
+            subprocess.run(
+                ["git", "-C", args.app, "show", f"{APP_COMMIT}:{path}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for path in (FIXTURE, HISTORY)
     )
     rows = [
         r
@@ -748,7 +808,7 @@ def main() -> None:
         and r["date"] >= SINCE
     ]
     rows.sort(key=lambda r: (r["spec_method"] != "none", *(r[k] for k in RUN)))  # MTP's last
-    pts = points(rows, args.recipes)
+    pts = points(rows, args.recipes, history)
     assert len({p["id"] for p in pts}) == len(pts), "duplicate ids"
     write(pts)
     print(f"{len(rows)} runs, {len(pts)} points written to {PUBLISHED}")

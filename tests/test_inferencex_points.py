@@ -1,0 +1,82 @@
+"""What benchmarks/inferencex_points.py states beside a point from the run's own records
+(docs/validation.md, "Which image ran"): a run older than the runs behind its configuration's
+other lengths says what it measured at those lengths and what the newer runs did, and a ROCm
+SGLang MTP run says how many tokens it streamed a chunk, the tokens a step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xpusim.validation.points import load_points
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+try:
+    import inferencex_points as gen
+finally:
+    sys.path.remove(str(BENCH))
+
+CONFIG = {"hardware": "mi300x", "framework": "sglang", "precision": "fp8", "decode_tp": 8,
+          "decode_ep": 1, "decode_dp_attention": False, "spec_method": "none"}  # fmt: skip
+OLD, NEW = "runs/1", "runs/2"
+
+
+def _row(isl: int, osl: int, conc: int, date: str, run: str, tpot_ms: float) -> dict[str, Any]:
+    return {**CONFIG, "isl": isl, "osl": osl, "conc": conc, "date": date, "run_url": run,
+            "image": f"sglang:{run}", "metrics": {"median_tpot": tpot_ms / 1e3}}  # fmt: skip
+
+
+HISTORY = [
+    _row(1024, 8192, 4, "2026-02-27", OLD, 25.2),
+    _row(1024, 1024, 4, "2026-02-27", OLD, 24.4),
+    _row(1024, 1024, 16, "2026-02-27", OLD, 30.5),
+    _row(1024, 1024, 4, "2026-05-18", NEW, 14.6),
+    _row(1024, 1024, 16, "2026-05-18", NEW, 21.0),
+]
+
+
+def test_a_run_older_than_the_other_lengths_runs_states_both():
+    gap = gen.older_run_gap(HISTORY[0], HISTORY)
+    assert gap is not None and "2026-02-27, sglang:runs/1" in gap
+    assert "1k/1k 24.4/30.5 ms at 4/16 clients in this run" in gap
+    assert "14.6/21.0 ms at 4/16 clients on 2026-05-18" in gap
+
+
+def test_the_newest_run_and_a_run_alone_state_nothing():
+    assert gen.older_run_gap(HISTORY[3], HISTORY) is None  # newest at every length
+    alone = [_row(1024, 8192, 4, "2026-02-27", OLD, 25.2), *HISTORY[3:]]
+    assert gen.older_run_gap(alone[0], alone) is None  # its run ran no other length
+    other = [{**h, "hardware": "mi325x"} if h["run_url"] == NEW else h for h in HISTORY]
+    assert gen.older_run_gap(other[0], other) is None  # another chip's newer run is not its own
+
+
+@pytest.mark.parametrize(("itl_ms", "tokens"), [(19.4, "1.00"), (27.5, "2.41")])
+def test_a_rocm_sglang_mtp_run_states_the_tokens_it_streamed_a_chunk(itl_ms: float, tokens: str):
+    tpot_s = 0.0194 if tokens == "1.00" else 0.0114
+    row = {**CONFIG, "hardware": "mi325x", "spec_method": "mtp",
+           "metrics": {"mean_itl": itl_ms / 1e3, "mean_tpot": tpot_s}}  # fmt: skip
+    gap = gen.chunk_gap(row)
+    assert gap is not None and f"streamed {tokens} tokens a chunk" in gap
+    assert "acceptance 0.875 of 3 drafts gives xpusim 3.31 a step" in gap  # 1 + a + a^2 + a^3
+    assert gen.chunk_gap({**row, "spec_method": "none"}) is None
+    assert gen.chunk_gap({**row, "hardware": "h200"}) is None  # --stream-interval 10 there
+
+
+def test_the_committed_mi30x_1k8k_points_name_their_image_and_its_other_lengths():
+    """The MI300X and MI325X 1k/8k points ran lmsysorg/sglang:v0.5.9 on 2026-02-27, the others
+    v0.5.12 on 2026-05-18: each 1k/8k point says so with the same run's 1k/1k TPOT, and no
+    1k/1k or 8k/1k point of those chips claims an older run."""
+    mi30x = ("inferencex-dsr1-mi300x-sglang", "inferencex-dsr1-mi325x-sglang")
+    pts = [p for p in load_points() if p.id.startswith(mi30x)]
+    long = [p for p in pts if "-1k8k-" in p.id]
+    assert len(long) == 30
+    for p in long:
+        assert "(2026-02-27, lmsysorg/sglang:v0.5.9-rocm700-mi30x) is older" in p.known_gap, p.id
+        assert "1k/1k 24.4/30.5/51.3 ms" in p.known_gap or "1k/1k 23.9/" in p.known_gap, p.id
+    assert not any("is older than the runs" in p.known_gap for p in pts if p not in long)
+    mtp = [p for p in pts if "-mtp-" in p.id and p.metric == "tpot_s"]
+    assert mtp and all("streamed 1.00 tokens a chunk" in p.known_gap for p in mtp)

@@ -110,3 +110,13 @@ def test_serve_runs_sglang_04s_routing_on_every_moe_layer():
         mp.setitem(engines(), "sglang-0.4", plain)
         before = tpot_s()
     assert 58 * 30e-6 < own - before < 58 * 36e-6
+
+
+def test_xpusim_chip_lists_the_measurement_on_its_chips_alone():
+    from xpusim.report.tables import chip_table
+
+    def listed(chip_id: str) -> list[str]:
+        return [str(c) for c in chip_table(load_chip(chip_id)).columns[0]._cells]
+
+    assert "op_time.router_topk@sglang-torch-routing" in listed("h200-sxm")
+    assert not any(c.startswith("op_time.") for c in listed("mi300x"))

@@ -52,6 +52,12 @@ class OpTime:
         return (chip_id.split("[", 1)[0] in self.chips and op.name.rsplit(".", 1)[-1] == self.op
                 and self.kernel in (op.attr("kernels") or ()))  # fmt: skip
 
+    def describe(self) -> tuple[str, str]:
+        """(figure, value) as `xpusim chip` lists it."""
+        return (f"op_time.{self.op}@{self.kernel}",
+                f"{self.name}: at least {self.time_s * 1e6:.3g} us a call of {self.engine}'s "
+                f"{self.kernel} ({self.engine_version}), for that engine's ops alone")  # fmt: skip
+
 
 def _entry(entry: dict, where: str) -> OpTime:
     missing = [f for f in _FIELDS if f not in entry]
@@ -79,6 +85,12 @@ def op_times() -> tuple[OpTime, ...]:
             found += [_entry(e, f"{path.name} table {i}")
                       for i, e in enumerate(tomllib.load(f)["table"])]  # fmt: skip
     return tuple(found)
+
+
+def op_times_for_chip(chip_id: str) -> tuple[OpTime, ...]:
+    """The measurements that price some op of `chip_id` (a what-if copy: its base chip's)."""
+    base = chip_id.split("[", 1)[0]
+    return tuple(t for t in op_times() if base in t.chips)
 
 
 def op_time_s(chip_id: str, op: Op) -> float:

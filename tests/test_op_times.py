@@ -27,9 +27,11 @@ ROUTING = "sglang-torch-routing"
 
 
 def _routing(tokens: int, experts: int = 256, kernels: tuple[str, ...] = (),
-             name: str = "layers.3.router_topk") -> Op:  # fmt: skip
-    """A router's top-k over `experts` logits of `tokens`, as the layer builder emits it."""
+             name: str = "layers.3.router_topk", groups: int = 8) -> Op:  # fmt: skip
+    """A router's top-k over `experts` logits of `tokens`, as the layer builder emits it
+    (`groups`: DeepSeek's group-limited router, n_group; 0: a plain top-k)."""
     attrs = (("flops_per_element", SOFTMAX_FLOPS_PER_ELEMENT),
+             *((("expert_groups", groups),) if groups else ()),
              *((("kernels", kernels),) if kernels else ()))  # fmt: skip
     return Op(OpKind.SOFTMAX, name, (Tensor("logits", (tokens, experts), DType.BF16),),
               (Tensor("out", (tokens, experts), DType.BF16),), attrs)  # fmt: skip
@@ -57,6 +59,10 @@ def test_the_measurement_prices_only_its_engine_its_op_and_its_chips():
     assert op_time_s("h200-sxm", _routing(4)) == 0.0  # another engine's op
     assert op_time_s("h200-sxm", _routing(4, kernels=("sglang-triton-w8a8-block",))) == 0.0
     assert op_time_s("h200-sxm", _routing(4, kernels=(ROUTING,), name="layers.3.router")) == 0.0
+    # SGLang ran the chain for DeepSeek's group-limited routers; a plain softmax top-k
+    # (Mixtral's, Qwen's) was one fused kernel, and keeps its cost
+    assert op_time_s("h200-sxm", _routing(4, kernels=(ROUTING,), groups=1)) == 36e-6
+    assert op_time_s("h200-sxm", _routing(4, kernels=(ROUTING,), groups=0)) == 0.0
     assert _time_s(_routing(4, kernels=(ROUTING,)), "mi300x") == _time_s(_routing(4), "mi300x")
 
 
@@ -82,10 +88,26 @@ def test_every_measurement_names_an_engines_kernel_and_a_source():
     assert list(OP_TIME_DIR.glob("*.toml"))
 
 
+def test_the_builder_marks_group_limited_routers_from_the_models_n_group():
+    from xpusim.workloads.resolve import load_model
+    from xpusim.workloads.transformer import StepShape, build_step
+
+    def groups(model: str) -> set:
+        cfg = load_model(model)
+        graph = build_step(cfg, StepShape(1, 1, 64, decode=True), DType.BF16, compact=True)
+        return {op.attr("expert_groups") for op in graph.ops if op.name.endswith("router_topk")}
+
+    assert groups("deepseek-r1") == {8}  # n_group 8 of DeepSeek-V3's config
+    assert groups("deepseek-v2-lite") == {1}  # one group, still the grouped router
+    assert groups("qwen3-30b-a3b") == {None}  # no n_group: a plain top-k
+
+
 def test_a_bad_table_is_refused_naming_its_field():
     good = dataclasses.asdict(op_times()[0]) | {"chips": ["h200-sxm"]}
     with pytest.raises(UserError, match="h200-sxn"):
         _entry(good | {"chips": ["h200-sxn"]}, "t.toml table 0")
+    with pytest.raises(UserError, match="grouped_router"):
+        _entry(good | {"grouped_router": "yes"}, "t.toml table 0")
     with pytest.raises(UserError, match="time_s"):
         _entry(good | {"time_s": 0.0}, "t.toml table 0")
     with pytest.raises(UserError, match="missing \\['op'\\]"):

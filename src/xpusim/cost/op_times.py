@@ -26,8 +26,8 @@ from xpusim.errors import UserError
 from xpusim.ir.op import Op
 
 OP_TIME_DIR = Path(__file__).resolve().parent / "kernel_tables" / "op_time"
-_FIELDS = ("name", "kernel", "op", "chips", "measured_on", "time_s", "engine",
-           "engine_version", "source", "url", "date", "conditions")  # fmt: skip
+_FIELDS = ("name", "kernel", "op", "grouped_router", "chips", "measured_on", "time_s",
+           "engine", "engine_version", "source", "url", "date", "conditions")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class OpTime:
     name: str
     kernel: str  # the engine's kernel name (serving/engines.toml `kernels`)
     op: str  # the last part of the op names it prices ("router_topk")
+    # a group-limited router's chain (DeepSeek's, its n_group): it prices only routers
+    # that pick within groups (the op's `expert_groups`, set from the model's n_group)
+    grouped_router: bool
     chips: tuple[str, ...]  # catalog ids it prices: those it was timed on
     measured_on: str
     time_s: float
@@ -50,7 +53,8 @@ class OpTime:
     def prices(self, chip_id: str, op: Op) -> bool:
         """Whether it times `op` on `chip_id` (a what-if copy: its base chip's)."""
         return (chip_id.split("[", 1)[0] in self.chips and op.name.rsplit(".", 1)[-1] == self.op
-                and self.kernel in (op.attr("kernels") or ()))  # fmt: skip
+                and self.kernel in (op.attr("kernels") or ())
+                and (not self.grouped_router or bool(op.attr("expert_groups"))))  # fmt: skip
 
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it."""
@@ -71,6 +75,8 @@ def _entry(entry: dict, where: str) -> OpTime:
             load_chip(chip_id)
         except UserError as e:
             raise UserError(f"{where}: {e}") from None
+    if not isinstance(entry["grouped_router"], bool):
+        raise UserError(f"{where}: grouped_router {entry['grouped_router']!r}: true or false")
     if not entry["time_s"] > 0:
         raise UserError(f"{where}: time_s {entry['time_s']!r}: a measured time, above 0")
     return OpTime(**{**entry, "chips": tuple(entry["chips"]), "time_s": float(entry["time_s"])})

@@ -676,7 +676,8 @@ class _Builder:
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
-                    kernels=self.kernels, **main)  # the engine's routing (cost/op_times.py)
+                    kernels=self.kernels, expert_groups=cfg.expert_groups or None,
+                    **main)  # the engine's routing, by its kind (cost/op_times.py)
         used, pairs = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,

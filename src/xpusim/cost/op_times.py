@@ -4,16 +4,17 @@ The layer builder emits some work as one op where an engine of a given version l
 chain of small kernels for it: SGLang before April 2025 chose DeepSeek-V3/R1's experts with
 `biased_grouped_topk`, a chain of torch ops (sigmoid, bias, per-group top-2, group top-k,
 mask, top-k; torch.compile'd in the copies read) that PR #5371 replaced with one fused
-kernel ("36us->8us" a layer, H200). The chip's figures price xpusim's one `router_topk` op at one dispatch; the
-chain's time is launch and latency, not FLOPs or bytes, so no roofline gives it. Such a
-measured time is kept here as data (kernel_tables/op_time/*.toml, each table its source,
-date and conditions): the engine's `kernel` name (serving/engines.toml `kernels`, stamped
-on the op by the builder), the op it prices (its name's last part), whether it is a
-group-limited router's chain (SGLang ran it for DeepSeek's routers alone; a softmax top-k
-over all experts, Mixtral's or Qwen's, was one fused kernel) and the chips it was timed on. An op so stamped takes at least that time on those chips: its dispatch overhead
-(roofline.HardwareArrays) is raised to the measured time, its roofline work added on top,
-so the op is never faster than either the measurement or the physics, and an op of another
-engine, or on another chip, keeps the cost it had.
+kernel ("36us->8us" a layer, H200). The chip's figures price xpusim's one `router_topk` op
+at one dispatch; the chain's time is launch and latency, not FLOPs or bytes, so no roofline
+gives it. Such a measured time is kept here as data (kernel_tables/op_time/*.toml, each
+table its source, date and conditions): the engine's `kernel` name (serving/engines.toml
+`kernels`, stamped on the op by the builder), the op it prices (its name's last part),
+whether it is a group-limited router's chain (SGLang ran it for DeepSeek's routers alone; a
+softmax top-k over all experts, Mixtral's or Qwen's, was one fused kernel) and the chips it
+was timed on. An op so stamped takes at least that time on those chips: its dispatch
+overhead (roofline.HardwareArrays) is raised to the measured time, its roofline work added
+on top, so the op is never faster than either the measurement or the physics, and an op of
+another engine, or on another chip, keeps the cost it had.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost.collectives import MEASURED_DIR, measured_curves
 from xpusim.cost.kernel_tables import all_tables, engine_scope, kernel_table
 from xpusim.cost.op_table import kernel_keys, op_table
+from xpusim.cost.op_times import op_times
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType, parse_weight_format
@@ -102,11 +103,13 @@ def test_every_engine_kernel_has_a_table_and_a_source():
     that changes the graph the layer builder emits (workloads/transformer.py)."""
     collectives = {c.kernel for path in MEASURED_DIR.glob("*.toml")
                    for curves in measured_curves(path.stem).values() for c in curves}
-    named = {t.kernel for t in all_tables() if t.kernel} | collectives | GRAPH_KERNELS
+    timed = {t.kernel for t in op_times()}  # per call, cost/op_times.py
+    named = {t.kernel for t in all_tables() if t.kernel} | collectives | GRAPH_KERNELS | timed
     for profile in engines().values():
         assert set(profile.kernels) <= named, profile.name
         assert bool(profile.kernels) == bool(profile.kernels_source), profile.name
-    assert engines()["sglang-0.4"].kernels == (TRITON,)
+        assert all(f"{k}: " in profile.kernels_source for k in profile.kernels), profile.name
+    assert engines()["sglang-0.4"].kernels == (TRITON, "sglang-torch-routing")
 
 
 def test_serve_runs_the_engines_kernels():
@@ -121,7 +124,8 @@ def test_serve_runs_the_engines_kernels():
 
     own = [run(4), run(1)]
     assert any("engine kernels: sglang-triton-w8a8-block" in n for n in own[0].notes)
-    plain = dataclasses.replace(engines()["sglang-0.4"], kernels=(), kernels_source="")
+    profile = engines()["sglang-0.4"]
+    plain = dataclasses.replace(profile, kernels=tuple(k for k in profile.kernels if k != TRITON))
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(engines(), "sglang-0.4", plain)
         before = [run(4), run(1)]

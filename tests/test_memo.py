@@ -21,6 +21,7 @@ LOADERS_KEPT = {
     "cost/calibration.py: @cache catalog_calibration",
     "cost/kernel_tables.py: @cache tables_of_kind", "cost/kernel_tables.py: @cache chip_tables",
     "cost/collectives.py: @cache measured_curves",  # a chip's measured collectives file
+    "cost/op_times.py: @cache op_times",  # an engine's kernel chains timed per call
     # DeepEP's tables, each row checked against its catalog node's links, and the floor line
     # a (chip, ranks, hidden, top-k, step) reads off them: functions of committed data alone
     "cost/ep_alltoall.py: @cache tables", "cost/ep_alltoall.py: @cache _link_bytes_per_s",

@@ -64,6 +64,7 @@ from xpusim.cost import pe_grid, systolic
 from xpusim.cost.calibration import catalog_calibration, dram_bytes_per_s, overlap_time
 from xpusim.cost.kernel_tables import GRID_LOG2, fraction_grid, interpolate_grid
 from xpusim.cost.op_table import OpTable
+from xpusim.cost.op_times import op_time_s
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
@@ -147,7 +148,8 @@ class HardwareArrays:
     e_vector_j: float | np.ndarray
     level_rate: np.ndarray  # (L, 1) achievable bytes/s per level
     e_byte_j: np.ndarray  # (L, 1)
-    overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls
+    overhead_s: np.ndarray  # (n,) dispatch per op, plus a kernel's fixed time for matmuls;
+    # an engine's kernel chain measured per call (cost/op_times.py) raises it to that time
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
@@ -279,6 +281,8 @@ class HardwareArrays:
                     sequence_s_per_byte[i] = sequence_s / table.sequence_bytes[i]
                     stream_s_per_byte[i] = stream_s
                 kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)
+        # an engine's own kernel chain measured per call (cost/op_times.py): at least its time
+        engine_s = np.array([op_time_s(chip.id, op) for op in table.ops])
         return cls(
             matrix_rate=peaks * efficiency,
             e_matrix_j=budget / peaks,
@@ -287,7 +291,8 @@ class HardwareArrays:
             level_rate=np.array([[m.bandwidth_bytes_per_s.value * e]
                                  for m, e in zip(levels, level_eff, strict=True)]),
             e_byte_j=np.array([[m.energy_pj_per_byte.value * 1e-12] for m in levels]),
-            overhead_s=chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
+            overhead_s=np.maximum(chip.overhead.per_op_s.value + np.where(is_matmul, fixed_s, 0.0),
+                                  engine_s),
             overlap_p=np.where(is_matmul, p, np.inf),
             static_w=chip.energy.static_power_w.value,
             tdp_w=chip.tdp_w.value,

@@ -49,6 +49,7 @@ def chip_table(chip: Chip) -> Table:
     (cost/calibration.py), that one beside it, marked with its calibration."""
     from xpusim.cost.calibration import catalog_calibration
     from xpusim.cost.kernel_tables import tables_for_chip
+    from xpusim.cost.op_times import op_times_for_chip
 
     cal = catalog_calibration(chip.id)
     replaced = cal.replaced_figures() if cal else {}
@@ -70,6 +71,8 @@ def chip_table(chip: Chip) -> Table:
         table.add_row(path, f"{replaced[path]} *", "calibrated", "", "")
     for kernels in tables_for_chip(chip.id):  # measured kernels' floor (cost/kernel_tables.py)
         table.add_row(*kernels.describe(), "measured", kernels.source, kernels.conditions)
+    for timed in op_times_for_chip(chip.id):  # an engine's kernel chain (cost/op_times.py)
+        table.add_row(*timed.describe(), "measured", timed.source, timed.conditions)
     return table
 
 

@@ -108,7 +108,7 @@ class _Builder:
     ):  # fmt: skip
         self.cfg, self.step, self.act, self.weight = cfg, step, act, weight
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
-        self.kernels = kernels or None  # stamped on matmuls, attention, embedding if given
+        self.kernels = kernels or None  # stamped on matmuls, attention, embedding, routing
         self.parts = weight_parts(weight, act)
         # where the checkpoint leaves attention's projections unquantized (cfg.unquantized),
         # a quantized run keeps them as stored: 16-bit weights and GEMMs (unquantized_matmul)
@@ -676,7 +676,8 @@ class _Builder:
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
         self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
-                    **main)  # fmt: skip
+                    kernels=self.kernels, expert_groups=cfg.expert_groups or None,
+                    **main)  # the engine's routing, by its kind (cost/op_times.py)
         used, pairs = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,

@@ -67,6 +67,10 @@ class TransformerConfig:
     sandwich_norms: bool = False  # Gemma-2/3: the attention's and MLP's outputs normed too
     attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax
     router_bias: bool = False  # gpt-oss: the router's linear layer has a bias
+    # MoE: the groups DeepSeek's group-limited router picks experts within (n_group; 1
+    # where its file has none: one group, still that router); 0: a plain top-k over all
+    # experts (Mixtral's, Qwen's)
+    expert_groups: int = 0
     # MoE: the power law of expert popularity the busiest expert-parallel chip is costed
     # at (ROUTING_ALPHA, DEEPSEEK_ROUTING_ALPHA); None: chance only
     routing_alpha: float | None = ROUTING_ALPHA
@@ -797,6 +801,7 @@ _DEEPSEEK_KEYS = _HF_KEYS | _ROUTED_EXPERT_KEYS | {
     "qk_rope_head_dim": ("qk_rope_head_dim", _REQUIRED),
     "v_head_dim": ("v_head_dim", _REQUIRED),
     "mtp_layers": ("num_nextn_predict_layers", 0),
+    "expert_groups": ("n_group", None),  # null or absent: one group (V2's greedy top-k)
 }
 # GLM-4.5 to GLM-4.7 (Glm4MoeConfig): DeepSeek-V3's experts (n_routed_experts of
 # moe_intermediate_size, n_shared_experts always run, the first first_k_dense_replace
@@ -1404,7 +1409,8 @@ def _deepseek(fields: dict[str, object], origin: str) -> None:
     fields.update(head_dim=nope + rope, num_kv_heads=fields["num_heads"],
                   rotary_fraction=rope / (nope + rope), q_lora_rank=fields["q_lora_rank"] or 0,
                   shared_expert_width=shared * int(fields["expert_intermediate_size"]),
-                  shared_expert_gate=False, routing_alpha=DEEPSEEK_ROUTING_ALPHA)  # fmt: skip
+                  shared_expert_gate=False, routing_alpha=DEEPSEEK_ROUTING_ALPHA,
+                  expert_groups=int(fields["expert_groups"] or 1))  # fmt: skip
 
 
 def _every_layer_indexed(data: dict, origin: str) -> None:

@@ -122,11 +122,13 @@ def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, versi
                source: str, measured: Measured, conditions: str, rows: list[list],
                engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
                backend: str | None = None, routing_alpha: float | None = None,
-               window: bool = False, kernel: str = "") -> str:  # fmt: skip
+               window: bool = False, kernel: str = "", routing: str | None = None,
+               ) -> str:  # fmt: skip
     """One `[[table]]` of cost/kernel_tables/*.toml from `measured` (`source`: which of its
     rows): measured on `chip_id` alone, by `engine` (its key and name) `version` (a moe
     table: with its MoE `backend` where not the default's, the power law its rows were
-    routed by where not balanced, and `window` where it prices only the M its rows span;
+    routed by where not balanced, the `routing` of its harness where not balanced
+    (cost/kernel_tables.ROUTINGS), and `window` where it prices only the M its rows span;
     `kernel`: the engine's own kernel it timed, engines.toml `kernels`), each row's last
     value in microseconds."""
     return toml_table({
@@ -134,6 +136,7 @@ def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, versi
         "chips": [chip_id], "engine": engine[0], "engine_version": f"{engine[1]} {version}",
         **({} if backend is None else {"backend": backend}),
         **({} if routing_alpha is None else {"routing_alpha": routing_alpha}),
+        **({} if routing is None else {"routing": routing}),
         **({"window": True} if window else {}),
         **({"kernel": kernel} if kernel else {}),
         **measured.provenance(source), "conditions": conditions,

@@ -93,7 +93,9 @@ NVFP4_GAP = (
     "TRTLLM-backend (trtllm-gen) rows, TensorRT-LLM's on B200 (37 us a layer at one token with "
     "EP 8, where the CUTLASS rows take 60) and SGLang 0.5.14's of the same kernels on B300, "
     "past 16 tokens upper bounds (the collector's group-limited gate doubles the measured "
-    "rank's pairs), and prefill steps and TP-split experts from the CUTLASS backend's rows; "
+    "rank's pairs), TP-split experts (TP 4, EP 1) from TensorRT-LLM's TRTLLM-backend rows on "
+    "B200, each counted at the half of balanced routing's experts the gate reaches (so an upper "
+    "bound), and prefill steps and the rest from the CUTLASS backend's rows; "
     "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
     "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )

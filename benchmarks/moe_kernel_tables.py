@@ -24,31 +24,38 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   deepseek setting for now", n_group 8, topk_group 4), so its balanced logits
   (collector/helper.py balanced_logits: token i's k-th expert in the k-th block of 32, one
   in each of DeepSeek's 8 groups of 32) reach the experts of 4 of the 8 groups at most.
-  On one GPU holding all 256 experts (moe_ep 1) that is about half the experts balanced
-  routing touches, and those rows come out up to 1.7x faster than streaming the weights
-  balanced routing reads: not kept. A rank of EP 4 or 8 holds 1-2 groups; where its groups
+  On one GPU holding all 256 experts (moe_ep 1, moe_tp 1) that is about half the experts
+  balanced routing touches, and those rows come out up to 1.7x faster than streaming the
+  weights balanced routing reads: not kept. A rank of a TP-split layout (moe_tp 4,
+  moe_ep 1: the recipe of TensorRT-LLM's TP 4 NVFP4 DeepSeek runs) holds a slice of every
+  group too, so its rows touch at least half the experts balanced routing would (the
+  gate's 4 groups of 8 hold one hot expert of each token, the tied picks can only add):
+  kept, the table marked `routing = "group-limited"`, which counts them at that half
+  (cost/kernel_tables.py), so that an op of balanced routing's experts is priced no faster
+  than the kernel the rows measured (4 tokens at TP 4: 35.4 us against 124.6 for the
+  CUTLASS rows of the same split). A rank of EP 4 or 8 holds 1-2 groups; where its groups
   are chosen its hot experts are those balanced routing gives it (one a token a group, all
   distinct up to 32 tokens), to which the gate's tied picks can only add, so its rows are
   no faster than balanced routing's would be. Kept (MIN_LATENCY): DeepSeek-V3/R1's own
-  shape, whose gate this is, EP 4 and 8, 1-256 tokens (decode steps: the CUDA-graph batches
-  of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one token on a B200 at EP
-  8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's flashinfer_trtllm NVFP4
-  MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and 169 us at 1, 16 and 64 tokens, as
-  these do (36.6, 84.0, 168.6 there; 42, 85, 164 at 1.3.0rc20). Up to 16 tokens (16 pairs a
-  group) one token's picks decide the rank's weights and the doubled pairs of a rank that
-  takes a chosen group's share cost next to nothing; past 16 the gate halves the groups a
-  step uses, so the measured rank runs up to twice the pairs balanced routing gives it over
-  the same experts: those rows are upper bounds of the kernel at their M. They are kept
-  because the alternative, the throughput kernels' rows, times another kernel than the one
-  the engines launch (1.7x these at 64 tokens, EP 8: 283 against 164 us). A TRTLLM table
-  prices only the M its rows span (`window`, cost/kernel_tables.py) and the default
-  backend's table the larger steps (prefill). A chip whose TensorRT-LLM data has no such
-  rows (B300: CUTLASS's alone) takes SGLang's (SGLANG_TRTLLM): aiconfigurator's SGLang
-  collector times the same trtllm-gen kernels through FlashInfer's
-  trtllm_fp4_block_scale_moe (kernel_source sglang_flashinfer_trtllm_moe, SGLang's
-  `--moe-runner-backend flashinfer_trtllm`), routed by the same group-limited gate and
-  balanced logits, at the same splits and tokens; its two rows of each case (two models
-  of DeepSeek's shape) are averaged;
+  shape, whose gate this is, EP 4 and 8 and TP 4, 1-256 tokens (decode steps: the
+  CUDA-graph batches of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one
+  token on a B200 at EP 8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's
+  flashinfer_trtllm NVFP4 MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and 169 us at
+  1, 16 and 64 tokens, as these do (36.6, 84.0, 168.6 there; 42, 85, 164 at 1.3.0rc20).
+  Up to 16 tokens (16 pairs a group) one token's picks decide the rank's weights and the
+  doubled pairs of a rank that takes a chosen group's share cost next to nothing; past 16
+  the gate halves the groups a step uses, so the measured rank runs up to twice the pairs
+  balanced routing gives it over the same experts: those rows are upper bounds of the
+  kernel at their M. They are kept because the alternative, the throughput kernels' rows,
+  times another kernel than the one the engines launch (1.7x these at 64 tokens, EP 8: 283
+  against 164 us). A TRTLLM table prices only the M its rows span (`window`,
+  cost/kernel_tables.py) and the default backend's table the larger steps (prefill). A chip
+  whose TensorRT-LLM data has no such rows (B300: CUTLASS's alone) takes SGLang's
+  (SGLANG_TRTLLM): aiconfigurator's SGLang collector times the same trtllm-gen kernels
+  through FlashInfer's trtllm_fp4_block_scale_moe (kernel_source
+  sglang_flashinfer_trtllm_moe, SGLang's `--moe-runner-backend flashinfer_trtllm`), routed
+  by the same group-limited gate and balanced logits, at the same splits and tokens; its
+  two rows of each case (two models of DeepSeek's shape) are averaged;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep).
@@ -90,8 +97,8 @@ FORMATS = {
 KERNELS = {"moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm"}
 # The TRTLLM backend's NVFP4 rows kept (the docstring says why): kernel_source, the shape
 # whose group-limited gate the collector routes by, the moe_ep splits and the token counts
-MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8), {4, 8},
-               {1, 2, 4, 8, 16, 32, 64, 128, 256})
+MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8),
+               {(1, 4), (1, 8), (4, 1)}, {1, 2, 4, 8, 16, 32, 64, 128, 256})
 # (hidden, inter, experts, topk) of the zoo's gated MoE models that the database measured
 # chips without TensorRT-LLM's min-latency rows -> the SGLang version whose
 # sglang_flashinfer_trtllm_moe NVFP4 rows stand for them (the docstring says why)
@@ -113,6 +120,8 @@ TRTLLM_GEN = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen ker
               "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
               "topk_group 4); EP 4 and 8, 1-256 tokens, past 16 upper bounds "
               "(benchmarks/moe_kernel_tables.py)")
+TP_SPLIT = "; TP 4 (EP 1) too, each row's experts counted at half balanced routing's"
+
 
 
 def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measured,
@@ -129,10 +138,12 @@ def table_text(chip_dir: str, moe_dtype: str, rows: list[list], measured: Measur
         measured,
         f"{chip_id}, TensorRT-LLM {version} PyTorch fused MoE "
         f"(moe.forward: routing, fc1 gate_up + SwiGLU, fc2 down, finalize), "
-        f"{TRTLLM_GEN if trtllm else what}; one GPU as one rank of the TP x EP group, all "
-        f"tokens entering; CUDA graphs, mean of 6 runs (collector/trtllm/collect_moe.py); "
+        f"{TRTLLM_GEN + TP_SPLIT if trtllm else what}; one GPU as one rank of the TP x EP "
+        f"group, all tokens entering; CUDA graphs, mean of 6 runs "
+        f"(collector/trtllm/collect_moe.py); "
         f'shapes of {", ".join(models)}', rows,
-        backend="TRTLLM" if trtllm else None, window=trtllm)  # fmt: skip
+        backend="TRTLLM" if trtllm else None, window=trtllm,
+        routing="group-limited" if trtllm else None)  # fmt: skip
 
 
 def sglang_table(chip_dir: str, mirror: Mirror) -> str:
@@ -150,7 +161,7 @@ def sglang_table(chip_dir: str, mirror: Mirror) -> str:
         if (data["kernel_source"][i], data["moe_dtype"][i], shape, data["distribution"][i],
                 data["moe_tp_size"][i]) != (SGLANG_KERNEL, "nvfp4", MIN_LATENCY[1],
                                             "balanced", 1) \
-                or data["moe_ep_size"][i] not in MIN_LATENCY[2] \
+                or (1, data["moe_ep_size"][i]) not in MIN_LATENCY[2] \
                 or data["num_tokens"][i] not in MIN_LATENCY[3]:  # fmt: skip
             continue
         key = (data["num_tokens"][i], shape[0], shape[1], shape[3], shape[2], 1,
@@ -197,7 +208,7 @@ def main() -> int:
             if (data["distribution"][i] != "balanced" or shape not in SHAPES
                     or split not in SPLITS or tokens * shape[3] < split[1]
                     or data["moe_dtype"][i] not in FORMATS
-                    or (trtllm and (split[0] != 1 or split[1] not in MIN_LATENCY[2]
+                    or (trtllm and (split not in MIN_LATENCY[2]
                                     or tokens not in MIN_LATENCY[3]))
                     or not (trtllm or (tokens in TOKENS
                                        and data["kernel_source"][i] in KERNELS))):

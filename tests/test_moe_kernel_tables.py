@@ -269,7 +269,10 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
         kernel = "sglang_flashinfer_trtllm_moe" if t.measured_on == "b300" \
             else "moe_torch_flow_min_latency"  # B300: SGLang's rows of the same kernels
         assert kernel in t.source and "a window" in t.describe()[1]
-        assert {s[-1] for s in t.row_shapes} == {4.0, 8.0}
+        # EP 4 and 8; TensorRT-LLM's own rows TP 4 (EP 1) too, SGLang's (B300) not
+        tp_split = t.measured_on != "b300"
+        assert {s[-1] for s in t.row_shapes} == {4.0, 8.0} | ({1.0} if tp_split else set())
+        assert ("TP 4 (EP 1) too" in t.conditions) == tp_split
         tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
         assert set(tokens.tolist()) == {1, 2, 4, 8, 16, 32, 64, 128, 256}
     one_gpu = np.array([[16, 7168, 2048, 8, 256, 1, 1, 248.5]])
@@ -288,6 +291,45 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
                               "chips": ["h100-sxm"], "source": "s", "url": "u", "date": "d",
                               "conditions": "c", "rows": [[1, 1024, 32, 128, 128, 40]]},
                              kernel_tables.TABLES_DIR / "t.toml")  # fmt: skip
+
+
+def _tp4_layer_s(tokens: int, backend: str | None) -> float:
+    """DeepSeek-R1's routed-expert layer on one of 4 B200 ranks with the experts TP-split
+    (EP 1: every expert's 2048 / 4 slice), balanced routing, its kernel-table floor."""
+    ops = _moe_layer(tokens, 7168, 2048 // 4, 8, 256, DType.NVFP4, "nvfp4", ep=1,
+                     backend=backend)  # fmt: skip
+    return float(kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum())
+
+
+def test_tp_split_experts_take_the_trtllm_rows_counted_at_half_the_experts():
+    """TensorRT-LLM's TP 4 NVFP4 DeepSeek runs (moe_backend TRTLLM, EP 1) launch the
+    trtllm-gen kernels: aiconfigurator timed them at 22.8 and 78.7 us at 1 and 16 tokens
+    (CUTLASS's rows of the same split: 93.0 and 250.4). Through the group-limited gate a
+    rank holding a slice of every group gets half the experts balanced routing reaches, so
+    the 16-token row is faster than streaming balanced routing's 128 experts (refused as
+    balanced) and is counted at 64 (GATE_GROUPS); the layer of balanced routing's experts
+    costs more than the rows that read half of them, less than the CUTLASS rows, and the
+    EP rows count as before."""
+    n_group, topk_group = kernel_tables.GATE_GROUPS
+    assert topk_group / n_group == 0.5
+    row = np.array([[16, 7168, 2048, 8, 256, 4, 1, 78.71]])
+    chip = load_chip("b200")
+    with pytest.raises(UserError, match="roofline"):
+        kernel_tables.roofline_seconds(row, DType.NVFP4, chip, "t", "moe", "nvfp4")
+    _, half_s, _ = kernel_tables.roofline_seconds(row, DType.NVFP4, chip, "t", "moe", "nvfp4",
+                                                  routing="group-limited")  # fmt: skip
+    _, whole_s, _ = kernel_tables.roofline_seconds(row * [1, 1, 1, 1, 1, 1, 1, 10], DType.NVFP4,
+                                                   chip, "t", "moe", "nvfp4")  # fmt: skip
+    assert half_s[0] == pytest.approx(whole_s[0] / 2, rel=0.01)
+    ep_rows = np.array([[16, 7168, 2048, 8, 256, 1, 8, 84.4]])
+    assert np.array_equal(
+        kernel_tables.roofline_seconds(ep_rows, DType.NVFP4, chip, "t", "moe", "nvfp4")[1],
+        kernel_tables.roofline_seconds(ep_rows, DType.NVFP4, chip, "t", "moe", "nvfp4",
+                                       routing="group-limited")[1])  # fmt: skip
+    for tokens, measured_us in ((1, 22.84), (16, 78.71)):
+        trtllm_s = _tp4_layer_s(tokens, "TRTLLM")
+        assert measured_us * 1e-6 < trtllm_s < 0.8 * _tp4_layer_s(tokens, None)
+    assert _tp4_layer_s(1024, "TRTLLM") == _tp4_layer_s(1024, None)  # past the window
 
 
 def test_trtllm_prices_its_window_and_cutlass_above_it():

@@ -131,8 +131,9 @@ on the fixed time of the table found after it, with that table's curve outside; 
 another shape takes that table alone. TensorRT-LLM's TRTLLM-backend NVFP4 MoE (trtllm-gen
 kernels, min-latency mode) was timed through DeepSeek-V3's group-limited gate, whose
 balanced logits reach half the experts a GPU holding all of them would get under balanced
-routing, and half the groups past 16 tokens: its rows are DeepSeek's at EP 4 and 8 and 1-16
-tokens (benchmarks/moe_kernel_tables.py), and the default backend's table prices the rest.
+routing, and half the groups past 16 tokens: its rows are DeepSeek's at EP 4 and 8 and 1-256
+tokens, and at TP 4 (EP 1), where each row counts that half (`routing = "group-limited"`,
+GATE_GROUPS; benchmarks/moe_kernel_tables.py), and the default backend's table prices the rest.
 
 An engine's own kernels: a table of any kind may name the `kernel` it timed (an engine
 version's kernel, `sglang-triton-w8a8-block`), and then prices only the ops of a run whose
@@ -182,10 +183,20 @@ DEFAULT_MOE_BACKEND = "CUTLASS"
 """The backend of a moe table that names none, and of an op no setting stamps: TensorRT-LLM's
 default (MoeConfig.backend "CUTLASS"), whose throughput rows benchmarks/moe_kernel_tables.py
 keeps."""
-ROUTINGS = ("balanced", "random")
+ROUTINGS = ("balanced", "random", "group-limited")
 """How a moe table's harness routed its tokens (module docstring): every pair to another
-expert while any is left (aiconfigurator's balanced rows), or each token to the top k of
-random scores (AITER's tuners)."""
+expert while any is left (aiconfigurator's balanced rows), each token to the top k of
+random scores (AITER's tuners), or balanced logits through DeepSeek-V3's group-limited gate
+(aiconfigurator's TRTLLM-backend rows, GATE_GROUPS)."""
+GATE_GROUPS = (8, 4)
+"""(n_group, topk_group) of the group-limited gate aiconfigurator's collector routes the
+TRTLLM backend's rows by (collector/trtllm/collect_moe.py: "all use deepseek setting for
+now"). Its balanced logits give each token one hot expert in every group, and the gate
+keeps 4 of the 8 groups: a rank holding a slice of every group (EP 1, the experts
+TP-split) gets the token's hot experts of those 4 groups alone, half the experts balanced
+routing would reach (its tied picks can only add), so such a row counts that half and an
+op of balanced routing is priced no faster than the kernel the row measured. A rank of EP
+4 or 8 holds 1-2 groups, whose hot experts are balanced routing's: counted as balanced."""
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -491,7 +502,9 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
     counts that rank's expected pairs (compiler/moe_expert.power_law_busiest), the pairs
     the same routing puts on the op it prices; else the mean, balanced routing's. The
     experts the rows touch: balanced routing's min(experts, pairs), or, where the rows were
-    routed at random (`routing`), those uniform routing is expected to reach."""
+    routed at random (`routing`), those uniform routing is expected to reach, or, through a
+    group-limited gate, topk_group / n_group of balanced routing's on a rank of EP 1
+    (GATE_GROUPS)."""
     from xpusim.compiler.moe_expert import power_law_busiest
     from xpusim.workloads.transformer_config import expected_active_experts
 
@@ -506,6 +519,9 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
                             for t, e, k in zip(tokens, experts, topk, strict=True)])  # fmt: skip
     else:
         reached = np.minimum(experts, tokens * topk)
+    if routing == "group-limited":
+        n_group, topk_group = GATE_GROUPS
+        reached = np.where(ep == 1, reached * topk_group / n_group, reached)
     touched = np.ceil(reached / ep)
     weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
     gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,

@@ -61,11 +61,13 @@ TTFT_GAP = (
     "ROCm is modelled, engines.toml eager_prefill; its FP8 (128 x 128 block-scaled) path on "
     "ROCm leaves 0.20-0.25 s a prefill plus 70-115 us a prompt token that its MXFP4 path and "
     "ATOM's FP8 on the same MI355X do not: neither AITER's tuned kernels at these shapes, "
-    "which xpusim's prices match, nor launch time, and not measured); under load TTFT also "
-    "holds the wait behind "
-    "other prompts, set by how the engine interleaves prefills with decodes, and on the B200 "
-    "and B300 SGLang runs the wait for the scheduler's next receive (--scheduler-recv-interval: "
-    "modelled, recv_interval) (issue #48)"
+    "which xpusim's prices match, nor launch time, nor SGLANG_AITER_MLA_PERSIST (in v0.5.9 "
+    "and v0.5.12 AITER's persistent MLA kernel for decode, verify and draft steps, a prompt "
+    "running as MHA; on by default, so in every SGLang run here, FP8 and MXFP4 alike), nor "
+    "the prefill attention (one kernel for both checkpoints), and not measured); under load "
+    "TTFT also holds the wait behind other prompts, set by how the engine interleaves "
+    "prefills with decodes, and on the B200 and B300 SGLang runs the wait for the "
+    "scheduler's next receive (--scheduler-recv-interval: modelled, recv_interval) (issue #48)"
 )
 TRT_TTFT_GAP = (
     "TensorRT-LLM's stream_interval 10 does not delay the first token (tensorrt_llm/_torch/"

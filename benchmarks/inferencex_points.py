@@ -11,7 +11,7 @@ each configuration, up to 5 concurrencies sampled along each sweep) in
 packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT. Kept: DeepSeek-R1-0528, one
 node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
 the model's own multi-token-prediction layer drafting, each recipe's *_mtp.sh; the rows do
-not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE): from
+not state its acceptance, but measure it: accept_length): from
 2026-02-19 each recipe's launch line for these configurations reads as below (checked
 version by version; earlier ones change flags this script does not track; the MTP recipes'
 versions the rows ran: mtp_settings). Each launch's flags come from the recipe as of the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -125,20 +126,34 @@ NVFP4_MTP = (
 """Why the NVFP4 checkpoint's MTP runs price its draft in bf16 (serve's --draft-precision);
 amd/DeepSeek-R1-0528-MXFP4-Preview's MTP layer format is not read, so its draft takes the
 model's."""
-MTP_ACCEPTANCE = 0.875
-"""The probability that the target accepts a draft token of DeepSeek's MTP layer: the middle
-of DeepSeek-V3's "acceptance rate of the second token prediction ranges between 85% and 90%
-across various generation topics" (DeepSeek-V3 Technical Report, arXiv 2412.19437, sec.
-5.4.3), measured on their own prompts, one draft token; InferenceX's prompts are random
-tokens in the chat template with --ignore-eos, and every recipe but ATOM's FP4 one drafts 2
-or 3 tokens with that one layer reused (its acceptance past the first depth is published
-only as figures: TensorRT-LLM's MTP blog). Not chosen to fit these points (MTP_GAP)."""
+STREAMED = re.compile(r"stream[-_]interval[ =]*(\d+)")
+
+
+def accept_length(r: dict[str, Any], launch: str, k: int) -> float:
+    """The tokens a verify step added in the run, as its own row measured them (serve's
+    --accept-length): the client's mean gap between streamed chunks (mean_itl) over its mean
+    time per output token (mean_tpot) is the tokens a chunk carried, and a chunk holds a
+    sequence's tokens of N decode steps, N the launch's stream interval (TensorRT-LLM's
+    stream_interval, SGLang's --stream-interval; none: 1, SGLang's default and ATOM's, each
+    step's tokens sent at once). The no-MTP rows hold it: their mean_itl / mean_tpot is
+    9.9-10.0 at interval 10, 29.4-30.0 at 30 and 1.00-1.02 without one (the last chunk of a
+    request is short, so a long interval reads up to 2% low; with MTP's 2-2.7 tokens a step
+    at interval 30, up to 4%). Across the runs this gives 1.8-1.9 tokens a step at 1 draft
+    token, 1.7-2.7 at 2 and 2.4-2.9 at 3 (MI325X SGLang: 1.0, its MTP runs gaining nothing),
+    where InferenceX's own check reads about 2.5 for DeepSeek-R1's MTP on random prompts in
+    the chat template, as on MT-Bench (InferenceX PR #649, 2026-02-05), and DeepSeek-V3's
+    report 85-90% for the first draft token (sec. 5.4.3): a reused MTP layer's acceptance
+    falls with depth, which one independent rate (Leviathan et al. eq. 1 at 0.875: 2.64 at 2
+    drafts, 3.31 at 3) does not hold. An input the run states, as its lengths, read from its
+    timing fields; the TPOT this scores is then the step time against the run's (MTP_GAP)."""
+    m = r["metrics"]
+    steps = int(found.group(1)) if (found := STREAMED.search(launch)) else 1
+    return round(min(max(m["mean_itl"] / m["mean_tpot"] / steps, 1.0), k + 1.0), 2)
 MTP_GAP = (
-    "the acceptance of the MTP drafts is not measured for these runs: xpusim takes 0.875 a "
-    "draft token, each independent (DeepSeek-V3's 85-90% for the first draft token on their "
-    "prompts; Leviathan et al. eq. 1), for 2-3 drafts of the one MTP layer reused on random-"
-    "token prompts with --ignore-eos; a rate of 0.85 or 0.90 moves the tokens a step by "
-    "-3% or +3% at 2 drafts, -4% or +4% at 3"
+    "the tokens a step are the run's own, read from its timing (mean_itl / mean_tpot over the "
+    "stream interval: accept_length), so the TPOT scored is the step time against the run's, "
+    "not the acceptance; the engines log their acceptance (SGLang's accept len) but the rows "
+    "keep no server log"
 )
 
 
@@ -527,8 +542,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         if wait := batch_wait(r):
             setup["batch_wait"] = wait
         if spec:
-            setup["speculative"] = {"kind": "mtp", "draft_tokens": drafts(r)[0],
-                                    "acceptance": MTP_ACCEPTANCE}  # fmt: skip
+            k = drafts(r)[0]
+            setup["speculative"] = {"kind": "mtp", "draft_tokens": k,
+                                    "accept_length": accept_length(r, launch, k)}  # fmt: skip
             if ckpt == NVFP4_CKPT:
                 setup["speculative"]["precision"] = "bf16"  # NVFP4_MTP
 
@@ -618,9 +634,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
         if spec:
             parts.append(
-                f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), each "
-                f"accepted with probability {MTP_ACCEPTANCE} (MTP_ACCEPTANCE: DeepSeek-V3 "
-                "report sec. 5.4.3)"
+                f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), "
+                f"{setup['speculative']['accept_length']} tokens a step as the run measured them "
+                "(accept_length: its mean_itl / mean_tpot over the stream interval)"
             )
         if prec == "fp4":
             parts.append(

@@ -280,20 +280,24 @@ MTP = [p for p in INFERENCEX if "spec_method=mtp" in p.source]
 """InferenceX's MTP runs: each recipe's *_mtp.sh, speculative decoding with DeepSeek's MTP layer."""
 
 
-def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_the_published_acceptance():
+def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_their_measured_accept_length():
     """Every MTP run drafts what its launch line says (SGLang --speculative-num-steps K with
     --speculative-num-draft-tokens K + 1, TensorRT-LLM num_nextn_predict_layers K, ATOM
-    --num-speculative-tokens or its default 1), at DeepSeek-V3's 85-90% (0.875, never fitted
-    to these points); every other run states no speculation; SGLang's MTP runs capture its
-    speculative batch sizes (1-8 one apart, then 2, 4 and 8 apart to 256)."""
+    --num-speculative-tokens or its default 1), adding the tokens a step its own row measured
+    (accept_length, 1 to K + 1: inferencex_points.accept_length); every other run states no
+    speculation; SGLang's MTP runs capture its speculative batch sizes (1-8 one apart, then
+    2, 4 and 8 apart to 256)."""
     assert len(MTP) >= 150 and {p.get("engine") for p in MTP} == {"sglang", "trtllm", "atom"}
     for p in INFERENCEX:
         spec = p.get("speculative")
         if p not in MTP:
             assert spec is None and "-mtp-" not in p.id, p.id
             continue
-        assert "-mtp-" in p.id and spec["kind"] == "mtp" and spec["acceptance"] == 0.875, p.id
+        assert "-mtp-" in p.id and spec["kind"] == "mtp" and "acceptance" not in spec, p.id
         k = spec["draft_tokens"]
+        assert 1.0 <= spec["accept_length"] <= k + 1, p.id
+        assert f"{spec['accept_length']} tokens a step as the run measured" in p.get(
+            "xpusim_setup"), p.id
         said = {"sglang": f"--speculative-num-steps {k} --speculative-num-draft-tokens {k + 1} ",
                 "trtllm": f"num_nextn_predict_layers {k}",
                 "atom": "--method mtp" + (f" --num-speculative-tokens {k}" if k > 1 else "")}
@@ -305,6 +309,23 @@ def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_the_published_
                           *range(72, 257, 8), *range(272, 513, 16)]  # fmt: skip
             assert sizes == [n for n in spec_sizes if n <= sizes[-1]], p.id
             assert f"--cuda-graph-max-bs{'=' if '-bs=' in p.notes else ' '}{sizes[-1]}" in p.notes
+
+
+def test_a_runs_accept_length_is_its_chunks_tokens_over_its_stream_interval(monkeypatch):
+    """The client's mean gap between streamed chunks over its mean time per token is the
+    tokens a chunk carried; a chunk is the stream interval's steps (none: one), and the
+    tokens a step are bounded by the step's own one and the K drafted."""
+    monkeypatch.syspath_prepend(str(DATA.parents[3] / "benchmarks"))
+    from inferencex_points import accept_length
+
+    def row(itl: float, tpot: float) -> dict:
+        return {"metrics": {"mean_itl": itl, "mean_tpot": tpot}}
+
+    assert accept_length(row(0.6, 0.01), "--stream-interval 30 --x", 2) == 2.0
+    assert accept_length(row(0.2, 0.01), "stream_interval 10, moe_config", 3) == 2.0
+    assert accept_length(row(0.025, 0.01), "sglang.launch_server --tp 8", 3) == 2.5
+    assert accept_length(row(0.0099, 0.01), "--method mtp", 1) == 1.0  # a short last chunk
+    assert accept_length(row(0.05, 0.01), "--method mtp", 3) == 4.0
 
 
 def test_a_points_spread_and_memory_fraction_reach_serve(monkeypatch):

@@ -107,6 +107,10 @@ class RunOptions:
                                             "--acceptance: the share of steps whose target "
                                             "accepts exactly 0, 1, ..., K of K draft tokens.",
                                             "text", metavar="P0,P1,...,PK")
+    accept_length: float | None = option(None, "Speculative decoding, in place of "
+                                         "--acceptance: the mean tokens a step adds (1 to "
+                                         "K + 1), as engines log it (SGLang's accept len).",
+                                         "number", min=1)
     recompute: str = option("none", "Training: activation recomputation, trading FLOPs for "
                             "memory.", "choice", choices=("none", "selective", "full"),
                             show_default=True)

@@ -26,8 +26,11 @@ cost rules price every step.
   MLP-drafter example sets), its weights and cache beside the target's on every chip; its
   energy is its average power over its time. Instead of one
   rate, `acceptance_lengths` may give the share of steps accepting exactly k of the K draft
-  tokens (as engines log them); the draft may be the model's own multi-token-prediction
-  module (`speculative="mtp"`: DeepSeek-V3's).
+  tokens, or `accept_length` the mean tokens a step adds (1 to K + 1), as engines log them
+  (SGLang's "accept len", TensorRT-LLM's and vLLM's "mean acceptance length", ATOM's
+  "toks/fwd"): a measured length is the one figure that holds what one rate cannot, a
+  reused draft head's acceptance falling with depth and a workload's text; the draft may be
+  the model's own multi-token-prediction module (`speculative="mtp"`: DeepSeek-V3's).
 """
 
 from __future__ import annotations
@@ -92,10 +95,12 @@ class Decoding:
 def resolve_decoding(
     beams: int | None, n: int | None, speculative: Any, draft_tokens: int | None,
     acceptance: float | None, acceptance_lengths: str | None = None,
+    accept_length: float | None = None,
 ) -> Decoding:  # fmt: skip
     """The options as a Decoding; a combination engines do not run is a UserError.
     `acceptance_lengths` ("p0,p1,...,pK") gives, in place of one rate, the share of steps
-    whose target accepts exactly k of the K draft tokens."""
+    whose target accepts exactly k of the K draft tokens; `accept_length` their mean, the
+    tokens a step adds (the verify's own one included)."""
     for name, value, top in (("beams", beams, MAX_WIDTH), ("n", n, MAX_WIDTH),
                              ("draft_tokens", draft_tokens, MAX_DRAFT_TOKENS)):  # fmt: skip
         if value is not None and not 1 <= value <= top:
@@ -104,7 +109,8 @@ def resolve_decoding(
         raise UserError("--beams and --n are two ways of decoding; give one")
     if speculative is None:
         given = {"--draft-tokens": draft_tokens, "--acceptance": acceptance,
-                 "--acceptance-lengths": acceptance_lengths}  # fmt: skip
+                 "--acceptance-lengths": acceptance_lengths,
+                 "--accept-length": accept_length}  # fmt: skip
         for flag, value in given.items():
             if value is not None:
                 raise UserError(f"{flag} needs --speculative DRAFT_MODEL")
@@ -113,9 +119,17 @@ def resolve_decoding(
         return Decoding(width=n or 1, returned=n or 1)
     if (beams or 1) > 1 or (n or 1) > 1:
         raise UserError("--speculative with --beams or --n is not modelled; give one")
+    rates = [flag for flag, value in (("--acceptance", acceptance), ("--acceptance-lengths",
+             acceptance_lengths), ("--accept-length", accept_length)) if value is not None]
+    if len(rates) > 1:
+        raise UserError(f"{' and '.join(rates)} say the same; give one")
+    if accept_length is not None:
+        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
+        if not (math.isfinite(accept_length) and 1.0 <= accept_length <= k + 1):
+            raise UserError(f"--accept-length must be in [1, {k + 1}] (a step adds its own "
+                            f"token and at most the {k} drafted), not {accept_length}")
+        return Decoding(step_tokens=k + 1, advance=float(accept_length), draft=speculative)
     if acceptance_lengths is not None:
-        if acceptance is not None:
-            raise UserError("--acceptance and --acceptance-lengths say the same; give one")
         shares = _shares(acceptance_lengths)
         k = len(shares) - 1
         if draft_tokens is not None and draft_tokens != k:
@@ -126,7 +140,7 @@ def resolve_decoding(
     if acceptance is None:
         raise UserError("--speculative needs --acceptance: the probability that the target "
                         "accepts a draft token (0 <= a < 1), measured for the model pair "
-                        "(or --acceptance-lengths)")  # fmt: skip
+                        "(or --acceptance-lengths, --accept-length)")  # fmt: skip
     if not 0.0 <= acceptance < 1.0:
         raise UserError(f"--acceptance must be in [0, 1), not {acceptance}")
     k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens

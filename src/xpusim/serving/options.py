@@ -215,6 +215,9 @@ class Engine:
     acceptance_lengths: str | None = option(None, "Speculative, in place of --acceptance: "
                                             "the share of steps accepting exactly 0, 1, ..., "
                                             "K draft tokens (P0,P1,...,PK).", type=str)
+    accept_length: float | None = option(None, "Speculative, in place of --acceptance: the "
+                                         "mean tokens a step adds (1 to K + 1), as engines "
+                                         "log it.", type=float)
     draft_precision: str | None = option(None, "Speculative: the draft's weight and compute "
                                          "format where its checkpoint keeps it apart from "
                                          "the model's (bf16: nvidia's NVFP4 DeepSeek-R1 "
@@ -303,7 +306,8 @@ class Engine:
         from xpusim.scenarios.decoding import resolve_decoding
 
         how = resolve_decoding(None, None, self.speculative, self.draft_tokens,
-                               self.acceptance, self.acceptance_lengths)  # fmt: skip
+                               self.acceptance, self.acceptance_lengths,
+                               self.accept_length)  # fmt: skip
         return how if how.draft is not None else None
 
     @property

@@ -157,6 +157,7 @@ def _llm_serving(point: Point) -> Prediction:
     if spec := point.get("speculative"):  # SPECULATIVE_KEYS, with serve's meanings
         options |= {"speculative": spec["kind"], "draft_tokens": spec.get("draft_tokens"),
                     "acceptance": spec.get("acceptance"),
+                    "accept_length": spec.get("accept_length"),
                     "draft_precision": spec.get("precision")}  # fmt: skip
     for setting in ("spread", "kv_utilization"):  # the client's length spread, the launch's
         if point.get(setting) is not None:  # memory fraction

@@ -50,13 +50,14 @@ SERVING_KEYS = _CORE | {
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
---draft-tokens, --acceptance, and `precision`, --draft-precision: the draft's format where
-its checkpoint keeps it apart) are settings a source states that the adapter passes to serve
-with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's moe_backend:
-which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
-config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
-`decode_steps` (vLLM V0's num_scheduler_steps), `recv_interval` (SGLang's
---scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
+--draft-tokens, --acceptance or --accept-length (`accept_length`: the tokens a step adds as
+the run measured them, where it states them), and `precision`, --draft-precision: the
+draft's format where its checkpoint keeps it apart) are settings a source states that the
+adapter passes to serve with the engines' meanings, never drops; so are `moe_backend`
+(TensorRT-LLM's moe_backend: which measured MoE kernels price the experts), `graph_sizes`
+(the CUDA-graph batch sizes the config captured, a list), `graph_pad` (serve's --graph-pad:
+whether a step pads to them), `decode_steps` (vLLM V0's num_scheduler_steps),
+`recv_interval` (SGLang's --scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
 timeout_iters] of TensorRT-LLM's attention-DP balancer), `batch_wait`
 ([batch_wait_timeout_iters, batch_wait_max_tokens_ratio] of TensorRT-LLM's batch waiting:
 serve's --batch-wait) and `gemm_allreduce` (true where the
@@ -74,7 +75,7 @@ LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup"
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
 those, the first ones its statistics leave out) where the source states them; `hold_s` and
 `hold_batch`, a harness that batches arrivals before the engine sees them (serve's)."""
-SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "precision"}
+SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "accept_length", "precision"}
 
 
 def check_keys(point: dict[str, Any]) -> None:

@@ -157,6 +157,16 @@ MTP_GAP = (
 )
 
 
+UNSPECULATED_GAP = (
+    "the run's streamed chunks carry one token each (mean_itl / mean_tpot 1.00 at every "
+    "concurrency, as SGLang's MI355X MTP runs of the same version carry 2.4-2.8) and its TPOT "
+    "is a plain decode's: xpusim without speculation gives 0.83x, 0.87x and 0.66x on the "
+    "1k/1k c16, 1k/1k c64 and 8k/1k c64 runs, as on this chip's runs without MTP "
+    "(0.83-0.85x, 0.67-0.69x); the engine seems not to have speculated, where xpusim prices "
+    "the launch's drafts and 4-token verify at one token a step; not modelled"
+)
+
+
 def mean_len(n: int) -> tuple[int, int]:
     """The least and the mean of benchmark_serving's lengths for --random-*-len n."""
     lo = int(n * RANGE_RATIO)
@@ -383,6 +393,18 @@ def drafts(r: dict[str, Any]) -> tuple[int, str]:
                f"--speculative-num-draft-tokens {k + 1} --speculative-eagle-topk 1")  # fmt: skip
 
 
+def overlapped(r: dict[str, Any]) -> bool:
+    """Whether an SGLang MTP run's scheduler prepared the next batch while the device ran this
+    one (serve's --host-overlap): SGLang 0.5's server_args turns the overlap scheduler off for
+    EAGLE (its MTP) unless SGLANG_ENABLE_SPEC_V2 is set ("if not envs.SGLANG_ENABLE_SPEC_V2
+    .get(): self.disable_overlap_schedule = True", code index id 8356329; the 0.5.9-0.5.12
+    tags not read). dsr1_fp8_b200_mtp.sh (64c20b6b5ba0, ed5867f9e998) and dsr1_fp8_b300_mtp.sh
+    (ed5867f9e998) set SGLANG_ENABLE_SPEC_V2=1 as a shell variable, not exported, so the
+    server never sees it; the FP4 B200, H200, MI325X and MI355X recipes export it."""
+    return not (r["framework"] == "sglang" and r["precision"] == "fp8"
+                and r["hardware"] in ("b200", "b300"))
+
+
 def mtp_settings(r: dict[str, Any]) -> tuple:
     """What a run's MTP recipe (*_mtp.sh) launched, as settings() returns it. Read at each
     version the rows ran (script()): dsr1_fp4_b200_mtp.sh 292726bb8b01, dsr1_fp8_b200_mtp.sh
@@ -547,6 +569,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
                                     "accept_length": accept_length(r, launch, k)}  # fmt: skip
             if ckpt == NVFP4_CKPT:
                 setup["speculative"]["precision"] = "bf16"  # NVFP4_MTP
+            if not overlapped(r):
+                setup["host_overlap"] = False
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
@@ -638,6 +662,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
                 f"{setup['speculative']['accept_length']} tokens a step as the run measured them "
                 "(accept_length: its mean_itl / mean_tpot over the stream interval)"
             )
+        if spec and not overlapped(r):
+            parts.append("host_overlap false (SGLANG_ENABLE_SPEC_V2=1 set in the recipe but not "
+                         "exported: SGLang's EAGLE without it runs its overlap scheduler off)")
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"
@@ -663,6 +690,8 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
             gaps.append(CAPACITY_GAP)
         if spec:
             gaps.append(MTP_GAP)
+            if setup["speculative"]["accept_length"] == 1.0:
+                gaps.append(UNSPECULATED_GAP)
         if "enable_piecewise_cuda_graph" in launch:
             gaps.append(
                 "the launch's piecewise CUDA graphs (TensorRT-LLM torch_compile_config, for "

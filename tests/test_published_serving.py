@@ -116,6 +116,13 @@ def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatc
     adapters._llm_serving(point)
     assert (seen[0]["speculative"], seen[0]["draft_tokens"], seen[0]["acceptance"]) \
         == ("mtp", 3, 0.7)
+    measured = {**setup, "speculative": {"kind": "mtp", "draft_tokens": 3, "accept_length": 2.4},
+                "host_overlap": False}  # fmt: skip
+    adapters._llm_serving(Point("q", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t",
+                                setup=measured))
+    assert (seen[1]["accept_length"], seen[1]["acceptance"], seen[1]["host_overlap"]) \
+        == (2.4, None, False)
+    check_keys({"workload": "llm-serving", "id": "q", **measured})
 
 
 @pytest.mark.parametrize(("ep", "dp_attention"), [(1, False), (8, True), (8, False)])
@@ -309,6 +316,17 @@ def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_their_measured
                           *range(72, 257, 8), *range(272, 513, 16)]  # fmt: skip
             assert sizes == [n for n in spec_sizes if n <= sizes[-1]], p.id
             assert f"--cuda-graph-max-bs{'=' if '-bs=' in p.notes else ' '}{sizes[-1]}" in p.notes
+
+
+def test_only_the_sglang_mtp_recipes_that_do_not_export_spec_v2_run_host_work_in_line():
+    """SGLang's EAGLE/MTP turns its overlap scheduler off without SGLANG_ENABLE_SPEC_V2 in its
+    environment: the B200 and B300 FP8 recipes set it without `export`
+    (inferencex_points.overlapped), every other run keeps its engine's overlap."""
+    off = [p for p in INFERENCEX if p.get("host_overlap") is not None]
+    assert off and all(p.get("host_overlap") is False and p in MTP for p in off)
+    assert {(p.chip, p.get("engine"), p.get("precision")) for p in off} \
+        == {("b200", "sglang", "fp8"), ("b300", "sglang", "fp8")}
+    assert all("host_overlap false" in p.get("xpusim_setup") for p in off)
 
 
 def test_a_runs_accept_length_is_its_chunks_tokens_over_its_stream_interval(monkeypatch):

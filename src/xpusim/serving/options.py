@@ -167,6 +167,12 @@ class Engine:
                                         "--disable-piecewise-cuda-graph; default: the "
                                         "engine's rule for the chip, engines.toml "
                                         "eager_prefill).", type=bool)
+    host_overlap: bool | None = option(None, "Whether the engine prepares the next iteration "
+                                       "on the host while the device runs this one (default: "
+                                       "the engine's, engines.toml overlapped); SGLang turns "
+                                       "its overlap scheduler off under EAGLE/MTP unless "
+                                       "SGLANG_ENABLE_SPEC_V2 is in its environment.",
+                                       type=bool)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "

@@ -414,6 +414,8 @@ def run(
     if e.disaggregated:
         roles = ["prefill"] * e.prefill_replicas + ["decode"] * e.decode_replicas  # type: ignore[operator]
     profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
+    if e.host_overlap is not None:  # the launch's own: host work in line or one step ahead
+        profile = replace(profile, overlapped=e.host_overlap)
     reps = []
     for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
         own = p.decode if role == "decode" and p.decode is not None else p

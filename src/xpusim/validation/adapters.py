@@ -178,6 +178,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["gemm_allreduce"] = True
     if point.get("allreduce_fusion"):  # SGLang's --enable-flashinfer-allreduce-fusion
         options["allreduce_fusion"] = True
+    if point.get("host_overlap") is not None:  # SGLang's overlap scheduler, on or off
+        options["host_overlap"] = bool(point.get("host_overlap"))
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

@@ -44,7 +44,7 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion", "batch_wait",
+    "allreduce_fusion", "batch_wait", "host_overlap",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -61,7 +61,9 @@ whether a step pads to them), `decode_steps` (vLLM V0's num_scheduler_steps),
 timeout_iters] of TensorRT-LLM's attention-DP balancer), `batch_wait`
 ([batch_wait_timeout_iters, batch_wait_max_tokens_ratio] of TensorRT-LLM's batch waiting:
 serve's --batch-wait) and `gemm_allreduce` (true where the
-config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py) and
+config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py),
+`host_overlap` (serve's --host-overlap: false where the engine runs its host work in line,
+SGLang's EAGLE/MTP without SGLANG_ENABLE_SPEC_V2 in its environment) and
 `allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
 cost/collectives.py FLASHINFER_ALLREDUCE). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`

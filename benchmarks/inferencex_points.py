@@ -139,7 +139,7 @@ def accept_length(r: dict[str, Any], launch: str, k: int) -> float:
     9.9-10.0 at interval 10, 29.4-30.0 at 30 and 1.00-1.02 without one (the last chunk of a
     request is short, so a long interval reads up to 2% low; with MTP's 2-2.7 tokens a step
     at interval 30, up to 4%). Across the runs this gives 1.8-1.9 tokens a step at 1 draft
-    token, 1.7-2.7 at 2 and 2.4-2.9 at 3 (MI325X SGLang: 1.0, its MTP runs gaining nothing),
+    token, 1.7-2.7 at 2 and 2.4-2.8 at 3 (MI325X SGLang: 1.0, its MTP runs gaining nothing),
     where InferenceX's own check reads about 2.5 for DeepSeek-R1's MTP on random prompts in
     the chat template, as on MT-Bench (InferenceX PR #649, 2026-02-05), and DeepSeek-V3's
     report 85-90% for the first draft token (sec. 5.4.3): a reused MTP layer's acceptance

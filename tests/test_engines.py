@@ -99,6 +99,9 @@ def test_host_work_in_line_exposes_the_engines_host_time_every_iteration():
     assert _tpot(host_overlap=True, **opts) == overlapped
     # a step of 2 tokens a sequence on average: about 1.1 ms more a token
     assert in_line - overlapped == pytest.approx(2.2e-3 / 2.0, rel=0.15)
+    said = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, prompt=128, gen=48,
+                        requests=8, warmup=0, host_overlap=False, **opts).notes  # fmt: skip
+    assert any("runs in line" in note for note in said)
 
 
 def test_accepted_tokens_per_step_set_the_decode_speed():

@@ -149,6 +149,10 @@ def prepare(
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.host_overlap is not None and engine.host_overlap != profile.overlapped:
+        notes.append("--host-overlap: the engine's host work a step " + (
+            "runs one step ahead, exposed only past the device's time" if engine.host_overlap
+            else f"({profile.host_s(1) * 1e3:.3g} ms) runs in line, every step waiting for it"))
     if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
         req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
         notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
-from xpusim.scenarios.decoding import expected_advance
+from xpusim.scenarios.decoding import MTP_REACHED, expected_advance, mtp_accept_length
 from xpusim.workloads.resolve import load_model
 
 FIGURES = ("ttft_s", "tpot_s", "latency_s", "tokens_per_s", "energy_j", "avg_power_w")
@@ -80,6 +80,27 @@ def test_expected_advance_grows_with_acceptance_and_drafts_and_stays_within_one_
     low, high = sorted((a, b))
     assert 1.0 <= expected_advance(low, k) <= expected_advance(high, k) <= k + 1 + 1e-9
     assert expected_advance(high, k) <= expected_advance(high, k + 1) + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(1, 63))
+def test_deepseeks_mtp_accept_length_grows_with_drafts_within_one_to_k_plus_one(k):
+    """The published MTP curve: one more draft token never adds fewer tokens a step, and a
+    step adds its own token and at most the K drafted."""
+    assert 1.0 <= mtp_accept_length(k) <= mtp_accept_length(k + 1) <= k + 2
+    assert mtp_accept_length(k) <= k + 1
+
+
+def test_deepseeks_mtp_accept_length_is_the_published_figures():
+    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.50 at two (InferenceX PR
+    #649), and `serve`/`run --speculative mtp` take it without a rate."""
+    assert MTP_REACHED == (0.875, 0.625)
+    assert (mtp_accept_length(1), mtp_accept_length(2)) == pytest.approx((1.875, 2.5))
+    assert mtp_accept_length(3) == pytest.approx(2.5 + 0.625 ** 2 / 0.875)
+    from xpusim.serving.options import Engine
+
+    how = Engine(speculative="mtp", draft_tokens=3).decoding
+    assert (how.step_tokens, how.advance) == (4, pytest.approx(mtp_accept_length(3)))
 
 
 def test_a_measured_accept_length_is_the_tokens_a_step_adds():

@@ -96,7 +96,8 @@ class RunOptions:
     speculative: str | None = option(None, "LLM inference: speculative decoding with this "
                                      "draft model (a zoo id, hub name or config.json, or mtp: "
                                      "the model's own multi-token prediction module) on the "
-                                     "same chips; needs --acceptance.", "path",
+                                     "same chips; needs --acceptance (mtp: DeepSeek-V3/R1's "
+                                     "published acceptance by default).", "path",
                                      metavar="DRAFT_MODEL")
     draft_tokens: int | None = option(None, "Speculative decoding: draft tokens proposed per "
                                       "step (default 5).")

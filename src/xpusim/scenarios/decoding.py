@@ -30,7 +30,8 @@ cost rules price every step.
   (SGLang's "accept len", TensorRT-LLM's and vLLM's "mean acceptance length", ATOM's
   "toks/fwd"): a measured length is the one figure that holds what one rate cannot, a
   reused draft head's acceptance falling with depth and a workload's text; the draft may be
-  the model's own multi-token-prediction module (`speculative="mtp"`: DeepSeek-V3's).
+  the model's own multi-token-prediction module (`speculative="mtp"`: DeepSeek-V3's), which
+  without a rate accepts as DeepSeek-V3/R1's published figures say (MTP_REACHED).
 """
 
 from __future__ import annotations
@@ -50,6 +51,35 @@ examples draft 5), not an engine's limit."""
 DEFAULT_DRAFT_TOKENS = 5
 """Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
 an OPT-125M draft, num_speculative_tokens 5)."""
+MTP_REACHED = (0.875, 0.625)
+"""DeepSeek-V3/R1's MTP layer, reused for each draft depth (SGLang's, TensorRT-LLM's MTP Eagle
+and ATOM's MTP all chain the one layer): the share of verify steps whose draft is accepted up
+to depth 1, 2, ..., the published figures only.
+- Depth 1, 0.875: the middle of "the acceptance rate of the second token prediction ranges
+  between 85% and 90% across various generation topics" (DeepSeek-V3 Technical Report, arXiv
+  2412.19437, sec. 5.4.3; DeepSeek's own prompts). SGLang's NextN PR (sgl-project/sglang#3582,
+  2025-02-14) reads "~1.9 avg accept length for draft 2 tokens" (one draft token, topk 1).
+- Depth 2, 0.625: InferenceX PR #649 (2026-02-05) reads an acceptance length of ~2.50 for
+  DeepSeek-R1-0528's MTP at DECODE_MTP_SIZE=2 (MI355X SGLang disaggregated; amd-master.yaml at
+  its commit dab13cea0) on random-token prompts in the chat template, and ~2.50 on MT-Bench;
+  so 1 + 0.875 + 0.625. Without the chat template the same random prompts read ~3.55.
+Past the last figure each further depth is assumed accepted at the last depth's rate given
+the one before (0.625 / 0.875): no source states DeepSeek-R1's length at 3 drafts (TensorRT-
+LLM's MTP blog plots it as a figure only; a later model, DeepSeek-V4-Pro on SPEED-Bench
+coding, InferenceX golden_al_distribution/dsv4_mtp.yaml, falls faster: 1.92, 2.61, 2.97 at
+K = 1-3 without thinking). InferenceX's prompts are random tokens with --ignore-eos, whose
+acceptance may differ from text's (PR #649 found it close to MT-Bench's only in the chat
+template). Not fitted to any scored run."""
+
+
+def mtp_accept_length(draft_tokens: int) -> float:
+    """Tokens a verify step adds, expected, at K draft tokens of DeepSeek's MTP layer: one,
+    plus the share of steps reaching each depth (MTP_REACHED, extended past the last figure at
+    its last ratio)."""
+    reached = list(MTP_REACHED[:draft_tokens])
+    while len(reached) < draft_tokens:
+        reached.append(reached[-1] * MTP_REACHED[-1] / MTP_REACHED[-2])
+    return 1.0 + sum(reached)
 
 
 @dataclass(frozen=True)
@@ -69,8 +99,11 @@ class Decoding:
             kind = "beam search" if self.returned == 1 else "parallel sampling"
             return (f"{kind}, {self.width} sequences per prompt decoded together, "
                     f"{self.returned} output")
-        accepted = ("as the given acceptance lengths say" if self.acceptance is None else
-                    f"each accepted with probability {self.acceptance:g}")  # fmt: skip
+        accepted = (f"each accepted with probability {self.acceptance:g}"
+                    if self.acceptance is not None else "as the given acceptance lengths say")
+        if self.acceptance is None and self.advance == mtp_accept_length(self.step_tokens - 1) \
+                and str(getattr(self.draft, "name", self.draft)).endswith("mtp"):
+            accepted = "as DeepSeek-V3/R1's published MTP acceptance says (MTP_REACHED)"
         drafted = self.step_tokens - 1
         line = (f"speculative, {self.draft.name} drafting {drafted} "
                 f"token{'s' * (drafted > 1)} per step, {accepted}: {self.advance:.3g} tokens "
@@ -137,6 +170,9 @@ def resolve_decoding(
                             f"draft tokens, but --draft-tokens is {draft_tokens}")  # fmt: skip
         advance = sum(share * (accepted + 1) for accepted, share in enumerate(shares))
         return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
+    if acceptance is None and speculative == "mtp":  # the published curve (MTP_REACHED)
+        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
+        return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative)
     if acceptance is None:
         raise UserError("--speculative needs --acceptance: the probability that the target "
                         "accepts a draft token (0 <= a < 1), measured for the model pair "

@@ -213,7 +213,8 @@ class Engine:
     speculative: str | None = option(None, "Speculative decoding (same flags as run): a "
                                      "draft model (zoo id or hub name), mtp (the model's own "
                                      "multi-token prediction) or eagle (one draft layer of "
-                                     "the model's kind); needs --acceptance.", type=str)
+                                     "the model's kind); needs --acceptance (mtp: DeepSeek-V3/R1's "
+                                     "published acceptance by default).", type=str)
     draft_tokens: int | None = option(None, "Speculative: draft tokens per step (default 5, "
                                       "as run).", type=int)
     acceptance: float | None = option(None, "Speculative: the probability the target "

@@ -61,8 +61,10 @@ to depth 1, 2, ..., the published figures only.
   2025-02-14) reads "~1.9 avg accept length for draft 2 tokens" (one draft token, topk 1).
 - Depth 2, 0.625: InferenceX PR #649 (2026-02-05) reads an acceptance length of ~2.50 for
   DeepSeek-R1-0528's MTP at DECODE_MTP_SIZE=2 (MI355X SGLang disaggregated; amd-master.yaml at
-  its commit dab13cea0) on random-token prompts in the chat template, and ~2.50 on MT-Bench;
-  so 1 + 0.875 + 0.625. Without the chat template the same random prompts read ~3.55.
+  its commit dab13cea0; InferenceX's server_sglang.sh launches that size as
+  --speculative-num-steps 2 --speculative-num-draft-tokens 3: K = 2) on random-token prompts
+  in the chat template, and ~2.50 on MT-Bench; so 1 + 0.875 + 0.625. Without the chat
+  template the same random prompts read ~3.55.
 Past the last figure each further depth is assumed accepted at the last depth's rate given
 the one before (0.625 / 0.875): no source states DeepSeek-R1's length at 3 drafts (TensorRT-
 LLM's MTP blog plots it as a figure only; a later model, DeepSeek-V4-Pro on SPEED-Bench

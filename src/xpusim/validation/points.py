@@ -51,7 +51,8 @@ ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts shar
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
 --draft-tokens, --acceptance or --accept-length (`accept_length`: the tokens a step adds as
-the run measured them, where it states them), and `precision`, --draft-precision: the
+an engine's log states them, never read from the metric scored; none: mtp takes DeepSeek's
+published curve), and `precision`, --draft-precision: the
 draft's format where its checkpoint keeps it apart) are settings a source states that the
 adapter passes to serve with the engines' meanings, never drops; so are `moe_backend`
 (TensorRT-LLM's moe_backend: which measured MoE kernels price the experts), `graph_sizes`

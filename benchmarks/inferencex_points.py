@@ -655,8 +655,9 @@ def points(rows: list[dict[str, Any]], repo: str) -> list[dict[str, Any]]:
         if spec:
             parts.append(
                 f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), "
-                f"{mtp_accept_length(drafts(r)[0]):.3g} tokens a step as DeepSeek's published "
-                "MTP acceptance gives them (scenarios/decoding.py MTP_REACHED)"
+                f"{mtp_accept_length(drafts(r)[0]):.3g} tokens a step by DeepSeek's published "
+                "MTP acceptance (scenarios/decoding.py MTP_REACHED; past 2 drafts an assumed "
+                "fall)"
             )
         if spec and not overlapped(r):
             parts.append("host_overlap false (SGLANG_ENABLE_SPEC_V2=1 set in the recipe but not "

@@ -305,7 +305,7 @@ def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_no_acceptance_
         assert "-mtp-" in p.id and set(spec) <= {"kind", "draft_tokens", "precision"}, p.id
         assert spec["kind"] == "mtp", p.id
         k = spec["draft_tokens"]
-        assert f"{mtp_accept_length(k):.3g} tokens a step as DeepSeek's published" in p.get(
+        assert f"{mtp_accept_length(k):.3g} tokens a step by DeepSeek's published" in p.get(
             "xpusim_setup"), p.id
         said = {"sglang": f"--speculative-num-steps {k} --speculative-num-draft-tokens {k + 1} ",
                 "trtllm": f"num_nextn_predict_layers {k}",

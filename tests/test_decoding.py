@@ -101,6 +101,7 @@ def test_deepseeks_mtp_accept_length_is_the_published_figures():
 
     how = Engine(speculative="mtp", draft_tokens=3).decoding
     assert (how.step_tokens, how.advance) == (4, pytest.approx(mtp_accept_length(3)))
+    assert how.published and not Engine(speculative="mtp", accept_length=2.0).decoding.published
 
 
 def test_a_measured_accept_length_is_the_tokens_a_step_adds():

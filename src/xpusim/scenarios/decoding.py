@@ -94,6 +94,7 @@ class Decoding:
     advance: float = 1.0  # tokens a decode step adds to each sequence, expected
     draft: Any = None  # the draft model (a TransformerConfig or its name), or None
     acceptance: float | None = None
+    published: bool = False  # the advance is DeepSeek's published MTP curve (MTP_REACHED)
 
     def describe(self, target: Any) -> str:
         """One line for a result's notes."""
@@ -103,8 +104,7 @@ class Decoding:
                     f"{self.returned} output")
         accepted = (f"each accepted with probability {self.acceptance:g}"
                     if self.acceptance is not None else "as the given acceptance lengths say")
-        if self.acceptance is None and self.advance == mtp_accept_length(self.step_tokens - 1) \
-                and str(getattr(self.draft, "name", self.draft)).endswith("mtp"):
+        if self.published:
             accepted = "as DeepSeek-V3/R1's published MTP acceptance says (MTP_REACHED)"
         drafted = self.step_tokens - 1
         line = (f"speculative, {self.draft.name} drafting {drafted} "
@@ -174,7 +174,8 @@ def resolve_decoding(
         return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
     if acceptance is None and speculative == "mtp":  # the published curve (MTP_REACHED)
         k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
-        return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative)
+        return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative,
+                        published=True)  # fmt: skip
     if acceptance is None:
         raise UserError("--speculative needs --acceptance: the probability that the target "
                         "accepts a draft token (0 <= a < 1), measured for the model pair "

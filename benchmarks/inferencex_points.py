@@ -12,8 +12,7 @@ packages/app/cypress/fixtures/api/benchmarks.json at APP_COMMIT (beside it, HIST
 of each configuration at a few concurrencies, which older_run_gap reads). Kept: DeepSeek-R1-0528,
 one node, no disaggregation, dated from SINCE on, with or without speculative decoding (MTP:
 the model's own multi-token-prediction layer drafting, each recipe's *_mtp.sh; the rows do
-not state its acceptance, so every MTP point takes the published MTP_ACCEPTANCE, and states
-beside it the tokens a step a ROCm SGLang run's stream implies: chunk_gap): from
+not state its acceptance, so every MTP point takes DeepSeek's published one: MTP_GAP): from
 2026-02-19 each recipe's launch line for these configurations reads as below (checked
 version by version; earlier ones change flags this script does not track; the MTP recipes'
 versions the rows ran: mtp_settings). Each launch's flags come from the recipe as of the
@@ -29,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from xpusim.scenarios.decoding import mtp_accept_length
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "src/xpusim/validation/published.json"
 APP_COMMIT = "528c4146b8f502fcbce8df7870a935a970cbae25"  # 2026-06-14, app PR #458
@@ -129,20 +131,39 @@ NVFP4_MTP = (
 """Why the NVFP4 checkpoint's MTP runs price its draft in bf16 (serve's --draft-precision);
 amd/DeepSeek-R1-0528-MXFP4-Preview's MTP layer format is not read, so its draft takes the
 model's."""
-MTP_ACCEPTANCE = 0.875
-"""The probability that the target accepts a draft token of DeepSeek's MTP layer: the middle
-of DeepSeek-V3's "acceptance rate of the second token prediction ranges between 85% and 90%
-across various generation topics" (DeepSeek-V3 Technical Report, arXiv 2412.19437, sec.
-5.4.3), measured on their own prompts, one draft token; InferenceX's prompts are random
-tokens in the chat template with --ignore-eos, and every recipe but ATOM's FP4 one drafts 2
-or 3 tokens with that one layer reused (its acceptance past the first depth is published
-only as figures: TensorRT-LLM's MTP blog). Not chosen to fit these points (MTP_GAP)."""
+STREAMED = re.compile(r"stream[-_]interval[ =]*(\d+)")
+
+
+def streamed_tokens(r: dict[str, Any], launch: str) -> float:
+    """The tokens a decode step streamed in the run, as its own timing reads (never an input:
+    only UNSPECULATED_GAP's test, and docs/validation.md's comparison with the published
+    acceptance): the client's mean gap between streamed chunks (mean_itl) over its mean time
+    per output token (mean_tpot) is the tokens a chunk carried, and a chunk holds a sequence's
+    tokens of N decode steps, N the launch's stream interval (TensorRT-LLM's stream_interval,
+    SGLang's --stream-interval; none: 1). The no-MTP rows hold it: 9.9-10.0 at interval 10,
+    29.4-30.0 at 30, 1.00-1.02 without one."""
+    m = r["metrics"]
+    steps = int(found.group(1)) if (found := STREAMED.search(launch)) else 1
+    return round(m["mean_itl"] / m["mean_tpot"] / steps, 2)
+
+
 MTP_GAP = (
-    "the acceptance of the MTP drafts is not measured for these runs: xpusim takes 0.875 a "
-    "draft token, each independent (DeepSeek-V3's 85-90% for the first draft token on their "
-    "prompts; Leviathan et al. eq. 1), for 2-3 drafts of the one MTP layer reused on random-"
-    "token prompts with --ignore-eos; a rate of 0.85 or 0.90 moves the tokens a step by "
-    "-3% or +3% at 2 drafts, -4% or +4% at 3"
+    "the acceptance of the MTP drafts is not measured for these runs: xpusim takes DeepSeek's "
+    "published curve (scenarios/decoding.py MTP_REACHED: 1.875 tokens a step at 1 draft "
+    "token from DeepSeek-V3's 85-90%, 2.50 at 2 from InferenceX PR #649 on random prompts in "
+    "the chat template and on MT-Bench, past that an assumed constant fall: 2.95 at 3); these "
+    "runs' random-token prompts with --ignore-eos may accept otherwise, and the engines' "
+    "logged acceptance is kept in no row"
+)
+
+
+UNSPECULATED_GAP = (
+    "the run's streamed chunks carry one token each (mean_itl / mean_tpot 1.00 at every "
+    "concurrency, as SGLang's MI355X MTP runs of the same version carry 2.4-2.8) and its TPOT "
+    "is a plain decode's: xpusim without speculation gives 0.83x, 0.87x and 0.66x on the "
+    "1k/1k c16, 1k/1k c64 and 8k/1k c64 runs, as on this chip's runs without MTP "
+    "(0.83-0.85x, 0.67-0.69x); the engine seems not to have speculated, where xpusim prices "
+    "the launch's drafts and 4-token verify at the published acceptance; not modelled"
 )
 
 
@@ -372,6 +393,18 @@ def drafts(r: dict[str, Any]) -> tuple[int, str]:
                f"--speculative-num-draft-tokens {k + 1} --speculative-eagle-topk 1")  # fmt: skip
 
 
+def overlapped(r: dict[str, Any]) -> bool:
+    """Whether an SGLang MTP run's scheduler prepared the next batch while the device ran this
+    one (serve's --host-overlap): SGLang 0.5's server_args turns the overlap scheduler off for
+    EAGLE (its MTP) unless SGLANG_ENABLE_SPEC_V2 is set ("if not envs.SGLANG_ENABLE_SPEC_V2
+    .get(): self.disable_overlap_schedule = True", code index id 8356329; the 0.5.9-0.5.12
+    tags not read). dsr1_fp8_b200_mtp.sh (64c20b6b5ba0, ed5867f9e998) and dsr1_fp8_b300_mtp.sh
+    (ed5867f9e998) set SGLANG_ENABLE_SPEC_V2=1 as a shell variable, not exported, so the
+    server never sees it; the FP4 B200, H200, MI325X and MI355X recipes export it."""
+    return not (r["framework"] == "sglang" and r["precision"] == "fp8"
+                and r["hardware"] in ("b200", "b300"))
+
+
 def mtp_settings(r: dict[str, Any]) -> tuple:
     """What a run's MTP recipe (*_mtp.sh) launched, as settings() returns it. Read at each
     version the rows ran (script()): dsr1_fp4_b200_mtp.sh 292726bb8b01, dsr1_fp8_b200_mtp.sh
@@ -509,27 +542,6 @@ def older_run_gap(r: dict[str, Any], history: list[dict[str, Any]]) -> str | Non
     )
 
 
-def chunk_gap(r: dict[str, Any]) -> str | None:
-    """The tokens an MTP run streamed a chunk (mean ITL over mean TPOT), for the SGLang MTP
-    recipes on ROCm, which set no --stream-interval (SGLang's default 1: every step's new
-    tokens leave as one chunk), so it counts the tokens a step: 1 + the accepted drafts. The
-    run's own output, stated beside xpusim's assumed acceptance, not fitted to it."""
-    if r["spec_method"] != "mtp" or r["framework"] != "sglang" or \
-            r["hardware"] not in ("mi325x", "mi355x"):  # fmt: skip
-        return None
-    m = r["metrics"]
-    k = drafts(r)[0]
-    expected = sum(MTP_ACCEPTANCE**i for i in range(k + 1))
-    return (
-        "but its stream shows its tokens a step: the run streamed "
-        f"{m['mean_itl'] / m['mean_tpot']:.2f} tokens a chunk (mean ITL "
-        f"{m['mean_itl'] * 1e3:.1f} ms over mean TPOT {m['mean_tpot'] * 1e3:.1f} ms; 1.00-1.02 "
-        "in the ROCm SGLang runs without MTP): at SGLang's --stream-interval 1 a chunk is one "
-        f"step's tokens, where acceptance {MTP_ACCEPTANCE} of {k} drafts gives xpusim "
-        f"{expected:.2f} a step"
-    )
-
-
 def points(
     rows: list[dict[str, Any]], repo: str, history: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -589,10 +601,12 @@ def points(
         if wait := batch_wait(r):
             setup["batch_wait"] = wait
         if spec:
-            setup["speculative"] = {"kind": "mtp", "draft_tokens": drafts(r)[0],
-                                    "acceptance": MTP_ACCEPTANCE}  # fmt: skip
+            k = drafts(r)[0]
+            setup["speculative"] = {"kind": "mtp", "draft_tokens": k}  # MTP_GAP
             if ckpt == NVFP4_CKPT:
                 setup["speculative"]["precision"] = "bf16"  # NVFP4_MTP
+            if not overlapped(r):
+                setup["host_overlap"] = False
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
@@ -680,10 +694,14 @@ def points(
             parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
         if spec:
             parts.append(
-                f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), each "
-                f"accepted with probability {MTP_ACCEPTANCE} (MTP_ACCEPTANCE: DeepSeek-V3 "
-                "report sec. 5.4.3)"
+                f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), "
+                f"{mtp_accept_length(drafts(r)[0]):.3g} tokens a step by DeepSeek's published "
+                "MTP acceptance (scenarios/decoding.py MTP_REACHED; past 2 drafts an assumed "
+                "fall)"
             )
+        if spec and not overlapped(r):
+            parts.append("host_overlap false (SGLANG_ENABLE_SPEC_V2=1 set in the recipe but not "
+                         "exported: SGLang's EAGLE without it runs its overlap scheduler off)")
         if prec == "fp4":
             parts.append(
                 f"{precision} weights ({ckpt}); attention at the precision's xpusim default"
@@ -709,7 +727,10 @@ def points(
             gaps.append(CAPACITY_GAP)
         if spec:
             gaps.append(MTP_GAP)
-        gaps += [g for g in (older_run_gap(r, history), chunk_gap(r)) if g]
+            if streamed_tokens(r, launch) <= 1.02:  # the no-MTP rows' reading of one
+                gaps.append(UNSPECULATED_GAP)
+        if gap := older_run_gap(r, history):
+            gaps.append(gap)
         if "enable_piecewise_cuda_graph" in launch:
             gaps.append(
                 "the launch's piecewise CUDA graphs (TensorRT-LLM torch_compile_config, for "

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
-from xpusim.scenarios.decoding import expected_advance
+from xpusim.scenarios.decoding import MTP_REACHED, expected_advance, mtp_accept_length
 from xpusim.workloads.resolve import load_model
 
 FIGURES = ("ttft_s", "tpot_s", "latency_s", "tokens_per_s", "energy_j", "avg_power_w")
@@ -71,6 +71,54 @@ def test_expected_advance_is_leviathans():
     assert expected_advance(0.5, 1) == pytest.approx(1.5)
 
 
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(0.0, 0.999), b=st.floats(0.0, 0.999), k=st.integers(1, 63))
+def test_expected_advance_grows_with_acceptance_and_drafts_and_stays_within_one_to_k_plus_one(
+        a, b, k):
+    """A step adds its own token and at most the K drafted; more acceptance or one more draft
+    token never adds fewer."""
+    low, high = sorted((a, b))
+    assert 1.0 <= expected_advance(low, k) <= expected_advance(high, k) <= k + 1 + 1e-9
+    assert expected_advance(high, k) <= expected_advance(high, k + 1) + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(1, 63))
+def test_deepseeks_mtp_accept_length_grows_with_drafts_within_one_to_k_plus_one(k):
+    """The published MTP curve: one more draft token never adds fewer tokens a step, and a
+    step adds its own token and at most the K drafted."""
+    assert 1.0 <= mtp_accept_length(k) <= mtp_accept_length(k + 1) <= k + 2
+    assert mtp_accept_length(k) <= k + 1
+
+
+def test_deepseeks_mtp_accept_length_is_the_published_figures():
+    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.50 at two (InferenceX PR
+    #649), and `serve`/`run --speculative mtp` take it without a rate."""
+    assert MTP_REACHED == (0.875, 0.625)
+    assert (mtp_accept_length(1), mtp_accept_length(2)) == pytest.approx((1.875, 2.5))
+    assert mtp_accept_length(3) == pytest.approx(2.5 + 0.625 ** 2 / 0.875)
+    from xpusim.serving.options import Engine
+
+    how = Engine(speculative="mtp", draft_tokens=3).decoding
+    assert (how.step_tokens, how.advance) == (4, pytest.approx(mtp_accept_length(3)))
+    assert how.published and not Engine(speculative="mtp", accept_length=2.0).decoding.published
+
+
+def test_a_measured_accept_length_is_the_tokens_a_step_adds():
+    """--accept-length (as engines log it: SGLang's accept len) is the step's advance, the
+    same as the acceptance rate that gives it: a step costs what its K drafts cost."""
+    a = 0.6
+    by_rate = xpusim.simulate("llama-3-70b", "h100-sxm", acceptance=a, draft_tokens=2, **SPEC)
+    by_length = xpusim.simulate("llama-3-70b", "h100-sxm", accept_length=1 + a + a * a,
+                                draft_tokens=2, **SPEC)  # fmt: skip
+    assert by_length.decoding["tokens_per_step"] == pytest.approx(1 + a + a * a)
+    assert by_length.decoding["acceptance"] is None
+    assert by_length.tpot_s == pytest.approx(by_rate.tpot_s, rel=1e-12)
+    none_kept = xpusim.simulate("llama-3-70b", "h100-sxm", accept_length=1, draft_tokens=2,
+                                **SPEC)  # fmt: skip
+    assert none_kept.tpot_s > by_length.tpot_s
+
+
 SPEC = dict(chips=8, batch=1, prompt=1024, gen=256, speculative="llama-3-8b")
 
 
@@ -126,6 +174,11 @@ def test_a_verify_step_computes_logits_at_every_fed_token():
     (["--speculative", "llama-3-8b", "--acceptance-lengths", "0.5,0.5", "--draft-tokens", "3"],
      "--draft-tokens is 3"),
     (["--acceptance-lengths", "0.5,0.5"], "needs --speculative"),
+    (["--accept-length", "2"], "--accept-length needs --speculative"),
+    (["--speculative", "llama-3-8b", "--accept-length", "4.5", "--draft-tokens", "3"],
+     "--accept-length must be in [1, 4]"),
+    (["--speculative", "llama-3-8b", "--accept-length", "2", "--acceptance", "0.5"],
+     "--acceptance and --accept-length say the same"),
 ])  # fmt: skip
 def test_bad_decoding_options_are_one_line_and_exit_2(capsys, args, message):
     assert message in refused(capsys, "run", "llama-3-70b", "--chip", "h100-sxm", *args)

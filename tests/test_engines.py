@@ -65,8 +65,8 @@ def test_each_engine_serves_with_its_own_policy(engine):
     assert result.ttft_s.mean > 0 and result.tpot_s.mean > 0
 
 
-def _tpot(**options) -> float:
-    return xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, engine="ideal", prompt=128,
+def _tpot(engine: str = "ideal", **options) -> float:
+    return xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, engine=engine, prompt=128,
                         gen=48, requests=8, warmup=0, **options).tpot_s.mean  # fmt: skip
 
 
@@ -88,6 +88,20 @@ def test_more_acceptance_is_never_slower(low, more):
     slow = _tpot(speculative="eagle", draft_tokens=3, acceptance=low)
     fast = _tpot(speculative="eagle", draft_tokens=3, acceptance=high)
     assert fast <= slow * (1 + 1e-3)
+
+
+def test_host_work_in_line_exposes_the_engines_host_time_every_iteration():
+    """--no-host-overlap (SGLang's EAGLE without spec v2): every iteration waits for the
+    host's 2.2 ms (engines.toml sglang per_iteration_s) on top of the device's, where the
+    overlap scheduler hides it behind a longer device step."""
+    opts = dict(engine="sglang", speculative="eagle", draft_tokens=2, accept_length=2.0)
+    overlapped, in_line = _tpot(**opts), _tpot(host_overlap=False, **opts)
+    assert _tpot(host_overlap=True, **opts) == overlapped
+    # a step of 2 tokens a sequence on average: about 1.1 ms more a token
+    assert in_line - overlapped == pytest.approx(2.2e-3 / 2.0, rel=0.15)
+    said = xpusim.serve("llama-3-8b", "h100-sxm", concurrency=4, prompt=128, gen=48,
+                        requests=8, warmup=0, host_overlap=False, **opts).notes  # fmt: skip
+    assert any("runs in line" in note for note in said)
 
 
 def test_accepted_tokens_per_step_set_the_decode_speed():

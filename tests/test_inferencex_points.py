@@ -1,7 +1,7 @@
 """What benchmarks/inferencex_points.py states beside a point from the run's own records
 (docs/validation.md, "Which image ran"): a run older than the runs behind its configuration's
-other lengths says what it measured at those lengths and what the newer runs did, and a ROCm
-SGLang MTP run says how many tokens it streamed a chunk, the tokens a step."""
+other lengths says what it measured at those lengths and what the newer runs did (a run's
+streamed tokens a step: test_published_serving's unspeculated-gap test)."""
 
 from __future__ import annotations
 
@@ -54,18 +54,6 @@ def test_the_newest_run_and_a_run_alone_state_nothing():
     assert gen.older_run_gap(other[0], other) is None  # another chip's newer run is not its own
 
 
-@pytest.mark.parametrize(("itl_ms", "tokens"), [(19.4, "1.00"), (27.5, "2.41")])
-def test_a_rocm_sglang_mtp_run_states_the_tokens_it_streamed_a_chunk(itl_ms: float, tokens: str):
-    tpot_s = 0.0194 if tokens == "1.00" else 0.0114
-    row = {**CONFIG, "hardware": "mi325x", "spec_method": "mtp",
-           "metrics": {"mean_itl": itl_ms / 1e3, "mean_tpot": tpot_s}}  # fmt: skip
-    gap = gen.chunk_gap(row)
-    assert gap is not None and f"streamed {tokens} tokens a chunk" in gap
-    assert "acceptance 0.875 of 3 drafts gives xpusim 3.31 a step" in gap  # 1 + a + a^2 + a^3
-    assert gen.chunk_gap({**row, "spec_method": "none"}) is None
-    assert gen.chunk_gap({**row, "hardware": "h200"}) is None  # --stream-interval 10 there
-
-
 def test_the_committed_mi30x_1k8k_points_name_their_image_and_its_other_lengths():
     """The MI300X and MI325X 1k/8k points ran lmsysorg/sglang:v0.5.9 on 2026-02-27, the others
     v0.5.12 on 2026-05-18: each 1k/8k point says so with the same run's 1k/1k TPOT, and no
@@ -78,5 +66,3 @@ def test_the_committed_mi30x_1k8k_points_name_their_image_and_its_other_lengths(
         assert "(2026-02-27, lmsysorg/sglang:v0.5.9-rocm700-mi30x) is older" in p.known_gap, p.id
         assert "1k/1k 24.4/30.5/51.3 ms" in p.known_gap or "1k/1k 23.9/" in p.known_gap, p.id
     assert not any("is older than the runs" in p.known_gap for p in pts if p not in long)
-    mtp = [p for p in pts if "-mtp-" in p.id and p.metric == "tpot_s"]
-    assert mtp and all("streamed 1.00 tokens a chunk" in p.known_gap for p in mtp)

@@ -116,6 +116,13 @@ def test_a_points_speculative_setting_reaches_serve_with_its_meanings(monkeypatc
     adapters._llm_serving(point)
     assert (seen[0]["speculative"], seen[0]["draft_tokens"], seen[0]["acceptance"]) \
         == ("mtp", 3, 0.7)
+    measured = {**setup, "speculative": {"kind": "mtp", "draft_tokens": 3, "accept_length": 2.4},
+                "host_overlap": False}  # fmt: skip
+    adapters._llm_serving(Point("q", "llm-serving", "h200-sxm", "output_tokens_per_s", 1.0, "t",
+                                setup=measured))
+    assert (seen[1]["accept_length"], seen[1]["acceptance"], seen[1]["host_overlap"]) \
+        == (2.4, None, False)
+    check_keys({"workload": "llm-serving", "id": "q", **measured})
 
 
 @pytest.mark.parametrize(("ep", "dp_attention"), [(1, False), (8, True), (8, False)])
@@ -280,20 +287,26 @@ MTP = [p for p in INFERENCEX if "spec_method=mtp" in p.source]
 """InferenceX's MTP runs: each recipe's *_mtp.sh, speculative decoding with DeepSeek's MTP layer."""
 
 
-def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_the_published_acceptance():
+def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_no_acceptance_of_their_own():
     """Every MTP run drafts what its launch line says (SGLang --speculative-num-steps K with
     --speculative-num-draft-tokens K + 1, TensorRT-LLM num_nextn_predict_layers K, ATOM
-    --num-speculative-tokens or its default 1), at DeepSeek-V3's 85-90% (0.875, never fitted
-    to these points); every other run states no speculation; SGLang's MTP runs capture its
+    --num-speculative-tokens or its default 1) and states no acceptance: each takes DeepSeek's
+    published curve (scenarios/decoding.py MTP_REACHED), never one read from the run it is
+    scored against; every other run states no speculation; SGLang's MTP runs capture its
     speculative batch sizes (1-8 one apart, then 2, 4 and 8 apart to 256)."""
+    from xpusim.scenarios.decoding import mtp_accept_length
+
     assert len(MTP) >= 150 and {p.get("engine") for p in MTP} == {"sglang", "trtllm", "atom"}
     for p in INFERENCEX:
         spec = p.get("speculative")
         if p not in MTP:
             assert spec is None and "-mtp-" not in p.id, p.id
             continue
-        assert "-mtp-" in p.id and spec["kind"] == "mtp" and spec["acceptance"] == 0.875, p.id
+        assert "-mtp-" in p.id and set(spec) <= {"kind", "draft_tokens", "precision"}, p.id
+        assert spec["kind"] == "mtp", p.id
         k = spec["draft_tokens"]
+        assert f"{mtp_accept_length(k):.3g} tokens a step by DeepSeek's published" in p.get(
+            "xpusim_setup"), p.id
         said = {"sglang": f"--speculative-num-steps {k} --speculative-num-draft-tokens {k + 1} ",
                 "trtllm": f"num_nextn_predict_layers {k}",
                 "atom": "--method mtp" + (f" --num-speculative-tokens {k}" if k > 1 else "")}
@@ -305,6 +318,36 @@ def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_the_published_
                           *range(72, 257, 8), *range(272, 513, 16)]  # fmt: skip
             assert sizes == [n for n in spec_sizes if n <= sizes[-1]], p.id
             assert f"--cuda-graph-max-bs{'=' if '-bs=' in p.notes else ' '}{sizes[-1]}" in p.notes
+
+
+def test_only_the_sglang_mtp_recipes_that_do_not_export_spec_v2_run_host_work_in_line():
+    """SGLang's EAGLE/MTP turns its overlap scheduler off without SGLANG_ENABLE_SPEC_V2 in its
+    environment: the B200 and B300 FP8 recipes set it without `export`
+    (inferencex_points.overlapped), every other run keeps its engine's overlap."""
+    off = [p for p in INFERENCEX if p.get("host_overlap") is not None]
+    assert off and all(p.get("host_overlap") is False and p in MTP for p in off)
+    assert {(p.chip, p.get("engine"), p.get("precision")) for p in off} \
+        == {("b200", "sglang", "fp8"), ("b300", "sglang", "fp8")}
+    assert all("host_overlap false" in p.get("xpusim_setup") for p in off)
+
+
+def test_a_runs_streamed_tokens_are_its_chunks_tokens_over_its_stream_interval(monkeypatch):
+    """The client's mean gap between streamed chunks over its mean time per token is the
+    tokens a chunk carried; a chunk is the stream interval's steps (none: one). Only a known
+    gap reads it (the MI325X SGLang MTP runs' one token a step), never a point's setting."""
+    monkeypatch.syspath_prepend(str(DATA.parents[3] / "benchmarks"))
+    from inferencex_points import streamed_tokens
+
+    def row(itl: float, tpot: float) -> dict:
+        return {"metrics": {"mean_itl": itl, "mean_tpot": tpot}}
+
+    assert streamed_tokens(row(0.6, 0.01), "--stream-interval 30 --x") == 2.0
+    assert streamed_tokens(row(0.2, 0.01), "stream_interval 10, moe_config") == 2.0
+    assert streamed_tokens(row(0.025, 0.01), "sglang.launch_server --tp 8") == 2.5
+    unspeculated = [p for p in MTP if "seems not to have speculated" in p.known_gap]
+    assert unspeculated and {(p.chip, p.get("engine")) for p in unspeculated} \
+        == {("mi325x", "sglang")}
+    assert all(p.get("speculative") for p in unspeculated)  # scored as launched
 
 
 def test_a_points_spread_and_memory_fraction_reach_serve(monkeypatch):

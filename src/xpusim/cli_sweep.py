@@ -32,7 +32,7 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
                              "moe_backend", "chips", "tp", "pp", "dp", "ep", "dp_attention",
                              "prompt", "gen", "sla_ms", "price", "wide", "speculative",
                              "draft_tokens", "acceptance",
-                             "acceptance_lengths"))  # run's, the same flags
+                             "acceptance_lengths", "accept_length"))  # run's, the same flags
 @_input_shape_option
 @click.option("--set", "sets", multiple=True, callback=parse_set_lists,
               metavar="FIELD=V1,V2,...", help="What-if chip figures to sweep (see run --set); "

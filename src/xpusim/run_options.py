@@ -96,7 +96,8 @@ class RunOptions:
     speculative: str | None = option(None, "LLM inference: speculative decoding with this "
                                      "draft model (a zoo id, hub name or config.json, or mtp: "
                                      "the model's own multi-token prediction module) on the "
-                                     "same chips; needs --acceptance.", "path",
+                                     "same chips; needs --acceptance (mtp: DeepSeek-V3/R1's "
+                                     "published acceptance by default).", "path",
                                      metavar="DRAFT_MODEL")
     draft_tokens: int | None = option(None, "Speculative decoding: draft tokens proposed per "
                                       "step (default 5).")
@@ -107,6 +108,10 @@ class RunOptions:
                                             "--acceptance: the share of steps whose target "
                                             "accepts exactly 0, 1, ..., K of K draft tokens.",
                                             "text", metavar="P0,P1,...,PK")
+    accept_length: float | None = option(None, "Speculative decoding, in place of "
+                                         "--acceptance: the mean tokens a step adds (1 to "
+                                         "K + 1), as engines log it (SGLang's accept len).",
+                                         "number", min=1)
     recompute: str = option("none", "Training: activation recomputation, trading FLOPs for "
                             "memory.", "choice", choices=("none", "selective", "full"),
                             show_default=True)

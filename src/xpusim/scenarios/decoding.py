@@ -26,8 +26,12 @@ cost rules price every step.
   MLP-drafter example sets), its weights and cache beside the target's on every chip; its
   energy is its average power over its time. Instead of one
   rate, `acceptance_lengths` may give the share of steps accepting exactly k of the K draft
-  tokens (as engines log them); the draft may be the model's own multi-token-prediction
-  module (`speculative="mtp"`: DeepSeek-V3's).
+  tokens, or `accept_length` the mean tokens a step adds (1 to K + 1), as engines log them
+  (SGLang's "accept len", TensorRT-LLM's and vLLM's "mean acceptance length", ATOM's
+  "toks/fwd"): a measured length is the one figure that holds what one rate cannot, a
+  reused draft head's acceptance falling with depth and a workload's text; the draft may be
+  the model's own multi-token-prediction module (`speculative="mtp"`: DeepSeek-V3's), which
+  without a rate accepts as DeepSeek-V3/R1's published figures say (MTP_REACHED).
 """
 
 from __future__ import annotations
@@ -47,6 +51,37 @@ examples draft 5), not an engine's limit."""
 DEFAULT_DRAFT_TOKENS = 5
 """Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
 an OPT-125M draft, num_speculative_tokens 5)."""
+MTP_REACHED = (0.875, 0.625)
+"""DeepSeek-V3/R1's MTP layer, reused for each draft depth (SGLang's, TensorRT-LLM's MTP Eagle
+and ATOM's MTP all chain the one layer): the share of verify steps whose draft is accepted up
+to depth 1, 2, ..., the published figures only.
+- Depth 1, 0.875: the middle of "the acceptance rate of the second token prediction ranges
+  between 85% and 90% across various generation topics" (DeepSeek-V3 Technical Report, arXiv
+  2412.19437, sec. 5.4.3; DeepSeek's own prompts). SGLang's NextN PR (sgl-project/sglang#3582,
+  2025-02-14) reads "~1.9 avg accept length for draft 2 tokens" (one draft token, topk 1).
+- Depth 2, 0.625: InferenceX PR #649 (2026-02-05) reads an acceptance length of ~2.50 for
+  DeepSeek-R1-0528's MTP at DECODE_MTP_SIZE=2 (MI355X SGLang disaggregated; amd-master.yaml at
+  its commit dab13cea0; InferenceX's server_sglang.sh launches that size as
+  --speculative-num-steps 2 --speculative-num-draft-tokens 3: K = 2) on random-token prompts
+  in the chat template, and ~2.50 on MT-Bench; so 1 + 0.875 + 0.625. Without the chat
+  template the same random prompts read ~3.55.
+Past the last figure each further depth is assumed accepted at the last depth's rate given
+the one before (0.625 / 0.875): no source states DeepSeek-R1's length at 3 drafts (TensorRT-
+LLM's MTP blog plots it as a figure only; a later model, DeepSeek-V4-Pro on SPEED-Bench
+coding, InferenceX golden_al_distribution/dsv4_mtp.yaml, falls faster: 1.92, 2.61, 2.97 at
+K = 1-3 without thinking). InferenceX's prompts are random tokens with --ignore-eos, whose
+acceptance may differ from text's (PR #649 found it close to MT-Bench's only in the chat
+template). Not fitted to any scored run."""
+
+
+def mtp_accept_length(draft_tokens: int) -> float:
+    """Tokens a verify step adds, expected, at K draft tokens of DeepSeek's MTP layer: one,
+    plus the share of steps reaching each depth (MTP_REACHED, extended past the last figure at
+    its last ratio)."""
+    reached = list(MTP_REACHED[:draft_tokens])
+    while len(reached) < draft_tokens:
+        reached.append(reached[-1] * MTP_REACHED[-1] / MTP_REACHED[-2])
+    return 1.0 + sum(reached)
 
 
 @dataclass(frozen=True)
@@ -59,6 +94,7 @@ class Decoding:
     advance: float = 1.0  # tokens a decode step adds to each sequence, expected
     draft: Any = None  # the draft model (a TransformerConfig or its name), or None
     acceptance: float | None = None
+    published: bool = False  # the advance is DeepSeek's published MTP curve (MTP_REACHED)
 
     def describe(self, target: Any) -> str:
         """One line for a result's notes."""
@@ -66,8 +102,10 @@ class Decoding:
             kind = "beam search" if self.returned == 1 else "parallel sampling"
             return (f"{kind}, {self.width} sequences per prompt decoded together, "
                     f"{self.returned} output")
-        accepted = ("as the given acceptance lengths say" if self.acceptance is None else
-                    f"each accepted with probability {self.acceptance:g}")  # fmt: skip
+        accepted = (f"each accepted with probability {self.acceptance:g}"
+                    if self.acceptance is not None else "as the given acceptance lengths say")
+        if self.published:
+            accepted = "as DeepSeek-V3/R1's published MTP acceptance says (MTP_REACHED)"
         drafted = self.step_tokens - 1
         line = (f"speculative, {self.draft.name} drafting {drafted} "
                 f"token{'s' * (drafted > 1)} per step, {accepted}: {self.advance:.3g} tokens "
@@ -92,10 +130,12 @@ class Decoding:
 def resolve_decoding(
     beams: int | None, n: int | None, speculative: Any, draft_tokens: int | None,
     acceptance: float | None, acceptance_lengths: str | None = None,
+    accept_length: float | None = None,
 ) -> Decoding:  # fmt: skip
     """The options as a Decoding; a combination engines do not run is a UserError.
     `acceptance_lengths` ("p0,p1,...,pK") gives, in place of one rate, the share of steps
-    whose target accepts exactly k of the K draft tokens."""
+    whose target accepts exactly k of the K draft tokens; `accept_length` their mean, the
+    tokens a step adds (the verify's own one included)."""
     for name, value, top in (("beams", beams, MAX_WIDTH), ("n", n, MAX_WIDTH),
                              ("draft_tokens", draft_tokens, MAX_DRAFT_TOKENS)):  # fmt: skip
         if value is not None and not 1 <= value <= top:
@@ -104,7 +144,8 @@ def resolve_decoding(
         raise UserError("--beams and --n are two ways of decoding; give one")
     if speculative is None:
         given = {"--draft-tokens": draft_tokens, "--acceptance": acceptance,
-                 "--acceptance-lengths": acceptance_lengths}  # fmt: skip
+                 "--acceptance-lengths": acceptance_lengths,
+                 "--accept-length": accept_length}  # fmt: skip
         for flag, value in given.items():
             if value is not None:
                 raise UserError(f"{flag} needs --speculative DRAFT_MODEL")
@@ -113,9 +154,17 @@ def resolve_decoding(
         return Decoding(width=n or 1, returned=n or 1)
     if (beams or 1) > 1 or (n or 1) > 1:
         raise UserError("--speculative with --beams or --n is not modelled; give one")
+    rates = [flag for flag, value in (("--acceptance", acceptance), ("--acceptance-lengths",
+             acceptance_lengths), ("--accept-length", accept_length)) if value is not None]
+    if len(rates) > 1:
+        raise UserError(f"{' and '.join(rates)} say the same; give one")
+    if accept_length is not None:
+        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
+        if not (math.isfinite(accept_length) and 1.0 <= accept_length <= k + 1):
+            raise UserError(f"--accept-length must be in [1, {k + 1}] (a step adds its own "
+                            f"token and at most the {k} drafted), not {accept_length}")
+        return Decoding(step_tokens=k + 1, advance=float(accept_length), draft=speculative)
     if acceptance_lengths is not None:
-        if acceptance is not None:
-            raise UserError("--acceptance and --acceptance-lengths say the same; give one")
         shares = _shares(acceptance_lengths)
         k = len(shares) - 1
         if draft_tokens is not None and draft_tokens != k:
@@ -123,10 +172,14 @@ def resolve_decoding(
                             f"draft tokens, but --draft-tokens is {draft_tokens}")  # fmt: skip
         advance = sum(share * (accepted + 1) for accepted, share in enumerate(shares))
         return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
+    if acceptance is None and speculative == "mtp":  # the published curve (MTP_REACHED)
+        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
+        return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative,
+                        published=True)  # fmt: skip
     if acceptance is None:
         raise UserError("--speculative needs --acceptance: the probability that the target "
                         "accepts a draft token (0 <= a < 1), measured for the model pair "
-                        "(or --acceptance-lengths)")  # fmt: skip
+                        "(or --acceptance-lengths, --accept-length)")  # fmt: skip
     if not 0.0 <= acceptance < 1.0:
         raise UserError(f"--acceptance must be in [0, 1), not {acceptance}")
     k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens

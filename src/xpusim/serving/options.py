@@ -167,6 +167,12 @@ class Engine:
                                         "--disable-piecewise-cuda-graph; default: the "
                                         "engine's rule for the chip, engines.toml "
                                         "eager_prefill).", type=bool)
+    host_overlap: bool | None = option(None, "Whether the engine prepares the next iteration "
+                                       "on the host while the device runs this one (default: "
+                                       "the engine's, engines.toml overlapped); SGLang turns "
+                                       "its overlap scheduler off under EAGLE/MTP unless "
+                                       "SGLANG_ENABLE_SPEC_V2 is in its environment.",
+                                       type=bool)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "
@@ -207,7 +213,8 @@ class Engine:
     speculative: str | None = option(None, "Speculative decoding (same flags as run): a "
                                      "draft model (zoo id or hub name), mtp (the model's own "
                                      "multi-token prediction) or eagle (one draft layer of "
-                                     "the model's kind); needs --acceptance.", type=str)
+                                     "the model's kind); needs --acceptance (mtp: DeepSeek-V3/R1's "
+                                     "published acceptance by default).", type=str)
     draft_tokens: int | None = option(None, "Speculative: draft tokens per step (default 5, "
                                       "as run).", type=int)
     acceptance: float | None = option(None, "Speculative: the probability the target "
@@ -215,6 +222,9 @@ class Engine:
     acceptance_lengths: str | None = option(None, "Speculative, in place of --acceptance: "
                                             "the share of steps accepting exactly 0, 1, ..., "
                                             "K draft tokens (P0,P1,...,PK).", type=str)
+    accept_length: float | None = option(None, "Speculative, in place of --acceptance: the "
+                                         "mean tokens a step adds (1 to K + 1), as engines "
+                                         "log it.", type=float)
     draft_precision: str | None = option(None, "Speculative: the draft's weight and compute "
                                          "format where its checkpoint keeps it apart from "
                                          "the model's (bf16: nvidia's NVFP4 DeepSeek-R1 "
@@ -303,7 +313,8 @@ class Engine:
         from xpusim.scenarios.decoding import resolve_decoding
 
         how = resolve_decoding(None, None, self.speculative, self.draft_tokens,
-                               self.acceptance, self.acceptance_lengths)  # fmt: skip
+                               self.acceptance, self.acceptance_lengths,
+                               self.accept_length)  # fmt: skip
         return how if how.draft is not None else None
 
     @property

@@ -149,6 +149,10 @@ def prepare(
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.host_overlap is not None and engine.host_overlap != profile.overlapped:
+        notes.append("--host-overlap: the engine's host work a step " + (
+            "runs one step ahead, exposed only past the device's time" if engine.host_overlap
+            else f"({profile.host_s(1) * 1e3:.3g} ms) runs in line, every step waiting for it"))
     if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
         req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
         notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
@@ -420,6 +424,8 @@ def run(
     if e.disaggregated:
         roles = ["prefill"] * e.prefill_replicas + ["decode"] * e.decode_replicas  # type: ignore[operator]
     profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
+    if e.host_overlap is not None:  # the launch's own: host work in line or one step ahead
+        profile = replace(profile, overlapped=e.host_overlap)
     reps = []
     for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
         own = p.decode if role == "decode" and p.decode is not None else p

@@ -157,6 +157,7 @@ def _llm_serving(point: Point) -> Prediction:
     if spec := point.get("speculative"):  # SPECULATIVE_KEYS, with serve's meanings
         options |= {"speculative": spec["kind"], "draft_tokens": spec.get("draft_tokens"),
                     "acceptance": spec.get("acceptance"),
+                    "accept_length": spec.get("accept_length"),
                     "draft_precision": spec.get("precision")}  # fmt: skip
     for setting in ("spread", "kv_utilization"):  # the client's length spread, the launch's
         if point.get(setting) is not None:  # memory fraction
@@ -177,6 +178,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["gemm_allreduce"] = True
     if point.get("allreduce_fusion"):  # SGLang's --enable-flashinfer-allreduce-fusion
         options["allreduce_fusion"] = True
+    if point.get("host_overlap") is not None:  # SGLang's overlap scheduler, on or off
+        options["host_overlap"] = bool(point.get("host_overlap"))
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

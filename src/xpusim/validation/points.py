@@ -44,23 +44,27 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion", "batch_wait",
+    "allreduce_fusion", "batch_wait", "host_overlap",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
 same GPUs as attention's TP, as the engines' --ep flag means), `dp_attention` (attention
 data-parallel over those GPUs) and `speculative` (SPECULATIVE_KEYS: serve's --speculative,
---draft-tokens, --acceptance, and `precision`, --draft-precision: the draft's format where
-its checkpoint keeps it apart) are settings a source states that the adapter passes to serve
-with the engines' meanings, never drops; so are `moe_backend` (TensorRT-LLM's moe_backend:
-which measured MoE kernels price the experts), `graph_sizes` (the CUDA-graph batch sizes the
-config captured, a list), `graph_pad` (serve's --graph-pad: whether a step pads to them),
-`decode_steps` (vLLM V0's num_scheduler_steps), `recv_interval` (SGLang's
---scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
+--draft-tokens, --acceptance or --accept-length (`accept_length`: the tokens a step adds as
+an engine's log states them, never read from the metric scored; none: mtp takes DeepSeek's
+published curve), and `precision`, --draft-precision: the
+draft's format where its checkpoint keeps it apart) are settings a source states that the
+adapter passes to serve with the engines' meanings, never drops; so are `moe_backend`
+(TensorRT-LLM's moe_backend: which measured MoE kernels price the experts), `graph_sizes`
+(the CUDA-graph batch sizes the config captured, a list), `graph_pad` (serve's --graph-pad:
+whether a step pads to them), `decode_steps` (vLLM V0's num_scheduler_steps),
+`recv_interval` (SGLang's --scheduler-recv-interval), `adp_balance` ([batching_wait_iters,
 timeout_iters] of TensorRT-LLM's attention-DP balancer), `batch_wait`
 ([batch_wait_timeout_iters, batch_wait_max_tokens_ratio] of TensorRT-LLM's batch waiting:
 serve's --batch-wait) and `gemm_allreduce` (true where the
-config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py) and
+config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py),
+`host_overlap` (serve's --host-overlap: false where the engine runs its host work in line,
+SGLang's EAGLE/MTP without SGLANG_ENABLE_SPEC_V2 in its environment) and
 `allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
 cost/collectives.py FLASHINFER_ALLREDUCE). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
@@ -74,7 +78,7 @@ LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup"
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
 those, the first ones its statistics leave out) where the source states them; `hold_s` and
 `hold_batch`, a harness that batches arrivals before the engine sees them (serve's)."""
-SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "precision"}
+SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "accept_length", "precision"}
 
 
 def check_keys(point: dict[str, Any]) -> None:

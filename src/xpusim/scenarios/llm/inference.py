@@ -123,7 +123,7 @@ class LLMInferenceResult(Result):
 OPTIONS = ("batch", "prompt", "gen", "precision", "weight_precision", "attention_precision",
            "kv_precision", "moe_backend", "chips", "tp", "pp", "dp", "ep", "dp_attention",
            "microbatches", "objective", "overlap", "beams", "n", "speculative", "draft_tokens",
-           "acceptance", "acceptance_lengths")  # fmt: skip
+           "acceptance", "acceptance_lengths", "accept_length")  # fmt: skip
 """The fields of run_options.RunOptions that LLM inference takes: their help says what each
 does, and `simulate`'s keywords are made from them. Besides a name, `precision`'s take a
 DType or Format and `speculative` a TransformerConfig (or "mtp": the model's own module)."""
@@ -271,7 +271,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     moe_backend = resolve_moe_backend(given["moe_backend"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
                            given["draft_tokens"], given["acceptance"],
-                           given["acceptance_lengths"])  # fmt: skip
+                           given["acceptance_lengths"], given["accept_length"])  # fmt: skip
     dp_attention = given["dp_attention"]
     searched = system.chips > 1 and all(v is None for v in (tp, pp, dp, ep)) \
         and not dp_attention

@@ -542,10 +542,19 @@ def step_cost(
     decode = _counts(cfg, requests(np.ones_like(mean), mean - 1), system, plan, placement,
                      varies, phase=1)  # fmt: skip
     mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
+    shared: dict[int, list[np.ndarray]] = {}  # one row by a chip's share, read once
 
     def decode_block(lo: int, hi: int) -> list[np.ndarray]:
+        """Rows lo .. hi-1; one row (the lazy table's block) is its chip's share's, costed
+        once for the `a` batch sizes that share it (attention DP: a max-rate search reads
+        thousands of batch sizes, a tenth of its CPU where each was costed apart)."""
+        if hi - lo == 1 and (found := shared.get(int(mine[lo]))) is not None:
+            return found
         stage_s, energy_j = decode.per_sequence(mine[lo:hi])
-        return [np.concatenate([stage_s, energy_j[..., None]], axis=-1)]
+        rows = [np.concatenate([stage_s, energy_j[..., None]], axis=-1)]
+        if hi - lo == 1:
+            shared[int(mine[lo])] = rows
+        return rows
 
     decode_rows = Rows(LazyTable(max_sampled, 1, decode_block), 0)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(

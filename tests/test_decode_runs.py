@@ -3,8 +3,8 @@ event loop's one step at a time: every figure of a serving result the same, bit 
 across engines and schedulers (CUDA-graph padding, overlapped host time, prefill-first,
 whole-length reservation, static batches), MoE, MLA and windowed models, a full cache, an
 open loop with a Verdict's early stop, and the cases cruise leaves to the event loop
-(several replicas, pipeline stages, speculative decoding, the engine gates that count
-iterations: multi-step scheduling and the attention-DP balancer)."""
+(several replicas, pipeline stages, speculative decoding); the engine gates that count
+iterations (multi-step scheduling, the attention-DP balancer) counted through a skip."""
 
 from __future__ import annotations
 
@@ -74,15 +74,17 @@ LOADS = [
     ("llama-3-8b", dict(concurrency=2, prompt=256, gen=64, requests=6, speculative="eagle",
                         draft_tokens=2, acceptance=0.6)),
     ("llama-3-8b", dict(engine="vllm-v0", rate=40, prompt=128, gen=100, requests=40,
-                        decode_steps=8)),  # a gate counting iterations: no cruise
+                        decode_steps=8)),  # a gate counting iterations, cruise counting it
     ("llama-3-8b", dict(chips=2, tp=2, dp_attention=True, engine="trtllm", rate=20,
                         prompt=256, gen=64, requests=40, adp_balance="3,9")),  # the same
+    ("llama-3-8b", dict(engine="vllm-v0", concurrency=12, prompt=128, gen=400, spread=0.5,
+                        requests=48, decode_steps=8)),  # long stretches: skips of a run
     ("llama-3-8b", dict(chips=2, tp=2, dp_attention=True, engine="trtllm", concurrency=8,
                         prompt=256, gen=300, requests=24)),  # host time per DP sequence
     ("llama-3-8b", dict(engine="trtllm", concurrency=16, prompt=300, gen=200, spread=0.5,
                         requests=64, batch_wait="6,0.5")),  # cruise only where none is held
 ]
-GATED = ("dp", "pp", "speculative", "decode_steps", "adp_balance")
+GATED = ("dp", "pp", "speculative")
 """Settings under which cruise leaves every step to the event loop."""
 
 
@@ -240,3 +242,30 @@ def test_a_skip_grants_blocks_as_the_steps_do():
     skipped._grow_run(0, 11, growing, stepped.kv.used - skipped.kv.used)
     assert _filed(skipped) == _filed(stepped) == {15: [(1, 4), (0, 5)]}
     assert skipped.kv.used == stepped.kv.used == 9
+
+
+@settings(max_examples=30, deadline=None)
+@given(gate=st.sampled_from(["decode_steps", "adp_balance"]), steps=st.sampled_from([2, 5, 8]),
+       balance=st.sampled_from(["0,2", "1,3", "3,9"]), clients=st.integers(2, 12),
+       rate=st.sampled_from([None, 5.0, 40.0]), prompt=st.integers(8, 500),
+       gen=st.integers(1, 300), requests=st.integers(1, 30),
+       kv_blocks=st.sampled_from([None, 80, 300]), seed=st.integers(0, 3))
+def test_gated_skips_equal_the_event_loop(gate, steps, balance, clients, rate, prompt, gen,
+                                          requests, kv_blocks, seed):  # fmt: skip
+    """The gates that count iterations, counted by cruise and its skips step by step and
+    handing back the step where they would let a waiting prompt in: vLLM V0's multi-step
+    runs and TensorRT-LLM's attention-DP balancer (held prompts waiting through a skip),
+    the same runs bit for bit."""
+    load = dict(prompt=prompt, gen=gen, spread=0.5, requests=requests, seed=seed,
+                **({"rate": rate} if rate else {"concurrency": clients}))
+    if gate == "decode_steps":
+        load |= dict(engine="vllm-v0", decode_steps=steps)
+    else:
+        load |= dict(engine="trtllm", chips=2, tp=2, dp_attention=True, adp_balance=balance)
+    if kv_blocks:
+        load["kv_blocks"] = kv_blocks
+    try:
+        served = _served_both_ways("llama-3-8b", load)
+    except UserError:  # a cache too small for one request: refused either way
+        return
+    assert served.fast_runs == served.plain_runs

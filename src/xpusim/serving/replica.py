@@ -104,8 +104,8 @@ class Iteration:
     # one per prompt it completes
     decodes: int  # sequences it decoded
     plain: bool = False  # decodes only, on one stage, its scheduling admitting and
-    # preempting nothing, no gate counting iterations (decode_steps, adp_balance) and no
-    # prompt held (batch_wait): the steps after it may be run on by Replica.cruise
+    # preempting nothing and no prompt held (batch_wait): the steps after it may be run
+    # on by Replica.cruise (the gates counting iterations asked at each, _gates_hold)
 
 
 @dataclass
@@ -404,9 +404,7 @@ class Replica:
         if held:
             self._hold(batch)
         self._recv_weight = RECV_OTHER_WEIGHT if batch.chunks else 1
-        if self.decode_steps > 1:  # a decode-only schedule runs decode_steps iterations
-            self._run_left = self._run_left - 1 if self._run_left else \
-                (self.decode_steps - 1 if not batch.chunks else 0)
+        self._count_run(bool(batch.chunks))
         chunks = batch.chunks
         n = len(self.cohort) if batch.decode else 0
         context = round(self.context_sum) if n else 0
@@ -439,7 +437,6 @@ class Replica:
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
-                    and self.decode_steps == 1 and self.adp_balance is None
                     and not self.inbox and not held)
         return it
 
@@ -462,6 +459,29 @@ class Replica:
         busy = sum(stages) * self.cost.ranks
         emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
         return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, emitted, n)
+
+    def _count_run(self, prompts: bool) -> None:
+        """vLLM V0's multi-step count, after a schedule: a decode-only one starts a run of
+        decode_steps iterations (or goes on with the one under way)."""
+        if self.decode_steps > 1:
+            self._run_left = self._run_left - 1 if self._run_left else \
+                (self.decode_steps - 1 if not prompts else 0)
+
+    def _gates_hold(self) -> bool:
+        """For cruise, before a decode-only step it would run: the gates that count
+        iterations (_admits, _count_run) counted for the step as start counts them, where
+        that step's scheduler could admit nothing (the queue empty, or the gates shut to
+        it), so the step is the plain one cruise runs; else False, the gates left as they
+        were, for the event loop's start to schedule the step (the gates let a prompt in).
+        Without such gates the scheduler's answer is the last step's: True."""
+        if self.decode_steps == 1 and self.adp_balance is None:
+            return True
+        counts = self._run_left, self._adp_waited, self._adp_batched
+        if self._admits() and self.waiting:
+            self._run_left, self._adp_waited, self._adp_batched = counts
+            return False
+        self._count_run(False)
+        return True
 
     def _admits(self) -> bool:
         """Whether new prompts may start this iteration, under the engine's gates on them:
@@ -536,7 +556,8 @@ class Replica:
         the queue and the prefills unchanged and no block freed, it would admit nothing
         again), so that a long stretch of decodes costs no event per step. It stops before
         the end of a step that finishes a sequence, or whose next step's blocks would
-        preempt, at `until_s`, or where `stop(end)` (a Verdict's miss) says, and returns the
+        preempt, at `until_s`, where `stop(end)` (a Verdict's miss) says, or before a step
+        whose gates let a waiting prompt in (_gates_hold), and returns the
         last iteration begun: its end is an event as any other's. Its first SKIP_AFTER steps,
         and those close to `until_s`, run one at a time (`record`: each, in order); the rest
         at once (_skip, `record_run`)."""
@@ -552,7 +573,8 @@ class Replica:
             if self._finish_at.get(step):
                 return it
             due = self._grow_at.get(step + 1)
-            if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s):
+            if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s) \
+                    or not self._gates_hold():
                 return it
             now_s = it.end_s
             self.finish(it)
@@ -577,9 +599,10 @@ class Replica:
         would exceed the free ones (each Growing at step g is due at g, g + block,
         g + 2 blocks, ...; the blocks due by each step summed once, in numpy). So no step
         touches a sequence: a step is its price (StepCost.decode_steps, RUN_STEPS then twice
-        as many at a time), its clock (host time, then the stage), a Verdict's question and
-        its record; the Growings' counts, the growth and finish schedules, the cache, the
-        keys and the ITL gaps are brought to where those steps leave them afterwards, once."""
+        as many at a time), its clock (host time, then the stage), a Verdict's question, the
+        gates' count and its record; the Growings' counts, the growth and finish schedules,
+        the cache, the keys and the ITL gaps are brought to where those steps leave them
+        afterwards, once."""
         first = self.steps + 1  # the step `it` runs
         last = min((step for step, filed in self._finish_at.items() if filed), default=inf)
         horizon = int(last - first) if last < inf else 0  # steps that may begin, up to it
@@ -600,7 +623,7 @@ class Replica:
         energy_j: list[float] = []
         end_s, priced = it.end_s, RUN_STEPS
         while len(run.end_s) < horizon:
-            if not end_s < until_s or stop(end_s):
+            if not end_s < until_s or stop(end_s) or not self._gates_hold():
                 break
             if not stage_s:  # the next steps' keys: n more each
                 ahead = min(priced, horizon - len(run.end_s))

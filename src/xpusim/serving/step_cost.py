@@ -549,13 +549,22 @@ def step_cost(
     mine = -(-np.arange(1, max_sampled + 1) // a)  # a chip's share of n sequences
     floor_s = unsplit_floor(cfg, plan, decode, block_bytes_per_s)
     static_w = system.chip.energy.static_power_w.value
+    shared: dict[int, list[np.ndarray]] = {}  # one row by a chip's share, read once
 
     def decode_block(lo: int, hi: int) -> list[np.ndarray]:
+        """Rows lo .. hi-1; one row (the lazy table's block) is its chip's share's, costed
+        once for the `a` batch sizes that share it (attention DP: a max-rate search reads
+        thousands of batch sizes, a tenth of its CPU where each was costed apart)."""
+        if hi - lo == 1 and (found := shared.get(int(mine[lo]))) is not None:
+            return found
         stage_s, energy_j = decode.per_sequence(mine[lo:hi])
         # a stage held by its blocks' streams draws static power the while (as eager's wait)
         floored = np.maximum(stage_s, floor_s[None])
         energy_j = energy_j + static_w * (floored - stage_s).sum(axis=-1)
-        return [np.concatenate([floored, energy_j[..., None]], axis=-1)]
+        rows = [np.concatenate([floored, energy_j[..., None]], axis=-1)]
+        if hi - lo == 1:
+            shared[int(mine[lo])] = rows
+        return rows
 
     decode_rows = Rows(LazyTable(max_sampled, 1, decode_block), 0)
     send = stage_send_line(system, plan) if plan.chain > 1 else collective_line(

@@ -75,3 +75,21 @@ def test_a_run_says_when_its_decode_runs_without_split_kv():
 
     assert "without split-KV" in notes("trtllm-cpp", "h100-sxm")
     assert "without split-KV" not in notes("trtllm-cpp", "b200") + notes("trtllm", "h100-sxm")
+
+
+def test_a_what_if_copy_keeps_its_base_chips_floor_so_less_bandwidth_is_never_faster():
+    """A what-if copy ('h100-sxm[...]') runs its base chip's kernel: the floor stays, and
+    a copy with 10% less HBM bandwidth decodes no faster than the catalog chip."""
+    from xpusim.hardware.catalog import load_chip
+    from xpusim.hardware.whatif import override
+
+    h100 = load_chip("h100-sxm")
+    slow = override(h100, "memory.hbm3.bandwidth_bytes_per_s",
+                    0.9 * h100.memory[-1].bandwidth_bytes_per_s.value)  # fmt: skip
+    assert engines()["trtllm-cpp"].decode_block_bytes_per_s(slow.id) == BLOCK_BYTES_PER_S
+
+    def tpot(chip) -> float:
+        return xpusim.serve("llama-3-8b", chip, engine="trtllm-cpp", concurrency=1,
+                            prompt=4000, gen=64, requests=4, warmup=0).tpot_s.mean  # fmt: skip
+
+    assert tpot(slow) >= tpot(h100) * (1 - 1e-9)

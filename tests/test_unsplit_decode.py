@@ -93,3 +93,12 @@ def test_a_what_if_copy_keeps_its_base_chips_floor_so_less_bandwidth_is_never_fa
                             prompt=4000, gen=64, requests=4, warmup=0).tpot_s.mean  # fmt: skip
 
     assert tpot(slow) >= tpot(h100) * (1 - 1e-9)
+
+
+def test_an_mla_run_is_told_its_floor_is_not_modelled():
+    """MLA's cache is one latent a token, not per KV head: unsplit_floor leaves it at the
+    split kernel's cost, and the run's note says so rather than claiming the floor."""
+    notes = " ".join(xpusim.serve("deepseek-v2-lite", "h100-sxm", engine="trtllm-cpp",
+                                  concurrency=1, prompt=256, gen=8, requests=2,
+                                  warmup=0).notes)  # fmt: skip
+    assert "not modelled for MLA" in notes and "at least one head's cache" not in notes

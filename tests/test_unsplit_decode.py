@@ -102,3 +102,22 @@ def test_an_mla_run_is_told_its_floor_is_not_modelled():
                                   concurrency=1, prompt=256, gen=8, requests=2,
                                   warmup=0).notes)  # fmt: skip
     assert "not modelled for MLA" in notes and "at least one head's cache" not in notes
+
+
+def test_the_floors_wait_draws_static_power_and_average_power_stays_under_tdp():
+    """The time a step waits on its blocks' streams is busy time at the chip's static
+    power (step_cost's decode rows): the same profile without the floor spends less a
+    token, and neither run's average power exceeds the TDP."""
+    cpp = engines()["trtllm-cpp"]
+
+    def run() -> object:
+        return xpusim.serve("llama-3-8b", "h100-sxm", engine="trtllm-cpp", concurrency=1,
+                            prompt=6000, gen=64, requests=4, warmup=0)  # fmt: skip
+
+    floored = run()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(engines(), "trtllm-cpp", dataclasses.replace(cpp, unsplit_decode=()))
+        plain = run()
+    assert floored.tpot_s.mean > 1.2 * plain.tpot_s.mean
+    assert floored.joules_per_token > 1.02 * plain.joules_per_token
+    assert floored.avg_power_w <= floored.tdp_w and plain.avg_power_w <= plain.tdp_w

@@ -75,3 +75,49 @@ def test_a_run_says_when_its_decode_runs_without_split_kv():
 
     assert "without split-KV" in notes("trtllm-cpp", "h100-sxm")
     assert "without split-KV" not in notes("trtllm-cpp", "b200") + notes("trtllm", "h100-sxm")
+
+
+def test_a_what_if_copy_keeps_its_base_chips_floor_so_less_bandwidth_is_never_faster():
+    """A what-if copy ('h100-sxm[...]') runs its base chip's kernel: the floor stays, and
+    a copy with 10% less HBM bandwidth decodes no faster than the catalog chip."""
+    from xpusim.hardware.catalog import load_chip
+    from xpusim.hardware.whatif import override
+
+    h100 = load_chip("h100-sxm")
+    slow = override(h100, "memory.hbm3.bandwidth_bytes_per_s",
+                    0.9 * h100.memory[-1].bandwidth_bytes_per_s.value)  # fmt: skip
+    assert engines()["trtllm-cpp"].decode_block_bytes_per_s(slow.id) == BLOCK_BYTES_PER_S
+
+    def tpot(chip) -> float:
+        return xpusim.serve("llama-3-8b", chip, engine="trtllm-cpp", concurrency=1,
+                            prompt=4000, gen=64, requests=4, warmup=0).tpot_s.mean  # fmt: skip
+
+    assert tpot(slow) >= tpot(h100) * (1 - 1e-9)
+
+
+def test_an_mla_run_is_told_its_floor_is_not_modelled():
+    """MLA's cache is one latent a token, not per KV head: unsplit_floor leaves it at the
+    split kernel's cost, and the run's note says so rather than claiming the floor."""
+    notes = " ".join(xpusim.serve("deepseek-v2-lite", "h100-sxm", engine="trtllm-cpp",
+                                  concurrency=1, prompt=256, gen=8, requests=2,
+                                  warmup=0).notes)  # fmt: skip
+    assert "not modelled for MLA" in notes and "at least one head's cache" not in notes
+
+
+def test_the_floors_wait_draws_static_power_and_average_power_stays_under_tdp():
+    """The time a step waits on its blocks' streams is busy time at the chip's static
+    power (step_cost's decode rows): the same profile without the floor spends less a
+    token, and neither run's average power exceeds the TDP."""
+    cpp = engines()["trtllm-cpp"]
+
+    def run() -> object:
+        return xpusim.serve("llama-3-8b", "h100-sxm", engine="trtllm-cpp", concurrency=1,
+                            prompt=6000, gen=64, requests=4, warmup=0)  # fmt: skip
+
+    floored = run()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(engines(), "trtllm-cpp", dataclasses.replace(cpp, unsplit_decode=()))
+        plain = run()
+    assert floored.tpot_s.mean > 1.2 * plain.tpot_s.mean
+    assert floored.joules_per_token > 1.02 * plain.joules_per_token
+    assert floored.avg_power_w <= floored.tdp_w and plain.avg_power_w <= plain.tdp_w

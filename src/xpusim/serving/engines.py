@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xpusim.errors import UserError, closest
+from xpusim.hardware.spec import base_id
 
 DATA = Path(__file__).with_name("engines.toml")
 GIB = 2**30
@@ -99,8 +100,9 @@ class EngineProfile:
         """The bytes a second one thread block of the engine's decode attention streams of
         its sequence's cache on chip `chip_id`, where the kernel gives each (sequence, KV
         head) one block; 0: the kernel splits a sequence's keys over blocks (split-KV,
-        flash-decoding), or the chip's figure is not measured."""
-        return dict(self.unsplit_decode).get(chip_id, 0.0)
+        flash-decoding), or the chip's figure is not measured. A what-if copy keeps its
+        base chip's kernel and SMs, so changing a figure never drops the floor."""
+        return dict(self.unsplit_decode).get(base_id(chip_id), 0.0)
 
     def kernels_on(self, vendor: str) -> tuple[str, ...]:
         """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs

@@ -241,7 +241,11 @@ def prepare(
         notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
                      f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
                      f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
-    if block := profile.decode_block_bytes_per_s(system.chip.id):
+    if (block := profile.decode_block_bytes_per_s(system.chip.id)) and cfg.kv_lora_rank:
+        notes.append(f"decode attention without split-KV ({engine.engine}): not modelled for "
+                     f"MLA's latent cache (one latent a token, no KV heads); priced as "
+                     f"split-KV (step_cost.unsplit_floor)")  # fmt: skip
+    elif block:
         notes.append(f"decode attention without split-KV ({engine.engine}): each sequence's KV "
                      f"head one thread block at {block / 1e9:.3g} GB/s, so a step's attention "
                      f"takes at least one head's cache at that rate (engines.toml "

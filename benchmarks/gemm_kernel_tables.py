@@ -79,13 +79,13 @@ MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-3-405b", "qwen3-32b",
 MoE ones' attention projections and LM head: their experts are the moe tables')."""
 
 
-def zoo_shapes() -> set[tuple[int, int]]:
-    """(N, K) of the MODELS' projections at each TP in TPS (column-parallel layers split N,
+def zoo_shapes(models: tuple[str, ...] = MODELS) -> set[tuple[int, int]]:
+    """(N, K) of the `models`' projections at each TP in TPS (column-parallel layers split N,
     row-parallel ones K)."""
     from xpusim.workloads.zoo import zoo_file
 
     shapes = set()
-    for name in MODELS:
+    for name in models:
         c = zoo_file(name)[1]
         hidden, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
         head_dim = c.get("head_dim") or hidden // heads

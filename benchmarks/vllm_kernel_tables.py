@@ -1,0 +1,142 @@
+"""Regenerates src/xpusim/cost/kernel_tables/engine-vllm.toml (block-FP8 linear layers) and
+kernel_tables/moe/engine-vllm.toml (block-FP8 fused MoE) from aiconfigurator's measured
+vLLM kernel database (ai-dynamo/aiconfigurator, Apache-2.0): vLLM's own kernels, which
+price only the ops of runs whose engine lists them (serving/engines.toml `kernels`;
+cost/kernel_tables.py "An engine's own kernels").
+
+    python benchmarks/vllm_kernel_tables.py /path/to/aiconfigurator.git   # a bare mirror
+
+Needs pyarrow (the `parquet` extra), git and xpusim on the path; the project reads only the
+TOML it writes.
+
+Why: vLLM's block-FP8 linear layer (a 128 x 128 block-scaled checkpoint: Qwen3-*-FP8,
+DeepSeek) is not DeepGEMM's kernel at decode sizes on Hopper. aiconfigurator's vLLM 0.14.0
+rows time its `RowParallelLinear` with `Fp8Config(weight_block_size=[128, 128])` (the
+dynamic 1 x 128 activation quantization, then whichever GEMM vLLM's dispatch picks in the
+collector's image; its kernel_source says only `vllm_default`) at 34-38 us for 4096 x 4096
+and 6144 x 4096 at M 1-64 on an H100, where vLLM's BF16 layer takes 15-23 us and DeepGEMM's
+README times 64 x 4096 x 7168, a larger FP8 weight, at 13.1 us (kernel_tables/
+nvidia-hopper.toml). vLLM's fused MoE (`fused_experts`, the Triton kernels at these token
+counts) is timed the same way.
+
+Rows kept (VERSION, the oldest vLLM aiconfigurator collected; the scored points ran
+0.11.0-0.11.1, whose block-FP8 dispatch, DeepGEMM where installed, else CUTLASS on Hopper,
+else Triton, is the same code path, vllm/model_executor/layers/quantization/utils/
+fp8_utils.py W8A8BlockFp8LinearOp): collector/vllm/collect_gemm.py and collect_moe.py at
+5ef50c9 ('update vllm collectors to 0.14.0'), which time every format under CUDA graphs
+(collector/helper.py benchmark_with_power), GEMMs over 6 copies of the weight so that none
+sits in the L2, 3 warm-ups, the mean of 6 runs:
+
+- gemm_dtype fp8_block at the (N, K) of MODELS' projections at TP 1, 2, 4, 8 (the zoo's
+  shapes snapped to the measured grid, gemm_kernel_tables.zoo_shapes), M in
+  gemm_kernel_tables.M_KEPT;
+- moe_dtype fp8_block, balanced routing, the shapes of moe_kernel_tables.SHAPES at every
+  split measured, the tokens of moe_kernel_tables.TOKENS;
+- every row at most as fast as its roofline on the measuring chip's catalog figures
+  (cost/kernel_tables.py repeats the check on loading).
+
+Not kept: the newer collections (0.19.0 and later), further from the scored versions; the
+collector of 0.24 times block-FP8 GEMMs without CUDA graphs (use_cuda_graph off for
+fp8_block), its host launch floor, not the kernel.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
+from gemm_kernel_tables import M_KEPT, roofline_s, snap, zoo_shapes
+from moe_kernel_tables import SHAPES, TOKENS
+
+OUT = KERNEL_TABLES / "engine-vllm.toml"
+MOE_OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
+VERSION = "0.14.0"
+CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
+"""aiconfigurator chip directory -> xpusim catalog id: the chips with vLLM block-FP8 rows."""
+GEMM_KERNEL = "vllm-w8a8-block-fp8"
+MOE_KERNEL = "vllm-fused-moe"
+MODELS = ("qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+          "llama-3.1-8b", "llama-3.1-70b")  # fmt: skip
+"""Zoo models with block-FP8 checkpoints that vLLM serves (Qwen3-*-FP8), and Llama's shapes
+for the others; DeepSeek's MLA projections take the pooled curve."""
+COLLECTED = "CUDA graphs, 3 warm-ups, mean of 6 runs (collector/vllm/collect_{}.py at 5ef50c9)"
+
+
+def gemm_table(mirror: Mirror, chip_dir: str) -> str:
+    from xpusim.hardware.catalog import load_chip
+
+    chip_id = CHIPS[chip_dir]
+    measured = mirror.read(f"{chip_dir}/gemm/vllm/{VERSION}/gemm_perf.parquet")
+    d = {key: np.array(values) for key, values in measured.columns.items()}
+    grid = sorted(set(d["n"].tolist()) | set(d["k"].tolist()))
+    wanted = {(snap(n, grid), snap(k, grid)) for n, k in zoo_shapes(MODELS)}
+    m, n, k = (d[x].astype(float) for x in "mnk")
+    us = d["latency"].astype(float) * 1e3
+    fraction = roofline_s(m, n, k, "fp8_block", load_chip(chip_id)) / (us * 1e-6)
+    keep = (d["gemm_dtype"] == "fp8_block") & (fraction <= 1) & np.isin(m, M_KEPT)
+    keep &= np.array([(a, b) in wanted for a, b in zip(d["n"], d["k"], strict=True)])
+    print(f"{chip_id}: {keep.sum()} fp8_block GEMM rows kept, "
+          f"{((d['gemm_dtype'] == 'fp8_block') & (fraction > 1)).sum()} faster than the roofline")
+    rows = sorted(([int(a), int(b), int(c), t] for a, b, c, t in
+                   zip(m[keep], n[keep], k[keep], us[keep], strict=True)),
+                  key=lambda r: (r[1], r[2], r[0]))  # fmt: skip
+    return table_toml(
+        f"aiconfigurator-vllm-gemm-fp8-block-{chip_id}", "gemm", "fp8", "fp8-block-scaled",
+        chip_id, VERSION, "gemm_dtype fp8_block", measured,
+        f"{chip_id}, vLLM {VERSION} RowParallelLinear with Fp8Config(weight_block_size=[128, "
+        "128], activation_scheme dynamic): the 1 x 128 activation quantization and vLLM's "
+        "default block-FP8 GEMM; BF16 input and output; one GPU, 6 weight copies, "
+        f"{COLLECTED.format('gemm')}; the projections' (N, K) of {', '.join(MODELS)} at TP 1, "
+        "2, 4, 8, snapped to the measured grid", rows,
+        engine=("vllm", "vLLM"), kernel=GEMM_KERNEL)  # fmt: skip
+
+
+def moe_table(mirror: Mirror, chip_dir: str) -> str:
+    chip_id = CHIPS[chip_dir]
+    measured = mirror.read(f"{chip_dir}/moe/vllm/{VERSION}/moe_perf.parquet")
+    found = {}
+    for r in measured.records():
+        shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
+        if (r["moe_dtype"], r["distribution"]) != ("fp8_block", "balanced") \
+                or shape not in SHAPES or r["num_tokens"] not in TOKENS \
+                or r["num_tokens"] * r["topk"] < r["moe_ep_size"]:  # fmt: skip
+            continue
+        found[(r["num_tokens"], shape[0], shape[1], shape[3], shape[2], r["moe_tp_size"],
+               r["moe_ep_size"])] = r["latency"] * 1e3  # fmt: skip
+    rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (kv[0][1:], kv[0][0]))]
+    models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
+    print(f"{chip_id}: {len(rows)} fp8_block MoE rows kept")
+    return table_toml(
+        f"aiconfigurator-vllm-moe-fp8-block-{chip_id}", "moe", "fp8", "fp8-block", chip_id,
+        VERSION, "moe_dtype fp8_block, balanced routing", measured,
+        f"{chip_id}, vLLM {VERSION} fused_experts (the Triton fused-MoE kernels: the two "
+        "grouped expert GEMMs with SwiGLU and the 1 x 128 activation quantization; routing "
+        "given), FP8 weights with 128 x 128 block scales; one GPU as one rank of the TP x EP "
+        f"group, all tokens entering; {COLLECTED.format('moe')}; shapes of "
+        f"{', '.join(models)}", rows, engine=("vllm", "vLLM"), kernel=MOE_KERNEL)  # fmt: skip
+
+
+def main() -> int:
+    args = arguments(__doc__, OUT).parse_args()
+    mirror = Mirror.of(args)
+    header = (
+        "# Measured block-FP8 {} times of vLLM on NVIDIA Hopper, from aiconfigurator's kernel\n"
+        "# database (Apache-2.0), written by benchmarks/vllm_kernel_tables.py (its docstring\n"
+        "# says which rows are kept); do not edit by hand. vLLM's own kernels: they price only\n"
+        "# the ops of runs whose engine lists them (serving/engines.toml `kernels`).\n"
+        "# Rows: {}.\n"
+        f"# Source commit {mirror.commit}.\n"
+    )
+    write(args.out, header.format(
+        "linear-layer", "[M, N, K, microseconds]: one Linear of an M x K BF16 input against an "
+        "N x K FP8 weight on one GPU"), [gemm_table(mirror, c) for c in CHIPS])  # fmt: skip
+    write(MOE_OUT if args.out == OUT else args.out.with_name(f"moe-{args.out.name}"),
+          header.format("fused-MoE", "[tokens, hidden, inter, topk, experts, moe_tp, moe_ep, "
+                        "microseconds]: one MoE layer on one rank"),
+          [moe_table(mirror, c) for c in CHIPS])  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

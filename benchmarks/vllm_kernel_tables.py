@@ -30,8 +30,8 @@ sits in the L2, 3 warm-ups, the mean of 6 runs:
 - gemm_dtype fp8_block at the (N, K) of MODELS' projections at TP 1, 2, 4, 8 (the zoo's
   shapes snapped to the measured grid, gemm_kernel_tables.zoo_shapes), M in
   gemm_kernel_tables.M_KEPT;
-- moe_dtype fp8_block, balanced routing, the shapes of moe_kernel_tables.SHAPES at every
-  split measured, the tokens of moe_kernel_tables.TOKENS;
+- moe_dtype fp8_block, balanced routing, the shapes, splits and tokens moe_kernel_tables
+  keeps of TensorRT-LLM's (SHAPES, SPLITS, TOKENS);
 - every row at most as fast as its roofline on the measuring chip's catalog figures
   (cost/kernel_tables.py repeats the check on loading).
 
@@ -47,7 +47,7 @@ import sys
 import numpy as np
 from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
 from gemm_kernel_tables import M_KEPT, roofline_s, snap, zoo_shapes
-from moe_kernel_tables import SHAPES, TOKENS
+from moe_kernel_tables import SHAPES, SPLITS, TOKENS
 
 OUT = KERNEL_TABLES / "engine-vllm.toml"
 MOE_OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
@@ -100,6 +100,7 @@ def moe_table(mirror: Mirror, chip_dir: str) -> str:
         shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
         if (r["moe_dtype"], r["distribution"]) != ("fp8_block", "balanced") \
                 or shape not in SHAPES or r["num_tokens"] not in TOKENS \
+                or (r["moe_tp_size"], r["moe_ep_size"]) not in SPLITS \
                 or r["num_tokens"] * r["topk"] < r["moe_ep_size"]:  # fmt: skip
             continue
         found[(r["num_tokens"], shape[0], shape[1], shape[3], shape[2], r["moe_tp_size"],

@@ -30,8 +30,8 @@ sits in the L2, 3 warm-ups, the mean of 6 runs:
 - gemm_dtype fp8_block at the (N, K) of MODELS' projections at TP 1, 2, 4, 8 (the zoo's
   shapes snapped to the measured grid, gemm_kernel_tables.zoo_shapes), M in
   gemm_kernel_tables.M_KEPT;
-- moe_dtype fp8_block, balanced routing, the shapes, splits and tokens moe_kernel_tables
-  keeps of TensorRT-LLM's (SHAPES, SPLITS, TOKENS);
+- moe_dtype fp8_block, balanced routing, the shapes and tokens moe_kernel_tables keeps of
+  TensorRT-LLM's (SHAPES, TOKENS), at the splits vLLM runs (SPLITS);
 - every row at most as fast as its roofline on the measuring chip's catalog figures
   (cost/kernel_tables.py repeats the check on loading).
 
@@ -47,7 +47,7 @@ import sys
 import numpy as np
 from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
 from gemm_kernel_tables import M_KEPT, roofline_s, snap, zoo_shapes
-from moe_kernel_tables import SHAPES, SPLITS, TOKENS
+from moe_kernel_tables import SHAPES, TOKENS
 
 OUT = KERNEL_TABLES / "engine-vllm.toml"
 MOE_OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
@@ -60,6 +60,10 @@ MODELS = ("qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22
           "llama-3.1-8b", "llama-3.1-70b")  # fmt: skip
 """Zoo models with block-FP8 checkpoints that vLLM serves (Qwen3-*-FP8), and Llama's shapes
 for the others; DeepSeek's MLA projections take the pooled curve."""
+SPLITS = {(1, 1), (2, 1), (4, 1), (8, 1), (1, 4), (1, 8)}
+"""(moe_tp, moe_ep) kept: vLLM's MoE under tensor parallelism alone (the experts split over
+TP, moe_tp = TP) at TP 1-8, and under --enable-expert-parallel at EP 4 and 8 (the scored
+points' layouts). Not EP 2 and 16-128, whose rows pooled with these fit no one curve."""
 COLLECTED = "CUDA graphs, 3 warm-ups, mean of 6 runs (collector/vllm/collect_{}.py at 5ef50c9)"
 
 

@@ -25,6 +25,8 @@ from xpusim.serving.engines import engines
 from xpusim.workloads.transformer import GRAPH_KERNELS
 
 TRITON = "sglang-triton-w8a8-block"
+VLLM_LINEAR = "vllm-w8a8-block-fp8"
+VLLM_MOE = "vllm-fused-moe"
 
 
 def _block_fp8_matmul(m: int, k: int, n: int, kernels: tuple[str, ...] = ()):
@@ -37,9 +39,10 @@ def _block_fp8_matmul(m: int, k: int, n: int, kernels: tuple[str, ...] = ()):
     return op_table(Graph("one", [op]))
 
 
-def _floor_s(m: int, k: int, n: int, kernels: tuple[str, ...] = ()) -> float:
+def _floor_s(m: int, k: int, n: int, kernels: tuple[str, ...] = (),
+             chip_id: str = "h200-sxm") -> float:  # fmt: skip
     table = _block_fp8_matmul(m, k, n, kernels)
-    return float(kernel_floor_s(table, HardwareArrays.build(load_chip("h200-sxm"), table))[0])
+    return float(kernel_floor_s(table, HardwareArrays.build(load_chip(chip_id), table))[0])
 
 
 def test_the_engine_kernel_name_finds_its_table_and_only_it():
@@ -78,12 +81,15 @@ def test_an_unknown_kernel_name_prices_as_before():
     assert _floor_s(4096, 7168, 1536, ("no-such-kernel",)) == _floor_s(4096, 7168, 1536)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(m=st.integers(1, 65536), k=st.integers(128, 16384), n=st.integers(128, 32768),
-       factor=st.floats(1.0, 8.0))  # fmt: skip
-def test_the_triton_kernel_never_beats_either_roof(m, k, n, factor):
-    chip = load_chip("h200-sxm")
-    table = _block_fp8_matmul(m, k, n, (TRITON,))
+       factor=st.floats(1.0, 8.0),
+       own=st.sampled_from([(TRITON, "h200-sxm"), (VLLM_LINEAR, "h100-sxm"),
+                            (VLLM_LINEAR, "h200-sxm")]))  # fmt: skip
+def test_an_engine_kernel_never_beats_either_roof(m, k, n, factor, own):
+    kernel, chip_id = own
+    chip = load_chip(chip_id)
+    table = _block_fp8_matmul(m, k, n, (kernel,))
     placement = place(chip, Footprint(k * n, 0.0, m * (k + 2 * n)))
     hw = HardwareArrays.build(chip, table)
     floor_s = kernel_floor_s(table, hw)[0]
@@ -146,3 +152,47 @@ def test_a_kernel_name_with_a_scope_separator_is_refused(tmp_path):
     assert tomllib.loads(bad.read_text())["table"][0]["kernel"] == "triton@0.4"
     with pytest.raises(UserError, match="a name without '@'"):
         _read(bad, "gemm")
+
+
+def test_the_vllm_profile_lists_its_kernels_and_their_tables_exist():
+    """vLLM's block-FP8 linear and fused MoE (kernel_tables/engine-vllm.toml and
+    moe/engine-vllm.toml, benchmarks/vllm_kernel_tables.py) on the Hopper chips measured."""
+    assert set(engines()["vllm"].kernels) >= {VLLM_LINEAR, VLLM_MOE}
+    for chip_id in ("h100-sxm", "h200-sxm"):
+        gemm = kernel_table(chip_id, DType.FP8, engine_scope("fp8-block-scaled", VLLM_LINEAR))
+        assert gemm is not None and gemm.kernel == VLLM_LINEAR and "gemm/vllm/0.14.0" in gemm.url
+        moe = kernel_table(chip_id, DType.FP8, engine_scope("fp8-block", VLLM_MOE), kind="moe")
+        assert moe is not None and moe.kernel == VLLM_MOE and "moe/vllm/0.14.0" in moe.url
+    assert kernel_table("b200", DType.FP8, engine_scope("fp8-block-scaled", VLLM_LINEAR)) is None
+    assert all(VLLM_LINEAR not in p.kernels for name, p in engines().items() if name != "vllm")
+
+
+def test_vllm_decode_linears_cost_what_vllm_measured_and_others_keep_deepgemm():
+    """Qwen3-8B's qkv_proj (6144 x 4096) at M 1-64 on an H100: aiconfigurator times vLLM
+    0.14's block-FP8 layer at 35.4-38.2 us, where DeepGEMM's table gives other engines ~11."""
+    for m, measured_us in ((1, 35.40), (32, 37.33)):
+        assert _floor_s(m, 4096, 6144, (VLLM_LINEAR,), "h100-sxm") == pytest.approx(
+            measured_us * 1e-6, rel=0.08)
+    for m in (1, 8, 64):
+        assert _floor_s(m, 4096, 6144, (VLLM_LINEAR,), "h100-sxm") > 2.5 * _floor_s(
+            m, 4096, 6144, chip_id="h100-sxm")  # fmt: skip
+
+
+def test_serve_prices_vllms_block_fp8_layers_slower_than_deepgemm():
+    """Qwen3-30B-A3B-FP8 on one H100 under vLLM: a decode step with vLLM's own kernels
+    costs more than the same run on every engine's tables (DeepGEMM's linears, TensorRT-LLM's
+    fused MoE), as aiconfigurator's vLLM rows time its layers slower."""
+    import xpusim
+
+    def run() -> object:
+        return xpusim.serve("qwen3-30b-a3b-fp8", "h100-sxm", precision="fp8",
+                            kv_precision="bf16", engine="vllm", concurrency=4, requests=4,
+                            prompt=256, gen=32)  # fmt: skip
+
+    own = run()
+    assert any(f"engine kernels: {VLLM_LINEAR}, {VLLM_MOE}" in n for n in own.notes)
+    plain = dataclasses.replace(engines()["vllm"], kernels=(), kernels_source="")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(engines(), "vllm", plain)
+        before = run()
+    assert own.tpot_s.mean > 1.1 * before.tpot_s.mean

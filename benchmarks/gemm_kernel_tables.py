@@ -32,7 +32,8 @@ blocks). We keep:
 
 Chips: B200, B300 and GB200 in every format; H100 and H200 in BF16 only (their FP8 GEMMs
 are priced by DeepGEMM's table, nvidia-hopper.toml, which TensorRT-LLM's static FP8 rows
-match at large M). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
+match at large M), and vLLM's own block-FP8 linear (vllm_kernel_tables.gemm_table, which
+prices vLLM runs alone). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
 block-scaled ones run faster than its 864 GB/s GDDR6 allows (up to 4.2x: its 96 MB L2 holds
 the rotated weights), some FP8 rows read 0 ms, and the rows that pass are survivors of the
 same effect. Not the A100: its newest TensorRT-LLM collection is 1.0.0, and it has a
@@ -173,13 +174,16 @@ def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], measured: Measu
 
 
 def main() -> int:
+    import vllm_kernel_tables  # its tables of vLLM's block-FP8 linear go in the chips' files
+
     from xpusim.hardware.catalog import load_chip
 
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
     shapes = zoo_shapes()
     header = (
-        "# Measured GEMM kernel times of TensorRT-LLM on NVIDIA chips, from aiconfigurator's\n"
+        "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear, its own\n"
+        "# kernel: benchmarks/vllm_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/gemm_kernel_tables.py (its\n"
         "# docstring says which rows are kept and which were rejected); do not edit by hand.\n"
         "# Rows: [M, N, K, microseconds]: one Linear of an M x K BF16 input against an N x K\n"
@@ -189,8 +193,10 @@ def main() -> int:
     for chip_dir, (chip_id, _) in CHIPS.items():
         measured, tables = rows_of(mirror, chip_dir, load_chip(chip_id), shapes)
         write(args.out / f"{chip_id}.toml", header, [
-            table_text(chip_dir, gemm_dtype, rows, measured)
-            for gemm_dtype, rows in tables.items() if rows])  # fmt: skip
+            *(table_text(chip_dir, gemm_dtype, rows, measured)
+              for gemm_dtype, rows in tables.items() if rows),
+            *([vllm_kernel_tables.gemm_table(mirror, chip_dir)]
+              if chip_dir in vllm_kernel_tables.CHIPS else [])])  # fmt: skip
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Regenerates src/xpusim/cost/kernel_tables/engine-vllm.toml (block-FP8 linear layers) and
-kernel_tables/moe/engine-vllm.toml (block-FP8 fused MoE) from aiconfigurator's measured
-vLLM kernel database (ai-dynamo/aiconfigurator, Apache-2.0): vLLM's own kernels, which
+"""Regenerates src/xpusim/cost/kernel_tables/moe/engine-vllm.toml (block-FP8 fused MoE), and
+defines the tables of vLLM's block-FP8 linear layers that gemm_kernel_tables.py files in the
+chips' own gemm/<chip>.toml (parsed by a run of that chip alone), from aiconfigurator's
+measured vLLM kernel database (ai-dynamo/aiconfigurator, Apache-2.0): vLLM's own kernels, which
 price only the ops of runs whose engine lists them (serving/engines.toml `kernels`;
 cost/kernel_tables.py "An engine's own kernels").
 
@@ -49,8 +50,7 @@ from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, wr
 from gemm_kernel_tables import M_KEPT, roofline_s, snap, zoo_shapes
 from moe_kernel_tables import SHAPES, TOKENS
 
-OUT = KERNEL_TABLES / "engine-vllm.toml"
-MOE_OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
+OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
 VERSION = "0.14.0"
 CHIPS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 """aiconfigurator chip directory -> xpusim catalog id: the chips with vLLM block-FP8 rows."""
@@ -126,20 +126,15 @@ def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
     header = (
-        "# Measured block-FP8 {} times of vLLM on NVIDIA Hopper, from aiconfigurator's kernel\n"
-        "# database (Apache-2.0), written by benchmarks/vllm_kernel_tables.py (its docstring\n"
-        "# says which rows are kept); do not edit by hand. vLLM's own kernels: they price only\n"
-        "# the ops of runs whose engine lists them (serving/engines.toml `kernels`).\n"
-        "# Rows: {}.\n"
+        "# Measured block-FP8 fused-MoE times of vLLM on NVIDIA Hopper, from aiconfigurator's\n"
+        "# kernel database (Apache-2.0), written by benchmarks/vllm_kernel_tables.py (its\n"
+        "# docstring says which rows are kept); do not edit by hand. vLLM's own kernel: it\n"
+        "# prices only the ops of runs whose engine lists it (serving/engines.toml `kernels`).\n"
+        "# Rows: [tokens, hidden, inter, topk, experts, moe_tp, moe_ep, microseconds]: one MoE\n"
+        "# layer on one rank.\n"
         f"# Source commit {mirror.commit}.\n"
     )
-    write(args.out, header.format(
-        "linear-layer", "[M, N, K, microseconds]: one Linear of an M x K BF16 input against an "
-        "N x K FP8 weight on one GPU"), [gemm_table(mirror, c) for c in CHIPS])  # fmt: skip
-    write(MOE_OUT if args.out == OUT else args.out.with_name(f"moe-{args.out.name}"),
-          header.format("fused-MoE", "[tokens, hidden, inter, topk, experts, moe_tp, moe_ep, "
-                        "microseconds]: one MoE layer on one rank"),
-          [moe_table(mirror, c) for c in CHIPS])  # fmt: skip
+    write(args.out, header, [moe_table(mirror, c) for c in CHIPS])
     return 0
 
 

@@ -155,7 +155,7 @@ def test_a_kernel_name_with_a_scope_separator_is_refused(tmp_path):
 
 
 def test_the_vllm_profile_lists_its_kernels_and_their_tables_exist():
-    """vLLM's block-FP8 linear and fused MoE (kernel_tables/engine-vllm.toml and
+    """vLLM's block-FP8 linear and fused MoE (kernel_tables/gemm/<chip>.toml and
     moe/engine-vllm.toml, benchmarks/vllm_kernel_tables.py) on the Hopper chips measured."""
     assert set(engines()["vllm"].kernels) >= {VLLM_LINEAR, VLLM_MOE}
     for chip_id in ("h100-sxm", "h200-sxm"):

@@ -913,7 +913,8 @@ def engine_grid(
     rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
     1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
     only the M its rows measured; a `window` table only up to its largest M too, with
-    `under`'s curve above it."""
+    `under`'s curve above it. A moe table's curve takes the op's envelope (_moe_envelope)
+    over both."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
@@ -923,7 +924,11 @@ def engine_grid(
     inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
     if engine.window:
         inside &= np.log2(engine.rows_m.max()) >= GRID_LOG2
-    return np.where(inside, measured, below), fixed_s
+    grid = np.where(inside, measured, below)
+    if engine.kind == "moe" and shape is not None:  # one time per M, never falling
+        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row,
+                             engine.moe_roofline_s(shape), engine.rows_m)  # fmt: skip
+    return grid, fixed_s
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -73,6 +73,8 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   CUTLASS, the default fused MoE, where it names none): a run's `moe_backend` setting stamps
   the routed experts' ops (workloads/transformer.py), and those take that backend's table
   first, then the default's where the chip has none of that backend (op_table.kernel_keys).
+  An op's curve is lowered to its time's envelope over M, so that more tokens never cost
+  less (_moe_envelope: a curve pooled over splits and shapes does not know that).
 - `decode_attention`: one measured decode (generation) attention kernel a row, [sequences,
   cached tokens, heads, kv heads, head_dim, microseconds] (one new token per sequence over a
   paged KV cache), its roofline the larger of its FLOPs (4 x heads x head_dim x tokens per

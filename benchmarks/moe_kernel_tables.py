@@ -58,7 +58,18 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   two rows of each case (two models of DeepSeek's shape) are averaged;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
-  least one token-expert pair (tokens x topk >= ep).
+  least one token-expert pair (tokens x topk >= ep);
+- vLLM's own MXFP4 MoE kernel on Hopper (VLLM_MXFP4), as an engine's kernel (`kernel`,
+  cost/kernel_tables.py "An engine's own kernels"): vLLM 0.10-0.11 runs gpt-oss's MXFP4
+  experts on an SM90 GPU through OpenAI's triton_kernels matmul_ogs with BF16 activations
+  (model_executor/layers/quantization/mxfp4.py get_mxfp4_backend: Mxfp4Backend.TRITON
+  where triton_kernels is installed and torch >= 2.8, as in the vllm-openai images;
+  Marlin otherwise; FlashInfer's SM90 path only under VLLM_USE_FLASHINFER_MOE_MXFP4_BF16),
+  no FP4 tensor cores: the weights are dequantized to BF16 in the kernel. aiconfigurator
+  timed that kernel at vLLM 0.24.0 on an H100 (kernel_source
+  vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic, the same triton_kernels
+  path; no older vLLM's rows of it exist): gpt-oss-20b's and -120b's shapes, SPLITS, every
+  token count it measured (1-16384, the decode batches between the powers of two too).
 
 Rows are [tokens, hidden, inter, topk, experts, tp, ep, microseconds], one table per chip and
 MoE format (FORMATS: how the collector's moe_dtype names TensorRT-LLM's quantization, and the
@@ -115,6 +126,13 @@ SHAPES = {
 SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
 
+
+# chip directory -> (vLLM version, kernel_source, moe_dtype) of vLLM's MXFP4 MoE rows kept
+# (the docstring says why), and the engines.toml kernel name they price
+VLLM_MXFP4 = {"h100_sxm": ("0.24.0",
+                           "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+                           "w4a16_mxfp4")}  # fmt: skip
+VLLM_KERNEL = "vllm-triton-mxfp4-moe"
 
 TRTLLM_GEN = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
               "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
@@ -180,11 +198,42 @@ def sglang_table(chip_dir: str, mirror: Mirror) -> str:
         window=True)  # fmt: skip
 
 
+def vllm_table(chip_dir: str, mirror: Mirror) -> str:
+    """vLLM's MXFP4 MoE kernel on a chip (VLLM_MXFP4): balanced rows of SHAPES and SPLITS,
+    every token count, as the engine's own kernel VLLM_KERNEL."""
+    chip_id = VERSIONS[chip_dir][0]
+    version, kernel_source, moe_dtype = VLLM_MXFP4[chip_dir]
+    measured = mirror.read(f"{chip_dir}/moe/vllm/{version}/moe_perf.parquet")
+    found = {}
+    for r in measured.records():
+        shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
+        split = (r["moe_tp_size"], r["moe_ep_size"])
+        if (r["kernel_source"], r["moe_dtype"], r["distribution"]) == (
+                kernel_source, moe_dtype, "balanced") and shape in SHAPES \
+                and split in SPLITS and r["num_tokens"] * shape[3] >= split[1]:  # fmt: skip
+            key = (r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split)
+            found[key] = r["latency"] * 1e3
+    rows = [[*key, us] for key, us in sorted(found.items(), key=lambda kv: (
+        kv[0][1:], kv[0][0]))]  # fmt: skip
+    models = sorted({SHAPES[(r[1], r[2], r[4], r[3])] for r in rows})
+    dtype, weight, _ = FORMATS[moe_dtype]
+    return table_toml(
+        f"aiconfigurator-vllm-moe-{moe_dtype.replace('_', '-')}-{chip_id}", "moe", dtype,
+        weight, chip_id, version, f"moe_dtype {moe_dtype}, {kernel_source}, balanced routing",
+        measured,
+        f"{chip_id}, vLLM {version} fused MoE of gpt-oss's MXFP4 experts through OpenAI's "
+        f"triton_kernels matmul_ogs (routing, gate_up + SwiGLU, down, the weights dequantized "
+        f"to BF16 in the kernel), BF16 activations; one GPU as one rank of the TP x EP group, "
+        f"all tokens entering (collector/vllm/collect_moe.py); shapes of {', '.join(models)}",
+        rows, engine=("vllm", "vLLM"), kernel=VLLM_KERNEL)  # fmt: skip
+
+
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
     header = (
-        "# Measured MoE layer times of TensorRT-LLM (and SGLang's where it stands in) on NVIDIA\n"
+        "# Measured MoE layer times of TensorRT-LLM (and SGLang's where it stands in; vLLM's\n"
+        "# own MXFP4 kernel) on NVIDIA\n"
         "# chips, from aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/moe_kernel_tables.py (its\n"
         "# docstring says which rows are kept); do not edit by hand.\n"
@@ -224,6 +273,8 @@ def main() -> int:
                 tables.append(table_text(chip_dir, moe_dtype, rows, measured, bool(backend)))
         if chip_dir in SGLANG_TRTLLM:
             tables.append(sglang_table(chip_dir, mirror))
+        if chip_dir in VLLM_MXFP4:
+            tables.append(vllm_table(chip_dir, mirror))
     write(args.out, header, tables)
     return 0
 

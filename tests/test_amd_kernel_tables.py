@@ -162,14 +162,19 @@ def test_deepseeks_tp8_experts_take_glm_5_1s_measured_rows_on_gfx942(monkeypatch
     256 with the shared one fused: top 9 of 257), not DeepSeek-R1's at TP 8 (hidden 7168,
     top 8 of 256): DeepSeek's layer takes the nearest measured shape's rows within a
     quarter of a doubling (SNAP_LOG2), their fixed time and fractions, not the pooled curve
-    of every shape, and an op two doublings from any row keeps the pooled curve."""
+    of every shape (under the envelope of DeepSeek's own roofline: _moe_envelope), and an
+    op two doublings from any row keeps the pooled curve."""
     table = kernel_table("mi300x", DType.FP8, "fp8-block", kind="moe")
     deepseek, glm = (7168.0, 256.0, 8.0, 256.0, 1.0), (6144.0, 256.0, 9.0, 257.0, 1.0)
     assert deepseek not in table.row_shapes and glm in table.row_shapes
     assert set(table.of_shape(deepseek).row_shapes) == {glm}
     grid, fixed_s, _, _, _ = kernel_tables.fraction_grid(
         "mi325x", DType.FP8, (("moe", "fp8-block"),), (("moe", deepseek),))  # fmt: skip
-    assert np.array_equal(grid, table.grid_of(glm)[0]) and fixed_s == table.grid_of(glm)[1] / 2
+    rows = table.of_shape(glm)  # GLM-5.1's fractions, on DeepSeek's roofline's envelope
+    curve = rows.fraction_at(2.0**kernel_tables.GRID_LOG2, rows.fixed_s)
+    mine = kernel_tables._moe_envelope(curve, rows.fixed_s, table.moe_roofline_s(deepseek),
+                                       rows.rows_m)  # fmt: skip
+    assert np.array_equal(grid, mine) and fixed_s == rows.fixed_s / 2
     assert table.of_shape((7168.0, 1024.0, 8.0, 256.0, 1.0)) is table
     monkeypatch.setitem(kernel_tables.SNAP_LOG2, "moe", 0.0)
     assert table.of_shape(deepseek) is table

@@ -33,14 +33,15 @@ MOE = [t for t in all_tables() if t.kind == "moe"]
 def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
                dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True,
                ep: int | None = None, backend: str | None = None,
-               random: bool = False):  # fmt: skip
+               random: bool = False, kernels: tuple[str, ...] = ()):  # fmt: skip
     """A routed-expert layer's two matmuls as the layer builder emits them (workloads/
     transformer.py moe) at balanced routing: the tokens x topk / ep pairs, one row each,
     against the weights of the experts they touch; `random`: routed to the top k of random
     scores, as the builder and AITER's tuner route (expected_active_experts); `expert=False`
     gives the same matmuls as plain ones. With `ep`, one rank's share as partitioning leaves
     it (its experts and ep stamped, so that a moe table's rows of the layer's own shape
-    price it); `backend` stamps the MoE backend a run's setting names."""
+    price it); `backend` stamps the MoE backend a run's setting names; `kernels` the
+    engine's own kernels (engines.toml), as the layer builder stamps them."""
     reached = expected_active_experts(tokens, experts, topk) if random else \
         min(experts, tokens * topk)
     touched = reached // (ep or 1)
@@ -54,7 +55,8 @@ def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
         attrs = (("compute", dtype.value), *((("tp", split),) if expert else ()),
                  *((("experts", experts), ("experts_per_token", topk), ("ep", ep))
                    if ep else ()),
-                 *((("moe_backend", backend),) if backend else ()))  # fmt: skip
+                 *((("moe_backend", backend),) if backend else ()),
+                 *((("kernels", kernels),) if kernels else ()))  # fmt: skip
         out = Tensor(f"{name}.y", (1, pairs, n), stream_format(dtype))  # as the builder
         ops.append(Op(OpKind.MATMUL, name, ins, (out,), attrs))
     return op_table(Graph("moe", ops))
@@ -81,7 +83,9 @@ def test_the_moe_tables_load_with_their_source_engine_and_commit():
     assert "aiconfigurator-trtllm-moe-w4a16-mxfp4-h100-sxm" in names
     for t in (t for t in MOE if t.engine != "aiter" and t.backend == "CUTLASS"):  # AMD's:
         # test_amd_kernel_tables.py; WIDEEP's (power-law routing): test_moe_backend.py
-        assert t.engine.startswith("trtllm TensorRT-LLM 1." if not t.kernel else "vllm vLLM 0.14")
+        assert t.engine.startswith("trtllm TensorRT-LLM 1.") or (
+            t.engine.startswith("vllm vLLM 0.14") and t.kernel == "vllm-fused-moe") or (
+            t.engine == "vllm vLLM 0.24.0" and t.kernel == "vllm-triton-mxfp4-moe")
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
         assert t.source.startswith("ai-dynamo/aiconfigurator") and "balanced" in t.source
         assert t.chips == (t.measured_on,)  # measured on each chip, none borrowed
@@ -417,3 +421,65 @@ def test_b300_takes_sglangs_rows_of_the_trtllm_gen_kernels():
     table = kernel_table("b300", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
     assert table.engine.startswith("sglang") and _rows(table, 8)[64] == pytest.approx(
         168.7e-6, rel=1e-3)
+
+
+def _pooled_or_own_shapes() -> list[tuple[object, tuple[float, ...]]]:
+    """(table, shape) of every moe table with each of its rows' shapes, and each with four
+    times the experts, a shape no table has rows of, which its pooled curve prices."""
+    cases = []
+    for table in MOE:
+        for hidden, width, topk, experts, ep in sorted(set(table.row_shapes)):
+            cases += [(table, (hidden, width, topk, experts, ep)),
+                      (table, (hidden, width, topk, 4 * experts, ep))]  # fmt: skip
+    return cases
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=st.sampled_from(_pooled_or_own_shapes()))
+def test_a_moe_layers_time_never_falls_as_its_pairs_grow(case):
+    """At every node of the curve an op of a table's shape takes (its own rows or the
+    pooled curve), fixed time + roofline / fraction never falls as the rank's pairs grow
+    (kernel_tables._moe_envelope: a smaller batch can run the larger one's kernel), and no
+    fraction passes 1 (no op faster than its roofline)."""
+    table, shape = case
+    grid, fixed_s = table.grid_of(shape)
+    time_s = fixed_s + table.moe_roofline_s(shape) / grid
+    assert np.all(grid <= 1 + 1e-12)
+    assert np.all(np.diff(time_s) >= -1e-12 * time_s[1:])
+
+
+@settings(max_examples=30, deadline=None)
+@given(tokens=st.integers(1, 1024), more=st.integers(1, 1024))
+def test_gpt_oss_120b_experts_on_an_h100_cost_no_less_for_more_tokens(tokens, more):
+    """gpt-oss-120b's expert layer (128 experts, top 4) on an H100, which the MXFP4 table
+    has no rows of, on its pooled curve of gpt-oss-20b's EP 1, 4 and 8 rows: 1.76 ms at 32
+    tokens and 0.93 ms at 64 before the envelope. More tokens never cost less, but for the
+    linear interpolation of the fraction between the curve's nodes (a doubling apart):
+    within 3%, the most any batch of 1-512 tokens fell below a smaller one's (2.5%)."""
+    shape = (2880, 2880, 4, 128)
+    few, many = sorted((tokens, tokens + more))
+    cost = [_times("h100-sxm", _moe_layer(t, *shape, DType.BF16, "mxfp4", ep=1,
+                                          random=True))[0].sum() for t in (few, many)]  # fmt: skip
+    assert cost[1] >= cost[0] * 0.97
+
+
+@pytest.mark.parametrize(("experts", "tokens", "micros"), [
+    (128, 1, 62.9), (128, 32, 687.0), (128, 64, 689.1), (128, 1024, 856.2),
+    (32, 8, 196.9), (32, 256, 235.6), (32, 4096, 1483.2),
+])  # fmt: skip
+def test_vllm_runs_gpt_oss_experts_on_an_h100_at_its_own_triton_kernels_rows(experts, tokens,
+                                                                             micros):  # fmt: skip
+    """vLLM 0.11 runs gpt-oss's MXFP4 experts on Hopper through OpenAI's triton_kernels
+    (engines.toml vllm `kernels`), which aiconfigurator timed at vLLM 0.24.0 on an H100:
+    a vLLM run's layer (balanced, EP 1) takes those rows, within 7% (the fixed time of the
+    TensorRT-LLM table below it: engine_grid), where another engine's takes TensorRT-LLM's
+    W4A16 kernels (1.41 ms for gpt-oss-120b at 32 tokens, against vLLM's 0.69)."""
+    from xpusim.serving.engines import engine
+
+    shape = (2880, 2880, 4, experts)
+    vllm = _moe_layer(tokens, *shape, DType.BF16, "mxfp4", ep=1,
+                      kernels=engine("vllm").kernels_on("NVIDIA"))  # fmt: skip
+    other = _moe_layer(tokens, *shape, DType.BF16, "mxfp4", ep=1)
+    vllm_s, other_s = (_times("h100-sxm", ops)[0].sum() for ops in (vllm, other))
+    assert vllm_s == pytest.approx(micros * 1e-6, rel=0.07)
+    assert other_s > vllm_s

@@ -73,6 +73,8 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   CUTLASS, the default fused MoE, where it names none): a run's `moe_backend` setting stamps
   the routed experts' ops (workloads/transformer.py), and those take that backend's table
   first, then the default's where the chip has none of that backend (op_table.kernel_keys).
+  An op's curve is lowered to its time's envelope over M, so that more tokens never cost
+  less (_moe_envelope: a curve pooled over splits and shapes does not know that).
 - `decode_attention`: one measured decode (generation) attention kernel a row, [sequences,
   cached tokens, heads, kv heads, head_dim, microseconds] (one new token per sequence over a
   paged KV cache), its roofline the larger of its FLOPs (4 x heads x head_dim x tokens per
@@ -246,6 +248,8 @@ class KernelTable:
             grid = table.fraction_at(2.0**GRID_LOG2, fixed_s)
             if self.stream_s_per_byte:
                 grid = _time_rising(grid)
+            if self.kind == "moe" and shape is not None:
+                grid = _moe_envelope(grid, fixed_s, self.moe_roofline_s(shape), table.rows_m)
             grid.setflags(write=False)  # one array for every caller
             self._grids[shape] = (grid, fixed_s)
         return self._grids[shape]
@@ -272,6 +276,20 @@ class KernelTable:
         return replace(self, rows_m=self.rows_m[mine], roofline_s=self.roofline_s[mine],
                        measured_s=self.measured_s[mine], sequences=sequences,
                        row_shapes=(near,) * int(mine.sum()))  # fmt: skip
+
+    def moe_roofline_s(self, shape: tuple[float, ...]) -> np.ndarray:
+        """The roofline of an MoE layer of `shape` (hidden, inter per rank, topk, experts,
+        ep; op_table.kernel_shapes) on the chip that measured the table, at each M of
+        GRID_LOG2 (the rank's token-expert pairs): its two expert GEMMs over the experts
+        uniform routing is expected to reach (transformer_config.expected_active_experts),
+        as the layer builder counts them for the op (_moe_envelope's time profile)."""
+        hidden, width, topk, experts, ep = shape
+        tokens = np.maximum(np.round(2.0**GRID_LOG2 * ep / topk), 1.0)
+        rows = np.array([[t, hidden, width, topk, experts, 1.0, ep, 0.0] for t in tokens])
+        where = f"kernel table {self.name}"
+        _, roofline_s, _ = _moe_rows(rows, DType(self.dtype), self.scope,
+                                     _chip(self.measured_on, where), where, routing="random")
+        return roofline_s
 
     @property
     def sequence_floor_s(self) -> float:
@@ -602,6 +620,29 @@ def _time_rising(grid: np.ndarray) -> np.ndarray:
     return rising
 
 
+def _moe_envelope(grid: np.ndarray, fixed_s: float, roofline_s: np.ndarray,
+                  rows_m: np.ndarray) -> np.ndarray:  # fmt: skip
+    """A moe table's curve at GRID_LOG2 for an op of roofline `roofline_s` at each node, so
+    that the op's time, fixed_s + roofline / fraction, never falls as its pairs grow. At the
+    nodes of the rows' M (the two nodes either side of one between them) and outside their
+    span, the time is the least at that node and every larger one (a lower envelope: fewer
+    tokens can run the kernel of more, padded); at a node between two of those, between
+    their times. A curve of several shapes' rows puts fractions side by side that no one
+    layer has: the H100 MXFP4 table priced gpt-oss-120b's layer at 128 pairs (batch 32)
+    on gpt-oss-20b's EP 8 rows, fraction 0.11, and at 256 pairs on its EP 1 rows, 0.58:
+    1.76 ms then 0.93 ms. A row's time is lowered only to a larger M's, which is no faster
+    than its roofline, and the roofline grows with M, so no fraction passes 1; between two
+    rows' nodes the interpolated curve may dip under both (B200 FP8 rows of 1 and 16 pairs:
+    27 and 35 us, 14 us at 2 pairs), and that time is raised to the smaller row's."""
+    time_s = fixed_s + roofline_s / grid
+    log_m = np.log2(rows_m)
+    rows = {float(x) for x in np.floor(log_m)} | {float(x) for x in np.ceil(log_m)}
+    anchor = np.array([x in rows or not log_m.min() <= x <= log_m.max() for x in GRID_LOG2])
+    above_s = np.minimum.accumulate(np.where(anchor, time_s, np.inf)[::-1])[::-1]
+    below_s = np.maximum.accumulate(np.where(anchor, above_s, -np.inf))
+    return roofline_s / (np.clip(time_s, below_s, above_s) - fixed_s)
+
+
 def _prefill_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str,
                   mla: bool):  # fmt: skip
     """(FLOPs rounded to a power of two, roofline seconds, microseconds) of prefill_attention
@@ -874,7 +915,8 @@ def engine_grid(
     rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
     1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
     only the M its rows measured; a `window` table only up to its largest M too, with
-    `under`'s curve above it."""
+    `under`'s curve above it. A moe table's curve takes the op's envelope (_moe_envelope)
+    over both."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
@@ -884,7 +926,11 @@ def engine_grid(
     inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
     if engine.window:
         inside &= np.log2(engine.rows_m.max()) >= GRID_LOG2
-    return np.where(inside, measured, below), fixed_s
+    grid = np.where(inside, measured, below)
+    if engine.kind == "moe" and shape is not None:  # one time per M, never falling
+        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row,
+                             engine.moe_roofline_s(shape), engine.rows_m)  # fmt: skip
+    return grid, fixed_s
 
 
 def interpolate_grid(grid: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -246,7 +246,7 @@ def test_more_context_is_never_cheaper_at_the_same_sequences(table, layout, seqs
     unmeasured one (the pool's): the curve is isotonic in time (kernel_tables.
     time_isotonic), and more bandwidth is never slower through it."""
     (t,) = [t for t in TABLES if t.name == table]
-    shapes = sorted(set(t.row_shapes)) + [(16.0, 1.0, 128.0)]  # the last: no rows, the pool
+    shapes = [*sorted(set(t.row_shapes)), (16.0, 1.0, 128.0)]  # the last: no rows, the pool
     heads, kv_heads, head_dim = (int(d) for d in shapes[layout % len(shapes)])
     fewer, more = (_time_and_roof(t.measured_on, _attention(seqs, n, heads, kv_heads, head_dim,
                                                             DType.parse(t.scope)))[0]

@@ -603,7 +603,8 @@ def time_isotonic(grid: np.ndarray, rows_m: np.ndarray) -> np.ndarray:
     and beyond those nodes the curve is interpolated as before, and a node whose time still
     falls under the one below it (a dip of the interpolation between rows far apart) takes
     that time: its least non-decreasing envelope. Inside an interval, interpolate_grid's
-    `in_time` keeps the interpolation from dipping."""
+    `in_time` keeps the interpolation from dipping. A window or an engine's own kernel of a
+    bytes-keyed kind (none is committed) would price its span unsmoothed (engine_grid)."""
     nodes, counts = np.unique(np.log2(rows_m), return_counts=True)
     log_time = GRID_LOG2 * np.log(2.0) - np.log(grid)
     at = np.searchsorted(GRID_LOG2, nodes)

@@ -302,9 +302,9 @@ def test_sequence_stream_is_an_mla_decode_tables_alone():
 @given(seqs=st.integers(1, 256), heads=st.sampled_from([16, 32, 128]),
        tokens=st.lists(st.integers(16, 131072), min_size=2, max_size=2, unique=True))
 def test_more_context_never_costs_less_on_an_mi355x(seqs, heads, tokens):
-    """Through the MI355X's sequence_stream table (its curve kept rising, its floor per
-    cached byte of one sequence), an MLA decode op of more tokens a sequence never costs
-    less."""
+    """Through the MI355X's sequence_stream table (its curve isotonic in time, its floor
+    per cached byte of one sequence), an MLA decode op of more tokens a sequence never costs
+    less (but for the last bit, where the time holds a node's through an interval)."""
     fewer, more = (_time_and_roof("mi355x", _mla(seqs, t, heads, DType.FP8, DType.FP8),
                                   DType.FP8)[0] for t in sorted(tokens))  # fmt: skip
-    assert more >= fewer
+    assert more >= fewer * (1 - 1e-12)

@@ -477,7 +477,8 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     priced = np.isfinite(hw.kernel_peak) & ((k > 0) | table.is_attention)
     m = kernel_m(table)
     roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)
-    floor_s = hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m)
+    in_time = table.is_attention & ~table.keyed_by_flops  # bytes-keyed: time_isotonic
+    floor_s = hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m, in_time)
     if hw.kernel_sequence_s_per_byte.any():
         per_sequence = moved - table.role_bytes[..., _KV_CACHE, :]
         floor_s = np.maximum(floor_s, per_sequence * hw.kernel_sequence_s_per_byte)
@@ -742,6 +743,8 @@ class OneFloor:
             low = int(min(math.floor(x), last - 1))
             below, above = self.grid[i][low], self.grid[i][low + 1]
             fraction = below + (above - below) * (x - low)
+            if self.by_bytes[i] and not self.by_flops[i]:  # interpolate_grid's in_time
+                fraction = min(fraction, below * 2.0 ** (x - low))
             roof_s = max(matrix[i] / self.peak[i], moved[i] / self.bw[i])
             floor_s = self.fixed_s[i] + roof_s / fraction
             if self.sequence_s_per_byte[i]:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from xpusim.validation.points import load_points
 

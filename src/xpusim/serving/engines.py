@@ -96,6 +96,12 @@ class EngineProfile:
     unsplit_decode: tuple[tuple[str, float], ...] = ()
     unsplit_decode_source: str = ""
 
+    # time each request spends outside the engine's steps (HTTP, chat template,
+    # tokenization, the hops to the scheduler, detokenizing and streaming the first token),
+    # a delay every request pays before its prompt can be scheduled (engines.toml frontend_s)
+    frontend_s: float = 0.0
+    frontend_source: str = ""
+
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
         its sequence's cache on chip `chip_id`, where the kernel gives each (sequence, KV
@@ -245,7 +251,8 @@ def engines() -> dict[str, EngineProfile]:
             and profile.memory in MEMORY_RULES \
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
-            and all(rate > 0 for _, rate in profile.unsplit_decode), name
+            and all(rate > 0 for _, rate in profile.unsplit_decode) \
+            and profile.frontend_s >= 0 and bool(profile.frontend_source), name
         found[name] = profile
     return found
 

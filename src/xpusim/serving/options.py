@@ -173,6 +173,13 @@ class Engine:
                                        "its overlap scheduler off under EAGLE/MTP unless "
                                        "SGLANG_ENABLE_SPEC_V2 is in its environment.",
                                        type=bool)
+    frontend_ms: float | None = option(None, "Time each request spends outside the "
+                                       "engine's steps, ms: the API server's HTTP, chat "
+                                       "template and tokenization, the hops to the "
+                                       "scheduler, streaming the first token; every TTFT "
+                                       "and end-to-end latency holds it (default: the "
+                                       "engine's, engines.toml frontend_s; 0 where none is "
+                                       "measured).", type=float)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "
@@ -259,6 +266,8 @@ class Engine:
             parse_weight_format(self.draft_precision)  # refuses an unknown one, naming the closest
         if self.kv_utilization is not None and not 0 < self.kv_utilization <= 1:
             raise UserError(f"kv_utilization must be in (0, 1], got {self.kv_utilization!r}")
+        if self.frontend_ms is not None and not 0 <= self.frontend_ms < math.inf:
+            raise UserError(f"frontend_ms must be a non-negative time, got {self.frontend_ms!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
         for setting, given, needs, flag in (  # each an engine's own launch option
@@ -369,6 +378,15 @@ class Engine:
             kv_block=self.kv_block or profile.kv_block,
             kv_utilization=self.kv_utilization or profile.memory_fraction or None,
         )
+
+    @property
+    def frontend_s(self) -> float:
+        """The time each request spends outside the engine's steps: --frontend-ms, else the
+        engine profile's measured figure (engines.toml frontend_s)."""
+        from xpusim.serving.engines import engine
+
+        return engine(self.engine).frontend_s if self.frontend_ms is None \
+            else self.frontend_ms / 1e3
 
     @property
     def disaggregated(self) -> bool:

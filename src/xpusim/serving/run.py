@@ -232,6 +232,11 @@ def prepare(
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
                  f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+    if engine.frontend_s:
+        source = "engines.toml frontend_s" if engine.frontend_ms is None else "--frontend-ms"
+        notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
+                     f"a request outside the engine's steps (API server, tokenization, "
+                     f"streaming: {source})")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
@@ -450,7 +455,8 @@ def run(
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)
-    run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle)
+    run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle,
+                    frontend_s=e.frontend_s)
     if run_.stopped:
         return result, None
     static_w = p.system.chip.energy.static_power_w.value

@@ -123,6 +123,7 @@ def simulate(
     verdict: Callable[[list[Sequence]], Verdict] | None = None,
     steady: Callable[[list[Sequence]], ArrivalPrefix] | None = None,
     reference: bool = False,
+    frontend_s: float = 0.0,
 ) -> Run:
     """Serves every request; `concurrency` clients in a closed loop, or the requests'
     arrival times. `transfer_s(tokens)`: moving a prompt's KV cache between replicas.
@@ -138,7 +139,12 @@ def simulate(
     and arrivals were pushed first, in request order). Only at an instant with an end can
     `steady` change its mind (first tokens and finishes happen there), so it is asked only
     then. `reference`: every arrival in the heap and `steady` asked at every instant, the
-    plain loop the fast one must equal (tests/test_simulator_arrivals.py)."""
+    plain loop the fast one must equal (tests/test_simulator_arrivals.py).
+
+    `frontend_s`: the engine's time outside its steps for each request (engines.toml
+    frontend_s): a request reaches the engine that long after it arrives, and its latencies
+    still count from its arrival, so each TTFT and end-to-end latency holds it once and a
+    closed loop's client waits it before each request."""
     heap: list[tuple[float, int, int, object]] = []
     order = 0
 
@@ -158,9 +164,9 @@ def simulate(
         for s, t, at in zip(sequences, requests.arrival_s.tolist(), sent.tolist(), strict=True):
             s.arrival_s = t  # its latencies count from here, a harness's hold included
             if reference:
-                push(at, _ARRIVAL, s)
+                push(at + frontend_s, _ARRIVAL, s)
             else:
-                coming_s.append(at)
+                coming_s.append(at + frontend_s)
         if not reference:
             in_order = sorted(range(len(sequences)), key=coming_s.__getitem__)  # stable
             coming = [sequences[i] for i in in_order]
@@ -168,7 +174,7 @@ def simulate(
         issued = len(sequences)
     else:
         for s in sequences[:concurrency]:
-            push(0.0, _ARRIVAL, s)
+            push(frontend_s, _ARRIVAL, s)
         issued = min(concurrency, len(sequences))
     judge = None if verdict is None or concurrency is not None else verdict(sequences)
     settle = None if steady is None or concurrency is not None else steady(sequences)
@@ -204,7 +210,7 @@ def simulate(
         if concurrency is not None and issued < len(sequences):
             nxt = sequences[issued]
             nxt.arrival_s = now
-            push(now, _ARRIVAL, nxt)
+            push(now + frontend_s, _ARRIVAL, nxt)
             issued += 1
 
     def record(r: Replica, it: Iteration, waiting: int) -> None:

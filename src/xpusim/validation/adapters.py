@@ -180,6 +180,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["allreduce_fusion"] = True
     if point.get("host_overlap") is not None:  # SGLang's overlap scheduler, on or off
         options["host_overlap"] = bool(point.get("host_overlap"))
+    if point.get("frontend_ms") is not None:  # 0: a harness calling the engine in-process
+        options["frontend_ms"] = float(point.get("frontend_ms"))
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

@@ -44,7 +44,7 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion", "batch_wait", "host_overlap",
+    "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -66,7 +66,10 @@ config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py),
 `host_overlap` (serve's --host-overlap: false where the engine runs its host work in line,
 SGLang's EAGLE/MTP without SGLANG_ENABLE_SPEC_V2 in its environment) and
 `allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
-cost/collectives.py FLASHINFER_ALLREDUCE). `spread` is
+cost/collectives.py FLASHINFER_ALLREDUCE); `frontend_ms` (serve's --frontend-ms: 0 where
+the client calls the engine in-process with token ids, as MLPerf's harnesses do with their
+pre-tokenized datasets, so no API server, chat template or tokenization stands between a
+request and the engine). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
 means, as a benchmark's random range ratio draws them; `kv_utilization` is the memory
 fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's

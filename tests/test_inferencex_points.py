@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from xpusim.validation.points import load_points
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"

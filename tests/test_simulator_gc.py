@@ -41,9 +41,9 @@ def test_a_paused_collector_changes_no_figure(load, monkeypatch):
 def test_the_collector_is_paused_within_a_run_and_restored_after():
     seen: list[bool] = []
 
-    def spied(requests, concurrency, replicas, transfer_s, progress, *rest):
+    def spied(requests, concurrency, replicas, transfer_s, progress, *rest, **kw):
         return simulate(requests, concurrency, replicas, transfer_s,
-                        lambda done: seen.append(gc.isenabled()), *rest)  # fmt: skip
+                        lambda done: seen.append(gc.isenabled()), *rest, **kw)  # fmt: skip
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(serving_run, "simulate", spied)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
-from xpusim.serving.engines import DATA, EngineProfile, engines
+from xpusim.serving import engines as engines_module
+from xpusim.serving.engines import DATA, engines
 from xpusim.workloads.resolve import load_model
 
 BLOCK_BYTES_PER_S = 21e9  # engines.toml trtllm-cpp on h100-sxm
@@ -38,9 +39,26 @@ def test_the_profile_loads_with_its_closed_key_set_and_its_sources():
     assert "multi_block_mode" in cpp.unsplit_decode_source and "21 GB/s" in \
         cpp.unsplit_decode_source  # fmt: skip
     assert "unsplit_decode" in DATA.read_text()
-    fields = {f.name for f in dataclasses.fields(EngineProfile)}
-    with pytest.raises(TypeError):  # an unknown key in engines.toml fails to load
-        EngineProfile(**{f: getattr(cpp, f) for f in fields}, multi_block=False)
+
+
+def test_an_unknown_or_unsourced_key_in_engines_toml_fails_to_load(tmp_path, monkeypatch):
+    """The loader's closed key set: a misspelt field (multi_block for unsplit_decode) or a
+    rate of 0 is refused, not ignored."""
+    text = engines_module.DATA.read_text()
+    rate = 'unsplit_decode = { "h100-sxm" = '
+    for bad in (text.replace("unsplit_decode = {", "multi_block = {", 1),
+                text.replace(rate + "21e9", rate + "0.0", 1)):
+        assert bad != text
+        path = tmp_path / "engines.toml"
+        path.write_text(bad)
+        monkeypatch.setattr(engines_module, "DATA", path)
+        engines.cache_clear()
+        try:
+            with pytest.raises((TypeError, AssertionError)):
+                engines()
+        finally:
+            monkeypatch.undo()
+            engines.cache_clear()
 
 
 def test_without_split_kv_a_sequences_decode_slows_with_its_context_at_one_blocks_rate():

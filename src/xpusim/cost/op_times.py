@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from xpusim.errors import UserError
+from xpusim.hardware.spec import base_id
 from xpusim.ir.op import Op
 
 OP_TIME_DIR = Path(__file__).resolve().parent / "kernel_tables" / "op_time"
@@ -54,7 +55,7 @@ class OpTime:
 
     def prices(self, chip_id: str, op: Op) -> bool:
         """Whether it times `op` on `chip_id` (a what-if copy: its base chip's)."""
-        return (chip_id.split("[", 1)[0] in self.chips and op.name.rsplit(".", 1)[-1] == self.op
+        return (base_id(chip_id) in self.chips and op.name.rsplit(".", 1)[-1] == self.op
                 and self.kernel in (op.attr("kernels") or ())
                 and (not self.grouped_router or bool(op.attr("expert_groups"))))  # fmt: skip
 
@@ -97,8 +98,7 @@ def op_times() -> tuple[OpTime, ...]:
 
 def op_times_for_chip(chip_id: str) -> tuple[OpTime, ...]:
     """The measurements that price some op of `chip_id` (a what-if copy: its base chip's)."""
-    base = chip_id.split("[", 1)[0]
-    return tuple(t for t in op_times() if base in t.chips)
+    return tuple(t for t in op_times() if base_id(chip_id) in t.chips)
 
 
 def op_time_s(chip_id: str, op: Op) -> float:

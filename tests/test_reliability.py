@@ -233,6 +233,26 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
     assert not any(map(_alive, children))
 
 
+ORPHAN = """
+import os, sys, time
+from xpusim.explore.executor import start_worker
+start_worker(int(sys.argv[1]), sys.argv[2] == "fork")
+time.sleep(20)
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_a_worker_whose_sweep_died_before_it_began_exits(start):
+    """The race CI met (2026-12-06): the sweep killed between a worker's fork and its set-up.
+    Here the 'sweep' is a pid that is already gone and is not the worker's parent."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    began = time.monotonic()
+    worker = subprocess.run([sys.executable, "-c", ORPHAN, str(gone.pid), start], timeout=30)
+    assert worker.returncode == 1
+    assert time.monotonic() - began < 15  # not the 20 s sleep
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 def test_sigterm_stops_a_sweep_with_what_finished_kept(tmp_path):
     process, children = _start(tmp_path)

@@ -56,24 +56,40 @@ def collect_rarely() -> None:
 PARENT_POLL_S = 0.5
 
 
-def start_worker() -> None:
+def start_worker(sweep_pid: int, forked: bool) -> None:
     """A pool worker's set-up: it collects rarely, leaves Ctrl-C to the sweep (which stops
     the pool and keeps what finished; a worker's own KeyboardInterrupt would only print a
-    traceback), dies of the SIGTERM the sweep stops it with, and exits as soon as its
-    parent is gone, however the parent died (SIGKILL runs no clean-up): a thread watches
-    for the parent's pid to change. Forked workers' parent is the sweep; a fork server's
-    workers' is the server, which exits with it."""
+    traceback), dies of the SIGTERM the sweep stops it with, and exits as soon as the sweep
+    is gone, however it died (SIGKILL runs no clean-up): a thread watches for the parent's
+    pid to change, or the sweep's pid to vanish. Forked workers' parent is the sweep; a fork
+    server's workers' is the server, which exits with it.
+
+    The sweep's pid comes from the sweep, not from getppid() here: a sweep killed between
+    the fork and this set-up had already handed the worker to init, and a watch that began
+    from that parent waited forever (CI, 2026-12-06: two workers alive 10 s after the kill)."""
     collect_rarely()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler (cli.main)
     parent = os.getppid()
+    if forked and parent != sweep_pid:  # orphaned before it began
+        os._exit(1)
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == parent and _exists(sweep_pid):
             time.sleep(PARENT_POLL_S)
         os._exit(1)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a pid reused by another user's process: the sweep is gone
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -124,8 +140,12 @@ class LocalPool:
         else:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([fn.__module__])
-        pool = ProcessPoolExecutor(min(self.workers, len(tasks)) or 1, mp_context=context,
-                                   initializer=start_worker)  # fmt: skip
+        pool = ProcessPoolExecutor(
+            min(self.workers, len(tasks)) or 1,
+            mp_context=context,
+            initializer=start_worker,
+            initargs=(os.getpid(), context.get_start_method() == "fork"),
+        )
         finished = False
         try:
             yield from _windowed(pool, fn, tasks, IN_FLIGHT_PER_WORKER * self.workers)

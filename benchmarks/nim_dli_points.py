@@ -119,7 +119,7 @@ QUEUE_GAP = (
     "- sequences running) / requests per second: the sequences running that the measured "
     "throughput x TPOT implies agree with xpusim's within about 10% in most runs at 250 "
     "(Llama-3-8B FP8 TP1 2000/2000: 217 against 242), yet that small difference, and xpusim's "
-    "faster decode draining the queue, puts the measured 10.9 s against 0.455 s; Llama-3-70B "
+    "faster decode draining the queue, puts the measured 10.9 s against 0.726 s; Llama-3-70B "
     "FP16 TP4 with 2000-7000-token contexts runs 0.6-0.7 of xpusim's sequences (88 against "
     "131 at 2000/2000), a smaller KV cache than xpusim's (the build's KV fraction and "
     "max_batch_size are not stated)"

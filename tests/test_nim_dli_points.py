@@ -52,7 +52,7 @@ def test_rows_become_three_points_a_run_with_repeats_averaged_and_units_converte
         "runs of this setting"
         not in by_id["nimdli-llama-3-8b-1xh100-fp8-200-1000-c1-ttft"]["notes"]
     )
-    assert by_id[f"{c5}-ttft"]["load"] == {"kind": "concurrency", "value": 5}
+    assert by_id[f"{c5}-ttft"]["load"] == {"kind": "concurrency", "value": 5, "warmup": 0}
     assert by_id[f"{c5}-ttft"]["known_gap"] == gen.LOCKSTEP_GAP
     assert by_id["nimdli-llama-3-8b-1xh100-fp8-200-1000-c1-ttft"]["known_gap"] == gen.IDLE_GAP
     assert by_id[f"{c5}-itl"]["known_gap"] == gen.DECODE_GAP
@@ -89,6 +89,7 @@ def test_committed_points_are_h100_closed_loops_with_every_metric_and_a_stated_g
         assert p.chip == "h100-sxm" and p.get("engine_profile") == "trtllm-cpp"
         assert p.get("load")["kind"] == "concurrency"
         assert p.get("load")["value"] in gen.CONCURRENCY
+        assert p.get("load")["warmup"] == 0  # GenAI-Perf's statistics hold the first wave
         assert p.get("chips") == p.get("tp") and p.known_gap
         runs.setdefault(p.id.rsplit("-", 1)[0], set()).add(p.metric)
     assert all(m == {"ttft_s", "tpot_s", "output_tokens_per_s"} for m in runs.values())
@@ -119,3 +120,18 @@ def test_long_context_one_client_decode_is_priced_without_multi_block_mode():
     assert v.n_points == 2
     for s in v.points:
         assert 0.8 <= s.ratio <= 1.45, (s.id, s.ratio)
+
+
+def test_the_cold_first_wave_counts_and_lengthens_a_long_prompt_ttft():
+    """GenAI-Perf counts every request from the first (gen.WARMUP): five 7000-token prompts
+    sent at once queue behind one another, so counting that wave gives a longer mean TTFT
+    than leaving serve's default tenth out as warm-up; dropping the point's warmup breaks
+    this."""
+    from dataclasses import replace
+
+    (point,) = [p for p in load_points()
+                if p.id == "nimdli-llama-3-8b-1xh100-fp16-7000-1000-c5-ttft"]  # fmt: skip
+    load = {k: v for k, v in point.get("load").items() if k != "warmup"}
+    default = replace(point, id=f"{point.id}-default", setup=point.setup | {"load": load})
+    got = {s.id: s.predicted for s in validate([point, default]).points}
+    assert got[point.id] > 1.05 * got[default.id]

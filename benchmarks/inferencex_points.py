@@ -150,10 +150,11 @@ def streamed_tokens(r: dict[str, Any], launch: str) -> float:
 MTP_GAP = (
     "the acceptance of the MTP drafts is not measured for these runs: xpusim takes DeepSeek's "
     "published curve (scenarios/decoding.py MTP_ACCEPT_LENGTHS: 1.875 tokens a step at 1 "
-    "draft token from DeepSeek-V3's 85-90%, 2.50 at 2 from InferenceX PR #649 on random "
-    "prompts in the chat template and on MT-Bench, 2.82 at 3 from TensorRT-LLM's DeepSeek-R1 "
-    "B200 blog on its own real prompts); these runs' random-token prompts with --ignore-eos "
-    "may accept otherwise, and the engines' logged acceptance is kept in no row"
+    "draft token from DeepSeek-V3's 85-90%, 2.58 at 2 and 2.82 at 3 from TensorRT-LLM's "
+    "DeepSeek-R1 B200 blog on its own prompts); these runs' random-token prompts in the chat "
+    "template with --ignore-eos may accept otherwise (InferenceX PR #649 read ~2.50 on them "
+    "and on MT-Bench at a draft depth it does not state), and the engines' logged acceptance "
+    "is kept in no row"
 )
 
 

@@ -94,13 +94,12 @@ def test_deepseeks_mtp_accept_length_grows_with_drafts_within_one_to_k_plus_one(
 
 
 def test_deepseeks_mtp_accept_length_is_the_published_figures():
-    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.50 at two (InferenceX PR
-    #649, random tokens in the chat template), 2.82, 2.99 and 3.01 at three to five
-    (TensorRT-LLM's DeepSeek-R1 B200 blog), the last past five; `serve`/`run --speculative
-    mtp` take it without a rate."""
-    assert MTP_ACCEPT_LENGTHS == (1.875, 2.50, 2.82, 2.99, 3.01)
+    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.58, 2.82, 2.99 and 3.01 at
+    two to five (TensorRT-LLM's DeepSeek-R1 B200 blog), the last past five; `serve`/`run
+    --speculative mtp` take it without a rate."""
+    assert MTP_ACCEPT_LENGTHS == (1.875, 2.58, 2.82, 2.99, 3.01)
     assert [mtp_accept_length(k) for k in range(7)] == pytest.approx(
-        [1.0, 1.875, 2.50, 2.82, 2.99, 3.01, 3.01])
+        [1.0, 1.875, 2.58, 2.82, 2.99, 3.01, 3.01])
     from xpusim.serving.options import Engine
 
     how = Engine(speculative="mtp", draft_tokens=3).decoding

@@ -51,38 +51,37 @@ examples draft 5), not an engine's limit."""
 DEFAULT_DRAFT_TOKENS = 5
 """Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
 an OPT-125M draft, num_speculative_tokens 5)."""
-MTP_ACCEPT_LENGTHS = (1.875, 2.50, 2.82, 2.99, 3.01)
+MTP_ACCEPT_LENGTHS = (1.875, 2.58, 2.82, 2.99, 3.01)
 """DeepSeek-V3/R1's MTP layer, reused for each draft depth (SGLang's EAGLE over it, TensorRT-
 LLM's MTP Eagle and ATOM's MTP all chain the one layer, top-1): the tokens a verify step adds
-at K = 1, 2, ... draft tokens, each a published measurement at that K with prompts in the
-chat template, as every InferenceX MTP recipe sends them (--use-chat-template), none read
-from a scored run.
+at K = 1, 2, ... draft tokens, each a published measurement at that K, none read from a
+scored run.
 - K = 1, 1.875: the middle of "the acceptance rate of the second token prediction ranges
   between 85% and 90% across various generation topics" (DeepSeek-V3 Technical Report, arXiv
   2412.19437, sec. 5.4.3; DeepSeek's own prompts). SGLang's NextN PR (sgl-project/sglang#3582,
   2025-02-14) reads "~1.9 avg accept length" at one draft token; TensorRT-LLM's, 1.92 (below).
-- K = 2, 2.50: InferenceX PR #649 (2026-02-05) reads an acceptance length of ~2.50 for
-  DeepSeek-R1-0528 at DECODE_MTP_SIZE=2 (MI355X SGLang disaggregated; amd-master.yaml at its
-  commit dab13cea0; InferenceX's server_sglang.sh launches that size as
-  --speculative-num-steps 2 --speculative-num-draft-tokens 3) on InferenceX's own random-token
-  prompts in the chat template, and ~2.50 on MT-Bench: random tokens in the template accept as
-  text does. The PR added --use-chat-template because "without this arg, MTP acceptance rates
-  are artificially high for DeepSeek with MTP" (InferenceX perf-changelog.yaml).
-- K = 3, 4, 5, 2.82, 2.99, 3.01: TensorRT-LLM's "Pushing Latency Boundaries: Optimizing
+- K = 2-5, 2.58, 2.82, 2.99, 3.01: TensorRT-LLM's "Pushing Latency Boundaries: Optimizing
   DeepSeek-R1 Performance on NVIDIA B200 GPUs" (docs/source/blogs/tech_blog/blog1_*.md,
   table "Autoregressive MTP Layers": "Acceptance Rate", the tokens a step, 1.92, 2.58, 2.82,
   2.99, 3.01 at MTP 1-5; DeepSeek-R1-FP4 on 8 B200, batch 1, 1k in / 2k out, ten requests of
   a "real dataset", strict top-1 acceptance; its reproduce note builds the prompts with the
   chat template, apply_chat_template(..., add_generation_prompt=True), which its relaxed rows
-  need and the strict ones are not said to lack). Its 2.58 at K = 2 is 3% above PR #649's
-  2.50, the spread between the two datasets.
+  need and the strict ones are not said to lack).
 Past K = 5 the last figure: TensorRT-LLM's fifth draft token adds 0.02, so deeper chains are
-taken to add nothing (an assumption; no source goes further for DeepSeek-R1). Prompts outside
-the chat template accept more (SGLang issue #7927: DeepSeek-V3 at K = 3, accept length 3.19
-on SGLang bench_serving's random dataset, sent without the template)
-and a later model differently (DeepSeek-V4-Pro on SPEED-Bench coding, InferenceX
-golden_al_distribution/dsv4_mtp.yaml: 1.92, 2.61, 2.97 without thinking, 1.79, 2.27, 2.49 with
-it): `--accept-length` takes a measured figure for either."""
+taken to add nothing (an assumption; no source goes further for DeepSeek-R1).
+The figures are for prompts in the chat template: InferenceX PR #649 (2026-02-05, DeepSeek-
+R1-0528) read an acceptance length of ~2.50 on InferenceX's random-token prompts in the
+template, ~2.50 on MT-Bench and ~3.55 on the random prompts without it, so every InferenceX
+MTP recipe since sends --use-chat-template. The PR does not say its draft depth, and ~3.55
+needs K >= 3 where the recipe it edited drafts at most 2 (amd-master.yaml DECODE_MTP_SIZE=2:
+--speculative-num-steps 1 --speculative-num-draft-tokens 2 in billishyahao/sglang_disagg's
+sglang_disagg_server.sh of 2026-01-10, num-steps 2 in InferenceX's copy from 2026-02-19; a
+step then adds at most 3), so it is no figure at any one K here (at K = 3 its 2.50 would be
+11% under 2.82). Prompts without the template, or another model, take a measured
+`--accept-length` (SGLang issue #7927: DeepSeek-V3 at K = 3, 3.19 on SGLang bench_serving's
+random dataset without the template; DeepSeek-V4-Pro on SPEED-Bench coding, InferenceX
+golden_al_distribution/dsv4_mtp.yaml: 1.92, 2.61, 2.97 at K = 1-3 without thinking, 1.79,
+2.27, 2.49 with it)."""
 
 
 def mtp_accept_length(draft_tokens: int) -> float:

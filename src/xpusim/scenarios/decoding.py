@@ -111,7 +111,8 @@ class Decoding:
         accepted = (f"each accepted with probability {self.acceptance:g}"
                     if self.acceptance is not None else "as the given acceptance lengths say")
         if self.published:
-            accepted = "as DeepSeek-V3/R1's published MTP acceptance says (MTP_ACCEPT_LENGTHS)"
+            accepted = ("as DeepSeek-R1's published MTP acceptance with prompts in the chat "
+                        "template says (MTP_ACCEPT_LENGTHS)")
         drafted = self.step_tokens - 1
         line = (f"speculative, {self.draft.name} drafting {drafted} "
                 f"token{'s' * (drafted > 1)} per step, {accepted}: {self.advance:.3g} tokens "

@@ -60,8 +60,8 @@ scored run.
   between 85% and 90% across various generation topics" (DeepSeek-V3 Technical Report, arXiv
   2412.19437, sec. 5.4.3; DeepSeek's own prompts). SGLang's NextN PR (sgl-project/sglang#3582,
   2025-02-14) reads "~1.9 avg accept length" at one draft token, vLLM's (vllm-project/vllm
-  #12755) "81% ~ 82.3% on R1 k=1" (1.81-1.82), TensorRT-LLM's 1.92 (below): 1.875 is their
-  middle.
+  #12755) "81% ~ 82.3% on R1 k=1" (1.81-1.82), TensorRT-LLM's 1.92 (below): DeepSeek's middle
+  lies within theirs.
 - K = 2-5, 2.58, 2.82, 2.99, 3.01: TensorRT-LLM's "Pushing Latency Boundaries: Optimizing
   DeepSeek-R1 Performance on NVIDIA B200 GPUs" (docs/source/blogs/tech_blog/blog1_*.md,
   table "Autoregressive MTP Layers": "Acceptance Rate", the tokens a step, 1.92, 2.58, 2.82,

@@ -149,11 +149,12 @@ def streamed_tokens(r: dict[str, Any], launch: str) -> float:
 
 MTP_GAP = (
     "the acceptance of the MTP drafts is not measured for these runs: xpusim takes DeepSeek's "
-    "published curve (scenarios/decoding.py MTP_REACHED: 1.875 tokens a step at 1 draft "
-    "token from DeepSeek-V3's 85-90%, 2.50 at 2 from InferenceX PR #649 on random prompts in "
-    "the chat template and on MT-Bench, past that an assumed constant fall: 2.95 at 3); these "
-    "runs' random-token prompts with --ignore-eos may accept otherwise, and the engines' "
-    "logged acceptance is kept in no row"
+    "published curve (scenarios/decoding.py MTP_ACCEPT_LENGTHS: 1.875 tokens a step at 1 "
+    "draft token from DeepSeek-V3's 85-90%, 2.58 at 2 and 2.82 at 3 from TensorRT-LLM's "
+    "DeepSeek-R1 B200 blog on its own prompts); these runs' random-token prompts in the chat "
+    "template with --ignore-eos may accept otherwise (InferenceX PR #649 read ~2.50 on them "
+    "and on MT-Bench at a draft depth it does not state), and the engines' logged acceptance "
+    "is kept in no row"
 )
 
 
@@ -696,8 +697,7 @@ def points(
             parts.append(
                 f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), "
                 f"{mtp_accept_length(drafts(r)[0]):.3g} tokens a step by DeepSeek's published "
-                "MTP acceptance (scenarios/decoding.py MTP_REACHED; past 2 drafts an assumed "
-                "fall)"
+                "MTP acceptance (scenarios/decoding.py MTP_ACCEPT_LENGTHS)"
             )
         if spec and not overlapped(r):
             parts.append("host_overlap false (SGLANG_ENABLE_SPEC_V2=1 set in the recipe but not "

@@ -3,13 +3,15 @@ reduces to plain decoding where it should, and costs what its shapes say."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from cli_run import refused
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpusim
-from xpusim.scenarios.decoding import MTP_REACHED, expected_advance, mtp_accept_length
+from xpusim.scenarios.decoding import MTP_ACCEPT_LENGTHS, expected_advance, mtp_accept_length
 from xpusim.workloads.resolve import load_model
 
 FIGURES = ("ttft_s", "tpot_s", "latency_s", "tokens_per_s", "energy_j", "avg_power_w")
@@ -92,16 +94,27 @@ def test_deepseeks_mtp_accept_length_grows_with_drafts_within_one_to_k_plus_one(
 
 
 def test_deepseeks_mtp_accept_length_is_the_published_figures():
-    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.50 at two (InferenceX PR
-    #649), and `serve`/`run --speculative mtp` take it without a rate."""
-    assert MTP_REACHED == (0.875, 0.625)
-    assert (mtp_accept_length(1), mtp_accept_length(2)) == pytest.approx((1.875, 2.5))
-    assert mtp_accept_length(3) == pytest.approx(2.5 + 0.625 ** 2 / 0.875)
+    """1.875 at one draft token (DeepSeek-V3 report's 85-90%), 2.58, 2.82, 2.99 and 3.01 at
+    two to five (TensorRT-LLM's DeepSeek-R1 B200 blog), the last past five; `serve`/`run
+    --speculative mtp` take it without a rate."""
+    assert MTP_ACCEPT_LENGTHS == (1.875, 2.58, 2.82, 2.99, 3.01)
+    assert [mtp_accept_length(k) for k in range(7)] == pytest.approx(
+        [1.0, 1.875, 2.58, 2.82, 2.99, 3.01, 3.01])
     from xpusim.serving.options import Engine
 
     how = Engine(speculative="mtp", draft_tokens=3).decoding
-    assert (how.step_tokens, how.advance) == (4, pytest.approx(mtp_accept_length(3)))
+    assert (how.step_tokens, how.advance) == (4, pytest.approx(2.82))
     assert how.published and not Engine(speculative="mtp", accept_length=2.0).decoding.published
+
+
+def test_deepseeks_mtp_figures_are_a_chain_of_drafts():
+    """A chain of drafts reaches each depth on no more steps than the depth before it: the
+    token each further draft adds, the share of steps reaching its depth, is at most 1 and
+    never more than the previous one's; and the rate given the depth before falls with
+    depth, as a reused layer's does (not held constant, which gave 2.95 at K = 3)."""
+    added = [b - a for a, b in pairwise((1.0, *MTP_ACCEPT_LENGTHS))]
+    assert all(1.0 >= x >= y >= 0.0 for x, y in pairwise(added))
+    assert added[2] / added[1] < added[1] / added[0]  # acceptance falls with depth
 
 
 def test_a_measured_accept_length_is_the_tokens_a_step_adds():

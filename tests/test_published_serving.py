@@ -291,7 +291,7 @@ def test_inferencex_mtp_runs_state_their_recipes_draft_tokens_and_no_acceptance_
     """Every MTP run drafts what its launch line says (SGLang --speculative-num-steps K with
     --speculative-num-draft-tokens K + 1, TensorRT-LLM num_nextn_predict_layers K, ATOM
     --num-speculative-tokens or its default 1) and states no acceptance: each takes DeepSeek's
-    published curve (scenarios/decoding.py MTP_REACHED), never one read from the run it is
+    published curve (scenarios/decoding.py MTP_ACCEPT_LENGTHS), never one read from the run it is
     scored against; every other run states no speculation; SGLang's MTP runs capture its
     speculative batch sizes (1-8 one apart, then 2, 4 and 8 apart to 256)."""
     from xpusim.scenarios.decoding import mtp_accept_length

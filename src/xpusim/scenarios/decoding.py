@@ -31,7 +31,7 @@ cost rules price every step.
   "toks/fwd"): a measured length is the one figure that holds what one rate cannot, a
   reused draft head's acceptance falling with depth and a workload's text; the draft may be
   the model's own multi-token-prediction module (`speculative="mtp"`: DeepSeek-V3's), which
-  without a rate accepts as DeepSeek-V3/R1's published figures say (MTP_REACHED).
+  without a rate accepts as DeepSeek-V3/R1's published figures say (MTP_ACCEPT_LENGTHS).
 """
 
 from __future__ import annotations
@@ -51,37 +51,45 @@ examples draft 5), not an engine's limit."""
 DEFAULT_DRAFT_TOKENS = 5
 """Draft tokens per step when not given: vLLM's documented draft-model example (OPT-6.7B with
 an OPT-125M draft, num_speculative_tokens 5)."""
-MTP_REACHED = (0.875, 0.625)
-"""DeepSeek-V3/R1's MTP layer, reused for each draft depth (SGLang's, TensorRT-LLM's MTP Eagle
-and ATOM's MTP all chain the one layer): the share of verify steps whose draft is accepted up
-to depth 1, 2, ..., the published figures only.
-- Depth 1, 0.875: the middle of "the acceptance rate of the second token prediction ranges
+MTP_ACCEPT_LENGTHS = (1.875, 2.58, 2.82, 2.99, 3.01)
+"""DeepSeek-V3/R1's MTP layer, reused for each draft depth (SGLang's EAGLE over it, TensorRT-
+LLM's MTP Eagle and ATOM's MTP all chain the one layer, top-1): the tokens a verify step adds
+at K = 1, 2, ... draft tokens, each a published measurement at that K, none read from a
+scored run.
+- K = 1, 1.875: the middle of "the acceptance rate of the second token prediction ranges
   between 85% and 90% across various generation topics" (DeepSeek-V3 Technical Report, arXiv
   2412.19437, sec. 5.4.3; DeepSeek's own prompts). SGLang's NextN PR (sgl-project/sglang#3582,
-  2025-02-14) reads "~1.9 avg accept length for draft 2 tokens" (one draft token, topk 1).
-- Depth 2, 0.625: InferenceX PR #649 (2026-02-05) reads an acceptance length of ~2.50 for
-  DeepSeek-R1-0528's MTP at DECODE_MTP_SIZE=2 (MI355X SGLang disaggregated; amd-master.yaml at
-  its commit dab13cea0; InferenceX's server_sglang.sh launches that size as
-  --speculative-num-steps 2 --speculative-num-draft-tokens 3: K = 2) on random-token prompts
-  in the chat template, and ~2.50 on MT-Bench; so 1 + 0.875 + 0.625. Without the chat
-  template the same random prompts read ~3.55.
-Past the last figure each further depth is assumed accepted at the last depth's rate given
-the one before (0.625 / 0.875): no source states DeepSeek-R1's length at 3 drafts (TensorRT-
-LLM's MTP blog plots it as a figure only; a later model, DeepSeek-V4-Pro on SPEED-Bench
-coding, InferenceX golden_al_distribution/dsv4_mtp.yaml, falls faster: 1.92, 2.61, 2.97 at
-K = 1-3 without thinking). InferenceX's prompts are random tokens with --ignore-eos, whose
-acceptance may differ from text's (PR #649 found it close to MT-Bench's only in the chat
-template). Not fitted to any scored run."""
+  2025-02-14) reads "~1.9 avg accept length" at one draft token, vLLM's (vllm-project/vllm
+  #12755) "81% ~ 82.3% on R1 k=1" (1.81-1.82), TensorRT-LLM's 1.92 (below): DeepSeek's middle
+  lies within theirs.
+- K = 2-5, 2.58, 2.82, 2.99, 3.01: TensorRT-LLM's "Pushing Latency Boundaries: Optimizing
+  DeepSeek-R1 Performance on NVIDIA B200 GPUs" (docs/source/blogs/tech_blog/blog1_*.md,
+  table "Autoregressive MTP Layers": "Acceptance Rate", the tokens a step, 1.92, 2.58, 2.82,
+  2.99, 3.01 at MTP 1-5; DeepSeek-R1-FP4 on 8 B200, batch 1, 1k in / 2k out, ten requests of
+  a "real dataset", strict top-1 acceptance; its reproduce note builds the prompts with the
+  chat template, apply_chat_template(..., add_generation_prompt=True), which its relaxed rows
+  need and the strict ones are not said to lack).
+Past K = 5 the last figure: TensorRT-LLM's fifth draft token adds 0.02, so deeper chains are
+taken to add nothing (an assumption; no source goes further for DeepSeek-R1).
+The figures are for prompts in the chat template: InferenceX PR #649 (2026-02-05, DeepSeek-
+R1-0528) read an acceptance length of ~2.50 on InferenceX's random-token prompts in the
+template, ~2.50 on MT-Bench and ~3.55 on the random prompts without it, so every InferenceX
+MTP recipe since sends --use-chat-template. The PR does not say its draft depth, and ~3.55
+needs K >= 3 where the recipe it edited drafts at most 2 (amd-master.yaml DECODE_MTP_SIZE=2:
+--speculative-num-steps 1 --speculative-num-draft-tokens 2 in billishyahao/sglang_disagg's
+sglang_disagg_server.sh of 2026-01-10, num-steps 2 in InferenceX's copy from 2026-02-19; a
+step then adds at most 3), so it is no figure at any one K here (at K = 3 its 2.50 would be
+11% under 2.82). Prompts without the template, or another model, take a measured
+`--accept-length` (SGLang issue #7927: DeepSeek-V3 at K = 3, 3.19 on SGLang bench_serving's
+random dataset without the template; DeepSeek-V4-Pro on SPEED-Bench coding, InferenceX
+golden_al_distribution/dsv4_mtp.yaml: 1.92, 2.61, 2.97 at K = 1-3 without thinking, 1.79,
+2.27, 2.49 with it)."""
 
 
 def mtp_accept_length(draft_tokens: int) -> float:
-    """Tokens a verify step adds, expected, at K draft tokens of DeepSeek's MTP layer: one,
-    plus the share of steps reaching each depth (MTP_REACHED, extended past the last figure at
-    its last ratio)."""
-    reached = list(MTP_REACHED[:draft_tokens])
-    while len(reached) < draft_tokens:
-        reached.append(reached[-1] * MTP_REACHED[-1] / MTP_REACHED[-2])
-    return 1.0 + sum(reached)
+    """Tokens a verify step adds, expected, at K draft tokens of DeepSeek's MTP layer: the
+    published figure at K (MTP_ACCEPT_LENGTHS), the last one past it; no draft, one token."""
+    return (1.0, *MTP_ACCEPT_LENGTHS)[min(draft_tokens, len(MTP_ACCEPT_LENGTHS))]
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ class Decoding:
     advance: float = 1.0  # tokens a decode step adds to each sequence, expected
     draft: Any = None  # the draft model (a TransformerConfig or its name), or None
     acceptance: float | None = None
-    published: bool = False  # the advance is DeepSeek's published MTP curve (MTP_REACHED)
+    published: bool = False  # the advance is DeepSeek's published curve (MTP_ACCEPT_LENGTHS)
 
     def describe(self, target: Any) -> str:
         """One line for a result's notes."""
@@ -105,7 +113,8 @@ class Decoding:
         accepted = (f"each accepted with probability {self.acceptance:g}"
                     if self.acceptance is not None else "as the given acceptance lengths say")
         if self.published:
-            accepted = "as DeepSeek-V3/R1's published MTP acceptance says (MTP_REACHED)"
+            accepted = ("as DeepSeek-R1's published MTP acceptance with prompts in the chat "
+                        "template says (MTP_ACCEPT_LENGTHS)")
         drafted = self.step_tokens - 1
         line = (f"speculative, {self.draft.name} drafting {drafted} "
                 f"token{'s' * (drafted > 1)} per step, {accepted}: {self.advance:.3g} tokens "
@@ -172,7 +181,7 @@ def resolve_decoding(
                             f"draft tokens, but --draft-tokens is {draft_tokens}")  # fmt: skip
         advance = sum(share * (accepted + 1) for accepted, share in enumerate(shares))
         return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
-    if acceptance is None and speculative == "mtp":  # the published curve (MTP_REACHED)
+    if acceptance is None and speculative == "mtp":  # the published curve (MTP_ACCEPT_LENGTHS)
         k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
         return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative,
                         published=True)  # fmt: skip

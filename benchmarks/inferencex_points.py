@@ -63,7 +63,9 @@ TTFT_GAP = (
     "ROCm is modelled, engines.toml eager_prefill; its FP8 (128 x 128 block-scaled) path on "
     "ROCm leaves 0.20-0.25 s a prefill plus 70-115 us a prompt token that its MXFP4 path and "
     "ATOM's FP8 on the same MI355X do not: neither AITER's tuned kernels at these shapes, "
-    "which xpusim's prices match, nor launch time, nor SGLANG_AITER_MLA_PERSIST (in v0.5.9 "
+    "which xpusim's prices match (on MI300X and MI325X v0.5.12 runs every block-FP8 linear "
+    "on AITER's Triton GEMM instead, SGLang PR #26234, untimed at prefill sizes), nor launch "
+    "time, nor SGLANG_AITER_MLA_PERSIST (in v0.5.9 "
     "and v0.5.12 AITER's persistent MLA kernel for decode, verify and draft steps, a prompt "
     "running as MHA; on by default, so in every SGLang run here, FP8 and MXFP4 alike), nor "
     "the prefill attention (one kernel for both checkpoints), and not measured); under load "
@@ -406,6 +408,26 @@ def overlapped(r: dict[str, Any]) -> bool:
                 and r["hardware"] in ("b200", "b300"))
 
 
+def attention_format(r: dict[str, Any]) -> str | None:
+    """The format SGLang's AITER backend computes attention in where it is not the
+    checkpoint's (serve's --attention-precision), else None. gfx942 (MI300X, MI325X): BF16.
+    AITER's FP8 prefill attention runs on gfx950 alone (python/sglang/srt/layers/attention/
+    aiter_backend.py: `_use_fp8_prefill_attn = get_bool_env_var("SGLANG_AITER_FP8_PREFILL_ATTN",
+    "True") and is_gfx95_supported()`, code-index copies 70137472815 and 60433915051; the
+    0.5.9/0.5.12 tags not read; the batch-prefill FP8 FMHA is gfx950's: ROCm/rocm-libraries
+    PR #5458), so a prompt's MHA on gfx942 is BF16, and its MLA decode kernel takes BF16
+    queries over the FP8 cache (`mla_a16w8_qh16` in InferenceX's MI325X SGLang FP8 profile,
+    SemiAnalysisAI/InferenceX issue #863). gfx950 (MI355X) with the MXFP4 checkpoint: FP8,
+    that same FP8 prefill kernel (on by default), not MXFP4 math."""
+    if r["framework"] != "sglang":
+        return None
+    if r["hardware"] in ("mi300x", "mi325x"):
+        return "bf16"
+    if r["hardware"] == "mi355x" and r["precision"] == "fp4":
+        return "fp8"
+    return None
+
+
 def mtp_settings(r: dict[str, Any]) -> tuple:
     """What a run's MTP recipe (*_mtp.sh) launched, as settings() returns it. Read at each
     version the rows ran (script()): dsr1_fp4_b200_mtp.sh 292726bb8b01, dsr1_fp8_b200_mtp.sh
@@ -580,6 +602,8 @@ def points(
             "spread": SPREAD,
             "stat": "mean",
         }
+        if attention := attention_format(r):
+            setup["attention_precision"] = attention
         if ep > 1:
             setup["ep"] = ep
         if dpa:
@@ -653,6 +677,10 @@ def points(
             f"[{RANGE_RATIO} L, L] as [m(1-s), m(1+s)])",
             f"KV cache {kv}" + (" (no --kv-cache-dtype: auto)" if kv == "bf16" else ""),
         ]
+        if attention:
+            why = "gfx950's alone" if attention == "bf16" else "not MXFP4 math"
+            parts.append(f"attention computed in {attention} (AITER's FP8 prefill attention: "
+                         f"{why})")
         if budget is not None:
             parts.append(
                 f"token_budget {min(budget, TOKEN_CAP)}"

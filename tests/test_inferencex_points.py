@@ -64,3 +64,29 @@ def test_the_committed_mi30x_1k8k_points_name_their_image_and_its_other_lengths(
         assert "(2026-02-27, lmsysorg/sglang:v0.5.9-rocm700-mi30x) is older" in p.known_gap, p.id
         assert "1k/1k 24.4/30.5/51.3 ms" in p.known_gap or "1k/1k 23.9/" in p.known_gap, p.id
     assert not any("is older than the runs" in p.known_gap for p in pts if p not in long)
+
+
+def test_sglang_attention_runs_in_the_format_aiter_has_on_each_amd_chip():
+    """AITER's FP8 prefill attention is gfx950's alone: SGLang computes attention in BF16 on
+    MI300X/MI325X whatever the checkpoint, in FP8 on MI355X for the MXFP4 checkpoint too, and
+    in the checkpoint's format elsewhere (no field)."""
+    row = {**CONFIG, "isl": 1024, "osl": 1024, "conc": 4}
+    assert gen.attention_format(row) == "bf16"
+    assert gen.attention_format({**row, "hardware": "mi325x"}) == "bf16"
+    assert gen.attention_format({**row, "hardware": "mi355x", "precision": "fp4"}) == "fp8"
+    assert gen.attention_format({**row, "hardware": "mi355x"}) is None  # FP8 already
+    assert gen.attention_format({**row, "hardware": "mi355x", "framework": "atom"}) is None
+    assert gen.attention_format({**row, "hardware": "h200"}) is None
+
+
+def test_the_committed_amd_sglang_points_state_their_attention_format():
+    pts = [p for p in load_points() if p.id.startswith("inferencex-dsr1-")]
+    for p in pts:
+        sglang = p.get("engine_profile") == "sglang"
+        want = None
+        if sglang and p.chip in ("mi300x", "mi325x"):
+            want = "bf16"
+        elif sglang and p.chip == "mi355x" and p.get("precision") == "mxfp4":
+            want = "fp8"
+        assert p.get("attention_precision") == want, p.id
+    assert sum(p.get("attention_precision") == "bf16" for p in pts) >= 60

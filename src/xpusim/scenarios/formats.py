@@ -67,7 +67,7 @@ KV_FORMATS = (DType.NVFP4, DType.MXFP4, DType.INT8, DType.FP8, DType.BF16, DType
 
 
 def resolve_attention_format(
-    chip: Chip, act: DType, attention_precision: str | DType | None
+    chip: Chip, act: DType, attention_precision: str | DType | None, kv: DType | None = None
 ) -> DType | None:
     """The format attention computes in when it differs from `act`, else None.
 
@@ -75,12 +75,30 @@ def resolve_attention_format(
     took FP32/FP16/BF16 inputs only, "even if the rest of the network runs in INT8 or FP8"
     (TensorRT-LLM docs/source/gpt_attention.md, INT8/FP8 KV Caches), until FP8 context FMHA
     (`--use_fp8_context_fmha`) came in a later release.
+
+    Not given, beside 4-bit GEMMs (`act` NVFP4, MXFP4 or INT4), it is FP8 where the cache
+    (`kv`, the format it is stored in; None for `act`'s own) is FP8 or 4-bit and the chip
+    computes FP8, else the chip's 16-bit format: no serving engine's attention kernel
+    multiplies in 4 bits. Fused kernels take FP8 queries over an FP8 cache (vLLM docs,
+    Quantized KV Cache: "with FP8 KV cache, attention operations are also performed in the
+    quantized (FP8) domain", FlashAttention 3; TensorRT-LLM's FP8 context FMHA and FP8 MLA
+    generation kernels); others widen the cache to BF16 first (SGLang issue #10083: "dequantize
+    to BF16/FP16 at the reading time for attention calculation"), a format
+    `--attention-precision bf16` names. A 4-bit cache is widened to FP8 for the product
+    (TensorRT-LLM's NVFP4 KV cache). Before this rule a 4-bit run priced attention at the
+    chip's 4-bit peak, twice its FP8 rate on a B200.
     """
     if attention_precision is None:
-        return None
+        return None if act.bits >= 8 else _attention_beside_4bit(chip, kv or act)
     attention = DType.parse(str(attention_precision), "attention precision")
     chip.peak(attention, "--attention-precision")  # a UserError naming what the chip has
     return None if attention == act else attention
+
+
+def _attention_beside_4bit(chip: Chip, cache: DType) -> DType:
+    if cache.bits <= 8 and DType.FP8 in chip.peak_ops_per_s:
+        return DType.FP8
+    return next((d for d in (DType.BF16, DType.FP16) if d in chip.peak_ops_per_s), DType.FP32)
 
 
 def resolve_moe_backend(name: str | None) -> str:

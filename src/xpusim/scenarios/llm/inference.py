@@ -266,8 +266,8 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     system = system_for(target, chips)
     act, weight, notes = resolve_formats(system.chip, given["precision"],
                                          given["weight_precision"])  # fmt: skip
-    attention = resolve_attention_format(system.chip, act, given["attention_precision"])
     kv = resolve_kv_format(act, given["kv_precision"])
+    attention = resolve_attention_format(system.chip, act, given["attention_precision"], kv)
     moe_backend = resolve_moe_backend(given["moe_backend"])
     how = resolve_decoding(given["beams"], given["n"], given["speculative"],
                            given["draft_tokens"], given["acceptance"],

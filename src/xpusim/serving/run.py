@@ -237,6 +237,12 @@ def prepare(
         notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
                      f"a request outside the engine's steps (API server, tokenization, "
                      f"streaming: {source})")
+    if profile.frontend_token_s and engine.api_servers:
+        servers = f"{engine.api_servers} API server processes" if engine.api_servers > 1 \
+            else "one API server process"
+        notes.append(f"{servers} streaming the output tokens beside the engine, "
+                     f"{profile.frontend_token_s * 1e6:.3g} us each (engines.toml "
+                     f"frontend_token_s): a step takes at least its tokens' streaming")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
@@ -451,7 +457,8 @@ def run(
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
                          eager_s=own.eager_s,
-                         static_w=p.system.chip.energy.static_power_w.value)
+                         static_w=p.system.chip.energy.static_power_w.value,
+                         api_servers=e.api_servers)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

@@ -90,7 +90,9 @@ XPUSIM_SETUP = (
     "(lengths/{lengths}) scaled to this run's mean; prompts {prompt} tokens (assumed: not "
     "published); KV cache BF16 (vLLM's kv-cache-dtype auto); the launch's async scheduling "
     "(host work one step ahead: host_overlap) and its {servers} API server processes "
-    "(api_servers); the client's repetition penalty is not modelled"
+    "(api_servers); the client's repetition penalty (penalties: vLLM's sampler penalty ops "
+    "on the device; their host side, the padded output-token tensor rebuilt each step, is "
+    "not modelled)"
 )
 GAP = (
     "the source's steady state begins when max_num_seqs requests have their first token "
@@ -150,9 +152,17 @@ def lengths_file(model: str, outputs: list[int]) -> str:
     return name
 
 
+def penalised(benchmark: str) -> bool:
+    """Whether the client's chat requests carry a repetition penalty (its payload's
+    "repetition_penalty": 1.1 in mlenergy/llm/benchmark.py as of the run)."""
+    client = show(benchmark, BM_COMMIT, "mlenergy/llm/benchmark.py")
+    return '"repetition_penalty": 1.1' in client
+
+
 def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list[dict[str, Any]]:
     """Two points an H100 run of every model MODELS maps."""
     out: list[dict[str, Any]] = []
+    penalties = penalised(benchmark)
     for hub, (model, precision, weight_precision) in MODELS.items():
         data = runs(leaderboard, hub)
         flags, repeats = launch(benchmark, hub)
@@ -183,6 +193,7 @@ def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list
                 "scale_gen": True,
                 **({"host_overlap": True} if "async-scheduling: true" in flags else {}),
                 "api_servers": int(servers.group(1)) if servers else 1,  # vLLM's default 1
+                **({"penalties": True} if penalties else {}),
             }  # fmt: skip
             facts = dict(
                 hub=hub, n=n, flags=flags, seqs=seqs, tp=tp, batch=r["avg_batch_size"], gen=gen,

@@ -105,6 +105,9 @@ class EngineProfile:
     # building and writing the chunk), beside the engine (engines.toml frontend_token_s)
     frontend_token_s: float = 0.0
     frontend_token_source: str = ""
+    # where set, requests' sampler penalties run as this engine's code runs them
+    # (workloads/transformer.py SAMPLER_PENALTIES; serve's --penalties); "": not modelled
+    penalties_source: str = ""
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of

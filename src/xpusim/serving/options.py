@@ -180,6 +180,10 @@ class Engine:
                                        "and end-to-end latency holds it (default: the "
                                        "engine's, engines.toml frontend_s; 0 where none is "
                                        "measured).", type=float)
+    penalties: bool = option(False, "Requests carry a repetition, frequency or presence "
+                             "penalty: the engine's sampler applies them over the "
+                             "vocabulary of every row each step (vLLM V1's ops; "
+                             "engines.toml penalties_source).", type=bool)
     api_servers: int = option(1, "API server processes streaming the output tokens "
                               "(vLLM's --api-server-count), each token taking one the "
                               "engine's measured time (engines.toml frontend_token_s); "

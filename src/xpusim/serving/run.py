@@ -36,6 +36,7 @@ from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
+from xpusim.workloads.transformer import SAMPLER_PENALTIES
 from xpusim.workloads.transformer_config import TransformerConfig
 
 MAX_TABLE_TOKENS = 1 << 17
@@ -149,6 +150,14 @@ def prepare(
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.penalties:  # the client's: the engine's sampler ops over the vocabulary
+        if profile.penalties_source:
+            req = replace(req, kernels=(*req.kernels, SAMPLER_PENALTIES))
+            notes.append(f"--penalties: every step runs {engine.engine}'s sampler penalties "
+                         "over each sampled row's vocabulary (85 bytes a logit)")
+        else:
+            notes.append(f"--penalties: engine {engine.engine}'s sampler penalties are not "
+                         "modelled (engines.toml penalties_source)")
     if engine.host_overlap is not None and engine.host_overlap != profile.overlapped:
         notes.append("--host-overlap: the engine's host work a step " + (
             "runs one step ahead, exposed only past the device's time" if engine.host_overlap

@@ -184,6 +184,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["frontend_ms"] = float(point.get("frontend_ms"))
     if point.get("api_servers") is not None:  # the launch's --api-server-count; 0: in-process
         options["api_servers"] = int(point.get("api_servers"))
+    if point.get("penalties"):  # the client's repetition/frequency/presence penalty
+        options["penalties"] = True
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

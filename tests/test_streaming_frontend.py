@@ -79,26 +79,3 @@ def test_no_api_server_means_no_front_end_delay_either():
     assert _serve(concurrency=1, requests=3, api_servers=0).ttft_s.mean \
         == _serve(concurrency=1, requests=3, api_servers=0, frontend_ms=0.0).ttft_s.mean
 
-
-def test_ml_energy_points_run_their_launchs_api_servers_and_async_scheduling(monkeypatch):
-    """ML.ENERGY's vLLM launches set --api-server-count 3 and --async-scheduling
-    (benchmarks/mlenergy_gpqa_points.py reads both from the configs): the points say so and
-    the adapter passes them to serve."""
-    from xpusim.validation import adapters
-    from xpusim.validation.points import load_points
-
-    gpqa = [p for p in load_points() if p.id.startswith("mlenergy3-gpqa-")]
-    assert gpqa and all(p.get("api_servers") == 3 and p.get("host_overlap") for p in gpqa)
-    seen: list[dict] = []
-
-    class Asked(Exception):
-        """Raised in place of the simulation, once serve's options are seen."""
-
-    def served(*args):
-        seen.append(dict(args[3]))
-        raise Asked
-
-    monkeypatch.setattr(adapters, "_served", served)
-    with pytest.raises(Asked):
-        adapters._llm_serving(gpqa[0])
-    assert seen[0]["api_servers"] == 3 and seen[0]["host_overlap"] is True

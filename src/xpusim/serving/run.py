@@ -247,11 +247,11 @@ def prepare(
                      f"a request outside the engine's steps (API server, tokenization, "
                      f"streaming: {source})")
     if profile.frontend_token_s and engine.api_servers:
-        servers = f"{engine.api_servers} API server processes" if engine.api_servers > 1 \
-            else "one API server process"
-        notes.append(f"{servers} streaming the output tokens beside the engine, "
+        servers = "one API server process" if engine.api_servers == 1 \
+            else f"{engine.api_servers} API server processes"
+        notes.append(f"output tokens streamed by {servers} at "
                      f"{profile.frontend_token_s * 1e6:.3g} us each (engines.toml "
-                     f"frontend_token_s): a step takes at least its tokens' streaming")
+                     f"frontend_token_s): a step lasts at least its tokens' streaming")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()

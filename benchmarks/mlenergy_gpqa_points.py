@@ -73,7 +73,8 @@ NOTES = (
     "vllm/vllm-openai:v0.11.1), launch flags of configs/vllm/gpqa/{hub}/H100/"
     "monolithic.config.yaml: {flags}; max_num_seqs {seqs}, tensor parallel {tp}{ep}. Client: "
     "the 198 GPQA-Diamond questions{repeats} sent at once (max_output_tokens 32768, reasoning "
-    "on, outputs to EOS), at most max_num_seqs running. The leaderboard's fields, as its "
+    "on, outputs to EOS, repetition_penalty 1.1, streamed with continuous usage stats), at "
+    "most max_num_seqs running. The leaderboard's fields, as its "
     "toolkit computes them (github.com/ml-energy/data mlenergy_data/records/runs.py): "
     "median_itl_ms the median of every client-side gap of every successful request (the "
     "whole run; a chunk's tokens share its gap), output_throughput_tokens_per_sec the steady "
@@ -87,8 +88,11 @@ XPUSIM_SETUP = (
     "admission as the source's steady state ends; max_batch = max_num_seqs, token budget "
     "8192 as the launch sets; output lengths drawn from the model's published histogram "
     "(lengths/{lengths}) scaled to this run's mean; prompts {prompt} tokens (assumed: not "
-    "published); KV cache BF16 (vLLM's kv-cache-dtype auto); async scheduling and the three "
-    "API server processes are not modelled"
+    "published); KV cache BF16 (vLLM's kv-cache-dtype auto); the launch's async scheduling "
+    "(host work one step ahead: host_overlap) and its {servers} API server processes "
+    "(api_servers); the client's repetition penalty (penalties: vLLM's sampler penalty ops "
+    "on the device; their host side, the padded output-token tensor rebuilt each step, is "
+    "not modelled)"
 )
 GAP = (
     "the source's steady state begins when max_num_seqs requests have their first token "
@@ -148,9 +152,17 @@ def lengths_file(model: str, outputs: list[int]) -> str:
     return name
 
 
+def penalised(benchmark: str) -> bool:
+    """Whether the client's chat requests carry a repetition penalty (its payload's
+    "repetition_penalty": 1.1 in mlenergy/llm/benchmark.py as of the run)."""
+    client = show(benchmark, BM_COMMIT, "mlenergy/llm/benchmark.py")
+    return '"repetition_penalty": 1.1' in client
+
+
 def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list[dict[str, Any]]:
     """Two points an H100 run of every model MODELS maps."""
     out: list[dict[str, Any]] = []
+    penalties = penalised(benchmark)
     for hub, (model, precision, weight_precision) in MODELS.items():
         data = runs(leaderboard, hub)
         flags, repeats = launch(benchmark, hub)
@@ -163,6 +175,7 @@ def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list
             n, seqs = r["num_gpus"], r["max_num_seqs"]
             seen[n, seqs] = seen.get((n, seqs), 0) + 1  # gpt-oss-20b ran max_num_seqs 96 twice
             tp, ep = n, (n if "enable-expert-parallel: true" in flags else 1)
+            servers = re.search(r"api-server-count: (\d+)", flags)
             times = repeats.get(seqs, 1)
             gen = round(r["avg_output_len"])
             again = "" if seen[n, seqs] == 1 else f"-run{seen[n, seqs]}"
@@ -178,6 +191,9 @@ def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list
                          "warmup": 0},
                 "prompt": PROMPT_TOKENS, "gen": gen, "lengths": f"lengths/{name}",
                 "scale_gen": True,
+                **({"host_overlap": True} if "async-scheduling: true" in flags else {}),
+                "api_servers": int(servers.group(1)) if servers else 1,  # vLLM's default 1
+                **({"penalties": True} if penalties else {}),
             }  # fmt: skip
             facts = dict(
                 hub=hub, n=n, flags=flags, seqs=seqs, tp=tp, batch=r["avg_batch_size"], gen=gen,
@@ -193,7 +209,8 @@ def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list
                               f"{field}; launch and client: {BM} configs/vllm/gpqa",
                     "notes": NOTES.format(**facts, field=field, unit_note=(
                         " (ms, converted to s)" if unit == "s" else " (the whole server)")),
-                    "xpusim_setup": XPUSIM_SETUP.format(lengths=name, prompt=PROMPT_TOKENS),
+                    "xpusim_setup": XPUSIM_SETUP.format(lengths=name, prompt=PROMPT_TOKENS,
+                                                        servers=setup["api_servers"]),
                     "known_gap": GAP.format(prompt=PROMPT_TOKENS),
                 })  # fmt: skip
     return out

@@ -75,13 +75,35 @@ def test_a_bad_frontend_time_is_refused(bad):
 
 def test_mlperf_harness_points_run_without_a_front_end(monkeypatch):
     """MLPerf's harnesses hand LoadGen's pre-tokenized samples to the engine in-process: the
-    points that run the vllm profile say frontend_ms 0, and the adapter passes it to serve."""
-    from xpusim.validation import adapters
+    points that run the vllm profile say frontend_ms 0 and api_servers 0 (no token streamed
+    through an API server), and the adapter passes both to serve."""
     from xpusim.validation.points import load_points
 
     mlperf = [p for p in load_points() if "mlcommons" in p.source
               and p.get("engine_profile") == "vllm"]  # fmt: skip
-    assert mlperf and all(p.get("frontend_ms") == 0 for p in mlperf)
+    assert mlperf and all(p.get("frontend_ms") == 0 and p.get("api_servers") == 0
+                          for p in mlperf)  # fmt: skip
+    seen = _serve_options(next(p for p in mlperf if p.get("load")["kind"] == "rate"),
+                          monkeypatch)  # fmt: skip
+    assert seen["frontend_ms"] == 0.0 and seen["api_servers"] == 0
+
+
+def test_ml_energy_points_run_their_launchs_api_servers_and_async_scheduling(monkeypatch):
+    """ML.ENERGY's vLLM launches set --api-server-count 3 and --async-scheduling
+    (benchmarks/mlenergy_gpqa_points.py reads both from the configs): the points say so and
+    the adapter passes them to serve."""
+    from xpusim.validation.points import load_points
+
+    gpqa = [p for p in load_points() if p.id.startswith("mlenergy3-gpqa-")]
+    assert gpqa and all(p.get("api_servers") == 3 and p.get("host_overlap") for p in gpqa)
+    seen = _serve_options(gpqa[0], monkeypatch)
+    assert seen["api_servers"] == 3 and seen["host_overlap"] is True
+
+
+def _serve_options(point, monkeypatch) -> dict:
+    """The options the adapter gives serve for `point`, the simulation not run."""
+    from xpusim.validation import adapters
+
     seen: list[dict] = []
 
     class Asked(Exception):
@@ -93,5 +115,5 @@ def test_mlperf_harness_points_run_without_a_front_end(monkeypatch):
 
     monkeypatch.setattr(adapters, "_served", served)
     with pytest.raises(Asked):
-        adapters._llm_serving(next(p for p in mlperf if p.get("load")["kind"] == "rate"))
-    assert seen[0]["frontend_ms"] == 0.0
+        adapters._llm_serving(point)
+    return seen[0]

@@ -48,7 +48,9 @@ def test_runs_become_two_points_with_the_launchs_parallelism_and_the_clients_req
     files = {
         gen.data_file("Qwen/Qwen3-235B-A22B-Thinking-2507-FP8"): json.dumps(data),
         "monolithic.config.yaml": "max-num-batched-tokens: 8192\nenable-expert-parallel: true\n"
-                                  "# enable-expert-parallel: false  # a comment\n",
+                                  "# enable-expert-parallel: false  # a comment\n"
+                                  "async-scheduling: true\napi-server-count: 3\n",
+        "benchmark.py": 'payload = {"messages": messages, "repetition_penalty": 1.1}\n',
         "sweeps.yaml": "sweep:\n  - num_request_repeats: [1]\n    max_num_seqs: [8, 16]\n"
                        "  - num_request_repeats: [2]\n    max_num_seqs: [192]\n",
     }  # fmt: skip
@@ -73,6 +75,12 @@ def test_runs_become_two_points_with_the_launchs_parallelism_and_the_clients_req
     assert pts[f"{base}192-run2-tok"]["value"] == 2900.0
     assert itl["lengths"] == "lengths/mlenergy-gpqa-qwen3-235b-a22b-fp8.csv" and itl["scale_gen"]
     assert "enable-expert-parallel: true" in itl["notes"] and "a comment" not in itl["notes"]
+    # the launch's async scheduling and API servers, the client's repetition penalty
+    assert (itl["host_overlap"], itl["api_servers"], itl["penalties"]) == (True, 3, True)
+    files["monolithic.config.yaml"] = "max-num-batched-tokens: 8192\n"
+    files["benchmark.py"] = 'payload = {"messages": messages}\n'
+    plain = gen.points("lb", "bm", write_lengths=False)[0]
+    assert plain["api_servers"] == 1 and "host_overlap" not in plain and "penalties" not in plain
 
 
 def test_committed_points_are_h100_vllm_runs_with_both_metrics_and_their_lengths_file():

@@ -101,6 +101,13 @@ class EngineProfile:
     # a delay every request pays before its prompt can be scheduled (engines.toml frontend_s)
     frontend_s: float = 0.0
     frontend_source: str = ""
+    # time one API server process spends on each output token it streams (detokenizing,
+    # building and writing the chunk), beside the engine (engines.toml frontend_token_s)
+    frontend_token_s: float = 0.0
+    frontend_token_source: str = ""
+    # where set, requests' sampler penalties run as this engine's code runs them
+    # (workloads/transformer.py SAMPLER_PENALTIES; serve's --penalties); "": not modelled
+    penalties_source: str = ""
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
@@ -134,10 +141,20 @@ class EngineProfile:
             host += self.dp_attention_per_rank_sequence_s * math.ceil(sequences / dp_ranks)
         return host
 
-    def exposed_s(self, sequences: int, device_s: float, dp_ranks: int = 1) -> float:
-        """Host time the device waits for in an iteration that keeps it busy device_s."""
+    def exposed_s(self, sequences: int, device_s: float, dp_ranks: int = 1,
+                  streamed: float = 0.0, api_servers: int = 1) -> float:  # fmt: skip
+        """Host time the device waits for in an iteration that keeps it busy device_s and
+        emits `streamed` tokens. The API server streams them in its own process(es) while
+        the engine runs on, so it is a stage beside the iteration, not in line with it: the
+        iteration takes at least that stage's time, `api_servers` processes each streaming
+        its share (0: the client calls the engine in-process, nothing streamed), as a
+        client sees the engine when its front end is the slower (the engine core runs
+        ahead only as far as its output queue lets it)."""
         host = self.host_s(sequences, dp_ranks)
-        return max(host - device_s, 0.0) if self.overlapped else host
+        exposed = max(host - device_s, 0.0) if self.overlapped else host
+        if not (api_servers and streamed and self.frontend_token_s):
+            return exposed
+        return max(exposed, self.frontend_token_s * streamed / api_servers - device_s)
 
     def eager_on(self, vendor: str, dp_attention: bool) -> bool:
         """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip
@@ -252,7 +269,9 @@ def engines() -> dict[str, EngineProfile]:
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
             and all(rate > 0 for _, rate in profile.unsplit_decode) \
-            and profile.frontend_s >= 0 and bool(profile.frontend_source), name
+            and profile.frontend_s >= 0 and bool(profile.frontend_source) \
+            and profile.frontend_token_s >= 0 \
+            and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0), name
         found[name] = profile
     return found
 

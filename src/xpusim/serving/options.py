@@ -180,6 +180,15 @@ class Engine:
                                        "and end-to-end latency holds it (default: the "
                                        "engine's, engines.toml frontend_s; 0 where none is "
                                        "measured).", type=float)
+    penalties: bool = option(False, "Requests carry a repetition, frequency or presence "
+                             "penalty: the engine's sampler applies them over the "
+                             "vocabulary of every row each step (vLLM V1's ops; "
+                             "engines.toml penalties_source).", type=bool)
+    api_servers: int = option(1, "API server processes streaming the output tokens "
+                              "(vLLM's --api-server-count), each token taking one the "
+                              "engine's measured time (engines.toml frontend_token_s); "
+                              "0: the client calls the engine in-process, nothing "
+                              "streamed.", type=int)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "
                                      "(attention_dp_config enable_balance): WAIT,TIMEOUT "
                                      "iterations (its batching_wait_iters, timeout_iters) "
@@ -270,6 +279,13 @@ class Engine:
             raise UserError(f"frontend_ms must be a non-negative time, got {self.frontend_ms!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
+        if isinstance(self.api_servers, bool) or not isinstance(self.api_servers, int) \
+                or self.api_servers < 0:
+            raise UserError(f"api_servers must be a non-negative count of processes, got "
+                            f"{self.api_servers!r}")
+        if not self.api_servers and self.frontend_ms:
+            raise UserError("api_servers 0 calls the engine in-process, with no front end: "
+                            "drop frontend_ms or give it 0")
         for setting, given, needs, flag in (  # each an engine's own launch option
                 ("gemm_allreduce", self.gemm_allreduce, "trtllm",
                  "TensorRT-LLM's gemm_allreduce_plugin"),
@@ -382,9 +398,12 @@ class Engine:
     @property
     def frontend_s(self) -> float:
         """The time each request spends outside the engine's steps: --frontend-ms, else the
-        engine profile's measured figure (engines.toml frontend_s)."""
+        engine profile's measured figure (engines.toml frontend_s); none without an API
+        server (--api-servers 0)."""
         from xpusim.serving.engines import engine
 
+        if not self.api_servers:
+            return 0.0
         return engine(self.engine).frontend_s if self.frontend_ms is None \
             else self.frontend_ms / 1e3
 

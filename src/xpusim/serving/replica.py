@@ -170,6 +170,7 @@ class Replica:
     # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
+    api_servers: int = 1  # API server processes streaming its tokens (0: none, in-process)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
@@ -445,7 +446,9 @@ class Replica:
         """The iteration of `step`'s cost from now: the host's time, then its stages as
         they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
-        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks)
+        emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
+        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks, emitted,
+                                       self.api_servers)  # fmt: skip
         t = now_s + host_s
         stage0_free = now_s
         for i, stage_s in enumerate(stages):
@@ -457,7 +460,6 @@ class Replica:
                 t += step.send_s
         self.busy = True
         busy = sum(stages) * self.cost.ranks
-        emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
         return Iteration(batch, now_s, t, stage0_free, step.energy_j, busy, emitted, n)
 
     def _count_run(self, prompts: bool) -> None:
@@ -617,6 +619,7 @@ class Replica:
             taken = np.cumsum(due_at.reshape(-1, block).cumsum(axis=0).ravel()[:horizon])
             horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
         n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks
+        servers = self.api_servers
         extra_s, extra_j = (0.0, 0.0) if extra is None else (extra[0], extra[-1] * ranks)
         run = DecodeRun(n)
         stage_s: list[list[float]] = []
@@ -637,7 +640,8 @@ class Replica:
             if extra is not None:  # _plus's sums
                 stage, energy = stage + extra_s, energy + extra_j
             run.start_s.append(end_s)
-            end_s = max(end_s + engine.exposed_s(n, stage, adp), end_s) + stage  # _begin's clock
+            end_s = max(end_s + engine.exposed_s(n, stage, adp, n, servers), end_s) \
+                + stage  # _begin's clock
             run.end_s.append(end_s)
             run.energy_j.append(energy)
             run.busy_chip_s.append(stage * ranks)

@@ -36,6 +36,7 @@ from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
+from xpusim.workloads.transformer import SAMPLER_PENALTIES
 from xpusim.workloads.transformer_config import TransformerConfig
 
 MAX_TABLE_TOKENS = 1 << 17
@@ -149,6 +150,14 @@ def prepare(
         req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
+    if engine.penalties:  # the client's: the engine's sampler ops over the vocabulary
+        if profile.penalties_source:
+            req = replace(req, kernels=(*req.kernels, SAMPLER_PENALTIES))
+            notes.append(f"--penalties: every step runs {engine.engine}'s sampler penalties "
+                         "over each sampled row's vocabulary (85 bytes a logit)")
+        else:
+            notes.append(f"--penalties: engine {engine.engine}'s sampler penalties are not "
+                         "modelled (engines.toml penalties_source)")
     if engine.host_overlap is not None and engine.host_overlap != profile.overlapped:
         notes.append("--host-overlap: the engine's host work a step " + (
             "runs one step ahead, exposed only past the device's time" if engine.host_overlap
@@ -237,6 +246,12 @@ def prepare(
         notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
                      f"a request outside the engine's steps (API server, tokenization, "
                      f"streaming: {source})")
+    if profile.frontend_token_s and engine.api_servers:
+        servers = "one API server process" if engine.api_servers == 1 \
+            else f"{engine.api_servers} API server processes"
+        notes.append(f"output tokens streamed by {servers} at "
+                     f"{profile.frontend_token_s * 1e6:.3g} us each (engines.toml "
+                     f"frontend_token_s): a step lasts at least its tokens' streaming")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
@@ -451,7 +466,8 @@ def run(
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
                          eager_s=own.eager_s,
-                         static_w=p.system.chip.energy.static_power_w.value)
+                         static_w=p.system.chip.energy.static_power_w.value,
+                         api_servers=e.api_servers)
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

@@ -182,6 +182,10 @@ def _llm_serving(point: Point) -> Prediction:
         options["host_overlap"] = bool(point.get("host_overlap"))
     if point.get("frontend_ms") is not None:  # 0: a harness calling the engine in-process
         options["frontend_ms"] = float(point.get("frontend_ms"))
+    if point.get("api_servers") is not None:  # the launch's --api-server-count; 0: in-process
+        options["api_servers"] = int(point.get("api_servers"))
+    if point.get("penalties"):  # the client's repetition/frequency/presence penalty
+        options["penalties"] = True
     if point.get("lengths"):  # a dataset's per-request lengths, beside published.json
         from xpusim.validation.points import DATA
 

@@ -44,7 +44,8 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms",
+    "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms", "api_servers",
+    "penalties",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -69,7 +70,10 @@ SGLang's EAGLE/MTP without SGLANG_ENABLE_SPEC_V2 in its environment) and
 cost/collectives.py FLASHINFER_ALLREDUCE); `frontend_ms` (serve's --frontend-ms: 0 where
 the client calls the engine in-process with token ids, as MLPerf's harnesses do with their
 pre-tokenized datasets, so no API server, chat template or tokenization stands between a
-request and the engine). `spread` is
+request and the engine), `api_servers` (serve's --api-servers: the API server
+processes streaming the tokens, as a launch's --api-server-count sets them; 0 there too, no
+token streamed through one), and `penalties` (serve's --penalties: true where the client's
+requests carry a repetition, frequency or presence penalty). `spread` is
 serve's --spread: lengths uniform in [m(1-s), m(1+s)] about the point's `prompt` and `gen`
 means, as a benchmark's random range ratio draws them; `kv_utilization` is the memory
 fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's

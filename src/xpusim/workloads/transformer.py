@@ -63,7 +63,11 @@ fused_qkv_a_proj_with_mqa, TensorRT-LLM's kv_a_proj_with_mqa of q_lora_rank + kv
 SHARED_EXPERTS_STREAM = "shared-experts-stream"
 """The engine kernel that runs an MoE layer's shared experts on a second stream beside the
 router and routed experts (cost/aux_stream.py): their ops marked `stream` aux and main."""
-GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM})
+SAMPLER_PENALTIES = "sampler-penalties"
+"""Requests with a repetition, frequency or presence penalty, as vLLM V1's sampler applies
+them (_Builder.penalties): its penalty ops after the logits, over every vocabulary entry of
+every sampled row."""
+GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -855,8 +859,38 @@ class _Builder:
         view = "[:, -1]" if isinstance(s.logits, int) and s.logits == 1 else "[:, -k:]"
         last = Tensor(f"{h.name}{view}", (s.batch, s.logits, cfg.hidden_size), self.act)
         logits = self.lm_head(last, table, "vocab")
+        if SAMPLER_PENALTIES in (self.kernels or ()):
+            self.penalties(logits)
         self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
         return self.graph
+
+    def penalties(self, logits: Tensor) -> None:
+        """vLLM V1's penalties (vllm/model_executor/layers/utils.py apply_penalties, 0.11),
+        run whenever any request of the batch has one, over the float32 logits the sampler
+        holds (v1/sample/sampler.py): for the prompt's tokens and the output's, a
+        (rows, vocab + 1) int64 count zeroed and scattered into, then its mask `> 0`
+        (get_token_bin_counts_and_mask); the repetition penalty's kernel over the logits and
+        both masks; then the frequency and presence penalties as torch ops, each a float32
+        temporary then `logits -=`, whatever their values (0 included). 85 bytes a logit;
+        the token ids scattered in are a row's tokens, not the vocabulary's, and are left
+        out (their tensor stands for them at one id a row)."""
+        shape = logits.shape
+
+        def made(name: str, ins: list[Tensor], dtype: DType, fn: str) -> Tensor:
+            return self.op(OpKind.ELEMENTWISE, f"penalty.{name}", ins,
+                           [Tensor(f"penalty.{name}.out", shape, dtype)], fn=fn)  # fmt: skip
+
+        counts, masks = {}, {}
+        for which in ("prompt", "output"):
+            ids = Tensor(f"penalty.{which}_ids", (*shape[:-1], 1), DType.INT64)
+            counts[which] = made(f"{which}_bins", [ids], DType.INT64, "bincount")
+            masks[which] = made(f"{which}_mask", [counts[which]], DType.BOOL, "greater")
+        held = Tensor("logits.fp32", shape, DType.FP32)
+        out = made("repetition", [held, masks["prompt"], masks["output"]], DType.FP32,
+                   "repetition_penalty")  # fmt: skip
+        for name, scaled in (("frequency", counts["output"]), ("presence", masks["output"])):
+            term = made(f"{name}_term", [scaled], DType.FP32, "multiply")
+            out = made(name, [out, term], DType.FP32, "subtract")
 
     def pooler(self, h: Tensor) -> Graph:
         """An encoder's pooler: a dense layer and tanh on each sequence's first token."""

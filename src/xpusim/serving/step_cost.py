@@ -57,6 +57,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import mul
 from typing import NamedTuple
 
 import numpy as np
@@ -125,11 +126,13 @@ class Work(NamedTuple):
     @classmethod
     def of_cohort(cls, decodes: int, decode_context: int, prefill_q: list[int],
                   prefill_c: list[int], sampled: int) -> Work:  # fmt: skip
-        """From a decoding cohort's size and keys, and each prefill chunk's (q, c)."""
-        pairs = list(zip(prefill_q, prefill_c, strict=True))
-        return cls(decodes, decode_context, len(pairs), sum(prefill_q), sum(prefill_c),
-                   sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled,
-                   tuple(prefill_q))  # fmt: skip
+        """From a decoding cohort's size and keys, and each prefill chunk's (q, c) (the
+        products summed by map, without a generator's frame per chunk: every mixed step)."""
+        if len(prefill_q) != len(prefill_c):
+            raise ValueError(f"{len(prefill_q)} chunk sizes for {len(prefill_c)} contexts")
+        return cls(decodes, decode_context, len(prefill_q), sum(prefill_q), sum(prefill_c),
+                   sum(map(mul, prefill_q, prefill_c)), sum(map(mul, prefill_q, prefill_q)),
+                   sampled, tuple(prefill_q))  # fmt: skip
 
     @property
     def prefill_basis(self) -> tuple[int, int, int, int, int]:
@@ -309,6 +312,12 @@ class StepCost:
         self._grid = self.mean_context.tolist()
         self._decode_rows: dict[int, list] = {}  # decodes' row for n sequences, read once
         # from the lazy table (Rows.__getitem__, then LazyTable.row) and kept
+        self._share_rows: dict[int, list] = {}  # the same rows by a chip's share of the n
+        # sequences (attention DP: `attention_dp` batch sizes run one row; step_cost's
+        # decode_block), so that each is turned into Python floats once, not once per n (a
+        # max-rate search of DeepSeek-R1 at DP8 reads 5,295 batch sizes, 770 shares: 5% of
+        # its CPU went to those lists)
+        self.stages = self.step_stage_s.shape[1]  # pipeline stages (read every iteration)
 
     @property
     def token_stage_s(self) -> Columns:
@@ -318,10 +327,6 @@ class StepCost:
     @property
     def token_energy_j(self) -> Columns:
         return self.tokens.energy_j
-
-    @property
-    def stages(self) -> int:
-        return self.step_stage_s.shape[1]
 
     def within(self, max_tokens: int) -> StepCost:
         """This table for iterations of at most `max_tokens` new tokens: its rows up to it,
@@ -414,7 +419,11 @@ class StepCost:
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
         row = self._decode_rows.get(n)
         if row is None:
-            row = self._decode_rows[n] = self.decodes[n - 1]
+            share = -(-n // self.attention_dp)
+            row = self._share_rows.get(share)
+            if row is None:
+                row = self._share_rows[share] = self.decodes[n - 1]
+            self._decode_rows[n] = row
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:

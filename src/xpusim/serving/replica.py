@@ -183,8 +183,11 @@ class Replica:
     preemptions: int = 0
     itl_s: list[float] = field(default_factory=list)  # gaps between tokens, measured ones
     itl_count: list[int] = field(default_factory=list)  # sequences with each gap
-    _finish_at: dict[int, list[Sequence]] = field(default_factory=dict)  # by finishes_at,
-    # steps with members only (a list emptied by leaving members is deleted: _leave)
+    _finish_at: dict[int, dict[int, Sequence]] = field(default_factory=dict)  # by
+    # finishes_at, each step's members by id in the order filed (a member leaves in one
+    # step, where a list's search was a tenth of an offline burst's CPU, its preemptions
+    # taking members out of long lists); steps with members only (_leave deletes an
+    # emptied one, so _skip's first finish is the least key)
     _grow_at: dict[int, Growing] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up
@@ -271,7 +274,7 @@ class Replica:
         self.cohort[s.id] = s
         self.context_sum += s.prompt + s.generated
         s.finishes_at = self.steps + self._steps_for(s.gen - s.generated)
-        self._finish_at.setdefault(s.finishes_at, []).append(s)
+        self._finish_at.setdefault(s.finishes_at, {})[s.id] = s
         self._file_growth(s)
         self._fresh.append(s)
         self._measured += s.id >= self.measured_from
@@ -304,8 +307,8 @@ class Replica:
         del self.cohort[s.id]
         filed = self._finish_at.get(s.finishes_at)  # None: being read (finish)
         if filed is not None:
-            filed.remove(s)
-            if not filed:  # the schedule holds steps with members only (_skip's min)
+            del filed[s.id]
+            if not filed:
                 del self._finish_at[s.finishes_at]
         if s.growing is not None:  # None: released from a step being read (_grow_each)
             del s.growing.members[s.id]
@@ -701,7 +704,7 @@ class Replica:
         out = []
         if it.decodes:
             self._decoded(now)
-            for s in self._finish_at.pop(self.steps, ()):
+            for s in self._finish_at.pop(self.steps, {}).values():
                 self._leave(s)
                 out.append(s)
         for s, n in it.batch.chunks:

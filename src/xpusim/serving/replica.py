@@ -590,7 +590,7 @@ class Replica:
             if self.recv_interval > 1:  # the loop's receive gate counts this decode step
                 self._receive()
             self.decodes()  # every due member takes its block
-            cost = self.cost(Work(n, self.context_sum, 0, 0, 0, 0, 0, n))
+            cost = self.cost.decode_step(n, self.context_sum)
             if extra is not None:
                 cost = _plus(cost, extra[:-1], extra[-1] * self.cost.ranks)
             it = self._begin(it.batch, now_s, cost, n, n, n)

@@ -350,12 +350,7 @@ class StepCost:
             raise ValueError(f"{work} is outside what this StepCost tabulated "
                              f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
         if not work.prefills and work.sampled == work.decodes:  # decodes only: one pass
-            n = work.decodes
-            low, high, f = self._decode_nodes(n, work.decode_context)
-            total = [a + d + f * (e - d) for a, d, e in zip(
-                self._step_rows[n - 1], low, high, strict=True)]
-            send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
-            return StepTime(total[:-1], send, total[-1] * self.ranks)
+            return self._decodes_only(work.decodes, work.decode_context)
         total = self._token(tokens, work)
         if work.sampled:
             total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
@@ -368,6 +363,22 @@ class StepCost:
             busiest = self._busiest_prefills(work) / work.prefills
             total = [a + b * busiest for a, b in zip(total, self._prefill(work), strict=True)]
         send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
+        return StepTime(total[:-1], send, total[-1] * self.ranks)
+
+    def decode_step(self, n: int, context: int) -> StepTime:
+        """A decode-only step of n sequences attending `context` keys in all: this table
+        called on Work(n, context, 0, 0, 0, 0, 0, n), without making the Work (every step
+        Replica.cruise runs one at a time)."""
+        if not 0 < n <= min(self.max_sampled, self.max_tokens):
+            raise ValueError(f"{n} decodes: outside what this StepCost tabulated "
+                             f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
+        return self._decodes_only(n, context)
+
+    def _decodes_only(self, n: int, context: int) -> StepTime:
+        low, high, f = self._decode_nodes(n, context)
+        total = [a + d + f * (e - d) for a, d, e in zip(
+            self._step_rows[n - 1], low, high, strict=True)]  # fmt: skip
+        send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
         return StepTime(total[:-1], send, total[-1] * self.ranks)
 
     def decode_steps(self, n: int, contexts: np.ndarray) -> tuple[list[list[float]], list[float]]:

@@ -185,9 +185,9 @@ class Replica:
     itl_count: list[int] = field(default_factory=list)  # sequences with each gap
     _finish_at: dict[int, dict[int, Sequence]] = field(default_factory=dict)  # by
     # finishes_at, each step's members by id in the order filed (a member leaves in one
-    # step, where a list's search was a tenth of an offline burst's CPU, its preemptions
-    # taking members out of long lists); steps with members only (_leave deletes an
-    # emptied one, so _skip's first finish is the least key)
+    # step, where a list's search was 9% of MLPerf v4.1 Llama-2-70B Offline on 8 MI300X,
+    # sampled: its preemptions take members out of long lists); steps with members only
+    # (_leave deletes an emptied one, so _skip's first finish is the least key)
     _grow_at: dict[int, Growing] = field(default_factory=dict)
     _fresh: list[Sequence] = field(default_factory=list)  # joined since the last decode
     _measured: int = 0  # cohort members past the warm-up

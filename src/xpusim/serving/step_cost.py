@@ -375,6 +375,8 @@ class StepCost:
         return self._decodes_only(n, context)
 
     def _decodes_only(self, n: int, context: int) -> StepTime:
+        """__call__'s one pass for decodes only: the step's row beside the decode kernel's,
+        interpolated between its grid nodes."""
         low, high, f = self._decode_nodes(n, context)
         total = [a + d + f * (e - d) for a, d, e in zip(
             self._step_rows[n - 1], low, high, strict=True)]  # fmt: skip

@@ -158,6 +158,14 @@ def test_decode_steps_equal_one_call_each(costs, model, n, first, steps):
     for c, stage, energy in zip(contexts.tolist(), stage_s, energy_j, strict=True):
         one = cost(Work(n, c, 0, 0, 0, 0, 0, n))
         assert (stage, energy) == (one.stage_s, one.energy_j)
+        assert cost.decode_step(n, c) == one  # cruise's single steps, without the Work
+
+
+def test_a_decode_step_outside_the_table_is_refused(costs):
+    cost = costs["llama-3-8b"]
+    for n in (0, cost.max_sampled + 1):
+        with pytest.raises(ValueError, match="outside"):
+            cost.decode_step(n, 1000)
 
 
 def test_cruise_stops_where_a_verdict_says(monkeypatch):

@@ -75,3 +75,21 @@ def test_lazy_step_tables_equal_the_tables_costed_whole(model, chip, plan):
         setattr(cost, name, Rows(LazyTable(len(rows), len(rows), lambda lo, hi, w=whole: w),
                                  rows.table))  # fmt: skip
     assert [cost(w) for w in works] == got
+
+
+def test_decode_rows_are_read_once_per_chip_share_and_priced_per_batch_size():
+    """Under attention DP a decode-kernel row is a function of a chip's share of the n
+    sequences, and StepCost turns it into floats once per share: each batch size, read in
+    any order, still prices as its own row of the table (decode_steps reads the array)."""
+    cfg, target = xpusim.model("deepseek-v2-lite"), xpusim.target("h100-sxm")
+    setup, cand = chosen_plan(cfg, target, {"batch": 8, "prompt": 512, "gen": 64, "chips": 2,
+                                            "tp": 2, "ep": 2, "dp_attention": True})
+    cost = step_cost(cfg, cand.setup.system, replace(cand.plan, dp=1), setup.req,
+                     cand.placement, 600, 40, 3000)  # fmt: skip
+    assert cost.attention_dp == 2
+    sizes = [4, 3, 1, 2, 6, 5, 3, 40, 39]
+    for n in sizes:
+        step = cost(Work.of([700] * n, [], [], n))
+        stage_s, energy_j = cost.decode_steps(n, np.array([700 * n]))
+        assert (step.stage_s, step.energy_j) == (stage_s[0], energy_j[0]), n
+    assert sorted(cost._share_rows) == [1, 2, 3, 20]

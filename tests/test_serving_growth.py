@@ -61,7 +61,9 @@ def _holding_the_cohort(decodes):
 
     def checked(self: Replica) -> bool:
         members = sorted(map(id, self.cohort.values()))
-        finishing = [(s, step) for step, filed in self._finish_at.items() for s in filed]
+        finishing = [(s, step) for step, filed in self._finish_at.items()
+                     for s in filed.values()]  # fmt: skip
+        assert all(self._finish_at.values())  # no emptied step left (_skip reads the least)
         assert sorted(id(s) for s, _ in finishing) == members
         assert all(s.finishes_at == step > self.steps for s, step in finishing)
         growing = [(s, step, group) for step, group in self._grow_at.items()

@@ -42,10 +42,14 @@ class KVCache:
         return -(-(tokens - shared_tokens) // self.block_tokens)
 
     def take(self, blocks: int) -> bool:
-        if blocks > self.free:
+        """Whether `blocks` more were free, then taken (free and max inlined: a serving run
+        asks at every step)."""
+        used = self.used + blocks
+        if used > self.blocks:
             return False
-        self.used += blocks
-        self.peak = max(self.peak, self.used)
+        self.used = used
+        if used > self.peak:
+            self.peak = used
         return True
 
     def give(self, blocks: int) -> None:

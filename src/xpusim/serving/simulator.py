@@ -27,6 +27,7 @@ from xpusim.serving.verdict import Verdict
 # event kinds, in the order they are handled at one instant
 _END, _FREE, _TRANSFER, _ARRIVAL = range(4)
 _load = operator.attrgetter("load")  # Replica.load, for route's min
+_tokens = operator.itemgetter(1)  # a prefill chunk's (sequence, tokens)
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Timeline:
         self.replica.append(r.replica)
         self.decodes.append(it.decodes)
         self.prefills.append(len(it.batch.chunks))
-        self.prefill_tokens.append(sum(n for _, n in it.batch.chunks))
+        self.prefill_tokens.append(sum(map(_tokens, it.batch.chunks)))
         self.sampled.append(it.sampled)
         self.waiting.append(waiting)
         self.kv_used.append(r.kv.used / r.kv.blocks)

@@ -57,6 +57,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import mul
 from typing import NamedTuple
 
 import numpy as np
@@ -125,11 +126,13 @@ class Work(NamedTuple):
     @classmethod
     def of_cohort(cls, decodes: int, decode_context: int, prefill_q: list[int],
                   prefill_c: list[int], sampled: int) -> Work:  # fmt: skip
-        """From a decoding cohort's size and keys, and each prefill chunk's (q, c)."""
-        pairs = list(zip(prefill_q, prefill_c, strict=True))
-        return cls(decodes, decode_context, len(pairs), sum(prefill_q), sum(prefill_c),
-                   sum(q * c for q, c in pairs), sum(q * q for q in prefill_q), sampled,
-                   tuple(prefill_q))  # fmt: skip
+        """From a decoding cohort's size and keys, and each prefill chunk's (q, c) (the
+        products summed by map, without a generator's frame per chunk: every mixed step)."""
+        if len(prefill_q) != len(prefill_c):
+            raise ValueError(f"{len(prefill_q)} chunk sizes for {len(prefill_c)} contexts")
+        return cls(decodes, decode_context, len(prefill_q), sum(prefill_q), sum(prefill_c),
+                   sum(map(mul, prefill_q, prefill_c)), sum(map(mul, prefill_q, prefill_q)),
+                   sampled, tuple(prefill_q))  # fmt: skip
 
     @property
     def prefill_basis(self) -> tuple[int, int, int, int, int]:
@@ -309,6 +312,12 @@ class StepCost:
         self._grid = self.mean_context.tolist()
         self._decode_rows: dict[int, list] = {}  # decodes' row for n sequences, read once
         # from the lazy table (Rows.__getitem__, then LazyTable.row) and kept
+        self._share_rows: dict[int, list] = {}  # the same rows by a chip's share of the n
+        # sequences (attention DP: `attention_dp` batch sizes run one row; step_cost's
+        # decode_block), so that each is turned into Python floats once, not once per n (a
+        # max-rate search of DeepSeek-R1 at DP8 reads 5,295 batch sizes, 770 shares: 5% of
+        # its CPU went to those lists)
+        self.stages = self.step_stage_s.shape[1]  # pipeline stages (read every iteration)
 
     @property
     def token_stage_s(self) -> Columns:
@@ -318,10 +327,6 @@ class StepCost:
     @property
     def token_energy_j(self) -> Columns:
         return self.tokens.energy_j
-
-    @property
-    def stages(self) -> int:
-        return self.step_stage_s.shape[1]
 
     def within(self, max_tokens: int) -> StepCost:
         """This table for iterations of at most `max_tokens` new tokens: its rows up to it,
@@ -345,12 +350,7 @@ class StepCost:
             raise ValueError(f"{work} is outside what this StepCost tabulated "
                              f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
         if not work.prefills and work.sampled == work.decodes:  # decodes only: one pass
-            n = work.decodes
-            low, high, f = self._decode_nodes(n, work.decode_context)
-            total = [a + d + f * (e - d) for a, d, e in zip(
-                self._step_rows[n - 1], low, high, strict=True)]
-            send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
-            return StepTime(total[:-1], send, total[-1] * self.ranks)
+            return self._decodes_only(work.decodes, work.decode_context)
         total = self._token(tokens, work)
         if work.sampled:
             total = [a + b for a, b in zip(total, self._sample_rows[work.sampled - 1],
@@ -363,6 +363,24 @@ class StepCost:
             busiest = self._busiest_prefills(work) / work.prefills
             total = [a + b * busiest for a, b in zip(total, self._prefill(work), strict=True)]
         send = self.send_fixed_s + self.send_s_per_token * tokens if self.stages > 1 else 0.0
+        return StepTime(total[:-1], send, total[-1] * self.ranks)
+
+    def decode_step(self, n: int, context: int) -> StepTime:
+        """A decode-only step of n sequences attending `context` keys in all: this table
+        called on Work(n, context, 0, 0, 0, 0, 0, n), without making the Work (every step
+        Replica.cruise runs one at a time)."""
+        if not 0 < n <= min(self.max_sampled, self.max_tokens):
+            raise ValueError(f"{n} decodes: outside what this StepCost tabulated "
+                             f"({self.max_tokens} tokens, {self.max_sampled} sequences)")
+        return self._decodes_only(n, context)
+
+    def _decodes_only(self, n: int, context: int) -> StepTime:
+        """__call__'s one pass for decodes only: the step's row beside the decode kernel's,
+        interpolated between its grid nodes."""
+        low, high, f = self._decode_nodes(n, context)
+        total = [a + d + f * (e - d) for a, d, e in zip(
+            self._step_rows[n - 1], low, high, strict=True)]  # fmt: skip
+        send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
         return StepTime(total[:-1], send, total[-1] * self.ranks)
 
     def decode_steps(self, n: int, contexts: np.ndarray) -> tuple[list[list[float]], list[float]]:
@@ -414,7 +432,11 @@ class StepCost:
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
         row = self._decode_rows.get(n)
         if row is None:
-            row = self._decode_rows[n] = self.decodes[n - 1]
+            share = -(-n // self.attention_dp)
+            row = self._share_rows.get(share)
+            if row is None:
+                row = self._share_rows[share] = self.decodes[n - 1]
+            self._decode_rows[n] = row
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:

@@ -171,7 +171,8 @@ class Replica:
     # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
-    api_servers: int = 1  # API server processes streaming its tokens (0: none, in-process)
+    api_servers: float = 1.0  # API server processes streaming its tokens: its replica's
+    # share of them, the replica's pp lanes streaming through the same ones (0: in-process)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received

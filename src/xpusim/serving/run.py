@@ -467,7 +467,7 @@ def run(
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
                          eager_s=own.eager_s,
                          static_w=p.system.chip.energy.static_power_w.value,
-                         api_servers=e.api_servers)
+                         api_servers=e.api_servers / own.plan.pp)  # the lanes share them
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)

@@ -184,8 +184,9 @@ class Engine:
                              "penalty: the engine's sampler applies them over the "
                              "vocabulary of every row each step (vLLM V1's ops; "
                              "engines.toml penalties_source).", type=bool)
-    api_servers: int = option(1, "API server processes streaming the output tokens "
-                              "(vLLM's --api-server-count), each token taking one the "
+    api_servers: int = option(1, "API server processes streaming each replica's output "
+                              "tokens, its pipeline lanes sharing them (vLLM's "
+                              "--api-server-count), each token taking one the "
                               "engine's measured time (engines.toml frontend_token_s); "
                               "0: the client calls the engine in-process, nothing "
                               "streamed.", type=int)

@@ -89,3 +89,12 @@ def test_pipeline_lanes_share_the_replicas_api_servers():
     lanes = _serve(chips=2, pp=2, api_servers=1)
     assert _serve(chips=2, pp=2, api_servers=0).output_tokens_per_s > ceiling
     assert lanes.output_tokens_per_s <= ceiling * (1 + 1e-9)
+
+
+def test_a_server_count_an_engine_cannot_use_says_so():
+    """SGLang has no measured streaming cost: --api-servers 4 changes nothing, and says it."""
+    load = dict(engine="sglang", concurrency=2, requests=4)
+    four = _serve(**load, api_servers=4)
+    assert four.itl_s.mean == _serve(**load, api_servers=1).itl_s.mean
+    assert any("--api-servers 4" in note and "changes nothing" in note for note in four.notes)
+    assert not any("--api-servers" in note for note in _serve(**load).notes)

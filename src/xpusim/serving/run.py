@@ -252,6 +252,10 @@ def prepare(
         notes.append(f"output tokens streamed by {servers} at "
                      f"{profile.frontend_token_s * 1e6:.3g} us each (engines.toml "
                      f"frontend_token_s): a step lasts at least its tokens' streaming")
+    elif engine.api_servers > 1:  # a count that has nothing to divide
+        notes.append(f"--api-servers {engine.api_servers}: engine {engine.engine}'s streaming "
+                     "of a token is not measured (engines.toml frontend_token_s), so the "
+                     "count changes nothing")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()

@@ -98,3 +98,14 @@ def test_a_server_count_an_engine_cannot_use_says_so():
     assert four.itl_s.mean == _serve(**load, api_servers=1).itl_s.mean
     assert any("--api-servers 4" in note and "changes nothing" in note for note in four.notes)
     assert not any("--api-servers" in note for note in _serve(**load).notes)
+
+
+def test_a_verify_steps_accepted_tokens_stream_as_one_chunk():
+    """vLLM V1 sends a request's new tokens of a step as one chunk, and chunks are what
+    bound the front end: speculating 3 tokens a step, one API server streams more tokens a
+    second than its one-token-a-chunk ceiling (charged per token, it could not)."""
+    ceiling = 1 / engine("vllm").frontend_token_s
+    spec = _serve(speculative="eagle", draft_tokens=3, accept_length=3.0, api_servers=1)
+    assert _serve(speculative="eagle", draft_tokens=3, accept_length=3.0,
+                  api_servers=0).output_tokens_per_s > ceiling  # fmt: skip
+    assert spec.output_tokens_per_s > ceiling

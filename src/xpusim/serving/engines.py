@@ -144,13 +144,13 @@ class EngineProfile:
     def exposed_s(self, sequences: int, device_s: float, dp_ranks: int = 1,
                   streamed: float = 0.0, api_servers: float = 1.0) -> float:  # fmt: skip
         """Host time the device waits for in an iteration that keeps it busy device_s and
-        emits `streamed` tokens. The API server streams them in its own process(es) while
-        the engine runs on, so it is a stage beside the iteration, not in line with it: the
-        iteration takes at least that stage's time, `api_servers` processes each streaming
-        its share (a fraction of one where a replica's pp lanes share them; 0: the client
-        calls the engine in-process, nothing streamed), as a
-        client sees the engine when its front end is the slower (the engine core runs
-        ahead only as far as its output queue lets it)."""
+        streams `streamed` chunks (one a sequence making tokens). The API server streams
+        them in its own process(es) while the engine runs on, so it is a stage beside the
+        iteration, not in line with it: the iteration takes at least that stage's time,
+        `api_servers` processes each streaming its share (a fraction of one where a
+        replica's pp lanes share them; 0: the client calls the engine in-process, nothing
+        streamed), as a client sees the engine when its front end is the slower (the engine
+        core runs ahead only as far as its output queue lets it)."""
         host = self.host_s(sequences, dp_ranks)
         exposed = max(host - device_s, 0.0) if self.overlapped else host
         if not (api_servers and streamed and self.frontend_token_s):

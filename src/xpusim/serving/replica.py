@@ -457,7 +457,9 @@ class Replica:
         they come free; n decodes, `sampled` sequences making a token."""
         stages = step.stage_s
         emitted = sampled + n * (self._gain - 1)  # a verify step's accepted tokens
-        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks, emitted,
+        # one streamed chunk a sequence making tokens: vLLM V1 sends a request's new tokens
+        # of a step, a verify step's accepted ones too, as one chunk (engines.toml)
+        host_s = self.engine.exposed_s(sequences, step.trip_s, self.adp_ranks, sampled,
                                        self.api_servers)  # fmt: skip
         t = now_s + host_s
         stage0_free = now_s

@@ -232,6 +232,16 @@ def test_the_all_reduce_runs_the_norms_after_it_where_tp_splits_attention():
     assert _rank_norms(Plan(tp=8, ep=8, dp_attention=True)) == every
 
 
+def test_a_dense_models_norms_are_fused_in_any_format():
+    """Llama's decoder layers fuse the post-attention norm too (no NVFP4 condition): at TP
+    2 only layer 0's input norm is left."""
+    llama = xpusim.model("llama-3-8b")
+    graph = build_step(llama, StepShape(4, 1, 1024, decode=True), DType.FP8,
+                       kernels=(ALLREDUCE_NORM,))  # fmt: skip
+    norms = {op.name for op in partition(graph, Plan(tp=2)).ops if op.kind is OpKind.NORM}
+    assert norms == {"layers.0.norm_attn"}
+
+
 def test_the_fused_moe_runs_routing_and_activation_inside_its_kernels():
     """Under FUSED_MOE no router_topk or experts.silu_mul op is built (the moe tables time
     TensorRT-LLM's fused-MoE forward with both inside); the expert GEMMs' FLOPs and bytes

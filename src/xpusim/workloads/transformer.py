@@ -73,7 +73,11 @@ both. TensorRT-LLM's DeepseekV3DecoderLayer (modeling_deepseekv3.py, 1.x: code i
 and has_tp) and the next layer's input norm after every layer (POST_MOE_FUSION,
 POST_MLP_FUSION), the post-attention norm of a dense layer only with NVFP4 weights
 (PRE_MLP_FUSION ... and self.is_nvfp4); enable_fusion is on unless
-TRTLLM_DEEPSEEK_EAGER_FUSION_DISABLED, and off under attention data parallelism."""
+TRTLLM_DEEPSEEK_EAGER_FUSION_DISABLED, and off under attention data parallelism. Its Llama
+decoder layers fuse both norms in any format ("MLP layer supports pre and post AR + Res +
+RMSNorm", Llama4DecoderLayer, copy 426411151; TRTLLM_LLAMA_EAGER_FUSION_DISABLED, on by
+default, which the release notes since 1.0 name for Llama 3.x and 4). Other models' decoder
+layers were not read: fused as DeepSeek's, an assumption."""
 FUSED_MOE = "fused-moe-routing"
 """The engine kernel that chooses the experts and applies the gated activation inside its
 fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's
@@ -793,8 +797,10 @@ class _Builder:
                 x = self.attention_block(p, h)
             if cfg.sandwich_norms:  # Gemma-2/3: the attention's output normed before the add
                 x = self.norm(f"{p}.norm_post_attn", x, None)[0]
-            # TensorRT-LLM fuses a dense layer's post-attention norm for NVFP4 weights alone
-            fusable = cfg.is_expert_layer(self.layer) or self.weight == DType.NVFP4
+            # TensorRT-LLM fuses the dense layers of an MoE model (DeepSeek's first layers)
+            # with NVFP4 weights alone; a dense model's (Llama's) in any format
+            fusable = (cfg.is_expert_layer(self.layer) or not cfg.is_moe
+                       or self.weight == DType.NVFP4)  # fmt: skip
             h, residual = self.norm(f"{p}.norm_mlp", x, residual, fusable)
             x = self.mlp(p, h)
             if cfg.sandwich_norms:

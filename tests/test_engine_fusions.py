@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import xpusim
 from xpusim.compiler.memory_plan import Footprint, place
-from xpusim.compiler.partition import Plan
+from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.aux_stream import overlapped_streams
 from xpusim.cost.roofline import OpCosts
 from xpusim.hardware.system import load_system
@@ -26,6 +26,8 @@ from xpusim.scenarios.llm.engine import cost_phases
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer import (
+    ALLREDUCE_NORM,
+    FUSED_MOE,
     FUSED_QKV_A,
     SHARED_EXPERTS_STREAM,
     StepShape,
@@ -204,3 +206,60 @@ def test_a_serving_step_over_the_threshold_runs_its_shared_experts_in_line():
     assert sglang[0] < plain[0] and sglang[1] == pytest.approx(plain[1], rel=1e-12)
     trtllm = rows((SHARED_EXPERTS_STREAM,), (0, None))
     assert trtllm == pytest.approx(plain, rel=1e-12)
+
+
+def _rank_norms(plan: Plan, act: DType = DType.FP8) -> set[str]:
+    """The norms one rank of `plan` runs in R1's decode step under ALLREDUCE_NORM."""
+    graph = build_step(R1, StepShape(4, 1, 1024, decode=True), act, kernels=(ALLREDUCE_NORM,))
+    return {op.name for op in partition(graph, plan).ops if op.kind is OpKind.NORM}
+
+
+def test_the_all_reduce_runs_the_norms_after_it_where_tp_splits_attention():
+    """TensorRT-LLM's DeepseekV3DecoderLayer runs the post-attention norm of an MoE layer
+    and every next layer's input norm inside the all-reduce before it (RESIDUAL_RMS_NORM):
+    at TP 8 those norms are gone; layer 0's input norm (after the embedding, no residual)
+    and MLA's own latent norms stay, and a dense layer's post-attention norm stays with FP8
+    weights (fused for NVFP4 alone). At TP 1 (no all-reduce) and under attention data
+    parallelism (enable_fusion off) every norm stays."""
+    every = _rank_norms(Plan(tp=1))
+    fused = _rank_norms(Plan(tp=8))
+    gone = every - fused
+    moe = [f"layers.{i}" for i in range(R1.num_layers) if R1.is_expert_layer(i)]
+    assert gone == ({f"{p}.norm_mlp" for p in moe} | {"final_norm"}
+                    | {f"layers.{i}.norm_attn" for i in range(1, R1.num_layers)})  # fmt: skip
+    assert {"layers.0.norm_attn", "layers.0.norm_mlp", "layers.5.q_a_norm"} <= fused
+    assert "layers.0.norm_mlp" not in _rank_norms(Plan(tp=8), DType.NVFP4)
+    assert _rank_norms(Plan(tp=8, ep=8, dp_attention=True)) == every
+
+
+def test_a_dense_models_norms_are_fused_in_any_format():
+    """Llama's decoder layers fuse the post-attention norm too (no NVFP4 condition): at TP
+    2 only layer 0's input norm is left."""
+    llama = xpusim.model("llama-3-8b")
+    graph = build_step(llama, StepShape(4, 1, 1024, decode=True), DType.FP8,
+                       kernels=(ALLREDUCE_NORM,))  # fmt: skip
+    norms = {op.name for op in partition(graph, Plan(tp=2)).ops if op.kind is OpKind.NORM}
+    assert norms == {"layers.0.norm_attn"}
+
+
+def test_the_fused_moe_runs_routing_and_activation_inside_its_kernels():
+    """Under FUSED_MOE no router_topk or experts.silu_mul op is built (the moe tables time
+    TensorRT-LLM's fused-MoE forward with both inside); the expert GEMMs' FLOPs and bytes
+    are unchanged."""
+    plain, fused = _decode(()), _decode((FUSED_MOE,))
+    names = {op.name.split(".", 2)[-1] for op in fused.ops}
+    assert not names & {"router_topk", "experts.silu_mul"}
+    assert {"router_topk", "experts.silu_mul"} <= {op.name.split(".", 2)[-1] for op in plain.ops}
+
+    def experts(graph) -> list[tuple[float, dict]]:
+        return [(op.matrix_flops, op.bytes_by_role()) for op in graph.ops
+                if op.name.endswith((".experts.gate_up", ".experts.down"))]  # fmt: skip
+
+    assert experts(fused) == experts(plain)
+
+
+def test_the_trtllm_profile_lists_both_fusions():
+    from xpusim.serving.engines import engines
+
+    kernels = engines()["trtllm"].kernels
+    assert ALLREDUCE_NORM in kernels and FUSED_MOE in kernels

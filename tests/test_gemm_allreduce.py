@@ -85,9 +85,18 @@ def test_a_fused_pair_is_never_cheaper_than_either_part_nor_dearer_than_both(pai
     assert (after.energy_j >= -1e-12).all()
 
 
-def test_serve_with_the_plugin_runs_faster_steps_and_says_so():
+def test_serve_with_the_plugin_runs_faster_steps_and_says_so(monkeypatch):
     """serve --gemm-allreduce (a point's `gemm_allreduce`) reaches the step costs: TPOT and
-    TTFT fall at the same load, and the result notes the bound it took."""
+    TTFT fall at the same load, and the result notes the bound it took. (Both runs without
+    the all-reduce + norm fusion, which the plugin's runs go without: the test below.)"""
+    import dataclasses
+
+    from xpusim.serving.engines import engines
+    from xpusim.workloads.transformer import ALLREDUCE_NORM
+
+    profile = engines()["trtllm"]
+    monkeypatch.setitem(engines(), "trtllm", dataclasses.replace(
+        profile, kernels=tuple(k for k in profile.kernels if k != ALLREDUCE_NORM)))
     runs = [xpusim.serve("llama-2-7b", "dgx-h100", chips=2, tp=2, engine="trtllm", rate=5.0,
                          requests=60, gemm_allreduce=fused) for fused in (False, True)]  # fmt: skip
     plain, fused = runs
@@ -105,3 +114,24 @@ def test_only_tensorrt_llm_has_the_plugin():
     assert Engine(engine="trtllm", gemm_allreduce=True).gemm_allreduce
     with pytest.raises(UserError, match=r"with engine trtllm .*, got engine 'vllm'"):
         Engine(engine="vllm", gemm_allreduce=True)
+
+
+def test_the_plugin_leaves_the_norms_after_the_all_reduce_unfused(monkeypatch):
+    """NVIDIA's MLPerf v5.1 Llama-3.1-405B configs enable the GEMM + all-reduce fusion and
+    disable TensorRT-LLM's all-reduce + norm fusion together: with --gemm-allreduce the steps
+    run without ALLREDUCE_NORM, without it the trtllm profile's steps run with it."""
+    import xpusim.serving.run as run
+    from xpusim.workloads.transformer import ALLREDUCE_NORM
+
+    seen: list[tuple[str, ...]] = []
+    table = run._step_table
+
+    def spy(cfg, system, plan, req, *rest, **kw):
+        seen.append(req.kernels)
+        return table(cfg, system, plan, req, *rest, **kw)
+
+    monkeypatch.setattr(run, "_step_table", spy)
+    for fused in (False, True):
+        xpusim.serve("llama-2-7b", "dgx-h100", chips=2, tp=2, engine="trtllm", rate=5.0,
+                     requests=20, gemm_allreduce=fused)  # fmt: skip
+    assert ALLREDUCE_NORM in seen[0] and ALLREDUCE_NORM not in seen[-1]

@@ -246,6 +246,8 @@ class _Sharder:
         return _ceil_div(n, self.tp)
 
     def __call__(self, op: Op) -> list[Op]:
+        if op.attr("fused") == "all_reduce" and self.tp > 1:
+            return []  # the all-reduce before it runs it (transformer.ALLREDUCE_NORM)
         rule = op.attr("tp")
         if self.sp and rule is None:
             return self._sequence(op)

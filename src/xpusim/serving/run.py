@@ -36,7 +36,7 @@ from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
-from xpusim.workloads.transformer import SAMPLER_PENALTIES
+from xpusim.workloads.transformer import ALLREDUCE_NORM, SAMPLER_PENALTIES
 from xpusim.workloads.transformer_config import TransformerConfig
 
 MAX_TABLE_TOKENS = 1 << 17
@@ -146,8 +146,11 @@ def prepare(
         req = replace(req, kernels=own)
         notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
                      f"tables ({profile.kernels_source.split(': ', 1)[0]})")
-    if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces
-        req = replace(req, kernels=(*req.kernels, GEMM_ALLREDUCE))
+    if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces, the
+        # norms after them not (ALLREDUCE_NORM: NVIDIA's MLPerf v5.1 Llama-3.1-405B configs set
+        # TRTLLM_GEMM_ALLREDUCE_FUSION_ENABLED=1 with TRTLLM_LLAMA_EAGER_FUSION_DISABLED=1)
+        kept = tuple(k for k in req.kernels if k != ALLREDUCE_NORM)
+        req = replace(req, kernels=(*kept, GEMM_ALLREDUCE))
         notes.append("gemm_allreduce_plugin: each row-parallel GEMM and its all-reduce as one "
                      "kernel, costing the longer of the two (an ideal-overlap bound)")
     if engine.penalties:  # the client's: the engine's sampler ops over the vocabulary

@@ -67,7 +67,30 @@ SAMPLER_PENALTIES = "sampler-penalties"
 """Requests with a repetition, frequency or presence penalty, as vLLM V1's sampler applies
 them (_Builder.penalties): its penalty ops after the logits, over every vocabulary entry of
 every sampled row."""
-GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES})
+ALLREDUCE_NORM = "allreduce-norm"
+"""The engine kernel that runs a residual add and RMSNorm inside the all-reduce before it
+(TensorRT-LLM's AllReduce with fusion_op RESIDUAL_RMS_NORM): a norm that follows a tensor-
+parallel all-reduce is marked `fused` "all_reduce" and the partition drops it where
+attention is split over tp chips (compiler/partition.py), the all-reduce's time standing for
+both. TensorRT-LLM's DeepseekV3DecoderLayer (modeling_deepseekv3.py, 1.x: code index copy
+227015512) fuses the post-attention norm before an MoE layer (PRE_MOE_FUSION = enable_fusion
+and has_tp) and the next layer's input norm after every layer (POST_MOE_FUSION,
+POST_MLP_FUSION), the post-attention norm of a dense layer only with NVFP4 weights
+(PRE_MLP_FUSION ... and self.is_nvfp4); enable_fusion is on unless
+TRTLLM_DEEPSEEK_EAGER_FUSION_DISABLED, and off under attention data parallelism. Its Llama
+decoder layers fuse both norms in any format ("MLP layer supports pre and post AR + Res +
+RMSNorm", Llama4DecoderLayer, copy 426411151; TRTLLM_LLAMA_EAGER_FUSION_DISABLED, on by
+default, which the release notes since 1.0 name for Llama 3.x and 4). Other models' decoder
+layers were not read: fused as DeepSeek's, an assumption."""
+FUSED_MOE = "fused-moe-routing"
+"""The engine kernel that chooses the experts and applies the gated activation inside its
+fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's
+forward, the SwiGLU inside its grouped GEMMs): no router_topk or experts.silu_mul op is
+built, as the moe tables that price the experts (cost/kernel_tables.py) timed that forward
+whole, moe.forward(hidden_states, router_logits) (aiconfigurator collector/trtllm/
+collect_moe.py), and pricing those ops again counted them twice."""
+GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
+                           ALLREDUCE_NORM, FUSED_MOE})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -177,8 +200,11 @@ class _Builder:
         out = self.t(f"{name}.out", *ins[0].shape[:-1], width)
         return self.op(kind, name, ins, [out], flops_per_element=flops, tp=tp, **attrs)
 
-    def norm(self, name: str, x: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Norm of x, or of x + residual fused (which also writes the new residual stream).
+    def norm(self, name: str, x: Tensor, residual: Tensor | None,
+             fusable: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
+        """Norm of x, or of x + residual fused (which also writes the new residual stream);
+        where the engine lists ALLREDUCE_NORM and the norm adds a residual, marked as the
+        all-reduce before it may run it (`fusable`: whether the engine fuses this one).
 
         Returns (normed, residual stream after this op).
         """
@@ -192,7 +218,10 @@ class _Builder:
         if residual is not None:
             flops += RESIDUAL_ADD_FLOPS
             outs.append(self.t(f"{name}.residual", *x.shape))
-        normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops, fn=cfg.norm)
+        fused = "all_reduce" if (residual is not None and fusable
+                                 and ALLREDUCE_NORM in (self.kernels or ())) else None
+        normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops, fn=cfg.norm,
+                         fused=fused)  # fmt: skip
         return normed, outs[-1] if residual is not None else x
 
     def attention_block(self, p: str, x: Tensor) -> Tensor:
@@ -679,9 +708,12 @@ class _Builder:
         two = cfg.shared_expert_width and SHARED_EXPERTS_STREAM in (self.kernels or ())
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
-        self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e, SOFTMAX_FLOPS_PER_ELEMENT,
-                    kernels=self.kernels, expert_groups=cfg.expert_groups or None,
-                    **main)  # the engine's routing, by its kind (cost/op_times.py)
+        fused = FUSED_MOE in (self.kernels or ())  # routing and activation in the experts'
+        if not fused:
+            self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e,
+                        SOFTMAX_FLOPS_PER_ELEMENT, kernels=self.kernels,
+                        expert_groups=cfg.expert_groups or None,
+                        **main)  # the engine's routing, by its kind (cost/op_times.py)
         used, pairs = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
@@ -696,10 +728,13 @@ class _Builder:
             tp="expert_column",
             **routing,
         )
-        act = self.vector(
-            OpKind.ELEMENTWISE, f"{p}.experts.silu_mul", [gu], i, SILU_MUL_FLOPS,
-            tp="expert_split", **routing,
-        )  # fmt: skip
+        if fused:  # the activation in the gate_up kernel: down reads its i-wide output
+            act = Tensor(f"{gu.name}[act]", (*gu.shape[:-1], i), gu.dtype)
+        else:
+            act = self.vector(
+                OpKind.ELEMENTWISE, f"{p}.experts.silu_mul", [gu], i, SILU_MUL_FLOPS,
+                tp="expert_split", **routing,
+            )  # fmt: skip
         w2 = self.t(f"{p}.experts.down.w", used, i, h, role=Role.WEIGHT)
         down = self.op(
             OpKind.MATMUL,
@@ -767,7 +802,11 @@ class _Builder:
                 x = self.attention_block(p, h)
             if cfg.sandwich_norms:  # Gemma-2/3: the attention's output normed before the add
                 x = self.norm(f"{p}.norm_post_attn", x, None)[0]
-            h, residual = self.norm(f"{p}.norm_mlp", x, residual)
+            # TensorRT-LLM fuses the dense layers of an MoE model (DeepSeek's first layers)
+            # with NVFP4 weights alone; a dense model's (Llama's) in any format
+            fusable = (cfg.is_expert_layer(self.layer) or not cfg.is_moe
+                       or self.weight == DType.NVFP4)  # fmt: skip
+            h, residual = self.norm(f"{p}.norm_mlp", x, residual, fusable)
             x = self.mlp(p, h)
             if cfg.sandwich_norms:
                 x = self.norm(f"{p}.norm_post_mlp", x, None)[0]

@@ -60,13 +60,7 @@ rows, kernel_tables/collectives/b200.toml). Such a table names its `kernel`
 collective) costs that table's time, measured, at its bytes, never under the bandwidth
 term (bytes over the links): the measurement replaces the assumed latency, physics still
 bounds it, and more bandwidth is never slower. Other ops, and other chips, keep the line
-and floor above. Those tables timed each call inside a CUDA graph of back-to-back calls
-(aiconfigurator collector/network/collect_all_reduce.py: five calls a graph, the elapsed
-time over the replays and calls), so a measured time already holds the gap between one
-kernel and the next that every op's dispatch overhead stands for (roofline.evaluate adds
-it): the seconds here are the measured time less that dispatch, so that the op costs the
-measured time, not it plus another dispatch (7.5 us where TensorRT-LLM's kernel takes 5.5
-for a 4-token decode step's 57 KB on 4 B200s, until 2026-12-06).
+and floor above.
 
 A collective op's own HBM pass is not added to these seconds (cost/roofline.py): a measured
 time is of the whole kernel (nccl-tests' algbw and busbw are of the complete operation), its
@@ -326,9 +320,8 @@ def _floored(system: System, kind: Collective, nbytes: np.ndarray, group: int,
     line = collective_line(system, kind, group, span)
     if line.algorithm == "none":
         return np.zeros_like(nbytes)
-    if own is not None:  # per call in a CUDA graph: its dispatch in (module docstring)
-        dispatch_s = system.chip.overhead.per_op_s.value
-        seconds = np.maximum(line.s_per_byte * nbytes, own.at(nbytes) - dispatch_s)
+    if own is not None:
+        seconds = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
     else:
         seconds = line.fixed_s + line.s_per_byte * nbytes
         curves = measured_floor(system, kind, group, span)

@@ -1,6 +1,7 @@
 """The API server's streaming of output tokens (engines.toml frontend_token_s; serve's
---api-servers): a stage beside each iteration, each token taking one API server process
-its measured time, so an iteration lasts at least its tokens' streaming over the processes;
+--api-servers): a stage beside each iteration, each chunk (a sequence's tokens of a step)
+taking one API server process its measured time, so an iteration lasts at least its chunks'
+streaming over the processes;
 0 processes (a client in-process) stream nothing."""
 
 from __future__ import annotations

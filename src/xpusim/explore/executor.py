@@ -85,9 +85,7 @@ def start_worker(sweep_pid: int, forked: bool) -> None:
 def _exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a pid reused by another user's process: the sweep is gone
+    except (ProcessLookupError, PermissionError):  # gone, or its pid another user's now
         return False
     return True
 

@@ -186,8 +186,9 @@ class Engine:
                              "engines.toml penalties_source).", type=bool)
     api_servers: int = option(1, "API server processes streaming each replica's output "
                               "tokens, its pipeline lanes sharing them (vLLM's "
-                              "--api-server-count), each token taking one the "
-                              "engine's measured time (engines.toml frontend_token_s); "
+                              "--api-server-count), each chunk (a sequence's tokens of a "
+                              "step) taking one the engine's measured time (engines.toml "
+                              "frontend_token_s); "
                               "0: the client calls the engine in-process, nothing "
                               "streamed.", type=int)
     adp_balance: str | None = option(None, "TensorRT-LLM's attention-DP balancer "

@@ -253,8 +253,9 @@ def prepare(
         servers = "one API server process" if engine.api_servers == 1 \
             else f"{engine.api_servers} API server processes"
         notes.append(f"output tokens streamed by {servers} at "
-                     f"{profile.frontend_token_s * 1e6:.3g} us each (engines.toml "
-                     f"frontend_token_s): a step lasts at least its tokens' streaming")
+                     f"{profile.frontend_token_s * 1e6:.3g} us a chunk, a sequence's tokens "
+                     f"of a step (engines.toml frontend_token_s): a step lasts at least its "
+                     f"chunks' streaming")
     elif engine.api_servers > 1:  # a count that has nothing to divide
         notes.append(f"--api-servers {engine.api_servers}: engine {engine.engine}'s streaming "
                      "of a token is not measured (engines.toml frontend_token_s), so the "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from xpusim.cost.kernel_tables import catalog_chip
 from xpusim.errors import UserError
 from xpusim.hardware.spec import base_id
 from xpusim.ir.op import Op
@@ -71,13 +72,8 @@ def _entry(entry: dict, where: str) -> OpTime:
     extra = sorted(set(entry) - set(_FIELDS))
     if missing or extra:
         raise UserError(f"{where}: fields missing {missing}, unknown {extra}")
-    from xpusim.hardware.catalog import load_chip  # lazily, as kernel_tables reads chips
-
     for chip_id in (entry["measured_on"], *entry["chips"]):
-        try:
-            load_chip(chip_id)
-        except UserError as e:
-            raise UserError(f"{where}: {e}") from None
+        catalog_chip(chip_id, where)
     if not isinstance(entry["grouped_router"], bool):
         raise UserError(f"{where}: grouped_router {entry['grouped_router']!r}: true or false")
     if not entry["time_s"] > 0:

@@ -20,7 +20,7 @@ another engine, or on another chip, keeps the cost it had.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
@@ -30,8 +30,6 @@ from xpusim.hardware.spec import base_id
 from xpusim.ir.op import Op
 
 OP_TIME_DIR = Path(__file__).resolve().parent / "kernel_tables" / "op_time"
-_FIELDS = ("name", "kernel", "op", "grouped_router", "chips", "measured_on", "time_s",
-           "engine", "engine_version", "source", "url", "date", "conditions")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -65,6 +63,9 @@ class OpTime:
         return (f"op_time.{self.op}@{self.kernel}",
                 f"{self.name}: at least {self.time_s * 1e6:.3g} us a call of {self.engine}'s "
                 f"{self.kernel} ({self.engine_version}), for that engine's ops alone")  # fmt: skip
+
+
+_FIELDS = tuple(f.name for f in fields(OpTime))  # a table's keys: OpTime's fields
 
 
 def _entry(entry: dict, where: str) -> OpTime:

@@ -290,7 +290,7 @@ class KernelTable:
         rows = np.array([[t, hidden, width, topk, experts, 1.0, ep, 0.0] for t in tokens])
         where = f"kernel table {self.name}"
         _, roofline_s, _ = _moe_rows(rows, DType(self.dtype), self.scope,
-                                     _chip(self.measured_on, where), where, routing="random")
+                                     catalog_chip(self.measured_on, where), where, routing="random")
         return roofline_s
 
     @property
@@ -483,7 +483,8 @@ def fit_fixed_s(rows_m: np.ndarray, roofline_s: np.ndarray, measured_s: np.ndarr
     return best
 
 
-def _chip(chip_id: str, where: str) -> Chip:
+def catalog_chip(chip_id: str, where: str) -> Chip:
+    """The catalog's chip `chip_id`; an unknown id a UserError that starts with `where`."""
     from xpusim.hardware.catalog import load_chip
 
     try:
@@ -751,9 +752,9 @@ def _table(entry: dict, path: Path) -> KernelTable:
         if not np.all(np.isfinite(rows) & (rows > 0)):
             raise ValueError("every value of a row must be a positive number")
         dtype = DType.parse(entry["dtype"], f"{where}: dtype")
-        measured_on = _chip(entry["measured_on"], f"{where}: measured_on")
+        measured_on = catalog_chip(entry["measured_on"], f"{where}: measured_on")
         for chip_id in entry["chips"]:
-            _chip(chip_id, f"{where}: chips")
+            catalog_chip(chip_id, f"{where}: chips")
         for key in ("scope", "source", "url", "date", "conditions"):
             if not str(entry[key]).strip():
                 raise ValueError(f"{key} is empty")

@@ -20,17 +20,16 @@ another engine, or on another chip, keeps the cost it had.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
+from xpusim.cost.kernel_tables import catalog_chip
 from xpusim.errors import UserError
 from xpusim.hardware.spec import base_id
 from xpusim.ir.op import Op
 
 OP_TIME_DIR = Path(__file__).resolve().parent / "kernel_tables" / "op_time"
-_FIELDS = ("name", "kernel", "op", "grouped_router", "chips", "measured_on", "time_s",
-           "engine", "engine_version", "source", "url", "date", "conditions")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,18 +65,16 @@ class OpTime:
                 f"{self.kernel} ({self.engine_version}), for that engine's ops alone")  # fmt: skip
 
 
+_FIELDS = tuple(f.name for f in fields(OpTime))  # a table's keys: OpTime's fields
+
+
 def _entry(entry: dict, where: str) -> OpTime:
     missing = [f for f in _FIELDS if f not in entry]
     extra = sorted(set(entry) - set(_FIELDS))
     if missing or extra:
         raise UserError(f"{where}: fields missing {missing}, unknown {extra}")
-    from xpusim.hardware.catalog import load_chip  # lazily, as kernel_tables reads chips
-
     for chip_id in (entry["measured_on"], *entry["chips"]):
-        try:
-            load_chip(chip_id)
-        except UserError as e:
-            raise UserError(f"{where}: {e}") from None
+        catalog_chip(chip_id, where)
     if not isinstance(entry["grouped_router"], bool):
         raise UserError(f"{where}: grouped_router {entry['grouped_router']!r}: true or false")
     if not entry["time_s"] > 0:

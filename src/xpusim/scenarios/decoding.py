@@ -167,8 +167,8 @@ def resolve_decoding(
              acceptance_lengths), ("--accept-length", accept_length)) if value is not None]
     if len(rates) > 1:
         raise UserError(f"{' and '.join(rates)} say the same; give one")
+    k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens  # or the shares' (below)
     if accept_length is not None:
-        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
         if not (math.isfinite(accept_length) and 1.0 <= accept_length <= k + 1):
             raise UserError(f"--accept-length must be in [1, {k + 1}] (a step adds its own "
                             f"token and at most the {k} drafted), not {accept_length}")
@@ -182,7 +182,6 @@ def resolve_decoding(
         advance = sum(share * (accepted + 1) for accepted, share in enumerate(shares))
         return Decoding(step_tokens=k + 1, advance=advance, draft=speculative)
     if acceptance is None and speculative == "mtp":  # the published curve (MTP_ACCEPT_LENGTHS)
-        k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
         return Decoding(step_tokens=k + 1, advance=mtp_accept_length(k), draft=speculative,
                         published=True)  # fmt: skip
     if acceptance is None:
@@ -191,7 +190,6 @@ def resolve_decoding(
                         "(or --acceptance-lengths, --accept-length)")  # fmt: skip
     if not 0.0 <= acceptance < 1.0:
         raise UserError(f"--acceptance must be in [0, 1), not {acceptance}")
-    k = DEFAULT_DRAFT_TOKENS if draft_tokens is None else draft_tokens
     return Decoding(step_tokens=k + 1, advance=expected_advance(acceptance, k),
                     draft=speculative, acceptance=acceptance)  # fmt: skip
 

@@ -154,6 +154,10 @@ class _Builder:
             used = expected_active_experts(self.tokens, cfg.num_experts, cfg.experts_per_token)
             self.routed = used, self.tokens * cfg.experts_per_token
 
+    def runs(self, kernel: str) -> bool:
+        """Whether the engine lists `kernel` (GRAPH_KERNELS change the ops built)."""
+        return kernel in (self.kernels or ())
+
     def t(self, name: str, *shape: Dim, role: Role = Role.ACTIVATION) -> Tensor:
         dtype = {Role.WEIGHT: self.weight, Role.KV_CACHE: self.kv}.get(role, self.act)
         return Tensor(name, tuple(shape), dtype, role)
@@ -219,7 +223,7 @@ class _Builder:
             flops += RESIDUAL_ADD_FLOPS
             outs.append(self.t(f"{name}.residual", *x.shape))
         fused = "all_reduce" if (residual is not None and fusable
-                                 and ALLREDUCE_NORM in (self.kernels or ())) else None
+                                 and self.runs(ALLREDUCE_NORM)) else None
         normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops, fn=cfg.norm,
                          fused=fused)  # fmt: skip
         return normed, outs[-1] if residual is not None else x
@@ -432,7 +436,7 @@ class _Builder:
         latent = rank + rope
         top_k = None
         kv = None
-        if cfg.q_lora_rank and FUSED_QKV_A in (self.kernels or ()):
+        if cfg.q_lora_rank and self.runs(FUSED_QKV_A):
             both = self.matmul(f"{p}.qkv_a_proj", x, cfg.q_lora_rank + latent)
             q = Tensor(f"{both.name}[q]", (*both.shape[:-1], cfg.q_lora_rank), self.act)
             kv = Tensor(f"{both.name}[kv]", (*both.shape[:-1], latent), self.act)
@@ -705,10 +709,10 @@ class _Builder:
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
-        two = cfg.shared_expert_width and SHARED_EXPERTS_STREAM in (self.kernels or ())
+        two = cfg.shared_expert_width and self.runs(SHARED_EXPERTS_STREAM)
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
-        fused = FUSED_MOE in (self.kernels or ())  # routing and activation in the experts'
+        fused = self.runs(FUSED_MOE)  # routing and activation in the experts'
         if not fused:
             self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e,
                         SOFTMAX_FLOPS_PER_ELEMENT, kernels=self.kernels,
@@ -898,7 +902,7 @@ class _Builder:
         view = "[:, -1]" if isinstance(s.logits, int) and s.logits == 1 else "[:, -k:]"
         last = Tensor(f"{h.name}{view}", (s.batch, s.logits, cfg.hidden_size), self.act)
         logits = self.lm_head(last, table, "vocab")
-        if SAMPLER_PENALTIES in (self.kernels or ()):
+        if self.runs(SAMPLER_PENALTIES):
             self.penalties(logits)
         self.vector(OpKind.SOFTMAX, "sample", [logits], cfg.vocab_size, SOFTMAX_FLOPS_PER_ELEMENT)
         return self.graph

@@ -111,7 +111,7 @@ class Decoding:
             return (f"{kind}, {self.width} sequences per prompt decoded together, "
                     f"{self.returned} output")
         accepted = (f"each accepted with probability {self.acceptance:g}"
-                    if self.acceptance is not None else "as the given acceptance lengths say")
+                    if self.acceptance is not None else "at the acceptance given")
         if self.published:
             accepted = ("as DeepSeek-R1's published MTP acceptance with prompts in the chat "
                         "template says (MTP_ACCEPT_LENGTHS)")

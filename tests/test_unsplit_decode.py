@@ -42,12 +42,13 @@ def test_the_profile_loads_with_its_closed_key_set_and_its_sources():
 
 
 def test_an_unknown_or_unsourced_key_in_engines_toml_fails_to_load(tmp_path, monkeypatch):
-    """The loader's closed key set: a misspelt field (multi_block for unsplit_decode) or a
-    rate of 0 is refused, not ignored."""
+    """The loader's closed key set: a misspelt field (multi_block for unsplit_decode), a
+    rate of 0 or rates without their source is refused, not ignored."""
     text = engines_module.DATA.read_text()
     rate = 'unsplit_decode = { "h100-sxm" = '
     for bad in (text.replace("unsplit_decode = {", "multi_block = {", 1),
-                text.replace(rate + "21e9", rate + "0.0", 1)):
+                text.replace(rate + "21e9", rate + "0.0", 1),
+                text.replace('unsplit_decode_source = "', 'unsplit_decode_source = "" # "', 1)):
         assert bad != text
         path = tmp_path / "engines.toml"
         path.write_text(bad)

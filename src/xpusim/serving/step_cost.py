@@ -613,9 +613,9 @@ def unsplit_floor(cfg: TransformerConfig, plan: Plan, decode: Counts,
     stage_bytes = kv @ decode.kernel.counts  # (M, pp)
     if not block_bytes_per_s or cfg.kv_lora_rank:
         return np.zeros_like(stage_bytes)
-    # KV heads on a chip: all of them under attention DP (a sequence runs on one chip), else
-    # the tp-th share, a replicated head where tp exceeds them
-    heads = cfg.num_kv_heads if plan.dp_attention else max(cfg.num_kv_heads // plan.tp, 1)
+    # KV heads on a chip, as partition.py splits them: all under attention DP (a sequence
+    # runs on one chip), else a ceil'd tp-th share, one replicated head where tp exceeds them
+    heads = max(1, -(-cfg.num_kv_heads // plan.attention_tp))
     return stage_bytes / (heads * block_bytes_per_s)
 
 

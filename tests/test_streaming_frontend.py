@@ -81,7 +81,6 @@ def test_no_api_server_means_no_front_end_delay_either():
         == _serve(concurrency=1, requests=3, api_servers=0, frontend_ms=0.0).ttft_s.mean
 
 
-
 def test_pipeline_lanes_share_the_replicas_api_servers():
     """A replica's pp lanes (vLLM's virtual engines) are one server: their tokens go through
     the same API server processes, so two lanes stream no more than one server's ceiling

@@ -42,12 +42,13 @@ def test_the_profile_loads_with_its_closed_key_set_and_its_sources():
 
 
 def test_an_unknown_or_unsourced_key_in_engines_toml_fails_to_load(tmp_path, monkeypatch):
-    """The loader's closed key set: a misspelt field (multi_block for unsplit_decode) or a
-    rate of 0 is refused, not ignored."""
+    """The loader's closed key set: a misspelt field (multi_block for unsplit_decode), a
+    rate of 0 or rates without their source is refused, not ignored."""
     text = engines_module.DATA.read_text()
     rate = 'unsplit_decode = { "h100-sxm" = '
     for bad in (text.replace("unsplit_decode = {", "multi_block = {", 1),
-                text.replace(rate + "21e9", rate + "0.0", 1)):
+                text.replace(rate + "21e9", rate + "0.0", 1),
+                text.replace('unsplit_decode_source = "', 'unsplit_decode_source = "" # "', 1)):
         assert bad != text
         path = tmp_path / "engines.toml"
         path.write_text(bad)
@@ -139,3 +140,19 @@ def test_the_floors_wait_draws_static_power_and_average_power_stays_under_tdp():
     assert floored.tpot_s.mean > 1.2 * plain.tpot_s.mean
     assert floored.joules_per_token > 1.02 * plain.joules_per_token
     assert floored.avg_power_w <= floored.tdp_w and plain.avg_power_w <= plain.tdp_w
+
+
+def test_a_chips_heads_are_counted_as_partition_splits_them():
+    """Qwen2.5-14B's 8 KV heads over tp 5: a chip holds ceil(8 / 5) = 2 of them
+    (partition.py), each its own block, so the slope is still one head's cache at one
+    block's rate (a floor'd 8 // 5 = 1 head a chip took the chip's 2 heads for one block's)."""
+    cfg = load_model("qwen2.5-14b")
+
+    def tpot(prompt: int) -> float:
+        return xpusim.serve("qwen2.5-14b", "h100-sxm", engine="trtllm-cpp", concurrency=1,
+                            prompt=prompt, gen=64, chips=5, tp=5, requests=4,
+                            warmup=0).tpot_s.mean  # fmt: skip
+
+    short, long = 200, 6000
+    per_token_s = cfg.num_layers * cfg.head_dim * 2 * 2.0 / BLOCK_BYTES_PER_S
+    assert tpot(long) - tpot(short) == pytest.approx((long - short) * per_token_s, rel=0.1)

@@ -270,6 +270,7 @@ def engines() -> dict[str, EngineProfile]:
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
             and all(rate > 0 for _, rate in profile.unsplit_decode) \
+            and bool(profile.unsplit_decode_source) == bool(profile.unsplit_decode) \
             and profile.frontend_s >= 0 and bool(profile.frontend_source) \
             and profile.frontend_token_s >= 0 \
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0), name

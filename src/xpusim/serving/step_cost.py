@@ -310,10 +310,9 @@ class StepCost:
         self._step_rows = rows(self.step_stage_s, self.step_energy_j)
         self._state_rows = rows(self.state_stage_s, self.state_energy_j)
         self._grid = self.mean_context.tolist()
-        self._decode_rows: dict[int, list] = {}  # decodes' row for n sequences, read once
-        # from the lazy table (Rows.__getitem__, then LazyTable.row) and kept
-        self._share_rows: dict[int, list] = {}  # the same rows by a chip's share of the n
-        # sequences (attention DP: `attention_dp` batch sizes run one row; step_cost's
+        self._share_rows: dict[int, list] = {}  # decodes' row by a chip's share of the n
+        # sequences, read once from the lazy table (Rows.__getitem__, then LazyTable.row)
+        # and kept (attention DP: `attention_dp` batch sizes run one row; step_cost's
         # decode_block), so that each is turned into Python floats once, not once per n (a
         # max-rate search of DeepSeek-R1 at DP8 reads 5,295 batch sizes, 770 shares: 5% of
         # its CPU went to those lists)
@@ -430,13 +429,10 @@ class StepCost:
         grid = self._grid
         mean = context / n
         i = min(max(bisect_left(grid, mean) - 1, 0), len(grid) - 2)
-        row = self._decode_rows.get(n)
+        share = -(-n // self.attention_dp)
+        row = self._share_rows.get(share)
         if row is None:
-            share = -(-n // self.attention_dp)
-            row = self._share_rows.get(share)
-            if row is None:
-                row = self._share_rows[share] = self.decodes[n - 1]
-            self._decode_rows[n] = row
+            row = self._share_rows[share] = self.decodes[n - 1]
         return row[i], row[i + 1], (mean - grid[i]) / (grid[i + 1] - grid[i])
 
     def _prefill(self, work: Work) -> list[float]:
@@ -617,9 +613,9 @@ def unsplit_floor(cfg: TransformerConfig, plan: Plan, decode: Counts,
     stage_bytes = kv @ decode.kernel.counts  # (M, pp)
     if not block_bytes_per_s or cfg.kv_lora_rank:
         return np.zeros_like(stage_bytes)
-    # KV heads on a chip: all of them under attention DP (a sequence runs on one chip), else
-    # the tp-th share, a replicated head where tp exceeds them
-    heads = cfg.num_kv_heads if plan.dp_attention else max(cfg.num_kv_heads // plan.tp, 1)
+    # KV heads on a chip, as partition.py splits them: all under attention DP (a sequence
+    # runs on one chip), else a ceil'd tp-th share, one replicated head where tp exceeds them
+    heads = max(1, -(-cfg.num_kv_heads // plan.attention_tp))
     return stage_bytes / (heads * block_bytes_per_s)
 
 

@@ -131,3 +131,15 @@ def test_a_what_if_streaming_cost_caps_an_engine_that_has_none():
 def test_the_measured_streaming_cost_given_again_changes_nothing():
     given_ = _serve(frontend_token_us=engine("vllm").frontend_token_s * 1e6)
     assert given_.output_tokens_per_s == _serve().output_tokens_per_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4096), st.floats(1e-5, 0.5), st.floats(0, 1e-3), st.floats(0, 1e-3),
+       st.sampled_from(sorted(engines())))
+def test_a_costlier_chunk_never_makes_a_step_cheaper(n, device_s, cost_s, more_s, name):
+    """Physics: pricing a streamed chunk higher (--frontend-token-us) never shortens a step."""
+    from dataclasses import replace
+
+    cheap = replace(engine(name), frontend_token_s=cost_s).exposed_s(n, device_s, 1, n, 1)
+    dear = replace(engine(name), frontend_token_s=cost_s + more_s).exposed_s(n, device_s, 1, n, 1)
+    assert 0 <= cheap <= dear

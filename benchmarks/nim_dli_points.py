@@ -113,7 +113,7 @@ DECODE_GAP = (
     "FP16 decodes 101), so a block is bound by its work a token, which no published timing of "
     "that kernel states; at 100-250 clients FP8 Llama-3-8B decodes at 0.39-0.70x (TPOT): "
     "neither an FP16 KV cache nor an FP8 one reproduces its 63 ms at 250 clients of 2000/2000 "
-    "(xpusim 26 ms); with 200-token prompts at 150-250 clients Llama-3-8B's TPOT is 80-93 us "
+    "(xpusim 26 ms); with 200-token prompts at 250 clients Llama-3-8B's TPOT is 84-109 us "
     "times the sequences decoding whether TP1 or TP2, FP16 or FP8: a stage outside the GPU "
     "(NIM 1.0 streams each token through vLLM 0.4.1's OpenAI server in Python) whose cost is "
     "not published (serve --frontend-token-us is its what-if)"

@@ -70,6 +70,9 @@ def test_more_sequences_never_make_a_step_cheaper(n, more, device_s, servers, na
     (dict(api_servers=-1), "api_servers"),
     (dict(api_servers=1.5), "api_servers"),
     (dict(api_servers=0, frontend_ms=5.0), "frontend_ms"),
+    (dict(frontend_token_us=-1.0), "frontend_token_us"),
+    (dict(frontend_token_us=float("inf")), "frontend_token_us"),
+    (dict(api_servers=0, frontend_token_us=30.0), "frontend_token_us"),
 ])  # fmt: skip
 def test_a_bad_api_server_count_is_refused(options, field):
     with pytest.raises(UserError, match=field):
@@ -109,3 +112,34 @@ def test_a_verify_steps_accepted_tokens_stream_as_one_chunk():
     assert _serve(speculative="eagle", draft_tokens=3, accept_length=3.0,
                   api_servers=0).output_tokens_per_s > ceiling  # fmt: skip
     assert spec.output_tokens_per_s > ceiling
+
+
+def test_a_what_if_streaming_cost_caps_an_engine_that_has_none():
+    """serve's --frontend-token-us prices the chunks of an engine whose front end nobody
+    measured (SGLang's here, NIM 1.0's in docs/validation.md) the way a measured one is: one
+    API server streams at most 1 / cost chunks a second, and the run says where it came
+    from."""
+    load = dict(engine="sglang")
+    alone = _serve(**load)
+    cost_us = 2e6 / alone.output_tokens_per_s  # a ceiling at half the engine's own pace
+    priced = _serve(**load, frontend_token_us=cost_us)
+    assert alone.output_tokens_per_s > 1e6 / cost_us
+    assert priced.output_tokens_per_s <= 1e6 / cost_us * (1 + 1e-9)
+    assert any("--frontend-token-us" in note for note in priced.notes)
+
+
+def test_the_measured_streaming_cost_given_again_changes_nothing():
+    given_ = _serve(frontend_token_us=engine("vllm").frontend_token_s * 1e6)
+    assert given_.output_tokens_per_s == _serve().output_tokens_per_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4096), st.floats(1e-5, 0.5), st.floats(0, 1e-3), st.floats(0, 1e-3),
+       st.sampled_from(sorted(engines())))
+def test_a_costlier_chunk_never_makes_a_step_cheaper(n, device_s, cost_s, more_s, name):
+    """Physics: pricing a streamed chunk higher (--frontend-token-us) never shortens a step."""
+    from dataclasses import replace
+
+    cheap = replace(engine(name), frontend_token_s=cost_s).exposed_s(n, device_s, 1, n, 1)
+    dear = replace(engine(name), frontend_token_s=cost_s + more_s).exposed_s(n, device_s, 1, n, 1)
+    assert 0 <= cheap <= dear

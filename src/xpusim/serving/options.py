@@ -184,6 +184,12 @@ class Engine:
                              "penalty: the engine's sampler applies them over the "
                              "vocabulary of every row each step (vLLM V1's ops; "
                              "engines.toml penalties_source).", type=bool)
+    frontend_token_us: float | None = option(None, "Time one API server process spends on "
+                                             "each chunk it streams (a sequence's tokens of "
+                                             "a step), us: a what-if where the engine's is "
+                                             "not measured, as for NIM 1.0's (default: the "
+                                             "engine's, engines.toml frontend_token_s; 0 "
+                                             "where none is measured).", type=float)
     api_servers: int = option(1, "API server processes streaming each replica's output "
                               "tokens, its pipeline lanes sharing them (vLLM's "
                               "--api-server-count), each chunk (a sequence's tokens of a "
@@ -285,9 +291,15 @@ class Engine:
                 or self.api_servers < 0:
             raise UserError(f"api_servers must be a non-negative count of processes, got "
                             f"{self.api_servers!r}")
-        if not self.api_servers and self.frontend_ms:
-            raise UserError("api_servers 0 calls the engine in-process, with no front end: "
-                            "drop frontend_ms or give it 0")
+        if self.frontend_token_us is not None \
+                and not 0 <= self.frontend_token_us < math.inf:
+            raise UserError(f"frontend_token_us must be a non-negative time, got "
+                            f"{self.frontend_token_us!r}")
+        for given, name in ((self.frontend_ms, "frontend_ms"),
+                            (self.frontend_token_us, "frontend_token_us")):
+            if not self.api_servers and given:
+                raise UserError("api_servers 0 calls the engine in-process, with no front "
+                                f"end: drop {name} or give it 0")
         for setting, given, needs, flag in (  # each an engine's own launch option
                 ("gemm_allreduce", self.gemm_allreduce, "trtllm",
                  "TensorRT-LLM's gemm_allreduce_plugin"),
@@ -408,6 +420,18 @@ class Engine:
             return 0.0
         return engine(self.engine).frontend_s if self.frontend_ms is None \
             else self.frontend_ms / 1e3
+
+    @property
+    def frontend_token_s(self) -> float:
+        """The time one API server process spends on each chunk it streams:
+        --frontend-token-us, else the engine profile's measured figure (engines.toml
+        frontend_token_s); none without an API server (--api-servers 0)."""
+        from xpusim.serving.engines import engine
+
+        if not self.api_servers:
+            return 0.0
+        return engine(self.engine).frontend_token_s if self.frontend_token_us is None \
+            else self.frontend_token_us / 1e6
 
     @property
     def disaggregated(self) -> bool:

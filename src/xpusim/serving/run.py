@@ -249,13 +249,14 @@ def prepare(
         notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
                      f"a request outside the engine's steps (API server, tokenization, "
                      f"streaming: {source})")
-    if profile.frontend_token_s and engine.api_servers:
+    if engine.frontend_token_s:
         servers = "one API server process" if engine.api_servers == 1 \
             else f"{engine.api_servers} API server processes"
+        source = "engines.toml frontend_token_s" if engine.frontend_token_us is None \
+            else "--frontend-token-us"
         notes.append(f"output tokens streamed by {servers} at "
-                     f"{profile.frontend_token_s * 1e6:.3g} us a chunk, a sequence's tokens "
-                     f"of a step (engines.toml frontend_token_s): a step lasts at least its "
-                     f"chunks' streaming")
+                     f"{engine.frontend_token_s * 1e6:.3g} us a chunk, a sequence's tokens "
+                     f"of a step ({source}): a step lasts at least its chunks' streaming")
     elif engine.api_servers > 1:  # a count that has nothing to divide
         notes.append(f"--api-servers {engine.api_servers}: engine {engine.engine}'s streaming "
                      "of a token is not measured (engines.toml frontend_token_s), so the "
@@ -458,6 +459,8 @@ def run(
     profile, policy = engine_profile(e.engine), scheduler_named(e.scheduler)
     if e.host_overlap is not None:  # the launch's own: host work in line or one step ahead
         profile = replace(profile, overlapped=e.host_overlap)
+    if e.frontend_token_us is not None:  # a what-if for a front end nobody measured
+        profile = replace(profile, frontend_token_s=e.frontend_token_s)
     reps = []
     for i, role in enumerate(roles):  # pp lanes per replica, sharing its stages and cache
         own = p.decode if role == "decode" and p.decode is not None else p

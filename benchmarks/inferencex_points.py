@@ -71,7 +71,10 @@ TTFT_GAP = (
     "the prefill attention (one kernel for both checkpoints), and not measured); under load "
     "TTFT also holds the wait behind other prompts, set by how the engine interleaves "
     "prefills with decodes, and on the B200 and B300 SGLang runs the wait for the "
-    "scheduler's next receive (--scheduler-recv-interval: modelled, recv_interval) (issue #48)"
+    "scheduler's next receive (--scheduler-recv-interval: modelled, recv_interval); on B200 "
+    "the 1k prefill step itself takes about 150 ms more, a floor that an 8k prefill hides and "
+    "that stalls the other clients' decodes, absent on B300 and H200 with the same image and "
+    "recipe, its cause not found (docs/validation.md, fourteenth session, p1) (issue #48)"
 )
 TRT_TTFT_GAP = (
     "TensorRT-LLM's stream_interval 10 does not delay the first token (tensorrt_llm/_torch/"

@@ -97,3 +97,32 @@ def test_chips_waiting_on_the_hosts_launches_draw_static_power():
     wait_s = rocm.ttft_s.mean - graphed.ttft_s.mean  # one prefill's wait on the host
     assert wait_s > 0.005
     assert rocm.energy_j - graphed.energy_j >= 0.9 * static_w * wait_s * SHORT["requests"]
+
+
+def test_sglang_graphs_an_mla_prefill_only_up_to_its_token_bound():
+    """SGLang's piecewise graphs stop at 2,048 tokens under an MLA attention backend
+    (engines.toml mla_graph_max_tokens): DeepSeek-V2-Lite's 2,200-token prefill on a B200
+    runs eagerly, its TTFT the host's launches, while a 2,000-token one and a dense model's
+    2,200-token one stay graphed; --no-eager-prefill (SGLang's larger
+    --piecewise-cuda-graph-max-tokens) graphs them all; decodes are untouched."""
+    short = {**SHORT, "requests": 4, "gen": 8}
+    mla = xpusim.serve("deepseek-v2-lite", "b200", **{**short, "prompt": 2200})
+    graphed = xpusim.serve("deepseek-v2-lite", "b200", **{**short, "prompt": 2200},
+                           eager_prefill=False)  # fmt: skip
+    under = xpusim.serve("deepseek-v2-lite", "b200", **{**short, "prompt": 2000})
+    under_graphed = xpusim.serve("deepseek-v2-lite", "b200", **{**short, "prompt": 2000},
+                                 eager_prefill=False)  # fmt: skip
+    dense = xpusim.serve("llama-3-8b", "b200", **{**short, "prompt": 2200})
+    dense_graphed = xpusim.serve("llama-3-8b", "b200", **{**short, "prompt": 2200},
+                                 eager_prefill=False)  # fmt: skip
+    sglang = engine("sglang")
+    assert sglang.mla_graph_max_tokens == 2048 and sglang.graphed_up_to(False) == 0
+    front_s = sglang.frontend_s
+    host_s = 484 * sglang.eager_launch_s  # the note's launches x the figure
+    assert mla.ttft_s.mean - front_s == pytest.approx(host_s, rel=0.02)
+    assert graphed.ttft_s.mean - front_s < 0.7 * host_s
+    assert under.ttft_s.mean == pytest.approx(under_graphed.ttft_s.mean, rel=1e-12)
+    assert dense.ttft_s.mean == pytest.approx(dense_graphed.ttft_s.mean, rel=1e-12)
+    assert mla.tpot_s.mean == pytest.approx(graphed.tpot_s.mean, rel=1e-9)
+    assert any("over 2,048 tokens" in n for n in mla.notes)
+    assert not any("without CUDA graphs" in n for n in dense.notes + graphed.notes)

@@ -88,6 +88,8 @@ class EngineProfile:
 
     eager_prefill: tuple[str, ...] = ()  # where a step with prompt tokens runs without graphs
     eager_launch_s: float = 0.0  # host time per op launched one by one (0: not measured)
+    mla_graph_max_tokens: int = 0  # where prefill is graphed: the most tokens a step of an
+    # MLA model may have to run in the graphs, larger ones eager (0: no bound modelled)
     eager_source: str = ""
 
     # chips (by id) on which the decode attention kernel runs without split-KV (TensorRT-LLM's
@@ -163,6 +165,13 @@ class EngineProfile:
         on that vendor's chips, or under attention DP, as its eager_prefill rules say."""
         rules = self.eager_prefill
         return EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules)
+
+    def graphed_up_to(self, mla: bool) -> int:
+        """Where the engine graphs steps with prompt tokens: the most tokens such a step may
+        have to run in its graphs, a larger one running eagerly; 0: any step. SGLang bounds
+        its piecewise graphs at 2,048 tokens under an MLA attention backend and at its chunk
+        size (no step is larger) otherwise (engines.toml mla_graph_max_tokens)."""
+        return self.mla_graph_max_tokens if mla else 0
 
     def limits_on(self, chip_id: str, memory_bytes: float, tp: int = 1) -> Limits:
         """The defaults the engine picks on a chip of `memory_bytes` (its tier) at `tp`."""
@@ -269,6 +278,7 @@ def engines() -> dict[str, EngineProfile]:
             and profile.memory in MEMORY_RULES \
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
+            and (profile.eager_launch_s > 0 or not profile.mla_graph_max_tokens) \
             and all(rate > 0 for _, rate in profile.unsplit_decode) \
             and bool(profile.unsplit_decode_source) == bool(profile.unsplit_decode) \
             and profile.frontend_s >= 0 and bool(profile.frontend_source) \

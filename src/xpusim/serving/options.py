@@ -166,7 +166,9 @@ class Engine:
                                         "to launch its ops one by one (SGLang's "
                                         "--disable-piecewise-cuda-graph; default: the "
                                         "engine's rule for the chip, engines.toml "
-                                        "eager_prefill).", type=bool)
+                                        "eager_prefill, and for an MLA model's steps past "
+                                        "the graphs' token bound, mla_graph_max_tokens).",
+                                        type=bool)
     host_overlap: bool | None = option(None, "Whether the engine prepares the next iteration "
                                        "on the host while the device runs this one (default: "
                                        "the engine's, engines.toml overlapped); SGLang turns "

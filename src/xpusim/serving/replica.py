@@ -170,6 +170,7 @@ class Replica:
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM's batch waiting:
     # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
+    eager_above: int = 0  # only steps of more tokens run without graphs (0: every one)
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
     api_servers: float = 1.0  # API server processes streaming its tokens: its replica's
     # share of them, the replica's pp lanes streaming through the same ones (0: in-process)
@@ -443,7 +444,7 @@ class Replica:
         if spec is not None:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
-        if chunks and self.eager_s:
+        if chunks and self.eager_s and work.tokens > self.eager_above:
             step = eager(step, self.eager_s, self.static_w * self.cost.ranks)
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1

@@ -64,6 +64,8 @@ class Prepared:
     graph_pad: str = "none"  # how a step pads to them (engines.toml graph_pad)
     draft: StepCost | None = None  # speculative decoding's draft model, on the same plan
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
+    eager_above: int = 0  # steps with prompt tokens run without graphs only above this many
+    # tokens (0: every one; engines.toml mla_graph_max_tokens)
 
     @property
     def chips(self) -> int:
@@ -263,13 +265,18 @@ def prepare(
                      "count changes nothing")
     eager = profile.eager_on(system.chip.vendor, one.dp_attention) \
         if engine.eager_prefill is None else engine.eager_prefill
-    eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager else ()
+    above = 0 if eager or engine.eager_prefill is not None \
+        else profile.graphed_up_to(bool(cfg.kv_lora_rank))
+    eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager or above else ()
     if eager_s:  # the per-op figure is DeepSeek-V3's, whose ops launch more kernels each
         caveat = "" if cfg.kv_lora_rank else (": measured per op of DeepSeek-V3, whose ops "
                                               "launch more kernels; up to ~2x high here")
-        notes.append(f"steps with prompt tokens run without CUDA graphs: each at least the "
-                     f"host's {cost.launches[0]:,} launches x {profile.eager_launch_s * 1e6:.3g} "
-                     f"us = {eager_s[0] * 1e3:.3g} ms (engines.toml eager_prefill{caveat})")
+        which, key = (f" and over {above:,} tokens (the engine's piecewise graphs for MLA stop "
+                      f"there)", "mla_graph_max_tokens") if above else ("", "eager_prefill")
+        notes.append(f"steps with prompt tokens{which} run without CUDA graphs: each at least "
+                     f"the host's {cost.launches[0]:,} launches x "
+                     f"{profile.eager_launch_s * 1e6:.3g} us = {eager_s[0] * 1e3:.3g} ms "
+                     f"(engines.toml {key}{caveat})")
     if (block := profile.decode_block_bytes_per_s(system.chip.id)) and cfg.kv_lora_rank:
         notes.append(f"decode attention without split-KV ({engine.engine}): not modelled for "
                      f"MLA's latent cache (one latent a token, no KV heads); priced as "
@@ -289,7 +296,7 @@ def prepare(
                      f"{weights / 1e9:.3g} GB and KV {per_token:.4g} B per token a chip, "
                      f"{where}")  # fmt: skip
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
-                    decode, captured, graph_pad, draft, eager_s)
+                    decode, captured, graph_pad, draft, eager_s, above)
 
 
 def _step_table(
@@ -476,7 +483,7 @@ def run(
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
-                         eager_s=own.eager_s,
+                         eager_s=own.eager_s, eager_above=own.eager_above,
                          static_w=p.system.chip.energy.static_power_w.value,
                          api_servers=e.api_servers / own.plan.pp)  # the lanes share them
                  for _ in range(own.plan.pp)]  # fmt: skip

@@ -118,3 +118,41 @@ def test_only_sglang_has_the_flashinfer_fusion_flag():
     assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
                            and "--enable-flashinfer-allreduce-fusion" in p["notes"]
                            for p in flagged)  # fmt: skip
+
+
+def test_the_flashinfer_fusion_runs_the_norms_inside_its_all_reduce(monkeypatch):
+    """Under --enable-flashinfer-allreduce-fusion SGLang's all-reduce kernel adds the
+    residual and applies the RMSNorm after it (layernorm.py forward_with_allreduce_fusion):
+    the steps are costed with ALLREDUCE_NORM, so the norms after a tensor-parallel
+    all-reduce are no ops of their own, and a decode step of DeepSeek-R1 at TP 8 is at least
+    those norms' dispatch (two a layer, 2 us each) shorter than the same step with them."""
+    import xpusim
+    import xpusim.serving.run as serving_run
+    from xpusim.workloads.transformer import ALLREDUCE_NORM
+
+    kernels: list[tuple[str, ...]] = []
+    real = serving_run.step_cost
+
+    def spy(cfg, system, plan, formats, *args, **kwargs):
+        kernels.append(formats.kernels)
+        return real(cfg, system, plan, formats, *args, **kwargs)
+
+    monkeypatch.setattr(serving_run, "step_cost", spy)
+
+    def tpot_s() -> float:
+        return xpusim.serve("deepseek-r1-0528-fp4-v2", "dgx-b200", chips=8, tp=8, ep=8,
+                            engine="sglang", precision="nvfp4", kv_precision="fp8",
+                            concurrency=1, requests=2, prompt=256, gen=16,
+                            allreduce_fusion=True).tpot_s.mean  # fmt: skip
+
+    fused = tpot_s()
+    assert kernels and all(ALLREDUCE_NORM in k for k in kernels)
+    kept = serving_run.replace  # the same run, its norms priced as ops of their own
+
+    def unfused(request, **changes):
+        if "kernels" in changes:
+            changes["kernels"] = tuple(k for k in changes["kernels"] if k != ALLREDUCE_NORM)
+        return kept(request, **changes)
+
+    monkeypatch.setattr(serving_run, "replace", unfused)
+    assert fused < tpot_s() - 2 * 60 * 2e-6

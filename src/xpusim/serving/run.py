@@ -165,10 +165,13 @@ def prepare(
         notes.append("--host-overlap: the engine's host work a step " + (
             "runs one step ahead, exposed only past the device's time" if engine.host_overlap
             else f"({profile.host_s(1) * 1e3:.3g} ms) runs in line, every step waiting for it"))
-    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
-        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
+    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own, the
+        # residual add and RMSNorm after it inside its kernel (FLASHINFER_ALLREDUCE)
+        fused = () if ALLREDUCE_NORM in req.kernels else (ALLREDUCE_NORM,)
+        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels, *fused))
         notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
-                     "measured all-reduce, whose kernels FlashInfer's fusion runs")
+                     "measured all-reduce, whose kernels FlashInfer's fusion runs, the "
+                     "residual add and RMSNorm after each inside it")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

@@ -81,7 +81,10 @@ TRTLLM_DEEPSEEK_EAGER_FUSION_DISABLED, and off under attention data parallelism.
 decoder layers fuse both norms in any format ("MLP layer supports pre and post AR + Res +
 RMSNorm", Llama4DecoderLayer, copy 426411151; TRTLLM_LLAMA_EAGER_FUSION_DISABLED, on by
 default, which the release notes since 1.0 name for Llama 3.x and 4). Other models' decoder
-layers were not read: fused as DeepSeek's, an assumption."""
+layers were not read: fused as DeepSeek's, an assumption. SGLang runs the same fusion under
+--enable-flashinfer-allreduce-fusion (cost/collectives.py FLASHINFER_ALLREDUCE); a dense
+layer of an MoE model keeps the rule above (NVFP4 alone) there too: whether SGLang fuses
+that norm in FP8 runs was not read (three norms a step)."""
 FUSED_MOE = "fused-moe-routing"
 """The engine kernel that chooses the experts and applies the gated activation inside its
 fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's

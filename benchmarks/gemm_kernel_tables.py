@@ -174,6 +174,7 @@ def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], measured: Measu
 
 
 def main() -> int:
+    import sglang_kernel_tables  # SGLang's NVFP4 linear, in the Blackwell chips' files
     import vllm_kernel_tables  # its tables of vLLM's block-FP8 linear go in the chips' files
 
     from xpusim.hardware.catalog import load_chip
@@ -182,8 +183,9 @@ def main() -> int:
     mirror = Mirror.of(args)
     shapes = zoo_shapes()
     header = (
-        "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear, its own\n"
-        "# kernel: benchmarks/vllm_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
+        "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear and\n"
+        "# SGLang's NVFP4 linear, their own kernels: benchmarks/vllm_kernel_tables.py,\n"
+        "# sglang_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/gemm_kernel_tables.py (its\n"
         "# docstring says which rows are kept and which were rejected); do not edit by hand.\n"
         "# Rows: [M, N, K, microseconds]: one Linear of an M x K BF16 input against an N x K\n"
@@ -196,7 +198,9 @@ def main() -> int:
             *(table_text(chip_dir, gemm_dtype, rows, measured)
               for gemm_dtype, rows in tables.items() if rows),
             *([vllm_kernel_tables.gemm_table(mirror, chip_dir)]
-              if chip_dir in vllm_kernel_tables.CHIPS else [])])  # fmt: skip
+              if chip_dir in vllm_kernel_tables.CHIPS else []),
+            *([sglang_kernel_tables.gemm_table(mirror, chip_dir)]
+              if chip_dir in sglang_kernel_tables.CHIPS else [])])  # fmt: skip
     return 0
 
 

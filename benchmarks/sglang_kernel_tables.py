@@ -27,9 +27,8 @@ row at most as fast as its roofline on the measuring chip's catalog figures
 
 from __future__ import annotations
 
-import numpy as np
 from aiconfigurator_data import Mirror, table_toml
-from gemm_kernel_tables import M_KEPT, TPS, roofline_s, snap
+from gemm_kernel_tables import M_KEPT, TPS, engine_rows
 
 VERSION = "0.5.9"
 CHIPS = {"b200_sxm": "b200", "b300_sxm": "b300"}
@@ -61,24 +60,9 @@ def nvfp4_shapes(models: tuple[str, ...] = MODELS) -> set[tuple[int, int]]:
 
 
 def gemm_table(mirror: Mirror, chip_dir: str) -> str:
-    from xpusim.hardware.catalog import load_chip
-
     chip_id = CHIPS[chip_dir]
-    measured = mirror.read(f"{chip_dir}/gemm/sglang/{VERSION}/gemm_perf.parquet")
-    d = {key: np.array(values) for key, values in measured.columns.items()}
-    grid = sorted(set(d["n"].tolist()) | set(d["k"].tolist()))
-    wanted = {(snap(n, grid), snap(k, grid)) for n, k in nvfp4_shapes()}
-    m, n, k = (d[x].astype(float) for x in "mnk")
-    us = d["latency"].astype(float) * 1e3
-    fraction = roofline_s(m, n, k, "nvfp4", load_chip(chip_id)) / (us * 1e-6)
-    nvfp4 = d["gemm_dtype"] == "nvfp4"
-    keep = nvfp4 & (fraction <= 1) & np.isin(m, M_ROWS)
-    keep &= np.array([(a, b) in wanted for a, b in zip(d["n"], d["k"], strict=True)])
-    print(f"{chip_id}: {keep.sum()} SGLang nvfp4 GEMM rows kept, "
-          f"{(nvfp4 & (fraction > 1)).sum()} faster than the roofline")
-    rows = sorted(([int(a), int(b), int(c), t] for a, b, c, t in
-                   zip(m[keep], n[keep], k[keep], us[keep], strict=True)),
-                  key=lambda r: (r[1], r[2], r[0]))  # fmt: skip
+    measured, rows = engine_rows(mirror, f"{chip_dir}/gemm/sglang/{VERSION}/gemm_perf.parquet",
+                                 chip_id, "nvfp4", nvfp4_shapes(), M_ROWS)  # fmt: skip
     return table_toml(
         f"aiconfigurator-sglang-gemm-nvfp4-{chip_id}", "gemm", "nvfp4", "nvfp4", chip_id,
         VERSION, "gemm_dtype nvfp4", measured,

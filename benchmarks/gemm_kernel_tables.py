@@ -115,6 +115,33 @@ def roofline_s(m, n, k, gemm_dtype: str, chip) -> np.ndarray:
     return np.maximum(2 * m * n * k / chip.peak(DType(dtype)), moved / dram_bytes_per_s(chip))
 
 
+def engine_rows(mirror: Mirror, path: str, chip_id: str, gemm_dtype: str,
+                shapes: set[tuple[int, int]], m_kept: tuple[int, ...] = M_KEPT,
+                ) -> tuple[Measured, list[list]]:  # fmt: skip
+    """An engine's own GEMM rows [M, N, K, microseconds] of `gemm_dtype` from aiconfigurator's
+    table at `path`: at the (N, K) of `shapes` snapped to its measured grid and at
+    `m_kept`, each at most as fast as its roofline on `chip_id`'s catalog figures (prints
+    how many are kept and refused); for vllm_ and sglang_kernel_tables."""
+    from xpusim.hardware.catalog import load_chip
+
+    measured = mirror.read(path)
+    d = {key: np.array(values) for key, values in measured.columns.items()}
+    grid = sorted(set(d["n"].tolist()) | set(d["k"].tolist()))
+    wanted = {(snap(n, grid), snap(k, grid)) for n, k in shapes}
+    m, n, k = (d[x].astype(float) for x in "mnk")
+    us = d["latency"].astype(float) * 1e3
+    fraction = roofline_s(m, n, k, gemm_dtype, load_chip(chip_id)) / (us * 1e-6)
+    every = d["gemm_dtype"] == gemm_dtype
+    keep = every & (fraction <= 1) & np.isin(m, m_kept)
+    keep &= np.array([(a, b) in wanted for a, b in zip(d["n"], d["k"], strict=True)])
+    print(f"{chip_id}: {keep.sum()} {gemm_dtype} GEMM rows kept, "
+          f"{(every & (fraction > 1)).sum()} faster than the roofline")
+    rows = sorted(([int(a), int(b), int(c), t] for a, b, c, t in
+                   zip(m[keep], n[keep], k[keep], us[keep], strict=True)),
+                  key=lambda r: (r[1], r[2], r[0]))  # fmt: skip
+    return measured, rows
+
+
 def load(mirror: Mirror, chip_dir: str, kind: str, name: str) -> tuple[Measured, dict]:
     measured = mirror.read(f"{chip_dir}/{kind}/trtllm/{VERSION}/{name}.parquet")
     return measured, {key: np.array(values) for key, values in measured.columns.items()}
@@ -174,6 +201,7 @@ def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], measured: Measu
 
 
 def main() -> int:
+    import sglang_kernel_tables  # SGLang's NVFP4 linear, in the Blackwell chips' files
     import vllm_kernel_tables  # its tables of vLLM's block-FP8 linear go in the chips' files
 
     from xpusim.hardware.catalog import load_chip
@@ -182,8 +210,9 @@ def main() -> int:
     mirror = Mirror.of(args)
     shapes = zoo_shapes()
     header = (
-        "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear, its own\n"
-        "# kernel: benchmarks/vllm_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
+        "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear and\n"
+        "# SGLang's NVFP4 linear, their own kernels: benchmarks/vllm_kernel_tables.py,\n"
+        "# sglang_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/gemm_kernel_tables.py (its\n"
         "# docstring says which rows are kept and which were rejected); do not edit by hand.\n"
         "# Rows: [M, N, K, microseconds]: one Linear of an M x K BF16 input against an N x K\n"
@@ -196,7 +225,9 @@ def main() -> int:
             *(table_text(chip_dir, gemm_dtype, rows, measured)
               for gemm_dtype, rows in tables.items() if rows),
             *([vllm_kernel_tables.gemm_table(mirror, chip_dir)]
-              if chip_dir in vllm_kernel_tables.CHIPS else [])])  # fmt: skip
+              if chip_dir in vllm_kernel_tables.CHIPS else []),
+            *([sglang_kernel_tables.gemm_table(mirror, chip_dir)]
+              if chip_dir in sglang_kernel_tables.CHIPS else [])])  # fmt: skip
     return 0
 
 

@@ -45,9 +45,8 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 from aiconfigurator_data import KERNEL_TABLES, Mirror, arguments, table_toml, write
-from gemm_kernel_tables import M_KEPT, roofline_s, snap, zoo_shapes
+from gemm_kernel_tables import engine_rows, zoo_shapes
 from moe_kernel_tables import SHAPES, TOKENS
 
 OUT = KERNEL_TABLES / "moe/engine-vllm.toml"
@@ -68,23 +67,9 @@ COLLECTED = "CUDA graphs, 3 warm-ups, mean of 6 runs (collector/vllm/collect_{}.
 
 
 def gemm_table(mirror: Mirror, chip_dir: str) -> str:
-    from xpusim.hardware.catalog import load_chip
-
     chip_id = CHIPS[chip_dir]
-    measured = mirror.read(f"{chip_dir}/gemm/vllm/{VERSION}/gemm_perf.parquet")
-    d = {key: np.array(values) for key, values in measured.columns.items()}
-    grid = sorted(set(d["n"].tolist()) | set(d["k"].tolist()))
-    wanted = {(snap(n, grid), snap(k, grid)) for n, k in zoo_shapes(MODELS)}
-    m, n, k = (d[x].astype(float) for x in "mnk")
-    us = d["latency"].astype(float) * 1e3
-    fraction = roofline_s(m, n, k, "fp8_block", load_chip(chip_id)) / (us * 1e-6)
-    keep = (d["gemm_dtype"] == "fp8_block") & (fraction <= 1) & np.isin(m, M_KEPT)
-    keep &= np.array([(a, b) in wanted for a, b in zip(d["n"], d["k"], strict=True)])
-    print(f"{chip_id}: {keep.sum()} fp8_block GEMM rows kept, "
-          f"{((d['gemm_dtype'] == 'fp8_block') & (fraction > 1)).sum()} faster than the roofline")
-    rows = sorted(([int(a), int(b), int(c), t] for a, b, c, t in
-                   zip(m[keep], n[keep], k[keep], us[keep], strict=True)),
-                  key=lambda r: (r[1], r[2], r[0]))  # fmt: skip
+    measured, rows = engine_rows(mirror, f"{chip_dir}/gemm/vllm/{VERSION}/gemm_perf.parquet",
+                                 chip_id, "fp8_block", zoo_shapes(MODELS))  # fmt: skip
     return table_toml(
         f"aiconfigurator-vllm-gemm-fp8-block-{chip_id}", "gemm", "fp8", "fp8-block-scaled",
         chip_id, VERSION, "gemm_dtype fp8_block", measured,

@@ -118,3 +118,44 @@ def test_only_sglang_has_the_flashinfer_fusion_flag():
     assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
                            and "--enable-flashinfer-allreduce-fusion" in p["notes"]
                            for p in flagged)  # fmt: skip
+
+
+def test_the_flashinfer_fusion_runs_the_norms_inside_its_all_reduce(monkeypatch):
+    """Under --enable-flashinfer-allreduce-fusion SGLang's all-reduce kernel adds the
+    residual and applies the RMSNorm after it (layernorm.py forward_with_allreduce_fusion)
+    at steps of up to 2,048 tokens: the steps are costed with ALLREDUCE_NORM_DECODE, so a
+    decode step of DeepSeek-R1 at TP 8 is at least its fused norms' dispatch (two a layer,
+    2 us each) shorter than the same step with them, and a prefill keeps its norms."""
+    import xpusim
+    import xpusim.serving.run as serving_run
+    from xpusim.workloads.transformer import ALLREDUCE_NORM_DECODE
+
+    kernels: list[tuple[str, ...]] = []
+    real = serving_run.step_cost
+
+    def spy(cfg, system, plan, formats, *args, **kwargs):
+        kernels.append(formats.kernels)
+        return real(cfg, system, plan, formats, *args, **kwargs)
+
+    monkeypatch.setattr(serving_run, "step_cost", spy)
+
+    def served():
+        return xpusim.serve("deepseek-r1-0528-fp4-v2", "dgx-b200", chips=8, tp=8, ep=8,
+                            engine="sglang", precision="nvfp4", kv_precision="fp8",
+                            concurrency=1, requests=2, prompt=4096, gen=16,
+                            allreduce_fusion=True)  # fmt: skip
+
+    fused = served()
+    assert kernels and all(ALLREDUCE_NORM_DECODE in k for k in kernels)
+    kept = serving_run.replace  # the same run, its norms priced as ops of their own
+
+    def unfused(request, **changes):
+        if "kernels" in changes:
+            changes["kernels"] = tuple(k for k in changes["kernels"]
+                                       if k != ALLREDUCE_NORM_DECODE)  # fmt: skip
+        return kept(request, **changes)
+
+    monkeypatch.setattr(serving_run, "replace", unfused)
+    plain = served()
+    assert fused.tpot_s.mean < plain.tpot_s.mean - 2 * 60 * 2e-6
+    assert fused.ttft_s.mean == pytest.approx(plain.ttft_s.mean, rel=1e-9)

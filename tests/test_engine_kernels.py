@@ -196,3 +196,46 @@ def test_serve_prices_vllms_block_fp8_layers_slower_than_deepgemm():
         mp.setitem(engines(), "vllm", plain)
         before = run()
     assert own.tpot_s.mean > 1.1 * before.tpot_s.mean
+
+
+SGLANG_FP4 = "sglang-nvfp4-gemm"
+
+
+def _nvfp4_floor_s(m: int, k: int, n: int, kernels: tuple[str, ...] = ()) -> float:
+    """One NVFP4 matmul's measured floor on a B200 (an SGLang run's, with `kernels`)."""
+    ins = (Tensor("x", (m, k), DType.NVFP4), Tensor("w", (k, n), DType.NVFP4, Role.WEIGHT))
+    attrs = (("compute", "nvfp4"), *((("kernels", kernels),) if kernels else ()))
+    table = op_table(Graph("one", [Op(OpKind.MATMUL, "o_proj", ins,
+                                      (Tensor("y", (m, n), DType.BF16),), attrs)]))  # fmt: skip
+    return float(kernel_floor_s(table, HardwareArrays.build(load_chip("b200"), table))[0])
+
+
+def test_sglang_nvfp4_linears_cost_what_sglang_measured():
+    """DeepSeek-R1's o_proj at TP 8 (7168 x 2048) on a B200: aiconfigurator times SGLang
+    0.5.9's NVFP4 linear at 7.32 us at M 1 (7.30 at 128), where TensorRT-LLM's rows, which
+    priced SGLang's runs before, give 9.60 (9.99; their fitted model 9.1): SGLang's runs
+    take their own rows, other engines keep TensorRT-LLM's."""
+    assert SGLANG_FP4 in engines()["sglang"].kernels
+    for m, measured_us in ((1, 7.32), (128, 7.30)):
+        assert _nvfp4_floor_s(m, 2048, 7168, (SGLANG_FP4,)) == pytest.approx(
+            measured_us * 1e-6, rel=0.03)
+        assert _nvfp4_floor_s(m, 2048, 7168) > 1.2 * _nvfp4_floor_s(m, 2048, 7168,
+                                                                     (SGLANG_FP4,))  # fmt: skip
+    assert kernel_table("h200-sxm", DType.NVFP4, engine_scope("nvfp4", SGLANG_FP4)) is None
+
+
+def test_an_engines_own_gemm_never_prices_a_routed_expert():
+    """An expert op's keys keep their kinds' order, each kind's engine key before its
+    plain key: SGLang's NVFP4 GEMM table (scope nvfp4, as an NVFP4 expert's gemm key) comes
+    after the moe keys, so the trtllm-gen MoE rows still price DeepSeek-R1's routed experts
+    in an SGLang run (tried first, it priced them at 44 us where the MoE rows give 31)."""
+    ins = (Tensor("x", (1, 8, 7168), DType.NVFP4),
+           Tensor("w", (8, 7168, 4096), DType.NVFP4, Role.WEIGHT))  # fmt: skip
+    attrs = (("compute", "nvfp4"), ("tp", "expert_column"), ("moe_backend", "TRTLLM"),
+             ("kernels", (SGLANG_FP4,)))  # fmt: skip
+    op = Op(OpKind.MATMUL, "experts.gate_up", ins, (Tensor("y", (1, 8, 4096), DType.BF16),),
+            attrs)  # fmt: skip
+    assert kernel_keys(op) == (
+        ("moe", f"nvfp4@TRTLLM@{SGLANG_FP4}"), ("moe", "nvfp4@TRTLLM"),
+        ("moe", f"nvfp4@{SGLANG_FP4}"), ("moe", "nvfp4"),
+        ("gemm", f"nvfp4@{SGLANG_FP4}"), ("gemm", "nvfp4"))  # fmt: skip

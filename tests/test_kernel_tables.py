@@ -274,7 +274,8 @@ def _nvfp4_rows() -> list[list[float]]:
     from xpusim.cost.kernel_tables import TABLES_DIR
 
     with (TABLES_DIR / "gemm" / "b200.toml").open("rb") as f:
-        (entry,) = [e for e in tomllib.load(f)["table"] if e["dtype"] == "nvfp4"]
+        (entry,) = [e for e in tomllib.load(f)["table"]
+                    if e["dtype"] == "nvfp4" and not e.get("kernel")]  # TensorRT-LLM's
     return entry["rows"]
 
 

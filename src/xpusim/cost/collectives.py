@@ -281,7 +281,10 @@ FLASHINFER_ALLREDUCE = "trtllm-allreduce"
 TensorRT-LLM's one-shot and two-shot kernels with the residual add and RMSNorm fused in,
 which SGLang calls for steps of 1-2,048 tokens (python/sglang/srt/layers/communicator.py
 apply_flashinfer_allreduce_fusion, FUSE_ALLREDUCE_MAX_BATCH_SIZE 2048); priced by
-TensorRT-LLM's measured all-reduce alone, as no timing of the fused kernel is published."""
+TensorRT-LLM's measured all-reduce alone, as no timing of the fused kernel is published.
+The norms it runs (RMSNorm.forward_with_allreduce_fusion, python/sglang/srt/layers/
+layernorm.py, code index copy 16378834876) are no ops of their own in a decode step
+(serving/run.py adds transformer.ALLREDUCE_NORM_DECODE with it)."""
 
 
 def engine_curve(system: System, kind: Collective, group: int, span: int | None,

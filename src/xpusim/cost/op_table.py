@@ -127,12 +127,14 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     table of its kernel's format (its compute format, FP16 runs BF16's kernels at BF16's
     rate), an MLA prefill an mla_prefill table of its keys' format; other ops none. An op
     stamped with its engine's own `kernels` (serving/engines.toml) tries each of those
-    keys with each kernel's name first (kernel_tables.engine_scope): a table of that
-    engine's kernel where the chip has one, else the keys every engine's op takes."""
-    keys = _kernel_keys(op)
-    own = tuple((kind, engine_scope(scope, kernel))
-                for kernel in op.attr("kernels") or () for kind, scope in keys)  # fmt: skip
-    return (*own, *keys)
+    keys with each kernel's name before the key itself (kernel_tables.engine_scope): a
+    table of that engine's kernel where the chip has one, else the key every engine's op
+    takes, and only then the next key, so that an engine's own GEMM (SGLang's NVFP4
+    linear) never prices a routed expert a moe table measured."""
+    kernels = op.attr("kernels") or ()
+    return tuple(key for kind, scope in _kernel_keys(op)
+                 for key in (*((kind, engine_scope(scope, kernel)) for kernel in kernels),
+                             (kind, scope)))  # fmt: skip
 
 
 def _kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:

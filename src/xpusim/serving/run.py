@@ -36,7 +36,11 @@ from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
-from xpusim.workloads.transformer import ALLREDUCE_NORM, SAMPLER_PENALTIES
+from xpusim.workloads.transformer import (
+    ALLREDUCE_NORM,
+    ALLREDUCE_NORM_DECODE,
+    SAMPLER_PENALTIES,
+)
 from xpusim.workloads.transformer_config import TransformerConfig
 
 MAX_TABLE_TOKENS = 1 << 17
@@ -167,10 +171,12 @@ def prepare(
         notes.append("--host-overlap: the engine's host work a step " + (
             "runs one step ahead, exposed only past the device's time" if engine.host_overlap
             else f"({profile.host_s(1) * 1e3:.3g} ms) runs in line, every step waiting for it"))
-    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own
-        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels))
+    if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own, the
+        # residual add and RMSNorm after it inside its kernel at decode steps
+        req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels, ALLREDUCE_NORM_DECODE))
         notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
-                     "measured all-reduce, whose kernels FlashInfer's fusion runs")
+                     "measured all-reduce, whose kernels FlashInfer's fusion runs, the "
+                     "residual add and RMSNorm after each inside it at decode steps")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

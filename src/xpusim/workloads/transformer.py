@@ -81,7 +81,17 @@ TRTLLM_DEEPSEEK_EAGER_FUSION_DISABLED, and off under attention data parallelism.
 decoder layers fuse both norms in any format ("MLP layer supports pre and post AR + Res +
 RMSNorm", Llama4DecoderLayer, copy 426411151; TRTLLM_LLAMA_EAGER_FUSION_DISABLED, on by
 default, which the release notes since 1.0 name for Llama 3.x and 4). Other models' decoder
-layers were not read: fused as DeepSeek's, an assumption."""
+layers were not read: fused as DeepSeek's, an assumption. SGLang runs the same fusion under
+--enable-flashinfer-allreduce-fusion, at steps of up to 2,048 tokens: ALLREDUCE_NORM_DECODE."""
+ALLREDUCE_NORM_DECODE = "allreduce-norm-decode"
+"""ALLREDUCE_NORM in the decode graph alone: SGLang's FlashInfer all-reduce fusion
+(cost/collectives.py FLASHINFER_ALLREDUCE), which it runs at steps of 1-2,048 tokens
+(communicator.py FUSE_ALLREDUCE_MAX_BATCH_SIZE): its decode steps (a token a sequence, at
+most its 2,048 running requests; a verify's K + 1 each) fuse, its prefill steps are costed
+unfused (prompt chunks up to 16,384 tokens: those under 2,048 pay two norms a layer they do
+not run, under 1% of a 922-token prompt's TTFT on 8 B200s). A dense layer of an MoE model
+keeps ALLREDUCE_NORM's rule (NVFP4 alone): whether SGLang fuses that norm in FP8 runs was
+not read (three norms a step)."""
 FUSED_MOE = "fused-moe-routing"
 """The engine kernel that chooses the experts and applies the gated activation inside its
 fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's
@@ -90,7 +100,7 @@ built, as the moe tables that price the experts (cost/kernel_tables.py) timed th
 whole, moe.forward(hidden_states, router_logits) (aiconfigurator collector/trtllm/
 collect_moe.py), and pricing those ops again counted them twice."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
-                           ALLREDUCE_NORM, FUSED_MOE})
+                           ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -207,8 +217,9 @@ class _Builder:
     def norm(self, name: str, x: Tensor, residual: Tensor | None,
              fusable: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
         """Norm of x, or of x + residual fused (which also writes the new residual stream);
-        where the engine lists ALLREDUCE_NORM and the norm adds a residual, marked as the
-        all-reduce before it may run it (`fusable`: whether the engine fuses this one).
+        where the engine lists ALLREDUCE_NORM (in a decode step, ALLREDUCE_NORM_DECODE) and
+        the norm adds a residual, marked as the all-reduce before it may run it (`fusable`:
+        whether the engine fuses this one).
 
         Returns (normed, residual stream after this op).
         """
@@ -222,8 +233,9 @@ class _Builder:
         if residual is not None:
             flops += RESIDUAL_ADD_FLOPS
             outs.append(self.t(f"{name}.residual", *x.shape))
-        fused = "all_reduce" if (residual is not None and fusable
-                                 and self.runs(ALLREDUCE_NORM)) else None
+        fused = "all_reduce" if (residual is not None and fusable and (
+            self.runs(ALLREDUCE_NORM) or (self.step.decode and self.runs(ALLREDUCE_NORM_DECODE))
+        )) else None
         normed = self.op(OpKind.NORM, name, ins, outs, flops_per_element=flops, fn=cfg.norm,
                          fused=fused)  # fmt: skip
         return normed, outs[-1] if residual is not None else x

@@ -76,7 +76,7 @@ def test_only_the_listed_chips_compile_per_bucket():
 
 
 def test_deepseek_r1_at_tp8_compiles_sglangs_eight_shapes():
-    """The IR's dense block-FP8 GEMMs of DeepSeek-R1 at TP 8 are the eight (N, K) SGLang
+    """The IR's dense block-FP8 GEMMs of DeepSeek-R1 at TP 8 are the seven (N, K) SGLang
     routes to AITER's Triton GEMM on gfx950 (fp8_utils.use_aiter_triton_gemm_w8a8_tuned_gfx950:
     fused q_a/kv_a 2112 x 7168, q_b 3072 x 1536, o_proj 7168 x 2048, the dense layers'
     4608 x 7168 and 7168 x 2304, the shared expert's 512 x 7168 and 7168 x 256) and

@@ -92,6 +92,15 @@ class EngineProfile:
     # MLA model may have to run in the graphs, larger ones eager (0: no bound modelled)
     eager_source: str = ""
 
+    # chips (by id) on which the engine's dense block-FP8 GEMMs are a Triton kernel
+    # specialized on the step's token count: each step with prompt tokens whose count
+    # falls in a bucket of jit_bucket_tokens not met before compiles every distinct GEMM
+    # shape once, jit_compile_s each, on the host before the step runs (engines.toml)
+    jit_gemm: tuple[str, ...] = ()
+    jit_bucket_tokens: int = 0
+    jit_compile_s: float = 0.0
+    jit_source: str = ""
+
     # chips (by id) on which the decode attention kernel runs without split-KV (TensorRT-LLM's
     # multi_block_mode off): one thread block per sequence and KV head, each streaming its
     # head's cache at most this many bytes a second (engines.toml unsplit_decode)
@@ -118,6 +127,11 @@ class EngineProfile:
         flash-decoding), or the chip's figure is not measured. A what-if copy keeps its
         base chip's kernel and SMs, so changing a figure never drops the floor."""
         return dict(self.unsplit_decode).get(base_id(chip_id), 0.0)
+
+    def jit_on(self, chip_id: str) -> bool:
+        """Whether the engine's dense block-FP8 GEMMs compile per token bucket on chip
+        `chip_id` (engines.toml jit_gemm); a what-if copy keeps its base chip's kernels."""
+        return base_id(chip_id) in self.jit_gemm
 
     def kernels_on(self, vendor: str) -> tuple[str, ...]:
         """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
@@ -270,6 +284,7 @@ def engines() -> dict[str, EngineProfile]:
                   "small_chips": tuple(fields.get("small_chips", ())),
                   "kernels": tuple(fields.get("kernels", ())),
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
+                  "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
                   "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items()))
                   }  # fmt: skip
@@ -279,6 +294,8 @@ def engines() -> dict[str, EngineProfile]:
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
             and (profile.eager_launch_s > 0 or not profile.mla_graph_max_tokens) \
+            and (profile.jit_compile_s > 0) == bool(profile.jit_gemm) \
+            == (profile.jit_bucket_tokens > 0) == bool(profile.jit_source) \
             and all(rate > 0 for _, rate in profile.unsplit_decode) \
             and bool(profile.unsplit_decode_source) == bool(profile.unsplit_decode) \
             and profile.frontend_s >= 0 and bool(profile.frontend_source) \

@@ -161,6 +161,16 @@ class Engine:
                                 "sglang): new requests reach "
                                 "the scheduler after a prefill and then once every this "
                                 "many decode iterations (1: every iteration).", type=int)
+    cold_start: bool = option(False, "The engine's kernel caches start empty (a fresh "
+                              "TRITON_CACHE_DIR): where it compiles its GEMMs for each "
+                              "prompt step's token bucket (engines.toml jit_gemm), a step in "
+                              "a bucket not met before waits for the compile (default: every "
+                              "bucket compiled, a server warmed up).", type=bool)
+    client_warmup: int = option(0, "With --cold-start: copies of its first prompt the client "
+                                "sent before the run, --concurrency at a time, and waited for "
+                                "(vLLM's benchmark_serving --num-warmups), whose prompt steps "
+                                "compiled their buckets: one copy's and that many together.",
+                                type=int)
     eager_prefill: bool | None = option(None, "Whether steps with prompt tokens run without "
                                         "CUDA graphs, each taking at least the host's time "
                                         "to launch its ops one by one (SGLang's "
@@ -289,6 +299,12 @@ class Engine:
             raise UserError(f"frontend_ms must be a non-negative time, got {self.frontend_ms!r}")
         if self.prefix < 0:
             raise UserError(f"prefix must be a non-negative token count, got {self.prefix!r}")
+        if self.client_warmup < 0:
+            raise UserError(f"client_warmup must be a non-negative count of prompts, got "
+                            f"{self.client_warmup!r}")
+        if self.client_warmup and not self.cold_start:
+            raise UserError("client_warmup needs cold_start: a warm server has every bucket "
+                            "compiled already")
         if isinstance(self.api_servers, bool) or not isinstance(self.api_servers, int) \
                 or self.api_servers < 0:
             raise UserError(f"api_servers must be a non-negative count of processes, got "

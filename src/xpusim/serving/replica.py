@@ -172,6 +172,8 @@ class Replica:
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     eager_above: int = 0  # only steps of more tokens run without graphs (0: every one)
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
+    jit_s: float = 0.0  # host time to compile its GEMMs for a bucket of tokens not met before
+    jit_bucket_tokens: int = 0  # (engines.toml jit_gemm)
     api_servers: float = 1.0  # API server processes streaming its tokens: its replica's
     # share of them, the replica's pp lanes streaming through the same ones (0: in-process)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
@@ -200,6 +202,7 @@ class Replica:
     _recv_count: int = 0  # the receive gate's count since it last received
     _recv_weight: int = 1  # what the last iteration adds to it
     _batch_waited: int = 0  # steps batch waiting has held prompts since it last let them run
+    _compiled: set[int] = field(default_factory=set)  # token buckets its GEMMs compiled for
 
     @cached_property
     def per_decode(self) -> int:
@@ -446,11 +449,31 @@ class Replica:
             step = _plus(step, draft.stage_s, draft.energy_j)
         if chunks and self.eager_s and work.tokens > self.eager_above:
             step = eager(step, self.eager_s, self.static_w * self.cost.ranks)
+        if chunks and self.jit_s:
+            step = self._compile(step, work.tokens)
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
                     and not self.inbox and not held)
         return it
+
+    def warm(self, tokens: tuple[int, ...]) -> None:
+        """Prompt steps of these token counts ran before the run (a client's warm-up): their
+        buckets are compiled (engines.toml jit_gemm)."""
+        if self.jit_s:
+            self._compiled.update(-(-t // self.jit_bucket_tokens) for t in tokens)
+
+    def _compile(self, step: StepTime, tokens: int) -> StepTime:
+        """A step of `tokens` tokens with prompt chunks, after its GEMM kernels compile for
+        its bucket (ceil(tokens / jit_bucket_tokens)) if no step met that bucket before:
+        the first stage waits jit_s on the host (each stage's processes compile their own
+        at once), drawing its chips' static power (engines.toml jit_gemm)."""
+        bucket = -(-tokens // self.jit_bucket_tokens)
+        if bucket in self._compiled:
+            return step
+        self._compiled.add(bucket)
+        wait_s = [self.jit_s] + [0.0] * (len(step.stage_s) - 1)
+        return _plus(step, wait_s, self.static_w * self.cost.ranks * self.jit_s)
 
     def _begin(self, batch: Batch, now_s: float, step: StepTime, n: int, sequences: int,
                sampled: int) -> Iteration:  # fmt: skip

@@ -70,6 +70,7 @@ class Prepared:
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     eager_above: int = 0  # steps with prompt tokens run without graphs only above this many
     # tokens (0: every one; engines.toml mla_graph_max_tokens)
+    jit_s: float = 0.0  # host time to compile its GEMMs for a token bucket not met before
 
     @property
     def chips(self) -> int:
@@ -283,6 +284,22 @@ def prepare(
                      f"the host's {cost.launches[0]:,} launches x "
                      f"{profile.eager_launch_s * 1e6:.3g} us = {eager_s[0] * 1e3:.3g} ms "
                      f"(engines.toml {key}{caveat})")
+    jit_s = 0.0
+    compiles = profile.jit_on(system.chip.id) and cost.block_fp8_shapes > 0
+    if compiles and engine.cold_start:
+        jit_s = cost.block_fp8_shapes * profile.jit_compile_s
+        notes.append(f"cold start: dense block-FP8 GEMMs run a Triton kernel specialized on "
+                     f"the step's tokens, so a step with prompt tokens in a bucket of "
+                     f"{profile.jit_bucket_tokens} not met before first compiles its "
+                     f"{cost.block_fp8_shapes} shapes x {profile.jit_compile_s:.3g} s = "
+                     f"{jit_s:.3g} s on the host (engines.toml jit_gemm)")  # fmt: skip
+    elif compiles:
+        notes.append(f"dense block-FP8 GEMMs run a Triton kernel compiled for each bucket of "
+                     f"{profile.jit_bucket_tokens} tokens a prompt step meets: every bucket "
+                     f"taken as compiled before the run (--cold-start: from an empty cache)")
+    elif engine.cold_start:
+        notes.append(f"--cold-start: engine {engine.engine} compiles no kernel per token "
+                     f"bucket here (engines.toml jit_gemm), so it changes nothing")
     if (block := profile.decode_block_bytes_per_s(system.chip.id)) and cfg.kv_lora_rank:
         notes.append(f"decode attention without split-KV ({engine.engine}): not modelled for "
                      f"MLA's latent cache (one latent a token, no KV heads); priced as "
@@ -302,7 +319,7 @@ def prepare(
                      f"{weights / 1e9:.3g} GB and KV {per_token:.4g} B per token a chip, "
                      f"{where}")  # fmt: skip
     return Prepared(cfg, system, one, replicas, req, cost, kv, engine, fits, reason, notes,
-                    decode, captured, graph_pad, draft, eager_s, above)
+                    decode, captured, graph_pad, draft, eager_s, above, jit_s)
 
 
 def _step_table(
@@ -489,11 +506,15 @@ def run(
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
-                         eager_s=own.eager_s, eager_above=own.eager_above,
+                         eager_s=own.eager_s, eager_above=own.eager_above, jit_s=own.jit_s,
+                         jit_bucket_tokens=profile.jit_bucket_tokens,
                          static_w=p.system.chip.energy.static_power_w.value,
                          api_servers=e.api_servers / own.plan.pp)  # the lanes share them
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
+    for rep in reps:
+        rep.warm(warmed_steps(e.client_warmup, int(requests.prompt[0]), concurrency,
+                              e.token_budget))
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle,
                     frontend_s=e.frontend_s)
@@ -526,6 +547,19 @@ def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | No
     return (f"--max-batch {max_batch} bound {share:.0%} of the time: iterations ran "
             f"{max_batch} sequences with requests waiting while the KV cache peaked at "
             f"{kv.peak_used:.0%} used; a larger --max-batch would admit them")
+
+
+def warmed_steps(copies: int, prompt: int, concurrency: int | None,
+                 token_budget: int) -> tuple[int, ...]:
+    """Token counts of the prompt steps a client's warm-up of `copies` copies of its first
+    prompt ran, `concurrency` at a time (all at once without a bound): one copy alone (the
+    client's single test prompt, benchmark_serving's 'initial single prompt test run') and
+    a wave of them arriving together in one step, at most the token budget (every replica
+    seeing both: the router's spread of the copies is not followed)."""
+    if not copies:
+        return ()
+    together = min(copies, concurrency or copies)
+    return prompt, min(together * prompt, token_budget)
 
 
 def _transfer(p: Prepared) -> Callable[[int], float]:

@@ -66,7 +66,7 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import is_expert
 from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
-from xpusim.cost.op_table import OpTable, op_table
+from xpusim.cost.op_table import BLOCK_SCALED_FP8, OpTable, kernel_scope, op_table
 from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, OneWork, evaluate, placement_onehot
 from xpusim.cost.stream_machine import stage_send_line
@@ -298,6 +298,10 @@ class StepCost:
     # a speculative verify's attention, its chunks run in the decode form (_verify_attention);
     # None where the table was not asked for one, and verifies then cost as prefill chunks
     verify: Attention | None = None
+    # the distinct weight shapes (K, N) of its dense block-scaled FP8 GEMMs on a chip: the
+    # kernels an engine that specializes them on the token count compiles per bucket
+    # (EngineProfile.jit_gemm)
+    block_fp8_shapes: int = 0
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -595,6 +599,7 @@ def step_cost(
         tuple(int(n) for n in launches.sum(axis=0)),
         _verify_attention(cfg, requests, system, plan, placement, formats, kinds, verify_tokens)
         if verify_tokens else None,
+        block_fp8_shapes(table),
     )  # fmt: skip
 
 
@@ -617,6 +622,15 @@ def unsplit_floor(cfg: TransformerConfig, plan: Plan, decode: Counts,
     # runs on one chip), else a ceil'd tp-th share, one replicated head where tp exceeds them
     heads = max(1, -(-cfg.num_kv_heads // plan.attention_tp))
     return stage_bytes / (heads * block_bytes_per_s)
+
+
+def block_fp8_shapes(table: OpTable) -> int:
+    """The distinct weight shapes (K, N) among `table`'s dense block-scaled FP8 matmuls
+    (op_table.kernel_scope; stacked expert weights are the grouped scope's): a GEMM kernel
+    specialized on its shape compiles once for each."""
+    k, n = table.weight_tile_kn
+    return len({(int(k[i]), int(n[i])) for i, op in enumerate(table.ops)
+                if kernel_scope(op) == BLOCK_SCALED_FP8})
 
 
 def _expert_op(op) -> bool:

@@ -1,0 +1,99 @@
+"""A cold start (serve's --cold-start): where an engine's dense block-FP8 GEMMs are a Triton
+kernel specialized on the step's token count (engines.toml jit_gemm: SGLang on gfx942), the
+first prompt step in each bucket of tokens waits on the host for its shapes to compile."""
+
+from __future__ import annotations
+
+import pytest
+
+import xpusim
+from xpusim.errors import UserError
+from xpusim.hardware.catalog import load_chip
+from xpusim.serving.engines import engine, engines
+from xpusim.serving.run import warmed_steps
+
+FP8_BLOCK = dict(engine="sglang", concurrency=1, requests=6, gen=16, warmup=0,
+                 precision="fp8", weight_precision="fp8-block")  # fmt: skip
+SGLANG = engine("sglang")
+LLAMA_SHAPES = 4  # qkv, o_proj, gate_up, down: Llama-3-8B's dense GEMMs on one chip
+
+
+def _pair(chip: str = "mi300x", client_warmup: int = 0, **options):
+    """The same run from a warm and from a cold compile cache (after `client_warmup`)."""
+    kw = {**FP8_BLOCK, **options}
+    return xpusim.serve("llama-3-8b", chip, **kw), \
+        xpusim.serve("llama-3-8b", chip, cold_start=True, client_warmup=client_warmup, **kw)
+
+
+def test_each_new_bucket_waits_for_its_shapes_to_compile_once():
+    """Six 1,000-token prompts one after another all fall in one bucket: the first waits
+    for its four shapes to compile, the five after find them compiled; their decode steps
+    are untouched (decode batches are compiled at graph capture)."""
+    warm, cold = _pair(prompt=1000)
+    compile_s = LLAMA_SHAPES * SGLANG.jit_compile_s
+    assert cold.ttft_s.mean - warm.ttft_s.mean == pytest.approx(compile_s / 6, rel=1e-6)
+    assert cold.tpot_s.mean == pytest.approx(warm.tpot_s.mean, rel=1e-9)
+    assert any(f"{LLAMA_SHAPES} shapes" in n for n in cold.notes)
+
+
+def test_prompts_in_different_buckets_each_compile():
+    """Lengths spread over 600-1,400 tokens meet several buckets of 128: more compiles than
+    one, at most one a request."""
+    warm, cold = _pair(prompt=1000, spread=0.4)
+    per_bucket = LLAMA_SHAPES * SGLANG.jit_compile_s
+    compiles = (cold.ttft_s.mean - warm.ttft_s.mean) * 6 / per_bucket
+    assert 1.5 < compiles <= 6 + 1e-6
+    assert compiles == pytest.approx(round(compiles), abs=1e-6)
+
+
+def test_a_client_warm_up_leaves_its_buckets_compiled():
+    """A client that sent copies of its first prompt before the run (one alone, then a
+    wave) compiled that prompt's bucket: equal prompts then never wait."""
+    warm, cold = _pair(prompt=1000, client_warmup=2)
+    assert cold.ttft_s.mean == pytest.approx(warm.ttft_s.mean, rel=1e-9)
+    assert warmed_steps(8, 900, 4, 131072) == (900, 3600)
+    assert warmed_steps(8, 900, None, 4096) == (900, 4096)  # all at once, within the budget
+    assert warmed_steps(0, 900, 4, 131072) == ()
+
+
+def test_chips_wait_at_static_power_while_the_host_compiles():
+    warm, cold = _pair(prompt=1000)
+    static_w = load_chip("mi300x").energy.static_power_w.value
+    wait_s = LLAMA_SHAPES * SGLANG.jit_compile_s
+    assert cold.energy_j - warm.energy_j == pytest.approx(static_w * wait_s, rel=1e-6)
+
+
+def test_only_the_listed_chips_compile_per_bucket():
+    """SGLang on an H100 runs DeepGEMM/FlashInfer block-FP8 GEMMs (not this kernel); a BF16
+    checkpoint has no block-FP8 GEMM: --cold-start changes nothing and says so."""
+    warm, cold = _pair("h100-sxm", prompt=1000)
+    assert cold.ttft_s.mean == warm.ttft_s.mean
+    assert any("changes nothing" in n for n in cold.notes)
+    kw = {**FP8_BLOCK, "precision": "bf16", "weight_precision": "bf16"}
+    bf16 = xpusim.serve("llama-3-8b", "mi300x", prompt=1000, **kw)
+    assert xpusim.serve("llama-3-8b", "mi300x", prompt=1000, cold_start=True,
+                        **kw).ttft_s.mean == bf16.ttft_s.mean  # fmt: skip
+
+
+def test_deepseek_r1_at_tp8_compiles_sglangs_eight_shapes():
+    """The IR's dense block-FP8 GEMMs of DeepSeek-R1 at TP 8 are the seven (N, K) SGLang
+    routes to AITER's Triton GEMM on gfx950 (fp8_utils.use_aiter_triton_gemm_w8a8_tuned_gfx950:
+    fused q_a/kv_a 2112 x 7168, q_b 3072 x 1536, o_proj 7168 x 2048, the dense layers'
+    4608 x 7168 and 7168 x 2304, the shared expert's 512 x 7168 and 7168 x 256) and
+    kv_b_proj (4096 x 512)."""
+    run = xpusim.serve("deepseek-r1-0528", "mi300x", chips=8, tp=8, engine="sglang",
+                       precision="fp8", concurrency=1, requests=2, prompt=900, gen=4,
+                       cold_start=True)  # fmt: skip
+    assert any("compiles its 8 shapes" in n for n in run.notes)
+
+
+def test_profiles_state_a_source_and_bad_input_is_refused():
+    for p in engines().values():
+        assert bool(p.jit_gemm) == bool(p.jit_source) == (p.jit_compile_s > 0)
+    assert SGLANG.jit_on("mi300x") and SGLANG.jit_on("mi325x")
+    assert not SGLANG.jit_on("mi355x") and not SGLANG.jit_on("h100-sxm")
+    with pytest.raises(UserError, match="client_warmup needs cold_start"):
+        xpusim.serve("llama-3-8b", "mi300x", **FP8_BLOCK, prompt=100, client_warmup=4)
+    with pytest.raises(UserError, match="client_warmup must be a non-negative"):
+        xpusim.serve("llama-3-8b", "mi300x", **FP8_BLOCK, prompt=100, cold_start=True,
+                     client_warmup=-1)  # fmt: skip

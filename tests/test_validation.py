@@ -83,6 +83,9 @@ def test_reason_knows_which_way_is_optimistic():
     assert reason(_scored("r", 100, 150)).startswith("optimistic")
     assert reason(_scored("t", 0.1, 0.05, "ttft_s")).startswith("optimistic")
     assert reason(_scored("t", 0.1, 0.2, "ttft_s")).startswith("pessimistic")
+    for time in ("tpot_s", "itl_s", "latency_s", "time_to_train_min"):  # PaLM's decode
+        assert reason(_scored("t", 0.0284, 0.0166, time)).startswith("optimistic"), time
+    assert reason(_scored("r", 100, 80, "output_tokens_per_s")).startswith("pessimistic")
 
 
 def test_sampled_points_are_scored_or_skipped_with_a_reason(sampled):

@@ -42,11 +42,13 @@ def watts(average: float, tdp: float) -> str:
     """A chip's average draw over its TDP in one unit, so the two read as a fraction: '385/700
     W', '312/1000 W' (three significant figures, never an exponent: a 1 kW chip's TDP as
     '1e+03' was not a number a person reads)."""
-    return f"{_plain(average)}/{_plain(tdp)} W"
+    return f"{plain(average)}/{plain(tdp)} W"
 
 
-def _plain(value: float) -> str:
-    return np.format_float_positional(value, precision=3, fractional=False, trim="-")
+def plain(value: float, digits: int = 3) -> str:
+    """A number to `digits` significant figures without a prefix or an exponent, for a
+    column whose header carries the unit: 27_790, 4 -> '27790', 0.0688 -> '0.0688'."""
+    return np.format_float_positional(value, precision=digits, fractional=False, trim="-")
 
 
 def gigabytes(value: float) -> str:

@@ -145,7 +145,7 @@ def prepare(
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)
         notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
-                     f"tables ({profile.kernels_source.split(': ', 1)[0]})")
+                     "tables (engines.toml kernels_source)")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces, the
         # norms after them not (ALLREDUCE_NORM: NVIDIA's MLPerf v5.1 Llama-3.1-405B configs set
         # TRTLLM_GEMM_ALLREDUCE_FUSION_ENABLED=1 with TRTLLM_LLAMA_EAGER_FUSION_DISABLED=1)

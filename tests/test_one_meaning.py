@@ -63,6 +63,16 @@ def test_serve_says_when_every_request_outlives_the_arrival_window(capsys, monke
     assert "no request finished within the" in out
 
 
+def test_arrivals_within_one_step_are_a_burst():
+    """At --rate 1e9 ten requests arrive within 10 ns, before any step ends: their window
+    held no token, and serve printed '0 requests/s, 0 output tokens/s' for a second's work."""
+    import xpusim
+
+    r = xpusim.serve("llama-2-7b", "h100-sxm", rate=1e9, requests=10, warmup=0)
+    assert r.requests_per_s == pytest.approx(10 / r.e2e_s.p99, rel=0.02)
+    assert r.output_tokens_per_s == pytest.approx(r.requests_per_s * 128, rel=0.02)
+
+
 def test_an_option_out_of_range_is_named_as_typed(capsys):
     assert "--rate must be a positive" in refused(capsys, "serve", "llama-2-7b", "--chip",
                                                   "h100-sxm", "--rate", "-3")  # fmt: skip

@@ -109,3 +109,11 @@ def test_a_pipelines_sequences_in_flight_show_beside_the_batch(capsys, monkeypat
     assert "batch 1 (16 sequences in flight)" in out.splitlines()[0]
     code, out, err = run_cli(capsys, "run", "llama-2-7b", "--chip", "h100-sxm")
     assert "in flight" not in out
+
+
+def test_a_model_too_big_to_serve_says_its_weights_in_gigabytes():
+    """DeepSeek-R1 on one H100: the weights read '6.7e+02 GB'."""
+    import xpusim
+
+    r = xpusim.serve("deepseek-r1", "h100-sxm", concurrency=2, requests=2)
+    assert not r.fits and "the weights (673.15 GB on the fullest chip)" in r.reason, r.reason

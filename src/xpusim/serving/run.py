@@ -214,8 +214,8 @@ def prepare(
     fits, reason = True, ""
     if blocks < -(-longest // engine.kv_block):
         fits, gb = False, 1e9
-        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:.2g} GB on the fullest "
-                  f"chip) and activations ({activations / gb:.2g} GB) leave room for "
+        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:,.2f} GB on the fullest "
+                  f"chip) and activations ({activations / gb:,.2f} GB) leave room for "
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
                   f"needs {longest}")  # fmt: skip
         if engine.kv_blocks is not None:

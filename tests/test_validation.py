@@ -115,6 +115,14 @@ def test_unexpressible_setups_are_skipped_not_dropped():
         validate((odd,))  # no statistics to give: said, not a NaN median
 
 
+def test_the_report_prints_its_numbers_without_an_exponent():
+    from xpusim.validation.report import markdown
+
+    text = markdown(summarize([_scored("r", 12_345.6, 11_111.1), _scored("t", 0.0284, 0.0166)],
+                              []))  # fmt: skip
+    assert "| 12350 | 11110 |" in text and "| 0.0284 | 0.0166 |" in text and "e+" not in text
+
+
 def test_validate_command_writes_report_and_json(capsys, tmp_path):
     main(["validate", "--chip", "tpu-v4", "--out", str(tmp_path), "--json"])
     out = json.loads(capsys.readouterr().out)

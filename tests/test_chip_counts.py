@@ -37,6 +37,14 @@ def test_a_count_given_twice_differently_is_refused(capsys):
     assert "--chip" in refused(capsys, "run", "llama-2-7b", "--chip", "h100-sxm:0")
 
 
+def test_a_mistyped_count_is_named_as_the_count(capsys):
+    """`h100-sxm:-2` read as an unknown chip 'h100-sxm:-2' ('did you mean h100-sxm?')."""
+    for count in ("-2", "x", "2.5", ""):
+        for command in ("run", "compare"):
+            err = refused(capsys, command, "llama-2-7b", "--chip", f"h100-sxm:{count}")
+            assert "expected ID:N with N a count of chips" in err, err
+
+
 def test_sweep_takes_one_count_for_every_chip(capsys, tmp_path):
     err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2", "--chip", "mi300x",
                   "--out", str(tmp_path))  # fmt: skip

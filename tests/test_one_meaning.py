@@ -63,6 +63,16 @@ def test_serve_says_when_every_request_outlives_the_arrival_window(capsys, monke
     assert "no request finished within the" in out
 
 
+def test_arrivals_within_one_step_are_a_burst():
+    """At --rate 1e9 ten requests arrive within 10 ns, before any step ends: their window
+    held no token, and serve printed '0 requests/s, 0 output tokens/s' for a second's work."""
+    import xpusim
+
+    r = xpusim.serve("llama-2-7b", "h100-sxm", rate=1e9, requests=10, warmup=0)
+    assert r.requests_per_s == pytest.approx(10 / r.e2e_s.p99, rel=0.02)
+    assert r.output_tokens_per_s == pytest.approx(r.requests_per_s * 128, rel=0.02)
+
+
 def test_an_option_out_of_range_is_named_as_typed(capsys):
     assert "--rate must be a positive" in refused(capsys, "serve", "llama-2-7b", "--chip",
                                                   "h100-sxm", "--rate", "-3")  # fmt: skip
@@ -99,3 +109,11 @@ def test_a_pipelines_sequences_in_flight_show_beside_the_batch(capsys, monkeypat
     assert "batch 1 (16 sequences in flight)" in out.splitlines()[0]
     code, out, err = run_cli(capsys, "run", "llama-2-7b", "--chip", "h100-sxm")
     assert "in flight" not in out
+
+
+def test_a_model_too_big_to_serve_says_its_weights_in_gigabytes():
+    """DeepSeek-R1 on one H100: the weights read '6.7e+02 GB'."""
+    import xpusim
+
+    r = xpusim.serve("deepseek-r1", "h100-sxm", concurrency=2, requests=2)
+    assert not r.fits and "the weights (673.15 GB on the fullest chip)" in r.reason, r.reason

@@ -5,6 +5,7 @@ and every emitted launch flag is one of planning/launch.toml's."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -311,3 +312,14 @@ def test_cli_json_and_front(tmp_path):
     data = json.loads(done.output)
     assert data["best"]["config"]["chip"] == "h100-sxm"
     assert data["front"] and (tmp_path / "front.csv").exists()
+
+
+def test_the_tables_print_numbers_in_the_one_style(capsys, monkeypatch):
+    """A small model's 27,790 tokens/s per chip printed '2.779e+04' in both tables."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", "--chip", "h100-sxm", "--chips",
+                             "1", "--concurrency", "256", "--slo-ttft-ms", "2000",
+                             "--slo-tpot-ms", "50")  # fmt: skip
+    assert code == 0, err
+    assert not re.search(r"\de[+-]\d", out), out
+    assert re.search(r"│\s+\d+(\.\d+)? k │", out) and "$0.0" in out, out

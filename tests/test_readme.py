@@ -29,23 +29,44 @@ def headers(output: str) -> list[str]:
     return [" ".join(line.split()) for line in output.splitlines() if line.startswith("┃")]
 
 
+def words(output: str) -> set[str]:
+    """The words of an output, numbers aside: what it says (an engine's name, a row's label,
+    a bottleneck) without the figures, which move with every calibration."""
+    return set(re.findall(r"[A-Za-z][\w-]*[A-Za-z]", output))
+
+
 def test_the_readme_is_a_guide_of_at_most_250_lines():
     assert len(README.splitlines()) <= 250
     assert len(SHOWN) >= 5  # a question, a command, its output
 
 
+def xpusim(argv: list[str], folder: Path) -> subprocess.CompletedProcess:
+    """`xpusim argv...` as a user runs it from this tree, 100 columns wide, in `folder`."""
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "xpusim", *argv], capture_output=True,
+                          text=True, timeout=300, cwd=folder, env=env)  # fmt: skip
+
+
 @pytest.mark.parametrize("block", SHOWN, ids=[b.splitlines()[0][2:60] for b in SHOWN])
 def test_every_example_runs_as_shown(block, tmp_path):
     command, *shown = block.splitlines()
-    argv = shlex.split(command[2:])[1:]
-    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "xpusim", *argv], capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path, env=env)  # fmt: skip
+    done = xpusim(shlex.split(command[2:])[1:], tmp_path)
     assert done.returncode == 0, done.stderr
     printed = headers(done.stdout)
     for header in headers("\n".join(shown)):  # an example may show only its first table
         assert header in printed, f"{command}: no table with columns {header!r}"
+    stale = words("\n".join(shown)) - words(done.stdout)  # 'engine ideal' once the default
+    assert not stale, f"{command}: the README shows {sorted(stale)}, which it no longer prints"
+
+
+def test_the_demo_reads_as_shown(tmp_path):
+    """The demo's output under 'What the demo says': its tables and words."""
+    shown = next(b for b in BLOCKS if "on one chip each" in b.splitlines()[0])
+    done = xpusim(["demo"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert headers(shown) == headers(done.stdout)
+    assert words(shown) <= words(done.stdout), words(shown) - words(done.stdout)
 
 
 def test_the_demo_and_the_set_up_commands_are_the_projects():

@@ -264,16 +264,20 @@ def test_an_experts_only_checkpoint_says_what_it_counts_narrower():
 def test_precision_fp8_of_a_block_scaled_repo_keeps_its_blocks(model):
     """`--precision fp8` of DeepSeek-R1's (block-scaled FP8) repo costs its weights in the
     fp8-block layout the engines load, with a note; another format, or weights the user
-    names, stay as given."""
+    names, stay as given, and a note says the repo stores them otherwise (`--precision
+    mxfp4` of it on an MI355X once read as if that were the repo's format)."""
     cfg = zoo_entry(model).config
     chip = api.target("mi300x")
     taken = ["precision", "weight_precision"]
     options, notes = checkpoint_options(cfg, chip, taken, {"precision": "fp8"})
     assert options == {"precision": "fp8", "weight_precision": "fp8-block"}
     assert "used --weight-precision fp8-block" in notes[0]
-    bf16 = {"precision": "bf16"}
-    assert checkpoint_options(cfg, chip, taken, bf16) == (bf16, [])
     named = {"precision": "fp8", "weight_precision": "fp8"}
-    assert checkpoint_options(cfg, chip, taken, named) == (named, [])
+    for given, flag in (({"precision": "bf16"}, "--precision bf16"),
+                        ({"precision": "mxfp4"}, "--precision mxfp4"),
+                        (named, "--weight-precision fp8")):  # fmt: skip
+        options, notes = checkpoint_options(cfg, chip, taken, given)
+        assert options == given
+        assert len(notes) == 1 and f"costed with {flag} as given, not as this repo" in notes[0]
     ran = api.simulate(model, "mi300x", chips=8, tp=8, precision="fp8", batch=1, prompt=64, gen=4)
     assert ran.weight_precision == "fp8-block"

@@ -8,11 +8,13 @@ import re
 
 import pytest
 from cli_run import run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
 from xpusim.report.fit import fit, keyed
-from xpusim.report.units import si
+from xpusim.report.units import si, watts
 
 BORDER = re.compile(r"[│┃]")
 
@@ -82,3 +84,26 @@ def test_key_columns_repeat_in_every_part():
 ])  # fmt: skip
 def test_one_number_style(value, unit, shown):
     assert si(value, unit) == shown
+
+
+EXPONENT = re.compile(r"\de[+-]\d")
+"""A number in Python's exponent form ('1e+03'), which no table or line should print."""
+
+
+@given(tdp=st.floats(0.5, 20_000), share=st.floats(0, 1))
+def test_power_over_tdp_prints_without_an_exponent(tdp, share):
+    """A B200's 1 kW TDP read '312/1e+03 W' in run, compare and demo."""
+    shown = watts(share * tdp, tdp)
+    assert re.fullmatch(r"[\d.]+/[\d.]+ W", shown), shown
+    assert float(shown.split("/")[1].removesuffix(" W")) == pytest.approx(tdp, rel=5e-3)
+
+
+def test_serve_prints_a_thousand_waiting_in_the_one_number_style(capsys, monkeypatch):
+    """A queue past a thousand requests read '1.38e+03 waiting'."""
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = run_cli(capsys, "serve", "llama-3.2-1b", "--chip", "h100-sxm", "--rate",
+                             "1e5", "--requests", "2500", "--max-batch", "4", "--gen", "2",
+                             "--prompt", "16", "--engine", "ideal")  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"batch 4 sequences per iteration, 1\.\d+ k waiting", out), out
+    assert not EXPONENT.search(out), out

@@ -83,6 +83,9 @@ def test_reason_knows_which_way_is_optimistic():
     assert reason(_scored("r", 100, 150)).startswith("optimistic")
     assert reason(_scored("t", 0.1, 0.05, "ttft_s")).startswith("optimistic")
     assert reason(_scored("t", 0.1, 0.2, "ttft_s")).startswith("pessimistic")
+    for time in ("tpot_s", "itl_s", "latency_s", "time_to_train_min"):  # PaLM's decode
+        assert reason(_scored("t", 0.0284, 0.0166, time)).startswith("optimistic"), time
+    assert reason(_scored("r", 100, 80, "output_tokens_per_s")).startswith("pessimistic")
 
 
 def test_sampled_points_are_scored_or_skipped_with_a_reason(sampled):
@@ -110,6 +113,14 @@ def test_unexpressible_setups_are_skipped_not_dropped():
     assert v.n_points >= 1 and "metric" in v.skipped[0].reason
     with pytest.raises(UserError, match=r"none of these 1 points can be scored yet: odd: .*metric"):
         validate((odd,))  # no statistics to give: said, not a NaN median
+
+
+def test_the_report_prints_its_numbers_without_an_exponent():
+    from xpusim.validation.report import markdown
+
+    text = markdown(summarize([_scored("r", 12_345.6, 11_111.1), _scored("t", 0.0284, 0.0166)],
+                              []))  # fmt: skip
+    assert "| 12350 | 11110 |" in text and "| 0.0284 | 0.0166 |" in text and "e+" not in text
 
 
 def test_validate_command_writes_report_and_json(capsys, tmp_path):

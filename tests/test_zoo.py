@@ -19,7 +19,7 @@ from xpusim.workloads.zoo import (
     zoo_file,
 )
 
-HUB_ENTRIES = sorted(hub_names().values())
+HUB_ENTRIES = sorted(set(hub_names().values()))
 
 NOT_YET: dict[str, str] = {}
 """Architectures whose configs are bundled before this tree builds them (docs/models.md
@@ -79,6 +79,24 @@ def test_named_by_its_hub_repo_in_any_case(model_id):
     entry = _entry(model_id)
     assert load_model(entry.hf_repo) is entry.config
     assert load_model(entry.hf_repo.upper()) is entry.config
+
+
+ALIASED = [i for i in model_ids() if zoo_file(i)[0].get("hf_aliases")]
+
+
+@pytest.mark.parametrize("model_id", ALIASED)
+def test_named_by_the_instruct_repos_users_serve(model_id):
+    """`xpusim serve google/gemma-3-27b-it` offline (and without a hub login for Meta's gated
+    repos): an alias of the same architecture, each with its source, named by no other file."""
+    meta = zoo_file(model_id)[0]
+    assert meta["aliases_source"] and model_id in ALIASED
+    entry = _entry(model_id)
+    for repo in meta["hf_aliases"]:
+        assert load_model(repo) is entry.config and load_model(repo.lower()) is entry.config
+        assert repo.lower() != meta["hf_repo"].lower()
+    aliases = [r.lower() for i in ALIASED for r in zoo_file(i)[0]["hf_aliases"]]
+    repos = {zoo_file(i)[0].get("hf_repo", "").lower() for i in model_ids()}
+    assert len(aliases) == len(set(aliases)) and not set(aliases) & repos
 
 
 @pytest.mark.parametrize("model_id", sorted(set(model_ids()) - set(built_ids())))

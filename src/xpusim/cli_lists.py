@@ -105,12 +105,23 @@ def chip_counts(ctx: click.Context, param: click.Parameter,
 
 def _chip_count(value: str) -> tuple[str, int | None]:
     name, sep, number = value.rpartition(":")
+    wrong = click.BadParameter(f"{value!r}: expected ID:N with N a count of chips from 1")
     if not sep or not number.strip().isdigit():  # no count (a path may hold a colon)
+        if sep and _in_catalog(name):  # h100-sxm:-2, h100-sxm:x: a count, mistyped
+            raise wrong
         return value, None
     chips = int(number)
     if not name or not 1 <= chips <= MAX_COUNT:
-        raise click.BadParameter(f"{value!r}: expected ID:N with N a count of chips from 1")
+        raise wrong
     return name, chips
+
+
+def _in_catalog(name: str) -> bool:
+    """Whether a chip or system id is `name` (the catalog read only on this path)."""
+    from xpusim.hardware.catalog import chip_ids
+    from xpusim.hardware.system import system_ids
+
+    return name in chip_ids() or name in system_ids()
 
 
 def merged_chips(chip: tuple[str, int | None], given: dict[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,8 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
     from rich.console import Group
     from rich.table import Table
 
+    from xpusim.report.units import dollars, plain, si
+
     load = ", ".join(f"{k} {v:g}" if isinstance(v, int | float) else f"{k} {v}"
                      for k, v in result.load.items())  # fmt: skip
     title = (f"{result.model}: {load}; p99 TTFT <= {result.slo_ttft_ms:g} ms, "
@@ -123,10 +125,10 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
         if b is None:
             table.add_row(p.chip, "none meets both", *["-"] * 7, why)
             continue
-        table.add_row(p.chip, b.config.label().split(" ", 2)[2], f"{b.ttft_p99_ms:.4g}",
-                      f"{b.tpot_p99_ms:.3g}", f"{b.slo_met:.0%}", f"{b.tokens_per_s_per_chip:.4g}",
-                      f"{b.tokens_per_s_per_user:.3g}", f"{b.usd_per_million:.3g}",
-                      f"{b.usd_per_million_goodput:.3g}", why)  # fmt: skip
+        table.add_row(p.chip, b.config.label().split(" ", 2)[2], plain(b.ttft_p99_ms, 4),
+                      plain(b.tpot_p99_ms), f"{b.slo_met:.0%}", si(b.tokens_per_s_per_chip),
+                      si(b.tokens_per_s_per_user), dollars(b.usd_per_million),
+                      dollars(b.usd_per_million_goodput), why)  # fmt: skip
     lines: list[Any] = [table]
     if result.best is not None:
         lines.append(f"best: {result.best.config.label()} at "
@@ -142,10 +144,10 @@ def _view(result: Any, rows: list[dict[str, Any]]) -> Any:
         lines += [f"{p.chip}: note: {n}" for n in p.notes]
     front = Table(title="front: tokens/s per chip against tokens/s per user (simulated)")
     for name in ("chip", "configuration", "tok/s/user", "tok/s/chip", "meets SLOs"):
-        front.add_column(name)
+        front.add_column(name, justify="right" if name.startswith("tok/s") else "left")
     for r in rows:
-        front.add_row(r["chip"], r["configuration"], f"{r['tokens_per_s_per_user']:.3g}",
-                      f"{r['tokens_per_s_per_chip']:.4g}", "yes" if r["meets"] else "no")
+        front.add_row(r["chip"], r["configuration"], si(r["tokens_per_s_per_user"]),
+                      si(r["tokens_per_s_per_chip"]), "yes" if r["meets"] else "no")
     if rows:
         lines.append(front)
     lines.append(f"{result.costed} configurations costed, {result.simulated} simulated, "

@@ -39,7 +39,7 @@ def serving_view(result: Any) -> Any:
         f"{si(result.tokens_per_s_per_user)} per user)",
         f"energy {si(result.joules_per_token, 'J')} a token, {si(result.avg_power_w, 'W')} per "
         f"chip (TDP {si(result.tdp_w, 'W')})" + _cost(result),
-        f"batch {result.mean_batch:.3g} sequences per iteration, {result.mean_waiting:.3g} "
+        f"batch {si(result.mean_batch)} sequences per iteration, {si(result.mean_waiting)} "
         f"waiting; KV cache {result.kv_cache.mean_used:.0%} used on average "
         f"(peak {result.kv_cache.peak_used:.0%} of {si(result.kv_cache.capacity_tokens)} "
         f"tokens); {result.preemptions} preemptions",
@@ -63,7 +63,7 @@ def _queries(result: Any) -> Any:
     if not result.fits:
         return Group(title)
     table = _percentiles([("latency", result.latency_s)])
-    lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {result.mean_batch:.3g}, "
+    lines = [f"{si(result.queries_per_s)} queries/s served, mean batch {si(result.mean_batch)}, "
              f"chip busy {result.utilization:.0%}",
              f"energy {si(result.joules_per_query, 'J')} a query, {si(result.avg_power_w, 'W')} "
              f"per chip (TDP {si(result.tdp_w, 'W')})" + _cost(result)]  # fmt: skip

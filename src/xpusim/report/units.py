@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SMALL_PREFIXES = [(1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p")]
 _SMALL = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps")]
@@ -37,8 +39,16 @@ def seconds(value: float, digits: int = 3) -> str:
 
 
 def watts(average: float, tdp: float) -> str:
-    """A chip's average draw over its TDP: '385/700 W'."""
-    return f"{average:.3g}/{tdp:.3g} W"
+    """A chip's average draw over its TDP in one unit, so the two read as a fraction: '385/700
+    W', '312/1000 W' (three significant figures, never an exponent: a 1 kW chip's TDP as
+    '1e+03' was not a number a person reads)."""
+    return f"{plain(average)}/{plain(tdp)} W"
+
+
+def plain(value: float, digits: int = 3) -> str:
+    """A number to `digits` significant figures without a prefix or an exponent, for a
+    column whose header carries the unit: 27_790, 4 -> '27790', 0.0688 -> '0.0688'."""
+    return np.format_float_positional(value, precision=digits, fractional=False, trim="-")
 
 
 def gigabytes(value: float) -> str:

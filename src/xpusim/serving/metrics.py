@@ -147,7 +147,8 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     at once), over its steady state (an offline run's throughput, serving/capacity.py):
     from when that many requests have finished (the ramp of the first prompts, all at
     once, behind) to the end of the last iteration that left requests waiting (after it
-    the batch only drains). Sequences are in flight at both ends, in a like mix, so the
+    the batch only drains). Arrivals that no step ends between are a burst too: their
+    window would hold no token. Sequences are in flight at both ends, in a like mix, so the
     work begun and the tokens counted balance. Its power and energy per token are the
     window's too (energy_j stays the whole run's)."""
     seqs = run.sequences
@@ -170,7 +171,9 @@ def summarize(run: Run, result: ServingResult, chips: int, static_w: float,
     window_start, window_end = arrival[measured].min(), arrival.max()
     t = run.timeline
     end = np.array(t.end_s)
-    if window_end <= window_start:  # a burst: every request arrived at once
+    arriving = (end > window_start) & (end <= window_end)
+    if window_end <= window_start or not arriving.any():  # a burst: every request arrived
+        # at once, or within one step (--rate 1e9): no step ended while they arrived
         window_end = finish.max()
         queued = end[np.array(t.waiting) > 0]
         if steady and len(queued) and steady < len(seqs):

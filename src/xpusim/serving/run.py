@@ -152,7 +152,7 @@ def prepare(
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)
         notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
-                     f"tables ({profile.kernels_source.split(': ', 1)[0]})")
+                     "tables (engines.toml kernels_source)")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces, the
         # norms after them not (ALLREDUCE_NORM: NVIDIA's MLPerf v5.1 Llama-3.1-405B configs set
         # TRTLLM_GEMM_ALLREDUCE_FUSION_ENABLED=1 with TRTLLM_LLAMA_EAGER_FUSION_DISABLED=1)
@@ -223,8 +223,8 @@ def prepare(
     fits, reason = True, ""
     if blocks < -(-longest // engine.kv_block):
         fits, gb = False, 1e9
-        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:.2g} GB on the fullest "
-                  f"chip) and activations ({activations / gb:.2g} GB) leave room for "
+        reason = (f"memory: the weights ({max(cand.memory.weights) / gb:,.2f} GB on the fullest "
+                  f"chip) and activations ({activations / gb:,.2f} GB) leave room for "
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
                   f"needs {longest}")  # fmt: skip
         if engine.kv_blocks is not None:

@@ -6,11 +6,14 @@ import statistics
 from pathlib import Path
 
 from xpusim.files import atomic_path, write_text
+from xpusim.report.units import plain
 from xpusim.validation.score import Validation, reason
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+    """Four significant figures, never an exponent (12,345.6 tokens/s as '12350', not
+    '1.235e+04')."""
+    return plain(value, 4)
 
 
 def markdown(v: Validation) -> str:

@@ -209,11 +209,16 @@ def _score_group(points: tuple[Point, ...]) -> list[ScoredPoint | SkippedPoint]:
     return outcomes
 
 
+def _is_time(metric: str) -> bool:
+    """A time (ttft_s, tpot_s, itl_s, latency_s, time_to_train_min), where predicting less
+    is the optimistic side; a rate (output_tokens_per_s) is the other way round."""
+    return metric.endswith(("_s", "_min")) and "_per_" not in metric
+
+
 def reason(point: ScoredPoint) -> str:
     """A one-line account of a miss: its direction, the predicted bottleneck, the setup notes."""
-    direction = "optimistic" if point.ratio > 1 else "pessimistic"
-    if point.metric == "ttft_s":  # a shorter time is the optimistic side
-        direction = "optimistic" if point.ratio < 1 else "pessimistic"
+    faster = point.ratio < 1 if _is_time(point.metric) else point.ratio > 1
+    direction = "optimistic" if faster else "pessimistic"
     notes = f"; measured: {point.notes}" if point.notes else ""
     gap = f"; known gap: {point.known_gap}" if point.known_gap else ""
     return f"{direction} by {point.ape:.0%}, predicted {point.bottleneck}-bound{notes}{gap}"

@@ -358,8 +358,13 @@ def checkpoint_options(
         chosen["weight_precision"] = cp.weights
     if cp.kv and "kv_precision" in taken and "kv_precision" not in given:
         chosen["kv_precision"] = cp.kv
+    flag = next((k for k in ("weight_precision", "precision") if options.get(k)), None)
+    if flag and "weight_precision" not in chosen and _name(options[flag]) != cp.weights:
+        notes.append(f"checkpoint format: {cp.describe()}; costed with --{flag.replace('_', '-')} "
+                     f"{_name(options[flag])} as given, not as this repo stores its weights (a "
+                     "repo quantized to that format holds them so)")  # fmt: skip
     if not chosen:
-        return options, []
+        return options, notes
     notes.insert(0, f"checkpoint format: {cp.describe()}; used "
                  + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items()))
     kept = _kept_params(workload, cp)
@@ -367,6 +372,11 @@ def checkpoint_options(
         notes.append(f"the checkpoint keeps {kept / 1e9:.3g}B parameters (attention, shared "
                      f"and dense layers) {cp.kept_as}; xpusim stores them as {cp.weights}")
     return options | chosen, notes
+
+
+def _name(dtype: Any) -> str:
+    """A format option's name, given as a DType or as typed."""
+    return str(getattr(dtype, "value", dtype)).lower()
 
 
 def _layout_of(weights: str, precision: Any) -> bool:
@@ -377,7 +387,7 @@ def _layout_of(weights: str, precision: Any) -> bool:
     bytes. A plain format (nvfp4, mxfp4) is what --precision already sets."""
     layout = weight_layouts().get(weights)
     return layout is not None and precision is not None and (
-        layout.element.value == str(getattr(precision, "value", precision)).lower())
+        layout.element.value == _name(precision))
 
 
 def _kept_params(cfg: Any, cp: Checkpoint) -> int:

@@ -106,7 +106,9 @@ def resolve(
 
 
 def _zoo_repos() -> list[str]:
-    return [zoo_file(i)[0]["hf_repo"] for i in hub_names().values()]
+    """The hub names the zoo answers to, as their repos spell them (aliases too)."""
+    metas = (zoo_file(i)[0] for i in model_ids())
+    return [r for m in metas for r in (m.get("hf_repo"), *m.get("hf_aliases", ())) if r]
 
 
 def _looks_like_path(text: str) -> bool:

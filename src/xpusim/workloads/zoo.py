@@ -54,9 +54,17 @@ def hub_names() -> dict[str, str]:
     """{hub repo, lower case: zoo id}: `xpusim run meta-llama/Llama-2-70b-hf` works offline,
     from the architecture fields the zoo file copied from that repo's config.json. Read
     from the files' metadata alone: a file whose architecture this tree cannot build yet
-    still names it (and building it says why not)."""
-    metas = ((i, zoo_file(i)[0].get("hf_repo")) for i in model_ids())
-    return {repo.lower(): i for i, repo in metas if repo}
+    still names it (and building it says why not). A file's `hf_aliases` name it too: the
+    repos of the same architecture users serve, an instruction-tuned release of the base
+    repo the file copied (google/gemma-3-27b-it), each with its `aliases_source`; the
+    engines' commands name those, and a gated one needs a hub login the zoo does not."""
+    names = {}
+    for model_id in model_ids():
+        meta = zoo_file(model_id)[0]
+        for repo in (meta.get("hf_repo"), *meta.get("hf_aliases", ())):
+            if repo:
+                names[repo.lower()] = model_id
+    return names
 
 
 @cache

@@ -36,7 +36,14 @@ from xpusim.errors import UserError
 from xpusim.files import is_file, read_json
 from xpusim.offline import offline
 from xpusim.workloads.checkpoint import read_checkpoint, with_checkpoint
-from xpusim.workloads.zoo import config_from_data, hub_names, model_ids, zoo_entry, zoo_file
+from xpusim.workloads.zoo import (
+    config_from_data,
+    hub_names,
+    hub_repos,
+    model_ids,
+    zoo_entry,
+    zoo_file,
+)
 
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 """A hub repo id, `org/name`, with an optional `@revision`."""
@@ -81,7 +88,7 @@ def resolve(
     zoo_id = text if text in model_ids() else hub_names().get(text.lower())
     if zoo_id is not None:
         return Resolved(zoo_entry(zoo_id).config, "zoo", zoo_id)
-    near = difflib.get_close_matches(text, [*model_ids(), *_zoo_repos()], n=3, cutoff=0.6)
+    near = difflib.get_close_matches(text, [*model_ids(), *hub_repos()], n=3, cutoff=0.6)
     tried = ["not in the zoo" + (f" (did you mean {', '.join(near)}?)" if near else "")]
     if paths:
         if _looks_like_path(text) or _exists(text):
@@ -103,12 +110,6 @@ def resolve(
             return Resolved(found, "hub", text)
         tried.append(f"hub: {why}")
     raise UserError(f"unknown model {text!r}: " + "; ".join(tried))
-
-
-def _zoo_repos() -> list[str]:
-    """The hub names the zoo answers to, as their repos spell them (aliases too)."""
-    metas = (zoo_file(i)[0] for i in model_ids())
-    return [r for m in metas for r in (m.get("hf_repo"), *m.get("hf_aliases", ())) if r]
 
 
 def _looks_like_path(text: str) -> bool:

@@ -50,21 +50,27 @@ def zoo_file(model_id: str) -> tuple[dict, dict]:
 
 
 @cache
-def hub_names() -> dict[str, str]:
-    """{hub repo, lower case: zoo id}: `xpusim run meta-llama/Llama-2-70b-hf` works offline,
-    from the architecture fields the zoo file copied from that repo's config.json. Read
-    from the files' metadata alone: a file whose architecture this tree cannot build yet
-    still names it (and building it says why not). A file's `hf_aliases` name it too: the
-    repos of the same architecture users serve, an instruction-tuned release of the base
-    repo the file copied (google/gemma-3-27b-it), each with its `aliases_source`; the
-    engines' commands name those, and a gated one needs a hub login the zoo does not."""
-    names = {}
+def hub_repos() -> dict[str, str]:
+    """{hub repo, as the repo spells it: zoo id}: each file's `hf_repo`, the repo whose
+    config.json it copied, and its `hf_aliases`: the repos of the same architecture users
+    serve, an instruction-tuned release of that base repo (google/gemma-3-27b-it), each with
+    its `aliases_source`; the engines' commands name those, and a gated one needs a hub login
+    the zoo does not. Read from the files' metadata alone: a file whose architecture this tree
+    cannot build yet still names it (and building it says why not)."""
+    repos = {}
     for model_id in model_ids():
         meta = zoo_file(model_id)[0]
         for repo in (meta.get("hf_repo"), *meta.get("hf_aliases", ())):
             if repo:
-                names[repo.lower()] = model_id
-    return names
+                repos[repo] = model_id
+    return repos
+
+
+@cache
+def hub_names() -> dict[str, str]:
+    """{hub repo, lower case: zoo id} (hub_repos): `xpusim run meta-llama/Llama-2-70b-hf`
+    works offline, in any case, from the architecture fields the zoo file copied."""
+    return {repo.lower(): model_id for repo, model_id in hub_repos().items()}
 
 
 @cache

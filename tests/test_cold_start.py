@@ -97,3 +97,17 @@ def test_profiles_state_a_source_and_bad_input_is_refused():
     with pytest.raises(UserError, match="client_warmup must be a non-negative"):
         xpusim.serve("llama-3-8b", "mi300x", **FP8_BLOCK, prompt=100, cold_start=True,
                      client_warmup=-1)  # fmt: skip
+
+
+def test_a_bucket_counts_the_kernels_row_tiles():
+    """GRID_MN = cdiv(M, 128) x ...: 1-128 tokens one bucket, 129 the next, 1,024 the eighth
+    with 897, 1,025 the ninth (a floor would put 1,024 with 1,025 and 1,023 apart)."""
+    from types import SimpleNamespace
+
+    from xpusim.serving.replica import Replica
+
+    def bucket(tokens: int) -> int:
+        return Replica._bucket(SimpleNamespace(jit_bucket_tokens=SGLANG.jit_bucket_tokens), tokens)
+
+    assert SGLANG.jit_bucket_tokens == 128
+    assert [bucket(t) for t in (1, 128, 129, 897, 1023, 1024, 1025)] == [1, 1, 2, 8, 8, 8, 9]

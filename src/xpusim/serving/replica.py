@@ -461,14 +461,19 @@ class Replica:
         """Prompt steps of these token counts ran before the run (a client's warm-up): their
         buckets are compiled (engines.toml jit_gemm)."""
         if self.jit_s:
-            self._compiled.update(-(-t // self.jit_bucket_tokens) for t in tokens)
+            self._compiled.update(map(self._bucket, tokens))
+
+    def _bucket(self, tokens: int) -> int:
+        """The bucket a step of `tokens` tokens compiles for: ceil(tokens / jit_bucket_tokens),
+        as the kernel's GRID_MN constant counts its row tiles (engines.toml jit_source)."""
+        return -(-tokens // self.jit_bucket_tokens)
 
     def _compile(self, step: StepTime, tokens: int) -> StepTime:
         """A step of `tokens` tokens with prompt chunks, after its GEMM kernels compile for
-        its bucket (ceil(tokens / jit_bucket_tokens)) if no step met that bucket before:
-        the first stage waits jit_s on the host (each stage's processes compile their own
-        at once), drawing its chips' static power (engines.toml jit_gemm)."""
-        bucket = -(-tokens // self.jit_bucket_tokens)
+        its bucket (_bucket) if no step met that bucket before: the first stage waits jit_s
+        on the host (each stage's processes compile their own at once), drawing its chips'
+        static power (engines.toml jit_gemm)."""
+        bucket = self._bucket(tokens)
         if bucket in self._compiled:
             return step
         self._compiled.add(bucket)

@@ -86,12 +86,17 @@ layers were not read: fused as DeepSeek's, an assumption. SGLang runs the same f
 ALLREDUCE_NORM_DECODE = "allreduce-norm-decode"
 """ALLREDUCE_NORM in the decode graph alone: SGLang's FlashInfer all-reduce fusion
 (cost/collectives.py FLASHINFER_ALLREDUCE), which it runs at steps of 1-2,048 tokens
-(communicator.py FUSE_ALLREDUCE_MAX_BATCH_SIZE): its decode steps (a token a sequence, at
-most its 2,048 running requests; a verify's K + 1 each) fuse, its prefill steps are costed
-unfused (prompt chunks up to 16,384 tokens: those under 2,048 pay two norms a layer they do
-not run, under 1% of a 922-token prompt's TTFT on 8 B200s). A dense layer of an MoE model
-keeps ALLREDUCE_NORM's rule (NVFP4 alone): whether SGLang fuses that norm in FP8 runs was
-not read (three norms a step)."""
+(communicator.py FUSE_ALLREDUCE_MAX_BATCH_SIZE). The rule is by the graph, not the token
+count, because one graph is tabulated over many step sizes (StepShape): decode-only steps
+(a token a sequence, at most SGLang's 2,048 running requests; a larger --max-batch still
+fuses) take the decode graph and fuse; every step costed from the prefill graph keeps its
+norms: prompt chunks up to 16,384 tokens (those under 2,048 pay two norms a layer they do
+not run, under 1% of a 922-token prompt's TTFT on 8 B200s) and a speculative verify's
+chunks of K + 1 (serving/speculative.py: their token ops are the prefill graph's), which
+SGLang fuses, so MTP decode steps are priced without the fusion (DeepSeek-R1 FP4 on 8
+B200s, 4 clients: the fusion takes 2.0% off a plain step, 0.04% off an MTP one). A dense
+layer of an MoE model keeps ALLREDUCE_NORM's rule (NVFP4 alone): whether SGLang fuses that
+norm in FP8 runs was not read (three norms a step)."""
 FUSED_MOE = "fused-moe-routing"
 """The engine kernel that chooses the experts and applies the gated activation inside its
 fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's

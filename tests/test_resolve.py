@@ -281,3 +281,15 @@ def test_precision_fp8_of_a_block_scaled_repo_keeps_its_blocks(model):
         assert len(notes) == 1 and f"costed with {flag} as given, not as this repo" in notes[0]
     ran = api.simulate(model, "mi300x", chips=8, tp=8, precision="fp8", batch=1, prompt=64, gen=4)
     assert ran.weight_precision == "fp8-block"
+
+
+def test_a_format_given_over_a_repo_with_an_fp8_cache_describes_the_repo_once():
+    """Llama-3.1-70B-Instruct-FP8 (FP8 weights and KV cache) at --precision bf16: its cache
+    format is taken and its weights are not, in one note that describes the repo once (two
+    notes repeated the description)."""
+    cfg = zoo_entry("llama-3.1-70b-instruct-fp8").config
+    taken = ["precision", "weight_precision", "kv_precision"]
+    options, notes = checkpoint_options(cfg, api.target("h100-sxm"), taken, {"precision": "bf16"})
+    assert options == {"precision": "bf16", "kv_precision": "fp8"}
+    (note,) = [n for n in notes if n.startswith("checkpoint format:")]
+    assert "used --kv-precision fp8; costed with --precision bf16 as given" in note

@@ -358,15 +358,17 @@ def checkpoint_options(
         chosen["weight_precision"] = cp.weights
     if cp.kv and "kv_precision" in taken and "kv_precision" not in given:
         chosen["kv_precision"] = cp.kv
+    used = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items())
+    said = [f"used {used}"] if chosen else []
     flag = next((k for k in ("weight_precision", "precision") if options.get(k)), None)
     if flag and "weight_precision" not in chosen and _name(options[flag]) != cp.weights:
-        notes.append(f"checkpoint format: {cp.describe()}; costed with --{flag.replace('_', '-')} "
-                     f"{_name(options[flag])} as given, not as this repo stores its weights (a "
-                     "repo quantized to that format holds them so)")  # fmt: skip
+        said.append(f"costed with --{flag.replace('_', '-')} {_name(options[flag])} as given, "
+                    "not as this repo stores its weights (a repo quantized to that format "
+                    "holds them so)")  # fmt: skip
+    if said:  # one note, the format described once
+        notes.insert(0, f"checkpoint format: {cp.describe()}; {'; '.join(said)}")
     if not chosen:
         return options, notes
-    notes.insert(0, f"checkpoint format: {cp.describe()}; used "
-                 + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items()))
     kept = _kept_params(workload, cp)
     if kept:
         notes.append(f"the checkpoint keeps {kept / 1e9:.3g}B parameters (attention, shared "

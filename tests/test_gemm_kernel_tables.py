@@ -72,7 +72,8 @@ def test_every_row_is_within_its_chips_roofline(chip_id):
         m, n, k, micros = np.array(entry["rows"], dtype=float).T
         largest = 8192.0 if entry.get("engine") == "vllm" else 16384.0  # vLLM's H100 rows
         # stop there; SGLang's NVFP4 rows are DeepSeek-R1's 18 (N, K) alone
-        assert set(m.tolist()) >= {1.0, largest} and len(m) >= 200
+        fewest = 200 if entry.get("engine") == "sglang" else 300
+        assert set(m.tolist()) >= {1.0, largest} and len(m) >= fewest
         moved = (m * k + n * k) * dtype.itemsize + 2 * m * n
         assert np.all(2 * m * n * k / chip.peak(dtype) <= micros * 1e-6), entry["name"]
         assert np.all(moved / dram_bytes_per_s(chip) <= micros * 1e-6), entry["name"]

@@ -123,7 +123,6 @@ def test_a_what_if_streaming_cost_caps_an_engine_that_has_none():
     alone = _serve(**load)
     cost_us = 2e6 / alone.output_tokens_per_s  # a ceiling at half the engine's own pace
     priced = _serve(**load, frontend_token_us=cost_us)
-    assert alone.output_tokens_per_s > 1e6 / cost_us
     assert priced.output_tokens_per_s <= 1e6 / cost_us * (1 + 1e-9)
     assert any("--frontend-token-us" in note for note in priced.notes)
 

@@ -177,7 +177,8 @@ def prepare(
         req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels, ALLREDUCE_NORM_DECODE))
         notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
                      "measured all-reduce, whose kernels FlashInfer's fusion runs, the "
-                     "residual add and RMSNorm after each inside it at decode steps")
+                     "residual add and RMSNorm after each inside it at decode steps (not "
+                     "at a speculative verify, which SGLang also fuses: costed unfused)")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     budgets = [engine.token_budget] if engine.token_budget else \
         [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]

@@ -49,7 +49,6 @@ def zoo_file(model_id: str) -> tuple[dict, dict]:
     return data.pop("_xpusim"), data
 
 
-@cache
 def hub_repos() -> dict[str, str]:
     """{hub repo, as the repo spells it: zoo id}: each file's `hf_repo`, the repo whose
     config.json it copied, and its `hf_aliases`: the repos of the same architecture users

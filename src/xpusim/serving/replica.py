@@ -170,7 +170,7 @@ class Replica:
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM's batch waiting:
     # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
-    eager_above: int = 0  # only steps of more tokens run without graphs (0: every one)
+    eager_above_tokens: int = 0  # only steps of more tokens run without graphs (0: every one)
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
     jit_s: float = 0.0  # host time to compile its GEMMs for a bucket of tokens not met before
     jit_bucket_tokens: int = 0  # (engines.toml jit_gemm)
@@ -447,7 +447,7 @@ class Replica:
         if spec is not None:
             draft = spec.draft_s(n, context, prefill)
             step = _plus(step, draft.stage_s, draft.energy_j)
-        if chunks and self.eager_s and work.tokens > self.eager_above:
+        if chunks and self.eager_s and work.tokens > self.eager_above_tokens:
             step = eager(step, self.eager_s, self.static_w * self.cost.ranks)
         if chunks and self.jit_s:
             step = self._compile(step, work.tokens)

@@ -68,8 +68,8 @@ class Prepared:
     graph_pad: str = "none"  # how a step pads to them (engines.toml graph_pad)
     draft: StepCost | None = None  # speculative decoding's draft model, on the same plan
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
-    eager_above: int = 0  # steps with prompt tokens run without graphs only above this many
-    # tokens (0: every one; engines.toml mla_graph_max_tokens)
+    eager_above_tokens: int = 0  # steps with prompt tokens run without graphs only above
+    # this many tokens (0: every one; engines.toml mla_graph_max_tokens)
     jit_s: float = 0.0  # host time to compile its GEMMs for a token bucket not met before
 
     @property
@@ -507,8 +507,8 @@ def run(
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
-                         eager_s=own.eager_s, eager_above=own.eager_above, jit_s=own.jit_s,
-                         jit_bucket_tokens=profile.jit_bucket_tokens,
+                         eager_s=own.eager_s, eager_above_tokens=own.eager_above_tokens,
+                         jit_s=own.jit_s, jit_bucket_tokens=profile.jit_bucket_tokens,
                          static_w=p.system.chip.energy.static_power_w.value,
                          api_servers=e.api_servers / own.plan.pp)  # the lanes share them
                  for _ in range(own.plan.pp)]  # fmt: skip

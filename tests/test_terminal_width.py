@@ -105,5 +105,6 @@ def test_serve_prints_a_thousand_waiting_in_the_one_number_style(capsys, monkeyp
                              "1e5", "--requests", "2500", "--max-batch", "4", "--gen", "2",
                              "--prompt", "16", "--engine", "ideal")  # fmt: skip
     assert code == 0, err
-    assert re.search(r"batch 4 sequences per iteration, 1\.\d+ k waiting", out), out
+    assert re.search(r"batch 4 sequences \(mean over iterations\), 1\.\d+ k requests "
+                     r"waiting \(mean over time\)", out), out
     assert not EXPONENT.search(out), out

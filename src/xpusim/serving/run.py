@@ -478,7 +478,7 @@ def run(
         gen_mean=float(requests.gen.mean()), precision=p.formats.act.value,
         weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
         slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
-        kv_cache=replace(p.kv), notes=list(p.notes),
+        frontend_s=e.frontend_s, kv_cache=replace(p.kv), notes=list(p.notes),
         decode_plan=p.decode.plan.to_dict() if p.decode is not None else None,
     )  # fmt: skip
     if not p.fits:

@@ -360,7 +360,9 @@ class KernelTable:
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
         nodes, values = self.curve()
-        curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
+        from xpusim.report.units import si
+
+        curve = ", ".join(f"{si(2.0**x)}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         field = f"kernel_table.{self.kind}.{self.scope}"
         key = KEYED_BY[self.kind]

@@ -41,7 +41,8 @@ def serving_view(result: Any) -> Any:
         f"energy {si(result.joules_per_token, 'J')} a token, {si(result.avg_power_w, 'W')} per "
         f"chip (TDP {si(result.tdp_w, 'W')})" + _cost(result),
         f"batch {si(result.mean_batch)} sequences (mean over iterations), "
-        f"{si(result.mean_waiting)} requests waiting (mean over time); KV cache {result.kv_cache.mean_used:.0%} used on average "
+        f"{si(result.mean_waiting)} requests waiting (mean over time); KV cache "
+        f"{result.kv_cache.mean_used:.0%} used on average "
         f"(peak {result.kv_cache.peak_used:.0%} of {si(result.kv_cache.capacity_tokens)} "
         f"tokens); {result.preemptions} preemptions",
     ]

@@ -45,16 +45,26 @@ def test_a_mistyped_count_is_named_as_the_count(capsys):
             assert "expected ID:N with N a count of chips" in err, err
 
 
-def test_sweep_takes_one_count_for_every_chip(capsys, tmp_path):
-    err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2", "--chip", "mi300x",
-                  "--out", str(tmp_path))  # fmt: skip
-    assert "same N on every chip" in err
-    code, _, err = run_cli(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2",
-                           "--batch", "1,2", "--no-plots", "--workers", "1",
-                           "--out", str(tmp_path / "s"), "--json")  # fmt: skip
-    assert code == 0, err
-    with open(tmp_path / "s" / "results.csv") as f:
-        assert {row["chips"] for row in csv.DictReader(f)} == {"2"}
+def test_sweep_gives_each_chip_its_own_count_as_compare_does(capsys, tmp_path):
+    """`--chip h100-sxm:1 --chip mi300x:4` was refused ('the same N on every chip'): each
+    chip's points run at its own count, a chip named twice at both, one without a count at
+    --chips' (here none: one chip); a --chips list beside a different N is refused."""
+
+    def counts(*chips: str, name: str) -> set[tuple[str, str]]:
+        argv = [a for c in chips for a in ("--chip", c)]
+        code, _, err = run_cli(capsys, "sweep", "llama-2-7b", *argv, "--batch", "1,2",
+                               "--no-plots", "--workers", "1", "--out", str(tmp_path / name),
+                               "--json")  # fmt: skip
+        assert code == 0, err
+        with open(tmp_path / name / "results.csv") as f:
+            return {(row["target"], row["chips"]) for row in csv.DictReader(f)}
+
+    assert counts("h100-sxm:1", "mi300x:4", name="a") == {("h100-sxm", "1"), ("mi300x", "4")}
+    assert counts("h100-sxm:1", "h100-sxm:2", "mi300x", name="b") == {
+        ("h100-sxm", "1"), ("h100-sxm", "2"), ("mi300x", "1")}
+    err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2", "--chips", "1,4",
+                  "--out", str(tmp_path / "c"))  # fmt: skip
+    assert "--chip h100-sxm:2 and --chips 1,4 disagree" in err
 
 
 def test_a_chip_that_cannot_run_the_point_gets_a_row_and_the_rest_stand(capsys):

@@ -190,7 +190,11 @@ def test_serve_prices_vllms_block_fp8_layers_slower_than_deepgemm():
                             prompt=256, gen=32)  # fmt: skip
 
     own = run()
-    assert any(f"engine kernels: {VLLM_LINEAR}, {VLLM_MOE}" in n for n in own.notes)
+    (note,) = [n for n in own.notes if n.startswith("engine kernels")]
+    assert note.startswith(f"engine kernels: {VLLM_LINEAR}, {VLLM_MOE} (their measurements")
+    assert "mxfp4" not in note  # vLLM's MXFP4 MoE prices none of an FP8 model's experts
+    assert note.endswith("(their measurements on this chip price ops of this run; engines.toml "
+                         "kernels_source)")  # its sources cited, not a kernel's name again
     plain = dataclasses.replace(engines()["vllm"], kernels=(), kernels_source="")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(engines(), "vllm", plain)
@@ -239,3 +243,18 @@ def test_an_engines_own_gemm_never_prices_a_routed_expert():
         ("moe", f"nvfp4@TRTLLM@{SGLANG_FP4}"), ("moe", "nvfp4@TRTLLM"),
         ("moe", f"nvfp4@{SGLANG_FP4}"), ("moe", "nvfp4"),
         ("gemm", f"nvfp4@{SGLANG_FP4}"), ("gemm", "nvfp4"))  # fmt: skip
+
+
+def test_the_kernels_note_names_an_all_reduce_kernel_only_where_the_plan_runs_one():
+    """SGLang's custom all-reduce prices a tp 2 run's all-reduces; one chip runs none, and
+    its note named the kernel (and SGLang's NVFP4 GEMM, on an H100 without its table)."""
+    import xpusim
+
+    def kernels(**plan: int) -> list[str]:
+        r = xpusim.serve("llama-3-8b", "h100-sxm", engine="sglang", concurrency=2, requests=4,
+                         prompt=64, gen=8, **plan)  # fmt: skip
+        return [n for n in r.notes if n.startswith("engine kernels")]
+
+    assert kernels() == []
+    (note,) = kernels(chips=2, tp=2)
+    assert note.startswith("engine kernels: sglang-custom-allreduce (their measurements")

@@ -117,3 +117,41 @@ def test_a_model_too_big_to_serve_says_its_weights_in_gigabytes():
 
     r = xpusim.serve("deepseek-r1", "h100-sxm", concurrency=2, requests=2)
     assert not r.fits and "the weights (673.15 GB on the fullest chip)" in r.reason, r.reason
+
+
+def test_serves_batch_and_queue_say_what_each_averages_over(capsys, monkeypatch):
+    """'batch 59 sequences per iteration, 9.71 waiting' of 64 clients read as 69 requests:
+    the batch is a mean over iterations, the queue a mean over time."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(capsys, "serve", "llama-3.2-1b", "--chip", "h100-sxm",
+                             "--concurrency", "8", "--requests", "40")  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"batch [\d.]+ sequences \(mean over iterations\), [\d.]+ requests "
+                     r"waiting \(mean over time\)", out), out
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    """serve's latency table: label -> its mean, p50, p90 and p99 as printed."""
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()
+            if line.startswith("│")]  # fmt: skip
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_the_api_servers_time_is_not_shown_as_queued(capsys, monkeypatch):
+    """vLLM's 11.6 ms a request in its API server (engines.toml frontend_s) read as 15 ms
+    queued beside '0 waiting': it has its own row, and queued is the engine's wait alone."""
+    import xpusim
+
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["serve", "llama-3.2-1b", "--chip", "h100-sxm", "--concurrency", "2",
+            "--requests", "20"]  # fmt: skip
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    rows = _rows(out)
+    assert rows["of it, API server"] == ["11.6 ms"] * 4, rows
+    result = xpusim.serve("llama-3.2-1b", "h100-sxm", concurrency=2, requests=20)
+    assert result.frontend_s == pytest.approx(11.6e-3, rel=5e-3)
+    assert result.queue_s.p99 >= result.frontend_s  # the JSON's queue_s holds it, as TTFT does
+    code, out, err = run_cli(capsys, *args, "--frontend-ms", "0")
+    assert code == 0, err
+    assert "of it, API server" not in _rows(out)

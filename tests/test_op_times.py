@@ -138,7 +138,7 @@ def test_xpusim_chip_lists_the_measurement_on_its_chips_alone():
     from xpusim.report.tables import chip_table
 
     def listed(chip_id: str) -> list[str]:
-        return [str(c) for c in chip_table(load_chip(chip_id)).columns[0]._cells]
+        return [str(c).replace("\n", "") for c in chip_table(load_chip(chip_id)).columns[0]._cells]
 
     assert "op_time.router_topk@sglang-torch-routing" in listed("h200-sxm")
     assert not any(c.startswith("op_time.") for c in listed("mi300x"))

@@ -550,6 +550,13 @@ def test_a_grid_counts_its_points_without_making_them():
     grid = Grid(xpusim.model("llama-2-7b"), ("h100-sxm", "tpu-v4"),
                 ((BANDWIDTH, (2e12, 3e12, 4e12)),), {"batch": (1, 2), "prompt": (64, 128, 256)})
     assert grid.size == len(grid.points()) == 36
+    # --chip h100-sxm:1 --chip h100-sxm:8: that chip at its two counts, tpu-v4 at --chips'
+    counted = dataclasses.replace(grid, axes={**grid.axes, "chips": (4,)},
+                                  counts={"h100-sxm": (1, 8)})  # fmt: skip
+    points = counted.points()
+    assert counted.size == len(points) == 36 + 18
+    assert {(p.target, dict(p.options)["chips"]) for p in points} == {
+        ("h100-sxm", 1), ("h100-sxm", 8), ("tpu-v4", 4)}
 
 
 def test_a_local_pool_keeps_a_bounded_window_of_chunks_in_flight():

@@ -105,5 +105,40 @@ def test_serve_prints_a_thousand_waiting_in_the_one_number_style(capsys, monkeyp
                              "1e5", "--requests", "2500", "--max-batch", "4", "--gen", "2",
                              "--prompt", "16", "--engine", "ideal")  # fmt: skip
     assert code == 0, err
-    assert re.search(r"batch 4 sequences per iteration, 1\.\d+ k waiting", out), out
+    assert re.search(r"batch 4 sequences \(mean over iterations\), 1\.\d+ k requests "
+                     r"waiting \(mean over time\)", out), out
     assert not EXPONENT.search(out), out
+
+
+def _continues(previous: str, piece: str) -> bool:
+    """Whether `piece` of a figure's name goes on from the line above (report/tables.py
+    field_lines breaks a name after a '.' or before an '@')."""
+    return previous.endswith(".") or piece.startswith("@")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_chip_fits_with_each_figure_whole_and_in_the_one_number_style(capsys, monkeypatch,
+                                                                      columns):  # fmt: skip
+    """`xpusim chip` printed '2.75e+14' and broke 'peak_ops_per_s.int8' inside its words."""
+    from xpusim.hardware.catalog import load_chip
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = run_cli(capsys, "chip", "h100-sxm")
+    assert code == 0, err
+    assert "…" not in out and max(map(len, out.splitlines())) <= columns
+    rows: list[list[str]] = []  # [name, value] of each row, their lines joined
+    for line in out.splitlines():
+        cells = [c.strip() for c in BORDER.split(line)[1:-1]]
+        if len(cells) != 3 or (not cells[0] and not cells[1]) or cells[0] == "field":
+            continue
+        if rows and (not cells[0] or _continues(rows[-1][0], cells[0])):
+            rows[-1] = [rows[-1][0] + cells[0], f"{rows[-1][1]} {cells[1]}".strip()]
+        else:
+            rows.append(cells[:2])
+    shown = dict(rows)
+    assert {path for path, _ in load_chip("h100-sxm").figure_items()} <= shown.keys()
+    assert shown["clock_hz"] == "1.98 GHz" and shown["tdp_w"] == "700 W"
+    assert shown["peak_ops_per_s.bf16"] == "989.5 TOPS"
+    assert shown["memory[1].bandwidth_bytes_per_s"] == "3.35 TB/s"
+    assert shown["chip_to_chip.latency_s"] == "1 µs"
+    assert not [v for v in shown.values() if EXPONENT.search(v)]

@@ -24,8 +24,9 @@ SERVING_AXES = frozenset({"concurrency", "rate", "trace", "lengths", "scheduler"
 @click.command()
 @click.argument("model")
 @click.option("--chip", "chip_ids", multiple=True, required=True, callback=chip_counts,
-              help="Catalog id, system id or TOML path, ID:N for N chips (the same N on "
-                   "every chip: --chips sweeps counts); repeat for each chip.")  # fmt: skip
+              help="Catalog id, system id or TOML path, ID:N for N chips of it (each "
+                   "chip its own, as in compare; --chips sweeps counts); repeat for each "
+                   "chip.")  # fmt: skip
 @listed(run, skip=("chip_id", "show_ops", "input_shapes", "sets", "as_json", "offline", "wide"))
 @listed(serve_command, skip=("chip_id", "out", "as_json", "offline", "precision",
                              "weight_precision", "attention_precision", "kv_precision",
@@ -82,10 +83,10 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     from xpusim.report.units import si
 
     axes = {k: v if isinstance(v, tuple) else (v,) for k, v in lists.items() if v}
-    chip_ids, axes = _counted(chip_ids, axes)
+    targets, counts = _counted(chip_ids, axes)
     if SERVING_AXES & set(axes) and "mode" not in axes:
         axes["mode"] = ("serving",)  # a load to serve: each point is an `xpusim serve`
-    grid = Grid(api.model(model, input_shapes), tuple(dict.fromkeys(chip_ids)), sets, axes)
+    grid = Grid(api.model(model, input_shapes), targets, sets, axes, counts)
     executor = choose(workers, use_ray or ray_address is not None, ray_address)
     with _progress(f"sweeping {grid.size:,} points") as progress:
         result = run_sweep(grid, Path(out), executor, progress)
@@ -111,20 +112,21 @@ def sweep(model: str, chip_ids: tuple[str, ...], input_shapes: dict, sets: tuple
     _print("wrote " + ", ".join(summary.files))
 
 
-def _counted(chips: tuple[tuple[str, int | None], ...],
-             axes: dict[str, tuple]) -> tuple[tuple[str, ...], dict[str, tuple]]:  # fmt: skip
-    """The chip ids, and the axes with `--chip ID:N`'s count as the chips axis. A grid crosses
-    every target with every count, so the count must be the same on every chip."""
+def _counted(
+    chips: tuple[tuple[str, int | None], ...], axes: dict[str, tuple]
+) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]]:  # fmt: skip
+    """The chip ids, and the counts `--chip ID:N` gave each (compare's meaning: that chip's
+    points run at N, the others at --chips'; h100-sxm:1 and h100-sxm:8 both run). A --chips
+    list beside a different N is refused, as `run` refuses one: which was meant is unknown."""
     from xpusim.errors import UserError
 
-    names = tuple(name for name, _ in chips)
-    counts = {n for _, n in chips}
-    if counts == {None}:
-        return names, axes
-    if len(counts) > 1:
-        raise UserError("--chip ID:N: a sweep crosses every chip with every count, so give "
-                        "the same N on every chip, or sweep counts with --chips 1,2,4")  # fmt: skip
-    (n,) = counts
-    if "chips" in axes and axes["chips"] != (n,):
-        raise UserError(f"--chip {names[0]}:{n} and --chips disagree: give the count once")
-    return names, {**axes, "chips": (n,)}
+    counts: dict[str, tuple[int, ...]] = {}
+    for name, n in chips:
+        if n is not None:
+            counts[name] = tuple(dict.fromkeys((*counts.get(name, ()), n)))
+    for name, own in counts.items():
+        if "chips" in axes and axes["chips"] != own:
+            raise UserError(f"--chip {name}:{','.join(map(str, own))} and --chips "
+                            f"{','.join(map(str, axes['chips']))} disagree: give a chip's count "
+                            "once (ID:N, or --chips for the chips without one)")  # fmt: skip
+    return tuple(dict.fromkeys(name for name, _ in chips)), counts

@@ -97,7 +97,7 @@ class Calibration(Result):
                 f"{dtype} {fit.efficiency:.3g}" for dtype, fit in self.matmul.items()
             ) + (f"; attention {self.attention.efficiency:.3g}" if self.attention else "")
         if self.matmul_fixed_s:
-            found["overhead.matmul_fixed_s"] = f"{self.matmul_fixed_s:.3g}"
+            found["overhead.matmul_fixed_s"] = f"{self.matmul_fixed_s * 1e6:.3g} µs"
         if self.overlap is not None:
             found["efficiency.matmul_overlap_p"] = (
                 "inf" if self.overlap.p is None else f"{self.overlap.p:.3g}")

@@ -154,6 +154,7 @@ that one fixed time and one curve still price the op.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cache, cached_property, partial
 from pathlib import Path
@@ -360,7 +361,9 @@ class KernelTable:
     def describe(self) -> tuple[str, str]:
         """(figure, value) as `xpusim chip` lists it: the model and its curve."""
         nodes, values = self.curve()
-        curve = ", ".join(f"{2**x:.0f}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
+        from xpusim.report.units import si
+
+        curve = ", ".join(f"{si(2.0**x)}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         field = f"kernel_table.{self.kind}.{self.scope}"
         key = KEYED_BY[self.kind]
@@ -906,9 +909,7 @@ def fraction_grid(
     rows of it, those rows alone (KernelTable.of_shape). An engine's own kernel's table prices
     the M it measured and defers below it to the next table found (engine_grid); a window
     table, only ops of its own shapes, at the M it measured."""
-    found = ((t, shape) for kind, scope in keys for shape in [dict(shapes).get(kind)]
-             for t in [kernel_table(chip_id, dtype, scope, kind)]
-             if t is not None and (t.has_shape(shape) or not t.window))  # fmt: skip
+    found = _candidates(chip_id, dtype, keys, shapes)
     table, shape = next(found, (None, None))
     if table is None:
         return None
@@ -922,6 +923,26 @@ def fraction_grid(
     # of_shape is a pass over the rows (0.18 ms for H100's 700 gemm rows): decode attention only
     floor_s = 0.0 if table.sequences is None else table.of_shape(shape).sequence_floor_s
     return grid, fixed_s, DType(table.dtype), floor_s, table.stream_s_per_byte
+
+
+def first_table(
+    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
+    shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
+) -> KernelTable | None:  # fmt: skip
+    """The table fraction_grid prices an op by (its `kernel` names an engine's own), or
+    None: what a serving run's note of the engine's kernels is read from."""
+    return next((t for t, _ in _candidates(chip_id, dtype, keys, shapes)), None)
+
+
+def _candidates(
+    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
+    shapes: tuple[tuple[str, tuple[float, ...]], ...],
+) -> Iterator[tuple[KernelTable, tuple[float, ...] | None]]:  # fmt: skip
+    """(table, the op's shape for its kind) of every table found for the op's keys, in the
+    order tried; a window table only where it has rows of the op's shape."""
+    return ((t, shape) for kind, scope in keys for shape in [dict(shapes).get(kind)]
+            for t in [kernel_table(chip_id, dtype, scope, kind)]
+            if t is not None and (t.has_shape(shape) or not t.window))  # fmt: skip
 
 
 def engine_grid(

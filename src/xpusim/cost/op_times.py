@@ -98,7 +98,13 @@ def op_times_for_chip(chip_id: str) -> tuple[OpTime, ...]:
     return tuple(t for t in op_times() if base_id(chip_id) in t.chips)
 
 
+def op_time_for(chip_id: str, op: Op) -> OpTime | None:
+    """The first measurement that prices `op` on `chip_id`, or None."""
+    return next((t for t in op_times() if t.prices(chip_id, op)), None)
+
+
 def op_time_s(chip_id: str, op: Op) -> float:
     """The least time `op` takes on `chip_id` as its engine's own kernels ran it: the first
-    measurement that prices it, else 0 (no floor)."""
-    return next((t.time_s for t in op_times() if t.prices(chip_id, op)), 0.0)
+    measurement's that prices it, else 0 (no floor)."""
+    found = op_time_for(chip_id, op)
+    return 0.0 if found is None else found.time_s

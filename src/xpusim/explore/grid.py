@@ -128,13 +128,24 @@ def cross(
     targets: Sequence[str],
     sets: Sequence[tuple[str, Sequence[float]]],
     axes: dict[str, Sequence[Any]],
+    counts: dict[str, tuple[int, ...]] | None = None,
 ) -> list[Point]:
-    """Every combination of targets, what-if values (one axis per --set path) and options."""
+    """Every combination of targets, what-if values (one axis per --set path) and options; a
+    target in `counts` (its `--chip ID:N`) at those chip counts (target_axes)."""
     set_axes = [[(path, v) for v in values] for path, values in sets]
-    option_axes = [[(name, v) for v in values] for name, values in axes.items()]
+    option_axes = {target: [[(name, v) for v in values] for name, values in
+                            target_axes(axes, counts or {}, target).items()]
+                   for target in targets}  # fmt: skip
     return [
         Point(target, tuple(chosen_sets), tuple(chosen_options))
         for target in targets
         for chosen_sets in itertools.product(*set_axes)
-        for chosen_options in itertools.product(*option_axes)
+        for chosen_options in itertools.product(*option_axes[target])
     ]
+
+
+def target_axes(axes: dict[str, Sequence[Any]], counts: dict[str, tuple[int, ...]],
+                target: str) -> dict[str, Sequence[Any]]:  # fmt: skip
+    """The option axes of one target: `--chip ID:N`'s counts as its chips axis, as `compare`
+    gives each chip its own count (8 H100s against 4 MI300Xs); else the sweep's axes."""
+    return {**axes, "chips": counts[target]} if target in counts else axes

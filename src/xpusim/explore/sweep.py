@@ -24,14 +24,14 @@ import math
 import pickle
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xpusim import api
 from xpusim.errors import Interrupted, UserError
 from xpusim.explore.executor import Executor, rare_collections
-from xpusim.explore.grid import Point, cross
+from xpusim.explore.grid import Point, cross, target_axes
 from xpusim.explore.rows import Columns
 from xpusim.explore.store import SPEC_HASH, ResultStore, StoredRow, lines_of, locked
 from xpusim.files import writable_dir
@@ -60,12 +60,15 @@ class Grid:
     targets: tuple[str, ...]
     sets: tuple[tuple[str, tuple[float, ...]], ...]
     axes: dict[str, tuple[Any, ...]]
+    # target -> the chip counts its `--chip ID:N` gave, its chips axis (grid.target_axes)
+    counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
         """How many points it has, without making them."""
-        return math.prod(map(len, (self.targets, *(v for _, v in self.sets),
-                                   *self.axes.values())))  # fmt: skip
+        what_ifs = math.prod(len(v) for _, v in self.sets)
+        return what_ifs * sum(math.prod(map(len, target_axes(self.axes, self.counts, t).values()))
+                              for t in self.targets)  # fmt: skip
 
     def points(self) -> list[Point]:
         """Every point; a grid of more than MAX_POINTS is refused before any is made."""
@@ -73,7 +76,7 @@ class Grid:
             raise UserError(f"the grid has {self.size:,} points; at most {MAX_POINTS:,} can be "
                             "swept at once (each keeps about 2.7 KB of memory): sweep fewer "
                             "values, or split the grid over several --out folders")  # fmt: skip
-        return cross(self.targets, self.sets, self.axes)
+        return cross(self.targets, self.sets, self.axes, self.counts)
 
 
 @dataclass(frozen=True)

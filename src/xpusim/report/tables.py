@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ from xpusim.hardware.spec import Chip, display_id
 from xpusim.hardware.system import System
 from xpusim.ir.dtypes import DType
 from xpusim.report.fit import keyed
-from xpusim.report.units import cost_cell, cost_column, gigabytes, seconds, si, watts
+from xpusim.report.units import cost_cell, cost_column, figure, gigabytes, seconds, si, watts
 from xpusim.workloads.transformer_config import TransformerConfig
 
 if TYPE_CHECKING:  # for annotations only: `xpusim run` on an LLM loads no other scenario
@@ -46,7 +47,9 @@ def chips_table(chips: Sequence[Chip]) -> Table:
 
 def chip_table(chip: Chip) -> Table:
     """Every figure of the chip file, and where a run uses a calibrated figure instead
-    (cost/calibration.py), that one beside it, marked with its calibration."""
+    (cost/calibration.py), that one beside it, marked with its calibration. Three columns,
+    where each figure comes from in one (its source, confidence and note), so that the
+    table reads at 80 columns: five left the note a word a line."""
     from xpusim.cost.calibration import catalog_calibration
     from xpusim.cost.kernel_tables import tables_for_chip
     from xpusim.cost.op_times import op_times_for_chip
@@ -58,22 +61,45 @@ def chip_table(chip: Chip) -> Table:
         title += (f"; * a run uses the calibrated figure (hardware/calibration/"
                   f"{cal.chip}.json, {cal.date})")  # fmt: skip
     table = keyed(Table(title=title), 0)
-    for col in ["field", "value", "confidence", "source", "note"]:
-        table.add_column(col, overflow="fold")
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("source (confidence): note", overflow="fold")
+
+    def add(path: str, value: str, confidence: str, source: str, note: str) -> None:
+        where = f"{source} ({confidence})" if source else confidence
+        table.add_row(field_lines(path), value, f"{where}: {note}" if note else where)
+
     shown = set()
     for path, fig in chip.figure_items():
-        value = fig.value if isinstance(fig.value, str) else f"{fig.value:.6g}"
+        value = figure(path, fig.value)
         if path in replaced:
             shown.add(path)
             value = f"{replaced[path]} * (file: {value})"
-        table.add_row(path, value, fig.confidence, fig.source, fig.note)
+        add(path, value, fig.confidence, fig.source, fig.note)
     for path in replaced.keys() - shown:  # fitted where the chip file assumes nothing
-        table.add_row(path, f"{replaced[path]} *", "calibrated", "", "")
+        add(path, f"{replaced[path]} *", "calibrated", "", "")
     for kernels in tables_for_chip(chip.id):  # measured kernels' floor (cost/kernel_tables.py)
-        table.add_row(*kernels.describe(), "measured", kernels.source, kernels.conditions)
+        add(*kernels.describe(), "measured", kernels.source, kernels.conditions)
     for timed in op_times_for_chip(chip.id):  # an engine's kernel chain (cost/op_times.py)
-        table.add_row(*timed.describe(), "measured", timed.source, timed.conditions)
+        add(*timed.describe(), "measured", timed.source, timed.conditions)
     return table
+
+
+FIELD_WIDTH = 22
+"""The widest line of a figure's name in `xpusim chip`: the name breaks after a '.' or before
+an '@' to fit, never inside a part, so that the other columns keep room at 80 columns."""
+
+
+def field_lines(path: str, width: int = FIELD_WIDTH) -> str:
+    """`path` on lines of at most `width` characters where its parts allow, broken after a
+    '.' or before an '@': 'memory[1].bandwidth_bytes_per_s' -> 'memory[1].' and
+    'bandwidth_bytes_per_s'. A part longer than `width` has a line of its own."""
+    lines = [""]
+    for part in re.findall(r"@?[^.@]+\.?", path):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
 
 
 def sources_table(chip: Chip) -> Table:

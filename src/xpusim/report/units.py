@@ -51,6 +51,30 @@ def plain(value: float, digits: int = 3) -> str:
     return np.format_float_positional(value, precision=digits, fractional=False, trim="-")
 
 
+_SUFFIX_UNITS = [("_bytes_per_s", "B/s"), ("ops_per_s", "OPS"), ("_bytes", "B"), ("_hz", "Hz"),
+                 ("_w", "W")]  # fmt: skip
+"""A figure's unit read off its name (the chip files name every unit: clock_hz, tdp_w), the
+longest suffix first: 'bandwidth_bytes_per_s' is B/s, not B or s."""
+
+
+def figure(name: str, value: Any, digits: int = 4) -> str:
+    """A chip file's figure in the one number style, its unit from its name: 'clock_hz',
+    1.98e9 -> '1.98 GHz'; 'peak_ops_per_s.bf16', 9.895e14 -> '989.5 TOPS'; a count or an
+    efficiency as a plain number. Four figures, not three: the datasheets' own (1,979
+    TFLOPS) print whole; `xpusim chip --json` has every figure exact."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return value
+    name = name.split(".")[0] if name.startswith("peak_ops_per_s.") else name
+    if name.endswith("_pj_per_byte"):
+        return f"{plain(value, digits)} pJ/B"
+    unit = next((u for suffix, u in _SUFFIX_UNITS if name.endswith(suffix)), None)
+    if unit is not None:
+        return si(value, unit, digits)
+    return seconds(value, digits) if name.endswith("_s") else plain(value, digits)
+
+
 def gigabytes(value: float) -> str:
     return f"{value / 1e9:.3g} GB" if value >= 1e9 else f"{value / 1e6:.3g} MB"
 

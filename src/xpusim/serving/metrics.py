@@ -99,6 +99,9 @@ class ServingResult(Result):
     reason: str
     ttft_s: Percentiles | None = None
     queue_s: Percentiles | None = None  # of TTFT, the wait before its prompt's first step
+    # of queue_s (and TTFT), each request's time in the API server before the engine has it
+    # (engines.toml frontend_s; --frontend-ms), the same for every request
+    frontend_s: float = 0.0
     tpot_s: Percentiles | None = None
     itl_s: Percentiles | None = None
     e2e_s: Percentiles | None = None

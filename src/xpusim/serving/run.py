@@ -149,10 +149,9 @@ def prepare(
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
     own = profile.kernels_on(system.chip.vendor)
+    kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)
-        notes.append(f"engine kernels: {', '.join(own)} where the chip has their "
-                     "tables (engines.toml kernels_source)")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces, the
         # norms after them not (ALLREDUCE_NORM: NVIDIA's MLPerf v5.1 Llama-3.1-405B configs set
         # TRTLLM_GEMM_ALLREDUCE_FUSION_ENABLED=1 with TRTLLM_LLAMA_EAGER_FUSION_DISABLED=1)
@@ -245,6 +244,10 @@ def prepare(
                             max_tokens, sampled, longest, engine.drafts + 1)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
+    priced = cost.own_kernels | (draft.own_kernels if draft is not None else frozenset())
+    if used := [k for k in own if k in priced]:
+        notes.insert(kernels_note, f"engine kernels: {', '.join(used)} (their measurements on "
+                     "this chip price ops of this run; engines.toml kernels_source)")  # fmt: skip
     pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
     captured = engine.captured or profile.captured(limits.graph_max)
     graph_pad = engine.graph_pad or profile.graph_pad
@@ -479,7 +482,7 @@ def run(
         gen_mean=float(requests.gen.mean()), precision=p.formats.act.value,
         weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
         slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
-        kv_cache=replace(p.kv), notes=list(p.notes),
+        frontend_s=e.frontend_s, kv_cache=replace(p.kv), notes=list(p.notes),
         decode_plan=p.decode.plan.to_dict() if p.decode is not None else None,
     )  # fmt: skip
     if not p.fits:

@@ -66,6 +66,7 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import is_expert
 from xpusim.compiler.partition import Plan, partition
 from xpusim.cost.collectives import Collective, collective_line
+from xpusim.cost.engine_kernels import kernels_priced
 from xpusim.cost.op_table import BLOCK_SCALED_FP8, OpTable, kernel_scope, op_table
 from xpusim.cost.ordered_sum import ordered_sum
 from xpusim.cost.roofline import HardwareArrays, OneWork, evaluate, placement_onehot
@@ -302,6 +303,9 @@ class StepCost:
     # kernels an engine that specializes them on the token count compiles per bucket
     # (EngineProfile.jit_gemm)
     block_fp8_shapes: int = 0
+    # the engine's own kernels whose measurements price some op of its steps (a prefill's or
+    # a decode's: cost/engine_kernels.py), what serve's note names
+    own_kernels: frozenset[str] = frozenset()
     _prefills: dict[tuple, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -552,7 +556,7 @@ def step_cost(
     # ops whose work grows with the keys are the decode kernel, the rest depend on the
     # sequences alone and are tabulated over them like the token ops
     varies = _context_ops(cfg, requests, plan)
-    (step_s, step_j, state_s, state_j), _, _ = _tabulated(
+    (step_s, step_j, state_s, state_j), decode_table, _ = _tabulated(
         cfg, requests(sampled, np.ones_like(sampled)), system, plan, placement,
         [lambda op: op.name not in varies, lambda op: kinds.get(op.name) == "state"], phase=1,
         aux=aux_tokens[1],
@@ -600,6 +604,7 @@ def step_cost(
         _verify_attention(cfg, requests, system, plan, placement, formats, kinds, verify_tokens)
         if verify_tokens else None,
         block_fp8_shapes(table),
+        kernels_priced(table, system, plan.tp) | kernels_priced(decode_table, system, plan.tp),
     )  # fmt: skip
 
 

@@ -179,6 +179,9 @@ class Replica:
     prefilling: list[Sequence] = field(default_factory=list)
     cohort: dict[int, Sequence] = field(default_factory=dict)  # decoding, admission order
     busy: bool = False
+    load: int = 0  # requests routed here and not yet handed back by finish: `queued`, kept
+    # as it changes (arrive, finish) where the simulator's route read four lengths of each
+    # replica at every arrival
     steps: int = 0  # decode iterations run
     context_sum: int = 0  # Σ over the cohort of the keys its next decode attends
     last_decode_s: float = nan
@@ -222,13 +225,16 @@ class Replica:
         return steps if gain == 1 else max(int(steps * gain + 1e-9), steps)
 
     @property
-    def load(self) -> int:
+    def queued(self) -> int:
+        """The requests this replica holds, counted: what `load` keeps (the reference a test
+        holds it to; a sequence moves between these queues but leaves them only in finish)."""
         return len(self.inbox) + len(self.waiting) + len(self.prefilling) + len(self.cohort)
 
     def arrive(self, s: Sequence) -> None:
         """A request reaches the engine: into its queue, or where a receive gate is set,
         into the inbox the scheduler takes it from at its next receive (_receive)."""
         (self.inbox if self.recv_interval > 1 else self.waiting).append(s)
+        self.load += 1
 
     def _receive(self) -> None:
         """SGLang's SchedulerRecvSkipper (python/sglang/srt/managers/scheduler_recv_skipper.py,
@@ -731,6 +737,7 @@ class Replica:
                 out.append(s)
             else:
                 self._join(s)
+        self.load -= len(out)
         return out
 
     def _decoded(self, now: float) -> None:

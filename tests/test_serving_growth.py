@@ -114,3 +114,35 @@ def test_a_group_moving_onto_an_earlier_filing_comes_after_it():
                                                        [5, 4]]  # fmt: skip
     assert list(r._grow_at[15].members.values()) == [b, a]
     assert kv.used == 9
+
+
+DRAFTED = [  # speculative cohorts: every member's own blocks at its own step
+    dict(concurrency=24, prompt=300, gen=200, spread=0.5, requests=72, speculative="eagle",
+         draft_tokens=2, acceptance=0.6),
+    dict(concurrency=24, prompt=300, gen=200, spread=0.5, requests=72, speculative="eagle",
+         draft_tokens=3, acceptance=0.7, engine="sglang", kv_block=1),  # due every step
+    dict(concurrency=32, prompt=400, gen=300, spread=0.4, requests=96, speculative="eagle",
+         draft_tokens=2, acceptance=0.6, kv_blocks=300, kv_block=4),  # short: preempts
+    dict(rate=30.0, prompt=256, gen=300, spread=0.5, requests=120, speculative="eagle",
+         draft_tokens=3, acceptance=0.5, engine="sglang", kv_block=1, kv_blocks=3000),
+]
+
+
+@pytest.mark.parametrize("load", DRAFTED)
+def test_drafted_growth_equals_each_members_own(load, monkeypatch):
+    """Replica._grow_drafted (the due members of a speculative step in one loop, where the
+    cache holds their blocks) gives every figure _grow_each gives them one at a time: the
+    blocks each takes, the step each is filed for and the order filed there."""
+    ran = []
+
+    def counted(self, group):
+        ran.append(len(group.members))
+        return grow_drafted(self, group)
+
+    grow_drafted = Replica._grow_drafted
+    monkeypatch.setattr(Replica, "_grow_drafted", counted)
+    fast = xpusim.serve("llama-3-8b", "h100-sxm", seed=3, **load)
+    monkeypatch.setattr(Replica, "_grow_drafted", lambda self, group: False)
+    plain = xpusim.serve("llama-3-8b", "h100-sxm", seed=3, **load)
+    assert sum(ran) > 100
+    assert fast.to_dict() == plain.to_dict()

@@ -48,3 +48,40 @@ def test_tied_and_held_arrivals_keep_the_heap_order(hold, monkeypatch, tmp_path)
     fast = xpusim.serve("llama-3-8b", "h100-sxm", **load).to_dict()
     monkeypatch.setattr(serving_run, "simulate", _plain)
     assert xpusim.serve("llama-3-8b", "h100-sxm", **load).to_dict() == fast
+
+
+HOLDING = {
+    "replicas": dict(OPEN, chips=4, tp=1, rate=240.0),
+    "disaggregated": dict(OPEN, chips=4, prefill_replicas=1, decode_replicas=3),
+    "sglang-receive-gate": dict(OPEN, chips=2, tp=1, rate=120.0, engine="sglang",
+                                recv_interval=10),
+    "preempting": dict(OPEN, chips=2, tp=1, rate=200.0, kv_blocks=150),
+    "batch-wait": dict(OPEN, chips=2, tp=1, rate=120.0, engine="trtllm", batch_wait="6,0.5"),
+    "pipeline": dict(OPEN, model="llama-2-13b", chips=2, pp=2, rate=20.0),
+    "static": dict(OPEN, chips=2, tp=1, rate=60.0, scheduler="static", max_batch=32),
+}
+
+
+@pytest.mark.parametrize("load", HOLDING.values(), ids=HOLDING.keys())
+def test_a_replicas_load_is_the_requests_it_holds(load, monkeypatch):
+    """Replica.load, kept as requests arrive and finish, is its queues' lengths counted
+    (Replica.queued) after every arrival, every iteration begun and every finish: through
+    preemptions, a receive gate's inbox, batch waiting's held prompts, pipeline lanes and
+    a prefill replica handing its prompts on."""
+    from xpusim.serving.replica import Replica
+
+    checked = []
+
+    def holding(method):
+        def checked_call(self, *args):
+            out = method(self, *args)
+            assert self.load == self.queued
+            checked.append(self.load)
+            return out
+        return checked_call
+
+    for name in ("arrive", "start", "finish"):
+        monkeypatch.setattr(Replica, name, holding(getattr(Replica, name)))
+    load = dict(load)
+    xpusim.serve(load.pop("model", "llama-3-8b"), "h100-sxm", **load)
+    assert max(checked) > 1

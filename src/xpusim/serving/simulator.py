@@ -27,6 +27,7 @@ from xpusim.serving.verdict import Verdict
 # event kinds, in the order they are handled at one instant
 _END, _FREE, _TRANSFER, _ARRIVAL = range(4)
 _load = operator.attrgetter("load")  # Replica.load, for route's min
+_queued = operator.attrgetter("queued")  # the same, counted (the reference loop's)
 _tokens = operator.itemgetter(1)  # a prefill chunk's (sequence, tokens)
 
 
@@ -139,8 +140,9 @@ def simulate(
     and then its arrivals, the order the heap itself gives them (_ARRIVAL is the last kind,
     and arrivals were pushed first, in request order). Only at an instant with an end can
     `steady` change its mind (first tokens and finishes happen there), so it is asked only
-    then. `reference`: every arrival in the heap and `steady` asked at every instant, the
-    plain loop the fast one must equal (tests/test_simulator_arrivals.py).
+    then. `reference`: every arrival in the heap, `steady` asked at every instant and each
+    replica's load counted at each arrival (Replica.queued), the plain loop the fast one
+    must equal (tests/test_simulator_arrivals.py).
 
     `frontend_s`: the engine's time outside its steps for each request (engines.toml
     frontend_s): a request reaches the engine that long after it arrives, and its latencies
@@ -154,8 +156,10 @@ def simulate(
         heapq.heappush(heap, (time_s, kind, order, payload))
         order += 1
 
-    sequences = [Sequence(i, 0.0, int(p), int(g))
-                 for i, (p, g) in enumerate(zip(requests.prompt, requests.gen, strict=True))]
+    # the lengths read as Python ints (tolist): numpy scalars one at a time were half this
+    # list's CPU, and a max-rate trial holds up to 121,280 requests
+    sequences = [Sequence(i, 0.0, int(p), int(g)) for i, (p, g) in
+                 enumerate(zip(requests.prompt.tolist(), requests.gen.tolist(), strict=True))]
     issued = 0
     coming: list[Sequence] = []  # an open loop's arrivals not yet handled, in time order
     coming_s: list[float] = []  # their times
@@ -188,6 +192,7 @@ def simulate(
     queues = [q for r in replicas for q in (r.inbox, r.waiting)]
 
     batch = None if requests.batch is None else requests.batch.tolist()
+    load = _queued if reference else _load
 
     def route(s: Sequence, pool: list[Replica]) -> None:
         if batch is not None and pool is prefill:  # a harness's batch: whole to one, in turn
@@ -195,7 +200,7 @@ def simulate(
             return
         # the least loaded, the lowest index of those (pool is in index order; min keeps
         # the first of equals)
-        min(pool, key=_load).arrive(s)
+        min(pool, key=load).arrive(s)
 
     def complete(s: Sequence, r: Replica, now: float) -> None:
         nonlocal finished, issued

@@ -48,7 +48,8 @@ def test_a_mistyped_count_is_named_as_the_count(capsys):
 def test_sweep_gives_each_chip_its_own_count_as_compare_does(capsys, tmp_path):
     """`--chip h100-sxm:1 --chip mi300x:4` was refused ('the same N on every chip'): each
     chip's points run at its own count, a chip named twice at both, one without a count at
-    --chips' (here none: one chip); a --chips list beside a different N is refused."""
+    --chips' (here none: one chip); a --chips list beside a different N is refused, and so
+    is a chip named both with and without a count."""
 
     def counts(*chips: str, name: str) -> set[tuple[str, str]]:
         argv = [a for c in chips for a in ("--chip", c)]
@@ -65,6 +66,10 @@ def test_sweep_gives_each_chip_its_own_count_as_compare_does(capsys, tmp_path):
     err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm:2", "--chips", "1,4",
                   "--out", str(tmp_path / "c"))  # fmt: skip
     assert "--chip h100-sxm:2 and --chips 1,4 disagree" in err
+    # the plain one's points were dropped: h100-sxm at --chips' count never ran
+    err = refused(capsys, "sweep", "llama-2-7b", "--chip", "h100-sxm", "--chip", "h100-sxm:2",
+                  "--out", str(tmp_path / "d"))  # fmt: skip
+    assert "--chip h100-sxm and --chip h100-sxm:2 disagree" in err
 
 
 def test_a_chip_that_cannot_run_the_point_gets_a_row_and_the_rest_stand(capsys):

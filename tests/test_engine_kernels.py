@@ -258,3 +258,6 @@ def test_the_kernels_note_names_an_all_reduce_kernel_only_where_the_plan_runs_on
     assert kernels() == []
     (note,) = kernels(chips=2, tp=2)
     assert note.startswith("engine kernels: sglang-custom-allreduce (their measurements")
+    # disaggregated: the one-chip prefill replica runs none, the tp 2 decode replica does
+    # (its own plan's notes are not shown: the note was lost)
+    assert kernels(chips=3, tp=1, prefill_replicas=1, decode_replicas=1, decode_tp=2) == [note]

@@ -117,13 +117,19 @@ def _counted(
 ) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]]:  # fmt: skip
     """The chip ids, and the counts `--chip ID:N` gave each (compare's meaning: that chip's
     points run at N, the others at --chips'; h100-sxm:1 and h100-sxm:8 both run). A --chips
-    list beside a different N is refused, as `run` refuses one: which was meant is unknown."""
+    list beside a different N is refused, as `run` refuses one: which was meant is unknown.
+    So is a chip given both with and without a count (h100-sxm and h100-sxm:8): compare runs
+    both, but a target here has one chips axis, and the plain one's points would be lost."""
     from xpusim.errors import UserError
 
     counts: dict[str, tuple[int, ...]] = {}
     for name, n in chips:
         if n is not None:
             counts[name] = tuple(dict.fromkeys((*counts.get(name, ()), n)))
+    plain = next((name for name, n in chips if n is None and name in counts), None)
+    if plain is not None:
+        raise UserError(f"--chip {plain} and --chip {plain}:{counts[plain][0]} disagree: "
+                        "give each count of a chip as ID:N")  # fmt: skip
     for name, own in counts.items():
         if "chips" in axes and axes["chips"] != own:
             raise UserError(f"--chip {name}:{','.join(map(str, own))} and --chips "

@@ -91,13 +91,15 @@ class Calibration(Result):
         """The chip-file figures a run takes from this calibration instead (as
         cost/roofline.py applies them, unless a --set names the figure), each with the
         calibrated value as a person reads it: what `xpusim chip` shows beside the file's."""
+        from xpusim.report.units import seconds
+
         found: dict[str, str] = {}
         if self.matmul:
             found["efficiency.matmul"] = ", ".join(
                 f"{dtype} {fit.efficiency:.3g}" for dtype, fit in self.matmul.items()
             ) + (f"; attention {self.attention.efficiency:.3g}" if self.attention else "")
         if self.matmul_fixed_s:
-            found["overhead.matmul_fixed_s"] = f"{self.matmul_fixed_s * 1e6:.3g} µs"
+            found["overhead.matmul_fixed_s"] = seconds(self.matmul_fixed_s)
         if self.overlap is not None:
             found["efficiency.matmul_overlap_p"] = (
                 "inf" if self.overlap.p is None else f"{self.overlap.p:.3g}")

@@ -23,12 +23,11 @@ def kernels_priced(table: OpTable, system: System, span: int) -> frozenset[str]:
     """The engine kernels whose measurements price some op of `table` on `system`, each
     collective's group spanning `span` chips (collectives.comm_seconds')."""
     chip_id = system.chip.id
-    has_matrix = table.matrix_flops.reshape(-1, len(table)).max(axis=0) > 0  # as roofline's
     found = set()
-    for i, op in enumerate(table.ops):
-        if has_matrix[i]:
-            kernels = first_table(chip_id, op.compute_dtype, table.kernel_keys[i],
-                                  table.kernel_shapes[i])  # fmt: skip
+    for op, has_matrix, keys, shapes in zip(table.ops, table.has_matrix, table.kernel_keys,
+                                            table.kernel_shapes, strict=True):  # fmt: skip
+        if has_matrix:
+            kernels = first_table(chip_id, op.compute_dtype, keys, shapes)
             found.add(kernels.kernel if kernels is not None else "")
         timed = op_time_for(chip_id, op)
         found.add(timed.kernel if timed is not None else "")

@@ -279,9 +279,15 @@ class OpTable:
         """What a chip's per-op figures depend on: each op's kind, format, kernel family and
         shape, its bytes per sequence where it is decode attention, and whether it does
         matrix work at all."""
-        has_matrix = self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
         return (self.kinds, self.dtypes, self.kernel_keys, self.kernel_shapes,
-                self.sequence_bytes, tuple(has_matrix.tolist()))
+                self.sequence_bytes, tuple(self.has_matrix.tolist()))
+
+    @property
+    def has_matrix(self) -> np.ndarray:
+        """Whether each op does matrix work in any row: only those are priced by a peak
+        and a kernel table (roofline's HardwareArrays.build, engine_kernels.kernels_priced),
+        so the one test is kept here for every reader of it."""
+        return self.matrix_flops.reshape(-1, len(self)).max(axis=0) > 0
 
     @cached_property
     def collectives(self) -> tuple[tuple[tuple[int, Op], ...], tuple]:

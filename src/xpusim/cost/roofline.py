@@ -242,7 +242,7 @@ class HardwareArrays:
     def build(cls, chip: Chip, table: OpTable) -> HardwareArrays:
         """The chip's figures, with its calibration file's fitted ones where it has them."""
         cal = catalog_calibration(chip.id)
-        has_matrix = table.matrix_flops.reshape(-1, len(table)).max(axis=0) > 0
+        has_matrix = table.has_matrix
         peaks = np.array(
             [chip.peak(d) if m else np.inf for d, m in zip(table.dtypes, has_matrix, strict=True)]
         )

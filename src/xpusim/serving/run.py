@@ -244,7 +244,9 @@ def prepare(
                             max_tokens, sampled, longest, engine.drafts + 1)  # fmt: skip
     if decode is not None and not decode.fits:
         fits, reason = False, f"the decode replicas: {decode.reason}"
-    priced = cost.own_kernels | (draft.own_kernels if draft is not None else frozenset())
+    # the decode replicas' own plan (disaggregation) prices its ops too: its notes go nowhere
+    costs = (cost, draft, *((decode.cost, decode.draft) if decode is not None else ()))
+    priced = frozenset().union(*(c.own_kernels for c in costs if c is not None))
     if used := [k for k in own if k in priced]:
         notes.insert(kernels_note, f"engine kernels: {', '.join(used)} (their measurements on "
                      "this chip price ops of this run; engines.toml kernels_source)")  # fmt: skip

@@ -307,3 +307,11 @@ def test_the_memo_is_the_plain_fit(shape):
         grid, fixed_s = table.grid_of(shape)
         assert fixed_s == own.fixed_s
         assert np.array_equal(grid, own.fraction_at(2.0**GRID_LOG2, own.fixed_s))
+
+
+def test_a_tables_curve_lists_its_sizes_whole_under_a_million():
+    """`xpusim chip` lists each curve at its sizes: 1,024 tokens, not '1.02 k' (the one number
+    style's three figures lose a power of two's last digits)."""
+    curves = [t.describe()[1] for t in TABLES]
+    assert any("1,024: " in c for c in curves)
+    assert not any(" k: " in c for c in curves)

@@ -363,7 +363,11 @@ class KernelTable:
         nodes, values = self.curve()
         from xpusim.report.units import si
 
-        curve = ", ".join(f"{si(2.0**x)}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
+        def size(x: float) -> str:  # a count under a million whole (1,024 tokens, not 1.02 k)
+            n = 2.0**x
+            return f"{n:,.0f}" if n < 1e6 else si(n)
+
+        curve = ", ".join(f"{size(x)}: {v:.2f}" for x, v in zip(nodes, values, strict=True))
         priced = "" if self.prices_all_of_dtype else f" (prices {self.scope} only)"
         field = f"kernel_table.{self.kind}.{self.scope}"
         key = KEYED_BY[self.kind]

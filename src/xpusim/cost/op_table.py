@@ -282,7 +282,7 @@ class OpTable:
         return (self.kinds, self.dtypes, self.kernel_keys, self.kernel_shapes,
                 self.sequence_bytes, tuple(self.has_matrix.tolist()))
 
-    @property
+    @cached_property
     def has_matrix(self) -> np.ndarray:
         """Whether each op does matrix work in any row: only those are priced by a peak
         and a kernel table (roofline's HardwareArrays.build, engine_kernels.kernels_priced),

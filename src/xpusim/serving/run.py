@@ -518,9 +518,9 @@ def run(
                          api_servers=e.api_servers / own.plan.pp)  # the lanes share them
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
+    warmed = warmed_steps(e.client_warmup, int(requests.prompt[0]), concurrency, e.token_budget)
     for rep in reps:
-        rep.warm(warmed_steps(e.client_warmup, int(requests.prompt[0]), concurrency,
-                              e.token_budget))
+        rep.warm(warmed)
     settle = decision or ((lambda seqs: Steady(seqs, warmup)) if until_steady else None)
     run_ = simulate(requests, concurrency, reps, _transfer(p), progress, verdict, settle,
                     frontend_s=e.frontend_s)

@@ -35,8 +35,9 @@ WHY = {"dearer": "dearer", "slo": "SLO missed", "fit": "does not fit",
               help="Input tokens per request.")
 @click.option("--gen", type=count(), default=128, show_default=True,
               help="Output tokens per request.")
-@click.option("--requests", type=count(), default=DEFAULT_REQUESTS, show_default=True,
-              help="Requests each simulation serves.")
+@click.option("--requests", type=count(), default=None,
+              help=f"Requests each simulation serves (default: {DEFAULT_REQUESTS}, or 8 per "
+                   "client of --concurrency where that is more).")
 @click.option("--price", type=PriceType(), default=None, help=PRICE_HELP)
 @click.option("--mtp-acceptance", type=Finite(min=0, max=1, max_open=True), default=None,
               help="Also search speculative decoding with the model's own multi-token-"

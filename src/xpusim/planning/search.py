@@ -49,7 +49,9 @@ from xpusim.planning.space import (
 
 DEFAULT_REQUESTS = 300
 """Requests each simulation serves: 30 of warm-up and 270 measured, enough for a p99 of a
-closed loop of tens of clients (serve's default is 500; the plan runs tens of them)."""
+closed loop of tens of clients (serve's default is 500; the plan runs tens of them), or 8
+per client of a larger closed loop, as serve's (serving/options.default_requests: else a
+loop of hundreds of clients is simulated as its first burst alone)."""
 
 
 @dataclass
@@ -123,7 +125,7 @@ def plan(
     slo_tpot_ms: float | None = None,
     rate: float | None = None, concurrency: int | None = None, num_chips: int | None = None,
     max_chips: int | None = None, prompt: int = 1024, gen: int = 128,
-    requests: int = DEFAULT_REQUESTS, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),
+    requests: int | None = None, price: Any = None, kinds: tuple[str, ...] = tuple(KINDS),
     exhaustive: bool = False, mtp_acceptance: float | None = None,
     mtp_draft_tokens: int = 1, trace: str | Path | None = None,
 ) -> PlanResult:  # fmt: skip
@@ -139,12 +141,14 @@ def plan(
     import xpusim.api as api
     from xpusim.cost.dollars import parse_price
     from xpusim.serving.engines import engine as profile_named
-    from xpusim.serving.options import Load, check_slo
+    from xpusim.serving.options import Load, check_slo, default_requests
     from xpusim.workloads.transformer_config import TransformerConfig
 
     start = time.perf_counter()
     check_slo(slo_ttft_ms, "slo_ttft_ms")
     check_slo(slo_tpot_ms, "slo_tpot_ms")
+    if requests is None:
+        requests = default_requests(concurrency, DEFAULT_REQUESTS)
     if slo_ttft_ms is None or slo_tpot_ms is None:
         raise UserError("plan needs both objectives: --slo-ttft-ms and --slo-tpot-ms")
     Load(concurrency=concurrency, rate=rate, prompt=prompt, gen=gen, requests=requests,

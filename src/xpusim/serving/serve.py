@@ -26,7 +26,7 @@ from xpusim.memo import in_scope
 from xpusim.serving.capacity import answer
 from xpusim.serving.load import draw
 from xpusim.serving.metrics import Frames, ServingResult
-from xpusim.serving.options import Engine, Load, Search, default_warmup
+from xpusim.serving.options import REQUESTS, Engine, Load, Search, default_warmup
 from xpusim.serving.run import prepare, run
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -137,7 +137,7 @@ def serve(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
     ):  # a placeholder: the search sets it (an offline burst: every request at once)
         load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
-            {**load_options, "concurrency": load_options.get("requests", Load.requests)}
+            {**load_options, "concurrency": load_options.get("requests") or REQUESTS}
     load = Load(**load_options)
     chip = getattr(target, "chip", target)
     engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)

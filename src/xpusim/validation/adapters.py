@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpusim.memo import scoped
+from xpusim.serving.options import REQUESTS_PER_CLIENT
 from xpusim.validation.points import Point
 
 
@@ -95,12 +96,13 @@ def _llm_training(point: Point) -> Prediction:
     return Prediction(value, result.bottleneck, plan)
 
 
-SERVING_REQUESTS = {"concurrency": 8, "rate": 2000, "max-rate": 1500, "offline": 16}
+SERVING_REQUESTS = {"concurrency": REQUESTS_PER_CLIENT, "rate": 2000, "max-rate": 1500,
+                    "offline": 16}
 """Requests simulated per point where its source states none (a load's `requests` and
 `warmup` are the benchmark's own: its --num-prompts, every one measured, as vLLM's
 benchmark_serving and SGLang's bench_serving count them, their single test prompt run
-before and apart): 8 per client of a closed loop (a tenth are warm-up), 2,000
-Poisson arrivals, 1,500 per trial of a max-rate search (at least four per slot), and for
+before and apart): 8 per client of a closed loop (a tenth are warm-up; serve's own
+default, serving/options.default_requests), 2,000 Poisson arrivals, 1,500 per trial of a max-rate search (at least four per slot), and for
 offline at most 16 per slot of the engine's batch limit: MLPerf's Offline and trtllm-bench
 issue every request at once, and serve's --find offline sizes the burst by the sequences the
 KV cache holds (serving/capacity.OFFLINE_ROUNDS of them) and takes its steady-state rate."""

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from xpusim.errors import UserError
-from xpusim.serving.options import Load
+from xpusim.serving.options import default_requests
 from xpusim.web import views
 from xpusim.web.schemas import (
     CompareRequest,
@@ -284,7 +284,9 @@ def create_app(limits: Limits | None = None) -> FastAPI:
               responses=ERRORS)  # fmt: skip
     async def serve(request: ServeRequest) -> dict[str, Any]:
         options = _with_chips(given(request.options), request.target.chips)
-        requests = options.get("requests", Load.requests)
+        requests = options.get("requests")
+        if requests is None:
+            requests = default_requests(options.get("concurrency"))
         _at_most(requests, limits.serve_requests, "serving requests")
         if options.get("find") and requests * FIND_RUNS > limits.serve_requests:
             raise TooMuch(f"find runs up to {FIND_RUNS} simulations: give at most "

@@ -94,10 +94,10 @@ GAPS = {  # chip: what the run's own records say xpusim does not reproduce
         "all-FP8 51.26 GB, so a decode step reads 19% more weights than xpusim prices and the "
         "KV cache is smaller: 0.9 x 85.52 - 60.95 = 16.0 GB a GPU before activations, where "
         "xpusim holds 212,224 tokens (13.69 GB) after its own 12.0 GB reserve; at that reserve "
-        "the run had 62,080 (serve --kv-blocks 3880), which takes this source's batches of 64 "
-        "and 256 from 1.52-1.94x to 0.81-0.98x and 4 and 16 prompts of 32,784 tokens from "
-        "2.5-2.8x to 0.76-0.83x (docs/validation.md, fifteenth session, q4); a checkpoint FP8 "
-        "in part is not expressible here (one weight format for every linear)"
+        "the run would have had 62,080 (serve --kv-blocks 3880), which takes this source's "
+        "batches of 64 and 256 from 1.52-1.94x to 0.81-0.98x and 4 and 16 prompts of 32,784 "
+        "tokens from 2.5-2.8x to 0.76-0.83x (docs/validation.md, fifteenth session, q4); a "
+        "checkpoint FP8 in part is not expressible here (one weight format for every linear)"
     ),
     "mi300x": (
         "; --enforce-eager runs every step without HIP graphs (not modelled apart): at 4 "

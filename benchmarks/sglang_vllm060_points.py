@@ -71,7 +71,7 @@ NOTES = (
     "--backend {backend} --dataset-name sharegpt --num-prompts {prompts}{rate}' (ShareGPT, "
     "ignore_eos: answers at the dataset's reference lengths, 194.35 tokens a request by the "
     "offline rows). Llama 3.1 mapped to the zoo's llama-3 of the same size. Column '{field}'"
-    "{unit}. 'A100 80G' taken as SXM; BF16 (no dtype or quantization flag)."
+    "{unit}.{sxm} BF16 (no dtype or quantization flag)."
 )
 XPUSIM_SETUP = (
     "engine profile {profile} ({version}){extra}; {load}; prompts drawn from {lengths} (ShareGPT "
@@ -156,7 +156,8 @@ def points(text: str) -> list[dict[str, Any]]:
                         mem=f" (mem_fraction_static {mem})" if engine == "sglang" else "",
                         backend="sglang" if engine == "sglang" else "vllm",
                         rate=f" --request-rate {rps}" if online else "",
-                        unit=" (ms, converted to s)" if seconds else ""),
+                        unit=" (ms, converted to s)" if seconds else "",
+                        sxm=" 'A100 80G' taken as SXM;" if chip.startswith("a100") else ""),
                     "xpusim_setup": XPUSIM_SETUP.format(
                         profile=profile, version=version, load=load_text, lengths=LENGTHS,
                         gen=GEN, extra="".join(f", {k} {v}" for k, v in stated.items())),

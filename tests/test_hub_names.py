@@ -50,6 +50,15 @@ def test_an_alias_builds_what_its_own_config_builds(path):
         zoo_file(zoo_id)[1], zoo_file(zoo_id)[0].get("hf_quant_config"), "zoo")
 
 
+def test_an_instruct_release_with_other_positions_is_its_own_file():
+    """What the check above catches: Qwen2.5-7B-Instruct states 32,768 positions where its
+    base states 131,072, so it is a file of its own, not the base's alias."""
+    instruct, base = load_model("Qwen/Qwen2.5-7B-Instruct"), load_model("Qwen/Qwen2.5-7B")
+    assert instruct is not base and instruct.max_position_embeddings == 32768
+    assert {k for k, v in _architecture(instruct).items() if _architecture(base)[k] != v} == {
+        "max_position_embeddings"}
+
+
 STATED_ALIASES = {
     "google/gemma-3-1b-it", "google/gemma-3-4b-it", "google/gemma-3-12b-it",
     "google/gemma-3-27b-it", "meta-llama/Meta-Llama-3-8B-Instruct",
@@ -127,17 +136,17 @@ def test_an_unbuilt_repo_is_refused_in_one_line_on_the_command_line(capsys):
 
 
 @pytest.mark.parametrize(("typed", "release"), [
-    ("meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B"),
+    ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-3B"),
     ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B"),
     ("Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-4B"),
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-8B"),
     ("meta-llama/Llama-2-70b-chat-hf", "meta-llama/Llama-2-70b-hf"),
-    ("google/gemma-2-9b-it", "google/gemma-2-9b"),
+    ("google/gemma-2-27b-it", "google/gemma-2-27b"),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
 ])  # fmt: skip
 def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, monkeypatch):
     """The suggestion names the release of the same model first (difflib alone missed
-    Llama-3.2-1B for its -Instruct and offered Llama-3.1-70B-Instruct-FP8 for RedHatAI's
+    Llama-3.2-3B for its -Instruct and offered Llama-3.1-70B-Instruct-FP8 for RedHatAI's
     8B), without making the alias: its architecture is not known equal."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent")
@@ -149,7 +158,7 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
 @pytest.mark.parametrize("repo", [
     "meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Meta-Llama-3.1-405B", "zai-org/GLM-5.1-FP8", "nvidia/Kimi-K2.6-NVFP4",
-    "nvidia/MiniMax-M2.7-NVFP4",
+    "nvidia/MiniMax-M2.7-NVFP4", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")

@@ -109,8 +109,10 @@ def test_a_bundled_architecture_not_built_yet_is_refused_in_one_line(model_id):
         load_model(zoo_file(model_id)[0]["hf_repo"])
 
 
-TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3", "minimax_m1": "minimax"}
+TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3", "minimax_m1": "minimax",
+                      "deepseek_ref": "deepseek_v4"}
 """model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model;
+sgl-project's `deepseek_ref` DeepSeek-V4's;
 MiniMax-M1's remote code is transformers' MiniMax, its attn_type_list that model's
 layer_types (0 lightning, 1 softmax)."""
 

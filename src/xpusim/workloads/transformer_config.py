@@ -972,6 +972,9 @@ DIALECTS = {
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
     "qwen3_5_text": _QWEN3_5_KEYS, "minimax_m1": _MINIMAX_M1_KEYS,
     "deepseek_v4": _DEEPSEEK_V4_KEYS,
+    # sgl-project's FP8 re-exports of DeepSeek-V4 name their config after DeepSeek's reference
+    # code (architectures DeepseekV4ForCausalLM): V4's keys, those left out at V4's values
+    "deepseek_ref": _DEEPSEEK_V4_KEYS,
 }  # fmt: skip
 # Architectures read from public code but not built yet, each with what is missing (a one-line
 # refusal, rather than a list of every supported model_type). See docs/models.md.
@@ -1135,7 +1138,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       rotary_fraction=rotary / head_dim)  # fmt: skip
     elif model_type == "minimax_m1":
         _minimax_m1(fields, data, origin)
-    elif model_type == "deepseek_v4":
+    elif model_type in ("deepseek_v4", "deepseek_ref"):
         _deepseek_v4(fields, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms

@@ -4,7 +4,8 @@ cache, then the hub.
 In that order, the first that has it wins:
 
 1. the zoo, by id or by the hub repo its file was copied from (any case), so a bundled
-   name never touches the disk or the network;
+   name never touches the disk or the network; a repo whose architecture has no reader
+   yet (zoo.unbuilt_repos) is refused here, by its model_type;
 2. a local path: a config.json (or xpusim's own config files, an ONNX or torch.export
    file), or a folder holding config.json, as engines take a snapshot folder. Only a name
    that looks like a path (`./llama`, `/models/x`, `x.json`) or exists on disk is one, so a
@@ -17,7 +18,8 @@ In that order, the first that has it wins:
    never weights.
 
 A quantized repo's format (workloads/checkpoint.py) is read beside its config and rides on
-the config as `checkpoint`. A name none of them has is one UserError naming what was tried.
+the config as `checkpoint`. A name none of them has is one UserError naming what was tried,
+and the zoo's repos of the same model first (_near: `-Instruct` of a base it has).
 """
 
 from __future__ import annotations

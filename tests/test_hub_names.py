@@ -159,8 +159,24 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
     "meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Meta-Llama-3.1-405B", "zai-org/GLM-5.1-FP8", "nvidia/Kimi-K2.6-NVFP4",
     "nvidia/MiniMax-M2.7-NVFP4", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it",
+    "Qwen/Qwen3-VL-8B-Instruct",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")
     assert code == 0, err
     assert json.loads(out)["model"] == hub_names()[repo.lower()]
+
+
+@pytest.mark.parametrize("model_id", ["qwen3-vl-2b-instruct", "qwen3-vl-30b-a3b-instruct"])
+def test_qwen3_vl_is_read_as_the_language_model_transformers_builds(model_id):
+    """READ_AS reads Qwen3-VL's text_config as Qwen3's (MoE) layers: transformers' own
+    Qwen3-VL, built on the meta device, less its vision tower has the same parameters."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = dict(zoo_file(model_id)[1])
+    hf = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(hf)
+    language = sum(p.numel() for name, p in model.named_parameters()
+                   if not name.startswith("model.visual."))  # fmt: skip
+    assert load_model(model_id).param_count == language

@@ -743,9 +743,17 @@ _LLAMA4_KEYS = _LLAMA_KEYS | {
     "head_dim": ("head_dim", 128),
 }
 NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
-          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text"}
+          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+          "qwen3_vl_moe": "qwen3_vl_moe_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
+READ_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe",
+           "deepseek_ref": "deepseek_v4"}
+"""model_types whose layers and keys are another's, read as that one: Qwen3-VL's language
+model is Qwen3's (transformers' Qwen3VLTextAttention keeps Qwen3's q/k norms; its
+interleaved multimodal rotary only moves positions) and Qwen3-MoE's; sgl-project's FP8
+re-exports of DeepSeek-V4 name their config after DeepSeek's reference code (architectures
+DeepseekV4ForCausalLM): V4's keys, those left out at V4's values."""
 _LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers", "attn_type_list",
                 "compress_ratios"}
 _LINEAR_KINDS = ("linear_attention", "full_attention")
@@ -972,9 +980,6 @@ DIALECTS = {
     "qwen3_next": _QWEN3_NEXT_KEYS, "qwen3_5_moe_text": _QWEN3_NEXT_KEYS,
     "qwen3_5_text": _QWEN3_5_KEYS, "minimax_m1": _MINIMAX_M1_KEYS,
     "deepseek_v4": _DEEPSEEK_V4_KEYS,
-    # sgl-project's FP8 re-exports of DeepSeek-V4 name their config after DeepSeek's reference
-    # code (architectures DeepseekV4ForCausalLM): V4's keys, those left out at V4's values
-    "deepseek_ref": _DEEPSEEK_V4_KEYS,
 }  # fmt: skip
 # Architectures read from public code but not built yet, each with what is missing (a one-line
 # refusal, rather than a list of every supported model_type). See docs/models.md.
@@ -1030,6 +1035,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: model_type {model_type!r} reads its language model "
                             "from 'text_config', which is missing or not an object")  # fmt: skip
         data, model_type = {**text, "model_type": NESTED[model_type]}, NESTED[model_type]
+    if isinstance(model_type, str):
+        model_type = READ_AS.get(model_type, model_type)
     if isinstance(model_type, str) and model_type in NOT_BUILT:
         raise UserError(f"{origin}: model_type {model_type!r} is not supported: "
                         f"{NOT_BUILT[model_type]}")  # fmt: skip
@@ -1138,7 +1145,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
                       rotary_fraction=rotary / head_dim)  # fmt: skip
     elif model_type == "minimax_m1":
         _minimax_m1(fields, data, origin)
-    elif model_type in ("deepseek_v4", "deepseek_ref"):
+    elif model_type == "deepseek_v4":
         _deepseek_v4(fields, origin)
     elif model_type == "gemma3_text":
         fields.update(_QWEN3_FIXED)  # q and k norms

@@ -39,6 +39,7 @@ LOADERS_KEPT = {
     "workloads/torch_kernels.py: @cache register",
     "workloads/zoo.py: @cache zoo_file", "workloads/zoo.py: @cache hub_names",
     "workloads/zoo.py: @cache built_ids", "workloads/zoo.py: @cache zoo_entry",
+    "workloads/zoo.py: @cache unbuilt_repos",
 }  # fmt: skip
 # Single functions kept likewise: a result class's fields read off its type hints (a
 # constant of the class), the torus layouts' TOML (in a module whose other memos are

@@ -109,8 +109,13 @@ def test_a_bundled_architecture_not_built_yet_is_refused_in_one_line(model_id):
         load_model(zoo_file(model_id)[0]["hf_repo"])
 
 
-TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3", "minimax_m1": "minimax"}
+TRANSFORMERS_TYPES = {"kimi_k2": "deepseek_v3", "minimax_m1": "minimax",
+                      "deepseek_ref": "deepseek_v4", "qwen3_vl_text": "qwen3",
+                      "qwen3_vl_moe_text": "qwen3_moe", "mimo": "qwen2"}
 """model_types transformers builds under another name: Kimi K2 is DeepSeek-V3's model;
+sgl-project's `deepseek_ref` DeepSeek-V4's; Qwen3-VL's language models Qwen3's (as
+transformer_config.READ_AS reads them; test_hub_names checks them against Qwen3-VL's own);
+MiMo's remote code is Qwen2's model with multi-token-prediction layers, not built;
 MiniMax-M1's remote code is transformers' MiniMax, its attn_type_list that model's
 layer_types (0 lightning, 1 softmax)."""
 

@@ -4,7 +4,8 @@ cache, then the hub.
 In that order, the first that has it wins:
 
 1. the zoo, by id or by the hub repo its file was copied from (any case), so a bundled
-   name never touches the disk or the network;
+   name never touches the disk or the network; a repo whose architecture has no reader
+   yet (zoo.unbuilt_repos) is refused here, by its model_type;
 2. a local path: a config.json (or xpusim's own config files, an ONNX or torch.export
    file), or a folder holding config.json, as engines take a snapshot folder. Only a name
    that looks like a path (`./llama`, `/models/x`, `x.json`) or exists on disk is one, so a
@@ -17,7 +18,8 @@ In that order, the first that has it wins:
    never weights.
 
 A quantized repo's format (workloads/checkpoint.py) is read beside its config and rides on
-the config as `checkpoint`. A name none of them has is one UserError naming what was tried.
+the config as `checkpoint`. A name none of them has is one UserError naming what was tried,
+and the zoo's repos of the same model first (_near: `-Instruct` of a base it has).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from xpusim.workloads.zoo import (
     hub_names,
     hub_repos,
     model_ids,
+    unbuilt_repos,
     zoo_entry,
     zoo_file,
 )
@@ -88,7 +91,9 @@ def resolve(
     zoo_id = text if text in model_ids() else hub_names().get(text.lower())
     if zoo_id is not None:
         return Resolved(zoo_entry(zoo_id).config, "zoo", zoo_id)
-    near = difflib.get_close_matches(text, [*model_ids(), *hub_repos()], n=3, cutoff=0.6)
+    if text.lower() in unbuilt_repos():
+        raise UserError(f"{text}: {unbuilt_repos()[text.lower()]}")
+    near = _near(text)
     tried = ["not in the zoo" + (f" (did you mean {', '.join(near)}?)" if near else "")]
     if paths:
         if _looks_like_path(text) or _exists(text):
@@ -110,6 +115,29 @@ def resolve(
             return Resolved(found, "hub", text)
         tried.append(f"hub: {why}")
     raise UserError(f"unknown model {text!r}: " + "; ".join(tried))
+
+
+_SUFFIXES = re.compile(r"(-(instruct|it|chat|hf|base|thinking|fp8|dynamic|awq|gptq|int4|int8"
+                       r"|w4a16|w8a8|nvfp4|fp4|\d{4}|v\d+(\.\d+)?))+$", re.IGNORECASE)
+"""A release's suffixes after its model's name: fine-tunes (-Instruct, -it, -chat-hf,
+-Thinking-2507), versions (-v0.1) and checkpoint formats (-FP8-dynamic, -AWQ)."""
+
+
+def _release_of(repo: str) -> str:
+    """The model a repo releases: its name without org, Meta's old `Meta-` prefix or
+    _SUFFIXES (`RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8` -> `llama-3.1-8b`)."""
+    return _SUFFIXES.sub("", repo.rpartition("/")[2].lower().removeprefix("meta-"))
+
+
+def _near(text: str) -> list[str]:
+    """The names to suggest for one the zoo lacks: first the hub repos that release the
+    same model (a fine-tune or format the zoo has no config of, whose base it may have;
+    the alias is not made here, as its architecture is not known equal), then the closest
+    spellings."""
+    release = _release_of(text)
+    same = sorted((r for r in hub_repos() if _release_of(r) == release), key=len)[:3]
+    close = difflib.get_close_matches(text, [*model_ids(), *hub_repos()], n=3, cutoff=0.6)
+    return list(dict.fromkeys([*same, *close]))[:3]
 
 
 def _looks_like_path(text: str) -> bool:

@@ -743,9 +743,20 @@ _LLAMA4_KEYS = _LLAMA_KEYS | {
     "head_dim": ("head_dim", 128),
 }
 NESTED = {"gemma3": "gemma3_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
-          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text"}
+          "qwen3_5": "qwen3_5_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+          "qwen3_vl_moe": "qwen3_vl_moe_text"}
 """Multimodal model_types whose language model is their `text_config` (of this model_type):
 the language model is read, its vision tower is not costed."""
+READ_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe",
+           "deepseek_ref": "deepseek_v4", "mimo": "qwen2"}
+"""model_types whose layers and keys are another's, read as that one: Qwen3-VL's language
+model is Qwen3's (transformers' Qwen3VLTextAttention keeps Qwen3's q/k norms; its
+interleaved multimodal rotary only moves positions) and Qwen3-MoE's; sgl-project's FP8
+re-exports of DeepSeek-V4 name their config after DeepSeek's reference code (architectures
+DeepseekV4ForCausalLM): V4's keys, those left out at V4's values; Xiaomi's MiMo is Qwen2's
+model plus multi-token-prediction layers (its modeling_mimo.py: MiMoModel(Qwen2Model) with
+`mtp_layers`), which engines skip when they serve it without speculation (vLLM's MiMo
+registration drops the mtp_layers weights) and xpusim does not build."""
 _LIST_FIELDS = {"layer_types", "moe_layers", "no_rope_layers", "attn_type_list",
                 "compress_ratios"}
 _LINEAR_KINDS = ("linear_attention", "full_attention")
@@ -1027,6 +1038,8 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
             raise UserError(f"{origin}: model_type {model_type!r} reads its language model "
                             "from 'text_config', which is missing or not an object")  # fmt: skip
         data, model_type = {**text, "model_type": NESTED[model_type]}, NESTED[model_type]
+    if isinstance(model_type, str):
+        model_type = READ_AS.get(model_type, model_type)
     if isinstance(model_type, str) and model_type in NOT_BUILT:
         raise UserError(f"{origin}: model_type {model_type!r} is not supported: "
                         f"{NOT_BUILT[model_type]}")  # fmt: skip

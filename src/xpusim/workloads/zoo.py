@@ -5,6 +5,7 @@ Hugging Face cache and the hub are resolved in workloads/resolve.py."""
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -70,6 +71,17 @@ def hub_names() -> dict[str, str]:
     """{hub repo, lower case: zoo id} (hub_repos): `xpusim run meta-llama/Llama-2-70b-hf`
     works offline, in any case, from the architecture fields the zoo file copied."""
     return {repo.lower(): model_id for repo, model_id in hub_repos().items()}
+
+
+@cache
+def unbuilt_repos() -> dict[str, str]:
+    """{hub repo, lower case: why xpusim cannot build it}: the repos unbuilt.toml lists,
+    whose architecture has no reader yet, so that naming one says so in one line (its
+    model_type and what is missing) rather than calling it unknown."""
+    table = tomllib.loads((ZOO_DIR.parent / "unbuilt.toml").read_text())
+    return {repo.lower(): f"its architecture is not built yet (model_type "
+                          f"{arch['model_type']!r}: {arch['missing']})"
+            for arch in table["architecture"] for repo in arch["repos"]}  # fmt: skip
 
 
 @cache

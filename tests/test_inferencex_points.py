@@ -54,16 +54,61 @@ def test_the_newest_run_and_a_run_alone_state_nothing():
 
 def test_the_committed_mi30x_1k8k_points_name_their_image_and_its_other_lengths():
     """The MI300X and MI325X 1k/8k points ran lmsysorg/sglang:v0.5.9 on 2026-02-27, the others
-    v0.5.12 on 2026-05-18: each 1k/8k point says so with the same run's 1k/1k TPOT, and no
-    1k/1k or 8k/1k point of those chips claims an older run."""
+    v0.5.12 on 2026-05-18: each 1k/8k point says so with the same run's 1k/1k median, TTFT
+    for a TTFT point and TPOT for the others, and no 1k/1k or 8k/1k point of those chips
+    claims an older run."""
     mi30x = ("inferencex-dsr1-mi300x-sglang", "inferencex-dsr1-mi325x-sglang")
     pts = [p for p in load_points() if p.id.startswith(mi30x)]
     long = [p for p in pts if "-1k8k-" in p.id]
     assert len(long) == 30
     for p in long:
         assert "(2026-02-27, lmsysorg/sglang:v0.5.9-rocm700-mi30x) is older" in p.known_gap, p.id
-        assert "1k/1k 24.4/30.5/51.3 ms" in p.known_gap or "1k/1k 23.9/" in p.known_gap, p.id
+        if p.metric == "ttft_s":
+            assert "median TTFT 1k/1k 0.167/0.168/0.199 s" in p.known_gap or (
+                "median TTFT 1k/1k 0.115/0.124/0.148 s" in p.known_gap), p.id
+        else:
+            assert "1k/1k 24.4/30.5/51.3 ms" in p.known_gap or "1k/1k 23.9/" in p.known_gap, p.id
     assert not any("is older than the runs" in p.known_gap for p in pts if p not in long)
+
+
+def test_a_ttft_point_compares_the_older_run_by_median_ttft():
+    """The H200 SGLang 1k/8k points ran v0.5.9 on 2026-03-25, the 1k/1k ones v0.5.12 on
+    2026-05-17: the TTFT point states both runs' 1k/1k median TTFT (0.156 s at 4 clients in
+    its own run, 0.085 in the newer one), which is why its mean TTFT reads higher than the
+    1k/1k point's (docs/validation.md, fifteenth session, q5)."""
+    pts = {p.id: p for p in load_points()}
+    gap = pts["inferencex-dsr1-h200-sglang-fp8-tp8-1k8k-c4-ttft"].known_gap
+    assert "median TTFT 1k/1k 0.156/0.153/0.178 s at 4/16/64 clients in this run, " in gap
+    assert "0.085/0.094/0.127 s at 4/16/64 clients on 2026-05-17" in gap
+    assert "median TPOT" in pts["inferencex-dsr1-h200-sglang-fp8-tp8-1k8k-c4-tpot"].known_gap
+
+
+def test_the_first_wave_is_what_the_mean_holds_beyond_the_rest():
+    """benchmark_serving measures WAVES x C requests, the first C sent together: the mean is
+    (first + (WAVES - 1) x rest) / WAVES, so the first wave follows from the mean and the
+    median; no note where the mean does not exceed the median or one client runs alone."""
+    assert gen.WAVES == 10
+    assert abs(gen.first_wave(0.158, 0.085) - 0.815) < 1e-9  # H200 SGLang 1k/1k, 4 clients
+    assert abs((gen.first_wave(0.3, 0.1) + 9 * 0.1) / 10 - 0.3) < 1e-12
+    m = {"mean_ttft": 0.16, "median_ttft": 0.08, "p90_ttft": 0.166, "p99_ttft": 0.811}
+    gap = gen.first_wave_gap(m, 4)
+    assert gap is not None and "the first 4 of its 40 prompts together" in gap
+    assert "median TTFT is 0.080 s, its mean 0.160 s, p90 0.166 s, p99 0.811 s" in gap
+    assert "the first 4 average 0.88 s" in gap
+    assert gen.first_wave_gap(m, 1) is None
+    assert gen.first_wave_gap({**m, "mean_ttft": 0.080}, 4) is None
+    assert "p90" not in gen.first_wave_gap({"mean_ttft": 0.3, "median_ttft": 0.1}, 8)
+
+
+def test_the_committed_ttft_points_state_their_first_wave():
+    """Every InferenceX TTFT point past one client whose mean exceeds its median says what its
+    first wave averaged; TPOT and throughput points say nothing of it."""
+    pts = [p for p in load_points() if p.id.startswith("inferencex-")]
+    waves = [p for p in pts if "the mean holds a first wave" in p.known_gap]
+    assert all(p.metric == "ttft_s" for p in waves)
+    assert len(waves) >= 140
+    h200 = next(p for p in waves if p.id == "inferencex-dsr1-h200-sglang-fp8-tp8-1k1k-c4-ttft")
+    assert "the first 4 average 0.82 s" in h200.known_gap  # median 0.085 s, mean 0.158
 
 
 def test_sglang_attention_runs_in_the_format_aiter_has_on_each_amd_chip():

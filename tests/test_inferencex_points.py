@@ -1,7 +1,9 @@
 """What benchmarks/inferencex_points.py states beside a point from the run's own records
 (docs/validation.md, "Which image ran"): a run older than the runs behind its configuration's
 other lengths says what it measured at those lengths and what the newer runs did (a run's
-streamed tokens a step: test_published_serving's unspeculated-gap test)."""
+streamed tokens a step: test_published_serving's unspeculated-gap test); what each TTFT
+point states of its first wave, and benchmarks/inferencex_first_wave.py's split and same-run
+pairs (docs/validation.md, fifteenth session, q5)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from xpusim.validation.points import load_points
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 try:
+    import inferencex_first_wave as fw
     import inferencex_points as gen
 finally:
     sys.path.remove(str(BENCH))
@@ -135,3 +141,31 @@ def test_the_committed_amd_sglang_points_state_their_attention_format():
             want = "fp8"
         assert p.get("attention_precision") == want, p.id
     assert sum(p.get("attention_precision") == "bf16" for p in pts) >= 60
+
+
+def _ttft_row(osl: int, date: str, run: str, mean: float, median: float) -> dict[str, Any]:
+    return {**CONFIG, "hardware": "h200", "conc": 4, "isl": 1024, "osl": osl, "date": date,
+            "run_url": run, "metrics": {"mean_ttft": mean, "median_ttft": median}}  # fmt: skip
+
+
+def test_only_one_runs_lengths_are_paired():
+    rows = [_ttft_row(1024, "2026-03-25", "a", 0.260, 0.156),
+            _ttft_row(8192, "2026-03-25", "a", 0.259, 0.157),
+            _ttft_row(1024, "2026-05-17", "b", 0.158, 0.085)]  # fmt: skip
+    (line,) = fw.same_run_pairs(rows)
+    assert "2026-03-25  mean 0.260 0.259 (x1.00)  median 0.156 0.157" in line
+    assert fw.same_run_pairs(rows[1:]) == []  # 1k/8k of one run, 1k/1k of another
+
+
+@given(st.floats(0.01, 10), st.floats(0.01, 10), st.floats(0.5, 2))
+def test_xpusim_with_the_measured_first_wave_and_the_median_as_its_rest_is_the_mean(
+    first: float, rest: float, scale: float
+):
+    """The split is exact: if xpusim's rest were the run's median, putting the measured first
+    wave in place of its own gives the measured mean back; a rest `scale` times the median
+    moves the result by at most that factor."""
+    mean = (first + (fw.WAVES - 1) * rest) / fw.WAVES
+    split = {"measured": mean, "first": fw.first_wave(mean, rest), "rest_xpusim": rest}
+    assert abs(fw.with_measured_first(split) - 1) < 1e-9
+    ratio = fw.with_measured_first({**split, "rest_xpusim": rest * scale})
+    assert min(1, scale) - 1e-9 <= ratio <= max(1, scale) + 1e-9

@@ -105,6 +105,24 @@ def summary(splits: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def errors(splits: list[dict[str, Any]]) -> str:
+    """Median APE of xpusim's mean TTFT as it stands, with the measured first wave in place
+    of its own, and with the measured median in place of its rest; and the first wave's share
+    of the gap between xpusim's mean and the measured one at the median point."""
+    def ape(f: Any) -> float:
+        return 100 * statistics.median(abs(f(s) / s["measured"] - 1) for s in splits)
+
+    gaps = [s for s in splits if abs(s["measured"] - s["predicted"]) > 1e-3]
+    share = statistics.median((s["first"] - s["first_xpusim"]) / WAVES
+                              / (s["measured"] - s["predicted"]) for s in gaps)  # fmt: skip
+    own = ape(lambda s: s["predicted"])
+    first = ape(lambda s: with_measured_first(s) * s["measured"])
+    rest = ape(lambda s: (s["first_xpusim"] + (WAVES - 1) * s["median"]) / WAVES)
+    return (f"median APE {own:.1f}%; with the measured first wave {first:.1f}%; with the "
+            f"measured median as the rest {rest:.1f}%; the first wave's share of the gap "
+            f"{share:.2f}")
+
+
 def same_run_pairs(rows: list[dict[str, Any]]) -> list[str]:
     """Each configuration's 1k/1k and 1k/8k rows at one concurrency from one run."""
     config = [k for k in RUN if k not in ("isl", "osl")] + ["spec_method"]
@@ -142,7 +160,8 @@ def main() -> None:
             row = by_key[ROW.search(p.source).groups()]
             if args.max_conc is None or row["conc"] <= args.max_conc:
                 splits.append(split(p, row))
-    print(json.dumps(splits, indent=1) if args.json else "\n".join(summary(splits)))
+    print(json.dumps(splits, indent=1) if args.json else "\n".join([*summary(splits),
+                                                                    errors(splits)]))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -54,10 +54,16 @@ CHIP = {
 }
 ENGINE = {"sglang": "sglang", "trt": "trtllm", "atom": "atom"}
 TTFT_GAP = (
-    "at 1-4 clients, where no prompt waits for another, the measured TTFT exceeds xpusim's by "
+    "at 1-4 clients the measured mean TTFT exceeds xpusim's by "
     "0.06-0.13 s on B200, B300 and H200 with 1k prompts (-0.03-0.10 s with 8k) and by "
     "0.11-1.05 s on MI300X, MI325X and MI355X (median by chip and prompt length, "
-    "docs/validation.md): time per request outside the engine's step (API server, "
+    "docs/validation.md): on H200 and the AMD chips mostly in the first wave, the first C "
+    "prompts, which the client sends together (the point's first-wave note: at up to 16 "
+    "clients xpusim's TTFT of the other requests is 0.91x the runs' median on H200 SGLang "
+    "and 0.56-0.83x on MI300X, MI325X and MI355X SGLang, its first wave 0.22-0.50 s where "
+    "the runs' average 1.2-4.6 s by the medians of their points; docs/validation.md, "
+    "fifteenth session, q5); "
+    "otherwise time per request outside the engine's step (API server, "
     "tokenization) and prefill kernels at these shapes, neither measured for these versions "
     "(SGLang streams the first token at once: not --stream-interval; SGLang's eager prefill on "
     "ROCm is modelled, engines.toml eager_prefill; its FP8 (128 x 128 block-scaled) path on "
@@ -90,6 +96,37 @@ TRT_TTFT_GAP = (
     "prompt run eagerly, at a host time no one has published for this backend (engines.toml "
     "trtllm eager_source)"
 )
+WAVES = 10
+"""--num-prompts over --max-concurrency in every recipe (`--num-prompts $(( $CONC * 10 ))`):
+under --request-rate inf the first C prompts go out together, one request in WAVES."""
+
+
+def first_wave(mean: float, rest: float) -> float:
+    """The first wave's mean TTFT from the run's mean and the other requests' (rest), every
+    request measured: mean = (first + (WAVES - 1) x rest) / WAVES."""
+    return WAVES * mean - (WAVES - 1) * rest
+
+
+def first_wave_gap(m: dict[str, Any], conc: int) -> str | None:
+    """What a row's own TTFT statistics say of its first wave, where its mean exceeds its
+    median (at one client the first wave is one prompt alone, so nothing is said): the
+    median stands for the other requests, as benchmark_serving reports no split."""
+    median, mean = m.get("median_ttft"), m["mean_ttft"]
+    if conc == 1 or median is None or mean <= median:
+        return None
+    tail = "".join(f", {k.removesuffix('_ttft')} {m[k]:.3f} s" for k in ("p90_ttft", "p99_ttft")
+                   if m.get(k))  # fmt: skip
+    return (
+        f"the mean holds a first wave: the client sends the first {conc} of its {WAVES * conc} "
+        f"prompts together (--request-rate inf under --max-concurrency {conc}) and each later "
+        "one as a client's previous request ends; this run's median TTFT is "
+        f"{median:.3f} s, its mean {mean:.3f} s{tail}, so with the others at the median the "
+        f"first {conc} average {first_wave(mean, median):.2f} s ({WAVES} x mean - {WAVES - 1} "
+        "x median; docs/validation.md, fifteenth session, q5, sets xpusim's first wave and the "
+        "rest beside these: benchmarks/inferencex_first_wave.py)"
+    )
+
+
 SGLANG_MOE = (
     "--moe-runner-backend flashinfer_trtllm: FlashInfer's trtllm_fp4_block_scale_moe and "
     "trtllm_fp8_block_scale_moe (FlashInfer API docs, TensorRT-LLM Fused MoE), the trtllm-gen "
@@ -533,19 +570,31 @@ def mtp_settings(r: dict[str, Any]) -> tuple:
     return kv, budget, mb, moe, None, frac, graph, launch, ckpt
 
 
-def median_tpots(rows: list[dict[str, Any]]) -> str:
-    """History rows' median TPOT by concurrency, as '24.4/30.5 ms at 4/16 clients'."""
+MEDIAN = {"ttft_s": "median_ttft", "tpot_s": "median_tpot", "output_tokens_per_s": "median_tpot"}
+"""The HISTORY field older_run_gap compares for each metric's point."""
+
+
+def medians(rows: list[dict[str, Any]], field: str) -> str:
+    """History rows' median TPOT (ms) or TTFT (s) by concurrency, as '24.4/30.5 ms at 4/16
+    clients'."""
     rows = sorted(rows, key=lambda h: h["conc"])
-    tpots = "/".join(f"{h['metrics']['median_tpot'] * 1e3:.1f}" for h in rows)
-    return f"{tpots} ms at {'/'.join(str(h['conc']) for h in rows)} clients"
+    if field == "median_ttft":
+        values, unit = "/".join(f"{h['metrics'][field]:.3f}" for h in rows), "s"
+    else:
+        values, unit = "/".join(f"{h['metrics'][field] * 1e3:.1f}" for h in rows), "ms"
+    return f"{values} {unit} at {'/'.join(str(h['conc']) for h in rows)} clients"
 
 
-def older_run_gap(r: dict[str, Any], history: list[dict[str, Any]]) -> str | None:
+def older_run_gap(r: dict[str, Any], history: list[dict[str, Any]],
+                  field: str = "median_tpot") -> str | None:  # fmt: skip
     """Where the run behind a row is older than the runs behind the same configuration's other
-    lengths, what that run measured at those lengths beside what the newer runs did (median
-    TPOT, HISTORY): the sweep dropped 1k/8k on 2026-03-27 (InferenceX #911), so its points stay
-    on the image of their last run while the others moved on, and comparing lengths across
-    the points compares images. None where the row's run is the newest at every length."""
+    lengths, what that run measured at those lengths beside what the newer runs did (`field`,
+    median TPOT or TTFT, of HISTORY): the sweep dropped 1k/8k on 2026-03-27 (InferenceX #911),
+    so its points stay on the image of their last run while the others moved on, and
+    comparing lengths across the points compares images (H200 SGLang FP8 at 4 clients: mean
+    TTFT 0.260 s at 1k/1k and 0.259 at 1k/8k in the run of 2026-03-25, the app's fixture at
+    cac6246, 0.158 at 1k/1k on 2026-05-17; docs/validation.md, fifteenth session, q5). None
+    where the row's run is the newest at every length."""
     config = [k for k in RUN if k not in ("isl", "osl", "conc")] + ["spec_method"]
     mine = [h for h in history if all(h[k] == r[k] for k in config)]
     same_run = [h for h in mine if h["run_url"] == r["run_url"]]
@@ -555,14 +604,15 @@ def older_run_gap(r: dict[str, Any], history: list[dict[str, Any]]) -> str | Non
         newest = max(h["date"] for h in length)
         if newest <= r["date"]:
             continue
-        then = median_tpots([h for h in length if h in same_run])
-        now = median_tpots([h for h in length if h["date"] == newest])
+        then = medians([h for h in length if h in same_run], field)
+        now = medians([h for h in length if h["date"] == newest], field)
         parts.append(f"{isl // 1024}k/{osl // 1024}k {then} in this run, {now} on {newest}")
     if not parts:
         return None
     return (
         f"this run ({r['date']}, {r['image']}) is older than the runs behind its configuration's "
-        f"other lengths, which ran newer images: median TPOT {'; '.join(parts)} "
+        f"other lengths, which ran newer images: median {field.removeprefix('median_').upper()} "
+        f"{'; '.join(parts)} "
         f"({APP.removesuffix(FIXTURE)}{HISTORY}); a gap between this point and those lengths' "
         "points is the software's as much as the lengths'"
     )
@@ -599,7 +649,7 @@ def points(
             "engine": ENGINE[fw],
             "engine_version": version,
             "engine_profile": ENGINE[fw],
-            "load": {"kind": "concurrency", "value": conc, "requests": 10 * conc, "warmup": 0},
+            "load": {"kind": "concurrency", "value": conc, "requests": WAVES * conc, "warmup": 0},
             "prompt": prompt,
             "gen": gen,
             "spread": SPREAD,
@@ -658,7 +708,7 @@ def points(
             "--random-range-ratio 0.8 (each length uniform in [int(0.8 L), L]: inputs "
             f"{ilo}-{isl}, "
             f"mean {prompt}; outputs {olo}-{osl}, mean {gen}), --ignore-eos, --request-rate inf, "
-            f"--max-concurrency {conc}, --num-prompts {10 * conc} (every one measured), "
+            f"--max-concurrency {conc}, --num-prompts {WAVES * conc} (every one measured), "
             + ("--use-chat-template (the prompt in DeepSeek-R1's chat template), " * spec)
             + "after "
             f"--num-warmups {2 * conc} sent and finished apart. Fields: mean_ttft, mean_tpot (s); "
@@ -674,7 +724,7 @@ def points(
             )
         parts = [
             f"engine profile {ENGINE[fw]} ({version}) with its own scheduling policy",
-            f"closed loop of {conc} clients, {10 * conc} requests all measured (the warm-up ran "
+            f"closed loop of {conc} clients, {WAVES * conc} requests all measured (the warm-up ran "
             "apart)",
             f"lengths mean {prompt} in / {gen} out, spread {SPREAD} (uniform "
             f"[{RANGE_RATIO} L, L] as [m(1-s), m(1+s)])",
@@ -760,10 +810,10 @@ def points(
             gaps.append(MTP_GAP)
             if streamed_tokens(r, launch) <= 1.02:  # the no-MTP rows' reading of one
                 gaps.append(UNSPECULATED_GAP)
-        if gap := older_run_gap(r, history):
-            gaps.append(gap)
+        older = {field: older_run_gap(r, history, field) for field in set(MEDIAN.values())}
+        later = []
         if "enable_piecewise_cuda_graph" in launch:
-            gaps.append(
+            later.append(
                 "the launch's piecewise CUDA graphs (TensorRT-LLM torch_compile_config, for "
                 "steps with prompt tokens) are not modelled: xpusim runs those steps as the "
                 "trtllm profile does"
@@ -792,8 +842,10 @@ def points(
                 "notes": notes,
                 "xpusim_setup": "; ".join(parts),
             }
-            own = list(gaps)
+            own = [*gaps, *filter(None, [older[MEDIAN[metric]]]), *later]
             if metric == "ttft_s":
+                if wave := first_wave_gap(m, conc):
+                    own.append(wave)
                 own.append(TTFT_GAP)
                 if fw == "trt":
                     own.append(TRT_TTFT_GAP)

@@ -263,6 +263,10 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     gen 0): the same for every shape of a sweep."""
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
+    if chips is None and isinstance(target, Chip) and any(v for v in (tp, pp, dp)):
+        # a plan on a bare chip id is its own count, as an engine's --tensor-parallel-size
+        # is: `--chip h100-sxm --tp 8` is eight chips, not a refusal naming a count of one
+        chips = (tp or 1) * (pp or 1) * (dp or 1)
     system = system_for(target, chips)
     act, weight, notes = resolve_formats(system.chip, given["precision"],
                                          given["weight_precision"])  # fmt: skip

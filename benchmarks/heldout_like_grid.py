@@ -32,6 +32,7 @@ configuration pays for building its model, as a fresh command does (imports asid
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -134,7 +135,7 @@ def run(config: Config, concurrency: int, prompt: int, gen: int) -> Point:
                               gen=gen, **config.options())  # fmt: skip
     except UserError as error:
         point.status, point.message = "error", f"UserError: {error}"
-    except Exception as error:  # noqa: BLE001 - what a user would see as a traceback
+    except Exception as error:
         point.status, point.message = "error", f"{type(error).__name__}: {error}"
     else:
         if not result.fits:
@@ -178,7 +179,7 @@ def streaming_floor_s(config: Config) -> float | None:
     precision = config.precision or "fp8"
     bytes_per_param = {"bf16": 2, "fp8": 1}[precision]
     chip = xpusim.chip(config.chip)
-    dram = [m for m in chip.memory if m.kind.value == "dram"][0]
+    dram = next(m for m in chip.memory if m.kind.value == "dram")
     return workload.param_count * bytes_per_param / config.tp / dram.bandwidth_bytes_per_s.value
 
 
@@ -228,7 +229,7 @@ def check_curves(points: dict[tuple, Point], sampled: list[Config]) -> list[str]
         for prompt, gen in LENGTHS:
             curve = [points.get((config, c, prompt, gen)) for c in CONCURRENCY]
             curve = [p for p in curve if p is not None and p.status == "ok"]
-            for low, high in zip(curve, curve[1:], strict=False):
+            for low, high in itertools.pairwise(curve):
                 if _worse(high.tpot_s, low.tpot_s):
                     found.append(f"TPOT falls with clients: {config.label()} {prompt}/{gen} "
                                  f"c{low.concurrency} {low.tpot_s * 1e3:.2f} -> "
@@ -237,7 +238,7 @@ def check_curves(points: dict[tuple, Point], sampled: list[Config]) -> list[str]
             pairs = [((1000, 1000), (8000, 1000))]
             if concurrency == CONCURRENCY[0]:
                 ordered = sorted(LENGTHS)
-                pairs += list(zip(ordered, ordered[1:], strict=False))
+                pairs += list(itertools.pairwise(ordered))
             for short, long in pairs:
                 a = points.get((config, concurrency, *short))
                 b = points.get((config, concurrency, *long))

@@ -37,6 +37,7 @@ import json
 import math
 import random
 import re
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -126,13 +127,13 @@ def configs(models: list[str]) -> list[Config]:
     return out
 
 
-def run(config: Config, concurrency: int, prompt: int, gen: int) -> Point:
+def run(config: Config, concurrency: int, prompt: int, gen: int, spread: float = 0.0) -> Point:
     point = Point(config, concurrency, prompt, gen)
     started = time.process_time()
     try:
         result = xpusim.serve(config.model, config.chip, concurrency=concurrency,
                               requests=REQUESTS_PER_CLIENT * concurrency, prompt=prompt,
-                              gen=gen, **config.options())  # fmt: skip
+                              gen=gen, spread=spread, **config.options())  # fmt: skip
     except UserError as error:
         point.status, point.message = "error", f"UserError: {error}"
     except Exception as error:
@@ -192,7 +193,9 @@ def check_pairs(points: dict[tuple, Point]) -> list[str]:
     """The c4 1000/1000 rules across configurations: H200 vs H100, fp8 vs bf16, 2x tp."""
     found = []
     served = {key: p for key, p in points.items() if p.status == "ok"}
-    for (config, *_), point in served.items():
+    for (config, *load), point in served.items():
+        if tuple(load) != PAIR_LOAD:
+            continue
         if config.chip == "h100-sxm":
             other = served.get((_replace(config, chip="h200-sxm"), *PAIR_LOAD))
             if other and other.tpot_s > point.tpot_s * (1 + TOLERANCE):
@@ -250,6 +253,22 @@ def check_curves(points: dict[tuple, Point], sampled: list[Config]) -> list[str]
     return found
 
 
+def engine_ratios(points: dict[tuple, Point]) -> dict[str, dict[int, tuple[float, float]]]:
+    """SGLang's and TensorRT-LLM's TTFT and TPOT over vLLM's at the same model, chip, plan,
+    precision and load: the median by clients (where the engines' schedulers part ways)."""
+    vllm = {(_replace(p.config, engine="vllm"), *key[1:]): p for key, p in points.items()
+            if p.status == "ok" and p.config.engine != "vllm"}  # fmt: skip
+    ratios: dict[str, dict[int, list[tuple[float, float]]]] = {}
+    for key, other in vllm.items():
+        base = points.get(key)
+        if base is not None and base.status == "ok":
+            ratios.setdefault(other.config.engine, {}).setdefault(other.concurrency, []).append(
+                (other.ttft_s / base.ttft_s, other.tpot_s / base.tpot_s))
+    return {engine: {c: (statistics.median(t for t, _ in r), statistics.median(d for _, d in r))
+                     for c, r in sorted(by.items())}
+            for engine, by in sorted(ratios.items())}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=float, default=0.25,
@@ -257,6 +276,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", action="append", help="only these models (repeatable)")
     parser.add_argument("--json", dest="json_out", help="write every point here")
+    parser.add_argument("--spread", type=float, default=0.0,
+                        help="lengths uniform in [L(1-s), L(1+s)] (default 0: fixed lengths)")
     args = parser.parse_args()
 
     models, unresolved = [], []
@@ -271,7 +292,7 @@ def main() -> None:
     started = time.process_time()
     points: dict[tuple, Point] = {}
     for config in all_configs:
-        points[(config, *PAIR_LOAD)] = run(config, *PAIR_LOAD)
+        points[(config, *PAIR_LOAD)] = run(config, *PAIR_LOAD, args.spread)
     for config in sampled:
         if points[(config, *PAIR_LOAD)].status != "ok":
             continue  # refused or failed at the lightest load: the curve says no more
@@ -279,7 +300,7 @@ def main() -> None:
             for prompt, gen in LENGTHS:
                 key = (config, concurrency, prompt, gen)
                 if key not in points:
-                    points[key] = run(config, concurrency, prompt, gen)
+                    points[key] = run(config, concurrency, prompt, gen, args.spread)
         print(f"{len(points)} runs, {time.process_time() - started:.0f} CPU-s", file=sys.stderr)
     report(points, sampled, unresolved, time.process_time() - started)
     if args.json_out:
@@ -320,6 +341,10 @@ def report(points: dict[tuple, Point], sampled: list[Config], unresolved: list[s
     print(f"rules broken: {len(broken)}")
     for line in broken:
         print(f"  {line}")
+    print("engines beside vLLM at the same point, median ratio by clients (TTFT / TPOT):")
+    for engine, ratios in engine_ratios(points).items():
+        print(f"  {engine}: " + ", ".join(f"c{c} {t:.2f} / {d:.2f}" for c, (t, d) in
+                                         ratios.items()))  # fmt: skip
     slowest = sorted(values, key=lambda p: -p.cpu_s)[:10]
     print("slowest runs (CPU s):")
     for p in slowest:

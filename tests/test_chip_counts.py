@@ -103,3 +103,14 @@ def test_a_plan_without_a_count_takes_its_chips(capsys):
     code, out, err = run_cli(capsys, "run", "llama-2-70b", "--chip", "h100-sxm", "--chips",
                              "2", "--tp", "4")  # fmt: skip
     assert code == 2 and "--chips is 2" in err  # a count given still binds
+
+
+def test_a_chip_written_as_its_makers_shorthand_is_found(capsys):
+    """`--chip h200` and `--chip H100:8` name the one catalog chip they can mean (`h200` was
+    refused, its first suggestion b200); a shorthand several ids share is still refused."""
+    for chip, found in (("h200", "h200-sxm"), ("H100:8", "h100-sxm"), ("H200-SXM", "h200-sxm"),
+                        ("a100", "a100-sxm-80gb")):  # fmt: skip
+        code, out, err = run_cli(capsys, "run", "llama-2-7b", "--chip", chip, "--json")
+        assert code == 0, err
+        assert json.loads(out)["chip"] == found
+    assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "trn2")

@@ -94,7 +94,8 @@ def test_a_comparison_no_chip_can_run_is_one_line(capsys):
 def test_a_plan_without_a_count_takes_its_chips(capsys):
     """`--tp 8` on a bare chip id is eight chips, as an engine's --tensor-parallel-size is
     (it was refused: "plan tp 8 ... = 8 chips, but --chips is 1", a count never given)."""
-    for command in (("run",), ("serve", "--concurrency", "2", "--requests", "4")):
+    for command in (("run",), ("serve", "--concurrency", "2", "--requests", "4"),
+                    ("run", "--mode", "training", "--batch", "8")):  # fmt: skip
         code, out, err = run_cli(capsys, *command, "llama-2-70b", "--chip", "h100-sxm",
                                  "--tp", "4", "--pp", "2", "--json")  # fmt: skip
         assert code == 0, err

@@ -89,3 +89,29 @@ def test_a_chip_that_cannot_run_the_point_gets_a_row_and_the_rest_stand(capsys):
 def test_a_comparison_no_chip_can_run_is_one_line(capsys):
     err = refused(capsys, "compare", "llama-2-7b", "--chip", "tpu-v4", "--precision", "fp8")
     assert "tpu-v4 has no fp8" in err
+
+
+def test_a_plan_without_a_count_takes_its_chips(capsys):
+    """`--tp 8` on a bare chip id is eight chips, as an engine's --tensor-parallel-size is
+    (it was refused: "plan tp 8 ... = 8 chips, but --chips is 1", a count never given)."""
+    for command in (("run",), ("serve", "--concurrency", "2", "--requests", "4"),
+                    ("run", "--mode", "training", "--batch", "8")):  # fmt: skip
+        code, out, err = run_cli(capsys, *command, "llama-2-70b", "--chip", "h100-sxm",
+                                 "--tp", "4", "--pp", "2", "--json")  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["chips"] == 8
+        assert json.loads(out)["plan"]["tp"] == 4
+    code, out, err = run_cli(capsys, "run", "llama-2-70b", "--chip", "h100-sxm", "--chips",
+                             "2", "--tp", "4")  # fmt: skip
+    assert code == 2 and "--chips is 2" in err  # a count given still binds
+
+
+def test_a_chip_written_as_its_makers_shorthand_is_found(capsys):
+    """`--chip h200` and `--chip H100:8` name the one catalog chip they can mean (`h200` was
+    refused, its first suggestion b200); a shorthand several ids share is still refused."""
+    for chip, found in (("h200", "h200-sxm"), ("H100:8", "h100-sxm"), ("H200-SXM", "h200-sxm"),
+                        ("a100", "a100-sxm-80gb")):  # fmt: skip
+        code, out, err = run_cli(capsys, "run", "llama-2-7b", "--chip", chip, "--json")
+        assert code == 0, err
+        assert json.loads(out)["chip"] == found
+    assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "trn2")

@@ -75,7 +75,7 @@ def test_compare_and_demo(capsys):
 
 
 @pytest.mark.parametrize(("argv", "mentions"), [
-    (["run", "llama-2-7b", "--chip", "h100"], ["h100-sxm"]),
+    (["run", "llama-2-7b", "--chip", "h100-sx"], ["h100-sxm"]),
     (["run", "llama2-7b", "--chip", "h100-sxm"], ["llama-2-7b"]),
     (["run", "llama-2-7b", "--chip", "h100-sxm", "--batch", "0"], ["--batch"]),
     (["run", "llama-2-7b", "--chip", "h100-sxm", "--prompt", "-3"], ["--prompt"]),

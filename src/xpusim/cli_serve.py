@@ -38,7 +38,8 @@ PLAN_HELP = {
     "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
                     "kernels price the routed experts where the chip has a table of it.",
                     click.Choice(MOE_BACKENDS)),
-    "chips": ("Chips in the system; replicas of the plan fill it.", count()),
+    "chips": ("Chips in the system; replicas of the plan fill it (default: --tp x --pp x "
+              "--dp where given, else 1).", count()),
     "tp": ("Tensor parallel (one replica).", count()),
     "pp": ("Pipeline stages (one replica).", count()),
     "dp": ("Replicas (default: the chips the others leave).", count()),

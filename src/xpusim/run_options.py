@@ -64,8 +64,8 @@ class RunOptions:
     mode: str = option("inference", "", "choice", choices=("inference", "training"),
                        show_default=True)
     chips: int | None = option(None, "Chips in the system; on a chip id, builds its default "
-                               "system. Without --tp/--pp/--dp/--ep the best plan is searched "
-                               "for.")
+                               "system (default: --tp x --pp x --dp where given, else 1). "
+                               "Without --tp/--pp/--dp/--ep the best plan is searched for.")
     tp: int | None = option(None, "Tensor parallel: chips per pipeline stage, attention split "
                             "by heads over them.")
     pp: int | None = option(None, "Pipeline stages.")

@@ -293,6 +293,16 @@ def default_system(chip: Chip, chips: int) -> System:
     return host_system(chip, chips)
 
 
+def plan_chips(target: Chip | System, chips: int | None, tp: int | None, pp: int | None,
+               dp: int | None) -> int | None:  # fmt: skip
+    """--chips, or on a bare chip id without it, the chips a given plan takes: `--chip
+    h100-sxm --tp 8` is eight, as an engine's --tensor-parallel-size is (it was refused as
+    "8 chips, but --chips is 1", a count never given). A system keeps its own size."""
+    if chips is None and not isinstance(target, System) and any((tp, pp, dp)):
+        return (tp or 1) * (pp or 1) * (dp or 1)
+    return chips
+
+
 def system_for(target: Chip | System, chips: int | None) -> System:
     """A chip with --chips N becomes its default system; a system takes --chips as its size.
     Kept per target object and size: a sweep asks for each thousands of times."""

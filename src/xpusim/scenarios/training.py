@@ -53,7 +53,7 @@ from xpusim.cost.dollars import Cost
 from xpusim.cost.roofline import Bottleneck
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System, system_for
+from xpusim.hardware.system import System, plan_chips, system_for
 from xpusim.ir.dtypes import DType
 from xpusim.memo import in_scope
 from xpusim.result import Result
@@ -206,7 +206,7 @@ def _simulate(
     check_positive_in(given, ("batch", "prompt", "chips", "tp", "pp", "dp", "ep", "microbatches",
                               "virtual_stages"))
     refuse_untrainable(model)
-    system = system_for(chip, given["chips"])
+    system = system_for(chip, plan_chips(chip, given["chips"], tp, pp, dp))
     act, notes = resolve_training_precision(system.chip, given["precision"])
     setup = Setup(given["batch"], given["prompt"], act, optimizer_spec(given["optimizer"]),
                   Recompute.parse(given["recompute"]), check_zero(given["zero"]),

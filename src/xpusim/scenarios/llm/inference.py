@@ -24,7 +24,7 @@ from xpusim.cost.roofline import Bottleneck
 from xpusim.cost.stream_machine import pipeline_plans
 from xpusim.errors import UserError, check_positive_in
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System, system_for
+from xpusim.hardware.system import System, plan_chips, system_for
 from xpusim.ir.dtypes import weight_parts
 from xpusim.memo import in_scope, remembered, scope
 from xpusim.result import Nested, Result, Results, Table
@@ -263,7 +263,7 @@ def _resolve(cfg: TransformerConfig, target: Chip | System, given: dict[str, Any
     gen 0): the same for every shape of a sweep."""
     chips, tp, pp, dp, ep = (given[k] for k in ("chips", "tp", "pp", "dp", "ep"))
     objective = given["objective"]
-    system = system_for(target, chips)
+    system = system_for(target, plan_chips(target, chips, tp, pp, dp))
     act, weight, notes = resolve_formats(system.chip, given["precision"],
                                          given["weight_precision"])  # fmt: skip
     kv = resolve_kv_format(act, given["kv_precision"])

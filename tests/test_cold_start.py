@@ -125,15 +125,18 @@ def test_profiles_state_a_source_and_bad_input_is_refused():
                      client_warmup=-1)  # fmt: skip
 
 
-def test_a_bucket_counts_the_kernels_row_tiles():
+def test_a_bucket_counts_the_kernels_row_tiles_and_m_divisible_by_16():
     """GRID_MN = cdiv(M, 128) x ...: 1-128 tokens one bucket, 129 the next, 1,024 the eighth
-    with 897, 1,025 the ninth (a floor would put 1,024 with 1,025 and 1,023 apart)."""
+    with 897, 1,025 the ninth (a floor would put 1,024 with 1,025 and 1,023 apart); and Triton
+    keys M by its divisibility by 16, so 1,008 and 1,000 (one bucket) are two variants."""
     from types import SimpleNamespace
 
     from xpusim.serving.replica import Replica
 
-    def bucket(tokens: int) -> int:
+    def bucket(tokens: int) -> tuple[int, bool]:
         return Replica._bucket(SimpleNamespace(jit_bucket_tokens=SGLANG.jit_bucket_tokens), tokens)
 
     assert SGLANG.jit_bucket_tokens == 128
-    assert [bucket(t) for t in (1, 128, 129, 897, 1023, 1024, 1025)] == [1, 1, 2, 8, 8, 8, 9]
+    assert [bucket(t)[0] for t in (1, 128, 129, 897, 1023, 1024, 1025)] == [1, 1, 2, 8, 8, 8, 9]
+    assert bucket(1008) != bucket(1000) == bucket(1001)
+    assert bucket(1008) == bucket(1024)

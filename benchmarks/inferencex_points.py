@@ -99,6 +99,11 @@ TRT_TTFT_GAP = (
 WAVES = 10
 """--num-prompts over --max-concurrency in every recipe (`--num-prompts $(( $CONC * 10 ))`):
 under --request-rate inf the first C prompts go out together, one request in WAVES."""
+WARMUP_WAVES = 2
+"""--num-warmups over --max-concurrency (benchmarks/benchmark_lib.sh run_benchmark_serving:
+`--num-warmups "$((2 * max_concurrency))"`): copies of the first prompt, C at a time, before
+the measured prompts; the load's `client_warmup`, which serve counts as compiled only where
+the point states a cold start (none does: the runs' kernel caches were not empty, q6)."""
 
 
 def first_wave(mean: float, rest: float) -> float:
@@ -649,7 +654,8 @@ def points(
             "engine": ENGINE[fw],
             "engine_version": version,
             "engine_profile": ENGINE[fw],
-            "load": {"kind": "concurrency", "value": conc, "requests": WAVES * conc, "warmup": 0},
+            "load": {"kind": "concurrency", "value": conc, "requests": WAVES * conc, "warmup": 0,
+                     "client_warmup": WARMUP_WAVES * conc},
             "prompt": prompt,
             "gen": gen,
             "spread": SPREAD,
@@ -711,7 +717,8 @@ def points(
             f"--max-concurrency {conc}, --num-prompts {WAVES * conc} (every one measured), "
             + ("--use-chat-template (the prompt in DeepSeek-R1's chat template), " * spec)
             + "after "
-            f"--num-warmups {2 * conc} sent and finished apart. Fields: mean_ttft, mean_tpot (s); "
+            f"--num-warmups {WARMUP_WAVES * conc} sent and finished apart. Fields: mean_ttft, "
+            "mean_tpot (s); "
             "output_tput_per_gpu (utils/process_result.py: output_throughput / tp) times "
             f"{tp} GPUs for the group."
         )

@@ -5,6 +5,8 @@ first prompt step in each bucket of tokens waits on the host for its shapes to c
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xpusim
 from xpusim.errors import UserError
@@ -47,13 +49,37 @@ def test_prompts_in_different_buckets_each_compile():
 
 
 def test_a_client_warm_up_leaves_its_buckets_compiled():
-    """A client that sent copies of its first prompt before the run (one alone, then a
-    wave) compiled that prompt's bucket: equal prompts then never wait."""
-    warm, cold = _pair(prompt=1000, client_warmup=2)
+    """A client that sent copies of its first prompt before the run (as a wave arriving
+    together) compiled that prompt's bucket: equal prompts then never wait."""
+    warm, cold = _pair(prompt=1000, client_warmup=1)
     assert cold.ttft_s.mean == pytest.approx(warm.ttft_s.mean, rel=1e-9)
-    assert warmed_steps(8, 900, 4, 131072) == (900, 3600)
-    assert warmed_steps(8, 900, None, 4096) == (900, 4096)  # all at once, within the budget
+
+
+def test_inferencex_warm_up_is_waves_of_copies_with_no_lone_prompt():
+    """InferenceX's client: 2 x C copies, C at a time, each wave one prompt step of C x L
+    tokens (--disable-radix-cache: no copy is a cache hit), chunked by the token budget; no
+    single test prompt, so a lone prompt's bucket is not compiled by it."""
+    assert warmed_steps(8, 900, 4, 131072) == (3600, 3600)
+    assert warmed_steps(9, 900, 4, 131072) == (3600, 3600, 900)  # a last, partial wave
+    assert warmed_steps(8, 900, None, 4096) == (4096, 3104)  # all at once, in two chunks
+    assert warmed_steps(128, 1000, 64, 32768) == (32768, 31232) * 2
     assert warmed_steps(0, 900, 4, 131072) == ()
+    # four clients: the waves compiled 4 x 1,000 tokens' bucket, which the first four meet;
+    # the fifth prompt, alone, meets 1,000's and compiles it (the lone test prompt would have)
+    warm, cold = _pair(prompt=1000, concurrency=4, requests=5, client_warmup=8)
+    compile_s = LLAMA_SHAPES * SGLANG.jit_compile_s
+    assert cold.ttft_s.mean - warm.ttft_s.mean == pytest.approx(compile_s / 5, rel=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(copies=st.integers(0, 600), prompt=st.integers(1, 9000),
+       concurrency=st.one_of(st.none(), st.integers(1, 512)),
+       budget=st.integers(256, 65536))  # fmt: skip
+def test_warm_up_steps_hold_every_copys_tokens_within_the_budget(copies, prompt, concurrency,
+                                                                   budget):  # fmt: skip
+    steps = warmed_steps(copies, prompt, concurrency, budget)
+    assert sum(steps) == copies * prompt
+    assert all(0 < s <= budget for s in steps)
 
 
 def test_chips_wait_at_static_power_while_the_host_compiles():
@@ -99,15 +125,18 @@ def test_profiles_state_a_source_and_bad_input_is_refused():
                      client_warmup=-1)  # fmt: skip
 
 
-def test_a_bucket_counts_the_kernels_row_tiles():
+def test_a_bucket_counts_the_kernels_row_tiles_and_m_divisible_by_16():
     """GRID_MN = cdiv(M, 128) x ...: 1-128 tokens one bucket, 129 the next, 1,024 the eighth
-    with 897, 1,025 the ninth (a floor would put 1,024 with 1,025 and 1,023 apart)."""
+    with 897, 1,025 the ninth (a floor would put 1,024 with 1,025 and 1,023 apart); and Triton
+    keys M by its divisibility by 16, so 1,008 and 1,000 (one bucket) are two variants."""
     from types import SimpleNamespace
 
     from xpusim.serving.replica import Replica
 
-    def bucket(tokens: int) -> int:
+    def bucket(tokens: int) -> tuple[int, bool]:
         return Replica._bucket(SimpleNamespace(jit_bucket_tokens=SGLANG.jit_bucket_tokens), tokens)
 
     assert SGLANG.jit_bucket_tokens == 128
-    assert [bucket(t) for t in (1, 128, 129, 897, 1023, 1024, 1025)] == [1, 1, 2, 8, 8, 8, 9]
+    assert [bucket(t)[0] for t in (1, 128, 129, 897, 1023, 1024, 1025)] == [1, 1, 2, 8, 8, 8, 9]
+    assert bucket(1008) != bucket(1000) == bucket(1001)
+    assert bucket(1008) == bucket(1024)

@@ -169,3 +169,24 @@ def test_xpusim_with_the_measured_first_wave_and_the_median_as_its_rest_is_the_m
     assert abs(fw.with_measured_first(split) - 1) < 1e-9
     ratio = fw.with_measured_first({**split, "rest_xpusim": rest * scale})
     assert min(1, scale) - 1e-9 <= ratio <= max(1, scale) + 1e-9
+
+
+def test_points_state_the_clients_warm_up_which_counts_only_with_a_cold_start(monkeypatch):
+    """Every InferenceX point states its client's warm-up, 2 x C copies of the first prompt
+    (benchmark_lib.sh --num-warmups), and no point a cold start: the runners at the runs'
+    dates mounted the user's home with no per-job TRITON_CACHE_DIR (docs/validation.md,
+    fifteenth session, q6). The adapter passes the warm-up to serve only with a cold start."""
+    from dataclasses import replace
+
+    from test_frontend import _serve_options
+
+    points = [p for p in load_points() if p.id.startswith("inferencex-")]
+    assert points and gen.WARMUP_WAVES == 2
+    for p in points:
+        assert p.get("load")["client_warmup"] == gen.WARMUP_WAVES * p.get("load")["value"]
+        assert not p.get("cold_start")
+    c4 = next(p for p in points if p.chip == "mi300x" and p.id.endswith("1k1k-c4-ttft"))
+    assert "cold_start" not in _serve_options(c4, monkeypatch)
+    cold = replace(c4, setup={**c4.setup, "cold_start": True})
+    seen = _serve_options(cold, monkeypatch)
+    assert seen["cold_start"] is True and seen["client_warmup"] == 8

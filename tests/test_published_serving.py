@@ -272,10 +272,11 @@ def test_inferencex_runs_each_give_ttft_tpot_and_throughput_on_six_chips_three_e
 def test_an_inferencex_run_is_its_clients_prompts_and_range_ratio(point: Point):
     """benchmark_serving.py draws each length uniform in [int(0.8 L), L] (--random-range-ratio
     0.8): the mean and spread serve draws about it span the same range; --num-prompts is 10 x
-    --max-concurrency, every one measured (the 2 x C warm-up requests run apart)."""
+    --max-concurrency, every one measured (the 2 x C warm-up requests run apart, stated as
+    `client_warmup`)."""
     load = point.get("load")
     assert load == {"kind": "concurrency", "value": load["value"], "requests": 10 * load["value"],
-                    "warmup": 0}  # fmt: skip
+                    "warmup": 0, "client_warmup": 2 * load["value"]}  # fmt: skip
     for mean in (point.get("prompt"), point.get("gen")):
         top = next(n for n in (1024, 8192) if abs(mean - 0.9 * n) < 2)
         assert mean * (1 - point.get("spread")) == pytest.approx(0.8 * top, abs=2)

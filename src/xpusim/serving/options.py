@@ -192,9 +192,10 @@ class Engine:
                               "a bucket not met before waits for the compile (default: every "
                               "bucket compiled, a server warmed up).", type=bool)
     client_warmup: int = option(0, "With --cold-start: copies of its first prompt the client "
-                                "sent before the run, --concurrency at a time, and waited for "
-                                "(vLLM's benchmark_serving --num-warmups), whose prompt steps "
-                                "compiled their buckets: one copy's and that many together.",
+                                "sent before the run, --concurrency at a time, each wave "
+                                "waited for (InferenceX's benchmark_serving --num-warmups, "
+                                "no single test prompt), whose prompt steps compiled their "
+                                "buckets: each wave's tokens, chunked by the token budget.",
                                 type=int)
     eager_prefill: bool | None = option(None, "Whether steps with prompt tokens run without "
                                         "CUDA graphs, each taking at least the host's time "

@@ -205,7 +205,7 @@ class Replica:
     _recv_count: int = 0  # the receive gate's count since it last received
     _recv_weight: int = 1  # what the last iteration adds to it
     _batch_waited: int = 0  # steps batch waiting has held prompts since it last let them run
-    _compiled: set[int] = field(default_factory=set)  # token buckets its GEMMs compiled for
+    _compiled: set[tuple[int, bool]] = field(default_factory=set)  # variants compiled (_bucket)
 
     @cached_property
     def per_decode(self) -> int:
@@ -508,10 +508,12 @@ class Replica:
         if self.jit_s:
             self._compiled.update(map(self._bucket, tokens))
 
-    def _bucket(self, tokens: int) -> int:
-        """The bucket a step of `tokens` tokens compiles for: ceil(tokens / jit_bucket_tokens),
-        as the kernel's GRID_MN constant counts its row tiles (engines.toml jit_source)."""
-        return -(-tokens // self.jit_bucket_tokens)
+    def _bucket(self, tokens: int) -> tuple[int, bool]:
+        """The variant a step of `tokens` tokens compiles: ceil(tokens / jit_bucket_tokens), as
+        the kernel's GRID_MN constant counts its row tiles, and whether the token count divides
+        by 16, as Triton keys every integer argument not marked do_not_specialize (M is one in
+        AITER's kernel: engines.toml jit_source; the same keying in vllm-project/vllm #55268)."""
+        return -(-tokens // self.jit_bucket_tokens), tokens % 16 == 0
 
     def _compile(self, step: StepTime, tokens: int) -> StepTime:
         """A step of `tokens` tokens with prompt chunks, after its GEMM kernels compile for

@@ -558,14 +558,24 @@ def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | No
 def warmed_steps(copies: int, prompt: int, concurrency: int | None,
                  token_budget: int) -> tuple[int, ...]:
     """Token counts of the prompt steps a client's warm-up of `copies` copies of its first
-    prompt ran, `concurrency` at a time (all at once without a bound): one copy alone (the
-    client's single test prompt, benchmark_serving's 'initial single prompt test run') and
-    a wave of them arriving together in one step, at most the token budget (every replica
-    seeing both: the router's spread of the copies is not followed)."""
+    prompt ran, as InferenceX's benchmark_serving sends them: `concurrency` at a time (all
+    at once without a bound), each wave arriving together and waited for, with no single
+    test prompt before them (its 'initial single prompt test run' line prints but sends
+    nothing; fifteenth session, q5). Every copy prefills in full: InferenceX's launches run
+    --disable-radix-cache, so no wave is a prefix-cache hit. A wave over the token budget
+    runs in chunks of it, as the engine splits it (every replica seeing every wave: the
+    router's spread of the copies is not followed)."""
     if not copies:
         return ()
     together = min(copies, concurrency or copies)
-    return prompt, min(together * prompt, token_budget)
+    waves = [together] * (copies // together) + [copies % together] * bool(copies % together)
+    steps: list[int] = []
+    for wave in waves:
+        tokens = wave * prompt
+        steps += [token_budget] * (tokens // token_budget)
+        if tokens % token_budget:
+            steps.append(tokens % token_budget)
+    return tuple(steps)
 
 
 def _transfer(p: Prepared) -> Callable[[int], float]:

@@ -102,7 +102,8 @@ SERVING_REQUESTS = {"concurrency": REQUESTS_PER_CLIENT, "rate": 2000, "max-rate"
 `warmup` are the benchmark's own: its --num-prompts, every one measured, as vLLM's
 benchmark_serving and SGLang's bench_serving count them, their single test prompt run
 before and apart): 8 per client of a closed loop (a tenth are warm-up; serve's own
-default, serving/options.default_requests), 2,000 Poisson arrivals, 1,500 per trial of a max-rate search (at least four per slot), and for
+default, serving/options.default_requests), 2,000 Poisson arrivals, 1,500 per trial of a
+max-rate search (at least four per slot), and for
 offline at most 16 per slot of the engine's batch limit: MLPerf's Offline and trtllm-bench
 issue every request at once, and serve's --find offline sizes the burst by the sequences the
 KV cache holds (serving/capacity.OFFLINE_ROUNDS of them) and takes its steady-state rate."""
@@ -222,6 +223,8 @@ def _llm_serving(point: Point) -> Prediction:
         raise Unexpressible(f"load kind {kind!r}")
     if kind in ("concurrency", "rate"):  # the client's prompts and warm-up as the source ran them
         options |= {k: int(load[k]) for k in ("requests", "warmup") if load.get(k) is not None}
+    if point.get("cold_start"):  # empty kernel caches at launch; the client's warm-up compiled
+        options |= {"cold_start": True, "client_warmup": int(load.get("client_warmup") or 0)}
     if load.get("hold_s") is not None:  # the harness's batcher, between loadgen and the engine
         options |= {"hold_s": float(load["hold_s"]), "hold_batch": int(load["hold_batch"])}
     limit = point.get("power_limit_w")

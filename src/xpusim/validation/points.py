@@ -45,7 +45,7 @@ SERVING_KEYS = _CORE | {
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
     "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms", "api_servers",
-    "penalties",
+    "penalties", "cold_start",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -79,12 +79,17 @@ means, as a benchmark's random range ratio draws them; `kv_utilization` is the m
 fraction a launch sets (serve's --kv-utilization, read as the engine reads it: SGLang's
 mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `scale_gen` (serve's
 --scale-gen) scales the `lengths` file's output tokens to the point's `gen`, the run's own
-tokens per request over the dataset's reference shape."""
+tokens per request over the dataset's reference shape. `cold_start` (serve's --cold-start):
+the run's engine started with empty kernel caches, where a runner script shows it; with it
+the load's `client_warmup` counts as compiled."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
-             "hold_batch"}  # fmt: skip
+             "hold_batch", "client_warmup"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of
 those, the first ones its statistics leave out) where the source states them; `hold_s` and
-`hold_batch`, a harness that batches arrivals before the engine sees them (serve's)."""
+`hold_batch`, a harness that batches arrivals before the engine sees them (serve's);
+`client_warmup`, copies of the first prompt the client sent and waited for before its
+prompts (benchmark_serving's --num-warmups; serve's --client-warmup, used with the point's
+`cold_start`)."""
 SPECULATIVE_KEYS = {"kind", "draft_tokens", "acceptance", "accept_length", "precision"}
 
 

@@ -69,3 +69,36 @@ def test_max_rate_bracketing_finds_the_rate_a_fine_scan_finds(slo_ttft_ms, slo_t
             break
     assert first_failure is not None
     assert first_failure <= found * (1 + capacity.RATE_TOLERANCE) * step
+
+
+NEAR = dict(prompt=1024, gen=128, requests=300, max_batch=16, slo_ttft_ms=500)  # 0.95 of
+# the probe's rate
+FAR = dict(prompt=512, gen=128, requests=300, max_batch=16, slo_ttft_ms=100, slo_tpot_ms=12)
+# 0.68 of it: under the first step, over the second
+
+
+@pytest.mark.parametrize("setup", [NEAR, FAR], ids=["near", "far"])
+def test_short_steps_down_find_the_quarter_steps_answer_in_fewer_trials(setup, monkeypatch):
+    """The reference is the search stepping down by a quarter from the first failure
+    (STEPS_DOWN (0.25,), as it was). Steps of 0.8 find the same rate within RATE_TOLERANCE,
+    and where the answer lies within two of them, in fewer trials."""
+    fast = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", **setup).search
+    monkeypatch.setattr(capacity, "STEPS_DOWN", (0.25,))
+    plain = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", **setup).search
+    probe = fast["trials"][0]["rate"]
+    assert not fast["trials"][0]["meets"] and fast["trials"][1]["rate"] == 0.8 * probe
+    assert fast["rate"] == pytest.approx(plain["rate"], rel=capacity.RATE_TOLERANCE)
+    assert fast["rate"] >= 0.64 * probe
+    assert len(fast["trials"]) < len(plain["trials"])
+
+
+def test_slos_met_nowhere_give_no_rate_after_the_bracket_is_spent():
+    """A 1 ms TTFT objective no prompt meets: every rate tried fails, down to the last of
+    MAX_BRACKET steps, and the answer is no rate, said so."""
+    result = xpusim.serve("llama-3-8b", "h100-sxm", find="max-rate", prompt=512, gen=128,
+                          requests=300, max_batch=16, slo_ttft_ms=1)  # fmt: skip
+    trials = result.search["trials"]
+    assert result.search["rate"] == 0.0
+    assert len(trials) == capacity.MAX_BRACKET and not any(t["meets"] for t in trials)
+    assert [t["rate"] for t in trials] == sorted((t["rate"] for t in trials), reverse=True)
+    assert any("no rate meets the SLOs" in n for n in result.notes)

@@ -74,7 +74,7 @@ def test_too_few_measured_requests_are_never_decided():
     assert not decision.settled()
 
 
-@pytest.mark.parametrize("slo_ttft_ms, slo_tpot_ms", [(200, 20), (None, 9.5)])
+@pytest.mark.parametrize("slo_ttft_ms, slo_tpot_ms", [(200, 20), (None, 9.0)])
 def test_decided_trials_find_the_answer_full_trials_find(slo_ttft_ms, slo_tpot_ms):
     """The reference is every trial run to its end. Decided trials stop some of them early
     (both ways) and find the same rate within RATE_TOLERANCE, and the answer's figures are

@@ -13,11 +13,12 @@ from xpusim.serving.replica import Replica
 from xpusim.serving.schedulers import Sequence
 
 
-def _grow_each_reference(self: Replica, due: list) -> None:
-    """Replica._grow_each as first written: each due member in turn takes a block, and
-    while none is free the latest-admitted sequence is preempted, the member itself last."""
+def _grow_each_reference(self: Replica, group) -> None:
+    """Replica._grow_each as first written: the due members all released from their
+    Growing first, then each in turn takes a block, and while none is free the
+    latest-admitted sequence is preempted, the member itself last."""
     cohort = self.cohort
-    for s in due:
+    for s in self._dissolve(group):
         if cohort.get(s.id) is not s:
             continue
         while not self.kv.take(1):

@@ -2,8 +2,9 @@
 
 - max-rate: the highest Poisson request rate whose p99 TTFT and p99 TPOT meet the SLOs
   (MLPerf Server's question). The closed loop at every slot full gives a first rate; from
-  there rates go up while the SLOs hold or down while they do not, and the bracket found
-  is bisected to within RATE_TOLERANCE; a trial whose queue keeps growing fails (BACKLOG).
+  there rates go up while the SLOs hold or down while they do not (a short step first:
+  STEPS_DOWN), and the bracket found is bisected to within RATE_TOLERANCE; a trial whose
+  queue keeps growing fails (BACKLOG).
 - min-chips: the fewest replicas (times a replica's chips) that serve the given rate within
   the SLOs: doubling, then bisection. p99s fall as replicas are added (more capacity behind
   the same arrivals), which is what makes bisection valid. With no plan given, each replica
@@ -42,7 +43,17 @@ from xpusim.workloads.transformer_config import TransformerConfig
 RATE_TOLERANCE = 0.02  # of the answer
 SPLIT_TIE = 0.01  # goodputs this close are ties, broken by p99 latency
 TRIAL_SLOTS = 4  # a max-rate trial's requests, at least, per slot of the system
-MAX_BRACKET = 8  # rates tried (x1.25 up, /4 down) before the search gives up on a bracket
+MAX_BRACKET = 8  # rates tried (x1.25 up, STEPS_DOWN down) before the search gives up
+STEPS_DOWN = (0.8, 0.8, 0.25)
+"""Under a failing rate the next: 0.8 of it twice (the up step's inverse, so an answer
+down to 0.64 of the probe's rate is bracketed in a ratio of 1.25, four bisections to
+RATE_TOLERANCE), then a quarter of the last each time (MAX_BRACKET then reaches 6e-4 of
+it). A quarter from the first failure bracketed such answers in a ratio of 4 (six or seven
+bisections) and its first trial, at a quarter of the rate, was often the search's slowest:
+a trial's steps grow with its span, N requests / rate. The 32 MLPerf v4.1/v5.1 Server
+searches: 12 probes fail, 9 of those answers lie in 0.64-1.0 of the probe (0.71-0.95);
+111 -> 99 simulations for those 12 (docs/validation.md). A cost choice only: the answer is
+the same rate within RATE_TOLERANCE (tests/test_capacity_offline.py)."""
 MAX_REPLICAS = 4096
 
 
@@ -192,7 +203,7 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
     # throughput understates what arrivals can be served) or down while they do not
     low, high, rate = 0.0, 0.0, top
     passed: dict[float, tuple[ServingResult, Frames | None, bool]] = {}
-    for _ in range(MAX_BRACKET):
+    for k in range(MAX_BRACKET):
         ok, result, fr, whole = at(rate, last(rate, high))
         if ok:
             low, passed[rate] = rate, (result, fr, whole)
@@ -203,7 +214,7 @@ def _max_rate(prepared: Prepared, load: Load, warmup: int, search: Search, trial
             high = rate
             if low:
                 break
-            rate /= 4
+            rate *= STEPS_DOWN[min(k, len(STEPS_DOWN) - 1)]
     while passed:
         while high and high - low > RATE_TOLERANCE * low:
             mid = (low + high) / 2

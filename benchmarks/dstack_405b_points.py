@@ -92,10 +92,13 @@ GAPS = {  # chip: what the run's own records say xpusim does not reproduce
     "h100-sxm": (
         "; Meta's FP8 checkpoint quantizes only the feed-forward layers, and not those of the "
         "first and last layers ('The Llama 3 Herd of Models', section 6.2): vLLM logged "
-        "56.7677 GiB of weights a GPU (raw_data/gpu-usage.md), and xpusim holds 56.72 GiB of "
-        "its zoo file's split (before it priced every linear FP8: 47.74 GiB); what remains "
-        "is the KV cache xpusim keeps after its own reserve, which vLLM's profile run sizes "
-        "differently (docs/validation.md, fifteenth session, q4 and q8)"
+        "56.7677 GiB of weights a GPU (raw_data/gpu-usage.md) and xpusim holds 56.72 GiB of its "
+        "zoo file's split (all-FP8 before: 47.74 GiB). What remains is the KV cache: after its "
+        "12.0 GB reserve for the 91,680-token profile step xpusim keeps 62,816 tokens, short "
+        "of the 69,632 that 32 prompts of 128 + 2,048 tokens need, so from 32 prompts up it "
+        "preempts; the measured 32-prompt step (38.3 ms, as at 16 prompts: 37.0) shows vLLM "
+        "held them all, its reserve at most 11.6 GB (serve --kv-blocks 4400: 824.7 tok/s, "
+        "0.99x; docs/validation.md, fifteenth session, q4 and q8)"
     ),
     "mi300x": (
         "; --enforce-eager runs every step without HIP graphs (not modelled apart): at 4 "

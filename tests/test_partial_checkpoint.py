@@ -122,3 +122,9 @@ def test_a_misspelt_mlp_projection_is_refused_by_name():
     fine = {**stated, "excluded": ["model.layers.3.mlp.shared_experts.gate_proj",
                                    "model.layers.3.mlp.gate"]}  # fmt: skip
     assert stated_checkpoint(fine, "zoo/x.json").excluded == tuple(fine["excluded"])
+
+
+def test_a_run_says_which_layers_the_checkpoint_keeps_whole():
+    cp = zoo_entry("llama-3.1-405b-instruct-fp8").config.checkpoint
+    assert cp.kept_layers == [0, 125]
+    assert cp.describe().endswith("attention, layers 0 and 125 and LM head unquantized")

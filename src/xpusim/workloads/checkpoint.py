@@ -53,22 +53,37 @@ class Checkpoint:
     def keeps_head(self) -> bool:
         return any(m.split(".")[-1].rstrip("*") == "lm_head" for m in self.excluded)
 
+    @property
+    def kept_layers(self) -> list[int]:
+        """The layers excluded whole (`model.layers.0`, `model.layers.61*`): Meta's 405B FP8
+        keeps its first and last so."""
+        whole = (re.search(r"layers\.(\d+)$", m.rstrip("*").rstrip(".")) for m in self.excluded)
+        return sorted({int(w.group(1)) for w in whole if w})
+
     def describe(self) -> str:
         """One phrase: 'modelopt nvfp4 weights and activations, fp8 KV cache, attention and
-        LM head unquantized'."""
+        LM head unquantized'; 'fbgemm_fp8 fp8 weights, fp8 activations, attention, layers 0
+        and 125 and LM head unquantized'."""
         if self.weights is None:
             return f"{self.method} (not read: {self.unread})"
         what = f"{self.method} {self.weights} weights" + (
             f", {self.compute} activations" if self.compute else " (weight-only)")
-        kept = [n for n, k in (("attention", self.keeps_attention), ("LM head", self.keeps_head))
-                if k]  # fmt: skip
+        layers = self.kept_layers
+        named = f"layer{'s' * (len(layers) > 1)} {_and([str(n) for n in layers])}"
+        kept = [n for n, k in (("attention", self.keeps_attention), (named, bool(layers)),
+                               ("LM head", self.keeps_head)) if k]  # fmt: skip
         kv = f", {self.kv} KV cache" if self.kv else ""
-        return what + kv + (f", {' and '.join(kept)} {self.kept_as}" if kept else "")
+        return what + kv + (f", {_and(kept)} {self.kept_as}" if kept else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "weights": self.weights, "compute": self.compute,
                 "kv": self.kv, "excluded": len(self.excluded),
                 "describe": self.describe()}  # fmt: skip
+
+
+def _and(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def _attention(module: str) -> bool:

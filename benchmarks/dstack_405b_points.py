@@ -50,6 +50,7 @@ RUNS = {  # raw_data folder: the chip and what ran there
         "chip": "h100-sxm", "tag": "h100",
         "version": "vLLM 0.6.3.post2.dev308+gb489fc3c (V0 engine; CUDA 12.4, torch 2.5.1)",
         "checkpoint": "meta-llama/Llama-3.1-405B-FP8",
+        "model": "llama-3.1-405b-instruct-fp8",  # its zoo file names this repo an alias
         "command": "benchmark_throughput.py --backend vllm --model meta-llama/Llama-3.1-405B-FP8 "
                    "--input-len I --output-len 2048 --tensor-parallel-size 8 --max-model-len "
                    "91680 --num-prompts N --num-scheduler-step 1",
@@ -59,6 +60,7 @@ RUNS = {  # raw_data folder: the chip and what ran there
         "chip": "mi300x", "tag": "mi300x",
         "version": "vLLM 0.6.4.dev4+gc9fc1608 (V0 engine; ROCm 6.2, torch 2.5.0a0)",
         "checkpoint": "amd/Llama-3.1-405B-Instruct-FP8-KV",
+        "model": "llama-3-405b",  # FP8 in every linear: the run's --precision fp8 says it
         "command": "benchmark_throughput.py --backend vllm --model amd/Llama-3.1-405B-Instruct-"
                    "FP8-KV --input-len I --output-len 2048 --tensor-parallel-size 8 "
                    "--max-model-len 91680 --num-prompts N --enforce-eager --num-scheduler-step 1",
@@ -68,10 +70,11 @@ RUNS = {  # raw_data folder: the chip and what ran there
 }  # fmt: skip
 SERVING = "8xH100SXM5-serving"
 CHECKPOINT_NOTE = (
-    "Llama-3.1-405B(-Instruct) mapped to llama-3-405b; FP8 weights and activations (Meta's "
-    "checkpoint: FBGEMM row-wise FP8 feed-forward layers, dynamic activation scales, the rest "
-    "BF16; AMD's Quark checkpoint: per-tensor FP8 in every linear, with KV-cache scales), KV "
-    "cache BF16 (no --kv-cache-dtype given)"
+    "FP8 weights and activations: Meta's checkpoint (llama-3.1-405b-instruct-fp8: FBGEMM "
+    "row-wise FP8 feed-forward layers but the first and last, dynamic activation scales, "
+    "every attention, layers 0 and 125, the embedding and the head BF16) on the H100s, AMD's "
+    "Quark checkpoint (llama-3-405b: per-tensor FP8 in every linear, with KV-cache scales) on "
+    "the MI300Xs; KV cache BF16 (no --kv-cache-dtype given)"
 )
 OFFLINE_SETUP = (
     "engine profile vllm-v0 ({version}); the engine called in-process (frontend 0, no API "
@@ -89,15 +92,13 @@ GAPS = {  # chip: what the run's own records say xpusim does not reproduce
     "h100-sxm": (
         "; Meta's FP8 checkpoint quantizes only the feed-forward layers, and not those of the "
         "first and last layers ('The Llama 3 Herd of Models', section 6.2): vLLM logged "
-        "56.7677 GiB of weights a GPU (raw_data/gpu-usage.md; 60.95 GB, what that split gives: "
-        "124 FFNs in FP8, attention, two FFNs and the embeddings in BF16) against xpusim's "
-        "all-FP8 51.26 GB, so a decode step reads 19% more weights than xpusim prices and the "
-        "KV cache is smaller: 0.9 x 85.52 - 60.95 = 16.0 GB a GPU before activations, where "
-        "xpusim holds 212,224 tokens (13.69 GB) after its own 12.0 GB reserve; at that reserve "
-        "the run would have had 62,080 (serve --kv-blocks 3880), which takes this source's "
-        "batches of 64 and 256 from 1.52-1.94x to 0.81-0.98x and 4 and 16 prompts of 32,784 "
-        "tokens from 2.5-2.8x to 0.76-0.83x (docs/validation.md, fifteenth session, q4); a "
-        "checkpoint FP8 in part is not expressible here (one weight format for every linear)"
+        "56.7677 GiB of weights a GPU (raw_data/gpu-usage.md) and xpusim holds 56.72 GiB of its "
+        "zoo file's split (all-FP8 before: 47.74 GiB). What remains is the KV cache: after its "
+        "12.0 GB reserve for the 91,680-token profile step xpusim keeps 62,816 tokens, short "
+        "of the 69,632 that 32 prompts of 128 + 2,048 tokens need, so from 32 prompts up it "
+        "preempts; the measured 32-prompt step (38.3 ms, as at 16 prompts: 37.0) shows vLLM "
+        "held them all, its reserve at most 11.6 GB (serve --kv-blocks 4400: 824.7 tok/s, "
+        "0.99x; docs/validation.md, fifteenth session, q4 and q8)"
     ),
     "mi300x": (
         "; --enforce-eager runs every step without HIP graphs (not modelled apart): at 4 "
@@ -148,7 +149,7 @@ def offline_points(mirror: str) -> list[dict[str, Any]]:
             out.append({
                 "id": f"{PREFIX}{run['tag']}x8-fp8-vllm-offline-in{isl}-n{n}-tok",
                 "workload": "llm-serving", "chip": run["chip"], "chips": 8, "tp": 8,
-                "model": "llama-3-405b", "precision": "fp8", "weight_precision": None,
+                "model": run["model"], "precision": "fp8", "weight_precision": None,
                 "kv_precision": "bf16", "engine": "vllm", "engine_version": run["version"],
                 "engine_profile": "vllm-v0",
                 "load": {"kind": "burst", "value": n, "requests": n},

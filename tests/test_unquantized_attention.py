@@ -1,5 +1,5 @@
 """A checkpoint's unquantized attention projections stay 16-bit in a quantized run
-(workloads/checkpoint.py unquantized_attention; workloads/transformer.py
+(workloads/checkpoint.py unquantized_module; workloads/transformer.py
 unquantized_matmul): NVIDIA's DeepSeek-R1-0528-FP4-V2 keeps MLA's q_a, q_b, kv_a and kv_b
 projections BF16 and quantizes o_proj, as Model Optimizer's DeepSeek recipe exports it; and
 an MoE router stays 16-bit in any quantized run."""
@@ -14,7 +14,7 @@ from xpusim.errors import UserError
 from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
-from xpusim.workloads.checkpoint import stated_checkpoint, unquantized_attention
+from xpusim.workloads.checkpoint import stated_checkpoint, unquantized_module
 from xpusim.workloads.transformer import FUSED_QKV_A, StepShape, build_step
 from xpusim.workloads.zoo import zoo_entry
 
@@ -35,7 +35,7 @@ V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_w
     (V2, 5, "experts.gate_up", False),  # not an attention matmul
 ])  # fmt: skip
 def test_which_attention_matmuls_a_checkpoint_keeps(excluded, layer, op, kept):
-    assert unquantized_attention(excluded, layer, op) is kept
+    assert unquantized_module(excluded, layer, op) is kept
 
 
 def _matmuls(model: str, precision: DType, kernels: tuple[str, ...] = ()) -> dict:

@@ -712,12 +712,14 @@ def weight_bytes(
 def _wide_params(cfg: TransformerConfig, plan: Plan, layer: int) -> float:
     """Parameters of `layer` that one rank of `plan` holds and a quantized run keeps 16-bit,
     as the layer builder does (TransformerBuilder.unquantized_matmul): an MoE layer's router,
-    whole on every rank, and the attention projections the checkpoint leaves unquantized
-    (checkpoint.unquantized_attention), split by heads as _split_attention_params splits
-    them (MLA's latent projections whole). Without it a checkpoint's 16-bit attention was
-    priced 16-bit in time but stored at the body format: DeepSeek-R1-0528-FP4-V2's 4.25B
-    BF16 attention parameters, about 6.1 GB a chip under attention DP (review r4)."""
-    from xpusim.workloads.checkpoint import unquantized_attention
+    whole on every rank, and the attention projections and dense MLP the checkpoint leaves
+    unquantized (checkpoint.unquantized_module), split by heads as _split_attention_params
+    splits them (MLA's latent projections whole) and the MLP as _split_params does. Without
+    it a checkpoint's 16-bit attention was priced 16-bit in time but stored at the body
+    format: DeepSeek-R1-0528-FP4-V2's 4.25B BF16 attention parameters, about 6.1 GB a chip
+    under attention DP (review r4); Meta's 405B FP8, 60.95 GB a GPU at TP8 as vLLM loads it,
+    was 51.3 GB."""
+    from xpusim.workloads.checkpoint import unquantized_module
 
     router = cfg.hidden_size * cfg.num_experts if cfg.is_moe and cfg.is_expert_layer(layer) \
         else 0
@@ -736,5 +738,8 @@ def _wide_params(cfg: TransformerConfig, plan: Plan, layer: int) -> float:
         kv = max(1, _ceil_div(cfg.num_kv_heads, plan.attention_tp)) * cfg.head_dim
         modules = {"qkv": h * heads * cfg.head_dim * share + 2 * h * kv,
                    "o_proj": heads * cfg.head_dim * h * share}  # fmt: skip
+    if cfg.gated_mlp and not cfg.is_expert_layer(layer):  # a dense SwiGLU MLP
+        mlp = h * cfg.intermediate_size / plan.attention_tp
+        modules |= {"gate_up": 2 * mlp, "down": mlp}
     return router + sum(params for op, params in modules.items()
-                        if unquantized_attention(cfg.unquantized, layer, op))
+                        if unquantized_module(cfg.unquantized, layer, op))

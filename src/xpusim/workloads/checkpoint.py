@@ -9,17 +9,21 @@ KV cache's, and the modules the checkpoint leaves unquantized.
 
 The format only sets defaults at the options boundary (`checkpoint_options`, called by
 api.py): `--precision`, `--weight-precision` and `--kv-precision` given by the user win.
-xpusim stores a model's linear layers in one weight format but for attention's projections:
-those the checkpoint's exclusions name (`unquantized_attention`) stay 16-bit in a quantized
-run, as the checkpoint holds them and engines load them (the layer builder reads them off
-TransformerConfig.unquantized). Other exclusions (shared experts, dense layers) are costed
-in the run's format, and the run's notes say how many parameters the checkpoint keeps wider.
+xpusim stores a model's linear layers in one weight format but for the attention
+projections and dense MLPs the checkpoint's exclusions name, layer by layer
+(`unquantized_module`: Meta's Llama-3.1-405B FP8 keeps every attention and the first and
+last layers BF16): those stay 16-bit in a quantized run, in the graph's bytes and GEMMs and
+in the weights' memory, as the checkpoint holds them and engines load them (the layer
+builder reads them off TransformerConfig.unquantized). Exclusions of routed or shared
+experts are costed in the run's format.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, dataclass, fields, replace
-from fnmatch import fnmatchcase
+from fnmatch import translate
+from functools import lru_cache
 from typing import Any
 
 from xpusim.errors import UserError, closest
@@ -49,22 +53,37 @@ class Checkpoint:
     def keeps_head(self) -> bool:
         return any(m.split(".")[-1].rstrip("*") == "lm_head" for m in self.excluded)
 
+    @property
+    def kept_layers(self) -> list[int]:
+        """The layers excluded whole (`model.layers.0`, `model.layers.61*`): Meta's 405B FP8
+        keeps its first and last so."""
+        whole = (re.search(r"layers\.(\d+)$", m.rstrip("*").rstrip(".")) for m in self.excluded)
+        return sorted({int(w.group(1)) for w in whole if w})
+
     def describe(self) -> str:
         """One phrase: 'modelopt nvfp4 weights and activations, fp8 KV cache, attention and
-        LM head unquantized'."""
+        LM head unquantized'; 'fbgemm_fp8 fp8 weights, fp8 activations, attention, layers 0
+        and 125 and LM head unquantized'."""
         if self.weights is None:
             return f"{self.method} (not read: {self.unread})"
         what = f"{self.method} {self.weights} weights" + (
             f", {self.compute} activations" if self.compute else " (weight-only)")
-        kept = [n for n, k in (("attention", self.keeps_attention), ("LM head", self.keeps_head))
-                if k]  # fmt: skip
+        layers = self.kept_layers
+        named = f"layer{'s' * (len(layers) > 1)} {_and([str(n) for n in layers])}"
+        kept = [n for n, k in (("attention", self.keeps_attention), (named, bool(layers)),
+                               ("LM head", self.keeps_head)) if k]  # fmt: skip
         kv = f", {self.kv} KV cache" if self.kv else ""
-        return what + kv + (f", {' and '.join(kept)} {self.kept_as}" if kept else "")
+        return what + kv + (f", {_and(kept)} {self.kept_as}" if kept else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "weights": self.weights, "compute": self.compute,
                 "kv": self.kv, "excluded": len(self.excluded),
                 "describe": self.describe()}  # fmt: skip
+
+
+def _and(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def _attention(module: str) -> bool:
@@ -73,37 +92,63 @@ def _attention(module: str) -> bool:
     return ("attn" in module or "attention" in module) and "norm" not in module.split(".")[-1]
 
 
-ATTENTION_MODULES = {
-    "qkv": ("q_proj", "k_proj", "v_proj"),
-    "q_proj": ("q_proj",), "q_a_proj": ("q_a_proj",), "q_b_proj": ("q_b_proj",),
-    "kv_a_proj": ("kv_a_proj_with_mqa",), "qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"),
-    "kv_b_proj": ("kv_b_proj",), "q_absorb": ("kv_b_proj",), "v_absorb": ("kv_b_proj",),
-    "o_proj": ("o_proj",),
+MODULES = {
+    "qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "q_proj": ("self_attn.q_proj",), "q_a_proj": ("self_attn.q_a_proj",),
+    "q_b_proj": ("self_attn.q_b_proj",), "kv_a_proj": ("self_attn.kv_a_proj_with_mqa",),
+    "qkv_a_proj": ("self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"),
+    "kv_b_proj": ("self_attn.kv_b_proj",), "q_absorb": ("self_attn.kv_b_proj",),
+    "v_absorb": ("self_attn.kv_b_proj",), "o_proj": ("self_attn.o_proj",),
+    "gate_up": ("mlp.gate_proj", "mlp.up_proj"), "down": ("mlp.down_proj",),
 }  # fmt: skip
-"""The layer builder's attention matmuls (workloads/transformer.py) -> the Hugging Face
-modules under `model.layers.N.self_attn.` whose weights they multiply by: a fused qkv
-(GQA) or qkv_a_proj (MLA) all of its parts, MLA's absorbed products kv_b_proj's slices."""
+"""The layer builder's matmuls a checkpoint may leave unquantized (workloads/transformer.py,
+named after `layers.N.`) -> the Hugging Face modules under `model.layers.N.` whose weights
+they multiply by: a fused qkv (GQA), qkv_a_proj (MLA) or gate_up (a dense SwiGLU MLP) all
+of its parts, MLA's absorbed products kv_b_proj's slices. Routed and shared experts are
+not here: an exclusion of theirs is costed in the run's format."""
 
 
-def unquantized_attention(excluded: tuple[str, ...], layer: int, op: str) -> bool:
-    """Whether a checkpoint that excludes `excluded` (module names or modelopt's glob
-    patterns: `model.layers.*.self_attn.q_a_proj`, `model.layers.3.self_attn*`) keeps the
-    weights of attention matmul `op` (a builder name's last part) of `layer` unquantized:
-    every module it reads is excluded, by name or under an excluded module (transformers'
-    modules_to_not_convert names a module for all of its own)."""
-    modules = ATTENTION_MODULES.get(op, ())
-    return bool(modules) and all(
-        any(fnmatchcase(f"model.layers.{layer}.self_attn.{m}", pattern)
-            for e in excluded for pattern in (e, f"{e}.*"))
-        for m in modules)  # fmt: skip
+@lru_cache(maxsize=64)
+def _matcher(excluded: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for a checkpoint's exclusions, each a module name or a modelopt glob
+    (`model.layers.*.self_attn.q_a_proj`, `model.layers.3.self_attn*`) that also covers the
+    modules under it (transformers' modules_to_not_convert names a module for all of its
+    own): Meta's 405B FP8 repo lists ~500 full paths, and every layer asks of each."""
+    patterns = (p for e in excluded for p in (e, f"{e}.*"))
+    return re.compile("|".join(translate(p) for p in patterns))
+
+
+@lru_cache(maxsize=65536)
+def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:
+    """Whether a checkpoint that excludes `excluded` keeps the weights of the builder's
+    matmul `op` (its name after `layers.N.`: qkv, o_proj, gate_up, down, ...) of `layer`
+    unquantized: every module it reads is excluded, by name, by a glob or under an
+    excluded module (`model.layers.0` keeps all of layer 0)."""
+    modules = MODULES.get(op, ())
+    match = _matcher(excluded).match if excluded else None
+    return bool(modules) and match is not None and all(
+        match(f"model.layers.{layer}.{m}") for m in modules)
+
+
+def unquantized_ops(excluded: tuple[str, ...], layer: int) -> frozenset[str]:
+    """The builder's matmuls of `layer` the checkpoint keeps unquantized: layers that differ
+    in them are emitted apart in a compact graph (transformer.emitted_layers), as Meta's
+    405B FP8 keeps layers 0 and 125 whole in BF16."""
+    return frozenset(op for op in MODULES if unquantized_module(excluded, layer, op))
+
+
+_MLP_ELSEWHERE = frozenset({"gate", "router", "experts", "shared_experts", "shared_expert",
+                            "shared_expert_gate"})
+"""Modules under `mlp.` that are not a dense MLP's projection: the router (always 16-bit,
+transformer.unquantized_matmul) and the experts (costed in the run's format)."""
 
 
 def stated_checkpoint(stated: Any, origin: str) -> Checkpoint:
     """A checkpoint a zoo file states by hand (`_xpusim.checkpoint`, from a model card where
     the repo's own file was not found): its fields Checkpoint's, `excluded` a list of module
-    names, and an excluded attention module one the layer builder reads
-    (ATTENTION_MODULES), since a misspelt one would leave that projection quantized
-    without a word; else a UserError naming the field or the module."""
+    names, and an excluded attention or MLP projection one the layer builder reads
+    (MODULES), since a misspelt one would leave that projection quantized without a
+    word; else a UserError naming the field or the module."""
     known = {f.name for f in fields(Checkpoint)}
     needed = [f.name for f in fields(Checkpoint) if f.default is MISSING]
     if not isinstance(stated, dict) or not all(k in stated for k in needed):
@@ -117,12 +162,15 @@ def stated_checkpoint(stated: Any, origin: str) -> Checkpoint:
     if not isinstance(excluded, list) or not all(isinstance(m, str) for m in excluded):
         raise UserError(f"{origin}: _xpusim.checkpoint.excluded must be a list of module "
                         f"names")  # fmt: skip
-    modules = {m for parts in ATTENTION_MODULES.values() for m in parts}
+    modules = {m for parts in MODULES.values() for m in parts}
     for module in excluded:
-        _, attn, name = module.partition(".self_attn.")
-        if attn and name.rstrip("*") not in modules:
+        kind = next((k for k in ("self_attn.", "mlp.") if f".{k}" in module), "")
+        name = kind + module.partition(f".{kind}")[2].rstrip("*")
+        projection = kind == "self_attn." or (
+            kind == "mlp." and "." not in name[4:] and name[4:] not in _MLP_ELSEWHERE)
+        if projection and name not in modules:
             raise UserError(f"{origin}: _xpusim.checkpoint.excluded names {module!r}, no "
-                            f"attention module xpusim builds{closest(name, modules)}")  # fmt: skip
+                            f"projection xpusim builds{closest(name, modules)}")  # fmt: skip
     return Checkpoint(**{**stated, "excluded": tuple(excluded)})
 
 
@@ -227,6 +275,15 @@ def _fp8(q: dict, origin: str) -> Checkpoint:
                       + _names(q.get("ignored_layers")))  # fmt: skip
 
 
+def _fbgemm_fp8(q: dict, origin: str) -> Checkpoint:
+    """Meta's FP8 releases (Llama-3.1-405B-FP8): FBGEMM's row-wise FP8 weights (one scale
+    an output channel, a negligible 4 bytes a row) and activations quantized per token at
+    run time under `activation_scale_ub` (vLLM's FBGEMMFp8LinearMethod: apply_fp8_linear
+    with use_per_token_if_dynamic), so the matmuls run in FP8; modules_to_not_convert lists
+    the linears by full path, which vLLM matches exactly."""
+    return Checkpoint("fbgemm_fp8", "fp8", "fp8", None, _names(q.get("modules_to_not_convert")))
+
+
 def _mxfp4(q: dict, origin: str) -> Checkpoint:
     """gpt-oss: the experts' weights in MXFP4, activations in 16 bits (the
     modules_to_not_convert list names attention, the router, the embedding and the head)."""
@@ -318,7 +375,7 @@ def _quark(q: dict, origin: str) -> Checkpoint:
                       _names(q.get("exclude")))  # fmt: skip
 
 
-_READERS = {"fp8": _fp8, "mxfp4": _mxfp4, "awq": _awq, "gptq": _gptq,
+_READERS = {"fp8": _fp8, "fbgemm_fp8": _fbgemm_fp8, "mxfp4": _mxfp4, "awq": _awq, "gptq": _gptq,
             "compressed-tensors": _compressed_tensors, "quark": _quark,
             "modelopt": _modelopt}  # fmt: skip
 

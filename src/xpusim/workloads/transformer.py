@@ -36,7 +36,7 @@ from xpusim.ir.op import (
     windowed,
 )
 from xpusim.ir.tensor import Dim, Role, Tensor
-from xpusim.workloads.checkpoint import unquantized_attention
+from xpusim.workloads.checkpoint import unquantized_module, unquantized_ops
 from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
 
 # Vector FLOPs per element, counted from each formula (see the op docstrings).
@@ -152,7 +152,7 @@ class _Builder:
         self.moe_backend = moe_backend or None  # stamped on the routed experts' ops if given
         self.kernels = kernels or None  # stamped on matmuls, attention, embedding, routing
         self.parts = weight_parts(weight, act)
-        # where the checkpoint leaves attention's projections unquantized (cfg.unquantized),
+        # where the checkpoint leaves projections unquantized (cfg.unquantized),
         # a quantized run keeps them as stored: 16-bit weights and GEMMs (unquantized_matmul)
         self.wide = kept_wide(act)
         self.attention = attention or act  # the format attention's matrix work runs in
@@ -191,12 +191,13 @@ class _Builder:
         plain BF16 parameter; vLLM's routers ReplicatedLinear(..., quant_config=None); the
         checkpoints store it BF16: DeepSeek-R1's FP8 repo gives it no scale, Model
         Optimizer's DeepSeek recipe quantizes Linear modules and the gate is none), and an
-        attention matmul the model's checkpoint leaves unquantized (NVIDIA's DeepSeek-R1
-        NVFP4 checkpoints keep MLA's projections BF16: checkpoint.unquantized_attention)."""
+        attention or dense MLP matmul the model's checkpoint leaves unquantized (NVIDIA's
+        DeepSeek-R1 NVFP4 checkpoints keep MLA's projections BF16, Meta's 405B FP8 every
+        attention and layers 0 and 125: checkpoint.unquantized_module)."""
         if self.weight == self.wide or not self.parts.keeps_wide:
             return False
-        op = name.rsplit(".", 1)[-1]
-        return op == "router" or (bool(self.cfg.unquantized) and unquantized_attention(
+        op = name.split(".", 2)[-1] if name.startswith("layers.") else name
+        return op == "router" or (bool(self.cfg.unquantized) and unquantized_module(
             self.cfg.unquantized, self.layer, op))  # fmt: skip
 
     def matmul(
@@ -1008,15 +1009,18 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
     """(layer, how many layers it stands for) of the layers a graph emits: every layer, or
     in a compact graph the first of each run of identical ones. Layer 0 differs from the
     rest (its norm has no residual to add), an MoE model's dense layers from its expert
-    layers, and windowed layers from global ones: DeepSeek-V3 (3 dense of 61) is emitted as
-    layers 0, 1 (for 1-2) and 3 (for 3-60); Gemma-2, alternating, as every layer."""
+    layers, windowed layers from global ones, and layers whose checkpoint keeps other
+    matmuls unquantized (checkpoint.unquantized_ops): DeepSeek-V3 (3 dense of 61) is emitted
+    as layers 0, 1 (for 1-2) and 3 (for 3-60); Gemma-2, alternating, as every layer; Meta's
+    Llama-3.1-405B FP8 (layers 0 and 125 all BF16) as 0, 1 (for 1-124) and 125."""
     n = cfg.num_layers
     if not compact:
         return [(layer, 1) for layer in range(n)]
 
     def kind(layer: int) -> tuple:
         return (cfg.is_expert_layer(layer), cfg.window(layer), cfg.chunk(layer),
-                cfg.is_linear_layer(layer), cfg.compress_ratio(layer))  # fmt: skip
+                cfg.is_linear_layer(layer), cfg.compress_ratio(layer),
+                cfg.unquantized and unquantized_ops(cfg.unquantized, layer))  # fmt: skip
 
     starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]

@@ -174,8 +174,8 @@ class TransformerConfig:
     # a repo and its quantized copy share their costed graphs)
     checkpoint: Any = field(default=None, compare=False, repr=False)
     # the modules that checkpoint leaves unquantized (its exclusions, checkpoint.py
-    # with_checkpoint): compared, as the layer builder keeps the attention projections they
-    # name 16-bit in a quantized run (checkpoint.unquantized_attention)
+    # with_checkpoint): compared, as the layer builder keeps the attention and MLP matmuls they
+    # name 16-bit in a quantized run (checkpoint.unquantized_module)
     unquantized: tuple[str, ...] = ()
 
     @property

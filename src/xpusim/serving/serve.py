@@ -135,9 +135,11 @@ def serve(
     load_options = given[Load]
     if options.get("find") in ("max-rate", "offline") and not any(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
-    ):  # a placeholder: the search sets it (an offline burst: every request at once)
+    ):  # a placeholder: the search sets it (an offline burst: every request at once, so
+        # REQUESTS, not the default of a closed loop of that many clients)
+        n = load_options.get("requests") or REQUESTS
         load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
-            {**load_options, "concurrency": load_options.get("requests") or REQUESTS}
+            {**load_options, "concurrency": n, "requests": n}
     load = Load(**load_options)
     chip = getattr(target, "chip", target)
     engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)

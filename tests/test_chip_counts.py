@@ -115,3 +115,18 @@ def test_a_chip_written_as_its_makers_shorthand_is_found(capsys):
         assert code == 0, err
         assert json.loads(out)["chip"] == found
     assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "trn2")
+
+
+def test_a_shorthand_is_the_same_chip_everywhere_a_chip_is_named(capsys):
+    """`xpusim chip h100` shows h100-sxm as `--chip h100` runs it; plan's table, prices and
+    launch name the id, so `--chip H100 --chip h100-sxm` is one chip, not two rows; a
+    refusal suggests by the lower-case name (`TRN2` had no suggestion at all)."""
+    code, out, err = run_cli(capsys, "chip", "h100", "--json")
+    assert code == 0, err
+    assert json.loads(out)["id"] == "h100-sxm"
+    code, out, err = run_cli(capsys, "plan", "llama-2-7b", "--chip", "H100", "--chip",
+                             "h100-sxm", "--chips", "1", "--rate", "1", "--requests", "40",
+                             "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--json")  # fmt: skip
+    assert code == 0, err
+    assert [c["chip"] for c in json.loads(out)["chips"]] == ["h100-sxm"]
+    assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "TRN2")

@@ -296,3 +296,10 @@ def test_a_default_request_count_over_the_limit_is_named_as_the_default(client, 
     got = client.post(path, json=body)
     assert got.status_code == 413, got.json()
     assert "512 by default" in got.json()["error"] and "give fewer" in got.json()["error"]
+
+
+def test_a_target_takes_the_chip_shorthand_the_command_line_takes(client):
+    """`h100` is h100-sxm over the web as with --chip (it was refused there alone)."""
+    got = client.post("/api/run", json={**LLAMA, "target": {"chip": "H100"}})
+    assert got.status_code == 200, got.json()
+    assert got.json()["result"]["chip"] == "h100-sxm"

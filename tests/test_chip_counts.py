@@ -132,6 +132,7 @@ def test_a_shorthand_is_the_same_chip_everywhere_a_chip_is_named(capsys):
     assert code == 0, err
     assert [c["chip"] for c in json.loads(out)["chips"]] == ["h100-sxm"]
     assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "TRN2")
+    assert "expected ID:N" in refused(capsys, "run", "llama-2-7b", "--chip", "h100:x")
 
 
 def test_sensitivity_changes_the_links_of_a_plans_own_chip_count():

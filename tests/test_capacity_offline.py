@@ -69,3 +69,13 @@ def test_max_rate_bracketing_finds_the_rate_a_fine_scan_finds(slo_ttft_ms, slo_t
             break
     assert first_failure is not None
     assert first_failure <= found * (1 + capacity.RATE_TOLERANCE) * step
+
+
+def test_max_rate_with_clients_is_refused_in_one_line(capsys):
+    """The search's trials are open loops: a --concurrency beside it sized the step tables
+    for that many sequences, which the trials overran (a traceback, ValueError)."""
+    from cli_run import refused
+
+    err = refused(capsys, "serve", "llama-3-8b", "--chip", "h100-sxm", "--find", "max-rate",
+                  "--concurrency", "64", "--slo-ttft-ms", "500")  # fmt: skip
+    assert "give no --concurrency" in err

@@ -127,6 +127,9 @@ def serve(
     if options.get("find") == "min-chips" and options.get("rate") is None \
             and options.get("trace") is None:
         raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
+    if options.get("find") == "max-rate" and options.get("concurrency") is not None:
+        raise UserError("--find max-rate searches the arrival rate of an open loop: give no "
+                        "--concurrency")  # a traceback before: tables sized for the clients
     if options.get("find") == "offline" and options.get("hold_s") is not None:
         raise UserError("--find offline sends every request at once: --hold-s holds "
                         "arrivals, of which a burst has none")  # fmt: skip

@@ -102,3 +102,12 @@ def test_slos_met_nowhere_give_no_rate_after_the_bracket_is_spent():
     assert len(trials) == capacity.MAX_BRACKET and not any(t["meets"] for t in trials)
     assert [t["rate"] for t in trials] == sorted((t["rate"] for t in trials), reverse=True)
     assert any("no rate meets the SLOs" in n for n in result.notes)
+
+def test_max_rate_with_clients_is_refused_in_one_line(capsys):
+    """The search's trials are open loops: a --concurrency beside it sized the step tables
+    for that many sequences, which the trials overran (a traceback, ValueError)."""
+    from cli_run import refused
+
+    err = refused(capsys, "serve", "llama-3-8b", "--chip", "h100-sxm", "--find", "max-rate",
+                  "--concurrency", "64", "--slo-ttft-ms", "500")  # fmt: skip
+    assert "give no --concurrency" in err

@@ -7,6 +7,8 @@ import json
 
 from cli_run import refused, run_cli
 
+import xpusim
+
 
 def test_run_takes_a_count_with_the_chip(capsys):
     code, out, err = run_cli(capsys, "run", "llama-2-70b", "--chip", "h100-sxm:8", "--json")
@@ -115,3 +117,33 @@ def test_a_chip_written_as_its_makers_shorthand_is_found(capsys):
         assert code == 0, err
         assert json.loads(out)["chip"] == found
     assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "trn2")
+
+
+def test_a_shorthand_is_the_same_chip_everywhere_a_chip_is_named(capsys):
+    """`xpusim chip h100` shows h100-sxm as `--chip h100` runs it; plan's table, prices and
+    launch name the id, so `--chip H100 --chip h100-sxm` is one chip, not two rows; a
+    refusal suggests by the lower-case name (`TRN2` had no suggestion at all)."""
+    code, out, err = run_cli(capsys, "chip", "h100", "--json")
+    assert code == 0, err
+    assert json.loads(out)["id"] == "h100-sxm"
+    code, out, err = run_cli(capsys, "plan", "llama-2-7b", "--chip", "H100", "--chip",
+                             "h100-sxm", "--chips", "1", "--rate", "1", "--requests", "40",
+                             "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--json")  # fmt: skip
+    assert code == 0, err
+    assert [c["chip"] for c in json.loads(out)["chips"]] == ["h100-sxm"]
+    assert "trn2-instance" in refused(capsys, "run", "llama-2-7b", "--chip", "TRN2")
+    assert "expected ID:N" in refused(capsys, "run", "llama-2-7b", "--chip", "h100:x")
+
+
+def test_sensitivity_changes_the_links_of_a_plans_own_chip_count():
+    """`sensitivity --tp 8` on a bare chip is eight chips (hardware/system.plan_chips), so its
+    links are a system's and can change, as with `--chips 8` given (they were a lone chip's,
+    whose doubled links moved nothing)."""
+    from xpusim.explore.sensitivity import sensitivity
+
+    def links(**options):
+        s = sensitivity(xpusim.model("llama-2-70b"), xpusim.target("h100-sxm"), tp=8,
+                        **options)  # fmt: skip
+        return next(g.value for g in s.changes if g.change.startswith("chip-to-chip links"))
+
+    assert links() == links(chips=8)

@@ -35,3 +35,17 @@ def test_large_loop_is_not_its_first_burst():
     burst = xpusim.serve("llama-3-8b", requests=256, **common)
     assert default.requests == 8 * 256
     assert default.ttft_s.mean < 0.5 * burst.ttft_s.mean
+
+
+@pytest.mark.parametrize(("given", "burst"), [
+    ({}, REQUESTS),  # the placeholder burst is REQUESTS, not 8 per client of that many
+    ({"concurrency": 100}, 8 * 100),  # clients do not cap a burst: every request at once
+    ({"concurrency": 100, "requests": 300}, 300),
+])
+def test_offline_burst_is_every_request(given, burst):
+    """--find offline sends every request at once whatever --concurrency says: fewer clients
+    than requests made the burst outrun the step tables sized for the clients (a
+    traceback), and the default requests of the placeholder loop made it 4,000."""
+    result = xpusim.serve("llama-3-8b", "h100-sxm", find="offline", prompt=128, gen=16,
+                          **given)  # fmt: skip
+    assert result.search["requests"] == burst

@@ -282,3 +282,24 @@ def test_fuzzed_requests_get_an_answer_the_schema_documents(case):
     as the OpenAPI schema says."""
     case.call_and_validate(checks=[not_a_server_error, status_code_conformance,
                                    content_type_conformance, response_schema_conformance])
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/serve", {**LLAMA, "target": {"chip": "h100-sxm"}, "options": {"concurrency": 64}}),
+    ("/api/plan", {**PLAN, "options": {**PLAN["options"], "concurrency": 64,
+                                       "requests": None}}),
+])  # fmt: skip
+def test_a_default_request_count_over_the_limit_is_named_as_the_default(client, path, body):
+    """64 clients default to 512 requests (8 each, serving/options.default_requests), over
+    this client's 400: refused as the default, which nobody asked for; plan's default was
+    not held to the limit at all."""
+    got = client.post(path, json=body)
+    assert got.status_code == 413, got.json()
+    assert "512 by default" in got.json()["error"] and "give fewer" in got.json()["error"]
+
+
+def test_a_target_takes_the_chip_shorthand_the_command_line_takes(client):
+    """`h100` is h100-sxm over the web as with --chip (it was refused there alone)."""
+    got = client.post("/api/run", json={**LLAMA, "target": {"chip": "H100"}})
+    assert got.status_code == 200, got.json()
+    assert got.json()["result"]["chip"] == "h100-sxm"

@@ -13,7 +13,7 @@ from xpusim.errors import UserError, closest
 from xpusim.files import is_file
 from xpusim.hardware.catalog import chip_ids, load_chip
 from xpusim.hardware.spec import Chip
-from xpusim.hardware.system import System, load_system, system_ids
+from xpusim.hardware.system import System, catalog_id, load_system, system_ids
 from xpusim.ir.dtypes import DType
 from xpusim.ir.graph import Graph
 from xpusim.memo import in_scope, scope
@@ -45,23 +45,11 @@ def target(id_or_path: str | Path) -> Chip | System:
         return load_system(text)
     if text in chip_ids() or text.endswith(".toml") or is_file(text):
         return load_chip(text)
-    named = _shorthand(text)
+    named = catalog_id(text)
     if named is not None:
         return target(named)
-    raise UserError(f"unknown chip or system {text!r}" + closest(text, chip_ids() + system_ids()))
-
-
-def _shorthand(text: str) -> str | None:
-    """The one catalog id a shorthand names, case aside: the id itself, or the only id that
-    starts with it and a dash (`H200` and `h200` are h200-sxm, as an engine's docs and a
-    benchmark's table write it; `h200` was refused with b200 its first suggestion). None
-    where no id or several do (`trn2`: trn2-instance, trn2-ultraserver)."""
-    name = text.lower()
-    ids = chip_ids() + system_ids()
-    if name in ids:
-        return name
-    starting = [i for i in ids if i.startswith(f"{name}-")]
-    return starting[0] if len(starting) == 1 else None
+    raise UserError(f"unknown chip or system {text!r}"
+                    + closest(text.lower(), chip_ids() + system_ids()))  # fmt: skip
 
 
 def model(id_or_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Any:

@@ -164,10 +164,12 @@ def _chip_summary(chip: Any) -> dict:
 @_wide_option
 def chip(chip_id: str, as_json: bool) -> None:
     """One chip in full, with the source of every figure (CHIP_ID: catalog id or TOML path)."""
-    from xpusim.hardware.catalog import load_chip
+    from xpusim.hardware.catalog import chip_ids, load_chip
+    from xpusim.hardware.system import catalog_id
     from xpusim.report.tables import chip_table, sources_table
 
-    spec = load_chip(chip_id)
+    named = catalog_id(chip_id)  # `h100` as --chip takes it
+    spec = load_chip(named if named in chip_ids() else chip_id)
     if as_json:
         _emit_json(spec.model_dump(mode="json"))
     else:

@@ -117,11 +117,11 @@ def _chip_count(value: str) -> tuple[str, int | None]:
 
 
 def _in_catalog(name: str) -> bool:
-    """Whether a chip or system id is `name` (the catalog read only on this path)."""
-    from xpusim.hardware.catalog import chip_ids
-    from xpusim.hardware.system import system_ids
+    """Whether `name` is a chip or system id or its shorthand, as --chip takes it (the
+    catalog read only on this path)."""
+    from xpusim.hardware.system import catalog_id
 
-    return name in chip_ids() or name in system_ids()
+    return catalog_id(name) is not None
 
 
 def merged_chips(chip: tuple[str, int | None], given: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from xpusim import api
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip, Figure
-from xpusim.hardware.system import System, system_for
+from xpusim.hardware.system import System, plan_chips, system_for
 from xpusim.hardware.whatif import apply
 from xpusim.result import Result
 
@@ -99,7 +99,8 @@ def sensitivity(
     workload: Any, target: Chip | System, metric: str | None = None, **options: Any
 ) -> Sensitivity:
     """Ranks the changes by their gain on `metric` (default: the workload's first objective)."""
-    chips = options.get("chips")
+    chips = plan_chips(target, options.get("chips"), options.get("tp"), options.get("pp"),
+                       options.get("dp"))  # `--tp 8` alone is eight chips, as run's  # fmt: skip
     if isinstance(target, Chip) and chips and chips > 1:
         target = system_for(target, chips)  # so that its links can change
     base = api.simulate(workload, target, **options)

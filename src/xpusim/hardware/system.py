@@ -239,6 +239,19 @@ def system_ids() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
 
 
+def catalog_id(text: str) -> str | None:
+    """The one chip or system id a shorthand names, case aside: the id itself, or the only
+    id that starts with it and a dash (`H200` and `h200` are h200-sxm, as an engine's docs
+    and a benchmark's table write it; `h200` was refused with b200 its first suggestion).
+    None where no id or several do (`trn2`: trn2-instance, trn2-ultraserver)."""
+    name = text.lower()
+    ids = chip_ids() + system_ids()
+    if name in ids:
+        return name
+    starting = [i for i in ids if i.startswith(f"{name}-")]
+    return starting[0] if len(starting) == 1 else None
+
+
 def load_system_file(path: Path) -> System:
     system = validated(System, read_toml(path, "system"), str(path))
     if system.chip_id not in chip_ids():

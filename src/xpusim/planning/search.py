@@ -140,6 +140,7 @@ def plan(
     second token)."""
     import xpusim.api as api
     from xpusim.cost.dollars import parse_price
+    from xpusim.hardware.system import catalog_id
     from xpusim.serving.engines import engine as profile_named
     from xpusim.serving.options import Load, check_slo, default_requests
     from xpusim.workloads.transformer_config import TransformerConfig
@@ -181,7 +182,8 @@ def plan(
 
         resolve_decoding(None, None, "mtp", mtp_draft_tokens, mtp_acceptance)  # its checks
         mtps.append((mtp_draft_tokens, mtp_acceptance))
-    targets = {c: api.target(c) for c in dict.fromkeys(chips)}
+    named = [catalog_id(c) or c for c in chips]  # `H100` is h100-sxm, in the table and prices
+    targets = {c: api.target(c) for c in dict.fromkeys(named)}
     for chip_id, target in targets.items():
         if not hasattr(target, "peak_ops_per_s"):
             raise UserError(f"--chip {chip_id}: plan takes chips (it sizes their systems); "

@@ -66,6 +66,9 @@ def answer(
     if search.find == "max-rate" and load.trace is not None:
         raise UserError("--find max-rate searches the arrival rate, which a --trace fixes: "
                         "give the file as --lengths to draw the requests' lengths from it")
+    if search.find == "offline" and load.closed:  # a burst: every request at once, whatever
+        # --concurrency said, and the step tables sized for all of them (_offline)
+        load = replace(load, concurrency=load.requests)
     requests = draw(load)
     prepared = prepare(cfg, target, load, requests, engine, plan_options)
     trials: list[dict[str, Any]] = []

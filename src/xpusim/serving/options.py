@@ -39,7 +39,9 @@ long before: a sample of a longer trace (--requests N takes its first N) serves.
 
 
 REQUESTS = 500
+"""Load.requests' default for an open loop or a few clients (default_requests)."""
 REQUESTS_PER_CLIENT = 8
+"""Load.requests' default per client of a closed loop of more than REQUESTS / 8 clients."""
 
 
 def default_requests(concurrency: object, base: int = REQUESTS) -> int:
@@ -52,7 +54,8 @@ def default_requests(concurrency: object, base: int = REQUESTS) -> int:
     not what a benchmark of that concurrency reports: its clients go round many times
     (InferenceX's scripts send 10 per client, `--num-prompts $((CONC * 10))`). Eight per
     client, a tenth of them the default warm-up, is what validation runs for a source that
-    states no count (validation/adapters.py), so `serve` and `validate` answer one question.
+    states no count (validation/adapters.py, at least 100), so above 62 clients `serve` and
+    `validate` run the same count; below, serve's 500 are more rounds than validation's.
     Not a count yet where the concurrency is not a positive integer: Load's checks name
     that field."""
     if isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency > 0:

@@ -127,6 +127,9 @@ def serve(
     if options.get("find") == "min-chips" and options.get("rate") is None \
             and options.get("trace") is None:
         raise UserError("--find min-chips serves a given load: give --rate (or --trace)")
+    if options.get("find") == "max-rate" and options.get("concurrency") is not None:
+        raise UserError("--find max-rate searches the arrival rate of an open loop: give no "
+                        "--concurrency")  # a traceback before: tables sized for the clients
     if options.get("find") == "offline" and options.get("hold_s") is not None:
         raise UserError("--find offline sends every request at once: --hold-s holds "
                         "arrivals, of which a burst has none")  # fmt: skip
@@ -135,9 +138,11 @@ def serve(
     load_options = given[Load]
     if options.get("find") in ("max-rate", "offline") and not any(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
-    ):  # a placeholder: the search sets it (an offline burst: every request at once)
+    ):  # a placeholder: the search sets it (an offline burst: every request at once, so
+        # REQUESTS, not the default of a closed loop of that many clients)
+        n = load_options.get("requests") or REQUESTS
         load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
-            {**load_options, "concurrency": load_options.get("requests") or REQUESTS}
+            {**load_options, "concurrency": n, "requests": n}
     load = Load(**load_options)
     chip = getattr(target, "chip", target)
     engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)

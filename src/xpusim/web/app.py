@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from xpusim.errors import UserError
-from xpusim.serving.options import default_requests
+from xpusim.serving.options import REQUESTS, default_requests
 from xpusim.web import views
 from xpusim.web.schemas import (
     CompareRequest,
@@ -284,10 +284,7 @@ def create_app(limits: Limits | None = None) -> FastAPI:
               responses=ERRORS)  # fmt: skip
     async def serve(request: ServeRequest) -> dict[str, Any]:
         options = _with_chips(given(request.options), request.target.chips)
-        requests = options.get("requests")
-        if requests is None:
-            requests = default_requests(options.get("concurrency"))
-        _at_most(requests, limits.serve_requests, "serving requests")
+        requests = _requests(options, REQUESTS, limits.serve_requests)
         if options.get("find") and requests * FIND_RUNS > limits.serve_requests:
             raise TooMuch(f"find runs up to {FIND_RUNS} simulations: give at most "
                           f"{limits.serve_requests // FIND_RUNS} requests with it")  # fmt: skip
@@ -306,7 +303,9 @@ def create_app(limits: Limits | None = None) -> FastAPI:
     async def plan(request: PlanRequest) -> dict[str, Any]:
         _at_most(len(request.chips), limits.targets, "chips")
         options = given(request.options)
-        _at_most(options.get("requests", 0), limits.serve_requests, "serving requests")
+        from xpusim.planning.search import DEFAULT_REQUESTS
+
+        _requests(options, DEFAULT_REQUESTS, limits.serve_requests)
         for name in ("num_chips", "max_chips"):
             _at_most(options.get(name) or 0, limits.plan_chips, name)
 
@@ -332,6 +331,21 @@ def create_app(limits: Limits | None = None) -> FastAPI:
 
 def _with_chips(options: dict[str, Any], chips: int | None) -> dict[str, Any]:
     return {**options, "chips": chips} if chips is not None else dict(options)
+
+
+def _requests(options: dict[str, Any], base: int, limit: int) -> int:
+    """The requests each simulation serves, held to the limit: those given, or the default
+    (serving/options.default_requests: `base`, or 8 per client of a larger closed loop),
+    which nobody typed, so its refusal names it and says what to give."""
+    if options.get("requests") is not None:
+        _at_most(options["requests"], limit, "serving requests")
+        return options["requests"]
+    n = default_requests(options.get("concurrency"), base)
+    if n > limit:
+        raise TooMuch(f"serving requests: {n:,} by default for this load ({base:,}, or 8 per "
+                      f"client of a larger concurrency); at most {limit:,} per request: give "
+                      "fewer as 'requests'")  # fmt: skip
+    return n
 
 
 def _at_most(n: int, limit: int, what: str) -> None:

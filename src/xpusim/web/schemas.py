@@ -78,15 +78,15 @@ class Target(Strict):
 
     def spec(self) -> Any:
         from xpusim.hardware.catalog import chip_ids
-        from xpusim.hardware.system import system_ids
+        from xpusim.hardware.system import catalog_id, system_ids
 
-        known = chip_ids() + system_ids()
-        if self.chip not in known:
+        named = catalog_id(self.chip)  # a catalog id or its shorthand, as --chip; never a file
+        if named is None:
             raise UserError(f"chip: unknown chip or system {self.chip!r}"
-                            + closest(self.chip, known))  # fmt: skip
+                            + closest(self.chip.lower(), chip_ids() + system_ids()))  # fmt: skip
         from xpusim import api
 
-        return api.target(self.chip)
+        return api.target(named)
 
 
 def _price() -> Any:

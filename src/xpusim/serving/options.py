@@ -257,6 +257,11 @@ class Engine:
                                     type=bool)  # fmt: skip
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
+    radix_cache: bool = option(True, "SGLang's radix cache; off as --disable-radix-cache "
+                               "launches it: then requests that run to their length (as an "
+                               "--ignore-eos client's, as serve's all do) start only where "
+                               "all could finish with no retraction "
+                               "(add_one_req_ignore_eos; serving/admission.py).", type=bool)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
                                            "prefill (with --decode-replicas).", type=int)
     decode_replicas: int | None = option(None, "Disaggregation: replicas that only decode.",
@@ -351,6 +356,7 @@ class Engine:
                  "its --enable-flashinfer-allreduce-fusion"),
                 ("recv_interval", self.recv_interval > 1, "sglang",  # SGLang 0.5's gate alone
                  "its --scheduler-recv-interval"),
+                ("radix_cache", not self.radix_cache, "sglang", "its --disable-radix-cache"),
                 ("batch_wait", self.batch_wait is not None, "trtllm",
                  "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio")):  # fmt: skip
             if given and self.engine != needs:

@@ -31,6 +31,7 @@ from math import ceil, inf, nan
 
 import numpy as np
 
+from xpusim.serving.admission import Pass, Reserve
 from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
@@ -176,6 +177,7 @@ class Replica:
     jit_bucket_tokens: int = 0  # (engines.toml jit_gemm)
     api_servers: float = 1.0  # API server processes streaming its tokens: its replica's
     # share of them, the replica's pp lanes streaming through the same ones (0: in-process)
+    reserve: Reserve | None = None  # SGLang's admission control (serving/admission.py)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
@@ -263,6 +265,28 @@ class Replica:
     def cached(self, s: Sequence) -> int:
         return self.kv.cached_tokens(s.target) if s.done == 0 else s.done
 
+    def output(self, s: Sequence) -> int:
+        """The tokens s has made so far (a cohort member's count is kept by the lane)."""
+        if self.cohort.get(s.id) is not s:
+            return s.generated
+        return min(s.base + self._tokens_in(self.steps - s.joined), s.gen)
+
+    def admission(self) -> Pass | None:
+        """A prefill pass's budget under the engine's admission control, its running
+        requests as they stand (None: the engine admits on its prompt's blocks alone)."""
+        if self.reserve is None:
+            return None
+        running = [(self.output(s), s.gen, s.prompt) for s in self.cohort.values()]
+        return Pass.open(self.reserve, running + [(s.generated, s.gen, s.prompt)
+                                                  for s in self.prefilling])  # fmt: skip
+
+    def fits(self, gate: Pass | None, s: Sequence) -> bool:
+        """Whether the pass's admission control lets waiting s start now."""
+        if gate is None:
+            return True
+        free = self.kv.free * self.kv.block_tokens
+        return gate.fits(s, s.target - self.cached(s), free)
+
     def admit(self, s: Sequence, tokens: int) -> bool:
         """Takes the blocks for `tokens` of a waiting sequence (the caller pops it) and
         starts it: prefilling, or decoding when it was prefilled elsewhere."""
@@ -336,7 +360,22 @@ class Replica:
     def decodes(self) -> bool:
         """Whether the cohort decodes next, each member with the blocks for its next token;
         when the cache runs out, the latest-admitted sequences are preempted (recompute)
-        until the earlier ones fit, as vLLM does, the sequence itself last."""
+        until the earlier ones fit, as vLLM does, the sequence itself last. Under SGLang's
+        admission control a decode step moves its new_token_ratio: down a step, or after a
+        retraction to the survivors' progress (serving/admission.py)."""
+        if self.reserve is not None:
+            preempted = self.preemptions
+            running = self._grow()
+            if self.preemptions > preempted:  # a retraction: the survivors' progress
+                kept = list(self.cohort.values())
+                self.reserve.retracted([self.output(s) for s in kept], [s.gen for s in kept])
+            elif running:
+                self.reserve.decayed()
+            return running
+        return self._grow()
+
+    def _grow(self) -> bool:
+        """decodes' blocks: each member due one takes it, preempting when short."""
         step = self.steps + 1
         group = self._grow_at.pop(step, None)
         if group is None or not group.members:
@@ -457,6 +496,8 @@ class Replica:
         queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)
         if not batch:
+            if self.reserve is not None and not (self.cohort or self.prefilling):
+                self.reserve.idle()  # SGLang's self_check_during_idle
             return None
         held = (self.batch_wait is not None and batch.decode and bool(batch.chunks)
                 and self._batch_waits(batch))  # fmt: skip
@@ -499,7 +540,9 @@ class Replica:
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
-                    and not self.inbox and not held)
+                    and not self.inbox and not held
+                    # admission control's budget moves every step: a waiting prompt may fit
+                    and (self.reserve is None or not self.waiting))
         return it
 
     def warm(self, tokens: tuple[int, ...]) -> None:
@@ -742,6 +785,8 @@ class Replica:
         else:
             run.kv_used = [self.kv.used] * ran
         self._decoded_run([it.end_s, *run.end_s[:-1]])
+        if self.reserve is not None:  # each step's decodes, none retracting
+            self.reserve.decayed(ran)
         if self.recv_interval > 1:  # each step's loop counts 1 at the receive gate, which
             # resets it at recv_interval (_receive; a plain step leaves the inbox empty)
             self._recv_count = (self._recv_count + ran) % self.recv_interval

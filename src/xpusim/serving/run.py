@@ -22,6 +22,7 @@ from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
+from xpusim.serving.admission import Reserve
 from xpusim.serving.decision import Decision
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
@@ -515,7 +516,9 @@ def run(
                          eager_s=own.eager_s, eager_above_tokens=own.eager_above_tokens,
                          jit_s=own.jit_s, jit_bucket_tokens=profile.jit_bucket_tokens,
                          static_w=p.system.chip.energy.static_power_w.value,
-                         api_servers=e.api_servers / own.plan.pp)  # the lanes share them
+                         api_servers=e.api_servers / own.plan.pp,  # the lanes share them
+                         reserve=None if profile.admit_reserve is None else
+                         Reserve(profile.admit_reserve, exact=not e.radix_cache))
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     warmed = warmed_steps(e.client_warmup, int(requests.prompt[0]), concurrency, e.token_budget)

@@ -33,6 +33,8 @@ def test_ratio_follows_sglangs_figures():
     assert r.ratio == pytest.approx((5000 + 2 * 20) / 10001)
     r.idle()
     assert r.ratio == 0.7
+    dp = Reserve(RULE.under_dp_attention())  # conservativeness x 0.3 under attention DP
+    assert (dp.ratio, dp.rule.ratio_min) == (pytest.approx(0.21), pytest.approx(0.0294))
 
 
 def test_budget_by_hand():

@@ -281,8 +281,10 @@ class Replica:
                                                   for s in self.prefilling])  # fmt: skip
 
     def fits(self, gate: Pass | None, s: Sequence) -> bool:
-        """Whether the pass's admission control lets waiting s start now."""
-        if gate is None:
+        """Whether the pass's admission control lets waiting s start now; with nothing
+        running, always (a request longer than the whole cache then runs as it would
+        without the control, preempting, where SGLang's would wait forever)."""
+        if gate is None or not gate.gens.size:
             return True
         free = self.kv.free * self.kv.block_tokens
         return gate.fits(s, s.target - self.cached(s), free)

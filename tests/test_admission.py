@@ -96,4 +96,4 @@ def test_radix_cache_is_sglangs_flag(capsys):
               "--requests", "4", "--no-radix-cache"])  # fmt: skip
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "radix-cache must be used with engine sglang" in err[0]
+    assert len(err) == 1 and "radix-cache must be used with engine sglang or sglang-0.4" in err[0]

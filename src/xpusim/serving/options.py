@@ -356,7 +356,6 @@ class Engine:
                  "its --enable-flashinfer-allreduce-fusion"),
                 ("recv_interval", self.recv_interval > 1, "sglang",  # SGLang 0.5's gate alone
                  "its --scheduler-recv-interval"),
-                ("radix_cache", not self.radix_cache, "sglang", "its --disable-radix-cache"),
                 ("batch_wait", self.batch_wait is not None, "trtllm",
                  "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio")):  # fmt: skip
             if given and self.engine != needs:
@@ -375,6 +374,9 @@ class Engine:
                             f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
         from xpusim.serving.engines import engine
 
+        if not self.radix_cache and engine(self.engine).admit_reserve is None:
+            raise UserError(f"radix_cache must be used with engine sglang or sglang-0.4 (their "
+                            f"--disable-radix-cache), got engine {self.engine!r}")
         if not engine(self.engine).eager_launch_s and self.eager_prefill:
             raise UserError(f"eager_prefill must be used with engine sglang or sglang-0.4 "
                             f"(engine {self.engine!r} has no measured host time per eager "

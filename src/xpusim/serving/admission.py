@@ -72,26 +72,39 @@ class ReserveRule:
 
 @dataclass
 class Reserve:
-    """One scheduler's new_token_ratio under its rule, and the admission arithmetic."""
+    """One scheduler's new_token_ratio under its rule, and the admission arithmetic. The
+    ratio is kept as where it was last set and the decode steps since, so that steps
+    counted one at a time or many at once (Replica._skip) give the same figure."""
 
     rule: ReserveRule
     exact: bool = False  # requests ignore EOS and the radix cache is off: the exact check
-    ratio: float = 0.0
+    start: float = 0.0  # the ratio when last set (0: the rule's ratio_init)
+    steps: int = 0  # decode steps since
 
     def __post_init__(self) -> None:
-        self.ratio = self.ratio or self.rule.ratio_init
+        self.start = self.start or self.rule.ratio_init
+
+    @property
+    def ratio(self) -> float:
+        return self.after(0)
+
+    def after(self, steps: int | np.ndarray) -> Any:
+        """The ratio after `steps` more decode steps with no retraction."""
+        return np.maximum(self.start - self.rule.decay * (self.steps + steps),
+                          self.rule.ratio_min) if isinstance(steps, np.ndarray) else \
+            max(self.start - self.rule.decay * (self.steps + steps), self.rule.ratio_min)
 
     def decayed(self, steps: int = 1) -> None:
         """After `steps` decode steps with no retraction."""
-        self.ratio = max(self.ratio - self.rule.decay * steps, self.rule.ratio_min)
+        self.steps += steps
 
     def idle(self) -> None:
-        self.ratio = self.rule.ratio_init
+        self.start, self.steps = self.rule.ratio_init, 0
 
     def retracted(self, outputs: list[int], gens: list[int]) -> None:
         """After a retraction: the surviving requests' outputs so far and lengths."""
         steps = self.rule.retract_decode_steps * len(outputs)
-        self.ratio = min(1.0, (sum(outputs) + steps) / (sum(gens) + 1))
+        self.start, self.steps = min(1.0, (sum(outputs) + steps) / (sum(gens) + 1)), 0
 
     def budget(self, free_tokens: int, outputs: np.ndarray, gens: np.ndarray) -> float:
         """rem_total_tokens as a pass opens: the free tokens less every running request's
@@ -125,6 +138,35 @@ class Reserve:
         freed = np.concatenate(([0], np.cumsum(held)[:-1]))
         spare = free_tokens - prompt_tokens + freed - left * still
         return bool(np.all(spare > IGNORE_EOS_RESERVE_TOKENS * still))
+
+    def first_fit(self, s: Sequence, prompt_tokens: int, free_tokens: int,
+                  running: tuple[np.ndarray, np.ndarray, np.ndarray], block_tokens: int,
+                  horizon: int) -> float:  # fmt: skip
+        """For a stretch of decode steps in which no running request finishes or is
+        retracted (Replica.cruise): after how many steps s may first be admitted (0: at
+        once), within `horizon`; inf if not. `running`, `free_tokens`: as they stand when
+        the scheduler next runs; each step every request writes a token, the ratio decays
+        and the free tokens fall by at least a token a request once a block fills. The
+        budget checked each step is an upper bound of what the scheduler will see, so no
+        step that could admit is skipped. Of the exact check only its first test (the
+        prompt within the budget) is asked: the rest is not monotonic in the steps (the
+        running requests' remaining outputs pass the new one's), so from the first step
+        that test passes the scheduler decides each step."""
+        outputs, gens, _ = running
+        clip, steps = self.rule.clip_tokens, np.arange(horizon)
+        left = np.sort(gens - outputs)
+        below = np.concatenate(([0], np.cumsum(left)))
+        done = np.searchsorted(left, steps, side="right")  # none left to write
+        full = np.searchsorted(left, steps + clip, side="left")  # clipped
+        counted = (len(left) - full) * clip + below[full] - below[done] - steps * (full - done)
+        free = free_tokens - len(left) * np.maximum(steps - block_tokens + 1, 0)
+        rem = free - self.after(steps) * counted
+        if self.exact:  # add_one_req_ignore_eos's first test, which its rest needs
+            ok = (prompt_tokens <= free) & (prompt_tokens <= rem)
+        else:
+            ok = prompt_tokens + self.charge(s) < rem
+        hits = np.flatnonzero(ok)
+        return float(hits[0]) if hits.size else np.inf
 
 
 @dataclass

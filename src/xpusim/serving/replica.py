@@ -289,6 +289,25 @@ class Replica:
         free = self.kv.free * self.kv.block_tokens
         return gate.fits(s, s.target - self.cached(s), free)
 
+    def _admit_at(self) -> float:
+        """For cruise, its iteration in flight: the count of decode steps (self.steps)
+        from which admission control may let the queue's head start, the budget moving
+        every step as the requests write and the ratio decays (Reserve.first_fit); inf:
+        not before the stretch ends, or no control or no queue."""
+        if self.reserve is None or not self.waiting:
+            return inf
+        s = self.waiting[0]
+        if s.decoding or self.prefilling or not self.cohort:
+            return self.steps + 1  # the event loop's scheduler decides
+        after = [(min(self.output(m) + 1, m.gen), m.gen, m.prompt)
+                 for m in self.cohort.values()]  # fmt: skip
+        running = tuple(np.array(c, dtype=np.int64) for c in zip(*after, strict=True))
+        horizon = int(min(self._finish_at, default=self.steps + 1) - self.steps) + 1
+        wait = self.reserve.first_fit(s, s.target - self.cached(s),
+                                      self.kv.free * self.kv.block_tokens, running,  # type: ignore[arg-type]
+                                      self.kv.block_tokens, horizon)  # fmt: skip
+        return self.steps + 1 + wait
+
     def admit(self, s: Sequence, tokens: int) -> bool:
         """Takes the blocks for `tokens` of a waiting sequence (the caller pops it) and
         starts it: prefilling, or decoding when it was prefilled elsewhere."""
@@ -542,9 +561,7 @@ class Replica:
         it = self._begin(batch, now_s, step, n, n + len(chunks), sampled)
         it.plain = (not chunks and n > 0 and spec is None and self.cost.stages == 1
                     and len(self.waiting) == queued and self.preemptions == preempted
-                    and not self.inbox and not held
-                    # admission control's budget moves every step: a waiting prompt may fit
-                    and (self.reserve is None or not self.waiting))
+                    and not self.inbox and not held)
         return it
 
     def warm(self, tokens: tuple[int, ...]) -> None:
@@ -700,12 +717,13 @@ class Replica:
             return it
         n = it.decodes
         extra = None if self.padding is None else self.padding.extra(n, True)
+        admit_at = self._admit_at()
         ran = 0
         while ran < SKIP_AFTER or until_s - it.end_s < SKIP_ROOM * (it.end_s - it.start_s):
             if not it.end_s < until_s:
                 return it
             step = self.steps + 1  # the step `it` runs
-            if step in self._finish_at:
+            if step in self._finish_at or step >= admit_at:  # a prompt may start after it
                 return it
             due = self._grow_at.get(step + 1)
             if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s) \
@@ -722,11 +740,11 @@ class Replica:
             it = self._begin(it.batch, now_s, cost, n, n, n)
             record(it)
             ran += 1
-        return self._skip(it, until_s, stop, record_run, extra)
+        return self._skip(it, until_s, stop, record_run, extra, admit_at)
 
     def _skip(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
-              record_run: Callable[[DecodeRun], None],
-              extra: list[float] | None) -> Iteration:  # fmt: skip
+              record_run: Callable[[DecodeRun], None], extra: list[float] | None,
+              admit_at: float = inf) -> Iteration:  # fmt: skip
         """The rest of cruise's stretch after `it` at once, equal to its steps one at a
         time bit for bit (tests/test_decode_runs.py). Where it must end is known before any
         step is run but for the clock: the cohort's first finish (the earliest step with a
@@ -740,7 +758,8 @@ class Replica:
         afterwards, once."""
         first = self.steps + 1  # the step `it` runs
         last = min(self._finish_at, default=inf)
-        horizon = int(last - first) if last < inf else 0  # steps that may begin, up to it
+        horizon = int(min(last, admit_at) - first) if last < inf else 0  # steps that may
+        # begin, up to the first finish, and before a step at which a prompt may start
         block = self.kv.block_tokens
         growing = sorted(((step, group) for step, group in self._grow_at.items()
                           if first < step <= first + horizon and group.members),

@@ -694,6 +694,8 @@ def points(
 
         if "--enable-flashinfer-allreduce-fusion" in launch:
             setup["allreduce_fusion"] = True
+        if "--disable-radix-cache" in launch:  # with the client's --ignore-eos: admission.py
+            setup["radix_cache"] = False
         src_row = (
             f"{APP}, row hardware={hw} framework={fw} precision={prec} "
             f"spec_method={r['spec_method']} "
@@ -781,6 +783,9 @@ def points(
             parts.append(f"moe_backend {moe}" + (f" ({SGLANG_MOE})" if fw == "sglang" else ""))
         if "--enable-flashinfer-allreduce-fusion" in launch:
             parts.append("allreduce_fusion (--enable-flashinfer-allreduce-fusion)")
+        if "--disable-radix-cache" in launch:
+            parts.append("radix_cache false (--disable-radix-cache; the client sends "
+                         "--ignore-eos, so SGLang admits by its exact no-retraction check)")
         if spec:
             parts.append(
                 f"speculative mtp, {drafts(r)[0]} draft tokens a step ({drafts(r)[1]}), "

@@ -44,7 +44,7 @@ SETUPS = {  # README heading: (zoo model, chip, GPUs, tag)
 }
 ENGINES = {  # table's engine: (engine, version, xpusim profile, settings the launch states)
     "SGLang": ("sglang", "SGLang v0.3.0 (pip sglang[all]==0.3.0, FlashInfer for torch 2.4)",
-               "sglang-0.4", {"host_overlap": False}),
+               "sglang-0.4", {"host_overlap": False, "radix_cache": False}),
     "vLLM": ("vllm", "vLLM v0.6.0 (V0 engine, multi-step scheduling)", "vllm-v0",
              {"decode_steps": 10}),
 }  # fmt: skip

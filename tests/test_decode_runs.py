@@ -86,6 +86,10 @@ LOADS = [
                         prompt=256, gen=300, requests=24)),  # host time per DP sequence
     ("llama-3-8b", dict(engine="trtllm", concurrency=16, prompt=300, gen=200, spread=0.5,
                         requests=64, batch_wait="6,0.5")),  # cruise only where none is held
+    ("llama-3-8b", dict(engine="sglang", concurrency=32, prompt=500, gen=2000, requests=64,
+                        kv_blocks=40_000)),  # SGLang's output reservation holds a queue back
+    ("llama-3-8b", dict(engine="sglang", concurrency=32, prompt=500, gen=2000, spread=0.3,
+                        requests=64, kv_blocks=40_000, radix_cache=False)),  # ... exactly
 ]
 GATED = ("dp", "pp", "speculative")
 """Settings under which cruise leaves every step to the event loop."""
@@ -195,16 +199,20 @@ def test_cruise_stops_where_a_verdict_says(monkeypatch):
        prompt=st.integers(8, 700), gen=st.integers(1, 300), spread=st.sampled_from([0, 0.5]),
        requests=st.integers(1, 30), kv_block=st.sampled_from([None, 1, 4, 16]),
        kv_blocks=st.sampled_from([None, 60, 150, 400]), seed=st.integers(0, 3),
-       recv_interval=st.sampled_from([1, 3, 10]))
+       recv_interval=st.sampled_from([1, 3, 10]), radix_cache=st.booleans())
 def test_skips_equal_the_event_loop(engine, clients, rate, prompt, gen, spread,
-                                    requests, kv_block, kv_blocks, seed, recv_interval):
+                                    requests, kv_block, kv_blocks, seed, recv_interval,
+                                    radix_cache):
     """Random small closed and open loops, tight caches (stretches cut where the blocks
     run out, preemptions after), blocks of 1 to 16 tokens, SGLang's receive gate counting
-    the skipped steps: the same runs bit for bit."""
+    the skipped steps and its admission control holding a queue through them: the same
+    runs bit for bit."""
     load = dict(engine=engine, prompt=prompt, gen=gen, spread=spread, requests=requests,
                 seed=seed, recv_interval=recv_interval if engine == "sglang" else 1,
                 **({"rate": rate} if rate else {"concurrency": clients}))
     load |= {k: v for k, v in (("kv_block", kv_block), ("kv_blocks", kv_blocks)) if v}
+    if engine == "sglang" and not radix_cache:  # SGLang's exact admission check
+        load["radix_cache"] = False
     try:
         served = _served_both_ways("llama-3-8b", load)
     except UserError:  # a cache too small for one request: refused either way

@@ -16,6 +16,7 @@ from typing import Any
 
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import base_id
+from xpusim.serving.admission import ReserveRule
 
 DATA = Path(__file__).with_name("engines.toml")
 GIB = 2**30
@@ -119,6 +120,10 @@ class EngineProfile:
     # where set, requests' sampler penalties run as this engine's code runs them
     # (workloads/transformer.py SAMPLER_PENALTIES; serve's --penalties); "": not modelled
     penalties_source: str = ""
+    # where set, a new prompt is admitted only within what the running requests' remaining
+    # outputs leave of the KV cache (SGLang's PrefillAdder: serving/admission.py)
+    admit_reserve: ReserveRule | None = None
+    admit_reserve_source: str = ""
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
@@ -286,7 +291,9 @@ def engines() -> dict[str, EngineProfile]:
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
-                  "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items()))
+                  "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items())),
+                  "admit_reserve": (ReserveRule.of(fields["admit_reserve"])
+                                    if "admit_reserve" in fields else None),
                   }  # fmt: skip
         profile = EngineProfile(name, **fields)
         assert profile.policy in POLICIES and profile.graph_pad in GRAPH_PADS \
@@ -300,7 +307,8 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.unsplit_decode_source) == bool(profile.unsplit_decode) \
             and profile.frontend_s >= 0 and bool(profile.frontend_source) \
             and profile.frontend_token_s >= 0 \
-            and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0), name
+            and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
+            and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None), name
         found[name] = profile
     return found
 

@@ -260,6 +260,11 @@ class Engine:
                                     type=bool)  # fmt: skip
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
+    radix_cache: bool = option(True, "SGLang's radix cache; off as --disable-radix-cache "
+                               "launches it: then requests that run to their length (as an "
+                               "--ignore-eos client's, as serve's all do) start only where "
+                               "all could finish with no retraction "
+                               "(add_one_req_ignore_eos; serving/admission.py).", type=bool)
     prefill_replicas: int | None = option(None, "Disaggregation: replicas that only "
                                            "prefill (with --decode-replicas).", type=int)
     decode_replicas: int | None = option(None, "Disaggregation: replicas that only decode.",
@@ -372,6 +377,9 @@ class Engine:
                             f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
         from xpusim.serving.engines import engine
 
+        if not self.radix_cache and engine(self.engine).admit_reserve is None:
+            raise UserError(f"radix_cache must be used with engine sglang or sglang-0.4 (their "
+                            f"--disable-radix-cache), got engine {self.engine!r}")
         if not engine(self.engine).eager_launch_s and self.eager_prefill:
             raise UserError(f"eager_prefill must be used with engine sglang or sglang-0.4 "
                             f"(engine {self.engine!r} has no measured host time per eager "

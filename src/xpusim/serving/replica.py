@@ -31,6 +31,7 @@ from math import ceil, inf, nan
 
 import numpy as np
 
+from xpusim.serving.admission import Pass, Reserve
 from xpusim.serving.engines import EngineProfile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
@@ -176,6 +177,7 @@ class Replica:
     jit_bucket_tokens: int = 0  # (engines.toml jit_gemm)
     api_servers: float = 1.0  # API server processes streaming its tokens: its replica's
     # share of them, the replica's pp lanes streaming through the same ones (0: in-process)
+    reserve: Reserve | None = None  # SGLang's admission control (serving/admission.py)
     admitting: bool = True  # whether this iteration's scheduler may start new prompts
     waiting: deque[Sequence] = field(default_factory=deque)
     inbox: deque[Sequence] = field(default_factory=deque)  # arrived, not yet received
@@ -263,6 +265,49 @@ class Replica:
     def cached(self, s: Sequence) -> int:
         return self.kv.cached_tokens(s.target) if s.done == 0 else s.done
 
+    def output(self, s: Sequence) -> int:
+        """The tokens s has made so far (a cohort member's count is kept by the lane)."""
+        if self.cohort.get(s.id) is not s:
+            return s.generated
+        return min(s.base + self._tokens_in(self.steps - s.joined), s.gen)
+
+    def admission(self) -> Pass | None:
+        """A prefill pass's budget under the engine's admission control, its running
+        requests as they stand (None: the engine admits on its prompt's blocks alone)."""
+        if self.reserve is None:
+            return None
+        running = [(self.output(s), s.gen, s.prompt) for s in self.cohort.values()]
+        return Pass.open(self.reserve, running + [(s.generated, s.gen, s.prompt)
+                                                  for s in self.prefilling])  # fmt: skip
+
+    def fits(self, gate: Pass | None, s: Sequence) -> bool:
+        """Whether the pass's admission control lets waiting s start now; with nothing
+        running, always (a request longer than the whole cache then runs as it would
+        without the control, preempting, where SGLang's would wait forever)."""
+        if gate is None or not gate.gens.size:
+            return True
+        free = self.kv.free * self.kv.block_tokens
+        return gate.fits(s, s.target - self.cached(s), free)
+
+    def _admit_at(self) -> float:
+        """For cruise, its iteration in flight: the count of decode steps (self.steps)
+        from which admission control may let the queue's head start, the budget moving
+        every step as the requests write and the ratio decays (Reserve.first_fit); inf:
+        not before the stretch ends, or no control or no queue."""
+        if self.reserve is None or not self.waiting:
+            return inf
+        s = self.waiting[0]
+        if s.decoding or self.prefilling or not self.cohort:
+            return self.steps + 1  # the event loop's scheduler decides
+        after = [(min(self.output(m) + 1, m.gen), m.gen, m.prompt)
+                 for m in self.cohort.values()]  # fmt: skip
+        running = tuple(np.array(c, dtype=np.int64) for c in zip(*after, strict=True))
+        horizon = int(min(self._finish_at, default=self.steps + 1) - self.steps) + 1
+        wait = self.reserve.first_fit(s, s.target - self.cached(s),
+                                      self.kv.free * self.kv.block_tokens, running,  # type: ignore[arg-type]
+                                      self.kv.block_tokens, horizon)  # fmt: skip
+        return self.steps + 1 + wait
+
     def admit(self, s: Sequence, tokens: int) -> bool:
         """Takes the blocks for `tokens` of a waiting sequence (the caller pops it) and
         starts it: prefilling, or decoding when it was prefilled elsewhere."""
@@ -336,7 +381,22 @@ class Replica:
     def decodes(self) -> bool:
         """Whether the cohort decodes next, each member with the blocks for its next token;
         when the cache runs out, the latest-admitted sequences are preempted (recompute)
-        until the earlier ones fit, as vLLM does, the sequence itself last."""
+        until the earlier ones fit, as vLLM does, the sequence itself last. Under SGLang's
+        admission control a decode step moves its new_token_ratio: down a step, or after a
+        retraction to the survivors' progress (serving/admission.py)."""
+        if self.reserve is not None:
+            preempted = self.preemptions
+            running = self._grow()
+            if self.preemptions > preempted:  # a retraction: the survivors' progress
+                kept = list(self.cohort.values())
+                self.reserve.retracted([self.output(s) for s in kept], [s.gen for s in kept])
+            elif running:
+                self.reserve.decayed()
+            return running
+        return self._grow()
+
+    def _grow(self) -> bool:
+        """decodes' blocks: each member due one takes it, preempting when short."""
         step = self.steps + 1
         group = self._grow_at.pop(step, None)
         if group is None or not group.members:
@@ -485,6 +545,8 @@ class Replica:
         queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)
         if not batch:
+            if self.reserve is not None and not (self.cohort or self.prefilling):
+                self.reserve.idle()  # SGLang's self_check_during_idle
             return None
         held = (self.batch_wait is not None and batch.decode and bool(batch.chunks)
                 and self._batch_waits(batch))  # fmt: skip
@@ -683,12 +745,13 @@ class Replica:
             return it
         n = it.decodes
         extra = None if self.padding is None else self.padding.extra(n, True)
+        admit_at = self._admit_at()
         ran = 0
         while ran < SKIP_AFTER or until_s - it.end_s < SKIP_ROOM * (it.end_s - it.start_s):
             if not it.end_s < until_s:
                 return it
             step = self.steps + 1  # the step `it` runs
-            if step in self._finish_at:
+            if step in self._finish_at or step >= admit_at:  # a prompt may start after it
                 return it
             due = self._grow_at.get(step + 1)
             if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s) \
@@ -705,11 +768,11 @@ class Replica:
             it = self._begin(it.batch, now_s, cost, n, n, n)
             record(it)
             ran += 1
-        return self._skip(it, until_s, stop, record_run, extra)
+        return self._skip(it, until_s, stop, record_run, extra, admit_at)
 
     def _skip(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
-              record_run: Callable[[DecodeRun], None],
-              extra: list[float] | None) -> Iteration:  # fmt: skip
+              record_run: Callable[[DecodeRun], None], extra: list[float] | None,
+              admit_at: float = inf) -> Iteration:  # fmt: skip
         """The rest of cruise's stretch after `it` at once, equal to its steps one at a
         time bit for bit (tests/test_decode_runs.py). Where it must end is known before any
         step is run but for the clock: the cohort's first finish (the earliest step with a
@@ -723,7 +786,8 @@ class Replica:
         afterwards, once."""
         first = self.steps + 1  # the step `it` runs
         last = min(self._finish_at, default=inf)
-        horizon = int(last - first) if last < inf else 0  # steps that may begin, up to it
+        horizon = int(min(last, admit_at) - first) if last < inf else 0  # steps that may
+        # begin, up to the first finish, and before a step at which a prompt may start
         block = self.kv.block_tokens
         growing = sorted(((step, group) for step, group in self._grow_at.items()
                           if first < step <= first + horizon and group.members),
@@ -770,6 +834,8 @@ class Replica:
         else:
             run.kv_used = [self.kv.used] * ran
         self._decoded_run([it.end_s, *run.end_s[:-1]])
+        if self.reserve is not None:  # each step's decodes, none retracting
+            self.reserve.decayed(ran)
         if self.recv_interval > 1:  # each step's loop counts 1 at the receive gate, which
             # resets it at recv_interval (_receive; a plain step leaves the inbox empty)
             self._recv_count = (self._recv_count + ran) % self.recv_interval

@@ -22,7 +22,9 @@ from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan
 from xpusim.scenarios.llm.request import Request
+from xpusim.serving.admission import Reserve
 from xpusim.serving.decision import Decision
+from xpusim.serving.engines import EngineProfile
 from xpusim.serving.engines import engine as engine_profile
 from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.load import Requests
@@ -515,7 +517,8 @@ def run(
                          eager_s=own.eager_s, eager_above_tokens=own.eager_above_tokens,
                          jit_s=own.jit_s, jit_bucket_tokens=profile.jit_bucket_tokens,
                          static_w=p.system.chip.energy.static_power_w.value,
-                         api_servers=e.api_servers / own.plan.pp)  # the lanes share them
+                         api_servers=e.api_servers / own.plan.pp,  # the lanes share them
+                         reserve=_reserve(profile, own.plan.attention_dp, e.radix_cache))
                  for _ in range(own.plan.pp)]  # fmt: skip
     concurrency = load.concurrency if load.closed else None
     warmed = warmed_steps(e.client_warmup, int(requests.prompt[0]), concurrency, e.token_budget)
@@ -531,6 +534,17 @@ def run(
     if (note := _batch_bound(frames.timeline, e.max_batch, result.kv_cache)) is not None:
         result.notes.append(note)
     return result, frames
+
+
+def _reserve(profile: EngineProfile, attention_dp: int, radix_cache: bool) -> Reserve | None:
+    """A lane's admission control, where its engine has one (engines.toml admit_reserve):
+    exact where requests run to their length without the radix cache."""
+    rule = profile.admit_reserve
+    if rule is None:
+        return None
+    if attention_dp > 1 and profile.dp_attention_chunk:
+        rule = rule.under_dp_attention()
+    return Reserve(rule, exact=not radix_cache)
 
 
 BATCH_BOUND_SHARE = 0.25

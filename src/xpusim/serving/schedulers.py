@@ -17,7 +17,9 @@
   decodes. Short TTFT, decodes stalled by each prefill step. Under SGLang's attention data
   parallelism each rank schedules its own requests, so while fewer prompts prefill than
   there are ranks, the other ranks' decodes run in the same step (the cohort decodes as a
-  whole: the prefilling ranks' few decodes are counted as running too).
+  whole: the prefilling ranks' few decodes are counted as running too). Where the engine
+  reserves room for the running requests' outputs (SGLang's PrefillAdder,
+  serving/admission.py), a new prompt starts only within what that leaves.
 - inflight: TensorRT-LLM's in-flight batching with its defaults: decodes, then whole
   prompts beside them within max_num_tokens (context chunking off; a prompt longer than
   the budget runs alone, chunked), a request admitted only when the blocks of its whole
@@ -206,6 +208,7 @@ def prefill_first(r: Replica) -> Batch:
     early = r.decodes() if r.rank_schedulers > 1 else None  # before any prompt's blocks
     batch = Batch()
     budget = r.token_budget
+    gate = r.admission() if r.waiting else None  # SGLang's PrefillAdder
     for s in r.prefilling:
         if budget <= 0:
             break
@@ -219,8 +222,10 @@ def prefill_first(r: Replica) -> Batch:
                 break
             r.waiting.popleft()
             continue
-        if not r.admitting or not r.admit(s, s.target):
+        if not r.admitting or not r.fits(gate, s) or not r.admit(s, s.target):
             break
+        if gate is not None:
+            gate.took(s)
         r.waiting.popleft()
         q = min(s.target - s.done, budget, r.chunk)
         batch.chunks.append((s, q))

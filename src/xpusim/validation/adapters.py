@@ -181,6 +181,8 @@ def _llm_serving(point: Point) -> Prediction:
         options["gemm_allreduce"] = True
     if point.get("allreduce_fusion"):  # SGLang's --enable-flashinfer-allreduce-fusion
         options["allreduce_fusion"] = True
+    if point.get("radix_cache") is False:  # SGLang's --disable-radix-cache
+        options["radix_cache"] = False
     if point.get("host_overlap") is not None:  # SGLang's overlap scheduler, on or off
         options["host_overlap"] = bool(point.get("host_overlap"))
     if point.get("frontend_ms") is not None:  # 0: a harness calling the engine in-process

@@ -45,7 +45,7 @@ SERVING_KEYS = _CORE | {
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
     "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms", "api_servers",
-    "penalties", "cold_start",
+    "penalties", "cold_start", "radix_cache",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -81,7 +81,9 @@ mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `scale_gen` (serv
 --scale-gen) scales the `lengths` file's output tokens to the point's `gen`, the run's own
 tokens per request over the dataset's reference shape. `cold_start` (serve's --cold-start):
 the run's engine started with empty kernel caches, where a runner script shows it; with it
-the load's `client_warmup` counts as compiled."""
+the load's `client_warmup` counts as compiled. `radix_cache` (serve's --radix-cache): false
+where an SGLang launch sets --disable-radix-cache, whose requests that ignore EOS are then
+admitted by SGLang's exact no-retraction check (serving/admission.py)."""
 LOAD_KEYS = {"kind", "value", "slo_ttft_ms", "slo_tpot_ms", "requests", "warmup", "hold_s",
              "hold_batch", "client_warmup"}  # fmt: skip
 """A load's keys: `requests` (the benchmark's prompts, its --num-prompts) and `warmup` (of

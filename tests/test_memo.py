@@ -51,7 +51,9 @@ FUNCTIONS_KEPT = LOADERS_KEPT | {"explore/rows.py: @functools.cache _objects",
                                  "compiler/moe_expert.py: @cache _busiest_share",
                                  "compiler/torus_layouts.py: @cache _data",
                                  "compiler/torus_layouts.py: @cache layouts",
-                                 "serving/load.py: @lru_cache(maxsize=8) _read_lengths"}
+                                 "serving/load.py: @lru_cache(maxsize=8) _read_lengths",
+                                 # a checkpoint's exclusion list compiled once: constant data
+                                 "workloads/checkpoint.py: @lru_cache(maxsize=64) _matcher"}
 
 
 def _module_level_caches(tree: ast.Module) -> list[str]:

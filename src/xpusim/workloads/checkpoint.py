@@ -118,7 +118,6 @@ def _matcher(excluded: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(translate(p) for p in patterns))
 
 
-@lru_cache(maxsize=65536)
 def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:
     """Whether a checkpoint that excludes `excluded` keeps the weights of the builder's
     matmul `op` (its name after `layers.N.`: qkv, o_proj, gate_up, down, ...) of `layer`

@@ -130,7 +130,7 @@ class Load:
         for name in ("prompt", "gen"):  # required: None is not "not given"
             if getattr(self, name) is None:
                 raise UserError(f"{name} must be a positive integer, got None")
-        check_positive(concurrency=self.concurrency, requests=self.requests, prompt=self.prompt,
+        check_positive(requests=self.requests, concurrency=self.concurrency, prompt=self.prompt,
                        gen=self.gen)  # fmt: skip
         if self.requests > MAX_REQUESTS:
             raise UserError(f"requests: {self.requests}; at most {MAX_REQUESTS:,} can be "

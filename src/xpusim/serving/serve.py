@@ -140,7 +140,7 @@ def serve(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
     ):  # a placeholder: the search sets it (an offline burst: every request at once, so
         # REQUESTS, not the default of a closed loop of that many clients)
-        n = load_options.get("requests") or REQUESTS
+        n = REQUESTS if load_options.get("requests") is None else load_options["requests"]
         load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
             {**load_options, "concurrency": n, "requests": n}
     load = Load(**load_options)

@@ -26,48 +26,17 @@ comes first), so under --no-radix-cache the exact check applies to every request
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from xpusim.serving.engines import ReserveRule
 
 if TYPE_CHECKING:
     from xpusim.serving.schedulers import Sequence
 
 IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py: kept free per running request
-
-
-@dataclass(frozen=True)
-class ReserveRule:
-    """engines.toml admit_reserve: the figures of SGLang's rule, from its code."""
-
-    clip_tokens: int  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
-    ratio_init: float  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness
-    ratio_min_factor: float  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, of ratio_init
-    decay_steps: int  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
-    retract_decode_steps: int  # SGLANG_RETRACT_DECODE_STEPS
-    dp_attention_factor: float  # what --enable-dp-attention multiplies conservativeness by
-
-    @classmethod
-    def of(cls, fields: dict[str, Any]) -> ReserveRule:
-        return cls(int(fields["clip_tokens"]), float(fields["ratio_init"]),
-                   float(fields["ratio_min_factor"]), int(fields["decay_steps"]),
-                   int(fields["retract_decode_steps"]),
-                   float(fields["dp_attention_factor"]))  # fmt: skip
-
-    def under_dp_attention(self) -> ReserveRule:
-        """server_args.py _handle_data_parallelism: schedule_conservativeness x 0.3, so the
-        ratio starts (and ends) 0.3 times as high."""
-        return replace(self, ratio_init=min(self.ratio_init * self.dp_attention_factor, 1.0))
-
-    @property
-    def ratio_min(self) -> float:
-        return min(self.ratio_init * self.ratio_min_factor, 1.0)
-
-    @property
-    def decay(self) -> float:
-        """What new_token_ratio loses a decode step."""
-        return (self.ratio_init - self.ratio_min) / self.decay_steps
 
 
 @dataclass

@@ -67,6 +67,7 @@ STATED_ALIASES = {
     "meta-llama/Meta-Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
     "mistralai/Mixtral-8x7B-Instruct-v0.1", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
     "meta-llama/Llama-3.1-405B-FP8", "meta-llama/Meta-Llama-3.1-405B-FP8",
+    "meta-llama/Llama-2-70b-chat-hf",
 }  # fmt: skip
 """Aliases with no copy of their own config.json here: each file's aliases_source states what
 says the release is the same architecture (a model card, a config dump it compared)."""
@@ -140,11 +141,10 @@ def test_an_unbuilt_repo_is_refused_in_one_line_on_the_command_line(capsys):
 
 
 @pytest.mark.parametrize(("typed", "release"), [
-    ("meta-llama/Llama-2-70b-chat-hf", "meta-llama/Llama-2-70b-hf"),
+    ("Qwen/Qwen2.5-32B-Instruct", "Qwen/Qwen2.5-32B"),
     ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B"),
     ("Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-4B"),
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-8B"),
-    ("meta-llama/Llama-2-70b-chat-hf", "meta-llama/Llama-2-70b-hf"),
     ("google/gemma-2-27b-it", "google/gemma-2-27b"),
     ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistralai/Mixtral-8x22B-v0.1"),
 ])  # fmt: skip

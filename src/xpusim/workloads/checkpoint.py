@@ -28,6 +28,7 @@ from typing import Any
 
 from xpusim.errors import UserError, closest
 from xpusim.ir.dtypes import DType, weight_layouts
+from xpusim.memo import scoped
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,12 @@ def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:
         match(f"model.layers.{layer}.{m}") for m in modules)
 
 
+@scoped()
 def unquantized_ops(excluded: tuple[str, ...], layer: int) -> frozenset[str]:
     """The builder's matmuls of `layer` the checkpoint keeps unquantized: layers that differ
     in them are emitted apart in a compact graph (transformer.emitted_layers), as Meta's
-    405B FP8 keeps layers 0 and 125 whole in BF16."""
+    405B FP8 keeps layers 0 and 125 whole in BF16. Kept in the open scope: a serve builds
+    its graphs about twenty times, each asking of every layer."""
     return frozenset(op for op in MODULES if unquantized_module(excluded, layer, op))
 
 

@@ -1022,7 +1022,10 @@ def emitted_layers(cfg: TransformerConfig, compact: bool) -> list[tuple[int, int
                 cfg.is_linear_layer(layer), cfg.compress_ratio(layer),
                 cfg.unquantized and unquantized_ops(cfg.unquantized, layer))  # fmt: skip
 
-    starts = [0, *(layer for layer in range(1, n) if layer == 1 or kind(layer) != kind(layer - 1))]
+    kinds = [kind(layer) for layer in range(n)]  # each once: unquantized_ops matches the
+    # checkpoint's exclusions layer by layer
+    starts = [0, *(layer for layer in range(1, n)
+                   if layer == 1 or kinds[layer] != kinds[layer - 1])]  # fmt: skip
     return [(a, b - a) for a, b in zip(starts, [*starts[1:], n], strict=True)]
 
 

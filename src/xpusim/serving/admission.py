@@ -55,13 +55,12 @@ class Reserve:
 
     @property
     def ratio(self) -> float:
-        return self.after(0)
+        return float(self.after(0))
 
     def after(self, steps: int | np.ndarray) -> Any:
         """The ratio after `steps` more decode steps with no retraction."""
         return np.maximum(self.start - self.rule.decay * (self.steps + steps),
-                          self.rule.ratio_min) if isinstance(steps, np.ndarray) else \
-            max(self.start - self.rule.decay * (self.steps + steps), self.rule.ratio_min)
+                          self.rule.ratio_min)
 
     def decayed(self, steps: int = 1) -> None:
         """After `steps` decode steps with no retraction."""

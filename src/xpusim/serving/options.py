@@ -375,10 +375,11 @@ class Engine:
 
             raise UserError(f"unknown scheduler {self.scheduler!r}"
                             f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
-        from xpusim.serving.engines import engine
+        from xpusim.serving.engines import engine, engines
 
         if not self.radix_cache and engine(self.engine).admit_reserve is None:
-            raise UserError(f"radix_cache must be used with engine sglang or sglang-0.4 (their "
+            radix = " or ".join(n for n, p in engines().items() if p.admit_reserve is not None)
+            raise UserError(f"radix_cache must be used with engine {radix} (their "
                             f"--disable-radix-cache), got engine {self.engine!r}")
         if not engine(self.engine).eager_launch_s and self.eager_prefill:
             raise UserError(f"eager_prefill must be used with engine sglang or sglang-0.4 "

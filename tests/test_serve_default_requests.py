@@ -5,6 +5,7 @@ import pytest
 
 import xpusim
 from xpusim.errors import UserError
+from xpusim.serving import capacity
 from xpusim.serving.options import MAX_REQUESTS, REQUESTS, Load, default_requests
 
 
@@ -38,7 +39,6 @@ def test_large_loop_is_not_its_first_burst():
 
 
 @pytest.mark.parametrize(("given", "burst"), [
-    ({}, REQUESTS),  # the placeholder burst is REQUESTS, not 8 per client of that many
     ({"concurrency": 100}, 8 * 100),  # clients do not cap a burst: every request at once
     ({"concurrency": 100, "requests": 300}, 300),
 ])
@@ -49,3 +49,14 @@ def test_offline_burst_is_every_request(given, burst):
     result = xpusim.serve("llama-3-8b", "h100-sxm", find="offline", prompt=128, gen=16,
                           **given)  # fmt: skip
     assert result.search["requests"] == burst
+
+
+def test_offline_burst_without_requests_is_its_full_rounds():
+    """Without --requests the burst is OFFLINE_ROUNDS x the sequences the cache holds (here
+    vLLM's 1,024-sequence limit), not a fixed 500 that read 11% under the steady state."""
+    common = dict(find="offline", engine="vllm", prompt=128, gen=128)
+    result = xpusim.serve("llama-3-8b", "h100-sxm", **common)
+    rounds = capacity.OFFLINE_ROUNDS * 1024
+    assert result.search["requests"] == rounds
+    assert result.output_tokens_per_s > 1.05 * xpusim.serve(
+        "llama-3-8b", "h100-sxm", requests=REQUESTS, **common).output_tokens_per_s

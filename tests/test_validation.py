@@ -388,7 +388,7 @@ def test_a_points_engine_limits_reach_serve_and_size_the_offline_burst(monkeypat
 
     chip = xpusim.target("h100-sxm")
     default = engine("trtllm").limits_on(chip.id, chip.capacity_bytes).max_batch
-    rounds = adapters.SERVING_REQUESTS["offline"]
+    from xpusim.serving.capacity import OFFLINE_ROUNDS as rounds
     for limits, batch in (({}, default), ({"max_batch": 896, "token_budget": 16384}, 896)):
         point = Point("p", "llm-serving", "h100-sxm", "output_tokens_per_s", 1.0, "test",
                       setup=setup | limits)  # fmt: skip

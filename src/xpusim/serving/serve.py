@@ -23,10 +23,10 @@ from xpusim.files import atomic, atomic_path
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System
 from xpusim.memo import in_scope
-from xpusim.serving.capacity import answer
+from xpusim.serving.capacity import answer, offline_requests
 from xpusim.serving.load import draw
 from xpusim.serving.metrics import Frames, ServingResult
-from xpusim.serving.options import REQUESTS, Engine, Load, Search, default_warmup
+from xpusim.serving.options import Engine, Load, Search, default_warmup
 from xpusim.serving.run import prepare, run
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -136,16 +136,19 @@ def serve(
     given = {cls: {k: v for k, v in options.items() if k in names}
              for cls, names in groups.items()}  # fmt: skip
     load_options = given[Load]
+    chip = getattr(target, "chip", target)
+    engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)
     if options.get("find") in ("max-rate", "offline") and not any(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
-    ):  # a placeholder: the search sets it (an offline burst: every request at once, so
-        # REQUESTS, not the default of a closed loop of that many clients)
-        n = REQUESTS if load_options.get("requests") is None else load_options["requests"]
+    ):  # a placeholder: the search sets it (an offline burst: every request at once, as
+        # many as its rounds can take, not the default of a closed loop of that many clients)
+        chips = getattr(target, "chips", 1)
+        n = load_options.get("requests")
+        if n is None:
+            n = offline_requests(engine.max_batch, chips // (options.get("tp") or 1))
         load_options = {**load_options, "rate": 1.0} if options["find"] == "max-rate" else \
             {**load_options, "concurrency": n, "requests": n}
     load = Load(**load_options)
-    chip = getattr(target, "chip", target)
-    engine = Engine(**given[Engine]).on(chip.id, chip.capacity_bytes)
     search = Search(**given[Search])
     plan = {k: v for k, v in options.items() if k in PLAN_OPTIONS}
     return serve_llm(workload, target, load, engine, search, plan, progress)

@@ -96,17 +96,16 @@ def _llm_training(point: Point) -> Prediction:
     return Prediction(value, result.bottleneck, plan)
 
 
-SERVING_REQUESTS = {"concurrency": REQUESTS_PER_CLIENT, "rate": 2000, "max-rate": 1500,
-                    "offline": 16}
+SERVING_REQUESTS = {"concurrency": REQUESTS_PER_CLIENT, "rate": 2000, "max-rate": 1500}
 """Requests simulated per point where its source states none (a load's `requests` and
 `warmup` are the benchmark's own: its --num-prompts, every one measured, as vLLM's
 benchmark_serving and SGLang's bench_serving count them, their single test prompt run
 before and apart): 8 per client of a closed loop (a tenth are warm-up; serve's own
 default, serving/options.default_requests), 2,000 Poisson arrivals, 1,500 per trial of a
 max-rate search (at least four per slot), and for
-offline at most 16 per slot of the engine's batch limit: MLPerf's Offline and trtllm-bench
-issue every request at once, and serve's --find offline sizes the burst by the sequences the
-KV cache holds (serving/capacity.OFFLINE_ROUNDS of them) and takes its steady-state rate."""
+offline what serve's --find offline draws (serving/capacity.offline_requests: MLPerf's
+Offline and trtllm-bench issue every request at once; serve sizes the burst by the sequences
+the KV cache holds, OFFLINE_ROUNDS of them, and takes its steady-state rate)."""
 
 
 @scoped(maxsize=64)
@@ -212,14 +211,14 @@ def _llm_serving(point: Point) -> Prediction:
                     "trials": "decided"}  # trials end once decided (serving/decision.py)
     elif kind == "offline":  # the whole set at once, measured to its last token
         import xpusim
+        from xpusim.serving.capacity import offline_requests
         from xpusim.serving.engines import engine
 
         chip = xpusim.target(point.chip)
         chip = getattr(chip, "chip", chip)
         batch = options.get("max_batch") or engine(options["engine"]).limits_on(
             chip.id, chip.capacity_bytes).max_batch  # the source's, or the engine's default
-        slots = batch * (options["chips"] // options["tp"])
-        n = SERVING_REQUESTS[kind] * slots  # at most: serve sizes the burst by the KV cache
+        n = offline_requests(batch, options["chips"] // options["tp"])  # serve trims it
         options |= {"find": "offline", "concurrency": n, "requests": n, "warmup": 0}
     else:
         raise Unexpressible(f"load kind {kind!r}")

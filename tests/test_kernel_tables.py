@@ -51,7 +51,8 @@ def test_amd_chips_have_their_own_tables():
 
     for chip_id in ("mi300x", "mi325x", "mi355x"):
         tables = tables_for_chip(chip_id, "gemm")
-        assert {t.measured_on for t in tables} <= {"mi300x", "mi355x"} and len(tables) == 3
+        assert {t.measured_on for t in tables} <= {"mi300x", "mi325x", "mi355x"}
+        assert len(tables) == 3
         block = kernel_table(chip_id, DType.FP8, "fp8-block-scaled")
         assert block.scope == "fp8-block-scaled" and block.name.startswith("aiter-fp8-block")
         per_tensor = kernel_table(chip_id, DType.FP8)
@@ -112,6 +113,25 @@ def _fp8_matmul(m: int, k: int, n: int, groups: int = 1, dtype: DType = DType.FP
     op = Op(OpKind.MATMUL, "mm", ins, (Tensor("y", (*lead, m, n), DType.BF16),),
             (("compute", dtype.value),))  # fmt: skip
     return op_table(Graph("one", [op]))
+
+
+def test_each_gfx942_chip_prices_block_fp8_by_the_rows_tuned_on_it():
+    """AITER tuned DeepSeek's block-FP8 GEMMs on an MI300 in April 2026 (PR #2881) and
+    retuned seven shapes on an MI325X in July (PR #3951): each chip takes its own rows, no
+    row judged by the other chip's roofline. DeepSeek-R1's fused q_a + kv_a projection at
+    TP 8 and 4 tokens takes its April MI300X row (19.76 us; priced 12 us from the July
+    rows as an MI300X's until the sixteenth session)."""
+    from xpusim.cost.kernel_tables import tables_for_chip
+
+    for chip_id in ("mi300x", "mi325x"):
+        (block,) = [t for t in tables_for_chip(chip_id, "gemm") if t.scope == "fp8-block-scaled"]
+        assert block.measured_on == chip_id and block.chips == (chip_id,)
+    qkv_a = _fp8_matmul(4, 7168, 2112, weights="fp8-block")
+    mi300x = load_chip("mi300x")
+    floor_s = kernel_floor_s(qkv_a, HardwareArrays.build(mi300x, qkv_a))[0]
+    assert floor_s == pytest.approx(19.7582e-6, rel=0.1)
+    mi325x = load_chip("mi325x")
+    assert kernel_floor_s(qkv_a, HardwareArrays.build(mi325x, qkv_a))[0] < 0.75 * floor_s
 
 
 @pytest.mark.parametrize("chip_id", ["mi300x", "mi325x", "mi355x"])

@@ -32,8 +32,9 @@ blocks). We keep:
 
 Chips: B200, B300 and GB200 in every format; H100 and H200 in BF16 only (their FP8 GEMMs
 are priced by DeepGEMM's table, nvidia-hopper.toml, which TensorRT-LLM's static FP8 rows
-match at large M), and vLLM's and SGLang's own block-FP8 linears (vllm_kernel_tables.gemm_table,
-sglang_kernel_tables.gemm_tables, each pricing its engine's runs alone). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
+match at large M), and vLLM's and SGLang's own block-FP8 linears
+(vllm_kernel_tables.gemm_table, sglang_kernel_tables.gemm_tables: each prices its engine's
+runs alone). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
 block-scaled ones run faster than its 864 GB/s GDDR6 allows (up to 4.2x: its 96 MB L2 holds
 the rotated weights), some FP8 rows read 0 ms, and the rows that pass are survivors of the
 same effect. Not the A100: its newest TensorRT-LLM collection is 1.0.0, and it has a

@@ -28,7 +28,9 @@ And SGLang's block-FP8 linear on Hopper (2026-12-06, sixteenth session, s5): a 1
 block-scaled checkpoint's linear (Qwen3-*-FP8) runs SGLang's per-token-group activation
 quantization, then DeepGEMM's gemm_nt_f8f8bf16 (collector/sglang/collect_gemm.py
 'fp8_block': sglang_per_token_group_quant_fp8, group 128, then the DeepGEMM kernel, SGLang's
-path on SM90 with its JIT DeepGEMM on, the default). Before these rows SGLang's block-FP8
+path on SM90 with its JIT DeepGEMM on, the default; the same calls at 293ca13 of 2026-06,
+before the collector's 0.5.14 upgrade, so in the 0.5.9 rows, whose kernel_source says only
+'sglang'). Before these rows SGLang's block-FP8
 linears on H100 and H200 took DeepGEMM's README table (DeepSeek's shapes, M 64 and up, the
 kernel alone): at decode sizes a Qwen3-8B-FP8 step came out at 0.65x BF16's where GPUStack's
 runs measure 0.79x (TPOT 5.65 against 7.19 ms). SGLang 0.5.9's rows time a 4096 x 4096
@@ -90,30 +92,35 @@ def gemm_tables(mirror: Mirror, chip_dir: str) -> list[str]:
 
 
 def nvfp4_table(mirror: Mirror, chip_dir: str) -> str:
-    chip_id = CHIPS[chip_dir]
-    measured, rows = engine_rows(mirror, f"{chip_dir}/gemm/sglang/{VERSION}/gemm_perf.parquet",
-                                 chip_id, "nvfp4", nvfp4_shapes(), M_ROWS)  # fmt: skip
-    return table_toml(
-        f"aiconfigurator-sglang-gemm-nvfp4-{chip_id}", "gemm", "nvfp4", "nvfp4", chip_id,
-        VERSION, "gemm_dtype nvfp4", measured,
-        f"{chip_id}, SGLang {VERSION} NVFP4 linear (W4A4, FP8 scales per 16 elements): the "
-        "BF16 input quantized by FlashInfer's fp4_quantize, then FlashInfer's mm_fp4; BF16 "
-        "output; one GPU, CUDA graphs, mean of the collector's runs (collector/sglang/"
-        f"collect_gemm.py); the NVFP4 projections' (N, K) of {', '.join(MODELS)} at TP "
-        f"{', '.join(map(str, TPS))}, snapped to the measured grid", rows,
-        engine=("sglang", "SGLang"), kernel=GEMM_KERNEL)  # fmt: skip
+    return linear_table(
+        mirror, chip_dir, CHIPS[chip_dir], ("nvfp4", "nvfp4", "nvfp4"), nvfp4_shapes(), MODELS,
+        "NVFP4 linear (W4A4, FP8 scales per 16 elements): the BF16 input quantized by "
+        "FlashInfer's fp4_quantize, then FlashInfer's mm_fp4", GEMM_KERNEL,
+        projections="NVFP4 projections'")
 
 
 def fp8_block_table(mirror: Mirror, chip_dir: str) -> str:
-    chip_id = HOPPER[chip_dir]
+    return linear_table(
+        mirror, chip_dir, HOPPER[chip_dir], ("fp8_block", "fp8", "fp8-block-scaled"),
+        zoo_shapes(FP8_MODELS), FP8_MODELS,
+        "block-FP8 linear (128 x 128 weight scales): the BF16 input quantized per 1 x 128 "
+        "group by sglang_per_token_group_quant_fp8, then DeepGEMM's gemm_nt_f8f8bf16",
+        FP8_KERNEL)
+
+
+def linear_table(mirror: Mirror, chip_dir: str, chip_id: str, formats: tuple[str, str, str],
+                 shapes: set[tuple[int, int]], models: tuple[str, ...], what: str,
+                 kernel: str, projections: str = "projections'") -> str:  # fmt: skip
+    """One table of SGLang's own linear layer: `formats` (aiconfigurator's gemm_dtype,
+    xpusim's dtype and scope) at the (N, K) of `shapes` (`models`' `projections`), `what` the
+    layer runs."""
+    gemm_dtype, dtype, scope = formats
     measured, rows = engine_rows(mirror, f"{chip_dir}/gemm/sglang/{VERSION}/gemm_perf.parquet",
-                                 chip_id, "fp8_block", zoo_shapes(FP8_MODELS), M_ROWS)  # fmt: skip
+                                 chip_id, gemm_dtype, shapes, M_ROWS)  # fmt: skip
     return table_toml(
-        f"aiconfigurator-sglang-gemm-fp8-block-{chip_id}", "gemm", "fp8", "fp8-block-scaled",
-        chip_id, VERSION, "gemm_dtype fp8_block", measured,
-        f"{chip_id}, SGLang {VERSION} block-FP8 linear (128 x 128 weight scales): the BF16 "
-        "input quantized per 1 x 128 group by sglang_per_token_group_quant_fp8, then "
-        "DeepGEMM's gemm_nt_f8f8bf16; BF16 output; one GPU, CUDA graphs, 3 warm-ups, mean of "
-        "6 runs (collector/sglang/collect_gemm.py); the projections' (N, K) of "
-        f"{', '.join(FP8_MODELS)} at TP {', '.join(map(str, TPS))}, snapped to the measured "
-        "grid", rows, engine=("sglang", "SGLang"), kernel=FP8_KERNEL)  # fmt: skip
+        f"aiconfigurator-sglang-gemm-{gemm_dtype.replace('_', '-')}-{chip_id}", "gemm", dtype,
+        scope, chip_id, VERSION, f"gemm_dtype {gemm_dtype}", measured,
+        f"{chip_id}, SGLang {VERSION} {what}; BF16 output; one GPU, CUDA graphs, mean of the "
+        f"collector's runs (collector/sglang/collect_gemm.py); the {projections} (N, K) of "
+        f"{', '.join(models)} at TP {', '.join(map(str, TPS))}, snapped to the measured grid",
+        rows, engine=("sglang", "SGLang"), kernel=kernel)  # fmt: skip

@@ -32,8 +32,9 @@ blocks). We keep:
 
 Chips: B200, B300 and GB200 in every format; H100 and H200 in BF16 only (their FP8 GEMMs
 are priced by DeepGEMM's table, nvidia-hopper.toml, which TensorRT-LLM's static FP8 rows
-match at large M), and vLLM's own block-FP8 linear (vllm_kernel_tables.gemm_table, which
-prices vLLM runs alone). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
+match at large M), and vLLM's and SGLang's own block-FP8 linears
+(vllm_kernel_tables.gemm_table, sglang_kernel_tables.gemm_tables: each prices its engine's
+runs alone). Not the L40S: 6,736 of its 35,700 BF16 rows, 3,297 FP8 and 1,837 FP8
 block-scaled ones run faster than its 864 GB/s GDDR6 allows (up to 4.2x: its 96 MB L2 holds
 the rotated weights), some FP8 rows read 0 ms, and the rows that pass are survivors of the
 same effect. Not the A100: its newest TensorRT-LLM collection is 1.0.0, and it has a
@@ -201,7 +202,7 @@ def table_text(chip_dir: str, gemm_dtype: str, rows: list[list], measured: Measu
 
 
 def main() -> int:
-    import sglang_kernel_tables  # SGLang's NVFP4 linear, in the Blackwell chips' files
+    import sglang_kernel_tables  # SGLang's NVFP4 (Blackwell) and block-FP8 (Hopper) linears
     import vllm_kernel_tables  # its tables of vLLM's block-FP8 linear go in the chips' files
 
     from xpusim.hardware.catalog import load_chip
@@ -211,8 +212,8 @@ def main() -> int:
     shapes = zoo_shapes()
     header = (
         "# Measured GEMM kernel times of TensorRT-LLM (and of vLLM's block-FP8 linear and\n"
-        "# SGLang's NVFP4 linear, their own kernels: benchmarks/vllm_kernel_tables.py,\n"
-        "# sglang_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
+        "# SGLang's NVFP4 and block-FP8 linears, their own kernels: benchmarks/\n"
+        "# vllm_kernel_tables.py, sglang_kernel_tables.py) on NVIDIA chips, from aiconfigurator's\n"
         "# kernel database (Apache-2.0), written by benchmarks/gemm_kernel_tables.py (its\n"
         "# docstring says which rows are kept and which were rejected); do not edit by hand.\n"
         "# Rows: [M, N, K, microseconds]: one Linear of an M x K BF16 input against an N x K\n"
@@ -226,8 +227,7 @@ def main() -> int:
               for gemm_dtype, rows in tables.items() if rows),
             *([vllm_kernel_tables.gemm_table(mirror, chip_dir)]
               if chip_dir in vllm_kernel_tables.CHIPS else []),
-            *([sglang_kernel_tables.gemm_table(mirror, chip_dir)]
-              if chip_dir in sglang_kernel_tables.CHIPS else [])])  # fmt: skip
+            *sglang_kernel_tables.gemm_tables(mirror, chip_dir)])  # fmt: skip
     return 0
 
 

@@ -261,3 +261,23 @@ def test_the_kernels_note_names_an_all_reduce_kernel_only_where_the_plan_runs_on
     # disaggregated: the one-chip prefill replica runs none, the tp 2 decode replica does
     # (its own plan's notes are not shown: the note was lost)
     assert kernels(chips=3, tp=1, prefill_replicas=1, decode_replicas=1, decode_tp=2) == [note]
+
+
+SGLANG_FP8 = "sglang-w8a8-block-fp8"
+
+
+def test_sglang_block_fp8_linears_on_hopper_cost_what_sglang_measured():
+    """Qwen3-8B-FP8's o_proj (4096 x 4096) on an H100: aiconfigurator times SGLang 0.5.9's
+    block-FP8 linear (per-group quantization, then DeepGEMM) at 13.5 us at M 4 and its down
+    projection (4096 x 12288) at 27.1 us, where DeepGEMM's README table, which priced SGLang's
+    runs before, gives 7.9 and 20.3 (the GEMM alone, DeepSeek's shapes from M 64): SGLang's
+    runs take their own rows on Hopper, other engines keep DeepGEMM's, no AMD chip has them."""
+    assert SGLANG_FP8 in engines()["sglang"].kernels
+    assert SGLANG_FP8 in engines()["sglang"].nvidia_only
+    for k, n, measured_us in ((4096, 4096, 13.49), (12288, 4096, 27.09)):
+        own = _floor_s(4, k, n, (SGLANG_FP8,), "h100-sxm")
+        assert own == pytest.approx(measured_us * 1e-6, rel=0.1)
+        assert own > 1.3 * _floor_s(4, k, n, (), "h100-sxm")
+    assert kernel_table("h200-sxm", DType.FP8, engine_scope("fp8-block-scaled", SGLANG_FP8))
+    assert kernel_table("mi300x", DType.FP8, engine_scope("fp8-block-scaled", SGLANG_FP8)) \
+        is None

@@ -225,8 +225,8 @@ def main() -> int:
         write(args.out / f"{chip_id}.toml", header, [
             *(table_text(chip_dir, gemm_dtype, rows, measured)
               for gemm_dtype, rows in tables.items() if rows),
-            *([vllm_kernel_tables.gemm_table(mirror, chip_dir)]
-              if chip_dir in vllm_kernel_tables.CHIPS else []),
+            *(vllm_kernel_tables.gemm_table(mirror, chip_dir, version)
+              for version in vllm_kernel_tables.VERSIONS if chip_dir in vllm_kernel_tables.CHIPS),
             *sglang_kernel_tables.gemm_tables(mirror, chip_dir)])  # fmt: skip
     return 0
 

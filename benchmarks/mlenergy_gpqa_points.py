@@ -83,7 +83,7 @@ NOTES = (
     "{batch:.1f} of {seqs}; mean output {gen:.0f} tokens. Field {field}{unit_note}."
 )
 XPUSIM_SETUP = (
-    "engine profile vllm (vLLM 0.11, V1 engine); a closed loop of max_num_seqs clients over "
+    "engine profile vllm-0.11 (vLLM 0.11, V1 engine); a closed loop of max_num_seqs clients over "
     "the run's requests with none left out, so the window runs from the start to the last "
     "admission as the source's steady state ends; max_batch = max_num_seqs, token budget "
     "8192 as the launch sets; output lengths drawn from the model's published histogram "
@@ -186,7 +186,7 @@ def points(leaderboard: str, benchmark: str, write_lengths: bool = True) -> list
                 "model": model, "precision": precision, "weight_precision": weight_precision,
                 "kv_precision": "bf16", "engine": "vllm",
                 "engine_version": "vLLM 0.11.1 (vllm/vllm-openai:v0.11.1)",
-                "engine_profile": "vllm", "max_batch": seqs, "token_budget": 8192,
+                "engine_profile": "vllm-0.11", "max_batch": seqs, "token_budget": 8192,
                 "load": {"kind": "concurrency", "value": seqs, "requests": 198 * times,
                          "warmup": 0},
                 "prompt": PROMPT_TOKENS, "gen": gen, "lengths": f"lengths/{name}",

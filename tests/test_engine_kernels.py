@@ -25,8 +25,8 @@ from xpusim.serving.engines import engines
 from xpusim.workloads.transformer import GRAPH_KERNELS
 
 TRITON = "sglang-triton-w8a8-block"
-VLLM_LINEAR = "vllm-w8a8-block-fp8"
-VLLM_MOE = "vllm-fused-moe"
+VLLM_LINEAR = "vllm-0.14-w8a8-block-fp8"  # as the vllm-0.11 profile takes them
+VLLM_MOE = "vllm-0.14-fused-moe"
 
 
 def _block_fp8_matmul(m: int, k: int, n: int, kernels: tuple[str, ...] = ()):
@@ -157,14 +157,15 @@ def test_a_kernel_name_with_a_scope_separator_is_refused(tmp_path):
 def test_the_vllm_profile_lists_its_kernels_and_their_tables_exist():
     """vLLM's block-FP8 linear and fused MoE (kernel_tables/gemm/<chip>.toml and
     moe/engine-vllm.toml, benchmarks/vllm_kernel_tables.py) on the Hopper chips measured."""
-    assert set(engines()["vllm"].kernels) >= {VLLM_LINEAR, VLLM_MOE}
+    assert set(engines()["vllm-0.11"].kernels) >= {VLLM_LINEAR, VLLM_MOE}
     for chip_id in ("h100-sxm", "h200-sxm"):
         gemm = kernel_table(chip_id, DType.FP8, engine_scope("fp8-block-scaled", VLLM_LINEAR))
         assert gemm is not None and gemm.kernel == VLLM_LINEAR and "gemm/vllm/0.14.0" in gemm.url
         moe = kernel_table(chip_id, DType.FP8, engine_scope("fp8-block", VLLM_MOE), kind="moe")
         assert moe is not None and moe.kernel == VLLM_MOE and "moe/vllm/0.14.0" in moe.url
     assert kernel_table("b200", DType.FP8, engine_scope("fp8-block-scaled", VLLM_LINEAR)) is None
-    assert all(VLLM_LINEAR not in p.kernels for name, p in engines().items() if name != "vllm")
+    assert all(VLLM_LINEAR not in p.kernels for name, p in engines().items()
+               if name != "vllm-0.11")
 
 
 def test_vllm_decode_linears_cost_what_vllm_measured_and_others_keep_deepgemm():
@@ -179,14 +180,15 @@ def test_vllm_decode_linears_cost_what_vllm_measured_and_others_keep_deepgemm():
 
 
 def test_serve_prices_vllms_block_fp8_layers_slower_than_deepgemm():
-    """Qwen3-30B-A3B-FP8 on one H100 under vLLM: a decode step with vLLM's own kernels
-    costs more than the same run on every engine's tables (DeepGEMM's linears, TensorRT-LLM's
-    fused MoE), as aiconfigurator's vLLM rows time its layers slower."""
+    """Qwen3-30B-A3B-FP8 on one H100 under vLLM 0.11 (0.14's timings): a decode step with
+    vLLM's own kernels costs more than the same run on every engine's tables (DeepGEMM's
+    linears, TensorRT-LLM's fused MoE), as aiconfigurator's vLLM rows time its layers
+    slower."""
     import xpusim
 
     def run() -> object:
         return xpusim.serve("qwen3-30b-a3b-fp8", "h100-sxm", precision="fp8",
-                            kv_precision="bf16", engine="vllm", concurrency=4, requests=4,
+                            kv_precision="bf16", engine="vllm-0.11", concurrency=4, requests=4,
                             prompt=256, gen=32)  # fmt: skip
 
     own = run()
@@ -195,9 +197,9 @@ def test_serve_prices_vllms_block_fp8_layers_slower_than_deepgemm():
     assert "mxfp4" not in note  # vLLM's MXFP4 MoE prices none of an FP8 model's experts
     assert note.endswith("(their measurements on this chip price ops of this run; engines.toml "
                          "kernels_source)")  # its sources cited, not a kernel's name again
-    plain = dataclasses.replace(engines()["vllm"], kernels=(), kernels_source="")
+    plain = dataclasses.replace(engines()["vllm-0.11"], kernels=(), kernels_source="")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(engines(), "vllm", plain)
+        mp.setitem(engines(), "vllm-0.11", plain)
         before = run()
     assert own.tpot_s.mean > 1.1 * before.tpot_s.mean
 

@@ -75,12 +75,12 @@ def test_a_bad_frontend_time_is_refused(bad):
 
 def test_mlperf_harness_points_run_without_a_front_end(monkeypatch):
     """MLPerf's harnesses hand LoadGen's pre-tokenized samples to the engine in-process: the
-    points that run the vllm profile say frontend_ms 0 and api_servers 0 (no token streamed
+    points that run the vllm-0.11 profile say frontend_ms 0 and api_servers 0 (no token streamed
     through an API server), and the adapter passes both to serve."""
     from xpusim.validation.points import load_points
 
     mlperf = [p for p in load_points() if "mlcommons" in p.source
-              and p.get("engine_profile") == "vllm"]  # fmt: skip
+              and p.get("engine_profile") == "vllm-0.11"]  # fmt: skip
     assert mlperf and all(p.get("frontend_ms") == 0 and p.get("api_servers") == 0
                           for p in mlperf)  # fmt: skip
     seen = _serve_options(next(p for p in mlperf if p.get("load")["kind"] == "rate"),

@@ -8,9 +8,10 @@ small grid that runs in seconds, so that the rules that held there stay held:
   --precision fp8 not slower than bf16, and two chips not slower than one.
 
 vLLM's block-FP8 checkpoints are left out of the fp8 rule on purpose: their measured
-linear layers (kernel_tables/gemm, vllm-w8a8-block-fp8) are slower than BF16's at small
-batch, as vLLM users report (vllm-project/vllm#17852, #25540); docs/serving.md has the
-numbers.
+linear layers (kernel_tables/gemm, vllm-0.19-w8a8-block-fp8 and 0.14's) are slower than
+BF16's at small batch on an H200 and at small shapes, as vLLM users report
+(vllm-project/vllm#17852, #25540); docs/serving.md and docs/validation.md ("Engine
+versions") have the numbers.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_committed_points_are_h100_vllm_runs_with_both_metrics_and_their_lengths
     assert len(pts) == 132
     runs: dict[str, set[str]] = {}
     for p in pts:
-        assert p.chip == "h100-sxm" and p.get("engine_profile") == "vllm" and p.known_gap
+        assert p.chip == "h100-sxm" and p.get("engine_profile") == "vllm-0.11" and p.known_gap
         assert p.get("load")["value"] == p.get("max_batch") and p.get("chips") == p.get("tp")
         assert (DATA.parent / p.get("lengths")).is_file()
         runs.setdefault(p.id.rsplit("-", 1)[0], set()).add(p.metric)

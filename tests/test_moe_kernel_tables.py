@@ -84,7 +84,8 @@ def test_the_moe_tables_load_with_their_source_engine_and_commit():
     for t in (t for t in MOE if t.engine != "aiter" and t.backend == "CUTLASS"):  # AMD's:
         # test_amd_kernel_tables.py; WIDEEP's (power-law routing): test_moe_backend.py
         assert t.engine.startswith("trtllm TensorRT-LLM 1.") or (
-            t.engine.startswith("vllm vLLM 0.14") and t.kernel == "vllm-fused-moe") or (
+            t.engine.startswith(("vllm vLLM 0.14.", "vllm vLLM 0.19."))
+            and t.kernel.endswith("-fused-moe")) or (
             t.engine == "vllm vLLM 0.24.0" and t.kernel == "vllm-triton-mxfp4-moe")
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
         assert t.source.startswith("ai-dynamo/aiconfigurator") and "balanced" in t.source

@@ -66,7 +66,8 @@ def test_an_engine_without_a_source_runs_as_before_and_says_so():
 
 def test_only_sourced_profiles_model_them():
     assert engine("vllm").penalties_source
-    assert {name for name, p in engines().items() if p.penalties_source} == {"vllm"}
+    assert {name for name, p in engines().items() if p.penalties_source} == {"vllm",
+                                                                              "vllm-0.11"}
 
 
 @settings(max_examples=6, deadline=None)

@@ -312,11 +312,21 @@ class EngineProfile:
         return max(mib - reserved, 0.0) / mib
 
 
+def _own_fields(data: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    """A profile's fields as engines.toml gives them, over those of the profile it names as
+    its `base` (a later release of the same engine: only what changed is written, each
+    with its source)."""
+    fields = dict(data[name])
+    base = fields.pop("base", None)
+    return {**_own_fields(data, base), **fields} if base else fields
+
+
 @cache
 def engines() -> dict[str, EngineProfile]:
     data = tomllib.loads(DATA.read_text())
     found = {}
-    for name, fields in data.items():
+    for name in data:
+        fields = _own_fields(data, name)
         fields = {**fields, "limits": tuple(fields["limits"]),
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
                   "small_chips": tuple(fields.get("small_chips", ())),

@@ -3,7 +3,9 @@ iteration at an engine's measured batch, beside aiconfigurator's measured kernel
 engine at the same shape: Llama-2-70B FP8 at the batch TensorRT-LLM ran in MLPerf v4.1 Server
 (docs/validation.md "The large-batch Hopper step, op by op"; issue #48), and GPUStack's
 one-GPU bursts, Qwen3-14B BF16 under vLLM and Qwen3-32B FP8 under TensorRT-LLM, against each
-engine's own kernels (docs/validation.md "GPUStack's one-GPU runs, step by step").
+engine's own kernels (docs/validation.md "GPUStack's one-GPU runs, step by step"), and the
+Qwen3-32B BF16 32K burst's batch-one step and NIM's FP16 Llama-3-70B/8B at 250 clients
+(docs/validation.md "The dense decode step at large batch, op by op").
 
     python benchmarks/large_batch_step.py /path/to/aiconfigurator.git   # a bare mirror
 

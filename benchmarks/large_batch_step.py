@@ -3,7 +3,9 @@ iteration at an engine's measured batch, beside aiconfigurator's measured kernel
 engine at the same shape: Llama-2-70B FP8 at the batch TensorRT-LLM ran in MLPerf v4.1 Server
 (docs/validation.md "The large-batch Hopper step, op by op"; issue #48), and GPUStack's
 one-GPU bursts, Qwen3-14B BF16 under vLLM and Qwen3-32B FP8 under TensorRT-LLM, against each
-engine's own kernels (docs/validation.md "GPUStack's one-GPU runs, step by step").
+engine's own kernels (docs/validation.md "GPUStack's one-GPU runs, step by step"), and the
+Qwen3-32B BF16 32K burst's batch-one step and NIM's FP16 Llama-3-70B/8B at 250 clients
+(docs/validation.md "The dense decode step at large batch, op by op").
 
     python benchmarks/large_batch_step.py /path/to/aiconfigurator.git   # a bare mirror
 
@@ -69,6 +71,8 @@ class Model:
 LLAMA_2_70B = Model("llama-2-70b", 8192, 64, 8, 128, 28672, 32000)
 QWEN3_14B = Model("qwen3-14b", 5120, 40, 8, 128, 17408, 151936)
 QWEN3_32B = Model("qwen3-32b", 5120, 64, 8, 128, 25600, 151936)
+LLAMA_3_70B = Model("llama-3-70b", 8192, 64, 8, 128, 28672, 128256)
+LLAMA_3_8B = Model("llama-3-8b", 4096, 32, 8, 128, 14336, 128256)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,9 @@ TRTLLM_FP8_BLOCK = Engine("trtllm", "1.3.0rc20", "fp8", "bf16", "fp8_block", "bf
                           "bfloat16")  # fmt: skip
 VLLM_BF16 = Engine("vllm", "0.14.0", "bf16", "bf16", "bfloat16", "bfloat16", "bfloat16")
 """aiconfigurator's vLLM nearest to 0.11, the version GPUStack ran."""
+# NIM for LLMs 1.0's TensorRT-LLM 0.10 engines (the trtllm-cpp profile): FP16 weights and cache
+# against the nearest kernels timed, TensorRT-LLM 1.3.0rc20's BF16 (one tensor-core rate)
+TRTLLM_FP16 = Engine("trtllm", "1.3.0rc20", "fp16", "fp16", "bfloat16", "bfloat16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,28 @@ SETUPS = (
           "gpustack-qwen3-32b-h100-opt-trtllm-4k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
     Setup("h100-sxm", "h100_sxm", 1, 34, 4100, 8158 / 4000, 4000, 1254.2,
           "gpustack-qwen3-32b-h100-opt-trtllm-4k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
+    # the same page's 2000/100 burst under TensorRT-LLM at xpusim's batch (71 sequences of
+    # about 2,050 keys, its mean; the run's peak output 1,529 tokens/s at its median ITL is 75):
+    # decodes alone beside the median ITL (49.40 ms), and beside 8,121 prompt tokens (the
+    # 8,192-token budget) beside its P99 ITL (1,216.32 ms)
+    Setup("h100-sxm", "h100_sxm", 1, 71, 2050, 0.0, 2000, 49.40,
+          "gpustack-qwen3-32b-h100-opt-trtllm-2k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
+    Setup("h100-sxm", "h100_sxm", 1, 71, 2050, 8121 / 2000, 2000, 1216.32,
+          "gpustack-qwen3-32b-h100-opt-trtllm-2k-tpot", QWEN3_32B, TRTLLM_FP8_BLOCK),
+    # the same page's Qwen3-32B BF16 32000/100 burst under vLLM 0.11: one sequence decodes at a
+    # time (the run's peak output 24 tokens/s at a median ITL of 43.30 ms), so its step is the
+    # weights' stream at batch one, no large batch at all
+    Setup("h100-sxm", "h100_sxm", 1, 1, 32050, 0.0, 32000, 43.30,
+          "gpustack-qwen3-32b-h100-base-vllm-32k-tpot", QWEN3_32B, VLLM_BF16),
+    # NIM for LLMs (2024, TensorRT-LLM 0.10) on a DGX H100, Llama-3-70B FP16 at TP4, 250
+    # clients of 200 in and 1,000 out: 235 sequences decoding (the run's output tokens/s x its
+    # mean ITL, Little's law) of about 200 + 500 keys, one 200-token prompt every 1,000 / 235
+    # steps, beside the run's mean ITL (41.07 ms)
+    Setup("h100-sxm", "h100_sxm", 4, 235, 700, 235 / 1000, 200, 41.07,
+          "nimdli-llama-3-70b-4xh100-fp16-200-1000-c250-itl", LLAMA_3_70B, TRTLLM_FP16),
+    # the same with Llama-3-8B FP16 on one H100 (242 decoding; mean ITL 29.02 ms)
+    Setup("h100-sxm", "h100_sxm", 1, 242, 700, 242 / 1000, 200, 29.02,
+          "nimdli-llama-3-8b-1xh100-fp16-200-1000-c250-itl", LLAMA_3_8B, TRTLLM_FP16),
 )
 
 

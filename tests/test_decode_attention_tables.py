@@ -273,3 +273,15 @@ def test_one_sequence_of_llama_3_8b_costs_more_at_2000_tokens_than_at_1000():
         ops = _attention(seqs, tokens, 32, 8, 128)
         floor_s = float(kernel_floor_s(ops, HardwareArrays.build(load_chip("h100-sxm"), ops))[0])
         assert 0.88 < floor_s / (measured * 1e-6) < 1.12
+
+
+def test_an_fp16_cache_streams_through_the_bf16_table():
+    """An FP16 cache is a BF16 one's bytes in the same generation kernel template (NIM's FP16
+    Llama-3 engines): it takes the bf16 table, to the bit, where it had no table before and
+    fell to the chip's own model (Llama-3-70B TP4, 256 sequences of 1,023 keys on an H100:
+    TensorRT-LLM's BF16 row 109 us)."""
+    fp16, bf16 = (_attention(256, 1023, 16, 2, 128, kv) for kv in (DType.FP16, DType.BF16))
+    assert kernel_keys(fp16.ops[0]) == (("decode_attention", "bf16"),)
+    hw = HardwareArrays.build(load_chip("h100-sxm"), fp16)
+    assert float(kernel_floor_s(fp16, hw)[0]) == float(kernel_floor_s(bf16, hw)[0]) > 100e-6
+    assert _time_and_roof("h100-sxm", fp16) == _time_and_roof("h100-sxm", bf16)

@@ -27,6 +27,7 @@ from xpusim.workloads.transformer import GRAPH_KERNELS
 TRITON = "sglang-triton-w8a8-block"
 VLLM_LINEAR = "vllm-0.14-w8a8-block-fp8"  # as the vllm-0.11 profile takes them
 VLLM_MOE = "vllm-0.14-fused-moe"
+TRTLLM_LINEAR = "trtllm-fp8-block-gemm"
 
 
 def _block_fp8_matmul(m: int, k: int, n: int, kernels: tuple[str, ...] = ()):
@@ -85,7 +86,8 @@ def test_an_unknown_kernel_name_prices_as_before():
 @given(m=st.integers(1, 65536), k=st.integers(128, 16384), n=st.integers(128, 32768),
        factor=st.floats(1.0, 8.0),
        own=st.sampled_from([(TRITON, "h200-sxm"), (VLLM_LINEAR, "h100-sxm"),
-                            (VLLM_LINEAR, "h200-sxm")]))  # fmt: skip
+                            (VLLM_LINEAR, "h200-sxm"), (TRTLLM_LINEAR, "h100-sxm"),
+                            (TRTLLM_LINEAR, "h200-sxm")]))  # fmt: skip
 def test_an_engine_kernel_never_beats_either_roof(m, k, n, factor, own):
     kernel, chip_id = own
     chip = load_chip(chip_id)

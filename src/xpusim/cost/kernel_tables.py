@@ -84,10 +84,11 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   as a gemm table's rows pool at their M): decode attention is a stream of the cache, and
   how far a kernel gets from that stream's bandwidth is a matter of how much it streams.
   It prices decode attention ops (op_table.is_decode_attention: a decode step's, keys and values of
-  one width, no latent or compressed form) over a cache of its KV format, whatever the
-  compute format; the cost model keys those ops by their bytes, not their M. Its curve,
-  and an mla_decode table's, is isotonic in time (time_isotonic): an op of more bytes at
-  the same sequences, a decode step of more context, never costs less.
+  one width, no latent or compressed form) over a cache of its KV format (an FP16 cache
+  the bf16 table's: op_table._SIXTEEN_BIT), whatever the compute format; the cost model
+  keys those ops by their bytes, not their M. Its curve, and an mla_decode table's, is
+  isotonic in time (time_isotonic): an op of more bytes at the same sequences, a decode step
+  of more context, never costs less.
 - `mla_decode`: one measured absorbed multi-head latent attention (MLA) decode kernel a row,
   [sequences, cached tokens, heads, kv_lora_rank, rope_dim, microseconds] (one new query per
   sequence, every head attending one latent per cached token, kv_lora_rank + rope_dim wide;

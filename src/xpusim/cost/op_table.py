@@ -111,8 +111,11 @@ def _dense_causal_prefill(op: Op) -> tuple[Tensor, ...] | None:
         return None
     return op.inputs[:3]
 _SIXTEEN_BIT = {DType.FP16: DType.BF16}
-"""Compute formats whose prefill attention a table of another format measured: FP16 runs
-the BF16 tensor-core kernels at the same rate."""
+"""Formats whose attention a table of another format measured: FP16 runs the BF16
+tensor-core kernels at the same rate (a prefill's compute format), and an FP16 cache streams
+the bytes of a BF16 one through the same generation kernel template (a decode's cache
+format: TensorRT-LLM's kernels/decoderMaskedMultiheadAttention instantiates each head size's
+launchers, INSTANTIATE_MMHA_LAUNCHERS, for half and __nv_bfloat16 alike)."""
 FLOPS_KINDS = tuple(kind for kind, key in KEYED_BY.items() if key == "FLOPs")
 """Kernel table kinds keyed by an op's FLOPs (kernel_tables.KEYED_BY)."""
 
@@ -140,7 +143,8 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
 def _kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """kernel_keys of an op whatever its engine."""
     if is_decode_attention(op):
-        return (("decode_attention", op.inputs[1].dtype.value),)
+        cache = op.inputs[1].dtype
+        return (("decode_attention", _SIXTEEN_BIT.get(cache, cache).value),)
     if is_mla_decode(op):
         return (("mla_decode", op.inputs[1].dtype.value),)
     if is_prefill_attention(op):

@@ -150,7 +150,7 @@ def prepare(
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
-    own = profile.kernels_on(system.chip.vendor)
+    own = profile.kernels_on(system.chip.vendor, cfg, one.ep, req.moe_backend)
     kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)

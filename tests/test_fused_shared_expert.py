@@ -126,3 +126,18 @@ def test_the_routed_kernel_counts_the_shared_expert_as_always_touched():
     graph = partition(_decode((FUSED_SHARED_EXPERT,), batch=1), Plan(tp=8))
     gate_up = next(op for op in graph.ops if op.name.endswith("experts.gate_up"))
     assert gate_up.kind is OpKind.MATMUL and gate_up.inputs[1].shape[0] == pytest.approx(9)
+
+
+def test_serve_says_where_it_fuses():
+    """serve notes the fusion on 8 H200s under sglang; not under flashinfer_trtllm's MoE
+    (InferenceX's B200 launches: moe_backend TRTLLM), nor under vLLM."""
+    kw = dict(chips=8, tp=8, precision="fp8", concurrency=1, requests=2, prompt=64, gen=4)
+
+    def noted(chip: str, **more) -> bool:
+        run = xpusim.serve("deepseek-r1-0528", chip, **kw, **more)
+        return any("one more expert of the routed MoE kernel: top 8 + 1 of 257" in n
+                   for n in run.notes)  # fmt: skip
+
+    assert noted("h200-sxm", engine="sglang")
+    assert not noted("b200", engine="sglang", moe_backend="TRTLLM")
+    assert not noted("h200-sxm", engine="vllm")

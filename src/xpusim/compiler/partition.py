@@ -487,16 +487,20 @@ class _Sharder:
         experts of its experts / ep they are expected to touch (expected_active_experts, a
         pair at a time: at small batch a chip reads only those experts' weights); the pairs
         are its grouped GEMMs' rows (workloads/transformer.py moe). One chip (ep 1) runs
-        the experts the tokens touch, k at a time. Kept per token count, so that every
-        expert op of the graph gets the same dimensions."""
+        the experts the tokens touch, k at a time, and the shared experts an engine runs
+        inside the routed kernel (`shared_experts`, workloads/transformer.py
+        FUSED_SHARED_EXPERT; never under expert parallelism), every token's. Kept per token
+        count, so that every expert op of the graph gets the same dimensions."""
         tokens, experts, per_token, alpha = (op.attr(k) for k in (
             "tokens", "experts", "experts_per_token", "routing_alpha"))  # fmt: skip
-        key = (dim_key(tokens), experts, per_token, alpha)
+        shared = int(op.attr("shared_experts", 0))
+        key = (dim_key(tokens), experts, per_token, alpha, shared)
         if key not in self.experts:
             if self.ep == 1:
-                mine, pairs = expected_active_experts(tokens, int(experts), int(per_token)), \
-                    tokens * per_token
+                mine = expected_active_experts(tokens, int(experts), int(per_token)) + shared
+                pairs = tokens * (per_token + shared)
             else:
+                assert not shared, "fused shared experts under expert parallelism"
                 pairs = moe_expert.busiest_rank_pairs(tokens, int(per_token), int(experts),
                                                       self.ep, alpha)  # fmt: skip
                 mine = expected_active_experts(pairs, _ceil_div(int(experts), self.ep), 1)

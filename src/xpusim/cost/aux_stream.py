@@ -9,9 +9,9 @@ routed experts run on the main one, and the layer's all-reduce waits for both:
   the same forward, under CUDA-graph capture). SGLang creates that stream on CUDA alone, so
   on ROCm the profile leaves the kernel out (engines.toml `nvidia_only`). Where
   SGLang fuses the shared expert into the routed MoE kernel instead (its
-  num_fused_shared_experts, on by default where determine_num_fused_shared_experts allows),
-  the kernel runs one expert more per token: at decode, a ninth expert's weights on top of
-  eight, which this bound does not charge.
+  num_fused_shared_experts, on by default where determine_num_fused_shared_experts allows:
+  workloads/transformer.py FUSED_SHARED_EXPERT), there is no second path: the kernel runs
+  one expert more per token.
 - TensorRT-LLM (tensorrt_llm/_torch/models/modeling_deepseekv3.py Deepseekv3MoE.forward):
   `maybe_execute_in_parallel(_compute_routed_output, _compute_shared_output, ...,
   self.aux_stream)`, then one all-reduce of their sum (copies 2891600299 and 227015512).

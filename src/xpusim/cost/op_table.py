@@ -167,7 +167,8 @@ def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:
     (kernel_tables.row_shapes), so that a table's rows of the op's own shape price it: a
     gemm's (N, K) of its weight; a routed expert's moe (hidden, inter per rank, topk,
     experts, ep), read off its gate_up (K hidden, N two inter) or down (K inter, N hidden)
-    and the ep partitioning stamped (1 where it did not split the experts); a decode
+    and the ep partitioning stamped (1 where it did not split the experts), its fused shared
+    experts counted among the top-k and the experts, as the kernel runs them; a decode
     attention's (heads, kv heads, head_dim) on one rank, read off its query
     [batch, q, heads, head_dim] and key cache [batch, keys, kv heads, head_dim]."""
     if is_decode_attention(op):
@@ -179,8 +180,10 @@ def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:
     shapes: tuple[tuple[str, tuple[float, ...]], ...] = (("gemm", (n, k)),)
     if is_expert(op) and op.attr("experts") and op.attr("experts_per_token"):
         hidden, inter = (k, n / 2) if op.attr("tp") == "expert_column" else (n, k)
-        shapes += (("moe", (hidden, inter, float(op.attr("experts_per_token")),
-                            float(op.attr("experts")), float(op.attr("ep", 1)))),)  # fmt: skip
+        shared = float(op.attr("shared_experts", 0))  # fused into the kernel: top 9 of 257
+        shapes += (("moe", (hidden, inter, float(op.attr("experts_per_token")) + shared,
+                            float(op.attr("experts")) + shared,
+                            float(op.attr("ep", 1)))),)  # fmt: skip
     return shapes
 
 

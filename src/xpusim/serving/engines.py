@@ -12,10 +12,14 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import base_id
+from xpusim.workloads.transformer import FUSED_SHARED_EXPERT
+
+if TYPE_CHECKING:
+    from xpusim.workloads.transformer_config import TransformerConfig
 
 DATA = Path(__file__).with_name("engines.toml")
 GIB = 2**30
@@ -112,6 +116,13 @@ class EngineProfile:
 
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
     nvidia_only_source: str = ""
+    # where it lists fused-shared-expert: the models (by routed experts, with one shared
+    # expert as wide as one of them), the chips' vendors, and not under expert parallelism
+    # nor the MoE backends listed, whose shared expert its routed kernel runs
+    fused_shared_expert_routed: tuple[int, ...] = ()
+    fused_shared_expert_vendors: tuple[str, ...] = ()
+    fused_shared_expert_off_moe: tuple[str, ...] = ()
+    fused_shared_expert_source: str = ""
     # the steps whose shared experts run on the second stream (kernel shared-experts-stream):
     # at most this many tokens (0: any), decode steps alone if decode_only, and graphed
     # decode steps of any size if graphed_any (the token limit then for the others)
@@ -171,10 +182,27 @@ class EngineProfile:
         `chip_id` (engines.toml jit_gemm); a what-if copy keeps its base chip's kernels."""
         return base_id(chip_id) in self.jit_gemm
 
-    def kernels_on(self, vendor: str) -> tuple[str, ...]:
+    def kernels_on(self, vendor: str, cfg: TransformerConfig | None = None, ep: int = 1,
+                   moe_backend: str = "") -> tuple[str, ...]:  # fmt: skip
         """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
-        alone left out on others."""
-        return tuple(k for k in self.kernels if vendor == "NVIDIA" or k not in self.nvidia_only)
+        alone left out on others, and its fused shared expert where it does not fuse
+        model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
+        fused = cfg is not None and self.fuses_shared_expert(cfg, vendor, ep, moe_backend)
+        return tuple(k for k in self.kernels
+                     if (vendor == "NVIDIA" or k not in self.nvidia_only)
+                     and (k != FUSED_SHARED_EXPERT or fused))  # fmt: skip
+
+    def fuses_shared_expert(self, cfg: TransformerConfig, vendor: str, ep: int,
+                            moe_backend: str) -> bool:  # fmt: skip
+        """Whether its routed MoE kernel runs model `cfg`'s shared expert as one more expert
+        (SGLang's determine_num_fused_shared_experts; engines.toml fused_shared_expert_*):
+        one ungated shared expert as wide as a routed one, a listed count of routed
+        experts, a listed vendor, no expert parallelism, a MoE backend not listed."""
+        return (FUSED_SHARED_EXPERT in self.kernels and cfg.is_moe
+                and cfg.num_experts in self.fused_shared_expert_routed
+                and cfg.shared_expert_width == cfg.expert_width and not cfg.shared_expert_gate
+                and vendor in self.fused_shared_expert_vendors and ep == 1
+                and moe_backend not in self.fused_shared_expert_off_moe)  # fmt: skip
 
     def aux_stream_tokens(self) -> tuple[int | None, int | None]:
         """The most tokens a step may have for its shared experts to overlap the routed
@@ -334,6 +362,9 @@ def engines() -> dict[str, EngineProfile]:
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
+                  **{k: tuple(fields.get(k, ())) for k in (
+                      "fused_shared_expert_routed", "fused_shared_expert_vendors",
+                      "fused_shared_expert_off_moe")},
                   "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items())),
                   "admit_reserve": (ReserveRule.of(fields["admit_reserve"])
                                     if "admit_reserve" in fields else None),
@@ -351,7 +382,11 @@ def engines() -> dict[str, EngineProfile]:
             and profile.frontend_s >= 0 and bool(profile.frontend_source) \
             and profile.frontend_token_s >= 0 \
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
-            and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None), name
+            and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
+            and (FUSED_SHARED_EXPERT in profile.kernels) \
+            == bool(profile.fused_shared_expert_routed) \
+            == bool(profile.fused_shared_expert_vendors) \
+            == bool(profile.fused_shared_expert_source), name
         found[name] = profile
     return found
 

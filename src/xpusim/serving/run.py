@@ -41,6 +41,7 @@ from xpusim.serving.verdict import Verdict
 from xpusim.workloads.transformer import (
     ALLREDUCE_NORM,
     ALLREDUCE_NORM_DECODE,
+    FUSED_SHARED_EXPERT,
     SAMPLER_PENALTIES,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -150,10 +151,14 @@ def prepare(
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
     profile = engine_profile(engine.engine)
-    own = profile.kernels_on(system.chip.vendor)
+    own = profile.kernels_on(system.chip.vendor, cfg, one.ep, req.moe_backend)
     kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)
+    if FUSED_SHARED_EXPERT in own:
+        notes.append(f"{engine.engine} runs the shared expert as one more expert of the routed "
+                     f"MoE kernel: top {cfg.experts_per_token} + 1 of {cfg.num_experts + 1} "
+                     "(engines.toml fused_shared_expert_source)")
     if engine.gemm_allreduce:  # its row-parallel GEMMs fused with their all-reduces, the
         # norms after them not (ALLREDUCE_NORM: NVIDIA's MLPerf v5.1 Llama-3.1-405B configs set
         # TRTLLM_GEMM_ALLREDUCE_FUSION_ENABLED=1 with TRTLLM_LLAMA_EAGER_FUSION_DISABLED=1)

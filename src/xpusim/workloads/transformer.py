@@ -104,8 +104,17 @@ forward, the SwiGLU inside its grouped GEMMs): no router_topk or experts.silu_mu
 built, as the moe tables that price the experts (cost/kernel_tables.py) timed that forward
 whole, moe.forward(hidden_states, router_logits) (aiconfigurator collector/trtllm/
 collect_moe.py), and pricing those ops again counted them twice."""
+FUSED_SHARED_EXPERT = "fused-shared-expert"
+"""The engine kernel that runs an MoE layer's shared experts as more experts of its routed
+kernel (SGLang's num_fused_shared_experts: DeepSeek-V3/R1's shared expert loaded as expert
+256, every token's top 8 + 1 of 257; serving/engines.toml fused_shared_expert_*): no
+shared-expert linears are built; the routed experts' ops take n_shared more experts a token,
+always touched, so the same moe kernel table prices top-k + n_shared pairs a token. Only
+where the shared experts are as wide as a routed one each and ungated; the engine's other
+conditions are the profile's (EngineProfile.fuses_shared_expert)."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
-                           ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE})
+                           ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
+                           FUSED_SHARED_EXPERT})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -166,12 +175,24 @@ class _Builder:
         # they are arrays over shapes, so that identical layers' ops are one op signature)
         self.tokens = step.tokens
         if cfg.is_moe:
+            self.fused_shared = self.fused_shared_experts()
             used = expected_active_experts(self.tokens, cfg.num_experts, cfg.experts_per_token)
-            self.routed = used, self.tokens * cfg.experts_per_token
+            self.routed = used + self.fused_shared, \
+                self.tokens * (cfg.experts_per_token + self.fused_shared)
 
     def runs(self, kernel: str) -> bool:
         """Whether the engine lists `kernel` (GRAPH_KERNELS change the ops built)."""
         return kernel in (self.kernels or ())
+
+    def fused_shared_experts(self) -> int:
+        """How many shared experts the routed kernel runs as experts of its own
+        (FUSED_SHARED_EXPERT): as many as a routed expert's width fits in theirs, where the
+        engine fuses them and they are ungated; else 0."""
+        cfg = self.cfg
+        if not self.runs(FUSED_SHARED_EXPERT) or cfg.shared_expert_gate:
+            return 0
+        n, rest = divmod(cfg.shared_expert_width, cfg.expert_width)
+        return 0 if rest else n
 
     def t(self, name: str, *shape: Dim, role: Role = Role.ACTIVATION) -> Tensor:
         dtype = {Role.WEIGHT: self.weight, Role.KV_CACHE: self.kv}.get(role, self.act)
@@ -727,7 +748,8 @@ class _Builder:
         """
         cfg, tokens = self.cfg, self.tokens
         e, k, h, i = cfg.num_experts, cfg.experts_per_token, cfg.hidden_size, cfg.expert_width
-        two = cfg.shared_expert_width and self.runs(SHARED_EXPERTS_STREAM)
+        shared = self.fused_shared  # inside the routed kernel: no shared linears
+        two = cfg.shared_expert_width and not shared and self.runs(SHARED_EXPERTS_STREAM)
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
         fused = self.runs(FUSED_MOE)  # routing and activation in the experts'
@@ -739,7 +761,7 @@ class _Builder:
         used, pairs = self.routed
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
-                       **main)  # fmt: skip
+                       shared_experts=shared or None, **main)  # fmt: skip
         routed = self.t(f"{p}.routed", 1, pairs, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -766,10 +788,11 @@ class _Builder:
             tp="expert_row",
             **routing,
         )
-        parts = [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
+        parts = [down] if shared else \
+            [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
-                       flops_per_element=2 * k + 2 * (len(parts) > 1))  # fmt: skip
+                       flops_per_element=2 * (k + shared) + 2 * (len(parts) > 1))  # fmt: skip
 
     def shared_expert(self, p: str, x: Tensor, stream: dict[str, str]) -> list[Tensor]:
         """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,

@@ -208,6 +208,7 @@ class Replica:
     _recv_weight: int = 1  # what the last iteration adds to it
     _batch_waited: int = 0  # steps batch waiting has held prompts since it last let them run
     _compiled: set[tuple[int, bool]] = field(default_factory=set)  # variants compiled (_bucket)
+    _cohort_columns: tuple[np.ndarray, ...] | None = None  # _columns' (None: to build)
 
     @cached_property
     def per_decode(self) -> int:
@@ -271,14 +272,41 @@ class Replica:
             return s.generated
         return min(s.base + self._tokens_in(self.steps - s.joined), s.gen)
 
+    def outputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every cohort member's (output so far, length, prompt), in admission order, as
+        arrays: output() of each, from the cohort's columns (_columns) at this step. SGLang's
+        admission control asks for them at every step a request waits, which one by one
+        was a quarter of InferenceX's DeepSeek-R1 MTP closed loop of 512 clients on 8 B200
+        (15.6 million output() calls); tests/test_serving_outputs.py holds it to output()."""
+        joined, base, gens, prompts = self._columns()
+        steps = self.steps - joined
+        gain = self._gain
+        gained = steps if gain == 1 else np.maximum((steps * gain + 1e-9).astype(np.int64), steps)
+        return np.minimum(base + gained, gens), gens, prompts
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The cohort's (joined, base, gen, prompt) as int64 arrays in admission order, kept
+        until the cohort next changes (_join, _leave: between them these are fixed)."""
+        if self._cohort_columns is None:
+            members = self.cohort.values()
+            self._cohort_columns = tuple(  # type: ignore[assignment]
+                np.array(column, dtype=np.int64).reshape(-1) for column in (
+                    [s.joined for s in members], [s.base for s in members],
+                    [s.gen for s in members], [s.prompt for s in members]))  # fmt: skip
+        return self._cohort_columns  # type: ignore[return-value]
+
     def admission(self) -> Pass | None:
         """A prefill pass's budget under the engine's admission control, its running
         requests as they stand (None: the engine admits on its prompt's blocks alone)."""
         if self.reserve is None:
             return None
-        running = [(self.output(s), s.gen, s.prompt) for s in self.cohort.values()]
-        return Pass.open(self.reserve, running + [(s.generated, s.gen, s.prompt)
-                                                  for s in self.prefilling])  # fmt: skip
+        outputs, gens, prompts = self.outputs()
+        if self.prefilling:
+            prefilling = self.prefilling
+            outputs = np.append(outputs, [s.generated for s in prefilling])
+            gens = np.append(gens, [s.gen for s in prefilling])
+            prompts = np.append(prompts, [s.prompt for s in prefilling])
+        return Pass.of(self.reserve, outputs, gens, prompts)
 
     def fits(self, gate: Pass | None, s: Sequence) -> bool:
         """Whether the pass's admission control lets waiting s start now; with nothing
@@ -299,9 +327,8 @@ class Replica:
         s = self.waiting[0]
         if s.decoding or self.prefilling or not self.cohort:
             return self.steps + 1  # the event loop's scheduler decides
-        after = [(min(self.output(m) + 1, m.gen), m.gen, m.prompt)
-                 for m in self.cohort.values()]  # fmt: skip
-        running = tuple(np.array(c, dtype=np.int64) for c in zip(*after, strict=True))
+        outputs, gens, prompts = self.outputs()
+        running = (np.minimum(outputs + 1, gens), gens, prompts)
         horizon = int(min(self._finish_at, default=self.steps + 1) - self.steps) + 1
         wait = self.reserve.first_fit(s, s.target - self.cached(s),
                                       self.kv.free * self.kv.block_tokens, running,  # type: ignore[arg-type]
@@ -329,6 +356,7 @@ class Replica:
         """Into the cohort, from the next decode iteration on."""
         s.joined, s.base = self.steps, s.generated
         self.cohort[s.id] = s
+        self._cohort_columns = None
         self.context_sum += s.prompt + s.generated
         s.finishes_at = self.steps + self._steps_for(s.gen - s.generated)
         self._finish_at.setdefault(s.finishes_at, {})[s.id] = s
@@ -362,6 +390,7 @@ class Replica:
 
     def _leave(self, s: Sequence) -> None:
         del self.cohort[s.id]
+        self._cohort_columns = None
         filed = self._finish_at.get(s.finishes_at)  # None: being read (finish)
         if filed is not None:
             del filed[s.id]
@@ -478,36 +507,41 @@ class Replica:
         """_grow_each of a speculative step's due members (`group`, popped), where the cache
         has the blocks for all of them: then no one is preempted, and each member in turn
         is released (release), takes its blocks (_blocks_due) and is filed at its next due
-        step (_file_growth), that arithmetic inlined in one loop, the cache's blocks taken
+        step (_file_growth), that arithmetic done for all of them at once in numpy (the
+        same integer and float operations, element by element), the cache's blocks taken
         at once (its peak the same: used only rises). False, nothing changed, where the
         blocks are short (_grow_each then, preempting). Under SGLang's one-token blocks
         every member of a speculative cohort is due at every step: InferenceX's DeepSeek-R1
-        MTP closed loop on 8 B200 at 512 clients ran those functions 14.6 million times,
-        three quarters of its CPU. tests/test_serving_growth.py holds it to _grow_each."""
+        MTP closed loop on 8 B200 at 512 clients runs this 51,602 times over 14.6 million
+        members (a loop of Python arithmetic a member was a third of its CPU).
+        tests/test_serving_growth.py holds it to _grow_each."""
         bt, next_step, gain, grown = self.kv.block_tokens, self.steps + 1, self._gain, group.grown
         due = list(group.members.values())
-        blocks, more = [], 0  # each member's blocks after this step's; what they take
-        for s in due:
-            steps = next_step - s.joined  # _tokens_in(steps), _blocks_due's cached tokens:
-            cached = s.prompt + s.base + (steps if gain == 1 else
-                                          max(int(steps * gain + 1e-9), steps)) - s.shared - 1
-            held = s.blocks + grown - s.mark  # release's count
-            need = max(-(-cached // bt) - held, 1)
-            blocks.append(held + need)
-            more += need
-        if not self.kv.take(more):
+        joined = np.array([s.joined for s in due], dtype=np.int64)
+        fixed = np.array([s.prompt + s.base - s.shared for s in due], dtype=np.int64)
+        held = np.array([s.blocks - s.mark for s in due], dtype=np.int64) + grown  # release's
+        steps = next_step - joined  # _tokens_in(steps), _blocks_due's cached tokens
+        gained = steps if gain == 1 else np.maximum((steps * gain + 1e-9).astype(np.int64),
+                                                    steps)  # fmt: skip
+        need = np.maximum(-(-(fixed + gained - 1) // bt) - held, 1)
+        if not self.kv.take(int(need.sum())):
             return False
+        blocks = held + need
+        tokens = blocks * bt - fixed + 2  # _file_growth's step
+        step = np.maximum(joined + (tokens if gain == 1 else
+                                    np.ceil(tokens / gain - 1e-9).astype(np.int64)),
+                          next_step)  # fmt: skip
         grow_at = self._grow_at
-        for s, held in zip(due, blocks, strict=True):
-            s.blocks = held
-            tokens = held * bt + s.shared - s.prompt - s.base + 2  # _file_growth's step
-            step = max(s.joined + (tokens if gain == 1 else ceil(tokens / gain - 1e-9)),
-                       next_step)  # fmt: skip
-            filed = grow_at.get(step)
-            if filed is None:
-                filed = grow_at[step] = Growing({})
-            filed.members[s.id] = s  # Growing.add
-            s.growing, s.mark = filed, filed.grown
+        at, filed = -1, None
+        for s, held_now, due_at in zip(due, blocks.tolist(), step.tolist(), strict=True):
+            s.blocks = held_now
+            if due_at != at:  # members of one step are mostly filed together
+                at = due_at
+                filed = grow_at.get(at)
+                if filed is None:
+                    filed = grow_at[at] = Growing({})
+            filed.members[s.id] = s  # type: ignore[union-attr]  # Growing.add
+            s.growing, s.mark = filed, filed.grown  # type: ignore[union-attr]
         return True
 
     def _blocks_due(self, s: Sequence) -> int:

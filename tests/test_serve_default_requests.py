@@ -60,3 +60,23 @@ def test_offline_burst_without_requests_is_its_full_rounds():
     assert result.search["requests"] == rounds
     assert result.output_tokens_per_s > 1.05 * xpusim.serve(
         "llama-3-8b", "h100-sxm", requests=REQUESTS, **common).output_tokens_per_s
+
+
+@pytest.mark.parametrize("target", ["h100-sxm", "dgx-h100"])
+def test_offline_burst_counts_the_lanes_of_chips_given(monkeypatch, target):
+    """The default burst counts every replica lane of --chips, on a chip or on a system:
+    8 one-chip replicas hold 8 x 1,024 sequences, so 16 rounds of them are drawn (a chip
+    given --chips counted one lane, a burst of 2 rounds: 'a burst of 16384 requests, 2 times
+    the 8192 sequences the replicas hold at once')."""
+    from xpusim.serving import serve as serve_module
+
+    class Drawn(Exception):
+        """The load serve would run, stopped before it runs."""
+
+    def stop(workload, target, load, *rest):
+        raise Drawn(load)
+
+    monkeypatch.setattr(serve_module, "serve_llm", stop)
+    with pytest.raises(Drawn) as drawn:
+        xpusim.serve("llama-3-8b", target, chips=8, dp=8, find="offline", engine="vllm")
+    assert drawn.value.args[0].requests == capacity.OFFLINE_ROUNDS * 1024 * 8

@@ -142,7 +142,7 @@ def serve(
         load_options.get(k) is not None for k in ("concurrency", "rate", "trace")
     ):  # a placeholder: the search sets it (an offline burst: every request at once, as
         # many as its rounds can take, not the default of a closed loop of that many clients)
-        chips = getattr(target, "chips", 1)
+        chips = options.get("chips") or getattr(target, "chips", 1)  # --chips, else the system's
         n = load_options.get("requests")
         if n is None:
             n = offline_requests(engine.max_batch, chips // (options.get("tp") or 1))

@@ -106,3 +106,27 @@ def test_qwen3_32b_fp8_decodes_no_slower_than_bf16_on_current_vllm():
     assert _decode_tpot_s("Qwen/Qwen3-32B-FP8", "vllm") <= bf16
     assert _decode_tpot_s("Qwen/Qwen3-32B-FP8", "vllm-0.11") > 1.1 * _decode_tpot_s(
         "Qwen/Qwen3-32B", "vllm-0.11")
+
+
+def test_the_engine_option_names_every_profile():
+    """`--engine`'s help lists every profile engines.toml defines (it left out sglang-0.4
+    and trtllm-cpp), so a user finds a version without reading the TOML."""
+    from xpusim.serving.options import Engine
+
+    help_text = next(f for f in dataclasses.fields(Engine) if f.name == "engine").metadata["help"]
+    named = set(re.findall(r"[a-z][a-z0-9.-]*[a-z0-9]", help_text))
+    assert set(engines()) <= named
+
+
+def test_the_docs_name_vllm_kernels_that_exist():
+    """A vLLM kernel the docs name in backticks is one a table times: the unversioned
+    `vllm-w8a8-block-fp8` lingered in docs/serving.md after the tables took their release's
+    name."""
+    from pathlib import Path
+
+    docs = Path(__file__).parent.parent / "docs"
+    named = {m for page in docs.glob("*.md") for m in
+             re.findall(r"`(vllm-[a-z0-9.-]*(?:w8a8-block-fp8|fused-moe|mxfp4-moe))`",
+                        page.read_text())}  # fmt: skip
+    assert named
+    assert named <= {t.kernel for t in all_tables()}

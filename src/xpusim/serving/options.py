@@ -156,9 +156,9 @@ class Engine:
                                     "(SGLang, ATOM), inflight (TensorRT-LLM), continuous "
                                     "(vLLM V0), static.", type=str)
     engine: str = option("vllm", "Engine profile: vllm (V1 0.19, priced with that "
-                          "release's kernels), vllm-0.11, sglang, trtllm, atom, vllm-v0, or "
-                          "ideal (no host time or padding: the bound); serving/engines.toml.",
-                          type=str)  # fmt: skip
+                          "release's kernels), vllm-0.11, sglang, sglang-0.4, trtllm, "
+                          "trtllm-cpp, atom, vllm-v0, or ideal (no host time or padding: the "
+                          "bound); serving/engines.toml.", type=str)  # fmt: skip
     max_batch: int | None = option(None, "Sequences per iteration (max_num_seqs; default: "
                                    "the engine's on this chip).", type=int)
     token_budget: int | None = option(None, "New tokens per iteration "

@@ -98,6 +98,9 @@ def test_r1_fp8_on_8_h200_under_sglang_fuses_and_its_step_changes():
     ("NVIDIA", 1, "TRTLLM", "deepseek-r1-0528", False),  # --moe-runner-backend flashinfer_trtllm
     ("Google", 1, "", "deepseek-r1-0528", False),
     ("NVIDIA", 1, "", "kimi-k2-instruct", False),  # 384 routed experts
+    ("NVIDIA", 1, "", "glm-5", True),  # GlmMoeDsaForCausalLM: its own hook
+    ("NVIDIA", 1, "", "deepseek-v3.2", False),  # DeepseekV32ForCausalLM: not V3's architecture
+    ("NVIDIA", 1, "", "deepseek-v4-flash", False),  # DeepSeek-V4: not V3's architecture
     ("NVIDIA", 1, "", "deepseek-v2-lite", False),  # two shared experts' width
     ("NVIDIA", 1, "", "qwen2-57b-a14b", False),  # a gated shared expert
     ("NVIDIA", 1, "", "qwen3-30b-a3b", False),  # none

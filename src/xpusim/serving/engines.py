@@ -116,9 +116,10 @@ class EngineProfile:
 
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
     nvidia_only_source: str = ""
-    # where it lists fused-shared-expert: the models (by routed experts, with one shared
-    # expert as wide as one of them), the chips' vendors, and not under expert parallelism
-    # nor the MoE backends listed, whose shared expert its routed kernel runs
+    # where it lists fused-shared-expert: the models (by model_type and routed experts, with
+    # one shared expert as wide as one of them), the chips' vendors, and not under expert
+    # parallelism nor the MoE backends listed, whose shared expert its routed kernel runs
+    fused_shared_expert_models: tuple[str, ...] = ()
     fused_shared_expert_routed: tuple[int, ...] = ()
     fused_shared_expert_vendors: tuple[str, ...] = ()
     fused_shared_expert_off_moe: tuple[str, ...] = ()
@@ -196,9 +197,11 @@ class EngineProfile:
                             moe_backend: str) -> bool:  # fmt: skip
         """Whether its routed MoE kernel runs model `cfg`'s shared expert as one more expert
         (SGLang's determine_num_fused_shared_experts; engines.toml fused_shared_expert_*):
-        one ungated shared expert as wide as a routed one, a listed count of routed
-        experts, a listed vendor, no expert parallelism, a MoE backend not listed."""
+        one ungated shared expert as wide as a routed one, a listed architecture (model_type:
+        SGLang checks architectures[0]) and count of routed experts, a listed vendor, no
+        expert parallelism, a MoE backend not listed."""
         return (FUSED_SHARED_EXPERT in self.kernels and cfg.is_moe
+                and cfg.model_type in self.fused_shared_expert_models
                 and cfg.num_experts in self.fused_shared_expert_routed
                 and cfg.shared_expert_width == cfg.expert_width and not cfg.shared_expert_gate
                 and vendor in self.fused_shared_expert_vendors and ep == 1
@@ -363,7 +366,8 @@ def engines() -> dict[str, EngineProfile]:
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
                   **{k: tuple(fields.get(k, ())) for k in (
-                      "fused_shared_expert_routed", "fused_shared_expert_vendors",
+                      "fused_shared_expert_models", "fused_shared_expert_routed",
+                      "fused_shared_expert_vendors",
                       "fused_shared_expert_off_moe")},
                   "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items())),
                   "admit_reserve": (ReserveRule.of(fields["admit_reserve"])
@@ -384,6 +388,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
+            == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \
             == bool(profile.fused_shared_expert_vendors) \
             == bool(profile.fused_shared_expert_source), name

@@ -173,6 +173,10 @@ class TransformerConfig:
     # the run's default formats, not part of the architecture (not compared or hashed, so
     # a repo and its quantized copy share their costed graphs)
     checkpoint: Any = field(default=None, compare=False, repr=False)
+    # the Hugging Face model_type it was read as (config_from_hf; "" where built in code):
+    # which engine code path serves it, where an engine picks a kernel by architecture
+    # (serving/engines.py fuses_shared_expert); not compared, as checkpoint
+    model_type: str = field(default="", compare=False, repr=False)
     # the modules that checkpoint leaves unquantized (its exclusions, checkpoint.py
     # with_checkpoint): compared, as the layer builder keeps the attention and MLP matmuls they
     # name 16-bit in a quantized run (checkpoint.unquantized_module)
@@ -1176,7 +1180,7 @@ def config_from_hf(data: dict, name: str, origin: str) -> TransformerConfig:
     if int(fields.get("experts_per_token", 1)) > int(fields.get("num_experts", 1)):
         raise UserError(f"{origin}: field 'num_experts_per_tok' exceeds "
                         f"{keys['num_experts'][0]!r}")  # fmt: skip
-    config = TransformerConfig(name=name, **fields)  # type: ignore[arg-type]
+    config = TransformerConfig(name=name, model_type=model_type, **fields)  # type: ignore[arg-type]
     if config.param_count > MAX_PARAMS:
         raise UserError(f"{origin}: {config.param_count:.3g} parameters; at most "
                         f"{MAX_PARAMS:.0e} can be simulated")

@@ -3,6 +3,7 @@ new_token_ratio, and the exact no-retraction check of requests that ignore EOS."
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,12 @@ from xpusim.serving.schedulers import Sequence
 
 RULE = engine("sglang").admit_reserve
 RUNNING = [(100, 5000, 1000), (4900, 5000, 1000)]  # (output so far, length, prompt)
+
+
+def _pass(reserve: Reserve, running: list[tuple[int, int, int]]) -> Pass:
+    """Pass.of over running requests written as (output so far, length, prompt) rows."""
+    columns = np.array(running, dtype=np.int64).reshape(-1, 3).T
+    return Pass.of(reserve, *columns)
 
 
 def _new(prompt: int = 1000, gen: int = 5000) -> Sequence:
@@ -42,7 +49,7 @@ def test_budget_by_hand():
     2937.2 of 10,000 free; a 1,000-token prompt of 5,000 outputs needs 1,000 + 4,096 =
     5,096 < 7,062.8: admitted; it charges its 4,096 in full, so a second (its prompt taken
     from the free tokens) sees 9,000 - 2,937.2 - 4,096 = 1,966.8 and waits."""
-    gate = Pass.open(Reserve(RULE), RUNNING)
+    gate = _pass(Reserve(RULE), RUNNING)
     assert gate.offset == pytest.approx(2937.2)
     assert gate.fits(_new(), 1000, 10_000)
     gate.took(_new())
@@ -55,7 +62,7 @@ def test_exact_check_by_hand(free, fits):
     """add_one_req_ignore_eos, sorted by output left: (100 left, 5,900 held), (4,900, 1,100),
     the new one (5,000, 1,000). At 4,000 free: 3,000 after its prompt, and when the first
     finishes the other two have 4,900 more to write: 3,000 + 5,900 - 2 x 4,900 = -900."""
-    gate = Pass.open(Reserve(RULE, exact=True), RUNNING)
+    gate = _pass(Reserve(RULE, exact=True), RUNNING)
     assert gate.fits(_new(), 1000, free) is fits
 
 
@@ -66,7 +73,7 @@ def test_exact_check_by_hand(free, fits):
 def test_exact_check_equals_sglangs_loop(running, prompt, gen, free):
     """The vectorized check against schedule_policy.py's loop, request by request."""
     running = [(min(o, g), g, p) for o, g, p in running]
-    gate = Pass.open(Reserve(RULE, exact=True), running)
+    gate = _pass(Reserve(RULE, exact=True), running)
     s = _new(prompt, gen)
     # a budget past the free tokens leaves the exact check alone to decide
     assert gate.reserve.fits(s, prompt, free, float("inf"),

@@ -150,17 +150,10 @@ class Pass:
     offset: float = 0.0
 
     @classmethod
-    def open(cls, reserve: Reserve, running: list[tuple[int, int, int]]) -> Pass:
-        """`running`: each running request's (output so far, length, prompt)."""
-        outputs, gens, prompts = (np.array(c, dtype=np.int64).reshape(-1)
-                                  for c in zip(*running, strict=True)) if running else \
-            (np.zeros(0, dtype=np.int64),) * 3  # fmt: skip
-        return cls.of(reserve, outputs, gens, prompts)
-
-    @classmethod
     def of(cls, reserve: Reserve, outputs: np.ndarray, gens: np.ndarray,
            prompts: np.ndarray) -> Pass:  # fmt: skip
-        """open's, the running requests given as int64 arrays (Replica.outputs)."""
+        """A pass over the running requests, each one's output so far, length and prompt as
+        int64 arrays in the same order (Replica.outputs)."""
         return cls(reserve, outputs, gens, prompts, -reserve.budget(0, outputs, gens))
 
     def fits(self, s: Sequence, prompt_tokens: int, free_tokens: int) -> bool:

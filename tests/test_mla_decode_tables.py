@@ -17,7 +17,13 @@ from kernel_floor import assert_more_bandwidth_is_never_slower
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import kernel_table, tables_of_kind
-from xpusim.cost.op_table import is_decode_attention, is_mla_decode, kernel_keys, op_table
+from xpusim.cost.op_table import (
+    is_decode_attention,
+    is_mla_decode,
+    kernel_keys,
+    kernel_shapes,
+    op_table,
+)
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
 from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
@@ -104,7 +110,7 @@ def test_a_row_converts_to_its_latent_stream_and_flops():
 def test_an_mla_decode_op_costs_its_measured_time_at_a_tabulated_shape(chip_id, kv, heads,
                                                                        seqs, tokens):  # fmt: skip
     """A measured shape costs the table's model of it (fixed time + roofline / f(bytes),
-    one curve over the heads per GPU), near the measured time, and at or above the op's
+    the curve of its own heads per GPU), near the measured time, and at or above the op's
     roofline."""
     ops = _mla(seqs, tokens, heads, kv, kv)
     assert is_mla_decode(ops.ops[0]) and not is_decode_attention(ops.ops[0])
@@ -117,6 +123,28 @@ def test_an_mla_decode_op_costs_its_measured_time_at_a_tabulated_shape(chip_id, 
     assert time_s >= roof_s and time_s >= floor_s
     measured = _measured_s(name, [seqs, tokens, heads, RANK, ROPE])
     assert 0.6 < floor_s / measured < 1.5
+
+
+@pytest.mark.parametrize("kv", [DType.BF16, DType.FP8])
+def test_sixteen_heads_take_their_own_rows_not_the_128_head_pool(kv):
+    """DeepSeek at TP8 runs 16 heads a GPU; the tables time 16, 32, 64 and 128, and the
+    128-head kernel is slower at the same bytes. Fitted over every head count, the 16-head
+    op at 64 sequences of 4,095 latents on an H200 cost 1.12-1.43x its own rows (an H200
+    SGLang DeepSeek-R1 decode 0.1-2.6 ms a step slow); its own rows price it now. An AMD
+    table of 128 heads alone keeps its one curve."""
+    ops = _mla(64, 4095, 16, kv, kv)
+    op = ops.ops[0]
+    assert kernel_shapes(op) == (("mla_decode", (16.0, float(RANK), float(ROPE))),)
+    table = kernel_table("h200-sxm", kv, kv.value, kind="mla_decode")
+    own = table.of_shape((16.0, float(RANK), float(ROPE)))
+    assert 0 < len(own.rows_m) < len(table.rows_m)
+    floor_s = float(kernel_floor_s(ops, HardwareArrays.build(load_chip("h200-sxm"), ops)).sum())
+    kv_name = "bfloat16" if kv == DType.BF16 else "fp8"
+    measured = _measured_s(f"aiconfigurator-trtllm-mla-decode-{kv_name}-h200-sxm",
+                           [64, 4095, 16, RANK, ROPE])  # fmt: skip
+    assert 0.85 < floor_s / measured < 1.15
+    amd = kernel_table("mi300x", DType.FP8, "fp8", kind="mla_decode")
+    assert amd.of_shape((16.0, float(RANK), float(ROPE))) is amd
 
 
 def _without_mla_tables(monkeypatch) -> None:

@@ -37,7 +37,11 @@ kernel for gpt-oss on one Hopper GPU (64, 8, 64 over a BF16 cache) costs about 0
 sequence however few its keys (1,024 sequences of 127 keys: 276 us on an H200, where the
 pooled curve of every layout, keyed by bytes, gave gpt-oss's op 123 us and its own rows give
 215 us: the curve still interpolates in bytes towards the long-context rows' fraction), so a
-layout the table measured is priced by its own rows.
+layout the table measured is priced by its own rows. An mla_decode table's shape is likewise
+(heads, kv_lora_rank, rope_dim) on one GPU, exact: TensorRT-LLM's MLA generation kernel at
+128 heads (DeepSeek under attention DP) is slower at the same bytes than at 16 (TP 8), and a
+curve over all four head counts priced the 16-head ops 1.12-1.43x their own rows on an H200
+(tests/test_mla_decode_tables.py).
 
 Tables are of a kind, the op family they price; an op tries the kinds its rule lists
 (op_table.kernel_keys), the first table found pricing it:
@@ -716,14 +720,15 @@ def row_shapes(rows: np.ndarray, kind: str) -> tuple[tuple[float, ...], ...]:
     """Each row's shape, the kernel it timed as an op knows it (op_table.kernel_shape): a
     gemm row's (N, K) (and its groups, if grouped), a moe row's (hidden, inter / tp, topk,
     experts, ep), the expert GEMMs one rank runs and how many ranks share the experts, a
-    decode_attention row's (heads, kv heads, head_dim) on one GPU; none for other kinds."""
+    decode_attention row's (heads, kv heads, head_dim) on one GPU, an mla_decode row's
+    (heads, kv_lora_rank, rope_dim) on one GPU; none for other kinds."""
     if kind == "gemm":
         return tuple((n, k, *extra) for n, k, *extra in rows[:, [1, 2, *range(4, rows.shape[1])]]
                      .tolist())  # fmt: skip
     if kind == "moe":
         return tuple((h, i / tp, topk, experts, ep)
                      for _, h, i, topk, experts, tp, ep, _ in rows.tolist())  # fmt: skip
-    if kind == "decode_attention":
+    if kind in ("decode_attention", "mla_decode"):
         return tuple(map(tuple, rows[:, 2:5].tolist()))
     return ()
 
@@ -785,6 +790,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
                 fit_fixed_s(rows_m[curve], roofline_s[curve], measured_s[curve]), measured_s,
                 _latent_bytes_per_sequence(rows, entry["scope"], where))  # fmt: skip
             rows_m, roofline_s, measured_s = rows_m[curve], roofline_s[curve], measured_s[curve]
+            rows = rows[curve]  # the curve's rows name its shapes (row_shapes)
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])
@@ -792,7 +798,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             raise ValueError(f"window {window!r}: true or false")
         if window and not shapes:  # a window prices only its rows' shapes: here, no op
             raise ValueError(f"window: a {entry['kind']} table's rows name no shape; only "
-                             "gemm, moe and decode_attention tables may have one")
+                             "gemm, moe, decode_attention and mla_decode tables may have one")
         if "@" in kernel:
             raise ValueError(f"kernel {kernel!r}: a name without '@'")
         if backend not in MOE_BACKENDS or (backend != DEFAULT_MOE_BACKEND

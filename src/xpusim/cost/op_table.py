@@ -170,10 +170,16 @@ def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:
     and the ep partitioning stamped (1 where it did not split the experts), its fused shared
     experts counted among the top-k and the experts, as the kernel runs them; a decode
     attention's (heads, kv heads, head_dim) on one rank, read off its query
-    [batch, q, heads, head_dim] and key cache [batch, keys, kv heads, head_dim]."""
+    [batch, q, heads, head_dim] and key cache [batch, keys, kv heads, head_dim]; an MLA
+    decode's (heads, kv_lora_rank, rope_dim) on one rank, its query's heads and its latent
+    (v_dim) and rope widths: a kernel of 16 heads a GPU (DeepSeek at TP 8) is not timed by
+    the 128-head rows of an attention-DP rank, slower at the same bytes."""
     if is_decode_attention(op):
         q, k = op.inputs[:2]
         return (("decode_attention", (float(q.shape[2]), float(k.shape[2]), float(q.shape[3]))),)
+    if is_mla_decode(op):
+        q, latent = op.inputs[0], float(op.attr("v_dim"))
+        return (("mla_decode", (float(q.shape[2]), latent, float(q.shape[3]) - latent)),)
     if op.kind != OpKind.MATMUL:
         return ()
     k, n = (float(d) for d in op.weight_tile)

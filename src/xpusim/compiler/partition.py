@@ -38,7 +38,11 @@ from xpusim.ir.graph import Graph
 from xpusim.ir.op import Op, OpKind
 from xpusim.ir.tensor import Dim, Role, Tensor, dim_key
 from xpusim.memo import remembered, scoped
-from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
+from xpusim.workloads.transformer_config import (
+    TransformerConfig,
+    expected_active_experts,
+    routed_load,
+)
 
 
 @dataclass(frozen=True)
@@ -497,8 +501,7 @@ class _Sharder:
         key = (dim_key(tokens), experts, per_token, alpha, shared)
         if key not in self.experts:
             if self.ep == 1:
-                mine = expected_active_experts(tokens, int(experts), int(per_token)) + shared
-                pairs = tokens * (per_token + shared)
+                mine, pairs = routed_load(tokens, int(experts), int(per_token), shared)
             else:
                 assert not shared, "fused shared experts under expert parallelism"
                 pairs = moe_expert.busiest_rank_pairs(tokens, int(per_token), int(experts),

@@ -37,7 +37,7 @@ from xpusim.ir.op import (
 )
 from xpusim.ir.tensor import Dim, Role, Tensor
 from xpusim.workloads.checkpoint import unquantized_module, unquantized_ops
-from xpusim.workloads.transformer_config import TransformerConfig, expected_active_experts
+from xpusim.workloads.transformer_config import TransformerConfig, routed_load
 
 # Vector FLOPs per element, counted from each formula (see the op docstrings).
 RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, scale by weight
@@ -176,9 +176,8 @@ class _Builder:
         self.tokens = step.tokens
         if cfg.is_moe:
             self.fused_shared = self.fused_shared_experts()
-            used = expected_active_experts(self.tokens, cfg.num_experts, cfg.experts_per_token)
-            self.routed = used + self.fused_shared, \
-                self.tokens * (cfg.experts_per_token + self.fused_shared)
+            self.routed = routed_load(self.tokens, cfg.num_experts, cfg.experts_per_token,
+                                      self.fused_shared)  # fmt: skip
 
     def runs(self, kernel: str) -> bool:
         """Whether the engine lists `kernel` (GRAPH_KERNELS change the ops built)."""

@@ -1476,3 +1476,12 @@ def expected_active_experts(tokens: Dim, experts: int, per_token: int) -> Dim:
     missed = np.power(1 - per_token / experts, np.asarray(tokens, dtype=float))
     used = np.clip(np.ceil(experts * (1 - missed) - 1e-9), per_token, experts)
     return used.astype(int) if isinstance(tokens, np.ndarray) else int(used)
+
+
+def routed_load(tokens: Dim, experts: int, per_token: int, shared: int = 0) -> tuple[Dim, Dim]:
+    """(distinct experts touched, token-expert pairs) of one chip's routed MoE over `tokens`:
+    expected_active_experts of the routed ones, and `shared` experts the kernel runs as more
+    experts of its own (every token's, so always touched: workloads/transformer.py
+    FUSED_SHARED_EXPERT)."""
+    return (expected_active_experts(tokens, experts, per_token) + shared,
+            tokens * (per_token + shared))

@@ -229,6 +229,25 @@ class TransformerConfig:
         """The most tokens a bounded layer keeps."""
         return self.sliding_window or self.attention_chunk_size
 
+    def key_breaks(self, first: int, last: int) -> list[int]:
+        """Cached-token counts c in (first, last] at which some layer's attended keys stop
+        being affine in c (a decode step's query sees c cached tokens before it): a window
+        of w keys (sliding windows, DSA's index_topk, DeepSeek-V4's ratio-4 window of
+        index_topk x 4) reads min(c, w - 1) cached keys, a new piece from c = w - 1; a
+        chunked attention (Llama-4) drops to its chunk's start at each c = n x chunk. The
+        engine costs decode steps at both sides of each break (graphs.py), since it
+        interpolates between costed steps. DeepSeek-V4's compressed entries, c // ratio,
+        are left as a line: a staircase of `ratio` tokens, its error under ratio / c."""
+        windows = {self.sliding_window} if self.sliding_layers or self.compress_ratios else set()
+        if self.index_topk:
+            windows |= {self.index_topk, *((4 * self.index_topk,) if 4 in self.compress_ratios
+                                           else ())}  # fmt: skip
+        found = {w - 1 for w in windows if w and first < w - 1 <= last}
+        if self.chunked_layers and self.attention_chunk_size:
+            chunk = self.attention_chunk_size
+            found |= set(range((first // chunk + 1) * chunk, last + 1, chunk))
+        return sorted(found)
+
     def window(self, layer: int) -> int | None:
         """The layer's attention window (None: it sees every key)."""
         return self.sliding_window if layer in self.sliding_layers else None

@@ -30,11 +30,15 @@ class PhaseValues:
     """A phase's op counts for R requests at the steps each is costed at. Only the ops that
     vary by step (attention over a growing KV cache) are costed per step, which keeps long
     generations cheap; counts are affine in the KV length, so a request's first and last
-    step (`ends`) give every step between them exactly."""
+    step (`ends`) give every step between them exactly, and where a window or a chunk bends
+    them, the steps at its break too (`at`)."""
 
-    ends: OpTable  # counts on leading (request, end) axes: (R, 2, ...), or (R, 1, ...)
+    ends: OpTable  # counts on leading (request, end) axes: (R, ends, ...), or (R, 1, ...)
     fraction: np.ndarray  # (R, steps) where each costed step lies from the first end to the last
     weights: np.ndarray  # (R, steps) how many steps each costed one stands for
+    # (R, ends) where each end lies, where there are more than two: a window's or a chunk's
+    # break between a request's first and last step (TransformerConfig.key_breaks)
+    at: np.ndarray | None = None
 
     @cached_property
     def varying(self) -> np.ndarray:
@@ -52,11 +56,12 @@ class PhaseValues:
     @cached_property
     def moving(self) -> OpTable:
         """The varying ops at every costed step: (R, steps, ...)."""
-        return _between(self.ends.subset(ops=self.varying), self.fraction)
+        return _between(self.ends.subset(ops=self.varying), self.fraction, self.at)
 
     def steps_of(self, row: int) -> OpTable:
         """Every op at every costed step of one request: (steps, ...), for its report."""
-        return _between(self.ends.subset(steps=[row]), self.fraction[[row]]).subset(steps=0)
+        at = None if self.at is None else self.at[[row]]
+        return _between(self.ends.subset(steps=[row]), self.fraction[[row]], at).subset(steps=0)
 
     @cached_property
     def activation_peak(self) -> np.ndarray:
@@ -64,14 +69,27 @@ class PhaseValues:
         return self.ends.activation_bytes.max(axis=1)
 
 
-def _between(ends: OpTable, fraction: np.ndarray) -> OpTable:
+def _between(ends: OpTable, fraction: np.ndarray, at: np.ndarray | None = None) -> OpTable:
     """Counts `fraction` (R, steps) of the way from each request's first end to its last:
-    (R, steps, ...), exact where they are affine in the KV length."""
-    f = fraction[..., None]
+    (R, steps, ...), exact where they are affine in the KV length. With `at` (R, ends), the
+    ends' own fractions, each step lies on the line between the two ends around it."""
+    if at is None:
+        f = fraction[..., None]
 
-    def mix(values: np.ndarray) -> np.ndarray:
-        first, last = values[:, :1], values[:, -1:]
-        return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+        def mix(values: np.ndarray) -> np.ndarray:
+            first, last = values[:, :1], values[:, -1:]
+            return first + (last - first) * (f if values.ndim == 3 else f[..., None])
+    else:
+        piece = (fraction[:, :, None] > at[:, None, 1:-1]).sum(axis=-1)  # (R, steps)
+        lo, hi = (np.take_along_axis(at, piece + k, axis=1) for k in (0, 1))
+        t = np.divide(fraction - lo, hi - lo, out=np.zeros_like(fraction), where=hi > lo)
+
+        def mix(values: np.ndarray) -> np.ndarray:
+            inner = (1,) * (values.ndim - 2)
+            i, w = piece.reshape(*piece.shape, *inner), t.reshape(*t.shape, *inner)
+            values = np.broadcast_to(values, (len(at), *values.shape[1:]))
+            a, b = (np.take_along_axis(values, i + k, axis=1) for k in (0, 1))
+            return a + (b - a) * w
 
     return replace(ends, matrix_flops=mix(ends.matrix_flops), vector_flops=mix(ends.vector_flops),
                    role_bytes=mix(ends.role_bytes))  # fmt: skip
@@ -89,30 +107,40 @@ class ShapeGraphs:
     step_fraction: np.ndarray  # (R, steps) costed decode steps, from first (0) to last (1)
     step_weights: np.ndarray  # (R, steps) decode steps each costed one stands for
     num_layers: int
+    # (R, ends) where the decode graph's ends lie from first (0) to last (1) step, where a
+    # request's steps cross a break (dimensions (R, ends)); None: first and last only
+    end_fraction: np.ndarray | None = None
 
     @cached_property
     def row(self) -> dict[Request, int]:
         return {r: i for i, r in enumerate(self.requests)}
 
+    @property
+    def decode_ends(self) -> int:
+        """Decode steps the decode graph's dimensions hold per request."""
+        return 2 if self.end_fraction is None else self.end_fraction.shape[1]
+
     @cached_property
     def tables(self) -> tuple[OpTable, OpTable]:
         """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
         r = len(self.requests)
-        return op_table(self.prefill).broadcast((r, 1)), op_table(self.decode).broadcast((r, 2))
+        return (op_table(self.prefill).broadcast((r, 1)),
+                op_table(self.decode).broadcast((r, self.decode_ends)))  # fmt: skip
 
     @cached_property
     def phase_values(self) -> tuple[PhaseValues, PhaseValues]:
         prefill, decode = self.tables
         one = np.ones((len(self.requests), 1))
         return (PhaseValues(prefill, one - 1, one),
-                PhaseValues(decode, self.step_fraction, self.step_weights))  # fmt: skip
+                PhaseValues(decode, self.step_fraction, self.step_weights,
+                            self.end_fraction))  # fmt: skip
 
     @cached_property
     def phase_activation_bytes(self) -> tuple[np.ndarray, np.ndarray]:
         """(R,) each request's largest activations in its whole prefill and in its last
         decode step (`run` sizes the prefill's by a chunk of it: chunking.py)."""
         r = len(self.requests)
-        decode = np.broadcast_to(peak_activation_bytes(self.decode), (r, 2))
+        decode = np.broadcast_to(peak_activation_bytes(self.decode), (r, self.decode_ends))
         prefill = np.broadcast_to(peak_activation_bytes(self.prefill), (r, 1))
         return prefill[:, 0], decode[:, -1]
 
@@ -186,15 +214,30 @@ def _shape_graphs(
     if any(r.formats != requests[0].formats for r in requests):
         raise ValueError("ShapeGraphs needs requests of one format")
     steps = np.array([r.decode_steps for r in requests])
-    nodes = {s: step_nodes(s) for s in sorted(set(steps.tolist()))}
-    width = max(len(n) for n, _ in nodes.values())
+    last = np.maximum(steps - 1, 1)[:, None]
+    ends_at = list(zip(requests, last[:, 0].tolist(), strict=True))
+    longest = max(r.prompt + round(r.advance * n) for r, n in ends_at)
+    breaks = [_break_steps(cfg, r, n) for r, n in ends_at] if cfg.key_breaks(0, longest) \
+        else [()] * len(requests)
+    # requests costed at the same steps: those of one count and the same breaks
+    keys = list(zip(steps.tolist(), breaks, strict=True))
+    order = sorted(set(keys))
+    index = {key: i for i, key in enumerate(order)}
+    key_of = np.array([index[key] for key in keys])
+    nodes = [step_nodes(*key) for key in order]
+    width = max(len(n) for n, _ in nodes)
     # steps past a request's own count repeat its last node with weight 0: summed to nothing
     padded = np.zeros((len(requests), width))
     step_weights = np.zeros((len(requests), width))
-    for s, (at_nodes, weights) in nodes.items():
-        at = steps == s
+    for i, (at_nodes, weights) in enumerate(nodes):
+        at = key_of == i
         padded[at] = np.pad(at_nodes, (0, width - len(at_nodes)), mode="edge")
         step_weights[at, : len(weights)] = weights
+    # the decode graph's ends: each request's first and last step, and its break steps
+    # between them where it has any (the last repeated to pad a request with fewer)
+    ends = max(len(b) for b in breaks) + 2
+    end_steps = np.array([np.pad([0, *b, n], (0, ends - len(b) - 2), mode="edge")
+                          for b, (_, n) in zip(breaks, ends_at, strict=True)])  # fmt: skip
     batch = np.array([r.batch for r in requests])[:, None]
     prompt = np.array([r.prompt for r in requests])[:, None]
     width = np.array([r.width for r in requests])[:, None]
@@ -203,8 +246,7 @@ def _shape_graphs(
     # step i feeds `fed` tokens after prompt + i x advance cached ones (one token, advance 1:
     # it attends prompt + 1 + i keys); the ends differ even for one step, so that which ops
     # vary with the cache (PhaseValues.varying) never depends on the other requests
-    last = np.maximum(steps - 1, 1)[:, None]
-    kv = prompt + fed + np.rint(advance * np.hstack([0 * last, last])).astype(np.int64)
+    kv = prompt + fed + np.rint(advance * end_steps).astype(np.int64)
     # a plain decode feeds the integer 1: the decode graph's query dimension stays a scalar
     # (one shape for every request, as before speculative steps), an array only where a
     # verify feeds more
@@ -220,5 +262,15 @@ def _shape_graphs(
                        rank(StepShape(batch * width, q, kv, logits=q,
                                       cross=prompt if cfg.is_encoder_decoder else 0,
                                       decode=True)),
-                       fraction, step_weights,
-                       cfg.num_layers)  # fmt: skip
+                       fraction, step_weights, cfg.num_layers,
+                       end_steps / last if ends > 2 else None)  # fmt: skip
+
+
+def _break_steps(cfg: TransformerConfig, request: Request, last: int) -> tuple[int, ...]:
+    """Decode steps strictly between a request's first and `last` at both sides of each
+    break in its attended keys (TransformerConfig.key_breaks), as step i's cached tokens
+    prompt + round(advance x i) reach it: costed, the steps between them are exact."""
+    first, advance = request.prompt, request.advance
+    cached = cfg.key_breaks(first, first + round(advance * last))
+    steps = {round((c - first) / advance) for b in cached for c in (b - 1, b)}
+    return tuple(sorted(i for i in steps if 0 < i < last))

@@ -87,14 +87,17 @@ class Request:
 
 
 @scoped()  # a sweep asks for the same generation lengths again and again
-def step_nodes(steps: int, intervals: int = DECODE_NODES) -> tuple[np.ndarray, np.ndarray]:
+def step_nodes(
+    steps: int, breaks: tuple[int, ...] = (), intervals: int = DECODE_NODES
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Step indices to evaluate and the weights that sum any piecewise-affine quantity
     over all `steps` from them: over integers a..b an affine f sums to (b - a + 1) x the
-    mean of f(a) and f(b); neighbouring intervals share their end node."""
+    mean of f(a) and f(b); neighbouring intervals share their end node. `breaks`: steps
+    that must be nodes, where op counts change slope (TransformerConfig.key_breaks)."""
     # sorted(set()), not np.unique: its first call imports numpy.ma (numpy 2.4), 10-26 ms
     # of every process that simulates (tests/test_startup.py)
     spread = np.round(np.linspace(0, steps - 1, min(steps, intervals + 1))).tolist()
-    nodes = np.array(sorted(set(spread)))
+    nodes = np.array(sorted(set(spread) | {float(b) for b in breaks if 0 <= b < steps}))
     if len(nodes) == 1:
         return nodes, np.ones(1)
     span = np.diff(nodes) + 1  # integers in each closed interval

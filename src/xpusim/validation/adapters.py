@@ -139,9 +139,11 @@ def _power(point: Point, result: Any) -> dict[str, float]:
     return values
 
 
-def _llm_serving(point: Point) -> Prediction:
-    """A serving measurement at a stated load: the engine's profile and scheduler as the
-    point names them (data in published.json, with why), requests as SERVING_REQUESTS."""
+def serving_result(point: Point) -> Any:
+    """The serving run a serving point is scored on (a ServingResult): the engine's profile
+    and scheduler as the point names them (data in published.json, with why), requests as
+    SERVING_REQUESTS. Public so that a study can read the run's parts (its front end, queue
+    and prompt steps: benchmarks/low_load_ttft.py) of the same simulation the score used."""
 
     if point.get("prompt") is None or point.get("gen") is None:
         raise Unexpressible("the source states no mean input or output length")
@@ -233,6 +235,12 @@ def _llm_serving(point: Point) -> Prediction:
                      tuple(sorted(options.items())))  # fmt: skip
     if not result.fits:
         raise Unexpressible(f"does not fit as specified: {result.reason}")
+    return result
+
+
+def _llm_serving(point: Point) -> Prediction:
+    """A serving measurement at a stated load: the point's statistic of its run's metric."""
+    result = serving_result(point)
     stat = point.get("stat", "mean")  # tpot_s: a request's mean gap (benchmark_serving's
     # TPOT); itl_s: every token's gap pooled (ML.ENERGY's median ITL)
     values = {"ttft_s": result.ttft_s and getattr(result.ttft_s, stat),
@@ -242,7 +250,8 @@ def _llm_serving(point: Point) -> Prediction:
               "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:
         raise Unexpressible(f"metric {point.metric!r} is not a serving output")
-    detail = f"{result.replicas} x tp{options['tp']}, {result.scheduler}, {options['engine']}"
+    detail = (f"{result.replicas} x tp{int(point.get('tp', 1))}, {result.scheduler}, "
+              f"{point.get('engine_profile', 'ideal')}")
     return Prediction(float(values[point.metric]), "serving", detail)
 
 

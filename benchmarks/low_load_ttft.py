@@ -28,7 +28,7 @@ from xpusim.validation.points import Point, load_points
 
 MAX_CLIENTS = 8
 ENGINES = ("vllm", "trtllm")  # profile name prefixes: vllm, vllm-0.11, vllm-v0, trtllm, ...
-MS = ("predicted_ms", "frontend_ms", "wait_ms", "prompt_ms", "left_ms", "itl_p99_ms")
+MS = ("predicted_ms", "frontend_ms", "wait_ms", "prompt_ms", "left_ms")
 
 
 def low_load_ttft_points(sources: list[str], engines: tuple[str, ...],
@@ -62,7 +62,7 @@ def parts(point: Point) -> dict[str, float | str]:
                   "wait_ms": 1e3 * (queue.mean - result.frontend_s),
                   "prompt_ms": 1e3 * (ttft.mean - queue.mean),
                   "left_ms": 1e3 * (point.value - predicted),
-                  "itl_p99_ms": 1e3 * result.itl_s.p99 if result.itl_s else float("nan")}
+                  **({"itl_p99_ms": 1e3 * result.itl_s.p99} if result.itl_s else {})}
 
 
 def table(rows: list[dict[str, float | str]]) -> str:
@@ -76,9 +76,10 @@ def table(rows: list[dict[str, float | str]]) -> str:
             lines.append(f"{head} skipped: {r['skipped']} |")
             continue
         ms = {k: round(float(r[k]), 1) + 0.0 for k in MS}  # no "-0.0" from rounding noise
+        itl = f"{float(r['itl_p99_ms']):.1f}" if "itl_p99_ms" in r else "-"  # none: one token
         lines.append(f"{head} {ms['predicted_ms']:.1f} | {ms['frontend_ms']:.1f} | "
                      f"{ms['wait_ms']:.1f} | {ms['prompt_ms']:.1f} | {ms['left_ms']:+.1f} | "
-                     f"{ms['itl_p99_ms']:.1f} |")
+                     f"{itl} |")
     return "\n".join(lines)
 
 

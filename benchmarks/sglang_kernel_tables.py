@@ -37,8 +37,10 @@ runs measure 0.79x (TPOT 5.65 against 7.19 ms). SGLang 0.5.9's rows time a 4096 
 linear at M 4 at 13.5 us and the 4096 x 12288 down projection at 27.1 us (BF16's rows: 16.4
 and 40.3), the quantization kernel and a launch floor included. Rows kept: gemm_dtype
 fp8_block at VERSION on the Hopper chips (HOPPER), at the (N, K) of FP8_MODELS' projections
-at TP 1, 2, 4, 8 (gemm_kernel_tables.zoo_shapes) and at M_ROWS, each at most as fast as its
-roofline. Not on Blackwell, where TensorRT-LLM's measured fp8_block rows already price them.
+at TP 1, 2, 4, 8 (gemm_kernel_tables.zoo_shapes) and of MLA_FP8_MODELS' (DeepSeek-R1's MLA
+projections, dense MLPs and shared expert: mla_shapes; 2026-12-07, twentieth session, t2), and
+at M_ROWS, each at most as fast as its roofline. Not on Blackwell, where TensorRT-LLM's
+measured fp8_block rows already price them.
 """
 
 from __future__ import annotations
@@ -57,7 +59,13 @@ FP8_KERNEL = "sglang-w8a8-block-fp8"
 FP8_MODELS = ("qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
               "llama-3.1-8b", "llama-3.1-70b")  # fmt: skip
 """Zoo models with block-FP8 checkpoints SGLang serves (Qwen3-*-FP8), and Llama's shapes for
-the others (vllm_kernel_tables.MODELS); DeepSeek's MLA projections take the pooled curve."""
+the others (vllm_kernel_tables.MODELS)."""
+MLA_FP8_MODELS = ("deepseek-r1-0528",)
+"""Zoo models with MLA whose block-FP8 checkpoints SGLang serves (deepseek-ai/DeepSeek-R1-0528,
+InferenceX's H200 runs): their projections' own rows (mla_shapes), where the pooled curve of
+the others' rows priced them at TP 8 on an H200 0.76-1.17x their rows at M 4-64 (q_b_proj
+5.95 us at M 4 against 7.85, 8.20 at M 32 against 6.99; the fused qkv_a 0.77-0.90x, o_proj
+0.89-0.94x; benchmarks/sglang_r1_step.py)."""
 MODELS = ("deepseek-r1-0528-fp4-v2",)
 """Zoo models SGLang serves in NVFP4 in the scored points (nvidia/DeepSeek-R1-0528-FP4-V2)."""
 M_ROWS = tuple(sorted(set(M_KEPT) | {4, 16, 64}))
@@ -83,6 +91,29 @@ def nvfp4_shapes(models: tuple[str, ...] = MODELS) -> set[tuple[int, int]]:
     return shapes
 
 
+def mla_shapes(models: tuple[str, ...] = MLA_FP8_MODELS) -> set[tuple[int, int]]:
+    """(N, K) of the `models`' block-FP8 projections at each TP in TPS as SGLang runs them
+    (models/deepseek_v2.py): the fused q_a and kv_a projection (fused_qkv_a_proj_with_mqa,
+    replicated), q_b_proj (column-parallel), kv_b_proj of a prefill (column-parallel),
+    o_proj (row-parallel), and the dense MLPs' and shared experts' gate_up (column) and down
+    (row)."""
+    from xpusim.workloads.zoo import zoo_file
+
+    shapes = set()
+    for name in models:
+        c = zoo_file(name)[1]
+        hidden, heads, rank = c["hidden_size"], c["num_attention_heads"], c["kv_lora_rank"]
+        nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+        shapes.add((c["q_lora_rank"] + rank + rope, hidden))
+        widths = (c["intermediate_size"], c["moe_intermediate_size"] * c["n_shared_experts"])
+        for tp in TPS:
+            shapes |= {(heads * (nope + rope) // tp, c["q_lora_rank"]),
+                       (heads * (nope + v) // tp, rank), (hidden, heads * v // tp)}
+            for width in widths:
+                shapes |= {(2 * width // tp, hidden), (hidden, width // tp)}
+    return shapes
+
+
 def gemm_tables(mirror: Mirror, chip_dir: str) -> list[str]:
     """SGLang's own linear tables of a chip: NVFP4 on Blackwell (CHIPS), block-FP8 on Hopper
     (HOPPER); none elsewhere."""
@@ -102,7 +133,7 @@ def nvfp4_table(mirror: Mirror, chip_dir: str) -> str:
 def fp8_block_table(mirror: Mirror, chip_dir: str) -> str:
     return linear_table(
         mirror, chip_dir, HOPPER[chip_dir], ("fp8_block", "fp8", "fp8-block-scaled"),
-        zoo_shapes(FP8_MODELS), FP8_MODELS,
+        zoo_shapes(FP8_MODELS) | mla_shapes(), FP8_MODELS + MLA_FP8_MODELS,
         "block-FP8 linear (128 x 128 weight scales): the BF16 input quantized per 1 x 128 "
         "group by sglang_per_token_group_quant_fp8, then DeepGEMM's gemm_nt_f8f8bf16",
         FP8_KERNEL)
@@ -124,3 +155,4 @@ def linear_table(mirror: Mirror, chip_dir: str, chip_id: str, formats: tuple[str
         f"collector's runs (collector/sglang/collect_gemm.py); the {projections} (N, K) of "
         f"{', '.join(models)} at TP {', '.join(map(str, TPS))}, snapped to the measured grid",
         rows, engine=("sglang", "SGLang"), kernel=kernel)  # fmt: skip
+

@@ -285,3 +285,19 @@ def test_sglang_block_fp8_linears_on_hopper_cost_what_sglang_measured():
     assert kernel_table("h200-sxm", DType.FP8, engine_scope("fp8-block-scaled", SGLANG_FP8))
     assert kernel_table("mi300x", DType.FP8, engine_scope("fp8-block-scaled", SGLANG_FP8)) \
         is None
+
+
+@pytest.mark.parametrize(("k", "n", "rows_us"), [
+    (1536, 3072, {4: 7.846, 16: 5.828, 32: 6.986, 64: 5.94}),  # q_b_proj at TP 8
+    (2048, 7168, {4: 9.993, 16: 9.297, 32: 9.379, 64: 10.23}),  # o_proj at TP 8
+])  # fmt: skip
+def test_sglang_prices_deepseek_r1s_projections_by_their_own_rows(k, n, rows_us):
+    """DeepSeek-R1's block-FP8 MLA projections at TP 8 on an H200 under SGLang take SGLang
+    0.5.9's rows of their own (N, K) (gemm/h200-sxm.toml, benchmarks/sglang_kernel_tables.py
+    mla_shapes), where the curve pooled over Qwen3's and Llama's shapes priced q_b_proj at
+    0.76x its row at M 4 and 1.17x at 16 and 32."""
+    for m, measured_us in rows_us.items():
+        assert _floor_s(m, k, n, (SGLANG_FP8,)) == pytest.approx(measured_us * 1e-6, rel=0.01)
+    # the fused qkv_a (2112 x 7168, replicated) takes the rows of 2048 x 7168, its snapped
+    # shape (17.02 us at M 4), its weight 3% larger
+    assert _floor_s(4, 7168, 2112, (SGLANG_FP8,)) == pytest.approx(17.5e-6, rel=0.02)

@@ -38,7 +38,7 @@ linear at M 4 at 13.5 us and the 4096 x 12288 down projection at 27.1 us (BF16's
 and 40.3), the quantization kernel and a launch floor included. Rows kept: gemm_dtype
 fp8_block at VERSION on the Hopper chips (HOPPER), at the (N, K) of FP8_MODELS' projections
 at TP 1, 2, 4, 8 (gemm_kernel_tables.zoo_shapes) and of MLA_FP8_MODELS' (DeepSeek-R1's MLA
-projections, dense MLPs and shared expert: mla_shapes; 2026-12-07, twentieth session, t2), and
+projections, dense MLPs and shared expert: mla_shapes; 2026-12-07, seventeenth session, t2), and
 at M_ROWS, each at most as fast as its roofline. Not on Blackwell, where TensorRT-LLM's
 measured fp8_block rows already price them.
 """

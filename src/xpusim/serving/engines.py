@@ -100,10 +100,17 @@ class EngineProfile:
     reserved_base_mib: float = 0.0
     reserved_per_chunk_token_mib: float = 0.0
     reserved_per_graph_batch_mib: float = 0.0
-    reserved_per_eighth_rank_mib: float = 0.0
+    reserved_per_eighth_rank_mib: float = 0.0  # x tp x pp / 8
+    # under attention DP: per captured batch and attention-DP rank, and that much more per
+    # batch and rank where the largest captured batch is over reserved_dp_large_graph_above
+    reserved_per_dp_graph_batch_mib: float = 0.0
+    reserved_per_dp_large_graph_batch_mib: float = 0.0
+    reserved_dp_large_graph_above: int = 0
     reserved_floor_mib: float = 0.0
     # more reserved under speculative decoding (the draft's weights and graphs), same rule
     reserved_speculative_mib: float = 0.0
+    kv_short: str = ""  # what the engine does where its KV pool cannot hold a request
+    kv_short_source: str = ""
     sampler_bytes_per_logit: float = 0.0  # its profiling run's dummy sampler, at its peak
     sampler_source: str = ""
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
@@ -305,17 +312,17 @@ class EngineProfile:
         return self.sampler_bytes_per_logit * sequences * vocab
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
-                 token_budget: int, graph_max: int, ranks: int,
+                 token_budget: int, graph_max: int, ranks: int, dp_ranks: int = 1,
                  speculative: bool = False) -> float:  # fmt: skip
         """Bytes of one chip's memory the KV cache gets, as the engine reads its fraction;
-        `fraction` 0 asks SGLang's rule for it (see engines.toml), whose reserve grows under
-        speculative decoding."""
+        `fraction` 0 asks SGLang's rule for it (see engines.toml), whose reserve grows with
+        the `ranks` (tp x pp), the attention-DP ranks and speculative decoding."""
         if self.memory == "free":
             return fraction * (capacity - weights - activations)
         if self.memory == "static":
             if not fraction:
                 fraction = self.static_fraction(capacity, token_budget, graph_max, ranks,
-                                                speculative)  # fmt: skip
+                                                dp_ranks, speculative)  # fmt: skip
             return fraction * capacity - weights
         return fraction * capacity - weights - activations
 
@@ -328,13 +335,20 @@ class EngineProfile:
         return self.memory != "static"
 
     def static_fraction(self, capacity: float, token_budget: int, graph_max: int,
-                        ranks: int, speculative: bool = False) -> float:  # fmt: skip
+                        ranks: int, dp_ranks: int = 1,
+                        speculative: bool = False) -> float:  # fmt: skip
         """SGLang's default mem_fraction_static: what its reserve for activations and graph
-        buffers (and, under speculative decoding, the draft's) leaves of the memory."""
+        buffers (more under attention DP over `dp_ranks`, and under speculative decoding
+        the draft's) leaves of the memory. `ranks`: tp x pp, as SGLang counts them (its
+        expert parallelism runs within tp)."""
         reserved = (self.reserved_base_mib
                     + self.reserved_per_chunk_token_mib * max(token_budget, 2048)
                     + self.reserved_per_graph_batch_mib * graph_max
                     + self.reserved_per_eighth_rank_mib * ranks / 8)  # fmt: skip
+        if dp_ranks > 1:  # --enable-dp-attention: its dp_size, the attention-DP ranks
+            reserved += self.reserved_per_dp_graph_batch_mib * graph_max * dp_ranks
+            if graph_max > self.reserved_dp_large_graph_above:
+                reserved += self.reserved_per_dp_large_graph_batch_mib * graph_max * dp_ranks
         mib = capacity / MIB
         if mib > 60 * 1024:
             reserved = max(reserved, self.reserved_floor_mib)
@@ -387,6 +401,7 @@ def engines() -> dict[str, EngineProfile]:
             and profile.frontend_token_s >= 0 \
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
+            and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \

@@ -163,7 +163,7 @@ class Engine:
                                    "the engine's on this chip).", type=int)
     token_budget: int | None = option(None, "New tokens per iteration "
                                        "(max_num_batched_tokens; default: the engine's on "
-                                       "this chip, less where memory needs).", type=int)
+                                       "this chip, whatever its KV cache leaves).", type=int)
     chunk: int | None = option(None, "Chunked prefill's largest chunk (default: the token "
                                 "budget).", type=int)
     kv_block: int | None = option(None, "Tokens per KV-cache block (default: the "

@@ -186,40 +186,35 @@ def prepare(
                      "residual add and RMSNorm after each inside it at decode steps (not "
                      "at a speculative verify, which SGLang also fuses: costed unfused)")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
-    budgets = [engine.token_budget] if engine.token_budget else \
-        [limits.token_budget, *(b for b in AUTO_BUDGETS if b < limits.token_budget)]
+    # the engine's budget, whatever its KV pool: no engine lowers it to make room
+    budget = engine.token_budget or limits.token_budget
+    picked = ("the engine's default on this chip" if budget == limits.token_budget
+              else f"--token-budget; the engine's default here {limits.token_budget}")
+    if engine.scheduler == "continuous" and budget < longest_prompt:
+        # whole prompts only: the budget holds the longest, as vLLM's V0 requires
+        budget = longest_prompt
+        notes.append(f"token budget {budget}: the longest prompt: continuous batching "
+                     "prefills whole prompts")
     # at most this many sequences run at once: the batch limit, the clients, the requests
     in_flight = min(engine.max_batch, load.concurrency or len(requests), len(requests))
     draft_req = held = None  # the draft's formats, and its bytes on a chip (speculative.py)
     if engine.speculative is not None:
         draft_req = draft_formats(req, engine.draft_precision)
         held = draft_memory(engine.speculative, cfg, one, draft_req)
-    for budget in budgets:
-        if engine.scheduler == "continuous" and budget < longest_prompt:
-            # whole prompts only: the budget holds the longest, as vLLM's V0 requires
-            budget = longest_prompt
-        trial = replace(engine, token_budget=budget)
-        if engine.chunk is None and one.dp_attention:  # each attention-DP rank its share
-            step, per_rank = profile.prefill_split(budget, one.attention_dp)
-            if (step, per_rank) != (budget, budget):
-                trial = replace(trial, token_budget=step, chunk=per_rank)
-        max_tokens = _table_tokens(trial, requests, in_flight)
-        if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts
-            max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
-        activations, blocks, per_token = _kv_room(
-            cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max,
-            held)
-        if blocks >= -(-longest // engine.kv_block):
-            break
-    if trial.chunk is not None and engine.chunk is None:
-        notes.append(f"attention data parallelism: each of the {one.attention_dp} ranks "
-                     f"prefills at most {trial.chunk} tokens of its own prompts a step "
-                     f"({profile.dp_attention_source.split(': ', 1)[0]})")  # fmt: skip
-    if budget != budgets[0]:
-        why = ("the longest prompt: continuous batching prefills whole prompts"
-               if budget == longest_prompt and engine.scheduler == "continuous"
-               else "the largest whose activations leave room for the KV cache")
-        notes.append(f"token budget {budget}: {why}")
+    trial = replace(engine, token_budget=budget)
+    if engine.chunk is None and one.dp_attention:  # each attention-DP rank its share
+        step, per_rank = profile.prefill_split(budget, one.attention_dp)
+        if (step, per_rank) != (budget, budget):
+            trial = replace(trial, token_budget=step, chunk=per_rank)
+            picked = f"a budget of {budget}: {picked}"
+            notes.append(f"attention data parallelism: each of the {one.attention_dp} ranks "
+                         f"prefills at most {per_rank} tokens of its own prompts a step "
+                         f"({profile.dp_attention_source.split(': ', 1)[0]})")  # fmt: skip
+    max_tokens = _table_tokens(trial, requests, in_flight)
+    if profile.dp_attention_chunk and one.dp_attention:  # ranks' decodes beside prompts
+        max_tokens = min(max_tokens + in_flight * (trial.drafts + 1), MAX_TABLE_TOKENS)
+    activations, blocks, per_token = _kv_room(
+        cfg, system, cand.memory, req, one, trial, max_tokens, lengths, limits.graph_max, held)
     engine = trial
     if engine.kv_blocks is not None:
         if engine.kv_blocks > blocks:
@@ -230,10 +225,16 @@ def prepare(
     fits, reason = True, ""
     if blocks < -(-longest // engine.kv_block):
         fits, gb = False, 1e9
+        beside = f"activations ({activations / gb:,.2f} GB)"
+        if profile.memory == "static":  # SGLang: its fraction's reserve, not the activations
+            fraction = engine.kv_utilization or profile.static_fraction(
+                system.chip.capacity_bytes, engine.token_budget, limits.graph_max,
+                one.tp * one.pp, one.attention_dp, held is not None)
+            beside = f"{1 - fraction:.1%} of the memory outside its fraction"
         reason = (f"memory: the weights ({max(cand.memory.weights) / gb:,.2f} GB on the fullest "
-                  f"chip) and activations ({activations / gb:,.2f} GB) leave room for "
+                  f"chip) and {beside} leave room for "
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
-                  f"needs {longest}")  # fmt: skip
+                  f"needs {longest}: {profile.kv_short}")  # fmt: skip
         if engine.kv_blocks is not None:
             reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
                       f"replica; the longest request needs {longest}")  # fmt: skip
@@ -264,8 +265,8 @@ def prepare(
     graphs = (f", CUDA graphs up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
               if graph_pad != "none" and captured else "")  # fmt: skip
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
-                 f"{engine.token_budget} tokens and {engine.max_batch} sequences per step, "
-                 f"KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+                 f"{engine.token_budget} tokens ({picked}) and {engine.max_batch} sequences "
+                 f"per step, KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
     if engine.frontend_s:
         source = "engines.toml frontend_s" if engine.frontend_ms is None else "--frontend-ms"
         notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
@@ -392,11 +393,6 @@ def _decode_differs(engine: Engine, one: Plan) -> bool:
                 and engine.decode_dp_attention != one.dp_attention))  # fmt: skip
 
 
-AUTO_BUDGETS = (8192, 4096, 2048, 1024, 512, 256)
-"""Token budgets tried, largest first, when none is given: vLLM's 8,192 where memory allows,
-less on chips whose activations at 8,192 tokens would crowd out the KV cache (Groq's SRAM)."""
-
-
 def _kv_room(
     cfg: TransformerConfig, system: System, memory: Any, req: Request, plan: Plan,
     engine: Engine, max_tokens: int, lengths: np.ndarray, graph_max: int,
@@ -431,11 +427,11 @@ def _kv_room(
         per_layer += (memory.state_bytes_per_sequence_layer + windowed * kept) / lengths.mean()
     draft_weights, draft_per_token = draft if draft and profile.draft_in_budget else (0.0, 0.0)
     per_token = [per_layer * n + draft_per_token for n in memory.layers]
-    ranks = plan.tp * plan.ep * plan.pp
 
     def room(weights: float) -> float:  # the KV bytes of a chip, as the engine reads it
         return profile.kv_bytes(engine.kv_utilization, capacity, weights + draft_weights,  # type: ignore[arg-type]
-                                activations, engine.token_budget, graph_max, ranks,
+                                activations, engine.token_budget, graph_max,
+                                plan.tp * plan.pp, plan.attention_dp,
                                 draft is not None)  # fmt: skip
 
     tokens = min(max(int(room(w) // need), 0) if need else 0

@@ -258,6 +258,31 @@ def test_decode_nodes_are_exact_across_a_window_or_a_chunk(model, chip_id, batch
     assert r.tpot_s == pytest.approx(_every_step_tpot(r, cfg, chip), rel=1e-7)
 
 
+@pytest.mark.parametrize(("prompt", "speculation"), [
+    (8000, dict(draft_tokens=3, acceptance=0.75)),  # 2.73 tokens a step, 4 fed
+    (8180, dict(draft_tokens=3, acceptance=0.75)),  # the chunk's end in the 5th step
+    (8000, dict(draft_tokens=4, accept_length=4)),
+])  # fmt: skip
+def test_speculative_steps_across_a_chunk_cost_as_every_step(monkeypatch, prompt, speculation):
+    """A verify step advances several tokens and feeds several: the steps on both sides of
+    every cached-token count near a chunk's end are costed, so TPOT equals costing every
+    step as an end (within the rint(advance x i) staircase: 3e-6 measured). Rounding the
+    break to one step had missed the step past the chunk's end (8,180-token prompt: 2.7%
+    high; 8,000: 1.6% high, measured in review)."""
+    import xpusim.scenarios.llm.graphs as graphs
+
+    def run():
+        return xpusim.simulate("llama-4-scout-17b-16e-instruct", "h200-sxm", chips=4, tp=4,
+                               precision="fp8", batch=16, prompt=prompt, gen=500,
+                               speculative="llama-3.2-1b", **speculation)  # fmt: skip
+
+    found = run()
+    monkeypatch.setattr(graphs, "_break_steps", lambda cfg, request, last: tuple(range(1, last)))
+    every = run()
+    assert found.tpot_s == pytest.approx(every.tpot_s, rel=1e-5)
+    assert found.energy_j == pytest.approx(every.energy_j, rel=1e-5)
+
+
 @pytest.mark.parametrize("steps", [1, 2, 7, 34, 35, 999, 4095])
 def test_step_nodes_sum_affine_costs_exactly_and_kinks_closely(steps):
     """The weights sum an affine per-step cost exactly over every step; a cost that turns

@@ -239,9 +239,10 @@ class TransformerConfig:
         interpolates between costed steps. DeepSeek-V4's compressed entries, c // ratio,
         are left as a line: a staircase of `ratio` tokens, its error under ratio / c."""
         windows = {self.sliding_window} if self.sliding_layers or self.compress_ratios else set()
-        if self.index_topk:
-            windows |= {self.index_topk, *((4 * self.index_topk,) if 4 in self.compress_ratios
-                                           else ())}  # fmt: skip
+        if self.index_topk and not self.compress_ratios:  # DSA's top-k of the cache
+            windows.add(self.index_topk)
+        if self.index_topk and 4 in self.compress_ratios:  # V4's top-k of its ratio-4 entries
+            windows.add(4 * self.index_topk)
         found = {w - 1 for w in windows if w and first < w - 1 <= last}
         if self.chunked_layers and self.attention_chunk_size:
             chunk = self.attention_chunk_size

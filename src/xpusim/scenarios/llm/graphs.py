@@ -8,6 +8,7 @@ Pipeline stages are (distinct ops x stages) count matrices: any depth is a few a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -72,7 +73,8 @@ class PhaseValues:
 def _between(ends: OpTable, fraction: np.ndarray, at: np.ndarray | None = None) -> OpTable:
     """Counts `fraction` (R, steps) of the way from each request's first end to its last:
     (R, steps, ...), exact where they are affine in the KV length. With `at` (R, ends), the
-    ends' own fractions, each step lies on the line between the two ends around it."""
+    ends' own fractions, each step lies on the line between the two ends around it (a
+    request without a break has ends 0, 1, 1, ...: its one line, to the last bit)."""
     if at is None:
         f = fraction[..., None]
 
@@ -85,8 +87,8 @@ def _between(ends: OpTable, fraction: np.ndarray, at: np.ndarray | None = None) 
         t = np.divide(fraction - lo, hi - lo, out=np.zeros_like(fraction), where=hi > lo)
 
         def mix(values: np.ndarray) -> np.ndarray:
-            inner = (1,) * (values.ndim - 2)
-            i, w = piece.reshape(*piece.shape, *inner), t.reshape(*t.shape, *inner)
+            trail = (1,) * (values.ndim - 2)
+            i, w = piece.reshape(*piece.shape, *trail), t.reshape(*t.shape, *trail)
             values = np.broadcast_to(values, (len(at), *values.shape[1:]))
             a, b = (np.take_along_axis(values, i + k, axis=1) for k in (0, 1))
             return a + (b - a) * w
@@ -99,11 +101,12 @@ def _between(ends: OpTable, fraction: np.ndarray, at: np.ndarray | None = None) 
 class ShapeGraphs:
     """The compact graphs one rank runs for many requests of one format, tp and ep: one
     prefill graph over every request's prompt, one decode graph over every request's first
-    and last decode step (dimensions (R, 1), or (R, 2) for the KV cache)."""
+    and last decode step and its break steps (dimensions (R, 1), or (R, ends) for the KV
+    cache)."""
 
     requests: tuple[Request, ...]
     prefill: Graph  # dimensions (R, 1)
-    decode: Graph  # dimensions (R, 1) or (R, 2): first and last decode step
+    decode: Graph  # dimensions (R, 1) or (R, ends): first, break and last decode steps
     step_fraction: np.ndarray  # (R, steps) costed decode steps, from first (0) to last (1)
     step_weights: np.ndarray  # (R, steps) decode steps each costed one stands for
     num_layers: int
@@ -122,7 +125,7 @@ class ShapeGraphs:
 
     @cached_property
     def tables(self) -> tuple[OpTable, OpTable]:
-        """Prefill (R, 1, ...) and decode (R, 2, ...): its first and last step."""
+        """Prefill (R, 1, ...) and decode (R, ends, ...): its first, break and last steps."""
         r = len(self.requests)
         return (op_table(self.prefill).broadcast((r, 1)),
                 op_table(self.decode).broadcast((r, self.decode_ends)))  # fmt: skip
@@ -236,7 +239,7 @@ def _shape_graphs(
     # the decode graph's ends: each request's first and last step, and its break steps
     # between them where it has any (the last repeated to pad a request with fewer)
     ends = max(len(b) for b in breaks) + 2
-    end_steps = np.array([np.pad([0, *b, n], (0, ends - len(b) - 2), mode="edge")
+    end_steps = np.array([[0, *b, *[n] * (ends - len(b) - 1)]
                           for b, (_, n) in zip(breaks, ends_at, strict=True)])  # fmt: skip
     batch = np.array([r.batch for r in requests])[:, None]
     prompt = np.array([r.prompt for r in requests])[:, None]
@@ -267,10 +270,24 @@ def _shape_graphs(
 
 
 def _break_steps(cfg: TransformerConfig, request: Request, last: int) -> tuple[int, ...]:
-    """Decode steps strictly between a request's first and `last` at both sides of each
-    break in its attended keys (TransformerConfig.key_breaks), as step i's cached tokens
-    prompt + round(advance x i) reach it: costed, the steps between them are exact."""
-    first, advance = request.prompt, request.advance
-    cached = cfg.key_breaks(first, first + round(advance * last))
-    steps = {round((c - first) / advance) for b in cached for c in (b - 1, b)}
+    """Decode steps strictly between a request's first and `last` around each break in its
+    attended keys (TransformerConfig.key_breaks): costed, the steps between them are exact.
+    Step i has prompt + round(advance x i) cached tokens (rint, as the graph's ends); a step
+    feeding q tokens (a speculative verify) bends over q cached-token counts before a break,
+    so every count from b - q to b + 1 gets the steps on both sides of it."""
+    first, advance, q = request.prompt, request.advance, request.step_tokens
+
+    def reaching(c: int) -> int:  # the first step with at least c cached tokens
+        i = max(math.ceil((c - first) / advance), 0)
+        while i > 0 and first + round(advance * (i - 1)) >= c:
+            i -= 1
+        while first + round(advance * i) < c:
+            i += 1
+        return i
+
+    steps = set()
+    for b in cfg.key_breaks(first, first + round(advance * last)):
+        for c in range(b - q, b + 2):
+            i = reaching(c)
+            steps |= {i - 1, i}
     return tuple(sorted(i for i in steps if 0 < i < last))

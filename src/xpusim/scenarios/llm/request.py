@@ -5,8 +5,8 @@ Decode steps: op counts are affine in the KV length (between a window's or a chu
 whose steps are costed too: graphs.py), so a decode step's costs are piecewise affine in its
 index (a max of affine compute and memory times). They are evaluated at up to
 DECODE_NODES + 1 steps and the break steps, and summed with weights that are exact wherever
-the costs are affine between nodes; the error is confined to the few intervals where an op crosses from one bound
-to another, and a test holds it against evaluating every step.
+the costs are affine between nodes; the error is confined to the few intervals where an op
+crosses from one bound to another, and a test holds it against evaluating every step.
 """
 
 from __future__ import annotations

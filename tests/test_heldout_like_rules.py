@@ -35,6 +35,7 @@ finally:
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # KV for 64 x 4,256 tokens fits one H100 many times
 BATCHED = 2048  # the longest prompt four of which fit one step's 8,192 tokens
+SMALLEST = 128  # the prefill attention tables' shortest prompt (kernel_tables/prefill_attention)
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
@@ -53,16 +54,30 @@ def test_tpot_does_not_fall_as_clients_rise(engine, prompt, gen, clients):
 
 @settings(max_examples=10, deadline=None)
 @example(engine="trtllm", prompts=(1599, 2048), gen=16)
-@given(engine=st.sampled_from(ENGINES), prompts=st.tuples(st.integers(16, BATCHED),
-       st.integers(16, BATCHED)), gen=st.integers(16, 256))  # fmt: skip
+@given(engine=st.sampled_from(ENGINES), prompts=st.tuples(st.integers(SMALLEST, BATCHED),
+       st.integers(SMALLEST, BATCHED)), gen=st.integers(16, 256))  # fmt: skip
 def test_ttft_does_not_fall_as_the_prompt_grows(engine, prompts, gen):
     """Where the four clients' prompts prefill in one step (every engine's 8,192-token
     budget on an H100 holds four of up to 2,048). Past that the rule is not physics:
     TensorRT-LLM does not chunk prompts, so four of 4,097 tokens prefill one a step, the
     clients fall out of step and a prompt waits for at most one other, where four of 2,000
     prefill together each round (TTFT mean 140 ms at 4,097 against 175 ms at 2,000;
-    test_unchunked_prompts_past_the_budget_queue_one_a_step holds that regime)."""
+    test_unchunked_prompts_past_the_budget_queue_one_a_step holds that regime). From the
+    prefill attention tables' shortest prompt (SMALLEST): below it the rule does not hold
+    yet (test_prefill_attention_below_the_tables_shortest_prompt)."""
     short, long = (serve(4, p, gen, engine=engine).ttft_s.mean for p in sorted(prompts))
+    assert long >= short
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: a FLOPs-keyed curve over a memory-bound "
+                   "roofline (cost/roofline.kernel_floor_s)")  # fmt: skip
+def test_prefill_attention_below_the_tables_shortest_prompt():
+    """Four prompts of 16 tokens cost more than four of 24 (TTFT 19.28 against 19.19 ms on
+    every engine; the attention op 32.3 us against 23.6): the prefill attention tables
+    (shortest row 128 tokens) key their curve by FLOPs, fractions of a roofline that is the
+    bytes' at so few tokens, and FLOPs grow as tokens squared, bytes as tokens, so the time
+    the curve gives falls from 20 to 32 tokens a prompt. Strict: it fails once fixed."""
+    short, long = (serve(4, p, 16, engine="vllm").ttft_s.mean for p in (16, 24))
     assert long >= short
 
 

@@ -82,7 +82,12 @@ class Mirror:
     @classmethod
     def of(cls, args: argparse.Namespace) -> Mirror:
         """The mirror and commit the command line (`arguments`) names."""
-        return cls(args.repo, full_commit(args.repo, args.commit))
+        try:
+            return cls(args.repo, full_commit(args.repo, args.commit))
+        except subprocess.CalledProcessError:  # one line, exit status 2, as bad input gets
+            print(f"error: {args.repo!r} is not a git mirror of aiconfigurator holding commit "
+                  f"{args.commit!r}", file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
 
     def read(self, path: str) -> Measured:
         """The parquet file at `path` under the database's DATA folder

@@ -57,6 +57,8 @@ def parts(point: Point) -> dict[str, float | str]:
     except Unexpressible as why:
         return row | {"skipped": str(why)}
     ttft, queue = result.ttft_s, result.queue_s
+    if ttft is None or queue is None:
+        return row | {"skipped": "no request of the run was measured"}
     predicted = getattr(ttft, point.get("stat", "mean"))
     return row | {"predicted_ms": 1e3 * predicted, "frontend_ms": 1e3 * result.frontend_s,
                   "wait_ms": 1e3 * (queue.mean - result.frontend_s),

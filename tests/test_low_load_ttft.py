@@ -46,12 +46,16 @@ def test_the_row_is_the_scored_simulation_and_its_parts_add_up():
     assert row["prompt_ms"] > 0 and row["wait_ms"] >= -1e-9
 
 
-def test_table_prints_a_skipped_point_with_its_reason_and_no_negative_zero():
+def test_table_prints_a_skipped_point_with_its_reason_and_no_negative_zero_nor_nan():
     rows = [{"id": "a", "engine": "vllm", "clients": 1, "prompt_tokens": 8, "measured_ms": 1.0,
              "skipped": "does not fit"},
             {"id": "b", "engine": "vllm", "clients": 1, "prompt_tokens": 8, "measured_ms": 2.0,
              "predicted_ms": 1.0, "frontend_ms": 0.5, "wait_ms": -1e-12, "prompt_ms": 0.5,
-             "left_ms": 1.0, "itl_p99_ms": 7.0}]  # fmt: skip
+             "left_ms": 1.0, "itl_p99_ms": 7.0},
+            {"id": "c", "engine": "vllm", "clients": 1, "prompt_tokens": 8, "measured_ms": 2.0,
+             "predicted_ms": 1.0, "frontend_ms": 0.5, "wait_ms": 0.0, "prompt_ms": 0.5,
+             "left_ms": 1.0}]  # fmt: skip
     text = low.table(rows)
     assert "skipped: does not fit" in text
     assert "-0.0" not in text and "| 0.0 |" in text
+    assert text.splitlines()[-1].endswith("| - |") and "nan" not in text  # one token: no gap

@@ -250,7 +250,8 @@ def _llm_serving(point: Point) -> Prediction:
               "requests_per_s": result.requests_per_s, **_power(point, result)}  # fmt: skip
     if point.metric not in values or values[point.metric] is None:
         raise Unexpressible(f"metric {point.metric!r} is not a serving output")
-    detail = f"{result.replicas} x tp{result.plan['tp']}, {result.scheduler}, {result.engine}"
+    detail = (f"{result.replicas} x tp{int(point.get('tp', 1))}, {result.scheduler}, "
+              f"{point.get('engine_profile', 'ideal')}")
     return Prediction(float(values[point.metric]), "serving", detail)
 
 

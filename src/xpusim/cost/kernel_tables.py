@@ -1028,7 +1028,8 @@ def flops_envelope_s(grid: np.ndarray, flops: np.ndarray, memory_s: np.ndarray,
     its memory roofline over a fraction measured at the FLOPs of a longer prompt falls as
     the prompt grows wherever f grows faster than the square root of FLOPs: H100 BF16 rows
     give f 0.044 at 2^24 FLOPs (8 heads of 64, 128 tokens: 17.2 us) and 0.53 at 2^25 (8 of
-    128: 15.5 us), and Llama-3.1-8B's four 20-token prompts cost 36 us, four of 24 24 us.
+    128: 15.5 us), and Llama-3.1-8B's four 20-token prompts were priced 36 us, four of 24
+    24 us.
     A kernel given the same data and more arithmetic (more key tiles per query tile) is no
     faster, so the op takes the least over FLOPs F' >= its own of max(F' / peak, memory_s)
     / f(F'): its greatest bound below own_s that never falls with more FLOPs, and, each
@@ -1037,8 +1038,10 @@ def flops_envelope_s(grid: np.ndarray, flops: np.ndarray, memory_s: np.ndarray,
     never below the node's inside its interval), that least is at the op's own FLOPs, at
     a node above them, or at the crossover F' = memory_s x peak where the op's compute
     would meet its memory time (the memory term's fraction is largest at an end of its
-    span). A row's own time moves only where a larger FLOPs node prices its bytes faster:
-    the rows are no more monotone in work than their kernels' choices (those two rows)."""
+    span). A row's own time moves only where a larger FLOPs node prices its bytes faster,
+    and down: no price of FLOPs and bytes alone keeps every row and never falls with more
+    heads (16 heads of 64 and 2 KV heads have the FLOPs and bytes of the 15.5 us row, twice
+    the heads of the 17.2 us one; docs/validation.md)."""
     peak = np.where(np.isfinite(peak), peak, 1.0)  # unpriced ops (no table): discarded
     position = np.clip(np.log2(np.maximum(flops, 1.0)), GRID_LOG2[0], GRID_LOG2[-1])
     nodes_s = np.maximum(NODE_FLOPS / peak[..., None], memory_s[..., None]) / grid

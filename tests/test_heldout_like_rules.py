@@ -63,20 +63,20 @@ def test_ttft_does_not_fall_as_the_prompt_grows(engine, prompts, gen):
     clients fall out of step and a prompt waits for at most one other, where four of 2,000
     prefill together each round (TTFT mean 140 ms at 4,097 against 175 ms at 2,000;
     test_unchunked_prompts_past_the_budget_queue_one_a_step holds that regime). From the
-    prefill attention tables' shortest prompt (SMALLEST): below it the rule does not hold
-    yet (test_prefill_attention_below_the_tables_shortest_prompt)."""
+    prefill attention tables' shortest prompt (SMALLEST); below it too
+    (test_prefill_attention_below_the_tables_shortest_prompt)."""
     short, long = (serve(4, p, gen, engine=engine).ttft_s.mean for p in sorted(prompts))
     assert long >= short
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a FLOPs-keyed curve over a memory-bound "
-                   "roofline (cost/roofline.kernel_floor_s)")  # fmt: skip
 def test_prefill_attention_below_the_tables_shortest_prompt():
-    """Four prompts of 16 tokens cost more than four of 24 (TTFT 19.28 against 19.19 ms on
-    every engine; the attention op 32.3 us against 23.6): the prefill attention tables
-    (shortest row 128 tokens) key their curve by FLOPs, fractions of a roofline that is the
-    bytes' at so few tokens, and FLOPs grow as tokens squared, bytes as tokens, so the time
-    the curve gives falls from 20 to 32 tokens a prompt. Strict: it fails once fixed."""
+    """Four prompts of 16 tokens cost no more than four of 24 (TTFT 19.28 against 19.19 ms
+    on every engine, the attention op 32.3 us against 23.6, before the envelope): the
+    prefill attention tables (shortest row 128 tokens) key their curve by FLOPs, fractions
+    of a roofline that is the bytes' at so few tokens, and FLOPs grow as tokens squared,
+    bytes as tokens, so the time the curve gave fell from 20 to 32 tokens a prompt. An
+    op takes the least the curve gives its bytes at any FLOPs at least its own
+    (kernel_tables.flops_envelope_s)."""
     short, long = (serve(4, p, 16, engine="vllm").ttft_s.mean for p in (16, 24))
     assert long >= short
 

@@ -10,6 +10,8 @@ import tomllib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
@@ -192,6 +194,104 @@ def test_sparse_mla_is_not_priced_by_the_mla_prefill_table():
     ops = _mla(1, 8192, 128, top_k=2048)  # DeepSeek-V3.2's DSA
     assert not is_mla_prefill(ops.ops[0])
     assert not np.isfinite(HardwareArrays.build(load_chip("b200"), ops).kernel_peak).any()
+
+
+def _priced_s(chip_id: str, ops) -> tuple[float, float]:
+    """(time, kernel floor) of a one-op table, the op priced as evaluate prices it."""
+    time_s, floor_s, _ = _cost(chip_id, ops)
+    return time_s, floor_s
+
+
+LAYOUTS = [(8, 1, 64), (8, 1, 128), (32, 8, 128), (64, 8, 64), (16, 1, 128)]
+"""(heads, kv heads, head_dim) of the tables' rows: GPT-J-like small heads, Llama-3-70B TP8,
+Llama-3-8B TP1, gpt-oss TP1, Llama-3-405B TP8."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(chip_id=st.sampled_from(CHIPS), cache=st.sampled_from([DType.BF16, DType.FP8]),
+       layout=st.sampled_from(LAYOUTS), seqs=st.integers(1, 64), tokens=st.integers(1, 16384),
+       more=st.integers(1, 4096), prefix=st.sampled_from([0, 0, 3000]))  # fmt: skip
+def test_prefill_attention_never_costs_less_for_more_work(chip_id, cache, layout, seqs, tokens,
+                                                          more, prefix):  # fmt: skip
+    """More tokens, one more sequence, twice the heads (and KV heads: half the TP) or a
+    longer cached prefix never cost a prefill attention op less, below the tables' shortest
+    prompt (128 tokens) as above it (kernel_tables.flops_envelope_s)."""
+    heads, kv_heads, head_dim = layout
+    base = _priced_s(chip_id, _gqa(seqs, tokens, *layout, cache=cache, prefix=prefix))
+    for bigger in (_gqa(seqs, tokens + more, *layout, cache=cache, prefix=prefix),
+                   _gqa(seqs + 1, tokens, *layout, cache=cache, prefix=prefix),
+                   _gqa(seqs, tokens, 2 * heads, 2 * kv_heads, head_dim, cache=cache,
+                        prefix=prefix),
+                   _gqa(seqs, tokens, *layout, cache=cache, prefix=prefix + more)):  # fmt: skip
+        for priced, least in zip(_priced_s(chip_id, bigger), base, strict=True):
+            assert priced >= least * (1 - 1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(chip_id=st.sampled_from(CHIPS), fmt=st.sampled_from([DType.BF16, DType.FP8]),
+       heads=st.sampled_from([16, 32, 128]), seqs=st.integers(1, 16),
+       tokens=st.integers(1, 16384), more=st.integers(1, 4096))  # fmt: skip
+def test_mla_prefill_never_costs_less_for_more_work(chip_id, fmt, heads, seqs, tokens, more):
+    base = _priced_s(chip_id, _mla(seqs, tokens, heads, fmt))
+    for bigger in (_mla(seqs, tokens + more, heads, fmt), _mla(seqs + 1, tokens, heads, fmt),
+                   _mla(seqs, tokens, 2 * heads, fmt)):  # fmt: skip
+        for priced, least in zip(_priced_s(chip_id, bigger), base, strict=True):
+            assert priced >= least * (1 - 1e-12)
+
+
+def _model_s(ops, hw: HardwareArrays) -> float:
+    """The table's model of a one-op table's op before the envelope: fixed time + its
+    roofline / f(FLOPs) on the curve the cost model samples (GRID_LOG2)."""
+    roof_s = max(float(ops.matrix_flops[0]) / float(hw.kernel_peak[0]),
+                 float(ops.role_bytes.sum()) / float(hw.kernel_bw))  # fmt: skip
+    fraction = kernel_tables.interpolate_grid(hw.kernel_grid, ops.matrix_flops)
+    return float(hw.kernel_fixed_s[0] + roof_s / fraction[0])
+
+
+@pytest.mark.parametrize("chip_id", CHIPS)
+@pytest.mark.parametrize("kind", ["prefill_attention", "mla_prefill"])
+def test_the_envelope_only_lowers_rows_and_fits_them_as_well(chip_id, kind):
+    """At each measured row's own shape the op costs at most the table's model of it
+    (fixed time + roofline / f(FLOPs)), lower only where a larger FLOPs node prices the
+    row's bytes faster, and the floor fits the measured times as well as the model does
+    (rms within 0.01, most rows unchanged)."""
+    chip = load_chip(chip_id)
+    with (kernel_tables.TABLES_DIR / kind / f"{chip_id}.toml").open("rb") as f:
+        entries = tomllib.load(f)["table"]
+    for entry in entries:
+        fmt = DType.BF16 if "bfloat16" in entry["name"] else DType.FP8
+        rows = [r for r in entry["rows"] if kind == "prefill_attention" or r[3:5] == [QK, V]]
+        model, floor, measured = [], [], []
+        for seqs, tokens, heads, a, b, micros in rows:
+            ops = _gqa(seqs, tokens, heads, a, b, cache=fmt) if kind == "prefill_attention" \
+                else _mla(seqs, tokens, heads, fmt)
+            hw = HardwareArrays.build(chip, ops)
+            model.append(_model_s(ops, hw))
+            floor.append(float(kernel_floor_s(ops, hw)[0]))
+            measured.append(micros * 1e-6)
+        model, floor, measured = map(np.array, (model, floor, measured))
+        assert np.all(floor <= model * (1 + 1e-9))
+        assert np.mean(np.isclose(floor, model, rtol=1e-9)) > 0.6
+        rms = [np.sqrt(np.mean((t / measured - 1) ** 2)) for t in (model, floor)]
+        assert rms[1] < rms[0] + 0.01
+
+
+def test_a_row_that_a_larger_kernel_beats_is_priced_at_the_larger():
+    """H100 BF16 rows: one 128-token prompt of 8 heads of 64 takes 17.18 us, of 8 heads of
+    128 (twice the FLOPs and bytes) 15.51 us. A cost of FLOPs and bytes alone gives 16
+    heads of 64 (and 2 KV heads) the second row's price, so no such cost both keeps both
+    rows and never falls with more heads: the first row is priced at most the second's,
+    which keeps its own."""
+    small, large = _gqa(1, 128, 8, 1, 64), _gqa(1, 128, 8, 1, 128)
+    twice_the_heads = _gqa(1, 128, 16, 2, 64)
+    assert float(twice_the_heads.role_bytes.sum()) == float(large.role_bytes.sum())
+    assert float(twice_the_heads.matrix_flops[0]) == float(large.matrix_flops[0])
+    (_, small_s), (_, large_s) = (_priced_s("h100-sxm", o) for o in (small, large))
+    assert small_s <= large_s
+    hw = HardwareArrays.build(load_chip("h100-sxm"), small)
+    assert small_s < 0.95 * _model_s(small, hw)
+    assert large_s == pytest.approx(_model_s(large, HardwareArrays.build(load_chip("h100-sxm"),
+                                                                         large)), rel=1e-12)
 
 
 def _without_prefill_tables(monkeypatch) -> None:

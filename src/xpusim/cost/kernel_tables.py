@@ -123,11 +123,14 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   row's FLOPs rounded to a power of two: a prefill's attention is compute bound, and how far
   a flash kernel gets from the peak is a matter of how much work it has to fill the chip's
   SMs with (a 1k-token prompt of 8 heads runs at 0.07 of the H100's BF16 peak, 16k tokens
-  of 64 heads at 0.54); the cost model keys those ops by their FLOPs. It prices prefill
-  attention ops (op_table.is_prefill_attention) whose kernel format is its scope: the
-  table's rows are BF16 attention over a BF16 cache and FP8 over FP8, so a 16-bit op
-  (BF16 or FP16, one tensor-core rate) takes the bf16 table and an FP8 op the fp8 one,
-  whatever its cache; a chunk with a cached prefix at its FLOPs too.
+  of 64 heads at 0.54); the cost model keys those ops by their FLOPs, and an op takes the
+  least the curve gives its bytes at any FLOPs at least its own (flops_envelope_s), so that
+  a prompt shorter than the rows' shortest, more bytes per FLOP than theirs, never costs
+  less than a shorter one. It prices prefill attention ops (op_table.is_prefill_attention)
+  whose kernel format is its scope: the table's rows are BF16 attention over a BF16 cache
+  and FP8 over FP8, so a 16-bit op (BF16 or FP16, one tensor-core rate) takes the bf16
+  table and an FP8 op the fp8 one, whatever its cache; a chunk with a cached prefix at its
+  FLOPs too.
 - `mla_prefill`: the same for DeepSeek's MLA prefill, which attends the decompressed keys
   (qk head_dim wide) and values (v head_dim) as multi-head attention, rows [sequences,
   tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
@@ -1005,3 +1008,46 @@ def interpolate_grid(
     above = np.take_along_axis(grid, low + 1, -1)[..., 0]
     fraction = below + (above - below) * weight
     return np.where(in_time, np.minimum(fraction, below * 2.0**weight), fraction)
+
+
+NODE_FLOPS = 2.0**GRID_LOG2
+"""The M (a prefill's FLOPs) at each node of GRID_LOG2, one array for flops_envelope_s and
+its per-op copy (roofline.OneFloor)."""
+
+
+def flops_envelope_s(grid: np.ndarray, flops: np.ndarray, memory_s: np.ndarray,
+                     peak: np.ndarray, own_s: np.ndarray) -> np.ndarray:  # fmt: skip
+    """A FLOPs-keyed (prefill attention) op's time past its table's fixed time: the least
+    the curve gives any op of its bytes and at least its FLOPs, so that it never falls as
+    the op's FLOPs or bytes grow (more tokens, sequences, heads or cached prefix).
+
+    The rows' fractions are of max(FLOPs / peak, bytes / bandwidth), keyed by FLOPs; the
+    time the curve gives an op, own_s = max(compute, memory) / f(FLOPs), is one of the rows'
+    where the op's bytes per FLOP are theirs. A prompt shorter than the tables' shortest
+    (128 tokens) has more bytes per FLOP (bytes grow as tokens, FLOPs as their square), so
+    its memory roofline over a fraction measured at the FLOPs of a longer prompt falls as
+    the prompt grows wherever f grows faster than the square root of FLOPs: H100 BF16 rows
+    give f 0.044 at 2^24 FLOPs (8 heads of 64, 128 tokens: 17.2 us) and 0.53 at 2^25 (8 of
+    128: 15.5 us), and Llama-3.1-8B's four 20-token prompts were priced 36 us, four of 24
+    24 us.
+    A kernel given the same data and more arithmetic (more key tiles per query tile) is no
+    faster, so the op takes the least over FLOPs F' >= its own of max(F' / peak, memory_s)
+    / f(F'): its greatest bound below own_s that never falls with more FLOPs, and, each
+    term rising with the bytes, never with more bytes. With f linear in log2 F' between
+    nodes and capped as interpolate_grid's `in_time` caps it (the time F' / f past a node
+    never below the node's inside its interval), that least is at the op's own FLOPs, at
+    a node above them, or at the crossover F' = memory_s x peak where the op's compute
+    would meet its memory time (the memory term's fraction is largest at an end of its
+    span). A row's own time moves only where a larger FLOPs node prices its bytes faster,
+    and down: no price of FLOPs and bytes alone keeps every row and never falls with more
+    heads (16 heads of 64 and 2 KV heads have the FLOPs and bytes of the 15.5 us row, twice
+    the heads of the 17.2 us one; docs/validation.md)."""
+    peak = np.where(np.isfinite(peak), peak, 1.0)  # unpriced ops (no table): discarded
+    position = np.clip(np.log2(np.maximum(flops, 1.0)), GRID_LOG2[0], GRID_LOG2[-1])
+    nodes_s = np.maximum(NODE_FLOPS / peak[..., None], memory_s[..., None]) / grid
+    least_s = np.min(np.where(position[..., None] < GRID_LOG2, nodes_s, np.inf), axis=-1)
+    crossover = memory_s * peak
+    crossed = np.clip(np.log2(np.maximum(crossover, 1.0)), GRID_LOG2[0], GRID_LOG2[-1])
+    at_crossover_s = memory_s / interpolate_grid(grid, crossover, True)
+    return np.minimum(np.minimum(own_s, least_s),
+                      np.where(crossed > position, at_crossover_s, np.inf))  # fmt: skip

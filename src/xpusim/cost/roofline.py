@@ -62,7 +62,13 @@ from xpusim.compiler.memory_plan import Placement
 from xpusim.compiler.moe_expert import GROUPED_GEMM_EFFICIENCY, is_expert
 from xpusim.cost import pe_grid, systolic
 from xpusim.cost.calibration import catalog_calibration, dram_bytes_per_s, overlap_time
-from xpusim.cost.kernel_tables import GRID_LOG2, fraction_grid, interpolate_grid
+from xpusim.cost.kernel_tables import (
+    GRID_LOG2,
+    NODE_FLOPS,
+    flops_envelope_s,
+    fraction_grid,
+    interpolate_grid,
+)
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.op_times import op_time_s
 from xpusim.hardware.spec import Chip, Figure
@@ -466,7 +472,8 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     table's fixed kernel time plus the op's roofline on the chip's datasheet peak and
     bandwidth over the fraction of it the table's kernels reach at the op's M (its rows
     over all batch dimensions; a decode attention op's at its bytes, a prefill attention
-    op's at its FLOPs), a decode attention op at least its sequences times the table's
+    op's at its FLOPs, no more than the curve gives its bytes at larger FLOPs:
+    kernel_tables.flops_envelope_s), a decode attention op at least its sequences times the table's
     least time per sequence (KernelTable.sequence_floor_s), its sequences its bytes other
     than the cache's over those of one (OpTable.sequence_bytes), an MLA decode op at least
     the fixed time plus one of its sequences' cached bytes at its table's least time per
@@ -476,9 +483,14 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     moved = table.role_bytes.sum(axis=-2)
     priced = np.isfinite(hw.kernel_peak) & ((k > 0) | table.is_attention)
     m = kernel_m(table)
-    roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, moved / hw.kernel_bw)
-    in_time = table.is_attention & ~table.keyed_by_flops  # bytes-keyed: time_isotonic
-    floor_s = hw.kernel_fixed_s + roof_s / interpolate_grid(hw.kernel_grid, m, in_time)
+    memory_s = moved / hw.kernel_bw
+    roof_s = np.maximum(table.matrix_flops / hw.kernel_peak, memory_s)
+    in_time = table.is_attention  # time_isotonic (bytes-keyed); flops_envelope_s
+    past_s = roof_s / interpolate_grid(hw.kernel_grid, m, in_time)
+    if table.keyed_by_flops.any():
+        past_s = np.where(table.keyed_by_flops, flops_envelope_s(
+            hw.kernel_grid, m, memory_s, hw.kernel_peak, past_s), past_s)  # fmt: skip
+    floor_s = hw.kernel_fixed_s + past_s
     if hw.kernel_sequence_s_per_byte.any():
         per_sequence = moved - table.role_bytes[..., _KV_CACHE, :]
         floor_s = np.maximum(floor_s, per_sequence * hw.kernel_sequence_s_per_byte)
@@ -733,20 +745,26 @@ class OneFloor:
         m = [f if by_flops else (b if by_bytes else f / d) for f, b, by_flops, by_bytes, d
              in zip(matrix, moved, self.by_flops, self.by_bytes, self.divisor, strict=True)]
         position = np.log2(np.maximum(np.array(m), 1.0)).tolist()
-        first, last = float(GRID_LOG2[0]), float(GRID_LOG2[-1])
+        memory_s = [b / bw for b, bw in zip(moved, self.bw, strict=True)]
+        crossover = np.log2(np.maximum(np.array(  # flops_envelope_s's, of priced ops
+            [s * p if math.isfinite(p) else s for s, p in zip(memory_s, self.peak, strict=True)]),
+            1.0)).tolist()  # fmt: skip
         out = []
         for i, x in enumerate(position):
             if not self.priced[i]:
                 out.append(0.0)
                 continue
-            x = min(max(x, first), last)  # interpolate_grid, GRID_LOG2 being 0, 1, 2 ...
-            low = int(min(math.floor(x), last - 1))
-            below, above = self.grid[i][low], self.grid[i][low + 1]
-            fraction = below + (above - below) * (x - low)
-            if self.by_bytes[i] and not self.by_flops[i]:  # interpolate_grid's in_time
-                fraction = min(fraction, below * 2.0 ** (x - low))
-            roof_s = max(matrix[i] / self.peak[i], moved[i] / self.bw[i])
-            floor_s = self.fixed_s[i] + roof_s / fraction
+            roof_s = max(matrix[i] / self.peak[i], memory_s[i])
+            past_s = roof_s / self._fraction(i, x)
+            if self.by_flops[i]:  # flops_envelope_s
+                x, crossed = (min(max(v, 0.0), float(GRID_LOG2[-1])) for v in (x, crossover[i]))
+                for node, flops in zip(GRID_LOG2.tolist(), NODE_FLOPS.tolist(), strict=True):
+                    if node > x:
+                        past_s = min(past_s, max(flops / self.peak[i], memory_s[i])
+                                     / self.grid[i][int(node)])  # fmt: skip
+                if crossed > x:
+                    past_s = min(past_s, memory_s[i] / self._fraction(i, crossed))
+            floor_s = self.fixed_s[i] + past_s
             if self.sequence_s_per_byte[i]:
                 per_sequence = moved[i] - roles[_KV_CACHE][i]
                 floor_s = max(floor_s, per_sequence * self.sequence_s_per_byte[i])
@@ -757,6 +775,17 @@ class OneFloor:
                               self.fixed_s[i] + cache / sequences * self.stream_s_per_byte[i])
             out.append(floor_s)
         return out
+
+    def _fraction(self, i: int, x: float) -> float:
+        """interpolate_grid of op i's curve at log2 M `x` (`in_time` for attention)."""
+        first, last = float(GRID_LOG2[0]), float(GRID_LOG2[-1])
+        x = min(max(x, first), last)  # GRID_LOG2 being 0, 1, 2 ...
+        low = int(min(math.floor(x), last - 1))
+        below, above = self.grid[i][low], self.grid[i][low + 1]
+        fraction = below + (above - below) * (x - low)
+        if self.by_bytes[i]:
+            fraction = min(fraction, below * 2.0 ** (x - low))
+        return fraction
 
     def gemm_energy_j(self, matrix: list[float], vector: list[float], byte_j: list[float],
                       time_s: list[float], energy_j: list[float]) -> list[float]:  # fmt: skip

@@ -256,12 +256,15 @@ def test_grouped_gemms_run_below_dense_efficiency(mixtral):
 # --- serving ----------------------------------------------------------------------------
 def test_serve_runs_the_engines_layouts_and_dp_attention_holds_more_cache(deepseek):
     """DeepSeek on 8 H200: TP attention repeats the latent cache on every chip, attention
-    data parallelism does not, so the same chips hold several times the tokens."""
+    data parallelism does not, so the same chips hold several times the tokens: 2.4x here
+    (1.42 M against 3.42 M tokens), not the 8x of the cache alone, since SGLang reserves
+    more outside its pool under DP attention (3 MiB a graph batch per DP rank: 33 GiB a GPU
+    against the 10 GiB floor; serving/engines.toml, t4)."""
     common = dict(chips=8, tp=8, ep=8, precision="fp8", concurrency=8, requests=24,
                   prompt=512, gen=64, engine="sglang")  # fmt: skip
     tp = xpusim.serve(deepseek, "h200-sxm", **common)
     dp = xpusim.serve(deepseek, "h200-sxm", dp_attention=True, **common)
-    assert tp.kv_cache.capacity_tokens * 4 < dp.kv_cache.capacity_tokens
+    assert tp.kv_cache.capacity_tokens * 2 < dp.kv_cache.capacity_tokens
     assert tp.plan["ep"] == dp.plan["ep"] == 8 and dp.plan["dp_attention"] == 1
     for r in (tp, dp):
         assert r.fits and r.output_tokens_per_s > 0

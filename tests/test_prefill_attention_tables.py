@@ -316,3 +316,18 @@ def test_a_chip_without_a_table_is_unchanged(chip_id, monkeypatch):
     before = [_cost(chip_id, o)[0] for o in ops]
     _without_prefill_tables(monkeypatch)
     assert [_cost(chip_id, o)[0] for o in ops] == before
+
+
+@pytest.mark.parametrize("chip_id", CHIPS)
+def test_the_curve_reaches_every_rows_flops(chip_id):
+    """Every measured prefill row lies inside the grid the cost model samples its curve at
+    (kernel_tables.GRID_LOG2): a grid ending at 2^40 had priced the rows of 16k-token
+    prompts of many heads (up to 2^45.3 FLOPs) at the 2^40 node's fraction."""
+    for kind in ("prefill_attention", "mla_prefill"):
+        with (kernel_tables.TABLES_DIR / kind / f"{chip_id}.toml").open("rb") as f:
+            entries = tomllib.load(f)["table"]
+        for entry in entries:
+            for seqs, tokens, heads, a, b, _ in entry["rows"]:
+                ops = _gqa(seqs, tokens, heads, a, b) if kind == "prefill_attention" \
+                    else _mla(seqs, tokens, heads)
+                assert np.log2(float(ops.matrix_flops[0])) <= kernel_tables.GRID_LOG2[-1]

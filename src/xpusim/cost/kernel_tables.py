@@ -175,9 +175,12 @@ from xpusim.ir.dtypes import DType, Format, parse_weight_format, stream_format
 from xpusim.run_options import MOE_BACKENDS
 
 TABLES_DIR = Path(__file__).resolve().parent / "kernel_tables"
-GRID_LOG2 = np.arange(0.0, 41.0)
-"""Nodes (log2 of M) a table's curve is sampled at for the cost model: M from 1 to 2^40,
-each node exact where a table has a row at a power of two, linear between."""
+GRID_LOG2 = np.arange(0.0, 47.0)
+"""Nodes (log2 of M) a table's curve is sampled at for the cost model: M from 1 to 2^46,
+each node exact where a table has a row at a power of two, linear between. Past 2^40 for the
+prefill attention tables, keyed by FLOPs: their rows reach 2^45.3 (16k-token prompts of 64
+heads), which a grid ending at 2^40 priced at that node's fraction, 0.99-1.32x the table's
+own model of them."""
 
 _OUTPUT_ITEMSIZE = 2  # the gemm tables' GEMMs write BF16 (their conditions say so)
 KEYED_BY = {"gemm": "M", "moe": "M", "decode_attention": "bytes", "mla_decode": "bytes",
@@ -990,7 +993,7 @@ def interpolate_grid(
     grid: np.ndarray, m: np.ndarray, in_time: np.ndarray | bool = False
 ) -> np.ndarray:  # fmt: skip
     """Linear interpolation in log2 M of per-op curves sampled at GRID_LOG2: grid (..., n, G)
-    and m (..., n) broadcasting; M outside [1, 2^40] takes the end node's value. Where
+    and m (..., n) broadcasting; M outside [1, 2^46] takes the end node's value. Where
     `in_time` (an op of a bytes-keyed table, whose curve is time_isotonic), at most the
     fraction that keeps the op's time past the fixed time at the node below its M: the
     fraction's linear piece between two nodes of rising time can dip under the lower

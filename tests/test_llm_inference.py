@@ -277,7 +277,7 @@ def test_speculative_steps_across_a_chunk_cost_as_every_step(monkeypatch, prompt
                                speculative="llama-3.2-1b", **speculation)  # fmt: skip
 
     found = run()
-    monkeypatch.setattr(graphs, "_break_steps", lambda cfg, request, last: tuple(range(1, last)))
+    monkeypatch.setattr(graphs, "_break_steps", lambda request, last, cached: tuple(range(1, last)))
     every = run()
     assert found.tpot_s == pytest.approx(every.tpot_s, rel=1e-5)
     assert found.energy_j == pytest.approx(every.energy_j, rel=1e-5)

@@ -232,11 +232,11 @@ def _shape_graphs(
     reach = np.array([(r.prompt, r.prompt + round(r.advance * n)) for r, n in ends_at])
     breaks: list[tuple[int, ...]] = [()] * len(requests)
     every = np.array(cfg.key_breaks(0, int(reach[:, 1].max())))
-    # only the requests whose cached tokens cross a break have break steps: one array test
-    # spares the others _break_steps (key_breaks(first, last) is every's part in (first, last])
-    crossing = ((every > reach[:, :1]) & (every <= reach[:, 1:])).any(axis=1)
-    for i in np.flatnonzero(crossing).tolist():
-        breaks[i] = _break_steps(cfg, *ends_at[i])
+    # each request's breaks are every's part in (first, last] (key_breaks(first, last)); only
+    # the requests whose cached tokens cross one have break steps
+    inside = (every > reach[:, :1]) & (every <= reach[:, 1:])  # (R, breaks)
+    for i in np.flatnonzero(inside.any(axis=1)).tolist():
+        breaks[i] = _break_steps(*ends_at[i], every[inside[i]].tolist())
     # requests costed at the same steps: those of one count and the same breaks
     keys = list(zip(steps.tolist(), breaks, strict=True))
     order = sorted(set(keys))
@@ -280,9 +280,10 @@ def _shape_graphs(
                        end_steps / last if ends > 2 else None)  # fmt: skip
 
 
-def _break_steps(cfg: TransformerConfig, request: Request, last: int) -> tuple[int, ...]:
+def _break_steps(request: Request, last: int, cached: list[int]) -> tuple[int, ...]:
     """Decode steps strictly between a request's first and `last` around each break in its
-    attended keys (TransformerConfig.key_breaks): costed, the steps between them are exact.
+    attended keys, `cached` (TransformerConfig.key_breaks over the cached tokens its steps
+    reach): costed, the steps between them are exact.
     Step i has prompt + round(advance x i) cached tokens (rint, as the graph's ends); a step
     feeding q tokens (a speculative verify) bends over q cached-token counts before a break,
     so every count from b - q to b + 1 gets the steps on both sides of it."""
@@ -297,7 +298,7 @@ def _break_steps(cfg: TransformerConfig, request: Request, last: int) -> tuple[i
         return i
 
     steps = set()
-    for b in cfg.key_breaks(first, first + round(advance * last)):
+    for b in cached:
         for c in range(b - q, b + 2):
             i = reaching(c)
             steps |= {i - 1, i}

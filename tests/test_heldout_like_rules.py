@@ -53,7 +53,6 @@ def test_tpot_does_not_fall_as_clients_rise(engine, prompt, gen, clients):
 
 @settings(max_examples=10, deadline=None)
 @example(engine="trtllm", prompts=(1599, 2048), gen=16)
-@example(engine="vllm", prompts=(16, 24), gen=16)
 @given(engine=st.sampled_from(ENGINES), prompts=st.tuples(st.integers(16, BATCHED),
        st.integers(16, BATCHED)), gen=st.integers(16, 256))  # fmt: skip
 def test_ttft_does_not_fall_as_the_prompt_grows(engine, prompts, gen):

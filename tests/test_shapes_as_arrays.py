@@ -79,8 +79,7 @@ def test_one_graph_over_many_requests_counts_each_exactly(model, formats, shapes
                                                rtol=1e-12, err_msg=name)  # fmt: skip
 
 
-windowed = st.builds(lambda b, p, g: (b, p, g), st.integers(1, 64), st.integers(1, 1500),
-                     st.integers(1, 1500))  # fmt: skip
+windowed = st.tuples(st.integers(1, 64), st.integers(1, 1500), st.integers(1, 1500))
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

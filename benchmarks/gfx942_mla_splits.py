@@ -15,13 +15,13 @@ get_mla_metadata_v1_0_device (ROCm/aiter csrc/kernels/mla/metadata.cu, `else if
 (intra_batch_mode)`), whose split rule on gfx942 is a constant: `get_local_splits` returns 16
 under `__gfx942__` (csrc/kernels/mla/metadata/v1_0_device.cuh, unchanged from PR #1472 of
 2025-12-08 to 1e8c33fd62 of 2026-08-14). So each sequence is cut into at most 16 work items
-of whole 16-token blocks, one work group each, and 4 sequences keep 64 of the 304 CUs busy:
-the op's time past its fixed part goes with one split's tokens, not with the chip's
-bandwidth. The table prints, per sequences and tokens, xpusim's op, the work groups, one
-split's tokens, and the rate per work group that xpusim's price of the extra tokens implies
-(the increment over 1,024 tokens). No kernel timing of this path on gfx942 past 64 tokens is
-published, so that rate is not checked against one here (the docs section says which row
-would be).
+of whole 16-token blocks, each CU takes a run of consecutive items, and 4 sequences keep 64
+of the 304 CUs busy: the op's time past its fixed part goes with the busiest CU's tokens, not
+with the chip's bandwidth. The table prints, per sequences and tokens, xpusim's op, the work
+items, the CUs they occupy, one split's tokens, and the rate per CU that xpusim's price of
+the extra tokens implies (the increment over 1,024 tokens). No kernel timing of this path on
+gfx942 past 64 tokens is published, so that rate is not checked against one here (the docs
+section says which row would be).
 """
 
 from __future__ import annotations

@@ -17,11 +17,13 @@ under `__gfx942__` (csrc/kernels/mla/metadata/v1_0_device.cuh, unchanged from PR
 2025-12-08 to 1e8c33fd62 of 2026-08-14). So each sequence is cut into at most 16 work items
 of whole 16-token blocks, each CU takes a run of consecutive items, and 4 sequences keep 64
 of the 304 CUs busy: the op's time past its fixed part goes with the busiest CU's tokens, not
-with the chip's bandwidth. The table prints, per sequences and tokens, xpusim's op, the work
-items, the CUs they occupy, one split's tokens, and the rate per CU that xpusim's price of
-the extra tokens implies (the increment over 1,024 tokens). No kernel timing of this path on
-gfx942 past 64 tokens is published, so that rate is not checked against one here (the docs
-section says which row would be).
+with the chip's bandwidth. xpusim prices the op at least its table's fixed time plus the
+busiest CU's items at one CU's HBM read rate (51 GB/s, AMD TransferBench's one-CU read on an
+MI300X: cost/split_layout.py). The table prints, per sequences and tokens, xpusim's op, the
+work items, the CUs they occupy, one split's tokens, the busiest CU's time at that rate, and
+the rate per CU that xpusim's price of the extra tokens implies (the increment over 1,024
+tokens). No timing of AITER's kernel on gfx942 past 64 tokens is published (the docs section
+says which row would set its own rate).
 """
 
 from __future__ import annotations
@@ -31,38 +33,18 @@ import sys
 
 from sglang_r1_step import xpusim_us
 
-CUS = 304
-"""Compute units of an MI300X and an MI325X (hardware/catalog/mi300x.toml: ROCm's GPU
-hardware specifications, the same CDNA 3 die)."""
-SPLITS = 16
-"""Work items a sequence is split into on gfx942 in AITER's fake non-persistent metadata
-(v1_0_device.cuh get_local_splits, module docstring)."""
-KV_GRANULARITY = 16
-"""Cached tokens a block of that metadata holds: SGLang passes kv_granularity = max(page_size,
-16), its page size 1 (aiter_backend.py make_mla_meta_data)."""
+from xpusim.cost.kernel_tables import tables_of_kind
+
+LAYOUT = next(t.split for t in tables_of_kind("mla_decode") if t.split is not None)
+"""AITER's gfx942 split layout and one CU's read rate (kernel_tables/mla_decode/amd-aiter.toml
+`split`; cost/split_layout.py): 16 work items a sequence, of whole 16-token blocks, over 304
+CUs, at 51 GB/s a CU."""
 LATENT_BYTES = 512 + 64
 """One cached token's FP8 latent: kv_lora_rank 512 + rope 64, one byte each."""
 MLA_OP = "layers.0.attention"
-STEP_CONTEXTS = (1024, 5000)
-SEQUENCES = (4, 8, 16, 64)
+STEP_SEQUENCES, STEP_CONTEXTS = 4, (1024, 5000)
+SEQUENCES = (1, 4, 8, 16, 64)
 CONTEXTS = (1024, 5000, 8700)
-
-
-def fake_nps_shares(tokens: int) -> list[int]:
-    """The cached tokens of each work item of a sequence of `tokens` under AITER's v1_0
-    metadata on gfx942 (kn_get_mla_metadata_v1_0): SPLITS shares of whole KV_GRANULARITY-token
-    blocks; a last share of at most 4 tokens is dropped from the count (`tail <= 4 && tail !=
-    0 && split_local > 1`) and, where shares remain, folded into the one before it (`kv_offset
-    <= 4 && split_local > 1`)."""
-    blocks = math.ceil(tokens / KV_GRANULARITY)
-    share = math.ceil(blocks / SPLITS) * KV_GRANULARITY
-    splits = math.ceil(tokens / share)
-    if 0 < tokens % share <= 4 and splits > 1:
-        splits -= 1
-    ends = [min((sid + 1) * share, tokens) for sid in range(splits)]
-    if splits > 1 and tokens - ends[-1] <= 4:
-        ends[-1] = tokens
-    return [end - sid * share for sid, end in enumerate(ends)]
 
 
 def print_step(chip: str, batch: int) -> None:
@@ -77,28 +59,32 @@ def print_step(chip: str, batch: int) -> None:
 
 def print_splits(chip: str) -> None:
     """xpusim's MLA decode op beside AITER's gfx942 work layout (module docstring): each CU
-    takes a run of consecutive work items, the busiest ceil(items / CUS) of them
-    (kn_get_mla_metadata_v1_0's work_indptr), so a rate per CU is one split's extra bytes
-    times that count over the op's extra time."""
+    takes a run of consecutive work items, the busiest ceil(items / CUs) of them
+    (kn_get_mla_metadata_v1_0's work_indptr), which at one CU's rate take the time in
+    `busiest CU us` (the op's floor past its fixed time); the rate per CU xpusim's op
+    implies is one split's extra bytes times that count over the op's extra time."""
     print(f"\n{chip} MLA decode, 16 heads, FP8 latents: xpusim's op and AITER's layout")
     print(f"  {'seqs':>4s} {'tokens':>6s} {'xpusim us':>9s} {'work items':>10s} {'CUs busy':>8s} "
-          f"{'split tokens':>12s} {'GB/s per CU':>11s}")  # fmt: skip
+          f"{'split tokens':>12s} {'busiest CU us':>13s} {'GB/s per CU':>11s}")  # fmt: skip
     for sequences in SEQUENCES:
         base_us = xpusim_us(sequences, CONTEXTS[0], chip, "AMD", "fp8")[MLA_OP][1]
-        base_tokens = max(fake_nps_shares(CONTEXTS[0]))
+        base_tokens = max(LAYOUT.shares(CONTEXTS[0]))
         for context in CONTEXTS:
             us = xpusim_us(sequences, context, chip, "AMD", "fp8")[MLA_OP][1]
-            shares = fake_nps_shares(context)
+            shares = LAYOUT.shares(context)
             items, tokens = sequences * len(shares), max(shares)
-            extra_bytes = (tokens - base_tokens) * LATENT_BYTES * math.ceil(items / CUS)
+            per_cu = math.ceil(items / LAYOUT.cus)
+            busiest_us = per_cu * tokens * LATENT_BYTES / LAYOUT.cu_bytes_per_s * 1e6
+            extra_bytes = (tokens - base_tokens) * LATENT_BYTES * per_cu
             rate = f"{extra_bytes / (us - base_us) / 1e3:11.0f}" if us > base_us else ""
-            print(f"  {sequences:4d} {context:6d} {us:9.2f} {items:10d} {min(items, CUS):8d} "
-                  f"{tokens:12d} {rate}")  # fmt: skip
+            busy = min(items, LAYOUT.cus)
+            print(f"  {sequences:4d} {context:6d} {us:9.2f} {items:10d} {busy:8d} "
+                  f"{tokens:12d} {busiest_us:13.1f} {rate}")  # fmt: skip
 
 
 def main() -> int:
     chip = sys.argv[1] if len(sys.argv) > 1 else "mi300x"
-    print_step(chip, SEQUENCES[0])
+    print_step(chip, STEP_SEQUENCES)
     print_splits(chip)
     return 0
 

@@ -1,9 +1,10 @@
-"""AITER's gfx942 MLA decode work layout (benchmarks/gfx942_mla_splits.py; docs/validation.md
-"gfx942 MLA decode at long context"): the script's split rule, AITER's fake non-persistent
-metadata on gfx942 (csrc/kernels/mla/metadata/v1_0_device.cuh), cuts a sequence into at
-most 16 shares of whole 16-token blocks that cover it, 16 of them once it is long, and its
-printed step is the decode step over the FP8 cache the MI300X runs keep, not the BF16 one of
-the H200 runs the shared helper was written for."""
+"""AITER's gfx942 MLA decode work layout (cost/split_layout.py, which
+benchmarks/gfx942_mla_splits.py prints; docs/validation.md "gfx942 MLA decode at long
+context"): the split rule, AITER's fake non-persistent metadata on gfx942
+(csrc/kernels/mla/metadata/v1_0_device.cuh), cuts a sequence into at most 16 shares of whole
+16-token blocks that cover it, 16 of them once it is long, and the benchmark's printed step
+is the decode step over the FP8 cache the MI300X runs keep, not the BF16 one of the H200
+runs the shared helper was written for."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 try:
-    from gfx942_mla_splits import KV_GRANULARITY, MLA_OP, SPLITS, fake_nps_shares
+    from gfx942_mla_splits import LAYOUT, MLA_OP
     from sglang_r1_step import xpusim_us
 finally:
     sys.path.remove(str(BENCH))
+
+SPLITS, KV_GRANULARITY, fake_nps_shares = LAYOUT.splits, LAYOUT.kv_granularity, LAYOUT.shares
 
 
 @settings(max_examples=300, deadline=None)
@@ -45,6 +48,32 @@ def test_shares_cover_the_sequence_in_at_most_sixteen_block_runs(tokens):
     assert 0 < shares[-1] <= share + 4
     assert tokens - 4 <= sum(shares) <= tokens
     assert sum(shares) == tokens or len(shares) == 1
+
+
+def _aiters_loop(tokens: int) -> list[int]:
+    """The rule as kn_get_mla_metadata_v1_0 steps through it (the eighteenth session's
+    transcription, before it moved to src as a closed form): the count, the tail dropped
+    from it, the ends, the tail folded into the last."""
+    blocks = math.ceil(tokens / KV_GRANULARITY)
+    share = math.ceil(blocks / SPLITS) * KV_GRANULARITY
+    splits = math.ceil(tokens / share)
+    if 0 < tokens % share <= 4 and splits > 1:
+        splits -= 1
+    ends = [min((sid + 1) * share, tokens) for sid in range(splits)]
+    if splits > 1 and tokens - ends[-1] <= 4:
+        ends[-1] = tokens
+    return [end - sid * share for sid, end in enumerate(ends)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 300_000))
+@example(17)
+@example(260)
+@example(4100)
+def test_the_closed_form_is_aiters_loop(tokens):
+    """split_layout.split_shares, which the cost model takes over arrays, gives the shares
+    the metadata kernel's loop does, for every length."""
+    assert fake_nps_shares(tokens) == _aiters_loop(tokens)
 
 
 @settings(max_examples=100, deadline=None)

@@ -71,8 +71,10 @@ EXPERT_OPS = ("layers.3.router_topk", "layers.3.experts.gate_up", "layers.3.expe
 ALL_REDUCES = ("all_reduce after embed, o_proj, down", "layers.3.experts.down.all_reduce")
 
 
-def xpusim_us(batch: int, context: int) -> dict[str, tuple[int, float]]:
-    """xpusim's ops of one decode step under SGLang's kernels: (count, microseconds each)."""
+def xpusim_us(batch: int, context: int, chip: str = CHIP, vendor: str = "NVIDIA",
+              kv_precision: str = SGLANG.kv_precision) -> dict[str, tuple[int, float]]:  # fmt: skip
+    """xpusim's ops of one decode step under SGLang's kernels on `chip` (TP 8), as SGLang
+    stamps them on a `vendor` GPU, over a `kv_precision` cache: (count, microseconds each)."""
     import xpusim
     from xpusim.scenarios.llm.engine import cost_phases
     from xpusim.scenarios.llm.graphs import shape_graphs
@@ -80,11 +82,11 @@ def xpusim_us(batch: int, context: int) -> dict[str, tuple[int, float]]:
     from xpusim.serving.engines import engine
 
     cfg = xpusim.model(MODEL)
-    setup, cand = chosen_plan(cfg, xpusim.target(CHIP), {
+    setup, cand = chosen_plan(cfg, xpusim.target(chip), {
         "chips": TP, "tp": TP, "batch": batch, "prompt": context, "gen": 2,
         "precision": SGLANG.precision, "weight_precision": "fp8-block",
-        "kv_precision": SGLANG.kv_precision})  # fmt: skip
-    req = replace(setup.req, kernels=engine("sglang").kernels_on("NVIDIA", cfg, 1, ""))
+        "kv_precision": kv_precision})  # fmt: skip
+    req = replace(setup.req, kernels=engine("sglang").kernels_on(vendor, cfg, 1, ""))
     plan = cand.plan
     graphs = shape_graphs(cfg, [req], plan.tp, plan.ep, plan.dp_attention)
     (decode,) = cost_phases(graphs, np.array([0]), [setup.system], [cand.placement], plan,

@@ -5,6 +5,7 @@ MLA prefill, sparse (top-k) MLA and chips without a table keep the model they ha
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import replace
 
@@ -25,6 +26,7 @@ from xpusim.cost.op_table import (
     op_table,
 )
 from xpusim.cost.roofline import HardwareArrays, evaluate, kernel_floor_s
+from xpusim.cost.split_layout import busiest_cu_s
 from xpusim.errors import UserError
 from xpusim.hardware.catalog import load_chip
 from xpusim.ir.dtypes import DType
@@ -336,3 +338,83 @@ def test_more_context_never_costs_less_on_an_mi355x(seqs, heads, tokens):
     fewer, more = (_time_and_roof("mi355x", _mla(seqs, t, heads, DType.FP8, DType.FP8),
                                   DType.FP8)[0] for t in sorted(tokens))  # fmt: skip
     assert more >= fewer * (1 - 1e-12)
+
+
+def _split_row(chip_id: str, ops) -> np.ndarray:
+    return HardwareArrays.build(load_chip(chip_id), ops).kernel_split[0]
+
+
+def test_the_split_floor_is_gfx942_aiters_at_sixteen_heads_alone():
+    """AITER's gfx942 split layout (amd-aiter.toml `split`) lays out the 16-head op of
+    DeepSeek at TP 8 on an MI300X and an MI325X; a 128-head op there (SGLang's fast mode, not
+    this layout), the MI355X's (gfx950: its own split rule) and an H200's are not laid out."""
+    sixteen, all_heads = (_mla(4, 8192, h, DType.FP8, DType.FP8) for h in (16, 128))
+    layout = AMD_TABLES["mi300x"].split
+    for chip_id in ("mi300x", "mi325x"):
+        assert _split_row(chip_id, sixteen).tolist() == layout.figures(RANK + ROPE).tolist()
+        assert not _split_row(chip_id, all_heads).any()
+    for chip_id in ("mi355x", "h200-sxm"):
+        assert not _split_row(chip_id, sixteen).any()
+    assert layout.figures(RANK + ROPE)[-1] == 1 / 51e9  # TransferBench's one-CU read
+
+
+def test_one_long_sequence_streams_from_sixteen_cus_on_an_mi300x(monkeypatch):
+    """One sequence of 32,768 tokens runs on 16 CUs (2,048 tokens, 1.18 MB each): at least
+    the table's fixed time plus 23 us at 51 GB/s a CU, where the bytes-keyed curve alone
+    priced its 18.9 MB at 3.7 TB/s, 230 GB/s for each CU that holds it."""
+    table = AMD_TABLES["mi300x"]
+    one = _mla(1, 32768, 16, DType.FP8, DType.FP8)
+    least_s = table.fixed_s + 2048 * (RANK + ROPE) / 51e9
+    floored = _time_and_roof("mi300x", one, DType.FP8)[0]
+    assert floored >= least_s
+    unsplit = replace(table, split=None)
+    monkeypatch.setattr(kernel_tables, "tables_of_kind", lambda kind: tuple(
+        unsplit if t is table else t for t in TABLES) if kind == "mla_decode" else ())
+    assert _time_and_roof("mi300x", one, DType.FP8)[0] < least_s < floored
+
+
+@settings(max_examples=60, deadline=None)
+@given(seqs=st.integers(1, 64), tokens=st.integers(16, 200_000))
+def test_sequences_spread_over_the_cus_before_a_cu_takes_two(seqs, tokens):
+    """The busiest CU's time is one sequence's largest share for up to 304 / 16 = 19 long
+    sequences, then grows in whole steps of it: ceil(16 x sequences / 304) shares."""
+    row = AMD_TABLES["mi300x"].split.figures(RANK + ROPE)
+    cache = tokens * (RANK + ROPE)
+    one = float(busiest_cu_s(row, cache, 1.0))
+    items = len(AMD_TABLES["mi300x"].split.shares(tokens))
+    many = float(busiest_cu_s(row, seqs * cache, float(seqs)))
+    assert many == pytest.approx(math.ceil(items * seqs / 304) * one, rel=1e-12)
+    if items == 16 and seqs <= 19:
+        assert many == one
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 128), tokens=st.lists(st.integers(16, 131072), min_size=2,
+                                                 max_size=2, unique=True))
+def test_more_context_never_costs_less_on_an_mi300x_at_sixteen_heads(seqs, tokens):
+    """Through the split floor (a share rounds up to whole blocks, so the busiest CU's bytes
+    never fall as the context grows) and the bytes-keyed curve under it, an MLA decode op of
+    more tokens a sequence never costs less on gfx942."""
+    fewer, more = (_time_and_roof("mi300x", _mla(seqs, t, 16, DType.FP8, DType.FP8),
+                                  DType.FP8)[0] for t in sorted(tokens))  # fmt: skip
+    assert more >= fewer * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("split", "named"), [
+    ({"splits": 16, "kv_granularity": 16, "cus": 304, "heads": 16, "source": "s"},
+     "cu_bytes_per_s"),
+    ({"splits": 0, "kv_granularity": 16, "cus": 304, "heads": 16, "cu_bytes_per_s": 5e10,
+      "source": "s"}, "split.splits"),
+    ({"splits": 16, "kv_granularity": 16, "cus": 304, "heads": 16, "cu_bytes_per_s": -1.0,
+      "source": "s"}, "split.cu_bytes_per_s"),
+    ({"splits": 16, "kv_granularity": 16, "cus": 304, "heads": 16, "cu_bytes_per_s": 5e10,
+      "source": " "}, "split.source"),
+    ("16", "split"),
+])  # fmt: skip
+def test_a_bad_split_layout_names_its_field(split, named):
+    entry = {"name": "x", "kind": "mla_decode", "dtype": "fp8", "scope": "fp8",
+             "measured_on": "mi300x", "chips": ["mi300x"], "source": "s", "url": "u",
+             "date": "d", "conditions": "c", "rows": [[1, 21, 128, 512, 64, 15.5]],
+             "split": split}  # fmt: skip
+    with pytest.raises(UserError, match=named):
+        kernel_tables._table(entry, kernel_tables.TABLES_DIR / "x.toml")

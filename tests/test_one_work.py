@@ -73,7 +73,9 @@ def test_one_work_is_evaluate_bit_for_bit(case, row, scale, jitter, room, p, flo
                      kernel_peak=np.full(n, chip.peak(table.dtypes[0])),
                      kernel_fixed_s=rng.uniform(0.0, 5e-6, n),
                      kernel_sequence_s_per_byte=rng.uniform(0.0, 5e-11, n),
-                     kernel_stream_s_per_byte=rng.uniform(0.0, 5e-12, n))  # fmt: skip
+                     kernel_stream_s_per_byte=rng.uniform(0.0, 5e-12, n),
+                     kernel_split=np.outer(rng.uniform(0.0, 1.0, n) < 0.5,
+                                           [16, 16, 304, 576, 1 / 51e9]))  # fmt: skip
     act = table.role_bytes[0, ROLES.index(Role.ACTIVATION)]
     placement = replace(cand.placement, onchip_bytes=float(np.quantile(act, room)))
     _assert_same(table, hw, placement, len(chip.memory))

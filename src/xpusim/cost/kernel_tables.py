@@ -115,6 +115,15 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   (KernelTable.stream_s_per_byte), so that an op takes at least the fixed time plus one of
   its sequences' latents at that rate (roofline.kernel_floor_s), which is no row's time
   above its measured one. So every measured row is kept, and more context never costs less.
+
+  A fixed split: a kernel that cuts each sequence into a fixed number of work items runs a
+  few sequences on a few CUs, whatever its bytes (AITER's gfx942 MLA decode at 16 heads:
+  16 items a sequence, so 4 sequences on 64 of 304 CUs). A table that says so (`split`, a
+  table of `splits`, `kv_granularity`, `cus`, `heads`, `cu_bytes_per_s` and `source`;
+  split_layout.SplitLayout) prices an op of that many heads at least its fixed time plus
+  the busiest CU's work items at one CU's read rate (split_layout.busiest_cu_s;
+  roofline.kernel_floor_s), the rows of other head counts it was fitted to having another
+  layout.
 - `prefill_attention`: one measured prefill (context) attention kernel a row, [sequences,
   tokens, heads, kv heads, head_dim, microseconds] (causal, no cached prefix), its roofline
   the larger of its FLOPs (4 x heads x head_dim x tokens (tokens + 1) / 2 per sequence) at
@@ -169,6 +178,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xpusim.cost.split_layout import SPLIT_FIGURES, SplitLayout
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType, Format, parse_weight_format, stream_format
@@ -245,6 +255,8 @@ class KernelTable:
     sequences: np.ndarray | None = None  # a decode_attention row's sequences
     stream_s_per_byte: float = 0.0  # an mla_decode table's least time per cached byte of one
     # sequence (module docstring, "One sequence's stream"); 0 where it has none
+    split: SplitLayout | None = None  # an mla_decode kernel's fixed split of each sequence
+    # over the CUs (module docstring, "A fixed split"); None where it has none
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -398,6 +410,11 @@ class KernelTable:
             field = f"kernel_table.{self.kind}.{self.key_scope}"
         stream = (f"; at least t0 + one sequence's cache at {1e-12 / self.stream_s_per_byte:.2g}"
                   " TB/s" if self.stream_s_per_byte else "")  # fmt: skip
+        if self.split is not None:
+            layout = self.split
+            stream += (f"; at {layout.heads} heads, at least t0 + the busiest CU's items of "
+                       f"{layout.splits} a sequence over {layout.cus} CUs at "
+                       f"{layout.cu_bytes_per_s / 1e9:.3g} GB/s a CU")  # fmt: skip
         return (field,
                 f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
                 f"f at {key} = {curve}{stream}")  # fmt: skip
@@ -797,6 +814,9 @@ def _table(entry: dict, path: Path) -> KernelTable:
                 _latent_bytes_per_sequence(rows, entry["scope"], where))  # fmt: skip
             rows_m, roofline_s, measured_s = rows_m[curve], roofline_s[curve], measured_s[curve]
             rows = rows[curve]  # the curve's rows name its shapes (row_shapes)
+        split = entry.get("split")
+        if split is not None and (entry["kind"] != "mla_decode" or not isinstance(split, dict)):
+            raise ValueError("split: an mla_decode table's layout (a table of fields)")
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])
@@ -820,6 +840,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             kernel=kernel, window=window,
             sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
             stream_s_per_byte=stream_s_per_byte,
+            split=None if split is None else SplitLayout.parse(split),
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None
@@ -940,6 +961,21 @@ def fraction_grid(
     # of_shape is a pass over the rows (0.18 ms for H100's 700 gemm rows): decode attention only
     floor_s = 0.0 if table.sequences is None else table.of_shape(shape).sequence_floor_s
     return grid, fixed_s, DType(table.dtype), floor_s, table.stream_s_per_byte
+
+
+def split_figures(
+    chip_id: str, dtype: DType, keys: tuple[tuple[str, str], ...],
+    shapes: tuple[tuple[str, tuple[float, ...]], ...] = (),
+) -> np.ndarray:  # fmt: skip
+    """The op's split row (split_layout.SPLIT_FIGURES) from the table fraction_grid prices
+    it by, where that table has a split layout (KernelTable.split) taken at the op's heads
+    (its mla_decode shape's first figure); all 0 otherwise. Its cached token's bytes are its
+    latent and rope widths in the table's cache format (its scope)."""
+    shape = dict(shapes).get("mla_decode")
+    table = first_table(chip_id, dtype, keys, shapes) if shape else None
+    if table is None or table.split is None or shape[0] != table.split.heads:
+        return np.zeros(len(SPLIT_FIGURES))
+    return table.split.figures((shape[1] + shape[2]) * DType.parse(table.scope).itemsize)
 
 
 def first_table(

@@ -68,9 +68,11 @@ from xpusim.cost.kernel_tables import (
     flops_envelope_s,
     fraction_grid,
     interpolate_grid,
+    split_figures,
 )
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.op_times import op_time_s
+from xpusim.cost.split_layout import SPLIT_FIGURES, busiest_cu_s
 from xpusim.hardware.spec import Chip, Figure
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
@@ -171,6 +173,8 @@ class HardwareArrays:
     # sequence (its table's) over its bytes per sequence other than its cache's; 0 elsewhere
     kernel_stream_s_per_byte: np.ndarray  # (n,) an MLA decode op's table's least time per
     # cached byte of one sequence (kernel_tables.KernelTable.stream_s_per_byte); 0 elsewhere
+    kernel_split: np.ndarray  # (n, 5) an MLA decode op's table's split of each sequence over
+    # the CUs (kernel_tables.split_figures: split_layout.SPLIT_FIGURES); 0 elsewhere
     kernel_bw: float | np.ndarray  # datasheet bandwidth of the memory weights stream from
     dispatch_s: float | np.ndarray
 
@@ -194,6 +198,7 @@ class HardwareArrays:
             kernel_fixed_s=self.kernel_fixed_s[..., ops],
             kernel_sequence_s_per_byte=self.kernel_sequence_s_per_byte[..., ops],
             kernel_stream_s_per_byte=self.kernel_stream_s_per_byte[..., ops],
+            kernel_split=self.kernel_split[..., ops, :],
         )
 
     def take_configs(self, which: np.ndarray) -> HardwareArrays:
@@ -240,6 +245,7 @@ class HardwareArrays:
             kernel_fixed_s=per_op("kernel_fixed_s"),
             kernel_sequence_s_per_byte=per_op("kernel_sequence_s_per_byte"),
             kernel_stream_s_per_byte=per_op("kernel_stream_s_per_byte"),
+            kernel_split=per_op("kernel_split"),
             kernel_bw=per_chip([a.kernel_bw for a in arrays]),
             dispatch_s=per_chip([a.dispatch_s for a in arrays]),
         )
@@ -278,6 +284,7 @@ class HardwareArrays:
         grid = np.ones((len(table), len(GRID_LOG2)))
         kernel_peak, kernel_fixed_s = np.full(len(table), np.inf), np.zeros(len(table))
         sequence_s_per_byte, stream_s_per_byte = np.zeros(len(table)), np.zeros(len(table))
+        split = np.zeros((len(table), len(SPLIT_FIGURES)))
         for i, (dtype, keys, shapes) in enumerate(zip(table.dtypes, table.kernel_keys,
                                                       table.kernel_shapes, strict=True)):
             curve = fraction_grid(chip.id, dtype, keys, shapes) if has_matrix[i] else None
@@ -286,6 +293,7 @@ class HardwareArrays:
                 if table.sequence_bytes[i]:
                     sequence_s_per_byte[i] = sequence_s / table.sequence_bytes[i]
                     stream_s_per_byte[i] = stream_s
+                    split[i] = split_figures(chip.id, dtype, keys, shapes)
                 kernel_peak[i] = peaks[i] if ran_in == dtype else chip.peak(ran_in)
         # an engine's own kernel chain measured per call (cost/op_times.py): at least its time
         engine_s = np.array([op_time_s(chip.id, op) for op in table.ops])
@@ -308,6 +316,7 @@ class HardwareArrays:
             kernel_fixed_s=kernel_fixed_s,
             kernel_sequence_s_per_byte=sequence_s_per_byte,
             kernel_stream_s_per_byte=stream_s_per_byte,
+            kernel_split=split,
             kernel_bw=dram_bytes_per_s(chip),
             dispatch_s=chip.overhead.per_op_s.value,
         )
@@ -477,7 +486,9 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
     least time per sequence (KernelTable.sequence_floor_s), its sequences its bytes other
     than the cache's over those of one (OpTable.sequence_bytes), an MLA decode op at least
     the fixed time plus one of its sequences' cached bytes at its table's least time per
-    cached byte of one sequence (KernelTable.stream_s_per_byte); 0 for ops no table prices.
+    cached byte of one sequence (KernelTable.stream_s_per_byte), and at least the fixed time
+    plus its busiest CU's work items where its table splits each sequence over the CUs
+    (KernelTable.split; split_layout.busiest_cu_s); 0 for ops no table prices.
     All the op's bytes count as streamed from DRAM, as the tables' kernels stream theirs."""
     k, _ = table.weight_tile_kn
     moved = table.role_bytes.sum(axis=-2)
@@ -501,6 +512,12 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
         sequences = (moved - cache) / np.where(streamed, sequence_bytes, 1.0)
         one_s = hw.kernel_fixed_s + cache / sequences * hw.kernel_stream_s_per_byte
         floor_s = np.where(streamed, np.maximum(floor_s, one_s), floor_s)
+    laid = (hw.kernel_split[..., -1] > 0) & (sequence_bytes > 0)
+    if laid.any():
+        cache = table.role_bytes[..., _KV_CACHE, :]
+        sequences = (moved - cache) / np.where(laid, sequence_bytes, 1.0)
+        split_s = busiest_cu_s(hw.kernel_split, cache, sequences)
+        floor_s = np.where(laid, np.maximum(floor_s, hw.kernel_fixed_s + split_s), floor_s)
     return np.where(priced, floor_s, 0.0)
 
 
@@ -708,6 +725,7 @@ class OneFloor:
     fixed_s: list[float]
     sequence_s_per_byte: list[float]  # a decode attention op's sequences' (0 elsewhere)
     stream_s_per_byte: list[float]  # an MLA decode op's one sequence's (0 elsewhere)
+    split: list[list[float]]  # an MLA decode op's split row (all 0 elsewhere)
     sequence_bytes: list[float]  # OpTable.sequence_bytes
     grid: list[list[float]]  # each op's curve at GRID_LOG2
     gemm: list[bool]  # measured_gemm_energy_j's ops
@@ -733,7 +751,8 @@ class OneFloor:
             priced.tolist(), by_bytes.tolist(), table.keyed_by_flops.tolist(),
             each(2 * np.where(k > 0, k * n, 1.0)), each(hw.kernel_peak), each(hw.kernel_bw),
             each(hw.kernel_fixed_s), each(hw.kernel_sequence_s_per_byte),
-            each(hw.kernel_stream_s_per_byte), list(table.sequence_bytes),
+            each(hw.kernel_stream_s_per_byte), hw.kernel_split.tolist(),
+            list(table.sequence_bytes),
             hw.kernel_grid.tolist(), gemm.tolist(),
             each(np.maximum(hw.e_matrix_j * energy_factor, e_kernel_j)), float(hw.e_vector_j),
             float(hw.static_w), float(hw.tdp_w),
@@ -773,6 +792,11 @@ class OneFloor:
                 sequences = (moved[i] - cache) / self.sequence_bytes[i]
                 floor_s = max(floor_s,
                               self.fixed_s[i] + cache / sequences * self.stream_s_per_byte[i])
+            if self.split[i][-1] > 0 and self.sequence_bytes[i] > 0:
+                cache = roles[_KV_CACHE][i]
+                sequences = (moved[i] - cache) / self.sequence_bytes[i]
+                floor_s = max(floor_s, self.fixed_s[i] + float(
+                    busiest_cu_s(np.array(self.split[i]), cache, sequences)))  # fmt: skip
             out.append(floor_s)
         return out
 

@@ -145,9 +145,8 @@ NVFP4_GAP = (
     "EP 8, where the CUTLASS rows take 60) and SGLang 0.5.14's of the same kernels on B300, "
     "each row counted at the pairs and experts the collector's group-limited gate gave its "
     "rank (cost/kernel_tables.py gate_load: at EP 8 5 pairs a token, over 5 experts at one "
-    "token), up to the rows' largest M, and larger steps from the CUTLASS backend's rows; "
-    "an op takes a row's fraction of its roofline at its own pairs, where xpusim's busiest "
-    "rank reads more experts a pair than the harness's rank did; "
+    "token), on the kernel's own fixed time (the least time a row spends past its roofline), "
+    "up to the rows' largest M, and larger steps from the CUTLASS backend's rows; "
     "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
     "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )

@@ -347,7 +347,8 @@ def test_tp_split_experts_take_the_trtllm_rows_at_the_experts_the_gate_reached()
     # one token: balanced routing's load is the row's (8 pairs over 8 experts)
     assert _tp4_layer_s(1, "TRTLLM") == pytest.approx(22.84e-6, rel=1e-6)
     assert 78.71e-6 < _tp4_layer_s(16, "TRTLLM") < 0.8 * _tp4_layer_s(16, None)
-    assert _tp4_layer_s(4096, "TRTLLM") == _tp4_layer_s(4096, None)  # past the window
+    assert _tp4_layer_s(4096, "TRTLLM") == pytest.approx(_tp4_layer_s(4096, None),
+                                                         rel=1e-12)  # past the window
 
 
 def test_trtllm_prices_its_window_and_cutlass_above_it():
@@ -355,8 +356,9 @@ def test_trtllm_prices_its_window_and_cutlass_above_it():
     84.4 and 145.6 us at 1, 16 and 64 tokens (CUTLASS 59.7, 198.5 and about 280: another
     kernel than the trtllm-gen one the engines launch); the TRTLLM backend's layer at the
     pairs and experts the gate gave the measured rank follows them there, and past its
-    largest M (1,280 pairs) is the CUTLASS backend's layer to the bit, on the CUTLASS
-    table's fixed time and curve (engine_grid), as is a layer of a shape it did not time.
+    largest M (1,280 pairs) is the CUTLASS backend's layer (its curve converted to the
+    window's fixed time, engine_grid: equal to rounding); a layer of a shape it did not
+    time is the CUTLASS layer to the bit.
     Below its smallest M (5 pairs: one token's on the measured rank) the layer takes its
     first row's fraction: xpusim's busiest rank at one token (4 pairs over 4 experts) costs
     less than the row's 5 and more than half of it."""
@@ -369,7 +371,8 @@ def test_trtllm_prices_its_window_and_cutlass_above_it():
     assert cutlass(1, 8, DType.NVFP4) == pytest.approx(59.7e-6, rel=0.05)
     assert cutlass(64, 8, DType.NVFP4) > 1.5 * trtllm(64, 8, DType.NVFP4)
     for tokens in (2048, 4096):
-        assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == _layer_s(tokens, 8, DType.NVFP4)
+        assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == pytest.approx(
+            _layer_s(tokens, 8, DType.NVFP4), rel=1e-12)  # fmt: skip
     # a shape it has no rows of (EP 2) is the CUTLASS table's alone, at any M
     assert _layer_s(1, 2, DType.NVFP4, "TRTLLM") == _layer_s(1, 2, DType.NVFP4)
     row_s = trtllm(1, 8, DType.NVFP4, load=(5, 5))
@@ -552,3 +555,20 @@ def test_gate_load_is_what_the_rows_at_one_token_read():
                for ep in (1, 2, 4, 8, 16, 32, 64, 128, 256)}  # fmt: skip
     assert experts == {1: 8, 2: 8, 4: 6, 8: 5, 16: 5, 32: 5, 64: 4, 128: 2, 256: 1}
     assert [kernel_tables.gate_load(t, 256, 8, 8)[0] for t in (1, 16, 256)] == [5, 80, 1280]
+
+
+def test_a_moe_window_prices_on_its_own_fixed_time():
+    """The TRTLLM rows start at one token, so the time every row spends past its roofline is
+    the kernel's own (20.7 us a layer at EP 8 on B200, the CUTLASS table's 1.7): no layer
+    costs less, and a layer of 9 pairs over 8 experts (xpusim's busiest rank at 4
+    sequences) costs about what the 4-token row of 20 pairs over the same 8 experts
+    measured (47.6 us), where on the CUTLASS fixed time it scaled the whole row by its
+    experts a pair (57 us)."""
+    table = kernel_table("b200", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
+    own = table.of_shape((7168.0, 2048.0, 8.0, 256.0, 8.0))
+    fixed_s = float(np.min(own.measured_s - own.roofline_s))
+    assert fixed_s == pytest.approx(20.7e-6, rel=0.01)
+    layer = partial(_layer_s, 1, 8, DType.NVFP4, "TRTLLM", True)
+    assert layer(load=(1, 1)) >= fixed_s
+    assert kernel_tables.gate_load(4, 256, 8, 8) == (20, 8)
+    assert layer(load=(9, 8)) == pytest.approx(47.6e-6, rel=0.05)

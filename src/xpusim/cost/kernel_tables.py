@@ -138,10 +138,13 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
 
 A window: a table that timed its kernels over part of the M and of the shapes an op may
 have says so (`window = true`) and prices only ops of its rows' shapes (row_shapes), up to
-the largest M its rows reach, on the fixed time of the table found after it, with that
-table's curve above; an op of another shape takes that table alone. Its rows start at one
-token, the smallest step: an op of fewer pairs than its first row's takes that row's
-fraction (an engine's own kernel defers below its smallest M instead, below). TensorRT-LLM's
+the largest M its rows reach, with the curve of the table found after it above; an op of
+another shape takes that table alone. Its rows start at one token, the smallest step: an
+op of fewer pairs than its first row's takes that row's fraction (an engine's own kernel
+defers below its smallest M instead, below), and a moe window's fixed time is its own, the
+least time any of its rows of the op's shape spends past its roofline (20.7 us a DeepSeek
+layer at EP 8 on B200, where the CUTLASS table's is 1.7: one row a node fits any fixed time,
+and fit_fixed_s returns 0), the curve above converted to it (engine_grid). TensorRT-LLM's
 TRTLLM-backend NVFP4 MoE (trtllm-gen kernels, min-latency mode), and SGLang's rows of the
 same kernels, were timed through DeepSeek-V3's group-limited gate: its rows are DeepSeek's at
 EP 4 and 8 and 1-256 tokens, and at TP 4 (EP 1), each counted at the pairs and experts the
@@ -1008,14 +1011,23 @@ def engine_grid(
     the fixed time of `under` (the table the op takes without the engine's choice, its
     rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
     1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
-    only the M its rows measured; a `window` table only up to its largest M too, with
-    `under`'s curve above it. A moe table's curve takes the op's envelope (_moe_envelope)
-    over both."""
+    only the M its rows measured. A `window` table prices from one token up to its largest
+    M, with `under`'s curve above it; a moe window on its own fixed time (the module
+    docstring, "A window"), `under`'s curve converted to it, so that an op past the window
+    costs what `under` prices it at. A moe table's curve takes the op's envelope
+    (_moe_envelope) over both."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
         below, fixed_s = under.grid_of(shape)
         fixed_s /= under.ops_per_row
+    if engine.window and engine.kind == "moe" and shape is not None:
+        # its rows start at one token: the time every row spends past its roofline is the
+        # kernel's own fixed time, and `under`'s curve above it is converted to it
+        own_s = float(np.min(engine.measured_s - engine.roofline_s)) / engine.ops_per_row
+        roofline_s = engine.moe_roofline_s(shape)
+        below = roofline_s / (roofline_s / below + (fixed_s - own_s) * engine.ops_per_row)
+        fixed_s = own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
     if engine.window:  # its rows start at one token: fewer pairs take its first row's fraction
         inside = np.log2(engine.rows_m.max()) >= GRID_LOG2

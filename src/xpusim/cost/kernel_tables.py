@@ -1021,22 +1021,21 @@ def engine_grid(
     else:
         below, fixed_s = under.grid_of(shape)
         fixed_s /= under.ops_per_row
-    if engine.window and engine.kind == "moe" and shape is not None:
-        # its rows start at one token: the time every row spends past its roofline is the
-        # kernel's own fixed time, and `under`'s curve above it is converted to it
+    moe = engine.kind == "moe" and shape is not None
+    roofline_s = engine.moe_roofline_s(shape) if moe else None  # the op's, at each node
+    if engine.window and moe:  # its rows start at one token: the time every row spends
+        # past its roofline is the kernel's own fixed time; `under`'s times are kept
         own_s = float(np.min(engine.measured_s - engine.roofline_s)) / engine.ops_per_row
-        roofline_s = engine.moe_roofline_s(shape)
-        below = roofline_s / (roofline_s / below + (fixed_s - own_s) * engine.ops_per_row)
-        fixed_s = own_s
+        past_s = roofline_s / below + (fixed_s - own_s) * engine.ops_per_row
+        below, fixed_s = roofline_s / np.maximum(past_s, roofline_s), own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
     if engine.window:  # its rows start at one token: fewer pairs take its first row's fraction
         inside = np.log2(engine.rows_m.max()) >= GRID_LOG2
     else:
         inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
     grid = np.where(inside, measured, below)
-    if engine.kind == "moe" and shape is not None:  # one time per M, never falling
-        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row,
-                             engine.moe_roofline_s(shape), engine.rows_m)  # fmt: skip
+    if moe:  # one time per M, never falling
+        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row, roofline_s, engine.rows_m)
     return grid, fixed_s
 
 

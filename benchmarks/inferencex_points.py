@@ -140,13 +140,13 @@ SGLANG_MOE = (
     "DeepSeek-R1's shape, 1-16 tokens, EP 4 and 8) agree within 16%"
 )
 NVFP4_GAP = (
-    "xpusim prices NVFP4's routed experts at EP 4 and 8 and up to 256 tokens from the "
+    "xpusim prices NVFP4's routed experts at EP 4 and 8 and TP-split (TP 4, EP 1) from the "
     "TRTLLM-backend (trtllm-gen) rows, TensorRT-LLM's on B200 (37 us a layer at one token with "
     "EP 8, where the CUTLASS rows take 60) and SGLang 0.5.14's of the same kernels on B300, "
-    "past 16 tokens upper bounds (the collector's group-limited gate doubles the measured "
-    "rank's pairs), TP-split experts (TP 4, EP 1) from TensorRT-LLM's TRTLLM-backend rows on "
-    "B200, each counted at the half of balanced routing's experts the gate reaches (so an upper "
-    "bound), and prefill steps and the rest from the CUTLASS backend's rows; "
+    "each row counted at the pairs and experts the collector's group-limited gate gave its "
+    "rank (cost/kernel_tables.py gate_load: at EP 8 5 pairs a token, over 5 experts at one "
+    "token), on the kernel's own fixed time (the least time a row spends past its roofline), "
+    "up to the rows' largest M, and larger steps from the CUTLASS backend's rows; "
     "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
     "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )

@@ -23,38 +23,33 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   DeepSeek-V3's group-limited gate whatever the model (collect_moe.py: "FIXME: all use
   deepseek setting for now", n_group 8, topk_group 4), so its balanced logits
   (collector/helper.py balanced_logits: token i's k-th expert in the k-th block of 32, one
-  in each of DeepSeek's 8 groups of 32) reach the experts of 4 of the 8 groups at most.
-  On one GPU holding all 256 experts (moe_ep 1, moe_tp 1) that is about half the experts
-  balanced routing touches, and those rows come out up to 1.7x faster than streaming the
-  weights balanced routing reads: not kept. A rank of a TP-split layout (moe_tp 4,
-  moe_ep 1: the recipe of TensorRT-LLM's TP 4 NVFP4 DeepSeek runs) holds a slice of every
-  group too, so its rows touch at least half the experts balanced routing would (the
-  gate's 4 groups of 8 hold one hot expert of each token, the tied picks can only add):
-  kept, the table marked `routing = "group-limited"`, which counts them at that half
-  (cost/kernel_tables.py), so that an op of balanced routing's experts is priced no faster
-  than the kernel the rows measured (4 tokens at TP 4: 35.4 us against 124.6 for the
-  CUTLASS rows of the same split). A rank of EP 4 or 8 holds 1-2 groups; where its groups
-  are chosen its hot experts are those balanced routing gives it (one a token a group, all
-  distinct up to 32 tokens), to which the gate's tied picks can only add, so its rows are
-  no faster than balanced routing's would be. Kept (MIN_LATENCY): DeepSeek-V3/R1's own
-  shape, whose gate this is, EP 4 and 8 and TP 4, 1-256 tokens (decode steps: the
-  CUDA-graph batches of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one
-  token on a B200 at EP 8, where the CUTLASS rows take 60 and FP8's 46; SGLang 0.5.14's
-  flashinfer_trtllm NVFP4 MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and 169 us at
-  1, 16 and 64 tokens, as these do (36.6, 84.0, 168.6 there; 42, 85, 164 at 1.3.0rc20).
-  Up to 16 tokens (16 pairs a group) one token's picks decide the rank's weights and the
-  doubled pairs of a rank that takes a chosen group's share cost next to nothing; past 16
-  the gate halves the groups a step uses, so the measured rank runs up to twice the pairs
-  balanced routing gives it over the same experts: those rows are upper bounds of the
-  kernel at their M. They are kept because the alternative, the throughput kernels' rows,
-  times another kernel than the one the engines launch (1.7x these at 64 tokens, EP 8: 283
+  in each of DeepSeek's 8 groups of 32) tie in every group, and the gate, breaking ties by
+  index, keeps groups 0-3 and picks each token's 4 hot experts there and 4 tied ones, the
+  lowest-numbered of the rest (experts 0-4). The measured rank (rank 0) runs what that
+  gives it (cost/kernel_tables.py gate_load): at EP 8, 5 pairs a token, over 5 experts at
+  one token and all 32 of its group from 32 tokens; at EP 4, 6 pairs a token; on one GPU
+  or a TP-split rank, all 8 picks over the experts of 4 groups (128 of 256 from 32 tokens).
+  SGLang's rows of the same kernels show it: 36.6, 37.0 and 36.5 us at one token at EP 8,
+  16 and 32 (the same 5 experts on the rank), 25.3 at 64 (4), 19.6 at 128 (2). Read as
+  balanced routing the rows of one GPU (moe_ep 1, moe_tp 1) come out up to 1.7x faster than
+  streaming the weights balanced routing reads: not kept. Kept (MIN_LATENCY), the table
+  marked `routing = "group-limited"` so that each row is counted at its rank's load:
+  DeepSeek-V3/R1's own shape, whose gate this is, EP 4 and 8 and TP 4 (the recipe of
+  TensorRT-LLM's TP 4 NVFP4 DeepSeek runs), 1-256 tokens (decode steps: the CUDA-graph
+  batches of SGLang and TensorRT-LLM end at 256 here): 37 us a layer at one token on a
+  B200 at EP 8 (its rank's 5 experts), where the CUTLASS rows take 60 and FP8's 46; SGLang
+  0.5.14's flashinfer_trtllm NVFP4 MoE (b200_sxm/moe/sglang/0.5.14) measures 37, 84 and
+  169 us at 1, 16 and 64 tokens, as these do (36.6, 84.0, 168.6 there; 42, 85, 164 at
+  1.3.0rc20). They are kept because the alternative, the throughput kernels' rows, times
+  another kernel than the one the engines launch (1.7x these at 64 tokens, EP 8: 283
   against 164 us). A TRTLLM table prices only the M its rows span (`window`,
   cost/kernel_tables.py) and the default backend's table the larger steps (prefill). A chip
   whose TensorRT-LLM data has no such rows (B300: CUTLASS's alone) takes SGLang's
   (SGLANG_TRTLLM): aiconfigurator's SGLang collector times the same trtllm-gen kernels
   through FlashInfer's trtllm_fp4_block_scale_moe (kernel_source
   sglang_flashinfer_trtllm_moe, SGLang's `--moe-runner-backend flashinfer_trtllm`), routed
-  by the same group-limited gate and balanced logits, at the same splits and tokens; its
+  by the same group-limited gate and balanced logits (counted likewise), at the same
+  splits and tokens; its
   two rows of each case (two models of DeepSeek's shape) are averaged;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
@@ -136,9 +131,10 @@ VLLM_KERNEL = "vllm-triton-mxfp4-moe"
 
 TRTLLM_GEN = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
               "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
-              "topk_group 4); EP 4 and 8, 1-256 tokens, past 16 upper bounds "
+              "topk_group 4), each row counted at the pairs and experts its rank ran "
+              "(cost/kernel_tables.py gate_load); EP 4 and 8, 1-256 tokens "
               "(benchmarks/moe_kernel_tables.py)")
-TP_SPLIT = "; TP 4 (EP 1) too, each row's experts counted at half balanced routing's"
+TP_SPLIT = "; TP 4 (EP 1) too"
 
 
 
@@ -195,7 +191,7 @@ def sglang_table(chip_dir: str, mirror: Mirror) -> str:
         f"finalize), {TRTLLM_GEN}; one GPU as one rank of the EP group, all tokens entering; "
         f"CUDA graphs (collector/sglang/collect_moe.py); the two rows of each case averaged; "
         f"shape of DeepSeek-V3/R1", rows, engine=("sglang", "SGLang"), backend="TRTLLM",
-        window=True)  # fmt: skip
+        window=True, routing="group-limited")  # fmt: skip
 
 
 def vllm_table(chip_dir: str, mirror: Mirror) -> str:

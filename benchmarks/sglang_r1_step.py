@@ -32,9 +32,9 @@ each dimension as large_batch_step.Rows does:
   by the 9/8 of its token-expert pairs, an assumption the table prints beside the unscaled
   row). The collector routes DeepSeek's balanced logits through its group-limited gate
   (collector/cases/models/DeepseekV3ForCausalLM_cases.yaml: num_expert_group 8, topk_group
-  4), so a row reads fewer experts than balanced routing would (4 T + 4 of T tokens' 8 T
-  pairs with the gate's tied picks in index order, docs/validation.md): a lower bound of
-  the kernel's time at xpusim's routing (cost/kernel_tables.py GATE_GROUPS).
+  4), so a row reads fewer experts than balanced routing would (the experts of 4 groups:
+  cost/kernel_tables.py gate_load counts them): a lower bound of the kernel's time at
+  xpusim's routing.
 - The all-reduces: custom_allreduce_perf, 8 GPUs, the graph rows, at the step's BF16 hidden
   state (tokens x 7168 x 2 bytes).
 Norms, RoPE, the sampler, the LM head's all-gather and the embedding have no measured row:

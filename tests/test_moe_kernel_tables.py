@@ -33,7 +33,8 @@ MOE = [t for t in all_tables() if t.kind == "moe"]
 def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
                dtype: DType = DType.BF16, weight: str | None = None, expert: bool = True,
                ep: int | None = None, backend: str | None = None,
-               random: bool = False, kernels: tuple[str, ...] = ()):  # fmt: skip
+               random: bool = False, kernels: tuple[str, ...] = (),
+               load: tuple[int, int] | None = None):  # fmt: skip
     """A routed-expert layer's two matmuls as the layer builder emits them (workloads/
     transformer.py moe) at balanced routing: the tokens x topk / ep pairs, one row each,
     against the weights of the experts they touch; `random`: routed to the top k of random
@@ -41,11 +42,14 @@ def _moe_layer(tokens: int, hidden: int, inter: int, topk: int, experts: int,
     gives the same matmuls as plain ones. With `ep`, one rank's share as partitioning leaves
     it (its experts and ep stamped, so that a moe table's rows of the layer's own shape
     price it); `backend` stamps the MoE backend a run's setting names; `kernels` the
-    engine's own kernels (engines.toml), as the layer builder stamps them."""
+    engine's own kernels (engines.toml), as the layer builder stamps them; `load`, the
+    rank's (pairs, experts) in place of balanced routing's."""
     reached = expected_active_experts(tokens, experts, topk) if random else \
         min(experts, tokens * topk)
     touched = reached // (ep or 1)
     pairs = tokens * topk // (ep or 1)
+    if load:
+        pairs, touched = load
     weights = parse_weight_format(weight) if weight else dtype
     ops = []
     for name, k, n, split in (("gate_up", hidden, 2 * inter, "expert_column"),
@@ -243,30 +247,36 @@ def test_deepseek_on_ep8_is_priced_by_its_own_rows():
 
 
 def _layer_s(tokens: int, ep: int, precision: DType, backend: str | None = None,
-             floor: bool = False) -> float:  # fmt: skip
-    """DeepSeek-R1's routed-expert layer on one of `ep` B200 ranks (balanced routing), its
-    two GEMMs' time in `precision` (weights and activations), or their kernel-table floor
-    alone (no dispatch time)."""
+             floor: bool = False, load: tuple[int, int] | None = None) -> float:  # fmt: skip
+    """DeepSeek-R1's routed-expert layer on one of `ep` B200 ranks (balanced routing, or the
+    rank's (pairs, experts) `load`), its two GEMMs' time in `precision` (weights and
+    activations), or their kernel-table floor alone (no dispatch time)."""
     ops = _moe_layer(tokens, 7168, 2048, 8, 256, precision, precision.value, ep=ep,
-                     backend=backend)  # fmt: skip
+                     backend=backend, load=load)  # fmt: skip
     if floor:
         return float(kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum())
     return float(_times("b200", ops)[0].sum())
 
 
 def _rows(table, ep: int) -> dict[int, float]:
-    """A DeepSeek-R1 moe table's measured layer times at EP `ep`, by tokens."""
+    """A DeepSeek-R1 moe table's measured layer times at EP `ep`, by tokens: a row's M is
+    its rank's pairs, balanced routing's 8 / ep a token, or, through the TRTLLM rows'
+    group-limited gate, what its rank ran (gate_load: 5 a token at EP 8, 6 at EP 4)."""
     shape = table.of_shape((7168.0, 2048.0, 8.0, 256.0, float(ep)))
-    return {round(m * ep / 8): s for m, s in zip(shape.rows_m, shape.measured_s, strict=True)}
+    per_token = kernel_tables.gate_load(1, 256, 8, ep)[0] if table.backend == "TRTLLM" \
+        else 8 / ep
+    return {round(m / per_token): s for m, s in zip(shape.rows_m, shape.measured_s,
+                                                    strict=True)}  # fmt: skip
 
 
-def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
-    """TensorRT-LLM's TRTLLM-backend (trtllm-gen) NVFP4 rows were routed by DeepSeek-V3's
-    group-limited gate: on one GPU holding all 256 experts it reaches half of what balanced
-    routing does, and the roofline check refuses those rows (16 tokens: 248.5 us measured,
-    412 us to stream the 128 experts balanced routing touches); EP 4 and 8 ranks keep
-    theirs at 1-256 tokens (past 16 upper bounds: benchmarks/moe_kernel_tables.py), and
-    price only the M they span (window)."""
+def test_the_trtllm_rows_count_what_the_gate_gave_their_rank():
+    """TensorRT-LLM's TRTLLM-backend (trtllm-gen) NVFP4 rows, and SGLang's of the same
+    kernels on B300, were routed by DeepSeek-V3's group-limited gate: each row is counted at
+    the pairs and experts its rank ran (gate_load: 5 pairs a token at EP 8, 6 at EP 4, 8 on
+    a TP-split rank), at 1-256 tokens, and prices only the M its rows span (window). On one
+    GPU holding all 256 experts the gate reaches half of what balanced routing does, and
+    the roofline check refuses such a row read as balanced (16 tokens: 248.5 us measured,
+    412 us to stream the 128 experts balanced routing touches)."""
     trtllm = [t for t in MOE if t.backend == "TRTLLM"]
     assert {t.measured_on for t in trtllm} == {"b200", "gb200", "b300"}
     for t in trtllm:
@@ -277,9 +287,12 @@ def test_the_trtllm_rows_are_kept_where_the_gate_reaches_balanced_experts():
         # EP 4 and 8; TensorRT-LLM's own rows TP 4 (EP 1) too, SGLang's (B300) not
         tp_split = t.measured_on != "b300"
         assert {s[-1] for s in t.row_shapes} == {4.0, 8.0} | ({1.0} if tp_split else set())
-        assert ("TP 4 (EP 1) too" in t.conditions) == tp_split
-        tokens = t.rows_m * np.array([s[-1] for s in t.row_shapes]) / 8  # pairs x ep / topk
-        assert set(tokens.tolist()) == {1, 2, 4, 8, 16, 32, 64, 128, 256}
+        assert ("TP 4 (EP 1) too" in t.conditions) == tp_split and "gate_load" in t.conditions
+        for ep in {int(s[-1]) for s in t.row_shapes}:
+            per_token = {1: 8, 4: 6, 8: 5}[ep]  # the rank's pairs a token
+            shape = t.of_shape((7168.0, 2048.0 / (4 if ep == 1 else 1), 8.0, 256.0, float(ep)))
+            assert set((shape.rows_m / per_token).tolist()) == {1, 2, 4, 8, 16, 32, 64, 128,
+                                                                 256}  # fmt: skip
     one_gpu = np.array([[16, 7168, 2048, 8, 256, 1, 1, 248.5]])
     with pytest.raises(UserError, match="roofline"):
         kernel_tables.roofline_seconds(one_gpu, DType.NVFP4, load_chip("b200"), "t", "moe",
@@ -306,55 +319,64 @@ def _tp4_layer_s(tokens: int, backend: str | None) -> float:
     return float(kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops)).sum())
 
 
-def test_tp_split_experts_take_the_trtllm_rows_counted_at_half_the_experts():
+def test_tp_split_experts_take_the_trtllm_rows_at_the_experts_the_gate_reached():
     """TensorRT-LLM's TP 4 NVFP4 DeepSeek runs (moe_backend TRTLLM, EP 1) launch the
     trtllm-gen kernels: aiconfigurator timed them at 22.8 and 78.7 us at 1 and 16 tokens
     (CUTLASS's rows of the same split: 93.0 and 250.4). Through the group-limited gate a
-    rank holding a slice of every group gets half the experts balanced routing reaches, so
-    the 16-token row is faster than streaming balanced routing's 128 experts (refused as
-    balanced) and is counted at 64 (GATE_GROUPS); the layer of balanced routing's experts
-    costs more than the rows that read half of them, less than the CUTLASS rows, and the
-    EP rows count as before."""
-    n_group, topk_group = kernel_tables.GATE_GROUPS
-    assert topk_group / n_group == 0.5
-    row = np.array([[16, 7168, 2048, 8, 256, 4, 1, 78.71]])
+    rank holding a slice of every group runs all 8 picks of one token (4 hot experts and 4
+    tied ones), as balanced routing would, but 66 experts of 16 tokens where balanced
+    routing reaches 128: the 16-token row read as balanced is faster than its roofline
+    (refused), and read through the gate streams 66 experts' slices. The layer of balanced
+    routing's experts costs what the row does at one token, more than the row at 16, less
+    than the CUTLASS rows."""
+    assert kernel_tables.gate_load(1, 256, 8, 1) == (8, 8)
+    assert kernel_tables.gate_load(16, 256, 8, 1) == (128, 66)
     chip = load_chip("b200")
+    row = np.array([[16, 7168, 2048, 8, 256, 4, 1, 78.71]])
     with pytest.raises(UserError, match="roofline"):
         kernel_tables.roofline_seconds(row, DType.NVFP4, chip, "t", "moe", "nvfp4")
-    _, half_s, _ = kernel_tables.roofline_seconds(row, DType.NVFP4, chip, "t", "moe", "nvfp4",
-                                                  routing="group-limited")  # fmt: skip
+    gated = partial(kernel_tables.roofline_seconds, dtype=DType.NVFP4, chip=chip, where="t",
+                    kind="moe", scope="nvfp4", routing="group-limited")
+    _, gate_s, _ = gated(row)
     _, whole_s, _ = kernel_tables.roofline_seconds(row * [1, 1, 1, 1, 1, 1, 1, 10], DType.NVFP4,
                                                    chip, "t", "moe", "nvfp4")  # fmt: skip
-    assert half_s[0] == pytest.approx(whole_s[0] / 2, rel=0.01)
-    ep_rows = np.array([[16, 7168, 2048, 8, 256, 1, 8, 84.4]])
-    assert np.array_equal(
-        kernel_tables.roofline_seconds(ep_rows, DType.NVFP4, chip, "t", "moe", "nvfp4")[1],
-        kernel_tables.roofline_seconds(ep_rows, DType.NVFP4, chip, "t", "moe", "nvfp4",
-                                       routing="group-limited")[1])  # fmt: skip
-    for tokens, measured_us in ((1, 22.84), (16, 78.71)):
-        trtllm_s = _tp4_layer_s(tokens, "TRTLLM")
-        assert measured_us * 1e-6 < trtllm_s < 0.8 * _tp4_layer_s(tokens, None)
-    assert _tp4_layer_s(1024, "TRTLLM") == _tp4_layer_s(1024, None)  # past the window
+    assert gate_s[0] == pytest.approx(whole_s[0] * 66 / 128, rel=0.01)  # the weights' stream
+    one = np.array([[1, 7168, 2048, 8, 256, 4, 1, 22.84]])
+    assert np.array_equal(gated(one)[1], kernel_tables.roofline_seconds(
+        one, DType.NVFP4, chip, "t", "moe", "nvfp4")[1])  # fmt: skip
+    # one token: balanced routing's load is the row's (8 pairs over 8 experts)
+    assert _tp4_layer_s(1, "TRTLLM") == pytest.approx(22.84e-6, rel=1e-6)
+    assert 78.71e-6 < _tp4_layer_s(16, "TRTLLM") < 0.8 * _tp4_layer_s(16, None)
+    assert _tp4_layer_s(4096, "TRTLLM") == pytest.approx(_tp4_layer_s(4096, None),
+                                                         rel=1e-12)  # past the window
 
 
 def test_trtllm_prices_its_window_and_cutlass_above_it():
     """DeepSeek-R1's NVFP4 layer on one of 8 B200 EP ranks: the TRTLLM rows measured 37.4,
     84.4 and 145.6 us at 1, 16 and 64 tokens (CUTLASS 59.7, 198.5 and about 280: another
-    kernel than the trtllm-gen one the engines launch); the TRTLLM backend's layer follows
-    them there, and past its largest M (256 pairs) is the CUTLASS backend's layer to the
-    bit, on the CUTLASS table's fixed time and curve (engine_grid), as is a layer of a
-    shape it did not time."""
+    kernel than the trtllm-gen one the engines launch); the TRTLLM backend's layer at the
+    pairs and experts the gate gave the measured rank follows them there, and past its
+    largest M (1,280 pairs) is the CUTLASS backend's layer (its curve converted to the
+    window's fixed time, engine_grid: equal to rounding); a layer of a shape it did not
+    time is the CUTLASS layer to the bit.
+    Below its smallest M (5 pairs: one token's on the measured rank) the layer takes its
+    first row's fraction: xpusim's busiest rank at one token (4 pairs over 4 experts) costs
+    less than the row's 5 and more than half of it."""
     trtllm, cutlass = partial(_layer_s, backend="TRTLLM", floor=True), partial(_layer_s,
                                                                                floor=True)
-    assert trtllm(1, 8, DType.NVFP4) == pytest.approx(37.4e-6, rel=0.05)
-    assert trtllm(16, 8, DType.NVFP4) == pytest.approx(84.4e-6, rel=0.05)
-    assert trtllm(64, 8, DType.NVFP4) == pytest.approx(145.6e-6, rel=0.05)
+    for tokens, measured_us in ((1, 37.4), (16, 84.4), (64, 145.6)):  # at the rows' load
+        load = kernel_tables.gate_load(tokens, 256, 8, 8)
+        assert trtllm(tokens, 8, DType.NVFP4, load=load) == pytest.approx(measured_us * 1e-6,
+                                                                          rel=0.05)  # fmt: skip
     assert cutlass(1, 8, DType.NVFP4) == pytest.approx(59.7e-6, rel=0.05)
     assert cutlass(64, 8, DType.NVFP4) > 1.5 * trtllm(64, 8, DType.NVFP4)
-    for tokens in (1024, 4096):
-        assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == _layer_s(tokens, 8, DType.NVFP4)
+    for tokens in (2048, 4096):
+        assert _layer_s(tokens, 8, DType.NVFP4, "TRTLLM") == pytest.approx(
+            _layer_s(tokens, 8, DType.NVFP4), rel=1e-12)  # fmt: skip
     # a shape it has no rows of (EP 2) is the CUTLASS table's alone, at any M
     assert _layer_s(1, 2, DType.NVFP4, "TRTLLM") == _layer_s(1, 2, DType.NVFP4)
+    row_s = trtllm(1, 8, DType.NVFP4, load=(5, 5))
+    assert 0.5 * row_s < trtllm(1, 8, DType.NVFP4, load=(4, 4)) < row_s
 
 
 @settings(max_examples=25, deadline=None)
@@ -416,7 +438,8 @@ def test_b300_takes_sglangs_rows_of_the_trtllm_gen_kernels():
     """B300 has no TensorRT-LLM min-latency rows; SGLang 0.5.14's flashinfer_trtllm rows
     (36.1 and 168.7 us a DeepSeek-R1 layer at 1 and 64 tokens, EP 8) price the TRTLLM
     backend there, well under the CUTLASS rows the chip kept before."""
-    ops = _moe_layer(1, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8, backend="TRTLLM")
+    ops = _moe_layer(1, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8, backend="TRTLLM",
+                     load=kernel_tables.gate_load(1, 256, 8, 8))  # the row's rank's
     one = kernel_floor_s(ops, HardwareArrays.build(load_chip("b300"), ops)).sum()
     assert one == pytest.approx(36.1e-6, rel=0.05)
     table = kernel_table("b300", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
@@ -484,3 +507,68 @@ def test_vllm_runs_gpt_oss_experts_on_an_h100_at_its_own_triton_kernels_rows(exp
     vllm_s, other_s = (_times("h100-sxm", ops)[0].sum() for ops in (vllm, other))
     assert vllm_s == pytest.approx(micros * 1e-6, rel=0.07)
     assert other_s > vllm_s
+
+
+def _collector_picks(tokens: int, experts: int, topk: int) -> list[list[int]]:
+    """Each token's experts as aiconfigurator's collector routes them, one token at a time
+    in plain Python: balanced_logits (collector/helper.py) through DeepSeek-V3's gate of 8
+    groups keeping 4 (each group scored by its two best experts; ties to the lower index,
+    as the group top-k and the expert top-k break them)."""
+    stride = -(-experts // topk)
+    n_group, topk_group = kernel_tables.GATE_GROUPS
+    size = experts // n_group
+    picks = []
+    for t in range(tokens):
+        if tokens >= stride:
+            hot = {(t + j * stride) % experts for j in range(topk)}
+        else:
+            hot = {int((np.float32(t) * np.float32(stride) / np.float32(tokens) + j * stride)
+                       % experts) for j in range(topk)}  # fmt: skip
+        score = [1.0 if e in hot else 0.0 for e in range(experts)]
+        group = [sum(sorted(score[g * size:(g + 1) * size], reverse=True)[:2])
+                 for g in range(n_group)]  # fmt: skip
+        kept = sorted(range(n_group), key=lambda g: (-group[g], g))[:topk_group]
+        eligible = [e for e in range(experts) if e // size in kept]
+        picks.append(sorted(eligible, key=lambda e: (-score[e], e))[:topk])
+    return picks
+
+
+@settings(max_examples=25, deadline=None)
+@given(tokens=st.integers(1, 280), ep=st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 256]))
+def test_gate_load_counts_the_collectors_rank_zero(tokens, ep):
+    """gate_load is the collector's routing counted on rank 0 (experts 0 to 256 / ep - 1):
+    its pairs and distinct experts, as a token-by-token replay of balanced_logits through
+    the group-limited gate gives them; each token's 8 picks lie in groups 0-3, 4 of them
+    its hot experts and 4 tied ones, the lowest-numbered of the rest (among experts 0-4)."""
+    picks = _collector_picks(tokens, 256, 8)
+    mine = [e for token in picks for e in token if e < 256 // ep]
+    assert kernel_tables.gate_load(tokens, 256, 8, ep) == (len(mine), len(set(mine)))
+    assert all(max(token) < 128 and len(set(token) & set(range(5))) >= 4 for token in picks)
+
+
+def test_gate_load_is_what_the_rows_at_one_token_read():
+    """SGLang 0.5.14's flashinfer_trtllm NVFP4 layer on a B200 at one token: 36.6, 37.0 and
+    36.5 us at EP 8, 16 and 32, 25.3 at EP 64, 19.6 at 128, 19.3 at 256, 46.0 at EP 1 and
+    44.9 at EP 2 (b200_sxm/moe/sglang/0.5.14): the measured rank holds the same 5 experts
+    from EP 8 to 32, 4 at 64, 2 at 128, 1 at 256 and all 8 picks at EP 1 and 2."""
+    experts = {ep: kernel_tables.gate_load(1, 256, 8, ep)[1]
+               for ep in (1, 2, 4, 8, 16, 32, 64, 128, 256)}  # fmt: skip
+    assert experts == {1: 8, 2: 8, 4: 6, 8: 5, 16: 5, 32: 5, 64: 4, 128: 2, 256: 1}
+    assert [kernel_tables.gate_load(t, 256, 8, 8)[0] for t in (1, 16, 256)] == [5, 80, 1280]
+
+
+def test_a_moe_window_prices_on_its_own_fixed_time():
+    """The TRTLLM rows start at one token, so the time every row spends past its roofline is
+    the kernel's own (20.7 us a layer at EP 8 on B200, the CUTLASS table's 1.7): no layer
+    costs less, and a layer of 9 pairs over 8 experts (xpusim's busiest rank at 4
+    sequences) costs about what the 4-token row of 20 pairs over the same 8 experts
+    measured (47.6 us), where on the CUTLASS fixed time it scaled the whole row by its
+    experts a pair (57 us)."""
+    table = kernel_table("b200", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
+    own = table.of_shape((7168.0, 2048.0, 8.0, 256.0, 8.0))
+    fixed_s = float(np.min(own.measured_s - own.roofline_s))
+    assert fixed_s == pytest.approx(20.7e-6, rel=0.01)
+    layer = partial(_layer_s, 1, 8, DType.NVFP4, "TRTLLM", True)
+    assert layer(load=(1, 1)) >= fixed_s
+    assert kernel_tables.gate_load(4, 256, 8, 8) == (20, 8)
+    assert layer(load=(9, 8)) == pytest.approx(47.6e-6, rel=0.05)

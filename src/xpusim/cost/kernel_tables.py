@@ -146,15 +146,20 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   causal pairs; `scope` is the format of the decompressed keys (op_table.is_mla_prefill).
 
 A window: a table that timed its kernels over part of the M and of the shapes an op may
-have says so (`window = true`) and prices only ops of its rows' shapes (row_shapes), at
-the M those rows span, as an engine's own kernel's table does from its smallest M (below):
-on the fixed time of the table found after it, with that table's curve outside; an op of
-another shape takes that table alone. TensorRT-LLM's TRTLLM-backend NVFP4 MoE (trtllm-gen
-kernels, min-latency mode) was timed through DeepSeek-V3's group-limited gate, whose
-balanced logits reach half the experts a GPU holding all of them would get under balanced
-routing, and half the groups past 16 tokens: its rows are DeepSeek's at EP 4 and 8 and 1-256
-tokens, and at TP 4 (EP 1), where each row counts that half (`routing = "group-limited"`,
-GATE_GROUPS; benchmarks/moe_kernel_tables.py), and the default backend's table prices the rest.
+have says so (`window = true`) and prices only ops of its rows' shapes (row_shapes), up to
+the largest M its rows reach, with the curve of the table found after it above; an op of
+another shape takes that table alone. Its rows start at one token, the smallest step: an
+op of fewer pairs than its first row's takes that row's fraction (an engine's own kernel
+defers below its smallest M instead, below), and a moe window's fixed time is its own, the
+least time any of its rows of the op's shape spends past its roofline (20.7 us a DeepSeek
+layer at EP 8 on B200, where the CUTLASS table's is 1.7: one row a node fits any fixed time,
+and fit_fixed_s returns 0), the curve above converted to it (engine_grid). TensorRT-LLM's
+TRTLLM-backend NVFP4 MoE (trtllm-gen kernels, min-latency mode), and SGLang's rows of the
+same kernels, were timed through DeepSeek-V3's group-limited gate: its rows are DeepSeek's at
+EP 4 and 8 and 1-256 tokens, and at TP 4 (EP 1), each counted at the pairs and experts the
+gate gave the measured rank (`routing = "group-limited"`, gate_load: 5 pairs a token at EP
+8 where balanced routing gives 1; benchmarks/moe_kernel_tables.py), and the default
+backend's table prices the rest.
 
 An engine's own kernels: a table of any kind may name the `kernel` it timed (an engine
 version's kernel, `sglang-triton-w8a8-block`), and then prices only the ops of a run whose
@@ -217,12 +222,47 @@ random scores (AITER's tuners), or balanced logits through DeepSeek-V3's group-l
 GATE_GROUPS = (8, 4)
 """(n_group, topk_group) of the group-limited gate aiconfigurator's collector routes the
 TRTLLM backend's rows by (collector/trtllm/collect_moe.py: "all use deepseek setting for
-now"). Its balanced logits give each token one hot expert in every group, and the gate
-keeps 4 of the 8 groups: a rank holding a slice of every group (EP 1, the experts
-TP-split) gets the token's hot experts of those 4 groups alone, half the experts balanced
-routing would reach (its tied picks can only add), so such a row counts that half and an
-op of balanced routing is priced no faster than the kernel the row measured. A rank of EP
-4 or 8 holds 1-2 groups, whose hot experts are balanced routing's: counted as balanced."""
+now"; collector/sglang/collect_moe.py likewise, with a zero correction bias): gate_load
+counts what the measured rank ran under it."""
+
+
+@cache
+def gate_load(tokens: int, experts: int, topk: int, ep: int) -> tuple[int, int]:
+    """(token-expert pairs, distinct experts) the measured rank runs of `tokens` routed as
+    aiconfigurator's TRTLLM-backend rows were: the collector's balanced logits
+    (collector/helper.py balanced_logits: token t's j-th hot expert at t + 32 j, or t 32 / T
+    + 32 j under 32 tokens, modulo the experts: one in each of DeepSeek's 8 groups of 32)
+    through DeepSeek-V3's group-limited gate (GATE_GROUPS: each group scored by its two
+    best experts, the best topk_group groups kept, the top k of their experts picked), on
+    rank 0 of `ep` (Mapping's default rank: experts 0 to E/ep - 1, all of them at EP 1).
+    Every group ties, and so do all but each token's hot expert in a group: the kernel
+    breaks the ties by index, so the gate keeps groups 0-3 and picks each token's 4 hot
+    experts there and 4 tied ones, the lowest-numbered of the rest (experts 0-4). The rows
+    say so: SGLang 0.5.14's flashinfer_trtllm NVFP4 layer on B200 at one token reads 36.6,
+    37.0 and 36.5 us at EP 8, 16 and 32 (the rank holds experts 0-4 at each), 25.3 at EP 64
+    (0-3), 19.6 at 128 (0-1), and 46.0 at EP 1 and 44.9 at EP 2 (all 8 picks). So the rank
+    of EP 8 runs 5 pairs a token, not balanced routing's 1, over 5 experts at one token and
+    all 32 from 32 tokens; a TP-split rank (EP 1) 8 pairs a token over the experts of 4
+    groups (128 of 256 from 32 tokens, all 8 picks at one)."""
+    n_group, topk_group = GATE_GROUPS
+    stride = -(-experts // topk)
+    token = np.arange(tokens, dtype=np.float32)[:, None]
+    pick = np.arange(topk, dtype=np.float32)[None, :] * stride
+    start = token if tokens >= stride else token * np.float32(stride) / np.float32(tokens)
+    hot = ((start + pick) % experts).astype(np.int64)  # torch's .long(): truncation
+    score = np.zeros((tokens, experts))
+    np.add.at(score, (np.arange(tokens)[:, None], hot), 1.0)  # the softmax keeps this order
+    per_group = experts // n_group
+    best_two = -np.sort(-score.reshape(tokens, n_group, per_group), axis=2)[:, :, :2]
+    kept = np.argsort(-best_two.sum(axis=2), axis=1, kind="stable")[:, :topk_group]
+    in_kept = np.zeros((tokens, n_group), dtype=bool)
+    np.put_along_axis(in_kept, kept, True, axis=1)
+    eligible = np.where(np.repeat(in_kept, per_group, axis=1), score, -1.0)
+    picks = np.argsort(-eligible, axis=1, kind="stable")[:, :topk]
+    mine = picks[picks < experts // ep]
+    return int(mine.size), int(np.unique(mine).size)
+
+
 MOE_GEMMS = 2
 """Expert GEMMs of one MoE layer that a moe table's fixed time is split over: the layer
 builder's gate_up and down (workloads/transformer.py moe), TensorRT-LLM's fc1 and fc2."""
@@ -558,9 +598,9 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
     counts that rank's expected pairs (compiler/moe_expert.power_law_busiest), the pairs
     the same routing puts on the op it prices; else the mean, balanced routing's. The
     experts the rows touch: balanced routing's min(experts, pairs), or, where the rows were
-    routed at random (`routing`), those uniform routing is expected to reach, or, through a
-    group-limited gate, topk_group / n_group of balanced routing's on a rank of EP 1
-    (GATE_GROUPS)."""
+    routed at random (`routing`), those uniform routing is expected to reach; through the
+    collector's group-limited gate, the pairs and experts its measured rank ran
+    (gate_load)."""
     from xpusim.compiler.moe_expert import power_law_busiest
     from xpusim.workloads.transformer_config import expected_active_experts
 
@@ -571,14 +611,15 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
                           for t, e, k, n in zip(tokens, experts, topk, ep, strict=True)],
                          dtype=float)  # fmt: skip
     if routing == "random":
-        reached = np.array([expected_active_experts(int(t), int(e), int(k))
-                            for t, e, k in zip(tokens, experts, topk, strict=True)])  # fmt: skip
+        touched = np.ceil(np.array([expected_active_experts(int(t), int(e), int(k))
+                                    for t, e, k in zip(tokens, experts, topk, strict=True)])
+                          / ep)  # fmt: skip
     else:
-        reached = np.minimum(experts, tokens * topk)
+        touched = np.ceil(np.minimum(experts, tokens * topk) / ep)
     if routing == "group-limited":
-        n_group, topk_group = GATE_GROUPS
-        reached = np.where(ep == 1, reached * topk_group / n_group, reached)
-    touched = np.ceil(reached / ep)
+        pairs, touched = np.array([gate_load(int(t), int(e), int(k), int(n)) for t, e, k, n
+                                   in zip(tokens, experts, topk, ep, strict=True)],
+                                  dtype=float).T  # fmt: skip
     weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
     gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,
                                where)  # fmt: skip
@@ -1006,22 +1047,31 @@ def engine_grid(
     the fixed time of `under` (the table the op takes without the engine's choice, its
     rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
     1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
-    only the M its rows measured; a `window` table only up to its largest M too, with
-    `under`'s curve above it. A moe table's curve takes the op's envelope (_moe_envelope)
-    over both."""
+    only the M its rows measured. A `window` table prices from one token up to its largest
+    M, with `under`'s curve above it; a moe window on its own fixed time (the module
+    docstring, "A window"), `under`'s curve converted to it, so that an op past the window
+    costs what `under` prices it at. A moe table's curve takes the op's envelope
+    (_moe_envelope) over both."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
         below, fixed_s = under.grid_of(shape)
         fixed_s /= under.ops_per_row
+    moe = engine.kind == "moe" and shape is not None
+    roofline_s = engine.moe_roofline_s(shape) if moe else None  # the op's, at each node
+    if engine.window and moe:  # its rows start at one token: the time every row spends
+        # past its roofline is the kernel's own fixed time; `under`'s times are kept
+        own_s = float(np.min(engine.measured_s - engine.roofline_s)) / engine.ops_per_row
+        past_s = roofline_s / below + (fixed_s - own_s) * engine.ops_per_row
+        below, fixed_s = roofline_s / np.maximum(past_s, roofline_s), own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
-    inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
-    if engine.window:
-        inside &= np.log2(engine.rows_m.max()) >= GRID_LOG2
+    if engine.window:  # its rows start at one token: fewer pairs take its first row's fraction
+        inside = np.log2(engine.rows_m.max()) >= GRID_LOG2
+    else:
+        inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
     grid = np.where(inside, measured, below)
-    if engine.kind == "moe" and shape is not None:  # one time per M, never falling
-        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row,
-                             engine.moe_roofline_s(shape), engine.rows_m)  # fmt: skip
+    if moe:  # one time per M, never falling
+        grid = _moe_envelope(grid, fixed_s * engine.ops_per_row, roofline_s, engine.rows_m)
     return grid, fixed_s
 
 

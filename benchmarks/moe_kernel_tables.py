@@ -51,6 +51,23 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   by the same group-limited gate and balanced logits (counted likewise), at the same
   splits and tokens; its
   two rows of each case (two models of DeepSeek's shape) are averaged;
+- SGLang's own MoE under `--moe-runner-backend flashinfer_trtllm` (SGLANG_OWN), which the
+  engine runs at every step size, prompt chunks included, where TensorRT-LLM switches to its
+  throughput kernels past its min-latency batches: aiconfigurator's SGLang 0.5.14 rows of
+  sglang_flashinfer_trtllm_moe on B200 and B300, block FP8 (trtllm_fp8_block_scale_moe) and
+  NVFP4, DeepSeek-V3/R1's shape on TP-split ranks (moe_tp 4 and 8, moe_ep 1: the splits of
+  InferenceX's SGLang TP launches at --ep-size 1), every token count (1-16,384), as the
+  engine's own kernel (`kernel`, engines.toml sglang-flashinfer-trtllm-moe) and a window of
+  those shapes. The same gate routes them (collector/sglang/collect_moe.py at e23be5a79, the
+  commit that added these rows, "upgrade the SGLang collector to 0.5.14": lines 718-729
+  build TopK with use_grouped_topk, num_expert_group, topk_group and a zero correction_bias,
+  lines 742-746 feed it balanced_logits; collector/cases/models/DeepseekV3ForCausalLM_
+  cases.yaml lines 34-35 and 57-58 set sglang_moe_num_expert_group 8, sglang_moe_topk_group
+  4 for DeepSeek-V3 and DeepSeek-V3.1-NVFP4), so the rows are marked `routing =
+  "group-limited"` and counted by gate_load like the windows above: a TP-split rank runs all
+  8 picks a token, over the experts of groups 0-3 (8 at one token, 128 from 32 tokens). EP
+  ranks are not kept (past 16 tokens the gate gives the measured rank up to twice its pairs,
+  and the TRTLLM windows above price their decode batches);
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep);
@@ -110,6 +127,13 @@ MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8),
 # sglang_flashinfer_trtllm_moe NVFP4 rows stand for them (the docstring says why)
 SGLANG_TRTLLM = {"b300_sxm": "0.5.14"}
 SGLANG_KERNEL = "sglang_flashinfer_trtllm_moe"
+# chips -> the SGLang version whose flashinfer_trtllm rows of a TP-split rank (moe_ep 1)
+# price SGLang's own MoE at every M (the docstring says why), the formats and splits kept,
+# and the engines.toml kernel name they price
+SGLANG_OWN = {"b200_sxm": "0.5.14", "b300_sxm": "0.5.14"}
+SGLANG_OWN_FORMATS = ("fp8_block", "nvfp4")
+SGLANG_OWN_SPLITS = {(4, 1), (8, 1)}  # (moe_tp, moe_ep)
+SGLANG_OWN_KERNEL = "sglang-flashinfer-trtllm-moe"
 SHAPES = {
     (2048, 768, 128, 8): "Qwen3-30B-A3B",
     (2880, 2880, 32, 4): "gpt-oss-20b",
@@ -194,6 +218,47 @@ def sglang_table(chip_dir: str, mirror: Mirror) -> str:
         window=True, routing="group-limited")  # fmt: skip
 
 
+def sglang_own_table(chip_dir: str, moe_dtype: str, mirror: Mirror) -> str:
+    """SGLang's own flashinfer_trtllm MoE of `moe_dtype` on a chip (SGLANG_OWN): DeepSeek-
+    V3/R1's shape on a TP-split rank (SGLANG_OWN_SPLITS), every token count measured, each
+    case's rows averaged, counted by gate_load (`routing`), as the engine's kernel
+    SGLANG_OWN_KERNEL; a window, so that an op of another split (an EP rank, whose rows the
+    gate makes upper bounds past 16 tokens) keeps the tables it took before."""
+    chip_id = VERSIONS[chip_dir][0]
+    version = SGLANG_OWN[chip_dir]
+    measured = mirror.read(f"{chip_dir}/moe/sglang/{version}/moe_perf.parquet")
+    found: dict[tuple, list[float]] = {}
+    for r in measured.records():
+        shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
+        split = (r["moe_tp_size"], r["moe_ep_size"])
+        if (r["kernel_source"], r["moe_dtype"], shape, r["distribution"]) == (
+                SGLANG_KERNEL, moe_dtype, MIN_LATENCY[1], "balanced") \
+                and split in SGLANG_OWN_SPLITS:  # fmt: skip
+            key = (r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split)
+            found.setdefault(key, []).append(r["latency"] * 1e3)
+    rows = [[*key, sum(us) / len(us)] for key, us in sorted(found.items(), key=lambda kv: (
+        kv[0][1:], kv[0][0]))]  # fmt: skip
+    dtype, weight, what = FORMATS[moe_dtype]
+    entry = "trtllm_fp8_block_scale_moe" if moe_dtype == "fp8_block" else \
+        "trtllm_fp4_block_scale_moe"
+    return table_toml(
+        f"aiconfigurator-sglang-moe-{moe_dtype.replace('_', '-')}-trtllm-tp-{chip_id}", "moe",
+        dtype, weight, chip_id, version,
+        f"moe_dtype {moe_dtype}, {SGLANG_KERNEL}, balanced routing, moe_ep_size 1", measured,
+        f"{chip_id}, SGLang {version} fused MoE through FlashInfer's {entry} "
+        f"(--moe-runner-backend flashinfer_trtllm: routing, the trtllm-gen grouped GEMMs, "
+        f"finalize), {what.split(' (')[0]}, routed by DeepSeek-V3's group-limited gate "
+        f"(n_group 8, topk_group 4; collector/sglang/collect_moe.py TopK use_grouped_topk, "
+        f"zero correction bias): on these TP-split ranks (TP 4 and 8, EP 1) all 8 picks a "
+        f"token, over the experts of the gate's 4 groups (cost/kernel_tables.py gate_load: 8 "
+        f"at one token, 128 from 32); one GPU as one rank of the TP group, all tokens "
+        f"entering; CUDA graphs; the rows of each case averaged; shape of DeepSeek-V3/R1; "
+        f"every token count measured, the engine running this kernel at every step size",
+        rows,
+        engine=("sglang", "SGLang"), backend="TRTLLM", window=True, kernel=SGLANG_OWN_KERNEL,
+        routing="group-limited")  # fmt: skip
+
+
 def vllm_table(chip_dir: str, mirror: Mirror) -> str:
     """vLLM's MXFP4 MoE kernel on a chip (VLLM_MXFP4): balanced rows of SHAPES and SPLITS,
     every token count, as the engine's own kernel VLLM_KERNEL."""
@@ -228,8 +293,8 @@ def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
     header = (
-        "# Measured MoE layer times of TensorRT-LLM (and SGLang's where it stands in; vLLM's\n"
-        "# own MXFP4 kernel) on NVIDIA\n"
+        "# Measured MoE layer times of TensorRT-LLM (and SGLang's where it stands in or runs\n"
+        "# its own; vLLM's own MXFP4 kernel) on NVIDIA\n"
         "# chips, from aiconfigurator's kernel database (Apache-2.0), written by\n"
         "# benchmarks/moe_kernel_tables.py (its\n"
         "# docstring says which rows are kept); do not edit by hand.\n"
@@ -269,6 +334,8 @@ def main() -> int:
                 tables.append(table_text(chip_dir, moe_dtype, rows, measured, bool(backend)))
         if chip_dir in SGLANG_TRTLLM:
             tables.append(sglang_table(chip_dir, mirror))
+        if chip_dir in SGLANG_OWN:
+            tables += [sglang_own_table(chip_dir, f, mirror) for f in SGLANG_OWN_FORMATS]
         if chip_dir in VLLM_MXFP4:
             tables.append(vllm_table(chip_dir, mirror))
     write(args.out, header, tables)

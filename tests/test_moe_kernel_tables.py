@@ -276,8 +276,10 @@ def test_the_trtllm_rows_count_what_the_gate_gave_their_rank():
     a TP-split rank), at 1-256 tokens, and prices only the M its rows span (window). On one
     GPU holding all 256 experts the gate reaches half of what balanced routing does, and
     the roofline check refuses such a row read as balanced (16 tokens: 248.5 us measured,
-    412 us to stream the 128 experts balanced routing touches)."""
-    trtllm = [t for t in MOE if t.backend == "TRTLLM"]
+    412 us to stream the 128 experts balanced routing touches). SGLang's own rows of
+    TP-split ranks price SGLang's runs alone
+    (test_sglang_runs_its_tp_split_experts_at_its_flashinfer_trtllm_rows)."""
+    trtllm = [t for t in MOE if t.backend == "TRTLLM" and not t.kernel]
     assert {t.measured_on for t in trtllm} == {"b200", "gb200", "b300"}
     for t in trtllm:
         assert t.window and t.key_scope == "nvfp4@TRTLLM" and np.all(t.fractions <= 1)
@@ -572,3 +574,92 @@ def test_a_moe_window_prices_on_its_own_fixed_time():
     assert layer(load=(1, 1)) >= fixed_s
     assert kernel_tables.gate_load(4, 256, 8, 8) == (20, 8)
     assert layer(load=(9, 8)) == pytest.approx(47.6e-6, rel=0.05)
+
+
+def _sglang_tp_layer_s(tokens: int, tp: int, precision: DType, weight: str,
+                       engine_name: str = "sglang") -> float:  # fmt: skip
+    """DeepSeek-R1's routed-expert layer on one of `tp` B200 ranks with the experts TP-split
+    (EP 1), balanced routing, --moe-backend TRTLLM, stamped with `engine_name`'s kernels."""
+    from xpusim.serving.engines import engine
+
+    ops = _moe_layer(tokens, 7168, 2048 // tp, 8, 256, precision, weight, ep=1,
+                     backend="TRTLLM", kernels=engine(engine_name).kernels_on("NVIDIA"))
+    return float(_times("b200", ops)[0].sum())
+
+
+@pytest.mark.parametrize(("tp", "tokens"), [(8, 1), (8, 32), (8, 1536), (8, 16384),
+                                            (4, 1024), (4, 16384)])  # fmt: skip
+def test_sglang_runs_its_tp_split_experts_at_its_flashinfer_trtllm_rows(tp, tokens):
+    """SGLang under --moe-runner-backend flashinfer_trtllm runs the routed experts through
+    FlashInfer's trtllm-gen MoE at every step size (engines.toml sglang-flashinfer-trtllm-
+    moe), which aiconfigurator timed at SGLang 0.5.14 on a B200 through DeepSeek's
+    group-limited gate: a TP-split rank of its block-FP8 layer costs no less than its row
+    (its rank ran the experts of 4 of the gate's 8 groups: gate_load) and at most twice
+    it, from one token up;
+    TensorRT-LLM's layer (no such kernel) keeps the tables it took before, whose block-FP8
+    price at a 16,384-token prompt step was half SGLang's measured 2.36 ms, and whose NVFP4
+    price there was twice SGLang's."""
+    rows = {(int(r[5]), int(r[0])): r[7] * 1e-6 for t in MOE
+            if t.kernel == "sglang-flashinfer-trtllm-moe" and t.measured_on == "b200"
+            and t.scope == "fp8-block" for r in _table_rows(t)}  # fmt: skip
+    measured_s = rows[(tp, tokens)]
+    sglang_s = _sglang_tp_layer_s(tokens, tp, DType.FP8, "fp8-block")
+    assert measured_s * (1 - 1e-9) <= sglang_s <= 2 * measured_s
+    trtllm_s = _sglang_tp_layer_s(tokens, tp, DType.FP8, "fp8-block", "trtllm")
+    assert trtllm_s != sglang_s
+    if (tp, tokens) == (8, 16384):
+        assert trtllm_s < 0.5 * measured_s
+        nvfp4_row_s = 1.083e-3  # the NVFP4 row of the same kernel, split and tokens
+        assert nvfp4_row_s <= _sglang_tp_layer_s(tokens, tp, DType.NVFP4, "nvfp4") \
+            < 0.5 * _sglang_tp_layer_s(tokens, tp, DType.NVFP4, "nvfp4", "trtllm")
+
+
+@pytest.mark.parametrize("weight", ["fp8-block", "nvfp4"])
+def test_sglangs_tp_split_rows_count_what_the_gate_gave_their_rank(weight):
+    """aiconfigurator's SGLang collector routes these rows through the same group-limited
+    gate as the TRTLLM windows (collector/sglang/collect_moe.py TopK use_grouped_topk over
+    balanced_logits), so a TP-split rank ran all 8 picks a token over the experts of 4
+    groups (gate_load: 8 at one token, 128 from 32), and each row is counted so, from one
+    token up: a row's M is 8 pairs a token, and the layer at the load the harness gave its
+    rank costs its row within 5% (its kernel-table floor), at one token as at 32 and
+    1,024."""
+    tables = [t for t in MOE if t.kernel == "sglang-flashinfer-trtllm-moe"]
+    assert {(t.measured_on, t.scope) for t in tables} == {
+        (chip, w) for chip in ("b200", "b300") for w in ("fp8-block", "nvfp4")}
+    assert min(r[0] for t in tables for r in _table_rows(t)) == 1
+    table = next(t for t in tables if t.measured_on == "b200" and t.scope == weight)
+    dtype = DType.FP8 if weight == "fp8-block" else DType.NVFP4
+    rows = {(int(r[5]), int(r[0])): r[7] * 1e-6 for r in _table_rows(table)}
+    from xpusim.serving.engines import engine
+
+    for tp in (4, 8):
+        shape = table.of_shape((7168.0, 2048.0 / tp, 8.0, 256.0, 1.0))
+        tokens = sorted(t for split, t in rows if split == tp)
+        assert shape.rows_m.tolist() == [8.0 * t for t in tokens]
+        for t in (1, 32, 1024):
+            ops = _moe_layer(t, 7168, 2048 // tp, 8, 256, dtype, weight, ep=1,
+                             backend="TRTLLM", kernels=engine("sglang").kernels_on("NVIDIA"),
+                             load=kernel_tables.gate_load(t, 256, 8, 1))  # fmt: skip
+            floor_s = kernel_floor_s(ops, HardwareArrays.build(load_chip("b200"), ops))
+            assert float(floor_s.sum()) == pytest.approx(rows[(tp, t)], rel=0.05)
+
+
+@pytest.mark.parametrize("tokens", [64, 1024, 16384])
+def test_sglangs_ep_ranks_keep_the_tables_they_took(tokens):
+    """The SGLang rows are a window of TP-split shapes: an EP 8 rank (each expert whole,
+    32 of them), whose rows the gate makes upper bounds past 16 tokens, is priced as
+    before, whatever the engine."""
+    from xpusim.serving.engines import engine
+
+    layers = [_moe_layer(tokens, 7168, 2048, 8, 256, DType.NVFP4, "nvfp4", ep=8,
+                         backend="TRTLLM", kernels=engine(name).kernels_on("NVIDIA"))
+              for name in ("sglang", "trtllm")]  # fmt: skip
+    sglang_s, trtllm_s = (_times("b200", ops)[0].sum() for ops in layers)
+    assert sglang_s == pytest.approx(trtllm_s, rel=1e-12)
+
+
+def _table_rows(table) -> list[list[float]]:
+    """A table's rows as its TOML file states them."""
+    path = kernel_tables.TABLES_DIR / "moe" / "nvidia-trtllm.toml"
+    found = tomllib.loads(path.read_text())["table"]
+    return next(t["rows"] for t in found if t["name"] == table.name)

@@ -159,7 +159,11 @@ same kernels, were timed through DeepSeek-V3's group-limited gate: its rows are 
 EP 4 and 8 and 1-256 tokens, and at TP 4 (EP 1), each counted at the pairs and experts the
 gate gave the measured rank (`routing = "group-limited"`, gate_load: 5 pairs a token at EP
 8 where balanced routing gives 1; benchmarks/moe_kernel_tables.py), and the default
-backend's table prices the rest.
+backend's table prices the rest. A table of an engine's own kernel (below) that is a
+window prices only ops of its rows' shapes, at every M (its first row's fraction below it,
+its curve past its largest): SGLang's flashinfer_trtllm MoE on TP-split ranks, which the
+engine runs at every step size, timed through the same gate and counted by gate_load (all
+8 picks a token on the rank), its EP ranks keeping the tables above.
 
 An engine's own kernels: a table of any kind may name the `kernel` it timed (an engine
 version's kernel, `sglang-triton-w8a8-block`), and then prices only the ops of a run whose
@@ -444,9 +448,11 @@ class KernelTable:
         elif self.kind in _PRICED:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"
         if self.kernel:  # an engine's own kernel: its runs' ops alone, from its smallest M
-            priced = (f" ({self.engine}'s {self.kernel}, for that engine's {self.scope} ops at "
-                      f"{KEYED_BY[self.kind]} >= {self.rows_m.min():.0f}, on the fixed time of "
-                      "the table below it: engine_grid)")
+            where = (" of its rows' shapes at every M, on its own fixed time" if self.window
+                     else f" at {KEYED_BY[self.kind]} >= {self.rows_m.min():.0f}, on the fixed "
+                     "time of the table below it")  # a window: those shapes alone, from one token
+            priced = (f" ({self.engine}'s {self.kernel}, for that engine's {self.scope} ops"
+                      f"{where}: engine_grid)")
             field = f"kernel_table.{self.kind}.{self.key_scope}"
         stream = (f"; at least t0 + one sequence's cache at {1e-12 / self.stream_s_per_byte:.2g}"
                   " TB/s" if self.stream_s_per_byte else "")  # fmt: skip
@@ -995,7 +1001,7 @@ def fraction_grid(
     if table.kernel or table.window:  # the next table found, looked up only for these
         under = next(((t, s) for t, s in found if not (t.kernel or t.window)
                       and t.dtype == table.dtype), (None, None))  # fmt: skip
-        grid, fixed_s = engine_grid(table.of_shape(shape), *under)
+        grid, fixed_s = engine_grid(table.of_shape(shape), *under, shape)
     else:
         grid, fixed_s = table.grid_of(shape)
         fixed_s /= table.ops_per_row
@@ -1040,22 +1046,27 @@ def _candidates(
 
 
 def engine_grid(
-    engine: KernelTable, under: KernelTable | None, shape: tuple[float, ...] | None
+    engine: KernelTable, under: KernelTable | None, under_shape: tuple[float, ...] | None,
+    shape: tuple[float, ...] | None,
 ) -> tuple[np.ndarray, float]:  # fmt: skip
     """The curve (at GRID_LOG2) and fixed time per op of an engine's own kernel `engine`
-    (its rows of the op's shape): from its smallest measured M up, its fractions taken on
-    the fixed time of `under` (the table the op takes without the engine's choice, its
-    rows of `shape`); below it, `under`'s curve; without `under`, the roofline (fraction
-    1, no fixed time) below it, as an op no table prices. So an engine's kernel prices
-    only the M its rows measured. A `window` table prices from one token up to its largest
-    M, with `under`'s curve above it; a moe window on its own fixed time (the module
-    docstring, "A window"), `under`'s curve converted to it, so that an op past the window
-    costs what `under` prices it at. A moe table's curve takes the op's envelope
-    (_moe_envelope) over both."""
+    (its rows of the op's `shape` for its kind): from its smallest measured M up, its
+    fractions taken on the fixed time of `under` (the table the op takes without the
+    engine's choice, its rows of `under_shape`, the op's shape for that table's kind: a
+    routed expert no moe table of the default backend prices takes a gemm table); below
+    it, `under`'s curve; without `under`, the roofline (fraction 1, no fixed time) below
+    it, as an op no table prices. So an engine's kernel prices only the M its rows
+    measured, and above them too (its largest row the kernel's curve there). A `window`
+    prices from one token up, its first row's fraction below that row, and a window of no
+    engine's kernel only up to its largest M, with `under`'s curve above it (an engine's
+    kernel that is a window is one for its shapes alone); a moe window on its own fixed
+    time (the module docstring, "A window"), `under`'s curve converted to it, so that an op
+    past the window costs what `under` prices it at. A moe table's curve takes the op's
+    envelope (_moe_envelope) over both."""
     if under is None:
         below, fixed_s = np.ones(len(GRID_LOG2)), 0.0
     else:
-        below, fixed_s = under.grid_of(shape)
+        below, fixed_s = under.grid_of(under_shape)
         fixed_s /= under.ops_per_row
     moe = engine.kind == "moe" and shape is not None
     roofline_s = engine.moe_roofline_s(shape) if moe else None  # the op's, at each node
@@ -1065,10 +1076,10 @@ def engine_grid(
         past_s = roofline_s / below + (fixed_s - own_s) * engine.ops_per_row
         below, fixed_s = roofline_s / np.maximum(past_s, roofline_s), own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)
-    if engine.window:  # its rows start at one token: fewer pairs take its first row's fraction
-        inside = np.log2(engine.rows_m.max()) >= GRID_LOG2
-    else:
-        inside = np.log2(engine.rows_m.min()) <= GRID_LOG2
+    inside = (np.log2(engine.rows_m.min()) <= GRID_LOG2) | engine.window  # a window's
+    # rows start at one token: fewer pairs take its first row's fraction
+    if engine.window and not engine.kernel:
+        inside &= np.log2(engine.rows_m.max()) >= GRID_LOG2
     grid = np.where(inside, measured, below)
     if moe:  # one time per M, never falling
         grid = _moe_envelope(grid, fixed_s * engine.ops_per_row, roofline_s, engine.rows_m)

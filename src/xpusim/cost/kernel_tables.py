@@ -442,8 +442,8 @@ class KernelTable:
             priced = f" ({self.engine}; {self.dtype} experts over {self.scope} weights)"
             if self.window:
                 priced = (f"{priced[:-1]}; a window: its rows' shapes at M "
-                          f"{self.rows_m.min():.0f}-{self.rows_m.max():.0f} only, on the fixed "
-                          "time of the table below it)")
+                          f"{self.rows_m.min():.0f}-{self.rows_m.max():.0f} only, on its own "
+                          "fixed time)")
             field = f"kernel_table.moe.{self.dtype}.{self.key_scope}"  # activation formats
         elif self.kind in _PRICED:
             priced = f" ({self.engine}; {_PRICED[self.kind].format(scope=self.scope)})"

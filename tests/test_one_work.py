@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import xpusim
+from xpusim.cost.kernel_tables import GRID_LOG2
 from xpusim.cost.roofline import HardwareArrays, OneWork, evaluate, placement_onehot
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.scenarios.llm.inference import chosen_plan
@@ -111,3 +112,23 @@ def test_prefill_chunk_pricing_equals_its_reference(case, chunks):
     want = attention.cost_counts_reference(matrix, vector, roles)
     assert attention._one is not None
     assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("log2_flops", [0.0, 1.0, 7.0, 7.5, 23.0, 45.0, 45.99, 46.0, 47.0, 60.0])
+def test_flops_keyed_floor_at_and_between_grid_nodes(log2_flops):
+    """OneFloor walks only the grid nodes above a FLOPs-keyed op's own FLOPs (prefill
+    attention's envelope, kernel_tables.flops_envelope_s): at a node exactly, between
+    two, and past the grid's ends, bit for bit evaluate's."""
+    assert GRID_LOG2.tolist() == list(range(len(GRID_LOG2)))  # OneFloor indexes nodes so
+    _, cand, _, _, probe = _setup("llama-3-8b", "h100-sxm", 1)
+    assert probe.keyed_by_flops.any()  # the probe holds prefill attention ops
+    n = len(probe)
+    table = _one_row(probe, 4, np.ones(n))
+    table = replace(table, matrix_flops=np.full((1, n), 2.0**log2_flops))
+    chip = cand.setup.system.chip
+    rng = np.random.default_rng(7)
+    hw = HardwareArrays.of(chip, table)
+    hw = replace(hw, kernel_grid=rng.uniform(0.05, 1.0, hw.kernel_grid.shape),
+                 kernel_peak=np.full(n, chip.peak(table.dtypes[0])),
+                 kernel_fixed_s=rng.uniform(0.0, 5e-6, n))  # fmt: skip
+    _assert_same(table, hw, cand.placement, len(chip.memory))

@@ -3,7 +3,9 @@ Decision is asked only at instants with an end (serving/simulator.py simulate): 
 figure equals the plain loop's (`reference`: every arrival in the heap, the check at every
 instant), on one replica (its decode stretches), on several (join the shortest queue),
 disaggregated, with a harness's held arrivals (equal dispatch times, out of arrival order),
-a max-rate search (Verdicts and Decisions stopping trials) and a run until steady."""
+a max-rate search (Verdicts and Decisions stopping trials) and a run until steady; and a
+closed loop's first requests, one a client at one instant, from the same cursor (a closed
+loop, a burst, an offline burst and a closed loop behind an engine's front end)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,14 @@ LOADS = {
                      slo_ttft_ms=300, slo_tpot_ms=40),
     "steady": dict(rate=20.0, requests=3_000, prompt=256, gen=32, spread=0.5, chips=2, tp=1,
                    until="steady"),
+    # closed loops: the clients' first requests from the cursor, the rest from the heap
+    "closed": dict(concurrency=24, prompt=512, gen=96, spread=0.5, requests=200, chips=2,
+                   tp=1),
+    "burst": dict(concurrency=300, prompt=300, gen=40, spread=0.5, requests=300, warmup=0),
+    "offline": dict(find="offline", prompt=128, gen=64, requests=600, chips=2, tp=1,
+                    warmup=0),
+    "closed-frontend": dict(concurrency=8, prompt=256, gen=32, spread=0.5, requests=64,
+                            engine="vllm-0.11"),
 }
 
 

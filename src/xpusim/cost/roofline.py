@@ -706,6 +706,14 @@ class OneWork:
         return time_s, energy_j
 
 
+_NODE_FLOPS: list[float] = NODE_FLOPS.tolist()
+"""kernel_tables.NODE_FLOPS as Python floats, made once, indexed by node (GRID_LOG2 being
+0, 1, 2 ...): OneFloor.floor_s turned GRID_LOG2 and NODE_FLOPS into lists at each call and
+walked all 47 nodes for those above an op's FLOPs (0.9 of the 11 s the MLPerf v4.1 Mixtral
+search's step prices took under cProfile, issue #46)."""
+_LAST_NODE = float(GRID_LOG2[-1])
+
+
 @dataclass(frozen=True)
 class OneFloor:
     """kernel_floor_s and measured_gemm_energy_j of one work, per op in Python floats
@@ -776,11 +784,11 @@ class OneFloor:
             roof_s = max(matrix[i] / self.peak[i], memory_s[i])
             past_s = roof_s / self._fraction(i, x)
             if self.by_flops[i]:  # flops_envelope_s
-                x, crossed = (min(max(v, 0.0), float(GRID_LOG2[-1])) for v in (x, crossover[i]))
-                for node, flops in zip(GRID_LOG2.tolist(), NODE_FLOPS.tolist(), strict=True):
-                    if node > x:
-                        past_s = min(past_s, max(flops / self.peak[i], memory_s[i])
-                                     / self.grid[i][int(node)])  # fmt: skip
+                x, crossed = (min(max(v, 0.0), _LAST_NODE) for v in (x, crossover[i]))
+                # the nodes above x, in the grid's order (GRID_LOG2 being 0, 1, 2 ...)
+                for node in range(math.floor(x) + 1, len(_NODE_FLOPS)):
+                    past_s = min(past_s, max(_NODE_FLOPS[node] / self.peak[i], memory_s[i])
+                                 / self.grid[i][node])  # fmt: skip
                 if crossed > x:
                     past_s = min(past_s, memory_s[i] / self._fraction(i, crossed))
             floor_s = self.fixed_s[i] + past_s
@@ -802,9 +810,8 @@ class OneFloor:
 
     def _fraction(self, i: int, x: float) -> float:
         """interpolate_grid of op i's curve at log2 M `x` (`in_time` for attention)."""
-        first, last = float(GRID_LOG2[0]), float(GRID_LOG2[-1])
-        x = min(max(x, first), last)  # GRID_LOG2 being 0, 1, 2 ...
-        low = int(min(math.floor(x), last - 1))
+        x = min(max(x, 0.0), _LAST_NODE)  # GRID_LOG2 being 0, 1, 2 ...
+        low = int(min(math.floor(x), _LAST_NODE - 1))
         below, above = self.grid[i][low], self.grid[i][low + 1]
         fraction = below + (above - below) * (x - low)
         if self.by_bytes[i]:

@@ -15,7 +15,7 @@ from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.workloads.checkpoint import stated_checkpoint, unquantized_module
-from xpusim.workloads.transformer import FUSED_QKV_A, StepShape, build_step
+from xpusim.workloads.transformer import FUSED_QKV_A, WIDE_MLA_ABSORB, StepShape, build_step
 from xpusim.workloads.zoo import zoo_entry
 
 V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_with_mqa",
@@ -143,3 +143,31 @@ def test_an_int8_run_quantizes_its_router_too_on_a_chip_without_bf16():
     import xpusim
 
     assert xpusim.simulate("mixtral-8x7b", "groq-lpu", chips=1024, precision="int8").fits
+
+
+def test_sglang_on_cuda_runs_a_block_fp8_checkpoints_absorbed_products_in_bf16():
+    """SGLang dequantizes a 128 x 128 block-FP8 kv_b_proj to BF16 at load on CUDA and runs
+    q_absorb and v_absorb as BF16 torch.bmm (WIDE_MLA_ABSORB): the FP8 checkpoint's absorbed
+    products then match the FP4-V2 checkpoint's (kv_b_proj excluded, BF16), where before they
+    ran FP8; its other linears stay block-FP8, and without the kernel (TensorRT-LLM, ROCm) or
+    over a per-tensor FP8 checkpoint the products keep the run's format."""
+    cfg = zoo_entry("deepseek-r1-0528").config
+
+    def matmuls(weight: str, kernels: tuple[str, ...]) -> dict:
+        graph = build_step(cfg, StepShape(2, 1, 64, decode=True), DType.FP8,
+                           parse_weight_format(weight), kv=DType.FP8, compact=True,
+                           kernels=kernels)  # fmt: skip
+        return {op.name.split(".", 2)[-1]: op for op in graph.ops
+                if op.kind is OpKind.MATMUL and op.name.startswith("layers.3.")}
+
+    def formats(op) -> tuple[str, str]:
+        return _weight(op), op.attr("compute")
+
+    wide = matmuls("fp8-block", (WIDE_MLA_ABSORB,))
+    fp4_v2 = _matmuls("deepseek-r1-0528-fp4-v2", DType.NVFP4)
+    for name in ("q_absorb", "v_absorb"):
+        assert formats(wide[name]) == formats(fp4_v2[name]) == ("bf16", "bf16"), name
+        assert formats(matmuls("fp8-block", ())[name]) == ("fp8-block", "fp8"), name
+        assert formats(matmuls("fp8", (WIDE_MLA_ABSORB,))[name]) == ("fp8", "fp8"), name
+    assert formats(wide["o_proj"]) == ("fp8-block", "fp8")
+

@@ -112,9 +112,18 @@ shared-expert linears are built; the routed experts' ops take n_shared more expe
 always touched, so the same moe kernel table prices top-k + n_shared pairs a token. Only
 where the shared experts are as wide as a routed one each and ungated; the engine's other
 conditions are the profile's (EngineProfile.fuses_shared_expert)."""
+WIDE_MLA_ABSORB = "wide-mla-absorb"
+"""The engine kernel that runs MLA's absorbed products (q_absorb, v_absorb) in 16 bits over
+a 128 x 128 block-FP8 checkpoint's kv_b_proj: SGLang on CUDA dequantizes that weight to BF16
+at load and multiplies with torch.bmm (python/sglang/srt/models/deepseek_v2.py
+post_load_weights: 'w = block_quant_dequant(weight, weight_scale, weight_block_size,
+torch.bfloat16)' where _is_cuda and the block is 128 x 128, unless SGL_USE_DEEPGEMM_BMM, off
+by default and never on Blackwell; forward_absorb takes torch.bmm for a BF16 w_kc; code index
+copy 161366826, 2025-2026). Elsewhere (ROCm, other blocks) it requantizes per tensor and
+multiplies in FP8 (block_quant_to_tensor_quant, then bmm_fp8), as a run's FP8 format does."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
-                           FUSED_SHARED_EXPERT})
+                           FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -504,8 +513,10 @@ class _Builder:
         # the same whether its q_len is an int or one entry of a shape array
         if s.decode:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
-            # kv_b_proj's slices, in its format (unquantized_matmul)
-            absorb = self.wide if self.unquantized_matmul(f"{p}.q_absorb") else None
+            # kv_b_proj's slices, in its format (unquantized_matmul), or 16-bit where the
+            # engine widens a block-FP8 one (WIDE_MLA_ABSORB)
+            widened = self.runs(WIDE_MLA_ABSORB) and getattr(self.weight, "name", "") == "fp8-block"
+            absorb = self.wide if widened or self.unquantized_matmul(f"{p}.q_absorb") else None
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             w_uk = Tensor(w_uk.name, w_uk.shape, absorb or w_uk.dtype, Role.WEIGHT)
             compute = (absorb or self.act).value

@@ -1133,14 +1133,30 @@ def quantized_at_matmuls(graph: Graph, act: DType, stream: DType) -> Graph:
 
     Engines that run the quantize as its own kernel (vLLM's scaled_fp8_quant without its
     fusion passes) read the 16-bit tensor once more and write the quantized one; that
-    kernel is not modelled (docs/cost.md, "Activation formats of quantized engines")."""
-    quantized = {t.name for op in graph.ops if op.kind in _QUANTIZED_INPUTS
-                 and op.attr("compute") == act.value for t in op.inputs}  # fmt: skip
+    kernel is not modelled (docs/cost.md, "Activation formats of quantized engines").
+
+    Attention computing narrower than `stream` in a format of its own (FP8 beside FP4 GEMMs:
+    scenarios/formats.resolve_attention_format) reads its inputs in that format, as it does
+    in an FP8 run: its format is its op's, not the checkpoint's (an NVFP4 DeepSeek-R1's
+    trtllm-gen MLA over an FP8 cache takes an FP8 query as the FP8 checkpoint's does; its
+    query was 16-bit, 1.8% of the verify's attention op; issue #48). A tensor a GEMM in
+    `act` reads too keeps `act`."""
+    quantized: dict[str, DType] = {}
+    for op in graph.ops:
+        compute = op.attr("compute")
+        if op.kind not in _QUANTIZED_INPUTS or compute is None:
+            continue
+        fmt = DType(compute)
+        if fmt == act or (op.kind is OpKind.ATTENTION and fmt.bits < stream.bits):
+            for t in op.inputs:
+                if quantized.get(t.name) != act:
+                    quantized[t.name] = fmt
 
     def kept(t: Tensor) -> Tensor:
-        if t.role is not Role.ACTIVATION or t.dtype != act or t.name in quantized:
+        if t.role is not Role.ACTIVATION or t.dtype != act:
             return t
-        return Tensor(t.name, t.shape, stream, t.role)
+        fmt = quantized.get(t.name, stream)
+        return t if fmt == act else Tensor(t.name, t.shape, fmt, t.role)
 
     graph.ops = [Op(op.kind, op.name, tuple(map(kept, op.inputs)), tuple(map(kept, op.outputs)),
                     op.attrs, op.layer) for op in graph.ops]  # fmt: skip

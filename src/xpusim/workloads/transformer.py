@@ -1138,9 +1138,10 @@ def quantized_at_matmuls(graph: Graph, act: DType, stream: DType) -> Graph:
     Attention computing narrower than `stream` in a format of its own (FP8 beside FP4 GEMMs:
     scenarios/formats.resolve_attention_format) reads its inputs in that format, as it does
     in an FP8 run: its format is its op's, not the checkpoint's (an NVFP4 DeepSeek-R1's
-    trtllm-gen MLA over an FP8 cache takes an FP8 query as the FP8 checkpoint's does; its
-    query was 16-bit, 1.8% of the verify's attention op; issue #48). A tensor a GEMM in
-    `act` reads too keeps `act`."""
+    trtllm-gen MLA over an FP8 cache takes an FP8 query as the FP8 checkpoint's does: SGLang's
+    trtllm_mla backend quantizes it, mla_quantize_and_rope_for_fp8, code index copy
+    54572168968; its query was 16-bit, 1.8% of the verify's attention op; issue #48). A
+    tensor a GEMM in `act` reads too keeps `act`."""
     quantized: dict[str, DType] = {}
     for op in graph.ops:
         compute = op.attr("compute")

@@ -90,3 +90,21 @@ def test_a_pipeline_sends_16_bit_hidden_states_under_fp8():
         "llama-2-7b", "h100-sxm", precision=p, **run).ops if o.kind == "send"]
         for p in ("fp8", "bf16")}  # fmt: skip
     assert sends["fp8"] == sends["bf16"] and sends["fp8"][1][0] == 8 * 4096 * 2
+
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "deepseek-r1-0528"])
+def test_fp8_attention_beside_fp4_gemms_reads_what_an_fp8_runs_does(model):
+    """Attention's format is its op's, not the checkpoint's: beside NVFP4 GEMMs over an FP8
+    cache attention computes FP8 (resolve_attention_format), and its query and keys are
+    written FP8 for it as in an FP8 run, where they were 16-bit (DeepSeek-R1's NVFP4 MLA
+    verify cost 1.8% more than its FP8 checkpoint's at the same shape; issue #48)."""
+    step = StepShape(4, 3, 700, decode=True)
+
+    def attention(precision: DType, **kw):
+        graph = build_step(load_model(model), step, precision, kv=DType.FP8, **kw)
+        return next(op for op in graph.ops if op.kind is OpKind.ATTENTION)
+
+    fp4 = attention(DType.NVFP4, attention=DType.FP8)
+    fp8 = attention(DType.FP8)
+    assert fp4.inputs == fp8.inputs
+    assert {t.dtype for t in fp4.inputs} == {DType.FP8}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from dataclasses import replace
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -177,6 +178,31 @@ def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_ver
     if c >= 4096:
         kernels = np.array([basis], dtype=float)
         assert cost.verify.cost(kernels)[0].sum() < 2 / 3 * cost.attention.cost(kernels)[0].sum()
+
+
+@given(st.integers(1, 512), st.integers(2, 6), st.integers(16, 8000))
+@settings(max_examples=25, deadline=None)
+def test_a_verify_reads_its_absorbed_weights_once_whatever_its_sequences(mla_verify, n, q, c):
+    """The verify's q_absorb and v_absorb multiply every sequence's tokens by kv_b_proj's
+    slices in one batched product, reading those weights once a step: n sequences' verify
+    reads the weight bytes one sequence's does (the builder's decode-form graph's), its
+    other bytes n times one's. Counted once a sequence, 493 sequences of DeepSeek-R1's MTP
+    verify on 8 B200 read them 493 times, 26 ms of a 31.6 ms step (issue #48)."""
+    cfg, plan, req, cost, _ = mla_verify
+    kernel, seen = cost.verify, []
+    with patch.object(type(kernel), "cost_counts", lambda _, m, v, roles: seen.append(roles)):
+        kernel.cost(np.array([(n, n * q, n * c, n * q * c, n * q * q)], dtype=float))
+        kernel.cost(np.array([(1, q, c, q * c, q * q)], dtype=float))
+    many, one = seen[0][0], seen[1][0]
+    w = ROLES.index(Role.WEIGHT)
+    graph = partition(build_step(cfg, StepShape(1, q, c, decode=True), req.act, req.weight,
+                                 compact=True), plan)  # fmt: skip
+    table = op_table(graph)
+    at = [table.names.index(name) for name in kernel.table.names]
+    np.testing.assert_allclose(many[w], table.role_bytes[..., w, at].reshape(-1), rtol=1e-9)
+    assert many[w][:1].sum() > 0 and many[w][:1].sum() == one[w][:1].sum()  # q_absorb's
+    rest = [r for r in range(len(ROLES)) if r != w]
+    np.testing.assert_allclose(many[rest], n * one[rest], rtol=1e-9)
 
 
 def test_a_tp4_verify_of_one_long_sequence_costs_its_measured_kernel_on_an_mi355x():

@@ -259,10 +259,22 @@ class Attention(Kernel):
     coefficients: tuple[np.ndarray, ...] = ()  # (5, n), (5, n), (5, roles, n)
 
     def cost(self, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5)."""
+        """Stage times (K, pp) and energy (K,) of the ops for K works' bases (K, 5).
+
+        An op's weights (a speculative verify's q_absorb and v_absorb: kv_b_proj's slices;
+        an attention sink) are read once by the one kernel that runs every sequence of the
+        work (SGLang's torch.bmm over all the verify's tokens, deepseek_v2.py forward_absorb),
+        not once a sequence as the polynomial's constant term would count them: the weight
+        role is its constant coefficient wherever the work has a sequence. Counted per
+        sequence, 493 verifying sequences read the absorbed BMMs' weights 493 times, 26 of
+        the 31.6 ms an NVFP4 DeepSeek-R1 verify took on a B200 (issue #48)."""
         k = len(basis)
         matrix, vector, roles = (basis @ c.reshape(5, -1) for c in self.coefficients)
-        return self.cost_counts(matrix, vector, roles.reshape(k, len(ROLES), len(self.table)))
+        roles = roles.reshape(k, len(ROLES), len(self.table))
+        w = ROLES.index(Role.WEIGHT)
+        once = self.coefficients[2].reshape(5, len(ROLES), -1)[0, w]
+        roles[:, w] = (basis[:, :1] > 0) * once
+        return self.cost_counts(matrix, vector, roles)
 
 
 @dataclass

@@ -112,9 +112,18 @@ shared-expert linears are built; the routed experts' ops take n_shared more expe
 always touched, so the same moe kernel table prices top-k + n_shared pairs a token. Only
 where the shared experts are as wide as a routed one each and ungated; the engine's other
 conditions are the profile's (EngineProfile.fuses_shared_expert)."""
+WIDE_MLA_ABSORB = "wide-mla-absorb"
+"""The engine kernel that runs MLA's absorbed products (q_absorb, v_absorb) in 16 bits over
+a 128 x 128 block-FP8 checkpoint's kv_b_proj: SGLang on CUDA dequantizes that weight to BF16
+at load and multiplies with torch.bmm (python/sglang/srt/models/deepseek_v2.py
+post_load_weights: 'w = block_quant_dequant(weight, weight_scale, weight_block_size,
+torch.bfloat16)' where _is_cuda and the block is 128 x 128, unless SGL_USE_DEEPGEMM_BMM, off
+by default and never on Blackwell; forward_absorb takes torch.bmm for a BF16 w_kc; code index
+copy 161366826, 2025-2026). Elsewhere (ROCm, other blocks) it requantizes per tensor and
+multiplies in FP8 (block_quant_to_tensor_quant, then bmm_fp8), as a run's FP8 format does."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
-                           FUSED_SHARED_EXPERT})
+                           FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -504,8 +513,10 @@ class _Builder:
         # the same whether its q_len is an int or one entry of a shape array
         if s.decode:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
-            # kv_b_proj's slices, in its format (unquantized_matmul)
-            absorb = self.wide if self.unquantized_matmul(f"{p}.q_absorb") else None
+            # kv_b_proj's slices, in its format (unquantized_matmul), or 16-bit where the
+            # engine widens a block-FP8 one (WIDE_MLA_ABSORB)
+            widened = self.runs(WIDE_MLA_ABSORB) and getattr(self.weight, "name", "") == "fp8-block"
+            absorb = self.wide if widened or self.unquantized_matmul(f"{p}.q_absorb") else None
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             w_uk = Tensor(w_uk.name, w_uk.shape, absorb or w_uk.dtype, Role.WEIGHT)
             compute = (absorb or self.act).value
@@ -1122,14 +1133,31 @@ def quantized_at_matmuls(graph: Graph, act: DType, stream: DType) -> Graph:
 
     Engines that run the quantize as its own kernel (vLLM's scaled_fp8_quant without its
     fusion passes) read the 16-bit tensor once more and write the quantized one; that
-    kernel is not modelled (docs/cost.md, "Activation formats of quantized engines")."""
-    quantized = {t.name for op in graph.ops if op.kind in _QUANTIZED_INPUTS
-                 and op.attr("compute") == act.value for t in op.inputs}  # fmt: skip
+    kernel is not modelled (docs/cost.md, "Activation formats of quantized engines").
+
+    Attention computing narrower than `stream` in a format of its own (FP8 beside FP4 GEMMs:
+    scenarios/formats.resolve_attention_format) reads its inputs in that format, as it does
+    in an FP8 run: its format is its op's, not the checkpoint's (an NVFP4 DeepSeek-R1's
+    trtllm-gen MLA over an FP8 cache takes an FP8 query as the FP8 checkpoint's does: SGLang's
+    trtllm_mla backend quantizes it, mla_quantize_and_rope_for_fp8, code index copy
+    54572168968; its query was 16-bit, 1.8% of the verify's attention op; issue #48). A
+    tensor a GEMM in `act` reads too keeps `act`."""
+    quantized: dict[str, DType] = {}
+    for op in graph.ops:
+        compute = op.attr("compute")
+        if op.kind not in _QUANTIZED_INPUTS or compute is None:
+            continue
+        fmt = DType(compute)
+        if fmt == act or (op.kind is OpKind.ATTENTION and fmt.bits < stream.bits):
+            for t in op.inputs:
+                if quantized.get(t.name) != act:
+                    quantized[t.name] = fmt
 
     def kept(t: Tensor) -> Tensor:
-        if t.role is not Role.ACTIVATION or t.dtype != act or t.name in quantized:
+        if t.role is not Role.ACTIVATION or t.dtype != act:
             return t
-        return Tensor(t.name, t.shape, stream, t.role)
+        fmt = quantized.get(t.name, stream)
+        return t if fmt == act else Tensor(t.name, t.shape, fmt, t.role)
 
     graph.ops = [Op(op.kind, op.name, tuple(map(kept, op.inputs)), tuple(map(kept, op.outputs)),
                     op.attrs, op.layer) for op in graph.ops]  # fmt: skip

@@ -147,6 +147,8 @@ NVFP4_GAP = (
     "rank (cost/kernel_tables.py gate_load: at EP 8 5 pairs a token, over 5 experts at one "
     "token), on the kernel's own fixed time (the least time a row spends past its roofline), "
     "up to the rows' largest M, and larger steps from the CUTLASS backend's rows; "
+    "SGLang's own TP-split ranks (TP 4 and 8, EP 1) from SGLang 0.5.14's flashinfer_trtllm "
+    "rows at every step size, counted likewise (engines.toml sglang-flashinfer-trtllm-moe); "
     "the attention projections the FP4-V2 checkpoint keeps BF16 (all but o_proj) are priced "
     "as BF16 GEMMs (zoo deepseek-r1-0528-fp4-v2)"
 )

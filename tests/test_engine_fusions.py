@@ -149,15 +149,17 @@ def test_two_paths_cost_the_longer_and_their_joint_roofline_at_least(ops, split,
 def test_sglang_runs_its_shared_experts_on_a_second_stream_on_nvidia_alone():
     """SGLang makes its second stream on CUDA only: an MI300X run keeps the shared experts
     in line, a B200 run overlaps them; the other kernels are the same on both, but its
-    NVFP4 linear (NVIDIA's format), its block-FP8 linear (DeepGEMM, CUDA's) and its BF16
-    absorbed MLA products (a dequantization on CUDA alone: WIDE_MLA_ABSORB)."""
+    NVFP4 linear (NVIDIA's format), its block-FP8 linear (DeepGEMM, CUDA's), its BF16
+    absorbed MLA products (a dequantization on CUDA alone: WIDE_MLA_ABSORB) and its
+    flashinfer_trtllm MoE (FlashInfer's trtllm-gen kernels, CUDA's)."""
     from xpusim.serving.engines import engine
 
     sglang = engine("sglang")
     assert SHARED_EXPERTS_STREAM in sglang.kernels_on("NVIDIA")
     assert SHARED_EXPERTS_STREAM not in sglang.kernels_on("AMD")
     assert set(sglang.kernels_on("AMD", R1)) == set(sglang.kernels) - {
-        SHARED_EXPERTS_STREAM, "sglang-nvfp4-gemm", "sglang-w8a8-block-fp8", "wide-mla-absorb"}
+        SHARED_EXPERTS_STREAM, "sglang-nvfp4-gemm", "sglang-w8a8-block-fp8", "wide-mla-absorb",
+        "sglang-flashinfer-trtllm-moe"}
     assert engine("vllm").kernels_on("AMD") == ()
 
 

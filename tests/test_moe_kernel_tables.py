@@ -576,6 +576,21 @@ def test_a_moe_window_prices_on_its_own_fixed_time():
     assert layer(load=(9, 8)) == pytest.approx(47.6e-6, rel=0.05)
 
 
+def test_xpusim_chip_lists_a_moe_window_on_the_fixed_time_it_prices_by():
+    """`xpusim chip` lists a moe window's model on its own fixed time (engine_grid's), not
+    the pooled fit (0 for the B200 TRTLLM rows, one row a node): a table of one shape at the
+    time that shape prices on, a table of several at the least of theirs, so that the
+    fractions it prints are of the model the ops take."""
+    table = kernel_table("b200", DType.NVFP4, "nvfp4@TRTLLM", kind="moe")
+    assert table.fixed_s == 0.0 and len(set(table.row_shapes)) == 3
+    ep8 = table.of_shape((7168.0, 2048.0, 8.0, 256.0, 8.0))
+    _, fixed_s = kernel_tables.engine_grid(ep8, None, None, ep8.row_shapes[0])
+    assert fixed_s * MOE_GEMMS == pytest.approx(20.7e-6, rel=0.01)
+    assert f"t0 {fixed_s * MOE_GEMMS * 1e6:.3g} us + roofline" in ep8.describe()[1]
+    least_us = min(table.of_shape(s).own_fixed_s for s in set(table.row_shapes)) * 1e6
+    assert f"t0 {least_us:.3g} us (the least of its shapes') + " in table.describe()[1]
+
+
 def _sglang_tp_layer_s(tokens: int, tp: int, precision: DType, weight: str,
                        engine_name: str = "sglang") -> float:  # fmt: skip
     """DeepSeek-R1's routed-expert layer on one of `tp` B200 ranks with the experts TP-split

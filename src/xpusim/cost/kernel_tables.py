@@ -395,6 +395,13 @@ class KernelTable:
         """The kernels' fixed time (fit_fixed_s)."""
         return fit_fixed_s(self.rows_m, self.roofline_s, self.measured_s)
 
+    @property
+    def own_fixed_s(self) -> float:
+        """A moe window's fixed time a row: the least time any of its rows spends past its
+        roofline (module docstring, "A window"; engine_grid takes it over the rows of the
+        op's shape, KernelTable.of_shape)."""
+        return float(np.min(self.measured_s - self.roofline_s))
+
     def curve(self) -> tuple[np.ndarray, np.ndarray]:
         """(log2 M, fraction) at each M the table measured, ascending in M (_fractions)."""
         return _fractions(self.rows_m, self.roofline_s, self.measured_s, self.fixed_s)
@@ -426,8 +433,12 @@ class KernelTable:
             (self.prices_all_of_dtype and "@" not in scope) or self.key_scope == scope)
 
     def describe(self) -> tuple[str, str]:
-        """(figure, value) as `xpusim chip` lists it: the model and its curve."""
-        nodes, values = self.curve()
+        """(figure, value) as `xpusim chip` lists it: the model and its curve, a moe window's
+        on its own fixed time (own_fixed_s, the least of its shapes' where it has several),
+        the one engine_grid prices by."""
+        own = self.window and self.kind == "moe"
+        fixed_s = self.own_fixed_s if own else self.fixed_s
+        nodes, values = _fractions(self.rows_m, self.roofline_s, self.measured_s, fixed_s)
         from xpusim.report.units import si
 
         def size(x: float) -> str:  # a count under a million whole (1,024 tokens, not 1.02 k)
@@ -454,6 +465,7 @@ class KernelTable:
             priced = (f" ({self.engine}'s {self.kernel}, for that engine's {self.scope} ops"
                       f"{where}: engine_grid)")
             field = f"kernel_table.{self.kind}.{self.key_scope}"
+        least = " (the least of its shapes')" if own and len(set(self.row_shapes)) > 1 else ""
         stream = (f"; at least t0 + one sequence's cache at {1e-12 / self.stream_s_per_byte:.2g}"
                   " TB/s" if self.stream_s_per_byte else "")  # fmt: skip
         if self.split is not None:
@@ -462,7 +474,8 @@ class KernelTable:
                        f"{layout.splits} a sequence over {layout.cus} CUs at "
                        f"{layout.cu_bytes_per_s / 1e9:.3g} GB/s a CU")  # fmt: skip
         return (field,
-                f"{self.name}{priced}: t0 {self.fixed_s * 1e6:.3g} us + roofline / f({key}); "
+                f"{self.name}{priced}: t0 {fixed_s * 1e6:.3g} us{least} + roofline"
+                f" / f({key}); "
                 f"f at {key} = {curve}{stream}")  # fmt: skip
 
     def predict_s(self, m: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
@@ -1072,7 +1085,7 @@ def engine_grid(
     roofline_s = engine.moe_roofline_s(shape) if moe else None  # the op's, at each node
     if engine.window and moe:  # its rows start at one token: the time every row spends
         # past its roofline is the kernel's own fixed time; `under`'s times are kept
-        own_s = float(np.min(engine.measured_s - engine.roofline_s)) / engine.ops_per_row
+        own_s = engine.own_fixed_s / engine.ops_per_row
         past_s = roofline_s / below + (fixed_s - own_s) * engine.ops_per_row
         below, fixed_s = roofline_s / np.maximum(past_s, roofline_s), own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)

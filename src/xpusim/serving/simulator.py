@@ -163,7 +163,8 @@ def simulate(
     sequences = [Sequence(i, 0.0, int(p), int(g)) for i, (p, g) in
                  enumerate(zip(requests.prompt.tolist(), requests.gen.tolist(), strict=True))]
     issued = 0
-    coming: list[Sequence] = []  # an open loop's arrivals not yet handled, in time order
+    coming: list[Sequence] = []  # arrivals not yet handled (an open loop's; a closed
+    # loop's first requests), in time order
     coming_s: list[float] = []  # their times
     if concurrency is None:
         assert requests.arrival_s is not None

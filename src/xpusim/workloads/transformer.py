@@ -515,7 +515,7 @@ class _Builder:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
             # kv_b_proj's slices, in its format (unquantized_matmul), or 16-bit where the
             # engine widens a block-FP8 one (WIDE_MLA_ABSORB)
-            widened = self.runs(WIDE_MLA_ABSORB) and getattr(self.weight, "name", "") == "fp8-block"
+            widened = self.runs(WIDE_MLA_ABSORB) and self.weight.value == "fp8-block"
             absorb = self.wide if widened or self.unquantized_matmul(f"{p}.q_absorb") else None
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             w_uk = Tensor(w_uk.name, w_uk.shape, absorb or w_uk.dtype, Role.WEIGHT)

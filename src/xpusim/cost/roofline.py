@@ -507,15 +507,12 @@ def kernel_floor_s(table: OpTable, hw: HardwareArrays) -> np.ndarray:
         floor_s = np.maximum(floor_s, per_sequence * hw.kernel_sequence_s_per_byte)
     sequence_bytes = np.asarray(table.sequence_bytes, dtype=float)
     streamed = (hw.kernel_stream_s_per_byte > 0) & (sequence_bytes > 0)
-    if streamed.any():
+    laid = (hw.kernel_split[..., -1] > 0) & (sequence_bytes > 0)
+    if streamed.any() or laid.any():  # an MLA decode op's cache and sequences
         cache = table.role_bytes[..., _KV_CACHE, :]
-        sequences = (moved - cache) / np.where(streamed, sequence_bytes, 1.0)
+        sequences = (moved - cache) / np.where(sequence_bytes > 0, sequence_bytes, 1.0)
         one_s = hw.kernel_fixed_s + cache / sequences * hw.kernel_stream_s_per_byte
         floor_s = np.where(streamed, np.maximum(floor_s, one_s), floor_s)
-    laid = (hw.kernel_split[..., -1] > 0) & (sequence_bytes > 0)
-    if laid.any():
-        cache = table.role_bytes[..., _KV_CACHE, :]
-        sequences = (moved - cache) / np.where(laid, sequence_bytes, 1.0)
         split_s = busiest_cu_s(hw.kernel_split, cache, sequences)
         floor_s = np.where(laid, np.maximum(floor_s, hw.kernel_fixed_s + split_s), floor_s)
     return np.where(priced, floor_s, 0.0)
@@ -795,16 +792,16 @@ class OneFloor:
             if self.sequence_s_per_byte[i]:
                 per_sequence = moved[i] - roles[_KV_CACHE][i]
                 floor_s = max(floor_s, per_sequence * self.sequence_s_per_byte[i])
-            if self.stream_s_per_byte[i] > 0 and self.sequence_bytes[i] > 0:
+            if self.sequence_bytes[i] > 0 and (self.stream_s_per_byte[i] > 0
+                                               or self.split[i][-1] > 0):
                 cache = roles[_KV_CACHE][i]
                 sequences = (moved[i] - cache) / self.sequence_bytes[i]
-                floor_s = max(floor_s,
-                              self.fixed_s[i] + cache / sequences * self.stream_s_per_byte[i])
-            if self.split[i][-1] > 0 and self.sequence_bytes[i] > 0:
-                cache = roles[_KV_CACHE][i]
-                sequences = (moved[i] - cache) / self.sequence_bytes[i]
-                floor_s = max(floor_s, self.fixed_s[i] + float(
-                    busiest_cu_s(np.array(self.split[i]), cache, sequences)))  # fmt: skip
+                if self.stream_s_per_byte[i] > 0:
+                    floor_s = max(floor_s, self.fixed_s[i]
+                                  + cache / sequences * self.stream_s_per_byte[i])
+                if self.split[i][-1] > 0:
+                    floor_s = max(floor_s, self.fixed_s[i] + float(
+                        busiest_cu_s(np.array(self.split[i]), cache, sequences)))  # fmt: skip
             out.append(floor_s)
         return out
 

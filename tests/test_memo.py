@@ -49,6 +49,10 @@ LOADERS_KEPT = {
 # repository's 2-core VM, 128-256 experts, ep 4-32), so kept per process.
 FUNCTIONS_KEPT = LOADERS_KEPT | {"explore/rows.py: @functools.cache _objects",
                                  "compiler/moe_expert.py: @cache _busiest_share",
+                                 # the collector's routing replayed per table row: a pure
+                                 # function of (tokens, experts, top-k, ep), rows repeating
+                                 # across tables (up to 16,384 tokens x 256 experts a call)
+                                 "cost/kernel_tables.py: @cache gate_load",
                                  "compiler/torus_layouts.py: @cache _data",
                                  "compiler/torus_layouts.py: @cache layouts",
                                  "serving/load.py: @lru_cache(maxsize=8) _read_lengths",

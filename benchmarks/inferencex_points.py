@@ -648,8 +648,10 @@ def points(
             "chip": CHIP[hw],
             "chips": tp,
             "tp": tp,
-            # the FP4-V2 checkpoint's own entry: it keeps MLA's projections BF16
-            "model": "deepseek-r1-0528-fp4-v2" if precision == "nvfp4" else "deepseek-r1-0528",
+            # the FP4 checkpoints' own entries: FP4-V2 keeps MLA's projections but o_proj
+            # BF16, the MXFP4-Preview all of them (its Quark exclude_layers "*self_attn*")
+            "model": {"nvfp4": "deepseek-r1-0528-fp4-v2",
+                      "mxfp4": "deepseek-r1-0528-mxfp4"}.get(precision, "deepseek-r1-0528"),
             "precision": precision,
             "weight_precision": None,
             "kv_precision": kv,

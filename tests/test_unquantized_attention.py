@@ -17,7 +17,14 @@ from xpusim.ir.dtypes import DType, parse_weight_format
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import Role
 from xpusim.workloads.checkpoint import stated_checkpoint, unquantized_module
-from xpusim.workloads.transformer import FUSED_QKV_A, WIDE_MLA_ABSORB, StepShape, build_step
+from xpusim.workloads.transformer import (
+    FP8_MLA_ABSORB,
+    FUSED_QKV_A,
+    MXFP4_MLA_ABSORB,
+    WIDE_MLA_ABSORB,
+    StepShape,
+    build_step,
+)
 from xpusim.workloads.zoo import zoo_entry
 
 V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_with_mqa",
@@ -200,3 +207,60 @@ def test_an_op_reading_no_weight_is_built_the_same_whatever_the_weights_format(b
         assert any(op.kind is OpKind.ATTENTION for op in block.values())
         for weight in ("nvfp4", "mxfp4"):
             assert weightless(weight, kernels) == block, weight
+
+
+def test_the_mxfp4_preview_keeps_mla_bf16_and_the_engines_requantize_its_absorbed_products():
+    """amd/DeepSeek-R1-0528-MXFP4-Preview excludes '*self_attn*' (its Quark command): every
+    MLA projection is a BF16 GEMM in an MXFP4 run (fused qkv_a or not), the dense and
+    expert MLPs stay MXFP4; the absorbed products over the BF16 kv_b_proj run as each engine
+    runs them: ATOM in FP8 (FP8_MLA_ABSORB, in any run but an FP8 one), SGLang on gfx950
+    back in MXFP4 (MXFP4_MLA_ABSORB), and BF16 where neither kernel is listed."""
+    cfg = zoo_entry("deepseek-r1-0528-mxfp4").config
+
+    def formats(kernels: tuple[str, ...], precision: DType = DType.MXFP4) -> dict:
+        graph = build_step(cfg, StepShape(2, 1, 64, decode=True), precision, kv=DType.FP8,
+                           compact=True, kernels=kernels)  # fmt: skip
+        return {op.name.split(".", 2)[-1]: (_weight(op), op.attr("compute")) for op in graph.ops
+                if op.kind is OpKind.MATMUL and op.name.startswith("layers.3.")}
+
+    bf16, fp8, mxfp4 = ("bf16", "bf16"), ("fp8", "fp8"), ("mxfp4", "mxfp4")
+    for kernels in ((), (FUSED_QKV_A,)):
+        plain = formats(kernels)
+        projections = ["q_b_proj", "o_proj",
+                       *(["qkv_a_proj"] if kernels else ["q_a_proj", "kv_a_proj"])]  # fmt: skip
+        for name in projections:
+            assert plain[name] == bf16, name
+        assert plain["experts.gate_up"] == plain["shared.down"] == mxfp4
+    absorbed = ("q_absorb", "v_absorb")
+    assert {formats(())[n] for n in absorbed} == {bf16}
+    assert {formats((FP8_MLA_ABSORB,))[n] for n in absorbed} == {fp8}
+    assert {formats((MXFP4_MLA_ABSORB,))[n] for n in absorbed} == {mxfp4}
+    # an FP8 run of the same repo's shapes keeps ATOM's products in its own FP8
+    assert formats((FP8_MLA_ABSORB,), DType.FP8)["q_absorb"] == fp8
+    dense = build_step(cfg, StepShape(2, 1, 64, decode=True), DType.MXFP4, kv=DType.FP8,
+                       compact=True)  # fmt: skip
+    assert {_weight(op) for op in dense.ops if op.name.startswith("layers.0.mlp.")} <= {"mxfp4"}
+
+
+def test_the_fp8_absorb_kernel_leaves_a_block_fp8_run_as_it_was():
+    """ATOM's FP8 requantization of kv_b_proj is left out over FP8 weights: its FP8 runs of
+    DeepSeek-R1's block-FP8 repo are built as before the kernel was listed."""
+    cfg = zoo_entry("deepseek-r1-0528").config
+
+    def ops(kernels: tuple[str, ...]) -> list:
+        graph = build_step(cfg, StepShape(2, 1, 64, decode=True), DType.FP8,
+                           parse_weight_format("fp8-block"), kv=DType.FP8, compact=True,
+                           kernels=kernels)  # fmt: skip
+        return [(op.name, [t.dtype for t in op.inputs], op.attr("compute")) for op in graph.ops]
+
+    assert ops((FP8_MLA_ABSORB,)) == ops(())
+
+
+def test_sglang_requantizes_the_absorbed_products_on_amd_chips_alone():
+    """mxfp4-mla-absorb is gated by AITER on gfx950: SGLang lists it on AMD chips only."""
+    from xpusim.serving.engines import engines
+
+    sglang = engines()["sglang"]
+    assert MXFP4_MLA_ABSORB in sglang.kernels_on("AMD")
+    assert MXFP4_MLA_ABSORB not in sglang.kernels_on("NVIDIA")
+    assert FP8_MLA_ABSORB in engines()["atom"].kernels_on("AMD")

@@ -123,6 +123,8 @@ class EngineProfile:
 
     nvidia_only: tuple[str, ...] = ()  # of `kernels`, those it runs on NVIDIA GPUs alone
     nvidia_only_source: str = ""
+    amd_only: tuple[str, ...] = ()  # of `kernels`, those it runs on AMD GPUs alone
+    amd_only_source: str = ""
     # where it lists fused-shared-expert: the models (by model_type and routed experts, with
     # one shared expert as wide as one of them), the chips' vendors, and not under expert
     # parallelism nor the MoE backends listed, whose shared expert its routed kernel runs
@@ -192,12 +194,13 @@ class EngineProfile:
 
     def kernels_on(self, vendor: str, cfg: TransformerConfig | None = None, ep: int = 1,
                    moe_backend: str = "") -> tuple[str, ...]:  # fmt: skip
-        """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA GPUs
-        alone left out on others, and its fused shared expert where it does not fuse
-        model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
+        """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA or
+        AMD GPUs alone left out on others, and its fused shared expert where it does not
+        fuse model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
         fused = cfg is not None and self.fuses_shared_expert(cfg, vendor, ep, moe_backend)
         return tuple(k for k in self.kernels
                      if (vendor == "NVIDIA" or k not in self.nvidia_only)
+                     and (vendor == "AMD" or k not in self.amd_only)
                      and (k != FUSED_SHARED_EXPERT or fused))  # fmt: skip
 
     def fuses_shared_expert(self, cfg: TransformerConfig, vendor: str, ep: int,
@@ -379,6 +382,7 @@ def engines() -> dict[str, EngineProfile]:
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
+                  "amd_only": tuple(fields.get("amd_only", ())),
                   **{k: tuple(fields.get(k, ())) for k in (
                       "fused_shared_expert_models", "fused_shared_expert_routed",
                       "fused_shared_expert_vendors",

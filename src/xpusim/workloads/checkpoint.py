@@ -52,7 +52,7 @@ class Checkpoint:
 
     @property
     def keeps_head(self) -> bool:
-        return any(m.split(".")[-1].rstrip("*") == "lm_head" for m in self.excluded)
+        return any(m.split(".")[-1].strip("*") == "lm_head" for m in self.excluded)
 
     @property
     def kept_layers(self) -> list[int]:

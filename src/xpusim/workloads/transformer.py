@@ -121,9 +121,31 @@ torch.bfloat16)' where _is_cuda and the block is 128 x 128, unless SGL_USE_DEEPG
 by default and never on Blackwell; forward_absorb takes torch.bmm for a BF16 w_kc; code index
 copy 161366826, 2025-2026). Elsewhere (ROCm, other blocks) it requantizes per tensor and
 multiplies in FP8 (block_quant_to_tensor_quant, then bmm_fp8), as a run's FP8 format does."""
+FP8_MLA_ABSORB = "fp8-mla-absorb"
+"""The engine kernel that runs MLA's absorbed products (q_absorb, v_absorb) in FP8 whatever
+kv_b_proj is stored as: ATOM reads kv_b_proj's weight back in BF16 at load (a BF16 one as
+it is), requantizes its two slices per tensor to FP8 and multiplies with AITER's Triton FP8
+batched GEMM, the query quantized per 1 x 128 group (ROCm/ATOM
+atom/model_ops/attention_mla.py at 679422de1, 2026-05-10, the scored image's week:
+process_weights_after_loading 'dynamic_per_batched_tensor_quant(W_K, dtype=dtypes.fp8)'
+unless ATOM_USE_TRITON_MXFP4_BMM, off by default and unset by InferenceX's
+dsr1_fp4_mi355x_atom.sh; _v_up_proj and the decode path call
+batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant). Over an FP8 or
+block-FP8 kv_b_proj the products keep the run's format (per-tensor against 128 x 128 block
+scales: 1/16,384 of the weight's bytes apart)."""
+MXFP4_MLA_ABSORB = "mxfp4-mla-absorb"
+"""The engine kernel that quantizes an AMD Quark MXFP4 checkpoint's kv_b_proj to MXFP4 for
+MLA's absorbed products, a BF16 one (a checkpoint that excludes attention) too: SGLang with
+AITER on gfx950 (python/sglang/srt/models/deepseek_common/deepseek_weight_loader.py
+post_load_weights, 'if _use_aiter_gfx95 and self.quant_config.get_name() == "quark"' ->
+quark_post_load_weights(self_attn, w, "mxfp4"), whose 'if w.dtype == torch.bfloat16' branch
+runs b_dynamic_mxfp4_quant on w_kc and w_vc; code index copies 2026, ids 56230166353 and
+15227115174; the v0.5.12 tag not read). So where the run's weights are MXFP4 the absorbed
+products keep the run's format over an excluded kv_b_proj."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
-                           FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB})
+                           FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB, FP8_MLA_ABSORB,
+                           MXFP4_MLA_ABSORB})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -513,10 +535,7 @@ class _Builder:
         # the same whether its q_len is an int or one entry of a shape array
         if s.decode:
             q_nope = self.t(f"{p}.q_nope", heads, tokens, nope)  # q's non-rotary part, per head
-            # kv_b_proj's slices, in its format (unquantized_matmul), or 16-bit where the
-            # engine widens a block-FP8 one (WIDE_MLA_ABSORB)
-            widened = self.runs(WIDE_MLA_ABSORB) and self.weight.value == "fp8-block"
-            absorb = self.wide if widened or self.unquantized_matmul(f"{p}.q_absorb") else None
+            absorb = self.absorb_format(p)
             w_uk = self.t(f"{p}.kv_b_proj.w_uk", heads, nope, rank, role=Role.WEIGHT)
             w_uk = Tensor(w_uk.name, w_uk.shape, absorb or w_uk.dtype, Role.WEIGHT)
             compute = (absorb or self.act).value
@@ -546,6 +565,23 @@ class _Builder:
                           [self.t(f"{p}.attn.out", s.batch, s.q_len, heads * v), new],
                           tp="heads", kv_heads=heads, v_dim=v, **mla)  # fmt: skip
         return self.matmul(f"{p}.o_proj", out, cfg.hidden_size, tp="row")
+
+    def absorb_format(self, p: str) -> DType | None:
+        """The format MLA's absorbed products (q_absorb, v_absorb over kv_b_proj's slices)
+        store their weights and multiply in where it is not the run's own (None): FP8 where
+        the engine requantizes kv_b_proj so (FP8_MLA_ABSORB) and it is not stored FP8
+        already; 16-bit where the checkpoint keeps kv_b_proj so (unquantized_matmul), unless
+        the engine quantizes it back to the run's MXFP4 (MXFP4_MLA_ABSORB), or where the
+        engine widens a block-FP8 one (WIDE_MLA_ABSORB)."""
+        kept = self.unquantized_matmul(f"{p}.q_absorb")
+        fp8 = not kept and self.weight.value in ("fp8", "fp8-block")
+        if self.runs(FP8_MLA_ABSORB) and not fp8:
+            return DType.FP8
+        if kept:
+            requantized = self.runs(MXFP4_MLA_ABSORB) and self.weight is DType.MXFP4
+            return None if requantized else self.wide
+        widened = self.runs(WIDE_MLA_ABSORB) and self.weight.value == "fp8-block"
+        return self.wide if widened else None
 
     def sparse_index(self, p: str, x: Tensor, q_latent: Tensor, ratio: int = 0) -> int:
         """DeepSeek Sparse Attention's lightning indexer (DeepseekV32Indexer): index

@@ -46,16 +46,28 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
-import numpy as np
 from aiconfigurator_data import Mirror, arguments
-from large_batch_step import Engine, Rows, columns, gemm_rows, print_ops
+from large_batch_step import Engine, columns, gemm_rows, print_ops
+from sglang_r1_step import (
+    ALL_REDUCES,
+    DENSE_INTER,
+    EXPERT_OPS,
+    EXPERTS,
+    HEADS,
+    HIDDEN,
+    KV_LORA,
+    MOE_INTER,
+    NOPE,
+    Q_LORA,
+    ROPE,
+    TOP_K,
+    V_DIM,
+    VOCAB,
+    decode_ops,
+    table_rows,
+)
 
 CHIP, CHIP_DIR, CONTEXT, BATCHES = "b200", "b200_sxm", 1024, (1, 4)
-HIDDEN, Q_LORA, KV_LORA, ROPE, HEADS, NOPE, V_DIM = 7168, 1536, 512, 64, 128, 128, 128
-DENSE_INTER, MOE_INTER, EXPERTS, TOP_K, VOCAB = 18432, 2048, 256, 8, 129280
-EXPERT_OPS = ("layers.3.router_topk", "layers.3.experts.gate_up", "layers.3.experts.silu_mul",
-              "layers.3.experts.down", "layers.3.combine")  # fmt: skip
-ALL_REDUCES = ("all_reduce after embed, o_proj, down", "layers.3.experts.down.all_reduce")
 ALL_REDUCE = ("trtllm", "1.3.0rc20")  # the all-reduce rows' engine and version
 
 
@@ -94,8 +106,6 @@ def xpusim_us(s: Setup, batch: int) -> dict[str, tuple[int, float]]:
     (serving/run.py prepare): (count, microseconds each)."""
     import xpusim
     from xpusim.cost.collectives import FLASHINFER_ALLREDUCE
-    from xpusim.scenarios.llm.engine import cost_phases
-    from xpusim.scenarios.llm.graphs import shape_graphs
     from xpusim.scenarios.llm.inference import chosen_plan
     from xpusim.serving.engines import engine
     from xpusim.workloads.transformer import ALLREDUCE_NORM_DECODE
@@ -108,18 +118,7 @@ def xpusim_us(s: Setup, batch: int) -> dict[str, tuple[int, float]]:
     kernels = engine(s.engine.name).kernels_on("NVIDIA", cfg, s.ep, "TRTLLM")
     if s.fusion:
         kernels = (FLASHINFER_ALLREDUCE, *kernels, ALLREDUCE_NORM_DECODE)
-    req, plan = replace(setup.req, kernels=kernels), cand.plan
-    graphs = shape_graphs(cfg, [req], plan.tp, plan.ep, plan.dp_attention)
-    (decode,) = cost_phases(graphs, np.array([0]), [setup.system], [cand.placement], plan,
-                            np.array([1]), phases=(1,))  # fmt: skip
-    each_s = decode.config(0).time_s
-    return {label: (int(n), float(t) * 1e6) for label, n, t in
-            zip(decode.table.labels, decode.table.count, each_s, strict=True)}  # fmt: skip
-
-
-def _rows(d: dict[str, np.ndarray], keep: np.ndarray, *keys: str) -> Rows:
-    return Rows({tuple(float(d[k][i]) for k in keys): float(d["latency"][i]) * 1e3
-                 for i in np.flatnonzero(keep)})  # fmt: skip
+    return decode_ops(cfg, setup, cand, kernels)
 
 
 def measured_us(mirror: Mirror, s: Setup, batch: int) -> dict[str, float]:
@@ -132,11 +131,11 @@ def measured_us(mirror: Mirror, s: Setup, batch: int) -> dict[str, float]:
     bmm = columns(mirror, base.format("mla_bmm", "mla_bmm_perf"))
     bf16 = (bmm["num_heads"] == heads) & (bmm["bmm_dtype"] == "bfloat16")
     mla = columns(mirror, base.format("mla", "generation_mla_perf"))
-    attention = _rows(mla, (mla["num_heads"] == heads) & (mla["kv_cache_dtype"] == e.kv),
+    attention = table_rows(mla, (mla["num_heads"] == heads) & (mla["kv_cache_dtype"] == e.kv),
                       "batch_size", "step")  # fmt: skip
     name, version, kernel, dtype = s.moe
     moe = columns(mirror, f"{CHIP_DIR}/moe/{name}/{version}/moe_perf.parquet")
-    layer = _rows(moe, (moe["kernel_source"] == kernel) & (moe["moe_dtype"] == dtype)
+    layer = table_rows(moe, (moe["kernel_source"] == kernel) & (moe["moe_dtype"] == dtype)
                   & (moe["hidden_size"] == HIDDEN) & (moe["inter_size"] == MOE_INTER)
                   & (moe["num_experts"] == EXPERTS) & (moe["topk"] == TOP_K)
                   & (moe["moe_tp_size"] == (tp if s.ep == 1 else 1))
@@ -144,14 +143,14 @@ def measured_us(mirror: Mirror, s: Setup, batch: int) -> dict[str, float]:
                   "num_tokens")  # fmt: skip
     comm = columns(mirror, f"{CHIP_DIR}/comm/{ALL_REDUCE[0]}/{ALL_REDUCE[1]}/"
                            "custom_allreduce_perf.parquet")  # fmt: skip
-    reduce = _rows(comm, comm["num_gpus"] == tp, "message_size")
+    reduce = table_rows(comm, comm["num_gpus"] == tp, "message_size")
     return {
         "layers.0.qkv_a_proj": attn.at((batch, Q_LORA + KV_LORA + ROPE, HIDDEN)),
         "layers.0.q_b_proj": attn.at((batch, HEADS * (NOPE + ROPE) // tp, Q_LORA)),
-        "layers.0.q_absorb": _rows(bmm, bf16 & (bmm["op_name"] == "mla_gen_pre"),
+        "layers.0.q_absorb": table_rows(bmm, bf16 & (bmm["op_name"] == "mla_gen_pre"),
                                    "num_tokens").at((batch,)),
         "layers.0.attention": attention.at((batch, CONTEXT - 1)),
-        "layers.0.v_absorb": _rows(bmm, bf16 & (bmm["op_name"] == "mla_gen_post"),
+        "layers.0.v_absorb": table_rows(bmm, bf16 & (bmm["op_name"] == "mla_gen_post"),
                                    "num_tokens").at((batch,)),
         "layers.0.o_proj": dense.at((batch, HIDDEN, HEADS * V_DIM // tp)),
         "layers.0.gate_up": dense.at((batch, 2 * DENSE_INTER // tp, HIDDEN)),

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from aiconfigurator_data import Mirror, arguments
@@ -76,8 +77,6 @@ def xpusim_us(batch: int, context: int, chip: str = CHIP, vendor: str = "NVIDIA"
     """xpusim's ops of one decode step under SGLang's kernels on `chip` (TP 8), as SGLang
     stamps them on a `vendor` GPU, over a `kv_precision` cache: (count, microseconds each)."""
     import xpusim
-    from xpusim.scenarios.llm.engine import cost_phases
-    from xpusim.scenarios.llm.graphs import shape_graphs
     from xpusim.scenarios.llm.inference import chosen_plan
     from xpusim.serving.engines import engine
 
@@ -86,8 +85,17 @@ def xpusim_us(batch: int, context: int, chip: str = CHIP, vendor: str = "NVIDIA"
         "chips": TP, "tp": TP, "batch": batch, "prompt": context, "gen": 2,
         "precision": SGLANG.precision, "weight_precision": "fp8-block",
         "kv_precision": kv_precision})  # fmt: skip
-    req = replace(setup.req, kernels=engine("sglang").kernels_on(vendor, cfg, 1, ""))
-    plan = cand.plan
+    return decode_ops(cfg, setup, cand, engine("sglang").kernels_on(vendor, cfg, 1, ""))
+
+
+def decode_ops(cfg: Any, setup: Any, cand: Any, kernels: tuple[str, ...]
+               ) -> dict[str, tuple[int, float]]:  # fmt: skip
+    """The decode step of `chosen_plan`'s `setup` and `cand` under the engine's `kernels`,
+    as `serve` stamps them (serving/run.py prepare): (count, microseconds each) by label."""
+    from xpusim.scenarios.llm.engine import cost_phases
+    from xpusim.scenarios.llm.graphs import shape_graphs
+
+    req, plan = replace(setup.req, kernels=kernels), cand.plan
     graphs = shape_graphs(cfg, [req], plan.tp, plan.ep, plan.dp_attention)
     (decode,) = cost_phases(graphs, np.array([0]), [setup.system], [cand.placement], plan,
                             np.array([1]), phases=(1,))  # fmt: skip
@@ -96,7 +104,8 @@ def xpusim_us(batch: int, context: int, chip: str = CHIP, vendor: str = "NVIDIA"
             zip(decode.table.labels, decode.table.count, each_s, strict=True)}  # fmt: skip
 
 
-def _rows(d: dict[str, np.ndarray], keep: np.ndarray, *keys: str) -> Rows:
+def table_rows(d: dict[str, np.ndarray], keep: np.ndarray, *keys: str) -> Rows:
+    """The kept rows of a database's columns `d`, keyed by `keys`, in microseconds."""
     return Rows({tuple(float(d[k][i]) for k in keys): float(d["latency"][i]) * 1e3
                  for i in np.flatnonzero(keep)})  # fmt: skip
 
@@ -110,25 +119,25 @@ def measured_us(mirror: Mirror, batch: int, context: int) -> dict[str, float]:
     bmm = columns(mirror, base.format("mla_bmm", "mla_bmm_perf"))
     at16 = (bmm["num_heads"] == HEADS // TP) & (bmm["bmm_dtype"] == "bfloat16")
     mla = columns(mirror, base.format("mla", "generation_mla_perf"))
-    attention = _rows(mla, (mla["num_heads"] == HEADS // TP)
+    attention = table_rows(mla, (mla["num_heads"] == HEADS // TP)
                       & (mla["kv_cache_dtype"] == SGLANG.kv), "batch_size", "step")
     moe = columns(mirror, f"{CHIP_DIR}/moe/sglang/{MOE_VERSION}/moe_perf.parquet")
-    layer = _rows(moe, (moe["moe_dtype"] == "fp8_block") & (moe["hidden_size"] == HIDDEN)
+    layer = table_rows(moe, (moe["moe_dtype"] == "fp8_block") & (moe["hidden_size"] == HIDDEN)
                   & (moe["inter_size"] == MOE_INTER) & (moe["num_experts"] == EXPERTS)
                   & (moe["topk"] == TOP_K) & (moe["moe_tp_size"] == TP)
                   & (moe["moe_ep_size"] == 1) & (moe["distribution"] == "balanced"),
                   "num_tokens")  # fmt: skip
     comm = columns(mirror, base.format("comm", "custom_allreduce_perf"))
-    reduce = _rows(comm, (comm["num_gpus"] == TP) & (comm["backend"] == "sglang_graph"),
+    reduce = table_rows(comm, (comm["num_gpus"] == TP) & (comm["backend"] == "sglang_graph"),
                    "message_size")
     all_reduce = reduce.at((batch * HIDDEN * 2.0,))
     return {
         "layers.0.qkv_a_proj": gemm.at((batch, Q_LORA + KV_LORA + ROPE, HIDDEN)),
         "layers.0.q_b_proj": gemm.at((batch, HEADS * (NOPE + ROPE) // TP, Q_LORA)),
-        "layers.0.q_absorb": _rows(bmm, at16 & (bmm["op_name"] == "mla_gen_pre"),
+        "layers.0.q_absorb": table_rows(bmm, at16 & (bmm["op_name"] == "mla_gen_pre"),
                                    "num_tokens").at((batch,)),
         "layers.0.attention": attention.at((batch, context)),
-        "layers.0.v_absorb": _rows(bmm, at16 & (bmm["op_name"] == "mla_gen_post"),
+        "layers.0.v_absorb": table_rows(bmm, at16 & (bmm["op_name"] == "mla_gen_post"),
                                    "num_tokens").at((batch,)),
         "layers.0.o_proj": gemm.at((batch, HIDDEN, HEADS * V_DIM // TP)),
         "layers.0.gate_up": gemm.at((batch, 2 * DENSE_INTER // TP, HIDDEN)),

@@ -629,16 +629,16 @@ def _moe_rows(rows: np.ndarray, dtype: DType, scope: str, chip: Chip, where: str
         pairs = np.array([power_law_busiest(int(t), int(e), int(k), int(n), routing_alpha)
                           for t, e, k, n in zip(tokens, experts, topk, ep, strict=True)],
                          dtype=float)  # fmt: skip
-    if routing == "random":
+    if routing == "group-limited":
+        pairs, touched = np.array([gate_load(int(t), int(e), int(k), int(n)) for t, e, k, n
+                                   in zip(tokens, experts, topk, ep, strict=True)],
+                                  dtype=float).T  # fmt: skip
+    elif routing == "random":
         touched = np.ceil(np.array([expected_active_experts(int(t), int(e), int(k))
                                     for t, e, k in zip(tokens, experts, topk, strict=True)])
                           / ep)  # fmt: skip
     else:
         touched = np.ceil(np.minimum(experts, tokens * topk) / ep)
-    if routing == "group-limited":
-        pairs, touched = np.array([gate_load(int(t), int(e), int(k), int(n)) for t, e, k, n
-                                   in zip(tokens, experts, topk, ep, strict=True)],
-                                  dtype=float).T  # fmt: skip
     weight, out = parse_weight_format(scope), stream_format(dtype).itemsize
     gate_up = _gemm_roofline_s(pairs, 2 * width, hidden, touched, dtype, weight, out, chip,
                                where)  # fmt: skip

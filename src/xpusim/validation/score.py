@@ -8,7 +8,6 @@ a simulator that is always optimistic says something different from a noisy one.
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -163,9 +162,8 @@ def _validate(points: tuple[Point, ...], progress: Callable[[int, int], None] | 
 
     groups = sorted(_groups(points), key=lambda g: (_cost_rank(g[0]), -len(g)))
     found: dict[str, ScoredPoint | SkippedPoint] = {}
-    executor = choose(1 if len(groups) < 2 else workers, False, None)
-    score = _score_group if executor.workers == 1 else _score_group_on_one_core
-    for outcomes in executor.map(score, groups):
+    executor = choose(1 if len(groups) < 2 else workers, False, None, blas_threads=1)
+    for outcomes in executor.map(_score_group, groups):
         found.update((o.id, o) for o in outcomes)
         if progress:
             progress(len(found), len(points))
@@ -197,25 +195,6 @@ def _cost_rank(point: Point) -> int:
         return len(COSTLIEST_LOADS)
     kind = (point.get("load") or {}).get("kind")
     return COSTLIEST_LOADS.index(kind) if kind in COSTLIEST_LOADS else len(COSTLIEST_LOADS)
-
-
-def _score_group_on_one_core(points: tuple[Point, ...]) -> list[ScoredPoint | SkippedPoint]:
-    """_score_group in a pool worker, its BLAS on one thread: the pool has a worker per
-    core, and OpenBLAS's own threads (numpy's, as many as cores) would take the other
-    workers' cores for the step tables' small matrix products (serving/step_cost.py) and
-    wait on them. On this project's 2-core VM `validate --source nim.csv --workers 2` took
-    18.7 s wall and 34.9 CPU-s with them, 14.2 s and 26.2 CPU-s without (2026-12-07);
-    every answer the same."""
-    _one_blas_thread()
-    return _score_group(points)
-
-
-@functools.cache
-def _one_blas_thread() -> None:
-    """This process's BLAS libraries held to one thread, once (threadpoolctl)."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1, user_api="blas")
 
 
 @in_scope  # a group's serving points share one run (adapters._served)

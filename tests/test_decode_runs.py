@@ -162,9 +162,10 @@ def test_decode_steps_equal_one_call_each(costs, model, n, first, steps):
     cost = costs[model]
     contexts = first + n * np.arange(steps)  # n sequences' keys, n more a step
     stage_s, energy_j = cost.decode_steps(n, contexts)
-    for c, stage, energy in zip(contexts.tolist(), stage_s, energy_j, strict=True):
+    for c, stage, energy in zip(contexts.tolist(), stage_s.tolist(), energy_j.tolist(),
+                                strict=True):  # fmt: skip
         one = cost(Work(n, c, 0, 0, 0, 0, 0, n))
-        assert (stage, energy) == (one.stage_s, one.energy_j)
+        assert ([stage], energy) == (one.stage_s, one.energy_j)
         assert cost.decode_step(n, c) == one  # cruise's single steps, without the Work
 
 
@@ -180,12 +181,18 @@ def test_cruise_stops_where_a_verdict_says(monkeypatch):
     end, and runs no step past one where it is told to stop."""
     cruise, asked = Replica.cruise, []
 
-    def told(self, it, until_s, stop, record, record_run):
-        def stopping(end_s):
-            asked.append(end_s)
-            return True
+    class Stopping:
+        """A Verdict that says the run must miss whenever it is asked."""
 
-        return cruise(self, it, until_s, stopping, lambda step: pytest.fail("ran on"),
+        def missed(self, now_s):
+            asked.append(now_s)
+            return "told to"
+
+        def first_missed(self, times_s):
+            return 0
+
+    def told(self, it, until_s, stop, record, record_run):
+        return cruise(self, it, until_s, Stopping(), lambda step: pytest.fail("ran on"),
                       lambda run: pytest.fail("ran on"))
 
     monkeypatch.setattr(Replica, "cruise", told)

@@ -91,5 +91,5 @@ def test_decode_rows_are_read_once_per_chip_share_and_priced_per_batch_size():
     for n in sizes:
         step = cost(Work.of([700] * n, [], [], n))
         stage_s, energy_j = cost.decode_steps(n, np.array([700 * n]))
-        assert (step.stage_s, step.energy_j) == (stage_s[0], energy_j[0]), n
+        assert (step.stage_s, step.energy_j) == ([stage_s[0]], energy_j[0]), n
     assert sorted(cost._share_rows) == [1, 2, 3, 20]

@@ -74,3 +74,32 @@ def test_trials_mode_without_a_max_rate_search_is_refused(capsys):
     line = refused(capsys, "serve", "llama-3-8b", "--chip", "h100-sxm", "--rate", "2",
                    "--requests", "20", "--trials", "decided")
     assert "--find max-rate" in line
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5, allow_nan=False), st.booleans()), min_size=1,
+                max_size=120),
+       st.integers(0, 30), st.floats(0.05, 2), st.floats(0, 5, allow_nan=False),
+       st.lists(st.floats(0, 3, allow_nan=False), min_size=1, max_size=40))  # fmt: skip
+def test_first_missed_is_where_missed_would_first_say_so(requests, warmup, ttft_s, asked_s,
+                                                         gaps_s):  # fmt: skip
+    """Replica._skip asks first_missed over a run of step times at once, where the event
+    loop asks missed at each: the same step, and missed at the last time asked leaves the
+    count where missed at every one of them does. Requests with and without a first token,
+    a count already part-way (missed asked once before)."""
+    seqs = []
+    for i, (arrival_s, served) in enumerate(requests):
+        s = Sequence(i, arrival_s, 10, 10)
+        if served:
+            s.first_token_s = arrival_s + ttft_s / 2
+        seqs.append(s)
+    warmup = min(warmup, len(seqs) - 1)
+    times = asked_s + np.cumsum(gaps_s)
+    one_by_one, at_once = Verdict(seqs, warmup, ttft_s, None), Verdict(seqs, warmup, ttft_s, None)
+    one_by_one.missed(asked_s)
+    at_once.missed(asked_s)
+    first = next((k for k, t in enumerate(times.tolist()) if one_by_one.missed(t)), len(times))
+    assert at_once.first_missed(times) == first
+    at_once.missed(float(times[min(first, len(times) - 1)]))
+    assert (at_once.reason, at_once._late_first, at_once._next) == \
+        (one_by_one.reason, one_by_one._late_first, one_by_one._next)

@@ -56,7 +56,7 @@ def collect_rarely() -> None:
 PARENT_POLL_S = 0.5
 
 
-def start_worker(sweep_pid: int, forked: bool) -> None:
+def start_worker(sweep_pid: int, forked: bool, blas_threads: int | None = None) -> None:
     """A pool worker's set-up: it collects rarely, leaves Ctrl-C to the sweep (which stops
     the pool and keeps what finished; a worker's own KeyboardInterrupt would only print a
     traceback), dies of the SIGTERM the sweep stops it with, and exits as soon as the sweep
@@ -66,7 +66,18 @@ def start_worker(sweep_pid: int, forked: bool) -> None:
 
     The sweep's pid comes from the sweep, not from getppid() here: a sweep killed between
     the fork and this set-up had already handed the worker to init, and a watch that began
-    from that parent waited forever (CI, 2026-12-06: two workers alive 10 s after the kill)."""
+    from that parent waited forever (CI, 2026-12-06: two workers alive 10 s after the kill).
+
+    `blas_threads`: the threads numpy's BLAS may use in this worker (threadpoolctl; None:
+    its own default, a thread per core). A pool of a worker per core whose work is small
+    matrix products gains nothing from more: validate's serving step tables
+    (serving/step_cost.py) kept a second busy thread in each worker, four on two cores
+    (`validate --source nim.csv --workers 2`: 18.7 s and 34.9 CPU-s with them, 14.2 s and
+    26.2 CPU-s at one, 2026-12-07)."""
+    if blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(blas_threads, user_api="blas")
     collect_rarely()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler (cli.main)
@@ -127,8 +138,9 @@ class LocalPool:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, blas_threads: int | None = None):
         self.workers = workers or len(os.sched_getaffinity(0))
+        self.blas_threads = blas_threads  # start_worker's
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
         if not tasks:  # a sweep resumed to completion starts no processes
@@ -142,7 +154,7 @@ class LocalPool:
             min(self.workers, len(tasks)) or 1,
             mp_context=context,
             initializer=start_worker,
-            initargs=(os.getpid(), context.get_start_method() == "fork"),
+            initargs=(os.getpid(), context.get_start_method() == "fork", self.blas_threads),
         )
         finished = False
         try:
@@ -225,8 +237,10 @@ def _reachable(address: str) -> None:
                         f"({e.strerror or e})") from None  # fmt: skip
 
 
-def choose(workers: int | None, ray: bool, address: str | None) -> Executor:
-    """Ray when asked, this process for one worker, else a local pool."""
+def choose(workers: int | None, ray: bool, address: str | None,
+           blas_threads: int | None = None) -> Executor:  # fmt: skip
+    """Ray when asked, this process for one worker, else a local pool (its workers' BLAS
+    threads as start_worker takes them)."""
     if ray:
         return RayPool(address, workers)
-    return InProcess() if workers == 1 else LocalPool(workers)
+    return InProcess() if workers == 1 else LocalPool(workers, blas_threads)

@@ -19,6 +19,8 @@ from xpusim.hardware.spec import base_id
 from xpusim.workloads.transformer import FUSED_SHARED_EXPERT
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from xpusim.workloads.transformer_config import TransformerConfig
 
 DATA = Path(__file__).with_name("engines.toml")
@@ -236,8 +238,9 @@ class EngineProfile:
             host += self.dp_attention_per_rank_sequence_s * math.ceil(sequences / dp_ranks)
         return host
 
-    def exposed_s(self, sequences: int, device_s: float, dp_ranks: int = 1,
-                  streamed: float = 0.0, api_servers: float = 1.0) -> float:  # fmt: skip
+    def exposed_s(self, sequences: int, device_s: Any, dp_ranks: int = 1,
+                  streamed: float = 0.0, api_servers: float = 1.0,
+                  maximum: Callable[[Any, Any], Any] = max) -> Any:  # fmt: skip
         """Host time the device waits for in an iteration that keeps it busy device_s and
         streams `streamed` chunks (one a sequence making tokens). The API server streams
         them in its own process(es) while the engine runs on, so it is a stage beside the
@@ -245,12 +248,14 @@ class EngineProfile:
         `api_servers` processes each streaming its share (a fraction of one where a
         replica's pp lanes share them; 0: the client calls the engine in-process, nothing
         streamed), as a client sees the engine when its front end is the slower (the engine
-        core runs ahead only as far as its output queue lets it)."""
+        core runs ahead only as far as its output queue lets it). Never negative. For many
+        iterations of one size at once (Replica._skip), device_s an array and `maximum`
+        np.maximum: the same IEEE operations on each."""
         host = self.host_s(sequences, dp_ranks)
-        exposed = max(host - device_s, 0.0) if self.overlapped else host
+        exposed = maximum(host - device_s, 0.0) if self.overlapped else host
         if not (api_servers and streamed and self.frontend_token_s):
             return exposed
-        return max(exposed, self.frontend_token_s * streamed / api_servers - device_s)
+        return maximum(exposed, self.frontend_token_s * streamed / api_servers - device_s)
 
     def eager_on(self, vendor: str, dp_attention: bool) -> bool:
         """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import ceil, inf, nan
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from xpusim.serving.kv_cache import KVCache
 from xpusim.serving.schedulers import Batch, Scheduler, Sequence
 from xpusim.serving.speculative import Speculator
 from xpusim.serving.step_cost import StepCost, StepTime, Work
+
+if TYPE_CHECKING:
+    from xpusim.serving.verdict import Verdict
 
 SKIP_AFTER = 2  # at least 1: a skip's first step then has no member that joined since the
 # last decode (Replica._decoded_run)
@@ -116,11 +120,11 @@ class DecodeRun:
     Iteration would have been: n decodes and n tokens, no prefill chunk."""
 
     decodes: int
-    start_s: list[float] = field(default_factory=list)
-    end_s: list[float] = field(default_factory=list)
-    energy_j: list[float] = field(default_factory=list)
-    busy_chip_s: list[float] = field(default_factory=list)
-    kv_used: list[int] = field(default_factory=list)  # the cache's blocks in use at each
+    start_s: np.ndarray
+    end_s: np.ndarray
+    energy_j: np.ndarray
+    busy_chip_s: np.ndarray
+    kv_used: np.ndarray  # the cache's blocks in use at each
 
 
 @dataclass(eq=False, slots=True)
@@ -761,7 +765,7 @@ class Replica:
                 self.waiting.appendleft(s)
         batch.chunks.clear()
 
-    def cruise(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
+    def cruise(self, it: Iteration, until_s: float, stop: Verdict | None,
                record: Callable[[Iteration], None],
                record_run: Callable[[DecodeRun], None]) -> Iteration:  # fmt: skip
         """The decode-only steps that follow a plain one (`it`) before `until_s`, the next
@@ -770,7 +774,7 @@ class Replica:
         the queue and the prefills unchanged and no block freed, it would admit nothing
         again), so that a long stretch of decodes costs no event per step. It stops before
         the end of a step that finishes a sequence, or whose next step's blocks would
-        preempt, at `until_s`, where `stop(end)` (a Verdict's miss) says, or before a step
+        preempt, at `until_s`, where `stop` (a Verdict; None: none) misses, or before a step
         whose gates let a waiting prompt in (_gates_hold), and returns the
         last iteration begun: its end is an event as any other's. Its first SKIP_AFTER steps,
         and those close to `until_s`, run one at a time (`record`: each, in order); the rest
@@ -788,7 +792,8 @@ class Replica:
             if step in self._finish_at or step >= admit_at:  # a prompt may start after it
                 return it
             due = self._grow_at.get(step + 1)
-            if (due is not None and len(due.members) > self.kv.free) or stop(it.end_s) \
+            if (due is not None and len(due.members) > self.kv.free) \
+                    or (stop is not None and stop.missed(it.end_s)) \
                     or not self._gates_hold():
                 return it
             now_s = it.end_s
@@ -804,7 +809,7 @@ class Replica:
             ran += 1
         return self._skip(it, until_s, stop, record_run, extra, admit_at)
 
-    def _skip(self, it: Iteration, until_s: float, stop: Callable[[float], bool],
+    def _skip(self, it: Iteration, until_s: float, stop: Verdict | None,
               record_run: Callable[[DecodeRun], None], extra: list[float] | None,
               admit_at: float = inf) -> Iteration:  # fmt: skip
         """The rest of cruise's stretch after `it` at once, equal to its steps one at a
@@ -813,11 +818,13 @@ class Replica:
         member filed: the schedules hold only members) and the first step whose blocks
         would exceed the free ones (each Growing at step g is due at g, g + block,
         g + 2 blocks, ...; the blocks due by each step summed once, in numpy). So no step
-        touches a sequence: a step is its price (StepCost.decode_steps, RUN_STEPS then twice
-        as many at a time), its clock (host time, then the stage), a Verdict's question, the
-        gates' count and its record; the Growings' counts, the growth and finish schedules,
-        the cache, the keys and the ITL gaps are brought to where those steps leave them
-        afterwards, once."""
+        touches a sequence, and the steps go by as arrays, RUN_STEPS and then twice as many
+        at a time: their prices (StepCost.decode_steps), their clock (host time, then the
+        stage, added in turn by np.add.accumulate, as the event loop adds them), where
+        until_s, the Verdict (first_missed) and the gates (asked step by step, where the
+        engine has them) end them, and their records; the Growings' counts, the growth and
+        finish schedules, the cache, the keys, the ITL gaps and the Verdict's count are
+        brought to where those steps leave them afterwards, once."""
         first = self.steps + 1  # the step `it` runs
         last = min(self._finish_at, default=inf)
         horizon = int(min(last, admit_at) - first) if last < inf else 0  # steps that may
@@ -833,50 +840,65 @@ class Replica:
             taken = np.cumsum(due_at.reshape(-1, block).cumsum(axis=0).ravel()[:horizon])
             horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
         n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks
-        servers = self.api_servers
         extra_s, extra_j = (0.0, 0.0) if extra is None else (extra[0], extra[-1] * ranks)
-        run = DecodeRun(n)
-        stage_s: list[list[float]] = []
-        energy_j: list[float] = []
-        end_s, priced = it.end_s, RUN_STEPS
-        while len(run.end_s) < horizon:
-            if not end_s < until_s or stop(end_s) or not self._gates_hold():
-                break
-            if not stage_s:  # the next steps' keys: n more each
-                ahead = min(priced, horizon - len(run.end_s))
-                stage_s, energy_j = self.cost.decode_steps(
-                    n, self.context_sum + n * (len(run.end_s) + 1 + np.arange(ahead)))
-                stage_s.reverse()
-                energy_j.reverse()
-                priced *= 2
-            stage = stage_s.pop()[0]
-            energy = energy_j.pop()
+        gated = not (self.decode_steps == 1 and self.adp_balance is None)  # _gates_hold's
+        # own test: without such gates it holds at every step
+        starts, ends, stages, energies = [], [], [], []
+        end_s, priced, ran, asked_s = it.end_s, RUN_STEPS, 0, None
+        while ran < horizon:  # a chunk of the steps (RUN_STEPS, then twice as many)
+            ahead = min(priced, horizon - ran)
+            priced *= 2
+            stage_s, energy_j = self.cost.decode_steps(  # the steps' keys: n more each
+                n, self.context_sum + n * (ran + 1 + np.arange(ahead)))
             if extra is not None:  # _plus's sums
-                stage, energy = stage + extra_s, energy + extra_j
-            run.start_s.append(end_s)
-            end_s = max(end_s + engine.exposed_s(n, stage, adp, n, servers), end_s) \
-                + stage  # _begin's clock
-            run.end_s.append(end_s)
-            run.energy_j.append(energy)
-            run.busy_chip_s.append(stage * ranks)
-        ran = len(run.end_s)
+                stage_s, energy_j = stage_s + extra_s, energy_j + extra_j
+            # _begin's clock, one addition after the other as it adds them: the host's
+            # exposed time (none below the last end: _begin's max with the stage's free
+            # time), then the stage
+            clock = np.empty(2 * ahead + 1)
+            clock[0] = end_s
+            clock[1::2] = np.maximum(
+                engine.exposed_s(n, stage_s, adp, n, self.api_servers, np.maximum), 0.0)
+            clock[2::2] = stage_s
+            np.add.accumulate(clock, out=clock)
+            start_s = clock[:-1:2]
+            # the steps begun before until_s, then before stop's miss, then while the
+            # gates hold (each asked in turn, as the steps ask them)
+            before = ahead if start_s[-1] < until_s else int(np.argmax(start_s >= until_s))
+            runs = before if stop is None else stop.first_missed(start_s[:before])
+            if gated:
+                runs = next((k for k in range(runs) if not self._gates_hold()), runs)
+            starts.append(start_s[:runs])
+            ends.append(clock[2::2][:runs])
+            stages.append(stage_s[:runs])
+            energies.append(energy_j[:runs])
+            ran += runs
+            # the last step stop was asked at: the one it or the gates ended the run
+            # before, else the last begun
+            asked_s = start_s[runs] if runs < before else start_s[runs - 1] if runs \
+                else asked_s
+            if runs < ahead:
+                break
+            end_s = clock[-1]
+        if stop is not None and asked_s is not None:  # its count where the steps leave it
+            stop.missed(float(asked_s))
         if not ran:
             return it
+        kv_used = self.kv.used + taken[:ran] if growing else np.full(ran, self.kv.used)
         if growing:
-            run.kv_used = (self.kv.used + taken[:ran]).tolist()
             self._grow_run(first, ran, growing, int(taken[ran - 1]))
-        else:
-            run.kv_used = [self.kv.used] * ran
-        self._decoded_run([it.end_s, *run.end_s[:-1]])
+        run = DecodeRun(n, np.concatenate(starts), np.concatenate(ends),
+                        np.concatenate(energies), np.concatenate(stages) * ranks, kv_used)
+        self._decoded_run(np.append(it.end_s, run.end_s[:-1]))
         if self.reserve is not None:  # each step's decodes, none retracting
             self.reserve.decayed(ran)
         if self.recv_interval > 1:  # each step's loop counts 1 at the receive gate, which
             # resets it at recv_interval (_receive; a plain step leaves the inbox empty)
             self._recv_count = (self._recv_count + ran) % self.recv_interval
-        self.stage_free_s[0] = end_s
+        end_s = self.stage_free_s[0] = float(run.end_s[-1])
         record_run(run)
-        return Iteration(it.batch, run.start_s[-1], end_s, end_s, run.energy_j[-1],
-                         run.busy_chip_s[-1], n, n)
+        return Iteration(it.batch, float(run.start_s[-1]), end_s, end_s,
+                         float(run.energy_j[-1]), float(run.busy_chip_s[-1]), n, n)
 
     def _grow_run(self, first: int, ran: int, growing: list[tuple[int, Growing]],
                   taken: int) -> None:  # fmt: skip
@@ -896,16 +918,15 @@ class Replica:
             self._refile(group, step + grants * block)
         self.kv.take(taken)
 
-    def _decoded_run(self, ends_s: list[float]) -> None:
+    def _decoded_run(self, ends_s: np.ndarray) -> None:
         """_decoded at each of the steps' ends, no member fresh (a run's first step has had
         its gaps): the gaps, the counts, the keys."""
         if self._measured:
-            self.itl_s += [end - before for before, end in
-                           zip([self.last_decode_s, *ends_s[:-1]], ends_s, strict=True)]
+            self.itl_s += (ends_s - np.append(self.last_decode_s, ends_s[:-1])).tolist()
             self.itl_count += [self._measured] * len(ends_s)
         self.steps += len(ends_s)
         self.context_sum += len(self.cohort) * self._gain * len(ends_s)
-        self.last_decode_s = ends_s[-1]
+        self.last_decode_s = float(ends_s[-1])
 
     def finish(self, it: Iteration) -> list[Sequence]:
         """The iteration's tokens, at its end; returns the sequences whose last token it

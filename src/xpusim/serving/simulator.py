@@ -18,6 +18,8 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from xpusim.serving.load import Requests
 from xpusim.serving.replica import DecodeRun, Iteration, Replica
 from xpusim.serving.schedulers import Sequence
@@ -64,17 +66,23 @@ class Timeline:
     def add_run(self, r: Replica, run: DecodeRun, waiting: int) -> None:
         """The rows of `run`'s iterations, as add gives each."""
         steps = len(run.end_s)
-        self.start_s += run.start_s
-        self.end_s += run.end_s
+        self.start_s += run.start_s.tolist()
+        self.end_s += run.end_s.tolist()
         self.replica += [r.replica] * steps
         self.decodes += [run.decodes] * steps
         self.prefills += [0] * steps
         self.prefill_tokens += [0] * steps
         self.sampled += [run.decodes] * steps
         self.waiting += [waiting] * steps
-        self.kv_used += [used / r.kv.blocks for used in run.kv_used]
-        self.energy_j += run.energy_j
-        self.busy_chip_s += run.busy_chip_s
+        self.kv_used += (run.kv_used / r.kv.blocks).tolist()
+        self.energy_j += run.energy_j.tolist()
+        self.busy_chip_s += run.busy_chip_s.tolist()
+
+
+def _added(total: float, values: np.ndarray) -> float:
+    """total + values[0] + values[1] + ..., added one at a time as Timeline.add's caller
+    adds each iteration's (np.add.accumulate, unlike sum, adds in that order)."""
+    return float(np.add.accumulate(np.append(total, values))[-1])
 
 
 @dataclass
@@ -234,15 +242,13 @@ def simulate(
 
     def record_run(r: Replica, run: DecodeRun, waiting: int) -> None:
         nonlocal energy, busy
-        for energy_j, busy_chip_s in zip(run.energy_j, run.busy_chip_s, strict=True):
-            energy += energy_j  # one at a time, as record adds them
-            busy += busy_chip_s
+        energy = _added(energy, run.energy_j)
+        busy = _added(busy, run.busy_chip_s)
         timeline.add_run(r, run, waiting)
 
     # one replica runs stretches of plain decode steps without an event each (Replica.cruise:
     # with more, the others' events would interleave with its steps)
     alone = len(replicas) == 1
-    missed = (lambda t: False) if judge is None else (lambda t: bool(judge.missed(t)))
 
     cursor, arrivals = 0, len(coming)
 
@@ -287,7 +293,7 @@ def simulate(
                 waiting = sum(map(len, queues))
                 record(r, it, waiting)
                 if alone:
-                    it = r.cruise(it, next_event_s(), missed,
+                    it = r.cruise(it, next_event_s(), judge,
                                   lambda step, r=r, w=waiting: record(r, step, w),
                                   lambda run, r=r, w=waiting: record_run(r, run, w))  # fmt: skip
                 push(it.end_s, _END, (r, it))

@@ -402,12 +402,12 @@ class StepCost:
         send = self.send_fixed_s + self.send_s_per_token * n if self.stages > 1 else 0.0
         return StepTime(total[:-1], send, total[-1] * self.ranks)
 
-    def decode_steps(self, n: int, contexts: np.ndarray) -> tuple[list[list[float]], list[float]]:
-        """Stage times and energy of decode-only steps of n sequences attending each of
-        `contexts` keys in all (ints), at once: __call__'s interpolation on arrays, the same
-        IEEE operations per element, so each step's figures are __call__'s bit for bit
-        (tests/test_decode_runs.py). For a run of steps that differ only in their keys
-        (Replica.cruise); one pipeline stage."""
+    def decode_steps(self, n: int, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stage time and energy of decode-only steps of n sequences attending each of
+        `contexts` keys in all (ints), at once, an array each: __call__'s interpolation on
+        arrays, the same IEEE operations per element, so each step's figures are __call__'s
+        bit for bit (tests/test_decode_runs.py). For a run of steps that differ only in
+        their keys (Replica._skip); one pipeline stage, so one time a step."""
         if not 0 < n <= min(self.max_sampled, self.max_tokens) or self.stages > 1:
             raise ValueError(f"{n} decodes on {self.stages} stages: not a decode run")
         mean = contexts / n
@@ -417,7 +417,7 @@ class StepCost:
         low, high = table[i], table[i + 1]
         f = (mean - self.mean_context[i]) / (self.mean_context[i + 1] - self.mean_context[i])
         total = np.array(self._step_rows[n - 1]) + low + f[:, None] * (high - low)
-        return total[:, :-1].tolist(), (total[:, -1] * self.ranks).tolist()
+        return total[:, 0], total[:, -1] * self.ranks
 
     def _busiest_prefills(self, work: Work) -> int:
         """Prefill chunks the busiest chip runs: all of them, or under attention data

@@ -81,6 +81,31 @@ class Verdict:
         return self.reason
 
 
+    def first_missed(self, times_s: np.ndarray) -> int:
+        """The index of the first of `times_s` (ascending) at which missed would say the run
+        must miss, were no first token and no finish to come before them (a skip of decode
+        steps, Replica._skip: none does), len(times_s) if at none; it changes nothing (the
+        caller's missed at the last time it asks brings the count there). Then only waiting
+        makes a request late: the one that decides is the request without a first token, in
+        arrival order from the first not yet looked at, that is the last the objective needs
+        (missed's comparison, on every time at once)."""
+        if self.reason or (self.tpot_s is not None and self.late_tpot >= self.need_tpot):
+            return 0
+        more = self.need_ttft - len(self._late_first)
+        if self.ttft_s is None:
+            return len(times_s)
+        if more <= 0:
+            return 0
+        seqs = self.sequences
+        for i in self._by_arrival[self._next:]:
+            if math.isnan(seqs[i].first_token_s):
+                more -= 1
+                if not more:
+                    late = times_s - seqs[i].arrival_s > self.ttft_s
+                    return int(late.argmax()) if late.any() else len(times_s)
+        return len(times_s)
+
+
 def _need(n: int) -> int:
     """Values above a bound that put the linear P99 of n values above it: those from the
     rank floor(P99 (n - 1)) up, and FAIL_MARGIN more; more than n where n is 0."""

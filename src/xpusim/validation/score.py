@@ -162,7 +162,7 @@ def _validate(points: tuple[Point, ...], progress: Callable[[int, int], None] | 
 
     groups = sorted(_groups(points), key=lambda g: (_cost_rank(g[0]), -len(g)))
     found: dict[str, ScoredPoint | SkippedPoint] = {}
-    executor = choose(1 if len(groups) < 2 else workers, False, None)
+    executor = choose(1 if len(groups) < 2 else workers, False, None, blas_threads=1)
     for outcomes in executor.map(_score_group, groups):
         found.update((o.id, o) for o in outcomes)
         if progress:

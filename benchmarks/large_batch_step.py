@@ -34,7 +34,8 @@ Measured rows (aiconfigurator at COMMIT, the setup's engine and version, one GPU
   heads per GPU, head_dim 128, linear in sequences and in keys. The collector records no row
   past a total of cached tokens (none at 512 sequences of 511 keys on H200): such a corner is
   the row of as many sequences at fewer keys times the keys' ratio at the most sequences
-  measured at both (keys_ratio).
+  measured at both (keys_ratio); past the most sequences measured (2,048), that row times
+  the sequences' ratio (decode_attention_us).
 - Context attention: context_attention_perf.parquet, attention in the setup's format over
   its cache, linear in prompts (from none, under one) and in prompt length.
 - TP all-reduce: xpusim's own table (cost/kernel_tables/collectives, TensorRT-LLM's
@@ -303,6 +304,15 @@ def keys_ratio(corner: tuple[float, ...], brackets: Any, times: Times) -> float 
     return base * times[b0, k] / times[b0, kp]
 
 
+def decode_attention_us(rows: Rows, sequences: float, keys: float) -> float:
+    """Decode attention of `sequences` of `keys` each; past the most sequences measured, that
+    row times the sequences' ratio (a generation kernel's rows are linear in sequences from
+    256 up: the FP8 cache's 32 x 8 x 128 layout on H200, 178 us at 2,048 x 63 keys, 92 at
+    1,024)."""
+    most = rows.grids[0][-1]
+    return rows.at((min(sequences, most), keys), keys_ratio) * max(sequences / most, 1.0)
+
+
 def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
     """Measured microseconds of each op with a row, at the setup's shapes."""
     m, e = s.model, s.engine
@@ -319,7 +329,7 @@ def measured_us(mirror: Mirror, s: Setup) -> dict[str, float]:
         "layers.0.gate_up": gemm.at((tokens, 2 * m.inter // s.tp, m.hidden)),
         "layers.0.down": gemm.at((tokens, m.hidden, m.inter // s.tp)),
         "lm_head": head.at((s.decodes, m.vocab // s.tp, m.hidden)),
-        "decode attention": decode.at((s.decodes, s.keys), keys_ratio),
+        "decode attention": decode_attention_us(decode, s.decodes, s.keys),
     }
     if s.prompts:
         context = _attention(columns(mirror, f"{base}/context_attention_perf.parquet"), s, "isl")

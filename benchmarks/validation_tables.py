@@ -44,6 +44,8 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("tpurecipes-", "tpu-recipes v6e"),
     ("mlenergy3-gpqa-", "ML.ENERGY v3 GPQA, vLLM 0.11.1"),
     ("gpustack-lat-", "GPUStack Qwen3-8B latency (H100, 1-8 clients)"),
+    ("vllmspot-", "vLLM spot check (vLLM 0.8.2, SGLang 0.4.4; 10 req/s)"),
+    ("sglcook-", "SGLang cookbook Qwen3-235B (B200, SGLang 0.5.6)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),
     ("gptfast-", "gpt-fast README"),
     ("neuron-", "AWS Neuron tutorial"),

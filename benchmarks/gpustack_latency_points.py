@@ -34,7 +34,7 @@ SOURCE = f"github.com/gpustack/gpustack (commit {COMMIT[:12]}) {PAGE}"
 PREFIX = "gpustack-lat-"
 ENGINES = {  # serving command's program: (engine, version, xpusim profile)
     "vllm serve": ("vllm", "vLLM v0.11.0 (V1 engine)", "vllm-0.11"),
-    "sglang.launch_server": ("sglang", "SGLang v0.5.3.post3", "sglang"),
+    "sglang.launch_server": ("sglang", "SGLang v0.5.3.post3", "sglang-0.5.6"),
     "trtllm-serve": ("trtllm", "TensorRT-LLM v1.2.0rc1 (trtllm-serve, PyTorch backend)",
                      "trtllm"),
 }  # fmt: skip

@@ -56,7 +56,7 @@ NOTES = (
     "output throughput {tok:g} tokens/s. BF16 (the hub's checkpoint, no quantization flag)."
 )
 XPUSIM_SETUP = (
-    "engine profile sglang (SGLang 0.5; the launch sets only --tp 8, so its limits, memory "
+    "engine profile sglang-0.5.6 (SGLang 0.5.6; the launch sets only --tp 8, so its limits, memory "
     "fraction and overlap scheduler are the profile's defaults on B200); a closed loop of "
     "{conc} clients over the run's {ok} requests, none warm-up; prompts and answers uniform "
     "about the run's means ({isl_mean} and {osl_mean} tokens) with spread {spread}; weights "
@@ -111,7 +111,7 @@ def points(text: str) -> list[dict[str, Any]]:
             "workload": "llm-serving", "chip": "b200", "chips": 8, "tp": 8,
             "model": "qwen3-235b-a22b-instruct-2507", "precision": "bf16",
             "weight_precision": None, "kv_precision": "bf16", "engine": "sglang",
-            "engine_version": "SGLang 0.5.6", "engine_profile": "sglang",
+            "engine_version": "SGLang 0.5.6", "engine_profile": "sglang-0.5.6",
             "load": {"kind": "concurrency", "value": conc, "requests": ok, "warmup": 0},
             "prompt": round(isl / ok), "gen": round(osl / ok), "spread": RANGE_SPREAD,
         }  # fmt: skip

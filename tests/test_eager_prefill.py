@@ -49,6 +49,39 @@ def test_each_profile_states_where_its_prefill_runs_eagerly():
 SHORT = dict(engine="sglang", concurrency=1, requests=6, prompt=200, gen=16, warmup=1)
 
 
+def test_sglang_before_its_piecewise_graph_default_runs_every_prompt_step_eagerly():
+    """sglang-0.5.6 is the sglang profile but for where prompt steps run eagerly: on every
+    chip, as SGLang did before piecewise CUDA graphs became its default (2026); the same run
+    as the sglang profile asked for eager prefill."""
+    early, late = engine("sglang-0.5.6"), engine("sglang")
+    assert early.eager_on("NVIDIA", False) and early.eager_on("AMD", False)
+    assert early.eager_launch_s == late.eager_launch_s > 0
+    kept = ("name", "eager_prefill", "eager_source", "version", "about")
+    assert {k: v for k, v in vars(early).items() if k not in kept} == \
+        {k: v for k, v in vars(late).items() if k not in kept}
+    forced = xpusim.serve("llama-3-8b", "h100-sxm", **SHORT, eager_prefill=True)
+    assert xpusim.serve("llama-3-8b", "h100-sxm", **{**SHORT, "engine": "sglang-0.5.6"}
+                        ).ttft_s == forced.ttft_s  # fmt: skip
+
+
+def test_published_sglang_points_name_their_releases_profile():
+    """A point of an SGLang 0.5 release before the graph default (0.5.0-0.5.6) is scored
+    on sglang-0.5.6, one of a later release on sglang: a new source labelled by hand keeps
+    to it."""
+    import re
+
+    from xpusim.validation.points import load_points
+
+    for p in load_points():
+        if p.get("engine") != "sglang" or p.get("engine_profile") not in ("sglang", "sglang-0.5.6"):
+            continue
+        minor, patch = map(int, re.search(r"0\.5\.(\d+)", p.get("engine_version")).group(0)
+                                                           .split(".")[1:])  # fmt: skip
+        assert minor == 5
+        want = "sglang-0.5.6" if patch <= 6 else "sglang"
+        assert p.get("engine_profile") == want, p.id
+
+
 def test_the_host_floor_applies_only_where_the_profile_says_eager():
     """Llama-3-8B's 200-token prefill on one chip is shorter on the device than its
     forward's launches on the host: on an MI300X (SGLang's ROCm build: eager) TTFT is the

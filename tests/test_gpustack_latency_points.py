@@ -98,7 +98,7 @@ def test_gpustack_page_blocks_become_three_points_a_run_without_drafts_or_reprin
         "gpustack-lat-qwen3-8b-h100-vllm-bf16-c4-s1",
     ]  # fmt: skip
     flash = pts["gpustack-lat-qwen3-8b-h100-sglang-fp8-c4-s4-flashinfer-ttft"]
-    assert flash["value"] == pytest.approx(0.26933) and flash["engine_profile"] == "sglang"
+    assert flash["value"] == pytest.approx(0.26933) and flash["engine_profile"] == "sglang-0.5.6"
     assert (flash["precision"], flash["weight_precision"]) == ("fp8", "fp8-block")
     assert "attention backend (flashinfer)" in flash["xpusim_setup"]
     one = pts["gpustack-lat-qwen3-8b-h100-vllm-bf16-c1-sweep-tok"]

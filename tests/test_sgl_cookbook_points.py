@@ -77,7 +77,7 @@ def test_each_printed_run_is_two_points_at_its_mean_lengths_in_a_closed_loop():
     assert ttft["value"] == pytest.approx(0.08882) and ttft["stat"] == "p50"
     assert (ttft["prompt"], ttft["gen"], ttft["spread"]) == (496, 509, 0.998)
     assert ttft["load"] == {"kind": "concurrency", "value": 16, "requests": 80, "warmup": 0}
-    assert (ttft["chip"], ttft["tp"], ttft["engine_profile"]) == ("b200", 8, "sglang")
+    assert (ttft["chip"], ttft["tp"], ttft["engine_profile"]) == ("b200", 8, "sglang-0.5.6")
     assert "section '5.1.1.2 Medium Concurrency'" in ttft["source"]
     long = pts["sglcook-qwen3-235b-b200x8-sglang-8000-1000-c64-tpot"]
     assert (long["prompt"], long["gen"], long["value"]) == (3981, 530, 0.01612)

@@ -20,6 +20,7 @@ TRIALS = ("full", "verdict", "decided")  # Search.trials: serving/verdict.py, de
 UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
+SGLANG_05 = ("sglang", "sglang-0.5.6")  # the profiles of SGLang 0.5's launch options
 
 
 MAX_SPAN_S = 1e9
@@ -156,7 +157,8 @@ class Engine:
                                     "(SGLang, ATOM), inflight (TensorRT-LLM), continuous "
                                     "(vLLM V0), static.", type=str)
     engine: str = option("vllm", "Engine profile: vllm (V1 0.19, priced with that "
-                          "release's kernels), vllm-0.11, sglang, sglang-0.4, trtllm, "
+                          "release's kernels), vllm-0.11, sglang, sglang-0.5.6 (prefill "
+                          "without graphs), sglang-0.4, trtllm, "
                           "trtllm-cpp, atom, vllm-v0, or ideal (no host time or padding: the "
                           "bound); serving/engines.toml.", type=str)  # fmt: skip
     max_batch: int | None = option(None, "Sequences per iteration (max_num_seqs; default: "
@@ -356,15 +358,15 @@ class Engine:
         for setting, given, needs, flag in (  # each an engine's own launch option
                 ("gemm_allreduce", self.gemm_allreduce, "trtllm",
                  "TensorRT-LLM's gemm_allreduce_plugin"),
-                ("allreduce_fusion", self.allreduce_fusion, "sglang",
+                ("allreduce_fusion", self.allreduce_fusion, SGLANG_05,
                  "its --enable-flashinfer-allreduce-fusion"),
-                ("recv_interval", self.recv_interval > 1, "sglang",  # SGLang 0.5's gate alone
+                ("recv_interval", self.recv_interval > 1, SGLANG_05,  # SGLang 0.5's gate alone
                  "its --scheduler-recv-interval"),
-                ("batch_wait", self.batch_wait is not None, "trtllm",
+                ("batch_wait", self.batch_wait is not None, ("trtllm",),
                  "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio")):  # fmt: skip
-            if given and self.engine != needs:
-                raise UserError(f"{setting} must be used with engine {needs} ({flag}), got "
-                                f"engine {self.engine!r}")
+            if given and self.engine not in needs:
+                raise UserError(f"{setting} must be used with engine {' or '.join(needs)} "
+                                f"({flag}), got engine {self.engine!r}")
         if (self.prefill_replicas is None) != (self.decode_replicas is None):
             raise UserError("disaggregation needs both prefill_replicas and decode_replicas")
         for name in ("decode_tp", "decode_ep", "decode_dp_attention"):
@@ -383,9 +385,10 @@ class Engine:
             raise UserError(f"radix_cache must be used with engine {radix} (their "
                             f"--disable-radix-cache), got engine {self.engine!r}")
         if not engine(self.engine).eager_launch_s and self.eager_prefill:
-            raise UserError(f"eager_prefill must be used with engine sglang or sglang-0.4 "
-                            f"(engine {self.engine!r} has no measured host time per eager "
-                            "launch: engines.toml eager_source)")  # fmt: skip
+            eager = " or ".join(n for n, p in engines().items() if p.eager_launch_s)
+            raise UserError(f"eager_prefill must be used with engine {eager} (engine "
+                            f"{self.engine!r} has no measured host time per eager launch: "
+                            "engines.toml eager_source)")  # fmt: skip
         self.decoding  # noqa: B018  (refuses a speculative setting engines do not run)
 
     @property

@@ -382,6 +382,22 @@ _READERS = {"fp8": _fp8, "fbgemm_fp8": _fbgemm_fp8, "mxfp4": _mxfp4, "awq": _awq
             "modelopt": _modelopt}  # fmt: skip
 
 
+AUTO_KV_FORMAT = "bf16"
+"""The KV cache's format where a checkpoint quantizes activations but declares no KV format:
+the engines' default KV dtype "auto" is the model's own dtype, not the matmuls' FP8. vLLM:
+vllm/config/cache.py CacheConfig cache_dtype "auto" ('If "auto", will use model data
+type'; vllm/utils/torch_utils.py resolve_kv_cache_dtype_string takes a ModelOpt
+checkpoint's kv_cache_quant_algo first, the declared `cp.kv` here); SGLang: server_args
+--kv-cache-dtype "auto" ('"auto" will use model data type'); TensorRT-LLM: KvCacheConfig
+dtype "auto", the KV cache quantized only where the checkpoint's hf_quant_config.json names
+a kv_cache_quant_algo (llmapi ModelLoader). The model's dtype is
+bfloat16 in the config.json torch_dtype of every activation-quantized repo read here
+(Qwen/Qwen3-235B-A22B-FP8, deepseek-ai/DeepSeek-R1, meta-llama/Llama-3.1-405B-Instruct-FP8).
+Startup logs agree: Qwen3-235B-A22B-FP8 at TP 4 on H100 holds 8.11 GiB for 178,880 tokens
+in vLLM and 8.23 GB of K for 367,404 tokens in SGLang, 2 bytes an element in both
+(vllm-project/vllm#21348; docs/serving.md 'The KV cache each engine gets')."""
+
+
 def checkpoint_options(
     workload: Any, chip: Any, taken: list[str], options: dict[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
@@ -415,8 +431,8 @@ def checkpoint_options(
     elif ("weight_precision" in taken and "weight_precision" not in given
           and _layout_of(cp.weights, options.get("precision"))):  # fmt: skip
         chosen["weight_precision"] = cp.weights
-    if cp.kv and "kv_precision" in taken and "kv_precision" not in given:
-        chosen["kv_precision"] = cp.kv
+    if "kv_precision" in taken and "kv_precision" not in given and (cp.kv or cp.compute):
+        chosen["kv_precision"] = cp.kv or AUTO_KV_FORMAT
     used = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items())
     said = [f"used {used}"] if chosen else []
     flag = next((k for k in ("weight_precision", "precision") if options.get(k)), None)

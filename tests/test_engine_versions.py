@@ -97,13 +97,14 @@ def _decode_tpot_s(model: str, profile: str) -> float:
     return result.tpot_s.mean
 
 
-def test_qwen3_32b_fp8_decodes_no_slower_than_bf16_on_current_vllm():
-    """Qwen3-32B-FP8 on 2 H100 (TP 2) at 4 clients: under vLLM 0.19's timed block-FP8
-    linears (22.9 us for 6144 x 4096 at M 1 on an H100, BF16's TensorRT-LLM rows 22.1) FP8
-    decodes no slower than BF16; under 0.14's (35.4 us) it did, the reason `vllm-0.11` is kept
-    apart for the points that ran that release."""
+def test_qwen3_32b_fp8_decodes_about_as_fast_as_bf16_on_current_vllm():
+    """Qwen3-32B-FP8 on 2 H100 (TP 2) at 4 clients, both with a BF16 KV cache (the FP8
+    checkpoint names none: the engines' auto): under vLLM 0.19's timed block-FP8 linears
+    (22.9 us for 6144 x 4096 at M 1 on an H100, BF16's TensorRT-LLM rows 22.1) FP8 decodes
+    within 1% of BF16; under 0.14's (35.4 us) over 10% slower, the reason `vllm-0.11` is
+    kept apart for the points that ran that release."""
     bf16 = _decode_tpot_s("Qwen/Qwen3-32B", "vllm")
-    assert _decode_tpot_s("Qwen/Qwen3-32B-FP8", "vllm") <= bf16
+    assert _decode_tpot_s("Qwen/Qwen3-32B-FP8", "vllm") <= 1.01 * bf16
     assert _decode_tpot_s("Qwen/Qwen3-32B-FP8", "vllm-0.11") > 1.1 * _decode_tpot_s(
         "Qwen/Qwen3-32B", "vllm-0.11")
 

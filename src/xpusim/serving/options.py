@@ -356,7 +356,7 @@ class Engine:
                 raise UserError("api_servers 0 calls the engine in-process, with no front "
                                 f"end: drop {name} or give it 0")
         for setting, given, needs, flag in (  # each an engine's own launch option
-                ("gemm_allreduce", self.gemm_allreduce, "trtllm",
+                ("gemm_allreduce", self.gemm_allreduce, ("trtllm",),
                  "TensorRT-LLM's gemm_allreduce_plugin"),
                 ("allreduce_fusion", self.allreduce_fusion, SGLANG_05,
                  "its --enable-flashinfer-allreduce-fusion"),

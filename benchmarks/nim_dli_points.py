@@ -219,7 +219,9 @@ def points(all_rows: list[dict[str, str]]) -> list[dict[str, Any]]:
 def write(pts: list[dict[str, Any]], prefix: str = PREFIX) -> None:
     """Replace published.json's points of `prefix` by pts (or put them just before the
     inferencex- block), in the file's layout, leaving every other line as it was (also
-    mlenergy_gpqa_points.py's writer)."""
+    mlenergy_gpqa_points.py's writer and the other point writers'). Refuses a set with an id
+    twice."""
+    assert len({p["id"] for p in pts}) == len(pts), "duplicate ids"
     text = PUBLISHED.read_text()
     data = json.loads(text)
     kept = [p for p in data["points"] if not p["id"].startswith(prefix)]
@@ -246,7 +248,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mirror", help="git directory of ai-performance-engineering (or a fork)")
     pts = points(rows(parser.parse_args().mirror))
-    assert len({p["id"] for p in pts}) == len(pts), "duplicate ids"
     write(pts)
     print(f"{len(pts) // len(METRICS)} runs, {len(pts)} points written to {PUBLISHED}")
 

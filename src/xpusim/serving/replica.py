@@ -685,6 +685,12 @@ class Replica:
             self._run_left = self._run_left - 1 if self._run_left else \
                 (self.decode_steps - 1 if not prompts else 0)
 
+    @property
+    def _gated(self) -> bool:
+        """Whether the engine has gates that count iterations: vLLM V0's multi-step
+        scheduling or TensorRT-LLM's attention-DP balancer."""
+        return self.decode_steps > 1 or self.adp_balance is not None
+
     def _gates_hold(self) -> bool:
         """For cruise, before a decode-only step it would run: the gates that count
         iterations (_admits, _count_run) counted for the step as start counts them, where
@@ -692,7 +698,7 @@ class Replica:
         it), so the step is the plain one cruise runs; else False, the gates left as they
         were, for the event loop's start to schedule the step (the gates let a prompt in).
         Without such gates the scheduler's answer is the last step's: True."""
-        if self.decode_steps == 1 and self.adp_balance is None:
+        if not self._gated:
             return True
         counts = self._run_left, self._adp_waited, self._adp_batched
         if self._admits() and self.waiting:
@@ -841,8 +847,6 @@ class Replica:
             horizon = min(horizon, int(np.searchsorted(taken, self.kv.free, side="right")))
         n, ranks, engine, adp = it.decodes, self.cost.ranks, self.engine, self.adp_ranks
         extra_s, extra_j = (0.0, 0.0) if extra is None else (extra[0], extra[-1] * ranks)
-        gated = not (self.decode_steps == 1 and self.adp_balance is None)  # _gates_hold's
-        # own test: without such gates it holds at every step
         starts, ends, stages, energies = [], [], [], []
         end_s, priced, ran, asked_s = it.end_s, RUN_STEPS, 0, None
         while ran < horizon:  # a chunk of the steps (RUN_STEPS, then twice as many)
@@ -866,7 +870,7 @@ class Replica:
             # gates hold (each asked in turn, as the steps ask them)
             before = ahead if start_s[-1] < until_s else int(np.argmax(start_s >= until_s))
             runs = before if stop is None else stop.first_missed(start_s[:before])
-            if gated:
+            if self._gated:  # else _gates_hold holds at every step
                 runs = next((k for k in range(runs) if not self._gates_hold()), runs)
             starts.append(start_s[:runs])
             ends.append(clock[2::2][:runs])

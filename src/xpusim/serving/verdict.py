@@ -91,9 +91,9 @@ class Verdict:
         (missed's comparison, on every time at once)."""
         if self.reason or (self.tpot_s is not None and self.late_tpot >= self.need_tpot):
             return 0
-        more = self.need_ttft - len(self._late_first)
         if self.ttft_s is None:
             return len(times_s)
+        more = self.need_ttft - len(self._late_first)
         if more <= 0:
             return 0
         seqs = self.sequences

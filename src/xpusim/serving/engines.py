@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import base_id
+from xpusim.ir.dtypes import DType
+from xpusim.workloads.checkpoint import AUTO_KV_FORMAT
 from xpusim.workloads.transformer import FUSED_SHARED_EXPERT
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ GRAPH_PADS = ("tokens", "decode", "none")  # engines.toml's graph_pad, and serve
 MEMORY_RULES = ("total", "free", "static")
 DP_CHUNK_RULES = ("", "per-rank", "half", "each")
 EAGER_ALWAYS, EAGER_DP = "all", "dp-attention"  # engines.toml eager_prefill's rules, beside vendors
+KV_AUTO_RULES = ("compute", "model", "modelopt")  # engines.toml kv_auto
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,10 @@ class EngineProfile:
     # where set, requests' sampler penalties run as this engine's code runs them
     # (workloads/transformer.py SAMPLER_PENALTIES; serve's --penalties); "": not modelled
     penalties_source: str = ""
+    # the KV cache's format where a run names its matmuls' (--precision) and not the cache's,
+    # and no checkpoint declares one (engines.toml kv_auto): KV_AUTO_RULES
+    kv_auto: str = "compute"
+    kv_auto_source: str = ""
     # where set, a new prompt is admitted only within what the running requests' remaining
     # outputs leave of the KV cache (SGLang's PrefillAdder: serving/admission.py)
     admit_reserve: ReserveRule | None = None
@@ -256,6 +263,23 @@ class EngineProfile:
         if not (api_servers and streamed and self.frontend_token_s):
             return exposed
         return maximum(exposed, self.frontend_token_s * streamed / api_servers - device_s)
+
+    def kv_format(self, precision: str | None) -> str | None:
+        """The format the engine stores the KV cache in for a run whose matmuls compute in
+        `precision` and whose cache format nobody named (the user, or a checkpoint:
+        workloads/checkpoint.py fills that in first); None: the matmuls' own.
+
+        "model": the model's 16-bit dtype (AUTO_KV_FORMAT) beside any narrower precision
+        (vLLM's, SGLang's and ATOM's default KV dtype beside their --quantization fp8);
+        "modelopt": FP8 beside 4-bit matmuls, as NVIDIA's quantizer writes the checkpoints
+        TensorRT-LLM serves by default; "compute": the matmuls' format, as `xpusim run`
+        reads --precision."""
+        if precision is None or self.kv_auto == "compute":
+            return None
+        bits = DType.parse(str(precision)).bits
+        if self.kv_auto == "model":
+            return AUTO_KV_FORMAT if bits < 16 else None
+        return "fp8" if bits < 8 else None
 
     def eager_on(self, vendor: str, dp_attention: bool) -> bool:
         """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip
@@ -411,6 +435,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
+            and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \

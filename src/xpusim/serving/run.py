@@ -90,6 +90,11 @@ def prepare(
     engine: Engine, plan_options: dict[str, Any],
 ) -> Prepared:  # fmt: skip
     """Chooses the plan, sizes the KV cache and tabulates the step cost."""
+    profile = engine_profile(engine.engine)
+    kv_auto = None if plan_options.get("kv_precision") is not None else \
+        profile.kv_format(plan_options.get("precision"))
+    if kv_auto:  # the engine's own KV dtype beside the precision asked (engines.toml kv_auto)
+        plan_options = {**plan_options, "kv_precision": kv_auto}
     expected = min(load.concurrency or engine.max_batch, engine.max_batch)
     prompt, gen = round(float(requests.prompt.mean())), round(float(requests.gen.mean()))
     options = {**plan_options, "batch": expected, "prompt": prompt, "gen": gen}
@@ -104,6 +109,12 @@ def prepare(
     if split > 1:
         system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)
+    if kv_auto:
+        why = {"model": "the model's 16-bit dtype, its KV default beside the matmuls' "
+                        "--quantization",
+               "modelopt": "FP8, as NVIDIA's quantizer writes the checkpoints it serves"}
+        notes.append(f"KV cache {kv_auto}: engine {engine.engine} keeps it in "
+                     f"{why[profile.kv_auto]} (engines.toml kv_auto; --kv-precision sets it)")
     replicas = plan.dp
     one = replace(plan, dp=1)
     decode = None
@@ -150,7 +161,6 @@ def prepare(
     lengths = requests.prompt + requests.gen
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
-    profile = engine_profile(engine.engine)
     own = profile.kernels_on(system.chip.vendor, cfg, one.ep, req.moe_backend)
     kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own

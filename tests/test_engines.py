@@ -227,6 +227,8 @@ def test_vllm_keeps_its_profiling_samplers_peak_out_of_the_kv_cache():
     sampler = engines()["vllm"].sampler_peak_bytes(1024, 128256)
     assert sampler == 14 * 1024 * 128256
     assert engines()["ideal"].sampler_peak_bytes(1024, 128256) == 0
-    assert tokens("vllm", 16) == tokens("ideal", 16)
-    held = (tokens("ideal", 1024) - tokens("vllm", 1024)) * per_token
+    non_torch = engines()["vllm"].runtime_bytes(1)  # profiled beside the forward, not by ideal
+    assert abs((tokens("ideal", 16) - tokens("vllm", 16)) * per_token - non_torch) \
+        <= 16 * per_token  # fmt: skip
+    held = (tokens("ideal", 1024) - tokens("vllm", 1024)) * per_token - non_torch
     assert 0.4 * sampler < held <= sampler + 16 * per_token  # less the forward's own peak

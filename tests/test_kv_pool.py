@@ -25,7 +25,13 @@ def _serve(engine: str, prompt: int = 1000, gen: int = 100, **options):
 
 
 def _capacity() -> float:
+    """The driver's total (nvidia-smi's: SGLang's default fraction reads it)."""
     return xpusim.chip("h100-sxm").capacity_bytes
+
+
+def _runtime_total() -> float:
+    """CUDA's total, what every engine's fraction multiplies (catalog runtime_reserved_bytes)."""
+    return xpusim.chip("h100-sxm").runtime_capacity_bytes
 
 
 def _sglang_reserved_mib(chunk: int, graph_max: int, tp: int, pp: int = 1,
@@ -40,11 +46,11 @@ def _sglang_reserved_mib(chunk: int, graph_max: int, tp: int, pp: int = 1,
 
 
 def test_vllm_pool_is_its_fraction_of_the_whole_memory_less_weights_and_activations():
-    """gpu_memory_utilization x total - weights - activations: a point less of the fraction
-    is a point of the whole memory fewer (vllm/v1/worker/gpu_worker.py
-    determine_available_memory), whatever the weights and activations."""
+    """gpu_memory_utilization x CUDA's total - weights - activations - non-torch memory: a
+    point less of the fraction is a point of the whole memory fewer (vllm/v1/worker/
+    gpu_worker.py determine_available_memory), whatever the weights and activations."""
     full, less = (_serve("vllm", kv_utilization=f).kv_cache for f in (0.9, 0.88))
-    expected = 0.02 * _capacity() / full.bytes_per_token
+    expected = 0.02 * _runtime_total() / full.bytes_per_token
     assert abs((full.capacity_tokens - less.capacity_tokens) - expected) <= 2 * full.block_tokens
 
 
@@ -56,15 +62,22 @@ def test_tensorrt_llm_pool_is_its_fraction_of_the_memory_left_free():
 
 
 def test_sglang_pool_is_its_default_static_fraction_less_the_weights():
-    """mem_fraction_static x total - weights, the fraction (total - reserved) / total with
-    the reserve of SGLang's code for the H100 defaults (chunk 8,192, graphs up to 256 below
-    tp 4): against a given fraction, the difference is the fractions' times the memory."""
-    default = _serve("sglang").kv_cache
-    given_fraction = 0.84
-    given = _serve("sglang", kv_utilization=given_fraction).kv_cache
+    """mem_fraction_static x the memory free at start - weights, the fraction (total -
+    reserved) / total with nvidia-smi's total and the reserve of SGLang's code for the H100
+    defaults at tp 4 (chunk 8,192, graphs up to 512): against a given fraction, the
+    difference is the fractions' times CUDA's total less what the process held at start."""
+    def pool(**options):
+        return xpusim.serve(MODEL, "h100-sxm", chips=4, tp=4, engine="sglang", concurrency=4,
+                            prompt=1000, gen=100, requests=8, warmup=0,
+                            **options).kv_cache  # fmt: skip
+
+    default, given_fraction = pool(), 0.84
+    given = pool(kv_utilization=given_fraction)
     memory_mib = _capacity() / MIB
-    fraction = (memory_mib - _sglang_reserved_mib(8192, 256, tp=2)) / memory_mib
-    expected = (given_fraction - fraction) * _capacity() / default.bytes_per_token
+    fraction = (memory_mib - _sglang_reserved_mib(8192, 512, tp=4)) / memory_mib
+    free_at_start = _runtime_total() - engines()["sglang"].runtime_bytes(4)
+    expected = (given_fraction - fraction) * free_at_start / default.bytes_per_token
+    assert default.capacity_tokens > 0
     assert abs((given.capacity_tokens - default.capacity_tokens) - expected) <= 2
 
 
@@ -99,9 +112,12 @@ def test_attention_dp_never_leaves_sglang_more_memory(fraction, budget, graph, d
 
 def test_ttft_does_not_fall_as_the_prompt_grows_at_70b_tp2_under_sglang():
     """The held-back-like symptom: at 4 clients a longer prompt never gets a faster first
-    token; where SGLang's pool (4.5 k tokens at its defaults) cannot hold a request, serve
-    says what SGLang does and which of its settings to change, at the engine's own budget."""
-    runs = {p: _serve("sglang", prompt=p, gen=1000) for p in (1000, 2000, 4000, 8000)}
+    token; where SGLang's pool (4.0 k tokens at --mem-fraction-static 0.865: its default,
+    0.834 here, leaves the 65.7 GiB of weights no room once the 2.5 GiB its process holds at
+    start is out) cannot hold a request, serve says what SGLang does and which of its
+    settings to change, at the engine's own budget."""
+    runs = {p: _serve("sglang", prompt=p, gen=1000, kv_utilization=0.865)
+            for p in (1000, 2000, 4000, 8000)}  # fmt: skip
     served = [runs[p] for p in (1000, 2000)]
     assert all(r.fits for r in served) and served[1].ttft_s.mean >= served[0].ttft_s.mean
     for prompt in (4000, 8000):

@@ -142,6 +142,11 @@ class MemoryLevel(_Strict):
     # measured apart from the chip's other levels (MTIA v1's operators reach about 40% of
     # LPDDR5 and two thirds of SRAM bandwidth); absent: the chip's efficiency.memory.
     efficiency: Fraction | None = None
+    # Bytes of this level the device's runtime keeps from its reported total (CUDA's
+    # cudaMemGetInfo total, what PyTorch and the serving engines multiply their memory
+    # fractions by, under the driver's nvidia-smi figure): capacity less what the runtime
+    # reports; absent: none measured (HIP reports an AMD GPU's whole capacity).
+    runtime_reserved_bytes: Figure | None = None
 
 
 class SparseCore(_Strict):
@@ -307,6 +312,14 @@ class Chip(_Strict):
     def capacity_bytes(self) -> float:
         """Bytes that can hold tensors: SRAM and DRAM levels (caches and scratchpads don't)."""
         return sum(m.capacity_bytes.value for m in self.memory if m.kind.holds_tensors)
+
+    @property
+    def runtime_capacity_bytes(self) -> float:
+        """The tensor-holding bytes the device's runtime reports as its total: what a serving
+        engine's memory fraction multiplies (MemoryLevel.runtime_reserved_bytes)."""
+        return sum(m.capacity_bytes.value - (m.runtime_reserved_bytes.value
+                                             if m.runtime_reserved_bytes else 0.0)
+                   for m in self.memory if m.kind.holds_tensors)  # fmt: skip
 
     @property
     def compute_power_budget_w(self) -> float:

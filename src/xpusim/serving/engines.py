@@ -183,6 +183,10 @@ class EngineProfile:
     # and no checkpoint declares one (engines.toml kv_auto): KV_AUTO_RULES
     kv_auto: str = "compute"
     kv_auto_source: str = ""
+    # (ranks, GiB): what the engine's process holds beside its weights, activations and KV
+    # cache when it sizes the pool, measured at that many ranks (engines.toml runtime_gib)
+    runtime_gib: tuple[tuple[int, float], ...] = ()
+    runtime_source: str = ""
     # where set, a new prompt is admitted only within what the running requests' remaining
     # outputs leave of the KV cache (SGLang's PrefillAdder: serving/admission.py)
     admit_reserve: ReserveRule | None = None
@@ -343,20 +347,35 @@ class EngineProfile:
         step's (shape_graphs), this the sampler's, and the larger of the two counts."""
         return self.sampler_bytes_per_logit * sequences * vocab
 
-    def kv_bytes(self, fraction: float | None, capacity: float, weights: float, activations: float,
-                 token_budget: int, graph_max: int, ranks: int, dp_ranks: int = 1,
-                 speculative: bool = False) -> float:  # fmt: skip
+    def kv_bytes(self, fraction: float | None, capacity: float, weights: float,
+                 activations: float, token_budget: int, graph_max: int, ranks: int,
+                 dp_ranks: int = 1, speculative: bool = False,
+                 runtime_total: float | None = None) -> float:  # fmt: skip
         """Bytes of one chip's memory the KV cache gets, as the engine reads its fraction;
         `fraction` 0 asks SGLang's rule for it (see engines.toml), whose reserve grows with
-        the `ranks` (tp x pp), the attention-DP ranks and speculative decoding."""
+        the `ranks` (tp x pp), the attention-DP ranks and speculative decoding.
+
+        `capacity` is the driver's total (what SGLang's rule reads from nvidia-smi),
+        `runtime_total` the runtime's (CUDA's, what the fractions multiply; default the
+        driver's); runtime_bytes(ranks) is what the engine's process holds beside its
+        weights and activations when it sizes the pool (engines.toml runtime_gib)."""
+        total = capacity if runtime_total is None else runtime_total
+        held = self.runtime_bytes(ranks)
         if self.memory == "free":
-            return fraction * (capacity - weights - activations)
+            return fraction * (total - held - weights - activations)
         if self.memory == "static":
             if not fraction:
                 fraction = self.static_fraction(capacity, token_budget, graph_max, ranks,
                                                 dp_ranks, speculative)  # fmt: skip
-            return fraction * capacity - weights
-        return fraction * capacity - weights - activations
+            return fraction * (total - held) - weights
+        return fraction * total - weights - activations - held
+
+    def runtime_bytes(self, ranks: int) -> float:
+        """Bytes a chip's process holds outside its weights, activations and KV cache when
+        the engine sizes its pool, at `ranks` (tp x pp) ranks: the engine's figure for the
+        most ranks it was measured at, up to `ranks` (engines.toml runtime_gib)."""
+        measured = [gib for at, gib in self.runtime_gib if at <= ranks]
+        return measured[-1] * GIB if measured else 0.0
 
     @property
     def draft_in_budget(self) -> bool:
@@ -417,6 +436,8 @@ def engines() -> dict[str, EngineProfile]:
                       "fused_shared_expert_vendors",
                       "fused_shared_expert_off_moe")},
                   "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items())),
+                  "runtime_gib": tuple(sorted((int(k), float(v)) for k, v in
+                                              fields.get("runtime_gib", {}).items())),
                   "admit_reserve": (ReserveRule.of(fields["admit_reserve"])
                                     if "admit_reserve" in fields else None),
                   }  # fmt: skip
@@ -436,6 +457,8 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \
+            and all(gib >= 0 for _, gib in profile.runtime_gib) \
+            and bool(profile.runtime_source) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \

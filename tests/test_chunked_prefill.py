@@ -60,14 +60,13 @@ CASES = [  # (model, chip, chips, prompt, gen)
 @pytest.mark.parametrize(("model", "chip", "chips", "prompt", "gen"), CASES,
                          ids=[c[0] + "-" + c[1] for c in CASES])  # fmt: skip
 def test_run_fits_the_batch_serve_holds(model, chip, chips, prompt, gen):
-    """With the engine's memory fraction at 1 (run holds the whole chip), the sequences of
-    `prompt + gen` serve's KV blocks hold at once are the largest batch run fits: both hold
-    the weights, the cache and one token budget's activations. Before chunking, run
-    refused every such batch whose whole prefill's activations overflowed. 16 sequences at
-    most keep vLLM's profiling sampler (engines.toml) below the forward's peak, which is
-    all run counts."""
+    """With the ideal engine's memory fraction at 1 (run holds the whole chip, the ideal
+    engine the same memory: engines.toml memory_total), the sequences of `prompt + gen`
+    serve's KV blocks hold at once are the largest batch run fits: both hold the weights,
+    the cache and one token budget's activations. Before chunking, run refused every such
+    batch whose whole prefill's activations overflowed."""
     served = xpusim.serve(model, chip, chips=chips, tp=chips, concurrency=1, prompt=prompt,
-                          gen=gen, requests=2, warmup=0, kv_utilization=1.0,
+                          gen=gen, requests=2, warmup=0, kv_utilization=1.0, engine="ideal",
                           max_batch=16)  # fmt: skip
     blocks = -(-(prompt + gen) // served.kv_cache.block_tokens)
     held = served.kv_cache.blocks // blocks

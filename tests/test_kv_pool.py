@@ -144,3 +144,24 @@ def test_a_given_budget_says_the_engines_own():
     r = _serve("vllm", token_budget=4096)
     assert any("4096 tokens (--token-budget; the engine's default here 8192)" in n
                for n in r.notes)  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(engines())), capacity_gib=st.floats(20, 300),
+       reserved_gib=st.floats(0, 2), weights_gib=st.floats(0, 60),
+       ranks=st.sampled_from([1, 2, 4, 8]), fraction=st.floats(0.5, 0.95))  # fmt: skip
+def test_the_pool_never_grows_with_memory_held_or_lost(name, capacity_gib, reserved_gib,
+                                                        weights_gib, ranks, fraction):  # fmt: skip
+    """Under every engine's rule: memory the runtime keeps from its total, or the engine's
+    process holds at start, never gives the KV cache more room; more memory never less."""
+    profile = engines()[name]
+    capacity, weights, activations = capacity_gib * GIB, weights_gib * GIB, 1.5 * GIB
+
+    def pool(total: float, ranks: int) -> float:
+        return profile.kv_bytes(fraction, capacity, weights, activations, 8192, 256, ranks,
+                                runtime_total=total)  # fmt: skip
+
+    reserved = reserved_gib * GIB
+    assert pool(capacity - reserved, ranks) <= pool(capacity, ranks)
+    assert pool(capacity - reserved, ranks) <= pool(capacity - reserved + GIB, ranks)
+    assert profile.runtime_bytes(ranks) >= profile.runtime_bytes(1) >= 0

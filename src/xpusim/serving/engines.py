@@ -34,6 +34,7 @@ MEMORY_RULES = ("total", "free", "static")
 DP_CHUNK_RULES = ("", "per-rank", "half", "each")
 EAGER_ALWAYS, EAGER_DP = "all", "dp-attention"  # engines.toml eager_prefill's rules, beside vendors
 KV_AUTO_RULES = ("compute", "model", "modelopt")  # engines.toml kv_auto
+MEMORY_TOTALS = ("runtime", "driver")  # engines.toml memory_total
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,9 @@ class EngineProfile:
     # cache when it sizes the pool, measured at that many ranks (engines.toml runtime_gib)
     runtime_gib: tuple[tuple[int, float], ...] = ()
     runtime_source: str = ""
+    # the total its fraction multiplies: "runtime" (CUDA's: Chip.runtime_capacity_bytes) or
+    # "driver" (the catalog's whole capacity, as xpusim run fits a chip)
+    memory_total: str = "runtime"
     # where set, a new prompt is admitted only within what the running requests' remaining
     # outputs leave of the KV cache (SGLang's PrefillAdder: serving/admission.py)
     admit_reserve: ReserveRule | None = None
@@ -458,6 +462,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \
             and all(gib >= 0 for _, gib in profile.runtime_gib) \
+            and profile.memory_total in MEMORY_TOTALS \
             and bool(profile.runtime_source) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \

@@ -427,6 +427,7 @@ def _kv_room(
                                                 moe_backend=req.moe_backend)], plan.tp,
                                      plan.ep, plan.dp_attention).activation_bytes[0])  # fmt: skip
     profile, capacity = engine_profile(engine.engine), system.chip.capacity_bytes
+    total = system.chip.runtime_capacity_bytes if profile.memory_total == "runtime" else capacity
     activations = max(activations, profile.sampler_peak_bytes(
         min(engine.max_batch, max_tokens), cfg.vocab_size))
     per_layer, windowed = memory.kv_bytes_per_token_layer, memory.window_bytes_per_token_layer
@@ -442,7 +443,7 @@ def _kv_room(
         return profile.kv_bytes(engine.kv_utilization, capacity, weights + draft_weights,  # type: ignore[arg-type]
                                 activations, engine.token_budget, graph_max,
                                 plan.tp * plan.pp, plan.attention_dp,
-                                draft is not None, system.chip.runtime_capacity_bytes)  # fmt: skip
+                                draft is not None, total)  # fmt: skip
 
     tokens = min(max(int(room(w) // need), 0) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip

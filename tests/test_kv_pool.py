@@ -165,3 +165,18 @@ def test_the_pool_never_grows_with_memory_held_or_lost(name, capacity_gib, reser
     assert pool(capacity - reserved, ranks) <= pool(capacity, ranks)
     assert pool(capacity - reserved, ranks) <= pool(capacity - reserved + GIB, ranks)
     assert profile.runtime_bytes(ranks) >= profile.runtime_bytes(1) >= 0
+
+
+@pytest.mark.parametrize(("engine", "words"), [
+    ("sglang", "Not enough memory. Please try to increase --mem-fraction-static."),
+    ("vllm", "No available memory for the cache blocks"),
+    ("vllm-v0", "No available memory for the cache blocks")])  # fmt: skip
+def test_no_pool_at_all_says_the_engine_fails_to_start(engine, words):
+    """Where the weights and what the engine holds beside them leave no KV cache at all, the
+    engine does not start (its own error, engines.toml kv_none), whatever it does with a pool
+    too short for one request: Llama-3.1-70B BF16 at TP 2 on two H100s, SGLang's default
+    fraction (0.834) and vLLM at a fraction of 0.8."""
+    fraction = None if engine == "sglang" else 0.8
+    r = _serve(engine, kv_utilization=fraction)
+    assert not r.fits and r.kv_cache.capacity_tokens == 0
+    assert words in r.reason and "fails to start" in r.reason and "\n" not in r.reason

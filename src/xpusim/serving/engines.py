@@ -117,6 +117,9 @@ class EngineProfile:
     reserved_speculative_mib: float = 0.0
     kv_short: str = ""  # what the engine does where its KV pool cannot hold a request
     kv_short_source: str = ""
+    # what it does where nothing is left for a pool at all, if not kv_short (its start fails)
+    kv_none: str = ""
+    kv_none_source: str = ""
     sampler_bytes_per_logit: float = 0.0  # its profiling run's dummy sampler, at its peak
     sampler_source: str = ""
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
@@ -460,6 +463,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
+            and bool(profile.kv_none) == bool(profile.kv_none_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \
             and all(gib >= 0 for _, gib in profile.runtime_gib) \
             and profile.memory_total in MEMORY_TOTALS \

@@ -241,10 +241,12 @@ def prepare(
                 system.chip.capacity_bytes, engine.token_budget, limits.graph_max,
                 one.tp * one.pp, one.attention_dp, held is not None)
             beside = f"{1 - fraction:.1%} of the memory outside its fraction"
+        # the engine's own words: no pool at all fails its start, a short one cuts or refuses
+        what = profile.kv_none if blocks <= 0 and profile.kv_none else profile.kv_short
         reason = (f"memory: the weights ({max(cand.memory.weights) / gb:,.2f} GB on the fullest "
                   f"chip) and {beside} leave room for "
                   f"{kv.capacity_tokens} tokens of KV cache per replica; the longest request "
-                  f"needs {longest}: {profile.kv_short}")  # fmt: skip
+                  f"needs {longest}: {what}")  # fmt: skip
         if engine.kv_blocks is not None:
             reason = (f"a KV cache of --kv-blocks {blocks} holds {kv.capacity_tokens} tokens per "
                       f"replica; the longest request needs {longest}")  # fmt: skip

@@ -67,7 +67,8 @@ STATED_ALIASES = {
     "meta-llama/Meta-Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
     "mistralai/Mixtral-8x7B-Instruct-v0.1", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
     "meta-llama/Llama-3.1-405B-FP8", "meta-llama/Meta-Llama-3.1-405B-FP8",
-    "meta-llama/Llama-2-70b-chat-hf",
+    "meta-llama/Llama-2-70b-chat-hf", "neuralmagic/Llama-3.3-70B-Instruct-FP8-dynamic",
+    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8",
 }  # fmt: skip
 """Aliases with no copy of their own config.json here: each file's aliases_source states what
 says the release is the same architecture (a model card, a config dump it compared)."""

@@ -79,15 +79,15 @@ CASES = (
             "launch with --kv-cache-dtype fp8): 'Available KV cache memory: 58.11 GiB', 'GPU "
             "KV cache size: 952,032 tokens'",
             "1.003: the same bytes, half a token's"),
-    LogCase("vllm-0.19-llama-3.3-70b-fp8-tp2-h100", "meta-llama/Llama-3.3-70B-Instruct",
-            "h100-sxm", 2, "vllm", {"precision": "fp8", "kv_utilization": 0.95}, 244_304,
+    LogCase("vllm-0.19-llama-3.3-70b-fp8-tp2-h100", "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic",
+            "h100-sxm", 2, "vllm", {"kv_utilization": 0.95}, 244_304,
             37.28, True,
             PLANNER + "fp8dyn-llama-3-3-70b--h100-80gb--tp2pp1dp1--8192.log "
             "(RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic, kv_cache_dtype auto, TP 2): "
             "'Available KV cache memory: 37.28 GiB', 'GPU KV cache size: 244,304 tokens'",
             "1.008: non-torch 2.1 GiB logged (NCCL), weights 33.88 GiB"),
-    LogCase("vllm-0.19-llama-3.3-70b-fp8-tp4-h100", "meta-llama/Llama-3.3-70B-Instruct",
-            "h100-sxm", 4, "vllm", {"precision": "fp8", "kv_utilization": 0.95}, 708_992,
+    LogCase("vllm-0.19-llama-3.3-70b-fp8-tp4-h100", "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic",
+            "h100-sxm", 4, "vllm", {"kv_utilization": 0.95}, 708_992,
             54.09, True,
             PLANNER + "fp8dyn-llama-3-3-70b--h100-80gb--tp4pp1dp1--8192.log (the same at TP 4): "
             "'Available KV cache memory: 54.09 GiB', 'GPU KV cache size: 708,992 tokens'",

@@ -21,12 +21,11 @@ every run). The points replace every `gpustack-lat-` point in place, or go just 
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 from typing import Any
 
-from nim_dli_points import PUBLISHED, write
+from nim_dli_points import write_from_mirror
 
 COMMIT = "6ceec5b8486b263beb6be4533050054e047d3254"  # 2026-03-20, the page's latest change
 PAGE = "docs/performance-lab/qwen3-8b/h100-latency.md"
@@ -209,11 +208,8 @@ def points(text: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mirror", help="git directory of gpustack (or a fork holding COMMIT)")
-    pts = points(page(parser.parse_args().mirror))
-    write(pts, PREFIX)
-    print(f"{len(pts) // len(METRICS)} runs, {len(pts)} points written to {PUBLISHED}")
+    write_from_mirror(__doc__, "git directory of gpustack (or a fork holding COMMIT)",
+                      lambda mirror: points(page(mirror)), PREFIX, len(METRICS))
 
 
 if __name__ == "__main__":

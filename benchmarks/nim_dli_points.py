@@ -27,6 +27,7 @@ import io
 import json
 import subprocess
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -244,12 +245,21 @@ def write(pts: list[dict[str, Any]], prefix: str = PREFIX) -> None:
     assert [p["id"] for p in json.loads(PUBLISHED.read_text())["points"]] == want
 
 
+def write_from_mirror(doc: str, mirror_help: str, build: Callable[[str], list[dict[str, Any]]],
+                      prefix: str, per_run: int) -> None:
+    """A point writer's command: the git mirror named on the command line (`mirror_help`
+    says of what), its points as `build` reads them, written in place of `prefix`'s, with
+    a line saying how many (`per_run` points a run). The writers of this folder share it."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("mirror", help=mirror_help)
+    pts = build(parser.parse_args().mirror)
+    write(pts, prefix)
+    print(f"{len(pts) // per_run} runs, {len(pts)} points written to {PUBLISHED}")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mirror", help="git directory of ai-performance-engineering (or a fork)")
-    pts = points(rows(parser.parse_args().mirror))
-    write(pts)
-    print(f"{len(pts) // len(METRICS)} runs, {len(pts)} points written to {PUBLISHED}")
+    write_from_mirror(__doc__, "git directory of ai-performance-engineering (or a fork)",
+                      lambda mirror: points(rows(mirror)), PREFIX, len(METRICS))
 
 
 if __name__ == "__main__":

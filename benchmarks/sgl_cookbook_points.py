@@ -25,12 +25,11 @@ before the `inferencex-` block (nim_dli_points.write).
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 from typing import Any
 
-from nim_dli_points import PUBLISHED, write
+from nim_dli_points import write_from_mirror
 
 COMMIT = "8e3bdb7e3f5ff87bd4cd7f65014e0e32634df894"  # 2026-01-14, the page's latest change
 PAGE = "docs/autoregressive/Qwen/Qwen3.md"
@@ -136,11 +135,8 @@ def points(text: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mirror", help="git directory of sgl-cookbook (or a fork holding COMMIT)")
-    pts = points(page(parser.parse_args().mirror))
-    write(pts, PREFIX)
-    print(f"{len(pts) // len(METRICS)} runs, {len(pts)} points written to {PUBLISHED}")
+    write_from_mirror(__doc__, "git directory of sgl-cookbook (or a fork holding COMMIT)",
+                      lambda mirror: points(page(mirror)), PREFIX, len(METRICS))
 
 
 if __name__ == "__main__":

@@ -33,12 +33,11 @@ before the `inferencex-` block (nim_dli_points.write).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from typing import Any
 
-from nim_dli_points import PUBLISHED, write
+from nim_dli_points import write_from_mirror
 
 REPO = "github.com/simon-mo/vLLM-Benchmark"
 RUNS = {  # commit: (its date, the directory of saved-results/ it added, the chip's id)
@@ -171,11 +170,8 @@ def points(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mirror", help="git directory of simon-mo/vLLM-Benchmark")
-    pts = points(results(parser.parse_args().mirror))
-    write(pts, PREFIX)
-    print(f"{len(pts) // len(METRICS)} runs, {len(pts)} points written to {PUBLISHED}")
+    write_from_mirror(__doc__, "git directory of simon-mo/vLLM-Benchmark",
+                      lambda mirror: points(results(mirror)), PREFIX, len(METRICS))
 
 
 if __name__ == "__main__":

@@ -356,26 +356,26 @@ class EngineProfile:
 
     def kv_bytes(self, fraction: float | None, capacity: float, weights: float,
                  activations: float, token_budget: int, graph_max: int, ranks: int,
-                 dp_ranks: int = 1, speculative: bool = False,
-                 runtime_total: float | None = None) -> float:  # fmt: skip
+                 dp_ranks: int = 1, speculative: bool = False, *,
+                 runtime_total: float) -> float:  # fmt: skip
         """Bytes of one chip's memory the KV cache gets, as the engine reads its fraction;
         `fraction` 0 asks SGLang's rule for it (see engines.toml), whose reserve grows with
         the `ranks` (tp x pp), the attention-DP ranks and speculative decoding.
 
         `capacity` is the driver's total (what SGLang's rule reads from nvidia-smi),
-        `runtime_total` the runtime's (CUDA's, what the fractions multiply; default the
-        driver's); runtime_bytes(ranks) is what the engine's process holds beside its
-        weights and activations when it sizes the pool (engines.toml runtime_gib)."""
-        total = capacity if runtime_total is None else runtime_total
+        `runtime_total` the total the fractions multiply (CUDA's, or the driver's where the
+        profile's memory_total says so); runtime_bytes(ranks) is what the engine's process
+        holds beside its weights and activations when it sizes the pool (engines.toml
+        runtime_gib)."""
         held = self.runtime_bytes(ranks)
         if self.memory == "free":
-            return fraction * (total - held - weights - activations)
+            return fraction * (runtime_total - held - weights - activations)
         if self.memory == "static":
             if not fraction:
                 fraction = self.static_fraction(capacity, token_budget, graph_max, ranks,
                                                 dp_ranks, speculative)  # fmt: skip
-            return fraction * (total - held) - weights
-        return fraction * total - weights - activations - held
+            return fraction * (runtime_total - held) - weights
+        return fraction * runtime_total - weights - activations - held
 
     def runtime_bytes(self, ranks: int) -> float:
         """Bytes a chip's process holds outside its weights, activations and KV cache when

@@ -445,7 +445,7 @@ def _kv_room(
         return profile.kv_bytes(engine.kv_utilization, capacity, weights + draft_weights,  # type: ignore[arg-type]
                                 activations, engine.token_budget, graph_max,
                                 plan.tp * plan.pp, plan.attention_dp,
-                                draft is not None, total)  # fmt: skip
+                                draft is not None, runtime_total=total)  # fmt: skip
 
     tokens = min(max(int(room(w) // need), 0) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip

@@ -80,7 +80,6 @@ class Verdict:
                            "over it")
         return self.reason
 
-
     def first_missed(self, times_s: np.ndarray) -> int:
         """The index of the first of `times_s` (ascending) at which missed would say the run
         must miss, were no first token and no finish to come before them (a skip of decode

@@ -46,6 +46,7 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("gpustack-lat-", "GPUStack Qwen3-8B latency (H100, 1-8 clients)"),
     ("vllmspot-", "vLLM spot check (vLLM 0.8.2, SGLang 0.4.4; 10 req/s)"),
     ("sglcook-", "SGLang cookbook Qwen3-235B (B200, SGLang 0.5.6)"),
+    ("vultr-", "Vultr cookbook MiniMax-M2.5 (B200, vLLM 0.12)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),
     ("gptfast-", "gpt-fast README"),
     ("neuron-", "AWS Neuron tutorial"),

@@ -132,6 +132,11 @@ TABLES = [
      "and 8 (inter 384 and 192)",
      [("ca781d8197cc85240111093f8c796ecbc2af6294",
        f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]),
+    ("aiter-bf16-fmoe-mi355x", "moe", "bf16", "bf16", MI355X,
+     "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
+     "(inter 384)",
+     [("ca781d8197cc85240111093f8c796ecbc2af6294",
+       f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]),
 ]
 
 

@@ -132,6 +132,12 @@ TABLES = [
      "and 8 (inter 384 and 192)",
      [("ca781d8197cc85240111093f8c796ecbc2af6294",
        f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]),
+    ("aiter-a16w4-fmoe-mi355x", "moe", "bf16", "mxfp4", MI355X,
+     "AITER fused MoE (CK-tile), MXFP4 weights (an E8M0 scale per 32) under BF16 "
+     "activations, gpt-oss's SwiGLU gate-up: gpt-oss-120b's experts (128, top 4) as AITER "
+     "pads them (hidden 3072, inter 3072, 1536 and 512 a rank), 1-128 tokens",
+     [("c2b69b9b876144433fe12042719d7abc922fae70",
+       f"{CONFIGS}/model_configs/gptoss_a16w4_tuned_fmoe.csv", {})]),
     ("aiter-bf16-fmoe-mi355x", "moe", "bf16", "bf16", MI355X,
      "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
      "(inter 384)",
@@ -166,8 +172,13 @@ def gemm_row(row: dict, itemsize: int) -> tuple[tuple, float]:
     return (m, batch * n, k), row["us"]
 
 
+GATED = ("ActivationType.Silu", "ActivationType.Swiglu")
+"""The gate-up activations a moe row may have: SiLU-and-multiply, or gpt-oss's clamped
+SwiGLU, one more elementwise pass in the same fused kernel."""
+
+
 def moe_row(row: dict) -> tuple[tuple, float]:
-    if row.get("act_type") != "ActivationType.Silu" or row.get("use_g1u1") != "1":
+    if row.get("act_type") not in GATED or row.get("use_g1u1") != "1":
         return (), 0.0
     return (int(row["token"]), int(row["model_dim"]), int(row["inter_dim"]), int(row["topk"]),
             int(row["expert"]), 1, 1), row["us"]  # fmt: skip

@@ -40,7 +40,8 @@ def test_the_aiter_tables_load_with_their_source_commit_and_chip():
     assert {t.name for t in AITER} == {
         "aiter-bf16-gemm-mi300x", "aiter-int8-gemm-mi300x", "aiter-bf16-gemm-mi355x",
         "aiter-fp8-gemm-mi355x", "aiter-fp8-blockscale-fmoe-mi300x", "aiter-bf16-fmoe-mi300x",
-        "aiter-mxfp4-fmoe-mi355x", "aiter-fp8-blockscale-fmoe-mi355x", "aiter-bf16-fmoe-mi355x"}
+        "aiter-mxfp4-fmoe-mi355x", "aiter-fp8-blockscale-fmoe-mi355x", "aiter-bf16-fmoe-mi355x",
+        "aiter-a16w4-fmoe-mi355x"}
     for t in AITER:
         assert re.match(r"https://github.com/ROCm/aiter/blob/[0-9a-f]{40}/aiter/configs/", t.url)
         assert t.source.startswith("ROCm/aiter") and "cu_num" in t.source

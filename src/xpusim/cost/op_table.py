@@ -124,7 +124,8 @@ def kernel_keys(op: Op) -> tuple[tuple[str, str], ...]:
     """The (kind, scope) of the kernel tables that may price an op, in the order tried
     (cost/kernel_tables.py): a routed expert's matmul a moe table of its weights' format
     and its `moe_backend` (a run's setting; the default's table after it, where the chip has
-    none of that backend) first, then, as every matmul, a gemm table of its kernel family;
+    none of that backend) first, over block-scaled FP8 weights the per-tensor FP8 moe table
+    next (_moe_of_layout), then, as every matmul, a gemm table of its kernel family;
     a decode attention op a decode_attention table of its cache's format, an MLA decode op
     an mla_decode table of its cache's format, a prefill's attention a prefill_attention
     table of its kernel's format (its compute format, FP16 runs BF16's kernels at BF16's

@@ -10,7 +10,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import xpusim
@@ -160,13 +160,16 @@ def test_a_verifys_polynomial_matches_the_builders_decode_form_counts(mla_verify
 
 
 @given(st.integers(1, 32), st.integers(2, 6), st.integers(16, 8000))
+@example(n=1, q=6, c=4096)  # the closest case to the bound
 @settings(max_examples=25, deadline=None)
 def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_verify, n, q, c):
     """n sequences verifying q tokens each over c keys: a step of more work than their decode
     of one token at the same keys; over a long cache less than the same chunks run as
     prefill, whose attention decompresses every cached latent (kv_b_proj over the context),
-    the attention kernels alone under two thirds of it from 4,096 keys (over a short cache
-    the absorbed form's 576-wide heads may cost the more)."""
+    the attention kernels alone under 0.7 of it from 4,096 keys (the most, 0.669, at one
+    sequence verifying 6 tokens; 0.53 at 8,000 keys; over a short cache the absorbed form's
+    576-wide heads may cost the more). It held them under two thirds until a hypothesis draw
+    found that case (the same on the trees before)."""
     _, _, _, cost, plain = mla_verify
     basis = (n, n * q, n * c, n * q * c, n * q * q)
     verify = sum(cost(Work(0, 0, *basis, n, (q,) * n, basis)).stage_s)
@@ -177,7 +180,7 @@ def test_a_verify_costs_more_than_a_decode_and_less_than_a_prefill_chunk(mla_ver
         assert verify < as_prefill
     if c >= 4096:
         kernels = np.array([basis], dtype=float)
-        assert cost.verify.cost(kernels)[0].sum() < 2 / 3 * cost.attention.cost(kernels)[0].sum()
+        assert cost.verify.cost(kernels)[0].sum() < 0.7 * cost.attention.cost(kernels)[0].sum()
 
 
 @given(st.integers(1, 512), st.integers(2, 6), st.integers(16, 8000))

@@ -76,6 +76,11 @@ MI355X = ("mi355x", ["mi355x"], "256", "MI355X (gfx950, 256 CUs)", "")
 
 # Each table: name, kind, compute dtype, scope, chip, what was measured, and its sources:
 # (commit, file, row filter on the CSV's own columns).
+QWEN3_BF16_FMOE = [("ca781d8197cc85240111093f8c796ecbc2af6294",
+                    f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]
+"""AITER's tuned BF16 fused MoE of Qwen3-235B-A22B: its cu_num 304 rows (TP 4 and 8) and its
+cu_num 256 rows (TP 4) give one table each."""
+
 TABLES = [
     ("aiter-bf16-gemm-mi300x", "gemm", "bf16", "bf16", MI300X,
      "AITER BF16 GEMMs: CK batched GEMMs of 16 x (M x 1280 x 8192) and 16 x (M x 8192 x "
@@ -130,8 +135,7 @@ TABLES = [
     ("aiter-bf16-fmoe-mi300x", "moe", "bf16", "bf16", MI300X,
      "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
      "and 8 (inter 384 and 192)",
-     [("ca781d8197cc85240111093f8c796ecbc2af6294",
-       f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]),
+     QWEN3_BF16_FMOE),
     ("aiter-a16w4-fmoe-mi355x", "moe", "bf16", "mxfp4", MI355X,
      "AITER fused MoE (CK-tile), MXFP4 weights (an E8M0 scale per 32) under BF16 "
      "activations, gpt-oss's SwiGLU gate-up: gpt-oss-120b's experts (128, top 4) as AITER "
@@ -141,8 +145,7 @@ TABLES = [
     ("aiter-bf16-fmoe-mi355x", "moe", "bf16", "bf16", MI355X,
      "AITER fused MoE (2-stage CK), BF16, SiLU gate-up; Qwen3-235B-A22B's experts at TP 4 "
      "(inter 384)",
-     [("ca781d8197cc85240111093f8c796ecbc2af6294",
-       f"{CONFIGS}/model_configs/qwen3_235b_bf16_tuned_fmoe.csv", {})]),
+     QWEN3_BF16_FMOE),
 ]
 
 

@@ -34,10 +34,15 @@ def kernel_scope(op: Op) -> str:
     """The kernel family an op runs: BLOCK_SCALED_FP8 for a matmul whose weight is stored
     in the `fp8-block` layout (GROUPED_ over stacked expert weights), else its compute
     format's name (per-tensor FP8 is `fp8`)."""
-    weight_format = op.inputs[1].dtype if op.kind == OpKind.MATMUL and len(op.inputs) > 1 else None
-    if getattr(weight_format, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8:
+    if _block_scaled_fp8(op):
         return GROUPED_BLOCK_SCALED_FP8 if len(op.inputs[1].shape) > 2 else BLOCK_SCALED_FP8
     return op.compute_dtype.value
+
+
+def _block_scaled_fp8(op: Op) -> bool:
+    """A matmul computing in FP8 over weights stored in the `fp8-block` layout."""
+    weight_format = op.inputs[1].dtype if op.kind == OpKind.MATMUL and len(op.inputs) > 1 else None
+    return getattr(weight_format, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8
 
 
 def is_decode_attention(op: Op) -> bool:
@@ -175,9 +180,7 @@ def _moe_of_layout(op: Op) -> tuple[tuple[str, str], ...]:
     118 rows of the same shape and tokens on each) the block-scaled layer is 1.15x and 1.11x
     the per-tensor one at the median, 0.84-2.79x in all, the most at prefill sizes
     (docs/cost.md, "Routed experts without a table of their layout")."""
-    if getattr(op.inputs[1].dtype, "name", None) == "fp8-block" and op.compute_dtype == DType.FP8:
-        return (("moe", DType.FP8.value),)
-    return ()
+    return (("moe", DType.FP8.value),) if _block_scaled_fp8(op) else ()
 
 
 def kernel_shapes(op: Op) -> tuple[tuple[str, tuple[float, ...]], ...]:

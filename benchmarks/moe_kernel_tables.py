@@ -78,10 +78,19 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   where triton_kernels is installed and torch >= 2.8, as in the vllm-openai images;
   Marlin otherwise; FlashInfer's SM90 path only under VLLM_USE_FLASHINFER_MOE_MXFP4_BF16),
   no FP4 tensor cores: the weights are dequantized to BF16 in the kernel. aiconfigurator
-  timed that kernel at vLLM 0.24.0 on an H100 (kernel_source
+  timed that kernel at vLLM 0.24.0 on an H100 and an H200 (kernel_source
   vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic, the same triton_kernels
   path; no older vLLM's rows of it exist): gpt-oss-20b's and -120b's shapes, SPLITS, every
-  token count it measured (1-16384, the decode batches between the powers of two too).
+  token count it measured (1-16384, the decode batches between the powers of two too);
+- vLLM's own MXFP4 MoE kernel on Blackwell (VLLM_MXFP4 again, a kernel of its own): on an
+  SM100 GPU with FlashInfer (the vllm-openai images ship it) get_mxfp4_backend's default
+  is Mxfp4Backend.SM100_FI_MXFP4_BF16, FlashInfer's trtllm-gen MXFP4 x BF16 fused MoE
+  (trtllm_fp4_block_scale_moe over BF16 activations; MXFP8 activations only under
+  VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), timed by aiconfigurator at vLLM 0.24.0 on B200,
+  B300 and GB200 (kernel_source vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_
+  trtllmmxfp4expertsmonolithic): at gpt-oss-120b's layer on one B200, 64 tokens, 382 us,
+  where TensorRT-LLM's W4A16 rows (its CUTLASS path, which priced every engine's BF16 x
+  MXFP4 experts there before) take 1,256.
 
 Rows are [tokens, hidden, inter, topk, experts, tp, ep, microseconds], one table per chip and
 MoE format (FORMATS: how the collector's moe_dtype names TensorRT-LLM's quantization, and the
@@ -146,12 +155,22 @@ SPLITS = {(1, 1), (1, 4), (1, 8), (4, 1)}  # (moe_tp, moe_ep)
 TOKENS = {1, 16, 64, 256, 1024, 2048, 4096, 16384}
 
 
-# chip directory -> (vLLM version, kernel_source, moe_dtype) of vLLM's MXFP4 MoE rows kept
-# (the docstring says why), and the engines.toml kernel name they price
-VLLM_MXFP4 = {"h100_sxm": ("0.24.0",
-                           "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
-                           "w4a16_mxfp4")}  # fmt: skip
-VLLM_KERNEL = "vllm-triton-mxfp4-moe"
+# chip directory -> (vLLM version, kernel_source, moe_dtype, the engines.toml kernel name
+# they price) of vLLM's MXFP4 MoE rows kept (the docstring says why), and what each kernel runs
+_TRITON = ("0.24.0", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+           "w4a16_mxfp4", "vllm-triton-mxfp4-moe")
+_FLASHINFER = ("0.24.0",
+               "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic",
+               "w4a16_mxfp4", "flashinfer-mxfp4-bf16-moe")
+VLLM_MXFP4 = {"h100_sxm": _TRITON, "h200_sxm": _TRITON, "b200_sxm": _FLASHINFER,
+              "b300_sxm": _FLASHINFER, "gb200": _FLASHINFER}
+VLLM_KERNELS = {
+    "vllm-triton-mxfp4-moe": "OpenAI's triton_kernels matmul_ogs (routing, gate_up + SwiGLU, "
+                             "down, the weights dequantized to BF16 in the kernel)",
+    "flashinfer-mxfp4-bf16-moe": "FlashInfer's trtllm-gen MXFP4 x BF16 kernels "
+                                 "(Mxfp4Backend.SM100_FI_MXFP4_BF16: routing, gate_up + "
+                                 "SwiGLU, down on FP4 tensor cores)",
+}
 
 TRTLLM_GEN = ("NVFP4 weights and activations, moe_backend TRTLLM (trtllm-gen kernels, "
               "min-latency mode), routed by DeepSeek-V3's group-limited gate (n_group 8, "
@@ -261,9 +280,9 @@ def sglang_own_table(chip_dir: str, moe_dtype: str, mirror: Mirror) -> str:
 
 def vllm_table(chip_dir: str, mirror: Mirror) -> str:
     """vLLM's MXFP4 MoE kernel on a chip (VLLM_MXFP4): balanced rows of SHAPES and SPLITS,
-    every token count, as the engine's own kernel VLLM_KERNEL."""
+    every token count, as the engine's own kernel it names."""
     chip_id = VERSIONS[chip_dir][0]
-    version, kernel_source, moe_dtype = VLLM_MXFP4[chip_dir]
+    version, kernel_source, moe_dtype, kernel = VLLM_MXFP4[chip_dir]
     measured = mirror.read(f"{chip_dir}/moe/vllm/{version}/moe_perf.parquet")
     found = {}
     for r in measured.records():
@@ -282,11 +301,10 @@ def vllm_table(chip_dir: str, mirror: Mirror) -> str:
         f"aiconfigurator-vllm-moe-{moe_dtype.replace('_', '-')}-{chip_id}", "moe", dtype,
         weight, chip_id, version, f"moe_dtype {moe_dtype}, {kernel_source}, balanced routing",
         measured,
-        f"{chip_id}, vLLM {version} fused MoE of gpt-oss's MXFP4 experts through OpenAI's "
-        f"triton_kernels matmul_ogs (routing, gate_up + SwiGLU, down, the weights dequantized "
-        f"to BF16 in the kernel), BF16 activations; one GPU as one rank of the TP x EP group, "
+        f"{chip_id}, vLLM {version} fused MoE of gpt-oss's MXFP4 experts through "
+        f"{VLLM_KERNELS[kernel]}, BF16 activations; one GPU as one rank of the TP x EP group, "
         f"all tokens entering (collector/vllm/collect_moe.py); shapes of {', '.join(models)}",
-        rows, engine=("vllm", "vLLM"), kernel=VLLM_KERNEL)  # fmt: skip
+        rows, engine=("vllm", "vLLM"), kernel=kernel)  # fmt: skip
 
 
 def main() -> int:

@@ -54,14 +54,15 @@ def test_every_versioned_kernel_table_carries_the_version_its_name_says():
 
 
 def test_the_current_profile_writes_only_what_its_release_changed():
-    """`vllm` is `vllm-0.11` (its base) but for its version, kernels and async scheduling
+    """`vllm` is `vllm-0.11` (its base) but for its version, kernels (and the chips that
+    run FlashInfer's MXFP4 MoE: the SM100 family from 0.13) and async scheduling
     (overlapped: on by default since vLLM PR #27614), each with its source."""
     new, old = engine("vllm"), engine("vllm-0.11")
     changed = {f.name for f in dataclasses.fields(new)
                if getattr(new, f.name) != getattr(old, f.name)}  # fmt: skip
     assert changed <= {"name", "version", "about", "overlapped", "source", "limits_source",
                        "graph_source", "kernels", "kernels_source", "nvidia_only",
-                       "nvidia_only_source"}  # fmt: skip
+                       "nvidia_only_source", "chips_only", "chips_only_source"}  # fmt: skip
     assert new.overlapped and not old.overlapped
     assert (new.limits, new.graph_sizes, new.graph_max) == (old.limits, old.graph_sizes,
                                                             old.graph_max)  # fmt: skip

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_floor import assert_more_bandwidth_is_never_slower
 
+import xpusim
 from xpusim.compiler.memory_plan import Footprint, place
 from xpusim.cost import kernel_tables
 from xpusim.cost.kernel_tables import MOE_GEMMS, all_tables, kernel_table
@@ -90,7 +91,8 @@ def test_the_moe_tables_load_with_their_source_engine_and_commit():
         assert t.engine.startswith("trtllm TensorRT-LLM 1.") or (
             t.engine.startswith(("vllm vLLM 0.14.", "vllm vLLM 0.19."))
             and t.kernel.endswith("-fused-moe")) or (
-            t.engine == "vllm vLLM 0.24.0" and t.kernel == "vllm-triton-mxfp4-moe")
+            t.engine == "vllm vLLM 0.24.0"
+            and t.kernel in ("vllm-triton-mxfp4-moe", "flashinfer-mxfp4-bf16-moe"))
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
         assert t.source.startswith("ai-dynamo/aiconfigurator") and "balanced" in t.source
         assert t.chips == (t.measured_on,)  # measured on each chip, none borrowed
@@ -510,6 +512,41 @@ def test_vllm_runs_gpt_oss_experts_on_an_h100_at_its_own_triton_kernels_rows(exp
     assert other_s > vllm_s
 
 
+@pytest.mark.parametrize(("chip", "experts", "tokens", "micros"), [
+    ("b200", 128, 1, 31.2), ("b200", 128, 64, 382.1), ("b200", 128, 1024, 682.9),
+    ("b200", 32, 256, 0.0), ("b300", 128, 64, 377.2), ("gb200", 128, 64, 367.4),
+])  # fmt: skip
+def test_vllm_runs_gpt_oss_experts_on_blackwell_at_flashinfers_mxfp4_bf16_rows(
+        chip, experts, tokens, micros):  # fmt: skip
+    """On an SM100 GPU vLLM runs gpt-oss's MXFP4 experts through FlashInfer's trtllm-gen
+    MXFP4 x BF16 kernels (Mxfp4Backend.SM100_FI_MXFP4_BF16, its default there), timed by
+    aiconfigurator at vLLM 0.24.0 on B200, B300 and GB200: a vLLM run's layer takes those
+    rows, about a third of TensorRT-LLM's W4A16 rows that priced it before (1,256 us for
+    gpt-oss-120b at 64 tokens on a B200): within 1%, and within 15% at one token, where
+    the kernel's fixed time is the default table's (engine_grid: 25 us an op, 35 us the
+    layer against vLLM's 31). `micros` 0: the row read from the table (gpt-oss-20b's)."""
+    from xpusim.serving.engines import engine
+
+    shape = (2880, 2880, 4, experts)
+    tables = tomllib.loads((kernel_tables.TABLES_DIR / "moe/nvidia-trtllm.toml").read_text())
+    table = next(t for t in tables["table"]
+                 if t.get("kernel") == "flashinfer-mxfp4-bf16-moe" and t["chips"] == [chip])
+    row = next(r for r in table["rows"] if r[:7] == [tokens, 2880, 2880, 4, experts, 1, 1])
+    assert micros == 0 or row[-1] == pytest.approx(micros, rel=1e-3)
+    kernels = engine("vllm").kernels_on("NVIDIA", chip_id=chip)
+    vllm = _moe_layer(tokens, *shape, DType.BF16, "mxfp4", ep=1, kernels=kernels)
+    other = _moe_layer(tokens, *shape, DType.BF16, "mxfp4", ep=1)
+    vllm_s, other_s = (_table_s(chip, ops) for ops in (vllm, other))
+    assert vllm_s == pytest.approx(row[-1] * 1e-6, rel=0.15 if tokens == 1 else 0.01)
+    assert other_s > 1.5 * vllm_s
+
+
+def _table_s(chip_id: str, table) -> float:
+    """A layer's time as its kernel tables price it: roofline.kernel_floor_s, the floor
+    evaluate takes before its power limit."""
+    return float(kernel_floor_s(table, HardwareArrays.build(load_chip(chip_id), table)).sum())
+
+
 def _collector_picks(tokens: int, experts: int, topk: int) -> list[list[int]]:
     """Each token's experts as aiconfigurator's collector routes them, one token at a time
     in plain Python: balanced_logits (collector/helper.py) through DeepSeek-V3's gate of 8
@@ -741,3 +778,39 @@ def test_gpt_oss_experts_on_an_mi355x_take_aiters_a16w4_rows():
     time_s, roof_s = _times("mi355x", ops)
     assert np.all(time_s >= roof_s * (1 - 1e-9))
     assert time_s.sum() == pytest.approx(290.56e-6 * (2880 / 3072) ** 2, rel=0.15)
+
+
+@pytest.mark.parametrize(("weight", "act", "expert_compute"), [
+    ("mxfp4", DType.BF16, "fp8"), ("bf16", DType.BF16, "bf16"), ("mxfp4", DType.FP8, "fp8"),
+    ("nvfp4", DType.BF16, "bf16"),
+])  # fmt: skip
+def test_an_mxfp8_moe_input_engine_runs_mxfp4_experts_in_fp8(weight, act, expert_compute):
+    """An engine that quantizes a 16-bit run's input to MXFP4 experts to MXFP8
+    (workloads/transformer.py MXFP8_MOE_INPUT) builds the routed experts' GEMMs computing in
+    FP8, their input still the run's 16 bits; other matmuls, and other weight formats'
+    experts, keep the run's format."""
+    from xpusim.workloads.transformer import MXFP8_MOE_INPUT, StepShape, build_step
+
+    cfg = xpusim.model("gpt-oss-120b")
+    graph = build_step(cfg, StepShape(8, 1, 1024), act, parse_weight_format(weight),
+                       kernels=(MXFP8_MOE_INPUT,))  # fmt: skip
+    plain = build_step(cfg, StepShape(8, 1, 1024), act, parse_weight_format(weight))
+    for op, was in zip(graph.ops, plain.ops, strict=True):
+        expert = op.name.endswith(("experts.gate_up", "experts.down"))
+        assert op.attr("compute") == (expert_compute if expert else was.attr("compute"))
+        assert op.inputs[0].dtype == was.inputs[0].dtype
+
+
+def test_mxfp8_moe_input_runs_on_the_chips_the_engine_lists():
+    """TensorRT-LLM runs gpt-oss's MXFP4 experts under MXFP8 activations on Blackwell
+    alone (engines.toml chips_only): the kernel is among its kernels on B200, B300 and
+    GB200 (a what-if copy of one too), not on Hopper, nor without a chip."""
+    from xpusim.serving.engines import engine
+    from xpusim.workloads.transformer import MXFP8_MOE_INPUT
+
+    trtllm = engine("trtllm")
+    for chip in ("b200", "b300", "gb200", "b200[hbm=9e12]"):
+        assert MXFP8_MOE_INPUT in trtllm.kernels_on("NVIDIA", chip_id=chip)
+    for chip in ("h100-sxm", "h200-sxm", ""):
+        assert MXFP8_MOE_INPUT not in trtllm.kernels_on("NVIDIA", chip_id=chip)
+    assert MXFP8_MOE_INPUT not in engine("vllm").kernels_on("NVIDIA", chip_id="b200")

@@ -134,6 +134,9 @@ class EngineProfile:
     nvidia_only_source: str = ""
     amd_only: tuple[str, ...] = ()  # of `kernels`, those it runs on AMD GPUs alone
     amd_only_source: str = ""
+    # of `kernels`, those it runs on the chips listed (by id) alone: (kernel, chips)
+    chips_only: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    chips_only_source: str = ""
     # where it lists fused-shared-expert: the models (by model_type and routed experts, with
     # one shared expert as wide as one of them), the chips' vendors, and not under expert
     # parallelism nor the MoE backends listed, whose shared expert its routed kernel runs
@@ -213,14 +216,17 @@ class EngineProfile:
         return base_id(chip_id) in self.jit_gemm
 
     def kernels_on(self, vendor: str, cfg: TransformerConfig | None = None, ep: int = 1,
-                   moe_backend: str = "") -> tuple[str, ...]:  # fmt: skip
-        """Its kernels on a chip of `vendor` (the catalog's): those it runs on NVIDIA or
-        AMD GPUs alone left out on others, and its fused shared expert where it does not
-        fuse model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
+                   moe_backend: str = "", chip_id: str = "") -> tuple[str, ...]:  # fmt: skip
+        """Its kernels on chip `chip_id` of `vendor` (the catalog's): those it runs on NVIDIA
+        or AMD GPUs alone left out on others, those it runs on some chips alone (chips_only;
+        a what-if copy: its base chip's) left out elsewhere, and its fused shared expert where
+        it does not fuse model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
         fused = cfg is not None and self.fuses_shared_expert(cfg, vendor, ep, moe_backend)
+        chips = dict(self.chips_only)
         return tuple(k for k in self.kernels
                      if (vendor == "NVIDIA" or k not in self.nvidia_only)
                      and (vendor == "AMD" or k not in self.amd_only)
+                     and base_id(chip_id) in chips.get(k, (base_id(chip_id),))
                      and (k != FUSED_SHARED_EXPERT or fused))  # fmt: skip
 
     def fuses_shared_expert(self, cfg: TransformerConfig, vendor: str, ep: int,
@@ -438,6 +444,8 @@ def engines() -> dict[str, EngineProfile]:
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
                   "amd_only": tuple(fields.get("amd_only", ())),
+                  "chips_only": tuple((k, tuple(v)) for k, v in
+                                      sorted(fields.get("chips_only", {}).items())),
                   **{k: tuple(fields.get(k, ())) for k in (
                       "fused_shared_expert_models", "fused_shared_expert_routed",
                       "fused_shared_expert_vendors",
@@ -468,6 +476,8 @@ def engines() -> dict[str, EngineProfile]:
             and all(gib >= 0 for _, gib in profile.runtime_gib) \
             and profile.memory_total in MEMORY_TOTALS \
             and bool(profile.runtime_source) \
+            and all(k in profile.kernels for k, _ in profile.chips_only) \
+            and bool(profile.chips_only_source) == bool(profile.chips_only) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \

@@ -64,6 +64,10 @@ def default_requests(concurrency: object, base: int = REQUESTS) -> int:
     return base
 
 
+MOE_INPUTS = ("bf16", "mxfp8")
+"""serve's --moe-input: the formats MXFP4 routed experts take their input in."""
+
+
 def option(default: Any, help: str, type: Any) -> Any:
     return field(default=default, metadata={"help": help, "type": type})
 
@@ -211,6 +215,13 @@ class Engine:
                                         "eager_prefill, and for an MLA model's steps past "
                                         "the graphs' token bound, mla_graph_max_tokens).",
                                         type=bool)
+    moe_input: str | None = option(None, "The format MXFP4 routed experts take their input "
+                                   "in: mxfp8 (quantized in the MoE kernel, FP8 tensor "
+                                   "cores: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1) or "
+                                   "bf16 (SGLang's --flashinfer-mxfp4-moe-precision bf16, "
+                                   "TensorRT-LLM's OVERRIDE_QUANT_ALGO=W4A16_MXFP4); default: "
+                                   "the engine's rule for the chip (engines.toml chips_only, "
+                                   "mxfp8-moe-input).", type=str)
     host_overlap: bool | None = option(None, "Whether the engine prepares the next iteration "
                                        "on the host while the device runs this one (default: "
                                        "the engine's, engines.toml overlapped); SGLang turns "
@@ -319,6 +330,11 @@ class Engine:
         self.captured  # noqa: B018  (refuses sizes that are not positive integers)
         from xpusim.serving.engines import GRAPH_PADS
 
+        if self.moe_input is not None and self.moe_input not in MOE_INPUTS:
+            from xpusim.errors import closest
+
+            raise UserError(f"unknown moe_input {self.moe_input!r}"
+                            f"{closest(self.moe_input, MOE_INPUTS)}")  # fmt: skip
         if self.graph_pad is not None and self.graph_pad not in GRAPH_PADS:
             from xpusim.errors import closest
 

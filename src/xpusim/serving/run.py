@@ -42,6 +42,7 @@ from xpusim.workloads.transformer import (
     ALLREDUCE_NORM,
     ALLREDUCE_NORM_DECODE,
     FUSED_SHARED_EXPERT,
+    MXFP8_MOE_INPUT,
     SAMPLER_PENALTIES,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
@@ -161,7 +162,10 @@ def prepare(
     lengths = requests.prompt + requests.gen
     longest = int(lengths.max())
     longest_prompt = int(requests.prompt.max())
-    own = profile.kernels_on(system.chip.vendor, cfg, one.ep, req.moe_backend)
+    own = profile.kernels_on(system.chip.vendor, cfg, one.ep, req.moe_backend, system.chip.id)
+    if engine.moe_input is not None:  # the launch's own format for MXFP4 experts' input
+        own = (*(k for k in own if k != MXFP8_MOE_INPUT),
+               *((MXFP8_MOE_INPUT,) if engine.moe_input == "mxfp8" else ()))
     kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)

@@ -184,6 +184,8 @@ def serving_result(point: Point) -> Any:
         options["allreduce_fusion"] = True
     if point.get("radix_cache") is False:  # SGLang's --disable-radix-cache
         options["radix_cache"] = False
+    if point.get("moe_input") is not None:  # the launch's MXFP4 experts' input format
+        options["moe_input"] = point.get("moe_input")
     if point.get("host_overlap") is not None:  # SGLang's overlap scheduler, on or off
         options["host_overlap"] = bool(point.get("host_overlap"))
     if point.get("frontend_ms") is not None:  # 0: a harness calling the engine in-process

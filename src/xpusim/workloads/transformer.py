@@ -142,10 +142,17 @@ quark_post_load_weights(self_attn, w, "mxfp4"), whose 'if w.dtype == torch.bfloa
 runs b_dynamic_mxfp4_quant on w_kc and w_vc; code index copies 2026, ids 56230166353 and
 15227115174; the v0.5.12 tag not read). So where the run's weights are MXFP4 the absorbed
 products keep the run's format over an excluded kv_b_proj."""
+MXFP8_MOE_INPUT = "mxfp8-moe-input"
+"""The engine kernel that quantizes a 16-bit model's activations to MXFP8 at the input of its
+MXFP4 routed experts, so their grouped GEMMs run MXFP4 x MXFP8 on FP8 tensor cores: the
+routed experts' ops compute in FP8 (their input stays the model's 16 bits, read by the MoE
+kernel that quantizes it, as the tables of that kernel timed it: aiconfigurator's
+moe.forward from BF16 hidden states). TensorRT-LLM's and SGLang's defaults for gpt-oss on
+Blackwell (serving/engines.toml chips_only says on which chips)."""
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
                            FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB, FP8_MLA_ABSORB,
-                           MXFP4_MLA_ABSORB})
+                           MXFP4_MLA_ABSORB, MXFP8_MOE_INPUT})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -816,7 +823,7 @@ class _Builder:
             [routed, w1],
             [self.t(f"{p}.experts.gate_up.out", 1, pairs, 2 * i)],
             tp="expert_column",
-            **routing,
+            **{**routing, "compute": self.expert_format().value},
         )
         if fused:  # the activation in the gate_up kernel: down reads its i-wide output
             act = Tensor(f"{gu.name}[act]", (*gu.shape[:-1], i), gu.dtype)
@@ -832,13 +839,19 @@ class _Builder:
             [act, w2],
             [self.t(f"{p}.experts.down.out", 1, pairs, h)],
             tp="expert_row",
-            **routing,
+            **{**routing, "compute": self.expert_format().value},
         )
         parts = [down] if shared else \
             [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
                        flops_per_element=2 * (k + shared) + 2 * (len(parts) > 1))  # fmt: skip
+
+    def expert_format(self) -> DType:
+        """The format the routed experts' GEMMs compute in: FP8 where the engine quantizes a
+        16-bit run's input to MXFP4 experts to MXFP8 (MXFP8_MOE_INPUT), else the run's."""
+        mxfp8 = self.runs(MXFP8_MOE_INPUT) and self.weight is DType.MXFP4 and self.act.bits == 16
+        return DType.FP8 if mxfp8 else self.act
 
     def shared_expert(self, p: str, x: Tensor, stream: dict[str, str]) -> list[Tensor]:
         """The shared experts: a SwiGLU MLP (as wide as all of them) every token runs,

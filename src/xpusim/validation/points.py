@@ -44,7 +44,7 @@ SERVING_KEYS = _CORE | {
     "power_limit_w", "host_idle_w", "xpusim_setup",
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
-    "allreduce_fusion", "batch_wait", "host_overlap", "frontend_ms", "api_servers",
+    "allreduce_fusion", "batch_wait", "host_overlap", "moe_input", "frontend_ms", "api_servers",
     "penalties", "cold_start", "radix_cache",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source

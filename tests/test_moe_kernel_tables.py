@@ -814,3 +814,26 @@ def test_mxfp8_moe_input_runs_on_the_chips_the_engine_lists():
     for chip in ("h100-sxm", "h200-sxm", ""):
         assert MXFP8_MOE_INPUT not in trtllm.kernels_on("NVIDIA", chip_id=chip)
     assert MXFP8_MOE_INPUT not in engine("vllm").kernels_on("NVIDIA", chip_id="b200")
+
+
+def test_a_measured_kernel_is_not_slowed_by_the_modelled_power_limit():
+    """gpt-oss-120b's experts at 64 tokens on a B200 under MXFP8 input stream 1.69 GB in
+    TensorRT-LLM's measured 281 us (6.0 TB/s); the GH200 path energy the B200 takes (144
+    pJ/B from HBM) would allow 4.4 TB/s within its 850 W, so the power limit had priced the
+    layer at 460 us. The table's kernel ran under the chip's own limiter: its time stands,
+    its average power is at most the TDP, and under a lowered limit (a what-if TDP of 600 W)
+    the layer slows again, as the limiter would slow the measured kernel."""
+    from xpusim.hardware.whatif import override
+
+    layer = _moe_layer(64, 2880, 2880, 4, 128, DType.FP8, "mxfp4", ep=1)
+    chip = load_chip("b200")
+    floor_s = _table_s("b200", layer)
+    assert floor_s == pytest.approx(281.3e-6, rel=0.01)
+    for tdp_w, slower in ((chip.tdp_w.value, False), (600.0, True)):
+        target = override(chip, "tdp_w", tdp_w)
+        hw = HardwareArrays.build(target, layer)
+        weights = float(layer.role_bytes[..., 1, :].sum())
+        costs = evaluate(layer, hw, place(target, Footprint(weights, 0.0, 1e6)))
+        assert bool(costs.time_s.sum() > 1.2 * floor_s) is slower
+        assert costs.time_s.sum() >= floor_s
+        assert np.all(costs.energy_j <= tdp_w * costs.time_s * (1 + 1e-12))

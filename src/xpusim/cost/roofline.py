@@ -9,10 +9,12 @@
                + sum over levels of bytes x pJ/B
     power_s    = dynamic_j / (TDP - static power)
     time_s     = max(time_s, power_s)
+                 (not for an op a measured kernel table prices: its kernel ran under the
+                 chip's own power limiter, so its measured time stands)
     energy_j   = dynamic_j + static power x time_s
                  (a matmul a measured kernel table prices: its arithmetic at the table's
-                 compute-bound rate drawing the TDP, capped at TDP x time_s;
-                 measured_gemm_energy_j)
+                 compute-bound rate drawing the TDP, measured_gemm_energy_j; any op a
+                 table prices: at most TDP x time_s)
 
 Compute and memory overlap because accelerators stream operands while they compute: p is
 infinite (the sharp roofline, max(compute_s, memory_s)) for every op except matmuls and
@@ -42,7 +44,12 @@ level's path energy; power_s is the power limit: an op whose arithmetic and traf
 together draw more than the TDP at its roofline speed takes as long as the TDP allows, as a
 power-limited chip lowers its clocks (an H200 streaming HBM at full rate needs about 690 W
 for the traffic alone at the path energy measured on GH200). So average power never exceeds
-TDP, and more bandwidth never slows an op (power_s does not depend on it).
+TDP, and more bandwidth never slows an op (power_s does not depend on it). An op a measured
+kernel table prices keeps its measured time, which its kernel reached under the chip's own
+limiter, and its energy is held at TDP x time: the path energy is GH200's on every chip,
+and where it says a chip cannot stream its HBM as fast as the chip's measured kernels did
+(a B200 at most 4.4 of its 7.7 TB/s within 850 W, where TensorRT-LLM's fused MoE streamed
+gpt-oss-120b's experts at 6.0), the measurement stands.
 
 Everything is numpy arrays with ops on the last axis: any leading axes (decode steps,
 configurations of a sweep) broadcast through unchanged.
@@ -73,7 +80,8 @@ from xpusim.cost.kernel_tables import (
 from xpusim.cost.op_table import OpTable
 from xpusim.cost.op_times import op_time_s
 from xpusim.cost.split_layout import SPLIT_FIGURES, busiest_cu_s
-from xpusim.hardware.spec import Chip, Figure
+from xpusim.hardware.catalog import chip_ids, load_chip
+from xpusim.hardware.spec import Chip, Figure, base_id
 from xpusim.ir.op import OpKind
 from xpusim.ir.tensor import ROLES, Role
 from xpusim.memo import remembered
@@ -161,6 +169,7 @@ class HardwareArrays:
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
+    kernel_tdp_w: float | np.ndarray  # the TDP its kernel tables ran under (measured_tdp_w)
     unit: MatrixUnit
     # Measured kernel tables (cost/kernel_tables.py): each op's curve of the fraction of
     # its datasheet roofline its kernels reach, sampled at kernel_tables.GRID_LOG2 of M
@@ -238,6 +247,7 @@ class HardwareArrays:
             overlap_p=per_op("overlap_p"),
             static_w=per_chip([a.static_w for a in arrays]),
             tdp_w=per_chip([a.tdp_w for a in arrays]),
+            kernel_tdp_w=per_chip([a.kernel_tdp_w for a in arrays]),
             unit=arrays[0].unit.map(
                 lambda name, _: per_chip([getattr(a.unit, name) for a in arrays])),
             kernel_grid=per_op("kernel_grid"),
@@ -310,6 +320,7 @@ class HardwareArrays:
             overlap_p=np.where(is_matmul, p, np.inf),
             static_w=chip.energy.static_power_w.value,
             tdp_w=chip.tdp_w.value,
+            kernel_tdp_w=measured_tdp_w(chip),
             unit=unit,
             kernel_grid=grid,
             kernel_peak=kernel_peak,
@@ -354,6 +365,17 @@ class OpCosts:
         names the bound: the added time is the pipeline's, neither roof's alone."""
         return bottleneck_of(self.compute_s, self.memory_s, self.overhead_s, self.comm_s,
                              self.power_s)  # fmt: skip
+
+
+def measured_tdp_w(chip: Chip) -> float:
+    """The TDP a chip's kernel tables ran under: its catalog chip's, also for a what-if copy
+    or a lowered power limit (`--set tdp_w`, MLPerf MaxQ), which keep its tables
+    (kernel_tables.tables_for_chip); its own for a chip of no catalog id (no table prices
+    its ops)."""
+    base = base_id(chip.id)
+    if base != chip.id and base in chip_ids():
+        return load_chip(base).tdp_w.value
+    return chip.tdp_w.value
 
 
 def power_limit_s(dynamic_j: Any, tdp_w: Any, static_w: Any) -> Any:
@@ -589,13 +611,16 @@ def evaluate(
         + table.vector_flops * hw.e_vector_j
         + byte_j
     )
-    power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
     measured = np.isfinite(hw.kernel_peak).any()
     if measured:  # the measured kernels' floor, as overhead: the time a kernel spends
         # past the chip's figures is its own (latency, partial waves)
-        floored = np.maximum(time_s, np.maximum(kernel_floor_s(table, hw), comm_s)
-                             + hw.dispatch_s)  # fmt: skip
+        floor_s = kernel_floor_s(table, hw)
+        floored = np.maximum(time_s, np.maximum(floor_s, comm_s) + hw.dispatch_s)
         overhead_s, time_s = overhead_s + (floored - time_s), floored
+        # a measured kernel ran within its chip's TDP: it drew no more than that allows
+        drawn_j = (hw.kernel_tdp_w - hw.static_w) * time_s
+        dynamic_j = np.where(floor_s > 0, np.minimum(dynamic_j, drawn_j), dynamic_j)
+    power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
     if measured:
@@ -632,6 +657,7 @@ class OneWork:
     overhead_s: list[float]
     overlap_p: np.ndarray | None  # None where every op has the sharp roofline
     power_w: float  # TDP less static power: power_limit_s's divisor
+    kernel_power_w: float  # the same of the TDP its kernel tables ran under
     static_w: float
     floor: OneFloor | None  # kernel_floor_s's figures, where a table prices an op
     dispatch_s: float
@@ -650,7 +676,8 @@ class OneWork:
             hw.e_matrix_j.tolist(), float(hw.vector_rate), float(hw.e_vector_j),
             hw.level_rate[:, 0].tolist(), hw.e_byte_j[:, 0].tolist(),
             np.broadcast_to(hw.overhead_s, (n,)).tolist(), p,
-            float(hw.tdp_w - hw.static_w), float(hw.static_w),
+            float(hw.tdp_w - hw.static_w), float(hw.kernel_tdp_w - hw.static_w),
+            float(hw.static_w),
             OneFloor.of(table, hw, padded) if np.isfinite(hw.kernel_peak).any() else None,
             float(hw.dispatch_s),
         )  # fmt: skip
@@ -696,6 +723,8 @@ class OneWork:
             least = floor.floor_s(matrix, roles)
             time_s = [max(t, max(f, 0.0) + self.dispatch_s)
                       for t, f in zip(time_s, least, strict=True)]  # fmt: skip
+            dynamic = [min(d, self.kernel_power_w * t) if f > 0 else d  # evaluate's drawn_j
+                       for d, t, f in zip(dynamic, time_s, least, strict=True)]  # fmt: skip
         time_s = [max(t, d / self.power_w) for t, d in zip(time_s, dynamic, strict=True)]
         energy_j = [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]
         if floor is not None:  # evaluate's measured-kernel energy

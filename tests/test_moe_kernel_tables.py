@@ -837,3 +837,36 @@ def test_a_measured_kernel_is_not_slowed_by_the_modelled_power_limit():
         assert bool(costs.time_s.sum() > 1.2 * floor_s) is slower
         assert costs.time_s.sum() >= floor_s
         assert np.all(costs.energy_j <= tdp_w * costs.time_s * (1 + 1e-12))
+
+
+def test_serve_moe_input_sets_the_experts_format_and_refuses_another(capsys):
+    """--moe-input mxfp8 gives vLLM's experts on a B200 MXFP8 input (its
+    VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1), faster than its BF16 default there; a format
+    it does not know is one line naming the closest, exit status 2."""
+    from cli_run import run_cli
+
+    import xpusim
+
+    def tpot(**more) -> float:
+        return xpusim.serve("gpt-oss-120b", "b200", engine="vllm", concurrency=16,
+                            requests=16, prompt=512, gen=64, **more).tpot_s.mean  # fmt: skip
+
+    assert tpot(moe_input="mxfp8") < 0.9 * tpot()
+    code, out, err = run_cli(capsys, "serve", "gpt-oss-120b", "--chip", "b200",
+                             "--moe-input", "mxfp9")  # fmt: skip
+    assert code == 2 and not out and err.count("\n") == 1 and "mxfp8" in err
+
+
+def test_the_measured_draw_caps_only_chips_of_borrowed_path_energy():
+    """measured_tdp_w: a chip whose HBM path energy is another chip's (GH200's, 'assumed')
+    caps a table-priced op's energy at its catalog TDP, a what-if copy or a lowered limit
+    at the catalog chip's; Hopper and the A100, whose own architecture's path was measured,
+    keep the modelled power limit over their tables (no cap)."""
+    from xpusim.cost.roofline import measured_tdp_w
+    from xpusim.hardware.whatif import override
+
+    assert measured_tdp_w(load_chip("b200")) == 1000.0
+    assert measured_tdp_w(override(load_chip("b200"), "tdp_w", 600.0)) == 1000.0
+    assert measured_tdp_w(load_chip("mi300x")) == load_chip("mi300x").tdp_w.value
+    for chip in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):
+        assert measured_tdp_w(load_chip(chip)) == float("inf")

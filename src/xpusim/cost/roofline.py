@@ -9,8 +9,8 @@
                + sum over levels of bytes x pJ/B
     power_s    = dynamic_j / (TDP - static power)
     time_s     = max(time_s, power_s)
-                 (not for an op a measured kernel table prices: its kernel ran under the
-                 chip's own power limiter, so its measured time stands)
+                 (an op a measured kernel table prices on a chip of borrowed path
+                 energy: dynamic_j at most (TDP - static) x its measured time)
     energy_j   = dynamic_j + static power x time_s
                  (a matmul a measured kernel table prices: its arithmetic at the table's
                  compute-bound rate drawing the TDP, measured_gemm_energy_j; any op a
@@ -45,11 +45,11 @@ together draw more than the TDP at its roofline speed takes as long as the TDP a
 power-limited chip lowers its clocks (an H200 streaming HBM at full rate needs about 690 W
 for the traffic alone at the path energy measured on GH200). So average power never exceeds
 TDP, and more bandwidth never slows an op (power_s does not depend on it). An op a measured
-kernel table prices keeps its measured time, which its kernel reached under the chip's own
-limiter, and its energy is held at TDP x time: the path energy is GH200's on every chip,
-and where it says a chip cannot stream its HBM as fast as the chip's measured kernels did
-(a B200 at most 4.4 of its 7.7 TB/s within 850 W, where TensorRT-LLM's fused MoE streamed
-gpt-oss-120b's experts at 6.0), the measurement stands.
+kernel table prices, on a chip whose path energy is another chip's (GH200's on B200, MI300X
+and the rest), drew at most its TDP when measured: where the borrowed figure says the chip
+cannot stream its HBM as fast as its measured kernels did (a B200 at most 4.4 of its 7.7
+TB/s within 850 W, where TensorRT-LLM's fused MoE streamed gpt-oss-120b's experts at 6.0),
+the measurement stands (measured_tdp_w).
 
 Everything is numpy arrays with ops on the last axis: any leading axes (decode steps,
 configurations of a sweep) broadcast through unchanged.
@@ -169,7 +169,8 @@ class HardwareArrays:
     overlap_p: np.ndarray  # (n,) p of (compute^p + memory^p)^(1/p); inf (max) but for matmuls
     static_w: float | np.ndarray
     tdp_w: float | np.ndarray
-    kernel_tdp_w: float | np.ndarray  # the TDP its kernel tables ran under (measured_tdp_w)
+    kernel_tdp_w: float | np.ndarray  # the TDP its kernel tables' ops drew within
+    # (measured_tdp_w; inf where the chip's own path energy was measured)
     unit: MatrixUnit
     # Measured kernel tables (cost/kernel_tables.py): each op's curve of the fraction of
     # its datasheet roofline its kernels reach, sampled at kernel_tables.GRID_LOG2 of M
@@ -368,14 +369,18 @@ class OpCosts:
 
 
 def measured_tdp_w(chip: Chip) -> float:
-    """The TDP a chip's kernel tables ran under: its catalog chip's, also for a what-if copy
-    or a lowered power limit (`--set tdp_w`, MLPerf MaxQ), which keep its tables
-    (kernel_tables.tables_for_chip); its own for a chip of no catalog id (no table prices
-    its ops)."""
-    base = base_id(chip.id)
-    if base != chip.id and base in chip_ids():
-        return load_chip(base).tdp_w.value
-    return chip.tdp_w.value
+    """The TDP an op a kernel table prices is taken to have drawn within when measured, which
+    caps its energy (evaluate): its catalog chip's (also for a what-if copy or a lowered
+    limit, which keep its tables) where the chip's HBM path energy is borrowed from another
+    chip (confidence "assumed": GH200's on B200, MI300X and the rest), so a measured kernel
+    faster than that figure allows shows the figure too high for the chip; infinite (no cap)
+    where the chip's own architecture's path was measured (GH200 for Hopper, A100), whose
+    figure holds the kernels to the limit a sustained run meets: a table's kernel runs for
+    milliseconds, under the power limiter's reaction (an assumption: no source times it)."""
+    base = load_chip(base_id(chip.id)) if base_id(chip.id) in chip_ids() else chip
+    path = [m.energy_pj_per_byte for m in base.memory if m.kind.holds_tensors]
+    borrowed = any(f.confidence == "assumed" for f in path)
+    return base.tdp_w.value if borrowed else math.inf
 
 
 def power_limit_s(dynamic_j: Any, tdp_w: Any, static_w: Any) -> Any:
@@ -618,8 +623,12 @@ def evaluate(
         floored = np.maximum(time_s, np.maximum(floor_s, comm_s) + hw.dispatch_s)
         overhead_s, time_s = overhead_s + (floored - time_s), floored
         # a measured kernel ran within its chip's TDP: it drew no more than that allows
-        drawn_j = (hw.kernel_tdp_w - hw.static_w) * time_s
-        dynamic_j = np.where(floor_s > 0, np.minimum(dynamic_j, drawn_j), dynamic_j)
+        # (where the chip's path energy is another chip's: measured_tdp_w)
+        if np.isfinite(hw.kernel_tdp_w).any():
+            with np.errstate(invalid="ignore"):  # inf x 0 where no table prices the op
+                drawn_j = (hw.kernel_tdp_w - hw.static_w) * time_s
+            dynamic_j = np.where((floor_s > 0) & np.isfinite(drawn_j),
+                                 np.minimum(dynamic_j, drawn_j), dynamic_j)  # fmt: skip
     power_s = power_limit_s(dynamic_j, hw.tdp_w, hw.static_w)
     time_s = np.maximum(time_s, power_s)
     energy_j = dynamic_j + hw.static_w * time_s
@@ -657,7 +666,7 @@ class OneWork:
     overhead_s: list[float]
     overlap_p: np.ndarray | None  # None where every op has the sharp roofline
     power_w: float  # TDP less static power: power_limit_s's divisor
-    kernel_power_w: float  # the same of the TDP its kernel tables ran under
+    kernel_power_w: float  # the same of measured_tdp_w (inf: no cap)
     static_w: float
     floor: OneFloor | None  # kernel_floor_s's figures, where a table prices an op
     dispatch_s: float
@@ -723,8 +732,9 @@ class OneWork:
             least = floor.floor_s(matrix, roles)
             time_s = [max(t, max(f, 0.0) + self.dispatch_s)
                       for t, f in zip(time_s, least, strict=True)]  # fmt: skip
-            dynamic = [min(d, self.kernel_power_w * t) if f > 0 else d  # evaluate's drawn_j
-                       for d, t, f in zip(dynamic, time_s, least, strict=True)]  # fmt: skip
+            if self.kernel_power_w < math.inf:  # evaluate's drawn_j
+                dynamic = [min(d, self.kernel_power_w * t) if f > 0 else d
+                           for d, t, f in zip(dynamic, time_s, least, strict=True)]  # fmt: skip
         time_s = [max(t, d / self.power_w) for t, d in zip(time_s, dynamic, strict=True)]
         energy_j = [d + self.static_w * t for d, t in zip(dynamic, time_s, strict=True)]
         if floor is not None:  # evaluate's measured-kernel energy

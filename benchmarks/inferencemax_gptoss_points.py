@@ -16,9 +16,9 @@ Kept (KEPT): gpt-oss-120b on one node, no disaggregation, no attention data para
 (TensorRT-LLM's attention-DP balancer settings of these runs were not read), at the newest
 image of each engine: vLLM v0.13.0 on B200, H100 and H200 (on Hopper, 0.12 and later run
 gpt-oss's experts on OpenAI's triton_kernels, which a table prices; the v0.11.2 image has no
-triton_kernels and runs Marlin, which none does) and TensorRT-LLM 1.2.0rc2 on B200; at
-CONCURRENCIES. Not kept: MI355X under ATOM (its MoE path for gpt-oss was not read) and the
-GB200 Dynamo runs (prefill and decode on separate workers).
+triton_kernels and runs Marlin, which none does), TensorRT-LLM 1.2.0rc2 on B200 and ATOM
+0.1.1 on MI355X (AITER's A16W4 fused MoE, which a table prices); at CONCURRENCIES. Not kept:
+the GB200 Dynamo runs (prefill and decode on separate workers).
 
 Each launch as the recipes of those weeks state it (github.com/SemiAnalysisAI/InferenceX,
 benchmarks/gptoss_fp4_b200_docker.sh, gptoss_fp4_b200_trt_slurm.sh, gptoss_fp4_h100_docker.sh,
@@ -52,8 +52,13 @@ KEPT = {
     ("h100", "vllm", "vllm/vllm-openai:v0.13.0"): "h100-sxm",
     ("h200", "vllm", "vllm/vllm-openai:v0.13.0"): "h200-sxm",
     ("b200-trt", "trt", "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2"): "b200",
+    ("mi355x", "atom", "rocm/atom:rocm7.1.1-ubuntu24.04-pytorch2.9-atom0.1.1-MI350x"): "mi355x",
 }
 """(hw, framework, image) of the rows kept -> xpusim's chip."""
+ENGINE = {"vllm": "vllm", "trt": "trtllm", "atom": "atom"}
+"""The record's framework -> xpusim's engine profile (and engine)."""
+ATOM_GRAPHS = [1, 2, 4, 8, 16, 32, 48, 64, 128, 256]
+"""ATOM 0.1.1's default cudagraph_capture_sizes (LAUNCH["atom"])."""
 LAUNCH = {
     "vllm-b200": (
         "vllm serve openai/gpt-oss-120b --tensor-parallel-size TP --gpu-memory-utilization 0.9 "
@@ -66,6 +71,15 @@ LAUNCH = {
         "async-scheduling, no-enable-prefix-caching, max-cudagraph-capture-size 2048, "
         "max-num-batched-tokens 8192, the KV cache in the model's dtype "
         "(benchmarks/gptoss_fp4_h100_docker.sh, gptoss_fp4_h200_slurm.sh)"),
+    "atom": (
+        "python3 -m atom.entrypoints.openai_server --model openai/gpt-oss-120b -tp TP "
+        "--kv_cache_dtype fp8 --block-size 16 (benchmarks/gptoss_fp4_mi355x_atom_slurm.sh at "
+        "2be3de60f, 2026-01-14, the day InferenceX added ATOM), ATOM 0.1.1's defaults "
+        "otherwise: max_num_batched_tokens 16384, max_num_seqs 512, gpu_memory_utilization "
+        "0.9, cudagraph_capture_sizes [1,2,4,8,16,32,48,64,128,256] (ROCm/ATOM "
+        "atom/model_engine/arg_utils.py at 8ccc65c0f, 2026-01-14); on gfx950 its MXFP4 MoE is "
+        "AITER's fused_moe over weights shuffled for the A16W4 kernel, BF16 activations "
+        "(atom/model_ops/moe.py Mxfp4MoEMethod: use_triton only on gfx94x)"),
     "trt": (
         "trtllm-serve openai/gpt-oss-120b --backend pytorch --tp_size TP --ep_size EP "
         "--max_batch_size 512 --max_num_tokens 20000 with moe_config backend TRTLLM, "
@@ -81,7 +95,8 @@ GAP = ("Not modelled: vLLM's CUDA graphs past the profile's 512 tokens (the laun
        "and TensorRT-LLM's stream_interval 20 (each of its chunks holds 20 tokens; TPOT, "
        "the point's metric, is the mean per token either way); the random lengths drawn "
        "(xpusim draws its own from the same range). vLLM 0.13 runs as xpusim's vllm profile "
-       "(0.19's kernels, async scheduling on as the launch set it). A third party's copy of "
+       "(0.19's kernels, async scheduling on as the launch set it); ATOM 0.1.1 as the atom "
+       "profile (0.1.6's host time and scheduling, prefill-first). A third party's copy of "
        "the run's result file, not a SemiAnalysis page.")
 METRICS = (("ttft_s", "mean_ttft", "ttft", "s"), ("tpot_s", "mean_tpot", "tpot", "s"),
            ("output_tokens_per_s", "output_tput_per_gpu", "otps", "tokens/s"))
@@ -116,19 +131,22 @@ def setup(r: dict[str, Any]) -> dict[str, Any]:
     """The point's run as xpusim takes it, but for its metric."""
     chip, tp, ep, conc = KEPT[r["hw"], r["framework"], r["image"]], r["tp"], r["ep"], r["conc"]
     prompt, gen = round(0.9 * r["isl"]), round(0.9 * r["osl"])
-    trt, b200 = r["framework"] == "trt", chip == "b200"
+    trt, b200, atom = r["framework"] == "trt", chip == "b200", r["framework"] == "atom"
     out: dict[str, Any] = {
         "workload": "llm-serving", "chip": chip, "chips": tp, "tp": tp,
         "model": "gpt-oss-120b", "precision": "bf16", "weight_precision": "mxfp4",
-        "kv_precision": "fp8" if b200 else "bf16",
-        "engine": "trtllm" if trt else "vllm", "engine_version": r["image"],
-        "engine_profile": "trtllm" if trt else "vllm",
+        "kv_precision": "fp8" if b200 or atom else "bf16",
+        "engine": ENGINE[r["framework"]], "engine_version": r["image"],
+        "engine_profile": ENGINE[r["framework"]],
         "load": {"kind": "concurrency", "value": conc, "requests": 10 * conc, "warmup": 0},
         "prompt": prompt, "gen": gen, "spread": SPREAD, "stat": "mean",
     }  # fmt: skip
     if ep > 1:
         out["ep"] = ep
-    if trt:
+    if atom:
+        out |= {"token_budget": 16384, "max_batch": 512, "kv_utilization": 0.9,
+                "graph_sizes": ATOM_GRAPHS, "graph_pad": "decode"}  # fmt: skip
+    elif trt:
         out |= {"token_budget": 20000, "max_batch": 512, "kv_utilization": 0.85,
                 "graph_sizes": graph_sizes("trt", conc), "graph_pad": "decode",
                 "moe_backend": "TRTLLM"}  # fmt: skip
@@ -144,10 +162,10 @@ def points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in found:
         base = setup(r)
         chip, tp, fw = base["chip"], r["tp"], r["framework"]
-        launch = LAUNCH["trt" if fw == "trt" else "vllm-b200" if chip == "b200"
+        launch = LAUNCH[fw if fw in ("trt", "atom") else "vllm-b200" if chip == "b200"
                         else "vllm-hopper"]  # fmt: skip
         ep = f"-ep{r['ep']}" if r["ep"] > 1 else ""
-        name = (f"{PREFIX}gptoss120b-{chip}-{'trt' if fw == 'trt' else 'vllm'}-tp{tp}{ep}-"
+        name = (f"{PREFIX}gptoss120b-{chip}-{fw}-tp{tp}{ep}-"
                 f"{r['isl'] // 1024}k{r['osl'] // 1024}k-c{r['conc']}")  # fmt: skip
         for metric, field, short, unit in METRICS:
             value = r[field] * (tp if metric == "output_tokens_per_s" else 1)
@@ -176,7 +194,8 @@ def points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                      "kv_utilization", "moe_backend", "moe_input")
                                      if k in base)
                                  + ("; CUDA graphs up to the launch's batch with padding"
-                                    if fw == "trt" else "")),
+                                    if fw == "trt" else "; ATOM's default HIP graphs"
+                                    if fw == "atom" else "")),
             }  # fmt: skip
             out.append(p)
     return out

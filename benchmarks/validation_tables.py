@@ -47,7 +47,7 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("vllmspot-", "vLLM spot check (vLLM 0.8.2, SGLang 0.4.4; 10 req/s)"),
     ("sglcook-", "SGLang cookbook Qwen3-235B (B200, SGLang 0.5.6)"),
     ("vultr-", "Vultr cookbook MiniMax-M2.5 (B200, vLLM 0.12)"),
-    ("inferencemax-", "InferenceMAX gpt-oss-120b (B200, H100, H200; vLLM 0.13, TensorRT-LLM 1.2)"),
+    ("inferencemax-", "InferenceMAX gpt-oss-120b (B200, H100, H200, MI355X)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),
     ("gptfast-", "gpt-fast README"),
     ("neuron-", "AWS Neuron tutorial"),

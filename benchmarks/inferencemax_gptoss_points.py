@@ -56,7 +56,11 @@ KEPT = {
 }
 """(hw, framework, image) of the rows kept -> xpusim's chip."""
 ENGINE = {"vllm": "vllm", "trt": "trtllm", "atom": "atom"}
-"""The record's framework -> xpusim's engine profile (and engine)."""
+"""The record's framework -> xpusim's engine."""
+PROFILE = {"vllm": "vllm-0.11", "trt": "trtllm", "atom": "atom"}
+"""-> xpusim's engine profile: vLLM 0.13 as vllm-0.11 (the release profiled nearest below,
+whose kernels the scored vLLM V1 points take) with async scheduling on, as the launch set it
+(host_overlap)."""
 ATOM_GRAPHS = [1, 2, 4, 8, 16, 32, 48, 64, 128, 256]
 """ATOM 0.1.1's default cudagraph_capture_sizes (LAUNCH["atom"])."""
 LAUNCH = {
@@ -94,8 +98,8 @@ GAP = ("Not modelled: vLLM's CUDA graphs past the profile's 512 tokens (the laun
        "all-reduce + RMSNorm pass (fuse_allreduce_rms, TP over 1) "
        "and TensorRT-LLM's stream_interval 20 (each of its chunks holds 20 tokens; TPOT, "
        "the point's metric, is the mean per token either way); the random lengths drawn "
-       "(xpusim draws its own from the same range). vLLM 0.13 runs as xpusim's vllm profile "
-       "(0.19's kernels, async scheduling on as the launch set it); ATOM 0.1.1 as the atom "
+       "(xpusim draws its own from the same range). vLLM 0.13 runs as xpusim's vllm-0.11 "
+       "profile with async scheduling on as the launch set it; ATOM 0.1.1 as the atom "
        "profile (0.1.6's host time and scheduling, prefill-first). A third party's copy of "
        "the run's result file, not a SemiAnalysis page.")
 METRICS = (("ttft_s", "mean_ttft", "ttft", "s"), ("tpot_s", "mean_tpot", "tpot", "s"),
@@ -137,7 +141,7 @@ def setup(r: dict[str, Any]) -> dict[str, Any]:
         "model": "gpt-oss-120b", "precision": "bf16", "weight_precision": "mxfp4",
         "kv_precision": "fp8" if b200 or atom else "bf16",
         "engine": ENGINE[r["framework"]], "engine_version": r["image"],
-        "engine_profile": ENGINE[r["framework"]],
+        "engine_profile": PROFILE[r["framework"]],
         "load": {"kind": "concurrency", "value": conc, "requests": 10 * conc, "warmup": 0},
         "prompt": prompt, "gen": gen, "spread": SPREAD, "stat": "mean",
     }  # fmt: skip
@@ -151,7 +155,8 @@ def setup(r: dict[str, Any]) -> dict[str, Any]:
                 "graph_sizes": graph_sizes("trt", conc), "graph_pad": "decode",
                 "moe_backend": "TRTLLM"}  # fmt: skip
     else:
-        out |= {"max_batch": 512 if b200 else conc, "kv_utilization": 0.9}
+        out |= {"max_batch": 512 if b200 else conc, "kv_utilization": 0.9,
+                "host_overlap": True}  # fmt: skip
         if b200:
             out["moe_input"] = "mxfp8"
     return out
@@ -191,7 +196,8 @@ def points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  f"mean {base['prompt']} / {base['gen']}, spread {SPREAD}; "
                                  + ", ".join(f"{k} {base[k]}" for k in (
                                      "kv_precision", "token_budget", "max_batch",
-                                     "kv_utilization", "moe_backend", "moe_input")
+                                     "kv_utilization", "moe_backend", "moe_input",
+                                     "host_overlap")
                                      if k in base)
                                  + ("; CUDA graphs up to the launch's batch with padding"
                                     if fw == "trt" else "; ATOM's default HIP graphs"

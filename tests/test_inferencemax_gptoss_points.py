@@ -44,9 +44,10 @@ def test_a_record_is_three_points_at_the_clients_lengths():
 
 
 @pytest.mark.parametrize(("hw", "framework", "expected"), [
-    ("b200", "vllm", {"engine_profile": "vllm", "kv_precision": "fp8", "max_batch": 512,
-                      "moe_input": "mxfp8", "kv_utilization": 0.9}),
-    ("h200", "vllm", {"engine_profile": "vllm", "kv_precision": "bf16", "max_batch": 16}),
+    ("b200", "vllm", {"engine_profile": "vllm-0.11", "kv_precision": "fp8", "max_batch": 512,
+                      "moe_input": "mxfp8", "kv_utilization": 0.9, "host_overlap": True}),
+    ("h200", "vllm", {"engine_profile": "vllm-0.11", "kv_precision": "bf16", "max_batch": 16,
+                      "host_overlap": True}),
     ("b200-trt", "trt", {"engine_profile": "trtllm", "kv_precision": "fp8", "max_batch": 512,
                          "token_budget": 20000, "kv_utilization": 0.85,
                          "moe_backend": "TRTLLM", "graph_pad": "decode",

@@ -841,8 +841,9 @@ def test_a_measured_kernel_is_not_slowed_by_the_modelled_power_limit():
 
 def test_serve_moe_input_sets_the_experts_format_and_refuses_another(capsys):
     """--moe-input mxfp8 gives vLLM's experts on a B200 MXFP8 input (its
-    VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1), faster than its BF16 default there; a format
-    it does not know is one line naming the closest, exit status 2."""
+    VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1), faster than its BF16 default there; on a run
+    without MXFP4 experts it says it changes nothing; a format it does not know is one line
+    naming the closest, exit status 2."""
     from cli_run import run_cli
 
     import xpusim
@@ -852,6 +853,9 @@ def test_serve_moe_input_sets_the_experts_format_and_refuses_another(capsys):
                             requests=16, prompt=512, gen=64, **more).tpot_s.mean  # fmt: skip
 
     assert tpot(moe_input="mxfp8") < 0.9 * tpot()
+    dense = xpusim.serve("llama-3-8b", "b200", engine="vllm", concurrency=2, requests=2,
+                         prompt=64, gen=4, moe_input="mxfp8")  # fmt: skip
+    assert any(n.startswith("--moe-input mxfp8: changes nothing here") for n in dense.notes)
     code, out, err = run_cli(capsys, "serve", "gpt-oss-120b", "--chip", "b200",
                              "--moe-input", "mxfp9")  # fmt: skip
     assert code == 2 and not out and err.count("\n") == 1 and "mxfp8" in err

@@ -166,6 +166,11 @@ def prepare(
     if engine.moe_input is not None:  # the launch's own format for MXFP4 experts' input
         own = (*(k for k in own if k != MXFP8_MOE_INPUT),
                *((MXFP8_MOE_INPUT,) if engine.moe_input == "mxfp8" else ()))
+        if not cfg.is_moe or req.weight is not DType.MXFP4 or req.act.bits != 16:
+            notes.append(f"--moe-input {engine.moe_input}: changes nothing here (it sets the "
+                         "input of MXFP4 routed experts in a 16-bit run; this run's experts "
+                         f"are {'absent' if not cfg.is_moe else req.weight.value} under "
+                         f"{req.act.value})")
     kernels_note = len(notes)  # where the note of the kernels that priced ops goes, once known
     if own:  # the plan was chosen on every engine's kernels; the steps run its own
         req = replace(req, kernels=own)

@@ -18,6 +18,7 @@ from xpusim.cost.gemm_allreduce import KERNEL as GEMM_ALLREDUCE
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
+from xpusim.ir.dtypes import DType
 from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan

@@ -222,11 +222,11 @@ class EngineProfile:
         a what-if copy: its base chip's) left out elsewhere, and its fused shared expert where
         it does not fuse model `cfg`'s at expert parallelism `ep` under `moe_backend`."""
         fused = cfg is not None and self.fuses_shared_expert(cfg, vendor, ep, moe_backend)
-        chips = dict(self.chips_only)
+        chips, base = dict(self.chips_only), base_id(chip_id)
         return tuple(k for k in self.kernels
                      if (vendor == "NVIDIA" or k not in self.nvidia_only)
                      and (vendor == "AMD" or k not in self.amd_only)
-                     and base_id(chip_id) in chips.get(k, (base_id(chip_id),))
+                     and base in chips.get(k, (base,))
                      and (k != FUSED_SHARED_EXPERT or fused))  # fmt: skip
 
     def fuses_shared_expert(self, cfg: TransformerConfig, vendor: str, ep: int,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpusim.errors import UserError, check_positive
+from xpusim.errors import UserError, check_positive, closest
 from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PATH = "path"  # an option naming a file
@@ -66,6 +66,12 @@ def default_requests(concurrency: object, base: int = REQUESTS) -> int:
 
 MOE_INPUTS = ("bf16", "mxfp8")
 """serve's --moe-input: the formats MXFP4 routed experts take their input in."""
+
+
+def _one_of(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+    """Refuses a setting `name` given a value not among `choices`, naming the closest."""
+    if value is not None and value not in choices:
+        raise UserError(f"unknown {name} {value!r}{closest(value, choices)}")
 
 
 def option(default: Any, help: str, type: Any) -> Any:
@@ -330,16 +336,8 @@ class Engine:
         self.captured  # noqa: B018  (refuses sizes that are not positive integers)
         from xpusim.serving.engines import GRAPH_PADS
 
-        if self.moe_input is not None and self.moe_input not in MOE_INPUTS:
-            from xpusim.errors import closest
-
-            raise UserError(f"unknown moe_input {self.moe_input!r}"
-                            f"{closest(self.moe_input, MOE_INPUTS)}")  # fmt: skip
-        if self.graph_pad is not None and self.graph_pad not in GRAPH_PADS:
-            from xpusim.errors import closest
-
-            raise UserError(f"unknown graph_pad {self.graph_pad!r}"
-                            f"{closest(self.graph_pad, GRAPH_PADS)}")  # fmt: skip
+        _one_of("moe_input", self.moe_input, MOE_INPUTS)
+        _one_of("graph_pad", self.graph_pad, GRAPH_PADS)
         if self.draft_precision is not None:
             if self.speculative is None:
                 raise UserError("--draft-precision needs --speculative DRAFT_MODEL")
@@ -389,11 +387,7 @@ class Engine:
             if getattr(self, name) is not None and self.prefill_replicas is None:
                 raise UserError(f"{name} applies to disaggregation: give --prefill-replicas "
                                 "and --decode-replicas")  # fmt: skip
-        if self.scheduler is not None and self.scheduler not in SCHEDULERS:
-            from xpusim.errors import closest
-
-            raise UserError(f"unknown scheduler {self.scheduler!r}"
-                            f"{closest(self.scheduler, SCHEDULERS)}")  # fmt: skip
+        _one_of("scheduler", self.scheduler, SCHEDULERS)
         from xpusim.serving.engines import engine, engines
 
         if not self.radix_cache and engine(self.engine).admit_reserve is None:

@@ -18,7 +18,6 @@ from xpusim.cost.gemm_allreduce import KERNEL as GEMM_ALLREDUCE
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
-from xpusim.ir.dtypes import DType
 from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.inference import chosen_plan
@@ -45,6 +44,7 @@ from xpusim.workloads.transformer import (
     FUSED_SHARED_EXPERT,
     MXFP8_MOE_INPUT,
     SAMPLER_PENALTIES,
+    takes_mxfp8_moe_input,
 )
 from xpusim.workloads.transformer_config import TransformerConfig
 
@@ -167,7 +167,7 @@ def prepare(
     if engine.moe_input is not None:  # the launch's own format for MXFP4 experts' input
         own = (*(k for k in own if k != MXFP8_MOE_INPUT),
                *((MXFP8_MOE_INPUT,) if engine.moe_input == "mxfp8" else ()))
-        if not cfg.is_moe or req.weight is not DType.MXFP4 or req.act.bits != 16:
+        if not takes_mxfp8_moe_input(cfg, req.act, req.weight):
             notes.append(f"--moe-input {engine.moe_input}: changes nothing here (it sets the "
                          "input of MXFP4 routed experts in a 16-bit run; this run's experts "
                          f"are {'absent' if not cfg.is_moe else req.weight.value} under "

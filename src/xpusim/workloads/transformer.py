@@ -149,6 +149,14 @@ routed experts' ops compute in FP8 (their input stays the model's 16 bits, read 
 kernel that quantizes it, as the tables of that kernel timed it: aiconfigurator's
 moe.forward from BF16 hidden states). TensorRT-LLM's and SGLang's defaults for gpt-oss on
 Blackwell (serving/engines.toml chips_only says on which chips)."""
+
+
+def takes_mxfp8_moe_input(cfg: TransformerConfig, act: DType, weight: Format) -> bool:
+    """Whether MXFP8_MOE_INPUT changes a run of `cfg`: routed experts stored in MXFP4 under
+    a 16-bit compute format (the only runs whose expert input an engine quantizes so)."""
+    return cfg.is_moe and weight is DType.MXFP4 and act.bits == 16
+
+
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
                            FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB, FP8_MLA_ABSORB,
@@ -815,6 +823,7 @@ class _Builder:
         routing = dict(tokens=tokens, experts=e, experts_per_token=k, compute=self.act.value,
                        moe_backend=self.moe_backend, routing_alpha=cfg.routing_alpha,
                        shared_experts=shared or None, **main)  # fmt: skip
+        experts = {**routing, "compute": self.expert_format().value}  # their GEMMs'
         routed = self.t(f"{p}.routed", 1, pairs, h)
         w1 = self.t(f"{p}.experts.gate_up.w", used, h, 2 * i, role=Role.WEIGHT)
         gu = self.op(
@@ -823,7 +832,7 @@ class _Builder:
             [routed, w1],
             [self.t(f"{p}.experts.gate_up.out", 1, pairs, 2 * i)],
             tp="expert_column",
-            **{**routing, "compute": self.expert_format().value},
+            **experts,
         )
         if fused:  # the activation in the gate_up kernel: down reads its i-wide output
             act = Tensor(f"{gu.name}[act]", (*gu.shape[:-1], i), gu.dtype)
@@ -839,7 +848,7 @@ class _Builder:
             [act, w2],
             [self.t(f"{p}.experts.down.out", 1, pairs, h)],
             tp="expert_row",
-            **{**routing, "compute": self.expert_format().value},
+            **experts,
         )
         parts = [down] if shared else \
             [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
@@ -850,7 +859,8 @@ class _Builder:
     def expert_format(self) -> DType:
         """The format the routed experts' GEMMs compute in: FP8 where the engine quantizes a
         16-bit run's input to MXFP4 experts to MXFP8 (MXFP8_MOE_INPUT), else the run's."""
-        mxfp8 = self.runs(MXFP8_MOE_INPUT) and self.weight is DType.MXFP4 and self.act.bits == 16
+        mxfp8 = self.runs(MXFP8_MOE_INPUT) and takes_mxfp8_moe_input(self.cfg, self.act,
+                                                                     self.weight)  # fmt: skip
         return DType.FP8 if mxfp8 else self.act
 
     def shared_expert(self, p: str, x: Tensor, stream: dict[str, str]) -> list[Tensor]:

@@ -60,9 +60,10 @@ def test_the_current_profile_writes_only_what_its_release_changed():
     new, old = engine("vllm"), engine("vllm-0.11")
     changed = {f.name for f in dataclasses.fields(new)
                if getattr(new, f.name) != getattr(old, f.name)}  # fmt: skip
-    assert changed <= {"name", "version", "about", "overlapped", "source", "limits_source",
+    assert changed <= {"name", "base", "version", "about", "overlapped", "source", "limits_source",
                        "graph_source", "kernels", "kernels_source", "nvidia_only",
                        "nvidia_only_source", "chips_only", "chips_only_source"}  # fmt: skip
+    assert new.base == "vllm-0.11" and not old.base
     assert new.overlapped and not old.overlapped
     assert (new.limits, new.graph_sizes, new.graph_max) == (old.limits, old.graph_sizes,
                                                             old.graph_max)  # fmt: skip

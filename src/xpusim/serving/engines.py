@@ -124,6 +124,7 @@ class EngineProfile:
     sampler_source: str = ""
     dp_attention_chunk: str = ""  # DP_CHUNK_RULES: how attention DP splits a step's prefill
     dp_attention_source: str = ""
+    base: str = ""  # the profile whose fields it writes over (engines.toml `base`; lineage)
     kernels: tuple[str, ...] = ()  # its own kernels, by their tables' `kernel` names
     kernels_source: str = ""
     # host time per sequence of an attention-DP rank, under attention DP only (engines.toml)
@@ -430,13 +431,20 @@ def _own_fields(data: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     return {**_own_fields(data, base), **fields} if base else fields
 
 
+def lineage(name: str) -> tuple[str, ...]:
+    """A profile and the releases it is written over (engines.toml `base`), newest first:
+    what a measurement of an older release says of a newer one goes through this."""
+    base = engine(name).base
+    return (name, *lineage(base)) if base else (name,)
+
+
 @cache
 def engines() -> dict[str, EngineProfile]:
     data = tomllib.loads(DATA.read_text())
     found = {}
     for name in data:
         fields = _own_fields(data, name)
-        fields = {**fields, "limits": tuple(fields["limits"]),
+        fields = {**fields, "base": data[name].get("base", ""), "limits": tuple(fields["limits"]),
                   "graph_sizes": tuple(tuple(r) for r in fields["graph_sizes"]),
                   "small_chips": tuple(fields.get("small_chips", ())),
                   "kernels": tuple(fields.get("kernels", ())),

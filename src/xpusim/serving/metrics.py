@@ -132,6 +132,9 @@ class ServingResult(Result):
     search: dict[str, Any] | None = None  # --find's answer and its trials
     decode_plan: dict[str, int] | None = None  # disaggregation: a decode replica's, if its own
     cost: Cost | None = None  # cost/dollars.py: filled where a price is known
+    # how far serve has been from measured runs of this engine on this chip
+    # (validation/error_bands.py measured_error)
+    measured_error: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
 

@@ -38,6 +38,8 @@ from xpusim.serving.speculative import Speculator, draft_formats, draft_memory
 from xpusim.serving.steady import Steady
 from xpusim.serving.step_cost import StepCost, step_cost
 from xpusim.serving.verdict import Verdict
+from xpusim.validation.error_bands import measured_error
+from xpusim.validation.error_bands import note as error_note
 from xpusim.workloads.transformer import (
     ALLREDUCE_NORM,
     ALLREDUCE_NORM_DECODE,
@@ -286,6 +288,7 @@ def prepare(
     per_rank = " of each attention-DP rank" if one.dp_attention else ""
     graphs = (f", CUDA graphs up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
               if graph_pad != "none" and captured else "")  # fmt: skip
+    notes.append(error_note(engine.engine, system.chip.id))
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens ({picked}) and {engine.max_batch} sequences "
                  f"per step, KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
@@ -511,6 +514,7 @@ def run(
         weight_precision=p.formats.weight.value, fits=p.fits, reason=p.reason,
         slo_ttft_ms=slo[0], slo_tpot_ms=slo[1], tdp_w=p.system.chip.tdp_w.value,
         frontend_s=e.frontend_s, kv_cache=replace(p.kv), notes=list(p.notes),
+        measured_error=measured_error(e.engine, p.system.chip.id),
         decode_plan=p.decode.plan.to_dict() if p.decode is not None else None,
     )  # fmt: skip
     if not p.fits:

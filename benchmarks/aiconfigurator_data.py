@@ -128,14 +128,15 @@ def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, versi
                engine: tuple[str, str] = ("trtllm", "TensorRT-LLM"),
                backend: str | None = None, routing_alpha: float | None = None,
                window: bool = False, kernel: str = "", routing: str | None = None,
+               extra: dict | None = None,
                ) -> str:  # fmt: skip
     """One `[[table]]` of cost/kernel_tables/*.toml from `measured` (`source`: which of its
     rows): measured on `chip_id` alone, by `engine` (its key and name) `version` (a moe
     table: with its MoE `backend` where not the default's, the power law its rows were
     routed by where not balanced, the `routing` of its harness where not balanced
     (cost/kernel_tables.ROUTINGS), and `window` where it prices only the M its rows span;
-    `kernel`: the engine's own kernel it timed, engines.toml `kernels`), each row's last
-    value in microseconds."""
+    `kernel`: the engine's own kernel it timed, engines.toml `kernels`; `extra`: more fields,
+    after those), each row's last value in microseconds."""
     return toml_table({
         "name": name, "kind": kind, "dtype": dtype, "scope": scope, "measured_on": chip_id,
         "chips": [chip_id], "engine": engine[0], "engine_version": f"{engine[1]} {version}",
@@ -143,7 +144,7 @@ def table_toml(name: str, kind: str, dtype: str, scope: str, chip_id: str, versi
         **({} if routing_alpha is None else {"routing_alpha": routing_alpha}),
         **({} if routing is None else {"routing": routing}),
         **({"window": True} if window else {}),
-        **({"kernel": kernel} if kernel else {}),
+        **({"kernel": kernel} if kernel else {}), **(extra or {}),
         **measured.provenance(source), "conditions": conditions,
     }, [f"{', '.join(str(v) for v in r[:-1])}, {r[-1]:.4g}" for r in rows])  # fmt: skip
 

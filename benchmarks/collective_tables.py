@@ -56,6 +56,31 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter")
 KERNELS = {"trtllm": "trtllm-allreduce", "vllm": "vllm-custom-allreduce",
            "sglang": "sglang-custom-allreduce"}  # fmt: skip
 """The `kernel` name of each engine's own all-reduce table (NCCL's times every engine's)."""
+MiB = 1 << 20
+_VLLM_SM90 = [[2, 8 * MiB], [4, 8 * MiB], [6, MiB // 2], [8, MiB // 4]]
+_VLLM_SM100 = [[2, 2 * MiB], [4, 2 * MiB], [6, MiB], [8, MiB]]
+_VLLM_OTHER = [[2, 8 * MiB], [4, 8 * MiB], [6, 8 * MiB], [8, 8 * MiB]]
+BELOW = {"vllm": {"h100-sxm": _VLLM_SM90, "h200-sxm": _VLLM_SM90, "b200": _VLLM_SM100,
+                  "gb200": _VLLM_SM100, "b300": _VLLM_OTHER}}
+"""Where an engine runs its own all-reduce only below a size, that size by chip and GPUs
+(the table's `below_bytes`; cost/collectives.py prices larger tensors as it would without
+the kernel). vLLM 0.11: min(CustomAllreduce's max_size 8 MiB, CUSTOM_ALL_REDUCE_MAX_SIZES by
+capability), the table applied where torch's symmetric memory is on (BELOW_SOURCE)."""
+BELOW_SOURCE = {
+    "vllm": "vLLM runs its custom all-reduce for a tensor of fewer bytes than its max_size "
+            "and hands larger ones on (vllm/distributed/device_communicators/"
+            "custom_all_reduce.py should_custom_ar: 'return inp_size < self.max_size' on a "
+            "fully connected node; cuda_communicator.py all_reduce: custom all-reduce, then "
+            "torch symmetric memory, then pynccl). max_size is the constructor's 8192 x 1024 "
+            "bytes, cut to all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES[capability][world "
+            "size] where the symmetric-memory communicator is enabled (VLLM_ALLREDUCE_USE_SYMM_MEM "
+            "default 1; its own table has capabilities 9.0 and 10.0 only): 9.0 (H100, H200) "
+            "64 / 32 MiB / 512 / 256 KiB at 2 / 4 / 6 / 8 GPUs, 10.0 (B200, GB200) 2 / 2 / 1 / "
+            "1 MiB; 10.3 (B300) has no entry in 0.11, so 8 MiB. Read in the 0.11-era copies of "
+            "the code index (all_reduce_utils.py id 183845377, custom_all_reduce.py ids "
+            "61173341770 and 55067854270, cuda_communicator.py id 32194246381, envs.py id "
+            "6351456); later releases add a 10.3 entry (4 / 4 / 8 / 4 MiB), not taken here",
+}
 WHAT = {
     "nccl": "nccl-tests {op}_perf over NVLink, FP16, out-of-place, one size a run "
             "(collector/network/collect_nccl.py)",
@@ -87,7 +112,9 @@ def tables(mirror: Mirror, chip_dir: str, source: str) -> list[str]:
         chip_id, version, f"{source} {op}", measured,
         f"{chip_id} NVLink, {engine_name} {version}: {WHAT[source].format(op=op)}",
         [[*key, us] for key, us in sorted(found.items())],
-        engine=(engine, engine_name), kernel=KERNELS.get(source, ""))
+        engine=(engine, engine_name), kernel=KERNELS.get(source, ""),
+        extra=({"below_bytes": BELOW[source][chip_id], "below_source": BELOW_SOURCE[source]}
+               if op == "all_reduce" and chip_id in BELOW.get(source, {}) else None))
         for op, found in by_op.items()]
 
 

@@ -159,3 +159,41 @@ def test_the_flashinfer_fusion_runs_the_norms_inside_its_all_reduce(monkeypatch)
     plain = served()
     assert fused.tpot_s.mean < plain.tpot_s.mean - 2 * 60 * 2e-6
     assert fused.ttft_s.mean == pytest.approx(plain.ttft_s.mean, rel=1e-9)
+
+
+VLLM = "vllm-custom-allreduce"
+
+
+@pytest.mark.parametrize(("system", "gpus", "below"), [
+    ("hgx-h200", 8, 256 * 1024), ("hgx-h200", 2, 8 << 20), ("dgx-b200", 8, 1 << 20),
+])  # fmt: skip
+def test_vllm_runs_its_kernel_only_below_its_size(system, gpus, below):
+    """vLLM's custom all-reduce takes a tensor of fewer bytes than min(8 MiB,
+    CUSTOM_ALL_REDUCE_MAX_SIZES[capability][tp]) (the table's below_bytes) and hands a larger
+    one on: under it the kernel's measured time, from it what the collective costs without
+    the kernel (the line, floored by every measured table)."""
+    target = load_system(system)
+    n = np.array([below / 2, below - 16, below, 2.0 * below])
+    own = floored_seconds(target, Collective.ALL_REDUCE, n, gpus, gpus, (VLLM,))
+    bare = floored_seconds(target, Collective.ALL_REDUCE, n, gpus, gpus)
+    curve = engine_curve(target, Collective.ALL_REDUCE, gpus, gpus, (VLLM,))
+    assert curve.below_bytes == below
+    kernel = np.maximum(curve.at(n), bandwidth_bound_s(target, Collective.ALL_REDUCE, n, gpus,
+                                                       gpus))  # fmt: skip
+    np.testing.assert_allclose(own[:2], kernel[:2], rtol=1e-12)
+    np.testing.assert_array_equal(own[2:], bare[2:])
+
+
+@pytest.mark.parametrize("system", ["hgx-h200", "dgx-b200"])
+def test_a_decode_all_reduce_over_8_gpus_takes_vllms_measured_kernel(system):
+    """A few tokens' tensor (16 KiB) over 8 GPUs: vLLM's kernel, measured at 5.2 us (H200)
+    and 8.2 us (B200), where the line's 6 steps of the assumed 2 us give 12."""
+    target, n = load_system(system), np.array([16384.0])
+    own = floored_seconds(target, Collective.ALL_REDUCE, n, 8, 8, (VLLM,))[0]
+    assert own < 9e-6 < 12e-6 < floored_seconds(target, Collective.ALL_REDUCE, n, 8, 8)[0]
+
+
+def test_a_kernel_without_a_size_bound_runs_at_every_size():
+    """SGLang's and TensorRT-LLM's tables state no bound: the kernel prices every size."""
+    for kernel in (SGLANG, FLASHINFER_ALLREDUCE):
+        assert engine_curve(B200, Collective.ALL_REDUCE, 8, 8, (kernel,)).below_bytes == np.inf

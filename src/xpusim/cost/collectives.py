@@ -59,8 +59,10 @@ rows, kernel_tables/collectives/b200.toml). Such a table names its `kernel`
 `kernels`, serving/engines.toml, carried from the matmul it reduces, compiler/partition.py
 collective) costs that table's time, measured, at its bytes, never under the bandwidth
 term (bytes over the links): the measurement replaces the assumed latency, physics still
-bounds it, and more bandwidth is never slower. Other ops, and other chips, keep the line
-and floor above.
+bounds it, and more bandwidth is never slower. Where the engine runs its kernel only below a
+size (the table's `below_bytes` by group: vLLM hands larger tensors to symmetric memory or
+NCCL), a tensor of that size or more costs the line and floor above, as without the kernel.
+Other ops, and other chips, keep the line and floor above.
 
 A collective op's own HBM pass is not added to these seconds (cost/roofline.py): a measured
 time is of the whole kernel (nccl-tests' algbw and busbw are of the complete operation), its
@@ -234,6 +236,9 @@ class MeasuredCurve:
     nbytes: np.ndarray  # bytes of the whole tensor, ascending
     seconds: np.ndarray
     kernel: str = ""  # the engine's own kernel it timed (engines.toml `kernels`), if one
+    # the engine runs that kernel only on tensors of fewer bytes (its table's below_bytes at
+    # these gpus); a larger one costs what it would without the kernel
+    below_bytes: float = math.inf
 
     def at(self, nbytes: np.ndarray) -> np.ndarray:
         """Seconds at these bytes: linear between rows, flat below, proportional above."""
@@ -254,11 +259,13 @@ def measured_curves(chip_id: str) -> dict[tuple[Collective, int], tuple[Measured
     with path.open("rb") as f:
         for table in tomllib.load(f)["table"]:
             rows = np.array(table["rows"], dtype=float)
+            below = {int(g): float(b) for g, b in table.get("below_bytes", [])}
             for gpus in sorted({int(g) for g in rows[:, 0]}):
                 mine = rows[rows[:, 0] == gpus]
                 mine = mine[np.argsort(mine[:, 1])]
                 curve = MeasuredCurve(table["name"], mine[:, 1], mine[:, 2] * 1e-6,
-                                      table.get("kernel", ""))  # fmt: skip
+                                      table.get("kernel", ""),
+                                      below.get(gpus, math.inf))  # fmt: skip
                 found.setdefault((Collective(table["scope"]), gpus), []).append(curve)
     return {key: tuple(curves) for key, curves in found.items()}
 
@@ -323,13 +330,18 @@ def _floored(system: System, kind: Collective, nbytes: np.ndarray, group: int,
     line = collective_line(system, kind, group, span)
     if line.algorithm == "none":
         return np.zeros_like(nbytes)
+    seconds = line.fixed_s + line.s_per_byte * nbytes
+    curves = measured_floor(system, kind, group, span)
+    if curves:
+        seconds = np.maximum(seconds, np.min([c.at(nbytes) for c in curves], axis=0))
+    if own is not None:  # the engine's kernel, on the tensors it runs it on
+        seconds = np.where(nbytes < own.below_bytes,
+                           np.maximum(line.s_per_byte * nbytes, own.at(nbytes)), seconds)
+    return np.where(nbytes > 0, seconds, 0.0)
     if own is not None:
-        seconds = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
-    else:
-        seconds = line.fixed_s + line.s_per_byte * nbytes
-        curves = measured_floor(system, kind, group, span)
-        if curves:
-            seconds = np.maximum(seconds, np.min([c.at(nbytes) for c in curves], axis=0))
+        mine = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
+        seconds = mine if np.all(nbytes < own.below_bytes) else np.where(
+            nbytes < own.below_bytes, mine, _floored(system, kind, nbytes, group, span, None))
     return np.where(nbytes > 0, seconds, 0.0)
 
 
@@ -439,7 +451,7 @@ def collective_algorithms(
             cost = _at_least_measured(_op_line(op, system, span).cost(sent), system, kind,
                                       sent, group, span)  # fmt: skip
             own = engine_curve(system, kind, group, span, op.attr("kernels") or ())
-            if own is not None:
+            if own is not None and sent < own.below_bytes:
                 seconds = _floored(system, kind, np.array(sent), group, span, own)
                 cost = CollectiveCost(float(seconds), f"measured: {own.name}", cost.level)
             found.append({

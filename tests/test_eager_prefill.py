@@ -56,7 +56,7 @@ def test_sglang_before_its_piecewise_graph_default_runs_every_prompt_step_eagerl
     early, late = engine("sglang-0.5.6"), engine("sglang")
     assert early.eager_on("NVIDIA", False) and early.eager_on("AMD", False)
     assert early.eager_launch_s == late.eager_launch_s > 0
-    kept = ("name", "eager_prefill", "eager_source", "version", "about")
+    kept = ("name", "base", "eager_prefill", "eager_source", "version", "about")
     assert {k: v for k, v in vars(early).items() if k not in kept} == \
         {k: v for k, v in vars(late).items() if k not in kept}
     forced = xpusim.serve("llama-3-8b", "h100-sxm", **SHORT, eager_prefill=True)

@@ -33,6 +33,7 @@ LOADERS_KEPT = {
     "planning/launch.py: @cache table",
     "serving/engines.py: @cache engines",
     "validation/points.py: @cache load_points",
+    "validation/error_bands.py: @cache _bands",  # the committed bands file
     "web/app.py: @cache _catalog", "web/app.py: @cache _models",
     # torch's custom op defined once a process, and the function its patch replaces
     "workloads/torch_kernels.py: @cache _original_scan",

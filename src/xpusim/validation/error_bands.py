@@ -75,17 +75,13 @@ def _bands() -> dict:
     return json.loads(BANDS.read_text())
 
 
-@cache
-def _groups() -> dict[tuple[str, str], dict[str, Any]]:
-    return {(g["engine"], g["chip"]): g for g in _bands()["groups"]}
-
-
 def measured_error(engine: str, chip: str) -> dict[str, Any]:
     """The band of `engine`'s runs on `chip` (a what-if copy: the chip it was made from),
     or of the release the profile is written over where its own release has none; else the
     band of every serving point, with "engine" and "chip" None."""
+    groups = {(g["engine"], g["chip"]): g for g in _bands()["groups"]}
     for name in lineage(engine):
-        if (group := _groups().get((name, base_id(chip)))) is not None:
+        if (group := groups.get((name, base_id(chip)))) is not None:
             return group
     return {"engine": None, "chip": None, "sources": [], "metrics": _bands()["all"]}
 

@@ -94,9 +94,8 @@ LAUNCH = {
 }
 GAP = ("Not modelled: vLLM's CUDA graphs past the profile's 512 tokens (the launch captured "
        "steps of up to 2,048: [1, 2, 4] + range(8, 256, 8) + range(256, 2049, 16), "
-       "config/compilation.py; a step of 513-2,048 tokens runs unpadded here), vLLM's fused "
-       "all-reduce + RMSNorm pass (fuse_allreduce_rms, TP over 1) "
-       "and TensorRT-LLM's stream_interval 20 (each of its chunks holds 20 tokens; TPOT, "
+       "config/compilation.py; a step of 513-2,048 tokens runs unpadded here), {fusion}"
+       "TensorRT-LLM's stream_interval 20 (each of its chunks holds 20 tokens; TPOT, "
        "the point's metric, is the mean per token either way); the random lengths drawn "
        "(xpusim draws its own from the same range). vLLM 0.13 runs as xpusim's vllm-0.11 "
        "profile with async scheduling on as the launch set it; ATOM 0.1.1 as the atom "
@@ -106,6 +105,14 @@ METRICS = (("ttft_s", "mean_ttft", "ttft", "s"), ("tpot_s", "mean_tpot", "tpot",
            ("output_tokens_per_s", "output_tput_per_gpu", "otps", "tokens/s"))
 """(xpusim metric, the record's field, id suffix, unit); throughput is the record's per GPU
 times the GPUs (tp)."""
+FUSION = {
+    "b200": "vLLM's fuse_allreduce_rms pass at prompt chunks (it fuses up to "
+            "FI_ALLREDUCE_FUSION_MAX_SIZE_MB, 64 / 32 / 1 MB at TP 2 / 4 / 8 on SM100: "
+            "serve's --allreduce-fusion fuses decode steps alone) and ",
+    "hopper": "whether vLLM 0.13 ran its fuse_allreduce_rms pass on Hopper (the recipe does "
+              "not set it; its default in that release was not read) and ",
+}
+"""The all-reduce fusion the known gap names, by the launch (LAUNCH)."""
 
 
 def rows(mirror: str) -> list[dict[str, Any]]:
@@ -159,6 +166,8 @@ def setup(r: dict[str, Any]) -> dict[str, Any]:
                 "host_overlap": True}  # fmt: skip
         if b200:
             out["moe_input"] = "mxfp8"
+            if tp > 1:  # the launch's fuse_allreduce_rms (LAUNCH["vllm-b200"])
+                out["allreduce_fusion"] = True
     return out
 
 
@@ -190,14 +199,15 @@ def points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
                           f"record's {field}" + (" per GPU, times the node's "
                                                  f"{tp}" if unit == "tokens/s" else "")
                           + "."),
-                "known_gap": GAP,
+                "known_gap": GAP.format(fusion="" if fw != "vllm" else FUSION[
+                    "b200" if chip == "b200" else "hopper"]),
                 "xpusim_setup": (f"engine profile {base['engine_profile']}; "
                                  f"{10 * r['conc']} requests, every one measured; lengths "
                                  f"mean {base['prompt']} / {base['gen']}, spread {SPREAD}; "
                                  + ", ".join(f"{k} {base[k]}" for k in (
                                      "kv_precision", "token_budget", "max_batch",
                                      "kv_utilization", "moe_backend", "moe_input",
-                                     "host_overlap")
+                                     "host_overlap", "allreduce_fusion")
                                      if k in base)
                                  + ("; CUDA graphs up to the launch's batch with padding"
                                     if fw == "trt" else "; ATOM's default HIP graphs"

@@ -104,20 +104,24 @@ def test_the_first_kernel_listed_prices_it():
     assert _comm_s(1, (FLASHINFER_ALLREDUCE, SGLANG)) < _comm_s(1, (SGLANG,))
 
 
-def test_only_sglang_has_the_flashinfer_fusion_flag():
-    """--allreduce-fusion with another engine is refused, naming the engine to give; a
-    published point's `allreduce_fusion` reaches serve."""
+def test_only_sglang_and_vllm_take_the_flashinfer_fusion_flag():
+    """--allreduce-fusion with another engine is refused, naming the engines to give; a
+    published point's `allreduce_fusion` reaches serve: SGLang's launches that set
+    --enable-flashinfer-allreduce-fusion, vLLM's that set the fuse_allreduce_rms pass."""
     from xpusim.errors import UserError
     from xpusim.serving.options import Engine
     from xpusim.validation.points import DATA
 
-    assert Engine(engine="sglang", allreduce_fusion=True).allreduce_fusion
-    with pytest.raises(UserError, match=r"with engine sglang .*, got engine 'trtllm'"):
+    for engine in ("sglang", "vllm", "vllm-0.11"):
+        assert Engine(engine=engine, allreduce_fusion=True).allreduce_fusion
+    with pytest.raises(UserError, match=r"with engine sglang or .*vllm-0.11 .*, got engine "
+                                        r"'trtllm'"):  # fmt: skip
         Engine(engine="trtllm", allreduce_fusion=True)
     flagged = [p for p in json.loads(DATA.read_text())["points"] if p.get("allreduce_fusion")]
-    assert flagged and all(p["engine_profile"] == "sglang" and p["chip"] in ("b200", "b300")
-                           and "--enable-flashinfer-allreduce-fusion" in p["notes"]
-                           for p in flagged)  # fmt: skip
+    flag = {"sglang": "--enable-flashinfer-allreduce-fusion", "vllm-0.11": "fuse_allreduce_rms"}
+    assert {p["engine_profile"] for p in flagged} == set(flag)
+    assert all(p["chip"] in ("b200", "b300") and flag[p["engine_profile"]] in p["notes"]
+               and p["tp"] > 1 for p in flagged)  # fmt: skip
 
 
 def test_the_flashinfer_fusion_runs_the_norms_inside_its_all_reduce(monkeypatch):

@@ -21,6 +21,7 @@ UNTIL = ("end", "steady")  # Search.until: serving/steady.py
 SCHEDULERS = ("static", "continuous", "chunked", "decode-first", "prefill-first", "inflight")
 SPECULATIVE_HEADS = ("mtp", "eagle")
 SGLANG_05 = ("sglang", "sglang-0.5.6")  # the profiles of SGLang 0.5's launch options
+VLLM_V1 = ("vllm", "vllm-0.11")  # vLLM V1's, its compilation passes among them
 
 
 MAX_SPAN_S = 1e9
@@ -273,10 +274,12 @@ class Engine:
                                   "row-parallel GEMM (o_proj, down) runs fused with its "
                                   "all-reduce, the pair costing the longer of the two (an "
                                   "ideal-overlap bound; cost/gemm_allreduce.py).", type=bool)
-    allreduce_fusion: bool = option(False, "SGLang's --enable-flashinfer-allreduce-fusion: "
-                                    "its all-reduces run FlashInfer's port of TensorRT-LLM's "
-                                    "all-reduce kernels, priced by TensorRT-LLM's measured "
-                                    "all-reduce (cost/collectives.py FLASHINFER_ALLREDUCE).",
+    allreduce_fusion: bool = option(False, "SGLang's --enable-flashinfer-allreduce-fusion, "
+                                    "vLLM's compilation pass fuse_allreduce_rms: the "
+                                    "all-reduces run FlashInfer's port of TensorRT-LLM's "
+                                    "all-reduce kernels with the residual add and RMSNorm "
+                                    "inside, priced by TensorRT-LLM's measured all-reduce "
+                                    "(cost/collectives.py FLASHINFER_ALLREDUCE).",
                                     type=bool)  # fmt: skip
     prefix: int = option(0, "Tokens every prompt shares, cached after the first "
                           "(prefix caching; 0: none).", type=int)
@@ -372,8 +375,8 @@ class Engine:
         for setting, given, needs, flag in (  # each an engine's own launch option
                 ("gemm_allreduce", self.gemm_allreduce, ("trtllm",),
                  "TensorRT-LLM's gemm_allreduce_plugin"),
-                ("allreduce_fusion", self.allreduce_fusion, SGLANG_05,
-                 "its --enable-flashinfer-allreduce-fusion"),
+                ("allreduce_fusion", self.allreduce_fusion, (*SGLANG_05, *VLLM_V1),
+                 "SGLang's --enable-flashinfer-allreduce-fusion, vLLM's fuse_allreduce_rms"),
                 ("recv_interval", self.recv_interval > 1, SGLANG_05,  # SGLang 0.5's gate alone
                  "its --scheduler-recv-interval"),
                 ("batch_wait", self.batch_wait is not None, ("trtllm",),

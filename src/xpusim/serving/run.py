@@ -203,10 +203,11 @@ def prepare(
     if engine.allreduce_fusion:  # FlashInfer's all-reduce ahead of the engine's own, the
         # residual add and RMSNorm after it inside its kernel at decode steps
         req = replace(req, kernels=(FLASHINFER_ALLREDUCE, *req.kernels, ALLREDUCE_NORM_DECODE))
-        notes.append("--enable-flashinfer-allreduce-fusion: all-reduces at TensorRT-LLM's "
-                     "measured all-reduce, whose kernels FlashInfer's fusion runs, the "
-                     "residual add and RMSNorm after each inside it at decode steps (not "
-                     "at a speculative verify, which SGLang also fuses: costed unfused)")
+        notes.append("--allreduce-fusion: all-reduces at TensorRT-LLM's measured "
+                     "all-reduce, whose kernels FlashInfer's fusion runs, the residual add "
+                     "and RMSNorm after each inside it at decode steps (not at a prompt "
+                     "chunk or a speculative verify, which the engines also fuse up to a "
+                     "size: costed unfused)")
     limits = profile.limits_on(system.chip.id, system.chip.capacity_bytes, one.tp)
     # the engine's budget, whatever its KV pool: no engine lowers it to make room
     budget = engine.token_budget or limits.token_budget

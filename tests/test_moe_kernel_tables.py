@@ -874,3 +874,47 @@ def test_the_measured_draw_caps_only_chips_of_borrowed_path_energy():
     assert measured_tdp_w(load_chip("mi300x")) == load_chip("mi300x").tdp_w.value
     for chip in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):
         assert measured_tdp_w(load_chip(chip)) == float("inf")
+
+
+def test_every_engine_kernels_curve_keeps_its_fractions_between_0_and_1():
+    """An engine's own kernel prices the M it measured on a fixed time at most the least time
+    any of its rows spends past its roofline: on `under`'s larger fixed time (TensorRT-LLM's
+    MoE rows', 65 us a layer on an H200) vLLM's MXFP4 rows at TP 4 (51.6 us at 4 tokens)
+    took fractions below 0, and the curve between such a node and the next priced 22 pairs
+    at 225 us. Every engine table's own shapes, on every chip it prices."""
+    from xpusim.cost.kernel_tables import all_tables, engine_scope, fraction_grid
+
+    checked = 0
+    for table in all_tables():
+        if not table.kernel or table.kind not in ("moe", "gemm"):
+            continue
+        for chip in table.chips:
+            for shape in sorted(set(table.row_shapes)):
+                keys = ((table.kind, engine_scope(table.scope, table.kernel)),
+                        (table.kind, table.scope))  # fmt: skip
+                found = fraction_grid(chip, DType(table.dtype), keys, ((table.kind, shape),))
+                if found is not None:
+                    checked += 1
+                    assert np.all((found[0] > 0) & (found[0] <= 1 + 1e-9)), (table.name, shape)
+    assert checked > 500
+
+
+def test_vllms_mxfp4_moe_at_tp4_costs_its_rows_and_between_them():
+    """gpt-oss-120b's layer at TP 4 on an H200 (vLLM's Triton MXFP4 rows, 51.6 us at 4
+    tokens, 73.3 at 8): its measured time at a measured M, and between two measured M
+    between their times."""
+    from xpusim.cost.kernel_tables import GRID_LOG2, fraction_grid, interpolate_grid, tables_of_kind
+
+    name = "aiconfigurator-vllm-moe-w4a16-mxfp4-h200-sxm"
+    table = next(t for t in tables_of_kind("moe") if t.name == name)
+    shape = (2880.0, 720.0, 4.0, 128.0, 1.0)
+    keys = (("moe", "mxfp4@vllm-triton-mxfp4-moe"), ("moe", "mxfp4"))
+    grid, fixed_s = fraction_grid("h200-sxm", DType.BF16, keys, (("moe", shape),))[:2]
+    roofline_s = table.moe_roofline_s(shape)
+
+    def layer_us(pairs: float) -> float:
+        fraction = interpolate_grid(grid, np.array([pairs]))[0]
+        return 1e6 * (2 * fixed_s + np.interp(np.log2(pairs), GRID_LOG2, roofline_s) / fraction)
+
+    assert layer_us(16) == pytest.approx(51.61, rel=1e-3)
+    assert 51.6 < layer_us(22.6) < layer_us(32) < 80

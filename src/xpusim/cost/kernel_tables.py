@@ -347,6 +347,18 @@ class KernelTable:
                        measured_s=self.measured_s[mine], sequences=sequences,
                        row_shapes=(near,) * int(mine.sum()))  # fmt: skip
 
+    def node_roofline_s(self, shape: tuple[float, ...] | None) -> np.ndarray | None:
+        """The roofline of an op of `shape` at each M of GRID_LOG2, as the table's rows
+        count theirs: a moe layer's (moe_roofline_s), a gemm's (N, K) in the table's
+        format; None for other kinds, or without a shape."""
+        if shape is None or self.kind not in ("moe", "gemm"):
+            return None
+        if self.kind == "moe":
+            return self.moe_roofline_s(shape)
+        where, dtype, (n, k) = f"kernel table {self.name}", DType(self.dtype), shape
+        return _gemm_roofline_s(2.0**GRID_LOG2, n, k, 1.0, dtype, dtype, _OUTPUT_ITEMSIZE,
+                                catalog_chip(self.measured_on, where), where)  # fmt: skip
+
     def moe_roofline_s(self, shape: tuple[float, ...]) -> np.ndarray:
         """The roofline of an MoE layer of `shape` (hidden, inter per rank, topk, experts,
         ep; op_table.kernel_shapes) on the chip that measured the table, at each M of
@@ -1082,10 +1094,16 @@ def engine_grid(
         below, fixed_s = under.grid_of(under_shape)
         fixed_s /= under.ops_per_row
     moe = engine.kind == "moe" and shape is not None
-    roofline_s = engine.moe_roofline_s(shape) if moe else None  # the op's, at each node
-    if engine.window and moe:  # its rows start at one token: the time every row spends
-        # past its roofline is the kernel's own fixed time; `under`'s times are kept
-        own_s = engine.own_fixed_s / engine.ops_per_row
+    roofline_s = engine.node_roofline_s(shape)  # the op's, at each node (moe and gemm)
+    own_s = engine.own_fixed_s / engine.ops_per_row
+    if roofline_s is not None and ((engine.window and moe) or own_s < fixed_s):
+        # a moe window's rows start at one token: the time every row spends past its
+        # roofline is the kernel's own fixed time. And an engine's kernel whose rows spend
+        # less than `under`'s fixed time past their roofline (vLLM's Triton MXFP4 MoE at
+        # TP 4: 51.6 us for 4 tokens where TensorRT-LLM's rows' fixed time is 65) takes that
+        # least time as its own, or its fractions would pass 1 or fall below 0 (the curve
+        # between a negative node and the next gave 225 us at 22 pairs). `under`'s times
+        # are kept, expressed on it.
         past_s = roofline_s / below + (fixed_s - own_s) * engine.ops_per_row
         below, fixed_s = roofline_s / np.maximum(past_s, roofline_s), own_s
     measured = engine.fraction_at(2.0**GRID_LOG2, fixed_s * engine.ops_per_row)

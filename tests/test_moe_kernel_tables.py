@@ -918,3 +918,22 @@ def test_vllms_mxfp4_moe_at_tp4_costs_its_rows_and_between_them():
 
     assert layer_us(16) == pytest.approx(51.61, rel=1e-3)
     assert 51.6 < layer_us(22.6) < layer_us(32) < 80
+
+
+def test_a_split_between_two_timed_splits_takes_rows_between_theirs():
+    """aiconfigurator timed vLLM's MXFP4 MoE of gpt-oss-120b at TP 1 and TP 4 (widths 2,880
+    and 720 a rank), not TP 2: an op at TP 2 (1,440) takes rows at every M both measured,
+    each the geometric mean of theirs (half way in log2 width), not the pooled curve of every
+    layer and split; outside the two (TP 8) there are none."""
+    name = "aiconfigurator-vllm-moe-w4a16-mxfp4-h200-sxm"
+    table = next(t for t in kernel_tables.tables_of_kind("moe") if t.name == name)
+    layer = {tp: (2880.0, 2880.0 / tp, 4.0, 128.0, 1.0) for tp in (1, 2, 4, 8)}
+    tp1, tp2, tp4 = (table.of_shape(layer[tp]) for tp in (1, 2, 4))
+    assert table.has_shape(layer[2]) and not table.has_shape(layer[8])
+    assert table.of_shape(layer[8]) is table
+    at = {float(m): t for m, t in zip(tp1.rows_m, tp1.measured_s, strict=True)}
+    at4 = {float(m): t for m, t in zip(tp4.rows_m, tp4.measured_s, strict=True)}
+    assert len(tp2.rows_m) == len(at.keys() & at4.keys()) > 10
+    for m, t in zip(tp2.rows_m, tp2.measured_s, strict=True):
+        assert t == pytest.approx((at[float(m)] * at4[float(m)]) ** 0.5, rel=1e-12)
+    assert set(tp2.row_shapes) == {layer[2]}

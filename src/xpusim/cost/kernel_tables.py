@@ -331,21 +331,58 @@ class KernelTable:
 
     def has_shape(self, shape: tuple[float, ...] | None) -> bool:
         """Whether it has rows of an op's `shape` (of_shape would narrow to them)."""
-        return self._near(shape) is not None
+        return self._near(shape) is not None or self._between(shape) is not None
+
+    def _between(self, shape: tuple[float, ...] | None) -> tuple[tuple, tuple, float] | None:
+        """A moe table's two row shapes of the op's layer (hidden, topk, experts, ep) at the
+        nearest narrower and wider width per rank, one each side of the op's, and where
+        between them its width lies in log2: the same kernel timed at two tensor-parallel
+        splits of the layer, the op's split between them (vLLM's MXFP4 rows of gpt-oss at
+        TP 1 and 4, an op at TP 2). None where it has not both."""
+        if self.kind != "moe" or shape is None:
+            return None
+        layer = (shape[0], *shape[2:])
+        widths = {s[1]: s for s in self.row_shapes if (s[0], *s[2:]) == layer}
+        lo = max((w for w in widths if w < shape[1]), default=None)
+        hi = min((w for w in widths if w > shape[1]), default=None)
+        if lo is None or hi is None:
+            return None
+        return widths[lo], widths[hi], float(np.log2(shape[1] / lo) / np.log2(hi / lo))
 
     def of_shape(self, shape: tuple[float, ...] | None) -> KernelTable:
         """The table of its rows of an op's `shape` (row_shapes) alone, where it has any (a
         gemm table's nearest shape within SNAP_LOG2, as its rows stand for the zoo's shapes
         snapped to the measured grid): the same model fitted to the kernel the op runs, not
-        to every shape's pooled; itself where it has none."""
+        to every shape's pooled; a moe op's split between two it timed (_between), rows
+        interpolated between theirs; itself where it has none."""
         near = self._near(shape)
         if near is None:
-            return self
+            between = self._between(shape)
+            return self if between is None else self._interpolated(shape, *between)
         mine = np.array([s == near for s in self.row_shapes], dtype=bool)
         sequences = None if self.sequences is None else self.sequences[mine]
         return replace(self, rows_m=self.rows_m[mine], roofline_s=self.roofline_s[mine],
                        measured_s=self.measured_s[mine], sequences=sequences,
                        row_shapes=(near,) * int(mine.sum()))  # fmt: skip
+
+    def _interpolated(self, shape: tuple[float, ...], lo: tuple, hi: tuple,
+                      f: float) -> KernelTable:  # fmt: skip
+        """Rows of `shape` at every M both `lo` and `hi` measured: each row's time and
+        roofline log-linear in log2 width between theirs, `f` of the way (time and work both
+        grow with the width per rank, the roofline near proportionally), so that the
+        kernel's time at a split between two it timed is taken between theirs, not from the
+        pooled curve of every layer and split."""
+        def rows(of: tuple) -> dict[float, tuple[float, float]]:
+            return {float(m): (r, t) for m, r, t, s in zip(
+                self.rows_m, self.roofline_s, self.measured_s, self.row_shapes, strict=True)
+                if s == of}  # fmt: skip
+
+        low, high = rows(lo), rows(hi)
+        m = np.array(sorted(low.keys() & high.keys()))
+        between = [[low[x][i] ** (1 - f) * high[x][i] ** f for i in (0, 1)] for x in m]
+        roofline_s, measured_s = np.array(between).T
+        return replace(self, rows_m=m, roofline_s=roofline_s, measured_s=measured_s,
+                       sequences=None, row_shapes=(shape,) * len(m))
 
     def node_roofline_s(self, shape: tuple[float, ...] | None) -> np.ndarray | None:
         """The roofline of an op of `shape` at each M of GRID_LOG2, as the table's rows

@@ -338,11 +338,6 @@ def _floored(system: System, kind: Collective, nbytes: np.ndarray, group: int,
         seconds = np.where(nbytes < own.below_bytes,
                            np.maximum(line.s_per_byte * nbytes, own.at(nbytes)), seconds)
     return np.where(nbytes > 0, seconds, 0.0)
-    if own is not None:
-        mine = np.maximum(line.s_per_byte * nbytes, own.at(nbytes))
-        seconds = mine if np.all(nbytes < own.below_bytes) else np.where(
-            nbytes < own.below_bytes, mine, _floored(system, kind, nbytes, group, span, None))
-    return np.where(nbytes > 0, seconds, 0.0)
 
 
 def collective_time(

@@ -264,6 +264,22 @@ def test_the_fused_moe_runs_routing_and_activation_inside_its_kernels():
     assert experts(fused) == experts(plain)
 
 
+def test_the_fused_moe_finalizes_a_layer_without_shared_experts_inside_its_kernels():
+    """Its forward ends with the finalize, the top-k weighted sum back to each token: a layer
+    without shared experts (gpt-oss) builds no combine op under FUSED_MOE, one with them
+    (DeepSeek-R1, whose shared expert's output is added outside) keeps it, as does a run
+    without the kernel."""
+    gpt_oss = xpusim.model("gpt-oss-120b")
+
+    def combines(cfg, kernels: tuple[str, ...]) -> int:
+        graph = build_step(cfg, StepShape(4, 1, 1024, decode=True), DType.BF16,
+                           kernels=kernels)  # fmt: skip
+        return sum(op.name.endswith(".combine") for op in graph.ops)
+
+    assert combines(gpt_oss, (FUSED_MOE,)) == 0 < combines(gpt_oss, ())
+    assert combines(R1, (FUSED_MOE,)) == combines(R1, ()) > 0
+
+
 def test_the_trtllm_profile_lists_both_fusions():
     from xpusim.serving.engines import engines
 

@@ -100,10 +100,13 @@ norm in FP8 runs was not read (three norms a step)."""
 FUSED_MOE = "fused-moe-routing"
 """The engine kernel that chooses the experts and applies the gated activation inside its
 fused MoE (TensorRT-LLM's create_moe modules: the routing method inside the module's
-forward, the SwiGLU inside its grouped GEMMs): no router_topk or experts.silu_mul op is
-built, as the moe tables that price the experts (cost/kernel_tables.py) timed that forward
-whole, moe.forward(hidden_states, router_logits) (aiconfigurator collector/trtllm/
-collect_moe.py), and pricing those ops again counted them twice."""
+forward, the SwiGLU inside its grouped GEMMs, the finalize, the top-k weighted sum back to
+each token's row, after them): no router_topk or experts.silu_mul op is built, nor the
+combine of a layer without shared experts outside the kernel (with them, combine adds their
+output, a kernel of its own), as the moe tables that price the experts
+(cost/kernel_tables.py) timed that forward whole, moe.forward(hidden_states, router_logits)
+(aiconfigurator collector/trtllm/collect_moe.py), and pricing those ops again counted them
+twice."""
 FUSED_SHARED_EXPERT = "fused-shared-expert"
 """The engine kernel that runs an MoE layer's shared experts as more experts of its routed
 kernel (SGLang's num_fused_shared_experts: DeepSeek-V3/R1's shared expert loaded as expert
@@ -852,6 +855,8 @@ class _Builder:
         )
         parts = [down] if shared else \
             [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
+        if fused and len(parts) == 1:  # the finalize in the experts' kernel writes the output
+            return Tensor(f"{down.name}[finalized]", x.shape, down.dtype)
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],
                        flops_per_element=2 * (k + shared) + 2 * (len(parts) > 1))  # fmt: skip

@@ -28,6 +28,7 @@ from xpusim.scenarios.llm.request import Request
 from xpusim.workloads.transformer import (
     ALLREDUCE_NORM,
     FUSED_MOE,
+    FUSED_MOE_ACTIVATION,
     FUSED_QKV_A,
     SHARED_EXPERTS_STREAM,
     StepShape,
@@ -278,6 +279,23 @@ def test_the_fused_moe_finalizes_a_layer_without_shared_experts_inside_its_kerne
 
     assert combines(gpt_oss, (FUSED_MOE,)) == 0 < combines(gpt_oss, ())
     assert combines(R1, (FUSED_MOE,)) == combines(R1, ()) > 0
+
+
+def test_vllms_fused_experts_hold_the_activation_and_the_sum_but_not_the_routing():
+    """vLLM's FusedMoE routes (select_experts) before fused_experts, which runs silu_and_mul
+    and moe_sum inside: under FUSED_MOE_ACTIVATION no experts.silu_mul op and no combine of a
+    layer without shared experts, the router_topk kept; the vLLM V1 profiles list it on
+    NVIDIA chips, whose tables timed fused_experts so."""
+    from xpusim.serving.engines import engines
+
+    gpt_oss = xpusim.model("gpt-oss-120b")
+    graph = build_step(gpt_oss, StepShape(4, 1, 1024, decode=True), DType.BF16,
+                       kernels=(FUSED_MOE_ACTIVATION,))  # fmt: skip
+    names = {op.name.split(".", 2)[-1] for op in graph.ops}
+    assert "router_topk" in names and not names & {"experts.silu_mul", "combine"}
+    for name in ("vllm", "vllm-0.11"):
+        assert FUSED_MOE_ACTIVATION in engines()[name].kernels_on("NVIDIA")
+        assert FUSED_MOE_ACTIVATION not in engines()[name].kernels_on("AMD")
 
 
 def test_the_trtllm_profile_lists_both_fusions():

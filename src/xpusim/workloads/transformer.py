@@ -107,6 +107,15 @@ output, a kernel of its own), as the moe tables that price the experts
 (cost/kernel_tables.py) timed that forward whole, moe.forward(hidden_states, router_logits)
 (aiconfigurator collector/trtllm/collect_moe.py), and pricing those ops again counted them
 twice."""
+FUSED_MOE_ACTIVATION = "fused-moe-activation"
+"""The engine kernel that applies the gated activation and the top-k weighted sum inside its
+fused experts, the routing before them outside (vLLM's FusedMoE: select_experts, then
+fused_experts, whose Triton path runs silu_and_mul between its two grouped GEMMs and
+moe_sum after them, vllm/model_executor/layers/fused_moe/fused_moe.py fused_experts_impl):
+no experts.silu_mul op is built, nor the combine of a layer without shared experts outside
+the kernel, as FUSED_MOE; router_topk stays. The moe tables that price vLLM's experts timed
+fused_experts with both inside (aiconfigurator collector/vllm/collect_moe.py; 0.24's MXFP4
+rows time the whole FusedMoE forward, routing too, which stays counted: 2 us a layer)."""
 FUSED_SHARED_EXPERT = "fused-shared-expert"
 """The engine kernel that runs an MoE layer's shared experts as more experts of its routed
 kernel (SGLang's num_fused_shared_experts: DeepSeek-V3/R1's shared expert loaded as expert
@@ -162,8 +171,8 @@ def takes_mxfp8_moe_input(cfg: TransformerConfig, act: DType, weight: Format) ->
 
 GRAPH_KERNELS = frozenset({FUSED_QKV_A, SHARED_EXPERTS_STREAM, SAMPLER_PENALTIES,
                            ALLREDUCE_NORM, ALLREDUCE_NORM_DECODE, FUSED_MOE,
-                           FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB, FP8_MLA_ABSORB,
-                           MXFP4_MLA_ABSORB, MXFP8_MOE_INPUT})
+                           FUSED_MOE_ACTIVATION, FUSED_SHARED_EXPERT, WIDE_MLA_ABSORB,
+                           FP8_MLA_ABSORB, MXFP4_MLA_ABSORB, MXFP8_MOE_INPUT})
 """Engine kernels that change the ops the builder emits, not the table that prices them."""
 # softmax (5) and the target's log-probability, counted once per logit (1)
 CROSS_ENTROPY_FLOPS = SOFTMAX_FLOPS_PER_ELEMENT + 1
@@ -817,6 +826,7 @@ class _Builder:
         main = {"stream": MAIN_STREAM} if two else {}
         logits = self.matmul(f"{p}.router", x, e, bias=cfg.router_bias, **main)
         fused = self.runs(FUSED_MOE)  # routing and activation in the experts'
+        inside = fused or self.runs(FUSED_MOE_ACTIVATION)  # activation and the top-k sum
         if not fused:
             self.vector(OpKind.SOFTMAX, f"{p}.router_topk", [logits], e,
                         SOFTMAX_FLOPS_PER_ELEMENT, kernels=self.kernels,
@@ -837,7 +847,7 @@ class _Builder:
             tp="expert_column",
             **experts,
         )
-        if fused:  # the activation in the gate_up kernel: down reads its i-wide output
+        if inside:  # the activation in the gate_up kernel: down reads its i-wide output
             act = Tensor(f"{gu.name}[act]", (*gu.shape[:-1], i), gu.dtype)
         else:
             act = self.vector(
@@ -855,7 +865,7 @@ class _Builder:
         )
         parts = [down] if shared else \
             [down, *self.shared_expert(p, x, {"stream": AUX_STREAM} if two else {})]
-        if fused and len(parts) == 1:  # the finalize in the experts' kernel writes the output
+        if inside and len(parts) == 1:  # the finalize in the experts' kernel writes the output
             return Tensor(f"{down.name}[finalized]", x.shape, down.dtype)
         combined = self.t(f"{p}.moe.out", *x.shape)
         return self.op(OpKind.ELEMENTWISE, f"{p}.combine", parts, [combined],

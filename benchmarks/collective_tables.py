@@ -73,13 +73,21 @@ BELOW_SOURCE = {
             "fully connected node; cuda_communicator.py all_reduce: custom all-reduce, then "
             "torch symmetric memory, then pynccl). max_size is the constructor's 8192 x 1024 "
             "bytes, cut to all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES[capability][world "
-            "size] where the symmetric-memory communicator is enabled (VLLM_ALLREDUCE_USE_SYMM_MEM "
-            "default 1; its own table has capabilities 9.0 and 10.0 only): 9.0 (H100, H200) "
+            "size] where the symmetric-memory communicator is enabled "
+            "(VLLM_ALLREDUCE_USE_SYMM_MEM; its own table has capabilities 9.0 and 10.0 only): "
+            "9.0 (H100, H200) "
             "64 / 32 MiB / 512 / 256 KiB at 2 / 4 / 6 / 8 GPUs, 10.0 (B200, GB200) 2 / 2 / 1 / "
             "1 MiB; 10.3 (B300) has no entry in 0.11, so 8 MiB. Read in the 0.11-era copies of "
             "the code index (all_reduce_utils.py id 183845377, custom_all_reduce.py ids "
             "61173341770 and 55067854270, cuda_communicator.py id 32194246381, envs.py id "
-            "6351456); later releases add a 10.3 entry (4 / 4 / 8 / 4 MiB), not taken here",
+            "6351456); later releases add a 10.3 entry (4 / 4 / 8 / 4 MiB), not taken here. "
+            "Whether the communicator is on is the release's default, which moved: on from "
+            "vllm-project/vllm PR #25070 (2025-09-17, so in 0.11.0), off again from PR #26925 "
+            "(2025-10-15, 'Temporally Disable VLLM_ALLREDUCE_USE_SYMM_MEM by Default', so in "
+            "0.11.1 unless re-enabled), on in the 2026 copy read; when it came back on, and so "
+            "0.13.0's default, was not found. Taken on, an assumption: off, the bound is 8 MiB "
+            "at every TP, which prices tensors of the bound to 8 MiB (steps of 45-1,450 gpt-oss "
+            "tokens at TP 8 on Hopper) at this table's time instead of the floor's",
 }
 WHAT = {
     "nccl": "nccl-tests {op}_perf over NVLink, FP16, out-of-place, one size a run "

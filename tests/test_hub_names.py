@@ -68,7 +68,13 @@ STATED_ALIASES = {
     "mistralai/Mixtral-8x7B-Instruct-v0.1", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
     "meta-llama/Llama-3.1-405B-FP8", "meta-llama/Meta-Llama-3.1-405B-FP8",
     "meta-llama/Llama-2-70b-chat-hf", "neuralmagic/Llama-3.3-70B-Instruct-FP8-dynamic",
-    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8",
+    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "amd/DeepSeek-R1-0528-MXFP4-Preview",
+    "deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3.1-Terminus",
+    "deepseek-ai/DeepSeek-V3.2-Exp", "zai-org/GLM-4.6", "MiniMaxAI/MiniMax-M2",
+    "MiniMaxAI/MiniMax-M2.1", "mistralai/Mistral-Small-24B-Instruct-2501",
+    "google/gemma-2-27b-it", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "Qwen/Qwen3-235B-A22B-Thinking-2507",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen2.5-Coder-32B-Instruct",
 }  # fmt: skip
 """Aliases with no copy of their own config.json here: each file's aliases_source states what
 says the release is the same architecture (a model card, a config dump it compared)."""
@@ -142,12 +148,12 @@ def test_an_unbuilt_repo_is_refused_in_one_line_on_the_command_line(capsys):
 
 
 @pytest.mark.parametrize(("typed", "release"), [
-    ("Qwen/Qwen2.5-32B-Instruct", "Qwen/Qwen2.5-32B"),
-    ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B"),
+    ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B"),
+    ("Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-14B"),
     ("Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-4B"),
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-8B"),
-    ("google/gemma-2-27b-it", "google/gemma-2-27b"),
-    ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistralai/Mixtral-8x22B-v0.1"),
+    ("google/gemma-2-2b-it", "google/gemma-2-2b"),
+    ("zai-org/GLM-4.7-FP8", "zai-org/GLM-4.7"),
 ])  # fmt: skip
 def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, monkeypatch):
     """The suggestion names the release of the same model first (difflib alone missed
@@ -164,7 +170,9 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
     "meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Meta-Llama-3.1-405B", "zai-org/GLM-5.1-FP8", "nvidia/Kimi-K2.6-NVFP4",
     "nvidia/MiniMax-M2.7-NVFP4", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it",
-    "Qwen/Qwen3-VL-8B-Instruct",
+    "Qwen/Qwen3-VL-8B-Instruct", "amd/DeepSeek-R1-0528-MXFP4-Preview", "zai-org/GLM-4.6",
+    "MiniMaxAI/MiniMax-M2", "moonshotai/Kimi-K2-Thinking", "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "deepseek-ai/DeepSeek-V3-0324",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")

@@ -27,6 +27,8 @@ from xpusim.workloads.transformer import (
 )
 from xpusim.workloads.zoo import zoo_entry
 
+INT4 = ("lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+        r"re:.*mlp\.(gate|up|gate_up|down)_proj.*")  # Kimi-K2-Thinking's and K2.5's ignore
 V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_with_mqa",
       "model.layers.*.self_attn.q_b_proj", "model.layers.*.self_attn.kv_b_proj")  # fmt: skip
 
@@ -42,6 +44,10 @@ V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_w
     (("model.layers.*.self_attn",), 4, "q_proj", True),  # a module covers its own
     (("lm_head",), 4, "q_a_proj", False),
     (V2, 5, "experts.gate_up", False),  # not an attention matmul
+    (INT4, 5, "o_proj", True),  # compressed-tensors' regular expressions
+    (INT4, 0, "gate_up", True),  # the dense first layer's MLP
+    (INT4, 5, "experts.gate_up", False),  # the routed experts stay INT4
+    (("re:self_attn.*",), 5, "o_proj", False),  # re.match: from the name's start
 ])  # fmt: skip
 def test_which_attention_matmuls_a_checkpoint_keeps(excluded, layer, op, kept):
     assert unquantized_module(excluded, layer, op) is kept

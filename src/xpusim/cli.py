@@ -59,7 +59,9 @@ def _model_label(result: Any) -> str:
 
 
 def _count(params: int) -> str:
-    """A parameter count as people write it: 46.7B, 60.5M."""
+    """A parameter count as people write it: 1.03T, 46.7B, 60.5M."""
+    if params >= 1e12:
+        return f"{params / 1e12:.3g}T"
     return f"{params / 1e9:.3g}B" if params >= 1e9 else f"{params / 1e6:.3g}M"
 
 

@@ -114,9 +114,13 @@ def _matcher(excluded: tuple[str, ...]) -> re.Pattern[str]:
     """One regex for a checkpoint's exclusions, each a module name or a modelopt glob
     (`model.layers.*.self_attn.q_a_proj`, `model.layers.3.self_attn*`) that also covers the
     modules under it (transformers' modules_to_not_convert names a module for all of its
-    own): Meta's 405B FP8 repo lists ~500 full paths, and every layer asks of each."""
-    patterns = (p for e in excluded for p in (e, f"{e}.*"))
-    return re.compile("|".join(translate(p) for p in patterns))
+    own), or a compressed-tensors regular expression (`re:.*self_attn.*`), matched from the
+    name's start as its library does (compressed_tensors.utils.match.match_name:
+    `re.match(target.removeprefix("re:"), name)`): Meta's 405B FP8 repo lists ~500 full
+    paths, and every layer asks of each."""
+    globs = (p for e in excluded if not e.startswith("re:") for p in (e, f"{e}.*"))
+    regexes = (f"(?:{e.removeprefix('re:')})" for e in excluded if e.startswith("re:"))
+    return re.compile("|".join([*(translate(p) for p in globs), *regexes]))
 
 
 def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:

@@ -172,7 +172,7 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
     "nvidia/MiniMax-M2.7-NVFP4", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it",
     "Qwen/Qwen3-VL-8B-Instruct", "amd/DeepSeek-R1-0528-MXFP4-Preview", "zai-org/GLM-4.6",
     "MiniMaxAI/MiniMax-M2", "moonshotai/Kimi-K2-Thinking", "Qwen/Qwen3-30B-A3B-Instruct-2507",
-    "deepseek-ai/DeepSeek-V3-0324",
+    "deepseek-ai/DeepSeek-V3-0324", "zai-org/GLM-4.5-Air",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")

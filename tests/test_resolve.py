@@ -5,6 +5,7 @@ and a quantized repo's checkpoint format (workloads/checkpoint.py) as the run's 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import types
 
@@ -128,6 +129,25 @@ def test_a_hub_failure_is_said_in_a_few_words(hub_cache, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     with pytest.raises(UserError, match=r"hub: no such repo \(or a private one\)$"):
         resolve("acme/nowhere")
+
+
+def test_a_hub_whose_name_resolves_nowhere_is_not_asked(hub_cache, monkeypatch):
+    """huggingface_hub retries a connection that cannot be made five times with back-off
+    (23 s with no DNS): where the hub's host has no address, that is said at once, without
+    asking the client."""
+    pytest.importorskip("huggingface_hub")
+    asked = []
+    monkeypatch.setattr("huggingface_hub.hf_hub_download",
+                        lambda *a, **k: asked.append(a))  # fmt: skip
+
+    def no_address(host, port):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_address)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with pytest.raises(UserError, match=r"hub: cannot be reached \(no network\?\)$"):
+        resolve("acme/nowhere")
+    assert not asked
 
 
 def test_a_snapshot_folder_and_a_config_path(tmp_path, monkeypatch):

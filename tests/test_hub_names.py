@@ -75,6 +75,7 @@ STATED_ALIASES = {
     "google/gemma-2-27b-it", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "Qwen/Qwen3-235B-A22B-Thinking-2507",
     "Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen2.5-Coder-32B-Instruct",
+    "nvidia/DeepSeek-R1-0528-NVFP4-v2",
 }  # fmt: skip
 """Aliases with no copy of their own config.json here: each file's aliases_source states what
 says the release is the same architecture (a model card, a config dump it compared)."""
@@ -172,7 +173,9 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
     "nvidia/MiniMax-M2.7-NVFP4", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it",
     "Qwen/Qwen3-VL-8B-Instruct", "amd/DeepSeek-R1-0528-MXFP4-Preview", "zai-org/GLM-4.6",
     "MiniMaxAI/MiniMax-M2", "moonshotai/Kimi-K2-Thinking", "Qwen/Qwen3-30B-A3B-Instruct-2507",
-    "deepseek-ai/DeepSeek-V3-0324", "zai-org/GLM-4.5-Air",
+    "deepseek-ai/DeepSeek-V3-0324", "zai-org/GLM-4.5-Air", "amd/MiniMax-M2.5-MXFP4",
+    "amd/GLM-5.1-MXFP4", "amd/Kimi-K2.5-MXFP4", "amd/Qwen3.5-397B-A17B-MXFP4",
+    "nvidia/DeepSeek-R1-0528-NVFP4-v2",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")

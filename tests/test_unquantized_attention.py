@@ -48,6 +48,12 @@ V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_w
     (INT4, 0, "gate_up", True),  # the dense first layer's MLP
     (INT4, 5, "experts.gate_up", False),  # the routed experts stay INT4
     (("re:self_attn.*",), 5, "o_proj", False),  # re.match: from the name's start
+    (("model.layers.0.linear_attn*",), 0, "in_proj_qkvz", True),  # a Gated DeltaNet layer
+    (("*linear_attn*",), 4, "out_proj", True),
+    (("*self_attn*",), 4, "in_proj_ba", False),
+    (("model.language_model.layers.2.linear_attn*",), 2, "in_proj_qkvz", True),  # Qwen3.5
+    (("language_model.model.layers.3.self_attn*",), 3, "o_proj", True),  # Kimi-K2.5 NVFP4
+    (("model.language_model.layers.2.linear_attn.in_proj_a",), 2, "in_proj_ba", False),
 ])  # fmt: skip
 def test_which_attention_matmuls_a_checkpoint_keeps(excluded, layer, op, kept):
     assert unquantized_module(excluded, layer, op) is kept

@@ -101,11 +101,17 @@ MODULES = {
     "kv_b_proj": ("self_attn.kv_b_proj",), "q_absorb": ("self_attn.kv_b_proj",),
     "v_absorb": ("self_attn.kv_b_proj",), "o_proj": ("self_attn.o_proj",),
     "gate_up": ("mlp.gate_proj", "mlp.up_proj"), "down": ("mlp.down_proj",),
+    "in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
+    "in_proj_ba": ("linear_attn.in_proj_a", "linear_attn.in_proj_b"),
+    "out_proj": ("linear_attn.out_proj",),
 }  # fmt: skip
 """The layer builder's matmuls a checkpoint may leave unquantized (workloads/transformer.py,
 named after `layers.N.`) -> the Hugging Face modules under `model.layers.N.` whose weights
 they multiply by: a fused qkv (GQA), qkv_a_proj (MLA) or gate_up (a dense SwiGLU MLP) all
-of its parts, MLA's absorbed products kv_b_proj's slices. Routed and shared experts are
+of its parts, MLA's absorbed products kv_b_proj's slices, a Gated DeltaNet layer's fused
+in_proj_qkvz and in_proj_ba the four modules Qwen3.5 splits them into (Qwen3-Next's own
+fused names, in a list that names modules one by one, are not matched: no repo here has
+one; an exclusion of the whole `linear_attn` module covers both). Routed and shared experts are
 not here: an exclusion of theirs is costed in the run's format."""
 
 
@@ -118,9 +124,21 @@ def _matcher(excluded: tuple[str, ...]) -> re.Pattern[str]:
     name's start as its library does (compressed_tensors.utils.match.match_name:
     `re.match(target.removeprefix("re:"), name)`): Meta's 405B FP8 repo lists ~500 full
     paths, and every layer asks of each."""
-    globs = (p for e in excluded if not e.startswith("re:") for p in (e, f"{e}.*"))
+    names = (_language_model(e) for e in excluded if not e.startswith("re:"))
+    globs = (p for e in names for p in (e, f"{e}.*"))
     regexes = (f"(?:{e.removeprefix('re:')})" for e in excluded if e.startswith("re:"))
     return re.compile("|".join([*(translate(p) for p in globs), *regexes]))
+
+
+def _language_model(name: str) -> str:
+    """A multimodal repo's language-model module under the text model's own name: Qwen3.5's
+    `model.language_model.layers.N...` and Kimi-K2.5's `language_model.model.layers.N...`
+    as `model.layers.N...`, the names the layer builder asks about (SGLang's Quark loader
+    maps them alike: `prefix.replace("model.language_model.", "model.")`)."""
+    for prefix in ("model.language_model.", "language_model.model."):
+        if name.startswith(prefix):
+            return "model." + name.removeprefix(prefix)
+    return name
 
 
 def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:

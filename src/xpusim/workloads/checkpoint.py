@@ -111,8 +111,8 @@ they multiply by: a fused qkv (GQA), qkv_a_proj (MLA) or gate_up (a dense SwiGLU
 of its parts, MLA's absorbed products kv_b_proj's slices, a Gated DeltaNet layer's fused
 in_proj_qkvz and in_proj_ba the four modules Qwen3.5 splits them into (Qwen3-Next's own
 fused names, in a list that names modules one by one, are not matched: no repo here has
-one; an exclusion of the whole `linear_attn` module covers both). Routed and shared experts are
-not here: an exclusion of theirs is costed in the run's format."""
+one; an exclusion of the whole `linear_attn` module covers both). Routed and shared
+experts are not here: an exclusion of theirs is costed in the run's format."""
 
 
 @lru_cache(maxsize=64)

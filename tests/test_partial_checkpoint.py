@@ -36,7 +36,8 @@ FP8 = parse_weight_format("fp8")
     (("model.layers.1",), 1, "gate_up", True),
     (("model.layers.0.mlp.gate_proj",), 0, "gate_up", False),  # a fused GEMM needs both parts
     (("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"), 0, "gate_up", True),
-    (META_405B, 0, "shared.gate_up", False),  # shared experts are not modelled apart
+    (META_405B, 0, "shared.gate_up", True),  # a whole layer excluded: its shared experts too
+    (META_405B, 1, "shared.gate_up", False),
 ])  # fmt: skip
 def test_which_matmuls_a_layer_by_layer_checkpoint_keeps(excluded, layer, op, kept):
     assert unquantized_module(excluded, layer, op) is kept

@@ -54,6 +54,10 @@ V2 = ("model.layers.*.self_attn.q_a_proj", "model.layers.*.self_attn.kv_a_proj_w
     (("model.language_model.layers.2.linear_attn*",), 2, "in_proj_qkvz", True),  # Qwen3.5
     (("language_model.model.layers.3.self_attn*",), 3, "o_proj", True),  # Kimi-K2.5 NVFP4
     (("model.language_model.layers.2.linear_attn.in_proj_a",), 2, "in_proj_ba", False),
+    (INT4, 5, "shared.gate_up", True),  # DeepSeek's shared_experts
+    (("*.mlp.shared_expert.*",), 5, "shared.down", True),  # Qwen's one shared_expert
+    (("model.layers.5.mlp.shared_expert_gate",), 5, "shared.gate", True),
+    (("model.layers.5.mlp.shared_expert.gate_proj",), 5, "shared.gate_up", False),  # half
 ])  # fmt: skip
 def test_which_attention_matmuls_a_checkpoint_keeps(excluded, layer, op, kept):
     assert unquantized_module(excluded, layer, op) is kept

@@ -104,6 +104,8 @@ MODULES = {
     "in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
     "in_proj_ba": ("linear_attn.in_proj_a", "linear_attn.in_proj_b"),
     "out_proj": ("linear_attn.out_proj",),
+    "shared.gate_up": ("mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"),
+    "shared.down": ("mlp.shared_experts.down_proj",), "shared.gate": ("mlp.shared_expert_gate",),
 }  # fmt: skip
 """The layer builder's matmuls a checkpoint may leave unquantized (workloads/transformer.py,
 named after `layers.N.`) -> the Hugging Face modules under `model.layers.N.` whose weights
@@ -111,8 +113,10 @@ they multiply by: a fused qkv (GQA), qkv_a_proj (MLA) or gate_up (a dense SwiGLU
 of its parts, MLA's absorbed products kv_b_proj's slices, a Gated DeltaNet layer's fused
 in_proj_qkvz and in_proj_ba the four modules Qwen3.5 splits them into (Qwen3-Next's own
 fused names, in a list that names modules one by one, are not matched: no repo here has
-one; an exclusion of the whole `linear_attn` module covers both). Routed and shared
-experts are not here: an exclusion of theirs is costed in the run's format."""
+one; an exclusion of the whole `linear_attn` module covers both), and the shared experts'
+MLP (DeepSeek's `shared_experts`; Qwen's MoE names its one `shared_expert`, read alike:
+unquantized_module). The routed experts are not here: an exclusion of theirs is costed in
+the run's format."""
 
 
 @lru_cache(maxsize=64)
@@ -145,11 +149,15 @@ def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:
     """Whether a checkpoint that excludes `excluded` keeps the weights of the builder's
     matmul `op` (its name after `layers.N.`: qkv, o_proj, gate_up, down, ...) of `layer`
     unquantized: every module it reads is excluded, by name, by a glob or under an
-    excluded module (`model.layers.0` keeps all of layer 0)."""
+    excluded module (`model.layers.0` keeps all of layer 0), under either spelling of a
+    shared expert."""
     modules = MODULES.get(op, ())
-    match = _matcher(excluded).match if excluded else None
-    return bool(modules) and match is not None and all(
-        match(f"model.layers.{layer}.{m}") for m in modules)
+    if not modules or not excluded:
+        return False
+    match = _matcher(excluded).match
+    spellings = {modules, tuple(m.replace("shared_experts", "shared_expert") for m in modules)}
+    return any(all(match(f"model.layers.{layer}.{m}") for m in spelled)
+               for spelled in spellings)  # fmt: skip
 
 
 @scoped()

@@ -175,7 +175,7 @@ def test_a_fine_tune_the_zoo_lacks_is_answered_with_its_release(typed, release, 
     "MiniMaxAI/MiniMax-M2", "moonshotai/Kimi-K2-Thinking", "Qwen/Qwen3-30B-A3B-Instruct-2507",
     "deepseek-ai/DeepSeek-V3-0324", "zai-org/GLM-4.5-Air", "amd/MiniMax-M2.5-MXFP4",
     "amd/GLM-5.1-MXFP4", "amd/Kimi-K2.5-MXFP4", "amd/Qwen3.5-397B-A17B-MXFP4",
-    "nvidia/DeepSeek-R1-0528-NVFP4-v2",
+    "nvidia/DeepSeek-R1-0528-NVFP4-v2", "nvidia/Qwen3.5-397B-A17B-NVFP4-V2",
 ])  # fmt: skip
 def test_run_takes_the_new_names(capsys, repo):
     code, out, err = run_cli(capsys, "run", repo, "--chip", "h100-sxm", "--json")

@@ -75,7 +75,7 @@ STATED_ALIASES = {
     "google/gemma-2-27b-it", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "Qwen/Qwen3-235B-A22B-Thinking-2507",
     "Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen2.5-Coder-32B-Instruct",
-    "nvidia/DeepSeek-R1-0528-NVFP4-v2",
+    "nvidia/DeepSeek-R1-0528-NVFP4-v2", "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8",
 }  # fmt: skip
 """Aliases with no copy of their own config.json here: each file's aliases_source states what
 says the release is the same architecture (a model card, a config dump it compared)."""
@@ -150,7 +150,7 @@ def test_an_unbuilt_repo_is_refused_in_one_line_on_the_command_line(capsys):
 
 @pytest.mark.parametrize(("typed", "release"), [
     ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B"),
-    ("Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-14B"),
+    ("Qwen/Qwen3-1.7B-FP8", "Qwen/Qwen3-1.7B"),
     ("Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-4B"),
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-8B"),
     ("google/gemma-2-2b-it", "google/gemma-2-2b"),

@@ -119,6 +119,12 @@ unquantized_module). The routed experts are not here: an exclusion of theirs is 
 the run's format."""
 
 
+_SPELLINGS = {op: {modules, tuple(m.replace("shared_experts", "shared_expert") for m in modules)}
+              for op, modules in MODULES.items()}  # fmt: skip
+"""Each op's modules as DeepSeek names them and as Qwen's MoE does (its one shared expert
+`shared_expert`): the same modules for every other op."""
+
+
 @lru_cache(maxsize=64)
 def _matcher(excluded: tuple[str, ...]) -> re.Pattern[str]:
     """One regex for a checkpoint's exclusions, each a module name or a modelopt glob
@@ -151,13 +157,11 @@ def unquantized_module(excluded: tuple[str, ...], layer: int, op: str) -> bool:
     unquantized: every module it reads is excluded, by name, by a glob or under an
     excluded module (`model.layers.0` keeps all of layer 0), under either spelling of a
     shared expert."""
-    modules = MODULES.get(op, ())
-    if not modules or not excluded:
+    if not excluded or op not in _SPELLINGS:
         return False
     match = _matcher(excluded).match
-    spellings = {modules, tuple(m.replace("shared_experts", "shared_expert") for m in modules)}
     return any(all(match(f"model.layers.{layer}.{m}") for m in spelled)
-               for spelled in spellings)  # fmt: skip
+               for spelled in _SPELLINGS[op])  # fmt: skip
 
 
 @scoped()

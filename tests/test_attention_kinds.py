@@ -147,6 +147,25 @@ def test_tensor_parallelism_splits_linear_attention_by_heads():
     assert two < one * 0.6
 
 
+def test_a_whole_head_qk_norm_all_reduces_its_sums_under_tensor_parallelism():
+    """MiniMax-M2 normalizes all of q (of k) at once: split by heads, each layer all-reduces
+    two FP32 sums of squares a token (vLLM's forward_qk, SGLang's MiniMaxM2QKRMSNorm); a
+    per-head norm (Qwen3) needs nothing from the other ranks."""
+    cfg = zoo_entry("minimax-m2.5").config
+    assert cfg.qk_norm_whole
+    per_head = dataclasses.replace(cfg, qk_norm_whole=False)
+    for tokens in (1, 300):
+        for c, sums in ((cfg, 1), (per_head, 0)):
+            graph = build_step(c, StepShape(2, tokens, tokens), DType.BF16)
+            norm_all_reduces = [op for op in partition(graph, Plan(tp=4))
+                                if op.kind is OpKind.COLLECTIVE and "qk_norm" in op.name]
+            assert len(norm_all_reduces) == sums * cfg.num_layers
+            for op in norm_all_reduces:
+                assert op.inputs[0].nbytes == 2 * tokens * 2 * 4
+            assert not [op for op in partition(graph, Plan(tp=1))
+                        if op.kind is OpKind.COLLECTIVE]
+
+
 def test_compact_graphs_cost_what_full_graphs_do():
     cfg = config_from_hf(QWEN3_NEXT, "q", "c")
     assert [n for _, n in emitted_layers(cfg, True)] == [1, 2, 1, 3, 1]

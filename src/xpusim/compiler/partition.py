@@ -353,6 +353,19 @@ class _Sharder:
         )
         return [self._with(op, list(ins), [shard(t) for t in op.outputs])]
 
+    def _whole_heads(self, op: Op) -> list[Op]:
+        """MiniMax-M2's q and k norms each span every head, so a rank split by heads holds
+        part of each one's sum of squares: the engines all-reduce those sums, q's and k's
+        concatenated, two FP32 a token, once a layer, between a sum-of-squares kernel and
+        the scaling (vLLM's MiniMaxText01RMSNormTP.forward_qk; SGLang's MiniMaxM2QKRMSNorm
+        ._forward_naive, its default). The norm's own work splits as the heads do."""
+        ops = self._heads(op)
+        if self.tp == 1:
+            return ops
+        out = op.outputs[0]
+        sums = Tensor(f"{out.name}.sum_sq", (*out.shape[:-1], 2), DType.FP32, Role.ACTIVATION)
+        return [*ops, collective("all_reduce", "tp", self.tp, sums, op)]
+
     def _linear_heads(self, op: Op) -> list[Op]:
         """Linear attention, its convolution and its gated norm, split by heads: the head
         axis of [batch, tokens, heads, width] activations and of [batch, heads, d_k, d_v]

@@ -343,10 +343,15 @@ class _Builder:
                 f"{p}.o_proj", attn, cfg.hidden_size, bias=cfg.attention_out_bias, tp="row"
             )
         if cfg.qk_norm:  # Qwen3: RMSNorm over each head of q and k, before the rotation
-            norm_w = self.t(f"{p}.qk_norm.w", 2 * cfg.head_dim, role=Role.WEIGHT)
+            # MiniMax-M2: over all of q (of k) at once, a weight per channel of every head;
+            # split by heads, that needs the sums of squares of the other ranks' heads
+            whole = cfg.qk_norm_whole
+            norm_w = self.t(f"{p}.qk_norm.w", q_width + kv_width if whole else 2 * cfg.head_dim,
+                            role=Role.WEIGHT)  # fmt: skip
             qkv = self.vector(
                 OpKind.NORM, f"{p}.qk_norm", [qkv, norm_w], q_width + kv_width,
-                RMSNORM_FLOPS, tp="heads", fn="rmsnorm", **self.heads,
+                RMSNORM_FLOPS, tp="whole_heads" if whole else "heads", fn="rmsnorm",
+                **self.heads,
             )  # fmt: skip
         roped = self.vector(
             OpKind.ELEMENTWISE, f"{p}.rope", [qkv], q_width + kv_width,

@@ -68,6 +68,20 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   8 picks a token, over the experts of groups 0-3 (8 at one token, 128 from 32 tokens). EP
   ranks are not kept (past 16 tokens the gate gives the measured rank up to twice its pairs,
   and the TRTLLM windows above price their decode batches);
+- SGLang's own INT4 MoE on Hopper (SGLANG_OWN, sglang-marlin-moe): a compressed-tensors
+  INT4 weight-only checkpoint (Kimi-K2-Thinking's and Kimi-K2.5's experts, groups of 32)
+  runs through Marlin on SM90 (the collector: "SM90 auto resolves to Marlin"), timed by
+  aiconfigurator at SGLang 0.5.14 on H100 and H200, Kimi-K2's shape (7168 x 2048, 384
+  experts, top 8: one expert group, so balanced logits route it balanced), TP 4 and 8, every
+  token count. SGLang's Triton fused MoE rows of block FP8 on the same chips
+  (sglang_fused_moe_triton, DeepSeek's shape) are not kept: the collector's group-limited
+  gate leaves its rows few experts at small batches (about 36 of 256 at 8 tokens, where
+  uniform routing reaches 58), and scaled by the weights an op touches they price SGLang's
+  decode MoE at 146 us a layer at 8 sequences on an H200, where InferenceX's measured step
+  (11.7 ms at 8 clients, 192 us a layer for everything) leaves about 90 us for it; kept,
+  they moved InferenceX's H200 SGLang TPOT from 1.13x to 1.25x (docs/validation.md,
+  twenty-fifth session). Whether that kernel's time follows the experts it touches at these
+  sizes is not measured;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep);
@@ -124,6 +138,8 @@ FORMATS = {
     "w4a8_mxfp4_mxfp8": ("fp8", "mxfp4", "MXFP4 weights, MXFP8 activations (W4A8_MXFP4_MXFP8)"),
     "nvfp4": ("nvfp4", "nvfp4", "NVFP4 weights and activations (QuantAlgo.NVFP4: E2M1 with an "
               "FP8 scale per 16 elements), CUTLASS grouped GEMMs"),
+    "int4_wo": ("bf16", "int4-g32", "INT4 weights in groups of 32 (compressed-tensors "
+                "pack-quantized, Kimi-K2's checkpoint format), BF16 activations"),
 }
 # kernel_source of the rows kept (the docstring says why the NVFP4 min-latency rows are not)
 KERNELS = {"moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm"}
@@ -136,13 +152,26 @@ MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8),
 # sglang_flashinfer_trtllm_moe NVFP4 rows stand for them (the docstring says why)
 SGLANG_TRTLLM = {"b300_sxm": "0.5.14"}
 SGLANG_KERNEL = "sglang_flashinfer_trtllm_moe"
-# chips -> the SGLang version whose flashinfer_trtllm rows of a TP-split rank (moe_ep 1)
-# price SGLang's own MoE at every M (the docstring says why), the formats and splits kept,
-# and the engines.toml kernel name they price
-SGLANG_OWN = {"b200_sxm": "0.5.14", "b300_sxm": "0.5.14"}
-SGLANG_OWN_FORMATS = ("fp8_block", "nvfp4")
+# SGLang's own MoE kernels (the docstring says why each): per chip directory, the SGLang
+# version measured and the kernels kept, each (engines.toml kernel name it prices, the
+# collector's kernel_source, the MoE backend it runs under (None: the default runner), the
+# formats, the shape kept, the harness's routing of that shape's rows, what it runs)
+SglangOwn = tuple[str, str, str | None, tuple[str, ...], tuple[int, int, int, int], str, str]
+_FLASHINFER_TRTLLM: SglangOwn = (
+    "sglang-flashinfer-trtllm-moe", SGLANG_KERNEL, "TRTLLM", ("fp8_block", "nvfp4"),
+    MIN_LATENCY[1], "group-limited",
+    "fused MoE through FlashInfer's {entry} (--moe-runner-backend flashinfer_trtllm: routing, "
+    "the trtllm-gen grouped GEMMs, finalize)")
+_MARLIN: SglangOwn = (
+    "sglang-marlin-moe", "sglang_marlin_moe", None, ("int4_wo",), (7168, 2048, 384, 8),
+    "balanced",
+    "fused MoE of INT4 weight-only experts through the Marlin kernels "
+    "(CompressedTensorsWNA16MoE: routing, the two grouped W4A16 GEMMs, the weighted sum)")
+SGLANG_OWN = {"b200_sxm": ("0.5.14", (_FLASHINFER_TRTLLM,)),
+              "b300_sxm": ("0.5.14", (_FLASHINFER_TRTLLM,)),
+              "h100_sxm": ("0.5.14", (_MARLIN,)),
+              "h200_sxm": ("0.5.14", (_MARLIN,))}
 SGLANG_OWN_SPLITS = {(4, 1), (8, 1)}  # (moe_tp, moe_ep)
-SGLANG_OWN_KERNEL = "sglang-flashinfer-trtllm-moe"
 SHAPES = {
     (2048, 768, 128, 8): "Qwen3-30B-A3B",
     (2880, 2880, 32, 4): "gpt-oss-20b",
@@ -237,45 +266,52 @@ def sglang_table(chip_dir: str, mirror: Mirror) -> str:
         window=True, routing="group-limited")  # fmt: skip
 
 
-def sglang_own_table(chip_dir: str, moe_dtype: str, mirror: Mirror) -> str:
-    """SGLang's own flashinfer_trtllm MoE of `moe_dtype` on a chip (SGLANG_OWN): DeepSeek-
-    V3/R1's shape on a TP-split rank (SGLANG_OWN_SPLITS), every token count measured, each
-    case's rows averaged, counted by gate_load (`routing`), as the engine's kernel
-    SGLANG_OWN_KERNEL; a window, so that an op of another split (an EP rank, whose rows the
-    gate makes upper bounds past 16 tokens) keeps the tables it took before."""
+def sglang_own_table(chip_dir: str, own: SglangOwn, moe_dtype: str, mirror: Mirror) -> str:
+    """One of SGLang's own MoE kernels of `moe_dtype` on a chip (SGLANG_OWN): its shape on a
+    TP-split rank (SGLANG_OWN_SPLITS), every token count measured, each case's rows averaged,
+    as the engine's kernel it names; a window, so that an op of another split (an EP rank,
+    whose rows the group-limited gate makes upper bounds past 16 tokens) keeps the tables it
+    took before. Rows of DeepSeek-V3/R1's shape were routed by its group-limited gate
+    (collector/sglang/collect_moe.py at e23be5a79 lines 718-729: TopK use_grouped_topk,
+    n_group 8, topk_group 4, zero correction bias, over balanced_logits), counted by
+    cost/kernel_tables.py gate_load (`routing`); Kimi-K2's (one expert group) by its
+    balanced logits alone."""
+    kernel, source, backend, _, shape_kept, routing, what = own
     chip_id = VERSIONS[chip_dir][0]
-    version = SGLANG_OWN[chip_dir]
+    version = SGLANG_OWN[chip_dir][0]
     measured = mirror.read(f"{chip_dir}/moe/sglang/{version}/moe_perf.parquet")
     found: dict[tuple, list[float]] = {}
     for r in measured.records():
         shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
         split = (r["moe_tp_size"], r["moe_ep_size"])
         if (r["kernel_source"], r["moe_dtype"], shape, r["distribution"]) == (
-                SGLANG_KERNEL, moe_dtype, MIN_LATENCY[1], "balanced") \
+                source, moe_dtype, shape_kept, "balanced") \
                 and split in SGLANG_OWN_SPLITS:  # fmt: skip
             key = (r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split)
             found.setdefault(key, []).append(r["latency"] * 1e3)
     rows = [[*key, sum(us) / len(us)] for key, us in sorted(found.items(), key=lambda kv: (
         kv[0][1:], kv[0][0]))]  # fmt: skip
-    dtype, weight, what = FORMATS[moe_dtype]
+    dtype, weight, fmt = FORMATS[moe_dtype]
     entry = "trtllm_fp8_block_scale_moe" if moe_dtype == "fp8_block" else \
         "trtllm_fp4_block_scale_moe"
+    model = SHAPES.get(shape_kept, "Kimi-K2")
+    gate = ("routed by DeepSeek-V3's group-limited gate (n_group 8, topk_group 4; "
+            "collector/sglang/collect_moe.py TopK use_grouped_topk, zero correction bias): on "
+            "these TP-split ranks (TP 4 and 8, EP 1) all 8 picks a token, over the experts of the "
+            "gate's 4 groups (cost/kernel_tables.py gate_load: 8 at one token, 128 from 32)"
+            if routing == "group-limited" else "balanced routing (every expert the same "
+            "number of tokens)")  # fmt: skip
+    tag = {"sglang-flashinfer-trtllm-moe": "trtllm-tp", "sglang-marlin-moe": "marlin-tp"}[kernel]
     return table_toml(
-        f"aiconfigurator-sglang-moe-{moe_dtype.replace('_', '-')}-trtllm-tp-{chip_id}", "moe",
+        f"aiconfigurator-sglang-moe-{moe_dtype.replace('_', '-')}-{tag}-{chip_id}", "moe",
         dtype, weight, chip_id, version,
-        f"moe_dtype {moe_dtype}, {SGLANG_KERNEL}, balanced routing, moe_ep_size 1", measured,
-        f"{chip_id}, SGLang {version} fused MoE through FlashInfer's {entry} "
-        f"(--moe-runner-backend flashinfer_trtllm: routing, the trtllm-gen grouped GEMMs, "
-        f"finalize), {what.split(' (')[0]}, routed by DeepSeek-V3's group-limited gate "
-        f"(n_group 8, topk_group 4; collector/sglang/collect_moe.py TopK use_grouped_topk, "
-        f"zero correction bias): on these TP-split ranks (TP 4 and 8, EP 1) all 8 picks a "
-        f"token, over the experts of the gate's 4 groups (cost/kernel_tables.py gate_load: 8 "
-        f"at one token, 128 from 32); one GPU as one rank of the TP group, all tokens "
-        f"entering; CUDA graphs; the rows of each case averaged; shape of DeepSeek-V3/R1; "
-        f"every token count measured, the engine running this kernel at every step size",
-        rows,
-        engine=("sglang", "SGLang"), backend="TRTLLM", window=True, kernel=SGLANG_OWN_KERNEL,
-        routing="group-limited")  # fmt: skip
+        f"moe_dtype {moe_dtype}, {source}, balanced routing, moe_ep_size 1", measured,
+        f"{chip_id}, SGLang {version} {what.format(entry=entry)}, {fmt.split(' (')[0]}, "
+        f"{gate}; one GPU as one rank of the TP group, all tokens entering; CUDA graphs; the "
+        f"rows of each case averaged; shape of {model}; every token count measured, the "
+        f"engine running this kernel at every step size",
+        rows, engine=("sglang", "SGLang"), backend=backend, window=True, kernel=kernel,
+        routing=None if routing == "balanced" else routing)  # fmt: skip
 
 
 def vllm_table(chip_dir: str, mirror: Mirror) -> str:
@@ -353,7 +389,8 @@ def main() -> int:
         if chip_dir in SGLANG_TRTLLM:
             tables.append(sglang_table(chip_dir, mirror))
         if chip_dir in SGLANG_OWN:
-            tables += [sglang_own_table(chip_dir, f, mirror) for f in SGLANG_OWN_FORMATS]
+            tables += [sglang_own_table(chip_dir, own, f, mirror)
+                       for own in SGLANG_OWN[chip_dir][1] for f in own[3]]
         if chip_dir in VLLM_MXFP4:
             tables.append(vllm_table(chip_dir, mirror))
     write(args.out, header, tables)

@@ -92,7 +92,8 @@ def test_the_moe_tables_load_with_their_source_engine_and_commit():
             t.engine.startswith(("vllm vLLM 0.14.", "vllm vLLM 0.19."))
             and t.kernel.endswith("-fused-moe")) or (
             t.engine == "vllm vLLM 0.24.0"
-            and t.kernel in ("vllm-triton-mxfp4-moe", "flashinfer-mxfp4-bf16-moe"))
+            and t.kernel in ("vllm-triton-mxfp4-moe", "flashinfer-mxfp4-bf16-moe")) or (
+            t.engine == "sglang SGLang 0.5.14" and t.kernel == "sglang-marlin-moe")
         assert "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in t.url
         assert t.source.startswith("ai-dynamo/aiconfigurator") and "balanced" in t.source
         assert t.chips == (t.measured_on,)  # measured on each chip, none borrowed
@@ -710,6 +711,34 @@ def test_sglangs_ep_ranks_keep_the_tables_they_took(tokens):
               for name in ("sglang", "trtllm")]  # fmt: skip
     sglang_s, trtllm_s = (_times("b200", ops)[0].sum() for ops in layers)
     assert sglang_s == pytest.approx(trtllm_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(("chip_id", "tp", "tokens"), [("h200-sxm", 8, 1), ("h200-sxm", 8, 16),
+                                                      ("h200-sxm", 4, 128),
+                                                      ("h100-sxm", 8, 1024)])  # fmt: skip
+def test_sglang_runs_int4_experts_on_hopper_at_its_marlin_rows(chip_id, tp, tokens):
+    """SGLang runs a compressed-tensors INT4 MoE (Kimi-K2.5's experts, groups of 32) on Hopper
+    through Marlin (engines.toml sglang-marlin-moe), which aiconfigurator timed at SGLang
+    0.5.14 at Kimi-K2's shape, balanced routing: a TP-split rank's layer under SGLang costs
+    its row (the experts it touches are the row's) as a floor under what the chip's own
+    figures give, which an engine without that kernel (vLLM) pays alone: 16 tokens on a TP-8
+    H200 rank 161 us, the row, where the chip's figures give 152."""
+    from xpusim.serving.engines import engine
+
+    (row_us,) = [r[7] for t in MOE if t.kernel == "sglang-marlin-moe"
+                 and t.measured_on == chip_id for r in _table_rows(t)
+                 if (int(r[0]), int(r[5])) == (tokens, tp)]  # fmt: skip
+
+    def layer_s(name: str) -> float:
+        ops = _moe_layer(tokens, 7168, 2048 // tp, 8, 384, DType.BF16, "int4-g32", ep=1,
+                         kernels=engine(name).kernels_on("NVIDIA"))  # fmt: skip
+        return float(_times(chip_id, ops)[0].sum())
+
+    own_s = layer_s("vllm")
+    floor_s = max(row_us * 1e-6, own_s)  # the row, or the chip's figures where slower
+    assert floor_s * (1 - 1e-9) <= layer_s("sglang") <= floor_s * 1.02 + 4.1e-6  # 2 launches
+    if (chip_id, tokens) == ("h200-sxm", 16):
+        assert own_s < 0.96 * row_us * 1e-6
 
 
 def _table_rows(table) -> list[list[float]]:

@@ -52,7 +52,8 @@ SKIPPED = {  # pages with speed results not read, and why
     "GLM/GLM-5.md, GLM/GLM-5.1.md, Qwen/Qwen3.5.md": "EAGLE/NEXTN speculative decoding, "
     "no acceptance length printed (and a commit or 'main branch' for the version)",
     "Moonshotai/Kimi-K2.6.md": "its H200 results are Kimi-K2.5's page's, figure for figure",
-    "Qwen/Qwen3-Coder.md": "Qwen3-Coder-480B-A35B-Instruct-FP8 is not in xpusim's zoo",
+    "Qwen/Qwen3-Coder.md": "its MI300X launch sets SGLANG_USE_AITER=0 (SGLang's Triton "
+    "kernels on ROCm, which no table here times) and --page-size 32",
     "DeepSeek/DeepSeek-V3_2.md (H800), Kimi-K2.5.md (MI350X)": "chips not in the catalog",
 }
 PREFIX = "sglcook-"

@@ -41,6 +41,7 @@ PAGES = {  # page: its latest change as of the mirror's 7b5bd9c (2026-05)
     "docs/autoregressive/MiniMax/MiniMax-M2.5.md": "7dfb02de3d0148c719b7b734179b34c89dbbef98",
     "docs/autoregressive/Moonshotai/Kimi-K2.5.md": "97c0becebd5c430f759f59c7d595ae1293c9e801",
     "docs/autoregressive/Llama/Llama4.md": "855445bd4d6116d9881e4b6056e62e95d0828f73",
+    "docs/autoregressive/Qwen/Qwen3-Coder-Next.md": "60f2595db911f8738d9e4ec0cfe33c84d35d3692",
 }
 SKIPPED = {  # pages with speed results not read, and why
     "GLM/GLM-4.6.md": "one set of results under 'Hardware: NVIDIA B200 GPU (8x), AMD MI300X "

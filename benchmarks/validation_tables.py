@@ -52,6 +52,7 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("sglcook-minimax-m2.5-", "SGLang cookbook MiniMax-M2.5 (B200 0.5.8, H100 0.5.9; EP 8)"),
     ("sglcook-kimi-k2.5-", "SGLang cookbook Kimi-K2.5 INT4 (H200, SGLang 0.5.6)"),
     ("sglcook-llama-4-", "SGLang cookbook Llama-4 Scout, Maverick (MI300X, SGLang 0.5.9)"),
+    ("sglcook-qwen3-coder-next-", "SGLang cookbook Qwen3-Coder-Next (2 B200, SGLang 0.5.8+)"),
     ("vultr-", "Vultr cookbook MiniMax-M2.5 (B200, vLLM 0.12)"),
     ("inferencemax-", "InferenceMAX gpt-oss-120b (B200, H100, H200, MI355X)"),
     ("mlenergy-", "ML.ENERGY leaderboard"),

@@ -49,6 +49,27 @@ def test_each_profile_states_where_its_prefill_runs_eagerly():
 SHORT = dict(engine="sglang", concurrency=1, requests=6, prompt=200, gen=16, warmup=1)
 
 
+def test_sglang_never_graphs_qwen3_nexts_prompt_steps():
+    """SGLang's own list of architectures left out of its piecewise graphs names Qwen3-Next
+    (engines.toml eager_models): on an NVIDIA chip its prompt steps run eagerly, each at least
+    its launches' host time, where a Qwen3 MoE's are graphed; decode steps are untouched, and
+    --no-eager-prefill still graphs them."""
+    sglang = engine("sglang")
+    assert sglang.eager_on("NVIDIA", False, "qwen3_next")
+    assert not sglang.eager_on("NVIDIA", False, "qwen3_moe")
+    assert not engine("vllm").eager_on("NVIDIA", False, "qwen3_next")
+    nxt = xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", chips=2, tp=2, **SHORT)
+    graphed = xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", chips=2, tp=2, **SHORT,
+                           eager_prefill=False)  # fmt: skip
+    (note,) = [n for n in nxt.notes if "without CUDA graphs" in n]
+    assert "leave out qwen3_next" in note and "eager_models" in note
+    assert nxt.ttft_s.mean > graphed.ttft_s.mean + 0.02  # ~960 launches at 62.1 us
+    assert nxt.tpot_s.mean == pytest.approx(graphed.tpot_s.mean, rel=1e-9)
+    moe = xpusim.serve("qwen3-30b-a3b", "h200-sxm", **SHORT)
+    assert not [n for n in moe.notes if "without CUDA graphs" in n]
+
+
+
 def test_sglang_before_its_piecewise_graph_default_runs_every_prompt_step_eagerly():
     """sglang-0.5.6 is the sglang profile but for where prompt steps run eagerly: on every
     chip, as SGLang did before piecewise CUDA graphs became its default (2026); the same run

@@ -60,6 +60,7 @@ def test_an_instruct_release_with_other_positions_is_its_own_file():
 
 
 STATED_ALIASES = {
+    "Qwen/Qwen3-Coder-Next",
     "google/gemma-3-1b-it", "google/gemma-3-4b-it", "google/gemma-3-12b-it",
     "google/gemma-3-27b-it", "meta-llama/Meta-Llama-3-8B-Instruct",
     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B-Instruct",

@@ -117,9 +117,9 @@ def test_the_release_names_the_profile_and_the_launch_the_plan():
 
 
 def test_sgl_cookbook_points_are_committed_whole():
-    """53 runs of seven pages, two points each, on NVIDIA and AMD chips."""
+    """62 runs of eight pages, two points each, on NVIDIA and AMD chips."""
     pts = [p for p in load_points() if p.id.startswith(cook.PREFIX)]
-    assert len(pts) == 106
+    assert len(pts) == 124
     assert {p.chip for p in pts} == {"b200", "h100-sxm", "h200-sxm", "mi300x"}
     assert {p.setup["load"]["value"] for p in pts} == {1, 16, 64, 100}
     assert all(p.source.startswith("github.com/sgl-project/sgl-cookbook") for p in pts)

@@ -159,6 +159,10 @@ class EngineProfile:
     mla_graph_max_tokens: int = 0  # where prefill is graphed: the most tokens a step of an
     # MLA model may have to run in the graphs, larger ones eager (0: no bound modelled)
     eager_source: str = ""
+    # model_types (workloads/transformer_config) whose prompt steps the engine never graphs,
+    # whatever the chip: its own list of architectures its graphs do not support
+    eager_models: tuple[str, ...] = ()
+    eager_models_source: str = ""
 
     # chips (by id) on which the engine's dense block-FP8 GEMMs are a Triton kernel
     # specialized on the step's token count: each step with prompt tokens whose count
@@ -299,12 +303,14 @@ class EngineProfile:
             return AUTO_KV_FORMAT if bits < 16 else None
         return "fp8" if bits < 8 else None
 
-    def eager_on(self, vendor: str, dp_attention: bool) -> bool:
+    def eager_on(self, vendor: str, dp_attention: bool, model_type: str = "") -> bool:
         """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip
-        of `vendor` (under attention data parallelism where `dp_attention`): always ("all"),
-        on that vendor's chips, or under attention DP, as its eager_prefill rules say."""
+        of `vendor` (under attention data parallelism where `dp_attention`) for a model of
+        `model_type`: always ("all"), on that vendor's chips, under attention DP, as its
+        eager_prefill rules say, or for an architecture its graphs leave out (eager_models)."""
         rules = self.eager_prefill
-        return EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules)
+        return EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules) \
+            or (bool(rules) and model_type in self.eager_models)
 
     def graphed_up_to(self, mla: bool) -> int:
         """Where the engine graphs steps with prompt tokens: the most tokens such a step may
@@ -449,6 +455,7 @@ def engines() -> dict[str, EngineProfile]:
                   "small_chips": tuple(fields.get("small_chips", ())),
                   "kernels": tuple(fields.get("kernels", ())),
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
+                  "eager_models": tuple(fields.get("eager_models", ())),
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
                   "amd_only": tuple(fields.get("amd_only", ())),
@@ -469,6 +476,8 @@ def engines() -> dict[str, EngineProfile]:
             and profile.memory in MEMORY_RULES \
             and profile.dp_attention_chunk in DP_CHUNK_RULES \
             and (profile.eager_launch_s > 0) == bool(profile.eager_prefill) \
+            and bool(profile.eager_models_source) == bool(profile.eager_models) \
+            and (bool(profile.eager_prefill) or not profile.eager_models) \
             and (profile.eager_launch_s > 0 or not profile.mla_graph_max_tokens) \
             and (profile.jit_compile_s > 0) == bool(profile.jit_gemm) \
             == (profile.jit_bucket_tokens > 0) == bool(profile.jit_source) \

@@ -86,8 +86,8 @@ XPUSIM_SETUP = (
     "engine profile {profile} (SGLang {version}; the launch's other limits are the profile's "
     "defaults on {chip}); a closed loop of {conc} clients over the run's {ok} requests, none "
     "warm-up; prompts and answers uniform about the run's means ({prompt} and {gen} tokens) "
-    "with spread {spread}; {plan}; the checkpoint's weight format; KV cache as the engine's "
-    "'auto' ({kv})"
+    "with spread {spread}; {plan}; compute {precision}, weights {weights} (the checkpoint's); "
+    "KV cache BF16, the engine's 'auto' (the model's 16 bits; no --kv-cache-dtype)"
 )
 GAP = (
     "serve draws its own lengths about the run's means, not the client's draws (a run's "
@@ -178,11 +178,14 @@ def setup(run: dict[str, Any]) -> dict[str, Any] | str:
     if int(env.get("tensor parallelism", tp)) != tp:
         return "the environment's tensor parallelism is not the launch's"
     stated = version(env)
-    model = resolve(server.get("model-path") or server["model"]).where
+    resolved = resolve(server.get("model-path") or server["model"])
+    checkpoint = getattr(resolved.workload, "checkpoint", None)  # a quantized repo's formats
     return {
         "workload": "llm-serving", "chip": found[0], "chips": tp, "tp": tp,
-        **({"ep": ep} if ep > 1 else {}), "model": model, "precision": None,
-        "weight_precision": None, "kv_precision": None, "engine": "sglang",
+        **({"ep": ep} if ep > 1 else {}), "model": resolved.where,
+        "precision": (checkpoint and checkpoint.compute) or "bf16",
+        "weight_precision": checkpoint and checkpoint.weights, "kv_precision": "bf16",
+        "engine": "sglang",
         "engine_version": f"SGLang {stated}", "engine_profile": profile(found[0], stated),
         **({"kv_utilization": float(server["mem-fraction-static"])}
            if "mem-fraction-static" in server else {}),
@@ -240,7 +243,8 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
                 "xpusim_setup": XPUSIM_SETUP.format(
                     profile=s["engine_profile"], version=version(run["env"]),
                     chip=s["chip"], conc=conc, ok=ok, prompt=prompt, gen=gen,
-                    spread=RANGE_SPREAD, plan=plan, kv="the model's 16 bits"),
+                    spread=RANGE_SPREAD, plan=plan, precision=s["precision"],
+                    weights=s["weight_precision"] or s["precision"]),
                 "known_gap": GAP.format(ok=ok, conc=conc),
             })  # fmt: skip
     return out

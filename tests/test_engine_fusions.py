@@ -152,8 +152,9 @@ def test_sglang_runs_its_shared_experts_on_a_second_stream_on_nvidia_alone():
     in line, a B200 run overlaps them; the other kernels are the same on both, but its
     NVFP4 linear (NVIDIA's format), its block-FP8 linear (DeepGEMM, CUDA's), its BF16
     absorbed MLA products (a dequantization on CUDA alone: WIDE_MLA_ABSORB) and its
-    flashinfer_trtllm MoE and MXFP4 x BF16 MoE (FlashInfer's trtllm-gen kernels, CUDA's)
-    and, on no chip named, the MXFP8 input to MXFP4 experts it runs on Blackwell alone."""
+    flashinfer_trtllm MoE and MXFP4 x BF16 MoE (FlashInfer's trtllm-gen kernels, CUDA's),
+    its Marlin INT4 MoE (timed on Hopper alone) and, on no chip named, the MXFP8 input to
+    MXFP4 experts it runs on Blackwell alone."""
     from xpusim.serving.engines import engine
 
     sglang = engine("sglang")
@@ -161,7 +162,8 @@ def test_sglang_runs_its_shared_experts_on_a_second_stream_on_nvidia_alone():
     assert SHARED_EXPERTS_STREAM not in sglang.kernels_on("AMD")
     assert set(sglang.kernels_on("AMD", R1)) == set(sglang.kernels) - {
         SHARED_EXPERTS_STREAM, "sglang-nvfp4-gemm", "sglang-w8a8-block-fp8", "wide-mla-absorb",
-        "sglang-flashinfer-trtllm-moe", "flashinfer-mxfp4-bf16-moe", "mxfp8-moe-input"}
+        "sglang-flashinfer-trtllm-moe", "flashinfer-mxfp4-bf16-moe", "mxfp8-moe-input",
+        "sglang-marlin-moe"}
     assert engine("vllm").kernels_on("AMD") == ()
 
 

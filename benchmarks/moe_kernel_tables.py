@@ -79,9 +79,9 @@ intermediate width of inter / tp; CUDA graphs, 3 warm-ups, the mean of 6 runs. W
   uniform routing reaches 58), and scaled by the weights an op touches they price SGLang's
   decode MoE at 146 us a layer at 8 sequences on an H200, where InferenceX's measured step
   (11.7 ms at 8 clients, 192 us a layer for everything) leaves about 90 us for it; kept,
-  they moved InferenceX's H200 SGLang TPOT from 1.13x to 1.25x (docs/validation.md,
-  twenty-fifth session). Whether that kernel's time follows the experts it touches at these
-  sizes is not measured;
+  they moved InferenceX's H200 SGLang TPOT without MTP from 1.15x to 1.31x (median of 9;
+  docs/validation.md, twenty-fifth session). Whether that kernel's time follows the experts
+  it touches at these sizes is not measured;
 - the gated (SwiGLU) shapes of the zoo's MoE models (SHAPES);
 - TP/EP splits SPLITS, and the token counts TOKENS, where the measured rank holds at
   least one token-expert pair (tokens x topk >= ep);

@@ -318,12 +318,14 @@ def prepare(
     if eager_s:  # the per-op figure is DeepSeek-V3's, whose ops launch more kernels each
         caveat = "" if cfg.kv_lora_rank else (": measured per op of DeepSeek-V3, whose ops "
                                               "launch more kernels; up to ~2x high here")
-        by_model = engine.eager_prefill is None and cfg.model_type in profile.eager_models \
-            and not profile.eager_on(system.chip.vendor, one.dp_attention)
-        which, key = (f" and over {above:,} tokens (the engine's piecewise graphs for MLA stop "
-                      f"there)", "mla_graph_max_tokens") if above else (
-            f" (the engine's graphs leave out {cfg.model_type})", "eager_models") if by_model \
-            else ("", "eager_prefill")
+        if above:
+            which, key = (f" and over {above:,} tokens (the engine's piecewise graphs for MLA "
+                          f"stop there)", "mla_graph_max_tokens")  # fmt: skip
+        elif engine.eager_prefill is None and cfg.model_type in profile.eager_models \
+                and not profile.eager_on(system.chip.vendor, one.dp_attention):  # fmt: skip
+            which, key = f" (the engine's graphs leave out {cfg.model_type})", "eager_models"
+        else:
+            which, key = "", "eager_prefill"
         notes.append(f"steps with prompt tokens{which} run without CUDA graphs: each at least "
                      f"the host's {cost.launches[0]:,} launches x "
                      f"{profile.eager_launch_s * 1e6:.3g} us = {eager_s[0] * 1e3:.3g} ms "

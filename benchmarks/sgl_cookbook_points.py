@@ -150,7 +150,7 @@ def version(env: dict[str, str]) -> str:
     return next(v for k, v in env.items() if k.endswith("version"))
 
 
-def profile(chip: str, stated: str) -> str:
+def profile(stated: str) -> str:
     """The engine profile of a release (PIECEWISE_DEFAULT)."""
     release = tuple(int(n) for n in re.findall(r"\d+", stated)[:3])
     return "sglang-0.5.6" if release < PIECEWISE_DEFAULT else "sglang"
@@ -186,7 +186,7 @@ def setup(run: dict[str, Any]) -> dict[str, Any] | str:
         "precision": (checkpoint and checkpoint.compute) or "bf16",
         "weight_precision": checkpoint and checkpoint.weights, "kv_precision": "bf16",
         "engine": "sglang",
-        "engine_version": f"SGLang {stated}", "engine_profile": profile(found[0], stated),
+        "engine_version": f"SGLang {stated}", "engine_profile": profile(stated),
         **({"kv_utilization": float(server["mem-fraction-static"])}
            if "mem-fraction-static" in server else {}),
     }  # fmt: skip

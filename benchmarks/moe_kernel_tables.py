@@ -114,6 +114,7 @@ compute and weight formats xpusim gives the same ops).
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
@@ -152,21 +153,33 @@ MIN_LATENCY = ("moe_torch_flow_min_latency", (7168, 2048, 256, 8),
 # sglang_flashinfer_trtllm_moe NVFP4 rows stand for them (the docstring says why)
 SGLANG_TRTLLM = {"b300_sxm": "0.5.14"}
 SGLANG_KERNEL = "sglang_flashinfer_trtllm_moe"
-# SGLang's own MoE kernels (the docstring says why each): per chip directory, the SGLang
-# version measured and the kernels kept, each (engines.toml kernel name it prices, the
-# collector's kernel_source, the MoE backend it runs under (None: the default runner), the
-# formats, the shape kept, the harness's routing of that shape's rows, what it runs)
-SglangOwn = tuple[str, str, str | None, tuple[str, ...], tuple[int, int, int, int], str, str]
-_FLASHINFER_TRTLLM: SglangOwn = (
-    "sglang-flashinfer-trtllm-moe", SGLANG_KERNEL, "TRTLLM", ("fp8_block", "nvfp4"),
-    MIN_LATENCY[1], "group-limited",
+
+
+class SglangOwn(NamedTuple):
+    """One of SGLang's own MoE kernels kept (the docstring says why each)."""
+
+    kernel: str  # the engines.toml kernel name it prices
+    source: str  # the collector's kernel_source
+    tag: str  # its tables' name part
+    backend: str | None  # the MoE backend it runs under (None: the default runner)
+    formats: tuple[str, ...]  # moe_dtype of the tables written
+    shape: tuple[int, int, int, int]  # (hidden, inter, experts, topk) kept
+    model: str  # whose shape that is
+    routing: str  # the harness's routing of that shape's rows
+    what: str  # what it runs, for the table's conditions
+
+
+_FLASHINFER_TRTLLM = SglangOwn(
+    "sglang-flashinfer-trtllm-moe", SGLANG_KERNEL, "trtllm-tp", "TRTLLM", ("fp8_block", "nvfp4"),
+    MIN_LATENCY[1], "DeepSeek-V3/R1", "group-limited",
     "fused MoE through FlashInfer's {entry} (--moe-runner-backend flashinfer_trtllm: routing, "
     "the trtllm-gen grouped GEMMs, finalize)")
-_MARLIN: SglangOwn = (
-    "sglang-marlin-moe", "sglang_marlin_moe", None, ("int4_wo",), (7168, 2048, 384, 8),
-    "balanced",
+_MARLIN = SglangOwn(
+    "sglang-marlin-moe", "sglang_marlin_moe", "marlin-tp", None, ("int4_wo",),
+    (7168, 2048, 384, 8), "Kimi-K2", "balanced",
     "fused MoE of INT4 weight-only experts through the Marlin kernels "
     "(CompressedTensorsWNA16MoE: routing, the two grouped W4A16 GEMMs, the weighted sum)")
+# per chip directory, the SGLang version measured and its own kernels kept
 SGLANG_OWN = {"b200_sxm": ("0.5.14", (_FLASHINFER_TRTLLM,)),
               "b300_sxm": ("0.5.14", (_FLASHINFER_TRTLLM,)),
               "h100_sxm": ("0.5.14", (_MARLIN,)),
@@ -276,7 +289,6 @@ def sglang_own_table(chip_dir: str, own: SglangOwn, moe_dtype: str, mirror: Mirr
     n_group 8, topk_group 4, zero correction bias, over balanced_logits), counted by
     cost/kernel_tables.py gate_load (`routing`); Kimi-K2's (one expert group) by its
     balanced logits alone."""
-    kernel, source, backend, _, shape_kept, routing, what = own
     chip_id = VERSIONS[chip_dir][0]
     version = SGLANG_OWN[chip_dir][0]
     measured = mirror.read(f"{chip_dir}/moe/sglang/{version}/moe_perf.parquet")
@@ -285,7 +297,7 @@ def sglang_own_table(chip_dir: str, own: SglangOwn, moe_dtype: str, mirror: Mirr
         shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
         split = (r["moe_tp_size"], r["moe_ep_size"])
         if (r["kernel_source"], r["moe_dtype"], shape, r["distribution"]) == (
-                source, moe_dtype, shape_kept, "balanced") \
+                own.source, moe_dtype, own.shape, "balanced") \
                 and split in SGLANG_OWN_SPLITS:  # fmt: skip
             key = (r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split)
             found.setdefault(key, []).append(r["latency"] * 1e3)
@@ -294,24 +306,22 @@ def sglang_own_table(chip_dir: str, own: SglangOwn, moe_dtype: str, mirror: Mirr
     dtype, weight, fmt = FORMATS[moe_dtype]
     entry = "trtllm_fp8_block_scale_moe" if moe_dtype == "fp8_block" else \
         "trtllm_fp4_block_scale_moe"
-    model = SHAPES.get(shape_kept, "Kimi-K2")
     gate = ("routed by DeepSeek-V3's group-limited gate (n_group 8, topk_group 4; "
             "collector/sglang/collect_moe.py TopK use_grouped_topk, zero correction bias): on "
             "these TP-split ranks (TP 4 and 8, EP 1) all 8 picks a token, over the experts of the "
             "gate's 4 groups (cost/kernel_tables.py gate_load: 8 at one token, 128 from 32)"
-            if routing == "group-limited" else "balanced routing (every expert the same "
+            if own.routing == "group-limited" else "balanced routing (every expert the same "
             "number of tokens)")  # fmt: skip
-    tag = {"sglang-flashinfer-trtllm-moe": "trtllm-tp", "sglang-marlin-moe": "marlin-tp"}[kernel]
     return table_toml(
-        f"aiconfigurator-sglang-moe-{moe_dtype.replace('_', '-')}-{tag}-{chip_id}", "moe",
+        f"aiconfigurator-sglang-moe-{moe_dtype.replace('_', '-')}-{own.tag}-{chip_id}", "moe",
         dtype, weight, chip_id, version,
-        f"moe_dtype {moe_dtype}, {source}, balanced routing, moe_ep_size 1", measured,
-        f"{chip_id}, SGLang {version} {what.format(entry=entry)}, {fmt.split(' (')[0]}, "
+        f"moe_dtype {moe_dtype}, {own.source}, balanced routing, moe_ep_size 1", measured,
+        f"{chip_id}, SGLang {version} {own.what.format(entry=entry)}, {fmt.split(' (')[0]}, "
         f"{gate}; one GPU as one rank of the TP group, all tokens entering; CUDA graphs; the "
-        f"rows of each case averaged; shape of {model}; every token count measured, the "
+        f"rows of each case averaged; shape of {own.model}; every token count measured, the "
         f"engine running this kernel at every step size",
-        rows, engine=("sglang", "SGLang"), backend=backend, window=True, kernel=kernel,
-        routing=None if routing == "balanced" else routing)  # fmt: skip
+        rows, engine=("sglang", "SGLang"), backend=own.backend, window=True,
+        kernel=own.kernel, routing=None if own.routing == "balanced" else own.routing)  # fmt: skip
 
 
 def vllm_table(chip_dir: str, mirror: Mirror) -> str:
@@ -390,7 +400,7 @@ def main() -> int:
             tables.append(sglang_table(chip_dir, mirror))
         if chip_dir in SGLANG_OWN:
             tables += [sglang_own_table(chip_dir, own, f, mirror)
-                       for own in SGLANG_OWN[chip_dir][1] for f in own[3]]
+                       for own in SGLANG_OWN[chip_dir][1] for f in own.formats]
         if chip_dir in VLLM_MXFP4:
             tables.append(vllm_table(chip_dir, mirror))
     write(args.out, header, tables)

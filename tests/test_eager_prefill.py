@@ -58,6 +58,8 @@ def test_sglang_never_graphs_qwen3_nexts_prompt_steps():
     assert sglang.eager_on("NVIDIA", False, "qwen3_next")
     assert not sglang.eager_on("NVIDIA", False, "qwen3_moe")
     assert not engine("vllm").eager_on("NVIDIA", False, "qwen3_next")
+    assert sglang.eager_rule("NVIDIA", False, "qwen3_next") == "eager_models"
+    assert sglang.eager_rule("AMD", False, "qwen3_next") == "eager_prefill"  # the chip's rule
     nxt = xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", chips=2, tp=2, **SHORT)
     graphed = xpusim.serve("qwen3-next-80b-a3b-instruct", "h200-sxm", chips=2, tp=2, **SHORT,
                            eager_prefill=False)  # fmt: skip

@@ -303,14 +303,20 @@ class EngineProfile:
             return AUTO_KV_FORMAT if bits < 16 else None
         return "fp8" if bits < 8 else None
 
-    def eager_on(self, vendor: str, dp_attention: bool, model_type: str = "") -> bool:
-        """Whether the engine runs a step with prompt tokens without a CUDA graph on a chip
-        of `vendor` (under attention data parallelism where `dp_attention`) for a model of
-        `model_type`: always ("all"), on that vendor's chips, under attention DP, as its
-        eager_prefill rules say, or for an architecture its graphs leave out (eager_models)."""
+    def eager_rule(self, vendor: str, dp_attention: bool, model_type: str = "") -> str:
+        """Which engines.toml rule has the engine run a step with prompt tokens without a
+        CUDA graph on a chip of `vendor` (under attention data parallelism where
+        `dp_attention`) for a model of `model_type`: "eager_prefill" (always, on that
+        vendor's chips, or under attention DP), "eager_models" (an architecture its graphs
+        leave out), or "" where none does."""
         rules = self.eager_prefill
-        return EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules) \
-            or (bool(rules) and model_type in self.eager_models)
+        if EAGER_ALWAYS in rules or vendor in rules or (dp_attention and EAGER_DP in rules):
+            return "eager_prefill"
+        return "eager_models" if rules and model_type in self.eager_models else ""
+
+    def eager_on(self, vendor: str, dp_attention: bool, model_type: str = "") -> bool:
+        """Whether any rule has such a step run without a CUDA graph (eager_rule)."""
+        return bool(self.eager_rule(vendor, dp_attention, model_type))
 
     def graphed_up_to(self, mla: bool) -> int:
         """Where the engine graphs steps with prompt tokens: the most tokens such a step may

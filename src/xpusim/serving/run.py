@@ -310,8 +310,11 @@ def prepare(
         notes.append(f"--api-servers {engine.api_servers}: engine {engine.engine}'s streaming "
                      "of a token is not measured (engines.toml frontend_token_s), so the "
                      "count changes nothing")
-    eager = profile.eager_on(system.chip.vendor, one.dp_attention, cfg.model_type) \
-        if engine.eager_prefill is None else engine.eager_prefill
+    if engine.eager_prefill is None:  # the profile's rules, or the run's --eager-prefill
+        rule = profile.eager_rule(system.chip.vendor, one.dp_attention, cfg.model_type)
+    else:
+        rule = "eager_prefill" if engine.eager_prefill else ""
+    eager = bool(rule)
     above = 0 if eager or engine.eager_prefill is not None \
         else profile.graphed_up_to(bool(cfg.kv_lora_rank))
     eager_s = tuple(n * profile.eager_launch_s for n in cost.launches) if eager or above else ()
@@ -321,9 +324,8 @@ def prepare(
         if above:
             which, key = (f" and over {above:,} tokens (the engine's piecewise graphs for MLA "
                           f"stop there)", "mla_graph_max_tokens")  # fmt: skip
-        elif engine.eager_prefill is None and cfg.model_type in profile.eager_models \
-                and not profile.eager_on(system.chip.vendor, one.dp_attention):  # fmt: skip
-            which, key = f" (the engine's graphs leave out {cfg.model_type})", "eager_models"
+        elif rule == "eager_models":
+            which, key = f" (the engine's graphs leave out {cfg.model_type})", rule
         else:
             which, key = "", "eager_prefill"
         notes.append(f"steps with prompt tokens{which} run without CUDA graphs: each at least "

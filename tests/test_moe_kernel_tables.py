@@ -736,7 +736,8 @@ def test_sglang_runs_int4_experts_on_hopper_at_its_marlin_rows(chip_id, tp, toke
 
     own_s = layer_s("vllm")
     floor_s = max(row_us * 1e-6, own_s)  # the row, or the chip's figures where slower
-    assert floor_s * (1 - 1e-9) <= layer_s("sglang") <= floor_s * 1.02 + 4.1e-6  # 2 launches
+    launches_s = 2 * load_chip(chip_id).overhead.per_op_s.value  # the layer's two GEMMs'
+    assert floor_s * (1 - 1e-9) <= layer_s("sglang") <= floor_s * 1.02 + launches_s
     if (chip_id, tokens) == ("h200-sxm", 16):
         assert own_s < 0.96 * row_us * 1e-6
 

@@ -33,6 +33,8 @@ from typing import Any
 
 from nim_dli_points import write_from_mirror
 
+from xpusim.serving.engines import release_profile
+
 PAGES = {  # page: its latest change as of the mirror's 7b5bd9c (2026-05)
     "docs/autoregressive/Qwen/Qwen3.md": "8e3bdb7e3f5ff87bd4cd7f65014e0e32634df894",
     "docs/autoregressive/DeepSeek/DeepSeek-R1.md": "268193ccf59631fe01880790f184bee7c35eee95",
@@ -67,12 +69,6 @@ METRICS = (  # metric, the printed field (ms), stat, id suffix
     ("tpot_s", "Median TPOT (ms)", "p50", "tpot"),
 )
 CHIPS = {"B200": "b200", "H200": "h200-sxm", "H100": "h100-sxm", "MI300X": "mi300x"}
-PIECEWISE_DEFAULT = (0, 5, 9)
-"""The first SGLang release whose prompt steps replay piecewise CUDA graphs by default
-(engines.toml, the sglang-0.5.6 profile: PR #16331, merged between 2026-02-04, when issue
-#18267 still documents the opt-in --enable-piecewise-cuda-graph, and 2026-03-03, when PR
-#19738 says 'With PR #16331 merged'). Runs of earlier releases take the sglang-0.5.6 profile
-(every prompt step eager); on AMD both profiles run them eagerly."""
 NOTES = (
     "SGLang cookbook, {page}, test environment {env}; server '{launch}'; client '{client}' "
     "(range ratio 0: lengths uniform from 1 to the stated ones; one warm-up request before, "
@@ -151,9 +147,10 @@ def version(env: dict[str, str]) -> str:
 
 
 def profile(stated: str) -> str:
-    """The engine profile of a release (PIECEWISE_DEFAULT)."""
-    release = tuple(int(n) for n in re.findall(r"\d+", stated)[:3])
-    return "sglang-0.5.6" if release < PIECEWISE_DEFAULT else "sglang"
+    """The engine profile of a stated release: engines.toml's `releases` say which (the
+    sglang-0.5.6 profile, every prompt step eager, stands for the releases before SGLang's
+    piecewise CUDA graphs became its default; on AMD both profiles run them eagerly)."""
+    return release_profile("sglang", stated)
 
 
 def setup(run: dict[str, Any]) -> dict[str, Any] | str:

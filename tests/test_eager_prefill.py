@@ -79,7 +79,7 @@ def test_sglang_before_its_piecewise_graph_default_runs_every_prompt_step_eagerl
     early, late = engine("sglang-0.5.6"), engine("sglang")
     assert early.eager_on("NVIDIA", False) and early.eager_on("AMD", False)
     assert early.eager_launch_s == late.eager_launch_s > 0
-    kept = ("name", "base", "eager_prefill", "eager_source", "version", "about")
+    kept = ("name", "base", "eager_prefill", "eager_source", "version", "releases", "about")
     assert {k: v for k, v in vars(early).items() if k not in kept} == \
         {k: v for k, v in vars(late).items() if k not in kept}
     forced = xpusim.serve("llama-3-8b", "h100-sxm", **SHORT, eager_prefill=True)
@@ -91,16 +91,31 @@ def test_published_sglang_points_name_their_releases_profile():
     """A point of an SGLang 0.5 release before the graph default (0.5.0-0.5.8) is scored
     on sglang-0.5.6, one of a later release on sglang: a new source labelled by hand keeps
     to it."""
-    import re
-
+    from xpusim.serving.engines import release_profile
     from xpusim.validation.points import load_points
 
     for p in load_points():
         if p.get("engine") != "sglang" or p.get("engine_profile") not in ("sglang", "sglang-0.5.6"):
             continue
-        patch = int(re.search(r"0\.5\.(\d+)", p.get("engine_version")).group(1))
-        want = "sglang-0.5.6" if patch <= 8 else "sglang"
-        assert p.get("engine_profile") == want, p.id
+        assert p.get("engine_profile") == release_profile("sglang", p.get("engine_version")), p.id
+
+
+def test_a_release_names_one_profile_and_an_unstated_one_is_refused_with_the_ranges():
+    """engines.toml `releases`: SGLang 0.5.0-0.5.8 (before piecewise CUDA graphs were its
+    default) is sglang-0.5.6, 0.5.9 and every later release sglang, whatever the text
+    around the numbers; a release no profile states is refused, naming the ranges."""
+    from xpusim.errors import UserError
+    from xpusim.serving.engines import engines, lineage, release_profile
+
+    assert release_profile("sglang", "0.5.0") == "sglang-0.5.6"
+    assert release_profile("sglang", "0.5.6.post2") == "sglang-0.5.6"
+    assert release_profile("sglang", "0.5.8+") == "sglang-0.5.6"
+    assert release_profile("sglang", "lmsysorg/sglang:v0.5.9-cu129") == "sglang"
+    assert release_profile("sglang", "0.5.12") == "sglang"
+    with pytest.raises(UserError, match=r"0\.4\.3.*sglang 0\.5\.9-, sglang-0\.5\.6 0\.5\.0-0\.5\.8"):
+        release_profile("sglang", "0.4.3")
+    stated = [p.releases for n, p in engines().items() if "sglang" in lineage(n) and p.releases]
+    assert len(stated) == 2  # no two of one engine's ranges overlap: each release has one
 
 
 def test_the_host_floor_applies_only_where_the_profile_says_eager():

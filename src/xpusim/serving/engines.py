@@ -7,6 +7,7 @@ kernels of its own that measured tables price (cost/kernel_tables.py). What
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from bisect import bisect_left
 from dataclasses import dataclass, replace
@@ -206,6 +207,9 @@ class EngineProfile:
     # outputs leave of the KV cache (SGLang's PrefillAdder: serving/admission.py)
     admit_reserve: ReserveRule | None = None
     admit_reserve_source: str = ""
+    # the engine's releases it stands for, first and last inclusive ("" last: every later
+    # one); () where not stated (engines.toml releases; release_profile reads them)
+    releases: tuple[str, ...] = ()
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
@@ -462,6 +466,7 @@ def engines() -> dict[str, EngineProfile]:
                   "kernels": tuple(fields.get("kernels", ())),
                   "eager_prefill": tuple(fields.get("eager_prefill", ())),
                   "eager_models": tuple(fields.get("eager_models", ())),
+                  "releases": tuple(fields.get("releases", ())),
                   "jit_gemm": tuple(fields.get("jit_gemm", ())),
                   "nvidia_only": tuple(fields.get("nvidia_only", ())),
                   "amd_only": tuple(fields.get("amd_only", ())),
@@ -493,6 +498,7 @@ def engines() -> dict[str, EngineProfile]:
             and profile.frontend_token_s >= 0 \
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
+            and len(profile.releases) in (0, 2) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and bool(profile.kv_none) == bool(profile.kv_none_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \
@@ -508,6 +514,29 @@ def engines() -> dict[str, EngineProfile]:
             == bool(profile.fused_shared_expert_source), name
         found[name] = profile
     return found
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """A release's first three numbers: "0.5.6.post2" -> (0, 5, 6), "v0.5.12-cu130" ->
+    (0, 5, 12), "0.5.8+" -> (0, 5, 8)."""
+    return tuple(int(n) for n in re.findall(r"\d+", text)[:3])
+
+
+def release_profile(family: str, release: str) -> str:
+    """The profile of engine `family` (it and the profiles written over it, engines.toml
+    `base`) whose `releases` hold `release` ("0.5.7", "v0.5.6.post2"): where a source
+    names the release it ran, the one place that says which profile stands for it."""
+    wanted = _release(release)
+    for name, profile in engines().items():
+        if family not in lineage(name) or not profile.releases:
+            continue
+        first, last = profile.releases
+        if _release(first) <= wanted and (not last or wanted <= _release(last)):
+            return name
+    stated = ", ".join(f"{n} {'-'.join(p.releases)}" for n, p in engines().items()
+                       if family in lineage(n) and p.releases)  # fmt: skip
+    raise UserError(f"no {family} profile stands for release {release!r} "
+                    f"(profiles by release: {stated or 'none stated'})")  # fmt: skip
 
 
 def engine(name: str) -> EngineProfile:

@@ -1,0 +1,171 @@
+"""Serving points from Google's TPU7x (Ironwood) vLLM recipes: each page of
+AI-Hypercomputer/tpu-recipes under inference/ironwood/vLLM that publishes a measured table
+becomes one output-throughput point a workload (1k/1k, 1k/8k, 8k/1k), read with the page's
+own server launch and the InferenceX client each workload's manifest runs (issue #48: a third
+vendor's chips, Google's, beside the v6e page entered by hand as tpurecipes-v6e8-*).
+
+    python benchmarks/tpu_recipes_points.py /path/to/tpu-recipes.git   # a git mirror
+
+Each page is pinned at the commit that last changed its table (PAGES). What a page gives and
+how serve runs it:
+- The server: the vllm-tpu container's arguments (tensor parallelism over TensorCores, two a
+  TPU7x chip: one xpusim chip each two; --max-num-batched-tokens and --max-num-seqs as the
+  step's token budget and batch; --gpu-memory-utilization; --block-size; --kv-cache-dtype;
+  --enable-expert-parallel as experts over the same chips; --async-scheduling as host
+  overlap; a qwix rule quantizing weights and activations to float8_e4m3fn as FP8 compute).
+  The chips are the node's topology (1x1x1: one chip, 2x2x1: four).
+- The client: SemiAnalysis InferenceX's benchmark_serving.py, random lengths uniform in
+  [0.8 L, L] (inferencex_points.mean_len and SPREAD), --num-prompts, --max-concurrency,
+  --ignore-eos, no warm-up requests (the manifests pass no --num-warmups).
+- The result: the page's 'Output Token Throughput' row; where it prints a total beside the
+  per-chip figure ("1996.00 tok/s (499 tok/s/chip)") the total, else the per-chip figure
+  times the chips.
+Pages with only placeholder tables ('xxx') are left out (SKIPPED says which).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+from inferencex_points import SPREAD, mean_len
+from nim_dli_points import write_from_mirror
+
+PREFIX = "tpurecipes-v7x"
+PAGES = {  # page: the commit that last changed its table
+    "inference/ironwood/vLLM/Qwen3-32B/README.md": "467e5563587cf860a56382125cc8ec924bd519e5",
+    "inference/ironwood/vLLM/Qwen3-Coder-480B-A35B/README.md":
+        "abaa76a85f661d839145b718531341df1c583033",
+}  # fmt: skip
+SKIPPED = {  # the other ironwood vLLM pages at the mirror's c8cfe2f (2026-08)
+    "inference/ironwood/vLLM/Qwen3.5-397B/README.md":
+        "the only page that prints TTFT and TPOT, but Qwen3.5's gated delta-net layers are not "
+        "in the zoo",
+    "inference/ironwood/vLLM/GPT-OSS/README-gcs.md": "its results block is placeholders (xxx)",
+    "inference/ironwood/vLLM/GPT-OSS/README-lustre.md": "its results block is placeholders (xxx)",
+    "inference/ironwood/vLLM/Gemma4/README.md": "its results block is placeholders (xxxx)",
+    "inference/ironwood/vLLM/Qwen3-Embedding-8B/README.md": "an embedding model: no generation",
+}  # fmt: skip
+TOPOLOGY = re.compile(r"gke-tpu-topology:\s*(\d+)x(\d+)x(\d+)")
+ARG = re.compile(r"^\s*- '?--([\w-]+)(?:=(.*?))?'?\s*$", flags=re.M)
+CLIENT_ARG = re.compile(r"--([\w-]+)=(\S+)")
+ROW = re.compile(r"^\s*(\d+)k/(\d+)k\s*\|\s*([\d.]+)(?: tok/s \(([\d.]+) tok/s/chip\))?",
+                 flags=re.M)
+TENSOR_CORES_PER_CHIP = 2  # TPU7x: two TensorCores a chip, each a vLLM tensor-parallel rank
+
+
+def page(mirror: str, path: str) -> str:
+    """The page at its commit in PAGES."""
+    return subprocess.run(["git", "-C", mirror, "show", f"{PAGES[path]}:{path}"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+
+
+def server(text: str) -> dict[str, str]:
+    """The vllm-tpu server container's --arguments (before the first workload), and its image."""
+    head = text.split("#### Workload", 1)[0]
+    args = {k: v or "true" for k, v in ARG.findall(head)}
+    image = re.search(r"image:\s*(vllm/vllm-tpu:\S+)", head)
+    args["image"] = image.group(1) if image else ""
+    (x, y, z), = TOPOLOGY.findall(head)
+    args["chips"] = str(int(x) * int(y) * int(z))
+    return args
+
+
+def workloads(text: str) -> dict[str, dict[str, str]]:
+    """Each workload's client arguments, by its name ('1k/1k')."""
+    out = {}
+    for block in text.split("#### Workload ")[1:]:
+        name = block.split(None, 1)[0]
+        out[name] = dict(CLIENT_ARG.findall(block.split("```")[1]))
+    return out
+
+
+def measured(text: str, chips: int) -> dict[str, float]:
+    """The table's output tokens/s of all chips, by workload ('1k/1k')."""
+    out = {}
+    for isl, osl, first, per_chip in ROW.findall(text):
+        total = float(first) if per_chip else float(first) * chips
+        if per_chip:  # the total and the per-chip figure printed together agree
+            assert abs(float(per_chip) * chips - total) <= 0.01 * total, (isl, osl)
+        out[f"{isl}k/{osl}k"] = total
+    return out
+
+
+def page_points(path: str, text: str) -> list[dict[str, Any]]:
+    """One output-throughput point a workload of the page's table."""
+    s = server(text)
+    chips, tp_cores = int(s["chips"]), int(s["tensor-parallel-size"])
+    assert tp_cores == chips * TENSOR_CORES_PER_CHIP, (path, tp_cores, chips)
+    fp8 = '"weight_qtype": "float8_e4m3fn"' in s.get("additional_config", "") and \
+        '"act_qtype": "float8_e4m3fn"' in s.get("additional_config", "")
+    from xpusim.workloads.resolve import resolve
+
+    model = s["model"]
+    resolved = resolve(model)
+    checkpoint = getattr(resolved.workload, "checkpoint", None)  # a quantized repo's formats
+    slug = model.split("/")[-1].lower()
+    out = []
+    for name, value in measured(text, chips).items():
+        c = workloads(text)[name]
+        assert c["random-range-ratio"] == "0.8" and c["dataset-name"] == "random", (path, name)
+        _, prompt = mean_len(int(c["random-input-len"]))
+        _, gen = mean_len(int(c["random-output-len"]))
+        conc, prompts = int(c["max-concurrency"]), int(c["num-prompts"])
+        tag = name.replace("/", "")
+        point = {
+            "id": f"{PREFIX}{chips}-{slug}-{tag}-c{conc}-output",
+            "workload": "llm-serving", "chip": "tpu-v7", "chips": chips, "tp": chips,
+            "model": resolved.where,
+            "precision": "fp8" if fp8 else (checkpoint and checkpoint.compute) or "bf16",
+            "weight_precision": checkpoint and checkpoint.weights,
+            "kv_precision": s["kv-cache-dtype"], "engine": "vllm",
+            "load": {"kind": "concurrency", "value": conc, "requests": prompts, "warmup": 0},
+            "prompt": prompt, "gen": gen, "spread": SPREAD,
+            "metric": "output_tokens_per_s", "stat": "mean", "value": round(value, 2),
+            "unit": "tokens/s",
+            "source": (f"github.com/AI-Hypercomputer/tpu-recipes {path} at {PAGES[path][:12]}, "
+                       f"the table 'Output Token Throughput (tok/s)', row {name}"),
+            "notes": (f"{s['image']} on {chips} TPU7x chip(s) (topology from the node selector): "
+                      f"vllm serve {model} --tensor-parallel-size {tp_cores} (TensorCores) "
+                      f"--max-num-batched-tokens {s['max-num-batched-tokens']} --max-num-seqs "
+                      f"{s['max-num-seqs']} --gpu-memory-utilization "
+                      f"{s['gpu-memory-utilization']} --block-size {s['block-size']} "
+                      f"--kv-cache-dtype {s['kv-cache-dtype']}"
+                      + (" --enable-expert-parallel" if "enable-expert-parallel" in s else "")
+                      + (" --async-scheduling" if "async-scheduling" in s else "")
+                      + (", qwix FP8 weights and activations (quantized at load)" if fp8 else "")
+                      + f"; client InferenceX benchmark_serving.py, random "
+                      f"{c['random-input-len']} in / {c['random-output-len']} out at "
+                      f"--random-range-ratio 0.8 (mean {prompt} / {gen}), {prompts} prompts, "
+                      f"{conc} clients, --ignore-eos."),
+            "engine_profile": "vllm-0.11",
+            "xpusim_setup": (f"vLLM V1 on TPU (tpu-inference): decode-first chunked prefill within "
+                             f"the launch's token budget and batch; KV blocks of "
+                             f"{s['block-size']}; the vllm-0.11 profile's host figures "
+                             f"(measured on GPUs) taken for the TPU host; a TPU7x chip's two "
+                             f"TensorCores, two tensor-parallel ranks to vLLM, are one xpusim "
+                             f"chip (the traffic between them not modelled)"),
+            "token_budget": int(s["max-num-batched-tokens"]),
+            "max_batch": int(s["max-num-seqs"]),
+            "kv_utilization": float(s["gpu-memory-utilization"]),
+            "kv_block": int(s["block-size"]),
+            "host_overlap": "async-scheduling" in s,
+        }  # fmt: skip
+        if "enable-expert-parallel" in s:
+            point["ep"] = chips
+        out.append(point)
+    return out
+
+
+def points(mirror: str) -> list[dict[str, Any]]:
+    """Every page's points, in PAGES' order."""
+    return [p for path in PAGES for p in page_points(path, page(mirror, path))]
+
+
+def main() -> None:
+    write_from_mirror(__doc__, "git directory of AI-Hypercomputer/tpu-recipes", points, PREFIX, 1)
+
+
+if __name__ == "__main__":
+    main()

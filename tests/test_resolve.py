@@ -150,6 +150,18 @@ def test_a_hub_whose_name_resolves_nowhere_is_not_asked(hub_cache, monkeypatch):
     assert not asked
 
 
+def test_a_mirror_endpoint_is_looked_up_at_its_own_port(monkeypatch):
+    """HF_ENDPOINT may name a mirror on a port of its own (or plain http): the address is
+    asked for there, and the hub's own at 443."""
+    from xpusim.workloads.resolve import _resolves
+
+    asked = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port: asked.append((host, port)))
+    assert _resolves("http://mirror.local:8080") and _resolves("http://mirror.local")
+    assert _resolves("https://huggingface.co") and _resolves("")
+    assert asked == [("mirror.local", 8080), ("mirror.local", 80), ("huggingface.co", 443)]
+
+
 def test_a_snapshot_folder_and_a_config_path(tmp_path, monkeypatch):
     folder = tmp_path / "my-model"
     folder.mkdir()

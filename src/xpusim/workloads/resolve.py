@@ -279,11 +279,11 @@ def _resolves(endpoint: str) -> bool:
     connect five times with back-off (1 + 2 + 4 + 8 + 8 s: 23 s measured with no DNS here,
     huggingface_hub 2.4), so where the name resolves nowhere that is said at once; an
     endpoint the client does not state is left to the client."""
-    host = urlparse(endpoint).hostname
-    if not host:
+    url = urlparse(endpoint)
+    if not url.hostname:
         return True
     try:
-        socket.getaddrinfo(host, 443)
+        socket.getaddrinfo(url.hostname, url.port or (80 if url.scheme == "http" else 443))
     except OSError:
         return False
     return True

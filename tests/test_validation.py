@@ -244,6 +244,19 @@ def test_committed_calibrations_match_their_csvs(chip_id, csv_name):
         assert committed.matmul[dtype].fixed_s == pytest.approx(fit.fixed_s)
 
 
+def test_the_v6e_calibration_is_its_two_published_rows():
+    """Trillium's file holds what Google's tpu-recipes microbenchmark README prints on one
+    v6e: an 8192^3 bf16 matmul at 827.5 TFLOP/s (of 918) and a 32 MiB copy at 1,359.6 GB/s
+    (of 1,638); too few shapes to fit a fixed time or an overlap, which stay the chip's."""
+    fitted = calibrate(BENCH / "tpu-v6e-published-microbenchmarks.csv", xpusim.chip("tpu-v6e"))
+    committed = catalog_calibration("tpu-v6e")
+    assert committed is not None and committed.overlap is None and fitted.overlap is None
+    assert committed.matmul["bf16"].efficiency == pytest.approx(827.474382048629 / 918, rel=1e-3)
+    assert committed.matmul["bf16"].fixed_s is None
+    assert committed.memory_efficiency == pytest.approx(fitted.memory_efficiency)
+    assert committed.memory_efficiency == pytest.approx(1359.596 / 1638, rel=1e-3)
+
+
 def test_tpu7x_gemms_are_priced_at_googles_measured_rows_from_1024_cubed():
     """Google's Ironwood GEMMs (bf16, m = n = k, one TensorCore each, a chip's two as batch
     2): the calibrated chip prices 1024^3 to 32768^3 within 8% of them, where the assumed

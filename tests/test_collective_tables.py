@@ -28,7 +28,8 @@ from xpusim.ir.dtypes import DType
 from xpusim.scenarios.llm.graphs import shape_graphs
 from xpusim.scenarios.llm.request import Request
 
-SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200", "hgx-b300", "gb200-nvl72", "mi300x-platform")
+SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200", "hgx-b300", "gb200-nvl72", "mi300x-platform",
+           "tpu-v7-pod")
 KINDS = (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER)
 
 
@@ -106,6 +107,22 @@ def test_rccl_floors_the_mi300x_all_reduce_past_the_xgmi_line():
     assert cost.time_s == pytest.approx(36.68e-6) and cost.algorithm == "measured"
     assert collective_time(mi, Collective.ALL_REDUCE, 2**15, 8).time_s == pytest.approx(13.94e-6)
     assert line.cost(2**15).time_s == pytest.approx(12.1e-6, rel=0.01)
+
+
+def test_googles_all_gather_floors_a_tpu7x_slice_where_the_ici_line_is_too_fast():
+    """Google's Ironwood all-gather on a 2x2x1 slice: the analytic line (each chip's two
+    axes of 2 without wrap-around, one 90 GB/s link each, 1 us a hop) is within 3% of it at
+    134-537 MB a chip but half its time at 2 MB (10.7 against 21.9 us: a fixed ~15 us the
+    line's two hops do not hold), where the measured row now prices it."""
+    from xpusim.hardware.system import system_for
+
+    slice4 = system_for(xpusim.chip("tpu-v7"), 4)
+    line = collective_line(slice4, Collective.ALL_GATHER, 4)
+    small, large = collective_time(slice4, Collective.ALL_GATHER, 2**21, 4), \
+        collective_time(slice4, Collective.ALL_GATHER, 2**29, 4)  # fmt: skip
+    assert line.cost(2**21).time_s == pytest.approx(10.7e-6, rel=0.02)
+    assert small.time_s == pytest.approx(21.92e-6) and small.algorithm == "measured"
+    assert line.cost(2**29).time_s == pytest.approx(large.time_s, rel=0.03)
 
 
 def test_the_serving_path_prices_its_all_reduces_as_collective_time():

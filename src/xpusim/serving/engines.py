@@ -210,6 +210,10 @@ class EngineProfile:
     # the engine's releases it stands for, first and last inclusive ("" last: every later
     # one); () where not stated (engines.toml releases; release_profile reads them)
     releases: tuple[str, ...] = ()
+    # on Google's TPUs every step's tokens pad to powers of two from this size up to the
+    # token budget, its XLA programs' sizes (engines.toml tpu_token_min); 0: not stated
+    tpu_token_min: int = 0
+    tpu_token_source: str = ""
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
@@ -347,6 +351,17 @@ class EngineProfile:
         sizes = {n for first, last, step in self.graph_sizes
                  for n in range(first, last + 1, step) if n <= graph_max}  # fmt: skip
         return sorted(sizes)
+
+    def tpu_buckets(self, vendor: str, token_budget: int) -> list[int]:
+        """The token counts a step pads to on this vendor's chips where the engine compiles
+        one program per size (Google's TPUs: tpu_token_min doubling until one covers the
+        token budget, every step padded); [] elsewhere, where its CUDA-graph sizes apply."""
+        if vendor != "Google" or not self.tpu_token_min:
+            return []
+        sizes = [self.tpu_token_min]
+        while sizes[-1] < token_budget:
+            sizes.append(2 * sizes[-1])
+        return sizes
 
     def padded(self, n: int, sizes: list[int]) -> int:
         """The captured size a step of n runs at: the next one up, or n past the largest."""
@@ -499,6 +514,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.frontend_token_source) == (profile.frontend_token_s > 0) \
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and len(profile.releases) in (0, 2) \
+            and (profile.tpu_token_min > 0) == bool(profile.tpu_token_source) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and bool(profile.kv_none) == bool(profile.kv_none_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \

@@ -284,10 +284,13 @@ def prepare(
         notes.insert(kernels_note, f"engine kernels: {', '.join(used)} (their measurements on "
                      "this chip price ops of this run; engines.toml kernels_source)")  # fmt: skip
     pads = {"tokens": "every step's tokens", "decode": "decode steps' batch", "none": ""}
-    captured = engine.captured or profile.captured(limits.graph_max)
-    graph_pad = engine.graph_pad or profile.graph_pad
+    buckets = [] if engine.captured else profile.tpu_buckets(system.chip.vendor,
+                                                              engine.token_budget)
+    captured = engine.captured or buckets or profile.captured(limits.graph_max)
+    graph_pad = engine.graph_pad or ("tokens" if buckets else profile.graph_pad)
     per_rank = " of each attention-DP rank" if one.dp_attention else ""
-    graphs = (f", CUDA graphs up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
+    compiled = "XLA programs for powers of two of tokens" if buckets else "CUDA graphs"
+    graphs = (f", {compiled} up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
               if graph_pad != "none" and captured else "")  # fmt: skip
     notes.append(error_note(engine.engine, system.chip.id))
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "

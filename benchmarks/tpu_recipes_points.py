@@ -40,8 +40,12 @@ PAGES = {  # page: the commit that last changed its table
 }  # fmt: skip
 SKIPPED = {  # the other ironwood vLLM pages at the mirror's c8cfe2f (2026-08)
     "inference/ironwood/vLLM/Qwen3.5-397B/README.md":
-        "the only page that prints TTFT and TPOT, but Qwen3.5's gated delta-net layers are not "
-        "in the zoo",
+        "the only page that prints TTFT and TPOT, and its model is in the zoo "
+        "(qwen3.5-397b-a17b-fp8), but its launch runs attention data-parallel over the eight "
+        "TensorCores with max-num-seqs and max-num-batched-tokens per DP rank "
+        "(tpu-inference tpu_runner.py: 'The total number of requests is dp_size * "
+        "max_num_seqs'; token paddings up to max_num_batched_tokens x dp_size), where serve's "
+        "attention DP is over chips; that mapping was not made",
     "inference/ironwood/vLLM/GPT-OSS/README-gcs.md": "its results block is placeholders (xxx)",
     "inference/ironwood/vLLM/GPT-OSS/README-lustre.md": "its results block is placeholders (xxx)",
     "inference/ironwood/vLLM/Gemma4/README.md": "its results block is placeholders (xxxx)",

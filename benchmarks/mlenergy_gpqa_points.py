@@ -32,11 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 from itertools import pairwise
 from typing import Any
 
-from nim_dli_points import PUBLISHED, write
+from nim_dli_points import PUBLISHED, show, write
 
 LB_COMMIT = "0cd52dab897c5d91a45f4d413038f3b8b4251b0f"  # 2026-02-27, leaderboard data v3.0
 BM_COMMIT = "bc2cb39d7510cbd0fbd16ed93d4e9edc7e1b0361"  # 2025-11-27, benchmark configs
@@ -100,12 +99,6 @@ GAP = (
     "198 requests are under two waves of max_num_seqs (64 and up) most tokens are those of "
     "one wave that started together, in both; prompt lengths are assumed ({prompt} tokens)"
 )
-
-
-def show(mirror: str, commit: str, path: str) -> str:
-    """A file of the repository at a commit."""
-    return subprocess.run(["git", "-C", mirror, "show", f"{commit}:{path}"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
 
 
 def runs(leaderboard: str, hub: str) -> dict[str, Any]:

@@ -217,6 +217,13 @@ def points(all_rows: list[dict[str, str]]) -> list[dict[str, Any]]:
     return out
 
 
+def show(mirror: str, commit: str, path: str) -> str:
+    """A file of a git mirror at a commit (the point writers of this folder read their pages
+    with it)."""
+    return subprocess.run(["git", "-C", mirror, "show", f"{commit}:{path}"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+
+
 def write(pts: list[dict[str, Any]], prefix: str = PREFIX) -> None:
     """Replace published.json's points of `prefix` by pts (or put them just before the
     inferencex- block), in the file's layout, leaving every other line as it was (also

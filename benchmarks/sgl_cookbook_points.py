@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from typing import Any
 
-from nim_dli_points import write_from_mirror
+from nim_dli_points import show, write_from_mirror
 
 from xpusim.serving.engines import release_profile
 
@@ -90,12 +89,6 @@ GAP = (
     "answers may include 0-token ones, which serve's floor of 1 does not give); {ok} requests "
     "of {conc} clients: the loop's ramp and drain are part of the medians"
 )
-
-
-def page(mirror: str, path: str) -> str:
-    """The page at its commit in PAGES."""
-    return subprocess.run(["git", "-C", mirror, "show", f"{PAGES[path]}:{path}"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
 
 
 def flags(command: str) -> dict[str, str]:
@@ -198,7 +191,7 @@ def slug(launched: str) -> str:
 
 def points(mirror: str) -> list[dict[str, Any]]:
     """Every page's points (page_points), in PAGES' order."""
-    return [p for path in PAGES for p in page_points(path, page(mirror, path))]
+    return [p for path in PAGES for p in page_points(path, show(mirror, PAGES[path], path))]
 
 
 def page_points(path: str, text: str) -> list[dict[str, Any]]:

@@ -26,11 +26,10 @@ Pages with only placeholder tables ('xxx') are left out (SKIPPED says which).
 from __future__ import annotations
 
 import re
-import subprocess
 from typing import Any
 
 from inferencex_points import SPREAD, mean_len
-from nim_dli_points import write_from_mirror
+from nim_dli_points import show, write_from_mirror
 
 PREFIX = "tpurecipes-v7x"
 PAGES = {  # page: the commit that last changed its table
@@ -57,12 +56,6 @@ CLIENT_ARG = re.compile(r"--([\w-]+)=(\S+)")
 ROW = re.compile(r"^\s*(\d+)k/(\d+)k\s*\|\s*([\d.]+)(?: tok/s \(([\d.]+) tok/s/chip\))?",
                  flags=re.M)
 TENSOR_CORES_PER_CHIP = 2  # TPU7x: two TensorCores a chip, each a vLLM tensor-parallel rank
-
-
-def page(mirror: str, path: str) -> str:
-    """The page at its commit in PAGES."""
-    return subprocess.run(["git", "-C", mirror, "show", f"{PAGES[path]}:{path}"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
 
 
 def server(text: str) -> dict[str, str]:
@@ -164,7 +157,7 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
 
 def points(mirror: str) -> list[dict[str, Any]]:
     """Every page's points, in PAGES' order."""
-    return [p for path in PAGES for p in page_points(path, page(mirror, path))]
+    return [p for path in PAGES for p in page_points(path, show(mirror, PAGES[path], path))]
 
 
 def main() -> None:

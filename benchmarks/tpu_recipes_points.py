@@ -55,7 +55,8 @@ ARG = re.compile(r"^\s*- '?--([\w-]+)(?:=(.*?))?'?\s*$", flags=re.M)
 CLIENT_ARG = re.compile(r"--([\w-]+)=(\S+)")
 ROW = re.compile(r"^\s*(\d+)k/(\d+)k\s*\|\s*([\d.]+)(?: tok/s \(([\d.]+) tok/s/chip\))?",
                  flags=re.M)
-TENSOR_CORES_PER_CHIP = 2  # TPU7x: two TensorCores a chip, each a vLLM tensor-parallel rank
+TENSOR_CORES_PER_CHIP = 2  # TPU7x: two TensorCores a chip (catalog tpu-v7.toml, tpu_info),
+# each a JAX device and so a vLLM tensor-parallel rank
 
 
 def server(text: str) -> dict[str, str]:
@@ -94,8 +95,8 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
     s = server(text)
     chips, tp_cores = int(s["chips"]), int(s["tensor-parallel-size"])
     assert tp_cores == chips * TENSOR_CORES_PER_CHIP, (path, tp_cores, chips)
-    fp8 = '"weight_qtype": "float8_e4m3fn"' in s.get("additional_config", "") and \
-        '"act_qtype": "float8_e4m3fn"' in s.get("additional_config", "")
+    qwix = s.get("additional_config", "")
+    fp8 = '"weight_qtype": "float8_e4m3fn"' in qwix and '"act_qtype": "float8_e4m3fn"' in qwix
     from xpusim.workloads.resolve import resolve
 
     model = s["model"]

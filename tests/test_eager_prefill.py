@@ -105,7 +105,9 @@ def test_a_release_names_one_profile_and_an_unstated_one_is_refused_with_the_ran
     default) is sglang-0.5.6, 0.5.9 and every later release sglang, whatever the text
     around the numbers; a release no profile states is refused, naming the ranges."""
     from xpusim.errors import UserError
-    from xpusim.serving.engines import engines, lineage, release_profile
+    from itertools import pairwise
+
+    from xpusim.serving.engines import _release, engines, lineage, release_profile
 
     assert release_profile("sglang", "0.5.0") == "sglang-0.5.6"
     assert release_profile("sglang", "0.5.6.post2") == "sglang-0.5.6"
@@ -116,7 +118,9 @@ def test_a_release_names_one_profile_and_an_unstated_one_is_refused_with_the_ran
     with pytest.raises(UserError, match=r"0\.4\.3.*" + ranges):
         release_profile("sglang", "0.4.3")
     stated = [p.releases for n, p in engines().items() if "sglang" in lineage(n) and p.releases]
-    assert len(stated) == 2  # no two of one engine's ranges overlap: each release has one
+    assert len(stated) == 2
+    spans = sorted((_release(first), _release(last) if last else (99,)) for first, last in stated)
+    assert all(a[1] < b[0] for a, b in pairwise(spans)), spans  # each release has one
 
 
 def test_the_host_floor_applies_only_where_the_profile_says_eager():

@@ -104,9 +104,9 @@ def test_a_release_names_one_profile_and_an_unstated_one_is_refused_with_the_ran
     """engines.toml `releases`: SGLang 0.5.0-0.5.8 (before piecewise CUDA graphs were its
     default) is sglang-0.5.6, 0.5.9 and every later release sglang, whatever the text
     around the numbers; a release no profile states is refused, naming the ranges."""
-    from xpusim.errors import UserError
     from itertools import pairwise
 
+    from xpusim.errors import UserError
     from xpusim.serving.engines import _release, engines, lineage, release_profile
 
     assert release_profile("sglang", "0.5.0") == "sglang-0.5.6"

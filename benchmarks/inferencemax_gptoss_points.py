@@ -14,9 +14,9 @@ on output throughput.
 
 Kept (KEPT): gpt-oss-120b on one node, no disaggregation, no attention data parallelism
 (TensorRT-LLM's attention-DP balancer settings of these runs were not read), at the newest
-image of each engine: vLLM v0.13.0 on B200, H100 and H200 (on Hopper, 0.12 and later run
-gpt-oss's experts on OpenAI's triton_kernels, which a table prices; the v0.11.2 image has no
-triton_kernels and runs Marlin, which none does), TensorRT-LLM 1.2.0rc2 on B200 and ATOM
+image of each engine: vLLM v0.13.0 on B200, H100 and H200 (on Hopper the launches of that
+image set VLLM_MXFP4_USE_MARLIN=1, so gpt-oss's experts ran on vLLM's Marlin MoE, not the
+Triton kernel that is vLLM's default there: MARLIN), TensorRT-LLM 1.2.0rc2 on B200 and ATOM
 0.1.1 on MI355X (AITER's A16W4 fused MoE, which a table prices); at CONCURRENCIES. Not kept:
 the GB200 Dynamo runs (prefill and decode on separate workers).
 
@@ -55,6 +55,13 @@ KEPT = {
     ("mi355x", "atom", "rocm/atom:rocm7.1.1-ubuntu24.04-pytorch2.9-atom0.1.1-MI350x"): "mi355x",
 }
 """(hw, framework, image) of the rows kept -> xpusim's chip."""
+MARLIN = ("VLLM_MXFP4_USE_MARLIN=1, the MXFP4 experts on vLLM's Marlin MoE (added with the "
+          "v0.13.0 image, InferenceX PR #327 of 2026-01-02, 'Fix H100/H200 perf regression'; "
+          "perf-changelog.yaml: 'Add VLLM_MXFP4_USE_MARLIN=1 to H100 and H200 benchmark "
+          "scripts')")
+"""What the Hopper launches of the v0.13.0 image set besides vLLM's flags (commit 4e52ed4c of
+github.com/SemiAnalysisAI/InferenceX, benchmarks/gptoss_fp4_h100_docker.sh and
+gptoss_fp4_h200_slurm.sh; still there at fba01e75): the points take moe_backend MARLIN."""
 ENGINE = {"vllm": "vllm", "trt": "trtllm", "atom": "atom"}
 """The record's framework -> xpusim's engine."""
 PROFILE = {"vllm": "vllm-0.11", "trt": "trtllm", "atom": "atom"}
@@ -73,7 +80,7 @@ LAUNCH = {
     "vllm-hopper": (
         "vllm serve openai/gpt-oss-120b --tensor-parallel-size TP --max-num-seqs C with "
         "async-scheduling, no-enable-prefix-caching, max-cudagraph-capture-size 2048, "
-        "max-num-batched-tokens 8192, the KV cache in the model's dtype "
+        f"max-num-batched-tokens 8192, the KV cache in the model's dtype, and {MARLIN} "
         "(benchmarks/gptoss_fp4_h100_docker.sh, gptoss_fp4_h200_slurm.sh)"),
     "atom": (
         "python3 -m atom.entrypoints.openai_server --model openai/gpt-oss-120b -tp TP "
@@ -164,6 +171,8 @@ def setup(r: dict[str, Any]) -> dict[str, Any]:
     else:
         out |= {"max_batch": 512 if b200 else conc, "kv_utilization": 0.9,
                 "host_overlap": True}  # fmt: skip
+        if not b200:
+            out["moe_backend"] = "MARLIN"  # the launch's VLLM_MXFP4_USE_MARLIN=1 (MARLIN)
         if b200:
             out["moe_input"] = "mxfp8"
             if tp > 1:  # the launch's fuse_allreduce_rms (LAUNCH["vllm-b200"])

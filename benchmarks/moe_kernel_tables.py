@@ -116,6 +116,8 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
+import numpy as np
+
 from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
 OUT = KERNEL_TABLES / "moe/nvidia-trtllm.toml"
@@ -206,6 +208,20 @@ _FLASHINFER = ("0.24.0",
                "w4a16_mxfp4", "flashinfer-mxfp4-bf16-moe")
 VLLM_MXFP4 = {"h100_sxm": _TRITON, "h200_sxm": _TRITON, "b200_sxm": _FLASHINFER,
               "b300_sxm": _FLASHINFER, "gb200": _FLASHINFER}
+MARLIN = ("0.24.0", "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+          (3584, 3072, 896, 16))
+"""vLLM's Marlin MXFP4 MoE on Hopper (VLLM_MXFP4_USE_MARLIN=1): the version, kernel_source
+and shape (hidden, inter, experts, topk) of the only Marlin MXFP4 rows aiconfigurator timed on
+an H100 and an H200 (a compressed-tensors MXFP4 checkpoint, which vLLM runs through the same
+MarlinExperts on SM90), from which marlin_table takes Marlin's compute rate."""
+MARLIN_SPLITS = ((1, 1), (2, 1), (4, 1), (8, 1))
+"""(moe_tp, moe_ep) of the Marlin rows: vLLM's experts split over TP alone, as the InferenceMAX
+launches that set VLLM_MXFP4_USE_MARLIN ran them (TP 1-8, no --enable-expert-parallel)."""
+MARLIN_COMPUTE_FROM = 4096
+"""Tokens from which the Marlin rows of MARLIN's shape are compute bound: their 896 experts'
+15.7 GB of MXFP4 weights stream in 4.7 ms on an H100 at one rank, and from 4,096 tokens (73
+tokens an expert) their time grows with the tokens at 150-230 TFLOP/s (28.9 ms at 4,096, 75.4
+at 16,384), where below it the time follows the weights (5.8 ms from 64 to 384 tokens)."""
 VLLM_KERNELS = {
     "vllm-triton-mxfp4-moe": "OpenAI's triton_kernels matmul_ogs (routing, gate_up + SwiGLU, "
                              "down, the weights dequantized to BF16 in the kernel)",
@@ -353,6 +369,64 @@ def vllm_table(chip_dir: str, mirror: Mirror) -> str:
         rows, engine=("vllm", "vLLM"), kernel=kernel)  # fmt: skip
 
 
+def marlin_rate(chip_dir: str, mirror: Mirror) -> dict[tuple[int, int], float]:
+    """Marlin's compute rate (FLOP/s) on a chip, per (moe_tp, moe_ep) of MARLIN_SPLITS: the
+    median over MARLIN's balanced rows from MARLIN_COMPUTE_FROM tokens of the two expert GEMMs'
+    FLOPs (2 x pairs x 3 x hidden x inter / tp) over the measured time."""
+    version, kernel_source, (hidden, inter, experts, topk) = MARLIN
+    rates: dict[tuple[int, int], list[float]] = {}
+    for r in mirror.read(f"{chip_dir}/moe/vllm/{version}/moe_perf.parquet").records():
+        split = (r["moe_tp_size"], r["moe_ep_size"])
+        if (r["kernel_source"], r["distribution"], (r["hidden_size"], r["inter_size"],
+                r["num_experts"], r["topk"])) == (kernel_source, "balanced",
+                (hidden, inter, experts, topk)) and split in MARLIN_SPLITS \
+                and r["num_tokens"] >= MARLIN_COMPUTE_FROM:  # fmt: skip
+            flops = 2 * r["num_tokens"] * topk * 3 * hidden * inter / split[0]
+            rates.setdefault(split, []).append(flops / (r["latency"] * 1e-3))
+    return {split: float(np.median(found)) for split, found in rates.items()}
+
+
+def marlin_table(chip_dir: str, mirror: Mirror) -> str:
+    """vLLM's Marlin MXFP4 MoE at gpt-oss's shapes on a Hopper chip, backend MARLIN: rows
+    derived, not measured, as no one timed Marlin at those shapes. Each row is the Triton
+    kernel's measured row of the same tokens, shape and split (VLLM_MXFP4), or the two expert
+    GEMMs' FLOPs at Marlin's measured compute rate on that chip and split (marlin_rate),
+    whichever is longer: Marlin streams the weights as fast as Triton (at 16-128 token-expert
+    pairs, where both are bound by the experts' bytes, Marlin's rows of MARLIN's shape reach
+    0.51-0.76 of the H100's bandwidth roofline and Triton's of gpt-oss-120b's 0.52-0.74), and
+    computes at its own rate, about 0.2 of the BF16 peak where Triton reaches 0.55 (Marlin's
+    mma.sync tiles, Ampere's, against Triton's Hopper ones)."""
+    chip_id = VERSIONS[chip_dir][0]
+    version, kernel_source, moe_dtype, _ = VLLM_MXFP4[chip_dir]
+    rate = marlin_rate(chip_dir, mirror)
+    measured = mirror.read(f"{chip_dir}/moe/vllm/{version}/moe_perf.parquet")
+    rows = []
+    for r in measured.records():
+        shape = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"])
+        split = (r["moe_tp_size"], r["moe_ep_size"])
+        if (r["kernel_source"], r["moe_dtype"], r["distribution"]) == (
+                kernel_source, moe_dtype, "balanced") and shape in SHAPES \
+                and split in rate:  # fmt: skip
+            flops = 2 * r["num_tokens"] * shape[3] * 3 * shape[0] * shape[1] / split[0]
+            us = max(r["latency"] * 1e3, flops / rate[split] * 1e6)
+            rows.append([r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split, us])
+    rows.sort(key=lambda row: (row[1:-1], row[0]))
+    marlin_shape = ", ".join(map(str, MARLIN[2]))
+    rates = "; ".join(f"TP {tp}: {rate[(tp, ep)] / 1e12:.0f}" for tp, ep in sorted(rate))
+    return table_toml(
+        f"derived-vllm-moe-w4a16-mxfp4-marlin-{chip_id}", "moe", "bf16", "mxfp4", chip_id,
+        version, f"moe_dtype w4a16_mxfp4, {kernel_source} and {MARLIN[1]}, balanced routing",
+        measured,
+        f"{chip_id}, vLLM {version} fused MoE of gpt-oss's MXFP4 experts through Marlin "
+        f"(VLLM_MXFP4_USE_MARLIN=1: MarlinExperts, the weights dequantized to BF16 in the "
+        f"kernel, BF16 activations). DERIVED, NOT MEASURED at these shapes: each row is the "
+        f"longer of the Triton kernel's measured row ({kernel_source}) and the two expert "
+        f"GEMMs' FLOPs at Marlin's compute rate, the median TFLOP/s of Marlin's rows of "
+        f"(hidden, inter, experts, topk) = ({marlin_shape}) from {MARLIN_COMPUTE_FROM} tokens "
+        f"on this chip ({rates}); benchmarks/moe_kernel_tables.py marlin_table says why",
+        rows, engine=("vllm", "vLLM"), backend="MARLIN", window=True)  # fmt: skip
+
+
 def main() -> int:
     args = arguments(__doc__, OUT).parse_args()
     mirror = Mirror.of(args)
@@ -403,6 +477,8 @@ def main() -> int:
                        for own in SGLANG_OWN[chip_dir][1] for f in own.formats]
         if chip_dir in VLLM_MXFP4:
             tables.append(vllm_table(chip_dir, mirror))
+        if VLLM_MXFP4.get(chip_dir) == _TRITON:
+            tables.append(marlin_table(chip_dir, mirror))
     write(args.out, header, tables)
     return 0
 

@@ -47,7 +47,7 @@ def test_a_record_is_three_points_at_the_clients_lengths():
     ("b200", "vllm", {"engine_profile": "vllm-0.11", "kv_precision": "fp8", "max_batch": 512,
                       "moe_input": "mxfp8", "kv_utilization": 0.9, "host_overlap": True}),
     ("h200", "vllm", {"engine_profile": "vllm-0.11", "kv_precision": "bf16", "max_batch": 16,
-                      "host_overlap": True}),
+                      "host_overlap": True, "moe_backend": "MARLIN"}),
     ("b200-trt", "trt", {"engine_profile": "trtllm", "kv_precision": "fp8", "max_batch": 512,
                          "token_budget": 20000, "kv_utilization": 0.85,
                          "moe_backend": "TRTLLM", "graph_pad": "decode",
@@ -58,6 +58,16 @@ def test_each_launch_as_its_recipe_states(hw, framework, expected):
     assert {k: setup[k] for k in expected} == expected
     assert (setup["precision"], setup["weight_precision"]) == ("bf16", "mxfp4")
     assert ("moe_input" in setup) == (hw == "b200")  # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8
+    assert (setup.get("moe_backend") == "MARLIN") == (hw in ("h100", "h200"))  # the launches'
+    # VLLM_MXFP4_USE_MARLIN=1
+
+
+def test_the_hopper_launches_say_they_ran_marlin():
+    """The v0.13.0 Hopper launches set VLLM_MXFP4_USE_MARLIN=1 (InferenceX PR #327): a
+    point's notes say so beside its moe_backend."""
+    ttft = im.points([_record("h100", "vllm")])[0]
+    assert "VLLM_MXFP4_USE_MARLIN=1" in ttft["notes"] and "moe_backend MARLIN" in ttft[
+        "xpusim_setup"]
 
 
 def test_the_committed_points_are_the_scripts():

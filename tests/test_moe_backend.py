@@ -59,6 +59,61 @@ def test_a_backend_without_a_table_keeps_the_default_one():
     assert _expert_layer_s("DEEPGEMM", 1024) == _expert_layer_s(None, 1024)
 
 
+def _toml_rows(name: str) -> dict[tuple, float]:
+    """A table of moe/nvidia-trtllm.toml by name: its rows, keyed by all but the time."""
+    import tomllib
+
+    from xpusim.cost.kernel_tables import TABLES_DIR
+
+    data = tomllib.loads((TABLES_DIR / "moe/nvidia-trtllm.toml").read_text())
+    table = next(t for t in data["table"] if t["name"] == name)
+    return {tuple(r[:-1]): r[-1] for r in table["rows"]}
+
+
+@pytest.mark.parametrize("chip", ["h100-sxm", "h200-sxm"])
+def test_the_marlin_rows_are_tritons_or_marlins_compute_rate(chip):
+    """vLLM's Marlin MXFP4 MoE at gpt-oss's shapes (backend MARLIN) is derived, not measured
+    (benchmarks/moe_kernel_tables.py marlin_table): each row is the Triton kernel's measured
+    row of the same key, or the two expert GEMMs' FLOPs at one Marlin compute rate per split,
+    whichever is longer. So decode batches cost Triton's, and an 8k-token prompt's layer at
+    TP 2 about twice Triton's."""
+    marlin = _toml_rows(f"derived-vllm-moe-w4a16-mxfp4-marlin-{chip}")
+    triton = _toml_rows(f"aiconfigurator-vllm-moe-w4a16-mxfp4-{chip}")
+    common = marlin.keys() & triton.keys()  # the Triton table keeps TP 1 and 4 of TP 1-8
+    assert len(common) > 100 and {key[5] for key in marlin} == {1, 2, 4, 8}
+    rates: dict[tuple, list[float]] = {}
+    for key in common:
+        tokens, hidden, inter, topk, _, tp, _ = key
+        assert marlin[key] >= triton[key] * (1 - 5e-4)  # 4 significant digits written
+        if marlin[key] > triton[key] * (1 + 5e-4):
+            rates.setdefault((inter, tp), []).append(
+                2 * tokens * topk * 3 * hidden * inter / tp / (marlin[key] * 1e-6))
+        if tokens <= 64:
+            assert marlin[key] == triton[key]
+    assert rates
+    for found in rates.values():
+        assert max(found) / min(found) < 1.001  # one rate a split: FLOPs / it
+        assert 1.5e14 < found[0] < 2.3e14  # Marlin on Hopper: about 0.2 of BF16 peak
+    prefill = (8192, 2880, 2880, 4, 128, 4, 1)
+    assert marlin[prefill] > 1.9 * triton[prefill]
+
+
+def test_marlin_prices_a_long_prompt_s_experts_slower_than_triton():
+    """gpt-oss-120b on 4 H100s under vLLM (TP 4, a split both tables hold rows of): with
+    --moe-backend MARLIN (the InferenceMAX launches' VLLM_MXFP4_USE_MARLIN=1) an 8k-token
+    prompt's TTFT grows by the experts' slower compute, one client's decode stays within
+    1%."""
+    def served(backend: str | None) -> tuple[float, float]:
+        result = xpusim.serve("gpt-oss-120b", "h100-sxm", chips=4, tp=4, engine="vllm-0.11",
+                              concurrency=1, prompt=8192, gen=64, requests=2,
+                              moe_backend=backend)  # fmt: skip
+        return result.ttft_s.mean, result.tpot_s.mean
+
+    (marlin_ttft, marlin_tpot), (triton_ttft, triton_tpot) = served("MARLIN"), served(None)
+    assert marlin_ttft > 1.4 * triton_ttft
+    assert marlin_tpot == pytest.approx(triton_tpot, rel=0.01)
+
+
 def test_an_unknown_backend_is_refused_by_name():
     with pytest.raises(UserError, match="WIDEEP"):
         xpusim.simulate("deepseek-r1", "b200", batch=8, moe_backend="wide-ep", **R1)

@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 from xpusim.workloads.defaults import GEN_TOKENS, PROMPT_TOKENS
 
 PRECISIONS = ("nvfp4", "mxfp4", "int8", "fp8", "bf16", "fp16", "fp32")
-MOE_BACKENDS = ("CUTLASS", "TRTLLM", "WIDEEP", "DEEPGEMM")
+MOE_BACKENDS = ("CUTLASS", "TRTLLM", "WIDEEP", "DEEPGEMM", "MARLIN")
 """TensorRT-LLM's MoE backends (tensorrt_llm/llmapi/llm_args.py MoeConfig.backend, 1.0-1.3):
 CUTLASS the default fused MoE, TRTLLM its trtllm-gen min-latency kernels, WIDEEP the wide
-expert-parallel module (its own all-to-all, optional EPLB), DEEPGEMM DeepGEMM's grouped GEMMs.
-Each prices the routed experts with its own measured table where the chip has one
+expert-parallel module (its own all-to-all, optional EPLB), DEEPGEMM DeepGEMM's grouped GEMMs;
+and MARLIN, vLLM's Marlin MoE kernels (VLLM_MXFP4_USE_MARLIN=1 on Hopper, where vLLM's MXFP4
+default is Triton). Each prices the routed experts with its own measured table where the chip has one
 (cost/kernel_tables.py)."""
 
 
@@ -58,9 +59,10 @@ class RunOptions:
                                       "when not --precision (an FP8 cache beside nvfp4 "
                                       "GEMMs).", "choice", choices=PRECISIONS)
     moe_backend: str | None = option(None, "LLM inference: the engine's MoE backend "
-                                     "(TensorRT-LLM's moe_backend), whose measured kernels "
-                                     "price the routed experts where the chip has a table of "
-                                     "it (default: CUTLASS's).", "choice", choices=MOE_BACKENDS)
+                                     "(TensorRT-LLM's moe_backend; MARLIN: vLLM's "
+                                     "VLLM_MXFP4_USE_MARLIN=1), whose kernels price the routed "
+                                     "experts where the chip has a table of it (default: "
+                                     "CUTLASS's).", "choice", choices=MOE_BACKENDS)
     mode: str = option("inference", "", "choice", choices=("inference", "training"),
                        show_default=True)
     chips: int | None = option(None, "Chips in the system; on a chip id, builds its default "

@@ -117,7 +117,6 @@ import sys
 from typing import NamedTuple
 
 import numpy as np
-
 from aiconfigurator_data import KERNEL_TABLES, Measured, Mirror, arguments, table_toml, write
 
 OUT = KERNEL_TABLES / "moe/nvidia-trtllm.toml"

@@ -22,7 +22,7 @@ MOE_BACKENDS = ("CUTLASS", "TRTLLM", "WIDEEP", "DEEPGEMM", "MARLIN")
 CUTLASS the default fused MoE, TRTLLM its trtllm-gen min-latency kernels, WIDEEP the wide
 expert-parallel module (its own all-to-all, optional EPLB), DEEPGEMM DeepGEMM's grouped GEMMs;
 and MARLIN, vLLM's Marlin MoE kernels (VLLM_MXFP4_USE_MARLIN=1 on Hopper, where vLLM's MXFP4
-default is Triton). Each prices the routed experts with its own measured table where the chip has one
+default is Triton). Each prices the routed experts with its own table where the chip has one
 (cost/kernel_tables.py)."""
 
 

@@ -423,7 +423,8 @@ def marlin_table(chip_dir: str, mirror: Mirror) -> str:
         f"GEMMs' FLOPs at Marlin's compute rate, the median TFLOP/s of Marlin's rows of "
         f"(hidden, inter, experts, topk) = ({marlin_shape}) from {MARLIN_COMPUTE_FROM} tokens "
         f"on this chip ({rates}); benchmarks/moe_kernel_tables.py marlin_table says why",
-        rows, engine=("vllm", "vLLM"), backend="MARLIN", window=True)  # fmt: skip
+        rows, engine=("vllm", "vLLM"), backend="MARLIN", window=True,
+        extra={"derived": True})  # fmt: skip
 
 
 def main() -> int:

@@ -77,6 +77,9 @@ def test_the_marlin_rows_are_tritons_or_marlins_compute_rate(chip):
     row of the same key, or the two expert GEMMs' FLOPs at one Marlin compute rate per split,
     whichever is longer. So decode batches cost Triton's, and an 8k-token prompt's layer at
     TP 2 about twice Triton's."""
+    derived = {t.name for t in all_tables() if t.derived}
+    assert derived == {"derived-vllm-moe-w4a16-mxfp4-marlin-h100-sxm",
+                       "derived-vllm-moe-w4a16-mxfp4-marlin-h200-sxm"}  # the rest measured
     marlin = _toml_rows(f"derived-vllm-moe-w4a16-mxfp4-marlin-{chip}")
     triton = _toml_rows(f"aiconfigurator-vllm-moe-w4a16-mxfp4-{chip}")
     common = marlin.keys() & triton.keys()  # the Triton table keeps TP 1 and 4 of TP 1-8

@@ -145,6 +145,11 @@ Tables are of a kind, the op family they price; an op tries the kinds its rule l
   tokens, heads, qk head_dim, v head_dim, microseconds], FLOPs 2 x heads x (qk + v) x the
   causal pairs; `scope` is the format of the decompressed keys (op_table.is_mla_prefill).
 
+Derived rows: a table whose rows no one measured at its shapes, built from measurements of
+another shape by a stated rule, says so (`derived = true`, the rule in its conditions), and
+`xpusim chip` lists it as derived, not measured: vLLM's Marlin MXFP4 MoE at gpt-oss's shapes
+(benchmarks/moe_kernel_tables.py marlin_table). It prices as any table does.
+
 A window: a table that timed its kernels over part of the M and of the shapes an op may
 have says so (`window = true`) and prices only ops of its rows' shapes (row_shapes), up to
 the largest M its rows reach, with the curve of the table found after it above; an op of
@@ -301,6 +306,8 @@ class KernelTable:
     # sequence (module docstring, "One sequence's stream"); 0 where it has none
     split: SplitLayout | None = None  # an mla_decode kernel's fixed split of each sequence
     # over the CUs (module docstring, "A fixed split"); None where it has none
+    derived: bool = False  # rows derived from measurements of other shapes, not measured
+    # themselves (`derived = true`; its conditions say how): `xpusim chip` says "derived"
 
     @cached_property
     def _grids(self) -> dict[tuple[float, ...] | None, tuple[np.ndarray, float]]:
@@ -929,8 +936,10 @@ def _table(entry: dict, path: Path) -> KernelTable:
         engine = " ".join(str(entry[key]) for key in ("engine", "engine_version") if key in entry)
         backend, kernel = entry.get("backend", DEFAULT_MOE_BACKEND), str(entry.get("kernel", ""))
         window, shapes = entry.get("window", False), row_shapes(rows, entry["kind"])
-        if not isinstance(window, bool):
-            raise ValueError(f"window {window!r}: true or false")
+        derived = entry.get("derived", False)
+        for flag, value in (("window", window), ("derived", derived)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} {value!r}: true or false")
         if window and not shapes:  # a window prices only its rows' shapes: here, no op
             raise ValueError(f"window: a {entry['kind']} table's rows name no shape; only "
                              "gemm, moe, decode_attention and mla_decode tables may have one")
@@ -949,7 +958,7 @@ def _table(entry: dict, path: Path) -> KernelTable:
             kernel=kernel, window=window,
             sequences=rows[:, 0] if entry["kind"] == "decode_attention" else None,
             stream_s_per_byte=stream_s_per_byte,
-            split=None if split is None else SplitLayout.parse(split),
+            split=None if split is None else SplitLayout.parse(split), derived=derived,
         )  # fmt: skip
     except KeyError as e:
         raise UserError(f"{where}: missing field {e}") from None

@@ -79,7 +79,8 @@ def chip_table(chip: Chip) -> Table:
     for path in replaced.keys() - shown:  # fitted where the chip file assumes nothing
         add(path, f"{replaced[path]} *", "calibrated", "", "")
     for kernels in tables_for_chip(chip.id):  # measured kernels' floor (cost/kernel_tables.py)
-        add(*kernels.describe(), "measured", kernels.source, kernels.conditions)
+        add(*kernels.describe(), "derived" if kernels.derived else "measured", kernels.source,
+            kernels.conditions)  # fmt: skip
     for timed in op_times_for_chip(chip.id):  # an engine's kernel chain (cost/op_times.py)
         add(*timed.describe(), "measured", timed.source, timed.conditions)
     return table

@@ -37,14 +37,16 @@ PAGES = {  # page: the commit that last changed its table
     "inference/ironwood/vLLM/Qwen3-Coder-480B-A35B/README.md":
         "abaa76a85f661d839145b718531341df1c583033",
 }  # fmt: skip
+DP_PAGES = {  # page: (the commit of its result blocks, its server manifest)
+    "inference/ironwood/vLLM/Qwen3.5-397B/README.md": (
+        "976253b6b6116f167c571a233b6141dcd7576205",
+        "inference/ironwood/vLLM/Qwen3.5-397B/qwen3_5-server.yaml"),
+}  # fmt: skip
+"""Pages whose server runs attention data parallelism, read from the client's own result
+blocks (dp_page_points): Qwen3.5-397B at 976253b printed every workload's mean, median and
+P99 TTFT and TPOT beside its throughput; the next commit, 4a26f96 of the same day, kept the
+throughput table alone (the same figures)."""
 SKIPPED = {  # the other ironwood vLLM pages at the mirror's c8cfe2f (2026-08)
-    "inference/ironwood/vLLM/Qwen3.5-397B/README.md":
-        "the only page that prints TTFT and TPOT, and its model is in the zoo "
-        "(qwen3.5-397b-a17b-fp8), but its launch runs attention data-parallel over the eight "
-        "TensorCores with max-num-seqs and max-num-batched-tokens per DP rank "
-        "(tpu-inference tpu_runner.py: 'The total number of requests is dp_size * "
-        "max_num_seqs'; token paddings up to max_num_batched_tokens x dp_size), where serve's "
-        "attention DP is over chips; that mapping was not made",
     "inference/ironwood/vLLM/GPT-OSS/README-gcs.md": "its results block is placeholders (xxx)",
     "inference/ironwood/vLLM/GPT-OSS/README-lustre.md": "its results block is placeholders (xxx)",
     "inference/ironwood/vLLM/Gemma4/README.md": "its results block is placeholders (xxxx)",
@@ -156,9 +158,118 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
     return out
 
 
+RESULT = re.compile(r"^#### Workload [A-Z] \((\d+k/\d+k)\):\s*```(.*?)```", flags=re.M | re.S)
+CLIENT = re.compile(r"^### Workload [A-Z]:[^\n]*\((\d+k/\d+k)\)(.*?)(?=^### |\Z)",
+                    flags=re.M | re.S)
+STATS = {"Mean": ("mean", ""), "Median": ("p50", "-p50"), "P99": ("p99", "-p99")}
+"""The client's statistics -> a point's stat and id suffix."""
+FIELD = re.compile(r"^(Mean|Median|P99) (TTFT|TPOT) \(ms\): ([\d.]+)", flags=re.M)
+THROUGHPUT = re.compile(r"^Output token throughput \(tok/s\): ([\d.]+)", flags=re.M)
+
+
+def attention_dp_ranks(tp_cores: int, kv_heads: int, head_dim: int, kv_itemsize: int) -> int:
+    """tpu-inference's attention-DP size (tpu_inference/layers/common/sharding.py
+    ShardingConfigManager.from_vllm_config under enable_dp_attention, at c539adc and HEAD):
+    the tensor-parallel devices over the KV heads one device's cache packs, packing
+    4 // itemsize (twice that at head_dim 64) and max(1, kv_heads x 2 / packing) of them a
+    device."""
+    packing = 4 // kv_itemsize * (2 if head_dim == 64 else 1)
+    return max(int(tp_cores // max(1.0, kv_heads * 2 / packing)), 1)
+
+
+def dp_page_points(path: str, text: str, manifest: str) -> list[dict[str, Any]]:
+    """A page whose server runs attention data-parallel over its TensorCores: TTFT and TPOT
+    (mean, median, P99) and output throughput of each workload's result block. The engine
+    schedules each DP rank apart with the launch's --max-num-seqs and
+    --max-num-batched-tokens as that rank's (engines.toml vllm-0.11 dp_attention_source),
+    and holds new requests until as many pend as it has ranks (DP_SCHED_BATCH_PREFILL,
+    dp_prefill_batch); serve's attention-DP ranks are its chips, two TensorCores each, so a
+    chip's rank takes its two cores' token budget and the batch limit is all ranks'."""
+    s = server(manifest)
+    chips, tp_cores = int(s["chips"]), int(s["tensor-parallel-size"])
+    assert tp_cores == chips * TENSOR_CORES_PER_CHIP, (path, tp_cores, chips)
+    assert '"enable_dp_attention": true' in s["additional-config"], path
+    from xpusim.workloads.resolve import resolve
+
+    model = s["model"]
+    resolved = resolve(model)
+    cfg, checkpoint = resolved.workload, resolved.workload.checkpoint
+    assert s["kv-cache-dtype"] == "fp8", path  # one byte an element (attention_dp_ranks)
+    ranks = attention_dp_ranks(tp_cores, cfg.num_kv_heads, cfg.head_dim, 1)
+    per_rank_tokens, per_rank_seqs = int(s["max-num-batched-tokens"]), int(s["max-num-seqs"])
+    slug = model.split("/")[-1].lower()
+    clients = {name: dict(CLIENT_ARG.findall(block.split("```")[1]))
+               for name, block in CLIENT.findall(text)}  # fmt: skip
+    out = []
+    for name, block in RESULT.findall(text):
+        c = clients[name]
+        assert c["random-range-ratio"] == "0.8" and c["dataset-name"] == "random", (path, name)
+        _, prompt = mean_len(int(c["random-input-len"]))
+        _, gen = mean_len(int(c["random-output-len"]))
+        conc, prompts = int(c["max-concurrency"]), int(c["num-prompts"])
+        values = [("output", "output_tokens_per_s", "mean", float(THROUGHPUT.search(block)[1]),
+                   "tokens/s", "'Output token throughput (tok/s)'")]
+        for stat, metric, ms in FIELD.findall(block):
+            tag, suffix = STATS[stat]
+            values.append((f"{metric.lower()}{suffix}", f"{metric.lower()}_s", tag,
+                           float(ms) / 1e3, "s", f"'{stat} {metric} (ms)', converted to s"))
+        base = f"{PREFIX}{chips}-{slug}-{name.replace('/', '')}-c{conc}-"
+        for short, metric, stat, value, unit, field in values:
+            out.append({
+                "id": base + short, "workload": "llm-serving", "chip": "tpu-v7", "chips": chips,
+                "tp": chips, "ep": chips, "dp_attention": True, "model": resolved.where,
+                "precision": checkpoint.compute, "weight_precision": checkpoint.weights,
+                "kv_precision": s["kv-cache-dtype"], "engine": "vllm",
+                "load": {"kind": "concurrency", "value": conc, "requests": prompts,
+                         "warmup": 0},
+                "prompt": prompt, "gen": gen, "spread": SPREAD, "metric": metric,
+                "stat": stat, "value": round(value, 6 if unit == "s" else 2), "unit": unit,
+                "source": (f"github.com/AI-Hypercomputer/tpu-recipes {path} at "
+                           f"{DP_PAGES[path][0][:12]}, 'Example Benchmark Output', Workload "
+                           f"{name}, field {field}"),
+                "notes": (f"{s['image']} on {chips} TPU7x chips (topology from the node "
+                          f"selector, {DP_PAGES[path][1]}): vllm serve {model} "
+                          f"--tensor-parallel-size {tp_cores} (TensorCores) "
+                          f"--max-num-batched-tokens {per_rank_tokens} --max-num-seqs "
+                          f"{per_rank_seqs} --gpu-memory-utilization "
+                          f"{s['gpu-memory-utilization']} --block-size {s['block-size']} "
+                          f"--kv-cache-dtype {s['kv-cache-dtype']} --enable-expert-parallel "
+                          f"--no-enable-prefix-caching, additional config sharding "
+                          f"enable_dp_attention (tpu-inference: {ranks} attention-DP ranks, "
+                          f"one a TensorCore, for {cfg.num_kv_heads} KV heads of "
+                          f"{cfg.head_dim} in FP8); client InferenceX benchmark_serving.py, "
+                          f"random {c['random-input-len']} in / {c['random-output-len']} out "
+                          f"at --random-range-ratio 0.8 (mean {prompt} / {gen}), {prompts} "
+                          f"prompts, {conc} clients, --ignore-eos. The result block's "
+                          f"{field}."),
+                "engine_profile": "vllm-0.11",
+                "xpusim_setup": (f"vLLM V1 on TPU (tpu-inference): decode-first chunked "
+                                 f"prefill, each attention-DP rank its own scheduler; a TPU7x "
+                                 f"chip's two TensorCores, two DP ranks to the engine, are one "
+                                 f"xpusim chip and one rank, with both cores' token budget "
+                                 f"({TENSOR_CORES_PER_CHIP} x {per_rank_tokens}); "
+                                 f"{ranks} x {per_rank_seqs} sequences in all; new requests "
+                                 f"held until {ranks} pend (DP_SCHED_BATCH_PREFILL); KV blocks "
+                                 f"of {s['block-size']}; async scheduling on (vLLM's default "
+                                 f"since 0.14); the vllm-0.11 profile's host figures (measured "
+                                 f"on GPUs) taken for the TPU host"),
+                "token_budget": per_rank_tokens * TENSOR_CORES_PER_CHIP,
+                "max_batch": per_rank_seqs * ranks,
+                "kv_utilization": float(s["gpu-memory-utilization"]),
+                "kv_block": int(s["block-size"]), "host_overlap": True,
+                "dp_prefill_batch": ranks,
+            })  # fmt: skip
+            if unit != "s":
+                out[-1]["stat"] = "mean"
+    return out
+
+
 def points(mirror: str) -> list[dict[str, Any]]:
-    """Every page's points, in PAGES' order."""
-    return [p for path in PAGES for p in page_points(path, show(mirror, PAGES[path], path))]
+    """Every page's points, in PAGES' order, then DP_PAGES'."""
+    return [p for path in PAGES for p in page_points(path, show(mirror, PAGES[path], path))] \
+        + [p for path, (commit, manifest) in DP_PAGES.items()
+           for p in dp_page_points(path, show(mirror, commit, path),
+                                   show(mirror, commit, manifest))]  # fmt: skip
 
 
 def main() -> None:

@@ -214,6 +214,12 @@ class EngineProfile:
     # token budget, its XLA programs' sizes (engines.toml tpu_token_min); 0: not stated
     tpu_token_min: int = 0
     tpu_token_source: str = ""
+    # on Google's TPUs under attention DP, new requests are held until as many as the
+    # engine's DP ranks pend, this long has passed since the last release, or as many ranks
+    # are idle as requests pend (engines.toml tpu_dp_prefill_timeout_s; serve's
+    # --dp-prefill-batch gives the ranks); 0: no such gate
+    tpu_dp_prefill_timeout_s: float = 0.0
+    tpu_dp_prefill_source: str = ""
 
     def decode_block_bytes_per_s(self, chip_id: str) -> float:
         """The bytes a second one thread block of the engine's decode attention streams of
@@ -515,6 +521,7 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.admit_reserve_source) == (profile.admit_reserve is not None) \
             and len(profile.releases) in (0, 2) \
             and (profile.tpu_token_min > 0) == bool(profile.tpu_token_source) \
+            and (profile.tpu_dp_prefill_timeout_s > 0) == bool(profile.tpu_dp_prefill_source) \
             and bool(profile.kv_short) and bool(profile.kv_short_source) \
             and bool(profile.kv_none) == bool(profile.kv_none_source) \
             and profile.kv_auto in KV_AUTO_RULES and bool(profile.kv_auto_source) \

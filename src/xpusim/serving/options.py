@@ -264,6 +264,13 @@ class Engine:
                                      "iterations (its batching_wait_iters, timeout_iters) "
                                      "new prompts are held for; with --dp-attention.",
                                      type=str)  # fmt: skip
+    dp_prefill_batch: int | None = option(None, "vLLM on TPU under --dp-attention "
+                                          "(tpu-inference's DP scheduler with "
+                                          "DP_SCHED_BATCH_PREFILL): new requests are held "
+                                          "until this many pend (its attention-DP ranks: two "
+                                          "a TPU7x chip), the profile's timeout passes since "
+                                          "the last release, or as many ranks are idle as "
+                                          "requests pend.", type=int)  # fmt: skip
     batch_wait: str | None = option(None, "TensorRT-LLM's batch waiting "
                                     "(batch_wait_timeout_iters, batch_wait_max_tokens_ratio): "
                                     "ITERS,RATIO; a step's new prompts are held while fewer "
@@ -330,7 +337,8 @@ class Engine:
                        prefill_replicas=self.prefill_replicas,
                        decode_replicas=self.decode_replicas, decode_tp=self.decode_tp,
                        decode_ep=self.decode_ep, decode_steps=self.decode_steps,
-                       recv_interval=self.recv_interval)  # fmt: skip
+                       recv_interval=self.recv_interval,
+                       dp_prefill_batch=self.dp_prefill_batch)  # fmt: skip
         self.adp_iterations  # noqa: B018  (refuses a malformed --adp-balance)
         self.batch_wait_gate  # noqa: B018  (refuses a malformed --batch-wait)
         if self.kv_block is not None and self.kv_block > MAX_KV_BLOCK:
@@ -380,7 +388,9 @@ class Engine:
                 ("recv_interval", self.recv_interval > 1, SGLANG_05,  # SGLang 0.5's gate alone
                  "its --scheduler-recv-interval"),
                 ("batch_wait", self.batch_wait is not None, ("trtllm",),
-                 "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio")):  # fmt: skip
+                 "its batch_wait_timeout_iters and batch_wait_max_tokens_ratio"),
+                ("dp_prefill_batch", self.dp_prefill_batch is not None, VLLM_V1,
+                 "tpu-inference's DP_SCHED_BATCH_PREFILL")):  # fmt: skip
             if given and self.engine not in needs:
                 raise UserError(f"{setting} must be used with engine {' or '.join(needs)} "
                                 f"({flag}), got engine {self.engine!r}")

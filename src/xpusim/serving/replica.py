@@ -174,6 +174,8 @@ class Replica:
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval (1: every iteration receives)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM's batch waiting:
     # (batch_wait_timeout_iters, batch_wait_max_tokens_ratio)
+    dp_batch: tuple[int, float] | None = None  # tpu-inference's DP prefill batching: (the
+    # engine's attention-DP ranks, the seconds after a release that release the rest)
     eager_s: tuple[float, ...] = ()  # each stage's host time of a step run without graphs
     eager_above_tokens: int = 0  # only steps of more tokens run without graphs (0: every one)
     static_w: float = 0.0  # one chip's static power, drawn while a stage waits on the host
@@ -211,6 +213,7 @@ class Replica:
     _recv_count: int = 0  # the receive gate's count since it last received
     _recv_weight: int = 1  # what the last iteration adds to it
     _batch_waited: int = 0  # steps batch waiting has held prompts since it last let them run
+    _released_s: float = 0.0  # when DP prefill batching last released its pending requests
     _compiled: set[tuple[int, bool]] = field(default_factory=set)  # variants compiled (_bucket)
     _cohort_columns: tuple[np.ndarray, ...] | None = None  # _columns' (None: to build)
 
@@ -242,9 +245,11 @@ class Replica:
         return len(self.inbox) + len(self.waiting) + len(self.prefilling) + len(self.cohort)
 
     def arrive(self, s: Sequence) -> None:
-        """A request reaches the engine: into its queue, or where a receive gate is set,
-        into the inbox the scheduler takes it from at its next receive (_receive)."""
-        (self.inbox if self.recv_interval > 1 else self.waiting).append(s)
+        """A request reaches the engine: into its queue, or where a receive gate or DP
+        prefill batching is set, into the inbox the scheduler takes it from at its next
+        receive (_receive) or release (_release)."""
+        held = self.recv_interval > 1 or self.dp_batch is not None
+        (self.inbox if held else self.waiting).append(s)
         self.load += 1
 
     def _receive(self) -> None:
@@ -260,6 +265,24 @@ class Replica:
         idle = not (self.cohort or self.prefilling or self.waiting)
         if self._recv_count >= self.recv_interval or idle:
             self._recv_count = 0
+            self.waiting.extend(self.inbox)
+            self.inbox.clear()
+
+    def _release(self, now_s: float) -> None:
+        """tpu-inference's DP scheduler with DP_SCHED_BATCH_PREFILL (core/sched/
+        dp_scheduler.py _try_flush_pending, at every step): the requests pending in the
+        inbox are routed to their ranks together once as many pend as the engine has
+        attention-DP ranks, once the timeout has passed since the last release, or once as
+        many ranks were idle as requests pend. A rank is idle when it holds no request, its
+        requests spread over the ranks as the scheduler's least-tokens routing spreads them
+        (an assumption: the ranks run alike)."""
+        if not self.inbox:
+            return
+        ranks, timeout_s = self.dp_batch  # type: ignore[misc]
+        idle = ranks - min(ranks, self.running + len(self.waiting))
+        pending = len(self.inbox)
+        if pending >= ranks or now_s - self._released_s >= timeout_s or idle >= pending:
+            self._released_s = now_s
             self.waiting.extend(self.inbox)
             self.inbox.clear()
 
@@ -579,6 +602,8 @@ class Replica:
             return None
         if self.recv_interval > 1:
             self._receive()
+        if self.dp_batch is not None:
+            self._release(now_s)
         self.admitting = self._admits()
         queued, preempted = len(self.waiting), self.preemptions
         batch = self.schedule(self)

@@ -292,6 +292,7 @@ def prepare(
     compiled = "XLA programs for powers of two of tokens" if buckets else "CUDA graphs"
     graphs = (f", {compiled} up to {captured[-1]} padding {pads[graph_pad]}{per_rank}"
               if graph_pad != "none" and captured else "")  # fmt: skip
+    notes += _dp_prefill_notes(engine, profile, system.chip.vendor, one.dp_attention)
     notes.append(error_note(engine.engine, system.chip.id))
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens ({picked}) and {engine.max_batch} sequences "
@@ -554,6 +555,8 @@ def run(
                          spec, rank_schedulers=ranks, decode_steps=e.decode_steps or 1,
                          adp_balance=e.adp_iterations, adp_ranks=own.plan.attention_dp,
                          recv_interval=e.recv_interval, batch_wait=e.batch_wait_gate,
+                         dp_batch=None if e.dp_prefill_batch is None else (
+                             e.dp_prefill_batch, profile.tpu_dp_prefill_timeout_s),
                          eager_s=own.eager_s, eager_above_tokens=own.eager_above_tokens,
                          jit_s=own.jit_s, jit_bucket_tokens=profile.jit_bucket_tokens,
                          static_w=p.system.chip.energy.static_power_w.value,
@@ -592,6 +595,29 @@ BATCH_BOUND_SHARE = 0.25
 says the batch limit, not the accelerator, held the load back."""
 KV_FULL = 0.95
 """KV-cache use from which memory, not the batch limit, is what a full batch waits on."""
+
+
+def _dp_prefill_notes(engine: Any, profile: EngineProfile, vendor: str,
+                      dp_attention: bool) -> list[str]:  # fmt: skip
+    """What the run says of tpu-inference's DP prefill batching (Replica._release): the gate
+    as --dp-prefill-batch sets it, refused where the engine has no such gate, or, on a TPU
+    under attention DP without it, how to ask for it."""
+    where = vendor == "Google" and dp_attention and profile.tpu_dp_prefill_timeout_s > 0
+    timeout = f"{profile.tpu_dp_prefill_timeout_s:g} s"
+    if engine.dp_prefill_batch is not None:
+        if not where:
+            raise UserError("dp_prefill_batch is tpu-inference's DP scheduler: give it with "
+                            "--dp-attention on a Google TPU (engine vllm)")  # fmt: skip
+        return [f"new requests held until {engine.dp_prefill_batch} pend, {timeout} pass "
+                f"since the last release, or as many of the {engine.dp_prefill_batch} "
+                "attention-DP ranks are idle as requests pend (tpu-inference's "
+                "DP_SCHED_BATCH_PREFILL; engines.toml tpu_dp_prefill_source)"]  # fmt: skip
+    if where:
+        return ["not modelled: tpu-inference's DP scheduler holding new requests until as "
+                f"many pend as it has attention-DP ranks (or {timeout} pass; "
+                "DP_SCHED_BATCH_PREFILL, on by default); --dp-prefill-batch N (N: its "
+                "ranks, a TensorCore each, two a TPU7x chip) models it"]
+    return []
 
 
 def _batch_bound(timeline: dict[str, np.ndarray], max_batch: int, kv: KVUse | None) -> str | None:

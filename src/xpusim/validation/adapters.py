@@ -166,7 +166,8 @@ def serving_result(point: Point) -> Any:
     for setting in ("spread", "kv_utilization"):  # the client's length spread, the launch's
         if point.get(setting) is not None:  # memory fraction
             options[setting] = float(point.get(setting))
-    for setting in ("token_budget", "max_batch", "decode_steps", "recv_interval", "kv_block"):
+    for setting in ("token_budget", "max_batch", "decode_steps", "recv_interval", "kv_block",
+                    "dp_prefill_batch"):
         if point.get(setting) is not None:
             options[setting] = int(point.get(setting))
     if point.get("graph_sizes") is not None:  # the CUDA graphs the source's config captured

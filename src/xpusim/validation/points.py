@@ -45,7 +45,7 @@ SERVING_KEYS = _CORE | {
     "ep", "dp_attention", "speculative", "moe_backend", "graph_sizes", "graph_pad",
     "decode_steps", "adp_balance", "gemm_allreduce", "recv_interval", "scale_gen",
     "allreduce_fusion", "batch_wait", "host_overlap", "moe_input", "frontend_ms", "api_servers",
-    "penalties", "cold_start", "radix_cache", "kv_block",
+    "penalties", "cold_start", "radix_cache", "kv_block", "dp_prefill_batch",
 }  # fmt: skip
 """Every key a serving point may carry. `engine` and `engine_version` name what the source
 ran; `engine_profile` and `scheduler` are how xpusim runs it. `ep` (experts sharded over the
@@ -67,7 +67,8 @@ config builds TensorRT-LLM's gemm_allreduce_plugin: cost/gemm_allreduce.py),
 `host_overlap` (serve's --host-overlap: false where the engine runs its host work in line,
 SGLang's EAGLE/MTP without SGLANG_ENABLE_SPEC_V2 in its environment; true where a launch
 sets vLLM's --async-scheduling), `kv_block` (serve's --kv-block: the launch's --block-size,
-256 in Google's TPU recipes) and
+256 in Google's TPU recipes), `dp_prefill_batch` (serve's --dp-prefill-batch: the
+attention-DP ranks tpu-inference's DP scheduler gathers new requests for) and
 `allreduce_fusion` (true where an SGLang launch sets --enable-flashinfer-allreduce-fusion:
 cost/collectives.py FLASHINFER_ALLREDUCE); `frontend_ms` (serve's --frontend-ms: 0 where
 the client calls the engine in-process with token ids, as MLPerf's harnesses do with their

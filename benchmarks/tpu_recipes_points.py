@@ -21,6 +21,11 @@ how serve runs it:
   per-chip figure ("1996.00 tok/s (499 tok/s/chip)") the total, else the per-chip figure
   times the chips.
 Pages with only placeholder tables ('xxx') are left out (SKIPPED says which).
+
+A page whose server runs attention data parallelism (DP_PAGES: Qwen3.5-397B-A17B-FP8 on four
+chips) is read from the client's own result blocks at the commit that printed them: TTFT and
+TPOT (mean, median, P99) and output throughput a workload, its limits per DP rank as
+tpu-inference applies them (dp_page_points).
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ SOURCE_GROUPS: tuple[tuple[str, str], ...] = (
     ("trt061-", "TensorRT-LLM v0.6.1 tables"),
     ("trt05-", "TensorRT-LLM v0.5 tables"),
     ("nim180-", "NIM 1.8"),
-    ("tpurecipes-v7x", "tpu-recipes TPU7x (Ironwood), vLLM TPU (Qwen3-32B, Qwen3-Coder-480B)"),
+    ("tpurecipes-v7x", "tpu-recipes TPU7x (Ironwood), vLLM TPU (Qwen3-32B, Qwen3-Coder-480B, "
+                       "Qwen3.5-397B)"),
     ("tpurecipes-", "tpu-recipes v6e"),
     ("mlenergy3-gpqa-", "ML.ENERGY v3 GPQA, vLLM 0.11.1"),
     ("gpustack-lat-", "GPUStack Qwen3-8B latency (H100, 1-8 clients)"),

@@ -119,10 +119,12 @@ def test_accepted_tokens_per_step_set_the_decode_speed():
 
 def test_attention_dp_splits_sglangs_prefill_budget_over_its_ranks_as_each_version_does():
     """SGLang under --enable-dp-attention: 0.5 gives each of the dp ranks chunked_prefill_size
-    / dp, 0.4.2-0.4.3 each half of it; vLLM's budget is not split."""
+    / dp, 0.4.2-0.4.3 each half of it; vLLM gives each rank its own max_num_batched_tokens
+    (tpu-inference's DPScheduler: 'Per-rank limits'; on GPUs an engine core per rank)."""
     assert engines()["sglang"].prefill_split(8192, 8) == (8192, 1024)
     assert engines()["sglang-0.4"].prefill_split(8192, 8) == (32768, 4096)
-    assert engines()["vllm"].prefill_split(8192, 8) == (8192, 8192)
+    assert engines()["vllm"].prefill_split(8192, 8) == (65536, 8192)
+    assert engines()["vllm-0.11"].prefill_split(1024, 4) == (4096, 1024)
     assert engines()["sglang"].prefill_split(8192, 1) == (8192, 8192)
 
 

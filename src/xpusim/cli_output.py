@@ -125,7 +125,7 @@ def _click_type(meta: dict[str, Any]) -> Any:
     if kind == "count":
         return count()
     if kind == "choice":
-        return click.Choice(list(meta["choices"]))
+        return click.Choice(list(meta["choices"]), case_sensitive=meta.get("case_sensitive", True))
     if kind == "number":
         return Finite(**{k: meta[k] for k in ("min", "max", "min_open", "max_open")
                          if k in meta})  # fmt: skip

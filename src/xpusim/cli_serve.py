@@ -37,7 +37,7 @@ PLAN_HELP = {
                      click.Choice(PRECISIONS)),
     "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
                     "kernels price the routed experts where the chip has a table of it.",
-                    click.Choice(MOE_BACKENDS)),
+                    click.Choice(MOE_BACKENDS, case_sensitive=False)),
     "chips": ("Chips in the system; replicas of the plan fill it (default: --tp x --pp x "
               "--dp where given, else 1).", count()),
     "tp": ("Tensor parallel (one replica).", count()),

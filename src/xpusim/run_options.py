@@ -62,7 +62,8 @@ class RunOptions:
                                      "(TensorRT-LLM's moe_backend; MARLIN: vLLM's "
                                      "VLLM_MXFP4_USE_MARLIN=1), whose kernels price the routed "
                                      "experts where the chip has a table of it (default: "
-                                     "CUTLASS's).", "choice", choices=MOE_BACKENDS)
+                                     "CUTLASS's).", "choice", choices=MOE_BACKENDS,
+                                     case_sensitive=False)  # the engines' names, any case
     mode: str = option("inference", "", "choice", choices=("inference", "training"),
                        show_default=True)
     chips: int | None = option(None, "Chips in the system; on a chip id, builds its default "

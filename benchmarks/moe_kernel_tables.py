@@ -368,10 +368,16 @@ def vllm_table(chip_dir: str, mirror: Mirror) -> str:
         rows, engine=("vllm", "vLLM"), kernel=kernel)  # fmt: skip
 
 
+def expert_flops(tokens: int, hidden: int, inter: int, topk: int, tp: int) -> float:
+    """A MoE layer's two expert GEMMs on one rank: gate_up (hidden x 2 inter / tp) and down
+    (inter / tp x hidden) over every token-expert pair."""
+    return 2 * tokens * topk * 3 * hidden * inter / tp
+
+
 def marlin_rate(chip_dir: str, mirror: Mirror) -> dict[tuple[int, int], float]:
     """Marlin's compute rate (FLOP/s) on a chip, per (moe_tp, moe_ep) of MARLIN_SPLITS: the
     median over MARLIN's balanced rows from MARLIN_COMPUTE_FROM tokens of the two expert GEMMs'
-    FLOPs (2 x pairs x 3 x hidden x inter / tp) over the measured time."""
+    FLOPs (expert_flops) over the measured time."""
     version, kernel_source, (hidden, inter, experts, topk) = MARLIN
     rates: dict[tuple[int, int], list[float]] = {}
     for r in mirror.read(f"{chip_dir}/moe/vllm/{version}/moe_perf.parquet").records():
@@ -380,7 +386,7 @@ def marlin_rate(chip_dir: str, mirror: Mirror) -> dict[tuple[int, int], float]:
                 r["num_experts"], r["topk"])) == (kernel_source, "balanced",
                 (hidden, inter, experts, topk)) and split in MARLIN_SPLITS \
                 and r["num_tokens"] >= MARLIN_COMPUTE_FROM:  # fmt: skip
-            flops = 2 * r["num_tokens"] * topk * 3 * hidden * inter / split[0]
+            flops = expert_flops(r["num_tokens"], hidden, inter, topk, split[0])
             rates.setdefault(split, []).append(flops / (r["latency"] * 1e-3))
     return {split: float(np.median(found)) for split, found in rates.items()}
 
@@ -406,7 +412,7 @@ def marlin_table(chip_dir: str, mirror: Mirror) -> str:
         if (r["kernel_source"], r["moe_dtype"], r["distribution"]) == (
                 kernel_source, moe_dtype, "balanced") and shape in SHAPES \
                 and split in rate:  # fmt: skip
-            flops = 2 * r["num_tokens"] * shape[3] * 3 * shape[0] * shape[1] / split[0]
+            flops = expert_flops(r["num_tokens"], shape[0], shape[1], shape[3], split[0])
             us = max(r["latency"] * 1e3, flops / rate[split] * 1e6)
             rows.append([r["num_tokens"], shape[0], shape[1], shape[3], shape[2], *split, us])
     rows.sort(key=lambda row: (row[1:-1], row[0]))

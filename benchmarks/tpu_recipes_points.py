@@ -97,6 +97,20 @@ def measured(text: str, chips: int) -> dict[str, float]:
     return out
 
 
+def client(path: str, name: str, args: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """A workload's InferenceX client (its --arguments): the point's load, mean lengths and
+    spread, and the sentence its notes say of it."""
+    assert args["random-range-ratio"] == "0.8" and args["dataset-name"] == "random", (path, name)
+    _, prompt = mean_len(int(args["random-input-len"]))
+    _, gen = mean_len(int(args["random-output-len"]))
+    conc, prompts = int(args["max-concurrency"]), int(args["num-prompts"])
+    said = (f"client InferenceX benchmark_serving.py, random {args['random-input-len']} in / "
+            f"{args['random-output-len']} out at --random-range-ratio 0.8 (mean {prompt} / "
+            f"{gen}), {prompts} prompts, {conc} clients, --ignore-eos.")
+    return {"load": {"kind": "concurrency", "value": conc, "requests": prompts, "warmup": 0},
+            "prompt": prompt, "gen": gen, "spread": SPREAD}, said  # fmt: skip
+
+
 def page_points(path: str, text: str) -> list[dict[str, Any]]:
     """One output-throughput point a workload of the page's table."""
     s = server(text)
@@ -110,23 +124,17 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
     resolved = resolve(model)
     checkpoint = getattr(resolved.workload, "checkpoint", None)  # a quantized repo's formats
     slug = model.split("/")[-1].lower()
-    out = []
+    out, clients = [], workloads(text)
     for name, value in measured(text, chips).items():
-        c = workloads(text)[name]
-        assert c["random-range-ratio"] == "0.8" and c["dataset-name"] == "random", (path, name)
-        _, prompt = mean_len(int(c["random-input-len"]))
-        _, gen = mean_len(int(c["random-output-len"]))
-        conc, prompts = int(c["max-concurrency"]), int(c["num-prompts"])
+        load, said = client(path, name, clients[name])
         tag = name.replace("/", "")
         point = {
-            "id": f"{PREFIX}{chips}-{slug}-{tag}-c{conc}-output",
+            "id": f"{PREFIX}{chips}-{slug}-{tag}-c{load['load']['value']}-output",
             "workload": "llm-serving", "chip": "tpu-v7", "chips": chips, "tp": chips,
             "model": resolved.where,
             "precision": "fp8" if fp8 else (checkpoint and checkpoint.compute) or "bf16",
             "weight_precision": checkpoint and checkpoint.weights,
-            "kv_precision": s["kv-cache-dtype"], "engine": "vllm",
-            "load": {"kind": "concurrency", "value": conc, "requests": prompts, "warmup": 0},
-            "prompt": prompt, "gen": gen, "spread": SPREAD,
+            "kv_precision": s["kv-cache-dtype"], "engine": "vllm", **load,
             "metric": "output_tokens_per_s", "stat": "mean", "value": round(value, 2),
             "unit": "tokens/s",
             "source": (f"github.com/AI-Hypercomputer/tpu-recipes {path} at {PAGES[path][:12]}, "
@@ -140,10 +148,7 @@ def page_points(path: str, text: str) -> list[dict[str, Any]]:
                       + (" --enable-expert-parallel" if "enable-expert-parallel" in s else "")
                       + (" --async-scheduling" if "async-scheduling" in s else "")
                       + (", qwix FP8 weights and activations (quantized at load)" if fp8 else "")
-                      + f"; client InferenceX benchmark_serving.py, random "
-                      f"{c['random-input-len']} in / {c['random-output-len']} out at "
-                      f"--random-range-ratio 0.8 (mean {prompt} / {gen}), {prompts} prompts, "
-                      f"{conc} clients, --ignore-eos."),
+                      + f"; {said}"),
             "engine_profile": "vllm-0.11",
             "xpusim_setup": (f"vLLM V1 on TPU (tpu-inference): decode-first chunked prefill within "
                              f"the launch's token budget and batch; KV blocks of "
@@ -207,27 +212,20 @@ def dp_page_points(path: str, text: str, manifest: str) -> list[dict[str, Any]]:
                for name, block in CLIENT.findall(text)}  # fmt: skip
     out = []
     for name, block in RESULT.findall(text):
-        c = clients[name]
-        assert c["random-range-ratio"] == "0.8" and c["dataset-name"] == "random", (path, name)
-        _, prompt = mean_len(int(c["random-input-len"]))
-        _, gen = mean_len(int(c["random-output-len"]))
-        conc, prompts = int(c["max-concurrency"]), int(c["num-prompts"])
+        load, said = client(path, name, clients[name])
         values = [("output", "output_tokens_per_s", "mean", float(THROUGHPUT.search(block)[1]),
                    "tokens/s", "'Output token throughput (tok/s)'")]
         for stat, metric, ms in FIELD.findall(block):
             tag, suffix = STATS[stat]
             values.append((f"{metric.lower()}{suffix}", f"{metric.lower()}_s", tag,
                            float(ms) / 1e3, "s", f"'{stat} {metric} (ms)', converted to s"))
-        base = f"{PREFIX}{chips}-{slug}-{name.replace('/', '')}-c{conc}-"
+        base = f"{PREFIX}{chips}-{slug}-{name.replace('/', '')}-c{load['load']['value']}-"
         for short, metric, stat, value, unit, field in values:
             out.append({
                 "id": base + short, "workload": "llm-serving", "chip": "tpu-v7", "chips": chips,
                 "tp": chips, "ep": chips, "dp_attention": True, "model": resolved.where,
                 "precision": checkpoint.compute, "weight_precision": checkpoint.weights,
-                "kv_precision": s["kv-cache-dtype"], "engine": "vllm",
-                "load": {"kind": "concurrency", "value": conc, "requests": prompts,
-                         "warmup": 0},
-                "prompt": prompt, "gen": gen, "spread": SPREAD, "metric": metric,
+                "kv_precision": s["kv-cache-dtype"], "engine": "vllm", **load, "metric": metric,
                 "stat": stat, "value": round(value, 6 if unit == "s" else 2), "unit": unit,
                 "source": (f"github.com/AI-Hypercomputer/tpu-recipes {path} at "
                            f"{DP_PAGES[path][0][:12]}, 'Example Benchmark Output', Workload "
@@ -242,11 +240,7 @@ def dp_page_points(path: str, text: str, manifest: str) -> list[dict[str, Any]]:
                           f"--no-enable-prefix-caching, additional config sharding "
                           f"enable_dp_attention (tpu-inference: {ranks} attention-DP ranks, "
                           f"one a TensorCore, for {cfg.num_kv_heads} KV heads of "
-                          f"{cfg.head_dim} in FP8); client InferenceX benchmark_serving.py, "
-                          f"random {c['random-input-len']} in / {c['random-output-len']} out "
-                          f"at --random-range-ratio 0.8 (mean {prompt} / {gen}), {prompts} "
-                          f"prompts, {conc} clients, --ignore-eos. The result block's "
-                          f"{field}."),
+                          f"{cfg.head_dim} in FP8); {said} The result block's {field}."),
                 "engine_profile": "vllm-0.11",
                 "xpusim_setup": (f"vLLM V1 on TPU (tpu-inference): decode-first chunked "
                                  f"prefill, each attention-DP rank its own scheduler; a TPU7x "
@@ -264,8 +258,6 @@ def dp_page_points(path: str, text: str, manifest: str) -> list[dict[str, Any]]:
                 "kv_block": int(s["block-size"]), "host_overlap": True,
                 "dp_prefill_batch": ranks,
             })  # fmt: skip
-            if unit != "s":
-                out[-1]["stat"] = "mean"
     return out
 
 

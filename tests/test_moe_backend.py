@@ -202,3 +202,55 @@ def test_the_command_line_takes_a_backend_in_any_case():
         return json.loads(done.output)["ttft_s"]
 
     assert ttft("--moe-backend", "marlin") == ttft("--moe-backend", "MARLIN") > 1.2 * ttft()
+
+
+# --- the MoE backend an engine picks by itself (engines.toml moe_backend_default) ---
+
+DSR1_FP8, DSR1_NVFP4 = "deepseek-ai/DeepSeek-R1-0528", "nvidia/DeepSeek-R1-0528-FP4"
+ONE = dict(chips=8, tp=8, concurrency=1, requests=3, prompt=512, gen=24)
+
+
+def _picked_note(result) -> str:
+    return next((n for n in result.notes if "moe_backend_default" in n), "")
+
+
+def test_sglang_runs_deepseek_experts_on_flashinfer_trtllm_on_blackwell_by_itself():
+    """SGLang PR #11816: DeepseekV3ForCausalLM on SM100 with fp8/modelopt_fp4 and no
+    --moe-runner-backend takes flashinfer_trtllm; serve without --moe-backend prices it so,
+    the same as naming it, and says which it picked."""
+    for model, precision in ((DSR1_FP8, "fp8"), (DSR1_NVFP4, "nvfp4")):
+        by_itself = xpusim.serve(model, "b200", engine="sglang", precision=precision, **ONE)
+        named = xpusim.serve(model, "b200", engine="sglang", precision=precision,
+                             moe_backend="trtllm", **ONE)  # fmt: skip
+        cutlass = xpusim.serve(model, "b200", engine="sglang", precision=precision,
+                               moe_backend="CUTLASS", **ONE)  # fmt: skip
+        assert "TRTLLM" in _picked_note(by_itself) and not _picked_note(named)
+        assert by_itself.tpot_s.mean == named.tpot_s.mean != cutlass.tpot_s.mean
+        assert not _picked_note(cutlass)
+
+
+def test_the_engine_default_stays_off_where_the_engine_does_not_pick_it():
+    """Hopper (not SM100), another engine, and SGLang 0.4 (older than the rule)."""
+    for chip, name in (("h200-sxm", "sglang"), ("b200", "vllm"), ("b200", "trtllm"),
+                       ("b200", "sglang-0.4")):
+        result = xpusim.serve(DSR1_FP8, chip, engine=name, precision="fp8", **ONE)
+        assert not _picked_note(result), (chip, name)
+
+
+def test_nvfp4_decodes_faster_than_fp8_under_sglang_on_b200():
+    """InferenceX's 8-B200 SGLang runs at one client (published.json inferencex-dsr1-b200-
+    sglang-*-1k1k-c1): NVFP4 EP 8 5.87 ms a token against FP8 7.18. With CUTLASS's rows (no
+    engine default) xpusim had NVFP4 the slower at tp 8."""
+    fp8 = xpusim.serve(DSR1_FP8, "b200", engine="sglang", precision="fp8", **ONE)
+    nvfp4 = xpusim.serve(DSR1_NVFP4, "b200", engine="sglang", precision="nvfp4", **ONE)
+    assert nvfp4.tpot_s.mean < fp8.tpot_s.mean
+
+
+def test_a_moe_default_rule_has_exactly_its_keys():
+    from xpusim.serving.engines import MoeDefault
+
+    rule = dict(backend="TRTLLM", chips=["b200"], model_types=["deepseek_v3"], weights=["nvfp4"])
+    assert MoeDefault.of(rule).applies("b200", "deepseek_v3", "nvfp4")
+    assert not MoeDefault.of(rule).applies("b200", "deepseek_v3", "fp8-block")
+    with pytest.raises(ValueError, match="moe_backend_default keys"):
+        MoeDefault.of({**rule, "vendor": "NVIDIA"})

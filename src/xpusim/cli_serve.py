@@ -36,7 +36,10 @@ PLAN_HELP = {
     "kv_precision": ("The KV cache's storage format when not --precision.",
                      click.Choice(PRECISIONS)),
     "moe_backend": ("The engine's MoE backend (TensorRT-LLM's moe_backend), whose measured "
-                    "kernels price the routed experts where the chip has a table of it.",
+                    "kernels price the routed experts where the chip has a table of it "
+                    "(default: the one the engine picks by itself where its profile says, "
+                    "SGLang's flashinfer_trtllm for DeepSeek-V3's FP8 and NVFP4 experts on "
+                    "Blackwell; else CUTLASS's).",
                     click.Choice(MOE_BACKENDS, case_sensitive=False)),
     "chips": ("Chips in the system; replicas of the plan fill it (default: --tp x --pp x "
               "--dp where given, else 1).", count()),

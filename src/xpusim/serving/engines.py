@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from xpusim.errors import UserError, closest
 from xpusim.hardware.spec import base_id
 from xpusim.ir.dtypes import DType
+from xpusim.run_options import MOE_BACKENDS
 from xpusim.workloads.checkpoint import AUTO_KV_FORMAT
 from xpusim.workloads.transformer import FUSED_SHARED_EXPERT
 
@@ -45,6 +46,30 @@ class Limits:
     token_budget: int
     max_batch: int
     graph_max: int  # the largest captured size (0: no graphs)
+
+
+@dataclass(frozen=True)
+class MoeDefault:
+    """engines.toml moe_backend_default: a MoE backend the engine picks by itself (its
+    `--moe-runner-backend auto`) for a model's routed experts on some chips, which a run
+    that names no --moe-backend takes, as the engine would."""
+
+    backend: str  # run_options.MOE_BACKENDS: whose measured tables price the experts
+    chips: tuple[str, ...]  # catalog ids (a what-if copy: its base chip's)
+    model_types: tuple[str, ...]  # the config's model_type (the engine checks its architecture)
+    weights: tuple[str, ...]  # the routed experts' stored formats (run's weight format)
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> MoeDefault:
+        keys = {"backend", "chips", "model_types", "weights"}
+        if set(fields) != keys:
+            raise ValueError(f"moe_backend_default keys {sorted(fields)}: want {sorted(keys)}")
+        return cls(str(fields["backend"]), tuple(fields["chips"]),
+                   tuple(fields["model_types"]), tuple(fields["weights"]))  # fmt: skip
+
+    def applies(self, chip_id: str, model_type: str, weight: str) -> bool:
+        return (base_id(chip_id) in self.chips and model_type in self.model_types
+                and weight in self.weights)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -147,6 +172,9 @@ class EngineProfile:
     fused_shared_expert_vendors: tuple[str, ...] = ()
     fused_shared_expert_off_moe: tuple[str, ...] = ()
     fused_shared_expert_source: str = ""
+    # the MoE backend the engine picks by itself where a run names none (MoeDefault)
+    moe_backend_default: tuple[MoeDefault, ...] = ()
+    moe_backend_default_source: str = ""
     # the steps whose shared experts run on the second stream (kernel shared-experts-stream):
     # at most this many tokens (0: any), decode steps alone if decode_only, and graphed
     # decode steps of any size if graphed_any (the token limit then for the others)
@@ -247,6 +275,13 @@ class EngineProfile:
                      and (vendor == "AMD" or k not in self.amd_only)
                      and base in chips.get(k, (base,))
                      and (k != FUSED_SHARED_EXPERT or fused))  # fmt: skip
+
+    def default_moe_backend(self, chip_id: str, model_type: str, weight: str) -> str:
+        """The MoE backend it picks by itself for a model of `model_type` whose routed
+        experts are stored as `weight` on chip `chip_id` (moe_backend_default), or "" (the
+        default's tables: TensorRT-LLM's CUTLASS)."""
+        return next((r.backend for r in self.moe_backend_default
+                     if r.applies(chip_id, model_type, weight)), "")  # fmt: skip
 
     def fuses_shared_expert(self, cfg: TransformerConfig, vendor: str, ep: int,
                             moe_backend: str) -> bool:  # fmt: skip
@@ -500,6 +535,8 @@ def engines() -> dict[str, EngineProfile]:
                   "unsplit_decode": tuple(sorted(fields.get("unsplit_decode", {}).items())),
                   "runtime_gib": tuple(sorted((int(k), float(v)) for k, v in
                                               fields.get("runtime_gib", {}).items())),
+                  "moe_backend_default": tuple(MoeDefault.of(r) for r in
+                                               fields.get("moe_backend_default", ())),
                   "admit_reserve": (ReserveRule.of(fields["admit_reserve"])
                                     if "admit_reserve" in fields else None),
                   }  # fmt: skip
@@ -530,6 +567,8 @@ def engines() -> dict[str, EngineProfile]:
             and bool(profile.runtime_source) \
             and all(k in profile.kernels for k, _ in profile.chips_only) \
             and bool(profile.chips_only_source) == bool(profile.chips_only) \
+            and bool(profile.moe_backend_default_source) == bool(profile.moe_backend_default) \
+            and all(r.backend in MOE_BACKENDS for r in profile.moe_backend_default) \
             and (FUSED_SHARED_EXPERT in profile.kernels) \
             == bool(profile.fused_shared_expert_models) \
             == bool(profile.fused_shared_expert_routed) \

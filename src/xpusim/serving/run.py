@@ -113,6 +113,14 @@ def prepare(
     if split > 1:
         system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)
+    if plan_options.get("moe_backend") is None and cfg.is_moe:
+        picked = profile.default_moe_backend(system.chip.id, cfg.model_type, req.weight.value)
+        if picked:  # the engine's own choice where the run names none (engines.toml)
+            req = replace(req, moe_backend=picked)
+            notes.append(f"MoE backend {picked}: engine {engine.engine} picks it by itself "
+                         f"for {cfg.model_type}'s {req.weight.value} routed experts on "
+                         f"{system.chip.id} (engines.toml moe_backend_default); --moe-backend "
+                         "names another")  # fmt: skip
     if kv_auto:
         why = {"model": "the model's 16-bit dtype, its KV default beside the matmuls' "
                         "--quantization",

@@ -254,3 +254,16 @@ def test_a_moe_default_rule_has_exactly_its_keys():
     assert not MoeDefault.of(rule).applies("b200", "deepseek_v3", "fp8-block")
     with pytest.raises(ValueError, match="moe_backend_default keys"):
         MoeDefault.of({**rule, "vendor": "NVIDIA"})
+
+
+def test_a_prompt_that_fills_the_whole_prompt_budget_is_explained():
+    """TensorRT-LLM's in-flight batching runs each context whole: an 8k prompt under its
+    8,192-token max_num_tokens never fits beside another client's decode, so the clients
+    take turns; serve says so, and a larger --token-budget lets them batch."""
+    load = dict(chips=8, tp=8, precision="fp8", concurrency=8, requests=8, prompt=8192,
+                gen=16, engine="trtllm")  # fmt: skip
+    tight = xpusim.serve(DSR1_FP8, "b200", **load)
+    roomy = xpusim.serve(DSR1_FP8, "b200", token_budget=16384, **load)
+    assert any("waits until at most 0 others decode" in n for n in tight.notes)
+    assert not any("others decode" in n for n in roomy.notes)
+    assert roomy.ttft_s.mean < tight.ttft_s.mean

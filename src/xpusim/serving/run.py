@@ -305,6 +305,7 @@ def prepare(
     notes.append(f"engine {engine.engine} {profile.version}: {engine.scheduler} scheduling, "
                  f"{engine.token_budget} tokens ({picked}) and {engine.max_batch} sequences "
                  f"per step, KV blocks of {engine.kv_block}{graphs}")  # fmt: skip
+    notes += _whole_prompt_notes(engine, longest_prompt, load.concurrency)
     if engine.frontend_s:
         source = "engines.toml frontend_s" if engine.frontend_ms is None else "--frontend-ms"
         notes.append(f"each TTFT and end-to-end latency holds {engine.frontend_s * 1e3:.3g} ms "
@@ -484,6 +485,26 @@ def _kv_room(
     tokens = min(max(int(room(w) // need), 0) if need else 0
                  for w, need in zip(memory.weights, per_token, strict=True))  # fmt: skip
     return activations, max(tokens // engine.kv_block, 0), max(per_token)
+
+
+def _whole_prompt_notes(engine: Engine, longest_prompt: int, clients: int | None) -> list[str]:
+    """Where a scheduler runs each prompt whole beside the decodes (inflight: TensorRT-LLM's
+    micro-batch scheduler without context chunking) and the longest prompt does not fit in
+    the token budget beside the other clients' decodes: such a prompt waits for a step with
+    room for all of it, so a closed loop's clients take turns. What a user sees then
+    (seconds of TTFT, a batch of one) needs its reason beside it."""
+    if engine.scheduler != "inflight" or clients is None or clients < 2:
+        return []
+    per_decode = engine.drafts + 1  # a decoding sequence's tokens a step (its verify's)
+    others = min(clients, engine.max_batch) - 1
+    beside = max(engine.token_budget - longest_prompt, 0) // per_decode
+    if beside >= others:
+        return []
+    return [f"prompts of up to {longest_prompt:,} tokens leave room in the {engine.token_budget:,}-"
+            f"token budget beside {beside} decoding sequences of the {others} other clients: "
+            "the scheduler runs each prompt whole (TensorRT-LLM without context chunking), so "
+            f"a prompt waits until at most {beside} others decode; launches raise "
+            "max_num_tokens (--token-budget) or enable chunked prefill (--scheduler chunked)"]
 
 
 def _table_tokens(engine: Engine, requests: Requests, in_flight: int) -> int:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
+
+from heldout_like_grid import served
 
 import xpusim
 
@@ -70,23 +71,14 @@ class Point:
 
 
 def serve(point: Point) -> Point:
-    started = time.process_time()
-    try:
-        result = xpusim.serve(CHECKPOINTS[point.checkpoint], point.chip, chips=8,
-                              engine=point.engine, precision=point.checkpoint,
-                              concurrency=point.clients,
-                              requests=REQUESTS_PER_CLIENT * point.clients,
-                              prompt=point.prompt, gen=point.gen, **dict(point.plan))  # fmt: skip
-    except Exception as error:  # a UserError or any other: every failure is a finding
-        point.status, point.message = "error", f"{type(error).__name__}: {error}"
-    else:
-        if not result.fits:
-            point.status, point.message = "refused", result.reason
-        else:
-            point.ttft_s, point.tpot_s = result.ttft_s.mean, result.tpot_s.mean
-            if not all(math.isfinite(v) and v > 0 for v in (point.ttft_s, point.tpot_s)):
-                point.status = "nonsense"
-    point.cpu_s = time.process_time() - started
+    served(point, lambda: xpusim.serve(
+        CHECKPOINTS[point.checkpoint], point.chip, chips=8, engine=point.engine,
+        precision=point.checkpoint, concurrency=point.clients,
+        requests=REQUESTS_PER_CLIENT * point.clients, prompt=point.prompt, gen=point.gen,
+        **dict(point.plan)))  # fmt: skip
+    if point.status == "ok" and not all(math.isfinite(v) and v > 0
+                                        for v in (point.ttft_s, point.tpot_s)):
+        point.status = "nonsense"
     return point
 
 

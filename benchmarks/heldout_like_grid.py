@@ -40,6 +40,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -127,25 +128,35 @@ def configs(models: list[str]) -> list[Config]:
     return out
 
 
-def run(config: Config, concurrency: int, prompt: int, gen: int, spread: float = 0.0) -> Point:
-    point = Point(config, concurrency, prompt, gen)
+def served(point: Any, serve: Callable[[], Any]) -> Any:
+    """Runs `serve` (an xpusim.serve call) for `point`, filling its status ("error" with the
+    exception's name and message, "refused" with the reason, else "ok"), its mean TTFT and
+    TPOT and the CPU seconds the call took; returns the result where it fit, else None. The
+    DeepSeek-R1 grid (heldout_like_dsr1_grid.py) runs its points through it too."""
     started = time.process_time()
+    result = None
     try:
-        result = xpusim.serve(config.model, config.chip, concurrency=concurrency,
-                              requests=REQUESTS_PER_CLIENT * concurrency, prompt=prompt,
-                              gen=gen, spread=spread, **config.options())  # fmt: skip
-    except UserError as error:
-        point.status, point.message = "error", f"UserError: {error}"
-    except Exception as error:
+        result = serve()
+    except Exception as error:  # a UserError or any other: every failure is a finding
         point.status, point.message = "error", f"{type(error).__name__}: {error}"
     else:
         if not result.fits:
-            point.status, point.message = "refused", result.reason
+            point.status, point.message, result = "refused", result.reason, None
         else:
             point.ttft_s, point.tpot_s = result.ttft_s.mean, result.tpot_s.mean
-            point.tokens_per_s = result.output_tokens_per_s
-            point.notes = result.notes
     point.cpu_s = time.process_time() - started
+    return result
+
+
+def run(config: Config, concurrency: int, prompt: int, gen: int, spread: float = 0.0) -> Point:
+    point = Point(config, concurrency, prompt, gen)
+    result = served(point, lambda: xpusim.serve(
+        config.model, config.chip, concurrency=concurrency,
+        requests=REQUESTS_PER_CLIENT * concurrency, prompt=prompt, gen=gen, spread=spread,
+        **config.options()))  # fmt: skip
+    if result is not None:
+        point.tokens_per_s = result.output_tokens_per_s
+        point.notes = result.notes
     return point
 
 

@@ -29,6 +29,7 @@ import xpusim
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 try:
+    import heldout_like_dsr1_grid as dsr1
     import heldout_like_grid as grid
 finally:
     sys.path.remove(str(BENCH))
@@ -129,3 +130,15 @@ def test_the_grid_names_each_broken_rule():
     refused = grid.Point(h100, 4, 1000, 1000, status="refused", message="memory: the weights "
                          "(32.80 GB on the fullest chip) and activations (0.1 GB) leave ...")
     assert grid.suspicious_refusal(refused).startswith("weights 32.8 of 86 GB")
+
+
+def test_the_deepseek_grid_holds_its_orderings_where_the_engines_defaults_are_modelled():
+    """benchmarks/heldout_like_dsr1_grid.py: under SGLang on 8 B200 and B300, NVFP4 decodes
+    no slower than FP8 (InferenceX measured it faster) and B300 no slower than B200, asked
+    with the plan alone, and nothing errs."""
+    points = [dsr1.serve(dsr1.Point(chip, checkpoint, "sglang", (("tp", 8),), 4, 1024, 64))
+              for chip in ("b200", "b300") for checkpoint in ("fp8", "nvfp4")]  # fmt: skip
+    assert all(p.status == "ok" for p in points), [p.message for p in points]
+    for p in points:
+        p.gen = 1024  # broken() reads the grid's 1k/1k load; 64 outputs keep the test short
+    assert dsr1.broken(points) == []

@@ -26,6 +26,15 @@ def llama7b():
     return load_model("llama-2-7b")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_disk_cache(tmp_path_factory):
+    """The suite keeps its own disk cache (disk_cache.py), never the user's: its first reads
+    build and keep, the later ones read back, as two commands in a row do. A cache setting
+    given to the run (XPUSIM_CACHE_DIR, off included) stands."""
+    if "XPUSIM_CACHE_DIR" not in os.environ:
+        os.environ["XPUSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("xpusim-cache"))
+
+
 @pytest.fixture(autouse=True)
 def _no_hub(monkeypatch, tmp_path_factory):
     """Tests never ask the Hugging Face hub, nor read the machine's own cache: model names

@@ -193,6 +193,7 @@ from pathlib import Path
 import numpy as np
 
 from xpusim.cost.split_layout import SPLIT_FIGURES, SplitLayout
+from xpusim.disk_cache import cached
 from xpusim.errors import UserError
 from xpusim.hardware.spec import Chip
 from xpusim.ir.dtypes import DType, Format, parse_weight_format, stream_format
@@ -984,6 +985,17 @@ KINDS = tuple(dict.fromkeys([*KIND_FILES, *CHIP_FILES]))
 
 
 def _read(path: Path, kind: str) -> list[KernelTable]:
+    """The tables of one committed file, read back from the disk cache where this package
+    built them before (disk_cache.py: parsing and checking every file took 1.2 s of a
+    serve), else built by read_tables."""
+    committed = path.is_relative_to(TABLES_DIR)
+    name = "kernel-tables-" + ("-".join(path.relative_to(TABLES_DIR).with_suffix("").parts)
+                               if committed else f"other-{path.stem}")  # a test's own file
+    return cached(name, lambda: read_tables(path, kind), path.read_bytes())
+
+
+def read_tables(path: Path, kind: str) -> list[KernelTable]:
+    """The tables of one file, parsed and checked (_read's reference, and its build)."""
     with path.open("rb") as f:
         tables = [_table(entry, path) for entry in tomllib.load(f)["table"]]
     wrong = next((t for t in tables if t.kind != kind), None)

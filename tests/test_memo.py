@@ -34,6 +34,7 @@ LOADERS_KEPT = {
     "serving/engines.py: @cache engines",
     "validation/points.py: @cache load_points",
     "validation/error_bands.py: @cache _bands",  # the committed bands file
+    "disk_cache.py: @cache package_key",  # the hash of the package's own files
     "web/app.py: @cache _catalog", "web/app.py: @cache _models",
     # torch's custom op defined once a process, and the function its patch replaces
     "workloads/torch_kernels.py: @cache _original_scan",

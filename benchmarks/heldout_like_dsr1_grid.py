@@ -96,10 +96,11 @@ def grid(loads: tuple[tuple[int, int, int], ...]) -> list[Point]:
     return points
 
 
-def broken(points: list[Point]) -> list[str]:
-    """The orderings the module docstring lists, at 4 clients and 1k/1k."""
+def broken(points: list[Point], load: tuple[int, int, int] = LOADS["c4"][0]) -> list[str]:
+    """The orderings the module docstring lists, at one load: (clients, prompt, gen), 4
+    clients and 1k/1k by default."""
     ok = {(p.chip, p.checkpoint, p.engine, p.plan): p for p in points
-          if p.status == "ok" and (p.clients, p.prompt, p.gen) == (4, 1024, 1024)}
+          if p.status == "ok" and (p.clients, p.prompt, p.gen) == load}
     found = []
     for (chip, checkpoint, engine, plan), p in ok.items():
         for older, newer in NEWER:

@@ -265,8 +265,7 @@ class Replica:
         idle = not (self.cohort or self.prefilling or self.waiting)
         if self._recv_count >= self.recv_interval or idle:
             self._recv_count = 0
-            self.waiting.extend(self.inbox)
-            self.inbox.clear()
+            self._take_inbox()
 
     def _release(self, now_s: float) -> None:
         """tpu-inference's DP scheduler with DP_SCHED_BATCH_PREFILL (core/sched/
@@ -283,8 +282,13 @@ class Replica:
         pending = len(self.inbox)
         if pending >= ranks or now_s - self._released_s >= timeout_s or idle >= pending:
             self._released_s = now_s
-            self.waiting.extend(self.inbox)
-            self.inbox.clear()
+            self._take_inbox()
+
+    def _take_inbox(self) -> None:
+        """What a gate (_receive, _release) lets through: the inbox, in arrival order, onto
+        the scheduler's queue."""
+        self.waiting.extend(self.inbox)
+        self.inbox.clear()
 
     @property
     def running(self) -> int:

@@ -626,7 +626,7 @@ KV_FULL = 0.95
 """KV-cache use from which memory, not the batch limit, is what a full batch waits on."""
 
 
-def _dp_prefill_notes(engine: Any, profile: EngineProfile, vendor: str,
+def _dp_prefill_notes(engine: Engine, profile: EngineProfile, vendor: str,
                       dp_attention: bool) -> list[str]:  # fmt: skip
     """What the run says of tpu-inference's DP prefill batching (Replica._release): the gate
     as --dp-prefill-batch sets it, refused where the engine has no such gate, or, on a TPU

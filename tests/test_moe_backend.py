@@ -267,3 +267,14 @@ def test_a_prompt_that_fills_the_whole_prompt_budget_is_explained():
     assert any("waits until at most 0 others decode" in n for n in tight.notes)
     assert not any("others decode" in n for n in roomy.notes)
     assert roomy.ttft_s.mean < tight.ttft_s.mean
+
+
+def test_a_searched_plan_is_chosen_on_the_backend_the_engine_picks():
+    """Without --tp the plan is searched; it is searched on the engine's own MoE backend, as
+    when the run names it (here CUTLASS's rows choose TP 8, trtllm-gen's two replicas of
+    TP 4: a plan searched on CUTLASS and then priced on trtllm-gen was neither)."""
+    load = dict(chips=8, precision="nvfp4", engine="sglang", concurrency=4, requests=8,
+                prompt=1024, gen=32)  # fmt: skip
+    by_itself = xpusim.serve(DSR1_NVFP4, "b200", **load)
+    named = xpusim.serve(DSR1_NVFP4, "b200", moe_backend="TRTLLM", **load)
+    assert by_itself.plan == named.plan and by_itself.tpot_s.mean == named.tpot_s.mean

@@ -20,7 +20,7 @@ from xpusim.hardware.spec import Chip
 from xpusim.hardware.system import System, system_for
 from xpusim.memo import remembered
 from xpusim.scenarios.llm.graphs import shape_graphs
-from xpusim.scenarios.llm.inference import chosen_plan
+from xpusim.scenarios.llm.inference import chosen_plan, job_setup
 from xpusim.scenarios.llm.request import Request
 from xpusim.serving.admission import Reserve
 from xpusim.serving.decision import Decision
@@ -108,19 +108,23 @@ def prepare(
         split = engine.prefill_replicas + engine.decode_replicas  # type: ignore[operator]
         total = system_for(target, plan_options.get("chips")).chips
         options["chips"] = max(total // split, 1)
+    picked = ""
+    if plan_options.get("moe_backend") is None and cfg.is_moe:  # the engine's own choice
+        # (engines.toml), the plan chosen on it as on a --moe-backend given
+        resolved = job_setup(cfg, target, options)
+        picked = profile.default_moe_backend(resolved.system.chip.id, cfg.model_type,
+                                             resolved.req.weight.value)  # fmt: skip
+        if picked:
+            options["moe_backend"] = picked
     setup, cand = chosen_plan(cfg, target, options)
     system, plan, req = setup.system, cand.plan, setup.req
     if split > 1:
         system = system_for(target, plan_options.get("chips"))
     notes = list(setup.notes) + unmodelled_attention(cfg)
-    if plan_options.get("moe_backend") is None and cfg.is_moe:
-        picked = profile.default_moe_backend(system.chip.id, cfg.model_type, req.weight.value)
-        if picked:  # the engine's own choice where the run names none (engines.toml)
-            req = replace(req, moe_backend=picked)
-            notes.append(f"MoE backend {picked}: engine {engine.engine} picks it by itself "
-                         f"for {cfg.model_type}'s {req.weight.value} routed experts on "
-                         f"{system.chip.id} (engines.toml moe_backend_default); --moe-backend "
-                         "names another")  # fmt: skip
+    if picked:
+        notes.append(f"MoE backend {picked}: engine {engine.engine} picks it by itself for "
+                     f"{cfg.model_type}'s {req.weight.value} routed experts on {system.chip.id} "
+                     "(engines.toml moe_backend_default); --moe-backend names another")
     if kv_auto:
         why = {"model": "the model's 16-bit dtype, its KV default beside the matmuls' "
                         "--quantization",

@@ -216,6 +216,13 @@ def chosen_plan(
     return ranks[0].setup, ranks[0]
 
 
+def job_setup(model: TransformerConfig, target: Chip | System, options: dict[str, Any]) -> Setup:
+    """A job's options resolved into its system, request and plans, before any plan is
+    costed: what serving reads a run's formats from to choose its options (an engine's own
+    MoE backend) ahead of chosen_plan."""
+    return _setup(model, target, options)
+
+
 # Tokens one request batch may hold (batch x (prompt + gen)): a token count times the widest
 # tensor dimension (a vocabulary, 2^17 and more) must stay below 2^63 (int64 dimensions)
 MAX_TOKENS = 2**40
